@@ -1,0 +1,15 @@
+/* What a library linking dlsym_stub.S provides and gets. The stub exports dlsym;
+ * the library defines mt_dlsym_hook, which sees every lookup on a real handle.
+ * mt_dlsym_resolve finds glibc's dlsym (the GLIBC_2.34 version, else GLIBC_2.2.5). */
+#ifndef MT_DLSYM_STUB_H
+#define MT_DLSYM_STUB_H
+
+typedef void *(*mt_dlsym_fn)(void *, const char *);
+
+#define MT_HIDDEN __attribute__((visibility("hidden")))
+
+extern MT_HIDDEN mt_dlsym_fn mt_real_dlsym;
+MT_HIDDEN mt_dlsym_fn mt_dlsym_resolve(void);
+MT_HIDDEN void *mt_dlsym_hook(void *handle, const char *name);
+
+#endif
