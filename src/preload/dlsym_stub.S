@@ -2,11 +2,14 @@
  * from the return address of its caller, so RTLD_NEXT and RTLD_DEFAULT lookups must
  * reach the real dlsym by a jump that leaves the application's return address in
  * place: a C wrapper that calls it would make "next" mean "next after memtap".
- * Every other handle goes to mt_dlsym_hook(handle, name), written in C. */
+ * Every other handle goes to mt_dlsym_hook(handle, name), written in C.
+ * Finding glibc's dlsym is assembly too: sanitizer runtimes call dlsym while they
+ * initialise, before any instrumented C code may run. */
 	.text
 	.hidden mt_dlsym_hook
 	.hidden mt_dlsym_resolve
 	.hidden mt_real_dlsym
+
 	.globl dlsym
 	.type dlsym, @function
 dlsym:
@@ -22,7 +25,6 @@ dlsym:
 	jz 2f
 	jmp *%rax
 2:
-	/* first use, possibly before constructors ran: resolve, keeping the arguments */
 	pushq %rdi
 	.cfi_adjust_cfa_offset 8
 	pushq %rsi
@@ -39,5 +41,48 @@ dlsym:
 	jmp *%rax
 	.cfi_endproc
 	.size dlsym, .-dlsym
+
+/* mt_dlsym_fn mt_dlsym_resolve(void): glibc's dlsym, GLIBC_2.34 else GLIBC_2.2.5.
+ * Called from this library, RTLD_NEXT here means the objects after us: glibc. */
+	.globl mt_dlsym_resolve
+	.type mt_dlsym_resolve, @function
+mt_dlsym_resolve:
+	.cfi_startproc
+	movq mt_real_dlsym(%rip), %rax
+	testq %rax, %rax
+	jnz 2f
+	subq $8, %rsp
+	.cfi_adjust_cfa_offset 8
+	movq $-1, %rdi
+	leaq .Lname(%rip), %rsi
+	leaq .Lv234(%rip), %rdx
+	call dlvsym@PLT
+	testq %rax, %rax
+	jnz 1f
+	movq $-1, %rdi
+	leaq .Lname(%rip), %rsi
+	leaq .Lv225(%rip), %rdx
+	call dlvsym@PLT
+1:
+	movq %rax, mt_real_dlsym(%rip)	/* racing threads store the same value */
+	addq $8, %rsp
+	.cfi_adjust_cfa_offset -8
+2:
+	ret
+	.cfi_endproc
+	.size mt_dlsym_resolve, .-mt_dlsym_resolve
+
+	.bss
+	.align 8
+	.globl mt_real_dlsym
+	.type mt_real_dlsym, @object
+	.size mt_real_dlsym, 8
+mt_real_dlsym:
+	.zero 8
+
+	.section .rodata
+.Lname:	.string "dlsym"
+.Lv234:	.string "GLIBC_2.34"
+.Lv225:	.string "GLIBC_2.2.5"
 
 	.section .note.GNU-stack,"",@progbits

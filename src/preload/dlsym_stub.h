@@ -1,6 +1,7 @@
 /* What a library linking dlsym_stub.S provides and gets. The stub exports dlsym;
  * the library defines mt_dlsym_hook, which sees every lookup on a real handle.
- * mt_dlsym_resolve finds glibc's dlsym (the GLIBC_2.34 version, else GLIBC_2.2.5). */
+ * mt_dlsym_resolve finds glibc's dlsym (GLIBC_2.34, else GLIBC_2.2.5), safely before
+ * constructors and sanitizer initialisation. */
 #ifndef MT_DLSYM_STUB_H
 #define MT_DLSYM_STUB_H
 

@@ -21,7 +21,15 @@ static __thread int ctx_depth; /* ctx_stack[ctx_depth] is the current context */
 #define DEVICE_SPACE_BASE 0x200000000000ull
 #define DEVICE_SPACE_SLOT 0x40000000000ull /* 4 TiB apart */
 #define VA_SPACE_BASE 0x180000000000ull
-#define VA_SPACE_SIZE 0x40000000000ull
+#define VA_SPACE_MAX 0x40000000000ull
+
+/* ThreadSanitizer kills a process that maps outside its application ranges, so under
+ * it the spaces go wherever the kernel puts them (and addresses vary between runs). */
+#ifdef __SANITIZE_THREAD__
+#define FIXED(addr) ((uintptr_t)0)
+#else
+#define FIXED(addr) ((uintptr_t)(addr))
+#endif
 
 void sim_lock(void)
 {
@@ -132,6 +140,7 @@ static int device_count(void)
 static CUresult init_locked(void)
 {
 	const char *names = getenv("SIMGPU_NAME");
+	size_t va_size = 64ull << 30;
 
 	sim.ndev = device_count();
 	sim.fail_nth = env_size("SIMGPU_FAIL_NTH", 0);
@@ -144,9 +153,10 @@ static CUresult init_locked(void)
 
 		if (span > DEVICE_SPACE_SLOT)
 			span = DEVICE_SPACE_SLOT;
-		if (sim_space_init(&d->space, DEVICE_SPACE_BASE + (uintptr_t)i * DEVICE_SPACE_SLOT, span))
+		if (sim_space_init(&d->space, FIXED(DEVICE_SPACE_BASE + (uintptr_t)i * DEVICE_SPACE_SLOT), span))
 			return CUDA_ERROR_OUT_OF_MEMORY;
 		d->capacity = cap;
+		va_size += 4 * cap;
 		if (names && *names) {
 			list_item(names, i, d->name, sizeof d->name);
 		} else {
@@ -157,7 +167,8 @@ static CUresult init_locked(void)
 		sim_pool_init(&d->default_pool, i, true);
 		d->current_pool = &d->default_pool;
 	}
-	if (sim_space_init(&sim.va, VA_SPACE_BASE, VA_SPACE_SIZE))
+	/* room for reservations of four times the memory there is */
+	if (sim_space_init(&sim.va, FIXED(VA_SPACE_BASE), va_size < VA_SPACE_MAX ? va_size : VA_SPACE_MAX))
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	sim.initialized = true;
 	return CUDA_SUCCESS;

@@ -15,7 +15,7 @@
 int sim_space_init(struct sim_space *sp, uintptr_t want_base, size_t size)
 {
 	int flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
-	void *p = mmap((void *)want_base, size, PROT_NONE, flags | MAP_FIXED_NOREPLACE, -1, 0);
+	void *p = want_base ? mmap((void *)want_base, size, PROT_NONE, flags | MAP_FIXED_NOREPLACE, -1, 0) : MAP_FAILED;
 
 	if (p == MAP_FAILED || (uintptr_t)p != want_base) {
 		/* taken, or refused by a sanitizer's layout: take any address instead */
