@@ -1,0 +1,70 @@
+/* memtap: where a GPU training job's memory goes.
+ *
+ * The application-side API. Include this header and call the functions whether or
+ * not the job runs under memtap: each call looks memtap up at run time (dlsym) and
+ * does nothing, returning ENOSYS, when memtap is not loaded. No link flag is needed.
+ * memtap's own sources define MEMTAP_BUILDING to get the plain declarations.
+ * Every function returns 0 or an errno-style code; memtap_active returns 1 or 0. */
+#ifndef MEMTAP_H
+#define MEMTAP_H
+
+#include <errno.h>
+#include <stddef.h>
+
+/* ---- version ---- */
+#define MEMTAP_VERSION_MAJOR 0
+#define MEMTAP_VERSION_MINOR 1
+
+/* ---- categories for tagging ---- */
+enum memtap_category {
+	MEMTAP_PARAMS = 1,
+	MEMTAP_GRADS = 2,
+	MEMTAP_OPTIMIZER = 3,
+	MEMTAP_ACTIVATIONS = 4,
+	MEMTAP_TEMPORARIES = 5,
+	MEMTAP_OTHER = 6,
+};
+
+#ifdef MEMTAP_BUILDING
+#define MEMTAP_API(ret, name, params, args) ret name params;
+#else
+#include <dlfcn.h>
+/* Looks the function up once per translation unit; RTLD_DEFAULT is (void *)0 on Linux. */
+#define MEMTAP_API(ret, name, params, args)                                              \
+	static inline ret name params                                                    \
+	{                                                                                \
+		static ret(*fn) params;                                                  \
+		static int looked;                                                       \
+		if (!__atomic_load_n(&looked, __ATOMIC_ACQUIRE)) {                       \
+			fn = (ret(*) params)dlsym((void *)0, #name);                     \
+			__atomic_store_n(&looked, 1, __ATOMIC_RELEASE);                  \
+		}                                                                        \
+		return fn ? fn args : (ret)ENOSYS;                                       \
+	}
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- tagging: say what memory is for ---- */
+/* Allocations this thread makes until the matching pop carry the category. */
+MEMTAP_API(int, memtap_tag_push, (int category), (category))
+MEMTAP_API(int, memtap_tag_pop, (void), ())
+/* Memory already allocated (or a part of it) carries the category from now on. */
+MEMTAP_API(int, memtap_tag_range, (const void *ptr, size_t size, int category), (ptr, size, category))
+
+/* ---- marks and control ---- */
+/* An iteration boundary (or any named point) in the trace. */
+MEMTAP_API(int, memtap_mark, (const char *name), (name))
+/* Writes the trace recorded so far, closed, to path: `memtap report path` reads it. */
+MEMTAP_API(int, memtap_snapshot, (const char *path), (path))
+/* 1 when this process is being recorded. */
+MEMTAP_API(int, memtap_active, (void), ())
+
+#ifdef __cplusplus
+}
+#endif
+
+#undef MEMTAP_API
+#endif

@@ -1,0 +1,20 @@
+/* A u64 -> u64 hash map for the offline tool (open addressing, malloc-backed). */
+#ifndef MT_MAP_H
+#define MT_MAP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct mt_map {
+	uint64_t *keys, *vals;
+	uint8_t *used; /* 0 empty, 1 full, 2 deleted */
+	size_t cap, count, occupied;
+};
+
+bool mt_map_get(const struct mt_map *m, uint64_t key, uint64_t *val);
+int mt_map_put(struct mt_map *m, uint64_t key, uint64_t val); /* 0 or ENOMEM */
+bool mt_map_del(struct mt_map *m, uint64_t key, uint64_t *val);
+void mt_map_free(struct mt_map *m);
+
+#endif

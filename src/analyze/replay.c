@@ -1,0 +1,227 @@
+/* Event replay. Frees of unknown addresses are counted, never fatal: a trace may
+ * start after allocations were made or lose events to a full buffer. A call that
+ * failed (error set) changes nothing but its counter. */
+#include "analyze/replay.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+const char *const mt_live_kind_names[MT_LIVE_KINDS] = {"device", "vmm", "managed", "host"};
+
+int mt_replay_init(struct mt_replay *r, const struct mt_trace *t)
+{
+	memset(r, 0, sizeof *r);
+	r->trace = t;
+	r->free_head = SIZE_MAX;
+	return 0;
+}
+
+void mt_replay_free(struct mt_replay *r)
+{
+	free(r->live);
+	mt_map_free(&r->by_addr);
+	mt_map_free(&r->by_handle);
+	mt_map_free(&r->mappings);
+	mt_map_free(&r->map_handle);
+}
+
+uint64_t mt_trace_start(const struct mt_trace *t)
+{
+	char buf[32];
+
+	if (mt_trace_info(t, "start_monotonic_ns", buf, sizeof buf))
+		return strtoull(buf, NULL, 10);
+	return t->nevents ? t->events[0].time : 0;
+}
+
+static struct mt_live *new_live(struct mt_replay *r, size_t *index)
+{
+	if (r->free_head != SIZE_MAX) {
+		*index = r->free_head;
+		r->free_head = (size_t)r->live[*index].addr;
+	} else {
+		if (r->nlive == r->cap) {
+			size_t cap = r->cap ? 2 * r->cap : 1024;
+			struct mt_live *n = realloc(r->live, cap * sizeof *n);
+			if (!n)
+				return NULL;
+			r->live = n;
+			r->cap = cap;
+		}
+		*index = r->nlive++;
+	}
+	memset(&r->live[*index], 0, sizeof r->live[*index]);
+	r->live[*index].in_use = true;
+	return &r->live[*index];
+}
+
+static void drop_live(struct mt_replay *r, size_t index)
+{
+	r->live[index].in_use = false;
+	r->live[index].addr = r->free_head;
+	r->free_head = index;
+}
+
+static void charge(struct mt_replay *r, uint8_t dev, int64_t bytes, const struct mt_event *e)
+{
+	struct mt_device_state *d = &r->dev[dev];
+
+	d->seen = true;
+	d->current += (uint64_t)bytes;
+	if (d->current > d->peak) {
+		d->peak = d->current;
+		d->peak_time = e->time;
+		d->peak_event = r->index;
+	}
+}
+
+static void account(struct mt_replay *r, const struct mt_live *l, int sign, const struct mt_event *e)
+{
+	int64_t bytes = sign * (int64_t)l->size;
+
+	switch (l->kind) {
+	case MT_LIVE_DEVICE:
+	case MT_LIVE_VMM:
+		if (l->device != MT_NO_DEVICE)
+			charge(r, l->device, bytes, e);
+		break;
+	case MT_LIVE_MANAGED:
+		r->managed += (uint64_t)bytes;
+		break;
+	case MT_LIVE_HOST:
+		r->host += (uint64_t)bytes;
+		if (r->host > r->host_peak)
+			r->host_peak = r->host;
+		break;
+	}
+}
+
+static void made(struct mt_replay *r, const struct mt_event *e, uint8_t kind)
+{
+	size_t i;
+	uint64_t old;
+	struct mt_live *l;
+
+	/* an address handed out again without a free we saw: the old one is gone */
+	if (mt_map_del(&r->by_addr, e->addr, &old)) {
+		account(r, &r->live[old - 1], -1, e);
+		drop_live(r, old - 1);
+	}
+	l = new_live(r, &i);
+	if (!l)
+		return;
+	*l = (struct mt_live){.addr = e->addr, .size = e->size, .time = e->time, .stack = e->stack,
+			      .phase = e->phase, .device = e->device, .kind = kind, .tag = e->tag, .in_use = true};
+	mt_map_put(&r->by_addr, e->addr, i + 1);
+	r->allocs++;
+	account(r, l, 1, e);
+}
+
+static void gone(struct mt_replay *r, const struct mt_event *e)
+{
+	uint64_t i;
+
+	if (!mt_map_del(&r->by_addr, e->addr, &i)) {
+		r->unmatched_frees++;
+		return;
+	}
+	r->frees++;
+	account(r, &r->live[i - 1], -1, e);
+	drop_live(r, i - 1);
+}
+
+/* A VMM handle loses a reference; the physical memory goes with the last one. */
+static void unref(struct mt_replay *r, uint64_t handle, const struct mt_event *e)
+{
+	uint64_t i;
+	struct mt_live *l;
+
+	if (!mt_map_get(&r->by_handle, handle, &i))
+		return;
+	l = &r->live[i - 1];
+	if (l->refs && --l->refs == 0) {
+		mt_map_del(&r->by_handle, handle, NULL);
+		r->frees++;
+		account(r, l, -1, e);
+		drop_live(r, i - 1);
+	}
+}
+
+static void unmap(struct mt_replay *r, const struct mt_event *e)
+{
+	/* mappings inside [addr, addr+size): walk the map's keys */
+	struct mt_map *m = &r->mappings;
+
+	for (size_t s = 0; s < m->cap; s++) {
+		uint64_t handle;
+		if (m->used[s] != 1 || m->keys[s] < e->addr || m->keys[s] >= e->addr + e->size)
+			continue;
+		if (mt_map_del(&r->map_handle, m->keys[s], &handle))
+			unref(r, handle, e);
+		mt_map_del(m, m->keys[s], NULL);
+	}
+}
+
+void mt_replay_apply(struct mt_replay *r, const struct mt_event *e)
+{
+	uint64_t i;
+
+	if (e->kind == MT_EV_DEVICE && e->device != MT_NO_DEVICE) {
+		r->dev[e->device].capacity = e->size;
+		r->dev[e->device].name = (uint32_t)e->aux;
+		r->dev[e->device].seen = true;
+	}
+	if (e->error) {
+		if (e->kind == MT_EV_ALLOC_FAILED)
+			r->failed++;
+		r->index++;
+		return;
+	}
+	switch (e->kind) {
+	case MT_EV_ALLOC: made(r, e, MT_LIVE_DEVICE); break;
+	case MT_EV_MANAGED_ALLOC: made(r, e, MT_LIVE_MANAGED); break;
+	case MT_EV_HOST_ALLOC: made(r, e, MT_LIVE_HOST); break;
+	case MT_EV_FREE:
+	case MT_EV_HOST_FREE: gone(r, e); break;
+	case MT_EV_VMM_CREATE: {
+		size_t k;
+		struct mt_live *l = new_live(r, &k);
+		if (!l)
+			break;
+		*l = (struct mt_live){.size = e->size, .time = e->time, .stack = e->stack, .phase = e->phase,
+				      .device = e->device, .kind = MT_LIVE_VMM, .tag = e->tag, .in_use = true,
+				      .handle = e->aux, .refs = 1};
+		mt_map_put(&r->by_handle, e->aux, k + 1);
+		r->allocs++;
+		account(r, l, 1, e);
+		break;
+	}
+	case MT_EV_VMM_MAP:
+		if (mt_map_get(&r->by_handle, e->aux, &i)) {
+			struct mt_live *l = &r->live[i - 1];
+			l->refs++;
+			if (!l->addr) { /* the memory is the mapper's: attribute it to cuMemMap's caller */
+				l->addr = e->addr;
+				if (e->stack)
+					l->stack = e->stack;
+			}
+			mt_map_put(&r->mappings, e->addr, e->size);
+			mt_map_put(&r->map_handle, e->addr, e->aux);
+		}
+		break;
+	case MT_EV_VMM_UNMAP: unmap(r, e); break;
+	case MT_EV_VMM_RELEASE:
+		if (mt_map_get(&r->by_handle, e->aux, &i) && !r->live[i - 1].released) {
+			r->live[i - 1].released = true;
+			unref(r, e->aux, e);
+		}
+		break;
+	case MT_EV_TAG_RANGE:
+		if (mt_map_get(&r->by_addr, e->addr, &i))
+			r->live[i - 1].tag = e->tag;
+		break;
+	default:
+		break;
+	}
+	r->index++;
+}

@@ -1,0 +1,331 @@
+/* Building and printing the first report. Two replays: the first finds each device's
+ * peak event, the second stops at each peak to group what is live there by stack. */
+#include "analyze/report.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/units.h"
+
+static int add_group(struct mt_group_list *g, struct mt_map *index, const struct mt_live *l)
+{
+	uint64_t key = (uint64_t)l->stack << 16 | (uint64_t)l->kind << 8 | l->device, i;
+
+	if (!mt_map_get(index, key, &i)) {
+		struct mt_group *n = realloc(g->items, (g->n + 1) * sizeof *n);
+		if (!n)
+			return ENOMEM;
+		g->items = n;
+		g->items[g->n] = (struct mt_group){l->stack, l->device, l->kind, 0, 0};
+		i = ++g->n;
+		if (mt_map_put(index, key, i))
+			return ENOMEM;
+	}
+	g->items[i - 1].bytes += l->size;
+	g->items[i - 1].count++;
+	return 0;
+}
+
+static int by_bytes(const void *a, const void *b)
+{
+	const struct mt_group *x = a, *y = b;
+
+	if (x->bytes != y->bytes)
+		return x->bytes < y->bytes ? 1 : -1;
+	return x->stack < y->stack ? -1 : x->stack > y->stack;
+}
+
+/* Groups the live entries of one device (or of all, for device < 0). */
+static int group(const struct mt_replay *rp, int device, struct mt_group_list *out)
+{
+	struct mt_map index = {0};
+	int r = 0;
+
+	for (size_t i = 0; i < rp->nlive && !r; i++) {
+		const struct mt_live *l = &rp->live[i];
+		if (!l->in_use)
+			continue;
+		if (device >= 0 && (l->device != device || (l->kind != MT_LIVE_DEVICE && l->kind != MT_LIVE_VMM)))
+			continue;
+		r = add_group(out, &index, l);
+	}
+	mt_map_free(&index);
+	qsort(out->items, out->n, sizeof *out->items, by_bytes);
+	return r;
+}
+
+int mt_report_build(struct mt_report *r, const struct mt_trace *t)
+{
+	struct mt_replay second;
+	int err;
+
+	memset(r, 0, sizeof *r);
+	r->trace = t;
+	r->start = mt_trace_start(t);
+	mt_replay_init(&r->end, t);
+	for (size_t i = 0; i < t->nevents; i++) {
+		mt_replay_apply(&r->end, &t->events[i]);
+		r->kinds[t->events[i].kind]++;
+	}
+	if ((err = group(&r->end, -1, &r->at_exit)))
+		return err;
+	mt_replay_init(&second, t);
+	for (size_t i = 0; i < t->nevents && !err; i++) {
+		mt_replay_apply(&second, &t->events[i]);
+		for (int d = 0; d < MT_MAX_DEVICES && !err; d++)
+			if (r->end.dev[d].peak && r->end.dev[d].peak_event == i)
+				err = group(&second, d, &r->at_peak[d]);
+	}
+	mt_replay_free(&second);
+	return err;
+}
+
+void mt_report_free(struct mt_report *r)
+{
+	mt_replay_free(&r->end);
+	for (int d = 0; d < MT_MAX_DEVICES; d++)
+		free(r->at_peak[d].items);
+	free(r->at_exit.items);
+}
+
+/* ---- text ---- */
+
+static void frame_text(FILE *out, const struct mt_frame *f)
+{
+	if (f->function)
+		fprintf(out, "%s", f->function);
+	else if (f->module)
+		fprintf(out, "%s+0x%" PRIx64, f->module, f->offset);
+	else
+		fprintf(out, "0x%" PRIx64, f->addr);
+	if (f->file) {
+		const char *slash = strrchr(f->file, '/');
+		fprintf(out, " (%s:%d)", slash ? slash + 1 : f->file, f->line);
+	} else if (f->function && f->module) {
+		fprintf(out, " (%s)", f->module);
+	}
+}
+
+static void stack_text(FILE *out, const struct mt_report *r, struct mt_symbols *sym, uint32_t stack,
+		       const char *indent)
+{
+	const struct mt_trace *t = r->trace;
+
+	if (stack == 0 || stack >= t->nstacks || !t->stacks[stack].depth) {
+		fprintf(out, "%s(no stack)\n", indent);
+		return;
+	}
+	for (uint32_t i = 0; i < t->stacks[stack].depth; i++) {
+		fprintf(out, "%s", indent);
+		frame_text(out, mt_symbols_frame(sym, t->stacks[stack].frames[i]));
+		fputc('\n', out);
+	}
+}
+
+static const char *size_text(uint64_t bytes, char *buf)
+{
+	return mt_format_size(bytes, buf, 32);
+}
+
+static void groups_text(FILE *out, const struct mt_report *r, struct mt_symbols *sym, const struct mt_group_list *g,
+			size_t top, bool show_kind)
+{
+	char sz[32];
+
+	for (size_t i = 0; i < g->n && i < top; i++) {
+		const struct mt_group *x = &g->items[i];
+		fprintf(out, "  %s in %" PRIu64 " allocation%s", size_text(x->bytes, sz), x->count, x->count == 1 ? "" : "s");
+		if (show_kind)
+			fprintf(out, " (%s%s", mt_live_kind_names[x->kind], x->device != MT_NO_DEVICE ? ", device " : ")");
+		if (show_kind && x->device != MT_NO_DEVICE)
+			fprintf(out, "%u)", x->device);
+		fputc('\n', out);
+		stack_text(out, r, sym, x->stack, "      ");
+	}
+	if (g->n > top)
+		fprintf(out, "  ... %zu more stacks\n", g->n - top);
+}
+
+static double seconds(const struct mt_report *r, uint64_t t)
+{
+	return t > r->start ? (double)(t - r->start) / 1e9 : 0.0;
+}
+
+void mt_report_text(FILE *out, const struct mt_report *r, struct mt_symbols *sym, size_t top)
+{
+	const struct mt_trace *t = r->trace;
+	const struct mt_replay *e = &r->end;
+	char sz[32], sz2[32], sz3[32], pid[32] = "?", host[256] = "?";
+
+	mt_trace_info(t, "pid", pid, sizeof pid);
+	mt_trace_info(t, "host", host, sizeof host);
+	fprintf(out, "memtap report: %s (pid %s on %s%s)\n", t->path, pid, host,
+		t->complete ? "" : ", cut short");
+	fprintf(out, "events: %" PRIu64 " allocations, %" PRIu64 " frees, %" PRIu64 " failed, %" PRIu64 " dropped\n",
+		e->allocs, e->frees, e->failed, t->dropped);
+	for (int d = 0; d < MT_MAX_DEVICES; d++) {
+		const struct mt_device_state *s = &e->dev[d];
+		if (!s->seen)
+			continue;
+		fprintf(out, "\ndevice %d (%s, %s): peak %s allocated at %.3f s; %s allocated at exit\n", d,
+			s->name ? mt_trace_string(t, s->name) : "unnamed", size_text(s->capacity, sz2),
+			size_text(s->peak, sz), seconds(r, s->peak_time), size_text(s->current, sz3));
+		if (r->at_peak[d].n) {
+			fprintf(out, "live at the peak, by stack:\n");
+			groups_text(out, r, sym, &r->at_peak[d], top, false);
+		}
+	}
+	if (e->host_peak)
+		fprintf(out, "\npinned host memory: peak %s\n", size_text(e->host_peak, sz));
+	fprintf(out, "\nlive at exit:%s\n", r->at_exit.n ? "" : " nothing");
+	groups_text(out, r, sym, &r->at_exit, top, true);
+	fprintf(out, "\nout-of-memory events:%s\n", r->kinds[MT_EV_ALLOC_FAILED] ? "" : " none");
+	for (size_t i = 0; i < t->nevents; i++) {
+		const struct mt_event *ev = &t->events[i];
+		if (ev->kind != MT_EV_ALLOC_FAILED)
+			continue;
+		fprintf(out, "  %s requested on device %d at %.3f s", size_text(ev->size, sz),
+			ev->device == MT_NO_DEVICE ? -1 : ev->device, seconds(r, ev->time));
+		if (ev->error == 2)
+			fprintf(out, ": out of memory with %s free of %s", size_text(ev->aux, sz), size_text(ev->aux2, sz2));
+		else
+			fprintf(out, ": error %d", ev->error);
+		if (ev->phase)
+			fprintf(out, " in %s", mt_trace_string(t, ev->phase));
+		fputc('\n', out);
+		stack_text(out, r, sym, ev->stack, "      ");
+	}
+	if (t->problem[0])
+		fprintf(out, "\nnote: %s\n", t->problem);
+}
+
+/* ---- JSON ---- */
+
+static void json_str(FILE *out, const char *s)
+{
+	fputc('"', out);
+	for (; s && *s; s++) {
+		unsigned char c = (unsigned char)*s;
+		if (c == '"' || c == '\\')
+			fprintf(out, "\\%c", c);
+		else if (c < 0x20)
+			fprintf(out, "\\u%04x", c);
+		else
+			fputc(c, out);
+	}
+	fputc('"', out);
+}
+
+static void frames_json(FILE *out, const struct mt_report *r, struct mt_symbols *sym, uint32_t stack)
+{
+	const struct mt_trace *t = r->trace;
+
+	fputs("[", out);
+	if (stack && stack < t->nstacks) {
+		for (uint32_t i = 0; i < t->stacks[stack].depth; i++) {
+			const struct mt_frame *f = mt_symbols_frame(sym, t->stacks[stack].frames[i]);
+			fprintf(out, "%s{\"address\": \"0x%" PRIx64 "\", \"function\": ", i ? ", " : "", f->addr);
+			if (f->function)
+				json_str(out, f->function);
+			else
+				fputs("null", out);
+			fputs(", \"file\": ", out);
+			if (f->file)
+				json_str(out, f->file);
+			else
+				fputs("null", out);
+			fprintf(out, ", \"line\": %d, \"module\": ", f->line);
+			if (f->module)
+				json_str(out, f->module);
+			else
+				fputs("null", out);
+			fprintf(out, ", \"offset\": \"0x%" PRIx64 "\"}", f->offset);
+		}
+	}
+	fputs("]", out);
+}
+
+static void groups_json(FILE *out, const struct mt_report *r, struct mt_symbols *sym, const struct mt_group_list *g,
+			size_t top, bool *first)
+{
+	for (size_t i = 0; i < g->n && i < top; i++) {
+		const struct mt_group *x = &g->items[i];
+		fprintf(out, "%s\n    {\"device\": %d, \"kind\": \"%s\", \"bytes\": %" PRIu64 ", \"count\": %" PRIu64
+			     ", \"frames\": ",
+			*first ? "" : ",", x->device == MT_NO_DEVICE ? -1 : x->device, mt_live_kind_names[x->kind],
+			x->bytes, x->count);
+		frames_json(out, r, sym, x->stack);
+		fputs("}", out);
+		*first = false;
+	}
+}
+
+void mt_report_json(FILE *out, const struct mt_report *r, struct mt_symbols *sym, size_t top)
+{
+	const struct mt_trace *t = r->trace;
+	const struct mt_replay *e = &r->end;
+	char buf[4096];
+	bool first = true;
+	static const char *const info_keys[] = {"pid", "host", "rank", "local_rank", "world_size", "cmdline",
+						"memtap_version"};
+
+	fputs("{\n  \"memtap_report\": 1,\n  \"trace\": ", out);
+	json_str(out, t->path);
+	fprintf(out, ",\n  \"complete\": %s,\n  \"problem\": ", t->complete ? "true" : "false");
+	if (t->problem[0])
+		json_str(out, t->problem);
+	else
+		fputs("null", out);
+	fputs(",\n  \"process\": {", out);
+	for (size_t i = 0; i < sizeof info_keys / sizeof info_keys[0]; i++) {
+		fprintf(out, "%s\"%s\": ", i ? ", " : "", info_keys[i]);
+		if (mt_trace_info(t, info_keys[i], buf, sizeof buf))
+			json_str(out, buf);
+		else
+			fputs("null", out);
+	}
+	fprintf(out, "},\n  \"events\": {\"total\": %zu, \"allocs\": %" PRIu64 ", \"frees\": %" PRIu64
+		     ", \"failed\": %" PRIu64 ", \"dropped\": %" PRIu64 ", \"unmatched_frees\": %" PRIu64
+		     ", \"by_kind\": {",
+		t->nevents, e->allocs, e->frees, e->failed, t->dropped, e->unmatched_frees);
+	for (int k = 0, n = 0; k < MT_EV_COUNT; k++)
+		if (r->kinds[k])
+			fprintf(out, "%s\"%s\": %" PRIu64, n++ ? ", " : "", mt_kind_names[k], r->kinds[k]);
+	fputs("}},\n  \"devices\": [", out);
+	for (int d = 0, n = 0; d < MT_MAX_DEVICES; d++) {
+		const struct mt_device_state *s = &e->dev[d];
+		if (!s->seen)
+			continue;
+		fprintf(out, "%s\n    {\"device\": %d, \"name\": ", n++ ? "," : "", d);
+		json_str(out, s->name ? mt_trace_string(t, s->name) : "");
+		fprintf(out, ", \"capacity_bytes\": %" PRIu64 ", \"peak_allocated_bytes\": %" PRIu64
+			     ", \"peak_time_ns\": %" PRIu64 ", \"allocated_at_exit_bytes\": %" PRIu64 "}",
+			s->capacity, s->peak, s->peak_time > r->start ? s->peak_time - r->start : 0, s->current);
+	}
+	fprintf(out, "],\n  \"host_pinned_peak_bytes\": %" PRIu64 ",\n  \"top_at_peak\": [", e->host_peak);
+	for (int d = 0; d < MT_MAX_DEVICES; d++)
+		groups_json(out, r, sym, &r->at_peak[d], top, &first);
+	fputs("],\n  \"live_at_exit\": [", out);
+	first = true;
+	groups_json(out, r, sym, &r->at_exit, top, &first);
+	fputs("],\n  \"oom\": [", out);
+	first = true;
+	for (size_t i = 0; i < t->nevents; i++) {
+		const struct mt_event *ev = &t->events[i];
+		if (ev->kind != MT_EV_ALLOC_FAILED)
+			continue;
+		fprintf(out, "%s\n    {\"device\": %d, \"size\": %" PRIu64 ", \"error\": %d, \"out_of_memory\": %s"
+			     ", \"free_bytes\": %" PRIu64 ", \"total_bytes\": %" PRIu64 ", \"time_ns\": %" PRIu64
+			     ", \"phase\": ",
+			first ? "" : ",", ev->device == MT_NO_DEVICE ? -1 : ev->device, ev->size, ev->error,
+			ev->error == 2 ? "true" : "false", ev->aux, ev->aux2, ev->time > r->start ? ev->time - r->start : 0);
+		json_str(out, mt_trace_string(t, ev->phase));
+		fputs(", \"frames\": ", out);
+		frames_json(out, r, sym, ev->stack);
+		fputs("}", out);
+		first = false;
+	}
+	fputs("]\n}\n", out);
+}

@@ -1,0 +1,37 @@
+/* `memtap report`: per device the peak and when, the stacks live at the peak, what is
+ * live at exit grouped by stack, OOM events with their stacks, and event counts, as
+ * text or as the stable JSON documented in docs/REPORT.md. */
+#ifndef MT_REPORT_H
+#define MT_REPORT_H
+
+#include <stdio.h>
+
+#include "analyze/replay.h"
+#include "analyze/symbols.h"
+
+struct mt_group {
+	uint32_t stack;
+	uint8_t device, kind;
+	uint64_t bytes, count;
+};
+
+struct mt_group_list {
+	struct mt_group *items;
+	size_t n;
+};
+
+struct mt_report {
+	const struct mt_trace *trace;
+	struct mt_replay end;                         /* state after the last event */
+	struct mt_group_list at_peak[MT_MAX_DEVICES]; /* per device, biggest first */
+	struct mt_group_list at_exit;                 /* every kind, biggest first */
+	uint64_t kinds[MT_EV_COUNT];                  /* events by kind */
+	uint64_t start;                               /* trace start, monotonic ns */
+};
+
+int mt_report_build(struct mt_report *r, const struct mt_trace *t);
+void mt_report_free(struct mt_report *r);
+void mt_report_text(FILE *out, const struct mt_report *r, struct mt_symbols *sym, size_t top);
+void mt_report_json(FILE *out, const struct mt_report *r, struct mt_symbols *sym, size_t top);
+
+#endif

@@ -1,0 +1,113 @@
+/* libdwfl-backed symbolization with a per-address cache. */
+#include "analyze/symbols.h"
+
+#include <elfutils/libdwfl.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "analyze/map.h"
+
+struct mt_symbols {
+	const struct mt_trace *trace;
+	Dwfl *dwfl;
+	struct mt_map cache; /* address -> index + 1 into frames */
+	struct mt_frame *frames;
+	size_t nframes, cap;
+};
+
+static const Dwfl_Callbacks callbacks = {
+	.find_elf = dwfl_build_id_find_elf,
+	.find_debuginfo = dwfl_standard_find_debuginfo,
+	.section_address = dwfl_offline_section_address,
+};
+
+struct mt_symbols *mt_symbols_open(const struct mt_trace *t)
+{
+	struct mt_symbols *s = calloc(1, sizeof *s);
+
+	if (!s)
+		return NULL;
+	s->trace = t;
+	s->dwfl = dwfl_begin(&callbacks);
+	if (s->dwfl) {
+		dwfl_report_begin(s->dwfl);
+		for (size_t i = 0; i < t->nmodules; i++) {
+			const struct mt_module *m = &t->modules[i];
+			if (m->path[0] == '/')
+				dwfl_report_elf(s->dwfl, m->path, m->path, -1, m->base, false);
+		}
+		dwfl_report_end(s->dwfl, NULL, NULL);
+	}
+	return s;
+}
+
+static const struct mt_module *module_of(const struct mt_trace *t, uint64_t addr)
+{
+	for (size_t i = 0; i < t->nmodules; i++)
+		if (addr >= t->modules[i].start && addr < t->modules[i].end)
+			return &t->modules[i];
+	return NULL;
+}
+
+static char *copy(const char *s)
+{
+	return s ? strdup(s) : NULL;
+}
+
+const struct mt_frame *mt_symbols_frame(struct mt_symbols *s, uint64_t addr)
+{
+	uint64_t i;
+	struct mt_frame f = {.addr = addr};
+	const struct mt_module *m;
+	uint64_t pc = addr ? addr - 1 : 0; /* a return address: look at the call before it */
+
+	if (mt_map_get(&s->cache, addr, &i))
+		return &s->frames[i - 1];
+	if ((m = module_of(s->trace, addr))) {
+		const char *slash = strrchr(m->path, '/');
+		f.module = slash ? slash + 1 : m->path;
+		f.offset = addr - m->base;
+	}
+	if (s->dwfl) {
+		Dwfl_Module *mod = dwfl_addrmodule(s->dwfl, pc);
+		if (mod) {
+			Dwfl_Line *line = dwfl_module_getsrc(mod, pc);
+			f.function = copy(dwfl_module_addrname(mod, pc));
+			if (line) {
+				int lineno = 0;
+				const char *file = dwfl_lineinfo(line, NULL, &lineno, NULL, NULL, NULL);
+				f.file = copy(file);
+				f.line = lineno;
+			}
+		}
+	}
+	if (s->nframes == s->cap) {
+		size_t cap = s->cap ? 2 * s->cap : 256;
+		struct mt_frame *n = realloc(s->frames, cap * sizeof *n);
+		if (!n) {
+			static struct mt_frame unknown;
+			unknown = (struct mt_frame){.addr = addr};
+			return &unknown;
+		}
+		s->frames = n;
+		s->cap = cap;
+	}
+	s->frames[s->nframes++] = f;
+	mt_map_put(&s->cache, addr, s->nframes);
+	return &s->frames[s->nframes - 1];
+}
+
+void mt_symbols_close(struct mt_symbols *s)
+{
+	if (!s)
+		return;
+	for (size_t i = 0; i < s->nframes; i++) {
+		free((char *)s->frames[i].function);
+		free((char *)s->frames[i].file);
+	}
+	free(s->frames);
+	mt_map_free(&s->cache);
+	if (s->dwfl)
+		dwfl_end(s->dwfl);
+	free(s);
+}

@@ -1,0 +1,224 @@
+/* Byte-level codec of the trace: CRC-32, varints and the event encoding shared by
+ * the writer (in the injected library) and the reader (in the memtap tool).
+ * An event is: kind, presence mask, thread, time delta, then the present fields;
+ * zero fields are left out, times and addresses are deltas from the previous event. */
+#include "format/format.h"
+
+#include <string.h>
+
+const char *const mt_kind_names[MT_EV_COUNT] = {
+#define EV(name, text, doc) text,
+#include "format/events.def"
+#undef EV
+};
+
+const char *const mt_tag_names[MT_TAG_COUNT] = {"none", "params", "grads", "optimizer", "activations",
+						  "temporaries", "other"};
+
+static uint32_t crc_table[256];
+
+static void crc_init(void)
+{
+	for (uint32_t i = 0; i < 256; i++) {
+		uint32_t c = i;
+		for (int k = 0; k < 8; k++)
+			c = c & 1 ? 0xedb88320u ^ (c >> 1) : c >> 1;
+		crc_table[i] = c;
+	}
+}
+
+uint32_t mt_crc32(uint32_t crc, const void *data, size_t len)
+{
+	static int ready;
+	const uint8_t *p = data;
+
+	if (!__atomic_load_n(&ready, __ATOMIC_ACQUIRE)) {
+		crc_init(); /* idempotent: racing threads compute the same table */
+		__atomic_store_n(&ready, 1, __ATOMIC_RELEASE);
+	}
+	crc = ~crc;
+	while (len--)
+		crc = crc_table[(crc ^ *p++) & 0xff] ^ (crc >> 8);
+	return ~crc;
+}
+
+static int reserve(struct mt_buf *b, size_t n)
+{
+	size_t cap;
+	void *p;
+
+	if (b->len + n <= b->cap)
+		return 0;
+	if (b->failed || !b->grow)
+		return -1;
+	cap = b->cap ? b->cap : 4096;
+	while (cap < b->len + n)
+		cap *= 2;
+	p = b->grow(b->data, b->cap, cap);
+	if (!p) {
+		b->failed = 1;
+		return -1;
+	}
+	b->data = p;
+	b->cap = cap;
+	return 0;
+}
+
+void mt_buf_bytes(struct mt_buf *b, const void *p, size_t n)
+{
+	if (reserve(b, n) == 0) {
+		memcpy(b->data + b->len, p, n);
+		b->len += n;
+	}
+}
+
+void mt_buf_u8(struct mt_buf *b, uint8_t v)
+{
+	mt_buf_bytes(b, &v, 1);
+}
+
+void mt_buf_varint(struct mt_buf *b, uint64_t v)
+{
+	uint8_t tmp[10];
+	size_t n = 0;
+
+	do {
+		tmp[n] = (uint8_t)(v & 0x7f);
+		v >>= 7;
+		if (v)
+			tmp[n] |= 0x80;
+		n++;
+	} while (v);
+	mt_buf_bytes(b, tmp, n);
+}
+
+void mt_buf_zigzag(struct mt_buf *b, int64_t v)
+{
+	mt_buf_varint(b, ((uint64_t)v << 1) ^ (uint64_t)(v >> 63));
+}
+
+enum {
+	HAS_ADDR = 1 << 0,
+	HAS_SIZE = 1 << 1,
+	HAS_AUX = 1 << 2,
+	HAS_AUX2 = 1 << 3,
+	HAS_STACK = 1 << 4,
+	HAS_PHASE = 1 << 5,
+	HAS_DEVICE = 1 << 6,
+	HAS_MORE = 1 << 7, /* tag, flags, error follow as a second mask and values */
+};
+
+enum { MORE_TAG = 1, MORE_FLAGS = 2, MORE_ERROR = 4 };
+
+void mt_encode_event(struct mt_buf *b, struct mt_encoder *st, const struct mt_event *e)
+{
+	uint8_t more = (e->tag ? MORE_TAG : 0) | (e->flags ? MORE_FLAGS : 0) | (e->error ? MORE_ERROR : 0);
+	uint8_t mask = (e->addr ? HAS_ADDR : 0) | (e->size ? HAS_SIZE : 0) | (e->aux ? HAS_AUX : 0) |
+		       (e->aux2 ? HAS_AUX2 : 0) | (e->stack ? HAS_STACK : 0) | (e->phase ? HAS_PHASE : 0) |
+		       (e->device != MT_NO_DEVICE ? HAS_DEVICE : 0) | (more ? HAS_MORE : 0);
+
+	mt_buf_u8(b, e->kind);
+	mt_buf_u8(b, mask);
+	mt_buf_varint(b, e->thread);
+	mt_buf_zigzag(b, (int64_t)(e->time - st->time));
+	st->time = e->time;
+	if (mask & HAS_ADDR) {
+		mt_buf_zigzag(b, (int64_t)(e->addr - st->addr));
+		st->addr = e->addr;
+	}
+	if (mask & HAS_SIZE)
+		mt_buf_varint(b, e->size);
+	if (mask & HAS_AUX)
+		mt_buf_varint(b, e->aux);
+	if (mask & HAS_AUX2)
+		mt_buf_varint(b, e->aux2);
+	if (mask & HAS_STACK)
+		mt_buf_varint(b, e->stack);
+	if (mask & HAS_PHASE)
+		mt_buf_varint(b, e->phase);
+	if (mask & HAS_DEVICE)
+		mt_buf_u8(b, e->device);
+	if (mask & HAS_MORE) {
+		mt_buf_u8(b, more);
+		if (more & MORE_TAG)
+			mt_buf_u8(b, e->tag);
+		if (more & MORE_FLAGS)
+			mt_buf_u8(b, e->flags);
+		if (more & MORE_ERROR)
+			mt_buf_zigzag(b, e->error);
+	}
+}
+
+uint64_t mt_get_varint(struct mt_cursor *c)
+{
+	uint64_t v = 0;
+
+	for (int shift = 0; shift < 64; shift += 7) {
+		if (c->p >= c->end) {
+			c->bad = 1;
+			return 0;
+		}
+		uint8_t byte = *c->p++;
+		v |= (uint64_t)(byte & 0x7f) << shift;
+		if (!(byte & 0x80))
+			return v;
+	}
+	c->bad = 1;
+	return 0;
+}
+
+int64_t mt_get_zigzag(struct mt_cursor *c)
+{
+	uint64_t v = mt_get_varint(c);
+	return (int64_t)(v >> 1) ^ -(int64_t)(v & 1);
+}
+
+static uint8_t get_u8(struct mt_cursor *c)
+{
+	if (c->p >= c->end) {
+		c->bad = 1;
+		return 0;
+	}
+	return *c->p++;
+}
+
+int mt_decode_event(struct mt_cursor *c, struct mt_encoder *st, struct mt_event *e)
+{
+	uint8_t mask;
+
+	memset(e, 0, sizeof *e);
+	e->kind = get_u8(c);
+	mask = get_u8(c);
+	e->thread = (uint32_t)mt_get_varint(c);
+	st->time += (uint64_t)mt_get_zigzag(c);
+	e->time = st->time;
+	e->device = MT_NO_DEVICE;
+	if (mask & HAS_ADDR) {
+		st->addr += (uint64_t)mt_get_zigzag(c);
+		e->addr = st->addr;
+	}
+	if (mask & HAS_SIZE)
+		e->size = mt_get_varint(c);
+	if (mask & HAS_AUX)
+		e->aux = mt_get_varint(c);
+	if (mask & HAS_AUX2)
+		e->aux2 = mt_get_varint(c);
+	if (mask & HAS_STACK)
+		e->stack = (uint32_t)mt_get_varint(c);
+	if (mask & HAS_PHASE)
+		e->phase = (uint32_t)mt_get_varint(c);
+	if (mask & HAS_DEVICE)
+		e->device = get_u8(c);
+	if (mask & HAS_MORE) {
+		uint8_t more = get_u8(c);
+		if (more & MORE_TAG)
+			e->tag = get_u8(c);
+		if (more & MORE_FLAGS)
+			e->flags = get_u8(c);
+		if (more & MORE_ERROR)
+			e->error = (int32_t)mt_get_zigzag(c);
+	}
+	if (e->kind >= MT_EV_COUNT || e->tag >= MT_TAG_COUNT)
+		c->bad = 1;
+	return c->bad ? -1 : 0;
+}

@@ -1,0 +1,106 @@
+/* The memtap trace: events as both sides see them, and the file's building blocks.
+ * The injected library fills struct mt_event on its hot path; the writer encodes
+ * them into checksummed chunks; the reader decodes them back. Layout: docs/FORMAT.md. */
+#ifndef MT_FORMAT_H
+#define MT_FORMAT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define MT_FORMAT_VERSION 1
+#define MT_FILE_MAGIC "MEMTAP\0\x01"
+#define MT_CHUNK_MAGIC 0x4b43544du /* "MTCK" little-endian */
+#define MT_CHUNK_MAX (4u << 20)
+
+enum mt_kind {
+#define EV(name, text, doc) MT_EV_##name,
+#include "format/events.def"
+#undef EV
+	MT_EV_COUNT
+};
+
+extern const char *const mt_kind_names[MT_EV_COUNT];
+
+/* How an allocation was asked for (flags of ALLOC). */
+enum mt_api {
+	MT_API_DRIVER = 1,  /* cuMemAlloc */
+	MT_API_RUNTIME,     /* cudaMalloc */
+	MT_API_PITCH,       /* cuMemAllocPitch, cudaMallocPitch, cudaMalloc3D */
+	MT_API_ASYNC,       /* cuMemAllocAsync, cudaMallocAsync */
+	MT_API_POOL,        /* cuMemAllocFromPoolAsync, cudaMallocFromPoolAsync */
+	MT_API_MANAGED,
+	MT_API_HOST,
+	MT_API_VMM,
+};
+
+/* Categories a user can tag memory with (memtap_tag_*). 0 is "not tagged". */
+enum mt_tag { MT_TAG_NONE, MT_TAG_PARAMS, MT_TAG_GRADS, MT_TAG_OPTIMIZER, MT_TAG_ACTIVATIONS, MT_TAG_TEMPORARIES,
+	      MT_TAG_OTHER, MT_TAG_COUNT };
+extern const char *const mt_tag_names[MT_TAG_COUNT];
+
+#define MT_NO_DEVICE 0xff
+
+struct mt_event {
+	uint8_t kind;
+	uint8_t device;  /* MT_NO_DEVICE when not known */
+	uint8_t tag;
+	uint8_t flags;
+	uint32_t thread; /* index of the thread, in order of first event */
+	uint64_t time;   /* CLOCK_MONOTONIC nanoseconds */
+	uint64_t addr, size, aux, aux2;
+	uint32_t stack;  /* interned stack id, 0 = none */
+	uint32_t phase;  /* string id of the innermost NVTX range, 0 = none */
+	int32_t error;   /* CUresult of a failed call */
+};
+
+enum mt_chunk_type {
+	MT_CHUNK_INFO = 1, /* "key=value\n" lines */
+	MT_CHUNK_STRINGS,  /* id, length, bytes */
+	MT_CHUNK_STACKS,   /* id, depth, frames */
+	MT_CHUNK_MODULES,  /* path, build id, base, size */
+	MT_CHUNK_EVENTS,   /* encoded events */
+	MT_CHUNK_END,      /* totals of a clean close */
+};
+
+struct mt_chunk_header {
+	uint32_t magic;
+	uint8_t type;
+	uint8_t reserved[3];
+	uint32_t length; /* payload bytes after this header */
+	uint32_t crc;    /* CRC-32 (IEEE) of the payload */
+};
+
+uint32_t mt_crc32(uint32_t crc, const void *data, size_t len);
+
+/* A growing byte buffer with varint writers; memory comes from the given allocator
+ * so the injected library can keep it off the application's heap. */
+struct mt_buf {
+	uint8_t *data;
+	size_t len, cap;
+	void *(*grow)(void *old, size_t old_cap, size_t new_cap);
+	int failed; /* a grow failed: the buffer stopped growing */
+};
+
+void mt_buf_bytes(struct mt_buf *b, const void *p, size_t n);
+void mt_buf_u8(struct mt_buf *b, uint8_t v);
+void mt_buf_varint(struct mt_buf *b, uint64_t v);
+void mt_buf_zigzag(struct mt_buf *b, int64_t v);
+
+/* Event encoding state: deltas are against the previous event of the same chunk. */
+struct mt_encoder {
+	uint64_t time, addr;
+};
+
+void mt_encode_event(struct mt_buf *b, struct mt_encoder *st, const struct mt_event *e);
+
+/* Decoding: a cursor over a payload; `bad` is set on malformed input. */
+struct mt_cursor {
+	const uint8_t *p, *end;
+	int bad;
+};
+
+uint64_t mt_get_varint(struct mt_cursor *c);
+int64_t mt_get_zigzag(struct mt_cursor *c);
+int mt_decode_event(struct mt_cursor *c, struct mt_encoder *st, struct mt_event *e); /* 0, or -1 when bad */
+
+#endif

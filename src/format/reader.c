@@ -1,0 +1,341 @@
+/* The trace reader: walks the chunks, checks each checksum, decodes strings, stacks,
+ * modules and events, and stops at the first bad or missing byte, keeping everything
+ * before it. Memory is plain malloc: this runs in the memtap tool, not in the job. */
+#include "format/reader.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* Every block the trace owns hangs off one list, freed together. */
+struct block {
+	struct block *next;
+	max_align_t data[];
+};
+
+static void *own(struct mt_trace *t, size_t n)
+{
+	struct block *b = calloc(1, sizeof *b + n);
+
+	if (!b)
+		return NULL;
+	b->next = t->mem;
+	t->mem = b;
+	return b->data;
+}
+
+static void note(struct mt_trace *t, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (t->problem[0])
+		return;
+	va_start(ap, fmt);
+	vsnprintf(t->problem, sizeof t->problem, fmt, ap);
+	va_end(ap);
+}
+
+/* Grows *arr (of elem-byte items) so index `need` fits; plain realloc, freed at the end. */
+static int fit(void **arr, size_t *cap, size_t need, size_t elem)
+{
+	size_t n = *cap ? *cap : 64;
+	void *p;
+
+	if (need < *cap)
+		return 0;
+	while (n <= need)
+		n *= 2;
+	p = realloc(*arr, n * elem);
+	if (!p)
+		return ENOMEM;
+	memset((char *)p + *cap * elem, 0, (n - *cap) * elem);
+	*arr = p;
+	*cap = n;
+	return 0;
+}
+
+struct tables {
+	size_t cap_events, cap_strings, cap_stacks, cap_modules;
+};
+
+static char *own_string(struct mt_trace *t, const uint8_t *p, size_t n)
+{
+	char *s = own(t, n + 1);
+
+	if (s)
+		memcpy(s, p, n);
+	return s;
+}
+
+static int read_strings(struct mt_trace *t, struct tables *tb, struct mt_cursor *c)
+{
+	while (c->p < c->end && !c->bad) {
+		uint64_t id = mt_get_varint(c), n = mt_get_varint(c);
+		if (c->bad || n > (uint64_t)(c->end - c->p) || id > (1u << 30))
+			return -1;
+		if (fit((void **)&t->strings, &tb->cap_strings, id, sizeof *t->strings))
+			return ENOMEM;
+		t->strings[id] = own_string(t, c->p, n);
+		c->p += n;
+		if (id >= t->nstrings)
+			t->nstrings = id + 1;
+	}
+	return c->bad ? -1 : 0;
+}
+
+static int read_stacks(struct mt_trace *t, struct tables *tb, struct mt_cursor *c)
+{
+	while (c->p < c->end && !c->bad) {
+		uint64_t id = mt_get_varint(c), depth = mt_get_varint(c), prev = 0;
+		uint64_t *frames;
+		if (c->bad || id == 0 || id > (1u << 30) || depth > 4096)
+			return -1;
+		if (fit((void **)&t->stacks, &tb->cap_stacks, id, sizeof *t->stacks))
+			return ENOMEM;
+		frames = own(t, (depth ? depth : 1) * sizeof *frames);
+		if (!frames)
+			return ENOMEM;
+		for (uint64_t i = 0; i < depth; i++) {
+			prev += (uint64_t)mt_get_zigzag(c);
+			frames[i] = prev;
+		}
+		t->stacks[id] = (struct mt_stack){(uint32_t)depth, frames};
+		if (id >= t->nstacks)
+			t->nstacks = id + 1;
+	}
+	return c->bad ? -1 : 0;
+}
+
+static int read_modules(struct mt_trace *t, struct tables *tb, struct mt_cursor *c)
+{
+	while (c->p < c->end && !c->bad) {
+		struct mt_module m;
+		uint64_t n = mt_get_varint(c);
+		if (c->bad || n > (uint64_t)(c->end - c->p))
+			return -1;
+		m.path = own_string(t, c->p, n);
+		c->p += n;
+		n = mt_get_varint(c);
+		if (c->bad || n > (uint64_t)(c->end - c->p))
+			return -1;
+		m.build_id = own_string(t, c->p, n);
+		c->p += n;
+		m.base = mt_get_varint(c);
+		m.start = mt_get_varint(c);
+		m.end = m.start + mt_get_varint(c);
+		if (c->bad)
+			return -1;
+		if (fit((void **)&t->modules, &tb->cap_modules, t->nmodules, sizeof *t->modules))
+			return ENOMEM;
+		t->modules[t->nmodules++] = m;
+	}
+	return c->bad ? -1 : 0;
+}
+
+static int read_events(struct mt_trace *t, struct tables *tb, struct mt_cursor *c)
+{
+	struct mt_encoder st = {0, 0};
+	uint64_t dropped = mt_get_varint(c);
+
+	if (c->bad)
+		return -1;
+	if (dropped > t->dropped)
+		t->dropped = dropped;
+	while (c->p < c->end) {
+		if (fit((void **)&t->events, &tb->cap_events, t->nevents, sizeof *t->events))
+			return ENOMEM;
+		if (mt_decode_event(c, &st, &t->events[t->nevents]))
+			return -1;
+		t->nevents++;
+	}
+	return 0;
+}
+
+static int by_time(const void *a, const void *b)
+{
+	const struct mt_event *x = a, *y = b;
+
+	if (x->time != y->time)
+		return x->time < y->time ? -1 : 1;
+	return x < y ? -1 : x > y; /* keep file order on ties (merge sort below is stable anyway) */
+}
+
+/* Stable merge sort: events of one thread keep their order when times tie. */
+static int sort_events(struct mt_event *e, size_t n)
+{
+	struct mt_event *tmp;
+
+	if (n < 2)
+		return 0;
+	tmp = malloc(n * sizeof *tmp);
+	if (!tmp)
+		return ENOMEM;
+	for (size_t w = 1; w < n; w *= 2) {
+		for (size_t lo = 0; lo < n; lo += 2 * w) {
+			size_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;
+			size_t i = lo, j = mid, k = lo;
+			while (i < mid && j < hi)
+				tmp[k++] = e[j].time < e[i].time ? e[j++] : e[i++];
+			while (i < mid)
+				tmp[k++] = e[i++];
+			while (j < hi)
+				tmp[k++] = e[j++];
+		}
+		memcpy(e, tmp, n * sizeof *e);
+	}
+	free(tmp);
+	(void)by_time;
+	return 0;
+}
+
+static int parse(struct mt_trace *t, const uint8_t *data, size_t size)
+{
+	struct tables tb = {0};
+	size_t off = 16;
+	int r = 0;
+
+	if (size < 16 || memcmp(data, MT_FILE_MAGIC, 8) != 0) {
+		note(t, "not a memtap trace (no memtap header)");
+		return EINVAL;
+	}
+	if (data[8] != MT_FORMAT_VERSION) {
+		note(t, "trace format version %u; this memtap reads version %u", data[8], MT_FORMAT_VERSION);
+		return EINVAL;
+	}
+	if (fit((void **)&t->strings, &tb.cap_strings, 0, sizeof *t->strings) ||
+	    fit((void **)&t->stacks, &tb.cap_stacks, 0, sizeof *t->stacks))
+		return ENOMEM;
+	t->strings[0] = "";
+	t->nstrings = t->nstacks = 1;
+	while (off < size) {
+		struct mt_chunk_header h;
+		struct mt_cursor c;
+
+		if (size - off < sizeof h) {
+			note(t, "cut short: %zu stray bytes after the last whole chunk", size - off);
+			break;
+		}
+		memcpy(&h, data + off, sizeof h);
+		if (h.magic != MT_CHUNK_MAGIC || h.length > MT_CHUNK_MAX) {
+			note(t, "corrupt chunk header at byte %zu", off);
+			break;
+		}
+		if (h.length > size - off - sizeof h) {
+			note(t, "cut short: the chunk at byte %zu is incomplete", off);
+			break;
+		}
+		c = (struct mt_cursor){data + off + sizeof h, data + off + sizeof h + h.length, 0};
+		if (mt_crc32(0, c.p, h.length) != h.crc) {
+			note(t, "corrupt chunk at byte %zu (checksum mismatch)", off);
+			break;
+		}
+		switch (h.type) {
+		case MT_CHUNK_INFO:
+			t->info = own_string(t, c.p, h.length);
+			break;
+		case MT_CHUNK_STRINGS: r = read_strings(t, &tb, &c); break;
+		case MT_CHUNK_STACKS: r = read_stacks(t, &tb, &c); break;
+		case MT_CHUNK_MODULES: r = read_modules(t, &tb, &c); break;
+		case MT_CHUNK_EVENTS: r = read_events(t, &tb, &c); break;
+		case MT_CHUNK_END: {
+			uint64_t dropped = mt_get_varint(&c);
+			if (!c.bad && dropped > t->dropped)
+				t->dropped = dropped;
+			t->complete = !c.bad;
+			break;
+		}
+		default:
+			break; /* a newer kind of chunk: skip it */
+		}
+		if (r == ENOMEM)
+			return ENOMEM;
+		if (r) {
+			note(t, "corrupt chunk contents at byte %zu", off);
+			break;
+		}
+		off += sizeof h + h.length;
+	}
+	if (!t->complete)
+		note(t, "cut short: the trace was not closed (the process was killed or is still running)");
+	return sort_events(t->events, t->nevents);
+}
+
+int mt_trace_read(const char *path, struct mt_trace *t)
+{
+	struct stat st;
+	void *data;
+	int fd, r;
+
+	memset(t, 0, sizeof *t);
+	t->path = path;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || fstat(fd, &st) != 0) {
+		r = errno;
+		note(t, "cannot read %s: %s", path, strerror(r));
+		if (fd >= 0)
+			close(fd);
+		return r;
+	}
+	if (st.st_size == 0) {
+		close(fd);
+		note(t, "%s is empty", path);
+		return EINVAL;
+	}
+	data = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+	close(fd);
+	if (data == MAP_FAILED) {
+		r = errno;
+		note(t, "cannot read %s: %s", path, strerror(r));
+		return r;
+	}
+	r = parse(t, data, (size_t)st.st_size);
+	munmap(data, (size_t)st.st_size);
+	return r;
+}
+
+void mt_trace_free(struct mt_trace *t)
+{
+	struct block *b = t->mem;
+
+	while (b) {
+		struct block *next = b->next;
+		free(b);
+		b = next;
+	}
+	free(t->events);
+	free(t->strings);
+	free(t->stacks);
+	free(t->modules);
+	memset(t, 0, sizeof *t);
+}
+
+const char *mt_trace_info(const struct mt_trace *t, const char *key, char *buf, size_t len)
+{
+	size_t k = strlen(key);
+
+	for (const char *p = t->info; p && *p;) {
+		const char *eol = strchr(p, '\n');
+		size_t n = eol ? (size_t)(eol - p) : strlen(p);
+		if (n > k && strncmp(p, key, k) == 0 && p[k] == '=') {
+			size_t v = n - k - 1;
+			if (v >= len)
+				v = len - 1;
+			memcpy(buf, p + k + 1, v);
+			buf[v] = '\0';
+			return buf;
+		}
+		p = eol ? eol + 1 : p + n;
+	}
+	return NULL;
+}
+
+const char *mt_trace_string(const struct mt_trace *t, uint64_t id)
+{
+	return id < t->nstrings && t->strings[id] ? t->strings[id] : "";
+}

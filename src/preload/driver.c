@@ -1,0 +1,421 @@
+/* Driver API hooks: each wrapper is exported under the real versioned name (for
+ * programs linked with -lcuda) and handed out by cuGetProcAddress interception (for
+ * everyone else, the runtime included). Frees are recorded before the real call:
+ * the address may be reused by another thread at once. Results are returned as the
+ * driver gave them. */
+#include <dlfcn.h>
+#include <string.h>
+
+#include "preload/dlsym_stub.h"
+#include "preload/hooks.h"
+
+#define DRV(base, sym, ver, ptsz) PFN_##base##_v##ver mtp_real_##sym;
+#include "preload/driver_hooks.def"
+#undef DRV
+
+static PFN_cuCtxGetDevice_v2000 ctx_get_device;
+static PFN_cuDeviceGetName_v2000 device_get_name;
+static PFN_cuDeviceTotalMem_v3020 device_total_mem;
+static uint64_t devices_seen;
+
+void *mtp_driver_symbol(const char *name)
+{
+	void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+	void *p;
+
+	if (!h)
+		return NULL;
+	p = mt_dlsym_resolve()(h, name);
+	dlclose(h);
+	return p;
+}
+
+uint8_t mtp_driver_device(void)
+{
+	CUdevice d;
+
+	if (!ctx_get_device)
+		ctx_get_device = (PFN_cuCtxGetDevice_v2000)mtp_driver_symbol("cuCtxGetDevice");
+	if (ctx_get_device && ctx_get_device(&d) == CUDA_SUCCESS && d >= 0 && d < MT_NO_DEVICE)
+		return (uint8_t)d;
+	return MT_NO_DEVICE;
+}
+
+void mtp_note_device(uint8_t dev)
+{
+	struct mt_event e = {.kind = MT_EV_DEVICE, .device = dev};
+	char name[256] = "";
+	size_t total = 0;
+
+	if (dev >= 64 || (__atomic_load_n(&devices_seen, __ATOMIC_RELAXED) >> dev & 1))
+		return;
+	if (__atomic_fetch_or(&devices_seen, 1ull << dev, __ATOMIC_RELAXED) >> dev & 1)
+		return;
+	if (!device_get_name)
+		device_get_name = (PFN_cuDeviceGetName_v2000)mtp_driver_symbol("cuDeviceGetName");
+	if (!device_total_mem)
+		device_total_mem = (PFN_cuDeviceTotalMem_v3020)mtp_driver_symbol("cuDeviceTotalMem_v2");
+	if (device_get_name)
+		device_get_name(name, sizeof name, dev);
+	if (device_total_mem)
+		device_total_mem(&total, dev);
+	e.size = total;
+	e.aux = mtp_intern(name);
+	mtp_record(&e, false);
+}
+
+void mtp_hook_made(uint8_t kind, uint8_t api, uint8_t device, uint64_t addr, uint64_t size, uint64_t aux,
+		   uint64_t aux2)
+{
+	struct mt_event e = {.kind = kind, .flags = api, .device = device, .addr = addr, .size = size,
+			     .aux = aux, .aux2 = aux2};
+	mtp_record(&e, true);
+}
+
+void mtp_hook_gone(uint8_t kind, uint64_t addr, uint64_t size, uint64_t aux)
+{
+	struct mt_event e = {.kind = kind, .device = MT_NO_DEVICE, .addr = addr, .size = size, .aux = aux};
+	mtp_record(&e, false);
+}
+
+void mtp_hook_failed(uint8_t kind, uint8_t api, uint8_t device, uint64_t size, int error)
+{
+	struct mt_event e = {.kind = kind, .flags = api, .device = device, .size = size, .error = error};
+	PFN_cuMemGetInfo_v3020 info = MTP_REAL(cuMemGetInfo_v2);
+	size_t free_bytes = 0, total = 0;
+
+	if (error == CUDA_ERROR_OUT_OF_MEMORY && info && info(&free_bytes, &total) == CUDA_SUCCESS) {
+		e.aux = free_bytes;
+		e.aux2 = total;
+	}
+	mtp_record(&e, true);
+}
+
+/* An allocation's outcome: the memory made, or the failure with its code. */
+static void made_or_failed(CUresult r, uint8_t kind, uint8_t api, uint8_t device, uint64_t addr, uint64_t size,
+			   uint64_t aux, uint64_t aux2)
+{
+	if (r == CUDA_SUCCESS)
+		mtp_hook_made(kind, api, device, addr, size, aux, aux2);
+	else
+		mtp_hook_failed(MT_EV_ALLOC_FAILED, api, device, size, r);
+}
+
+/* A release's outcome: only a failure adds anything (the release was recorded before). */
+static void release_failed(CUresult r, uint8_t kind, uint64_t addr)
+{
+	if (r != CUDA_SUCCESS) {
+		struct mt_event e = {.kind = kind, .device = MT_NO_DEVICE, .addr = addr, .error = r};
+		mtp_record(&e, false);
+	}
+}
+
+#define REAL_OR_RETURN(var, sym)                         \
+	__typeof__(mtp_real_##sym) var = MTP_REAL(sym);  \
+	if (unlikely(!var))                              \
+		return CUDA_ERROR_NOT_INITIALIZED
+
+/* ---- plain, pitched, managed and pinned host memory ---- */
+
+MTP_EXPORT CUresult CUDAAPI cuMemAlloc(CUdeviceptr *dptr, size_t bytesize)
+{
+	REAL_OR_RETURN(real, cuMemAlloc_v2);
+	bool rec = mtp_enter();
+	CUresult r = real(dptr, bytesize);
+	if (rec)
+		made_or_failed(r, MT_EV_ALLOC, MT_API_DRIVER, mtp_driver_device(), r ? 0 : *dptr, bytesize, 0, 0);
+	mtp_leave();
+	return r;
+}
+
+MTP_EXPORT CUresult CUDAAPI cuMemAllocPitch(CUdeviceptr *dptr, size_t *pitch, size_t width, size_t height,
+					    unsigned int elem)
+{
+	REAL_OR_RETURN(real, cuMemAllocPitch_v2);
+	bool rec = mtp_enter();
+	CUresult r = real(dptr, pitch, width, height, elem);
+	if (rec)
+		made_or_failed(r, MT_EV_ALLOC, MT_API_PITCH, mtp_driver_device(), r ? 0 : *dptr,
+			       r ? width * height : *pitch * height, 0, 0);
+	mtp_leave();
+	return r;
+}
+
+MTP_EXPORT CUresult CUDAAPI cuMemFree(CUdeviceptr dptr)
+{
+	REAL_OR_RETURN(real, cuMemFree_v2);
+	bool rec = mtp_enter();
+	if (rec)
+		mtp_hook_gone(MT_EV_FREE, dptr, 0, 0);
+	CUresult r = real(dptr);
+	if (rec)
+		release_failed(r, MT_EV_FREE, dptr);
+	mtp_leave();
+	return r;
+}
+
+MTP_EXPORT CUresult CUDAAPI cuMemGetInfo(size_t *free_bytes, size_t *total)
+{
+	REAL_OR_RETURN(real, cuMemGetInfo_v2);
+	bool rec = mtp_enter();
+	CUresult r = real(free_bytes, total);
+	if (rec && r == CUDA_SUCCESS) {
+		struct mt_event e = {.kind = MT_EV_MEMINFO, .device = mtp_driver_device(),
+				     .aux = free_bytes ? *free_bytes : 0, .aux2 = total ? *total : 0};
+		mtp_record(&e, false);
+	}
+	mtp_leave();
+	return r;
+}
+
+MTP_EXPORT CUresult CUDAAPI cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
+{
+	REAL_OR_RETURN(real, cuMemAllocManaged);
+	bool rec = mtp_enter();
+	CUresult r = real(dptr, bytesize, flags);
+	if (rec)
+		made_or_failed(r, MT_EV_MANAGED_ALLOC, MT_API_MANAGED, mtp_driver_device(), r ? 0 : *dptr, bytesize,
+			       flags, 0);
+	mtp_leave();
+	return r;
+}
+
+MTP_EXPORT CUresult CUDAAPI cuMemHostAlloc(void **pp, size_t bytesize, unsigned int flags)
+{
+	REAL_OR_RETURN(real, cuMemHostAlloc);
+	bool rec = mtp_enter();
+	CUresult r = real(pp, bytesize, flags);
+	if (rec)
+		made_or_failed(r, MT_EV_HOST_ALLOC, MT_API_HOST, MT_NO_DEVICE, r ? 0 : (uintptr_t)*pp, bytesize,
+			       flags, 0);
+	mtp_leave();
+	return r;
+}
+
+MTP_EXPORT CUresult CUDAAPI cuMemAllocHost(void **pp, size_t bytesize)
+{
+	REAL_OR_RETURN(real, cuMemAllocHost_v2);
+	bool rec = mtp_enter();
+	CUresult r = real(pp, bytesize);
+	if (rec)
+		made_or_failed(r, MT_EV_HOST_ALLOC, MT_API_HOST, MT_NO_DEVICE, r ? 0 : (uintptr_t)*pp, bytesize, 0,
+			       0);
+	mtp_leave();
+	return r;
+}
+
+MTP_EXPORT CUresult CUDAAPI cuMemFreeHost(void *p)
+{
+	REAL_OR_RETURN(real, cuMemFreeHost);
+	bool rec = mtp_enter();
+	if (rec)
+		mtp_hook_gone(MT_EV_HOST_FREE, (uintptr_t)p, 0, 0);
+	CUresult r = real(p);
+	if (rec)
+		release_failed(r, MT_EV_HOST_FREE, (uintptr_t)p);
+	mtp_leave();
+	return r;
+}
+
+/* ---- stream-ordered allocation ---- */
+
+static CUresult alloc_async(PFN_cuMemAllocAsync_v11020 real, CUdeviceptr *dptr, size_t n, CUstream s)
+{
+	bool rec = mtp_enter();
+	CUresult r = real(dptr, n, s);
+	if (rec)
+		made_or_failed(r, MT_EV_ALLOC, MT_API_ASYNC, mtp_driver_device(), r ? 0 : *dptr, n, (uintptr_t)s, 0);
+	mtp_leave();
+	return r;
+}
+
+MTP_EXPORT CUresult CUDAAPI cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream s)
+{
+	REAL_OR_RETURN(real, cuMemAllocAsync);
+	return alloc_async(real, dptr, bytesize, s);
+}
+
+MTP_EXPORT CUresult CUDAAPI cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream s)
+{
+	REAL_OR_RETURN(real, cuMemAllocAsync_ptsz);
+	return alloc_async(real, dptr, bytesize, s);
+}
+
+static CUresult free_async(PFN_cuMemFreeAsync_v11020 real, CUdeviceptr dptr, CUstream s)
+{
+	bool rec = mtp_enter();
+	if (rec)
+		mtp_hook_gone(MT_EV_FREE, dptr, 0, (uintptr_t)s);
+	CUresult r = real(dptr, s);
+	if (rec)
+		release_failed(r, MT_EV_FREE, dptr);
+	mtp_leave();
+	return r;
+}
+
+MTP_EXPORT CUresult CUDAAPI cuMemFreeAsync(CUdeviceptr dptr, CUstream s)
+{
+	REAL_OR_RETURN(real, cuMemFreeAsync);
+	return free_async(real, dptr, s);
+}
+
+MTP_EXPORT CUresult CUDAAPI cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream s)
+{
+	REAL_OR_RETURN(real, cuMemFreeAsync_ptsz);
+	return free_async(real, dptr, s);
+}
+
+static CUresult alloc_from_pool(PFN_cuMemAllocFromPoolAsync_v11020 real, CUdeviceptr *dptr, size_t n,
+				CUmemoryPool pool, CUstream s)
+{
+	bool rec = mtp_enter();
+	CUresult r = real(dptr, n, pool, s);
+	if (rec)
+		made_or_failed(r, MT_EV_ALLOC, MT_API_POOL, mtp_driver_device(), r ? 0 : *dptr, n, (uintptr_t)s,
+			       (uintptr_t)pool);
+	mtp_leave();
+	return r;
+}
+
+MTP_EXPORT CUresult CUDAAPI cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
+						    CUstream s)
+{
+	REAL_OR_RETURN(real, cuMemAllocFromPoolAsync);
+	return alloc_from_pool(real, dptr, bytesize, pool, s);
+}
+
+MTP_EXPORT CUresult CUDAAPI cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
+							 CUstream s)
+{
+	REAL_OR_RETURN(real, cuMemAllocFromPoolAsync_ptsz);
+	return alloc_from_pool(real, dptr, bytesize, pool, s);
+}
+
+MTP_EXPORT CUresult CUDAAPI cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *props)
+{
+	REAL_OR_RETURN(real, cuMemPoolCreate);
+	bool rec = mtp_enter();
+	CUresult r = real(pool, props);
+	if (rec && r == CUDA_SUCCESS) {
+		struct mt_event e = {.kind = MT_EV_POOL_CREATE, .aux = (uintptr_t)*pool, .device = MT_NO_DEVICE};
+		if (props->location.type == CU_MEM_LOCATION_TYPE_DEVICE && props->location.id >= 0 &&
+		    props->location.id < MT_NO_DEVICE)
+			e.device = (uint8_t)props->location.id;
+		mtp_record(&e, true);
+	}
+	mtp_leave();
+	return r;
+}
+
+MTP_EXPORT CUresult CUDAAPI cuMemPoolDestroy(CUmemoryPool pool)
+{
+	REAL_OR_RETURN(real, cuMemPoolDestroy);
+	bool rec = mtp_enter();
+	if (rec)
+		mtp_hook_gone(MT_EV_POOL_DESTROY, 0, 0, (uintptr_t)pool);
+	CUresult r = real(pool);
+	mtp_leave();
+	return r;
+}
+
+MTP_EXPORT CUresult CUDAAPI cuMemPoolTrimTo(CUmemoryPool pool, size_t keep)
+{
+	REAL_OR_RETURN(real, cuMemPoolTrimTo);
+	bool rec = mtp_enter();
+	CUresult r = real(pool, keep);
+	if (rec && r == CUDA_SUCCESS)
+		mtp_hook_gone(MT_EV_POOL_TRIM, 0, keep, (uintptr_t)pool);
+	mtp_leave();
+	return r;
+}
+
+/* ---- virtual memory management ---- */
+
+MTP_EXPORT CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
+					const CUmemAllocationProp *prop, unsigned long long flags)
+{
+	REAL_OR_RETURN(real, cuMemCreate);
+	bool rec = mtp_enter();
+	CUresult r = real(handle, size, prop, flags);
+	if (rec) {
+		uint8_t dev = MT_NO_DEVICE, loc = prop ? (uint8_t)prop->location.type : 0;
+		if (prop && prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE && prop->location.id >= 0 &&
+		    prop->location.id < MT_NO_DEVICE)
+			dev = (uint8_t)prop->location.id;
+		if (r == CUDA_SUCCESS) {
+			struct mt_event e = {.kind = MT_EV_VMM_CREATE, .flags = loc, .device = dev, .size = size,
+					     .aux = *handle};
+			mtp_record(&e, true);
+		} else {
+			mtp_hook_failed(MT_EV_ALLOC_FAILED, MT_API_VMM, dev, size, r);
+		}
+	}
+	mtp_leave();
+	return r;
+}
+
+MTP_EXPORT CUresult CUDAAPI cuMemRelease(CUmemGenericAllocationHandle handle)
+{
+	REAL_OR_RETURN(real, cuMemRelease);
+	bool rec = mtp_enter();
+	if (rec)
+		mtp_hook_gone(MT_EV_VMM_RELEASE, 0, 0, handle);
+	CUresult r = real(handle);
+	if (rec)
+		release_failed(r, MT_EV_VMM_RELEASE, 0);
+	mtp_leave();
+	return r;
+}
+
+MTP_EXPORT CUresult CUDAAPI cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment, CUdeviceptr addr,
+						unsigned long long flags)
+{
+	REAL_OR_RETURN(real, cuMemAddressReserve);
+	bool rec = mtp_enter();
+	CUresult r = real(ptr, size, alignment, addr, flags);
+	if (rec && r == CUDA_SUCCESS)
+		mtp_hook_gone(MT_EV_VMM_RESERVE, *ptr, size, 0);
+	mtp_leave();
+	return r;
+}
+
+MTP_EXPORT CUresult CUDAAPI cuMemAddressFree(CUdeviceptr ptr, size_t size)
+{
+	REAL_OR_RETURN(real, cuMemAddressFree);
+	bool rec = mtp_enter();
+	if (rec)
+		mtp_hook_gone(MT_EV_VMM_ADDR_FREE, ptr, size, 0);
+	CUresult r = real(ptr, size);
+	if (rec)
+		release_failed(r, MT_EV_VMM_ADDR_FREE, ptr);
+	mtp_leave();
+	return r;
+}
+
+MTP_EXPORT CUresult CUDAAPI cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
+				     unsigned long long flags)
+{
+	REAL_OR_RETURN(real, cuMemMap);
+	bool rec = mtp_enter();
+	CUresult r = real(ptr, size, offset, handle, flags);
+	if (rec) {
+		struct mt_event e = {.kind = MT_EV_VMM_MAP, .device = MT_NO_DEVICE, .addr = ptr, .size = size,
+				     .aux = handle, .aux2 = offset, .error = r};
+		mtp_record(&e, r == CUDA_SUCCESS);
+	}
+	mtp_leave();
+	return r;
+}
+
+MTP_EXPORT CUresult CUDAAPI cuMemUnmap(CUdeviceptr ptr, size_t size)
+{
+	REAL_OR_RETURN(real, cuMemUnmap);
+	bool rec = mtp_enter();
+	if (rec)
+		mtp_hook_gone(MT_EV_VMM_UNMAP, ptr, size, 0);
+	CUresult r = real(ptr, size);
+	if (rec)
+		release_failed(r, MT_EV_VMM_UNMAP, ptr);
+	mtp_leave();
+	return r;
+}

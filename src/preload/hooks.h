@@ -1,0 +1,34 @@
+/* What memtap's CUDA hook files share: the real driver entry points (filled by
+ * cuGetProcAddress and dlsym interception, or looked up in libcuda.so.1 for callers
+ * that linked it), and the recording helpers common to driver and runtime hooks. */
+#ifndef MTP_HOOKS_H
+#define MTP_HOOKS_H
+
+#include <cuda.h>
+#include <cudaTypedefs.h>
+
+#include "preload/mtp.h"
+
+#define MTP_NEWEST_KNOWN 13999 /* wrappers apply to lookups up to CUDA 13.x */
+
+#define DRV(base, sym, ver, ptsz) extern MTP_HIDDEN PFN_##base##_v##ver mtp_real_##sym;
+#include "preload/driver_hooks.def"
+#undef DRV
+
+/* Exported, but not declared by cuda.h without CUDA_API_PER_THREAD_DEFAULT_STREAM. */
+CUresult CUDAAPI cuMemAllocAsync_ptsz(CUdeviceptr *, size_t, CUstream);
+CUresult CUDAAPI cuMemFreeAsync_ptsz(CUdeviceptr, CUstream);
+CUresult CUDAAPI cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *, size_t, CUmemoryPool, CUstream);
+
+/* The real function for a wrapper: filled by interception, else from libcuda.so.1. */
+#define MTP_REAL(sym)                                                                                        \
+	(likely(mtp_real_##sym) ? mtp_real_##sym                                                             \
+				: (mtp_real_##sym = (__typeof__(mtp_real_##sym))mtp_driver_symbol(#sym)))
+
+/* Recording helpers; `api` is an enum mt_api, `error` a CUresult or cudaError_t. */
+MTP_HIDDEN void mtp_hook_made(uint8_t kind, uint8_t api, uint8_t device, uint64_t addr, uint64_t size,
+			      uint64_t aux, uint64_t aux2);
+MTP_HIDDEN void mtp_hook_gone(uint8_t kind, uint64_t addr, uint64_t size, uint64_t aux);
+MTP_HIDDEN void mtp_hook_failed(uint8_t kind, uint8_t api, uint8_t device, uint64_t size, int error);
+
+#endif

@@ -1,0 +1,89 @@
+/* Start and end of recording in a process: options, own-code range (so its frames
+ * are skipped), interning tables, the trace file and writer, fork and exit handling.
+ * A child forked without exec stops recording unless follow_fork is set; a child that
+ * execs loads memtap afresh through the inherited LD_PRELOAD and records into its own
+ * file. Hooks pass straight through until start-up has finished. */
+#define UNW_LOCAL_ONLY
+#include <dlfcn.h>
+#include <libunwind.h>
+#include <link.h>
+#include <stdlib.h>
+
+#include "preload/mtp.h"
+
+static int find_self(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	uintptr_t here = (uintptr_t)arg;
+	uintptr_t lo = UINTPTR_MAX, hi = 0;
+
+	(void)size;
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		if (ph->p_type != PT_LOAD)
+			continue;
+		if (info->dlpi_addr + ph->p_vaddr < lo)
+			lo = info->dlpi_addr + ph->p_vaddr;
+		if (info->dlpi_addr + ph->p_vaddr + ph->p_memsz > hi)
+			hi = info->dlpi_addr + ph->p_vaddr + ph->p_memsz;
+	}
+	if (here < lo || here >= hi)
+		return 0;
+	mtp_self_start = lo;
+	mtp_self_end = hi;
+	return 1;
+}
+
+static void at_exit(void)
+{
+	if (mtp_state != MTP_ON)
+		return;
+	/* a process that recorded nothing (a shell, a launcher) leaves no file behind */
+	if (__atomic_load_n(&mtp_rings, __ATOMIC_ACQUIRE) && mtp_enter()) {
+		struct mt_event e = {.kind = MT_EV_PROCESS_EXIT, .device = MT_NO_DEVICE};
+		mtp_record(&e, false);
+	}
+	mtp_leave();
+	mtp_writer_stop();
+}
+
+static void fork_prepare(void)
+{
+	if (mtp_state == MTP_ON)
+		mtp_writer_atfork_prepare();
+}
+
+static void fork_parent(void)
+{
+	if (mtp_state == MTP_ON)
+		mtp_writer_atfork_parent();
+}
+
+static void fork_child(void)
+{
+	if (mtp_state != MTP_ON)
+		return;
+	mtp_rings_reset_child();
+	mtp_writer_atfork_child(mtp_opt.follow_fork);
+}
+
+__attribute__((constructor)) static void mtp_init(void)
+{
+	mtp_start_ns = mtp_now();
+	mtp_options_load();
+	if (!mtp_opt.enabled)
+		return;
+	dl_iterate_phdr(find_self, (void *)(uintptr_t)&mtp_init);
+	unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
+	if (mtp_table_init(&mtp_stacks, 1u << 18, 64u << 20) || mtp_table_init(&mtp_strings, 1u << 16, 4u << 20)) {
+		mtp_warn("cannot reserve memory for stack and string tables; recording is off");
+		return;
+	}
+	mtp_state = MTP_STARTING;
+	if (mtp_writer_start()) {
+		mtp_state = MTP_OFF;
+		return;
+	}
+	pthread_atfork(fork_prepare, fork_parent, fork_child);
+	atexit(at_exit);
+	__atomic_store_n(&mtp_state, MTP_ON, __ATOMIC_RELEASE);
+}

@@ -1,0 +1,240 @@
+/* Runtime API hooks, for applications that link libcudart dynamically (PyTorch does).
+ * They record with the application's own call site and the stream, then call the
+ * next definition of the same name; the driver hooks the runtime reaches inside see
+ * the guard and do not record again. Static-runtime users (NCCL, cuBLAS) are seen at
+ * the driver level only. */
+#include <cuda_runtime_api.h>
+#include <dlfcn.h>
+
+#include "preload/dlsym_stub.h"
+#include "preload/hooks.h"
+
+cudaError_t CUDARTAPI cudaMallocAsync_ptsz(void **, size_t, cudaStream_t);
+cudaError_t CUDARTAPI cudaFreeAsync_ptsz(void *, cudaStream_t);
+cudaError_t CUDARTAPI cudaMallocFromPoolAsync_ptsz(void **, size_t, cudaMemPool_t, cudaStream_t);
+
+#define RT(name) static __typeof__(name) *real_##name;
+#include "preload/runtime_hooks.def"
+RT(cudaGetDevice)
+#undef RT
+
+/* RTLD_NEXT asked from this library's code: the runtime after memtap. */
+#define REAL_OR_RETURN(var, name)                                                                      \
+	__typeof__(name) *var = likely(real_##name) ? real_##name                                     \
+						    : (real_##name = (__typeof__(name) *)mt_dlsym_resolve()(  \
+							       RTLD_NEXT, #name));                            \
+	if (unlikely(!var))                                                                            \
+		return cudaErrorInsufficientDriver
+
+static uint8_t runtime_device(void)
+{
+	int d = -1;
+
+	if (!real_cudaGetDevice)
+		real_cudaGetDevice = (__typeof__(cudaGetDevice) *)mt_dlsym_resolve()(RTLD_NEXT, "cudaGetDevice");
+	if (real_cudaGetDevice && real_cudaGetDevice(&d) == cudaSuccess && d >= 0 && d < MT_NO_DEVICE)
+		return (uint8_t)d;
+	return MT_NO_DEVICE;
+}
+
+static void made_or_failed(cudaError_t e, uint8_t kind, uint8_t api, uint8_t device, void *p, uint64_t size,
+			   uint64_t aux, uint64_t aux2)
+{
+	if (e == cudaSuccess) {
+		if (p) /* a zero-byte request succeeds with NULL: nothing was made */
+			mtp_hook_made(kind, api, device, (uintptr_t)p, size, aux, aux2);
+	} else {
+		mtp_hook_failed(MT_EV_ALLOC_FAILED, api, device, size, e);
+	}
+}
+
+static void release_failed(cudaError_t e, uint8_t kind, void *p)
+{
+	if (e != cudaSuccess) {
+		struct mt_event ev = {.kind = kind, .device = MT_NO_DEVICE, .addr = (uintptr_t)p, .error = e};
+		mtp_record(&ev, false);
+	}
+}
+
+MTP_EXPORT cudaError_t CUDARTAPI cudaMalloc(void **devPtr, size_t size)
+{
+	REAL_OR_RETURN(real, cudaMalloc);
+	bool rec = mtp_enter();
+	cudaError_t e = real(devPtr, size);
+	if (rec && devPtr)
+		made_or_failed(e, MT_EV_ALLOC, MT_API_RUNTIME, runtime_device(), e ? NULL : *devPtr, size, 0, 0);
+	mtp_leave();
+	return e;
+}
+
+MTP_EXPORT cudaError_t CUDARTAPI cudaMallocPitch(void **devPtr, size_t *pitch, size_t width, size_t height)
+{
+	REAL_OR_RETURN(real, cudaMallocPitch);
+	bool rec = mtp_enter();
+	cudaError_t e = real(devPtr, pitch, width, height);
+	if (rec && devPtr && pitch)
+		made_or_failed(e, MT_EV_ALLOC, MT_API_PITCH, runtime_device(), e ? NULL : *devPtr,
+			       e ? width * height : *pitch * height, 0, 0);
+	mtp_leave();
+	return e;
+}
+
+MTP_EXPORT cudaError_t CUDARTAPI cudaMalloc3D(struct cudaPitchedPtr *p, struct cudaExtent extent)
+{
+	REAL_OR_RETURN(real, cudaMalloc3D);
+	bool rec = mtp_enter();
+	cudaError_t e = real(p, extent);
+	if (rec && p)
+		made_or_failed(e, MT_EV_ALLOC, MT_API_PITCH, runtime_device(), e ? NULL : p->ptr,
+			       (e ? extent.width : p->pitch) * extent.height * extent.depth, 0, 0);
+	mtp_leave();
+	return e;
+}
+
+MTP_EXPORT cudaError_t CUDARTAPI cudaMallocManaged(void **devPtr, size_t size, unsigned int flags)
+{
+	REAL_OR_RETURN(real, cudaMallocManaged);
+	bool rec = mtp_enter();
+	cudaError_t e = real(devPtr, size, flags);
+	if (rec && devPtr)
+		made_or_failed(e, MT_EV_MANAGED_ALLOC, MT_API_MANAGED, runtime_device(), e ? NULL : *devPtr, size,
+			       flags, 0);
+	mtp_leave();
+	return e;
+}
+
+MTP_EXPORT cudaError_t CUDARTAPI cudaFree(void *devPtr)
+{
+	REAL_OR_RETURN(real, cudaFree);
+	bool rec = mtp_enter();
+	if (rec && devPtr)
+		mtp_hook_gone(MT_EV_FREE, (uintptr_t)devPtr, 0, 0);
+	cudaError_t e = real(devPtr);
+	if (rec && devPtr)
+		release_failed(e, MT_EV_FREE, devPtr);
+	mtp_leave();
+	return e;
+}
+
+MTP_EXPORT cudaError_t CUDARTAPI cudaHostAlloc(void **pHost, size_t size, unsigned int flags)
+{
+	REAL_OR_RETURN(real, cudaHostAlloc);
+	bool rec = mtp_enter();
+	cudaError_t e = real(pHost, size, flags);
+	if (rec && pHost)
+		made_or_failed(e, MT_EV_HOST_ALLOC, MT_API_HOST, MT_NO_DEVICE, e ? NULL : *pHost, size, flags, 0);
+	mtp_leave();
+	return e;
+}
+
+MTP_EXPORT cudaError_t CUDARTAPI cudaMallocHost(void **ptr, size_t size)
+{
+	REAL_OR_RETURN(real, cudaMallocHost);
+	bool rec = mtp_enter();
+	cudaError_t e = real(ptr, size);
+	if (rec && ptr)
+		made_or_failed(e, MT_EV_HOST_ALLOC, MT_API_HOST, MT_NO_DEVICE, e ? NULL : *ptr, size, 0, 0);
+	mtp_leave();
+	return e;
+}
+
+MTP_EXPORT cudaError_t CUDARTAPI cudaFreeHost(void *ptr)
+{
+	REAL_OR_RETURN(real, cudaFreeHost);
+	bool rec = mtp_enter();
+	if (rec && ptr)
+		mtp_hook_gone(MT_EV_HOST_FREE, (uintptr_t)ptr, 0, 0);
+	cudaError_t e = real(ptr);
+	if (rec && ptr)
+		release_failed(e, MT_EV_HOST_FREE, ptr);
+	mtp_leave();
+	return e;
+}
+
+MTP_EXPORT cudaError_t CUDARTAPI cudaMemGetInfo(size_t *free_bytes, size_t *total)
+{
+	REAL_OR_RETURN(real, cudaMemGetInfo);
+	bool rec = mtp_enter();
+	cudaError_t e = real(free_bytes, total);
+	if (rec && e == cudaSuccess) {
+		struct mt_event ev = {.kind = MT_EV_MEMINFO, .device = runtime_device(),
+				      .aux = free_bytes ? *free_bytes : 0, .aux2 = total ? *total : 0};
+		mtp_record(&ev, false);
+	}
+	mtp_leave();
+	return e;
+}
+
+/* ---- stream-ordered ---- */
+
+static cudaError_t malloc_async(__typeof__(cudaMallocAsync) *real, void **devPtr, size_t size, cudaStream_t s)
+{
+	bool rec = mtp_enter();
+	cudaError_t e = real(devPtr, size, s);
+	if (rec && devPtr)
+		made_or_failed(e, MT_EV_ALLOC, MT_API_ASYNC, runtime_device(), e ? NULL : *devPtr, size, (uintptr_t)s,
+			       0);
+	mtp_leave();
+	return e;
+}
+
+MTP_EXPORT cudaError_t CUDARTAPI cudaMallocAsync(void **devPtr, size_t size, cudaStream_t s)
+{
+	REAL_OR_RETURN(real, cudaMallocAsync);
+	return malloc_async(real, devPtr, size, s);
+}
+
+MTP_EXPORT cudaError_t CUDARTAPI cudaMallocAsync_ptsz(void **devPtr, size_t size, cudaStream_t s)
+{
+	REAL_OR_RETURN(real, cudaMallocAsync_ptsz);
+	return malloc_async(real, devPtr, size, s);
+}
+
+static cudaError_t free_async(__typeof__(cudaFreeAsync) *real, void *devPtr, cudaStream_t s)
+{
+	bool rec = mtp_enter();
+	if (rec && devPtr)
+		mtp_hook_gone(MT_EV_FREE, (uintptr_t)devPtr, 0, (uintptr_t)s);
+	cudaError_t e = real(devPtr, s);
+	if (rec && devPtr)
+		release_failed(e, MT_EV_FREE, devPtr);
+	mtp_leave();
+	return e;
+}
+
+MTP_EXPORT cudaError_t CUDARTAPI cudaFreeAsync(void *devPtr, cudaStream_t s)
+{
+	REAL_OR_RETURN(real, cudaFreeAsync);
+	return free_async(real, devPtr, s);
+}
+
+MTP_EXPORT cudaError_t CUDARTAPI cudaFreeAsync_ptsz(void *devPtr, cudaStream_t s)
+{
+	REAL_OR_RETURN(real, cudaFreeAsync_ptsz);
+	return free_async(real, devPtr, s);
+}
+
+static cudaError_t malloc_from_pool(__typeof__(cudaMallocFromPoolAsync) *real, void **ptr, size_t size,
+				    cudaMemPool_t pool, cudaStream_t s)
+{
+	bool rec = mtp_enter();
+	cudaError_t e = real(ptr, size, pool, s);
+	if (rec && ptr)
+		made_or_failed(e, MT_EV_ALLOC, MT_API_POOL, runtime_device(), e ? NULL : *ptr, size, (uintptr_t)s,
+			       (uintptr_t)pool);
+	mtp_leave();
+	return e;
+}
+
+MTP_EXPORT cudaError_t CUDARTAPI cudaMallocFromPoolAsync(void **ptr, size_t size, cudaMemPool_t pool, cudaStream_t s)
+{
+	REAL_OR_RETURN(real, cudaMallocFromPoolAsync);
+	return malloc_from_pool(real, ptr, size, pool, s);
+}
+
+MTP_EXPORT cudaError_t CUDARTAPI cudaMallocFromPoolAsync_ptsz(void **ptr, size_t size, cudaMemPool_t pool,
+							      cudaStream_t s)
+{
+	REAL_OR_RETURN(real, cudaMallocFromPoolAsync_ptsz);
+	return malloc_from_pool(real, ptr, size, pool, s);
+}

@@ -1,0 +1,620 @@
+/* The writer thread: drains every thread's ring at least every flush_ms, encodes the
+ * events with the strings, stacks and modules they refer to into checksummed chunks,
+ * and appends them to the trace file. It blocks all signals. At exit the final drain
+ * writes an END chunk; anything recorded after that is written synchronously.
+ * A write that fails (full disk) is said once; later events are counted as dropped. */
+#include <errno.h>
+#include <fcntl.h>
+#include <link.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "preload/mtp.h"
+
+
+#define MAX_MODULES 4096
+
+static struct writer {
+	pthread_mutex_t lock;   /* one drain at a time; guards everything below */
+	pthread_cond_t cond;
+	pthread_t thread;
+	bool running, stop, wake;
+	int fd;
+	bool failed;            /* a write failed: recording stopped */
+	char path[4096];
+	struct mt_buf events, table;
+	uint32_t strings_done, stacks_done;
+	uint64_t written, lost; /* events in the file; events lost to a failed write */
+	unsigned long long adds, subs; /* dl_iterate_phdr counters at the last module scan */
+	uint64_t module_key[MAX_MODULES];
+	size_t nmodules;
+} w = {.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER, .fd = -1};
+
+const char *mtp_trace_path(void)
+{
+	return w.path;
+}
+
+static void write_chunk(uint8_t type, const struct mt_buf *b)
+{
+	struct mt_chunk_header h = {.magic = MT_CHUNK_MAGIC, .type = type, .length = (uint32_t)b->len};
+	struct iovec iov[2] = {{&h, sizeof h}, {b->data, b->len}};
+	size_t want = sizeof h + b->len;
+	ssize_t n;
+
+	if (w.failed || w.fd < 0)
+		return;
+	h.crc = mt_crc32(0, b->data, b->len);
+	do
+		n = writev(w.fd, iov, 2);
+	while (n < 0 && errno == EINTR);
+	if (n != (ssize_t)want) {
+		int err = n < 0 ? errno : ENOSPC;
+		/* a partial chunk fails its checksum: the reader keeps everything before it */
+		w.failed = true;
+		mtp_warn("cannot write %s: %s; events from now on are counted as lost", w.path, strerror(err));
+	}
+}
+
+static void begin(struct mt_buf *b)
+{
+	b->len = 0;
+	b->grow = mtp_grow;
+}
+
+/* ---- modules: what is mapped, so stacks can be symbolized offline ---- */
+
+struct scan {
+	struct mt_buf *b;
+	unsigned long long adds, subs;
+};
+
+static void build_id(const struct dl_phdr_info *info, char *out, size_t len)
+{
+	out[0] = '\0';
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		const uint8_t *p, *end;
+		if (ph->p_type != PT_NOTE)
+			continue;
+		p = (const uint8_t *)(info->dlpi_addr + ph->p_vaddr);
+		end = p + ph->p_memsz;
+		while (p + sizeof(ElfW(Nhdr)) <= end) {
+			const ElfW(Nhdr) *n = (const void *)p;
+			const uint8_t *desc = p + sizeof *n + ((n->n_namesz + 3) & ~3u);
+			if (n->n_type == NT_GNU_BUILD_ID && n->n_namesz == 4 && memcmp(p + sizeof *n, "GNU", 4) == 0) {
+				size_t k = 0;
+				for (uint32_t j = 0; j < n->n_descsz && k + 3 < len; j++)
+					k += (size_t)snprintf(out + k, len - k, "%02x", desc[j]);
+				return;
+			}
+			p = desc + ((n->n_descsz + 3) & ~3u);
+		}
+	}
+}
+
+static int scan_one(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	struct scan *s = arg;
+	uintptr_t lo = UINTPTR_MAX, hi = 0;
+	char path[4096], id[128];
+	const char *name = info->dlpi_name;
+	uint64_t key;
+	size_t n;
+
+	(void)size;
+	s->adds = info->dlpi_adds;
+	s->subs = info->dlpi_subs;
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		if (ph->p_type != PT_LOAD)
+			continue;
+		if (info->dlpi_addr + ph->p_vaddr < lo)
+			lo = info->dlpi_addr + ph->p_vaddr;
+		if (info->dlpi_addr + ph->p_vaddr + ph->p_memsz > hi)
+			hi = info->dlpi_addr + ph->p_vaddr + ph->p_memsz;
+	}
+	if (!name || !*name) {
+		ssize_t k = readlink("/proc/self/exe", path, sizeof path - 1);
+		if (k <= 0)
+			return 0;
+		path[k] = '\0';
+		name = path;
+	}
+	if (hi <= lo)
+		return 0;
+	key = (uint64_t)lo * 0x9e3779b97f4a7c15ull ^ (uint64_t)hi;
+	for (size_t i = 0; i < w.nmodules; i++)
+		if (w.module_key[i] == key)
+			return 0;
+	if (w.nmodules == MAX_MODULES)
+		return 0;
+	w.module_key[w.nmodules++] = key;
+	build_id(info, id, sizeof id);
+	n = strlen(name);
+	mt_buf_varint(s->b, n);
+	mt_buf_bytes(s->b, name, n);
+	n = strlen(id);
+	mt_buf_varint(s->b, n);
+	mt_buf_bytes(s->b, id, n);
+	mt_buf_varint(s->b, info->dlpi_addr);
+	mt_buf_varint(s->b, lo);
+	mt_buf_varint(s->b, hi - lo);
+	return 0;
+}
+
+static void scan_modules(void)
+{
+	struct scan s = {&w.table, 0, 0};
+
+	begin(&w.table);
+	dl_iterate_phdr(scan_one, &s);
+	w.adds = s.adds;
+	w.subs = s.subs;
+	if (w.table.len)
+		write_chunk(MT_CHUNK_MODULES, &w.table);
+}
+
+static int counters(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	(void)size;
+	((unsigned long long *)arg)[0] = info->dlpi_adds;
+	((unsigned long long *)arg)[1] = info->dlpi_subs;
+	return 1; /* the counters are the same in every entry: one is enough */
+}
+
+static void check_modules(void)
+{
+	unsigned long long c[2] = {0, 0};
+
+	dl_iterate_phdr(counters, c);
+	if (c[0] != w.adds || c[1] != w.subs)
+		scan_modules();
+}
+
+/* ---- strings and stacks interned since the last drain ---- */
+
+static void write_table(struct mtp_table *t, uint32_t *done, uint8_t type)
+{
+	uint32_t count = mtp_table_count(t);
+
+	if (count == *done)
+		return;
+	begin(&w.table);
+	for (uint32_t id = *done + 1; id <= count; id++) {
+		size_t len;
+		const uint8_t *p = mtp_table_get(t, id, &len);
+		mt_buf_varint(&w.table, id);
+		if (type == MT_CHUNK_STRINGS) {
+			mt_buf_varint(&w.table, len);
+			mt_buf_bytes(&w.table, p, len);
+		} else {
+			uint64_t prev = 0, f;
+			mt_buf_varint(&w.table, len / sizeof f);
+			for (size_t i = 0; i < len; i += sizeof f) {
+				memcpy(&f, p + i, sizeof f);
+				mt_buf_zigzag(&w.table, (int64_t)(f - prev));
+				prev = f;
+			}
+		}
+	}
+	*done = count;
+	write_chunk(type, &w.table);
+}
+
+/* ---- draining the rings ---- */
+
+static uint64_t dropped_now(void)
+{
+	uint64_t d = __atomic_load_n(&mtp_dropped_total, __ATOMIC_RELAXED) + w.lost;
+
+	for (struct mtp_ring *r = __atomic_load_n(&mtp_rings, __ATOMIC_ACQUIRE); r; r = r->next)
+		d += __atomic_load_n(&r->dropped, __ATOMIC_RELAXED);
+	return d;
+}
+
+static void flush_events(struct mt_encoder *st, size_t *count)
+{
+	if (*count == 0)
+		return;
+	/* what these events refer to goes first */
+	write_table(&mtp_strings, &w.strings_done, MT_CHUNK_STRINGS);
+	write_table(&mtp_stacks, &w.stacks_done, MT_CHUNK_STACKS);
+	if (w.failed)
+		w.lost += *count;
+	else
+		w.written += *count;
+	write_chunk(MT_CHUNK_EVENTS, &w.events);
+	*count = 0;
+	*st = (struct mt_encoder){0, 0};
+}
+
+static void start_events(void)
+{
+	begin(&w.events);
+	mt_buf_varint(&w.events, dropped_now());
+}
+
+static void free_ring(struct mtp_ring *r)
+{
+	struct mtp_ring **pp = &mtp_rings;
+
+	/* only the writer unlinks; threads only push at the head, so the head needs a CAS */
+	if (__atomic_load_n(&mtp_rings, __ATOMIC_ACQUIRE) == r &&
+	    __atomic_compare_exchange_n(&mtp_rings, &(struct mtp_ring *){r}, r->next, false, __ATOMIC_ACQ_REL,
+					__ATOMIC_ACQUIRE))
+		goto unlinked;
+	for (pp = &mtp_rings; *pp && *pp != r; pp = &(*pp)->next)
+		;
+	if (!*pp)
+		return;
+	*pp = r->next;
+unlinked:
+	__atomic_add_fetch(&mtp_dropped_total, r->dropped, __ATOMIC_RELAXED);
+	mtp_unmap(r, sizeof *r + ((size_t)r->mask + 1) * sizeof(struct mt_event));
+}
+
+static bool file_ready(void);
+
+/* Returns how many events it wrote. Called with w.lock held. */
+static size_t drain(void)
+{
+	struct mt_encoder st = {0, 0};
+	size_t count = 0, total = 0;
+	struct mtp_ring *r, *next;
+
+	for (r = __atomic_load_n(&mtp_rings, __ATOMIC_ACQUIRE); r; r = r->next)
+		if (__atomic_load_n(&r->head, __ATOMIC_ACQUIRE) != r->tail)
+			break;
+	if (!r && w.fd < 0)
+		return 0; /* nothing recorded yet: no file yet */
+	if (!file_ready()) {
+		/* no file: what was recorded is lost, and counted */
+		for (r = __atomic_load_n(&mtp_rings, __ATOMIC_ACQUIRE); r; r = r->next) {
+			uint64_t head = __atomic_load_n(&r->head, __ATOMIC_ACQUIRE);
+			w.lost += head - r->tail;
+			__atomic_store_n(&r->tail, head, __ATOMIC_RELEASE);
+		}
+		return 0;
+	}
+	check_modules();
+	start_events();
+	for (r = __atomic_load_n(&mtp_rings, __ATOMIC_ACQUIRE); r; r = next) {
+		bool orphan = __atomic_load_n(&r->orphan, __ATOMIC_ACQUIRE);
+		uint64_t head = __atomic_load_n(&r->head, __ATOMIC_ACQUIRE), tail = r->tail;
+		next = r->next;
+		for (; tail != head; tail++) {
+			mt_encode_event(&w.events, &st, &r->slot[tail & r->mask]);
+			count++;
+			if (w.events.len > MT_CHUNK_MAX / 2) {
+				__atomic_store_n(&r->tail, tail + 1, __ATOMIC_RELEASE);
+				total += count;
+				flush_events(&st, &count);
+				start_events();
+			}
+		}
+		__atomic_store_n(&r->tail, tail, __ATOMIC_RELEASE);
+		if (orphan)
+			free_ring(r);
+	}
+	total += count;
+	flush_events(&st, &count);
+	return total;
+}
+
+static void *writer_main(void *arg)
+{
+	uint64_t pause_ms = mtp_opt.flush_ms;
+
+	(void)arg;
+	pthread_mutex_lock(&w.lock);
+	while (!w.stop) {
+		struct timespec until;
+		clock_gettime(CLOCK_REALTIME, &until);
+		until.tv_nsec += (long)(pause_ms * 1000000ull % 1000000000ull);
+		until.tv_sec += (time_t)(pause_ms / 1000) + until.tv_nsec / 1000000000;
+		until.tv_nsec %= 1000000000;
+		while (!w.stop && !__atomic_load_n(&w.wake, __ATOMIC_RELAXED) &&
+		       pthread_cond_timedwait(&w.cond, &w.lock, &until) == 0)
+			;
+		__atomic_store_n(&w.wake, false, __ATOMIC_RELAXED);
+		/* busy rings: come back soon; quiet ones: the full interval */
+		pause_ms = drain() > mtp_opt.ring / 8 ? 1 : mtp_opt.flush_ms;
+	}
+	pthread_mutex_unlock(&w.lock);
+	return NULL;
+}
+
+void mtp_writer_wake(void)
+{
+	if (!__atomic_load_n(&w.wake, __ATOMIC_RELAXED)) {
+		__atomic_store_n(&w.wake, true, __ATOMIC_RELAXED);
+		pthread_cond_signal(&w.cond);
+	}
+}
+
+/* ---- the file ---- */
+
+static void expand(const char *pattern, char *out, size_t len)
+{
+	char host[256] = "", num[32];
+	const char *rank = getenv("RANK");
+	size_t k = 0;
+
+	if (!rank)
+		rank = getenv("OMPI_COMM_WORLD_RANK");
+	if (!rank)
+		rank = getenv("SLURM_PROCID");
+	if (!rank)
+		rank = "0";
+	gethostname(host, sizeof host - 1);
+	for (const char *p = pattern; *p && k + 1 < len; p++) {
+		const char *add = NULL;
+		if (*p != '%' || !p[1]) {
+			out[k++] = *p;
+			continue;
+		}
+		switch (*++p) {
+		case 'p': snprintf(num, sizeof num, "%d", (int)getpid()); add = num; break;
+		case 'r': add = rank; break;
+		case 'h': add = host; break;
+		case '%': add = "%"; break;
+		default: /* not a placeholder: keep it as written */
+			snprintf(num, sizeof num, "%%%c", *p);
+			add = num;
+		}
+		for (; *add && k + 1 < len; add++)
+			out[k++] = *add;
+	}
+	out[k] = '\0';
+}
+
+/* Creates the file 0600, never over an existing one: a taken name gets .1, .2, ... */
+static int create(void)
+{
+	char base[sizeof w.path - 16];
+
+	expand(mtp_opt.output, base, sizeof base);
+	for (int i = 0; i < 1000; i++) {
+		if (i == 0)
+			snprintf(w.path, sizeof w.path, "%s", base);
+		else
+			snprintf(w.path, sizeof w.path, "%s.%d", base, i);
+		w.fd = open(w.path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_APPEND, 0600); /* read back by snapshots */
+		if (w.fd >= 0) {
+			if (i > 0)
+				mtp_warn("%s exists; writing %s instead", base, w.path);
+			return 0;
+		}
+		if (errno != EEXIST)
+			break;
+	}
+	mtp_warn("cannot create trace %s: %s; recording is off", base, strerror(errno));
+	return -1;
+}
+
+static void info_line(struct mt_buf *b, const char *key, const char *value)
+{
+	mt_buf_bytes(b, key, strlen(key));
+	mt_buf_u8(b, '=');
+	for (const char *p = value; p && *p; p++)
+		mt_buf_u8(b, *p == '\n' ? ' ' : (uint8_t)*p);
+	mt_buf_u8(b, '\n');
+}
+
+static void info_number(struct mt_buf *b, const char *key, unsigned long long v)
+{
+	char num[32];
+
+	snprintf(num, sizeof num, "%llu", v);
+	info_line(b, key, num);
+}
+
+static void write_header(void)
+{
+	char host[256] = "", cmd[4096];
+	struct timespec real;
+	int fd;
+	ssize_t n = 0;
+	struct mt_buf *b = &w.table;
+	static const char *const launcher[][2] = {
+		{"rank", "RANK"}, {"local_rank", "LOCAL_RANK"}, {"world_size", "WORLD_SIZE"},
+		{"rank", "OMPI_COMM_WORLD_RANK"}, {"local_rank", "OMPI_COMM_WORLD_LOCAL_RANK"},
+		{"world_size", "OMPI_COMM_WORLD_SIZE"}, {"rank", "SLURM_PROCID"}, {"local_rank", "SLURM_LOCALID"},
+		{"world_size", "SLURM_NTASKS"}};
+	bool seen[3] = {false, false, false};
+
+	if (write(w.fd, MT_FILE_MAGIC "\x01\0\0\0\0\0\0\0", 16) != 16) {
+		w.failed = true;
+		return;
+	}
+	begin(b);
+	gethostname(host, sizeof host - 1);
+	fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		n = read(fd, cmd, sizeof cmd - 1);
+		close(fd);
+	}
+	for (ssize_t i = 0; i < n; i++)
+		if (cmd[i] == '\0')
+			cmd[i] = ' ';
+	cmd[n > 0 ? n - 1 : 0] = '\0';
+	clock_gettime(CLOCK_REALTIME, &real);
+	/* the wall-clock time that goes with start_monotonic_ns */
+	real.tv_sec -= (time_t)((mtp_now() - mtp_start_ns) / 1000000000ull);
+	info_line(b, "memtap_version", PACKAGE_VERSION);
+	info_number(b, "format", MT_FORMAT_VERSION);
+	info_line(b, "backend", "preload");
+	info_number(b, "pid", (unsigned long long)getpid());
+	info_number(b, "ppid", (unsigned long long)getppid());
+	info_line(b, "host", host);
+	for (size_t i = 0; i < sizeof launcher / sizeof launcher[0]; i++) {
+		const char *v = getenv(launcher[i][1]);
+		int slot = launcher[i][0][0] == 'r' ? 0 : launcher[i][0][0] == 'l' ? 1 : 2;
+		if (v && !seen[slot]) {
+			info_line(b, launcher[i][0], v);
+			seen[slot] = true;
+		}
+	}
+	info_line(b, "cmdline", cmd);
+	info_number(b, "start_realtime_ns", (unsigned long long)real.tv_sec * 1000000000ull + (unsigned long long)real.tv_nsec);
+	info_number(b, "start_monotonic_ns", (unsigned long long)mtp_start_ns);
+	info_number(b, "depth", (unsigned long long)mtp_opt.depth);
+	write_chunk(MT_CHUNK_INFO, b);
+}
+
+/* The file is made when there is a first event to put in it, so processes that never
+ * touch the GPU (shells, launchers) leave no trace behind. Called with w.lock held. */
+static bool file_ready(void)
+{
+	if (w.fd >= 0 || w.failed)
+		return w.fd >= 0;
+	if (create()) {
+		w.failed = true;
+		return false;
+	}
+	write_header();
+	scan_modules();
+	return true;
+}
+
+int mtp_writer_start(void)
+{
+	sigset_t all, old;
+	int r;
+
+	w.stop = false;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	r = pthread_create(&w.thread, NULL, writer_main, NULL);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	w.running = r == 0;
+	if (r)
+		mtp_warn("cannot start the writer thread: %s; events are written at exit only", strerror(r));
+	return 0;
+}
+
+static void write_end(void)
+{
+	begin(&w.table);
+	mt_buf_varint(&w.table, dropped_now());
+	mt_buf_varint(&w.table, w.written);
+	write_chunk(MT_CHUNK_END, &w.table);
+}
+
+void mtp_writer_stop(void)
+{
+	pthread_mutex_lock(&w.lock);
+	w.stop = true;
+	pthread_cond_signal(&w.cond);
+	pthread_mutex_unlock(&w.lock);
+	if (w.running)
+		pthread_join(w.thread, NULL);
+	w.running = false;
+	pthread_mutex_lock(&w.lock);
+	__atomic_store_n(&mtp_state, MTP_CLOSED, __ATOMIC_RELEASE);
+	drain();
+	if (w.fd >= 0)
+		write_end();
+	pthread_mutex_unlock(&w.lock);
+}
+
+void mtp_write_late(const struct mt_event *e)
+{
+	struct mt_encoder st = {0, 0};
+	size_t count = 1;
+
+	pthread_mutex_lock(&w.lock);
+	if (file_ready()) {
+		start_events();
+		mt_encode_event(&w.events, &st, e);
+		flush_events(&st, &count);
+	}
+	pthread_mutex_unlock(&w.lock);
+}
+
+/* ---- fork: the child inherits a copy of everything but the writer thread ---- */
+
+void mtp_writer_atfork_prepare(void)
+{
+	pthread_mutex_lock(&w.lock);
+	pthread_mutex_lock(&mtp_stacks.lock);
+	pthread_mutex_lock(&mtp_strings.lock);
+}
+
+void mtp_writer_atfork_parent(void)
+{
+	pthread_mutex_unlock(&mtp_strings.lock);
+	pthread_mutex_unlock(&mtp_stacks.lock);
+	pthread_mutex_unlock(&w.lock);
+}
+
+void mtp_writer_atfork_child(bool keep)
+{
+	pthread_mutex_init(&mtp_strings.lock, NULL);
+	pthread_mutex_init(&mtp_stacks.lock, NULL);
+	pthread_mutex_init(&w.lock, NULL);
+	pthread_cond_init(&w.cond, NULL);
+	if (w.fd >= 0)
+		close(w.fd);
+	w.fd = -1;
+	w.running = false;
+	w.failed = false;
+	w.written = w.lost = 0;
+	w.strings_done = w.stacks_done = 0;
+	w.nmodules = 0;
+	w.adds = w.subs = 0;
+	if (keep) {
+		mtp_writer_start();
+		return;
+	}
+	__atomic_store_n(&mtp_state, MTP_OFF, __ATOMIC_RELEASE);
+}
+
+/* ---- snapshots: the trace so far, with an END chunk, in a file of its own ---- */
+
+int mtp_writer_snapshot(const char *path)
+{
+	char buf[65536];
+	off_t off = 0;
+	int out, r = 0;
+	ssize_t n;
+
+	pthread_mutex_lock(&w.lock);
+	drain();
+	if (w.fd < 0) {
+		pthread_mutex_unlock(&w.lock);
+		return EIO;
+	}
+	out = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (out < 0) {
+		r = errno;
+		pthread_mutex_unlock(&w.lock);
+		return r;
+	}
+	while ((n = pread(w.fd, buf, sizeof buf, off)) > 0) {
+		if (write(out, buf, (size_t)n) != n) {
+			r = errno ? errno : EIO;
+			break;
+		}
+		off += n;
+	}
+	if (n < 0)
+		r = errno;
+	if (r == 0) {
+		/* the END chunk goes to the copy, not to the running trace */
+		int fd = w.fd;
+		w.fd = out;
+		write_end();
+		w.fd = fd;
+	}
+	pthread_mutex_unlock(&w.lock);
+	if (close(out) != 0 && r == 0)
+		r = errno;
+	return r;
+}

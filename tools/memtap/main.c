@@ -1,0 +1,51 @@
+/* memtap: command-line entry. Subcommands live in their own files; bad input is one
+ * line on stderr and exit status 2. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "memtap.h"
+
+static const char usage[] =
+	"usage: memtap COMMAND [ARGS]\n"
+	"  run [options] -- COMMAND [ARGS]   record the GPU memory of COMMAND and its children\n"
+	"  report TRACE [--json] [--top N]   what was alive at the peak and at exit, OOM events\n"
+	"  dump TRACE [--json]               every recorded event, one per line\n"
+	"  version                           print memtap's version\n"
+	"`memtap COMMAND --help` describes a command.\n";
+
+void die(int status, const char *fmt, ...)
+{
+	va_list ap;
+
+	fputs("memtap: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	exit(status);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2) {
+		fputs(usage, stderr);
+		return EXIT_USAGE;
+	}
+	if (strcmp(argv[1], "run") == 0)
+		return cmd_run(argc - 1, argv + 1);
+	if (strcmp(argv[1], "report") == 0)
+		return cmd_report(argc - 1, argv + 1);
+	if (strcmp(argv[1], "dump") == 0)
+		return cmd_dump(argc - 1, argv + 1);
+	if (strcmp(argv[1], "version") == 0 || strcmp(argv[1], "--version") == 0) {
+		printf("memtap %s\n", PACKAGE_VERSION);
+		return 0;
+	}
+	if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0) {
+		fputs(usage, stdout);
+		return 0;
+	}
+	die(EXIT_USAGE, "unknown command '%s' (see memtap --help)", argv[1]);
+}

@@ -1,0 +1,13 @@
+/* The memtap command: one function per subcommand. */
+#ifndef MEMTAP_CLI_H
+#define MEMTAP_CLI_H
+
+int cmd_run(int argc, char **argv);
+int cmd_report(int argc, char **argv);
+int cmd_dump(int argc, char **argv);
+void die(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
+
+/* Exit statuses of memtap's own commands. */
+enum { EXIT_USAGE = 2, EXIT_DAMAGED = 3 };
+
+#endif

@@ -1,0 +1,250 @@
+/* memtap run: start a command with memtap preloaded (LD_PRELOAD) and as its NVTX
+ * injection, pass its exit status through, and say in three lines what happened:
+ * the peak, where the trace is, and whether events were dropped. Children that exec
+ * inherit the environment and record into their own files. */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "analyze/report.h"
+#include "memtap.h"
+#include "util/units.h"
+
+#ifndef MT_PKGLIBDIR
+#define MT_PKGLIBDIR "/usr/local/lib/memtap"
+#endif
+
+static const char run_usage[] =
+	"usage: memtap run [options] -- COMMAND [ARGS]\n"
+	"Runs COMMAND with memtap recording every device allocation and free, with stacks\n"
+	"and NVTX phases, into a trace file; then prints the peak and where the trace is.\n"
+	"  -o, --output PATTERN   trace path (default memtap-%p.trace; %p pid, %r rank, %h host)\n"
+	"  --depth N              stack frames per allocation (default 32; 0: none)\n"
+	"  --follow-fork          also record children forked without exec\n"
+	"  -O, --option KEY=VALUE any memtap option (below), as MEMTAP_<KEY> would set it\n"
+	"  -q, --quiet            no summary\n"
+	"Options (also MEMTAP_OPTIONS=\"key=value,...\" or MEMTAP_<KEY> in the environment):\n"
+#define OPT(key, type, dflt, help) "  " #key " (default " dflt "): " help "\n"
+#include "preload/options.def"
+#undef OPT
+	"The exit status is COMMAND's (128+N when a signal N ended it).\n";
+
+/* The injected library: $MEMTAP_LIBRARY, the build tree's, or the installed one. */
+static const char *find_library(char *buf, size_t len)
+{
+	char exe[PATH_MAX - 64];
+	const char *env = getenv("MEMTAP_LIBRARY");
+	ssize_t n;
+
+	if (env && *env)
+		return env;
+	n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+	if (n > 0) {
+		char *slash;
+		exe[n] = '\0';
+		slash = strrchr(exe, '/');
+		if (slash) {
+			*slash = '\0';
+			/* tools/memtap/memtap (or .libs/memtap) in a build tree */
+			snprintf(buf, len, "%s/../../src/preload/.libs/libmemtap.so", exe);
+			if (access(buf, R_OK) == 0)
+				return buf;
+			snprintf(buf, len, "%s/../../../src/preload/.libs/libmemtap.so", exe);
+			if (access(buf, R_OK) == 0)
+				return buf;
+		}
+	}
+	snprintf(buf, len, "%s/libmemtap.so", MT_PKGLIBDIR);
+	return buf;
+}
+
+static void set_option(const char *kv)
+{
+	char name[128] = "MEMTAP_";
+	const char *eq = strchr(kv, '=');
+	size_t k = 7;
+
+	if (!eq || eq == kv || (size_t)(eq - kv) > sizeof name - 8)
+		die(EXIT_USAGE, "-O needs KEY=VALUE, not '%s'", kv);
+	for (const char *p = kv; p < eq; p++)
+		name[k++] = (char)(*p >= 'a' && *p <= 'z' ? *p - 32 : *p);
+	name[k] = '\0';
+	setenv(name, eq + 1, 1);
+}
+
+/* The file the child wrote: the pattern with its pid, or a .N variant of it. */
+static bool find_trace(const char *pattern, pid_t pid, time_t since, char *out, size_t len)
+{
+	char base[PATH_MAX], host[256] = "";
+	const char *rank = getenv("RANK");
+	size_t k = 0;
+	time_t best = 0;
+	bool found = false;
+
+	gethostname(host, sizeof host - 1);
+	if (!rank)
+		rank = "0";
+	for (const char *p = pattern; *p && k + 32 < sizeof base; p++) {
+		if (*p != '%' || !p[1]) {
+			base[k++] = *p;
+			continue;
+		}
+		p++;
+		if (*p == 'p')
+			k += (size_t)snprintf(base + k, sizeof base - k, "%d", (int)pid);
+		else if (*p == 'h')
+			k += (size_t)snprintf(base + k, sizeof base - k, "%s", host);
+		else if (*p == 'r')
+			k += (size_t)snprintf(base + k, sizeof base - k, "%s", rank);
+		else if (*p == '%')
+			base[k++] = '%';
+		else {
+			base[k++] = '%';
+			base[k++] = *p;
+		}
+		if (k >= sizeof base)
+			k = sizeof base - 1;
+	}
+	base[k] = '\0';
+	for (int i = 0; i < 1000; i++) {
+		char path[PATH_MAX + 16];
+		struct stat st;
+		if (i == 0)
+			snprintf(path, sizeof path, "%s", base);
+		else
+			snprintf(path, sizeof path, "%s.%d", base, i);
+		if (stat(path, &st) != 0) {
+			if (i > 0)
+				break;
+			continue;
+		}
+		if (st.st_mtime >= since && st.st_mtime >= best) {
+			best = st.st_mtime;
+			snprintf(out, len, "%s", path);
+			found = true;
+		}
+	}
+	return found;
+}
+
+static void summary(const char *path)
+{
+	struct mt_trace t;
+	struct mt_report r;
+	char sz[32], cap[32];
+	int best = -1;
+
+	if (mt_trace_read(path, &t) != 0) {
+		fprintf(stderr, "memtap: %s\n", t.problem);
+		return;
+	}
+	if (mt_report_build(&r, &t) == 0) {
+		for (int d = 0; d < MT_MAX_DEVICES; d++)
+			if (r.end.dev[d].seen && (best < 0 || r.end.dev[d].peak > r.end.dev[best].peak))
+				best = d;
+		if (best >= 0)
+			fprintf(stderr, "memtap: peak %s allocated on device %d (%s, %s) at %.3f s\n",
+				mt_format_size(r.end.dev[best].peak, sz, sizeof sz), best,
+				r.end.dev[best].name ? mt_trace_string(&t, r.end.dev[best].name) : "unnamed",
+				mt_format_size(r.end.dev[best].capacity, cap, sizeof cap),
+				r.end.dev[best].peak_time > r.start ? (double)(r.end.dev[best].peak_time - r.start) / 1e9 : 0.0);
+		else
+			fprintf(stderr, "memtap: no device memory was allocated\n");
+		fprintf(stderr, "memtap: trace %s: %" PRIu64 " allocations, %" PRIu64 " frees (memtap report %s)\n", path,
+			r.end.allocs, r.end.frees, path);
+		mt_report_free(&r);
+	}
+	if (t.dropped)
+		fprintf(stderr, "memtap: %" PRIu64 " events dropped: buffers were full (raise -O ring=N)\n", t.dropped);
+	else if (t.problem[0])
+		fprintf(stderr, "memtap: %s\n", t.problem);
+	else
+		fprintf(stderr, "memtap: no events dropped\n");
+	mt_trace_free(&t);
+}
+
+int cmd_run(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{"output", 1, 0, 'o'}, {"depth", 1, 0, 'd'}, {"follow-fork", 0, 0, 'f'}, {"option", 1, 0, 'O'},
+		{"quiet", 0, 0, 'q'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+	char lib[PATH_MAX], output[2 * PATH_MAX], trace[PATH_MAX + 16], *preload;
+	const char *pattern = "memtap-%p.trace", *old, *library;
+	bool quiet = false;
+	uint64_t n;
+	time_t start = time(NULL);
+	pid_t pid;
+	int c, status;
+
+	while ((c = getopt_long(argc, argv, "+o:O:qh", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'o': pattern = optarg; break;
+		case 'd':
+			if (mt_parse_size(optarg, &n) != 0 || n > 256)
+				die(EXIT_USAGE, "--depth takes a number of frames from 0 to 256, not '%s'", optarg);
+			setenv("MEMTAP_DEPTH", optarg, 1);
+			break;
+		case 'f': setenv("MEMTAP_FOLLOW_FORK", "1", 1); break;
+		case 'O': set_option(optarg); break;
+		case 'q': quiet = true; break;
+		case 'h': fputs(run_usage, stdout); return 0;
+		default: fputs(run_usage, stderr); return EXIT_USAGE;
+		}
+	}
+	if (optind >= argc)
+		die(EXIT_USAGE, "which command? usage: memtap run [options] -- COMMAND [ARGS]");
+	library = find_library(lib, sizeof lib);
+	if (access(library, R_OK) != 0)
+		die(EXIT_USAGE, "cannot find memtap's library (%s): set MEMTAP_LIBRARY", library);
+	/* an absolute pattern: the command may change directory */
+	if (pattern[0] != '/') {
+		char cwd[PATH_MAX];
+		if (!getcwd(cwd, sizeof cwd))
+			die(EXIT_USAGE, "cannot tell the current directory: %s", strerror(errno));
+		snprintf(output, sizeof output, "%s/%s", cwd, pattern);
+		pattern = output;
+	}
+	setenv("MEMTAP_OUTPUT", pattern, 1);
+	old = getenv("LD_PRELOAD");
+	if (asprintf(&preload, "%s%s%s", library, old && *old ? ":" : "", old ? old : "") < 0)
+		die(1, "out of memory");
+	setenv("LD_PRELOAD", preload, 1);
+	free(preload);
+	old = getenv("NVTX_INJECTION64_PATH");
+	if (old && *old && strcmp(old, library) != 0)
+		fprintf(stderr, "memtap: NVTX_INJECTION64_PATH is already %s; NVTX phases will not be recorded\n", old);
+	else
+		setenv("NVTX_INJECTION64_PATH", library, 1);
+
+	pid = fork();
+	if (pid < 0)
+		die(1, "cannot start %s: %s", argv[optind], strerror(errno));
+	if (pid == 0) {
+		execvp(argv[optind], argv + optind);
+		fprintf(stderr, "memtap: cannot run %s: %s\n", argv[optind], strerror(errno));
+		_exit(127);
+	}
+	signal(SIGINT, SIG_IGN); /* the child gets the terminal's signals; we wait for it */
+	signal(SIGQUIT, SIG_IGN);
+	while (waitpid(pid, &status, 0) < 0)
+		if (errno != EINTR)
+			die(1, "lost the command: %s", strerror(errno));
+	if (!quiet) {
+		if (find_trace(pattern, pid, start, trace, sizeof trace))
+			summary(trace);
+		else if (!(WIFEXITED(status) && WEXITSTATUS(status) == 127))
+			fprintf(stderr, "memtap: %s made no GPU allocation: no trace was written\n", argv[optind]);
+	}
+	if (WIFSIGNALED(status))
+		return 128 + WTERMSIG(status);
+	return WEXITSTATUS(status);
+}
