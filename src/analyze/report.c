@@ -203,7 +203,7 @@ void mt_report_text(FILE *out, const struct mt_report *r, struct mt_symbols *sym
 
 /* ---- JSON ---- */
 
-static void json_str(FILE *out, const char *s)
+void mt_json_str(FILE *out, const char *s)
 {
 	fputc('"', out);
 	for (; s && *s; s++) {
@@ -228,17 +228,17 @@ static void frames_json(FILE *out, const struct mt_report *r, struct mt_symbols 
 			const struct mt_frame *f = mt_symbols_frame(sym, t->stacks[stack].frames[i]);
 			fprintf(out, "%s{\"address\": \"0x%" PRIx64 "\", \"function\": ", i ? ", " : "", f->addr);
 			if (f->function)
-				json_str(out, f->function);
+				mt_json_str(out, f->function);
 			else
 				fputs("null", out);
 			fputs(", \"file\": ", out);
 			if (f->file)
-				json_str(out, f->file);
+				mt_json_str(out, f->file);
 			else
 				fputs("null", out);
 			fprintf(out, ", \"line\": %d, \"module\": ", f->line);
 			if (f->module)
-				json_str(out, f->module);
+				mt_json_str(out, f->module);
 			else
 				fputs("null", out);
 			fprintf(out, ", \"offset\": \"0x%" PRIx64 "\"}", f->offset);
@@ -272,17 +272,17 @@ void mt_report_json(FILE *out, const struct mt_report *r, struct mt_symbols *sym
 						"memtap_version"};
 
 	fputs("{\n  \"memtap_report\": 1,\n  \"trace\": ", out);
-	json_str(out, t->path);
+	mt_json_str(out, t->path);
 	fprintf(out, ",\n  \"complete\": %s,\n  \"problem\": ", t->complete ? "true" : "false");
 	if (t->problem[0])
-		json_str(out, t->problem);
+		mt_json_str(out, t->problem);
 	else
 		fputs("null", out);
 	fputs(",\n  \"process\": {", out);
 	for (size_t i = 0; i < sizeof info_keys / sizeof info_keys[0]; i++) {
 		fprintf(out, "%s\"%s\": ", i ? ", " : "", info_keys[i]);
 		if (mt_trace_info(t, info_keys[i], buf, sizeof buf))
-			json_str(out, buf);
+			mt_json_str(out, buf);
 		else
 			fputs("null", out);
 	}
@@ -299,7 +299,7 @@ void mt_report_json(FILE *out, const struct mt_report *r, struct mt_symbols *sym
 		if (!s->seen)
 			continue;
 		fprintf(out, "%s\n    {\"device\": %d, \"name\": ", n++ ? "," : "", d);
-		json_str(out, s->name ? mt_trace_string(t, s->name) : "");
+		mt_json_str(out, s->name ? mt_trace_string(t, s->name) : "");
 		fprintf(out, ", \"capacity_bytes\": %" PRIu64 ", \"peak_allocated_bytes\": %" PRIu64
 			     ", \"peak_time_ns\": %" PRIu64 ", \"allocated_at_exit_bytes\": %" PRIu64 "}",
 			s->capacity, s->peak, s->peak_time > r->start ? s->peak_time - r->start : 0, s->current);
@@ -321,7 +321,7 @@ void mt_report_json(FILE *out, const struct mt_report *r, struct mt_symbols *sym
 			     ", \"phase\": ",
 			first ? "" : ",", ev->device == MT_NO_DEVICE ? -1 : ev->device, ev->size, ev->error,
 			ev->error == 2 ? "true" : "false", ev->aux, ev->aux2, ev->time > r->start ? ev->time - r->start : 0);
-		json_str(out, mt_trace_string(t, ev->phase));
+		mt_json_str(out, mt_trace_string(t, ev->phase));
 		fputs(", \"frames\": ", out);
 		frames_json(out, r, sym, ev->stack);
 		fputs("}", out);

@@ -33,5 +33,6 @@ int mt_report_build(struct mt_report *r, const struct mt_trace *t);
 void mt_report_free(struct mt_report *r);
 void mt_report_text(FILE *out, const struct mt_report *r, struct mt_symbols *sym, size_t top);
 void mt_report_json(FILE *out, const struct mt_report *r, struct mt_symbols *sym, size_t top);
+void mt_json_str(FILE *out, const char *s); /* a JSON string literal */
 
 #endif

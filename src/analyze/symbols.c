@@ -61,6 +61,11 @@ const struct mt_frame *mt_symbols_frame(struct mt_symbols *s, uint64_t addr)
 	const struct mt_module *m;
 	uint64_t pc = addr ? addr - 1 : 0; /* a return address: look at the call before it */
 
+	if (!s) { /* no symbolizer: addresses only */
+		static struct mt_frame bare;
+		bare = f;
+		return &bare;
+	}
 	if (mt_map_get(&s->cache, addr, &i))
 		return &s->frames[i - 1];
 	if ((m = module_of(s->trace, addr))) {

@@ -21,7 +21,7 @@ struct mt_frame {
 struct mt_symbols;
 
 struct mt_symbols *mt_symbols_open(const struct mt_trace *t);
-const struct mt_frame *mt_symbols_frame(struct mt_symbols *s, uint64_t addr);
+const struct mt_frame *mt_symbols_frame(struct mt_symbols *s, uint64_t addr); /* s may be NULL */
 void mt_symbols_close(struct mt_symbols *s);
 
 #endif

@@ -157,15 +157,6 @@ static int read_events(struct mt_trace *t, struct tables *tb, struct mt_cursor *
 	return 0;
 }
 
-static int by_time(const void *a, const void *b)
-{
-	const struct mt_event *x = a, *y = b;
-
-	if (x->time != y->time)
-		return x->time < y->time ? -1 : 1;
-	return x < y ? -1 : x > y; /* keep file order on ties (merge sort below is stable anyway) */
-}
-
 /* Stable merge sort: events of one thread keep their order when times tie. */
 static int sort_events(struct mt_event *e, size_t n)
 {
@@ -190,7 +181,6 @@ static int sort_events(struct mt_event *e, size_t n)
 		memcpy(e, tmp, n * sizeof *e);
 	}
 	free(tmp);
-	(void)by_time;
 	return 0;
 }
 
@@ -297,6 +287,13 @@ int mt_trace_read(const char *path, struct mt_trace *t)
 	r = parse(t, data, (size_t)st.st_size);
 	munmap(data, (size_t)st.st_size);
 	return r;
+}
+
+int mt_trace_parse(const void *data, size_t size, const char *name, struct mt_trace *t)
+{
+	memset(t, 0, sizeof *t);
+	t->path = name;
+	return parse(t, data, size);
 }
 
 void mt_trace_free(struct mt_trace *t)

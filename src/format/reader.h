@@ -39,6 +39,8 @@ struct mt_trace {
 
 /* 0 on success (possibly with a problem noted), else an errno code; `problem` says why. */
 int mt_trace_read(const char *path, struct mt_trace *t);
+/* The same for a trace already in memory; name is only for messages. */
+int mt_trace_parse(const void *data, size_t size, const char *name, struct mt_trace *t);
 void mt_trace_free(struct mt_trace *t);
 /* The value of an INFO key, copied into buf; NULL when absent. */
 const char *mt_trace_info(const struct mt_trace *t, const char *key, char *buf, size_t len);

@@ -52,6 +52,9 @@ void mtp_warn(const char *fmt, ...)
 	}
 }
 
+/* `memtap run` checks the options once and says what is wrong; its children stay quiet. */
+static bool checked;
+
 static void set(const struct option_def *d, const char *value, size_t len, const char *from)
 {
 	char buf[512];
@@ -74,14 +77,16 @@ static void set(const struct option_def *d, const char *value, size_t len, const
 		break;
 	case T_SIZE:
 		if (mt_parse_size(buf, &n) != 0) {
-			mtp_warn("ignoring %s=%s from %s: not a number (sizes take K, M, G)", d->key, buf, from);
+			if (!checked)
+				mtp_warn("ignoring %s=%s from %s: not a number (sizes take K, M, G)", d->key, buf, from);
 			return;
 		}
 		*(uint64_t *)field = n;
 		break;
 	case T_BOOL:
 		if (strcmp(buf, "1") && strcmp(buf, "0") && strcmp(buf, "true") && strcmp(buf, "false")) {
-			mtp_warn("ignoring %s=%s from %s: use 1 or 0", d->key, buf, from);
+			if (!checked)
+				mtp_warn("ignoring %s=%s from %s: use 1 or 0", d->key, buf, from);
 			return;
 		}
 		*(bool *)field = buf[0] == '1' || buf[0] == 't';
@@ -102,6 +107,7 @@ void mtp_options_load(void)
 	const char *list = getenv("MEMTAP_OPTIONS");
 	char name[64];
 
+	checked = getenv("MEMTAP_OPTIONS_CHECKED") != NULL;
 	for (size_t i = 0; i < sizeof defs / sizeof defs[0]; i++)
 		set(&defs[i], defs[i].dflt, strlen(defs[i].dflt), "defaults");
 	for (const char *p = list; p && *p;) {
@@ -109,7 +115,7 @@ void mtp_options_load(void)
 		const struct option_def *d;
 		if (k < n && (d = find(p, k)))
 			set(d, p + k + 1, n - k - 1, "MEMTAP_OPTIONS");
-		else if (n)
+		else if (n && !checked)
 			mtp_warn("ignoring '%.*s' in MEMTAP_OPTIONS: not a known key=value option", (int)n, p);
 		p += n + (p[n] == ',');
 	}

@@ -63,33 +63,40 @@ static MTP_NOINLINE struct mtp_ring *thread_start(struct mtp_thread *t)
 	return r;
 }
 
-static MTP_NOINLINE void push_slow(struct mtp_ring *r, const struct mt_event *e)
+#define FULL_WAIT_NS 10000000ull /* the longest a thread waits for room: 10 ms */
+
+/* The ring is full: wait for the writer a bounded time, then count the event dropped. */
+static MTP_NOINLINE void push_full(struct mtp_ring *r, const struct mt_event *e)
 {
-	uint64_t head = r->head;
+	uint64_t head = r->head, until = mtp_now() + FULL_WAIT_NS;
 
 	mtp_writer_wake();
-	/* bounded: about a millisecond of spinning, then the event is dropped */
-	for (int i = 0; i < 20000; i++) {
+	for (unsigned i = 1;; i++) {
 		if (head - __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE) <= r->mask) {
 			r->slot[head & r->mask] = *e;
 			__atomic_store_n(&r->head, head + 1, __ATOMIC_RELEASE);
 			return;
 		}
 		__builtin_ia32_pause();
+		if (i % 1024 == 0 && mtp_now() > until)
+			break;
 	}
 	__atomic_store_n(&r->dropped, r->dropped + 1, __ATOMIC_RELAXED);
 }
 
 static inline void push(struct mtp_ring *r, const struct mt_event *e)
 {
-	uint64_t head = r->head;
+	uint64_t head = r->head, used = head - __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE);
 
-	if (unlikely(head - __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE) > r->mask)) {
-		push_slow(r, e);
+	if (unlikely(used > r->mask)) {
+		push_full(r, e);
 		return;
 	}
 	r->slot[head & r->mask] = *e;
 	__atomic_store_n(&r->head, head + 1, __ATOMIC_RELEASE);
+	/* half full: call the writer now rather than at its next tick (once per half ring) */
+	if (unlikely(used == (r->mask + 1) / 2))
+		mtp_writer_wake();
 }
 
 uint8_t mtp_current_tag(void)

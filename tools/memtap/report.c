@@ -20,7 +20,8 @@ static const char report_usage[] =
 static const char dump_usage[] =
 	"usage: memtap dump TRACE [--json]\n"
 	"Every event in time order: time (ns since start), thread, kind, device, address, size,\n"
-	"aux, aux2, stack, phase, tag, error. --json writes one JSON object per line.\n";
+	"aux, aux2, stack, phase, tag, error. --json writes one JSON object per line, with the\n"
+	"function names of the event's stack.\n";
 
 /* Reads the trace or exits; a damaged trace is said once on stderr. */
 static void load(const char *path, struct mt_trace *t)
@@ -86,27 +87,39 @@ int cmd_dump(int argc, char **argv)
 	size_t top = 0;
 	int i = parse_common(argc, argv, dump_usage, &json, &top);
 	struct mt_trace t;
+	struct mt_symbols *sym;
 	uint64_t start;
 
 	load(argv[i], &t);
 	start = mt_trace_start(&t);
+	sym = json ? mt_symbols_open(&t) : NULL;
 	for (size_t k = 0; k < t.nevents; k++) {
 		const struct mt_event *e = &t.events[k];
 		uint64_t at = e->time > start ? e->time - start : 0;
-		if (json)
-			printf("{\"time_ns\": %" PRIu64 ", \"thread\": %u, \"kind\": \"%s\", \"device\": %d, \"addr\": %" PRIu64
-			       ", \"size\": %" PRIu64 ", \"aux\": %" PRIu64 ", \"aux2\": %" PRIu64 ", \"stack\": %u"
-			       ", \"phase\": \"%s\", \"tag\": \"%s\", \"flags\": %u, \"error\": %d}\n",
-			       at, e->thread, mt_kind_names[e->kind], e->device == MT_NO_DEVICE ? -1 : e->device, e->addr,
-			       e->size, e->aux, e->aux2, e->stack, mt_trace_string(&t, e->phase), mt_tag_names[e->tag],
-			       e->flags, e->error);
-		else
+		if (!json) {
 			printf("%12" PRIu64 " %3u %-14s %3d 0x%-14" PRIx64 " %12" PRIu64 " %" PRIx64 " %" PRIx64
 			       " %u %s %s %d\n",
 			       at, e->thread, mt_kind_names[e->kind], e->device == MT_NO_DEVICE ? -1 : e->device, e->addr,
 			       e->size, e->aux, e->aux2, e->stack, mt_trace_string(&t, e->phase), mt_tag_names[e->tag],
 			       e->error);
+			continue;
+		}
+		printf("{\"time_ns\": %" PRIu64 ", \"thread\": %u, \"kind\": \"%s\", \"device\": %d, \"addr\": %" PRIu64
+		       ", \"size\": %" PRIu64 ", \"aux\": %" PRIu64 ", \"aux2\": %" PRIu64 ", \"stack\": %u, \"phase\": ",
+		       at, e->thread, mt_kind_names[e->kind], e->device == MT_NO_DEVICE ? -1 : e->device, e->addr, e->size,
+		       e->aux, e->aux2, e->stack);
+		mt_json_str(stdout, mt_trace_string(&t, e->phase));
+		printf(", \"tag\": \"%s\", \"flags\": %u, \"error\": %d, \"functions\": [", mt_tag_names[e->tag],
+		       e->flags, e->error);
+		for (uint32_t f = 0; e->stack < t.nstacks && f < t.stacks[e->stack].depth; f++) {
+			const struct mt_frame *fr = mt_symbols_frame(sym, t.stacks[e->stack].frames[f]);
+			if (f)
+				fputs(", ", stdout);
+			mt_json_str(stdout, fr->function ? fr->function : "?");
+		}
+		puts("]}");
 	}
+	mt_symbols_close(sym);
 	i = t.problem[0] ? EXIT_DAMAGED : 0;
 	mt_trace_free(&t);
 	return i;

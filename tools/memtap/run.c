@@ -17,6 +17,7 @@
 
 #include "analyze/report.h"
 #include "memtap.h"
+#include "preload/mtp.h"
 #include "util/units.h"
 
 #ifndef MT_PKGLIBDIR
@@ -214,6 +215,9 @@ int cmd_run(int argc, char **argv)
 		pattern = output;
 	}
 	setenv("MEMTAP_OUTPUT", pattern, 1);
+	/* the job's options, checked once here with the library's own parser */
+	mtp_options_load();
+	setenv("MEMTAP_OPTIONS_CHECKED", "1", 1);
 	old = getenv("LD_PRELOAD");
 	if (asprintf(&preload, "%s%s%s", library, old && *old ? ":" : "", old ? old : "") < 0)
 		die(1, "out of memory");

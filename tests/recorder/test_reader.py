@@ -1,0 +1,86 @@
+"""memtap report and dump on bad input: a missing file, an empty one, another format,
+a trace cut at every chunk boundary and inside chunks, flipped bytes. Each says what
+happened in one line, keeps every event before the damage, exits non-zero (2 when
+nothing could be read, 3 when the trace was damaged) and never crashes."""
+import glob
+import os
+import subprocess
+import sys
+import tempfile
+
+B = os.environ["MT_BUILDDIR"]
+MEMTAP = os.path.join(B, "tools/memtap/memtap")
+TMP = tempfile.mkdtemp(prefix="memtap-reader-")
+count = failed = 0
+
+
+def ok(cond, what, detail=""):
+    global count, failed
+    count += 1
+    print(("ok %d - %s" if cond else "not ok %d - %s") % (count, what))
+    if not cond:
+        failed += 1
+        print("#   " + str(detail)[:500].replace("\n", "\n#   "))
+    return cond
+
+
+def run(*args):
+    return subprocess.run([MEMTAP, *args], capture_output=True, text=True)
+
+
+trace = os.path.join(TMP, "good.trace")
+p = subprocess.run([MEMTAP, "run", "-q", "-o", trace, "--", os.path.join(B, "tools/simgpu/simgpu-run"),
+                    os.path.join(B, "tools/simtrain/simtrain"), "--preset", "tiny"], capture_output=True, text=True)
+ok(p.returncode == 0 and os.path.exists(trace), "a trace to damage", p.stderr)
+good = open(trace, "rb").read()
+full = run("dump", trace).stdout.count("\n")
+
+p = run("report", os.path.join(TMP, "missing.trace"))
+ok(p.returncode == 2 and p.stderr.count("\n") == 1 and "No such file" in p.stderr, "a missing file", p.stderr)
+empty = os.path.join(TMP, "empty.trace")
+open(empty, "wb").close()
+p = run("report", empty)
+ok(p.returncode == 2 and p.stderr.count("\n") == 1 and "empty" in p.stderr, "an empty file", p.stderr)
+other = os.path.join(TMP, "other.trace")
+open(other, "wb").write(b"PK\x03\x04" + b"\0" * 100)
+p = run("report", other)
+ok(p.returncode == 2 and "not a memtap trace" in p.stderr, "a file of another format", p.stderr)
+
+cut = os.path.join(TMP, "cut.trace")
+crashes, prev, monotone, one_line = [], 0, True, True
+for n in list(range(0, len(good), max(1, len(good) // 300))) + [len(good) - 1]:
+    open(cut, "wb").write(good[:n])
+    p = run("dump", cut)
+    if p.returncode < 0:
+        crashes.append(n)
+    events = p.stdout.count("\n")
+    monotone &= events >= prev
+    prev = events
+    if n >= 16:
+        one_line &= p.returncode == 3 and p.stderr.count("\n") == 1 and "cut short" in p.stderr
+ok(not crashes, "a trace cut anywhere never crashes the reader", crashes[:5])
+ok(monotone, "the longer the piece, the more events read back")
+ok(one_line, "a cut trace: one line saying it was cut short, exit 3")
+open(cut, "wb").write(good[:len(good) // 2])
+ok(run("dump", cut).stdout.count("\n") < full, "half a trace reads back fewer events than the whole")
+
+crashes, said = [], True
+for i in range(16, len(good), max(1, len(good) // 200)):
+    bad = bytearray(good)
+    bad[i] ^= 0x5a
+    open(cut, "wb").write(bytes(bad))
+    p = run("report", "--json", cut)
+    if p.returncode < 0:
+        crashes.append(i)
+    said &= p.returncode in (0, 3) and (p.returncode == 0 or p.stderr.count("\n") == 1)
+ok(not crashes, "a flipped byte anywhere never crashes the reader", crashes[:5])
+ok(said, "a damaged chunk is caught (checksum) and said in one line")
+
+p = run("report")
+ok(p.returncode == 2 and p.stderr.count("\n") == 1, "report without a trace: one line, exit 2", p.stderr)
+p = run("report", "--top", "x", trace)
+ok(p.returncode == 2 and p.stderr.count("\n") == 1, "a bad --top: one line, exit 2", p.stderr)
+p = run("frobnicate")
+ok(p.returncode == 2 and p.stderr.count("\n") == 1, "an unknown command: one line, exit 2", p.stderr)
+print("1..%d" % count)
+sys.exit(1 if failed else 0)

@@ -1,0 +1,271 @@
+"""The recorder, end to end: memtap run over simtrain and over workloads that reach
+device memory by every path, checked against what each program knows it did."""
+import glob
+import json
+import os
+import re
+import resource
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+B = os.environ["MT_BUILDDIR"]
+S = os.environ["MT_SRCDIR"]
+MEMTAP = os.path.join(B, "tools/memtap/memtap")
+SIMRUN = os.path.join(B, "tools/simgpu/simgpu-run")
+WORK = os.path.join(B, "tests/recorder/workload")
+SIMTRAIN = os.path.join(B, "tools/simtrain/simtrain")
+LIB = os.path.join(B, "src/preload/.libs/libmemtap.so")
+TMP = tempfile.mkdtemp(prefix="memtap-test-")
+count = failed = 0
+
+
+def ok(cond, what, detail=""):
+    global count, failed
+    count += 1
+    print(("ok %d - %s" if cond else "not ok %d - %s") % (count, what))
+    if not cond:
+        failed += 1
+        for line in str(detail).splitlines()[:20]:
+            print("#   " + line)
+    sys.stdout.flush()
+    return cond
+
+
+def record(name, argv, opts=(), env=None, **kw):
+    """memtap run ARGV on simgpu; returns (process, [trace paths])."""
+    d = os.path.join(TMP, name)
+    os.makedirs(d, exist_ok=True)
+    p = subprocess.run([MEMTAP, "run", "-o", os.path.join(d, "t-%p.trace"), *opts, "--", SIMRUN, *argv],
+                       capture_output=True, text=True, env=dict(os.environ, **(env or {})), **kw)
+    return p, sorted(glob.glob(os.path.join(d, "*.trace*")))
+
+
+def dump(path):
+    p = subprocess.run([MEMTAP, "dump", "--json", path], capture_output=True, text=True)
+    return [json.loads(line) for line in p.stdout.splitlines()]
+
+
+def report(path):
+    p = subprocess.run([MEMTAP, "report", "--json", "--top", "1000", path], capture_output=True, text=True)
+    return p, (json.loads(p.stdout) if p.stdout.startswith("{") else None)
+
+
+def sizes(events, kind):
+    return sorted(e["size"] for e in events if e["kind"] == kind and not e["error"])
+
+
+def one_trace(name, traces, p):
+    return ok(len(traces) == 1 and p.returncode == 0, name + ": ran, one trace", p.stderr)
+
+
+# ---- simtrain: counts and peak equal the ground truth; stacks name the allocating function ----
+SIMTRAIN_FUNCS = {"alloc_params", "stash_debug_tensor", "embedding_forward", "layer_forward", "head_forward",
+                  "gather_layer_params", "make_grads", "head_backward", "layer_backward", "optimizer_step"}
+for args in (["--preset", "tiny"], ["--preset", "gpt2-small"], ["--preset", "gpt2-small", "--api", "async"],
+             ["--preset", "gpt2-small", "--zero", "3", "--dp", "4", "--recompute", "full", "--leak", "1M"]):
+    name = "simtrain " + " ".join(args)
+    truth_path = os.path.join(TMP, "truth.json")
+    p, traces = record("simtrain", [SIMTRAIN, *args, "--json", truth_path])
+    if not one_trace(name, traces, p):
+        continue
+    truth = json.load(open(truth_path))
+    _, rep = report(traces[0])
+    ok(rep["events"]["allocs"] == truth["allocs"], name + ": allocations equal simtrain's",
+       (rep["events"]["allocs"], truth["allocs"]))
+    ok(rep["events"]["frees"] == truth["frees"], name + ": frees equal simtrain's")
+    ok(rep["devices"][0]["peak_allocated_bytes"] == truth["peak"]["bytes"], name + ": peak equals simtrain's",
+       (rep["devices"][0]["peak_allocated_bytes"], truth["peak"]["bytes"]))
+    ok(rep["events"]["dropped"] == 0 and rep["complete"], name + ": complete, nothing dropped")
+    ev = [e for e in dump(traces[0]) if e["kind"] == "alloc"]
+    bad = [e for e in ev if "tensor_new" not in e["functions"] or not SIMTRAIN_FUNCS & set(e["functions"])]
+    ok(ev and not bad, name + ": every allocation's stack names the simtrain function that made it",
+       bad[:1])
+    os.remove(traces[0])
+
+# ---- every allocation path, each recorded exactly once ----
+p, traces = record("runtime", [WORK, "runtime"])
+if one_trace("runtime API", traces, p):
+    ev = dump(traces[0])
+    ok(sizes(ev, "alloc") == [102400, 1000001, 1000006, 1000007, 1000008, 1024000], "runtime API: device allocations",
+       sizes(ev, "alloc"))
+    ok(sizes(ev, "managed_alloc") == [1000003], "runtime API: managed memory")
+    ok(sizes(ev, "host_alloc") == [1000004, 1000005], "runtime API: pinned host memory, a kind of its own")
+    ok(all("runtime_paths" in e["functions"] for e in ev if e["kind"].endswith("alloc")),
+       "runtime API: stacks start at the application's call site")
+    _, rep = report(traces[0])
+    ok(rep["events"]["frees"] == 9 and rep["live_at_exit"] == [], "runtime API: every free matched, nothing live")
+    ok(any(e["kind"] == "free" and e["error"] for e in ev), "runtime API: the failed free is recorded with its error")
+
+p, traces = record("driver", [WORK, "driver"])
+if one_trace("driver API (-lcuda)", traces, p):
+    ev = dump(traces[0])
+    ok(sizes(ev, "alloc") == [2000003, 2000008, 2000009, 2000010, 2048000], "driver API: device allocations",
+       sizes(ev, "alloc"))
+    ok(sizes(ev, "managed_alloc") == [2000005], "driver API: managed")
+    ok(sizes(ev, "host_alloc") == [2000006, 2000007], "driver API: pinned host")
+    ok(sizes(ev, "vmm_create") == [2 << 20, 4 << 20], "driver API: cuMemCreate")
+    ok(len([e for e in ev if e["kind"] == "vmm_map"]) == 2, "driver API: cuMemMap")
+    kinds = [e["kind"] for e in ev]
+    ok(all(k in kinds for k in ("pool_create", "pool_trim", "pool_destroy", "vmm_reserve", "vmm_unmap",
+                                "vmm_release", "vmm_addr_free")), "driver API: pools and the VMM lifecycle")
+    _, rep = report(traces[0])
+    ok(rep["live_at_exit"] == [], "driver API: VMM memory released with its last mapping", rep["live_at_exit"])
+    ok(rep["devices"][0]["peak_allocated_bytes"] >= 6 << 20, "driver API: VMM physical memory counts in the peak")
+
+p, traces = record("procaddr", [WORK, "procaddr"])
+if one_trace("dlopen + cuGetProcAddress", traces, p):
+    ev = dump(traces[0])
+    ok(sizes(ev, "alloc") == [3000001, 3000002, 3000003, 3000004, 3000005, 3000006],
+       "cuGetProcAddress_v2 at 3020 and 12000, async with and without the per-thread flag, v1, dlsym",
+       sizes(ev, "alloc"))
+    _, rep = report(traces[0])
+    ok(rep["events"]["frees"] == 6, "cuGetProcAddress: frees recorded")
+
+p, traces = record("entrypoint", [WORK, "entrypoint"])
+if one_trace("cudaGetDriverEntryPointByVersion", traces, p):
+    ev = dump(traces[0])
+    ok(sizes(ev, "vmm_create") == [2 << 20, 4 << 20], "entry points: cuMemCreate recorded once each")
+    ok(len([e for e in ev if e["kind"] == "vmm_map"]) == 2, "entry points: cuMemMap recorded")
+    maps = [e for e in ev if e["kind"] == "vmm_map"]
+    ok(all("vmm_paths" in e["functions"] for e in maps), "entry points: mappings carry the mapper's stack")
+    _, rep = report(traces[0])
+    ok(rep["devices"][0]["peak_allocated_bytes"] == 6 << 20 and rep["live_at_exit"] == [],
+       "entry points: 6 MiB at the peak, all released", rep["devices"])
+
+# ---- NVTX phases, tags, marks, snapshots, OOM ----
+p, traces = record("nvtx", [WORK, "nvtx"])
+if one_trace("NVTX", traces, p):
+    phase = {e["size"]: e["phase"] for e in dump(traces[0]) if e["kind"] == "alloc"}
+    ok(phase == {10000001: "forward", 10000002: "layer.0", 10000003: "optimizer"},
+       "NVTX push/pop and start/end ranges name each allocation's phase", phase)
+
+snap = os.path.join(TMP, "snapshot.trace")
+p, traces = record("api", [WORK, "api", snap])
+if one_trace("public API", traces, p):
+    ev = dump(traces[0])
+    tags = {e["size"]: e["tag"] for e in ev if e["kind"] == "alloc"}
+    ok(tags.get(9000001) == "params" and tags.get(9000002) == "none", "memtap_tag_push tags what follows", tags)
+    ok(any(e["kind"] == "tag_range" and e["tag"] == "activations" and e["size"] == 9000002 for e in ev),
+       "memtap_tag_range is recorded")
+    ok(any(e["kind"] == "mark" and e["phase"] == "" for e in ev), "memtap_mark is recorded")
+    sp, srep = report(snap)
+    live = sorted(g["bytes"] for g in (srep or {}).get("live_at_exit", []))
+    ok(sp.returncode == 0 and live == [9000001, 9000002, 9000003], "memtap_snapshot: a closed trace of the moment",
+       (sp.returncode, live, sp.stderr))
+
+p, traces = record("oom", [WORK, "oom"], env={"SIMGPU_MEM": "1GiB"})
+if one_trace("OOM", traces, p):
+    _, rep = report(traces[0])
+    o = rep["oom"]
+    ok(len(o) == 1 and o[0]["out_of_memory"] and o[0]["size"] == (1 << 30) + 1 and o[0]["total_bytes"] == 1 << 30
+       and o[0]["free_bytes"] == 1 << 30, "an OOM event carries size, device, free and total", o)
+    ok(o and any(f["function"] == "oom" for f in o[0]["frames"]), "and the stack of the failing call")
+
+# ---- threads, fork, exec, signals, exceptions, another RTLD_NEXT preload ----
+p, traces = record("threads", [WORK, "threads", "64"])
+if one_trace("64 threads", traces, p):
+    _, rep = report(traces[0])
+    ok(rep["events"]["allocs"] == 64000 and rep["events"]["frees"] == 64000 and rep["events"]["dropped"] == 0,
+       "64 threads: every allocation and free recorded, none dropped", rep["events"])
+
+p, traces = record("fork", [WORK, "fork"])
+if one_trace("fork", traces, p):
+    ok(sizes(dump(traces[0]), "alloc") == [5000001, 5000003], "a forked child is not recorded into the parent's trace")
+p, traces = record("follow", [WORK, "fork"], opts=["--follow-fork"])
+ok(p.returncode == 0 and len(traces) == 2, "--follow-fork: the child gets its own trace", traces)
+if len(traces) == 2:
+    got = sorted(tuple(sizes(dump(t), "alloc")) for t in traces)
+    ok(got == [(5000001, 5000003), (5000002,)], "--follow-fork: each process's own allocations", got)
+
+p, traces = record("exec", [WORK, "exec"])
+ok(p.returncode == 0 and len(traces) == 2, "an exec'd child records into its own file", (traces, p.stderr))
+if len(traces) == 2:
+    got = sorted(len(sizes(dump(t), "alloc")) for t in traces)
+    ok(got == [1, 6], "parent and exec'd child each hold their own allocations", got)
+
+p, traces = record("signals", [WORK, "signals"])
+if one_trace("signals during hooks", traces, p):
+    ev = dump(traces[0])
+    ok(len(sizes(ev, "alloc")) == 20000, "signals: every allocation recorded")
+    ok(any(e["kind"] == "mark" for e in ev), "signals: marks recorded from the handler")
+
+p, traces = record("exceptions", [os.path.join(B, "tests/recorder/exceptions")])
+ok(p.returncode == 0 and p.stdout.strip() == "1000", "1000 C++ exceptions under memtap", p.stderr)
+
+nxt = os.path.join(B, "tests/recorder/.libs/libnext.so")
+for order in ([LIB, nxt], [nxt, LIB]):
+    env = dict(os.environ, LD_PRELOAD=":".join(order), MEMTAP_OUTPUT=os.path.join(TMP, "next-%p.trace"))
+    p = subprocess.run([SIMRUN, WORK, "runtime"], capture_output=True, text=True, env=env)
+    ok(p.returncode == 0 and "passed through" in p.stderr,
+       "another preload's dlsym(RTLD_NEXT) still works (%s first)" % os.path.basename(order[0]), p.stderr)
+
+# ---- kill -9 in the middle: what was flushed reads back, and the reader says it was cut short ----
+env = dict(os.environ, LD_PRELOAD=LIB, NVTX_INJECTION64_PATH=LIB, MEMTAP_OUTPUT=os.path.join(TMP, "killed-%p.trace"))
+proc = subprocess.Popen([WORK, "forever"], env=dict(env, LD_LIBRARY_PATH=os.path.dirname(os.path.realpath(
+    os.path.join(B, "tools/simgpu/.libs/libcuda.so.1"))) + ":" + os.environ.get("LD_LIBRARY_PATH", "")))
+time.sleep(1.0)
+proc.send_signal(signal.SIGKILL)
+proc.wait()
+killed = os.path.join(TMP, "killed-%d.trace" % proc.pid)
+p, rep = report(killed)
+ok(p.returncode == 3 and rep and not rep["complete"] and "cut short" in rep["problem"],
+   "kill -9: the report says the trace was cut short and exits 3", p.stderr)
+ok(rep and rep["events"]["allocs"] > 100, "kill -9: the events flushed before it read back",
+   rep and rep["events"])
+
+# ---- a full disk: the job runs on, the loss is said and counted ----
+def small_files():
+    resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, 1 << 20))
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+
+
+p, traces = record("full", [WORK, "many", "400000"], preexec_fn=small_files)
+ok(p.returncode == 0, "a full disk does not stop the job", p.stderr)
+ok("cannot write" in p.stderr and p.stderr.count("cannot write") == 1, "the write failure is said once", p.stderr)
+if traces:
+    rp, rep = report(traces[0])
+    ok(rep is not None and rep["events"]["allocs"] > 0, "what was written before reads back", rp.stderr)
+
+# ---- options, output files, exit status ----
+p, traces = record("badopt", [WORK, "nvtx"], env={"MEMTAP_DEPTH": "lots", "MEMTAP_OPTIONS": "ring=abc,nope=1"})
+ok(p.returncode == 0 and len(traces) == 1, "bad option values: the job runs and is recorded", p.stderr)
+ok(len(re.findall(r"^memtap: ignoring", p.stderr, re.M)) == 3, "one warning line per bad value", p.stderr)
+
+fixed = os.path.join(TMP, "fixed.trace")
+for i in range(2):
+    p = subprocess.run([MEMTAP, "run", "-q", "-o", fixed, "--", SIMRUN, WORK, "nvtx"], capture_output=True, text=True)
+ok(os.path.exists(fixed) and os.path.exists(fixed + ".1") and "exists" in p.stderr,
+   "an existing trace is never overwritten: the next is .1, and it says so", p.stderr)
+ok(oct(os.stat(fixed).st_mode & 0o777) == "0o600", "traces are created 0600")
+
+p = subprocess.run([MEMTAP, "run", "-q", "--", "sh", "-c", "exit 7"], capture_output=True, text=True, cwd=TMP)
+ok(p.returncode == 7, "memtap run passes the exit status through")
+p = subprocess.run([MEMTAP, "run", "-q", "--", "sh", "-c", "kill -9 $$"], capture_output=True, text=True, cwd=TMP)
+ok(p.returncode == 137, "a command killed by a signal: 128 + the signal")
+p = subprocess.run([MEMTAP, "run", "--", "/nonexistent/cmd"], capture_output=True, text=True, cwd=TMP)
+ok(p.returncode == 127 and p.stderr.count("\n") == 1, "a command that cannot start: one line, 127", p.stderr)
+p = subprocess.run([MEMTAP, "run", "--bogus"], capture_output=True, text=True)
+ok(p.returncode == 2, "a wrong flag exits 2")
+
+p, traces = record("summary", [WORK, "nvtx"], opts=[])
+lines = [l for l in p.stderr.splitlines() if l.startswith("memtap:")]
+ok(len(lines) == 3 and "peak" in lines[0] and traces and traces[0] in lines[1] and "dropped" in lines[2],
+   "memtap run ends with three lines: peak, trace, drops", p.stderr)
+
+# ---- the injected library exports only what it hooks and the public API ----
+def names(path, pattern):
+    text = open(os.path.join(S, path)).read()
+    return set(re.findall(pattern, re.sub(r"/\*.*?\*/", "", text, flags=re.S)))
+
+
+want = names("src/preload/driver_hooks.def", r"DRV\(\w+, (\w+),") | names("src/preload/runtime_hooks.def", r"RT\((\w+)\)")
+want |= {"cuGetProcAddress", "cuGetProcAddress_v2", "dlsym", "InitializeInjectionNvtx2"}
+want |= names("include/memtap.h", r"MEMTAP_API\(int, (memtap_\w+),")
+got = set(subprocess.run(["nm", "-D", "--defined-only", LIB], capture_output=True, text=True).stdout.split()[2::3])
+ok(got == want, "exported symbols are exactly the hooks and the API", (got ^ want))
+
+print("1..%d" % count)
+sys.exit(1 if failed else 0)

@@ -1,0 +1,399 @@
+/* Programs for the recorder's tests, compiled against the real CUDA headers and run on
+ * simgpu under memtap: `workload MODE`. Each allocation has a size that says which path
+ * made it, so a test can check every path is recorded exactly once:
+ *   runtime     every runtime allocation call           sizes 1000001.. (+ kind)
+ *   driver      every driver allocation call (-lcuda)   sizes 2000003..
+ *   procaddr    dlopen + dlsym + cuGetProcAddress(_v2)  sizes 3000001..
+ *   entrypoint  cudaGetDriverEntryPointByVersion VMM    2 MiB and 4 MiB handles
+ *   threads N   N threads allocating at once
+ *   fork        parent, forked child, parent again      sizes 5000001.. 5000003
+ *   exec        allocates, then runs `workload runtime` by exec in a child
+ *   signals     a timer signal whose handler records marks while hooks run
+ *   forever     allocates and frees until killed
+ *   api         tags, marks, a snapshot (path in argv[2])
+ *   nvtx        allocations inside nested NVTX ranges
+ *   oom         an allocation past the device's capacity
+ *   many        a long run of allocations from one call site */
+#include <cuda.h>
+#include <cudaTypedefs.h>
+#include <cuda_runtime_api.h>
+#include <dlfcn.h>
+#include <nvtx3/nvToolsExt.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "memtap.h"
+
+#define NOINLINE __attribute__((noinline))
+#define MiB (1ull << 20)
+
+cudaError_t CUDARTAPI cudaMallocAsync_ptsz(void **, size_t, cudaStream_t);
+cudaError_t CUDARTAPI cudaFreeAsync_ptsz(void *, cudaStream_t);
+CUresult CUDAAPI cuMemAllocAsync_ptsz(CUdeviceptr *, size_t, CUstream);
+CUresult CUDAAPI cuMemFreeAsync_ptsz(CUdeviceptr, CUstream);
+
+static int failures;
+
+static void check(int ok, const char *what)
+{
+	if (!ok) {
+		fprintf(stderr, "workload: %s failed\n", what);
+		failures++;
+	}
+}
+#define CHECK_RT(call) check((call) == cudaSuccess, #call)
+#define CHECK_DRV(call) check((call) == CUDA_SUCCESS, #call)
+
+static NOINLINE void runtime_paths(void)
+{
+	void *p[10];
+	size_t pitch;
+	struct cudaPitchedPtr pp;
+	cudaStream_t s;
+	cudaMemPool_t pool;
+
+	CHECK_RT(cudaStreamCreate(&s));
+	CHECK_RT(cudaMalloc(&p[0], 1000001));
+	CHECK_RT(cudaMallocPitch(&p[1], &pitch, 1000, 1000));        /* pitch 1024 -> 1024000 */
+	CHECK_RT(cudaMalloc3D(&pp, (struct cudaExtent){1000, 10, 10})); /* 1024 * 100 = 102400 */
+	CHECK_RT(cudaMallocManaged(&p[2], 1000003, cudaMemAttachGlobal));
+	CHECK_RT(cudaMallocHost(&p[3], 1000004));
+	CHECK_RT(cudaHostAlloc(&p[4], 1000005, cudaHostAllocPortable));
+	CHECK_RT(cudaMallocAsync(&p[5], 1000006, s));
+	CHECK_RT(cudaMallocAsync_ptsz(&p[6], 1000007, NULL));
+	CHECK_RT(cudaDeviceGetDefaultMemPool(&pool, 0));
+	CHECK_RT(cudaMallocFromPoolAsync(&p[7], 1000008, pool, s));
+	CHECK_RT(cudaFree(p[0]));
+	CHECK_RT(cudaFree(p[1]));
+	CHECK_RT(cudaFree(pp.ptr));
+	CHECK_RT(cudaFree(p[2]));
+	CHECK_RT(cudaFreeHost(p[3]));
+	CHECK_RT(cudaFreeHost(p[4]));
+	CHECK_RT(cudaFreeAsync(p[5], s));
+	CHECK_RT(cudaFreeAsync_ptsz(p[6], NULL));
+	CHECK_RT(cudaFreeAsync(p[7], s));
+	CHECK_RT(cudaStreamSynchronize(s));
+	CHECK_RT(cudaStreamDestroy(s));
+	check(cudaFree((void *)0x1234) != cudaSuccess, "freeing an unknown pointer fails");
+	cudaGetLastError();
+}
+
+static void driver_context(void)
+{
+	CUcontext c;
+
+	CHECK_DRV(cuInit(0));
+	CHECK_DRV(cuDevicePrimaryCtxRetain(&c, 0));
+	CHECK_DRV(cuCtxSetCurrent(c));
+}
+
+static NOINLINE void vmm_paths(PFN_cuMemCreate_v10020 create, PFN_cuMemRelease_v10020 release,
+			       PFN_cuMemAddressReserve_v10020 reserve, PFN_cuMemAddressFree_v10020 addr_free,
+			       PFN_cuMemMap_v10020 map, PFN_cuMemUnmap_v10020 unmap, PFN_cuMemSetAccess_v10020 access)
+{
+	CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+				    .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0}};
+	CUmemAccessDesc desc = {.location = prop.location, .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+	CUmemGenericAllocationHandle a, b;
+	CUdeviceptr va;
+
+	CHECK_DRV(create(&a, 2 * MiB, &prop, 0));
+	CHECK_DRV(create(&b, 4 * MiB, &prop, 0));
+	CHECK_DRV(reserve(&va, 8 * MiB, 0, 0, 0));
+	CHECK_DRV(map(va, 2 * MiB, 0, a, 0));
+	CHECK_DRV(map(va + 2 * MiB, 4 * MiB, 0, b, 0));
+	CHECK_DRV(access(va, 6 * MiB, &desc, 1));
+	CHECK_DRV(release(a)); /* still mapped: the memory stays */
+	CHECK_DRV(unmap(va, 2 * MiB));
+	CHECK_DRV(unmap(va + 2 * MiB, 4 * MiB));
+	CHECK_DRV(release(b));
+	CHECK_DRV(addr_free(va, 8 * MiB));
+}
+
+static NOINLINE void driver_paths(void)
+{
+	CUdeviceptr d[8];
+	void *h[2];
+	size_t pitch;
+	CUstream s;
+	CUmemoryPool pool;
+	CUmemPoolProps props = {.allocType = CU_MEM_ALLOCATION_TYPE_PINNED,
+				.location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0}};
+
+	driver_context();
+	CHECK_DRV(cuStreamCreate(&s, 0));
+	CHECK_DRV(cuMemAlloc(&d[0], 2000003));
+	CHECK_DRV(cuMemAllocPitch(&d[1], &pitch, 2000, 1000, 4)); /* 2048 * 1000 = 2048000 */
+	CHECK_DRV(cuMemAllocManaged(&d[2], 2000005, CU_MEM_ATTACH_GLOBAL));
+	CHECK_DRV(cuMemHostAlloc(&h[0], 2000006, 0));
+	CHECK_DRV(cuMemAllocHost(&h[1], 2000007));
+	CHECK_DRV(cuMemAllocAsync(&d[3], 2000008, s));
+	CHECK_DRV(cuMemAllocAsync_ptsz(&d[4], 2000009, NULL));
+	CHECK_DRV(cuMemPoolCreate(&pool, &props));
+	CHECK_DRV(cuMemAllocFromPoolAsync(&d[5], 2000010, pool, s));
+	CHECK_DRV(cuMemFree(d[0]));
+	CHECK_DRV(cuMemFree(d[1]));
+	CHECK_DRV(cuMemFree(d[2]));
+	CHECK_DRV(cuMemFreeHost(h[0]));
+	CHECK_DRV(cuMemFreeHost(h[1]));
+	CHECK_DRV(cuMemFreeAsync(d[3], s));
+	CHECK_DRV(cuMemFreeAsync_ptsz(d[4], NULL));
+	CHECK_DRV(cuMemFreeAsync(d[5], s));
+	CHECK_DRV(cuMemPoolTrimTo(pool, 0));
+	CHECK_DRV(cuMemPoolDestroy(pool));
+	CHECK_DRV(cuStreamDestroy(s));
+	vmm_paths(cuMemCreate, cuMemRelease, cuMemAddressReserve, cuMemAddressFree, cuMemMap, cuMemUnmap,
+		  cuMemSetAccess);
+}
+
+static NOINLINE void procaddr_paths(void)
+{
+	void *lib = dlopen("libcuda.so.1", RTLD_NOW);
+	PFN_cuGetProcAddress_v12000 gpa2;
+	PFN_cuGetProcAddress_v11030 gpa1 = NULL;
+	PFN_cuMemAlloc_v3020 alloc_a = NULL, alloc_b = NULL;
+	PFN_cuMemFree_v3020 free_ = NULL;
+	PFN_cuMemAllocAsync_v11020 async = NULL, async_ptsz = NULL;
+	PFN_cuMemFreeAsync_v11020 free_async = NULL;
+	PFN_cuMemAlloc_v3020 direct;
+	CUdriverProcAddressQueryResult st;
+	CUdeviceptr d[6];
+
+	check(lib != NULL, "dlopen libcuda.so.1");
+	gpa2 = (PFN_cuGetProcAddress_v12000)dlsym(lib, "cuGetProcAddress_v2");
+	check(gpa2 != NULL, "dlsym cuGetProcAddress_v2");
+	driver_context();
+	CHECK_DRV(gpa2("cuMemAlloc", (void **)&alloc_a, 3020, 0, &st));
+	CHECK_DRV(gpa2("cuMemAlloc", (void **)&alloc_b, 12000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, &st));
+	CHECK_DRV(gpa2("cuMemFree", (void **)&free_, 12000, 0, &st));
+	CHECK_DRV(gpa2("cuMemAllocAsync", (void **)&async, 11020, 0, &st));
+	CHECK_DRV(gpa2("cuMemAllocAsync", (void **)&async_ptsz, 11020, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, &st));
+	CHECK_DRV(gpa2("cuMemFreeAsync", (void **)&free_async, 11020, 0, &st));
+	CHECK_DRV(gpa2("cuGetProcAddress", (void **)&gpa1, 11030, 0, &st));
+	check(gpa2("cuMemAlloc", (void **)&direct, 2000, 0, &st) == CUDA_ERROR_NOT_FOUND, "a version too old passes through");
+	CHECK_DRV(alloc_a(&d[0], 3000001));
+	CHECK_DRV(alloc_b(&d[1], 3000002));
+	CHECK_DRV(async(&d[2], 3000003, NULL));
+	CHECK_DRV(async_ptsz(&d[3], 3000004, NULL));
+	/* through the v1 (four-argument) cuGetProcAddress the driver handed out */
+	alloc_a = NULL;
+	CHECK_DRV(gpa1("cuMemAlloc", (void **)&alloc_a, 11030, 0));
+	CHECK_DRV(alloc_a(&d[4], 3000005));
+	/* a plain dlsym of the exported name */
+	direct = (PFN_cuMemAlloc_v3020)dlsym(lib, "cuMemAlloc_v2");
+	CHECK_DRV(direct(&d[5], 3000006));
+	for (int i = 0; i < 6; i++)
+		CHECK_DRV(i == 2 || i == 3 ? free_async(d[i], NULL) : free_(d[i]));
+}
+
+static NOINLINE void entrypoint_paths(void)
+{
+	enum cudaDriverEntryPointQueryResult st;
+	void *fn[7] = {0};
+	static const char *const names[7] = {"cuMemCreate", "cuMemRelease", "cuMemAddressReserve", "cuMemAddressFree",
+					     "cuMemMap", "cuMemUnmap", "cuMemSetAccess"};
+
+	CHECK_RT(cudaSetDevice(0));
+	for (int i = 0; i < 7; i++)
+		CHECK_RT(cudaGetDriverEntryPointByVersion(names[i], &fn[i], 12000, cudaEnableDefault, &st));
+	vmm_paths(fn[0], fn[1], fn[2], fn[3], fn[4], fn[5], fn[6]);
+}
+
+static int per_thread = 1000;
+
+static NOINLINE void *thread_work(void *arg)
+{
+	void *p[8];
+	(void)arg;
+	for (int i = 0; i < per_thread; i++) {
+		int k = i % 8;
+		CHECK_RT(cudaMalloc(&p[k], 4096 + (size_t)k));
+		if (k == 7)
+			for (int j = 0; j < 8; j++)
+				CHECK_RT(cudaFree(p[j]));
+	}
+	return NULL;
+}
+
+static void threads(int n)
+{
+	pthread_t *t = calloc((size_t)n, sizeof *t);
+
+	for (int i = 0; i < n; i++)
+		pthread_create(&t[i], NULL, thread_work, NULL);
+	for (int i = 0; i < n; i++)
+		pthread_join(t[i], NULL);
+	free(t);
+}
+
+static NOINLINE void alloc_free(size_t size)
+{
+	void *p;
+	CHECK_RT(cudaMalloc(&p, size));
+	CHECK_RT(cudaFree(p));
+}
+
+static void forking(void)
+{
+	pid_t pid;
+	int status;
+
+	alloc_free(5000001);
+	pid = fork();
+	if (pid == 0) {
+		alloc_free(5000002);
+		exit(failures ? 1 : 0);
+	}
+	waitpid(pid, &status, 0);
+	check(WIFEXITED(status) && WEXITSTATUS(status) == 0, "forked child");
+	alloc_free(5000003);
+}
+
+static void exec_child(const char *self)
+{
+	pid_t pid;
+	int status;
+
+	alloc_free(6000001);
+	pid = fork();
+	if (pid == 0) {
+		execl(self, self, "runtime", (char *)NULL);
+		_exit(127);
+	}
+	waitpid(pid, &status, 0);
+	check(WIFEXITED(status) && WEXITSTATUS(status) == 0, "exec'd child");
+}
+
+static volatile sig_atomic_t ticks;
+
+static void on_tick(int sig)
+{
+	(void)sig;
+	ticks++;
+	memtap_mark("tick"); /* records from inside a signal handler, maybe in the middle of a hook */
+}
+
+static void signals(void)
+{
+	struct itimerval it = {{0, 200}, {0, 200}};
+	struct sigaction sa = {.sa_handler = on_tick, .sa_flags = SA_RESTART};
+
+	memtap_active(); /* resolve the API before signals arrive */
+	sigaction(SIGALRM, &sa, NULL);
+	setitimer(ITIMER_REAL, &it, NULL);
+	for (int i = 0; i < 20000; i++) {
+		alloc_free(7000001);
+		for (volatile int spin = 0; spin < 2000; spin++) /* time outside hooks, for ticks to land in */
+			;
+	}
+	it = (struct itimerval){{0, 0}, {0, 0}};
+	setitimer(ITIMER_REAL, &it, NULL);
+	check(ticks > 0, "timer ticks arrived");
+}
+
+static void forever(void)
+{
+	for (unsigned long i = 0;; i++) {
+		nvtxRangePushA("step");
+		alloc_free(8000001);
+		nvtxRangePop();
+		if (i % 1000 == 0)
+			usleep(1000);
+	}
+}
+
+static NOINLINE void api(const char *snapshot)
+{
+	void *p, *q, *keep;
+
+	check(memtap_active() == 1, "memtap_active");
+	check(memtap_tag_push(MEMTAP_PARAMS) == 0, "memtap_tag_push");
+	CHECK_RT(cudaMalloc(&p, 9000001));
+	check(memtap_tag_pop() == 0, "memtap_tag_pop");
+	CHECK_RT(cudaMalloc(&q, 9000002));
+	check(memtap_tag_range(q, 9000002, MEMTAP_ACTIVATIONS) == 0, "memtap_tag_range");
+	check(memtap_tag_push(99) == EINVAL, "a bad category is refused");
+	check(memtap_mark("iteration") == 0, "memtap_mark");
+	CHECK_RT(cudaMalloc(&keep, 9000003));
+	check(memtap_snapshot(snapshot) == 0, "memtap_snapshot");
+	CHECK_RT(cudaFree(p));
+	CHECK_RT(cudaFree(q));
+	CHECK_RT(cudaFree(keep));
+}
+
+static NOINLINE void nvtx(void)
+{
+	void *p[3];
+
+	nvtxRangePushA("forward");
+	CHECK_RT(cudaMalloc(&p[0], 10000001));
+	nvtxRangePushA("layer.0");
+	CHECK_RT(cudaMalloc(&p[1], 10000002));
+	nvtxRangePop();
+	nvtxRangePop();
+	nvtxRangeId_t r = nvtxRangeStartA("optimizer");
+	CHECK_RT(cudaMalloc(&p[2], 10000003));
+	nvtxRangeEnd(r);
+	nvtxMarkA("done");
+	for (int i = 0; i < 3; i++)
+		CHECK_RT(cudaFree(p[i]));
+}
+
+static NOINLINE void oom(void)
+{
+	void *p;
+	size_t f, t;
+
+	CHECK_RT(cudaMemGetInfo(&f, &t));
+	check(cudaMalloc(&p, t + 1) == cudaErrorMemoryAllocation, "an allocation past capacity fails");
+	cudaGetLastError();
+}
+
+static NOINLINE void many(long n)
+{
+	for (long i = 0; i < n; i++)
+		alloc_free(11000001);
+}
+
+int main(int argc, char **argv)
+{
+	const char *mode = argc > 1 ? argv[1] : "";
+
+	if (!strcmp(mode, "runtime"))
+		runtime_paths();
+	else if (!strcmp(mode, "driver"))
+		driver_paths();
+	else if (!strcmp(mode, "procaddr"))
+		procaddr_paths();
+	else if (!strcmp(mode, "entrypoint"))
+		entrypoint_paths();
+	else if (!strcmp(mode, "threads"))
+		threads(argc > 2 ? atoi(argv[2]) : 64);
+	else if (!strcmp(mode, "fork"))
+		forking();
+	else if (!strcmp(mode, "exec"))
+		exec_child(argv[0]);
+	else if (!strcmp(mode, "signals"))
+		signals();
+	else if (!strcmp(mode, "forever"))
+		forever();
+	else if (!strcmp(mode, "api") && argc > 2)
+		api(argv[2]);
+	else if (!strcmp(mode, "nvtx"))
+		nvtx();
+	else if (!strcmp(mode, "oom"))
+		oom();
+	else if (!strcmp(mode, "many"))
+		many(argc > 2 ? atol(argv[2]) : 100000);
+	else {
+		fprintf(stderr, "usage: workload MODE (see the comment at the top of workload.c)\n");
+		return 2;
+	}
+	return failures ? 1 : 0;
+}
