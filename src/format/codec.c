@@ -15,6 +15,7 @@ const char *const mt_kind_names[MT_EV_COUNT] = {
 const char *const mt_tag_names[MT_TAG_COUNT] = {"none", "params", "grads", "optimizer", "activations",
 						  "temporaries", "other"};
 
+/* CRC-32C (Castagnoli): the SSE4.2 instruction where the CPU has it, else a table. */
 static uint32_t crc_table[256];
 
 static void crc_init(void)
@@ -22,24 +23,49 @@ static void crc_init(void)
 	for (uint32_t i = 0; i < 256; i++) {
 		uint32_t c = i;
 		for (int k = 0; k < 8; k++)
-			c = c & 1 ? 0xedb88320u ^ (c >> 1) : c >> 1;
+			c = c & 1 ? 0x82f63b78u ^ (c >> 1) : c >> 1;
 		crc_table[i] = c;
 	}
 }
 
-uint32_t mt_crc32(uint32_t crc, const void *data, size_t len)
+static uint32_t crc_soft(uint32_t crc, const uint8_t *p, size_t len)
 {
 	static int ready;
-	const uint8_t *p = data;
 
 	if (!__atomic_load_n(&ready, __ATOMIC_ACQUIRE)) {
 		crc_init(); /* idempotent: racing threads compute the same table */
 		__atomic_store_n(&ready, 1, __ATOMIC_RELEASE);
 	}
-	crc = ~crc;
 	while (len--)
 		crc = crc_table[(crc ^ *p++) & 0xff] ^ (crc >> 8);
-	return ~crc;
+	return crc;
+}
+
+#if defined(__x86_64__)
+__attribute__((target("sse4.2"))) static uint32_t crc_hard(uint32_t crc, const uint8_t *p, size_t len)
+{
+	uint64_t c = crc;
+
+	for (; len >= 8; p += 8, len -= 8) {
+		uint64_t w;
+		memcpy(&w, p, 8);
+		c = __builtin_ia32_crc32di(c, w);
+	}
+	crc = (uint32_t)c;
+	for (; len; p++, len--)
+		crc = __builtin_ia32_crc32qi(crc, *p);
+	return crc;
+}
+#endif
+
+uint32_t mt_crc32(uint32_t crc, const void *data, size_t len)
+{
+	crc = ~crc;
+#if defined(__x86_64__)
+	if (__builtin_cpu_supports("sse4.2"))
+		return ~crc_hard(crc, data, len);
+#endif
+	return ~crc_soft(crc, data, len);
 }
 
 static int reserve(struct mt_buf *b, size_t n)
@@ -77,24 +103,20 @@ void mt_buf_u8(struct mt_buf *b, uint8_t v)
 	mt_buf_bytes(b, &v, 1);
 }
 
+
+static inline uint8_t *put_varint(uint8_t *p, uint64_t v);
+static inline uint8_t *put_zigzag(uint8_t *p, int64_t v);
+
 void mt_buf_varint(struct mt_buf *b, uint64_t v)
 {
-	uint8_t tmp[10];
-	size_t n = 0;
-
-	do {
-		tmp[n] = (uint8_t)(v & 0x7f);
-		v >>= 7;
-		if (v)
-			tmp[n] |= 0x80;
-		n++;
-	} while (v);
-	mt_buf_bytes(b, tmp, n);
+	if (reserve(b, 10) == 0)
+		b->len = (size_t)(put_varint(b->data + b->len, v) - b->data);
 }
 
 void mt_buf_zigzag(struct mt_buf *b, int64_t v)
 {
-	mt_buf_varint(b, ((uint64_t)v << 1) ^ (uint64_t)(v >> 63));
+	if (reserve(b, 10) == 0)
+		b->len = (size_t)(put_zigzag(b->data + b->len, v) - b->data);
 }
 
 enum {
@@ -110,43 +132,65 @@ enum {
 
 enum { MORE_TAG = 1, MORE_FLAGS = 2, MORE_ERROR = 4 };
 
+static inline uint8_t *put_varint(uint8_t *p, uint64_t v)
+{
+	while (v >= 0x80) {
+		*p++ = (uint8_t)(v | 0x80);
+		v >>= 7;
+	}
+	*p++ = (uint8_t)v;
+	return p;
+}
+
+static inline uint8_t *put_zigzag(uint8_t *p, int64_t v)
+{
+	return put_varint(p, ((uint64_t)v << 1) ^ (uint64_t)(v >> 63));
+}
+
+#define MAX_EVENT_BYTES 80 /* kind, masks, flags, device, tag, and eight varints of at most 10 */
+
 void mt_encode_event(struct mt_buf *b, struct mt_encoder *st, const struct mt_event *e)
 {
 	uint8_t more = (e->tag ? MORE_TAG : 0) | (e->flags ? MORE_FLAGS : 0) | (e->error ? MORE_ERROR : 0);
 	uint8_t mask = (e->addr ? HAS_ADDR : 0) | (e->size ? HAS_SIZE : 0) | (e->aux ? HAS_AUX : 0) |
 		       (e->aux2 ? HAS_AUX2 : 0) | (e->stack ? HAS_STACK : 0) | (e->phase ? HAS_PHASE : 0) |
 		       (e->device != MT_NO_DEVICE ? HAS_DEVICE : 0) | (more ? HAS_MORE : 0);
+	uint8_t *p;
 
-	mt_buf_u8(b, e->kind);
-	mt_buf_u8(b, mask);
-	mt_buf_varint(b, e->thread);
-	mt_buf_zigzag(b, (int64_t)(e->time - st->time));
+	if (reserve(b, MAX_EVENT_BYTES))
+		return;
+	p = b->data + b->len;
+	*p++ = e->kind;
+	*p++ = mask;
+	p = put_varint(p, e->thread);
+	p = put_zigzag(p, (int64_t)(e->time - st->time));
 	st->time = e->time;
 	if (mask & HAS_ADDR) {
-		mt_buf_zigzag(b, (int64_t)(e->addr - st->addr));
+		p = put_zigzag(p, (int64_t)(e->addr - st->addr));
 		st->addr = e->addr;
 	}
 	if (mask & HAS_SIZE)
-		mt_buf_varint(b, e->size);
+		p = put_varint(p, e->size);
 	if (mask & HAS_AUX)
-		mt_buf_varint(b, e->aux);
+		p = put_varint(p, e->aux);
 	if (mask & HAS_AUX2)
-		mt_buf_varint(b, e->aux2);
+		p = put_varint(p, e->aux2);
 	if (mask & HAS_STACK)
-		mt_buf_varint(b, e->stack);
+		p = put_varint(p, e->stack);
 	if (mask & HAS_PHASE)
-		mt_buf_varint(b, e->phase);
+		p = put_varint(p, e->phase);
 	if (mask & HAS_DEVICE)
-		mt_buf_u8(b, e->device);
+		*p++ = e->device;
 	if (mask & HAS_MORE) {
-		mt_buf_u8(b, more);
+		*p++ = more;
 		if (more & MORE_TAG)
-			mt_buf_u8(b, e->tag);
+			*p++ = e->tag;
 		if (more & MORE_FLAGS)
-			mt_buf_u8(b, e->flags);
+			*p++ = e->flags;
 		if (more & MORE_ERROR)
-			mt_buf_zigzag(b, e->error);
+			p = put_zigzag(p, e->error);
 	}
+	b->len = (size_t)(p - b->data);
 }
 
 uint64_t mt_get_varint(struct mt_cursor *c)

@@ -67,7 +67,7 @@ struct mt_chunk_header {
 	uint8_t type;
 	uint8_t reserved[3];
 	uint32_t length; /* payload bytes after this header */
-	uint32_t crc;    /* CRC-32 (IEEE) of the payload */
+	uint32_t crc;    /* CRC-32C (Castagnoli) of the payload */
 };
 
 uint32_t mt_crc32(uint32_t crc, const void *data, size_t len);

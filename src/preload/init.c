@@ -44,6 +44,9 @@ static void at_exit(void)
 	}
 	mtp_leave();
 	mtp_writer_stop();
+	if (mtp_opt.check_stacks)
+		mtp_warn("check_stacks: %llu of %llu cached stacks differed from a full unwind",
+			 (unsigned long long)mtp_stack_mismatches, (unsigned long long)mtp_stack_checks);
 }
 
 static void fork_prepare(void)

@@ -54,8 +54,11 @@ struct mtp_ring {
 	struct mt_event slot[];
 };
 
+struct mtp_stack_cache;
+
 struct mtp_thread {
 	struct mtp_ring *ring;
+	struct mtp_stack_cache *stack_cache; /* this thread's last stack (stack.c) */
 	uint32_t index;            /* 0 = not yet registered */
 	int depth;                 /* hook nesting: only the outermost records */
 	int phase_depth, tag_depth;
@@ -107,6 +110,9 @@ MTP_HIDDEN uint32_t mtp_intern(const char *s);       /* a string's id; 0 for NUL
 
 /* ---- stacks (stack.c) ---- */
 MTP_HIDDEN uint32_t mtp_stack_capture(void);
+MTP_HIDDEN struct mtp_stack_cache *mtp_stack_cache_new(void);
+MTP_HIDDEN void mtp_stack_cache_free(struct mtp_stack_cache *c);
+extern MTP_HIDDEN uint64_t mtp_stack_checks, mtp_stack_mismatches; /* check_stacks=1 */
 
 /* ---- writer (writer.c) ---- */
 MTP_HIDDEN int mtp_writer_start(void);

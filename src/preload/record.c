@@ -56,6 +56,8 @@ static MTP_NOINLINE struct mtp_ring *thread_start(struct mtp_thread *t)
 	pthread_once(&key_once, make_key);
 	pthread_setspecific(ring_key, r);
 	t->ring = r;
+	if (!t->stack_cache)
+		t->stack_cache = mtp_stack_cache_new(); /* no cache: stacks come the slow way */
 	if (!t->index)
 		t->index = __atomic_add_fetch(&thread_count, 1, __ATOMIC_RELAXED);
 	e.aux = (uint64_t)gettid();

@@ -255,6 +255,14 @@ lines = [l for l in p.stderr.splitlines() if l.startswith("memtap:")]
 ok(len(lines) == 3 and "peak" in lines[0] and traces and traces[0] in lines[1] and "dropped" in lines[2],
    "memtap run ends with three lines: peak, trace, drops", p.stderr)
 
+# ---- the stack cache agrees with a full unwind, allocation by allocation ----
+for argv in ([SIMTRAIN, "--preset", "gpt2-small", "--zero", "3", "--dp", "4", "--recompute", "selective"],
+             [WORK, "threads", "8"], [WORK, "signals"], [WORK, "procaddr"]):
+    p, traces = record("check", argv, env={"MEMTAP_CHECK_STACKS": "1"})
+    m = re.search(r"check_stacks: (\d+) of (\d+)", p.stderr)
+    ok(p.returncode == 0 and m and m.group(1) == "0" and int(m.group(2)) > 0,
+       "cached stacks equal full unwinds: " + os.path.basename(argv[0]) + " " + argv[1], p.stderr)
+
 # ---- the injected library exports only what it hooks and the public API ----
 def names(path, pattern):
     text = open(os.path.join(S, path)).read()
