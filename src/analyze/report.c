@@ -52,7 +52,8 @@ static int group(const struct mt_replay *rp, int device, struct mt_group_list *o
 		r = add_group(out, &index, l);
 	}
 	mt_map_free(&index);
-	qsort(out->items, out->n, sizeof *out->items, by_bytes);
+	if (out->n)
+		qsort(out->items, out->n, sizeof *out->items, by_bytes);
 	return r;
 }
 

@@ -13,10 +13,15 @@
 #include "preload/driver_hooks.def"
 #undef DRV
 
-static PFN_cuCtxGetDevice_v2000 ctx_get_device;
-static PFN_cuDeviceGetName_v2000 device_get_name;
-static PFN_cuDeviceTotalMem_v3020 device_total_mem;
+static void *ctx_get_device, *device_get_name, *device_total_mem;
 static uint64_t devices_seen;
+
+/* A driver function looked up once; racing threads find the same pointer. */
+static void *lookup_once(void **slot, const char *name)
+{
+	void *p = __atomic_load_n(slot, __ATOMIC_RELAXED);
+	return p ? p : mtp_resolve_symbol(slot, name);
+}
 
 void *mtp_driver_symbol(const char *name)
 {
@@ -32,11 +37,10 @@ void *mtp_driver_symbol(const char *name)
 
 uint8_t mtp_driver_device(void)
 {
+	PFN_cuCtxGetDevice_v2000 get = (PFN_cuCtxGetDevice_v2000)lookup_once(&ctx_get_device, "cuCtxGetDevice");
 	CUdevice d;
 
-	if (!ctx_get_device)
-		ctx_get_device = (PFN_cuCtxGetDevice_v2000)mtp_driver_symbol("cuCtxGetDevice");
-	if (ctx_get_device && ctx_get_device(&d) == CUDA_SUCCESS && d >= 0 && d < MT_NO_DEVICE)
+	if (get && get(&d) == CUDA_SUCCESS && d >= 0 && d < MT_NO_DEVICE)
 		return (uint8_t)d;
 	return MT_NO_DEVICE;
 }
@@ -51,14 +55,14 @@ void mtp_note_device(uint8_t dev)
 		return;
 	if (__atomic_fetch_or(&devices_seen, 1ull << dev, __ATOMIC_RELAXED) >> dev & 1)
 		return;
-	if (!device_get_name)
-		device_get_name = (PFN_cuDeviceGetName_v2000)mtp_driver_symbol("cuDeviceGetName");
-	if (!device_total_mem)
-		device_total_mem = (PFN_cuDeviceTotalMem_v3020)mtp_driver_symbol("cuDeviceTotalMem_v2");
-	if (device_get_name)
-		device_get_name(name, sizeof name, dev);
-	if (device_total_mem)
-		device_total_mem(&total, dev);
+	PFN_cuDeviceGetName_v2000 get_name = (PFN_cuDeviceGetName_v2000)lookup_once(&device_get_name, "cuDeviceGetName");
+	PFN_cuDeviceTotalMem_v3020 get_total =
+		(PFN_cuDeviceTotalMem_v3020)lookup_once(&device_total_mem, "cuDeviceTotalMem_v2");
+
+	if (get_name)
+		get_name(name, sizeof name, dev);
+	if (get_total)
+		get_total(&total, dev);
 	e.size = total;
 	e.aux = mtp_intern(name);
 	mtp_record(&e, false);

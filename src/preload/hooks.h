@@ -20,10 +20,19 @@ CUresult CUDAAPI cuMemAllocAsync_ptsz(CUdeviceptr *, size_t, CUstream);
 CUresult CUDAAPI cuMemFreeAsync_ptsz(CUdeviceptr, CUstream);
 CUresult CUDAAPI cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *, size_t, CUmemoryPool, CUstream);
 
-/* The real function for a wrapper: filled by interception, else from libcuda.so.1. */
+/* The real function for a wrapper: filled by interception, else from libcuda.so.1.
+ * Racing threads find the same value; relaxed atomics keep that well-defined. */
 #define MTP_REAL(sym)                                                                                        \
-	(likely(mtp_real_##sym) ? mtp_real_##sym                                                             \
-				: (mtp_real_##sym = (__typeof__(mtp_real_##sym))mtp_driver_symbol(#sym)))
+	(likely(__atomic_load_n(&mtp_real_##sym, __ATOMIC_RELAXED))                                          \
+		 ? __atomic_load_n(&mtp_real_##sym, __ATOMIC_RELAXED)                                        \
+		 : mtp_resolve((void **)&mtp_real_##sym, #sym, (__typeof__(mtp_real_##sym))0))
+static inline void *mtp_resolve_symbol(void **slot, const char *name)
+{
+	void *p = mtp_driver_symbol(name);
+	__atomic_store_n(slot, p, __ATOMIC_RELAXED);
+	return p;
+}
+#define mtp_resolve(slot, name, type) ((__typeof__(type))mtp_resolve_symbol(slot, name))
 
 /* Recording helpers; `api` is an enum mt_api, `error` a CUresult or cudaError_t. */
 MTP_HIDDEN void mtp_hook_made(uint8_t kind, uint8_t api, uint8_t device, uint64_t addr, uint64_t size,

@@ -72,7 +72,7 @@ static void substitute(const char *symbol, void **pfn, int version, cuuint64_t f
 static CUresult CUDAAPI gpa2(const char *symbol, void **pfn, int version, cuuint64_t flags,
 			     CUdriverProcAddressQueryResult *status)
 {
-	CUresult r = real_gpa2(symbol, pfn, version, flags, status);
+	CUresult r = __atomic_load_n(&real_gpa2, __ATOMIC_ACQUIRE)(symbol, pfn, version, flags, status);
 
 	if (r == CUDA_SUCCESS)
 		substitute(symbol, pfn, version, flags);
@@ -81,7 +81,7 @@ static CUresult CUDAAPI gpa2(const char *symbol, void **pfn, int version, cuuint
 
 static CUresult CUDAAPI gpa1(const char *symbol, void **pfn, int version, cuuint64_t flags)
 {
-	CUresult r = real_gpa1(symbol, pfn, version, flags);
+	CUresult r = __atomic_load_n(&real_gpa1, __ATOMIC_ACQUIRE)(symbol, pfn, version, flags);
 
 	if (r == CUDA_SUCCESS)
 		substitute(symbol, pfn, version, flags);
@@ -92,9 +92,8 @@ static CUresult CUDAAPI gpa1(const char *symbol, void **pfn, int version, cuuint
 MTP_EXPORT CUresult CUDAAPI cuGetProcAddress(const char *symbol, void **pfn, int version, cuuint64_t flags,
 					     CUdriverProcAddressQueryResult *status)
 {
-	if (!real_gpa2)
-		real_gpa2 = (PFN_cuGetProcAddress_v12000)mtp_driver_symbol("cuGetProcAddress_v2");
-	if (!real_gpa2)
+	if (!__atomic_load_n(&real_gpa2, __ATOMIC_ACQUIRE) &&
+	    !mtp_resolve_symbol((void **)&real_gpa2, "cuGetProcAddress_v2"))
 		return CUDA_ERROR_NOT_INITIALIZED;
 	return gpa2(symbol, pfn, version, flags, status);
 }
@@ -103,9 +102,7 @@ MTP_EXPORT CUresult CUDAAPI mtp_gpa1_export(const char *symbol, void **pfn, int 
 	"cuGetProcAddress");
 CUresult CUDAAPI mtp_gpa1_export(const char *symbol, void **pfn, int version, cuuint64_t flags)
 {
-	if (!real_gpa1)
-		real_gpa1 = (PFN_cuGetProcAddress_v11030)mtp_driver_symbol("cuGetProcAddress");
-	if (!real_gpa1)
+	if (!__atomic_load_n(&real_gpa1, __ATOMIC_ACQUIRE) && !mtp_resolve_symbol((void **)&real_gpa1, "cuGetProcAddress"))
 		return CUDA_ERROR_NOT_INITIALIZED;
 	return gpa1(symbol, pfn, version, flags);
 }

@@ -19,20 +19,26 @@ RT(cudaGetDevice)
 #undef RT
 
 /* RTLD_NEXT asked from this library's code: the runtime after memtap. */
+/* Racing threads resolve the same value: relaxed atomics keep that well-defined. */
 #define REAL_OR_RETURN(var, name)                                                                      \
-	__typeof__(name) *var = likely(real_##name) ? real_##name                                     \
-						    : (real_##name = (__typeof__(name) *)mt_dlsym_resolve()(  \
-							       RTLD_NEXT, #name));                            \
+	__typeof__(name) *var = __atomic_load_n(&real_##name, __ATOMIC_RELAXED);                      \
+	if (unlikely(!var)) {                                                                          \
+		var = (__typeof__(name) *)mt_dlsym_resolve()(RTLD_NEXT, #name);                       \
+		__atomic_store_n(&real_##name, var, __ATOMIC_RELAXED);                                \
+	}                                                                                              \
 	if (unlikely(!var))                                                                            \
 		return cudaErrorInsufficientDriver
 
 static uint8_t runtime_device(void)
 {
+	__typeof__(cudaGetDevice) *get = __atomic_load_n(&real_cudaGetDevice, __ATOMIC_RELAXED);
 	int d = -1;
 
-	if (!real_cudaGetDevice)
-		real_cudaGetDevice = (__typeof__(cudaGetDevice) *)mt_dlsym_resolve()(RTLD_NEXT, "cudaGetDevice");
-	if (real_cudaGetDevice && real_cudaGetDevice(&d) == cudaSuccess && d >= 0 && d < MT_NO_DEVICE)
+	if (!get) {
+		get = (__typeof__(cudaGetDevice) *)mt_dlsym_resolve()(RTLD_NEXT, "cudaGetDevice");
+		__atomic_store_n(&real_cudaGetDevice, get, __ATOMIC_RELAXED);
+	}
+	if (get && get(&d) == cudaSuccess && d >= 0 && d < MT_NO_DEVICE)
 		return (uint8_t)d;
 	return MT_NO_DEVICE;
 }

@@ -47,7 +47,7 @@ static int32_t size_of(uintptr_t ip)
 	for (uint32_t i = size_slot(ip), n = 0; n < 32; i = (i + 1) & (SIZES - 1), n++) {
 		uintptr_t k = __atomic_load_n(&size_keys[i], __ATOMIC_ACQUIRE);
 		if (k == ip)
-			return size_vals[i];
+			return __atomic_load_n(&size_vals[i], __ATOMIC_RELAXED);
 		if (k == 0)
 			return 0;
 	}
@@ -61,8 +61,8 @@ static void learn_size(uintptr_t ip, int64_t d)
 	pthread_mutex_lock(&size_lock);
 	for (uint32_t i = size_slot(ip), n = 0; n < 32; i = (i + 1) & (SIZES - 1), n++) {
 		if (size_keys[i] == ip) {
-			if (size_vals[i] != v)
-				size_vals[i] = VARIABLE; /* two sizes seen: never trust it */
+			if (size_vals[i] != v) /* two sizes seen: never trust it */
+				__atomic_store_n(&size_vals[i], VARIABLE, __ATOMIC_RELAXED);
 			break;
 		}
 		if (size_keys[i] == 0) {

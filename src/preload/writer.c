@@ -242,18 +242,18 @@ static void start_events(void)
 
 static void free_ring(struct mtp_ring *r)
 {
-	struct mtp_ring **pp = &mtp_rings;
+	struct mtp_ring *prev = __atomic_load_n(&mtp_rings, __ATOMIC_ACQUIRE);
 
 	/* only the writer unlinks; threads only push at the head, so the head needs a CAS */
-	if (__atomic_load_n(&mtp_rings, __ATOMIC_ACQUIRE) == r &&
-	    __atomic_compare_exchange_n(&mtp_rings, &(struct mtp_ring *){r}, r->next, false, __ATOMIC_ACQ_REL,
-					__ATOMIC_ACQUIRE))
+	if (prev == r && __atomic_compare_exchange_n(&mtp_rings, &prev, r->next, false, __ATOMIC_ACQ_REL,
+						     __ATOMIC_ACQUIRE))
 		goto unlinked;
-	for (pp = &mtp_rings; *pp && *pp != r; pp = &(*pp)->next)
-		;
-	if (!*pp)
+	/* a thread pushed a new head meanwhile, or r is further down: unlink it from its predecessor */
+	while (prev && prev->next != r)
+		prev = prev->next;
+	if (!prev)
 		return;
-	*pp = r->next;
+	prev->next = r->next;
 unlinked:
 	__atomic_add_fetch(&mtp_dropped_total, r->dropped, __ATOMIC_RELAXED);
 	mtp_unmap(r, sizeof *r + ((size_t)r->mask + 1) * sizeof(struct mt_event));

@@ -29,8 +29,8 @@ def run(*args):
 
 
 trace = os.path.join(TMP, "good.trace")
-p = subprocess.run([MEMTAP, "run", "-q", "-o", trace, "--", os.path.join(B, "tools/simgpu/simgpu-run"),
-                    os.path.join(B, "tools/simtrain/simtrain"), "--preset", "tiny"], capture_output=True, text=True)
+p = subprocess.run([MEMTAP, "run", "-q", "-o", trace, "--", os.path.join(B, "tools/simtrain/simtrain"),
+                    "--preset", "tiny"], capture_output=True, text=True)
 ok(p.returncode == 0 and os.path.exists(trace), "a trace to damage", p.stderr)
 good = open(trace, "rb").read()
 full = run("dump", trace).stdout.count("\n")

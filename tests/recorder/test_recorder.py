@@ -14,11 +14,11 @@ import time
 B = os.environ["MT_BUILDDIR"]
 S = os.environ["MT_SRCDIR"]
 MEMTAP = os.path.join(B, "tools/memtap/memtap")
-SIMRUN = os.path.join(B, "tools/simgpu/simgpu-run")
 WORK = os.path.join(B, "tests/recorder/workload")
 SIMTRAIN = os.path.join(B, "tools/simtrain/simtrain")
 LIB = os.path.join(B, "src/preload/.libs/libmemtap.so")
 TMP = tempfile.mkdtemp(prefix="memtap-test-")
+TSAN = "thread" in os.environ.get("MT_SANITIZERS", "")
 count = failed = 0
 
 
@@ -38,7 +38,9 @@ def record(name, argv, opts=(), env=None, **kw):
     """memtap run ARGV on simgpu; returns (process, [trace paths])."""
     d = os.path.join(TMP, name)
     os.makedirs(d, exist_ok=True)
-    p = subprocess.run([MEMTAP, "run", "-o", os.path.join(d, "t-%p.trace"), *opts, "--", SIMRUN, *argv],
+    # simgpu's libraries come from LD_LIBRARY_PATH (set by the test environment), not simgpu-run:
+    # a shell would load memtap too, which a ThreadSanitizer build of memtap cannot be loaded into
+    p = subprocess.run([MEMTAP, "run", "-o", os.path.join(d, "t-%p.trace"), *opts, "--", *argv],
                        capture_output=True, text=True, env=dict(os.environ, **(env or {})), **kw)
     return p, sorted(glob.glob(os.path.join(d, "*.trace*")))
 
@@ -175,7 +177,10 @@ p, traces = record("fork", [WORK, "fork"])
 if one_trace("fork", traces, p):
     ok(sizes(dump(traces[0]), "alloc") == [5000001, 5000003], "a forked child is not recorded into the parent's trace")
 p, traces = record("follow", [WORK, "fork"], opts=["--follow-fork"])
-ok(p.returncode == 0 and len(traces) == 2, "--follow-fork: the child gets its own trace", traces)
+if TSAN:  # ThreadSanitizer cannot start threads in the child of a multi-threaded fork
+    traces = []
+else:
+    ok(p.returncode == 0 and len(traces) == 2, "--follow-fork: the child gets its own trace", traces)
 if len(traces) == 2:
     got = sorted(tuple(sizes(dump(t), "alloc")) for t in traces)
     ok(got == [(5000001, 5000003), (5000002,)], "--follow-fork: each process's own allocations", got)
@@ -190,7 +195,8 @@ p, traces = record("signals", [WORK, "signals"])
 if one_trace("signals during hooks", traces, p):
     ev = dump(traces[0])
     ok(len(sizes(ev, "alloc")) == 20000, "signals: every allocation recorded")
-    ok(any(e["kind"] == "mark" for e in ev), "signals: marks recorded from the handler")
+    if not TSAN:  # ThreadSanitizer delays signals to its own safe points, inside the hooks
+        ok(any(e["kind"] == "mark" for e in ev), "signals: marks recorded from the handler")
 
 p, traces = record("exceptions", [os.path.join(B, "tests/recorder/exceptions")])
 ok(p.returncode == 0 and p.stdout.strip() == "1000", "1000 C++ exceptions under memtap", p.stderr)
@@ -198,14 +204,13 @@ ok(p.returncode == 0 and p.stdout.strip() == "1000", "1000 C++ exceptions under 
 nxt = os.path.join(B, "tests/recorder/.libs/libnext.so")
 for order in ([LIB, nxt], [nxt, LIB]):
     env = dict(os.environ, LD_PRELOAD=":".join(order), MEMTAP_OUTPUT=os.path.join(TMP, "next-%p.trace"))
-    p = subprocess.run([SIMRUN, WORK, "runtime"], capture_output=True, text=True, env=env)
+    p = subprocess.run([WORK, "runtime"], capture_output=True, text=True, env=env)
     ok(p.returncode == 0 and "passed through" in p.stderr,
        "another preload's dlsym(RTLD_NEXT) still works (%s first)" % os.path.basename(order[0]), p.stderr)
 
 # ---- kill -9 in the middle: what was flushed reads back, and the reader says it was cut short ----
 env = dict(os.environ, LD_PRELOAD=LIB, NVTX_INJECTION64_PATH=LIB, MEMTAP_OUTPUT=os.path.join(TMP, "killed-%p.trace"))
-proc = subprocess.Popen([WORK, "forever"], env=dict(env, LD_LIBRARY_PATH=os.path.dirname(os.path.realpath(
-    os.path.join(B, "tools/simgpu/.libs/libcuda.so.1"))) + ":" + os.environ.get("LD_LIBRARY_PATH", "")))
+proc = subprocess.Popen([WORK, "forever"], env=env)
 time.sleep(1.0)
 proc.send_signal(signal.SIGKILL)
 proc.wait()
@@ -236,14 +241,14 @@ ok(len(re.findall(r"^memtap: ignoring", p.stderr, re.M)) == 3, "one warning line
 
 fixed = os.path.join(TMP, "fixed.trace")
 for i in range(2):
-    p = subprocess.run([MEMTAP, "run", "-q", "-o", fixed, "--", SIMRUN, WORK, "nvtx"], capture_output=True, text=True)
+    p = subprocess.run([MEMTAP, "run", "-q", "-o", fixed, "--", WORK, "nvtx"], capture_output=True, text=True)
 ok(os.path.exists(fixed) and os.path.exists(fixed + ".1") and "exists" in p.stderr,
    "an existing trace is never overwritten: the next is .1, and it says so", p.stderr)
 ok(oct(os.stat(fixed).st_mode & 0o777) == "0o600", "traces are created 0600")
 
-p = subprocess.run([MEMTAP, "run", "-q", "--", "sh", "-c", "exit 7"], capture_output=True, text=True, cwd=TMP)
+p = subprocess.run([MEMTAP, "run", "-q", "--", WORK, "exit", "7"], capture_output=True, text=True, cwd=TMP)
 ok(p.returncode == 7, "memtap run passes the exit status through")
-p = subprocess.run([MEMTAP, "run", "-q", "--", "sh", "-c", "kill -9 $$"], capture_output=True, text=True, cwd=TMP)
+p = subprocess.run([MEMTAP, "run", "-q", "--", WORK, "kill"], capture_output=True, text=True, cwd=TMP)
 ok(p.returncode == 137, "a command killed by a signal: 128 + the signal")
 p = subprocess.run([MEMTAP, "run", "--", "/nonexistent/cmd"], capture_output=True, text=True, cwd=TMP)
 ok(p.returncode == 127 and p.stderr.count("\n") == 1, "a command that cannot start: one line, 127", p.stderr)
@@ -256,8 +261,12 @@ ok(len(lines) == 3 and "peak" in lines[0] and traces and traces[0] in lines[1] a
    "memtap run ends with three lines: peak, trace, drops", p.stderr)
 
 # ---- the stack cache agrees with a full unwind, allocation by allocation ----
+# (not with threads under ThreadSanitizer: libunwind's per-thread cache destructor crashes in
+# TSan's interceptors at thread exit; the full unwinds check_stacks adds are what reach it)
 for argv in ([SIMTRAIN, "--preset", "gpt2-small", "--zero", "3", "--dp", "4", "--recompute", "selective"],
              [WORK, "threads", "8"], [WORK, "signals"], [WORK, "procaddr"]):
+    if TSAN and argv[1] == "threads":
+        continue
     p, traces = record("check", argv, env={"MEMTAP_CHECK_STACKS": "1"})
     m = re.search(r"check_stacks: (\d+) of (\d+)", p.stderr)
     ok(p.returncode == 0 and m and m.group(1) == "0" and int(m.group(2)) > 0,

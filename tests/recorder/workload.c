@@ -13,7 +13,8 @@
  *   api         tags, marks, a snapshot (path in argv[2])
  *   nvtx        allocations inside nested NVTX ranges
  *   oom         an allocation past the device's capacity
- *   many        a long run of allocations from one call site */
+ *   many        a long run of allocations from one call site
+ *   exit N      exits with status N;  kill: ends itself with SIGKILL */
 #include <cuda.h>
 #include <cudaTypedefs.h>
 #include <cuda_runtime_api.h>
@@ -391,6 +392,10 @@ int main(int argc, char **argv)
 		oom();
 	else if (!strcmp(mode, "many"))
 		many(argc > 2 ? atol(argv[2]) : 100000);
+	else if (!strcmp(mode, "exit") && argc > 2)
+		return atoi(argv[2]);
+	else if (!strcmp(mode, "kill"))
+		raise(SIGKILL);
 	else {
 		fprintf(stderr, "usage: workload MODE (see the comment at the top of workload.c)\n");
 		return 2;
