@@ -4,7 +4,8 @@
  * PAIRS times and prints the nanoseconds per pair. MODE:
  *   cuda    cudaMalloc + cudaFree of 4 KiB (run with and without memtap)
  *   malloc  malloc + free of 4 KiB (run with and without heaptrack)
- * With THREADS > 1 every thread does PAIRS pairs (the throughput figure). */
+ * With THREADS > 1 every thread does PAIRS pairs (the throughput figure). A second
+ * line gives the process's peak resident memory. */
 #include <cuda_runtime_api.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -23,6 +24,19 @@ static double now(void)
 	struct timespec t;
 	clock_gettime(CLOCK_MONOTONIC, &t);
 	return (double)t.tv_sec * 1e9 + (double)t.tv_nsec;
+}
+
+/* The process's peak resident memory, from the kernel: "peak_rss_kib N". */
+static void print_peak_rss(void)
+{
+	char line[256];
+	FILE *f = fopen("/proc/self/status", "r");
+
+	while (f && fgets(line, sizeof line, f))
+		if (strncmp(line, "VmHWM:", 6) == 0)
+			printf("peak_rss_kib %ld\n", strtol(line + 6, NULL, 10));
+	if (f)
+		fclose(f);
 }
 
 static __attribute__((noinline)) void loop(void)
@@ -88,5 +102,6 @@ int main(int argc, char **argv)
 	}
 	t1 = now();
 	printf("%.1f\n", (t1 - t0) / (double)pairs);
+	print_peak_rss();
 	return 0;
 }
