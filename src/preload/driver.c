@@ -3,97 +3,11 @@
  * everyone else, the runtime included). Frees are recorded before the real call:
  * the address may be reused by another thread at once. Results are returned as the
  * driver gave them. */
-#include <dlfcn.h>
-#include <string.h>
-
-#include "preload/dlsym_stub.h"
 #include "preload/hooks.h"
 
 #define DRV(base, sym, ver, ptsz) PFN_##base##_v##ver mtp_real_##sym;
 #include "preload/driver_hooks.def"
 #undef DRV
-
-static void *ctx_get_device, *device_get_name, *device_total_mem;
-static uint64_t devices_seen;
-
-/* A driver function looked up once; racing threads find the same pointer. */
-static void *lookup_once(void **slot, const char *name)
-{
-	void *p = __atomic_load_n(slot, __ATOMIC_RELAXED);
-	return p ? p : mtp_resolve_symbol(slot, name);
-}
-
-void *mtp_driver_symbol(const char *name)
-{
-	void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-	void *p;
-
-	if (!h)
-		return NULL;
-	p = mt_dlsym_resolve()(h, name);
-	dlclose(h);
-	return p;
-}
-
-uint8_t mtp_driver_device(void)
-{
-	PFN_cuCtxGetDevice_v2000 get = (PFN_cuCtxGetDevice_v2000)lookup_once(&ctx_get_device, "cuCtxGetDevice");
-	CUdevice d;
-
-	if (get && get(&d) == CUDA_SUCCESS && d >= 0 && d < MT_NO_DEVICE)
-		return (uint8_t)d;
-	return MT_NO_DEVICE;
-}
-
-void mtp_note_device(uint8_t dev)
-{
-	struct mt_event e = {.kind = MT_EV_DEVICE, .device = dev};
-	char name[256] = "";
-	size_t total = 0;
-
-	if (dev >= 64 || (__atomic_load_n(&devices_seen, __ATOMIC_RELAXED) >> dev & 1))
-		return;
-	if (__atomic_fetch_or(&devices_seen, 1ull << dev, __ATOMIC_RELAXED) >> dev & 1)
-		return;
-	PFN_cuDeviceGetName_v2000 get_name = (PFN_cuDeviceGetName_v2000)lookup_once(&device_get_name, "cuDeviceGetName");
-	PFN_cuDeviceTotalMem_v3020 get_total =
-		(PFN_cuDeviceTotalMem_v3020)lookup_once(&device_total_mem, "cuDeviceTotalMem_v2");
-
-	if (get_name)
-		get_name(name, sizeof name, dev);
-	if (get_total)
-		get_total(&total, dev);
-	e.size = total;
-	e.aux = mtp_intern(name);
-	mtp_record(&e, false);
-}
-
-void mtp_hook_made(uint8_t kind, uint8_t api, uint8_t device, uint64_t addr, uint64_t size, uint64_t aux,
-		   uint64_t aux2)
-{
-	struct mt_event e = {.kind = kind, .flags = api, .device = device, .addr = addr, .size = size,
-			     .aux = aux, .aux2 = aux2};
-	mtp_record(&e, true);
-}
-
-void mtp_hook_gone(uint8_t kind, uint64_t addr, uint64_t size, uint64_t aux)
-{
-	struct mt_event e = {.kind = kind, .device = MT_NO_DEVICE, .addr = addr, .size = size, .aux = aux};
-	mtp_record(&e, false);
-}
-
-void mtp_hook_failed(uint8_t kind, uint8_t api, uint8_t device, uint64_t size, int error)
-{
-	struct mt_event e = {.kind = kind, .flags = api, .device = device, .size = size, .error = error};
-	PFN_cuMemGetInfo_v3020 info = MTP_REAL(cuMemGetInfo_v2);
-	size_t free_bytes = 0, total = 0;
-
-	if (error == CUDA_ERROR_OUT_OF_MEMORY && info && info(&free_bytes, &total) == CUDA_SUCCESS) {
-		e.aux = free_bytes;
-		e.aux2 = total;
-	}
-	mtp_record(&e, true);
-}
 
 /* An allocation's outcome: the memory made, or the failure with its code. */
 static void made_or_failed(CUresult r, uint8_t kind, uint8_t api, uint8_t device, uint64_t addr, uint64_t size,

@@ -13,7 +13,13 @@
 
 #define MTP_HIDDEN __attribute__((visibility("hidden")))
 #define MTP_EXPORT __attribute__((visibility("default")))
+/* initial-exec TLS where the library is preloaded; the CUPTI backend is loaded with
+ * dlopen, where only the general model is safe */
+#ifdef MTP_DLOPENED
+#define MTP_TLS
+#else
 #define MTP_TLS __attribute__((tls_model("initial-exec")))
+#endif
 #define MTP_NOINLINE __attribute__((noinline))
 #define likely(x) __builtin_expect(!!(x), 1)
 #define unlikely(x) __builtin_expect(!!(x), 0)

@@ -31,6 +31,8 @@ static const char run_usage[] =
 	"  -o, --output PATTERN   trace path (default memtap-%p.trace; %p pid, %r rank, %h host)\n"
 	"  --depth N              stack frames per allocation (default 32; 0: none)\n"
 	"  --follow-fork          also record children forked without exec\n"
+	"  --backend B            preload (default: LD_PRELOAD hooks) or cupti (CUPTI callbacks through\n"
+	"                         CUDA_INJECTION64_PATH; one CUPTI client per process; not yet GPU-verified)\n"
 	"  -O, --option KEY=VALUE any memtap option (below), as MEMTAP_<KEY> would set it\n"
 	"  -q, --quiet            no summary\n"
 	"Options (also MEMTAP_OPTIONS=\"key=value,...\" or MEMTAP_<KEY> in the environment):\n"
@@ -39,11 +41,12 @@ static const char run_usage[] =
 #undef OPT
 	"The exit status is COMMAND's (128+N when a signal N ended it).\n";
 
-/* The injected library: $MEMTAP_LIBRARY, the build tree's, or the installed one. */
-static const char *find_library(char *buf, size_t len)
+/* A library of memtap's: $MEMTAP_LIBRARY (preload backend), the build tree's, or the
+ * installed one. `dir` is its folder in the build tree, `name` its file name. */
+static const char *find_library(const char *dir, const char *name, char *buf, size_t len)
 {
-	char exe[PATH_MAX - 64];
-	const char *env = getenv("MEMTAP_LIBRARY");
+	char exe[PATH_MAX - 128];
+	const char *env = strcmp(dir, "preload") == 0 ? getenv("MEMTAP_LIBRARY") : NULL;
 	ssize_t n;
 
 	if (env && *env)
@@ -56,15 +59,15 @@ static const char *find_library(char *buf, size_t len)
 		if (slash) {
 			*slash = '\0';
 			/* tools/memtap/memtap (or .libs/memtap) in a build tree */
-			snprintf(buf, len, "%s/../../src/preload/.libs/libmemtap.so", exe);
+			snprintf(buf, len, "%s/../../src/%s/.libs/%s", exe, dir, name);
 			if (access(buf, R_OK) == 0)
 				return buf;
-			snprintf(buf, len, "%s/../../../src/preload/.libs/libmemtap.so", exe);
+			snprintf(buf, len, "%s/../../../src/%s/.libs/%s", exe, dir, name);
 			if (access(buf, R_OK) == 0)
 				return buf;
 		}
 	}
-	snprintf(buf, len, "%s/libmemtap.so", MT_PKGLIBDIR);
+	snprintf(buf, len, "%s/%s", MT_PKGLIBDIR, name);
 	return buf;
 }
 
@@ -177,10 +180,11 @@ int cmd_run(int argc, char **argv)
 {
 	static const struct option longopts[] = {
 		{"output", 1, 0, 'o'}, {"depth", 1, 0, 'd'}, {"follow-fork", 0, 0, 'f'}, {"option", 1, 0, 'O'},
+		{"backend", 1, 0, 'b'},
 		{"quiet", 0, 0, 'q'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
 	char lib[PATH_MAX], output[2 * PATH_MAX], trace[PATH_MAX + 16], *preload;
 	const char *pattern = "memtap-%p.trace", *old, *library;
-	bool quiet = false;
+	bool quiet = false, cupti = false;
 	uint64_t n;
 	time_t start = time(NULL);
 	pid_t pid;
@@ -195,6 +199,11 @@ int cmd_run(int argc, char **argv)
 			setenv("MEMTAP_DEPTH", optarg, 1);
 			break;
 		case 'f': setenv("MEMTAP_FOLLOW_FORK", "1", 1); break;
+		case 'b':
+			if (strcmp(optarg, "preload") && strcmp(optarg, "cupti"))
+				die(EXIT_USAGE, "--backend is preload or cupti, not '%s'", optarg);
+			cupti = strcmp(optarg, "cupti") == 0;
+			break;
 		case 'O': set_option(optarg); break;
 		case 'q': quiet = true; break;
 		case 'h': fputs(run_usage, stdout); return 0;
@@ -203,7 +212,8 @@ int cmd_run(int argc, char **argv)
 	}
 	if (optind >= argc)
 		die(EXIT_USAGE, "which command? usage: memtap run [options] -- COMMAND [ARGS]");
-	library = find_library(lib, sizeof lib);
+	library = cupti ? find_library("cupti", "libmemtap-cupti.so", lib, sizeof lib)
+			: find_library("preload", "libmemtap.so", lib, sizeof lib);
 	if (access(library, R_OK) != 0)
 		die(EXIT_USAGE, "cannot find memtap's library (%s): set MEMTAP_LIBRARY", library);
 	/* an absolute pattern: the command may change directory */
@@ -218,11 +228,18 @@ int cmd_run(int argc, char **argv)
 	/* the job's options, checked once here with the library's own parser */
 	mtp_options_load();
 	setenv("MEMTAP_OPTIONS_CHECKED", "1", 1);
-	old = getenv("LD_PRELOAD");
-	if (asprintf(&preload, "%s%s%s", library, old && *old ? ":" : "", old ? old : "") < 0)
-		die(1, "out of memory");
-	setenv("LD_PRELOAD", preload, 1);
-	free(preload);
+	if (cupti) {
+		old = getenv("CUDA_INJECTION64_PATH");
+		if (old && *old && strcmp(old, library) != 0)
+			die(EXIT_USAGE, "CUDA_INJECTION64_PATH is already %s: only one injection library can be loaded", old);
+		setenv("CUDA_INJECTION64_PATH", library, 1);
+	} else {
+		old = getenv("LD_PRELOAD");
+		if (asprintf(&preload, "%s%s%s", library, old && *old ? ":" : "", old ? old : "") < 0)
+			die(1, "out of memory");
+		setenv("LD_PRELOAD", preload, 1);
+		free(preload);
+	}
 	old = getenv("NVTX_INJECTION64_PATH");
 	if (old && *old && strcmp(old, library) != 0)
 		fprintf(stderr, "memtap: NVTX_INJECTION64_PATH is already %s; NVTX phases will not be recorded\n", old);

@@ -4,6 +4,7 @@
 #include "sim.h"
 
 #include <cudaProfiler.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -174,8 +175,28 @@ static CUresult init_locked(void)
 	return CUDA_SUCCESS;
 }
 
+/* As the real driver does at the first cuInit: load the tool named by
+ * CUDA_INJECTION64_PATH and call its InitializeInjection (CUPTI-based tools). */
+static void load_injection(void)
+{
+	const char *path = getenv("CUDA_INJECTION64_PATH");
+	void *lib;
+	int (*init)(void);
+
+	if (!path || !*path)
+		return;
+	lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	init = lib ? (int (*)(void))dlsym(lib, "InitializeInjection") : NULL;
+	if (!init) {
+		fprintf(stderr, "simgpu: CUDA_INJECTION64_PATH=%s: %s\n", path, lib ? "no InitializeInjection" : dlerror());
+		return;
+	}
+	init();
+}
+
 CUresult CUDAAPI cuInit(unsigned int flags)
 {
+	static pthread_once_t injection = PTHREAD_ONCE_INIT;
 	CUresult r = CUDA_SUCCESS;
 
 	if (flags != 0)
@@ -184,6 +205,8 @@ CUresult CUDAAPI cuInit(unsigned int flags)
 	if (!sim.initialized)
 		r = init_locked();
 	sim_unlock();
+	if (r == CUDA_SUCCESS)
+		pthread_once(&injection, load_injection);
 	return r;
 }
 

@@ -1,0 +1,213 @@
+/* The CUPTI backend: `memtap run --backend=cupti` sets CUDA_INJECTION64_PATH, the driver
+ * loads this library during cuInit and calls InitializeInjection, which subscribes to
+ * CUPTI's driver-API callbacks for the memory calls. Releases are recorded on entry,
+ * allocations and failures on exit, into the same events and trace as the preload
+ * backend. No symbol games: libraries with a static runtime are seen too. But CUPTI
+ * allows one subscriber per process (Nsight tools and torch.profiler are others), and
+ * it cannot change results, so capping memory needs the preload backend.
+ * Not yet verified on a GPU: tests feed the callback CUPTI's own structures. */
+#include <cupti.h>
+#include <string.h>
+
+#include "cupti/cupti_backend.h"
+#include "preload/hooks.h"
+
+static uint8_t device_of(const CUmemLocation *loc)
+{
+	return loc && loc->type == CU_MEM_LOCATION_TYPE_DEVICE && loc->id >= 0 && loc->id < MT_NO_DEVICE
+		       ? (uint8_t)loc->id
+		       : MT_NO_DEVICE;
+}
+
+/* Releases, before the driver acts on them: the address may be reused at once. */
+static void on_enter(CUpti_CallbackId cbid, const void *params)
+{
+	switch (cbid) {
+	case CUPTI_DRIVER_TRACE_CBID_cuMemFree_v2:
+		mtp_hook_gone(MT_EV_FREE, ((const cuMemFree_v2_params *)params)->dptr, 0, 0);
+		break;
+	case CUPTI_DRIVER_TRACE_CBID_cuMemFreeAsync:
+	case CUPTI_DRIVER_TRACE_CBID_cuMemFreeAsync_ptsz: {
+		const cuMemFreeAsync_params *p = params; /* the _ptsz struct has the same layout */
+		mtp_hook_gone(MT_EV_FREE, p->dptr, 0, (uintptr_t)p->hStream);
+		break;
+	}
+	case CUPTI_DRIVER_TRACE_CBID_cuMemFreeHost:
+		mtp_hook_gone(MT_EV_HOST_FREE, (uintptr_t)((const cuMemFreeHost_params *)params)->p, 0, 0);
+		break;
+	case CUPTI_DRIVER_TRACE_CBID_cuMemRelease:
+		mtp_hook_gone(MT_EV_VMM_RELEASE, 0, 0, ((const cuMemRelease_params *)params)->handle);
+		break;
+	case CUPTI_DRIVER_TRACE_CBID_cuMemUnmap: {
+		const cuMemUnmap_params *p = params;
+		mtp_hook_gone(MT_EV_VMM_UNMAP, p->ptr, p->size, 0);
+		break;
+	}
+	case CUPTI_DRIVER_TRACE_CBID_cuMemAddressFree: {
+		const cuMemAddressFree_params *p = params;
+		mtp_hook_gone(MT_EV_VMM_ADDR_FREE, p->ptr, p->size, 0);
+		break;
+	}
+	case CUPTI_DRIVER_TRACE_CBID_cuMemPoolDestroy:
+		mtp_hook_gone(MT_EV_POOL_DESTROY, 0, 0, (uintptr_t)((const cuMemPoolDestroy_params *)params)->pool);
+		break;
+	default:
+		break;
+	}
+}
+
+/* An allocation's outcome, read from the parameters after the driver returned. */
+static void made(CUresult r, uint8_t kind, uint8_t api, uint8_t dev, uint64_t addr, uint64_t size, uint64_t aux,
+		 uint64_t aux2)
+{
+	if (r == CUDA_SUCCESS)
+		mtp_hook_made(kind, api, dev, addr, size, aux, aux2);
+	else
+		mtp_hook_failed(MT_EV_ALLOC_FAILED, api, dev, size, r);
+}
+
+static void on_exit_(CUpti_CallbackId cbid, const void *params, CUresult r)
+{
+	uint8_t dev;
+
+	switch (cbid) {
+	case CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2: {
+		const cuMemAlloc_v2_params *p = params;
+		made(r, MT_EV_ALLOC, MT_API_DRIVER, mtp_driver_device(), r ? 0 : *p->dptr, p->bytesize, 0, 0);
+		break;
+	}
+	case CUPTI_DRIVER_TRACE_CBID_cuMemAllocPitch_v2: {
+		const cuMemAllocPitch_v2_params *p = params;
+		made(r, MT_EV_ALLOC, MT_API_PITCH, mtp_driver_device(), r ? 0 : *p->dptr,
+		     r ? p->WidthInBytes * p->Height : *p->pPitch * p->Height, 0, 0);
+		break;
+	}
+	case CUPTI_DRIVER_TRACE_CBID_cuMemAllocManaged: {
+		const cuMemAllocManaged_params *p = params;
+		made(r, MT_EV_MANAGED_ALLOC, MT_API_MANAGED, mtp_driver_device(), r ? 0 : *p->dptr, p->bytesize, p->flags,
+		     0);
+		break;
+	}
+	case CUPTI_DRIVER_TRACE_CBID_cuMemHostAlloc: {
+		const cuMemHostAlloc_params *p = params;
+		made(r, MT_EV_HOST_ALLOC, MT_API_HOST, MT_NO_DEVICE, r ? 0 : (uintptr_t)*p->pp, p->bytesize, p->Flags, 0);
+		break;
+	}
+	case CUPTI_DRIVER_TRACE_CBID_cuMemAllocHost_v2: {
+		const cuMemAllocHost_v2_params *p = params;
+		made(r, MT_EV_HOST_ALLOC, MT_API_HOST, MT_NO_DEVICE, r ? 0 : (uintptr_t)*p->pp, p->bytesize, 0, 0);
+		break;
+	}
+	case CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync:
+	case CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync_ptsz: {
+		const cuMemAllocAsync_params *p = params;
+		made(r, MT_EV_ALLOC, MT_API_ASYNC, mtp_driver_device(), r ? 0 : *p->dptr, p->bytesize,
+		     (uintptr_t)p->hStream, 0);
+		break;
+	}
+	case CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync:
+	case CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync_ptsz: {
+		const cuMemAllocFromPoolAsync_params *p = params;
+		made(r, MT_EV_ALLOC, MT_API_POOL, mtp_driver_device(), r ? 0 : *p->dptr, p->bytesize,
+		     (uintptr_t)p->hStream, (uintptr_t)p->pool);
+		break;
+	}
+	case CUPTI_DRIVER_TRACE_CBID_cuMemCreate: {
+		const cuMemCreate_params *p = params;
+		dev = device_of(p->prop ? &p->prop->location : NULL);
+		if (r == CUDA_SUCCESS) {
+			struct mt_event e = {.kind = MT_EV_VMM_CREATE, .device = dev, .size = p->size, .aux = *p->handle,
+					     .flags = p->prop ? (uint8_t)p->prop->location.type : 0};
+			mtp_record(&e, true);
+		} else {
+			mtp_hook_failed(MT_EV_ALLOC_FAILED, MT_API_VMM, dev, p->size, r);
+		}
+		break;
+	}
+	case CUPTI_DRIVER_TRACE_CBID_cuMemMap: {
+		const cuMemMap_params *p = params;
+		struct mt_event e = {.kind = MT_EV_VMM_MAP, .device = MT_NO_DEVICE, .addr = p->ptr, .size = p->size,
+				     .aux = p->handle, .aux2 = p->offset, .error = r};
+		mtp_record(&e, r == CUDA_SUCCESS);
+		break;
+	}
+	case CUPTI_DRIVER_TRACE_CBID_cuMemAddressReserve: {
+		const cuMemAddressReserve_params *p = params;
+		if (r == CUDA_SUCCESS)
+			mtp_hook_gone(MT_EV_VMM_RESERVE, *p->ptr, p->size, 0);
+		break;
+	}
+	case CUPTI_DRIVER_TRACE_CBID_cuMemPoolCreate: {
+		const cuMemPoolCreate_params *p = params;
+		if (r == CUDA_SUCCESS) {
+			struct mt_event e = {.kind = MT_EV_POOL_CREATE, .aux = (uintptr_t)*p->pool,
+					     .device = device_of(p->poolProps ? &p->poolProps->location : NULL)};
+			mtp_record(&e, true);
+		}
+		break;
+	}
+	case CUPTI_DRIVER_TRACE_CBID_cuMemPoolTrimTo: {
+		const cuMemPoolTrimTo_params *p = params;
+		if (r == CUDA_SUCCESS)
+			mtp_hook_gone(MT_EV_POOL_TRIM, 0, p->minBytesToKeep, (uintptr_t)p->pool);
+		break;
+	}
+	case CUPTI_DRIVER_TRACE_CBID_cuMemGetInfo_v2: {
+		const cuMemGetInfo_v2_params *p = params;
+		if (r == CUDA_SUCCESS) {
+			struct mt_event e = {.kind = MT_EV_MEMINFO, .device = mtp_driver_device(),
+					     .aux = p->free ? *p->free : 0, .aux2 = p->total ? *p->total : 0};
+			mtp_record(&e, false);
+		}
+		break;
+	}
+	case CUPTI_DRIVER_TRACE_CBID_cuMemFree_v2:
+	case CUPTI_DRIVER_TRACE_CBID_cuMemFreeAsync:
+	case CUPTI_DRIVER_TRACE_CBID_cuMemFreeAsync_ptsz:
+	case CUPTI_DRIVER_TRACE_CBID_cuMemFreeHost:
+	case CUPTI_DRIVER_TRACE_CBID_cuMemRelease:
+	case CUPTI_DRIVER_TRACE_CBID_cuMemUnmap:
+	case CUPTI_DRIVER_TRACE_CBID_cuMemAddressFree:
+		if (r != CUDA_SUCCESS) { /* the release recorded on entry did not happen */
+			struct mt_event e = {.kind = cbid == CUPTI_DRIVER_TRACE_CBID_cuMemFreeHost ? MT_EV_HOST_FREE : MT_EV_FREE,
+					     .device = MT_NO_DEVICE, .error = r};
+			mtp_record(&e, false);
+		}
+		break;
+	default:
+		break;
+	}
+}
+
+const CUpti_CallbackId mtp_cupti_ids[] = {
+	CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2, CUPTI_DRIVER_TRACE_CBID_cuMemAllocPitch_v2,
+	CUPTI_DRIVER_TRACE_CBID_cuMemFree_v2, CUPTI_DRIVER_TRACE_CBID_cuMemGetInfo_v2,
+	CUPTI_DRIVER_TRACE_CBID_cuMemAllocManaged, CUPTI_DRIVER_TRACE_CBID_cuMemHostAlloc,
+	CUPTI_DRIVER_TRACE_CBID_cuMemAllocHost_v2, CUPTI_DRIVER_TRACE_CBID_cuMemFreeHost,
+	CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync, CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync_ptsz,
+	CUPTI_DRIVER_TRACE_CBID_cuMemFreeAsync, CUPTI_DRIVER_TRACE_CBID_cuMemFreeAsync_ptsz,
+	CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync, CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync_ptsz,
+	CUPTI_DRIVER_TRACE_CBID_cuMemCreate, CUPTI_DRIVER_TRACE_CBID_cuMemRelease, CUPTI_DRIVER_TRACE_CBID_cuMemMap,
+	CUPTI_DRIVER_TRACE_CBID_cuMemUnmap, CUPTI_DRIVER_TRACE_CBID_cuMemAddressReserve,
+	CUPTI_DRIVER_TRACE_CBID_cuMemAddressFree, CUPTI_DRIVER_TRACE_CBID_cuMemPoolCreate,
+	CUPTI_DRIVER_TRACE_CBID_cuMemPoolDestroy, CUPTI_DRIVER_TRACE_CBID_cuMemPoolTrimTo,
+};
+const size_t mtp_cupti_nids = sizeof mtp_cupti_ids / sizeof mtp_cupti_ids[0];
+
+void CUPTIAPI mtp_cupti_callback(void *userdata, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
+				 const void *data)
+{
+	const CUpti_CallbackData *cd = data;
+
+	(void)userdata;
+	if (domain != CUPTI_CB_DOMAIN_DRIVER_API || !cd || !cd->functionParams)
+		return;
+	/* the same guard as the preload hooks: nothing recorded from inside memtap */
+	if (mtp_enter()) {
+		if (cd->callbackSite == CUPTI_API_ENTER)
+			on_enter(cbid, cd->functionParams);
+		else if (cd->functionReturnValue)
+			on_exit_(cbid, cd->functionParams, *(const CUresult *)cd->functionReturnValue);
+	}
+	mtp_leave();
+}

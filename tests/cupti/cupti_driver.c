@@ -1,0 +1,96 @@
+/* Loads memtap's CUPTI backend as the driver would (dlopen, InitializeInjection), then
+ * plays driver calls through the stand-in libcupti's callback, with parameters in
+ * CUPTI's generated structures. Each call has a size of its own; test_cupti.py checks
+ * the trace. Usage: cupti_driver PATH_TO_libmemtap-cupti.so */
+#include <cupti.h>
+#include <dlfcn.h>
+#include <stdio.h>
+
+#define NOINLINE __attribute__((noinline))
+
+void fake_cupti_fire(CUpti_CallbackId cbid, const char *name, void *params, CUresult result);
+int fake_cupti_enabled(CUpti_CallbackId cbid);
+
+#define FIRE(name, params, result) fake_cupti_fire(CUPTI_DRIVER_TRACE_CBID_##name, #name, &(params), result)
+
+static NOINLINE void allocate_through_cupti(void)
+{
+	CUdeviceptr d = 0x700000001000ull, d2 = 0x700000200000ull, va = 0x710000000000ull;
+	CUstream stream = (CUstream)0x5150;
+	CUmemGenericAllocationHandle h = 77;
+	CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+				    .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0}};
+	void *host = (void *)0x7e0000000000ull;
+	size_t pitch = 2048;
+
+	cuMemAlloc_v2_params alloc = {&d, 12000001};
+	FIRE(cuMemAlloc_v2, alloc, CUDA_SUCCESS);
+	cuMemAllocPitch_v2_params pitched = {&d2, &pitch, 2000, 100, 4};
+	FIRE(cuMemAllocPitch_v2, pitched, CUDA_SUCCESS);
+	cuMemFree_v2_params free1 = {d};
+	FIRE(cuMemFree_v2, free1, CUDA_SUCCESS);
+	cuMemFree_v2_params free2 = {d2};
+	FIRE(cuMemFree_v2, free2, CUDA_SUCCESS);
+
+	d = 0x700000400000ull;
+	cuMemAllocAsync_ptsz_params async = {&d, 12000003, stream};
+	FIRE(cuMemAllocAsync_ptsz, async, CUDA_SUCCESS);
+	cuMemFreeAsync_params async_free = {d, stream};
+	FIRE(cuMemFreeAsync, async_free, CUDA_SUCCESS);
+
+	cuMemHostAlloc_params pinned = {&host, 12000004, 0};
+	FIRE(cuMemHostAlloc, pinned, CUDA_SUCCESS);
+	cuMemFreeHost_params pinned_free = {host};
+	FIRE(cuMemFreeHost, pinned_free, CUDA_SUCCESS);
+
+	cuMemCreate_params create = {&h, 2 << 20, &prop, 0};
+	FIRE(cuMemCreate, create, CUDA_SUCCESS);
+	cuMemAddressReserve_params reserve = {&va, 4 << 20, 0, 0, 0};
+	FIRE(cuMemAddressReserve, reserve, CUDA_SUCCESS);
+	cuMemMap_params map = {va, 2 << 20, 0, h, 0};
+	FIRE(cuMemMap, map, CUDA_SUCCESS);
+	cuMemRelease_params release = {h};
+	FIRE(cuMemRelease, release, CUDA_SUCCESS);
+	cuMemUnmap_params unmap = {va, 2 << 20};
+	FIRE(cuMemUnmap, unmap, CUDA_SUCCESS);
+	cuMemAddressFree_params addr_free = {va, 4 << 20};
+	FIRE(cuMemAddressFree, addr_free, CUDA_SUCCESS);
+
+	cuMemAlloc_v2_params too_big = {&d, 12000005};
+	FIRE(cuMemAlloc_v2, too_big, CUDA_ERROR_OUT_OF_MEMORY);
+	cuMemFree_v2_params bad_free = {0x1234};
+	FIRE(cuMemFree_v2, bad_free, CUDA_ERROR_INVALID_VALUE);
+}
+
+int main(int argc, char **argv)
+{
+	void *lib;
+	int (*init)(void);
+	CUcontext ctx;
+
+	if (argc < 2) {
+		fprintf(stderr, "usage: cupti_driver LIBMEMTAP_CUPTI\n");
+		return 2;
+	}
+	/* a context, so the backend can ask the (simulated) driver for the device and free memory */
+	if (cuInit(0) || cuDevicePrimaryCtxRetain(&ctx, 0) || cuCtxSetCurrent(ctx))
+		return 1;
+	lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
+	if (!lib) {
+		fprintf(stderr, "cupti_driver: %s\n", dlerror());
+		return 1;
+	}
+	init = (int (*)(void))dlsym(lib, "InitializeInjection");
+	if (!init || init() != 1) {
+		fprintf(stderr, "cupti_driver: InitializeInjection failed\n");
+		return 1;
+	}
+	if (!fake_cupti_enabled(CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2) ||
+	    !fake_cupti_enabled(CUPTI_DRIVER_TRACE_CBID_cuMemCreate) ||
+	    fake_cupti_enabled(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel)) {
+		fprintf(stderr, "cupti_driver: the wrong callbacks are enabled\n");
+		return 1;
+	}
+	allocate_through_cupti();
+	return 0;
+}

@@ -1,0 +1,66 @@
+"""The CUPTI backend. No GPU here, so its callback is driven through a stand-in
+libcupti.so.13 with CUPTI's own parameter structures (cupti_driver), and the trace is
+checked event by event. Then `memtap run --backend=cupti` with the real libcupti on
+simgpu: CUPTI cannot attach without a GPU, and that must be one line, not a failure."""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+B = os.environ["MT_BUILDDIR"]
+MEMTAP = os.path.join(B, "tools/memtap/memtap")
+LIB = os.path.join(B, "src/cupti/.libs/libmemtap-cupti.so")
+FAKE = os.path.join(B, "tests/cupti/.libs")
+TMP = tempfile.mkdtemp(prefix="memtap-cupti-")
+count = failed = 0
+
+
+def ok(cond, what, detail=""):
+    global count, failed
+    count += 1
+    print(("ok %d - %s" if cond else "not ok %d - %s") % (count, what))
+    if not cond:
+        failed += 1
+        print("#   " + str(detail)[:800].replace("\n", "\n#   "))
+
+
+env = dict(os.environ, MEMTAP_OUTPUT=os.path.join(TMP, "cupti-%p.trace"),
+           LD_LIBRARY_PATH=FAKE + ":" + os.environ.get("LD_LIBRARY_PATH", ""))
+p = subprocess.run([os.path.join(B, "tests/cupti/cupti_driver"), LIB], env=env, capture_output=True, text=True)
+ok(p.returncode == 0, "the backend loads with dlopen, InitializeInjection subscribes and enables the memory callbacks",
+   p.stderr)
+traces = [os.path.join(TMP, f) for f in os.listdir(TMP)]
+ok(len(traces) == 1, "one trace", traces)
+if traces:
+    ev = [json.loads(l) for l in subprocess.run([MEMTAP, "dump", "--json", traces[0]], capture_output=True,
+                                                 text=True).stdout.splitlines()]
+    kinds = [(e["kind"], e["size"]) for e in ev if e["kind"] not in ("thread", "device", "exit")]
+    want = [("alloc", 12000001), ("alloc", 204800), ("free", 0), ("free", 0), ("alloc", 12000003), ("free", 0),
+            ("host_alloc", 12000004), ("host_free", 0), ("vmm_create", 2 << 20), ("vmm_reserve", 4 << 20),
+            ("vmm_map", 2 << 20), ("vmm_release", 0), ("vmm_unmap", 2 << 20), ("vmm_addr_free", 4 << 20),
+            ("alloc_failed", 12000005), ("free", 0), ("free", 0)]
+    ok(kinds == want, "every call becomes the same event the preload backend records, in order", kinds)
+    async_ = [e for e in ev if e["kind"] == "alloc" and e["size"] == 12000003]
+    ok(async_ and async_[0]["aux"] == 0x5150 and async_[0]["flags"] == 4, "the stream of an async allocation")
+    oom = [e for e in ev if e["kind"] == "alloc_failed"]
+    ok(oom and oom[0]["error"] == 2 and oom[0]["aux2"] == 80 << 30, "an OOM carries the error and total memory", oom)
+    bad = [e for e in ev if e["kind"] == "free" and e["error"]]
+    ok(len(bad) == 1 and bad[0]["error"] == 1, "a failed free is recorded with its error")
+    allocs = [e for e in ev if e["kind"] in ("alloc", "vmm_create", "host_alloc")]
+    ok(allocs and all("allocate_through_cupti" in e["functions"] for e in allocs),
+       "stacks reach the code that made the call", [e["functions"] for e in allocs][:2])
+    rep = json.loads(subprocess.run([MEMTAP, "report", "--json", traces[0]], capture_output=True, text=True).stdout)
+    ok(rep["devices"][0]["peak_allocated_bytes"] == 12000001 + 204800 and rep["live_at_exit"] == [],
+       "the report's peak and live-at-exit from CUPTI events", rep["devices"])
+
+# the real libcupti on simgpu: CUPTI refuses (no GPU); the job must run on, with one line
+work = os.path.join(B, "tests/recorder/workload")
+p = subprocess.run([MEMTAP, "run", "--backend=cupti", "-o", os.path.join(TMP, "real-%p.trace"), "--", work, "runtime"],
+                   capture_output=True, text=True)
+ok(p.returncode == 0, "--backend=cupti without a GPU: the job runs unchanged", p.stderr)
+ok(p.stderr.count("cannot subscribe") == 1, "and CUPTI's refusal is said in one line", p.stderr)
+p = subprocess.run([MEMTAP, "run", "--backend=nvml", "--", work, "runtime"], capture_output=True, text=True)
+ok(p.returncode == 2 and p.stderr.count("\n") == 1, "an unknown backend: one line, exit 2", p.stderr)
+print("1..%d" % count)
+sys.exit(1 if failed else 0)
