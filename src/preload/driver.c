@@ -310,6 +310,23 @@ MTP_EXPORT CUresult CUDAAPI cuMemAddressFree(CUdeviceptr ptr, size_t size)
 	return r;
 }
 
+MTP_EXPORT CUresult CUDAAPI cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count)
+{
+	REAL_OR_RETURN(real, cuMemSetAccess);
+	bool rec = mtp_enter();
+	CUresult r = real(ptr, size, desc, count);
+	if (rec && r == CUDA_SUCCESS && desc && count) {
+		struct mt_event e = {.kind = MT_EV_VMM_ACCESS, .device = MT_NO_DEVICE, .addr = ptr, .size = size,
+				     .aux = desc[0].flags};
+		if (desc[0].location.type == CU_MEM_LOCATION_TYPE_DEVICE && desc[0].location.id >= 0 &&
+		    desc[0].location.id < MT_NO_DEVICE)
+			e.device = (uint8_t)desc[0].location.id;
+		mtp_record(&e, false);
+	}
+	mtp_leave();
+	return r;
+}
+
 MTP_EXPORT CUresult CUDAAPI cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
 				     unsigned long long flags)
 {

@@ -2,11 +2,13 @@
  * are skipped), interning tables, the trace file and writer, fork and exit handling.
  * A child forked without exec stops recording unless follow_fork is set; a child that
  * execs loads memtap afresh through the inherited LD_PRELOAD and records into its own
- * file. Hooks pass straight through until start-up has finished. */
+ * file. Hooks pass straight through until start-up has finished. A fatal signal flushes
+ * the buffers before the process dies. */
 #define UNW_LOCAL_ONLY
 #include <dlfcn.h>
 #include <libunwind.h>
 #include <link.h>
+#include <signal.h>
 #include <stdlib.h>
 
 #include "preload/mtp.h"
@@ -49,6 +51,38 @@ static void at_exit(void)
 			 (unsigned long long)mtp_stack_mismatches, (unsigned long long)mtp_stack_checks);
 }
 
+/* A fatal signal: write what the buffers hold (the events just before a crash are the
+ * ones that explain it), then let the signal do what it would have done. */
+static const int fatal[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT};
+static struct sigaction previous[sizeof fatal / sizeof fatal[0]];
+
+static void on_fatal(int sig)
+{
+	static int once;
+
+	for (size_t i = 0; i < sizeof fatal / sizeof fatal[0]; i++)
+		if (fatal[i] == sig)
+			sigaction(sig, &previous[i], NULL);
+	if (!__atomic_exchange_n(&once, 1, __ATOMIC_ACQ_REL) && mtp_state == MTP_ON)
+		mtp_writer_crash_flush();
+	raise(sig); /* delivered when the handler returns, to the handler that was there before */
+}
+
+static void catch_fatal_signals(void)
+{
+	struct sigaction sa = {.sa_handler = on_fatal, .sa_flags = SA_NODEFER};
+
+	sigemptyset(&sa.sa_mask);
+	for (size_t i = 0; i < sizeof fatal / sizeof fatal[0]; i++) {
+		struct sigaction old;
+		/* an application's own handler stays: it was there first and may chain to the default */
+		if (sigaction(fatal[i], NULL, &old) == 0 && old.sa_handler == SIG_DFL && !(old.sa_flags & SA_SIGINFO)) {
+			previous[i] = old;
+			sigaction(fatal[i], &sa, NULL);
+		}
+	}
+}
+
 static void fork_prepare(void)
 {
 	if (mtp_state == MTP_ON)
@@ -88,5 +122,6 @@ __attribute__((constructor)) static void mtp_init(void)
 	}
 	pthread_atfork(fork_prepare, fork_parent, fork_child);
 	atexit(at_exit);
+	catch_fatal_signals();
 	__atomic_store_n(&mtp_state, MTP_ON, __ATOMIC_RELEASE);
 }

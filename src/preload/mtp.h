@@ -125,6 +125,7 @@ MTP_HIDDEN int mtp_writer_start(void);
 MTP_HIDDEN void mtp_writer_stop(void);               /* final flush, END chunk */
 MTP_HIDDEN void mtp_write_late(const struct mt_event *e); /* after stop: synchronous */
 MTP_HIDDEN void mtp_writer_wake(void);
+MTP_HIDDEN void mtp_writer_crash_flush(void);       /* from a fatal signal's handler */
 MTP_HIDDEN const char *mtp_trace_path(void);
 MTP_HIDDEN int mtp_writer_snapshot(const char *path); /* the trace so far, closed, into path */
 MTP_HIDDEN void mtp_writer_atfork_prepare(void);

@@ -576,6 +576,16 @@ void mtp_writer_atfork_child(bool keep)
 	__atomic_store_n(&mtp_state, MTP_OFF, __ATOMIC_RELEASE);
 }
 
+/* ---- a crash: write what the buffers hold, if the writer is not in the middle of a write ---- */
+
+void mtp_writer_crash_flush(void)
+{
+	if (pthread_mutex_trylock(&w.lock) != 0)
+		return; /* the writer holds it: what it is writing will reach the file */
+	drain();
+	pthread_mutex_unlock(&w.lock);
+}
+
 /* ---- snapshots: the trace so far, with an END chunk, in a file of its own ---- */
 
 int mtp_writer_snapshot(const char *path)

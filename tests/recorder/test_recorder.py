@@ -137,6 +137,27 @@ if one_trace("cudaGetDriverEntryPointByVersion", traces, p):
     ok(rep["devices"][0]["peak_allocated_bytes"] == 6 << 20 and rep["live_at_exit"] == [],
        "entry points: 6 MiB at the peak, all released", rep["devices"])
 
+p, traces = record("plugin", [WORK, "plugin", os.path.join(B, "tests/recorder/.libs/libplugin.so")])
+if one_trace("a library loaded with dlopen after start", traces, p):
+    ev = [e for e in dump(traces[0]) if e["kind"] == "alloc"]
+    ok(ev and ev[0]["size"] == 12000006 and "plugin_alloc" in ev[0]["functions"],
+       "its allocation's stack is symbolized from the module map written after the load", ev)
+
+p, traces = record("lifetime", [WORK, "lifetime"], env={"WORKLOAD_LIFETIME": "1"})
+if one_trace("before main and after exit", traces, p):
+    ev = dump(traces[0])
+    ok(sizes(ev, "alloc") == [12000007, 12000008], "allocations before main and after exit began are recorded",
+       sizes(ev, "alloc"))
+    _, rep = report(traces[0])
+    ok([g["bytes"] for g in rep["live_at_exit"]] == [12000008] and rep["events"]["frees"] == 1,
+       "the free in an atexit handler is matched; the late allocation is live at exit", rep["live_at_exit"])
+
+p, traces = record("abort", [WORK, "abort"])
+ok(p.returncode == 134 and len(traces) == 1, "abort(): status 134 passed through, a trace left", p.stderr)
+if traces:
+    rp, rep = report(traces[0])
+    ok(rp.returncode == 3 and rep and not rep["complete"], "abort(): the trace reads back, cut short", rp.stderr)
+
 # ---- NVTX phases, tags, marks, snapshots, OOM ----
 p, traces = record("nvtx", [WORK, "nvtx"])
 if one_trace("NVTX", traces, p):

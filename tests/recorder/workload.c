@@ -14,7 +14,10 @@
  *   nvtx        allocations inside nested NVTX ranges
  *   oom         an allocation past the device's capacity
  *   many        a long run of allocations from one call site
- *   exit N      exits with status N;  kill: ends itself with SIGKILL */
+ *   exit N      exits with status N;  kill: ends itself with SIGKILL
+ *   plugin LIB  dlopen()s LIB after start and calls its plugin_alloc
+ *   lifetime    allocations made before main and after exit starts (see early/late below)
+ *   abort       allocates, then abort()s */
 #include <cuda.h>
 #include <cudaTypedefs.h>
 #include <cuda_runtime_api.h>
@@ -362,6 +365,24 @@ static NOINLINE void many(long n)
 		alloc_free(11000001);
 }
 
+static void *early;
+
+/* Before main: a constructor's allocation, kept until an atexit handler frees it. */
+__attribute__((constructor)) static void before_main(void)
+{
+	const char *mode = getenv("WORKLOAD_LIFETIME");
+	if (mode && cudaMalloc(&early, 12000007) != cudaSuccess)
+		early = NULL;
+}
+
+static void after_main(void)
+{
+	void *late;
+	cudaFree(early);
+	if (cudaMalloc(&late, 12000008) == cudaSuccess) /* made after exit began, never freed */
+		early = late;
+}
+
 int main(int argc, char **argv)
 {
 	const char *mode = argc > 1 ? argv[1] : "";
@@ -392,7 +413,19 @@ int main(int argc, char **argv)
 		oom();
 	else if (!strcmp(mode, "many"))
 		many(argc > 2 ? atol(argv[2]) : 100000);
-	else if (!strcmp(mode, "exit") && argc > 2)
+	else if (!strcmp(mode, "plugin") && argc > 2) {
+		void *lib = dlopen(argv[2], RTLD_NOW);
+		void (*plugin_alloc)(void) = lib ? (void (*)(void))dlsym(lib, "plugin_alloc") : NULL;
+		check(plugin_alloc != NULL, "loading the plugin");
+		if (plugin_alloc)
+			plugin_alloc();
+	} else if (!strcmp(mode, "lifetime")) {
+		check(early != NULL, "an allocation before main");
+		atexit(after_main);
+	} else if (!strcmp(mode, "abort")) {
+		alloc_free(12000009);
+		abort();
+	} else if (!strcmp(mode, "exit") && argc > 2)
 		return atoi(argv[2]);
 	else if (!strcmp(mode, "kill"))
 		raise(SIGKILL);

@@ -1,0 +1,10 @@
+/* A library the recorder's workload loads with dlopen after start: its allocation's
+ * stack must still be symbolized (the module map is rewritten when libraries load). */
+#include <cuda_runtime_api.h>
+
+__attribute__((noinline)) void plugin_alloc(void)
+{
+	void *p;
+	if (cudaMalloc(&p, 12000006) == cudaSuccess)
+		cudaFree(p);
+}
