@@ -12,13 +12,6 @@
 #include "cupti/cupti_backend.h"
 #include "preload/hooks.h"
 
-static uint8_t device_of(const CUmemLocation *loc)
-{
-	return loc && loc->type == CU_MEM_LOCATION_TYPE_DEVICE && loc->id >= 0 && loc->id < MT_NO_DEVICE
-		       ? (uint8_t)loc->id
-		       : MT_NO_DEVICE;
-}
-
 /* Releases, before the driver acts on them: the address may be reused at once. */
 static void on_enter(CUpti_CallbackId cbid, const void *params)
 {
@@ -56,16 +49,7 @@ static void on_enter(CUpti_CallbackId cbid, const void *params)
 	}
 }
 
-/* An allocation's outcome, read from the parameters after the driver returned. */
-static void made(CUresult r, uint8_t kind, uint8_t api, uint8_t dev, uint64_t addr, uint64_t size, uint64_t aux,
-		 uint64_t aux2)
-{
-	if (r == CUDA_SUCCESS)
-		mtp_hook_made(kind, api, dev, addr, size, aux, aux2);
-	else
-		mtp_hook_failed(MT_EV_ALLOC_FAILED, api, dev, size, r);
-}
-
+/* Allocations and failures, read from the parameters after the driver returned. */
 static void on_exit_(CUpti_CallbackId cbid, const void *params, CUresult r)
 {
 	uint8_t dev;
@@ -73,48 +57,48 @@ static void on_exit_(CUpti_CallbackId cbid, const void *params, CUresult r)
 	switch (cbid) {
 	case CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2: {
 		const cuMemAlloc_v2_params *p = params;
-		made(r, MT_EV_ALLOC, MT_API_DRIVER, mtp_driver_device(), r ? 0 : *p->dptr, p->bytesize, 0, 0);
+		mtp_hook_outcome(r, MT_EV_ALLOC, MT_API_DRIVER, mtp_driver_device(), r ? 0 : *p->dptr, p->bytesize, 0, 0);
 		break;
 	}
 	case CUPTI_DRIVER_TRACE_CBID_cuMemAllocPitch_v2: {
 		const cuMemAllocPitch_v2_params *p = params;
-		made(r, MT_EV_ALLOC, MT_API_PITCH, mtp_driver_device(), r ? 0 : *p->dptr,
+		mtp_hook_outcome(r, MT_EV_ALLOC, MT_API_PITCH, mtp_driver_device(), r ? 0 : *p->dptr,
 		     r ? p->WidthInBytes * p->Height : *p->pPitch * p->Height, 0, 0);
 		break;
 	}
 	case CUPTI_DRIVER_TRACE_CBID_cuMemAllocManaged: {
 		const cuMemAllocManaged_params *p = params;
-		made(r, MT_EV_MANAGED_ALLOC, MT_API_MANAGED, mtp_driver_device(), r ? 0 : *p->dptr, p->bytesize, p->flags,
+		mtp_hook_outcome(r, MT_EV_MANAGED_ALLOC, MT_API_MANAGED, mtp_driver_device(), r ? 0 : *p->dptr, p->bytesize, p->flags,
 		     0);
 		break;
 	}
 	case CUPTI_DRIVER_TRACE_CBID_cuMemHostAlloc: {
 		const cuMemHostAlloc_params *p = params;
-		made(r, MT_EV_HOST_ALLOC, MT_API_HOST, MT_NO_DEVICE, r ? 0 : (uintptr_t)*p->pp, p->bytesize, p->Flags, 0);
+		mtp_hook_outcome(r, MT_EV_HOST_ALLOC, MT_API_HOST, MT_NO_DEVICE, r ? 0 : (uintptr_t)*p->pp, p->bytesize, p->Flags, 0);
 		break;
 	}
 	case CUPTI_DRIVER_TRACE_CBID_cuMemAllocHost_v2: {
 		const cuMemAllocHost_v2_params *p = params;
-		made(r, MT_EV_HOST_ALLOC, MT_API_HOST, MT_NO_DEVICE, r ? 0 : (uintptr_t)*p->pp, p->bytesize, 0, 0);
+		mtp_hook_outcome(r, MT_EV_HOST_ALLOC, MT_API_HOST, MT_NO_DEVICE, r ? 0 : (uintptr_t)*p->pp, p->bytesize, 0, 0);
 		break;
 	}
 	case CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync:
 	case CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync_ptsz: {
 		const cuMemAllocAsync_params *p = params;
-		made(r, MT_EV_ALLOC, MT_API_ASYNC, mtp_driver_device(), r ? 0 : *p->dptr, p->bytesize,
+		mtp_hook_outcome(r, MT_EV_ALLOC, MT_API_ASYNC, mtp_driver_device(), r ? 0 : *p->dptr, p->bytesize,
 		     (uintptr_t)p->hStream, 0);
 		break;
 	}
 	case CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync:
 	case CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync_ptsz: {
 		const cuMemAllocFromPoolAsync_params *p = params;
-		made(r, MT_EV_ALLOC, MT_API_POOL, mtp_driver_device(), r ? 0 : *p->dptr, p->bytesize,
+		mtp_hook_outcome(r, MT_EV_ALLOC, MT_API_POOL, mtp_driver_device(), r ? 0 : *p->dptr, p->bytesize,
 		     (uintptr_t)p->hStream, (uintptr_t)p->pool);
 		break;
 	}
 	case CUPTI_DRIVER_TRACE_CBID_cuMemCreate: {
 		const cuMemCreate_params *p = params;
-		dev = device_of(p->prop ? &p->prop->location : NULL);
+		dev = mtp_location_device(p->prop ? &p->prop->location : NULL);
 		if (r == CUDA_SUCCESS) {
 			struct mt_event e = {.kind = MT_EV_VMM_CREATE, .device = dev, .size = p->size, .aux = *p->handle,
 					     .flags = p->prop ? (uint8_t)p->prop->location.type : 0};
@@ -141,7 +125,7 @@ static void on_exit_(CUpti_CallbackId cbid, const void *params, CUresult r)
 		const cuMemPoolCreate_params *p = params;
 		if (r == CUDA_SUCCESS) {
 			struct mt_event e = {.kind = MT_EV_POOL_CREATE, .aux = (uintptr_t)*p->pool,
-					     .device = device_of(p->poolProps ? &p->poolProps->location : NULL)};
+					     .device = mtp_location_device(p->poolProps ? &p->poolProps->location : NULL)};
 			mtp_record(&e, true);
 		}
 		break;
@@ -168,11 +152,8 @@ static void on_exit_(CUpti_CallbackId cbid, const void *params, CUresult r)
 	case CUPTI_DRIVER_TRACE_CBID_cuMemRelease:
 	case CUPTI_DRIVER_TRACE_CBID_cuMemUnmap:
 	case CUPTI_DRIVER_TRACE_CBID_cuMemAddressFree:
-		if (r != CUDA_SUCCESS) { /* the release recorded on entry did not happen */
-			struct mt_event e = {.kind = cbid == CUPTI_DRIVER_TRACE_CBID_cuMemFreeHost ? MT_EV_HOST_FREE : MT_EV_FREE,
-					     .device = MT_NO_DEVICE, .error = r};
-			mtp_record(&e, false);
-		}
+		/* the release recorded on entry did not happen */
+		mtp_hook_release_failed(r, cbid == CUPTI_DRIVER_TRACE_CBID_cuMemFreeHost ? MT_EV_HOST_FREE : MT_EV_FREE, 0);
 		break;
 	default:
 		break;

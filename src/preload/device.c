@@ -93,3 +93,27 @@ void mtp_hook_failed(uint8_t kind, uint8_t api, uint8_t device, uint64_t size, i
 	mtp_record(&e, true);
 }
 
+
+void mtp_hook_outcome(int error, uint8_t kind, uint8_t api, uint8_t device, uint64_t addr, uint64_t size,
+		      uint64_t aux, uint64_t aux2)
+{
+	if (error)
+		mtp_hook_failed(MT_EV_ALLOC_FAILED, api, device, size, error);
+	else if (addr) /* the runtime answers a zero-byte request with NULL: nothing was made */
+		mtp_hook_made(kind, api, device, addr, size, aux, aux2);
+}
+
+void mtp_hook_release_failed(int error, uint8_t kind, uint64_t addr)
+{
+	if (error) {
+		struct mt_event e = {.kind = kind, .device = MT_NO_DEVICE, .addr = addr, .error = error};
+		mtp_record(&e, false);
+	}
+}
+
+uint8_t mtp_location_device(const CUmemLocation *loc)
+{
+	return loc && loc->type == CU_MEM_LOCATION_TYPE_DEVICE && loc->id >= 0 && loc->id < MT_NO_DEVICE
+		       ? (uint8_t)loc->id
+		       : MT_NO_DEVICE;
+}

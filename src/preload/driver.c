@@ -9,25 +9,6 @@
 #include "preload/driver_hooks.def"
 #undef DRV
 
-/* An allocation's outcome: the memory made, or the failure with its code. */
-static void made_or_failed(CUresult r, uint8_t kind, uint8_t api, uint8_t device, uint64_t addr, uint64_t size,
-			   uint64_t aux, uint64_t aux2)
-{
-	if (r == CUDA_SUCCESS)
-		mtp_hook_made(kind, api, device, addr, size, aux, aux2);
-	else
-		mtp_hook_failed(MT_EV_ALLOC_FAILED, api, device, size, r);
-}
-
-/* A release's outcome: only a failure adds anything (the release was recorded before). */
-static void release_failed(CUresult r, uint8_t kind, uint64_t addr)
-{
-	if (r != CUDA_SUCCESS) {
-		struct mt_event e = {.kind = kind, .device = MT_NO_DEVICE, .addr = addr, .error = r};
-		mtp_record(&e, false);
-	}
-}
-
 #define REAL_OR_RETURN(var, sym)                         \
 	__typeof__(mtp_real_##sym) var = MTP_REAL(sym);  \
 	if (unlikely(!var))                              \
@@ -41,7 +22,7 @@ MTP_EXPORT CUresult CUDAAPI cuMemAlloc(CUdeviceptr *dptr, size_t bytesize)
 	bool rec = mtp_enter();
 	CUresult r = real(dptr, bytesize);
 	if (rec)
-		made_or_failed(r, MT_EV_ALLOC, MT_API_DRIVER, mtp_driver_device(), r ? 0 : *dptr, bytesize, 0, 0);
+		mtp_hook_outcome(r, MT_EV_ALLOC, MT_API_DRIVER, mtp_driver_device(), r ? 0 : *dptr, bytesize, 0, 0);
 	mtp_leave();
 	return r;
 }
@@ -53,7 +34,7 @@ MTP_EXPORT CUresult CUDAAPI cuMemAllocPitch(CUdeviceptr *dptr, size_t *pitch, si
 	bool rec = mtp_enter();
 	CUresult r = real(dptr, pitch, width, height, elem);
 	if (rec)
-		made_or_failed(r, MT_EV_ALLOC, MT_API_PITCH, mtp_driver_device(), r ? 0 : *dptr,
+		mtp_hook_outcome(r, MT_EV_ALLOC, MT_API_PITCH, mtp_driver_device(), r ? 0 : *dptr,
 			       r ? width * height : *pitch * height, 0, 0);
 	mtp_leave();
 	return r;
@@ -67,7 +48,7 @@ MTP_EXPORT CUresult CUDAAPI cuMemFree(CUdeviceptr dptr)
 		mtp_hook_gone(MT_EV_FREE, dptr, 0, 0);
 	CUresult r = real(dptr);
 	if (rec)
-		release_failed(r, MT_EV_FREE, dptr);
+		mtp_hook_release_failed(r, MT_EV_FREE, dptr);
 	mtp_leave();
 	return r;
 }
@@ -92,7 +73,7 @@ MTP_EXPORT CUresult CUDAAPI cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize
 	bool rec = mtp_enter();
 	CUresult r = real(dptr, bytesize, flags);
 	if (rec)
-		made_or_failed(r, MT_EV_MANAGED_ALLOC, MT_API_MANAGED, mtp_driver_device(), r ? 0 : *dptr, bytesize,
+		mtp_hook_outcome(r, MT_EV_MANAGED_ALLOC, MT_API_MANAGED, mtp_driver_device(), r ? 0 : *dptr, bytesize,
 			       flags, 0);
 	mtp_leave();
 	return r;
@@ -104,7 +85,7 @@ MTP_EXPORT CUresult CUDAAPI cuMemHostAlloc(void **pp, size_t bytesize, unsigned 
 	bool rec = mtp_enter();
 	CUresult r = real(pp, bytesize, flags);
 	if (rec)
-		made_or_failed(r, MT_EV_HOST_ALLOC, MT_API_HOST, MT_NO_DEVICE, r ? 0 : (uintptr_t)*pp, bytesize,
+		mtp_hook_outcome(r, MT_EV_HOST_ALLOC, MT_API_HOST, MT_NO_DEVICE, r ? 0 : (uintptr_t)*pp, bytesize,
 			       flags, 0);
 	mtp_leave();
 	return r;
@@ -116,7 +97,7 @@ MTP_EXPORT CUresult CUDAAPI cuMemAllocHost(void **pp, size_t bytesize)
 	bool rec = mtp_enter();
 	CUresult r = real(pp, bytesize);
 	if (rec)
-		made_or_failed(r, MT_EV_HOST_ALLOC, MT_API_HOST, MT_NO_DEVICE, r ? 0 : (uintptr_t)*pp, bytesize, 0,
+		mtp_hook_outcome(r, MT_EV_HOST_ALLOC, MT_API_HOST, MT_NO_DEVICE, r ? 0 : (uintptr_t)*pp, bytesize, 0,
 			       0);
 	mtp_leave();
 	return r;
@@ -130,7 +111,7 @@ MTP_EXPORT CUresult CUDAAPI cuMemFreeHost(void *p)
 		mtp_hook_gone(MT_EV_HOST_FREE, (uintptr_t)p, 0, 0);
 	CUresult r = real(p);
 	if (rec)
-		release_failed(r, MT_EV_HOST_FREE, (uintptr_t)p);
+		mtp_hook_release_failed(r, MT_EV_HOST_FREE, (uintptr_t)p);
 	mtp_leave();
 	return r;
 }
@@ -142,7 +123,7 @@ static CUresult alloc_async(PFN_cuMemAllocAsync_v11020 real, CUdeviceptr *dptr, 
 	bool rec = mtp_enter();
 	CUresult r = real(dptr, n, s);
 	if (rec)
-		made_or_failed(r, MT_EV_ALLOC, MT_API_ASYNC, mtp_driver_device(), r ? 0 : *dptr, n, (uintptr_t)s, 0);
+		mtp_hook_outcome(r, MT_EV_ALLOC, MT_API_ASYNC, mtp_driver_device(), r ? 0 : *dptr, n, (uintptr_t)s, 0);
 	mtp_leave();
 	return r;
 }
@@ -166,7 +147,7 @@ static CUresult free_async(PFN_cuMemFreeAsync_v11020 real, CUdeviceptr dptr, CUs
 		mtp_hook_gone(MT_EV_FREE, dptr, 0, (uintptr_t)s);
 	CUresult r = real(dptr, s);
 	if (rec)
-		release_failed(r, MT_EV_FREE, dptr);
+		mtp_hook_release_failed(r, MT_EV_FREE, dptr);
 	mtp_leave();
 	return r;
 }
@@ -189,7 +170,7 @@ static CUresult alloc_from_pool(PFN_cuMemAllocFromPoolAsync_v11020 real, CUdevic
 	bool rec = mtp_enter();
 	CUresult r = real(dptr, n, pool, s);
 	if (rec)
-		made_or_failed(r, MT_EV_ALLOC, MT_API_POOL, mtp_driver_device(), r ? 0 : *dptr, n, (uintptr_t)s,
+		mtp_hook_outcome(r, MT_EV_ALLOC, MT_API_POOL, mtp_driver_device(), r ? 0 : *dptr, n, (uintptr_t)s,
 			       (uintptr_t)pool);
 	mtp_leave();
 	return r;
@@ -215,10 +196,8 @@ MTP_EXPORT CUresult CUDAAPI cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolP
 	bool rec = mtp_enter();
 	CUresult r = real(pool, props);
 	if (rec && r == CUDA_SUCCESS) {
-		struct mt_event e = {.kind = MT_EV_POOL_CREATE, .aux = (uintptr_t)*pool, .device = MT_NO_DEVICE};
-		if (props->location.type == CU_MEM_LOCATION_TYPE_DEVICE && props->location.id >= 0 &&
-		    props->location.id < MT_NO_DEVICE)
-			e.device = (uint8_t)props->location.id;
+		struct mt_event e = {.kind = MT_EV_POOL_CREATE, .aux = (uintptr_t)*pool,
+				     .device = mtp_location_device(&props->location)};
 		mtp_record(&e, true);
 	}
 	mtp_leave();
@@ -256,10 +235,8 @@ MTP_EXPORT CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle *handle, si
 	bool rec = mtp_enter();
 	CUresult r = real(handle, size, prop, flags);
 	if (rec) {
-		uint8_t dev = MT_NO_DEVICE, loc = prop ? (uint8_t)prop->location.type : 0;
-		if (prop && prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE && prop->location.id >= 0 &&
-		    prop->location.id < MT_NO_DEVICE)
-			dev = (uint8_t)prop->location.id;
+		uint8_t dev = mtp_location_device(prop ? &prop->location : NULL);
+		uint8_t loc = prop ? (uint8_t)prop->location.type : 0;
 		if (r == CUDA_SUCCESS) {
 			struct mt_event e = {.kind = MT_EV_VMM_CREATE, .flags = loc, .device = dev, .size = size,
 					     .aux = *handle};
@@ -280,7 +257,7 @@ MTP_EXPORT CUresult CUDAAPI cuMemRelease(CUmemGenericAllocationHandle handle)
 		mtp_hook_gone(MT_EV_VMM_RELEASE, 0, 0, handle);
 	CUresult r = real(handle);
 	if (rec)
-		release_failed(r, MT_EV_VMM_RELEASE, 0);
+		mtp_hook_release_failed(r, MT_EV_VMM_RELEASE, 0);
 	mtp_leave();
 	return r;
 }
@@ -305,7 +282,7 @@ MTP_EXPORT CUresult CUDAAPI cuMemAddressFree(CUdeviceptr ptr, size_t size)
 		mtp_hook_gone(MT_EV_VMM_ADDR_FREE, ptr, size, 0);
 	CUresult r = real(ptr, size);
 	if (rec)
-		release_failed(r, MT_EV_VMM_ADDR_FREE, ptr);
+		mtp_hook_release_failed(r, MT_EV_VMM_ADDR_FREE, ptr);
 	mtp_leave();
 	return r;
 }
@@ -316,11 +293,8 @@ MTP_EXPORT CUresult CUDAAPI cuMemSetAccess(CUdeviceptr ptr, size_t size, const C
 	bool rec = mtp_enter();
 	CUresult r = real(ptr, size, desc, count);
 	if (rec && r == CUDA_SUCCESS && desc && count) {
-		struct mt_event e = {.kind = MT_EV_VMM_ACCESS, .device = MT_NO_DEVICE, .addr = ptr, .size = size,
-				     .aux = desc[0].flags};
-		if (desc[0].location.type == CU_MEM_LOCATION_TYPE_DEVICE && desc[0].location.id >= 0 &&
-		    desc[0].location.id < MT_NO_DEVICE)
-			e.device = (uint8_t)desc[0].location.id;
+		struct mt_event e = {.kind = MT_EV_VMM_ACCESS, .device = mtp_location_device(&desc[0].location),
+				     .addr = ptr, .size = size, .aux = desc[0].flags};
 		mtp_record(&e, false);
 	}
 	mtp_leave();
@@ -350,7 +324,7 @@ MTP_EXPORT CUresult CUDAAPI cuMemUnmap(CUdeviceptr ptr, size_t size)
 		mtp_hook_gone(MT_EV_VMM_UNMAP, ptr, size, 0);
 	CUresult r = real(ptr, size);
 	if (rec)
-		release_failed(r, MT_EV_VMM_UNMAP, ptr);
+		mtp_hook_release_failed(r, MT_EV_VMM_UNMAP, ptr);
 	mtp_leave();
 	return r;
 }

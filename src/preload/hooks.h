@@ -39,5 +39,11 @@ MTP_HIDDEN void mtp_hook_made(uint8_t kind, uint8_t api, uint8_t device, uint64_
 			      uint64_t aux, uint64_t aux2);
 MTP_HIDDEN void mtp_hook_gone(uint8_t kind, uint64_t addr, uint64_t size, uint64_t aux);
 MTP_HIDDEN void mtp_hook_failed(uint8_t kind, uint8_t api, uint8_t device, uint64_t size, int error);
+/* An allocation call's outcome (error 0: made, when addr is not NULL; else failed). */
+MTP_HIDDEN void mtp_hook_outcome(int error, uint8_t kind, uint8_t api, uint8_t device, uint64_t addr, uint64_t size,
+				 uint64_t aux, uint64_t aux2);
+/* A release recorded before the call failed: say so. */
+MTP_HIDDEN void mtp_hook_release_failed(int error, uint8_t kind, uint64_t addr);
+MTP_HIDDEN uint8_t mtp_location_device(const CUmemLocation *loc); /* MT_NO_DEVICE unless a device */
 
 #endif

@@ -13,22 +13,29 @@
 
 #include "preload/mtp.h"
 
-static int find_self(struct dl_phdr_info *info, size_t size, void *arg)
+bool mtp_load_bounds(const struct dl_phdr_info *info, uintptr_t *lo, uintptr_t *hi)
 {
-	uintptr_t here = (uintptr_t)arg;
-	uintptr_t lo = UINTPTR_MAX, hi = 0;
-
-	(void)size;
+	*lo = UINTPTR_MAX;
+	*hi = 0;
 	for (int i = 0; i < info->dlpi_phnum; i++) {
 		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
 		if (ph->p_type != PT_LOAD)
 			continue;
-		if (info->dlpi_addr + ph->p_vaddr < lo)
-			lo = info->dlpi_addr + ph->p_vaddr;
-		if (info->dlpi_addr + ph->p_vaddr + ph->p_memsz > hi)
-			hi = info->dlpi_addr + ph->p_vaddr + ph->p_memsz;
+		if (info->dlpi_addr + ph->p_vaddr < *lo)
+			*lo = info->dlpi_addr + ph->p_vaddr;
+		if (info->dlpi_addr + ph->p_vaddr + ph->p_memsz > *hi)
+			*hi = info->dlpi_addr + ph->p_vaddr + ph->p_memsz;
 	}
-	if (here < lo || here >= hi)
+	return *hi > *lo;
+}
+
+static int find_self(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	uintptr_t here = (uintptr_t)arg;
+	uintptr_t lo, hi;
+
+	(void)size;
+	if (!mtp_load_bounds(info, &lo, &hi) || here < lo || here >= hi)
 		return 0;
 	mtp_self_start = lo;
 	mtp_self_end = hi;

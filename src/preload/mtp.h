@@ -138,6 +138,9 @@ MTP_HIDDEN void mtp_note_device(uint8_t dev);          /* first sight: DEVICE ev
 MTP_HIDDEN void *mtp_driver_symbol(const char *name); /* the real driver's export */
 
 /* ---- the module that holds memtap's own code, to skip its frames ---- */
+struct dl_phdr_info;
+/* The lowest and highest address a loaded object maps; false when it maps nothing. */
+MTP_HIDDEN bool mtp_load_bounds(const struct dl_phdr_info *info, uintptr_t *lo, uintptr_t *hi);
 extern MTP_HIDDEN uintptr_t mtp_self_start, mtp_self_end;
 
 #endif

@@ -43,32 +43,13 @@ static uint8_t runtime_device(void)
 	return MT_NO_DEVICE;
 }
 
-static void made_or_failed(cudaError_t e, uint8_t kind, uint8_t api, uint8_t device, void *p, uint64_t size,
-			   uint64_t aux, uint64_t aux2)
-{
-	if (e == cudaSuccess) {
-		if (p) /* a zero-byte request succeeds with NULL: nothing was made */
-			mtp_hook_made(kind, api, device, (uintptr_t)p, size, aux, aux2);
-	} else {
-		mtp_hook_failed(MT_EV_ALLOC_FAILED, api, device, size, e);
-	}
-}
-
-static void release_failed(cudaError_t e, uint8_t kind, void *p)
-{
-	if (e != cudaSuccess) {
-		struct mt_event ev = {.kind = kind, .device = MT_NO_DEVICE, .addr = (uintptr_t)p, .error = e};
-		mtp_record(&ev, false);
-	}
-}
-
 MTP_EXPORT cudaError_t CUDARTAPI cudaMalloc(void **devPtr, size_t size)
 {
 	REAL_OR_RETURN(real, cudaMalloc);
 	bool rec = mtp_enter();
 	cudaError_t e = real(devPtr, size);
 	if (rec && devPtr)
-		made_or_failed(e, MT_EV_ALLOC, MT_API_RUNTIME, runtime_device(), e ? NULL : *devPtr, size, 0, 0);
+		mtp_hook_outcome(e, MT_EV_ALLOC, MT_API_RUNTIME, runtime_device(), e ? 0 : (uintptr_t)*devPtr, size, 0, 0);
 	mtp_leave();
 	return e;
 }
@@ -79,7 +60,7 @@ MTP_EXPORT cudaError_t CUDARTAPI cudaMallocPitch(void **devPtr, size_t *pitch, s
 	bool rec = mtp_enter();
 	cudaError_t e = real(devPtr, pitch, width, height);
 	if (rec && devPtr && pitch)
-		made_or_failed(e, MT_EV_ALLOC, MT_API_PITCH, runtime_device(), e ? NULL : *devPtr,
+		mtp_hook_outcome(e, MT_EV_ALLOC, MT_API_PITCH, runtime_device(), e ? 0 : (uintptr_t)*devPtr,
 			       e ? width * height : *pitch * height, 0, 0);
 	mtp_leave();
 	return e;
@@ -91,7 +72,7 @@ MTP_EXPORT cudaError_t CUDARTAPI cudaMalloc3D(struct cudaPitchedPtr *p, struct c
 	bool rec = mtp_enter();
 	cudaError_t e = real(p, extent);
 	if (rec && p)
-		made_or_failed(e, MT_EV_ALLOC, MT_API_PITCH, runtime_device(), e ? NULL : p->ptr,
+		mtp_hook_outcome(e, MT_EV_ALLOC, MT_API_PITCH, runtime_device(), e ? 0 : (uintptr_t)p->ptr,
 			       (e ? extent.width : p->pitch) * extent.height * extent.depth, 0, 0);
 	mtp_leave();
 	return e;
@@ -103,7 +84,7 @@ MTP_EXPORT cudaError_t CUDARTAPI cudaMallocManaged(void **devPtr, size_t size, u
 	bool rec = mtp_enter();
 	cudaError_t e = real(devPtr, size, flags);
 	if (rec && devPtr)
-		made_or_failed(e, MT_EV_MANAGED_ALLOC, MT_API_MANAGED, runtime_device(), e ? NULL : *devPtr, size,
+		mtp_hook_outcome(e, MT_EV_MANAGED_ALLOC, MT_API_MANAGED, runtime_device(), e ? 0 : (uintptr_t)*devPtr, size,
 			       flags, 0);
 	mtp_leave();
 	return e;
@@ -117,7 +98,7 @@ MTP_EXPORT cudaError_t CUDARTAPI cudaFree(void *devPtr)
 		mtp_hook_gone(MT_EV_FREE, (uintptr_t)devPtr, 0, 0);
 	cudaError_t e = real(devPtr);
 	if (rec && devPtr)
-		release_failed(e, MT_EV_FREE, devPtr);
+		mtp_hook_release_failed(e, MT_EV_FREE, (uintptr_t)devPtr);
 	mtp_leave();
 	return e;
 }
@@ -128,7 +109,7 @@ MTP_EXPORT cudaError_t CUDARTAPI cudaHostAlloc(void **pHost, size_t size, unsign
 	bool rec = mtp_enter();
 	cudaError_t e = real(pHost, size, flags);
 	if (rec && pHost)
-		made_or_failed(e, MT_EV_HOST_ALLOC, MT_API_HOST, MT_NO_DEVICE, e ? NULL : *pHost, size, flags, 0);
+		mtp_hook_outcome(e, MT_EV_HOST_ALLOC, MT_API_HOST, MT_NO_DEVICE, e ? 0 : (uintptr_t)*pHost, size, flags, 0);
 	mtp_leave();
 	return e;
 }
@@ -139,7 +120,7 @@ MTP_EXPORT cudaError_t CUDARTAPI cudaMallocHost(void **ptr, size_t size)
 	bool rec = mtp_enter();
 	cudaError_t e = real(ptr, size);
 	if (rec && ptr)
-		made_or_failed(e, MT_EV_HOST_ALLOC, MT_API_HOST, MT_NO_DEVICE, e ? NULL : *ptr, size, 0, 0);
+		mtp_hook_outcome(e, MT_EV_HOST_ALLOC, MT_API_HOST, MT_NO_DEVICE, e ? 0 : (uintptr_t)*ptr, size, 0, 0);
 	mtp_leave();
 	return e;
 }
@@ -152,7 +133,7 @@ MTP_EXPORT cudaError_t CUDARTAPI cudaFreeHost(void *ptr)
 		mtp_hook_gone(MT_EV_HOST_FREE, (uintptr_t)ptr, 0, 0);
 	cudaError_t e = real(ptr);
 	if (rec && ptr)
-		release_failed(e, MT_EV_HOST_FREE, ptr);
+		mtp_hook_release_failed(e, MT_EV_HOST_FREE, (uintptr_t)ptr);
 	mtp_leave();
 	return e;
 }
@@ -178,7 +159,7 @@ static cudaError_t malloc_async(__typeof__(cudaMallocAsync) *real, void **devPtr
 	bool rec = mtp_enter();
 	cudaError_t e = real(devPtr, size, s);
 	if (rec && devPtr)
-		made_or_failed(e, MT_EV_ALLOC, MT_API_ASYNC, runtime_device(), e ? NULL : *devPtr, size, (uintptr_t)s,
+		mtp_hook_outcome(e, MT_EV_ALLOC, MT_API_ASYNC, runtime_device(), e ? 0 : (uintptr_t)*devPtr, size, (uintptr_t)s,
 			       0);
 	mtp_leave();
 	return e;
@@ -203,7 +184,7 @@ static cudaError_t free_async(__typeof__(cudaFreeAsync) *real, void *devPtr, cud
 		mtp_hook_gone(MT_EV_FREE, (uintptr_t)devPtr, 0, (uintptr_t)s);
 	cudaError_t e = real(devPtr, s);
 	if (rec && devPtr)
-		release_failed(e, MT_EV_FREE, devPtr);
+		mtp_hook_release_failed(e, MT_EV_FREE, (uintptr_t)devPtr);
 	mtp_leave();
 	return e;
 }
@@ -226,7 +207,7 @@ static cudaError_t malloc_from_pool(__typeof__(cudaMallocFromPoolAsync) *real, v
 	bool rec = mtp_enter();
 	cudaError_t e = real(ptr, size, pool, s);
 	if (rec && ptr)
-		made_or_failed(e, MT_EV_ALLOC, MT_API_POOL, runtime_device(), e ? NULL : *ptr, size, (uintptr_t)s,
+		mtp_hook_outcome(e, MT_EV_ALLOC, MT_API_POOL, runtime_device(), e ? 0 : (uintptr_t)*ptr, size, (uintptr_t)s,
 			       (uintptr_t)pool);
 	mtp_leave();
 	return e;

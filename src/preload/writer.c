@@ -101,7 +101,7 @@ static void build_id(const struct dl_phdr_info *info, char *out, size_t len)
 static int scan_one(struct dl_phdr_info *info, size_t size, void *arg)
 {
 	struct scan *s = arg;
-	uintptr_t lo = UINTPTR_MAX, hi = 0;
+	uintptr_t lo, hi;
 	char path[4096], id[128];
 	const char *name = info->dlpi_name;
 	uint64_t key;
@@ -110,15 +110,8 @@ static int scan_one(struct dl_phdr_info *info, size_t size, void *arg)
 	(void)size;
 	s->adds = info->dlpi_adds;
 	s->subs = info->dlpi_subs;
-	for (int i = 0; i < info->dlpi_phnum; i++) {
-		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-		if (ph->p_type != PT_LOAD)
-			continue;
-		if (info->dlpi_addr + ph->p_vaddr < lo)
-			lo = info->dlpi_addr + ph->p_vaddr;
-		if (info->dlpi_addr + ph->p_vaddr + ph->p_memsz > hi)
-			hi = info->dlpi_addr + ph->p_vaddr + ph->p_memsz;
-	}
+	if (!mtp_load_bounds(info, &lo, &hi))
+		return 0;
 	if (!name || !*name) {
 		ssize_t k = readlink("/proc/self/exe", path, sizeof path - 1);
 		if (k <= 0)
@@ -126,8 +119,6 @@ static int scan_one(struct dl_phdr_info *info, size_t size, void *arg)
 		path[k] = '\0';
 		name = path;
 	}
-	if (hi <= lo)
-		return 0;
 	key = (uint64_t)lo * 0x9e3779b97f4a7c15ull ^ (uint64_t)hi;
 	for (size_t i = 0; i < w.nmodules; i++)
 		if (w.module_key[i] == key)

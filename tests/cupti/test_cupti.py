@@ -8,21 +8,15 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.join(os.environ["MT_SRCDIR"], "tests"))
+from tap import done, ok  # noqa: E402
+
 B = os.environ["MT_BUILDDIR"]
 MEMTAP = os.path.join(B, "tools/memtap/memtap")
 LIB = os.path.join(B, "src/cupti/.libs/libmemtap-cupti.so")
 FAKE = os.path.join(B, "tests/cupti/.libs")
 TMP = tempfile.mkdtemp(prefix="memtap-cupti-")
-count = failed = 0
 
-
-def ok(cond, what, detail=""):
-    global count, failed
-    count += 1
-    print(("ok %d - %s" if cond else "not ok %d - %s") % (count, what))
-    if not cond:
-        failed += 1
-        print("#   " + str(detail)[:800].replace("\n", "\n#   "))
 
 
 env = dict(os.environ, MEMTAP_OUTPUT=os.path.join(TMP, "cupti-%p.trace"),
@@ -62,5 +56,4 @@ ok(p.returncode == 0, "--backend=cupti without a GPU: the job runs unchanged", p
 ok(p.stderr.count("cannot subscribe") == 1, "and CUPTI's refusal is said in one line", p.stderr)
 p = subprocess.run([MEMTAP, "run", "--backend=nvml", "--", work, "runtime"], capture_output=True, text=True)
 ok(p.returncode == 2 and p.stderr.count("\n") == 1, "an unknown backend: one line, exit 2", p.stderr)
-print("1..%d" % count)
-sys.exit(1 if failed else 0)
+done()

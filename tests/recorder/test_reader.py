@@ -8,20 +8,13 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.join(os.environ["MT_SRCDIR"], "tests"))
+from tap import done, ok  # noqa: E402
+
 B = os.environ["MT_BUILDDIR"]
 MEMTAP = os.path.join(B, "tools/memtap/memtap")
 TMP = tempfile.mkdtemp(prefix="memtap-reader-")
-count = failed = 0
 
-
-def ok(cond, what, detail=""):
-    global count, failed
-    count += 1
-    print(("ok %d - %s" if cond else "not ok %d - %s") % (count, what))
-    if not cond:
-        failed += 1
-        print("#   " + str(detail)[:500].replace("\n", "\n#   "))
-    return cond
 
 
 def run(*args):
@@ -82,5 +75,4 @@ p = run("report", "--top", "x", trace)
 ok(p.returncode == 2 and p.stderr.count("\n") == 1, "a bad --top: one line, exit 2", p.stderr)
 p = run("frobnicate")
 ok(p.returncode == 2 and p.stderr.count("\n") == 1, "an unknown command: one line, exit 2", p.stderr)
-print("1..%d" % count)
-sys.exit(1 if failed else 0)
+done()

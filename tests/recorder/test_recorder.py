@@ -11,6 +11,9 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.join(os.environ["MT_SRCDIR"], "tests"))
+from tap import done, ok  # noqa: E402
+
 B = os.environ["MT_BUILDDIR"]
 S = os.environ["MT_SRCDIR"]
 MEMTAP = os.path.join(B, "tools/memtap/memtap")
@@ -19,19 +22,7 @@ SIMTRAIN = os.path.join(B, "tools/simtrain/simtrain")
 LIB = os.path.join(B, "src/preload/.libs/libmemtap.so")
 TMP = tempfile.mkdtemp(prefix="memtap-test-")
 TSAN = "thread" in os.environ.get("MT_SANITIZERS", "")
-count = failed = 0
 
-
-def ok(cond, what, detail=""):
-    global count, failed
-    count += 1
-    print(("ok %d - %s" if cond else "not ok %d - %s") % (count, what))
-    if not cond:
-        failed += 1
-        for line in str(detail).splitlines()[:20]:
-            print("#   " + line)
-    sys.stdout.flush()
-    return cond
 
 
 def record(name, argv, opts=(), env=None, **kw):
@@ -305,5 +296,4 @@ want |= names("include/memtap.h", r"MEMTAP_API\(int, (memtap_\w+),")
 got = set(subprocess.run(["nm", "-D", "--defined-only", LIB], capture_output=True, text=True).stdout.split()[2::3])
 ok(got == want, "exported symbols are exactly the hooks and the API", (got ^ want))
 
-print("1..%d" % count)
-sys.exit(1 if failed else 0)
+done()

@@ -11,6 +11,9 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.join(os.environ["MT_SRCDIR"], "tests"))
+from tap import done, ok  # noqa: E402
+
 BUILD = os.environ["MT_BUILDDIR"]
 SIMTRAIN = [os.path.join(BUILD, "tools/simgpu/simgpu-run"), os.path.join(BUILD, "tools/simtrain/simtrain")]
 SHAPES = {  # layers, hidden, heads, ffn, vocab, seq, batch
@@ -19,18 +22,7 @@ SHAPES = {  # layers, hidden, heads, ffn, vocab, seq, batch
     "gpt-1.3b": (24, 2048, 16, 8192, 50257, 2048, 2),
     "gpt-7b": (32, 4096, 32, 16384, 50257, 2048, 1),
 }
-count = 0
-failed = 0
 
-
-def ok(cond, what, detail=""):
-    global count, failed
-    count += 1
-    print(("ok %d - %s" if cond else "not ok %d - %s") % (count, what))
-    if not cond:
-        failed += 1
-        if detail:
-            print("#   " + detail)
 
 
 def run(args, env=None):
@@ -140,5 +132,4 @@ for bad in (["--precision", "fp8"], ["--zero", "5"], ["--preset", "nope"], ["--l
     p = subprocess.run(SIMTRAIN + bad, capture_output=True, text=True)
     ok(p.returncode == 2 and p.stderr.count("\n") == 1, "rejects " + " ".join(bad), p.stderr)
 
-print("1..%d" % count)
-sys.exit(1 if failed else 0)
+done()
