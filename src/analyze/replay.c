@@ -110,7 +110,7 @@ static void made(struct mt_replay *r, const struct mt_event *e, uint8_t kind)
 	l = new_live(r, &i);
 	if (!l)
 		return;
-	*l = (struct mt_live){.addr = e->addr, .size = e->size, .time = e->time, .stack = e->stack,
+	*l = (struct mt_live){.addr = e->addr, .size = e->size, .time = e->time, .event = r->index, .stack = e->stack,
 			      .phase = e->phase, .device = e->device, .kind = kind, .tag = e->tag, .in_use = true};
 	mt_map_put(&r->by_addr, e->addr, i + 1);
 	r->allocs++;
@@ -188,9 +188,9 @@ void mt_replay_apply(struct mt_replay *r, const struct mt_event *e)
 		struct mt_live *l = new_live(r, &k);
 		if (!l)
 			break;
-		*l = (struct mt_live){.size = e->size, .time = e->time, .stack = e->stack, .phase = e->phase,
-				      .device = e->device, .kind = MT_LIVE_VMM, .tag = e->tag, .in_use = true,
-				      .handle = e->aux, .refs = 1};
+		*l = (struct mt_live){.size = e->size, .time = e->time, .event = r->index, .stack = e->stack,
+				      .phase = e->phase, .device = e->device, .kind = MT_LIVE_VMM, .tag = e->tag,
+				      .in_use = true, .handle = e->aux, .refs = 1};
 		mt_map_put(&r->by_handle, e->aux, k + 1);
 		r->allocs++;
 		account(r, l, 1, e);

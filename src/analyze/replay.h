@@ -17,6 +17,7 @@ extern const char *const mt_live_kind_names[MT_LIVE_KINDS];
 
 struct mt_live {
 	uint64_t addr, size, time;
+	size_t event;      /* index of the event that made it */
 	uint32_t stack, phase;
 	uint8_t device, kind, tag;
 	bool in_use;

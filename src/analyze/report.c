@@ -57,6 +57,20 @@ static int group(const struct mt_replay *rp, int device, struct mt_group_list *o
 	return r;
 }
 
+/* The categories of what is live on device d now. */
+static void compose(struct mt_report *r, const struct mt_replay *rp, int d)
+{
+	for (size_t i = 0; i < rp->nlive; i++) {
+		const struct mt_live *l = &rp->live[i];
+		uint8_t cat;
+		if (!l->in_use || l->device != d || (l->kind != MT_LIVE_DEVICE && l->kind != MT_LIVE_VMM))
+			continue;
+		cat = r->comp.category[l->event] ? r->comp.category[l->event] : MT_TAG_OTHER;
+		r->composition[d][cat] += l->size;
+		r->sources[d][cat] |= (uint8_t)(1u << r->comp.source[l->event]);
+	}
+}
+
 int mt_report_build(struct mt_report *r, const struct mt_trace *t)
 {
 	struct mt_replay second;
@@ -72,12 +86,17 @@ int mt_report_build(struct mt_report *r, const struct mt_trace *t)
 	}
 	if ((err = group(&r->end, -1, &r->at_exit)))
 		return err;
+	if ((err = mt_composition_build(&r->comp, t)))
+		return err;
 	mt_replay_init(&second, t);
 	for (size_t i = 0; i < t->nevents && !err; i++) {
 		mt_replay_apply(&second, &t->events[i]);
-		for (int d = 0; d < MT_MAX_DEVICES && !err; d++)
-			if (r->end.dev[d].peak && r->end.dev[d].peak_event == i)
-				err = group(&second, d, &r->at_peak[d]);
+		for (int d = 0; d < MT_MAX_DEVICES && !err; d++) {
+			if (!r->end.dev[d].peak || r->end.dev[d].peak_event != i)
+				continue;
+			err = group(&second, d, &r->at_peak[d]);
+			compose(r, &second, d);
+		}
 	}
 	mt_replay_free(&second);
 	return err;
@@ -86,6 +105,7 @@ int mt_report_build(struct mt_report *r, const struct mt_trace *t)
 void mt_report_free(struct mt_report *r)
 {
 	mt_replay_free(&r->end);
+	mt_composition_free(&r->comp);
 	for (int d = 0; d < MT_MAX_DEVICES; d++)
 		free(r->at_peak[d].items);
 	free(r->at_exit.items);
@@ -149,6 +169,24 @@ static void groups_text(FILE *out, const struct mt_report *r, struct mt_symbols 
 		fprintf(out, "  ... %zu more stacks\n", g->n - top);
 }
 
+static const char *source_name(uint8_t bits)
+{
+	bool tag = bits & (1u << MT_SOURCE_TAG), inferred = bits & (1u << MT_SOURCE_INFERRED);
+
+	return tag && inferred ? "tags+inferred" : tag ? "tags" : inferred ? "inferred" : "none";
+}
+
+static void composition_text(FILE *out, const struct mt_report *r, int d)
+{
+	char sz[32];
+
+	fprintf(out, "at the peak, by what it was for:\n");
+	for (int c = 1; c < MT_TAG_COUNT; c++)
+		if (r->composition[d][c])
+			fprintf(out, "  %-12s %12s  (%s)\n", mt_tag_names[c], size_text(r->composition[d][c], sz),
+				source_name(r->sources[d][c]));
+}
+
 static double seconds(const struct mt_report *r, uint64_t t)
 {
 	return t > r->start ? (double)(t - r->start) / 1e9 : 0.0;
@@ -173,6 +211,7 @@ void mt_report_text(FILE *out, const struct mt_report *r, struct mt_symbols *sym
 		fprintf(out, "\ndevice %d (%s, %s): peak %s allocated at %.3f s; %s allocated at exit\n", d,
 			s->name ? mt_trace_string(t, s->name) : "unnamed", size_text(s->capacity, sz2),
 			size_text(s->peak, sz), seconds(r, s->peak_time), size_text(s->current, sz3));
+		composition_text(out, r, d);
 		if (r->at_peak[d].n) {
 			fprintf(out, "live at the peak, by stack:\n");
 			groups_text(out, r, sym, &r->at_peak[d], top, false);
@@ -302,8 +341,15 @@ void mt_report_json(FILE *out, const struct mt_report *r, struct mt_symbols *sym
 		fprintf(out, "%s\n    {\"device\": %d, \"name\": ", n++ ? "," : "", d);
 		mt_json_str(out, s->name ? mt_trace_string(t, s->name) : "");
 		fprintf(out, ", \"capacity_bytes\": %" PRIu64 ", \"peak_allocated_bytes\": %" PRIu64
-			     ", \"peak_time_ns\": %" PRIu64 ", \"allocated_at_exit_bytes\": %" PRIu64 "}",
+			     ", \"peak_time_ns\": %" PRIu64 ", \"allocated_at_exit_bytes\": %" PRIu64
+			     ", \"composition_at_peak\": {",
 			s->capacity, s->peak, s->peak_time > r->start ? s->peak_time - r->start : 0, s->current);
+		for (int c = 1; c < MT_TAG_COUNT; c++)
+			fprintf(out, "\"%s\": %" PRIu64 ", ", mt_tag_names[c], r->composition[d][c]);
+		fputs("\"reserved_unallocated\": 0}, \"composition_source\": {", out);
+		for (int c = 1; c < MT_TAG_COUNT; c++)
+			fprintf(out, "%s\"%s\": \"%s\"", c > 1 ? ", " : "", mt_tag_names[c], source_name(r->sources[d][c]));
+		fputs("}}", out);
 	}
 	fprintf(out, "],\n  \"host_pinned_peak_bytes\": %" PRIu64 ",\n  \"top_at_peak\": [", e->host_peak);
 	for (int d = 0; d < MT_MAX_DEVICES; d++)

@@ -6,6 +6,7 @@
 
 #include <stdio.h>
 
+#include "analyze/composition.h"
 #include "analyze/replay.h"
 #include "analyze/symbols.h"
 
@@ -26,6 +27,9 @@ struct mt_report {
 	struct mt_group_list at_peak[MT_MAX_DEVICES]; /* per device, biggest first */
 	struct mt_group_list at_exit;                 /* every kind, biggest first */
 	uint64_t kinds[MT_EV_COUNT];                  /* events by kind */
+	struct mt_composition comp;                   /* category of every allocation */
+	uint64_t composition[MT_MAX_DEVICES][MT_TAG_COUNT]; /* at each device's peak; [0] unused */
+	uint8_t sources[MT_MAX_DEVICES][MT_TAG_COUNT];      /* bit (1 << enum mt_source) per category */
 	uint64_t start;                               /* trace start, monotonic ns */
 };
 

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "memtap.h"
 #include "model.h"
 #include "util/units.h"
 
@@ -30,7 +31,7 @@ static struct options {
 	struct model m;
 	int iters, device;
 	uint64_t leak;
-	bool async, teardown;
+	bool async, teardown, tag;
 	const char *json;
 } opt = {.iters = 3, .teardown = true};
 
@@ -96,7 +97,13 @@ static NOINLINE void out_of_memory(uint64_t bytes, cudaError_t e)
 static NOINLINE struct tensor tensor_new(enum cat cat, uint64_t bytes)
 {
 	struct tensor t = {NULL, bytes, cat};
-	cudaError_t e = opt.async ? cudaMallocAsync(&t.ptr, bytes, stream) : cudaMalloc(&t.ptr, bytes);
+	cudaError_t e;
+
+	if (opt.tag) /* simtrain's categories are memtap's, in the same order */
+		memtap_tag_push((int)cat + MEMTAP_PARAMS);
+	e = opt.async ? cudaMallocAsync(&t.ptr, bytes, stream) : cudaMalloc(&t.ptr, bytes);
+	if (opt.tag)
+		memtap_tag_pop();
 
 	if (e != cudaSuccess)
 		out_of_memory(bytes, e);
@@ -492,6 +499,7 @@ static const char usage[] =
 	"  --device N            CUDA device (default 0)\n"
 	"  --api A               malloc (cudaMalloc) or async (cudaMallocAsync on a stream)\n"
 	"  --no-teardown         exit without freeing parameters and optimizer state\n"
+	"  --tag                 tag every allocation with its category through memtap's API\n"
 	"  --json FILE           write the ground truth as JSON to FILE (- for standard output)\n"
 	"  --list-presets        print the preset names\n"
 	"Sizes take K/M/G/T (powers of 1024) or KB/MB/GB (powers of 1000).\n";
@@ -518,7 +526,7 @@ static void parse(int argc, char **argv)
 {
 	enum { O_LAYERS = 256, O_HIDDEN, O_HEADS, O_FFN, O_VOCAB, O_SEQ, O_BATCH, O_UNTIED, O_PRECISION,
 	       O_OPTIMIZER, O_RECOMPUTE, O_ZERO, O_DP, O_LEAK, O_ITERS, O_DEVICE, O_API, O_NO_TEARDOWN, O_JSON,
-	       O_LIST, O_PRESET };
+	       O_LIST, O_PRESET, O_TAG };
 	static const struct option longopts[] = {
 		{"preset", 1, 0, O_PRESET}, {"layers", 1, 0, O_LAYERS}, {"hidden", 1, 0, O_HIDDEN},
 		{"heads", 1, 0, O_HEADS}, {"ffn", 1, 0, O_FFN}, {"vocab", 1, 0, O_VOCAB}, {"seq", 1, 0, O_SEQ},
@@ -526,7 +534,7 @@ static void parse(int argc, char **argv)
 		{"optimizer", 1, 0, O_OPTIMIZER}, {"recompute", 1, 0, O_RECOMPUTE}, {"zero", 1, 0, O_ZERO},
 		{"dp", 1, 0, O_DP}, {"leak", 1, 0, O_LEAK}, {"iters", 1, 0, O_ITERS}, {"device", 1, 0, O_DEVICE},
 		{"api", 1, 0, O_API}, {"no-teardown", 0, 0, O_NO_TEARDOWN}, {"json", 1, 0, O_JSON},
-		{"list-presets", 0, 0, O_LIST}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+		{"list-presets", 0, 0, O_LIST}, {"tag", 0, 0, O_TAG}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
 	static const char *const apis[] = {"malloc", "async"};
 	int c;
 
@@ -567,6 +575,7 @@ static void parse(int argc, char **argv)
 			break;
 		case O_API: opt.async = pick("api", optarg, apis, 2) == 1; break;
 		case O_NO_TEARDOWN: opt.teardown = false; break;
+		case O_TAG: opt.tag = true; break;
 		case O_JSON: opt.json = optarg; break;
 		case O_LIST: model_list_presets(); exit(0);
 		case 'h': fputs(usage, stdout); exit(0);

@@ -1,0 +1,62 @@
+"""Peak composition against simtrain's ground truth: untagged (inferred from NVTX phases
+and lifetimes) within 1% per category on every preset and configuration; tagged
+(simtrain --tag through memtap's API) exact."""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.join(os.environ["MT_SRCDIR"], "tests"))
+from tap import done, ok  # noqa: E402
+
+B = os.environ["MT_BUILDDIR"]
+MEMTAP = os.path.join(B, "tools/memtap/memtap")
+SIMTRAIN = os.path.join(B, "tools/simtrain/simtrain")
+TMP = tempfile.mkdtemp(prefix="memtap-comp-")
+CATS = ("params", "grads", "optimizer", "activations", "temporaries", "other")
+
+
+def run(args, tag=False):
+    trace, truth = os.path.join(TMP, "t.trace"), os.path.join(TMP, "truth.json")
+    for f in (trace, truth):
+        if os.path.exists(f):
+            os.remove(f)
+    p = subprocess.run([MEMTAP, "run", "-q", "-o", trace, "--", SIMTRAIN, *args, "--json", truth] +
+                       (["--tag"] if tag else []), capture_output=True, text=True, env=dict(os.environ, SIMGPU_MEM="192GiB"))
+    if p.returncode != 0:
+        return None, None, p.stderr
+    rep = json.loads(subprocess.run([MEMTAP, "report", "--json", trace], capture_output=True, text=True).stdout)
+    return rep, json.load(open(truth)), ""
+
+
+CONFIGS = [
+    ["--preset", "tiny"],
+    ["--preset", "gpt2-small"],
+    ["--preset", "gpt2-small", "--precision", "fp32", "--optimizer", "adam"],
+    ["--preset", "gpt2-small", "--optimizer", "sgd", "--recompute", "selective"],
+    ["--preset", "gpt2-small", "--recompute", "full", "--leak", "4M"],
+    ["--preset", "gpt2-small", "--zero", "1", "--dp", "8"],
+    ["--preset", "gpt2-small", "--zero", "2", "--dp", "8", "--api", "async"],
+    ["--preset", "gpt2-small", "--zero", "3", "--dp", "8", "--recompute", "selective"],
+    ["--preset", "gpt-1.3b", "--zero", "2", "--dp", "4"],
+    ["--preset", "gpt-7b", "--zero", "3", "--dp", "8", "--recompute", "full", "--iters", "2"],
+]
+for args in CONFIGS:
+    name = " ".join(args)
+    for tag in (False, True):
+        rep, truth, err = run(args, tag)
+        label = "%s%s" % (name, " --tag" if tag else "")
+        if not ok(rep is not None, label + ": recorded", err):
+            continue
+        got = rep["devices"][0]["composition_at_peak"]
+        want = truth["peak"]["categories"]
+        if tag:
+            ok(all(got[c] == want[c] for c in CATS), label + ": composition at the peak is exact", (got, want))
+            ok(all(rep["devices"][0]["composition_source"][c] in ("tags", "none") for c in CATS),
+               label + ": and comes from the tags", rep["devices"][0]["composition_source"])
+        else:
+            peak = truth["peak"]["bytes"]
+            off = {c: (got[c] - want[c]) / peak for c in CATS if abs(got[c] - want[c]) > 0.01 * max(want[c], 1)}
+            ok(not off, label + ": every category within 1% of simtrain's", (off, got, want))
+done()
