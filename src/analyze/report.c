@@ -71,7 +71,7 @@ static void compose(struct mt_report *r, const struct mt_replay *rp, int d)
 	}
 }
 
-int mt_report_build(struct mt_report *r, const struct mt_trace *t)
+int mt_report_build(struct mt_report *r, const struct mt_trace *t, const struct mt_report_options *o)
 {
 	struct mt_replay second;
 	int err;
@@ -87,6 +87,8 @@ int mt_report_build(struct mt_report *r, const struct mt_trace *t)
 	if ((err = group(&r->end, -1, &r->at_exit)))
 		return err;
 	if ((err = mt_composition_build(&r->comp, t)))
+		return err;
+	if ((err = mt_leaks_find(&r->leaks, t, o ? o->iteration : NULL, o && o->leak_iterations ? o->leak_iterations : 3)))
 		return err;
 	mt_replay_init(&second, t);
 	for (size_t i = 0; i < t->nevents && !err; i++) {
@@ -106,6 +108,7 @@ void mt_report_free(struct mt_report *r)
 {
 	mt_replay_free(&r->end);
 	mt_composition_free(&r->comp);
+	mt_leaks_free(&r->leaks);
 	for (int d = 0; d < MT_MAX_DEVICES; d++)
 		free(r->at_peak[d].items);
 	free(r->at_exit.items);
@@ -187,6 +190,21 @@ static void composition_text(FILE *out, const struct mt_report *r, int d)
 				source_name(r->sources[d][c]));
 }
 
+static void leaks_text(FILE *out, const struct mt_report *r, struct mt_symbols *sym, size_t top)
+{
+	const struct mt_leaks *l = &r->leaks;
+	char sz[32], sz2[32];
+
+	fprintf(out, "\ngrowing across iterations (%zu boundaries: %s):%s\n", l->boundaries, l->boundary,
+		l->n ? "" : " nothing");
+	for (size_t i = 0; i < l->n && i < top; i++) {
+		fprintf(out, "  +%s per iteration for %u iterations, %s live (device %u)\n",
+			size_text(l->items[i].growth, sz), l->items[i].iterations, size_text(l->items[i].bytes, sz2),
+			l->items[i].device);
+		stack_text(out, r, sym, l->items[i].stack, "      ");
+	}
+}
+
 static double seconds(const struct mt_report *r, uint64_t t)
 {
 	return t > r->start ? (double)(t - r->start) / 1e9 : 0.0;
@@ -221,6 +239,7 @@ void mt_report_text(FILE *out, const struct mt_report *r, struct mt_symbols *sym
 		fprintf(out, "\npinned host memory: peak %s\n", size_text(e->host_peak, sz));
 	fprintf(out, "\nlive at exit:%s\n", r->at_exit.n ? "" : " nothing");
 	groups_text(out, r, sym, &r->at_exit, top, true);
+	leaks_text(out, r, sym, top);
 	fprintf(out, "\nout-of-memory events:%s\n", r->kinds[MT_EV_ALLOC_FAILED] ? "" : " none");
 	for (size_t i = 0; i < t->nevents; i++) {
 		const struct mt_event *ev = &t->events[i];
@@ -357,6 +376,17 @@ void mt_report_json(FILE *out, const struct mt_report *r, struct mt_symbols *sym
 	fputs("],\n  \"live_at_exit\": [", out);
 	first = true;
 	groups_json(out, r, sym, &r->at_exit, top, &first);
+	fputs("],\n  \"iterations\": {\"boundary\": ", out);
+	mt_json_str(out, r->leaks.boundary);
+	fprintf(out, ", \"count\": %zu},\n  \"leaks\": [", r->leaks.boundaries);
+	for (size_t i = 0; i < r->leaks.n && i < top; i++) {
+		const struct mt_leak *l = &r->leaks.items[i];
+		fprintf(out, "%s\n    {\"device\": %u, \"bytes\": %" PRIu64 ", \"growth_bytes_per_iteration\": %" PRIu64
+			     ", \"iterations\": %u, \"frames\": ",
+			i ? "," : "", l->device, l->bytes, l->growth, l->iterations);
+		frames_json(out, r, sym, l->stack);
+		fputs("}", out);
+	}
 	fputs("],\n  \"oom\": [", out);
 	first = true;
 	for (size_t i = 0; i < t->nevents; i++) {

@@ -7,6 +7,7 @@
 #include <stdio.h>
 
 #include "analyze/composition.h"
+#include "analyze/leaks.h"
 #include "analyze/replay.h"
 #include "analyze/symbols.h"
 
@@ -30,10 +31,16 @@ struct mt_report {
 	struct mt_composition comp;                   /* category of every allocation */
 	uint64_t composition[MT_MAX_DEVICES][MT_TAG_COUNT]; /* at each device's peak; [0] unused */
 	uint8_t sources[MT_MAX_DEVICES][MT_TAG_COUNT];      /* bit (1 << enum mt_source) per category */
+	struct mt_leaks leaks;                        /* growth across iterations */
 	uint64_t start;                               /* trace start, monotonic ns */
 };
 
-int mt_report_build(struct mt_report *r, const struct mt_trace *t);
+struct mt_report_options {
+	const char *iteration; /* mark or NVTX range name for iteration boundaries; NULL: choose */
+	unsigned leak_iterations; /* growths in a row that make a leak; 0: 3 */
+};
+
+int mt_report_build(struct mt_report *r, const struct mt_trace *t, const struct mt_report_options *o);
 void mt_report_free(struct mt_report *r);
 void mt_report_text(FILE *out, const struct mt_report *r, struct mt_symbols *sym, size_t top);
 void mt_report_json(FILE *out, const struct mt_report *r, struct mt_symbols *sym, size_t top);

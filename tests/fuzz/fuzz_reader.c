@@ -15,7 +15,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct mt_trace t;
 	struct mt_report r;
 
-	if (mt_trace_parse(data, size, "fuzz", &t) == 0 && mt_report_build(&r, &t) == 0) {
+	if (mt_trace_parse(data, size, "fuzz", &t) == 0 && mt_report_build(&r, &t, NULL) == 0) {
 		FILE *null = fopen("/dev/null", "w");
 		if (null) {
 			mt_report_json(null, &r, NULL, 5);

@@ -10,11 +10,14 @@
 #include "memtap.h"
 
 static const char report_usage[] =
-	"usage: memtap report TRACE [--json] [--top N]\n"
+	"usage: memtap report TRACE [--json] [--top N] [--iteration NAME] [--leak-iterations K]\n"
 	"Per device: the peak of allocated device memory and when it happened, the stacks live at\n"
 	"the peak; what was live at exit, grouped by stack; out-of-memory events with their stacks.\n"
 	"  --json    the stable JSON form (docs/REPORT.md)\n"
 	"  --top N   stacks shown per list (default 10)\n"
+	"  --iteration NAME        iteration boundaries: memtap_mark NAME or NVTX range NAME (default:\n"
+	"                          every memtap_mark, else the range repeating at the top of a thread)\n"
+	"  --leak-iterations K     a leak grows at K boundaries in a row (default 3)\n"
 	"Exit status: 0, or 3 when the trace was cut short or damaged (what it held is reported).\n";
 
 static const char dump_usage[] =
@@ -34,9 +37,12 @@ static void load(const char *path, struct mt_trace *t)
 		fprintf(stderr, "memtap: %s: %s; reporting the %zu events before it\n", path, t->problem, t->nevents);
 }
 
+static struct mt_report_options ropt;
+
 static int parse_common(int argc, char **argv, const char *usage, bool *json, size_t *top)
 {
-	static const struct option longopts[] = {{"json", 0, 0, 'j'}, {"top", 1, 0, 't'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+	static const struct option longopts[] = {{"json", 0, 0, 'j'}, {"top", 1, 0, 't'}, {"help", 0, 0, 'h'},
+						 {"iteration", 1, 0, 'i'}, {"leak-iterations", 1, 0, 'k'}, {0, 0, 0, 0}};
 	int c;
 	char *end;
 
@@ -47,6 +53,12 @@ static int parse_common(int argc, char **argv, const char *usage, bool *json, si
 			*top = strtoul(optarg, &end, 10);
 			if (end == optarg || *end || *top == 0)
 				die(EXIT_USAGE, "--top needs a positive number, not '%s'", optarg);
+			break;
+		case 'i': ropt.iteration = optarg; break;
+		case 'k':
+			ropt.leak_iterations = (unsigned)strtoul(optarg, &end, 10);
+			if (end == optarg || *end || ropt.leak_iterations == 0 || ropt.leak_iterations > 1000)
+				die(EXIT_USAGE, "--leak-iterations needs a number from 1 to 1000, not '%s'", optarg);
 			break;
 		case 'h': fputs(usage, stdout); exit(0);
 		default: fputs(usage, stderr); exit(EXIT_USAGE);
@@ -67,7 +79,7 @@ int cmd_report(int argc, char **argv)
 	struct mt_symbols *sym;
 
 	load(argv[i], &t);
-	if (mt_report_build(&r, &t))
+	if (mt_report_build(&r, &t, &ropt))
 		die(1, "out of memory while reading %s", argv[i]);
 	sym = mt_symbols_open(&t);
 	if (json)

@@ -151,7 +151,7 @@ static void summary(const char *path)
 		fprintf(stderr, "memtap: %s\n", t.problem);
 		return;
 	}
-	if (mt_report_build(&r, &t) == 0) {
+	if (mt_report_build(&r, &t, NULL) == 0) {
 		for (int d = 0; d < MT_MAX_DEVICES; d++)
 			if (r.end.dev[d].seen && (best < 0 || r.end.dev[d].peak > r.end.dev[best].peak))
 				best = d;

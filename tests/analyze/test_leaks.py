@@ -1,0 +1,55 @@
+"""Leaks across iterations on simtrain: no finding on any preset without leak
+injection; with it, the injected stack is the top finding at the injected rate."""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.join(os.environ["MT_SRCDIR"], "tests"))
+from tap import done, ok  # noqa: E402
+
+B = os.environ["MT_BUILDDIR"]
+MEMTAP = os.path.join(B, "tools/memtap/memtap")
+SIMTRAIN = os.path.join(B, "tools/simtrain/simtrain")
+TMP = tempfile.mkdtemp(prefix="memtap-leaks-")
+
+
+def report(args, *opts):
+    trace = os.path.join(TMP, "t.trace")
+    if os.path.exists(trace):
+        os.remove(trace)
+    p = subprocess.run([MEMTAP, "run", "-q", "-o", trace, "--", SIMTRAIN, *args], capture_output=True, text=True,
+                       env=dict(os.environ, SIMGPU_MEM="192GiB"))
+    if p.returncode:
+        return None
+    return json.loads(subprocess.run([MEMTAP, "report", "--json", *opts, trace], capture_output=True,
+                                     text=True).stdout)
+
+
+for args in (["--preset", "tiny"], ["--preset", "gpt2-small"], ["--preset", "gpt2-small", "--recompute", "full"],
+             ["--preset", "gpt2-small", "--zero", "3", "--dp", "4", "--api", "async"],
+             ["--preset", "gpt-1.3b", "--zero", "1", "--dp", "8", "--optimizer", "sgd"],
+             ["--preset", "gpt-7b", "--zero", "3", "--dp", "8", "--recompute", "selective"]):
+    rep = report(args + ["--iters", "5"])
+    ok(rep is not None and rep["iterations"]["count"] == 5 and rep["leaks"] == [],
+       "no leak found: " + " ".join(args), rep and (rep["iterations"], rep["leaks"][:1]))
+
+for leak, iters in ((1 << 20, 5), (4 << 20, 6), (12345, 8)):
+    args = ["--preset", "gpt2-small", "--leak", str(leak), "--iters", str(iters)]
+    rep = report(args)
+    top = rep["leaks"][0] if rep and rep["leaks"] else None
+    ok(top is not None and any(f["function"] == "stash_debug_tensor" for f in top["frames"]),
+       "leak of %d bytes x %d iterations: the injected stack is the top finding" % (leak, iters), rep and rep["leaks"])
+    ok(top is not None and top["growth_bytes_per_iteration"] == leak and top["iterations"] == iters - 1,
+       "... growing %d bytes per iteration" % leak, top and {k: top[k] for k in top if k != "frames"})
+    ok(rep is not None and len(rep["leaks"]) == 1, "... and the only finding", rep and len(rep["leaks"]))
+
+rep = report(["--preset", "tiny", "--leak", "1M", "--iters", "3"])
+ok(rep is not None and rep["leaks"] == [], "two growths are not yet a leak (default: three in a row)")
+rep = report(["--preset", "tiny", "--leak", "1M", "--iters", "3"], "--leak-iterations", "2")
+ok(rep is not None and len(rep["leaks"]) == 1, "--leak-iterations 2 finds it")
+rep = report(["--preset", "tiny", "--leak", "1M", "--iters", "5"], "--iteration", "forward")
+ok(rep is not None and rep["iterations"]["boundary"] == "NVTX range forward" and len(rep["leaks"]) == 1,
+   "--iteration chooses the boundary range by name", rep and rep["iterations"])
+done()
