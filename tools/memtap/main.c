@@ -11,6 +11,8 @@ static const char usage[] =
 	"usage: memtap COMMAND [ARGS]\n"
 	"  run [options] -- COMMAND [ARGS]   record the GPU memory of COMMAND and its children\n"
 	"  report TRACE [--json] [--top N]   what was alive at the peak and at exit, OOM events\n"
+	"  diff A B [--json]                 what changed between two traces, per category and stack\n"
+	"  export --format=F TRACE           folded stacks (flame graphs) or perfetto (Chrome JSON)\n"
 	"  dump TRACE [--json]               every recorded event, one per line\n"
 	"  version                           print memtap's version\n"
 	"`memtap COMMAND --help` describes a command.\n";
@@ -37,6 +39,10 @@ int main(int argc, char **argv)
 		return cmd_run(argc - 1, argv + 1);
 	if (strcmp(argv[1], "report") == 0)
 		return cmd_report(argc - 1, argv + 1);
+	if (strcmp(argv[1], "diff") == 0)
+		return cmd_diff(argc - 1, argv + 1);
+	if (strcmp(argv[1], "export") == 0)
+		return cmd_export(argc - 1, argv + 1);
 	if (strcmp(argv[1], "dump") == 0)
 		return cmd_dump(argc - 1, argv + 1);
 	if (strcmp(argv[1], "version") == 0 || strcmp(argv[1], "--version") == 0) {

@@ -5,6 +5,8 @@
 int cmd_run(int argc, char **argv);
 int cmd_report(int argc, char **argv);
 int cmd_dump(int argc, char **argv);
+int cmd_diff(int argc, char **argv);
+int cmd_export(int argc, char **argv);
 void die(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
 
 /* Exit statuses of memtap's own commands. */

@@ -1,6 +1,8 @@
 /* memtap report and memtap dump: read a trace (all of what survived, if it was cut
  * short), then print. A damaged trace still reports; the exit status says it was. */
+#include <dirent.h>
 #include <getopt.h>
+#include <sys/stat.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,9 +10,11 @@
 
 #include "analyze/report.h"
 #include "memtap.h"
+#include "util/units.h"
 
 static const char report_usage[] =
 	"usage: memtap report TRACE [--json] [--top N] [--iteration NAME] [--leak-iterations K]\n"
+	"       memtap report TRACE TRACE... | DIRECTORY [--json]   one row per rank, and the imbalance\n"
 	"Per device: the peak of allocated device memory and when it happened, the stacks live at\n"
 	"the peak; what was live at exit, grouped by stack; out-of-memory events with their stacks.\n"
 	"  --json    the stable JSON form (docs/REPORT.md)\n"
@@ -64,9 +68,142 @@ static int parse_common(int argc, char **argv, const char *usage, bool *json, si
 		default: fputs(usage, stderr); exit(EXIT_USAGE);
 		}
 	}
-	if (optind + 1 != argc)
-		die(EXIT_USAGE, "%s", optind >= argc ? "which trace? (see --help)" : "one trace at a time (see --help)");
+	if (optind >= argc)
+		die(EXIT_USAGE, "which trace? (see --help)");
 	return optind;
+}
+
+/* ---- several ranks: one row each, and how unequal their peaks are ---- */
+
+struct rank_row {
+	char path[4096], rank[32], host[256];
+	int device;
+	uint64_t peak, composition[MT_TAG_COUNT], dropped;
+	size_t leaks;
+	bool complete;
+};
+
+static int rows_by_rank(const void *a, const void *b)
+{
+	const struct rank_row *x = a, *y = b;
+	long rx = strtol(x->rank, NULL, 10), ry = strtol(y->rank, NULL, 10);
+
+	return rx != ry ? (rx < ry ? -1 : 1) : strcmp(x->path, y->path);
+}
+
+static void add_paths(const char *arg, char ***paths, size_t *n)
+{
+	DIR *dir = opendir(arg);
+	struct dirent *de;
+
+	if (!dir) {
+		*paths = realloc(*paths, (*n + 1) * sizeof **paths);
+		(*paths)[(*n)++] = strdup(arg);
+		return;
+	}
+	while ((de = readdir(dir))) {
+		size_t len = strlen(de->d_name);
+		if (len > 6 && strcmp(de->d_name + len - 6, ".trace") == 0) {
+			char *p;
+			if (asprintf(&p, "%s/%s", arg, de->d_name) < 0)
+				die(1, "out of memory");
+			*paths = realloc(*paths, (*n + 1) * sizeof **paths);
+			(*paths)[(*n)++] = p;
+		}
+	}
+	closedir(dir);
+	if (!*n)
+		die(EXIT_USAGE, "no .trace files in %s", arg);
+}
+
+static int report_ranks(char **paths, size_t n, bool json)
+{
+	struct rank_row *rows = calloc(n, sizeof *rows);
+	uint64_t max = 0, min = UINT64_MAX, sum = 0;
+	size_t imax = 0;
+	int status = 0;
+	char a[32], b[32], c[32];
+
+	for (size_t i = 0; i < n; i++) {
+		struct mt_trace t;
+		struct mt_report r;
+		struct rank_row *w = &rows[i];
+
+		load(paths[i], &t);
+		if (mt_report_build(&r, &t, &ropt))
+			die(1, "out of memory while reading %s", paths[i]);
+		snprintf(w->path, sizeof w->path, "%s", paths[i]);
+		if (!mt_trace_info(&t, "rank", w->rank, sizeof w->rank))
+			snprintf(w->rank, sizeof w->rank, "%zu", i);
+		if (!mt_trace_info(&t, "host", w->host, sizeof w->host))
+			snprintf(w->host, sizeof w->host, "?");
+		w->device = -1;
+		for (int d = 0; d < MT_MAX_DEVICES; d++)
+			if (r.end.dev[d].seen && (w->device < 0 || r.end.dev[d].peak > w->peak)) {
+				w->device = d;
+				w->peak = r.end.dev[d].peak;
+			}
+		if (w->device >= 0)
+			memcpy(w->composition, r.composition[w->device], sizeof w->composition);
+		w->leaks = r.leaks.n;
+		w->dropped = t.dropped;
+		w->complete = t.complete;
+		if (t.problem[0])
+			status = EXIT_DAMAGED;
+		mt_report_free(&r);
+		mt_trace_free(&t);
+	}
+	qsort(rows, n, sizeof *rows, rows_by_rank);
+	for (size_t i = 0; i < n; i++) {
+		sum += rows[i].peak;
+		if (rows[i].peak > max) {
+			max = rows[i].peak;
+			imax = i;
+		}
+		if (rows[i].peak < min)
+			min = rows[i].peak;
+	}
+	if (json) {
+		printf("{\n  \"memtap_report\": 1,\n  \"ranks\": [");
+		for (size_t i = 0; i < n; i++) {
+			const struct rank_row *w = &rows[i];
+			printf("%s\n    {\"rank\": ", i ? "," : "");
+			mt_json_str(stdout, w->rank);
+			printf(", \"trace\": ");
+			mt_json_str(stdout, w->path);
+			printf(", \"host\": ");
+			mt_json_str(stdout, w->host);
+			printf(", \"device\": %d, \"peak_allocated_bytes\": %" PRIu64 ", \"composition_at_peak\": {", w->device,
+			       w->peak);
+			for (int c = 1; c < MT_TAG_COUNT; c++)
+				printf("%s\"%s\": %" PRIu64, c > 1 ? ", " : "", mt_tag_names[c], w->composition[c]);
+			printf("}, \"leaks\": %zu, \"dropped\": %" PRIu64 ", \"complete\": %s}", w->leaks, w->dropped,
+			       w->complete ? "true" : "false");
+		}
+		printf("],\n  \"imbalance\": {\"max_peak_bytes\": %" PRIu64 ", \"min_peak_bytes\": %" PRIu64
+		       ", \"mean_peak_bytes\": %" PRIu64 ", \"spread\": %.4f, \"max_rank\": ",
+		       max, min, sum / n, sum ? (double)(max - min) / ((double)sum / (double)n) : 0.0);
+		mt_json_str(stdout, rows[imax].rank);
+		printf("}\n}\n");
+	} else {
+		printf("%-6s %-16s %-3s %12s", "rank", "host", "dev", "peak");
+		for (int c = 1; c < MT_TAG_COUNT; c++)
+			printf(" %12s", mt_tag_names[c]);
+		printf(" %5s  %s\n", "leaks", "trace");
+		for (size_t i = 0; i < n; i++) {
+			const struct rank_row *w = &rows[i];
+			printf("%-6s %-16.16s %-3d %12s", w->rank, w->host, w->device, mt_format_size(w->peak, a, sizeof a));
+			for (int c = 1; c < MT_TAG_COUNT; c++)
+				printf(" %12s", mt_format_size(w->composition[c], b, sizeof b));
+			printf(" %5zu  %s%s\n", w->leaks, w->path, w->complete ? "" : " (cut short)");
+		}
+		printf("imbalance: peaks from %s to %s (mean %s), spread %.1f%% of the mean; the largest is rank %s\n",
+		       mt_format_size(min, a, sizeof a), mt_format_size(max, b, sizeof b),
+		       mt_format_size(sum / n, c, sizeof c), sum ? 100.0 * (double)(max - min) / ((double)sum / (double)n) : 0.0,
+		       rows[imax].rank);
+	}
+	free(rows);
+	return status;
 }
 
 int cmd_report(int argc, char **argv)
@@ -77,7 +214,20 @@ int cmd_report(int argc, char **argv)
 	struct mt_trace t;
 	struct mt_report r;
 	struct mt_symbols *sym;
+	struct stat st;
 
+	if (argc - i > 1 || (stat(argv[i], &st) == 0 && S_ISDIR(st.st_mode))) {
+		char **paths = NULL;
+		size_t n = 0;
+		int status;
+		for (int k = i; k < argc; k++)
+			add_paths(argv[k], &paths, &n);
+		status = report_ranks(paths, n, json);
+		for (size_t k = 0; k < n; k++)
+			free(paths[k]);
+		free(paths);
+		return status;
+	}
 	load(argv[i], &t);
 	if (mt_report_build(&r, &t, &ropt))
 		die(1, "out of memory while reading %s", argv[i]);
@@ -98,6 +248,9 @@ int cmd_dump(int argc, char **argv)
 	bool json = false;
 	size_t top = 0;
 	int i = parse_common(argc, argv, dump_usage, &json, &top);
+
+	if (argc - i != 1)
+		die(EXIT_USAGE, "one trace at a time (see --help)");
 	struct mt_trace t;
 	struct mt_symbols *sym;
 	uint64_t start;

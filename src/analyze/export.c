@@ -1,0 +1,163 @@
+/* Folded stacks and Chrome trace-event JSON, built from a report. */
+#include "analyze/export.h"
+
+#include "analyze/map.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* One frame as a flame-graph label: no ';' (the separator) and no newline. */
+static void label(FILE *out, const struct mt_frame *f)
+{
+	char buf[512];
+	const char *s = buf;
+
+	if (f->function)
+		s = f->function;
+	else
+		snprintf(buf, sizeof buf, "%s+0x%" PRIx64, f->module ? f->module : "?", f->offset);
+	for (; *s; s++)
+		fputc(*s == ';' ? ':' : *s == '\n' ? ' ' : *s, out);
+}
+
+static void folded_line(FILE *out, const struct mt_report *r, struct mt_symbols *sym, uint32_t stack, uint64_t bytes)
+{
+	const struct mt_trace *t = r->trace;
+	uint32_t depth = stack && stack < t->nstacks ? t->stacks[stack].depth : 0;
+
+	if (!bytes)
+		return;
+	if (!depth)
+		fputs("[no stack]", out);
+	for (uint32_t i = depth; i-- > 0;) { /* outermost first */
+		label(out, mt_symbols_frame(sym, t->stacks[stack].frames[i]));
+		if (i)
+			fputc(';', out);
+	}
+	fprintf(out, " %" PRIu64 "\n", bytes);
+}
+
+void mt_export_folded(FILE *out, const struct mt_report *r, struct mt_symbols *sym, enum mt_folded_what what)
+{
+	if (what == MT_FOLDED_LEAKS) {
+		for (size_t i = 0; i < r->leaks.n; i++)
+			folded_line(out, r, sym, r->leaks.items[i].stack, r->leaks.items[i].growth);
+		return;
+	}
+	if (what == MT_FOLDED_EXIT) {
+		for (size_t i = 0; i < r->at_exit.n; i++)
+			folded_line(out, r, sym, r->at_exit.items[i].stack, r->at_exit.items[i].bytes);
+		return;
+	}
+	for (int d = 0; d < MT_MAX_DEVICES; d++)
+		for (size_t i = 0; i < r->at_peak[d].n; i++)
+			folded_line(out, r, sym, r->at_peak[d].items[i].stack, r->at_peak[d].items[i].bytes);
+}
+
+/* ---- Chrome trace-event JSON ---- */
+
+struct counters {
+	uint64_t bytes[MT_MAX_DEVICES][MT_TAG_COUNT];
+	uint64_t last_time[MT_MAX_DEVICES];
+	bool dirty[MT_MAX_DEVICES];
+};
+
+static void counter(FILE *out, const struct mt_report *r, struct counters *c, int d, uint64_t time, bool *first)
+{
+	fprintf(out, "%s\n{\"name\": \"device %d\", \"ph\": \"C\", \"pid\": 1, \"ts\": %.3f, \"args\": {", *first ? "" : ",",
+		d, (double)(time - r->start) / 1000.0);
+	for (int k = 1; k < MT_TAG_COUNT; k++)
+		fprintf(out, "%s\"%s\": %" PRIu64, k > 1 ? ", " : "", mt_tag_names[k], c->bytes[d][k]);
+	fputs("}}", out);
+	*first = false;
+	c->last_time[d] = time;
+	c->dirty[d] = false;
+}
+
+int mt_export_perfetto(FILE *out, const struct mt_report *r)
+{
+	const struct mt_trace *t = r->trace;
+	struct counters *c = calloc(1, sizeof *c);
+	struct mt_map live = {0}; /* address, or VMM handle | 1 << 63 -> event index + 1 */
+	uint64_t span = t->nevents ? t->events[t->nevents - 1].time - t->events[0].time : 0, step = span / 20000;
+	char cmd[512] = "memtap trace";
+	bool first = true;
+
+	if (!c)
+		return ENOMEM;
+	mt_trace_info(t, "cmdline", cmd, sizeof cmd);
+	fputs("{\"displayTimeUnit\": \"ms\", \"traceEvents\": [", out);
+	fprintf(out, "\n{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": 1, \"args\": {\"name\": ");
+	mt_json_str(out, cmd);
+	fputs("}}", out);
+	first = false;
+	for (size_t i = 0; i < t->nevents; i++) {
+		const struct mt_event *e = &t->events[i];
+		double ts = e->time > r->start ? (double)(e->time - r->start) / 1000.0 : 0.0;
+		uint64_t k;
+		int d = -1;
+
+		switch (e->kind) {
+		case MT_EV_ALLOC:
+		case MT_EV_VMM_CREATE:
+			if (e->error || e->device == MT_NO_DEVICE)
+				break;
+			mt_map_put(&live, e->kind == MT_EV_ALLOC ? e->addr : e->aux | 1ull << 63, i + 1);
+			d = e->device;
+			c->bytes[d][r->comp.category[i] ? r->comp.category[i] : MT_TAG_OTHER] += e->size;
+			break;
+		case MT_EV_FREE:
+		case MT_EV_VMM_RELEASE:
+			if (!e->error && mt_map_del(&live, e->kind == MT_EV_FREE ? e->addr : e->aux | 1ull << 63, &k)) {
+				const struct mt_event *a = &t->events[k - 1];
+				d = a->device;
+				c->bytes[d][r->comp.category[k - 1] ? r->comp.category[k - 1] : MT_TAG_OTHER] -= a->size;
+			}
+			break;
+		case MT_EV_ALLOC_FAILED:
+			fprintf(out, ",\n{\"name\": \"%s: %" PRIu64 " bytes on device %d\", \"ph\": \"i\", \"s\": \"g\", \"pid\": 1, "
+				     "\"tid\": %u, \"ts\": %.3f}",
+				e->error == 2 ? "out of memory" : "allocation failed", e->size,
+				e->device == MT_NO_DEVICE ? -1 : e->device, e->thread, ts);
+			break;
+		case MT_EV_RANGE_PUSH:
+			fputs(",\n{\"name\": ", out);
+			mt_json_str(out, mt_trace_string(t, e->aux));
+			fprintf(out, ", \"cat\": \"nvtx\", \"ph\": \"B\", \"pid\": 1, \"tid\": %u, \"ts\": %.3f}", e->thread, ts);
+			break;
+		case MT_EV_RANGE_POP:
+			fprintf(out, ",\n{\"ph\": \"E\", \"pid\": 1, \"tid\": %u, \"ts\": %.3f}", e->thread, ts);
+			break;
+		case MT_EV_RANGE_START:
+		case MT_EV_RANGE_END:
+			fputs(",\n{\"name\": ", out);
+			mt_json_str(out, mt_trace_string(t, e->aux));
+			fprintf(out, ", \"cat\": \"nvtx\", \"ph\": \"%s\", \"id\": %" PRIu64 ", \"pid\": 1, \"tid\": %u, \"ts\": %.3f}",
+				e->kind == MT_EV_RANGE_START ? "b" : "e", e->aux2, e->thread, ts);
+			break;
+		case MT_EV_MARK:
+		case MT_EV_NVTX_MARK:
+			fputs(",\n{\"name\": ", out);
+			mt_json_str(out, mt_trace_string(t, e->aux));
+			fprintf(out, ", \"ph\": \"i\", \"s\": \"t\", \"pid\": 1, \"tid\": %u, \"ts\": %.3f}", e->thread, ts);
+			break;
+		default:
+			break;
+		}
+		if (d < 0)
+			continue;
+		c->dirty[d] = true;
+		/* at most ~20000 samples a device, but every peak exactly */
+		if (e->time - c->last_time[d] >= step || r->end.dev[d].peak_event == i)
+			counter(out, r, c, d, e->time, &first);
+	}
+	for (int d = 0; d < MT_MAX_DEVICES; d++)
+		if (c->dirty[d])
+			counter(out, r, c, d, t->events[t->nevents - 1].time, &first);
+	fputs("\n]}\n", out);
+	mt_map_free(&live);
+	free(c);
+	return 0;
+}

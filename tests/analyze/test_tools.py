@@ -1,0 +1,105 @@
+"""memtap diff, the multi-rank report and the exports, on simtrain runs whose numbers
+are known: each checked against simtrain's own ground truth."""
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.join(os.environ["MT_SRCDIR"], "tests"))
+from tap import done, ok  # noqa: E402
+
+B = os.environ["MT_BUILDDIR"]
+MEMTAP = os.path.join(B, "tools/memtap/memtap")
+SIMTRAIN = os.path.join(B, "tools/simtrain/simtrain")
+TMP = tempfile.mkdtemp(prefix="memtap-tools-")
+
+
+def record(name, args, env=None):
+    trace, truth = os.path.join(TMP, name + ".trace"), os.path.join(TMP, name + ".json")
+    subprocess.run([MEMTAP, "run", "-q", "-o", trace, "--", SIMTRAIN, *args, "--json", truth], check=True,
+                   capture_output=True, env=dict(os.environ, **(env or {})))
+    return trace, json.load(open(truth))
+
+
+def run(*args):
+    p = subprocess.run([MEMTAP, *args], capture_output=True, text=True)
+    return p, (json.loads(p.stdout) if p.stdout.startswith("{") else None)
+
+
+# ---- diff ----
+a, ta = record("a", ["--preset", "gpt2-small"])
+b, tb = record("b", ["--preset", "gpt2-small", "--recompute", "selective", "--leak", "1M"])
+p, d = run("diff", "--json", a, b)
+ok(p.returncode == 0 and d is not None, "memtap diff --json", p.stderr)
+if d:
+    dev = d["devices"][0]
+    ok(dev["delta_peak_bytes"] == tb["peak"]["bytes"] - ta["peak"]["bytes"], "the peak's change is simtrain's",
+       (dev["delta_peak_bytes"], tb["peak"]["bytes"] - ta["peak"]["bytes"]))
+    cats = dev["composition_at_peak"]
+    ok(all(cats[c]["delta"] == tb["peak"]["categories"][c] - ta["peak"]["categories"][c] for c in cats
+           if c in tb["peak"]["categories"]), "each category's change is simtrain's", cats)
+    ok(d["at_peak"] and d["at_peak"][0]["delta_bytes"] < 0 and any("layer_forward" in f for f in d["at_peak"][0]["frames"]),
+       "the biggest change at the peak: layer_forward's activations shrank", d["at_peak"][:1])
+    ok(d["at_exit"] and d["at_exit"][0]["delta_bytes"] == 3 << 20 and
+       any("stash_debug_tensor" in f for f in d["at_exit"][0]["frames"]), "at exit: the leaked buffers are new",
+       d["at_exit"][:1])
+p, _ = run("diff", a)
+ok(p.returncode == 2 and p.stderr.count("\n") == 1, "diff with one trace: one line, exit 2", p.stderr)
+
+# ---- several ranks ----
+ranks = os.path.join(TMP, "ranks")
+os.makedirs(ranks)
+truths = {}
+for r in range(4):
+    t = os.path.join(ranks, "r%d.json" % r)
+    subprocess.run([MEMTAP, "run", "-q", "-o", os.path.join(ranks, "r%r.trace"), "--", SIMTRAIN, "--preset", "tiny",
+                    "--batch", str(8 if r == 2 else 2), "--json", t], check=True, capture_output=True,
+                   env=dict(os.environ, RANK=str(r)))
+    truths[str(r)] = json.load(open(t))
+    os.remove(t)
+p, rep = run("report", "--json", ranks)
+ok(p.returncode == 0 and rep and len(rep["ranks"]) == 4, "memtap report DIRECTORY: one row per rank", p.stderr)
+if rep:
+    ok(all(row["peak_allocated_bytes"] == truths[row["rank"]]["peak"]["bytes"] for row in rep["ranks"]),
+       "each rank's peak is its simtrain's", rep["ranks"])
+    peaks = [truths[r]["peak"]["bytes"] for r in truths]
+    imb = rep["imbalance"]
+    ok(imb["max_rank"] == "2" and imb["max_peak_bytes"] == max(peaks) and imb["min_peak_bytes"] == min(peaks),
+       "the imbalance names the largest rank", imb)
+    ok(abs(imb["spread"] - (max(peaks) - min(peaks)) / (sum(peaks) / 4)) < 1e-3, "spread = (max - min) / mean")
+p, _ = run("report", *[os.path.join(ranks, f) for f in sorted(os.listdir(ranks))])
+ok(p.returncode == 0 and p.stdout.count("\n") == 6 and "largest is rank 2" in p.stdout, "the text table", p.stdout)
+
+# ---- exports ----
+p, _ = run("export", "--format=folded", a)
+lines = p.stdout.splitlines()
+ok(p.returncode == 0 and lines and all(re.fullmatch(r"[^ ].*;.* \d+", l) for l in lines), "folded: frame;frame bytes",
+   lines[:2])
+ok(sum(int(l.rsplit(" ", 1)[1]) for l in lines) == ta["peak"]["bytes"], "folded at the peak adds up to the peak")
+ok(all(l.startswith("_start;") and "tensor_new" in l.rsplit(";", 1)[1] for l in lines), "outermost frame first")
+p, _ = run("export", "--format=folded", "--what", "leaks", b)
+ok(p.stdout.count("\n") == 0, "folded leaks: none in three iterations (growth needs three in a row)")
+p, _ = run("export", "--format=folded", "--what", "exit", b)
+ok(p.stdout.strip().endswith(str(3 << 20)) and "stash_debug_tensor" in p.stdout, "folded at exit: the leak", p.stdout)
+
+out = os.path.join(TMP, "a.json")
+p, _ = run("export", "--format=perfetto", "-o", out, a)
+ev = json.load(open(out))["traceEvents"] if p.returncode == 0 else []
+counters = [e for e in ev if e["ph"] == "C" and e["name"] == "device 0"]
+ok(counters and max(sum(e["args"].values()) for e in counters) == ta["peak"]["bytes"],
+   "perfetto: the device counter reaches simtrain's peak", p.stderr)
+top = max(counters, key=lambda e: sum(e["args"].values())) if counters else {"args": {}}
+ok(all(top["args"].get(c) == ta["peak"]["categories"][c] for c in ta["peak"]["categories"]),
+   "perfetto: split by category at the peak as simtrain says", top["args"])
+begins = sum(1 for e in ev if e["ph"] == "B")
+ok(begins > 0 and begins == sum(1 for e in ev if e["ph"] == "E"), "perfetto: NVTX ranges as balanced slices")
+
+p = subprocess.run([MEMTAP, "run", "-q", "-o", os.path.join(TMP, "oom.trace"), "--", SIMTRAIN, "--preset", "gpt-7b"],
+                   capture_output=True, env=dict(os.environ, SIMGPU_MEM="80GiB"))
+p, _ = run("export", "--format=perfetto", os.path.join(TMP, "oom.trace"))
+ok(p.returncode == 0 and '"out of memory:' in p.stdout, "perfetto: an OOM is an instant event")
+p, _ = run("export", "--format=pdf", a)
+ok(p.returncode == 2 and p.stderr.count("\n") == 1, "an unknown format: one line, exit 2", p.stderr)
+done()

@@ -1,0 +1,72 @@
+/* memtap export: a trace in another tool's format, on standard output or into a file. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "analyze/export.h"
+#include "memtap.h"
+
+static const char export_usage[] =
+	"usage: memtap export --format=FORMAT [--what peak|exit|leaks] [-o FILE] TRACE\n"
+	"  --format folded     folded stacks for flamegraph.pl and speedscope: the bytes each stack\n"
+	"                      holds live at the peak (--what peak, the default), at exit (exit),\n"
+	"                      or grows by per iteration (leaks)\n"
+	"  --format perfetto   Chrome trace-event JSON for ui.perfetto.dev and chrome://tracing: a\n"
+	"                      counter track per device split by category, OOMs, NVTX ranges\n";
+
+int cmd_export(int argc, char **argv)
+{
+	static const struct option longopts[] = {{"format", 1, 0, 'f'}, {"what", 1, 0, 'w'}, {"output", 1, 0, 'o'},
+						 {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+	const char *format = NULL, *output = NULL;
+	enum mt_folded_what what = MT_FOLDED_PEAK;
+	struct mt_trace t;
+	struct mt_report r;
+	struct mt_symbols *sym;
+	FILE *out = stdout;
+	int c, status;
+
+	while ((c = getopt_long(argc, argv, "o:h", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'f': format = optarg; break;
+		case 'o': output = optarg; break;
+		case 'w':
+			if (!strcmp(optarg, "peak"))
+				what = MT_FOLDED_PEAK;
+			else if (!strcmp(optarg, "exit"))
+				what = MT_FOLDED_EXIT;
+			else if (!strcmp(optarg, "leaks"))
+				what = MT_FOLDED_LEAKS;
+			else
+				die(EXIT_USAGE, "--what is peak, exit or leaks, not '%s'", optarg);
+			break;
+		case 'h': fputs(export_usage, stdout); return 0;
+		default: fputs(export_usage, stderr); return EXIT_USAGE;
+		}
+	}
+	if (!format || (strcmp(format, "folded") && strcmp(format, "perfetto")))
+		die(EXIT_USAGE, "--format is folded or perfetto%s%s", format ? ", not " : "", format ? format : "");
+	if (argc - optind != 1)
+		die(EXIT_USAGE, "memtap export takes one trace (see --help)");
+	if (mt_trace_read(argv[optind], &t))
+		die(EXIT_USAGE, "%s", t.problem);
+	if (t.problem[0])
+		fprintf(stderr, "memtap: %s: %s; exporting the %zu events before it\n", argv[optind], t.problem, t.nevents);
+	if (mt_report_build(&r, &t, NULL))
+		die(1, "out of memory while reading %s", argv[optind]);
+	if (output && !(out = fopen(output, "w")))
+		die(EXIT_USAGE, "cannot write %s", output);
+	sym = mt_symbols_open(&t);
+	if (!strcmp(format, "folded"))
+		mt_export_folded(out, &r, sym, what);
+	else if (mt_export_perfetto(out, &r))
+		die(1, "out of memory while exporting");
+	mt_symbols_close(sym);
+	if (out != stdout && fclose(out) != 0)
+		die(1, "cannot write %s", output);
+	status = t.problem[0] ? EXIT_DAMAGED : 0;
+	mt_report_free(&r);
+	mt_trace_free(&t);
+	return status;
+}
