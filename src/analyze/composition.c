@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "analyze/map.h"
+#include "util/map.h"
 
 enum phase { PH_NONE, PH_FORWARD, PH_BACKWARD, PH_OPTIMIZER };
 

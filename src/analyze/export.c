@@ -1,7 +1,7 @@
 /* Folded stacks and Chrome trace-event JSON, built from a report. */
 #include "analyze/export.h"
 
-#include "analyze/map.h"
+#include "util/map.h"
 
 #include <errno.h>
 #include <inttypes.h>

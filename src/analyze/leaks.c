@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "analyze/map.h"
+#include "util/map.h"
 #include "analyze/replay.h"
 
 /* Event indices of the boundaries; the description goes into out->boundary. */

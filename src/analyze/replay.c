@@ -72,6 +72,7 @@ static void charge(struct mt_replay *r, uint8_t dev, int64_t bytes, const struct
 		d->peak = d->current;
 		d->peak_time = e->time;
 		d->peak_event = r->index;
+		d->reserved_at_peak = d->reserved;
 	}
 }
 
@@ -214,6 +215,13 @@ void mt_replay_apply(struct mt_replay *r, const struct mt_event *e)
 		if (mt_map_get(&r->by_handle, e->aux, &i) && !r->live[i - 1].released) {
 			r->live[i - 1].released = true;
 			unref(r, e->aux, e);
+		}
+		break;
+	case MT_EV_SEGMENT_ALLOC:
+	case MT_EV_SEGMENT_FREE:
+		if (e->device != MT_NO_DEVICE) {
+			r->dev[e->device].seen = true;
+			r->dev[e->device].reserved += e->kind == MT_EV_SEGMENT_ALLOC ? e->size : -e->size;
 		}
 		break;
 	case MT_EV_TAG_RANGE:

@@ -7,7 +7,7 @@
 #ifndef MT_REPLAY_H
 #define MT_REPLAY_H
 
-#include "analyze/map.h"
+#include "util/map.h"
 #include "format/reader.h"
 
 #define MT_MAX_DEVICES 256
@@ -29,6 +29,7 @@ struct mt_live {
 
 struct mt_device_state {
 	uint64_t current, peak, peak_time;
+	uint64_t reserved, reserved_at_peak; /* a caching allocator's segments, when the trace has them */
 	size_t peak_event;  /* index of the event that made the peak */
 	bool seen;
 	uint64_t capacity;

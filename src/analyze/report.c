@@ -210,16 +210,49 @@ static double seconds(const struct mt_report *r, uint64_t t)
 	return t > r->start ? (double)(t - r->start) / 1e9 : 0.0;
 }
 
+static const struct mt_fragmentation *fragmentation(const struct mt_trace *t, int d)
+{
+	return t->fragmentation && d >= 0 && d < MT_FRAG_DEVICES && t->fragmentation[d].known ? &t->fragmentation[d]
+											       : NULL;
+}
+
+static void fragmentation_json(FILE *out, const struct mt_trace *t, int d)
+{
+	const struct mt_fragmentation *f = fragmentation(t, d);
+
+	if (!f) {
+		fputs("null", out);
+		return;
+	}
+	fprintf(out, "{\"segments\": %" PRIu64 ", \"reserved_bytes\": %" PRIu64 ", \"allocated_bytes\": %" PRIu64
+		     ", \"requested_bytes\": %" PRIu64 ", \"internal_bytes\": %" PRIu64 ", \"external_bytes\": %" PRIu64
+		     ", \"largest_free_block_bytes\": %" PRIu64 "}",
+		f->segments, f->reserved, f->allocated, f->requested, f->internal, f->external, f->largest_free);
+}
+
+/* An OOM that would have fit without fragmentation: more was free than asked for, in
+ * the driver and inside segments together, but no free block (nor the driver) had it. */
+static int fits_without_fragmentation(const struct mt_trace *t, const struct mt_event *e)
+{
+	const struct mt_fragmentation *f = fragmentation(t, e->device == MT_NO_DEVICE ? -1 : e->device);
+
+	if (!f || e->error != 2)
+		return -1;
+	return e->size <= f->external + e->aux && e->size > f->largest_free && e->size > e->aux;
+}
+
 void mt_report_text(FILE *out, const struct mt_report *r, struct mt_symbols *sym, size_t top)
 {
 	const struct mt_trace *t = r->trace;
 	const struct mt_replay *e = &r->end;
-	char sz[32], sz2[32], sz3[32], pid[32] = "?", host[256] = "?";
+	char sz[32], sz2[32], sz3[32], sz4[32], sz5[32], pid[32] = "?", host[256] = "?";
 
 	mt_trace_info(t, "pid", pid, sizeof pid);
 	mt_trace_info(t, "host", host, sizeof host);
-	fprintf(out, "memtap report: %s (pid %s on %s%s)\n", t->path, pid, host,
-		t->complete ? "" : ", cut short");
+	if (t->nnamed || !mt_trace_info(t, "pid", pid, sizeof pid))
+		fprintf(out, "memtap report: %s (a PyTorch memory snapshot)\n", t->path);
+	else
+		fprintf(out, "memtap report: %s (pid %s on %s%s)\n", t->path, pid, host, t->complete ? "" : ", cut short");
 	fprintf(out, "events: %" PRIu64 " allocations, %" PRIu64 " frees, %" PRIu64 " failed, %" PRIu64 " dropped\n",
 		e->allocs, e->frees, e->failed, t->dropped);
 	for (int d = 0; d < MT_MAX_DEVICES; d++) {
@@ -227,9 +260,21 @@ void mt_report_text(FILE *out, const struct mt_report *r, struct mt_symbols *sym
 		if (!s->seen)
 			continue;
 		fprintf(out, "\ndevice %d (%s, %s): peak %s allocated at %.3f s; %s allocated at exit\n", d,
-			s->name ? mt_trace_string(t, s->name) : "unnamed", size_text(s->capacity, sz2),
+			s->name ? mt_trace_string(t, s->name) : "unnamed",
+			s->capacity ? size_text(s->capacity, sz2) : "capacity unknown",
 			size_text(s->peak, sz), seconds(r, s->peak_time), size_text(s->current, sz3));
 		composition_text(out, r, d);
+		if (s->reserved_at_peak)
+			fprintf(out, "reserved by the caching allocator at the peak: %s (%s not allocated)\n",
+				size_text(s->reserved_at_peak, sz),
+				size_text(s->reserved_at_peak > s->peak ? s->reserved_at_peak - s->peak : 0, sz2));
+		if (fragmentation(t, d)) {
+			const struct mt_fragmentation *f = fragmentation(t, d);
+			fprintf(out, "segments at the end: %" PRIu64 ", %s reserved, %s allocated (%s lost to rounding), "
+				     "%s free in segments, largest free block %s\n",
+				f->segments, size_text(f->reserved, sz), size_text(f->allocated, sz2),
+				size_text(f->internal, sz3), size_text(f->external, sz4), size_text(f->largest_free, sz5));
+		}
 		if (r->at_peak[d].n) {
 			fprintf(out, "live at the peak, by stack:\n");
 			groups_text(out, r, sym, &r->at_peak[d], top, false);
@@ -247,10 +292,14 @@ void mt_report_text(FILE *out, const struct mt_report *r, struct mt_symbols *sym
 			continue;
 		fprintf(out, "  %s requested on device %d at %.3f s", size_text(ev->size, sz),
 			ev->device == MT_NO_DEVICE ? -1 : ev->device, seconds(r, ev->time));
-		if (ev->error == 2)
+		if (ev->error == 2 && ev->aux2)
 			fprintf(out, ": out of memory with %s free of %s", size_text(ev->aux, sz), size_text(ev->aux2, sz2));
+		else if (ev->error == 2)
+			fprintf(out, ": out of memory with %s free", size_text(ev->aux, sz));
 		else
 			fprintf(out, ": error %d", ev->error);
+		if (fits_without_fragmentation(t, ev) == 1)
+			fprintf(out, " (it would have fit without fragmentation)");
 		if (ev->phase)
 			fprintf(out, " in %s", mt_trace_string(t, ev->phase));
 		fputc('\n', out);
@@ -365,10 +414,13 @@ void mt_report_json(FILE *out, const struct mt_report *r, struct mt_symbols *sym
 			s->capacity, s->peak, s->peak_time > r->start ? s->peak_time - r->start : 0, s->current);
 		for (int c = 1; c < MT_TAG_COUNT; c++)
 			fprintf(out, "\"%s\": %" PRIu64 ", ", mt_tag_names[c], r->composition[d][c]);
-		fputs("\"reserved_unallocated\": 0}, \"composition_source\": {", out);
+		fprintf(out, "\"reserved_unallocated\": %" PRIu64 "}, \"composition_source\": {",
+			s->reserved_at_peak > s->peak ? s->reserved_at_peak - s->peak : 0);
 		for (int c = 1; c < MT_TAG_COUNT; c++)
 			fprintf(out, "%s\"%s\": \"%s\"", c > 1 ? ", " : "", mt_tag_names[c], source_name(r->sources[d][c]));
-		fputs("}}", out);
+		fputs("}, \"fragmentation\": ", out);
+		fragmentation_json(out, t, d);
+		fputs("}", out);
 	}
 	fprintf(out, "],\n  \"host_pinned_peak_bytes\": %" PRIu64 ",\n  \"top_at_peak\": [", e->host_peak);
 	for (int d = 0; d < MT_MAX_DEVICES; d++)
@@ -399,7 +451,8 @@ void mt_report_json(FILE *out, const struct mt_report *r, struct mt_symbols *sym
 			first ? "" : ",", ev->device == MT_NO_DEVICE ? -1 : ev->device, ev->size, ev->error,
 			ev->error == 2 ? "true" : "false", ev->aux, ev->aux2, ev->time > r->start ? ev->time - r->start : 0);
 		mt_json_str(out, mt_trace_string(t, ev->phase));
-		fputs(", \"frames\": ", out);
+		fprintf(out, ", \"fits_without_fragmentation\": %s, \"frames\": ",
+			fits_without_fragmentation(t, ev) < 0 ? "null" : fits_without_fragmentation(t, ev) ? "true" : "false");
 		frames_json(out, r, sym, ev->stack);
 		fputs("}", out);
 		first = false;

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "analyze/map.h"
+#include "util/map.h"
 
 struct mt_symbols {
 	const struct mt_trace *trace;
@@ -61,6 +61,13 @@ const struct mt_frame *mt_symbols_frame(struct mt_symbols *s, uint64_t addr)
 	const struct mt_module *m;
 	uint64_t pc = addr ? addr - 1 : 0; /* a return address: look at the call before it */
 
+	if (s && s->trace->nnamed) { /* an imported trace: frames come with names */
+		const struct mt_named_frame *n = addr && addr <= s->trace->nnamed ? &s->trace->named[addr - 1] : NULL;
+		static struct mt_frame named;
+		named = (struct mt_frame){.addr = addr, .function = n ? n->function : NULL,
+					  .file = n && n->file[0] ? n->file : NULL, .line = n ? n->line : 0};
+		return &named;
+	}
 	if (!s) { /* no symbolizer: addresses only */
 		static struct mt_frame bare;
 		bare = f;

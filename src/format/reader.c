@@ -19,7 +19,7 @@ struct block {
 	max_align_t data[];
 };
 
-static void *own(struct mt_trace *t, size_t n)
+void *mt_trace_own(struct mt_trace *t, size_t n)
 {
 	struct block *b = calloc(1, sizeof *b + n);
 
@@ -60,26 +60,22 @@ static int fit(void **arr, size_t *cap, size_t need, size_t elem)
 	return 0;
 }
 
-struct tables {
-	size_t cap_events, cap_strings, cap_stacks, cap_modules;
-};
-
 static char *own_string(struct mt_trace *t, const uint8_t *p, size_t n)
 {
-	char *s = own(t, n + 1);
+	char *s = mt_trace_own(t, n + 1);
 
 	if (s)
 		memcpy(s, p, n);
 	return s;
 }
 
-static int read_strings(struct mt_trace *t, struct tables *tb, struct mt_cursor *c)
+static int read_strings(struct mt_trace *t, struct mt_cursor *c)
 {
 	while (c->p < c->end && !c->bad) {
 		uint64_t id = mt_get_varint(c), n = mt_get_varint(c);
 		if (c->bad || n > (uint64_t)(c->end - c->p) || id > (1u << 30))
 			return -1;
-		if (fit((void **)&t->strings, &tb->cap_strings, id, sizeof *t->strings))
+		if (fit((void **)&t->strings, &t->cap_strings, id, sizeof *t->strings))
 			return ENOMEM;
 		t->strings[id] = own_string(t, c->p, n);
 		c->p += n;
@@ -89,16 +85,16 @@ static int read_strings(struct mt_trace *t, struct tables *tb, struct mt_cursor 
 	return c->bad ? -1 : 0;
 }
 
-static int read_stacks(struct mt_trace *t, struct tables *tb, struct mt_cursor *c)
+static int read_stacks(struct mt_trace *t, struct mt_cursor *c)
 {
 	while (c->p < c->end && !c->bad) {
 		uint64_t id = mt_get_varint(c), depth = mt_get_varint(c), prev = 0;
 		uint64_t *frames;
 		if (c->bad || id == 0 || id > (1u << 30) || depth > 4096)
 			return -1;
-		if (fit((void **)&t->stacks, &tb->cap_stacks, id, sizeof *t->stacks))
+		if (fit((void **)&t->stacks, &t->cap_stacks, id, sizeof *t->stacks))
 			return ENOMEM;
-		frames = own(t, (depth ? depth : 1) * sizeof *frames);
+		frames = mt_trace_own(t, (depth ? depth : 1) * sizeof *frames);
 		if (!frames)
 			return ENOMEM;
 		for (uint64_t i = 0; i < depth; i++) {
@@ -112,7 +108,7 @@ static int read_stacks(struct mt_trace *t, struct tables *tb, struct mt_cursor *
 	return c->bad ? -1 : 0;
 }
 
-static int read_modules(struct mt_trace *t, struct tables *tb, struct mt_cursor *c)
+static int read_modules(struct mt_trace *t, struct mt_cursor *c)
 {
 	while (c->p < c->end && !c->bad) {
 		struct mt_module m;
@@ -131,14 +127,14 @@ static int read_modules(struct mt_trace *t, struct tables *tb, struct mt_cursor 
 		m.end = m.start + mt_get_varint(c);
 		if (c->bad)
 			return -1;
-		if (fit((void **)&t->modules, &tb->cap_modules, t->nmodules, sizeof *t->modules))
+		if (fit((void **)&t->modules, &t->cap_modules, t->nmodules, sizeof *t->modules))
 			return ENOMEM;
 		t->modules[t->nmodules++] = m;
 	}
 	return c->bad ? -1 : 0;
 }
 
-static int read_events(struct mt_trace *t, struct tables *tb, struct mt_cursor *c)
+static int read_events(struct mt_trace *t, struct mt_cursor *c)
 {
 	struct mt_encoder st = {0, 0};
 	uint64_t dropped = mt_get_varint(c);
@@ -148,7 +144,7 @@ static int read_events(struct mt_trace *t, struct tables *tb, struct mt_cursor *
 	if (dropped > t->dropped)
 		t->dropped = dropped;
 	while (c->p < c->end) {
-		if (fit((void **)&t->events, &tb->cap_events, t->nevents, sizeof *t->events))
+		if (fit((void **)&t->events, &t->cap_events, t->nevents, sizeof *t->events))
 			return ENOMEM;
 		if (mt_decode_event(c, &st, &t->events[t->nevents]))
 			return -1;
@@ -184,12 +180,70 @@ static int sort_events(struct mt_event *e, size_t n)
 	return 0;
 }
 
+static int start_tables(struct mt_trace *t)
+{
+	if (fit((void **)&t->strings, &t->cap_strings, 0, sizeof *t->strings) ||
+	    fit((void **)&t->stacks, &t->cap_stacks, 0, sizeof *t->stacks))
+		return ENOMEM;
+	t->strings[0] = "";
+	t->nstrings = t->nstacks = 1;
+	return 0;
+}
+
+/* ---- building a trace in memory, for importers ---- */
+
+int mt_trace_add_event(struct mt_trace *t, const struct mt_event *e)
+{
+	if (fit((void **)&t->events, &t->cap_events, t->nevents, sizeof *t->events))
+		return ENOMEM;
+	t->events[t->nevents++] = *e;
+	return 0;
+}
+
+uint32_t mt_trace_add_string(struct mt_trace *t, const char *s)
+{
+	if ((!t->strings && start_tables(t)) || fit((void **)&t->strings, &t->cap_strings, t->nstrings, sizeof *t->strings))
+		return 0;
+	t->strings[t->nstrings] = own_string(t, (const uint8_t *)s, strlen(s));
+	return t->strings[t->nstrings] ? (uint32_t)t->nstrings++ : 0;
+}
+
+uint32_t mt_trace_add_stack(struct mt_trace *t, const uint64_t *frames, uint32_t depth)
+{
+	uint64_t *copy;
+
+	if ((!t->stacks && start_tables(t)) || fit((void **)&t->stacks, &t->cap_stacks, t->nstacks, sizeof *t->stacks))
+		return 0;
+	copy = mt_trace_own(t, (depth ? depth : 1) * sizeof *copy);
+	if (!copy)
+		return 0;
+	memcpy(copy, frames, depth * sizeof *copy);
+	t->stacks[t->nstacks] = (struct mt_stack){depth, copy};
+	return (uint32_t)t->nstacks++;
+}
+
+uint32_t mt_trace_add_named(struct mt_trace *t, const char *function, const char *file, int line)
+{
+	if (fit((void **)&t->named, &t->cap_named, t->nnamed, sizeof *t->named))
+		return 0;
+	t->named[t->nnamed] = (struct mt_named_frame){own_string(t, (const uint8_t *)function, strlen(function)),
+						      own_string(t, (const uint8_t *)file, strlen(file)), line};
+	return (uint32_t)++t->nnamed;
+}
+
+int mt_trace_finish(struct mt_trace *t)
+{
+	return sort_events(t->events, t->nevents);
+}
+
 static int parse(struct mt_trace *t, const uint8_t *data, size_t size)
 {
-	struct tables tb = {0};
 	size_t off = 16;
 	int r = 0;
 
+	/* a pickle (protocol 2 and later start with PROTO; 0 and 1 end with STOP): a PyTorch snapshot */
+	if (size >= 2 && (data[0] == 0x80 || (data[size - 1] == '.' && memcmp(data, MT_FILE_MAGIC, 6) != 0)))
+		return mt_trace_from_torch(data, size, t);
 	if (size < 16 || memcmp(data, MT_FILE_MAGIC, 8) != 0) {
 		note(t, "not a memtap trace (no memtap header)");
 		return EINVAL;
@@ -198,11 +252,8 @@ static int parse(struct mt_trace *t, const uint8_t *data, size_t size)
 		note(t, "trace format version %u; this memtap reads version %u", data[8], MT_FORMAT_VERSION);
 		return EINVAL;
 	}
-	if (fit((void **)&t->strings, &tb.cap_strings, 0, sizeof *t->strings) ||
-	    fit((void **)&t->stacks, &tb.cap_stacks, 0, sizeof *t->stacks))
+	if (start_tables(t))
 		return ENOMEM;
-	t->strings[0] = "";
-	t->nstrings = t->nstacks = 1;
 	while (off < size) {
 		struct mt_chunk_header h;
 		struct mt_cursor c;
@@ -229,10 +280,10 @@ static int parse(struct mt_trace *t, const uint8_t *data, size_t size)
 		case MT_CHUNK_INFO:
 			t->info = own_string(t, c.p, h.length);
 			break;
-		case MT_CHUNK_STRINGS: r = read_strings(t, &tb, &c); break;
-		case MT_CHUNK_STACKS: r = read_stacks(t, &tb, &c); break;
-		case MT_CHUNK_MODULES: r = read_modules(t, &tb, &c); break;
-		case MT_CHUNK_EVENTS: r = read_events(t, &tb, &c); break;
+		case MT_CHUNK_STRINGS: r = read_strings(t, &c); break;
+		case MT_CHUNK_STACKS: r = read_stacks(t, &c); break;
+		case MT_CHUNK_MODULES: r = read_modules(t, &c); break;
+		case MT_CHUNK_EVENTS: r = read_events(t, &c); break;
 		case MT_CHUNK_END: {
 			uint64_t dropped = mt_get_varint(&c);
 			if (!c.bad && dropped > t->dropped)
@@ -309,6 +360,7 @@ void mt_trace_free(struct mt_trace *t)
 	free(t->strings);
 	free(t->stacks);
 	free(t->modules);
+	free(t->named);
 	memset(t, 0, sizeof *t);
 }
 

@@ -20,6 +20,22 @@ struct mt_module {
 	uint64_t base, start, end; /* load bias; lowest and highest mapped address */
 };
 
+/* A frame of an imported trace, which comes with names instead of addresses: such a
+ * trace's stacks hold indices into `named` (from 1). */
+struct mt_named_frame {
+	const char *function, *file;
+	int line;
+};
+
+/* Reserved memory's state at the end of an imported snapshot, per device. */
+struct mt_fragmentation {
+	bool known;
+	uint64_t segments, reserved, allocated, requested;
+	uint64_t internal;      /* allocated - requested: rounding */
+	uint64_t external;      /* free blocks inside segments */
+	uint64_t largest_free;  /* the largest of them */
+};
+
 struct mt_trace {
 	const char *path;
 	char *info;                 /* "key=value\n" lines of the INFO chunk */
@@ -31,19 +47,35 @@ struct mt_trace {
 	size_t nstacks;
 	struct mt_module *modules;
 	size_t nmodules;
+	struct mt_named_frame *named;
+	size_t nnamed;
+	struct mt_fragmentation *fragmentation; /* per device, MT_FRAG_DEVICES; NULL when unknown */
 	uint64_t dropped;           /* events the recorder could not keep */
 	bool complete;              /* an END chunk closed the file */
 	char problem[256];          /* empty, or what was wrong with the file */
 	void *mem;                  /* owned allocations */
+	size_t cap_events, cap_strings, cap_stacks, cap_modules, cap_named;
 };
+
+#define MT_FRAG_DEVICES 256
 
 /* 0 on success (possibly with a problem noted), else an errno code; `problem` says why. */
 int mt_trace_read(const char *path, struct mt_trace *t);
-/* The same for a trace already in memory; name is only for messages. */
+/* The same for a trace already in memory; name is only for messages. A PyTorch memory
+ * snapshot (a pickle from torch.cuda.memory._dump_snapshot) is read into the same form. */
 int mt_trace_parse(const void *data, size_t size, const char *name, struct mt_trace *t);
 void mt_trace_free(struct mt_trace *t);
 /* The value of an INFO key, copied into buf; NULL when absent. */
 const char *mt_trace_info(const struct mt_trace *t, const char *key, char *buf, size_t len);
 const char *mt_trace_string(const struct mt_trace *t, uint64_t id);
+
+/* For importers (format/torch.c): building a trace in memory. 0 or ENOMEM. */
+int mt_trace_add_event(struct mt_trace *t, const struct mt_event *e);
+uint32_t mt_trace_add_string(struct mt_trace *t, const char *s);             /* 0 when out of memory */
+uint32_t mt_trace_add_stack(struct mt_trace *t, const uint64_t *frames, uint32_t depth);
+uint32_t mt_trace_add_named(struct mt_trace *t, const char *function, const char *file, int line);
+void *mt_trace_own(struct mt_trace *t, size_t n);                           /* freed with the trace */
+int mt_trace_finish(struct mt_trace *t);                                     /* sorts events by time */
+int mt_trace_from_torch(const uint8_t *data, size_t size, struct mt_trace *t);
 
 #endif

@@ -9,4 +9,14 @@ B=$MT_BUILDDIR
 "$B/tools/memtap/memtap" run -q -o "$dir/simtrain.trace" -- "$B/tools/simtrain/simtrain" --preset tiny \
 	--iters 2 > /dev/null || { echo "1..0 # SKIP no trace to start from"; exit 0; }
 "$B/tools/memtap/memtap" run -q -o "$dir/api.trace" -- "$B/tests/recorder/workload" driver > /dev/null
-exec "$B/tests/fuzz/fuzz_reader_check" 3000 "$dir/simtrain.trace" "$dir/api.trace"
+# a PyTorch snapshot, for the pickle reader and the importer
+"$PYTHON3" -c 'import pickle, sys
+f = [{"filename": "t.py", "line": 1, "name": "f"}]
+snap = {"segments": [{"device": 0, "address": 4096, "total_size": 8192, "stream": 0, "segment_type": "large",
+                      "segment_pool_id": (0, 0), "frames": f, "blocks": [
+                          {"address": 4096, "size": 4096, "requested_size": 4000, "state": "active_allocated", "frames": f},
+                          {"address": 8192, "size": 4096, "requested_size": 0, "state": "inactive", "frames": []}]}],
+        "device_traces": [[{"action": "alloc", "addr": 4096, "size": 4000, "stream": 0, "time_us": 5, "frames": f},
+                           {"action": "oom", "device_free": 1, "size": 9000, "stream": 0, "time_us": 6}]]}
+pickle.dump(snap, open(sys.argv[1], "wb"), protocol=4)' "$dir/snapshot.pickle"
+exec "$B/tests/fuzz/fuzz_reader_check" 3000 "$dir/simtrain.trace" "$dir/api.trace" "$dir/snapshot.pickle"

@@ -1,5 +1,5 @@
 /* The offline tool's hash map: linear probing, tombstones dropped when it regrows. */
-#include "analyze/map.h"
+#include "util/map.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -1,4 +1,5 @@
-/* A u64 -> u64 hash map for the offline tool (open addressing, malloc-backed). */
+/* A u64 -> u64 hash map for the offline side (reader, analyses): open addressing,
+ * malloc-backed. Not for the injected library, which keeps off the application's heap. */
 #ifndef MT_MAP_H
 #define MT_MAP_H
 

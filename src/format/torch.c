@@ -1,0 +1,277 @@
+/* PyTorch memory snapshots (torch.cuda.memory._dump_snapshot) read into a trace:
+ * device_traces become events (alloc, free_completed or the older free, segment
+ * alloc/free/map/unmap, oom, snapshot), frames become named stacks, a trace entry's
+ * category (from the profiler) becomes a tag. What was allocated before recording
+ * began is rebuilt from the final `segments` and from frees without an alloc, as
+ * PyTorch's own viewer does, and dated before the first event. The final segments also
+ * give each device's fragmentation. The oldest layout (a list of segments whose blocks
+ * carry `history`) is read too. */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "format/pickle.h"
+#include "format/reader.h"
+#include "util/map.h"
+
+struct importer {
+	struct mt_trace *t;
+	struct mt_map frames; /* hash of (function, file, line) -> named index */
+	struct mt_map stacks; /* hash of a frame list -> stack id */
+	struct mt_map live;   /* address -> 1 while allocated in the replayed trace */
+	struct mt_map segs;   /* segment address -> 1 while reserved */
+	struct mt_map seen;   /* addresses allocated at least once in the trace */
+	uint64_t first_time;
+	uint8_t devices[MT_FRAG_DEVICES];
+};
+
+static uint64_t hash_bytes(uint64_t h, const void *p, size_t n)
+{
+	const uint8_t *b = p;
+
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ b[i]) * 0x100000001b3ull;
+	return h;
+}
+
+static uint32_t frame_of(struct importer *im, const struct pk_value *f)
+{
+	const char *fn = pk_str(pk_get(f, "name")), *file = pk_str(pk_get(f, "filename"));
+	int64_t line = 0;
+	uint64_t h = 0xcbf29ce484222325ull, id;
+
+	fn = fn ? fn : "?";
+	file = file ? file : "";
+	pk_int(pk_get(f, "line"), &line);
+	h = hash_bytes(h, fn, strlen(fn) + 1);
+	h = hash_bytes(h, file, strlen(file) + 1);
+	h = hash_bytes(h, &line, sizeof line);
+	if (mt_map_get(&im->frames, h, &id))
+		return (uint32_t)id;
+	id = mt_trace_add_named(im->t, fn, file, (int)line);
+	if (id)
+		mt_map_put(&im->frames, h, id);
+	return (uint32_t)id;
+}
+
+static uint32_t stack_of(struct importer *im, const struct pk_value *frames)
+{
+	uint64_t ids[256], h = 0x9e3779b97f4a7c15ull, id;
+	size_t n = pk_len(frames);
+
+	if (n > 256)
+		n = 256;
+	for (size_t i = 0; i < n; i++) {
+		ids[i] = frame_of(im, pk_at(frames, i));
+		h = hash_bytes(h, &ids[i], sizeof ids[i]);
+	}
+	if (!n)
+		return 0;
+	if (mt_map_get(&im->stacks, h, &id))
+		return (uint32_t)id;
+	id = mt_trace_add_stack(im->t, ids, (uint32_t)n);
+	if (id)
+		mt_map_put(&im->stacks, h, id);
+	return (uint32_t)id;
+}
+
+static uint8_t category(const char *c)
+{
+	static const struct {
+		const char *name;
+		uint8_t tag;
+	} map[] = {{"PARAMETER", MT_TAG_PARAMS}, {"GRADIENT", MT_TAG_GRADS}, {"OPTIMIZER_STATE", MT_TAG_OPTIMIZER},
+		   {"ACTIVATION", MT_TAG_ACTIVATIONS}, {"TEMPORARY", MT_TAG_TEMPORARIES}};
+
+	if (!c)
+		return MT_TAG_NONE;
+	for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
+		if (strcasecmp(c, map[i].name) == 0)
+			return map[i].tag;
+	return MT_TAG_OTHER;
+}
+
+static int add(struct importer *im, uint8_t kind, int device, uint64_t time, uint64_t addr, uint64_t size,
+	       uint64_t aux, uint32_t stack, uint8_t tag, int error)
+{
+	struct mt_event e = {.kind = kind, .device = (uint8_t)device, .thread = 1, .time = time, .addr = addr,
+			     .size = size, .aux = aux, .stack = stack, .tag = tag, .error = error};
+
+	if (device >= 0 && device < MT_FRAG_DEVICES && !im->devices[device]) {
+		char name[64];
+		struct mt_event d = {.kind = MT_EV_DEVICE, .device = (uint8_t)device, .thread = 1, .time = 0};
+		snprintf(name, sizeof name, "cuda:%d (PyTorch snapshot)", device);
+		d.aux = mt_trace_add_string(im->t, name);
+		im->devices[device] = 1;
+		if (mt_trace_add_event(im->t, &d))
+			return ENOMEM;
+	}
+	return mt_trace_add_event(im->t, &e);
+}
+
+/* One device's trace entries, oldest first. */
+static int read_trace(struct importer *im, int device, const struct pk_value *entries)
+{
+	for (size_t i = 0; i < pk_len(entries); i++) {
+		const struct pk_value *e = pk_at(entries, i);
+		const char *action = pk_str(pk_get(e, "action"));
+		int64_t addr = 0, size = 0, stream = 0, time_us = 0, device_free = 0;
+		uint64_t time;
+		uint32_t stack;
+		uint8_t tag;
+		int r = 0;
+
+		if (!action)
+			continue;
+		pk_int(pk_get(e, "addr"), &addr);
+		pk_int(pk_get(e, "size"), &size);
+		pk_int(pk_get(e, "stream"), &stream);
+		pk_int(pk_get(e, "time_us"), &time_us);
+		time = (uint64_t)(time_us > 0 ? time_us : 0) * 1000 + i; /* i keeps entries of one time in order */
+		if (!im->first_time || time < im->first_time)
+			im->first_time = time;
+		stack = stack_of(im, pk_get(e, "frames"));
+		tag = category(pk_str(pk_get(e, "category")));
+		if (!strcmp(action, "alloc")) {
+			r = add(im, MT_EV_ALLOC, device, time, (uint64_t)addr, (uint64_t)size, (uint64_t)stream, stack, tag, 0);
+			mt_map_put(&im->live, (uint64_t)addr, 1);
+			mt_map_put(&im->seen, (uint64_t)addr, 1);
+		} else if (!strcmp(action, "free_completed") || !strcmp(action, "free")) {
+			if (!mt_map_get(&im->seen, (uint64_t)addr, NULL)) /* allocated before recording began */
+				r = add(im, MT_EV_ALLOC, device, 0, (uint64_t)addr, (uint64_t)size, (uint64_t)stream, 0, 0, 0);
+			mt_map_put(&im->seen, (uint64_t)addr, 1);
+			mt_map_del(&im->live, (uint64_t)addr, NULL);
+			if (!r)
+				r = add(im, MT_EV_FREE, device, time, (uint64_t)addr, 0, (uint64_t)stream, 0, 0, 0);
+		} else if (!strcmp(action, "segment_alloc") || !strcmp(action, "segment_map")) {
+			r = add(im, MT_EV_SEGMENT_ALLOC, device, time, (uint64_t)addr, (uint64_t)size, (uint64_t)stream, stack,
+				0, 0);
+			mt_map_put(&im->segs, (uint64_t)addr, (uint64_t)size);
+		} else if (!strcmp(action, "segment_free") || !strcmp(action, "segment_unmap")) {
+			if (!mt_map_del(&im->segs, (uint64_t)addr, NULL))
+				r = add(im, MT_EV_SEGMENT_ALLOC, device, 0, (uint64_t)addr, (uint64_t)size, 0, 0, 0, 0);
+			if (!r)
+				r = add(im, MT_EV_SEGMENT_FREE, device, time, (uint64_t)addr, (uint64_t)size, 0, 0, 0, 0);
+		} else if (!strcmp(action, "oom")) {
+			pk_int(pk_get(e, "device_free"), &device_free);
+			r = add(im, MT_EV_ALLOC_FAILED, device, time, 0, (uint64_t)size, (uint64_t)device_free, stack, 0, 2);
+		} else if (!strcmp(action, "snapshot")) {
+			r = add(im, MT_EV_SNAPSHOT, device, time, 0, (uint64_t)size, 0, 0, 0, 0);
+		}
+		if (r)
+			return r;
+	}
+	return 0;
+}
+
+/* The final segments: what was there before recording began, and fragmentation. */
+static int read_segments(struct importer *im, const struct pk_value *segments)
+{
+	struct mt_trace *t = im->t;
+
+	for (size_t i = 0; i < pk_len(segments); i++) {
+		const struct pk_value *s = pk_at(segments, i), *blocks = pk_get(s, "blocks");
+		int64_t device = 0, address = 0, total = 0, stream = 0;
+		struct mt_fragmentation *f;
+		uint64_t offset = 0;
+		int r;
+
+		pk_int(pk_get(s, "device"), &device);
+		pk_int(pk_get(s, "address"), &address);
+		pk_int(pk_get(s, "total_size"), &total);
+		pk_int(pk_get(s, "stream"), &stream);
+		if (device < 0 || device >= MT_FRAG_DEVICES)
+			continue;
+		if (!mt_map_get(&im->segs, (uint64_t)address, NULL) &&
+		    (r = add(im, MT_EV_SEGMENT_ALLOC, (int)device, 0, (uint64_t)address, (uint64_t)total, (uint64_t)stream,
+			     stack_of(im, pk_get(s, "frames")), 0, 0)))
+			return r;
+		f = &t->fragmentation[device];
+		f->known = true;
+		f->segments++;
+		f->reserved += (uint64_t)total;
+		for (size_t k = 0; k < pk_len(blocks); k++) {
+			const struct pk_value *b = pk_at(blocks, k), *history = pk_get(b, "history");
+			const char *state = pk_str(pk_get(b, "state"));
+			int64_t baddr = address + (int64_t)offset, size = 0, requested = 0;
+			const struct pk_value *frames = pk_get(b, "frames");
+			bool active;
+
+			pk_int(pk_get(b, "address"), &baddr);
+			pk_int(pk_get(b, "size"), &size);
+			pk_int(pk_get(b, "requested_size"), &requested);
+			offset += (uint64_t)size;
+			active = state && strncmp(state, "active", 6) == 0;
+			if (pk_len(history)) { /* the oldest layout: the last handout says who and how much */
+				const struct pk_value *last = pk_at(history, pk_len(history) - 1);
+				pk_int(pk_get(last, "real_size"), &requested);
+				frames = pk_get(last, "frames");
+			}
+			if (!active) {
+				f->external += (uint64_t)size;
+				if ((uint64_t)size > f->largest_free)
+					f->largest_free = (uint64_t)size;
+				continue;
+			}
+			if (!requested)
+				requested = size;
+			f->allocated += (uint64_t)size;
+			f->requested += (uint64_t)requested;
+			if (!mt_map_get(&im->live, (uint64_t)baddr, NULL) &&
+			    (r = add(im, MT_EV_ALLOC, (int)device, 0, (uint64_t)baddr, (uint64_t)requested, (uint64_t)stream,
+				     stack_of(im, frames), 0, 0)))
+				return r;
+		}
+		f->internal = f->allocated - f->requested;
+	}
+	return 0;
+}
+
+int mt_trace_from_torch(const uint8_t *data, size_t size, struct mt_trace *t)
+{
+	struct pk_arena arena = {0};
+	struct pk_value *root = NULL;
+	struct importer im = {.t = t};
+	const struct pk_value *segments, *traces;
+	int r = pk_parse(data, size, &arena, &root, t->problem, sizeof t->problem);
+
+	if (r)
+		goto out;
+	segments = root->type == PK_LIST ? root : pk_get(root, "segments");
+	traces = root->type == PK_DICT ? pk_get(root, "device_traces") : NULL;
+	if (!segments && !traces) {
+		snprintf(t->problem, sizeof t->problem, "a pickle, but not a PyTorch memory snapshot (no segments or device_traces)");
+		r = EINVAL;
+		goto out;
+	}
+	t->fragmentation = mt_trace_own(t, MT_FRAG_DEVICES * sizeof *t->fragmentation);
+	t->info = mt_trace_own(t, 96);
+	if (!t->fragmentation || !t->info) {
+		r = ENOMEM;
+		goto out;
+	}
+	for (size_t d = 0; d < pk_len(traces) && !r; d++)
+		r = read_trace(&im, (int)d, pk_at(traces, d));
+	if (!r)
+		r = read_segments(&im, segments);
+	if (!r) {
+		/* times count from just before the first entry, where what existed before is dated */
+		snprintf(t->info, 96, "backend=pytorch-snapshot\nstart_monotonic_ns=%llu\n",
+			 (unsigned long long)(im.first_time ? im.first_time - 1 : 0));
+		for (size_t i = 0; i < t->nevents; i++)
+			if (t->events[i].time == 0 && t->events[i].kind != MT_EV_DEVICE)
+				t->events[i].time = im.first_time ? im.first_time - 1 : 0;
+		r = mt_trace_finish(t);
+	}
+	t->complete = r == 0;
+	if (r == ENOMEM)
+		snprintf(t->problem, sizeof t->problem, "out of memory importing the snapshot");
+out:
+	pk_arena_free(&arena);
+	mt_map_free(&im.frames);
+	mt_map_free(&im.stacks);
+	mt_map_free(&im.live);
+	mt_map_free(&im.segs);
+	mt_map_free(&im.seen);
+	return r;
+}

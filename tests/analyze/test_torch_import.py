@@ -1,0 +1,137 @@
+"""PyTorch memory snapshots: hand-written pickles (the standard pickle module, every
+protocol) covering each trace action and both layouts, with numbers worked out by hand;
+and hostile or broken pickles, refused in one line without running anything."""
+import json
+import os
+import pickle
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.join(os.environ["MT_SRCDIR"], "tests"))
+from tap import done, ok  # noqa: E402
+
+B = os.environ["MT_BUILDDIR"]
+MEMTAP = os.path.join(B, "tools/memtap/memtap")
+TMP = tempfile.mkdtemp(prefix="memtap-torch-")
+MiB = 1 << 20
+F_MODEL = [{"filename": "model.py", "line": 40, "name": "forward"}, {"filename": "train.py", "line": 9, "name": "step"}]
+F_OPT = [{"filename": "optim.py", "line": 77, "name": "_init_group"}, {"filename": "train.py", "line": 12, "name": "step"}]
+T0 = 1718000000000000
+
+
+def entry(action, addr, size, t, frames=None, **extra):
+    e = {"action": action, "addr": addr, "size": size, "stream": 0, "time_us": T0 + t, "compile_context": "",
+         "user_metadata": ""}
+    if frames is not None:
+        e["frames"] = frames
+    e.update(extra)
+    return e
+
+
+SEG = 0x7f0000000000
+# One 20 MiB segment; a 4 MiB parameter (allocated before recording began: only in segments),
+# a 6 MiB activation freed, an 8 MiB optimizer buffer; OOMs for 9 MiB (8 MiB free inside the
+# segment + 2 MiB in CUDA: it would have fit without fragmentation) and 12 MiB (it would not).
+CURRENT = {
+    "segments": [{
+        "device": 0, "address": SEG, "total_size": 20 * MiB, "allocated_size": 12 * MiB, "active_size": 12 * MiB,
+        "requested_size": 12 * MiB - 100, "stream": 0, "segment_type": "large", "segment_pool_id": (0, 0),
+        "is_expandable": False, "frames": F_MODEL,
+        "blocks": [
+            {"address": SEG, "size": 4 * MiB, "requested_size": 4 * MiB, "state": "active_allocated", "frames": F_MODEL},
+            {"address": SEG + 4 * MiB, "size": 6 * MiB, "requested_size": 0, "state": "inactive", "frames": []},
+            {"address": SEG + 10 * MiB, "size": 8 * MiB, "requested_size": 8 * MiB - 100,
+             "state": "active_allocated", "frames": F_OPT},
+            {"address": SEG + 18 * MiB, "size": 2 * MiB, "requested_size": 0, "state": "inactive", "frames": []}]}],
+    "device_traces": [[
+        entry("segment_alloc", SEG, 20 * MiB, 1, F_MODEL),
+        entry("alloc", SEG + 4 * MiB, 6 * MiB, 2, F_MODEL, category="ACTIVATION"),
+        entry("alloc", SEG + 10 * MiB, 8 * MiB - 100, 3, F_OPT, category="OPTIMIZER_STATE"),
+        entry("free_requested", SEG + 4 * MiB, 6 * MiB, 4, F_MODEL),
+        entry("free_completed", SEG + 4 * MiB, 6 * MiB, 5, F_MODEL),
+        {"action": "oom", "device_free": 2 * MiB, "size": 9 * MiB, "stream": 0, "time_us": T0 + 6, "frames": F_MODEL},
+        {"action": "oom", "device_free": 2 * MiB, "size": 12 * MiB, "stream": 0, "time_us": T0 + 6, "frames": F_MODEL},
+        entry("snapshot", 0, 12 * MiB, 7)]],
+    "allocator_settings": {"PYTORCH_CUDA_ALLOC_CONF": "", "max_split_size": -1, "expandable_segments": False,
+                           "roundup_power2_divisions": {"1": 0}},
+    "external_annotations": [],
+}
+# The oldest layout: a bare list of segments whose blocks carry history.
+OLD = [{
+    "device": 1, "address": SEG, "total_size": 10 * MiB, "stream": 0, "segment_type": "large",
+    "blocks": [
+        {"size": 3 * MiB, "state": "active_allocated", "history": [{"addr": SEG, "real_size": 3 * MiB - 8, "frames": F_MODEL}]},
+        {"size": 7 * MiB, "state": "inactive", "history": []}]}]
+# Expandable segments: mapped and unmapped; a free whose alloc fell out of the ring buffer.
+EXPANDABLE = {
+    "segments": [],
+    "device_traces": [[
+        entry("free_completed", SEG + 64, 1000, 1, F_MODEL),
+        entry("segment_map", SEG, 2 * MiB, 2, F_MODEL),
+        entry("alloc", SEG, 1 * MiB, 3, F_MODEL),
+        entry("free_completed", SEG, 1 * MiB, 4, F_MODEL),
+        entry("segment_unmap", SEG, 2 * MiB, 5, F_MODEL)]],
+}
+
+
+def report(name, obj, proto):
+    path = os.path.join(TMP, "%s-%d.pickle" % (name, proto))
+    with open(path, "wb") as f:
+        pickle.dump(obj, f, protocol=proto)
+    p = subprocess.run([MEMTAP, "report", "--json", path], capture_output=True, text=True)
+    return p, (json.loads(p.stdout) if p.stdout.startswith("{") else None)
+
+
+for proto in range(0, pickle.HIGHEST_PROTOCOL + 1):
+    p, rep = report("current", CURRENT, proto)
+    if not ok(p.returncode == 0 and rep, "current layout, protocol %d: read" % proto, p.stderr):
+        continue
+    dev = rep["devices"][0]
+    # allocated: param 4 MiB (initially) + act 6 MiB + opt 8 MiB - 100 at its peak
+    ok(dev["peak_allocated_bytes"] == 18 * MiB - 100, "protocol %d: the peak" % proto, dev)
+    comp = dev["composition_at_peak"]
+    ok(comp["activations"] == 6 * MiB and comp["optimizer"] == 8 * MiB - 100 and comp["other"] == 4 * MiB,
+       "protocol %d: categories from the trace entries" % proto, comp)
+    ok(comp["reserved_unallocated"] == 20 * MiB - (18 * MiB - 100), "protocol %d: reserved but unallocated" % proto)
+    fr = dev["fragmentation"]
+    ok(fr == {"segments": 1, "reserved_bytes": 20 * MiB, "allocated_bytes": 12 * MiB, "requested_bytes": 12 * MiB - 100,
+              "internal_bytes": 100, "external_bytes": 8 * MiB, "largest_free_block_bytes": 6 * MiB},
+       "protocol %d: fragmentation from the final segments" % proto, fr)
+    o = rep["oom"]
+    ok(len(o) == 2 and o[0]["size"] == 9 * MiB and o[0]["free_bytes"] == 2 * MiB and o[0]["fits_without_fragmentation"],
+       "protocol %d: 9 MiB would have fit without fragmentation (8 MiB free inside, 2 MiB in CUDA)" % proto, o)
+    ok(len(o) == 2 and o[1]["size"] == 12 * MiB and o[1]["fits_without_fragmentation"] is False,
+       "protocol %d: 12 MiB would not have fit anyway" % proto)
+    ok(o and [f["function"] for f in o[0]["frames"]] == ["forward", "step"], "protocol %d: PyTorch's frames" % proto)
+    live = sorted((g["bytes"], g["frames"][0]["function"] if g["frames"] else None) for g in rep["live_at_exit"])
+    ok(live == [(4 * MiB, "forward"), (8 * MiB - 100, "_init_group")], "protocol %d: live at exit" % proto, live)
+
+p, rep = report("old", OLD, 4)
+ok(p.returncode == 0 and rep and rep["devices"][0]["device"] == 1, "the oldest layout (segments with history)", p.stderr)
+if rep:
+    ok(rep["devices"][0]["peak_allocated_bytes"] == 3 * MiB - 8, "history's real_size is the block's request")
+    ok(rep["devices"][0]["fragmentation"]["external_bytes"] == 7 * MiB, "its fragmentation")
+p, rep = report("expandable", EXPANDABLE, 4)
+ok(p.returncode == 0 and rep, "expandable segments", p.stderr)
+if rep:
+    ok(rep["events"]["allocs"] == 2 and rep["events"]["frees"] == 2 and rep["live_at_exit"] == [],
+       "a free whose alloc was not recorded is matched by an alloc before the first entry", rep["events"])
+    ok(rep["devices"][0]["composition_at_peak"]["reserved_unallocated"] == 1 * MiB, "segment_map counts as reserved")
+    ok(rep["oom"] == [] and rep["devices"][0]["fragmentation"] is None, "no segments at the end: no fragmentation")
+
+# hostile and broken input: one line, exit 2, nothing run
+marker = os.path.join(TMP, "pwned")
+hostile = b"\x80\x04cos\nsystem\n(V touch " + marker.encode() + b"\ntR."
+cases = {"GLOBAL + REDUCE (os.system)": (hostile, "GLOBAL"),
+         "a class instance": (pickle.dumps(OSError("x"), protocol=4), "STACK_GLOBAL"),
+         "cut short": (pickle.dumps(CURRENT, protocol=4)[:100], "cut short"),
+         "not a snapshot": (pickle.dumps({"a": 1}, protocol=4), "not a PyTorch memory snapshot"),
+         "a huge integer": (pickle.dumps({"segments": [{"device": 2 ** 80}]}, protocol=4), "bytes")}
+for name, (data, words) in cases.items():
+    path = os.path.join(TMP, "bad.pickle")
+    open(path, "wb").write(data)
+    p = subprocess.run([MEMTAP, "report", path], capture_output=True, text=True)
+    ok(p.returncode == 2 and p.stderr.count("\n") == 1 and words in p.stderr, "refused: " + name, p.stderr)
+ok(not os.path.exists(marker), "nothing in a pickle is ever run")
+done()
