@@ -1,5 +1,5 @@
-/* Exports for other tools: folded stacks (flamegraph.pl, speedscope) and Chrome
- * trace-event JSON (ui.perfetto.dev, chrome://tracing). */
+/* Exports for other tools: folded stacks (flamegraph.pl, speedscope), Chrome
+ * trace-event JSON (ui.perfetto.dev, chrome://tracing) and PyTorch's memory_viz. */
 #ifndef MT_EXPORT_H
 #define MT_EXPORT_H
 
@@ -13,5 +13,7 @@ enum mt_folded_what { MT_FOLDED_PEAK, MT_FOLDED_EXIT, MT_FOLDED_LEAKS };
 void mt_export_folded(FILE *out, const struct mt_report *r, struct mt_symbols *sym, enum mt_folded_what what);
 /* A counter track per device split by category, OOMs as instant events, NVTX ranges as slices. */
 int mt_export_perfetto(FILE *out, const struct mt_report *r);
+/* A pickle in PyTorch's snapshot layout for pytorch.org/memory_viz (memviz.c). */
+int mt_export_memviz(FILE *out, const struct mt_report *r, struct mt_symbols *sym);
 
 #endif

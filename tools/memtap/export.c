@@ -13,7 +13,9 @@ static const char export_usage[] =
 	"                      holds live at the peak (--what peak, the default), at exit (exit),\n"
 	"                      or grows by per iteration (leaks)\n"
 	"  --format perfetto   Chrome trace-event JSON for ui.perfetto.dev and chrome://tracing: a\n"
-	"                      counter track per device split by category, OOMs, NVTX ranges\n";
+	"                      counter track per device split by category, OOMs, NVTX ranges\n"
+	"  --format memviz     a pickle in PyTorch's snapshot layout for pytorch.org/memory_viz\n"
+	"                      (each entry carries its category; use -o, it is binary)\n";
 
 int cmd_export(int argc, char **argv)
 {
@@ -45,8 +47,8 @@ int cmd_export(int argc, char **argv)
 		default: fputs(export_usage, stderr); return EXIT_USAGE;
 		}
 	}
-	if (!format || (strcmp(format, "folded") && strcmp(format, "perfetto")))
-		die(EXIT_USAGE, "--format is folded or perfetto%s%s", format ? ", not " : "", format ? format : "");
+	if (!format || (strcmp(format, "folded") && strcmp(format, "perfetto") && strcmp(format, "memviz")))
+		die(EXIT_USAGE, "--format is folded, perfetto or memviz%s%s", format ? ", not " : "", format ? format : "");
 	if (argc - optind != 1)
 		die(EXIT_USAGE, "memtap export takes one trace (see --help)");
 	if (mt_trace_read(argv[optind], &t))
@@ -60,8 +62,8 @@ int cmd_export(int argc, char **argv)
 	sym = mt_symbols_open(&t);
 	if (!strcmp(format, "folded"))
 		mt_export_folded(out, &r, sym, what);
-	else if (mt_export_perfetto(out, &r))
-		die(1, "out of memory while exporting");
+	else if (!strcmp(format, "memviz") ? mt_export_memviz(out, &r, sym) : mt_export_perfetto(out, &r))
+		die(1, "cannot write the export");
 	mt_symbols_close(sym);
 	if (out != stdout && fclose(out) != 0)
 		die(1, "cannot write %s", output);

@@ -1,0 +1,283 @@
+/* The memviz export: a pickle in PyTorch's current snapshot layout (segments,
+ * device_traces, allocator_settings) that pytorch.org/memory_viz and
+ * torch/cuda/_memory_viz.py read. A memtap trace has no caching allocator in between,
+ * so each device allocation is its own segment holding one block, exactly as large as
+ * requested: blocks tile segments, nothing is lost to rounding, and replaying
+ * device_traces (segment_alloc + alloc, free_requested + free_completed + segment_free)
+ * gives the segments at the end. Each trace entry carries its category, so the viewer
+ * colours by it. Only opcodes the viewer's JavaScript unpickler knows are written
+ * (protocol 4, integers of at most 8 bytes); repeated strings and stacks are memoized. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "analyze/export.h"
+#include "util/map.h"
+
+struct writer {
+	FILE *out;
+	struct mt_map memo_stack; /* stack id -> memo index + 1 */
+	struct mt_map memo_str;   /* string hash -> memo index + 1 */
+	uint32_t memo;            /* next memo index */
+};
+
+static void op(struct writer *w, uint8_t c)
+{
+	fputc(c, w->out);
+}
+
+static void u32(struct writer *w, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		fputc((int)(v >> (8 * i)) & 0xff, w->out);
+}
+
+static void memoize(struct writer *w)
+{
+	op(w, 0x94); /* MEMOIZE */
+	w->memo++;
+}
+
+static void get(struct writer *w, uint32_t index)
+{
+	if (index < 256) {
+		op(w, 'h'); /* BINGET */
+		op(w, (uint8_t)index);
+	} else {
+		op(w, 'j'); /* LONG_BINGET */
+		u32(w, index);
+	}
+}
+
+static void integer(struct writer *w, int64_t v)
+{
+	if (v >= 0 && v < 256) {
+		op(w, 'K');
+		op(w, (uint8_t)v);
+	} else if (v >= 0 && v < 65536) {
+		op(w, 'M');
+		op(w, (uint8_t)v);
+		op(w, (uint8_t)(v >> 8));
+	} else if (v >= INT32_MIN && v <= INT32_MAX) {
+		op(w, 'J');
+		u32(w, (uint32_t)v);
+	} else {
+		op(w, 0x8a); /* LONG1, 8 bytes two's complement */
+		op(w, 8);
+		for (int i = 0; i < 8; i++)
+			fputc((int)((uint64_t)v >> (8 * i)) & 0xff, w->out);
+	}
+}
+
+static void str(struct writer *w, const char *s, bool remember)
+{
+	size_t n = strlen(s);
+	uint64_t h = 0xcbf29ce484222325ull, k;
+
+	if (remember) {
+		for (const char *p = s; *p; p++)
+			h = (h ^ (uint8_t)*p) * 0x100000001b3ull;
+		if (mt_map_get(&w->memo_str, h, &k)) {
+			get(w, (uint32_t)(k - 1));
+			return;
+		}
+	}
+	if (n < 256) {
+		op(w, 0x8c); /* SHORT_BINUNICODE */
+		op(w, (uint8_t)n);
+	} else {
+		op(w, 'X'); /* BINUNICODE */
+		u32(w, (uint32_t)n);
+	}
+	fwrite(s, 1, n, w->out);
+	if (remember) {
+		mt_map_put(&w->memo_str, h, w->memo + 1);
+		memoize(w);
+	}
+}
+
+static void key(struct writer *w, const char *k)
+{
+	str(w, k, true);
+}
+
+/* A stack as PyTorch writes it: [{"filename", "line", "name"}, ...], innermost first. */
+static void frames(struct writer *w, const struct mt_report *r, struct mt_symbols *sym, uint32_t stack)
+{
+	const struct mt_trace *t = r->trace;
+	uint64_t k;
+
+	if (stack && mt_map_get(&w->memo_stack, stack, &k)) {
+		get(w, (uint32_t)(k - 1));
+		return;
+	}
+	op(w, ']'); /* EMPTY_LIST */
+	if (stack && stack < t->nstacks && t->stacks[stack].depth) {
+		op(w, '('); /* MARK */
+		for (uint32_t i = 0; i < t->stacks[stack].depth; i++) {
+			const struct mt_frame *f = mt_symbols_frame(sym, t->stacks[stack].frames[i]);
+			char name[512];
+			if (f->function)
+				snprintf(name, sizeof name, "%s", f->function);
+			else
+				snprintf(name, sizeof name, "%s+0x%" PRIx64, f->module ? f->module : "??", f->offset);
+			op(w, '}');
+			op(w, '(');
+			key(w, "filename");
+			str(w, f->file ? f->file : (f->module ? f->module : "??"), true);
+			key(w, "line");
+			integer(w, f->line);
+			key(w, "name");
+			str(w, name, true);
+			op(w, 'u'); /* SETITEMS */
+		}
+		op(w, 'e'); /* APPENDS */
+	}
+	if (stack) {
+		mt_map_put(&w->memo_stack, stack, w->memo + 1);
+		memoize(w);
+	}
+}
+
+static void entry(struct writer *w, const struct mt_report *r, struct mt_symbols *sym, const char *action,
+		  uint64_t addr, uint64_t size, uint64_t stream, uint64_t time, uint32_t stack, uint8_t cat)
+{
+	op(w, '}');
+	op(w, '(');
+	key(w, "action");
+	str(w, action, true);
+	key(w, strcmp(action, "oom") ? "addr" : "device_free");
+	integer(w, (int64_t)addr);
+	key(w, "size");
+	integer(w, (int64_t)size);
+	key(w, "stream");
+	integer(w, (int64_t)stream);
+	key(w, "time_us");
+	integer(w, (int64_t)(time / 1000));
+	key(w, "compile_context");
+	str(w, "", true);
+	key(w, "user_metadata");
+	str(w, "", true);
+	if (cat) {
+		key(w, "category");
+		str(w, mt_tag_names[cat], true);
+	}
+	key(w, "frames");
+	frames(w, r, sym, stack);
+	op(w, 'u');
+}
+
+int mt_export_memviz(FILE *out, const struct mt_report *r, struct mt_symbols *sym)
+{
+	const struct mt_trace *t = r->trace;
+	struct writer w = {.out = out};
+	struct mt_map live = {0}; /* address -> event index + 1, per device trace pass */
+	int ndev = 0;
+
+	for (int d = 0; d < MT_MAX_DEVICES; d++)
+		if (r->end.dev[d].seen)
+			ndev = d + 1;
+	op(&w, 0x80);
+	op(&w, 4);
+	op(&w, '}');
+	op(&w, '(');
+	/* device_traces: one list per device ordinal */
+	key(&w, "device_traces");
+	op(&w, ']');
+	for (int d = 0; d < ndev; d++) {
+		op(&w, ']');
+		op(&w, '(');
+		for (size_t i = 0; i < t->nevents; i++) {
+			const struct mt_event *e = &t->events[i];
+			uint64_t k;
+			uint8_t cat;
+			if (e->kind == MT_EV_ALLOC && !e->error && e->device == d) {
+				cat = r->comp.category[i] ? r->comp.category[i] : MT_TAG_OTHER;
+				entry(&w, r, sym, "segment_alloc", e->addr, e->size, e->aux, e->time, e->stack, cat);
+				entry(&w, r, sym, "alloc", e->addr, e->size, e->aux, e->time, e->stack, cat);
+				mt_map_put(&live, e->addr, i + 1);
+			} else if (e->kind == MT_EV_FREE && !e->error && mt_map_get(&live, e->addr, &k) &&
+				   t->events[k - 1].device == d) {
+				const struct mt_event *a = &t->events[k - 1];
+				cat = r->comp.category[k - 1] ? r->comp.category[k - 1] : MT_TAG_OTHER;
+				mt_map_del(&live, e->addr, NULL);
+				entry(&w, r, sym, "free_requested", a->addr, a->size, e->aux, e->time, a->stack, cat);
+				entry(&w, r, sym, "free_completed", a->addr, a->size, e->aux, e->time, a->stack, cat);
+				entry(&w, r, sym, "segment_free", a->addr, a->size, e->aux, e->time, a->stack, cat);
+			} else if (e->kind == MT_EV_ALLOC_FAILED && e->error == 2 && e->device == d) {
+				entry(&w, r, sym, "oom", e->aux, e->size, 0, e->time, e->stack, 0);
+			}
+		}
+		op(&w, 'e');
+		op(&w, 'a'); /* APPEND the device's list to device_traces */
+	}
+	/* segments: what is still allocated at the end, one segment per allocation */
+	key(&w, "segments");
+	op(&w, ']');
+	for (size_t i = 0; i < r->end.nlive; i++) {
+		const struct mt_live *l = &r->end.live[i];
+		if (!l->in_use || l->kind != MT_LIVE_DEVICE || l->device == MT_NO_DEVICE || !mt_map_get(&live, l->addr, NULL))
+			continue;
+		op(&w, '}');
+		op(&w, '(');
+		key(&w, "device");
+		integer(&w, l->device);
+		key(&w, "address");
+		integer(&w, (int64_t)l->addr);
+		key(&w, "total_size");
+		integer(&w, (int64_t)l->size);
+		key(&w, "allocated_size");
+		integer(&w, (int64_t)l->size);
+		key(&w, "active_size");
+		integer(&w, (int64_t)l->size);
+		key(&w, "requested_size");
+		integer(&w, (int64_t)l->size);
+		key(&w, "stream");
+		integer(&w, 0);
+		key(&w, "segment_type");
+		str(&w, "large", true);
+		key(&w, "segment_pool_id");
+		integer(&w, 0);
+		integer(&w, 0);
+		op(&w, 0x86); /* TUPLE2 */
+		key(&w, "is_expandable");
+		op(&w, 0x89); /* NEWFALSE */
+		key(&w, "frames");
+		frames(&w, r, sym, l->stack);
+		key(&w, "blocks");
+		op(&w, ']');
+		op(&w, '}');
+		op(&w, '(');
+		key(&w, "address");
+		integer(&w, (int64_t)l->addr);
+		key(&w, "size");
+		integer(&w, (int64_t)l->size);
+		key(&w, "requested_size");
+		integer(&w, (int64_t)l->size);
+		key(&w, "state");
+		str(&w, "active_allocated", true);
+		key(&w, "frames");
+		frames(&w, r, sym, l->stack);
+		op(&w, 'u');
+		op(&w, 'a');
+		op(&w, 'u');
+		op(&w, 'a'); /* the segment into segments */
+	}
+	key(&w, "allocator_settings");
+	op(&w, '}');
+	op(&w, '(');
+	key(&w, "PYTORCH_CUDA_ALLOC_CONF");
+	str(&w, "", true);
+	key(&w, "max_split_size");
+	integer(&w, -1);
+	key(&w, "expandable_segments");
+	op(&w, 0x89);
+	op(&w, 'u');
+	op(&w, 'u'); /* the top-level SETITEMS */
+	op(&w, '.');
+	mt_map_free(&w.memo_stack);
+	mt_map_free(&w.memo_str);
+	mt_map_free(&live);
+	return ferror(out) ? EIO : 0;
+}
