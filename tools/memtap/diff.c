@@ -98,7 +98,8 @@ static void fill(struct table *tb, struct side *s, int side, bool at_peak)
 		for (size_t i = 0; i < s->r.at_exit.n; i++)
 			add(tb, stack_key(s, s->r.at_exit.items[i].stack), side, s->r.at_exit.items[i].bytes);
 	}
-	qsort(tb->rows, tb->n, sizeof *tb->rows, by_change);
+	if (tb->n)
+		qsort(tb->rows, tb->n, sizeof *tb->rows, by_change);
 }
 
 static const char *signed_size(int64_t v, char *buf)
