@@ -23,7 +23,7 @@ def run(args, tag=False):
         if os.path.exists(f):
             os.remove(f)
     p = subprocess.run([MEMTAP, "run", "-q", "-o", trace, "--", SIMTRAIN, *args, "--json", truth] +
-                       (["--tag"] if tag else []), capture_output=True, text=True, env=dict(os.environ, SIMGPU_MEM="192GiB"))
+                       (["--tag"] if tag else []), capture_output=True, text=True)
     if p.returncode != 0:
         return None, None, p.stderr
     rep = json.loads(subprocess.run([MEMTAP, "report", "--json", trace], capture_output=True, text=True).stdout)

@@ -19,8 +19,7 @@ def report(args, *opts):
     trace = os.path.join(TMP, "t.trace")
     if os.path.exists(trace):
         os.remove(trace)
-    p = subprocess.run([MEMTAP, "run", "-q", "-o", trace, "--", SIMTRAIN, *args], capture_output=True, text=True,
-                       env=dict(os.environ, SIMGPU_MEM="192GiB"))
+    p = subprocess.run([MEMTAP, "run", "-q", "-o", trace, "--", SIMTRAIN, *args], capture_output=True, text=True)
     if p.returncode:
         return None
     return json.loads(subprocess.run([MEMTAP, "report", "--json", *opts, trace], capture_output=True,
