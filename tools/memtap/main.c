@@ -1,5 +1,5 @@
 /* memtap: command-line entry. Subcommands live in their own files; bad input is one
- * line on stderr and exit status 2. */
+ * line on stderr and exit status 2. A trace may also be a PyTorch memory snapshot. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,9 +10,10 @@
 static const char usage[] =
 	"usage: memtap COMMAND [ARGS]\n"
 	"  run [options] -- COMMAND [ARGS]   record the GPU memory of COMMAND and its children\n"
-	"  report TRACE [--json] [--top N]   what was alive at the peak and at exit, OOM events\n"
+	"  report TRACE... [--json]          the peak: what it was for and its stacks; growth per\n"
+	"                                    iteration; live at exit; OOMs (several: one row per rank)\n"
 	"  diff A B [--json]                 what changed between two traces, per category and stack\n"
-	"  export --format=F TRACE           folded stacks (flame graphs) or perfetto (Chrome JSON)\n"
+	"  export --format=F TRACE           folded stacks, perfetto (Chrome JSON) or memviz (pickle)\n"
 	"  dump TRACE [--json]               every recorded event, one per line\n"
 	"  version                           print memtap's version\n"
 	"`memtap COMMAND --help` describes a command.\n";
