@@ -1,7 +1,8 @@
-/* The offline tool's hash map: linear probing, tombstones dropped when it regrows. */
+/* The offline side's hash map: linear probing, tombstones dropped when it regrows. */
 #include "util/map.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 
 static size_t slot(uint64_t key, size_t cap)
@@ -12,19 +13,28 @@ static size_t slot(uint64_t key, size_t cap)
 	return (size_t)key & (cap - 1);
 }
 
-bool mt_map_get(const struct mt_map *m, uint64_t key, uint64_t *val)
+/* The slot holding key, or SIZE_MAX. */
+static size_t find(const struct mt_map *m, uint64_t key)
 {
 	if (!m->cap)
-		return false;
+		return SIZE_MAX;
 	for (size_t i = slot(key, m->cap);; i = (i + 1) & (m->cap - 1)) {
 		if (m->used[i] == 0)
-			return false;
-		if (m->used[i] == 1 && m->keys[i] == key) {
-			if (val)
-				*val = m->vals[i];
-			return true;
-		}
+			return SIZE_MAX;
+		if (m->used[i] == 1 && m->keys[i] == key)
+			return i;
 	}
+}
+
+bool mt_map_get(const struct mt_map *m, uint64_t key, uint64_t *val)
+{
+	size_t i = find(m, key);
+
+	if (i == SIZE_MAX)
+		return false;
+	if (val)
+		*val = m->vals[i];
+	return true;
 }
 
 static int regrow(struct mt_map *m)
@@ -76,19 +86,15 @@ int mt_map_put(struct mt_map *m, uint64_t key, uint64_t val)
 
 bool mt_map_del(struct mt_map *m, uint64_t key, uint64_t *val)
 {
-	if (!m->cap)
+	size_t i = find(m, key);
+
+	if (i == SIZE_MAX)
 		return false;
-	for (size_t i = slot(key, m->cap);; i = (i + 1) & (m->cap - 1)) {
-		if (m->used[i] == 0)
-			return false;
-		if (m->used[i] == 1 && m->keys[i] == key) {
-			if (val)
-				*val = m->vals[i];
-			m->used[i] = 2;
-			m->count--;
-			return true;
-		}
-	}
+	if (val)
+		*val = m->vals[i];
+	m->used[i] = 2;
+	m->count--;
+	return true;
 }
 
 void mt_map_free(struct mt_map *m)
