@@ -241,6 +241,8 @@ static int parse(struct mt_trace *t, const uint8_t *data, size_t size)
 	size_t off = 16;
 	int r = 0;
 
+	if (mt_is_rmm_log(data, size))
+		return mt_trace_from_rmm(data, size, t);
 	/* a pickle (protocol 2 and later start with PROTO; 0 and 1 end with STOP): a PyTorch snapshot */
 	if (size >= 2 && (data[0] == 0x80 || (data[size - 1] == '.' && memcmp(data, MT_FILE_MAGIC, 6) != 0)))
 		return mt_trace_from_torch(data, size, t);

@@ -62,7 +62,8 @@ struct mt_trace {
 /* 0 on success (possibly with a problem noted), else an errno code; `problem` says why. */
 int mt_trace_read(const char *path, struct mt_trace *t);
 /* The same for a trace already in memory; name is only for messages. A PyTorch memory
- * snapshot (a pickle from torch.cuda.memory._dump_snapshot) is read into the same form. */
+ * snapshot (a pickle from torch.cuda.memory._dump_snapshot) and a RAPIDS RMM log (CSV from
+ * logging_resource_adaptor) are read into the same form. */
 int mt_trace_parse(const void *data, size_t size, const char *name, struct mt_trace *t);
 void mt_trace_free(struct mt_trace *t);
 /* The value of an INFO key, copied into buf; NULL when absent. */
@@ -77,5 +78,7 @@ uint32_t mt_trace_add_named(struct mt_trace *t, const char *function, const char
 void *mt_trace_own(struct mt_trace *t, size_t n);                           /* freed with the trace */
 int mt_trace_finish(struct mt_trace *t);                                     /* sorts events by time */
 int mt_trace_from_torch(const uint8_t *data, size_t size, struct mt_trace *t);
+bool mt_is_rmm_log(const uint8_t *data, size_t size);
+int mt_trace_from_rmm(const uint8_t *data, size_t size, struct mt_trace *t);
 
 #endif

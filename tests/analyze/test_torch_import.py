@@ -1,6 +1,7 @@
-"""PyTorch memory snapshots: hand-written pickles (the standard pickle module, every
-protocol) covering each trace action and both layouts, with numbers worked out by hand;
-and hostile or broken pickles, refused in one line without running anything."""
+"""Imports. PyTorch memory snapshots: hand-written pickles (the standard pickle module,
+every protocol) covering each trace action and both layouts, with numbers worked out by
+hand; hostile or broken pickles, refused in one line without running anything. RAPIDS
+RMM logging-adaptor CSV: a log across midnight and a malformed one."""
 import json
 import os
 import pickle
@@ -134,4 +135,26 @@ for name, (data, words) in cases.items():
     p = subprocess.run([MEMTAP, "report", path], capture_output=True, text=True)
     ok(p.returncode == 2 and p.stderr.count("\n") == 1 and words in p.stderr, "refused: " + name, p.stderr)
 ok(not os.path.exists(marker), "nothing in a pickle is ever run")
+
+# ---- RMM logging_resource_adaptor CSV ----
+RMM = """Thread,Time,Action,Pointer,Size,Stream
+140215,23:59:59.900000,allocate,0x7f5e40000000,4096,0x0
+140215,23:59:59.950000,allocate,0x7f5e40001000,8192,0x0
+140216,00:00:00.100000,free,0x7f5e40000000,4096,0x0
+140216,00:00:00.200000,allocate failure,(nil),1073741824,0x0
+"""
+csv = os.path.join(TMP, "rmm.csv")
+open(csv, "w").write(RMM)
+p = subprocess.run([MEMTAP, "report", "--json", csv], capture_output=True, text=True)
+rep = json.loads(p.stdout) if p.returncode == 0 else None
+ok(rep is not None, "an RMM log reads as a trace", p.stderr)
+if rep:
+    ok(rep["devices"][0]["peak_allocated_bytes"] == 12288 and rep["events"]["frees"] == 1,
+       "RMM: peak and frees (the free after midnight is matched)", rep["devices"])
+    ok([g["bytes"] for g in rep["live_at_exit"]] == [8192] and len(rep["oom"]) == 1 and rep["oom"][0]["size"] == 1 << 30,
+       "RMM: live at exit and the allocation failure")
+open(csv, "w").write(RMM.replace("8192", "lots"))
+p = subprocess.run([MEMTAP, "report", csv], capture_output=True, text=True)
+ok(p.returncode == 2 and p.stderr.count("\n") == 1 and "line 3" in p.stderr, "RMM: a malformed row, with its line",
+   p.stderr)
 done()

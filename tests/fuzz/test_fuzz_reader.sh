@@ -19,4 +19,5 @@ snap = {"segments": [{"device": 0, "address": 4096, "total_size": 8192, "stream"
         "device_traces": [[{"action": "alloc", "addr": 4096, "size": 4000, "stream": 0, "time_us": 5, "frames": f},
                            {"action": "oom", "device_free": 1, "size": 9000, "stream": 0, "time_us": 6}]]}
 pickle.dump(snap, open(sys.argv[1], "wb"), protocol=4)' "$dir/snapshot.pickle"
-exec "$B/tests/fuzz/fuzz_reader_check" 3000 "$dir/simtrain.trace" "$dir/api.trace" "$dir/snapshot.pickle"
+printf 'Thread,Time,Action,Pointer,Size,Stream\n1,10:00:00.000001,allocate,0x1000,4096,0x0\n2,10:00:00.5,free,0x1000,4096,0x0\n1,10:00:01.0,allocate failure,(nil),99,0x0\n' > "$dir/rmm.csv"
+exec "$B/tests/fuzz/fuzz_reader_check" 3000 "$dir/simtrain.trace" "$dir/api.trace" "$dir/snapshot.pickle" "$dir/rmm.csv"
