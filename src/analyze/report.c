@@ -57,6 +57,13 @@ static int group(const struct mt_replay *rp, int device, struct mt_group_list *o
 	return r;
 }
 
+static int by_index(const void *a, const void *b)
+{
+	size_t x = *(const size_t *)a, y = *(const size_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
 /* The categories of what is live on device d now. */
 static void compose(struct mt_report *r, const struct mt_replay *rp, int d)
 {
@@ -90,9 +97,19 @@ int mt_report_build(struct mt_report *r, const struct mt_trace *t, const struct 
 		return err;
 	if ((err = mt_leaks_find(&r->leaks, t, o ? o->iteration : NULL, o && o->leak_iterations ? o->leak_iterations : 3)))
 		return err;
+	/* the events that made a device's peak, in order: the second replay stops at each */
+	size_t peaks[MT_MAX_DEVICES], npeaks = 0, next = 0;
+	for (int d = 0; d < MT_MAX_DEVICES; d++)
+		if (r->end.dev[d].peak)
+			peaks[npeaks++] = r->end.dev[d].peak_event;
+	qsort(peaks, npeaks, sizeof *peaks, by_index);
 	mt_replay_init(&second, t);
-	for (size_t i = 0; i < t->nevents && !err; i++) {
+	for (size_t i = 0; i < t->nevents && !err && next < npeaks; i++) {
 		mt_replay_apply(&second, &t->events[i]);
+		if (peaks[next] != i)
+			continue;
+		while (next < npeaks && peaks[next] == i)
+			next++;
 		for (int d = 0; d < MT_MAX_DEVICES && !err; d++) {
 			if (!r->end.dev[d].peak || r->end.dev[d].peak_event != i)
 				continue;

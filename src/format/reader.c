@@ -153,29 +153,50 @@ static int read_events(struct mt_trace *t, struct mt_cursor *c)
 	return 0;
 }
 
-/* Stable merge sort: events of one thread keep their order when times tie. */
+/* Stable natural merge sort: the writer drains each thread's ring in order, so a trace
+ * is made of long sorted runs (often one); merging runs pairwise between two buffers
+ * sorts it in a few passes, and a sorted trace costs one scan. Equal times keep file
+ * order, so one thread's events stay in order. */
 static int sort_events(struct mt_event *e, size_t n)
 {
-	struct mt_event *tmp;
+	struct mt_event *tmp, *src = e, *dst;
+	size_t runs = 1;
 
-	if (n < 2)
+	for (size_t i = 1; i < n; i++)
+		if (e[i].time < e[i - 1].time)
+			runs++;
+	if (runs == 1)
 		return 0;
 	tmp = malloc(n * sizeof *tmp);
 	if (!tmp)
 		return ENOMEM;
-	for (size_t w = 1; w < n; w *= 2) {
-		for (size_t lo = 0; lo < n; lo += 2 * w) {
-			size_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;
-			size_t i = lo, j = mid, k = lo;
-			while (i < mid && j < hi)
-				tmp[k++] = e[j].time < e[i].time ? e[j++] : e[i++];
-			while (i < mid)
-				tmp[k++] = e[i++];
-			while (j < hi)
-				tmp[k++] = e[j++];
+	dst = tmp;
+	while (runs > 1) {
+		size_t i = 0, k = 0;
+		runs = 0;
+		while (i < n) {
+			size_t mid = i + 1, hi;
+			while (mid < n && src[mid].time >= src[mid - 1].time)
+				mid++;
+			hi = mid < n ? mid + 1 : n;
+			while (hi < n && src[hi].time >= src[hi - 1].time)
+				hi++;
+			size_t a = i, b = mid;
+			while (a < mid && b < hi)
+				dst[k++] = src[b].time < src[a].time ? src[b++] : src[a++];
+			while (a < mid)
+				dst[k++] = src[a++];
+			while (b < hi)
+				dst[k++] = src[b++];
+			runs++;
+			i = hi;
 		}
-		memcpy(e, tmp, n * sizeof *e);
+		struct mt_event *swap = src;
+		src = dst;
+		dst = swap;
 	}
+	if (src != e)
+		memcpy(e, src, n * sizeof *e);
 	free(tmp);
 	return 0;
 }
