@@ -28,8 +28,12 @@ static __thread int ctx_depth; /* ctx_stack[ctx_depth] is the current context */
  * it the spaces go wherever the kernel puts them (and addresses vary between runs). */
 #ifdef __SANITIZE_THREAD__
 #define FIXED(addr) ((uintptr_t)0)
+#define SPAN_FACTOR 1 /* its application ranges are 1.5 TiB: reserve no more than needed */
+#define VA_FACTOR 1
 #else
 #define FIXED(addr) ((uintptr_t)(addr))
+#define SPAN_FACTOR 2
+#define VA_FACTOR 4
 #endif
 
 void sim_lock(void)
@@ -150,14 +154,14 @@ static CUresult init_locked(void)
 		struct sim_device *d = &sim.dev[i];
 		size_t cap = device_capacity(i);
 		/* twice the capacity, so address-space fragmentation never causes an OOM that capacity would not */
-		size_t span = 2 * cap + SIM_GRANULE;
+		size_t span = SPAN_FACTOR * cap + (1ull << 30);
 
 		if (span > DEVICE_SPACE_SLOT)
 			span = DEVICE_SPACE_SLOT;
 		if (sim_space_init(&d->space, FIXED(DEVICE_SPACE_BASE + (uintptr_t)i * DEVICE_SPACE_SLOT), span))
 			return CUDA_ERROR_OUT_OF_MEMORY;
 		d->capacity = cap;
-		va_size += 4 * cap;
+		va_size += VA_FACTOR * cap;
 		if (names && *names) {
 			list_item(names, i, d->name, sizeof d->name);
 		} else {
@@ -168,7 +172,7 @@ static CUresult init_locked(void)
 		sim_pool_init(&d->default_pool, i, true);
 		d->current_pool = &d->default_pool;
 	}
-	/* room for reservations of four times the memory there is */
+	/* room for reservations of four times the memory there is (once, under TSan) */
 	if (sim_space_init(&sim.va, FIXED(VA_SPACE_BASE), va_size < VA_SPACE_MAX ? va_size : VA_SPACE_MAX))
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	sim.initialized = true;
