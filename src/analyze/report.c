@@ -468,8 +468,9 @@ void mt_report_json(FILE *out, const struct mt_report *r, struct mt_symbols *sym
 			first ? "" : ",", ev->device == MT_NO_DEVICE ? -1 : ev->device, ev->size, ev->error,
 			ev->error == 2 ? "true" : "false", ev->aux, ev->aux2, ev->time > r->start ? ev->time - r->start : 0);
 		mt_json_str(out, mt_trace_string(t, ev->phase));
+		int fits = fits_without_fragmentation(t, ev);
 		fprintf(out, ", \"fits_without_fragmentation\": %s, \"frames\": ",
-			fits_without_fragmentation(t, ev) < 0 ? "null" : fits_without_fragmentation(t, ev) ? "true" : "false");
+			fits < 0 ? "null" : fits ? "true" : "false");
 		frames_json(out, r, sym, ev->stack);
 		fputs("}", out);
 		first = false;

@@ -10,13 +10,6 @@
 static void *ctx_get_device, *device_get_name, *device_total_mem, *mem_get_info;
 static uint64_t devices_seen;
 
-/* A driver function looked up once; racing threads find the same pointer. */
-static void *lookup_once(void **slot, const char *name)
-{
-	void *p = __atomic_load_n(slot, __ATOMIC_RELAXED);
-	return p ? p : mtp_resolve_symbol(slot, name);
-}
-
 /* The injected library interposes dlsym and must ask glibc's own (dlsym_stub.S) so as
  * not to be handed its own wrappers; the CUPTI backend has no such stub. */
 extern __attribute__((weak)) mt_dlsym_fn mt_dlsym_resolve(void);
@@ -35,7 +28,7 @@ void *mtp_driver_symbol(const char *name)
 
 uint8_t mtp_driver_device(void)
 {
-	PFN_cuCtxGetDevice_v2000 get = (PFN_cuCtxGetDevice_v2000)lookup_once(&ctx_get_device, "cuCtxGetDevice");
+	PFN_cuCtxGetDevice_v2000 get = (PFN_cuCtxGetDevice_v2000)mtp_lookup_once(&ctx_get_device, "cuCtxGetDevice");
 	CUdevice d;
 
 	if (get && get(&d) == CUDA_SUCCESS && d >= 0 && d < MT_NO_DEVICE)
@@ -53,9 +46,9 @@ void mtp_note_device(uint8_t dev)
 		return;
 	if (__atomic_fetch_or(&devices_seen, 1ull << dev, __ATOMIC_RELAXED) >> dev & 1)
 		return;
-	PFN_cuDeviceGetName_v2000 get_name = (PFN_cuDeviceGetName_v2000)lookup_once(&device_get_name, "cuDeviceGetName");
+	PFN_cuDeviceGetName_v2000 get_name = (PFN_cuDeviceGetName_v2000)mtp_lookup_once(&device_get_name, "cuDeviceGetName");
 	PFN_cuDeviceTotalMem_v3020 get_total =
-		(PFN_cuDeviceTotalMem_v3020)lookup_once(&device_total_mem, "cuDeviceTotalMem_v2");
+		(PFN_cuDeviceTotalMem_v3020)mtp_lookup_once(&device_total_mem, "cuDeviceTotalMem_v2");
 
 	if (get_name)
 		get_name(name, sizeof name, dev);
@@ -83,7 +76,7 @@ void mtp_hook_gone(uint8_t kind, uint64_t addr, uint64_t size, uint64_t aux)
 void mtp_hook_failed(uint8_t kind, uint8_t api, uint8_t device, uint64_t size, int error)
 {
 	struct mt_event e = {.kind = kind, .flags = api, .device = device, .size = size, .error = error};
-	PFN_cuMemGetInfo_v3020 info = (PFN_cuMemGetInfo_v3020)lookup_once(&mem_get_info, "cuMemGetInfo_v2");
+	PFN_cuMemGetInfo_v3020 info = (PFN_cuMemGetInfo_v3020)mtp_lookup_once(&mem_get_info, "cuMemGetInfo_v2");
 	size_t free_bytes = 0, total = 0;
 
 	if (error == CUDA_ERROR_OUT_OF_MEMORY && info && info(&free_bytes, &total) == CUDA_SUCCESS) {

@@ -20,19 +20,21 @@ CUresult CUDAAPI cuMemAllocAsync_ptsz(CUdeviceptr *, size_t, CUstream);
 CUresult CUDAAPI cuMemFreeAsync_ptsz(CUdeviceptr, CUstream);
 CUresult CUDAAPI cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *, size_t, CUmemoryPool, CUstream);
 
-/* The real function for a wrapper: filled by interception, else from libcuda.so.1.
- * Racing threads find the same value; relaxed atomics keep that well-defined. */
-#define MTP_REAL(sym)                                                                                        \
-	(likely(__atomic_load_n(&mtp_real_##sym, __ATOMIC_RELAXED))                                          \
-		 ? __atomic_load_n(&mtp_real_##sym, __ATOMIC_RELAXED)                                        \
-		 : mtp_resolve((void **)&mtp_real_##sym, #sym, (__typeof__(mtp_real_##sym))0))
-static inline void *mtp_resolve_symbol(void **slot, const char *name)
+/* A driver function looked up once in libcuda.so.1 and kept in *slot; racing threads
+ * find the same pointer, and relaxed atomics keep that well-defined. */
+static inline void *mtp_lookup_once(void **slot, const char *name)
 {
-	void *p = mtp_driver_symbol(name);
+	void *p = __atomic_load_n(slot, __ATOMIC_RELAXED);
+
+	if (likely(p))
+		return p;
+	p = mtp_driver_symbol(name);
 	__atomic_store_n(slot, p, __ATOMIC_RELAXED);
 	return p;
 }
-#define mtp_resolve(slot, name, type) ((__typeof__(type))mtp_resolve_symbol(slot, name))
+
+/* The real function for a wrapper: filled by interception, else from libcuda.so.1. */
+#define MTP_REAL(sym) ((__typeof__(mtp_real_##sym))mtp_lookup_once((void **)&mtp_real_##sym, #sym))
 
 /* Recording helpers; `api` is an enum mt_api, `error` a CUresult or cudaError_t. */
 MTP_HIDDEN void mtp_hook_made(uint8_t kind, uint8_t api, uint8_t device, uint64_t addr, uint64_t size,

@@ -2,7 +2,8 @@
  * Readers probe without a lock: a slot's hash is published with release order after
  * its id and bytes are in place. Only inserting takes the table's lock. The tables
  * are fixed reservations of address space that fill page by page; when one is full,
- * new keys get id 0 and are counted. */
+ * new keys get id 0 and are counted, as are keys from a signal handler that interrupted
+ * an insert on the same thread. */
 #include "preload/mtp.h"
 
 #include <string.h>
@@ -67,11 +68,18 @@ static MTP_NOINLINE uint32_t insert(struct mtp_table *t, uint64_t h, const void 
 {
 	uint32_t slot, id;
 
+	/* a signal handler (NVTX, memtap_mark) interrupted this thread inside an insert:
+	   no id, rather than waiting forever on a lock this thread holds */
+	if (mtp_self.interning) {
+		__atomic_add_fetch(&t->full, 1, __ATOMIC_RELAXED);
+		return 0;
+	}
+	mtp_self.interning = true;
 	pthread_mutex_lock(&t->lock);
 	id = probe(t, h, key, len, &slot);
 	if (id == 0) {
 		if (t->count + 1 > t->max_ids || t->blob_used + len > t->blob_size || len > 0xffff) {
-			t->full++;
+			__atomic_add_fetch(&t->full, 1, __ATOMIC_RELAXED);
 		} else {
 			id = t->count + 1;
 			memcpy(t->blob + t->blob_used, key, len);
@@ -83,6 +91,7 @@ static MTP_NOINLINE uint32_t insert(struct mtp_table *t, uint64_t h, const void 
 		}
 	}
 	pthread_mutex_unlock(&t->lock);
+	mtp_self.interning = false;
 	return id;
 }
 

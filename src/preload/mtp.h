@@ -67,6 +67,7 @@ struct mtp_thread {
 	struct mtp_stack_cache *stack_cache; /* this thread's last stack (stack.c) */
 	uint32_t index;            /* 0 = not yet registered */
 	int depth;                 /* hook nesting: only the outermost records */
+	bool interning;            /* holds an interning table's lock (intern.c) */
 	int phase_depth, tag_depth;
 	uint32_t phase[64];        /* NVTX push stack of string ids */
 	uint8_t tag[32];           /* memtap_tag_push stack */
@@ -105,7 +106,7 @@ struct mtp_table {
 	uint8_t *blob;
 	uint32_t slots, max_ids, count;
 	size_t blob_size, blob_used;
-	uint64_t full;     /* keys that did not fit */
+	uint64_t full;     /* keys that got no id: the table was full, or re-entered */
 };
 extern MTP_HIDDEN struct mtp_table mtp_stacks, mtp_strings;
 MTP_HIDDEN int mtp_table_init(struct mtp_table *t, uint32_t max_ids, size_t blob_size);
@@ -117,7 +118,6 @@ MTP_HIDDEN uint32_t mtp_intern(const char *s);       /* a string's id; 0 for NUL
 /* ---- stacks (stack.c) ---- */
 MTP_HIDDEN uint32_t mtp_stack_capture(void);
 MTP_HIDDEN struct mtp_stack_cache *mtp_stack_cache_new(void);
-MTP_HIDDEN void mtp_stack_cache_free(struct mtp_stack_cache *c);
 extern MTP_HIDDEN uint64_t mtp_stack_checks, mtp_stack_mismatches; /* check_stacks=1 */
 
 /* ---- writer (writer.c) ---- */
@@ -126,7 +126,6 @@ MTP_HIDDEN void mtp_writer_stop(void);               /* final flush, END chunk *
 MTP_HIDDEN void mtp_write_late(const struct mt_event *e); /* after stop: synchronous */
 MTP_HIDDEN void mtp_writer_wake(void);
 MTP_HIDDEN void mtp_writer_crash_flush(void);       /* from a fatal signal's handler */
-MTP_HIDDEN const char *mtp_trace_path(void);
 MTP_HIDDEN int mtp_writer_snapshot(const char *path); /* the trace so far, closed, into path */
 MTP_HIDDEN void mtp_writer_atfork_prepare(void);
 MTP_HIDDEN void mtp_writer_atfork_parent(void);

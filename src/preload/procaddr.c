@@ -92,8 +92,7 @@ static CUresult CUDAAPI gpa1(const char *symbol, void **pfn, int version, cuuint
 MTP_EXPORT CUresult CUDAAPI cuGetProcAddress(const char *symbol, void **pfn, int version, cuuint64_t flags,
 					     CUdriverProcAddressQueryResult *status)
 {
-	if (!__atomic_load_n(&real_gpa2, __ATOMIC_ACQUIRE) &&
-	    !mtp_resolve_symbol((void **)&real_gpa2, "cuGetProcAddress_v2"))
+	if (!mtp_lookup_once((void **)&real_gpa2, "cuGetProcAddress_v2"))
 		return CUDA_ERROR_NOT_INITIALIZED;
 	return gpa2(symbol, pfn, version, flags, status);
 }
@@ -102,7 +101,7 @@ MTP_EXPORT CUresult CUDAAPI mtp_gpa1_export(const char *symbol, void **pfn, int 
 	"cuGetProcAddress");
 CUresult CUDAAPI mtp_gpa1_export(const char *symbol, void **pfn, int version, cuuint64_t flags)
 {
-	if (!__atomic_load_n(&real_gpa1, __ATOMIC_ACQUIRE) && !mtp_resolve_symbol((void **)&real_gpa1, "cuGetProcAddress"))
+	if (!mtp_lookup_once((void **)&real_gpa1, "cuGetProcAddress"))
 		return CUDA_ERROR_NOT_INITIALIZED;
 	return gpa1(symbol, pfn, version, flags);
 }

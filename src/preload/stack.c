@@ -251,8 +251,3 @@ struct mtp_stack_cache *mtp_stack_cache_new(void)
 {
 	return mtp_map(sizeof(struct mtp_stack_cache));
 }
-
-void mtp_stack_cache_free(struct mtp_stack_cache *c)
-{
-	mtp_unmap(c, sizeof *c);
-}

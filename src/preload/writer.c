@@ -35,11 +35,6 @@ static struct writer {
 	size_t nmodules;
 } w = {.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER, .fd = -1};
 
-const char *mtp_trace_path(void)
-{
-	return w.path;
-}
-
 static void write_chunk(uint8_t type, const struct mt_buf *b)
 {
 	struct mt_chunk_header h = {.magic = MT_CHUNK_MAGIC, .type = type, .length = (uint32_t)b->len};

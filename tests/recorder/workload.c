@@ -276,23 +276,46 @@ static void exec_child(const char *self)
 
 static volatile sig_atomic_t ticks;
 
+/* "tick N" without stdio, which a signal handler may not use */
+static void tick_name(char *buf, unsigned n)
+{
+	char digits[16];
+	int k = 0;
+
+	memcpy(buf, "tick ", 5);
+	do
+		digits[k++] = (char)('0' + n % 10);
+	while ((n /= 10) && k < 15);
+	for (int i = 0; i < k; i++)
+		buf[5 + i] = digits[k - 1 - i];
+	buf[5 + k] = '\0';
+}
+
 static void on_tick(int sig)
 {
+	char name[32];
+
 	(void)sig;
-	ticks++;
-	memtap_mark("tick"); /* records from inside a signal handler, maybe in the middle of a hook */
+	tick_name(name, (unsigned)++ticks);
+	/* records from inside a signal handler, maybe in the middle of a hook or of interning
+	   a new name: every name is new, so the handler interns too */
+	memtap_mark(name);
 }
 
 static void signals(void)
 {
-	struct itimerval it = {{0, 200}, {0, 200}};
+	struct itimerval it = {{0, 20}, {0, 20}};
 	struct sigaction sa = {.sa_handler = on_tick, .sa_flags = SA_RESTART};
 
 	memtap_active(); /* resolve the API before signals arrive */
 	sigaction(SIGALRM, &sa, NULL);
 	setitimer(ITIMER_REAL, &it, NULL);
 	for (int i = 0; i < 20000; i++) {
+		char range[32];
+		snprintf(range, sizeof range, "step %d", i); /* a new name each time: interning while ticks land */
+		nvtxRangePushA(range);
 		alloc_free(7000001);
+		nvtxRangePop();
 		for (volatile int spin = 0; spin < 2000; spin++) /* time outside hooks, for ticks to land in */
 			;
 	}
