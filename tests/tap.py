@@ -1,5 +1,8 @@
-"""TAP for the Python tests: ok() for each check, then done() to print the plan and exit."""
+"""TAP for the Python tests: ok() for each check, then done() to print the plan and exit;
+scratch() for a temporary directory that goes away when the test passes."""
+import shutil
 import sys
+import tempfile
 
 count = failed = 0
 
@@ -17,6 +20,18 @@ def ok(cond, what, detail=""):
     return cond
 
 
+_scratch = []
+
+
+def scratch(name):
+    """A new temporary directory, removed by done() unless a check failed."""
+    _scratch.append(tempfile.mkdtemp(prefix="memtap-%s-" % name))
+    return _scratch[-1]
+
+
 def done():
     print("1..%d" % count)
+    if not failed:
+        for d in _scratch:
+            shutil.rmtree(d, ignore_errors=True)
     sys.exit(1 if failed else 0)

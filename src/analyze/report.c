@@ -93,6 +93,8 @@ int mt_report_build(struct mt_report *r, const struct mt_trace *t, const struct 
 	}
 	if ((err = group(&r->end, -1, &r->at_exit)))
 		return err;
+	if ((err = mt_fragment_build(&r->frag, t, &r->end)))
+		return err;
 	if ((err = mt_composition_build(&r->comp, t)))
 		return err;
 	if ((err = mt_leaks_find(&r->leaks, t, o ? o->iteration : NULL, o && o->leak_iterations ? o->leak_iterations : 3)))
@@ -125,6 +127,7 @@ void mt_report_free(struct mt_report *r)
 {
 	mt_replay_free(&r->end);
 	mt_composition_free(&r->comp);
+	mt_fragment_free(&r->frag);
 	mt_leaks_free(&r->leaks);
 	for (int d = 0; d < MT_MAX_DEVICES; d++)
 		free(r->at_peak[d].items);
@@ -227,42 +230,63 @@ static double seconds(const struct mt_report *r, uint64_t t)
 	return t > r->start ? (double)(t - r->start) / 1e9 : 0.0;
 }
 
-static const struct mt_fragmentation *fragmentation(const struct mt_trace *t, int d)
+static const struct mt_frag_device *fragmentation(const struct mt_report *r, int d)
 {
-	return t->fragmentation && d >= 0 && d < MT_FRAG_DEVICES && t->fragmentation[d].known ? &t->fragmentation[d]
-											       : NULL;
+	return r->frag.known && r->frag.dev[d].known ? &r->frag.dev[d] : NULL;
 }
 
-static void fragmentation_json(FILE *out, const struct mt_trace *t, int d)
+static void frag_text(FILE *out, const char *when, const struct mt_frag_state *f, bool estimated)
 {
-	const struct mt_fragmentation *f = fragmentation(t, d);
+	char a[32], b[32], c[32], d[32], e[32];
+
+	fprintf(out, "segments %s: %" PRIu64 ", %s reserved, %s allocated (%s lost to rounding%s), %s free in segments, "
+		     "largest free block %s\n",
+		when, f->segments, size_text(f->reserved, a), size_text(f->allocated, b),
+		size_text(f->allocated - f->requested, c), estimated ? ", estimated" : "",
+		size_text(f->reserved - f->allocated, d), size_text(f->largest_free, e));
+}
+
+static void frag_state_json(FILE *out, const struct mt_report *r, const struct mt_frag_state *f)
+{
+	fprintf(out, "{\"time_ns\": %" PRIu64 ", \"segments\": %" PRIu64 ", \"reserved_bytes\": %" PRIu64
+		     ", \"allocated_bytes\": %" PRIu64 ", \"requested_bytes\": %" PRIu64 ", \"internal_bytes\": %" PRIu64
+		     ", \"external_bytes\": %" PRIu64 ", \"largest_free_block_bytes\": %" PRIu64 "}",
+		f->time > r->start ? f->time - r->start : 0, f->segments, f->reserved, f->allocated, f->requested,
+		f->allocated - f->requested, f->reserved - f->allocated, f->largest_free);
+}
+
+static void fragmentation_json(FILE *out, const struct mt_report *r, int d)
+{
+	const struct mt_frag_device *f = fragmentation(r, d);
 
 	if (!f) {
 		fputs("null", out);
 		return;
 	}
-	fprintf(out, "{\"segments\": %" PRIu64 ", \"reserved_bytes\": %" PRIu64 ", \"allocated_bytes\": %" PRIu64
-		     ", \"requested_bytes\": %" PRIu64 ", \"internal_bytes\": %" PRIu64 ", \"external_bytes\": %" PRIu64
-		     ", \"largest_free_block_bytes\": %" PRIu64 "}",
-		f->segments, f->reserved, f->allocated, f->requested, f->internal, f->external, f->largest_free);
-}
-
-/* An OOM that would have fit without fragmentation: more was free than asked for, in
- * the driver and inside segments together, but no free block (nor the driver) had it. */
-static int fits_without_fragmentation(const struct mt_trace *t, const struct mt_event *e)
-{
-	const struct mt_fragmentation *f = fragmentation(t, e->device == MT_NO_DEVICE ? -1 : e->device);
-
-	if (!f || e->error != 2)
-		return -1;
-	return e->size <= f->external + e->aux && e->size > f->largest_free && e->size > e->aux;
+	fprintf(out, "{\"block_sizes\": \"%s\", \"at_peak\": ", r->frag.estimated ? "estimated" : "exact");
+	frag_state_json(out, r, &f->at_peak);
+	fputs(", \"at_exit\": ", out);
+	frag_state_json(out, r, &f->at_end);
+	fputs(", \"segments_at_peak\": [", out);
+	for (size_t i = 0; i < f->nsegments; i++) {
+		const struct mt_frag_segment *g = &f->segments[i];
+		fprintf(out, "%s{\"address\": %" PRIu64 ", \"size\": %" PRIu64 ", \"allocated_bytes\": %" PRIu64
+			     ", \"blocks\": %u, \"largest_free_block_bytes\": %" PRIu64 "}",
+			i ? ", " : "", g->addr, g->size, g->allocated, g->blocks, g->largest_free);
+	}
+	fputs("], \"timeline\": [", out);
+	for (size_t i = 0; i < f->ntimeline; i++) {
+		fputs(i ? ",\n      " : "\n      ", out);
+		frag_state_json(out, r, &f->timeline[i]);
+	}
+	fputs("]}", out);
 }
 
 void mt_report_text(FILE *out, const struct mt_report *r, struct mt_symbols *sym, size_t top)
 {
 	const struct mt_trace *t = r->trace;
 	const struct mt_replay *e = &r->end;
-	char sz[32], sz2[32], sz3[32], sz4[32], sz5[32], pid[32] = "?", host[256] = "?";
+	char sz[32], sz2[32], sz3[32], pid[32] = "?", host[256] = "?";
 
 	mt_trace_info(t, "pid", pid, sizeof pid);
 	mt_trace_info(t, "host", host, sizeof host);
@@ -285,12 +309,9 @@ void mt_report_text(FILE *out, const struct mt_report *r, struct mt_symbols *sym
 			fprintf(out, "reserved by the caching allocator at the peak: %s (%s not allocated)\n",
 				size_text(s->reserved_at_peak, sz),
 				size_text(s->reserved_at_peak > s->peak ? s->reserved_at_peak - s->peak : 0, sz2));
-		if (fragmentation(t, d)) {
-			const struct mt_fragmentation *f = fragmentation(t, d);
-			fprintf(out, "segments at the end: %" PRIu64 ", %s reserved, %s allocated (%s lost to rounding), "
-				     "%s free in segments, largest free block %s\n",
-				f->segments, size_text(f->reserved, sz), size_text(f->allocated, sz2),
-				size_text(f->internal, sz3), size_text(f->external, sz4), size_text(f->largest_free, sz5));
+		if (fragmentation(r, d)) {
+			frag_text(out, "at the peak", &fragmentation(r, d)->at_peak, r->frag.estimated);
+			frag_text(out, "at the end", &fragmentation(r, d)->at_end, r->frag.estimated);
 		}
 		if (r->at_peak[d].n) {
 			fprintf(out, "live at the peak, by stack:\n");
@@ -315,8 +336,10 @@ void mt_report_text(FILE *out, const struct mt_report *r, struct mt_symbols *sym
 			fprintf(out, ": out of memory with %s free", size_text(ev->aux, sz));
 		else
 			fprintf(out, ": error %d", ev->error);
-		if (fits_without_fragmentation(t, ev) == 1)
-			fprintf(out, " (it would have fit without fragmentation)");
+		const struct mt_frag_oom *fo = mt_fragment_oom(&r->frag, i);
+		if (fo && fo->fits == 1)
+			fprintf(out, " (it would have fit without fragmentation: %s free in segments, the largest block %s)",
+				size_text(fo->state.reserved - fo->state.allocated, sz), size_text(fo->state.largest_free, sz2));
 		if (ev->phase)
 			fprintf(out, " in %s", mt_trace_string(t, ev->phase));
 		fputc('\n', out);
@@ -436,7 +459,7 @@ void mt_report_json(FILE *out, const struct mt_report *r, struct mt_symbols *sym
 		for (int c = 1; c < MT_TAG_COUNT; c++)
 			fprintf(out, "%s\"%s\": \"%s\"", c > 1 ? ", " : "", mt_tag_names[c], source_name(r->sources[d][c]));
 		fputs("}, \"fragmentation\": ", out);
-		fragmentation_json(out, t, d);
+		fragmentation_json(out, r, d);
 		fputs("}", out);
 	}
 	fprintf(out, "],\n  \"host_pinned_peak_bytes\": %" PRIu64 ",\n  \"top_at_peak\": [", e->host_peak);
@@ -468,9 +491,14 @@ void mt_report_json(FILE *out, const struct mt_report *r, struct mt_symbols *sym
 			first ? "" : ",", ev->device == MT_NO_DEVICE ? -1 : ev->device, ev->size, ev->error,
 			ev->error == 2 ? "true" : "false", ev->aux, ev->aux2, ev->time > r->start ? ev->time - r->start : 0);
 		mt_json_str(out, mt_trace_string(t, ev->phase));
-		int fits = fits_without_fragmentation(t, ev);
-		fprintf(out, ", \"fits_without_fragmentation\": %s, \"frames\": ",
-			fits < 0 ? "null" : fits ? "true" : "false");
+		const struct mt_frag_oom *fo = mt_fragment_oom(&r->frag, i);
+		fprintf(out, ", \"fits_without_fragmentation\": %s, \"fragmentation\": ",
+			!fo || fo->fits < 0 ? "null" : fo->fits ? "true" : "false");
+		if (fo && fo->fits >= 0)
+			frag_state_json(out, r, &fo->state);
+		else
+			fputs("null", out);
+		fputs(", \"frames\": ", out);
 		frames_json(out, r, sym, ev->stack);
 		fputs("}", out);
 		first = false;

@@ -7,6 +7,7 @@
 #include <stdio.h>
 
 #include "analyze/composition.h"
+#include "analyze/fragment.h"
 #include "analyze/leaks.h"
 #include "analyze/replay.h"
 #include "analyze/symbols.h"
@@ -31,6 +32,7 @@ struct mt_report {
 	struct mt_composition comp;                   /* category of every allocation */
 	uint64_t composition[MT_MAX_DEVICES][MT_TAG_COUNT]; /* at each device's peak; [0] unused */
 	uint8_t sources[MT_MAX_DEVICES][MT_TAG_COUNT];      /* bit (1 << enum mt_source) per category */
+	struct mt_fragment frag;                      /* where segments are known */
 	struct mt_leaks leaks;                        /* growth across iterations */
 	uint64_t start;                               /* trace start, monotonic ns */
 };

@@ -31,7 +31,13 @@ enum mt_api {
 	MT_API_MANAGED,
 	MT_API_HOST,
 	MT_API_VMM,
+	MT_API_BLOCK,       /* a block of a caching allocator's segment (imported, memtap's allocator):
+			     * size the request, aux2 the block's rounded size (0: unknown) */
 };
+
+/* SEGMENT_ALLOC flags: pages mapped into an expandable segment, which join their
+ * neighbours (PyTorch's segment_map). */
+#define MT_SEG_MAPPED 1
 
 /* Categories a user can tag memory with (memtap_tag_*). 0 is "not tagged". */
 enum mt_tag { MT_TAG_NONE, MT_TAG_PARAMS, MT_TAG_GRADS, MT_TAG_OPTIMIZER, MT_TAG_ACTIVATIONS, MT_TAG_TEMPORARIES,

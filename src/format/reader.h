@@ -27,15 +27,6 @@ struct mt_named_frame {
 	int line;
 };
 
-/* Reserved memory's state at the end of an imported snapshot, per device. */
-struct mt_fragmentation {
-	bool known;
-	uint64_t segments, reserved, allocated, requested;
-	uint64_t internal;      /* allocated - requested: rounding */
-	uint64_t external;      /* free blocks inside segments */
-	uint64_t largest_free;  /* the largest of them */
-};
-
 struct mt_trace {
 	const char *path;
 	char *info;                 /* "key=value\n" lines of the INFO chunk */
@@ -49,15 +40,12 @@ struct mt_trace {
 	size_t nmodules;
 	struct mt_named_frame *named;
 	size_t nnamed;
-	struct mt_fragmentation *fragmentation; /* per device, MT_FRAG_DEVICES; NULL when unknown */
 	uint64_t dropped;           /* events the recorder could not keep */
 	bool complete;              /* an END chunk closed the file */
 	char problem[256];          /* empty, or what was wrong with the file */
 	void *mem;                  /* owned allocations */
 	size_t cap_events, cap_strings, cap_stacks, cap_modules, cap_named;
 };
-
-#define MT_FRAG_DEVICES 256
 
 /* 0 on success (possibly with a problem noted), else an errno code; `problem` says why. */
 int mt_trace_read(const char *path, struct mt_trace *t);

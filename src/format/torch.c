@@ -4,7 +4,7 @@
  * category (from the profiler) becomes a tag. What was allocated before recording
  * began is rebuilt from the final `segments` and from frees without an alloc, as
  * PyTorch's own viewer does, and dated before the first event. The final segments also
- * give each device's fragmentation. The oldest layout (a list of segments whose blocks
+ * give the exact size of each block still live. The oldest layout (a list of segments whose blocks
  * carry `history`) is read too. */
 #include <errno.h>
 #include <stdio.h>
@@ -14,15 +14,21 @@
 #include "format/reader.h"
 #include "util/map.h"
 
+#define MAX_DEVICES 255 /* 255 is MT_NO_DEVICE */
+/* Times of what existed before recording began, until the first entry's time is known. */
+#define BEFORE_SEGMENTS UINT64_MAX
+#define BEFORE (UINT64_MAX - 1)
+#define MAX_TIME_US (INT64_C(4) << 50) /* past 2100, far below BEFORE in ns */
+
 struct importer {
 	struct mt_trace *t;
 	struct mt_map frames; /* hash of (function, file, line) -> named index */
 	struct mt_map stacks; /* hash of a frame list -> stack id */
-	struct mt_map live;   /* address -> 1 while allocated in the replayed trace */
+	struct mt_map live;   /* address -> its ALLOC's event index + 1 while allocated */
 	struct mt_map segs;   /* segment address -> 1 while reserved */
 	struct mt_map seen;   /* addresses allocated at least once in the trace */
 	uint64_t first_time;
-	uint8_t devices[MT_FRAG_DEVICES];
+	uint8_t devices[MAX_DEVICES];
 };
 
 static uint64_t hash_bytes(uint64_t h, const void *p, size_t n)
@@ -91,26 +97,39 @@ static uint8_t category(const char *c)
 	return MT_TAG_OTHER;
 }
 
-static int add(struct importer *im, uint8_t kind, int device, uint64_t time, uint64_t addr, uint64_t size,
-	       uint64_t aux, uint32_t stack, uint8_t tag, int error)
+/* Adds e (thread 1), announcing its device first. */
+static int add(struct importer *im, struct mt_event e)
 {
-	struct mt_event e = {.kind = kind, .device = (uint8_t)device, .thread = 1, .time = time, .addr = addr,
-			     .size = size, .aux = aux, .stack = stack, .tag = tag, .error = error};
-
-	if (device >= 0 && device < MT_FRAG_DEVICES && !im->devices[device]) {
+	e.thread = 1;
+	if (!im->devices[e.device]) {
 		char name[64];
-		struct mt_event d = {.kind = MT_EV_DEVICE, .device = (uint8_t)device, .thread = 1, .time = 0};
-		snprintf(name, sizeof name, "cuda:%d (PyTorch snapshot)", device);
+		struct mt_event d = {.kind = MT_EV_DEVICE, .device = e.device, .thread = 1, .time = 0};
+		snprintf(name, sizeof name, "cuda:%d (PyTorch snapshot)", e.device);
 		d.aux = mt_trace_add_string(im->t, name);
-		im->devices[device] = 1;
+		im->devices[e.device] = 1;
 		if (mt_trace_add_event(im->t, &d))
 			return ENOMEM;
 	}
 	return mt_trace_add_event(im->t, &e);
 }
 
+/* A block handed out: remembered by address (event index + 1) while live. */
+static int add_block(struct importer *im, uint8_t device, uint64_t time, uint64_t addr, uint64_t requested,
+		     uint64_t size, uint64_t stream, uint32_t stack, uint8_t tag)
+{
+	int r = add(im, (struct mt_event){.kind = MT_EV_ALLOC, .flags = MT_API_BLOCK, .device = device, .time = time,
+					  .addr = addr, .size = requested, .aux = stream, .aux2 = size, .stack = stack,
+					  .tag = tag});
+
+	if (!r)
+		r = mt_map_put(&im->live, addr, im->t->nevents);
+	if (!r)
+		r = mt_map_put(&im->seen, addr, 1);
+	return r;
+}
+
 /* One device's trace entries, oldest first. */
-static int read_trace(struct importer *im, int device, const struct pk_value *entries)
+static int read_trace(struct importer *im, uint8_t device, const struct pk_value *entries)
 {
 	for (size_t i = 0; i < pk_len(entries); i++) {
 		const struct pk_value *e = pk_at(entries, i);
@@ -127,36 +146,41 @@ static int read_trace(struct importer *im, int device, const struct pk_value *en
 		pk_int(pk_get(e, "size"), &size);
 		pk_int(pk_get(e, "stream"), &stream);
 		pk_int(pk_get(e, "time_us"), &time_us);
-		time = (uint64_t)(time_us > 0 ? time_us : 0) * 1000 + i; /* i keeps entries of one time in order */
+		time_us = time_us < 0 ? 0 : time_us > MAX_TIME_US ? MAX_TIME_US : time_us;
+		time = (uint64_t)time_us * 1000 + i; /* i keeps entries of one time in order */
 		if (!im->first_time || time < im->first_time)
 			im->first_time = time;
 		stack = stack_of(im, pk_get(e, "frames"));
 		tag = category(pk_str(pk_get(e, "category")));
 		if (!strcmp(action, "alloc")) {
-			r = add(im, MT_EV_ALLOC, device, time, (uint64_t)addr, (uint64_t)size, (uint64_t)stream, stack, tag, 0);
-			mt_map_put(&im->live, (uint64_t)addr, 1);
-			mt_map_put(&im->seen, (uint64_t)addr, 1);
+			r = add_block(im, device, time, (uint64_t)addr, (uint64_t)size, 0, (uint64_t)stream, stack, tag);
 		} else if (!strcmp(action, "free_completed") || !strcmp(action, "free")) {
 			if (!mt_map_get(&im->seen, (uint64_t)addr, NULL)) /* allocated before recording began */
-				r = add(im, MT_EV_ALLOC, device, 0, (uint64_t)addr, (uint64_t)size, (uint64_t)stream, 0, 0, 0);
-			mt_map_put(&im->seen, (uint64_t)addr, 1);
+				r = add_block(im, device, BEFORE, (uint64_t)addr, (uint64_t)size, 0, (uint64_t)stream, 0, 0);
 			mt_map_del(&im->live, (uint64_t)addr, NULL);
 			if (!r)
-				r = add(im, MT_EV_FREE, device, time, (uint64_t)addr, 0, (uint64_t)stream, 0, 0, 0);
+				r = add(im, (struct mt_event){.kind = MT_EV_FREE, .device = device, .time = time,
+							      .addr = (uint64_t)addr, .aux = (uint64_t)stream});
 		} else if (!strcmp(action, "segment_alloc") || !strcmp(action, "segment_map")) {
-			r = add(im, MT_EV_SEGMENT_ALLOC, device, time, (uint64_t)addr, (uint64_t)size, (uint64_t)stream, stack,
-				0, 0);
+			r = add(im, (struct mt_event){.kind = MT_EV_SEGMENT_ALLOC, .device = device, .time = time,
+						      .addr = (uint64_t)addr, .size = (uint64_t)size, .aux = (uint64_t)stream,
+						      .stack = stack, .flags = action[8] == 'm' ? MT_SEG_MAPPED : 0});
 			mt_map_put(&im->segs, (uint64_t)addr, (uint64_t)size);
 		} else if (!strcmp(action, "segment_free") || !strcmp(action, "segment_unmap")) {
+			uint8_t mapped = action[8] == 'u' ? MT_SEG_MAPPED : 0;
 			if (!mt_map_del(&im->segs, (uint64_t)addr, NULL))
-				r = add(im, MT_EV_SEGMENT_ALLOC, device, 0, (uint64_t)addr, (uint64_t)size, 0, 0, 0, 0);
+				r = add(im, (struct mt_event){.kind = MT_EV_SEGMENT_ALLOC, .device = device, .time = BEFORE_SEGMENTS,
+							      .addr = (uint64_t)addr, .size = (uint64_t)size, .flags = mapped});
 			if (!r)
-				r = add(im, MT_EV_SEGMENT_FREE, device, time, (uint64_t)addr, (uint64_t)size, 0, 0, 0, 0);
+				r = add(im, (struct mt_event){.kind = MT_EV_SEGMENT_FREE, .device = device, .time = time,
+							      .addr = (uint64_t)addr, .size = (uint64_t)size, .flags = mapped});
 		} else if (!strcmp(action, "oom")) {
 			pk_int(pk_get(e, "device_free"), &device_free);
-			r = add(im, MT_EV_ALLOC_FAILED, device, time, 0, (uint64_t)size, (uint64_t)device_free, stack, 0, 2);
+			r = add(im, (struct mt_event){.kind = MT_EV_ALLOC_FAILED, .device = device, .time = time,
+						      .size = (uint64_t)size, .aux = (uint64_t)device_free, .stack = stack,
+						      .error = 2 /* CUDA_ERROR_OUT_OF_MEMORY */});
 		} else if (!strcmp(action, "snapshot")) {
-			r = add(im, MT_EV_SNAPSHOT, device, time, 0, (uint64_t)size, 0, 0, 0, 0);
+			r = add(im, (struct mt_event){.kind = MT_EV_SNAPSHOT, .device = device, .time = time, .size = (uint64_t)size});
 		}
 		if (r)
 			return r;
@@ -164,65 +188,52 @@ static int read_trace(struct importer *im, int device, const struct pk_value *en
 	return 0;
 }
 
-/* The final segments: what was there before recording began, and fragmentation. */
+/* The final segments: what was there before recording began, and the exact size of
+ * each block still live (trace entries give only the request). */
 static int read_segments(struct importer *im, const struct pk_value *segments)
 {
-	struct mt_trace *t = im->t;
-
 	for (size_t i = 0; i < pk_len(segments); i++) {
 		const struct pk_value *s = pk_at(segments, i), *blocks = pk_get(s, "blocks");
 		int64_t device = 0, address = 0, total = 0, stream = 0;
-		struct mt_fragmentation *f;
-		uint64_t offset = 0;
+		uint64_t offset = 0, event;
 		int r;
 
 		pk_int(pk_get(s, "device"), &device);
 		pk_int(pk_get(s, "address"), &address);
 		pk_int(pk_get(s, "total_size"), &total);
 		pk_int(pk_get(s, "stream"), &stream);
-		if (device < 0 || device >= MT_FRAG_DEVICES)
+		if (device < 0 || device >= MAX_DEVICES)
 			continue;
 		if (!mt_map_get(&im->segs, (uint64_t)address, NULL) &&
-		    (r = add(im, MT_EV_SEGMENT_ALLOC, (int)device, 0, (uint64_t)address, (uint64_t)total, (uint64_t)stream,
-			     stack_of(im, pk_get(s, "frames")), 0, 0)))
+		    (r = add(im, (struct mt_event){.kind = MT_EV_SEGMENT_ALLOC, .device = (uint8_t)device,
+						   .time = BEFORE_SEGMENTS, .addr = (uint64_t)address,
+						   .size = (uint64_t)total, .aux = (uint64_t)stream,
+						   .stack = stack_of(im, pk_get(s, "frames"))})))
 			return r;
-		f = &t->fragmentation[device];
-		f->known = true;
-		f->segments++;
-		f->reserved += (uint64_t)total;
 		for (size_t k = 0; k < pk_len(blocks); k++) {
 			const struct pk_value *b = pk_at(blocks, k), *history = pk_get(b, "history");
 			const char *state = pk_str(pk_get(b, "state"));
 			int64_t baddr = address + (int64_t)offset, size = 0, requested = 0;
 			const struct pk_value *frames = pk_get(b, "frames");
-			bool active;
 
 			pk_int(pk_get(b, "address"), &baddr);
 			pk_int(pk_get(b, "size"), &size);
 			pk_int(pk_get(b, "requested_size"), &requested);
 			offset += (uint64_t)size;
-			active = state && strncmp(state, "active", 6) == 0;
+			if (!state || strncmp(state, "active", 6) != 0)
+				continue;
 			if (pk_len(history)) { /* the oldest layout: the last handout says who and how much */
 				const struct pk_value *last = pk_at(history, pk_len(history) - 1);
 				pk_int(pk_get(last, "real_size"), &requested);
 				frames = pk_get(last, "frames");
 			}
-			if (!active) {
-				f->external += (uint64_t)size;
-				if ((uint64_t)size > f->largest_free)
-					f->largest_free = (uint64_t)size;
-				continue;
-			}
-			if (!requested)
-				requested = size;
-			f->allocated += (uint64_t)size;
-			f->requested += (uint64_t)requested;
-			if (!mt_map_get(&im->live, (uint64_t)baddr, NULL) &&
-			    (r = add(im, MT_EV_ALLOC, (int)device, 0, (uint64_t)baddr, (uint64_t)requested, (uint64_t)stream,
-				     stack_of(im, frames), 0, 0)))
+			if (mt_map_get(&im->live, (uint64_t)baddr, &event))
+				im->t->events[event - 1].aux2 = (uint64_t)size;
+			else if ((r = add_block(im, (uint8_t)device, BEFORE, (uint64_t)baddr,
+						(uint64_t)(requested ? requested : size), (uint64_t)size, (uint64_t)stream,
+						stack_of(im, frames), 0)))
 				return r;
 		}
-		f->internal = f->allocated - f->requested;
 	}
 	return 0;
 }
@@ -244,23 +255,22 @@ int mt_trace_from_torch(const uint8_t *data, size_t size, struct mt_trace *t)
 		r = EINVAL;
 		goto out;
 	}
-	t->fragmentation = mt_trace_own(t, MT_FRAG_DEVICES * sizeof *t->fragmentation);
 	t->info = mt_trace_own(t, 96);
-	if (!t->fragmentation || !t->info) {
+	if (!t->info) {
 		r = ENOMEM;
 		goto out;
 	}
-	for (size_t d = 0; d < pk_len(traces) && !r; d++)
-		r = read_trace(&im, (int)d, pk_at(traces, d));
+	for (size_t d = 0; d < pk_len(traces) && d < MAX_DEVICES && !r; d++)
+		r = read_trace(&im, (uint8_t)d, pk_at(traces, d));
 	if (!r)
 		r = read_segments(&im, segments);
 	if (!r) {
-		/* times count from just before the first entry, where what existed before is dated */
-		snprintf(t->info, 96, "backend=pytorch-snapshot\nstart_monotonic_ns=%llu\n",
-			 (unsigned long long)(im.first_time ? im.first_time - 1 : 0));
+		/* what existed before is dated just before the first entry, segments first */
+		uint64_t base = im.first_time >= 2 ? im.first_time - 2 : 0;
+		snprintf(t->info, 96, "backend=pytorch-snapshot\nstart_monotonic_ns=%llu\n", (unsigned long long)base);
 		for (size_t i = 0; i < t->nevents; i++)
-			if (t->events[i].time == 0 && t->events[i].kind != MT_EV_DEVICE)
-				t->events[i].time = im.first_time ? im.first_time - 1 : 0;
+			if (t->events[i].time >= BEFORE)
+				t->events[i].time = base + (t->events[i].time == BEFORE);
 		r = mt_trace_finish(t);
 	}
 	t->complete = r == 0;

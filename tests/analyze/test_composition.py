@@ -5,15 +5,14 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.join(os.environ["MT_SRCDIR"], "tests"))
-from tap import done, ok  # noqa: E402
+from tap import done, ok, scratch  # noqa: E402
 
 B = os.environ["MT_BUILDDIR"]
 MEMTAP = os.path.join(B, "tools/memtap/memtap")
 SIMTRAIN = os.path.join(B, "tools/simtrain/simtrain")
-TMP = tempfile.mkdtemp(prefix="memtap-comp-")
+TMP = scratch("comp")
 CATS = ("params", "grads", "optimizer", "activations", "temporaries", "other")
 
 

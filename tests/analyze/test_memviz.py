@@ -8,15 +8,14 @@ import pickle
 import pickletools
 import subprocess
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.join(os.environ["MT_SRCDIR"], "tests"))
-from tap import done, ok  # noqa: E402
+from tap import done, ok, scratch  # noqa: E402
 
 B = os.environ["MT_BUILDDIR"]
 MEMTAP = os.path.join(B, "tools/memtap/memtap")
 SIMTRAIN = os.path.join(B, "tools/simtrain/simtrain")
-TMP = tempfile.mkdtemp(prefix="memtap-memviz-")
+TMP = scratch("memviz")
 JS_OPCODES = {"APPENDS", "BINGET", "BININT", "BININT1", "BININT2", "EMPTY_DICT", "EMPTY_LIST", "FRAME", "LONG1",
               "LONG_BINGET", "MARK", "MEMOIZE", "PROTO", "SETITEMS", "SHORT_BINUNICODE", "STOP", "TUPLE2", "APPEND",
               "NEWFALSE", "BINPUT", "BINUNICODE", "EMPTY_TUPLE", "NEWTRUE", "NONE", "BINFLOAT", "TUPLE", "TUPLE1",

@@ -7,14 +7,13 @@ import os
 import pickle
 import subprocess
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.join(os.environ["MT_SRCDIR"], "tests"))
-from tap import done, ok  # noqa: E402
+from tap import done, ok, scratch  # noqa: E402
 
 B = os.environ["MT_BUILDDIR"]
 MEMTAP = os.path.join(B, "tools/memtap/memtap")
-TMP = tempfile.mkdtemp(prefix="memtap-torch-")
+TMP = scratch("torch")
 MiB = 1 << 20
 F_MODEL = [{"filename": "model.py", "line": 40, "name": "forward"}, {"filename": "train.py", "line": 9, "name": "step"}]
 F_OPT = [{"filename": "optim.py", "line": 77, "name": "_init_group"}, {"filename": "train.py", "line": 12, "name": "step"}]
@@ -31,9 +30,11 @@ def entry(action, addr, size, t, frames=None, **extra):
 
 
 SEG = 0x7f0000000000
-# One 20 MiB segment; a 4 MiB parameter (allocated before recording began: only in segments),
-# a 6 MiB activation freed, an 8 MiB optimizer buffer; OOMs for 9 MiB (8 MiB free inside the
-# segment + 2 MiB in CUDA: it would have fit without fragmentation) and 12 MiB (it would not).
+# One 20 MiB segment reserved before recording began, with a 4 MiB parameter (only in
+# segments); a 6 MiB activation freed, an 8 MiB optimizer buffer. OOMs for 9 MiB: before the
+# optimizer buffer (10 MiB free in one block: not fragmentation's fault), at the end (8 MiB
+# free inside the segment in two blocks + 2 MiB in CUDA: it would have fit without
+# fragmentation); and 12 MiB (it would not).
 CURRENT = {
     "segments": [{
         "device": 0, "address": SEG, "total_size": 20 * MiB, "allocated_size": 12 * MiB, "active_size": 12 * MiB,
@@ -46,8 +47,8 @@ CURRENT = {
              "state": "active_allocated", "frames": F_OPT},
             {"address": SEG + 18 * MiB, "size": 2 * MiB, "requested_size": 0, "state": "inactive", "frames": []}]}],
     "device_traces": [[
-        entry("segment_alloc", SEG, 20 * MiB, 1, F_MODEL),
         entry("alloc", SEG + 4 * MiB, 6 * MiB, 2, F_MODEL, category="ACTIVATION"),
+        {"action": "oom", "device_free": 2 * MiB, "size": 9 * MiB, "stream": 0, "time_us": T0 + 2, "frames": F_MODEL},
         entry("alloc", SEG + 10 * MiB, 8 * MiB - 100, 3, F_OPT, category="OPTIMIZER_STATE"),
         entry("free_requested", SEG + 4 * MiB, 6 * MiB, 4, F_MODEL),
         entry("free_completed", SEG + 4 * MiB, 6 * MiB, 5, F_MODEL),
@@ -64,16 +65,30 @@ OLD = [{
     "blocks": [
         {"size": 3 * MiB, "state": "active_allocated", "history": [{"addr": SEG, "real_size": 3 * MiB - 8, "frames": F_MODEL}]},
         {"size": 7 * MiB, "state": "inactive", "history": []}]}]
-# Expandable segments: mapped and unmapped; a free whose alloc fell out of the ring buffer.
+# Expandable segments: pages mapped next to each other join, a block spans them, unmapping
+# pages shrinks the segment; a free whose alloc fell out of the ring buffer.
 EXPANDABLE = {
     "segments": [],
     "device_traces": [[
-        entry("free_completed", SEG + 64, 1000, 1, F_MODEL),
+        entry("free_completed", SEG - 4 * MiB, 1000, 1, F_MODEL),
         entry("segment_map", SEG, 2 * MiB, 2, F_MODEL),
-        entry("alloc", SEG, 1 * MiB, 3, F_MODEL),
-        entry("free_completed", SEG, 1 * MiB, 4, F_MODEL),
-        entry("segment_unmap", SEG, 2 * MiB, 5, F_MODEL)]],
+        entry("segment_map", SEG + 2 * MiB, 2 * MiB, 3, F_MODEL),
+        entry("alloc", SEG + 1 * MiB, 2 * MiB, 4, F_MODEL),
+        entry("alloc", SEG + 3 * MiB + 512 * 1024, 256 * 1024, 5, F_MODEL),
+        entry("free_completed", SEG + 1 * MiB, 2 * MiB, 6, F_MODEL),
+        entry("free_completed", SEG + 3 * MiB + 512 * 1024, 256 * 1024, 7, F_MODEL),
+        entry("segment_unmap", SEG + 2 * MiB, 2 * MiB, 8, F_MODEL)]],
 }
+
+
+def frag(segments, reserved, allocated, requested, largest):
+    return {"segments": segments, "reserved_bytes": reserved, "allocated_bytes": allocated,
+            "requested_bytes": requested, "internal_bytes": allocated - requested,
+            "external_bytes": reserved - allocated, "largest_free_block_bytes": largest}
+
+
+def without_time(state):
+    return {k: v for k, v in state.items() if k != "time_ns"}
 
 
 def report(name, obj, proto):
@@ -96,13 +111,25 @@ for proto in range(0, pickle.HIGHEST_PROTOCOL + 1):
        "protocol %d: categories from the trace entries" % proto, comp)
     ok(comp["reserved_unallocated"] == 20 * MiB - (18 * MiB - 100), "protocol %d: reserved but unallocated" % proto)
     fr = dev["fragmentation"]
-    ok(fr == {"segments": 1, "reserved_bytes": 20 * MiB, "allocated_bytes": 12 * MiB, "requested_bytes": 12 * MiB - 100,
-              "internal_bytes": 100, "external_bytes": 8 * MiB, "largest_free_block_bytes": 6 * MiB},
-       "protocol %d: fragmentation from the final segments" % proto, fr)
+    # the optimizer buffer's block size comes from the final segments: 8 MiB for 8 MiB - 100
+    ok(without_time(fr["at_exit"]) == frag(1, 20 * MiB, 12 * MiB, 12 * MiB - 100, 6 * MiB),
+       "protocol %d: fragmentation at the end, block sizes from the final segments" % proto, fr["at_exit"])
+    ok(without_time(fr["at_peak"]) == frag(1, 20 * MiB, 18 * MiB, 18 * MiB - 100, 2 * MiB),
+       "protocol %d: fragmentation at the peak" % proto, fr["at_peak"])
+    ok(fr["block_sizes"] == "estimated" and fr["segments_at_peak"] == [
+        {"address": SEG, "size": 20 * MiB, "allocated_bytes": 18 * MiB, "blocks": 3, "largest_free_block_bytes": 2 * MiB}],
+       "protocol %d: the segment at the peak (the activation's block size estimated)" % proto, fr["segments_at_peak"])
+    tl = fr["timeline"]
+    ok(len(tl) >= 3 and tl[-1] == fr["at_exit"] and all(x["allocated_bytes"] <= x["reserved_bytes"] for x in tl)
+       and sorted(tl, key=lambda x: x["time_ns"]) == tl and max(x["allocated_bytes"] for x in tl) == 18 * MiB,
+       "protocol %d: a timeline of fragmentation" % proto, tl)
     o = rep["oom"]
-    ok(len(o) == 2 and o[0]["size"] == 9 * MiB and o[0]["free_bytes"] == 2 * MiB and o[0]["fits_without_fragmentation"],
-       "protocol %d: 9 MiB would have fit without fragmentation (8 MiB free inside, 2 MiB in CUDA)" % proto, o)
-    ok(len(o) == 2 and o[1]["size"] == 12 * MiB and o[1]["fits_without_fragmentation"] is False,
+    ok(len(o) == 3 and o[0]["size"] == 9 * MiB and o[0]["fits_without_fragmentation"] is False
+       and o[0]["fragmentation"]["largest_free_block_bytes"] == 10 * MiB,
+       "protocol %d: early, 9 MiB had a 10 MiB free block: not fragmentation's fault" % proto, o)
+    ok(len(o) == 3 and o[1]["size"] == 9 * MiB and o[1]["free_bytes"] == 2 * MiB and o[1]["fits_without_fragmentation"],
+       "protocol %d: at the end, 9 MiB would have fit without fragmentation (8 MiB free inside, 2 MiB in CUDA)" % proto, o)
+    ok(len(o) == 3 and o[2]["size"] == 12 * MiB and o[2]["fits_without_fragmentation"] is False,
        "protocol %d: 12 MiB would not have fit anyway" % proto)
     ok(o and [f["function"] for f in o[0]["frames"]] == ["forward", "step"], "protocol %d: PyTorch's frames" % proto)
     live = sorted((g["bytes"], g["frames"][0]["function"] if g["frames"] else None) for g in rep["live_at_exit"])
@@ -112,14 +139,32 @@ p, rep = report("old", OLD, 4)
 ok(p.returncode == 0 and rep and rep["devices"][0]["device"] == 1, "the oldest layout (segments with history)", p.stderr)
 if rep:
     ok(rep["devices"][0]["peak_allocated_bytes"] == 3 * MiB - 8, "history's real_size is the block's request")
-    ok(rep["devices"][0]["fragmentation"]["external_bytes"] == 7 * MiB, "its fragmentation")
+    fr = rep["devices"][0]["fragmentation"]
+    ok(fr["block_sizes"] == "exact" and without_time(fr["at_exit"]) == frag(1, 10 * MiB, 3 * MiB, 3 * MiB - 8, 7 * MiB),
+       "its fragmentation", fr)
 p, rep = report("expandable", EXPANDABLE, 4)
 ok(p.returncode == 0 and rep, "expandable segments", p.stderr)
 if rep:
-    ok(rep["events"]["allocs"] == 2 and rep["events"]["frees"] == 2 and rep["live_at_exit"] == [],
+    ok(rep["events"]["allocs"] == 3 and rep["events"]["frees"] == 3 and rep["live_at_exit"] == [],
        "a free whose alloc was not recorded is matched by an alloc before the first entry", rep["events"])
-    ok(rep["devices"][0]["composition_at_peak"]["reserved_unallocated"] == 1 * MiB, "segment_map counts as reserved")
-    ok(rep["oom"] == [] and rep["devices"][0]["fragmentation"] is None, "no segments at the end: no fragmentation")
+    dev = rep["devices"][0]
+    ok(dev["peak_allocated_bytes"] == 2 * MiB + 256 * 1024 and
+       dev["composition_at_peak"]["reserved_unallocated"] == 4 * MiB - dev["peak_allocated_bytes"],
+       "segment_map counts as reserved", dev)
+    fr = dev["fragmentation"]
+    ok(without_time(fr["at_peak"]) == frag(1, 4 * MiB, 2 * MiB + 256 * 1024, 2 * MiB + 256 * 1024, 1 * MiB),
+       "adjacent mapped pages are one segment, a block spans them", fr["at_peak"])
+    ok(without_time(fr["at_exit"]) == frag(1, 2 * MiB, 0, 0, 2 * MiB), "unmapping pages shrinks the segment",
+       fr["at_exit"])
+
+# several snapshots: one row per rank, with fragmentation at each one's peak
+p = subprocess.run([MEMTAP, "report", "--json", os.path.join(TMP, "current-4.pickle"), os.path.join(TMP, "old-4.pickle")],
+                   capture_output=True, text=True)
+rows = json.loads(p.stdout)["ranks"] if p.returncode == 0 else []
+ok([r["fragmentation_at_peak"] for r in rows] == [
+    {"reserved_bytes": 20 * MiB, "external_bytes": 2 * MiB, "largest_free_block_bytes": 2 * MiB},
+    {"reserved_bytes": 10 * MiB, "external_bytes": 7 * MiB, "largest_free_block_bytes": 7 * MiB}],
+   "ranks: fragmentation at each peak", p.stdout + p.stderr)
 
 # hostile and broken input: one line, exit 2, nothing run
 marker = os.path.join(TMP, "pwned")

@@ -6,16 +6,15 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.join(os.environ["MT_SRCDIR"], "tests"))
-from tap import done, ok  # noqa: E402
+from tap import done, ok, scratch  # noqa: E402
 
 B = os.environ["MT_BUILDDIR"]
 MEMTAP = os.path.join(B, "tools/memtap/memtap")
 LIB = os.path.join(B, "src/cupti/.libs/libmemtap-cupti.so")
 FAKE = os.path.join(B, "tests/cupti/.libs")
-TMP = tempfile.mkdtemp(prefix="memtap-cupti-")
+TMP = scratch("cupti")
 
 
 

@@ -6,14 +6,13 @@ import glob
 import os
 import subprocess
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.join(os.environ["MT_SRCDIR"], "tests"))
-from tap import done, ok  # noqa: E402
+from tap import done, ok, scratch  # noqa: E402
 
 B = os.environ["MT_BUILDDIR"]
 MEMTAP = os.path.join(B, "tools/memtap/memtap")
-TMP = tempfile.mkdtemp(prefix="memtap-reader-")
+TMP = scratch("reader")
 
 
 

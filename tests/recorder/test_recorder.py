@@ -8,11 +8,10 @@ import resource
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.environ["MT_SRCDIR"], "tests"))
-from tap import done, ok  # noqa: E402
+from tap import done, ok, scratch  # noqa: E402
 
 B = os.environ["MT_BUILDDIR"]
 S = os.environ["MT_SRCDIR"]
@@ -20,7 +19,7 @@ MEMTAP = os.path.join(B, "tools/memtap/memtap")
 WORK = os.path.join(B, "tests/recorder/workload")
 SIMTRAIN = os.path.join(B, "tools/simtrain/simtrain")
 LIB = os.path.join(B, "src/preload/.libs/libmemtap.so")
-TMP = tempfile.mkdtemp(prefix="memtap-test-")
+TMP = scratch("test")
 TSAN = "thread" in os.environ.get("MT_SANITIZERS", "")
 
 

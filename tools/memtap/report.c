@@ -79,8 +79,9 @@ struct rank_row {
 	char path[4096], rank[32], host[256];
 	int device;
 	uint64_t peak, composition[MT_TAG_COUNT], dropped;
+	struct mt_frag_state frag; /* at the peak */
 	size_t leaks;
-	bool complete;
+	bool complete, frag_known;
 };
 
 static int rows_by_rank(const void *a, const void *b)
@@ -143,8 +144,12 @@ static int report_ranks(char **paths, size_t n, bool json)
 				w->device = d;
 				w->peak = r.end.dev[d].peak;
 			}
-		if (w->device >= 0)
+		if (w->device >= 0) {
 			memcpy(w->composition, r.composition[w->device], sizeof w->composition);
+			w->frag_known = r.frag.known && r.frag.dev[w->device].known;
+			if (w->frag_known)
+				w->frag = r.frag.dev[w->device].at_peak;
+		}
 		w->leaks = r.leaks.n;
 		w->dropped = t.dropped;
 		w->complete = t.complete;
@@ -177,7 +182,13 @@ static int report_ranks(char **paths, size_t n, bool json)
 			       w->peak);
 			for (int c = 1; c < MT_TAG_COUNT; c++)
 				printf("%s\"%s\": %" PRIu64, c > 1 ? ", " : "", mt_tag_names[c], w->composition[c]);
-			printf("}, \"leaks\": %zu, \"dropped\": %" PRIu64 ", \"complete\": %s}", w->leaks, w->dropped,
+			if (w->frag_known)
+				printf("}, \"fragmentation_at_peak\": {\"reserved_bytes\": %" PRIu64 ", \"external_bytes\": %" PRIu64
+				       ", \"largest_free_block_bytes\": %" PRIu64 "}",
+				       w->frag.reserved, w->frag.reserved - w->frag.allocated, w->frag.largest_free);
+			else
+				printf("}, \"fragmentation_at_peak\": null");
+			printf(", \"leaks\": %zu, \"dropped\": %" PRIu64 ", \"complete\": %s}", w->leaks, w->dropped,
 			       w->complete ? "true" : "false");
 		}
 		printf("],\n  \"imbalance\": {\"max_peak_bytes\": %" PRIu64 ", \"min_peak_bytes\": %" PRIu64
@@ -189,13 +200,15 @@ static int report_ranks(char **paths, size_t n, bool json)
 		printf("%-6s %-16s %-3s %12s", "rank", "host", "dev", "peak");
 		for (int c = 1; c < MT_TAG_COUNT; c++)
 			printf(" %12s", mt_tag_names[c]);
-		printf(" %5s  %s\n", "leaks", "trace");
+		printf(" %12s %5s  %s\n", "frag", "leaks", "trace");
 		for (size_t i = 0; i < n; i++) {
 			const struct rank_row *w = &rows[i];
 			printf("%-6s %-16.16s %-3d %12s", w->rank, w->host, w->device, mt_format_size(w->peak, a, sizeof a));
 			for (int c = 1; c < MT_TAG_COUNT; c++)
 				printf(" %12s", mt_format_size(w->composition[c], b, sizeof b));
-			printf(" %5zu  %s%s\n", w->leaks, w->path, w->complete ? "" : " (cut short)");
+			printf(" %12s %5zu  %s%s\n",
+			       w->frag_known ? mt_format_size(w->frag.reserved - w->frag.allocated, b, sizeof b) : "-", w->leaks,
+			       w->path, w->complete ? "" : " (cut short)");
 		}
 		printf("imbalance: peaks from %s to %s (mean %s), spread %.1f%% of the mean; the largest is rank %s\n",
 		       mt_format_size(min, a, sizeof a), mt_format_size(max, b, sizeof b),

@@ -1,0 +1,65 @@
+/* Fragmentation of a caching allocator's segments, wherever the trace knows them
+ * (SEGMENT_ALLOC/FREE events: imported PyTorch snapshots, memtap's allocator): reserved
+ * vs allocated vs requested, internal waste (blocks rounded up past the request) and
+ * external waste (free space between live blocks), the largest free block per segment
+ * and overall — at each device's peak, at each OOM, at the end and at evenly spaced
+ * moments in between.
+ *
+ * A block's size is the event's aux2 when the trace gives it (a snapshot's final
+ * segments, memtap's allocator); otherwise the request rounded up to PyTorch's 512-byte
+ * block granule, and `estimated` says so. Segments mapped into an expandable segment
+ * (flag MT_SEG_MAPPED) join their neighbours, so blocks may span pages. */
+#ifndef MT_FRAGMENT_H
+#define MT_FRAGMENT_H
+
+#include "analyze/replay.h"
+
+#define MT_FRAG_SAMPLES 256 /* moments in the timeline */
+#define MT_FRAG_GRANULE 512 /* PyTorch's kMinBlockSize */
+
+struct mt_frag_state {
+	uint64_t time;
+	uint64_t segments, reserved, allocated, requested;
+	uint64_t largest_free; /* internal = allocated - requested; external = reserved - allocated */
+};
+
+struct mt_frag_segment {
+	uint64_t addr, size, allocated, requested, largest_free;
+	uint32_t blocks, stack;
+};
+
+struct mt_frag_block {
+	uint64_t addr, size;
+};
+
+struct mt_frag_device {
+	bool known;
+	struct mt_frag_state at_peak, at_end;
+	struct mt_frag_segment *segments; /* at the peak, by address */
+	size_t nsegments;
+	struct mt_frag_block *blocks;     /* live at the peak, by address */
+	size_t nblocks;
+	struct mt_frag_state *timeline;
+	size_t ntimeline;
+};
+
+struct mt_frag_oom {
+	size_t event;
+	struct mt_frag_state state;
+	int fits; /* 1: it would have fit without fragmentation, 0: not, -1: unknown */
+};
+
+struct mt_fragment {
+	bool known, estimated;
+	struct mt_frag_device *dev; /* MT_MAX_DEVICES */
+	struct mt_frag_oom *ooms;   /* every failed allocation, in order */
+	size_t nooms;
+};
+
+/* peaks: the replay at the end, for each device's peak event. 0 or ENOMEM. */
+int mt_fragment_build(struct mt_fragment *f, const struct mt_trace *t, const struct mt_replay *peaks);
+void mt_fragment_free(struct mt_fragment *f);
+/* The OOM record of failed allocation event i, or NULL. */
+const struct mt_frag_oom *mt_fragment_oom(const struct mt_fragment *f, size_t event);
+
+#endif
