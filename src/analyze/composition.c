@@ -43,8 +43,9 @@ struct stack {
 	size_t n, cap;
 };
 
-/* What is known of one allocation while the pass runs. */
+/* What is known of one live allocation while the pass runs. */
 struct life {
+	size_t event;          /* the event that made it; the free list threads through it */
 	uint8_t phase;         /* the phase it was made in */
 	uint32_t instance;     /* that phase's instance */
 	bool before_forward;   /* made before any forward phase began */
@@ -68,8 +69,10 @@ struct pass {
 	size_t ninstances, capinst;
 	uint32_t opt_begun, forward_begun, first_opt_instance;
 	bool first_forward_done;
-	struct mt_map live;  /* address (or VMM handle | 1<<63) -> event index + 1 */
-	struct life *life;   /* per event index */
+	struct mt_map live;  /* address (or VMM handle | 1<<63) -> slot in life + 1 */
+	struct life *life;   /* live allocations */
+	size_t nlife, cap_life, free_life; /* free_life: a free slot + 1, or 0 */
+	struct mt_composition *c;
 };
 
 static struct stack *thread_stack(struct pass *p, uint32_t thread)
@@ -137,32 +140,6 @@ static struct frame current(const struct pass *p, const struct stack *s)
 	return (struct frame){PH_NONE, UINT32_MAX};
 }
 
-static void made(struct pass *p, const struct mt_event *e, size_t i, uint64_t key)
-{
-	struct frame f = current(p, thread_stack(p, e->thread));
-
-	p->life[i] = (struct life){.tag = 0, .phase = f.phase, .instance = f.instance, .before_forward = p->forward_begun == 0,
-				   .first_optimizer = f.phase == PH_OPTIMIZER && f.instance == p->first_opt_instance,
-				   .opt_seen = p->opt_begun};
-	mt_map_put(&p->live, key, i + 1);
-}
-
-static void freed(struct pass *p, const struct mt_event *e, uint64_t key)
-{
-	uint64_t i;
-	struct life *l;
-
-	if (!mt_map_del(&p->live, key, &i))
-		return;
-	l = &p->life[i - 1];
-	l->freed = true;
-	l->freed_phase = current(p, thread_stack(p, e->thread)).phase;
-	l->freed_in_instance = l->instance != UINT32_MAX && p->open[l->instance];
-	l->alive_past_instance = l->instance != UINT32_MAX && !p->open[l->instance];
-	l->alive_into_optimizer = p->opt_begun > l->opt_seen;
-	l->alive_past_forward = p->first_forward_done;
-}
-
 static uint8_t infer(const struct life *l)
 {
 	bool kept_past_instance = !l->freed || l->alive_past_instance;
@@ -180,20 +157,84 @@ static uint8_t infer(const struct life *l)
 	return MT_TAG_OTHER;
 }
 
+/* An allocation's life is over (or the trace is): its category is known. */
+static void settle(struct pass *p, size_t slot)
+{
+	const struct life *l = &p->life[slot];
+	uint8_t tag = l->tag ? l->tag : p->t->events[l->event].tag;
+
+	if (tag) {
+		p->c->category[l->event] = tag;
+		p->c->source[l->event] = MT_SOURCE_TAG;
+	} else {
+		p->c->category[l->event] = p->c->has_phases ? infer(l) : MT_TAG_OTHER;
+		p->c->source[l->event] = p->c->has_phases ? MT_SOURCE_INFERRED : MT_SOURCE_NONE;
+	}
+	p->life[slot].event = p->free_life;
+	p->free_life = slot + 1;
+}
+
+static int made(struct pass *p, const struct mt_event *e, size_t i, uint64_t key)
+{
+	struct frame f = current(p, thread_stack(p, e->thread));
+	size_t slot;
+	uint64_t old;
+
+	if (mt_map_get(&p->live, key, &old)) /* made again without a free seen: the first one's life is over */
+		settle(p, old - 1);
+	if (p->free_life) {
+		slot = p->free_life - 1;
+		p->free_life = p->life[slot].event;
+	} else {
+		if (p->nlife == p->cap_life) {
+			size_t cap = p->cap_life ? 2 * p->cap_life : 1024;
+			struct life *v = realloc(p->life, cap * sizeof *v);
+			if (!v)
+				return ENOMEM;
+			p->life = v;
+			p->cap_life = cap;
+		}
+		slot = p->nlife++;
+	}
+	p->life[slot] = (struct life){.event = i, .phase = f.phase, .instance = f.instance,
+				      .before_forward = p->forward_begun == 0,
+				      .first_optimizer = f.phase == PH_OPTIMIZER && f.instance == p->first_opt_instance,
+				      .opt_seen = p->opt_begun};
+	return mt_map_put(&p->live, key, slot + 1);
+}
+
+static void freed(struct pass *p, const struct mt_event *e, uint64_t key)
+{
+	uint64_t k;
+	struct life *l;
+
+	if (!mt_map_del(&p->live, key, &k))
+		return;
+	l = &p->life[k - 1];
+	l->freed = true;
+	l->freed_phase = current(p, thread_stack(p, e->thread)).phase;
+	l->freed_in_instance = l->instance != UINT32_MAX && p->open[l->instance];
+	l->alive_past_instance = l->instance != UINT32_MAX && !p->open[l->instance];
+	l->alive_into_optimizer = p->opt_begun > l->opt_seen;
+	l->alive_past_forward = p->first_forward_done;
+	settle(p, k - 1);
+}
+
 int mt_composition_build(struct mt_composition *c, const struct mt_trace *t)
 {
-	struct pass p = {.t = t};
+	struct pass p = {.t = t, .c = c};
 	int err = 0;
 
 	memset(c, 0, sizeof *c);
 	c->n = t->nevents;
 	c->category = calloc(t->nevents + 1, 1);
 	c->source = calloc(t->nevents + 1, 1);
-	p.life = calloc(t->nevents + 1, sizeof *p.life);
-	if (!c->category || !c->source || !p.life) {
+	if (!c->category || !c->source) {
 		err = ENOMEM;
 		goto out;
 	}
+	for (size_t i = 0; i < t->nevents && !c->has_phases; i++)
+		c->has_phases = t->events[i].kind == MT_EV_RANGE_PUSH || t->events[i].kind == MT_EV_RANGE_START;
 	for (size_t i = 0; i < t->nevents && !err; i++) {
 		const struct mt_event *e = &t->events[i];
 		struct stack *s;
@@ -203,7 +244,6 @@ int mt_composition_build(struct mt_composition *c, const struct mt_trace *t)
 		case MT_EV_RANGE_PUSH:
 			if ((s = thread_stack(&p, e->thread)))
 				err = push(&p, s, (uint8_t)classify(mt_trace_string(t, e->aux)));
-			c->has_phases = true;
 			break;
 		case MT_EV_RANGE_POP:
 			if ((s = thread_stack(&p, e->thread)))
@@ -211,21 +251,20 @@ int mt_composition_build(struct mt_composition *c, const struct mt_trace *t)
 			break;
 		case MT_EV_RANGE_START:
 			err = push(&p, &p.ranges, (uint8_t)classify(mt_trace_string(t, e->aux)));
-			c->has_phases = true;
 			break;
 		case MT_EV_RANGE_END:
 			pop(&p, &p.ranges);
 			break;
 		case MT_EV_ALLOC:
 			if (!e->error)
-				made(&p, e, i, e->addr);
+				err = made(&p, e, i, e->addr);
 			break;
 		case MT_EV_FREE:
 			if (!e->error)
 				freed(&p, e, e->addr);
 			break;
 		case MT_EV_VMM_CREATE:
-			made(&p, e, i, e->aux | 1ull << 63);
+			err = made(&p, e, i, e->aux | 1ull << 63);
 			break;
 		case MT_EV_VMM_RELEASE:
 			/* for its purpose, physical memory's life ends with its handle's release
@@ -241,19 +280,9 @@ int mt_composition_build(struct mt_composition *c, const struct mt_trace *t)
 			break;
 		}
 	}
-	for (size_t i = 0; i < t->nevents; i++) {
-		const struct mt_event *e = &t->events[i];
-		if (e->kind != MT_EV_ALLOC && e->kind != MT_EV_VMM_CREATE)
-			continue;
-		uint8_t tag = p.life[i].tag ? p.life[i].tag : e->tag;
-		if (tag) {
-			c->category[i] = tag;
-			c->source[i] = MT_SOURCE_TAG;
-		} else {
-			c->category[i] = c->has_phases ? infer(&p.life[i]) : MT_TAG_OTHER;
-			c->source[i] = c->has_phases ? MT_SOURCE_INFERRED : MT_SOURCE_NONE;
-		}
-	}
+	for (size_t i = 0; i < p.live.cap && !err; i++) /* alive at the end */
+		if (p.live.used[i] == 1)
+			settle(&p, p.live.vals[i] - 1);
 out:
 	for (size_t i = 0; i < p.nthreads; i++)
 		free(p.threads[i].f);

@@ -41,8 +41,9 @@ static void note(struct mt_trace *t, const char *fmt, ...)
 	va_end(ap);
 }
 
-/* Grows *arr (of elem-byte items) so index `need` fits; plain realloc, freed at the end. */
-static int fit(void **arr, size_t *cap, size_t need, size_t elem)
+/* Grows *arr (of elem-byte items) so index `need` fits, zeroing the new items when asked
+ * (tables indexed by id); plain realloc, freed at the end. */
+static int grow(void **arr, size_t *cap, size_t need, size_t elem, bool zero)
 {
 	size_t n = *cap ? *cap : 64;
 	void *p;
@@ -54,10 +55,21 @@ static int fit(void **arr, size_t *cap, size_t need, size_t elem)
 	p = realloc(*arr, n * elem);
 	if (!p)
 		return ENOMEM;
-	memset((char *)p + *cap * elem, 0, (n - *cap) * elem);
+	if (zero)
+		memset((char *)p + *cap * elem, 0, (n - *cap) * elem);
 	*arr = p;
 	*cap = n;
 	return 0;
+}
+
+static int fit(void **arr, size_t *cap, size_t need, size_t elem)
+{
+	return grow(arr, cap, need, elem, true);
+}
+
+static int fit_events(struct mt_trace *t)
+{
+	return grow((void **)&t->events, &t->cap_events, t->nevents, sizeof *t->events, false);
 }
 
 static char *own_string(struct mt_trace *t, const uint8_t *p, size_t n)
@@ -144,7 +156,7 @@ static int read_events(struct mt_trace *t, struct mt_cursor *c)
 	if (dropped > t->dropped)
 		t->dropped = dropped;
 	while (c->p < c->end) {
-		if (fit((void **)&t->events, &t->cap_events, t->nevents, sizeof *t->events))
+		if (fit_events(t))
 			return ENOMEM;
 		if (mt_decode_event(c, &st, &t->events[t->nevents]))
 			return -1;
@@ -153,52 +165,88 @@ static int read_events(struct mt_trace *t, struct mt_cursor *c)
 	return 0;
 }
 
-/* Stable natural merge sort: the writer drains each thread's ring in order, so a trace
- * is made of long sorted runs (often one); merging runs pairwise between two buffers
- * sorts it in a few passes, and a sorted trace costs one scan. Equal times keep file
- * order, so one thread's events stay in order. */
+/* Stable natural merge sort. The writer drains each thread's ring in order, so a trace is
+ * made of long sorted runs that overlap only a little where threads' batches meet. Each
+ * merge leaves in place the head of the left run and the tail of the right run that are
+ * already in order, and buffers only the smaller of what remains: a nearly sorted trace
+ * costs a scan and a small buffer, not a second copy of every event. Equal times keep
+ * file order, so one thread's events stay in order. */
+static size_t first_after(const struct mt_event *e, size_t lo, size_t hi, uint64_t time, bool or_equal)
+{
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (e[mid].time < time || (or_equal && e[mid].time == time))
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+static int merge(struct mt_event *e, size_t lo, size_t mid, size_t hi, struct mt_event **tmp, size_t *cap)
+{
+	size_t nl, nr;
+
+	lo = first_after(e, lo, mid, e[mid].time, true);      /* left events not later than the right's first */
+	hi = first_after(e, mid, hi, e[mid - 1].time, false); /* right events not earlier than the left's last */
+	nl = mid - lo;
+	nr = hi - mid;
+	if (!nl || !nr)
+		return 0;
+	if ((nl < nr ? nl : nr) > *cap) {
+		struct mt_event *v = realloc(*tmp, (nl < nr ? nl : nr) * sizeof *v);
+		if (!v)
+			return ENOMEM;
+		*tmp = v;
+		*cap = nl < nr ? nl : nr;
+	}
+	if (nl <= nr) { /* buffer the left, merge forwards */
+		struct mt_event *a = *tmp, *b = e + mid, *k = e + lo;
+		memcpy(a, e + lo, nl * sizeof *a);
+		while (a < *tmp + nl && b < e + hi)
+			*k++ = b->time < a->time ? *b++ : *a++;
+		memcpy(k, a, (size_t)(*tmp + nl - a) * sizeof *a);
+	} else { /* buffer the right, merge backwards */
+		struct mt_event *a = e + mid, *b = *tmp + nr, *k = e + hi;
+		memcpy(*tmp, e + mid, nr * sizeof **tmp);
+		while (b > *tmp && a > e + lo)
+			*--k = a[-1].time > b[-1].time ? *--a : *--b;
+		memcpy(e + lo, *tmp, (size_t)(b - *tmp) * sizeof **tmp);
+	}
+	return 0;
+}
+
 static int sort_events(struct mt_event *e, size_t n)
 {
-	struct mt_event *tmp, *src = e, *dst;
-	size_t runs = 1;
+	size_t *start = NULL, runs = 0, cap = 0, tcap = 0;
+	struct mt_event *tmp = NULL;
+	int r = 0;
 
-	for (size_t i = 1; i < n; i++)
-		if (e[i].time < e[i - 1].time)
-			runs++;
-	if (runs == 1)
-		return 0;
-	tmp = malloc(n * sizeof *tmp);
-	if (!tmp)
-		return ENOMEM;
-	dst = tmp;
-	while (runs > 1) {
-		size_t i = 0, k = 0;
-		runs = 0;
-		while (i < n) {
-			size_t mid = i + 1, hi;
-			while (mid < n && src[mid].time >= src[mid - 1].time)
-				mid++;
-			hi = mid < n ? mid + 1 : n;
-			while (hi < n && src[hi].time >= src[hi - 1].time)
-				hi++;
-			size_t a = i, b = mid;
-			while (a < mid && b < hi)
-				dst[k++] = src[b].time < src[a].time ? src[b++] : src[a++];
-			while (a < mid)
-				dst[k++] = src[a++];
-			while (b < hi)
-				dst[k++] = src[b++];
-			runs++;
-			i = hi;
+	for (size_t i = 0; i < n; i++) {
+		if (i && e[i].time >= e[i - 1].time)
+			continue;
+		if (runs == cap) {
+			size_t *v = realloc(start, (cap = cap ? 2 * cap : 64) * sizeof *v);
+			if (!v) {
+				free(start);
+				return ENOMEM;
+			}
+			start = v;
 		}
-		struct mt_event *swap = src;
-		src = dst;
-		dst = swap;
+		start[runs++] = i;
 	}
-	if (src != e)
-		memcpy(e, src, n * sizeof *e);
+	while (runs > 1 && !r) { /* merge pairs of neighbouring runs */
+		size_t k = 0;
+		for (size_t i = 0; i < runs && !r; i += 2) {
+			if (i + 1 < runs)
+				r = merge(e, start[i], start[i + 1], i + 2 < runs ? start[i + 2] : n, &tmp, &tcap);
+			start[k++] = start[i];
+		}
+		runs = k;
+	}
 	free(tmp);
-	return 0;
+	free(start);
+	return r;
 }
 
 static int start_tables(struct mt_trace *t)
@@ -215,7 +263,7 @@ static int start_tables(struct mt_trace *t)
 
 int mt_trace_add_event(struct mt_trace *t, const struct mt_event *e)
 {
-	if (fit((void **)&t->events, &t->cap_events, t->nevents, sizeof *t->events))
+	if (fit_events(t))
 		return ENOMEM;
 	t->events[t->nevents++] = *e;
 	return 0;
