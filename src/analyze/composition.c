@@ -73,7 +73,17 @@ struct pass {
 	struct life *life;   /* live allocations */
 	size_t nlife, cap_life, free_life; /* free_life: a free slot + 1, or 0 */
 	struct mt_composition *c;
+	uint8_t *phase_of;   /* per string id: its phase + 1, 0 until classified */
 };
+
+static uint8_t phase_of(struct pass *p, uint64_t name)
+{
+	if (name >= p->t->nstrings)
+		return PH_NONE;
+	if (!p->phase_of[name])
+		p->phase_of[name] = (uint8_t)(classify(mt_trace_string(p->t, name)) + 1);
+	return p->phase_of[name] - 1;
+}
 
 static struct stack *thread_stack(struct pass *p, uint32_t thread)
 {
@@ -229,7 +239,8 @@ int mt_composition_build(struct mt_composition *c, const struct mt_trace *t)
 	c->n = t->nevents;
 	c->category = calloc(t->nevents + 1, 1);
 	c->source = calloc(t->nevents + 1, 1);
-	if (!c->category || !c->source) {
+	p.phase_of = calloc(t->nstrings + 1, 1);
+	if (!c->category || !c->source || !p.phase_of) {
 		err = ENOMEM;
 		goto out;
 	}
@@ -243,14 +254,14 @@ int mt_composition_build(struct mt_composition *c, const struct mt_trace *t)
 		switch (e->kind) {
 		case MT_EV_RANGE_PUSH:
 			if ((s = thread_stack(&p, e->thread)))
-				err = push(&p, s, (uint8_t)classify(mt_trace_string(t, e->aux)));
+				err = push(&p, s, phase_of(&p, e->aux));
 			break;
 		case MT_EV_RANGE_POP:
 			if ((s = thread_stack(&p, e->thread)))
 				pop(&p, s);
 			break;
 		case MT_EV_RANGE_START:
-			err = push(&p, &p.ranges, (uint8_t)classify(mt_trace_string(t, e->aux)));
+			err = push(&p, &p.ranges, phase_of(&p, e->aux));
 			break;
 		case MT_EV_RANGE_END:
 			pop(&p, &p.ranges);
@@ -290,6 +301,7 @@ out:
 	free(p.ranges.f);
 	free(p.open);
 	free(p.life);
+	free(p.phase_of);
 	mt_map_free(&p.live);
 	if (err)
 		mt_composition_free(c);

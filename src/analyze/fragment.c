@@ -313,26 +313,22 @@ static int apply(struct pass *p, const struct mt_event *e)
 	}
 }
 
-int mt_fragment_build(struct mt_fragment *f, const struct mt_trace *t, const struct mt_replay *peaks)
+int mt_fragment_build(struct mt_fragment *f, const struct mt_trace *t, const struct mt_replay *peaks, bool segments)
 {
 	struct pass p = {.t = t, .f = f};
 	uint64_t start = mt_trace_start(t), span = t->nevents ? t->events[t->nevents - 1].time - start : 0, bucket = 0;
-	bool segments = false;
 	int r = 0;
 
 	memset(f, 0, sizeof *f);
-	for (size_t i = 0; i < t->nevents && !segments; i++)
-		segments = t->events[i].kind == MT_EV_SEGMENT_ALLOC;
-	if (!(f->dev = calloc(MT_MAX_DEVICES, sizeof *f->dev)) || !(p.dev = calloc(MT_MAX_DEVICES, sizeof *p.dev)))
+	if (!(f->dev = calloc(MT_MAX_DEVICES, sizeof *f->dev)))
+		return ENOMEM;
+	if (!segments)
+		return 0;
+	if (!(p.dev = calloc(MT_MAX_DEVICES, sizeof *p.dev)))
 		r = ENOMEM;
 	for (size_t i = 0; i < t->nevents && !r; i++) {
 		const struct mt_event *e = &t->events[i];
 		uint64_t b = e->time > start && span ? (e->time - start) * (MT_FRAG_SAMPLES - 1) / span : 0;
-		if (!segments) {
-			if (e->kind == MT_EV_ALLOC_FAILED)
-				r = oom(&p, e);
-			continue;
-		}
 		if (b > bucket && i) {
 			r = sample_all(&p, t->events[i - 1].time);
 			bucket = b;
@@ -349,7 +345,7 @@ int mt_fragment_build(struct mt_fragment *f, const struct mt_trace *t, const str
 		if (p.dev[d].known)
 			r = measure(&p, d, t->nevents ? t->events[t->nevents - 1].time : 0, &f->dev[d].at_end, NULL);
 	}
-	if (!r && segments && t->nevents)
+	if (!r && t->nevents)
 		r = sample_all(&p, t->events[t->nevents - 1].time);
 	for (int d = 0; d < MT_MAX_DEVICES && p.dev; d++)
 		free(p.dev[d].segs);

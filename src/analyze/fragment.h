@@ -56,8 +56,9 @@ struct mt_fragment {
 	size_t nooms;
 };
 
-/* peaks: the replay at the end, for each device's peak event. 0 or ENOMEM. */
-int mt_fragment_build(struct mt_fragment *f, const struct mt_trace *t, const struct mt_replay *peaks);
+/* peaks: the replay at the end, for each device's peak event; segments: whether the trace
+ * has any SEGMENT_ALLOC (when not, nothing is known and the events are not read). 0 or ENOMEM. */
+int mt_fragment_build(struct mt_fragment *f, const struct mt_trace *t, const struct mt_replay *peaks, bool segments);
 void mt_fragment_free(struct mt_fragment *f);
 /* The OOM record of failed allocation event i, or NULL. */
 const struct mt_frag_oom *mt_fragment_oom(const struct mt_fragment *f, size_t event);

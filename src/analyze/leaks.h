@@ -6,7 +6,7 @@
 #ifndef MT_LEAKS_H
 #define MT_LEAKS_H
 
-#include "format/reader.h"
+#include "analyze/replay.h"
 
 struct mt_leak {
 	uint32_t stack;
@@ -23,8 +23,24 @@ struct mt_leaks {
 	size_t n;
 };
 
-/* name: a mark or range name to use as the boundary, or NULL to choose; k: growths needed. */
-int mt_leaks_find(struct mt_leaks *out, const struct mt_trace *t, const char *name, unsigned k);
+/* The scan rides along a replay of the trace (the report's): start chooses the
+ * boundaries (name: a mark or range name, or NULL to choose), step samples before event
+ * i is applied, finish finds the stacks that grew at the last k boundaries. */
+struct mt_leak_scan {
+	size_t *at;          /* event indices of the boundaries */
+	size_t samples, next;
+	struct mt_map index; /* stack << 8 | device -> row + 1 */
+	uint64_t *bytes;     /* rows x samples */
+	uint32_t *stack;
+	uint8_t *device;
+	size_t rows, cap;
+	uint32_t *slot_row;  /* per slot of the replay's live array: the row it last went to + 1 */
+	size_t nslots;
+};
+
+int mt_leaks_start(struct mt_leak_scan *s, struct mt_leaks *out, const struct mt_trace *t, const char *name);
+int mt_leaks_step(struct mt_leak_scan *s, const struct mt_replay *rp, size_t i);
+int mt_leaks_finish(struct mt_leak_scan *s, struct mt_leaks *out, unsigned k);
 void mt_leaks_free(struct mt_leaks *l);
 
 #endif

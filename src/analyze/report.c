@@ -78,26 +78,42 @@ static void compose(struct mt_report *r, const struct mt_replay *rp, int d)
 	}
 }
 
+static int add_oom(struct mt_report *r, size_t i)
+{
+	size_t *v = realloc(r->oom, (r->noom + 1) * sizeof *v);
+
+	if (!v)
+		return ENOMEM;
+	r->oom = v;
+	r->oom[r->noom++] = i;
+	return 0;
+}
+
 int mt_report_build(struct mt_report *r, const struct mt_trace *t, const struct mt_report_options *o)
 {
 	struct mt_replay second;
+	struct mt_leak_scan scan;
 	int err;
 
 	memset(r, 0, sizeof *r);
 	r->trace = t;
 	r->start = mt_trace_start(t);
+	if ((err = mt_leaks_start(&scan, &r->leaks, t, o ? o->iteration : NULL)))
+		return err;
 	mt_replay_init(&r->end, t);
-	for (size_t i = 0; i < t->nevents; i++) {
+	for (size_t i = 0; i < t->nevents && !err; i++) {
+		err = mt_leaks_step(&scan, &r->end, i);
 		mt_replay_apply(&r->end, &t->events[i]);
 		r->kinds[t->events[i].kind]++;
+		if (t->events[i].kind == MT_EV_ALLOC_FAILED && !err)
+			err = add_oom(r, i);
 	}
-	if ((err = group(&r->end, -1, &r->at_exit)))
+	int found = mt_leaks_finish(&scan, &r->leaks, o && o->leak_iterations ? o->leak_iterations : 3);
+	if (err || (err = found) || (err = group(&r->end, -1, &r->at_exit)))
 		return err;
-	if ((err = mt_fragment_build(&r->frag, t, &r->end)))
+	if ((err = mt_fragment_build(&r->frag, t, &r->end, r->kinds[MT_EV_SEGMENT_ALLOC] > 0)))
 		return err;
 	if ((err = mt_composition_build(&r->comp, t)))
-		return err;
-	if ((err = mt_leaks_find(&r->leaks, t, o ? o->iteration : NULL, o && o->leak_iterations ? o->leak_iterations : 3)))
 		return err;
 	/* the events that made a device's peak, in order: the second replay stops at each */
 	size_t peaks[MT_MAX_DEVICES], npeaks = 0, next = 0;
@@ -128,6 +144,7 @@ void mt_report_free(struct mt_report *r)
 	mt_replay_free(&r->end);
 	mt_composition_free(&r->comp);
 	mt_fragment_free(&r->frag);
+	free(r->oom);
 	mt_leaks_free(&r->leaks);
 	for (int d = 0; d < MT_MAX_DEVICES; d++)
 		free(r->at_peak[d].items);
@@ -324,10 +341,9 @@ void mt_report_text(FILE *out, const struct mt_report *r, struct mt_symbols *sym
 	groups_text(out, r, sym, &r->at_exit, top, true);
 	leaks_text(out, r, sym, top);
 	fprintf(out, "\nout-of-memory events:%s\n", r->kinds[MT_EV_ALLOC_FAILED] ? "" : " none");
-	for (size_t i = 0; i < t->nevents; i++) {
+	for (size_t k = 0; k < r->noom; k++) {
+		size_t i = r->oom[k];
 		const struct mt_event *ev = &t->events[i];
-		if (ev->kind != MT_EV_ALLOC_FAILED)
-			continue;
 		fprintf(out, "  %s requested on device %d at %.3f s", size_text(ev->size, sz),
 			ev->device == MT_NO_DEVICE ? -1 : ev->device, seconds(r, ev->time));
 		if (ev->error == 2 && ev->aux2)
@@ -481,10 +497,9 @@ void mt_report_json(FILE *out, const struct mt_report *r, struct mt_symbols *sym
 	}
 	fputs("],\n  \"oom\": [", out);
 	first = true;
-	for (size_t i = 0; i < t->nevents; i++) {
+	for (size_t k = 0; k < r->noom; k++) {
+		size_t i = r->oom[k];
 		const struct mt_event *ev = &t->events[i];
-		if (ev->kind != MT_EV_ALLOC_FAILED)
-			continue;
 		fprintf(out, "%s\n    {\"device\": %d, \"size\": %" PRIu64 ", \"error\": %d, \"out_of_memory\": %s"
 			     ", \"free_bytes\": %" PRIu64 ", \"total_bytes\": %" PRIu64 ", \"time_ns\": %" PRIu64
 			     ", \"phase\": ",

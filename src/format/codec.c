@@ -193,6 +193,29 @@ void mt_encode_event(struct mt_buf *b, struct mt_encoder *st, const struct mt_ev
 	b->len = (size_t)(p - b->data);
 }
 
+/* With ten bytes left no varint can run past the end: the common case checks nothing. */
+static inline uint64_t varint(struct mt_cursor *c)
+{
+	if (c->end - c->p >= 10) {
+		uint64_t v = 0;
+		for (int shift = 0; shift < 70; shift += 7) {
+			uint8_t byte = *c->p++;
+			v |= (uint64_t)(byte & 0x7f) << (shift & 63);
+			if (!(byte & 0x80))
+				return v;
+		}
+		c->bad = 1;
+		return 0;
+	}
+	return mt_get_varint(c);
+}
+
+static inline int64_t zigzag(struct mt_cursor *c)
+{
+	uint64_t v = varint(c);
+	return (int64_t)(v >> 1) ^ -(int64_t)(v & 1);
+}
+
 uint64_t mt_get_varint(struct mt_cursor *c)
 {
 	uint64_t v = 0;
@@ -233,24 +256,24 @@ int mt_decode_event(struct mt_cursor *c, struct mt_encoder *st, struct mt_event 
 	memset(e, 0, sizeof *e);
 	e->kind = get_u8(c);
 	mask = get_u8(c);
-	e->thread = (uint32_t)mt_get_varint(c);
-	st->time += (uint64_t)mt_get_zigzag(c);
+	e->thread = (uint32_t)varint(c);
+	st->time += (uint64_t)zigzag(c);
 	e->time = st->time;
 	e->device = MT_NO_DEVICE;
 	if (mask & HAS_ADDR) {
-		st->addr += (uint64_t)mt_get_zigzag(c);
+		st->addr += (uint64_t)zigzag(c);
 		e->addr = st->addr;
 	}
 	if (mask & HAS_SIZE)
-		e->size = mt_get_varint(c);
+		e->size = varint(c);
 	if (mask & HAS_AUX)
-		e->aux = mt_get_varint(c);
+		e->aux = varint(c);
 	if (mask & HAS_AUX2)
-		e->aux2 = mt_get_varint(c);
+		e->aux2 = varint(c);
 	if (mask & HAS_STACK)
-		e->stack = (uint32_t)mt_get_varint(c);
+		e->stack = (uint32_t)varint(c);
 	if (mask & HAS_PHASE)
-		e->phase = (uint32_t)mt_get_varint(c);
+		e->phase = (uint32_t)varint(c);
 	if (mask & HAS_DEVICE)
 		e->device = get_u8(c);
 	if (mask & HAS_MORE) {
@@ -260,7 +283,7 @@ int mt_decode_event(struct mt_cursor *c, struct mt_encoder *st, struct mt_event 
 		if (more & MORE_FLAGS)
 			e->flags = get_u8(c);
 		if (more & MORE_ERROR)
-			e->error = (int32_t)mt_get_zigzag(c);
+			e->error = (int32_t)zigzag(c);
 	}
 	if (e->kind >= MT_EV_COUNT || e->tag >= MT_TAG_COUNT)
 		c->bad = 1;
