@@ -1,5 +1,6 @@
 /* Folded stacks and Chrome trace-event JSON, built from a report. */
 #include "analyze/export.h"
+#include "analyze/timeline.h"
 
 #include "util/map.h"
 
@@ -96,26 +97,15 @@ int mt_export_perfetto(FILE *out, const struct mt_report *r)
 	for (size_t i = 0; i < t->nevents; i++) {
 		const struct mt_event *e = &t->events[i];
 		double ts = e->time > r->start ? (double)(e->time - r->start) / 1000.0 : 0.0;
-		uint64_t k;
-		int d = -1;
+		int64_t delta;
+		uint8_t cat;
+		int d;
 
+		if (mt_timeline_step(r, &live, i, &d, &cat, &delta))
+			c->bytes[d][cat] += (uint64_t)delta;
+		else
+			d = -1;
 		switch (e->kind) {
-		case MT_EV_ALLOC:
-		case MT_EV_VMM_CREATE:
-			if (e->error || e->device == MT_NO_DEVICE)
-				break;
-			mt_map_put(&live, e->kind == MT_EV_ALLOC ? e->addr : e->aux | 1ull << 63, i + 1);
-			d = e->device;
-			c->bytes[d][r->comp.category[i] ? r->comp.category[i] : MT_TAG_OTHER] += e->size;
-			break;
-		case MT_EV_FREE:
-		case MT_EV_VMM_RELEASE:
-			if (!e->error && mt_map_del(&live, e->kind == MT_EV_FREE ? e->addr : e->aux | 1ull << 63, &k)) {
-				const struct mt_event *a = &t->events[k - 1];
-				d = a->device;
-				c->bytes[d][r->comp.category[k - 1] ? r->comp.category[k - 1] : MT_TAG_OTHER] -= a->size;
-			}
-			break;
 		case MT_EV_ALLOC_FAILED:
 			fprintf(out, ",\n{\"name\": \"%s: %" PRIu64 " bytes on device %d\", \"ph\": \"i\", \"s\": \"g\", \"pid\": 1, "
 				     "\"tid\": %u, \"ts\": %.3f}",

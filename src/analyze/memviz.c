@@ -20,17 +20,18 @@ struct writer {
 	struct mt_map memo_stack; /* stack id -> memo index + 1 */
 	struct mt_map memo_str;   /* string hash -> memo index + 1 */
 	uint32_t memo;            /* next memo index */
+	unsigned batch;           /* entries since the device list's last MARK */
 };
 
 static void op(struct writer *w, uint8_t c)
 {
-	fputc(c, w->out);
+	putc_unlocked(c, w->out);
 }
 
 static void u32(struct writer *w, uint32_t v)
 {
 	for (int i = 0; i < 4; i++)
-		fputc((int)(v >> (8 * i)) & 0xff, w->out);
+		putc_unlocked((int)(v >> (8 * i)) & 0xff, w->out);
 }
 
 static void memoize(struct writer *w)
@@ -166,6 +167,11 @@ static void entry(struct writer *w, const struct mt_report *r, struct mt_symbols
 	key(w, "frames");
 	frames(w, r, sym, stack);
 	op(w, 'u');
+	if (++w->batch == 1000) { /* APPENDS in batches, as Python's pickler does: a reader's stack stays short */
+		op(w, 'e');
+		op(w, '(');
+		w->batch = 0;
+	}
 }
 
 int mt_export_memviz(FILE *out, const struct mt_report *r, struct mt_symbols *sym)
@@ -188,6 +194,7 @@ int mt_export_memviz(FILE *out, const struct mt_report *r, struct mt_symbols *sy
 	for (int d = 0; d < ndev; d++) {
 		op(&w, ']');
 		op(&w, '(');
+		w.batch = 0;
 		for (size_t i = 0; i < t->nevents; i++) {
 			const struct mt_event *e = &t->events[i];
 			uint64_t k;

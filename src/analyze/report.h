@@ -47,6 +47,8 @@ int mt_report_build(struct mt_report *r, const struct mt_trace *t, const struct 
 void mt_report_free(struct mt_report *r);
 void mt_report_text(FILE *out, const struct mt_report *r, struct mt_symbols *sym, size_t top);
 void mt_report_json(FILE *out, const struct mt_report *r, struct mt_symbols *sym, size_t top);
+/* One self-contained HTML page (html.c): charts, tables and the JSON's numbers. 0 or errno. */
+int mt_report_html(FILE *out, const struct mt_report *r, struct mt_symbols *sym, size_t top);
 void mt_json_str(FILE *out, const char *s); /* a JSON string literal */
 
 #endif

@@ -1,6 +1,7 @@
 /* memtap report and memtap dump: read a trace (all of what survived, if it was cut
  * short), then print. A damaged trace still reports; the exit status says it was. */
 #include <dirent.h>
+#include <errno.h>
 #include <getopt.h>
 #include <sys/stat.h>
 #include <inttypes.h>
@@ -13,11 +14,13 @@
 #include "util/units.h"
 
 static const char report_usage[] =
-	"usage: memtap report TRACE [--json] [--top N] [--iteration NAME] [--leak-iterations K]\n"
+	"usage: memtap report TRACE [--json | --html FILE] [--top N] [--iteration NAME] [--leak-iterations K]\n"
 	"       memtap report TRACE TRACE... | DIRECTORY [--json]   one row per rank, and the imbalance\n"
 	"Per device: the peak of allocated device memory and when it happened, the stacks live at\n"
 	"the peak; what was live at exit, grouped by stack; out-of-memory events with their stacks.\n"
 	"  --json    the stable JSON form (docs/REPORT.md)\n"
+	"  --html FILE  one self-contained page: composition over time, the peak, top stacks,\n"
+	"               leaks, OOMs and a map of the segments (opens offline in any browser)\n"
 	"  --top N   stacks shown per list (default 10)\n"
 	"  --iteration NAME        iteration boundaries: memtap_mark NAME or NVTX range NAME (default:\n"
 	"                          every memtap_mark, else the range repeating at the top of a thread)\n"
@@ -42,11 +45,13 @@ static void load(const char *path, struct mt_trace *t)
 }
 
 static struct mt_report_options ropt;
+static const char *html_path;
 
 static int parse_common(int argc, char **argv, const char *usage, bool *json, size_t *top)
 {
 	static const struct option longopts[] = {{"json", 0, 0, 'j'}, {"top", 1, 0, 't'}, {"help", 0, 0, 'h'},
-						 {"iteration", 1, 0, 'i'}, {"leak-iterations", 1, 0, 'k'}, {0, 0, 0, 0}};
+						 {"iteration", 1, 0, 'i'}, {"leak-iterations", 1, 0, 'k'}, {"html", 1, 0, 'H'},
+						 {0, 0, 0, 0}};
 	int c;
 	char *end;
 
@@ -59,6 +64,7 @@ static int parse_common(int argc, char **argv, const char *usage, bool *json, si
 				die(EXIT_USAGE, "--top needs a positive number, not '%s'", optarg);
 			break;
 		case 'i': ropt.iteration = optarg; break;
+		case 'H': html_path = optarg; break;
 		case 'k':
 			ropt.leak_iterations = (unsigned)strtoul(optarg, &end, 10);
 			if (end == optarg || *end || ropt.leak_iterations == 0 || ropt.leak_iterations > 1000)
@@ -245,10 +251,16 @@ int cmd_report(int argc, char **argv)
 	if (mt_report_build(&r, &t, &ropt))
 		die(1, "out of memory while reading %s", argv[i]);
 	sym = mt_symbols_open(&t);
-	if (json)
+	if (html_path) {
+		FILE *out = fopen(html_path, "w");
+		if (!out || mt_report_html(out, &r, sym, top) || fclose(out))
+			die(1, "cannot write %s: %s", html_path, strerror(errno ? errno : EIO));
+		fprintf(stderr, "memtap: wrote %s\n", html_path);
+	} else if (json) {
 		mt_report_json(stdout, &r, sym, top);
-	else
+	} else {
 		mt_report_text(stdout, &r, sym, top);
+	}
 	mt_symbols_close(sym);
 	mt_report_free(&r);
 	i = t.problem[0] ? EXIT_DAMAGED : 0;
@@ -261,6 +273,9 @@ int cmd_dump(int argc, char **argv)
 	bool json = false;
 	size_t top = 0;
 	int i = parse_common(argc, argv, dump_usage, &json, &top);
+
+	if (html_path)
+		die(EXIT_USAGE, "--html is for memtap report");
 
 	if (argc - i != 1)
 		die(EXIT_USAGE, "one trace at a time (see --help)");

@@ -1,0 +1,253 @@
+// memtap's HTML report: draws REPORT (the same document `memtap report --json` writes)
+// and SERIES (the composition timeline and the blocks at each peak) into the page.
+// Plain DOM and SVG, nothing fetched. Every number shown carries its raw value in
+// data-value, so tests can compare the page with the JSON.
+"use strict";
+(function () {
+  const errors = [];
+  window.addEventListener("error", (e) => { errors.push(String(e.message)); done(); });
+
+  const CATEGORIES = ["params", "grads", "optimizer", "activations", "temporaries", "other"];
+  const COLOURS = { params: "#4e79a7", grads: "#f28e2b", optimizer: "#59a14f", activations: "#e15759",
+                    temporaries: "#b07aa1", other: "#9c9c9c", reserved: "#222" };
+  const SVGNS = "http://www.w3.org/2000/svg";
+
+  function bytes(n) {
+    const units = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let u = 0, v = n;
+    while (Math.abs(v) >= 1024 && u < units.length - 1) { v /= 1024; u++; }
+    return (u ? v.toFixed(2) : String(v)) + " " + units[u];
+  }
+  function seconds(ns, scale) {
+    const s = scale || ns;
+    if (s >= 1e9) return (ns / 1e9).toFixed(3) + " s";
+    if (s >= 1e6) return (ns / 1e6).toFixed(3) + " ms";
+    return (ns / 1e3).toFixed(1) + " \u00b5s";
+  }
+
+  function el(tag, attrs, ...children) {
+    const e = document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, v);
+    for (const c of children) e.append(c instanceof Node ? c : document.createTextNode(String(c)));
+    return e;
+  }
+  function svg(tag, attrs) {
+    const e = document.createElementNS(SVGNS, tag);
+    for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, v);
+    return e;
+  }
+  function num(value, text) { return el("td", { class: "num", "data-value": value }, text); }
+  function frameText(frames) {
+    if (!frames || !frames.length) return "(no stack)";
+    return frames.slice(0, 8).map((f) => {
+      const where = f.file ? " (" + f.file.split("/").pop() + ":" + f.line + ")" : f.module ? " (" + f.module + ")" : "";
+      return (f.function || f.address || "?") + where;
+    }).join("\n");
+  }
+  function table(id, headers, rows) {
+    const t = el("table", { id: id });
+    t.append(el("tr", {}, ...headers.map((h) => el("th", h.num ? { class: "num" } : {}, h.text || h))));
+    for (const r of rows) t.append(el("tr", {}, ...r));
+    return t;
+  }
+  function stackRows(list) {
+    return list.map((g) => [num(g.bytes, bytes(g.bytes)), num(g.count, g.count), el("td", {}, g.kind),
+                            el("td", { class: "frames" }, frameText(g.frames))]);
+  }
+
+  // A chart: x in seconds over [0, xmax], y in bytes over [0, ymax].
+  function axes(width, height, xmax, ymax) {
+    const m = { l: 70, r: 20, t: 10, b: 24 };
+    const root = svg("svg", { width: width, height: height, viewBox: `0 0 ${width} ${height}` });
+    const x = (t) => m.l + (xmax ? t / xmax : 0) * (width - m.l - m.r);
+    const y = (b) => height - m.b - (ymax ? b / ymax : 0) * (height - m.t - m.b);
+    const g = svg("g", { class: "axis" });
+    g.append(svg("line", { x1: m.l, y1: y(0), x2: width - m.r, y2: y(0) }));
+    g.append(svg("line", { x1: m.l, y1: y(0), x2: m.l, y2: m.t }));
+    for (let i = 0; i <= 4; i++) {
+      const ty = svg("text", { x: m.l - 6, y: y(ymax * i / 4) + 4, "text-anchor": "end" });
+      ty.textContent = bytes(Math.round(ymax * i / 4));
+      g.append(ty);
+      const tx = svg("text", { x: x(xmax * i / 4), y: height - 6, "text-anchor": "middle" });
+      tx.textContent = seconds(xmax * i / 4, xmax);
+      g.append(tx);
+    }
+    root.append(g);
+    return { root, x, y };
+  }
+
+  // Stacked areas of each category over time; the peak marked.
+  function compositionChart(device, points) {
+    const total = (p) => CATEGORIES.reduce((s, _, i) => s + p[1 + i], 0);
+    const xmax = Math.max(1, ...points.map((p) => p[0]), device.peak_time_ns);
+    const ymax = Math.max(1, device.peak_allocated_bytes, ...points.map((p) => Math.max(total(p), p[7])));
+    const c = axes(900, 260, xmax, ymax);
+    c.root.setAttribute("id", "composition-" + device.device);
+    const base = points.map(() => 0);
+    CATEGORIES.forEach((cat, k) => {
+      if (!points.some((p) => p[1 + k] > 0)) return;
+      let top = "", bottom = "";
+      points.forEach((p, i) => {
+        const next = i + 1 < points.length ? points[i + 1][0] : xmax;
+        const lo = base[i], hi = base[i] + p[1 + k];
+        top += `${i ? "L" : "M"}${c.x(p[0])},${c.y(hi)}L${c.x(next)},${c.y(hi)}`;
+        bottom = `L${c.x(next)},${c.y(lo)}L${c.x(p[0])},${c.y(lo)}` + bottom;
+        base[i] = hi;
+      });
+      c.root.append(svg("path", { d: top + bottom + "Z", fill: COLOURS[cat], "fill-opacity": 0.85,
+                                  class: "area", "data-category": cat }));
+    });
+    if (points.some((p) => p[7] > 0)) {
+      let d = "";
+      points.forEach((p, i) => {
+        const next = i + 1 < points.length ? points[i + 1][0] : xmax;
+        d += `${i ? "L" : "M"}${c.x(p[0])},${c.y(p[7])}L${c.x(next)},${c.y(p[7])}`;
+      });
+      c.root.append(svg("path", { d: d, fill: "none", stroke: COLOURS.reserved, "stroke-dasharray": "4 3",
+                                  class: "reserved" }));
+    }
+    const px = c.x(device.peak_time_ns);
+    c.root.append(svg("line", { x1: px, x2: px, y1: c.y(0), y2: c.y(ymax), stroke: "#c00", class: "peak" }));
+    const label = svg("text", { x: px + 4, y: c.y(ymax) + 12, fill: "#c00" });
+    label.textContent = "peak " + bytes(device.peak_allocated_bytes);
+    c.root.append(label);
+    return c.root;
+  }
+
+  function legend(withReserved) {
+    const l = el("div", { class: "legend" });
+    for (const cat of CATEGORIES)
+      l.append(el("span", {}, el("i", { class: "swatch", style: "background:" + COLOURS[cat] }), cat));
+    if (withReserved) l.append(el("span", {}, "- - reserved by the caching allocator"));
+    return l;
+  }
+
+  // Reserved, allocated and requested bytes in segments over time.
+  function fragmentationChart(device, f) {
+    const tl = f.timeline;
+    const xmax = Math.max(1, ...tl.map((s) => s.time_ns));
+    const ymax = Math.max(1, ...tl.map((s) => s.reserved_bytes));
+    const c = axes(900, 180, xmax, ymax);
+    c.root.setAttribute("id", "fragmentation-" + device.device);
+    [["reserved_bytes", "#222"], ["allocated_bytes", "#e15759"], ["requested_bytes", "#4e79a7"]].forEach(([k, colour]) => {
+      let d = "";
+      tl.forEach((s, i) => { d += `${i ? "L" : "M"}${c.x(s.time_ns)},${c.y(s[k])}`; });
+      c.root.append(svg("path", { d: d, fill: "none", stroke: colour, "stroke-width": 1.5, class: "line", "data-key": k }));
+    });
+    return c.root;
+  }
+
+  // Each segment at the peak as a bar; its live blocks filled, the gaps left white.
+  function segmentMap(device, f, blocks) {
+    const segs = f.segments_at_peak.slice(0, 400);
+    const largest = Math.max(1, ...segs.map((s) => s.size));
+    const row = 12, width = 900, left = 160;
+    const root = svg("svg", { width: width, height: segs.length * row + 4, id: "segments-" + device.device });
+    let b = 0;
+    segs.forEach((s, i) => {
+      const y = i * row, w = (width - left) * s.size / largest;
+      const name = svg("text", { x: left - 6, y: y + 10, "text-anchor": "end" });
+      name.textContent = bytes(s.size) + ", largest free " + bytes(s.largest_free_block_bytes);
+      root.append(name);
+      root.append(svg("rect", { x: left, y: y + 1, width: Math.max(w, 1), height: row - 2, fill: "#fff", stroke: "#999",
+                                class: "segment", "data-allocated": s.allocated_bytes }));
+      while (b < blocks.length && blocks[b][0] < s.address) b++;
+      for (; b < blocks.length && blocks[b][0] < s.address + s.size; b++) {
+        const bx = left + w * (blocks[b][0] - s.address) / s.size, bw = w * blocks[b][1] / s.size;
+        root.append(svg("rect", { x: bx, y: y + 2, width: Math.max(bw, 0.5), height: row - 4, fill: "#e15759",
+                                  class: "block" }));
+      }
+    });
+    return root;
+  }
+
+  function fragmentationSection(device, f, blocks) {
+    const s = el("div", { id: "fragmentation-section-" + device.device });
+    s.append(el("h3", {}, "Fragmentation"));
+    const rows = [["at the peak", f.at_peak], ["at the end", f.at_exit]].map(([when, st]) => [
+      el("td", {}, when), num(st.segments, st.segments), num(st.reserved_bytes, bytes(st.reserved_bytes)),
+      num(st.allocated_bytes, bytes(st.allocated_bytes)), num(st.internal_bytes, bytes(st.internal_bytes)),
+      num(st.external_bytes, bytes(st.external_bytes)), num(st.largest_free_block_bytes, bytes(st.largest_free_block_bytes))]);
+    s.append(table("fragmentation-table-" + device.device, ["", { text: "segments", num: 1 }, { text: "reserved", num: 1 },
+      { text: "allocated", num: 1 }, { text: "rounding", num: 1 }, { text: "free in segments", num: 1 },
+      { text: "largest free block", num: 1 }], rows));
+    if (f.block_sizes === "estimated")
+      s.append(el("p", { class: "sub" }, "Block sizes estimated: requests rounded up to 512 bytes where the trace gives only the request."));
+    s.append(el("p", { class: "sub" }, "Over time: reserved (black), allocated in blocks (red), requested (blue)."));
+    s.append(fragmentationChart(device, f));
+    s.append(el("p", { class: "sub" }, "Segments at the peak (live blocks in red, free space white):"));
+    s.append(segmentMap(device, f, blocks || []));
+    return s;
+  }
+
+  function deviceSection(device) {
+    const d = device.device, s = el("section", { id: "device-" + d });
+    s.append(el("h2", {}, `Device ${d}: ${device.name}`));
+    s.append(table("summary-" + d, ["", { text: "bytes", num: 1 }], [
+      [el("td", {}, "peak allocated"), num(device.peak_allocated_bytes, bytes(device.peak_allocated_bytes))],
+      [el("td", {}, "peak at"), num(device.peak_time_ns, seconds(device.peak_time_ns))],
+      [el("td", {}, "capacity"), num(device.capacity_bytes, device.capacity_bytes ? bytes(device.capacity_bytes) : "unknown")],
+      [el("td", {}, "allocated at exit"), num(device.allocated_at_exit_bytes, bytes(device.allocated_at_exit_bytes))]]));
+    const comp = device.composition_at_peak;
+    s.append(el("h3", {}, "What the peak was made of"));
+    s.append(table("composition-table-" + d, ["category", { text: "bytes", num: 1 }, "source"],
+      CATEGORIES.concat(["reserved_unallocated"]).map((c) => [
+        el("td", {}, el("i", { class: "swatch", style: "background:" + (COLOURS[c] || "#fff") }), c),
+        num(comp[c], bytes(comp[c])), el("td", {}, (device.composition_source || {})[c] || "")])));
+    const points = (SERIES.timeline || {})[d] || [];
+    s.append(legend(points.some((p) => p[7] > 0)));
+    s.append(compositionChart(device, points));
+    const top = REPORT.top_at_peak.filter((g) => g.device === d);
+    s.append(el("h3", {}, "Live at the peak, by stack"));
+    s.append(top.length ? table("top-" + d, [{ text: "bytes", num: 1 }, { text: "count", num: 1 }, "kind", "stack"],
+                                stackRows(top)) : el("p", { class: "none" }, "nothing"));
+    if (device.fragmentation) s.append(fragmentationSection(device, device.fragmentation, (SERIES.blocks || {})[d]));
+    return s;
+  }
+
+  function render() {
+    const root = document.getElementById("report");
+    const p = REPORT.process || {};
+    root.append(el("h1", {}, "memtap report"));
+    root.append(el("p", { class: "sub" }, `${REPORT.trace}` + (p.cmdline ? ` — ${p.cmdline}` : "") +
+      (p.pid ? ` (pid ${p.pid} on ${p.host})` : "")));
+    if (REPORT.problem) root.append(el("p", { class: "problem" }, REPORT.problem));
+    const ev = REPORT.events;
+    root.append(table("events", [{ text: "allocations", num: 1 }, { text: "frees", num: 1 }, { text: "failed", num: 1 },
+      { text: "dropped", num: 1 }, { text: "events", num: 1 }],
+      [[num(ev.allocs, ev.allocs), num(ev.frees, ev.frees), num(ev.failed, ev.failed), num(ev.dropped, ev.dropped),
+        num(ev.total, ev.total)]]));
+    for (const device of REPORT.devices) root.append(deviceSection(device));
+
+    root.append(el("h2", {}, "Growing from iteration to iteration"));
+    root.append(el("p", { class: "sub" }, `Iteration boundaries: ${REPORT.iterations.boundary} (${REPORT.iterations.count}).`));
+    root.append(REPORT.leaks.length ? table("leaks", [{ text: "growth per iteration", num: 1 }, { text: "live", num: 1 },
+      { text: "iterations", num: 1 }, "device", "stack"], REPORT.leaks.map((l) => [
+        num(l.growth_bytes_per_iteration, bytes(l.growth_bytes_per_iteration)), num(l.bytes, bytes(l.bytes)),
+        num(l.iterations, l.iterations), el("td", {}, l.device), el("td", { class: "frames" }, frameText(l.frames))]))
+      : el("p", { class: "none", id: "leaks" }, "no stack grew"));
+
+    root.append(el("h2", {}, "Live at exit"));
+    root.append(REPORT.live_at_exit.length ? table("exit", [{ text: "bytes", num: 1 }, { text: "count", num: 1 }, "kind",
+      "stack"], stackRows(REPORT.live_at_exit)) : el("p", { class: "none", id: "exit" }, "nothing"));
+
+    root.append(el("h2", {}, "Out-of-memory events"));
+    root.append(REPORT.oom.length ? table("oom", [{ text: "requested", num: 1 }, { text: "free", num: 1 }, "device",
+      { text: "at", num: 1 }, "verdict", "stack"], REPORT.oom.map((o) => [
+        num(o.size, bytes(o.size)), num(o.free_bytes, bytes(o.free_bytes)), el("td", {}, o.device),
+        num(o.time_ns, seconds(o.time_ns)),
+        el("td", {}, o.fits_without_fragmentation === true ? "would have fit without fragmentation"
+          : o.fits_without_fragmentation === false ? "would not have fit" : ""),
+        el("td", { class: "frames" }, frameText(o.frames))]))
+      : el("p", { class: "none", id: "oom" }, "none"));
+  }
+
+  function done() {
+    document.body.dataset.errors = errors.join("; ");
+    document.body.dataset.rendered = errors.length ? "no" : "yes";
+    if (errors.length) document.body.prepend(el("p", { class: "error" }, "The report could not be drawn: " + errors.join("; ")));
+  }
+
+  try { render(); } catch (e) { errors.push(String(e && e.stack || e)); }
+  done();
+})();

@@ -1,0 +1,31 @@
+/* Device memory over time by category, for charts: the trace's span cut into equal
+ * buckets, each holding the moment its device's allocated bytes were highest (so no
+ * peak is smoothed away), with what the caching allocator had reserved then. */
+#ifndef MT_TIMELINE_H
+#define MT_TIMELINE_H
+
+#include "analyze/report.h"
+
+#define MT_TIMELINE_BUCKETS 800
+
+struct mt_timeline_point {
+	uint64_t time;
+	uint64_t bytes[MT_TAG_COUNT]; /* by category; [0] unused */
+	uint64_t reserved;
+};
+
+struct mt_timeline {
+	struct mt_timeline_point *points[MT_MAX_DEVICES]; /* in time order; a device's bytes hold until its next point */
+	size_t n[MT_MAX_DEVICES];
+};
+
+int mt_timeline_build(struct mt_timeline *tl, const struct mt_report *r);
+void mt_timeline_free(struct mt_timeline *tl);
+
+/* What event i does to device memory, by category: true with *device, *category and
+ * *delta (bytes, signed) set when it changes some. live: the caller's scratch map,
+ * empty at the first event (address, or VMM handle | 1 << 63 -> event index + 1). */
+bool mt_timeline_step(const struct mt_report *r, struct mt_map *live, size_t i, int *device, uint8_t *category,
+		      int64_t *delta);
+
+#endif

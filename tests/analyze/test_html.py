@@ -1,0 +1,177 @@
+"""`memtap report --html`: one self-contained page, opened in headless Chromium (Debian's
+chromium package). The page must draw without a script error, its charts must be there,
+and every number it shows must be the one `--json` gives. Inputs: a recorded simtrain
+run with an injected leak, and a PyTorch snapshot with segments, an OOM and a frame
+name that tries to close the page's script."""
+import json
+import os
+import pickle
+import re
+import shutil
+import subprocess
+import sys
+from html.parser import HTMLParser
+
+sys.path.insert(0, os.path.join(os.environ["MT_SRCDIR"], "tests"))
+from tap import done, ok, scratch  # noqa: E402
+
+B = os.environ["MT_BUILDDIR"]
+MEMTAP = os.path.join(B, "tools/memtap/memtap")
+SIMTRAIN = os.path.join(B, "tools/simtrain/simtrain")
+TMP = scratch("html")
+MiB = 1 << 20
+CHROMIUM = os.environ.get("CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+VOID = {"br", "meta", "link", "img", "input", "hr", "col", "wbr"}
+
+
+class Dom(HTMLParser):
+    """Elements as dicts (tag, attrs, children, text), with an index by id."""
+
+    def __init__(self):
+        super().__init__()
+        self.root = {"tag": "#root", "attrs": {}, "children": [], "text": ""}
+        self.stack, self.by_id = [self.root], {}
+
+    def handle_starttag(self, tag, attrs):
+        node = {"tag": tag, "attrs": dict(attrs), "children": [], "text": ""}
+        self.stack[-1]["children"].append(node)
+        if "id" in node["attrs"]:
+            self.by_id[node["attrs"]["id"]] = node
+        if tag not in VOID:
+            self.stack.append(node)
+
+    def handle_endtag(self, tag):
+        for i in range(len(self.stack) - 1, 0, -1):
+            if self.stack[i]["tag"] == tag:
+                del self.stack[i:]
+                return
+
+    def handle_data(self, data):
+        self.stack[-1]["text"] += data
+
+
+def find(node, tag, cls=None):
+    out = []
+    for c in node["children"]:
+        if c["tag"] == tag and (cls is None or cls in c["attrs"].get("class", "").split()):
+            out.append(c)
+        out += find(c, tag, cls)
+    return out
+
+
+def values(node):
+    """The data-value of every numeric cell, in page order, as integers."""
+    return [int(td["attrs"]["data-value"]) for td in find(node, "td", "num")]
+
+
+def text(node):
+    return node["text"] + "".join(text(c) for c in node["children"])
+
+
+def render(name, trace):
+    """(json report, page source, rendered DOM or None, body attributes)"""
+    rep = json.loads(subprocess.run([MEMTAP, "report", "--json", trace], capture_output=True, text=True).stdout)
+    page = os.path.join(TMP, name + ".html")
+    p = subprocess.run([MEMTAP, "report", "--html", page, trace], capture_output=True, text=True)
+    ok(p.returncode == 0 and os.path.exists(page), "%s: --html writes the page" % name, p.stderr)
+    source = open(page).read() if os.path.exists(page) else ""
+    c = subprocess.run([CHROMIUM, "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                        "--user-data-dir=" + os.path.join(TMP, "profile"), "--dump-dom", "file://" + page],
+                       capture_output=True, text=True, timeout=120)
+    dom = Dom()
+    dom.feed(c.stdout)
+    body = (find(dom.root, "body") or [{"attrs": {}}])[0]["attrs"]
+    return rep, source, dom, body
+
+
+def self_contained(name, source):
+    outside = re.findall(r'<(?:script|img|link|iframe)[^>]*\b(?:src|href)=|@import|url\(|https://', source)
+    ok(source.startswith("<!doctype html>") and not outside, "%s: self-contained (nothing fetched)" % name, outside)
+
+
+def common(name, rep, dom, body):
+    ok(body.get("data-rendered") == "yes" and body.get("data-errors") == "", "%s: the page draws without a script error"
+       % name, body)
+    ev = dom.by_id.get("events")
+    ok(ev and values(ev) == [rep["events"][k] for k in ("allocs", "frees", "failed", "dropped", "total")],
+       "%s: event counts as in --json" % name)
+    for dev in rep["devices"]:
+        d = dev["device"]
+        summary, comp = dom.by_id.get("summary-%d" % d), dom.by_id.get("composition-table-%d" % d)
+        ok(summary and values(summary) == [dev["peak_allocated_bytes"], dev["peak_time_ns"], dev["capacity_bytes"],
+                                           dev["allocated_at_exit_bytes"]], "%s: device %d's peak as in --json" % (name, d))
+        cats = ["params", "grads", "optimizer", "activations", "temporaries", "other", "reserved_unallocated"]
+        ok(comp and values(comp) == [dev["composition_at_peak"][c] for c in cats],
+           "%s: device %d's composition as in --json" % (name, d), comp and values(comp))
+        chart = dom.by_id.get("composition-%d" % d)
+        areas = find(chart, "path", "area") if chart else []
+        drawn = sorted(a["attrs"]["data-category"] for a in areas)
+        ok(chart and find(chart, "line", "peak") and drawn and
+           all(dev["composition_at_peak"][c] == 0 or c in drawn for c in cats[:-1]),
+           "%s: device %d's timeline draws each category of the peak, the peak marked" % (name, d), drawn)
+        top = dom.by_id.get("top-%d" % d)
+        want = [g["bytes"] for g in rep["top_at_peak"] if g["device"] == d]
+        ok(top and values(top)[0::2] == want, "%s: device %d's stacks at the peak as in --json" % (name, d))
+    leaks = dom.by_id.get("leaks")
+    ok(leaks and (values(leaks)[0::3] == [l["growth_bytes_per_iteration"] for l in rep["leaks"]] if rep["leaks"]
+                  else "no stack grew" in text(leaks)), "%s: leaks as in --json" % name)
+    oom = dom.by_id.get("oom")
+    ok(oom and (values(oom)[0::3] == [o["size"] for o in rep["oom"]] if rep["oom"] else text(oom) == "none"),
+       "%s: OOMs as in --json" % name)
+
+
+if not CHROMIUM:
+    print("1..0 # SKIP chromium is not installed (./quickstart check installs it)")
+    sys.exit(0)
+
+# ---- a recorded training run with a leak ----
+trace = os.path.join(TMP, "train.trace")
+env = dict(os.environ, LD_LIBRARY_PATH=os.path.join(B, "tools/simgpu/.libs"))
+subprocess.run([MEMTAP, "run", "-q", "-o", trace, "--", SIMTRAIN, "--preset", "tiny", "--iters", "6", "--leak", "1M"],
+               env=env, check=True, stdout=subprocess.DEVNULL)
+rep, source, dom, body = render("train", trace)
+self_contained("train", source)
+common("train", rep, dom, body)
+ok(rep["leaks"] and rep["devices"][0]["fragmentation"] is None and "fragmentation-section-0" not in dom.by_id,
+   "train: a leak shown; no fragmentation section without segments")
+
+# ---- a PyTorch snapshot: segments, an OOM, a hostile frame name ----
+SEG = 0x7f0000000000
+EVIL = [{"filename": "</script><script>document.body.dataset.pwned='yes'</script>", "line": 1, "name": "</script>"}]
+trace_entries = [{"action": "segment_alloc", "addr": SEG, "size": 20 * MiB, "stream": 0, "time_us": 1, "frames": EVIL}]
+for i in range(8):
+    trace_entries.append({"action": "alloc", "addr": SEG + i * 2 * MiB, "size": 2 * MiB - 1000, "stream": 0,
+                          "time_us": 2 + i, "frames": EVIL, "category": "ACTIVATION" if i % 2 else "PARAMETER"})
+for i in range(0, 8, 2):
+    trace_entries.append({"action": "free_completed", "addr": SEG + i * 2 * MiB, "size": 2 * MiB - 1000, "stream": 0,
+                          "time_us": 20 + i, "frames": EVIL})
+trace_entries.append({"action": "oom", "device_free": 1 * MiB, "size": 6 * MiB, "stream": 0, "time_us": 40,
+                      "frames": EVIL})
+snap = os.path.join(TMP, "snapshot.pickle")
+with open(snap, "wb") as f:
+    pickle.dump({"segments": [], "device_traces": [trace_entries]}, f, protocol=4)
+rep, source, dom, body = render("snapshot", snap)
+self_contained("snapshot", source)
+common("snapshot", rep, dom, body)
+ok("pwned" not in body and "<\\/script>" in source, "snapshot: a frame name cannot close the page's script", body)
+fr = rep["devices"][0]["fragmentation"]
+table = dom.by_id.get("fragmentation-table-0")
+keys = ["segments", "reserved_bytes", "allocated_bytes", "internal_bytes", "external_bytes", "largest_free_block_bytes"]
+ok(table and values(table) == [fr["at_peak"][k] for k in keys] + [fr["at_exit"][k] for k in keys],
+   "snapshot: fragmentation at the peak and at the end as in --json", table and values(table))
+segmap = dom.by_id.get("segments-0")
+ok(segmap and len(find(segmap, "rect", "segment")) == len(fr["segments_at_peak"]) and
+   len(find(segmap, "rect", "block")) == sum(s["blocks"] for s in fr["segments_at_peak"]) == 8,
+   "snapshot: the segment map draws each segment and each live block at the peak")
+fchart = dom.by_id.get("fragmentation-0")
+ok(fchart and len(find(fchart, "path", "line")) == 3, "snapshot: reserved, allocated and requested over time")
+ok(rep["oom"] and rep["oom"][0]["fits_without_fragmentation"] and
+   "would have fit without fragmentation" in text(dom.by_id.get("oom", {"text": "", "children": []})),
+   "snapshot: the OOM's verdict shown")
+
+# ---- errors: one line, non-zero ----
+p = subprocess.run([MEMTAP, "report", "--html", os.path.join(TMP, "no/such/dir/x.html"), trace], capture_output=True,
+                   text=True)
+ok(p.returncode == 1 and p.stderr.count("\n") == 1 and "cannot write" in p.stderr, "an unwritable page: one line",
+   p.stderr)
+done()
