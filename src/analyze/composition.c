@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "util/map.h"
+#include "util/progress.h"
 
 enum phase { PH_NONE, PH_FORWARD, PH_BACKWARD, PH_OPTIMIZER };
 
@@ -251,6 +252,7 @@ int mt_composition_build(struct mt_composition *c, const struct mt_trace *t)
 		struct stack *s;
 		uint64_t k;
 
+		mt_progress("composition", i, t->nevents);
 		switch (e->kind) {
 		case MT_EV_RANGE_PUSH:
 			if ((s = thread_stack(&p, e->thread)))

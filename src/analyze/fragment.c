@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "analyze/fragment.h"
+#include "util/progress.h"
 
 struct seg {
 	uint64_t addr, size;
@@ -329,6 +330,7 @@ int mt_fragment_build(struct mt_fragment *f, const struct mt_trace *t, const str
 	for (size_t i = 0; i < t->nevents && !r; i++) {
 		const struct mt_event *e = &t->events[i];
 		uint64_t b = e->time > start && span ? (e->time - start) * (MT_FRAG_SAMPLES - 1) / span : 0;
+		mt_progress("fragmentation", i, t->nevents);
 		if (b > bucket && i) {
 			r = sample_all(&p, t->events[i - 1].time);
 			bucket = b;

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/progress.h"
 #include "util/units.h"
 
 static int add_group(struct mt_group_list *g, struct mt_map *index, const struct mt_live *l)
@@ -102,6 +103,7 @@ int mt_report_build(struct mt_report *r, const struct mt_trace *t, const struct 
 		return err;
 	mt_replay_init(&r->end, t);
 	for (size_t i = 0; i < t->nevents && !err; i++) {
+		mt_progress("replaying", i, t->nevents);
 		err = mt_leaks_step(&scan, &r->end, i);
 		mt_replay_apply(&r->end, &t->events[i]);
 		r->kinds[t->events[i].kind]++;
@@ -123,6 +125,7 @@ int mt_report_build(struct mt_report *r, const struct mt_trace *t, const struct 
 	qsort(peaks, npeaks, sizeof *peaks, by_index);
 	mt_replay_init(&second, t);
 	for (size_t i = 0; i < t->nevents && !err && next < npeaks; i++) {
+		mt_progress("the peak", i, peaks[npeaks - 1]);
 		mt_replay_apply(&second, &t->events[i]);
 		if (peaks[next] != i)
 			continue;

@@ -1,5 +1,6 @@
 /* The timeline: one pass over the events, counting bytes per device and category. */
 #include "analyze/timeline.h"
+#include "util/progress.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -73,6 +74,7 @@ int mt_timeline_build(struct mt_timeline *tl, const struct mt_report *r)
 	for (size_t i = 0; i < t->nevents && !err; i++) {
 		const struct mt_event *e = &t->events[i];
 		uint64_t b = e->time > r->start ? (e->time - r->start) * (MT_TIMELINE_BUCKETS - 1) / span : 0;
+		mt_progress("timeline", i, t->nevents);
 		int64_t delta;
 		uint8_t cat;
 		int d;

@@ -1,6 +1,7 @@
 /* The data-only pickle interpreter: a value stack with marks, a memo, and a fixed set
  * of opcodes. Every length is checked against the input; sizes and depth are capped. */
 #include "format/pickle.h"
+#include "util/progress.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -476,8 +477,10 @@ int pk_parse(const uint8_t *data, size_t size, struct pk_arena *arena, struct pk
 	int r = 0;
 
 	err[0] = '\0';
-	while (!r) {
+	for (size_t steps = 0; !r; steps++) {
 		uint8_t op;
+		if ((steps & 0xffff) == 0 && mt_progress_hook)
+			mt_progress_hook("reading", (uint64_t)(m.p - data), size);
 		if (m.p >= m.end) {
 			r = fail(&m, EINVAL, "cut short (no STOP)");
 			break;

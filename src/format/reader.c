@@ -2,6 +2,7 @@
  * modules and events, and stops at the first bad or missing byte, keeping everything
  * before it. Memory is plain malloc: this runs in the memtap tool, not in the job. */
 #include "format/reader.h"
+#include "util/progress.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -329,6 +330,8 @@ static int parse(struct mt_trace *t, const uint8_t *data, size_t size)
 		struct mt_chunk_header h;
 		struct mt_cursor c;
 
+		if (mt_progress_hook)
+			mt_progress_hook("reading", off, size);
 		if (size - off < sizeof h) {
 			note(t, "cut short: %zu stray bytes after the last whole chunk", size - off);
 			break;

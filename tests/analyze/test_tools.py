@@ -101,4 +101,31 @@ p, _ = run("export", "--format=perfetto", os.path.join(TMP, "oom.trace"))
 ok(p.returncode == 0 and '"out of memory:' in p.stdout, "perfetto: an OOM is an instant event")
 p, _ = run("export", "--format=pdf", a)
 ok(p.returncode == 2 and p.stderr.count("\n") == 1, "an unknown format: one line, exit 2", p.stderr)
+
+
+# ---- the progress bar: on a terminal only (the delay set to 0 so a short report shows it) ----
+def stderr_of(args, tty):
+    env = dict(os.environ, MEMTAP_PROGRESS_DELAY="0")
+    if not tty:
+        return subprocess.run([MEMTAP, *args], capture_output=True, env=env).stderr.decode()
+    master, slave = os.openpty()
+    p = subprocess.Popen([MEMTAP, *args], stdout=subprocess.PIPE, stderr=slave, env=env)
+    os.close(slave)
+    out, got = p.communicate()[0], b""
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        got += chunk
+    os.close(master)
+    return got.decode(errors="replace") if json.loads(out) else ""
+
+
+err = stderr_of(["report", "--json", a], True)
+ok("\rmemtap: reading" in err and "\rmemtap: replaying" in err and err.endswith("\r\033[K"),
+   "on a terminal: a progress bar, erased before the report", repr(err[-200:]))
+ok(stderr_of(["report", "--json", a], False) == "", "not a terminal: quiet")
 done()

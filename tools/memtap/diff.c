@@ -164,7 +164,7 @@ static void load(struct side *s, const char *path)
 	if (mt_trace_read(path, &s->t))
 		die(EXIT_USAGE, "%s", s->t.problem);
 	if (s->t.problem[0])
-		fprintf(stderr, "memtap: %s: %s\n", path, s->t.problem);
+		progress_clear(), fprintf(stderr, "memtap: %s: %s\n", path, s->t.problem);
 	if (mt_report_build(&s->r, &s->t, NULL))
 		die(1, "out of memory while reading %s", path);
 	s->sym = mt_symbols_open(&s->t);
@@ -200,6 +200,7 @@ int cmd_diff(int argc, char **argv)
 		fill(&peak, &s[k], k, true);
 		fill(&exit_, &s[k], k, false);
 	}
+	progress_end();
 	if (json) {
 		printf("{\n  \"memtap_diff\": 1,\n  \"a\": ");
 		mt_json_str(stdout, argv[optind]);

@@ -54,12 +54,14 @@ int cmd_export(int argc, char **argv)
 	if (mt_trace_read(argv[optind], &t))
 		die(EXIT_USAGE, "%s", t.problem);
 	if (t.problem[0])
-		fprintf(stderr, "memtap: %s: %s; exporting the %zu events before it\n", argv[optind], t.problem, t.nevents);
+		progress_clear(), fprintf(stderr, "memtap: %s: %s; exporting the %zu events before it\n", argv[optind], t.problem,
+					  t.nevents);
 	if (mt_report_build(&r, &t, NULL))
 		die(1, "out of memory while reading %s", argv[optind]);
 	if (output && !(out = fopen(output, "w")))
 		die(EXIT_USAGE, "cannot write %s", output);
 	sym = mt_symbols_open(&t);
+	progress_end();
 	if (!strcmp(format, "folded"))
 		mt_export_folded(out, &r, sym, what);
 	else if (!strcmp(format, "memviz") ? mt_export_memviz(out, &r, sym) : mt_export_perfetto(out, &r))

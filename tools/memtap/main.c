@@ -22,6 +22,7 @@ void die(int status, const char *fmt, ...)
 {
 	va_list ap;
 
+	progress_end();
 	fputs("memtap: ", stderr);
 	va_start(ap, fmt);
 	vfprintf(stderr, fmt, ap);
@@ -39,11 +40,11 @@ int main(int argc, char **argv)
 	if (strcmp(argv[1], "run") == 0)
 		return cmd_run(argc - 1, argv + 1);
 	if (strcmp(argv[1], "report") == 0)
-		return cmd_report(argc - 1, argv + 1);
+		return progress_start(), cmd_report(argc - 1, argv + 1);
 	if (strcmp(argv[1], "diff") == 0)
-		return cmd_diff(argc - 1, argv + 1);
+		return progress_start(), cmd_diff(argc - 1, argv + 1);
 	if (strcmp(argv[1], "export") == 0)
-		return cmd_export(argc - 1, argv + 1);
+		return progress_start(), cmd_export(argc - 1, argv + 1);
 	if (strcmp(argv[1], "dump") == 0)
 		return cmd_dump(argc - 1, argv + 1);
 	if (strcmp(argv[1], "version") == 0 || strcmp(argv[1], "--version") == 0) {

@@ -41,7 +41,8 @@ static void load(const char *path, struct mt_trace *t)
 	if (r)
 		die(EXIT_USAGE, "%s", t->problem);
 	if (t->problem[0])
-		fprintf(stderr, "memtap: %s: %s; reporting the %zu events before it\n", path, t->problem, t->nevents);
+		progress_clear(), fprintf(stderr, "memtap: %s: %s; reporting the %zu events before it\n", path, t->problem,
+					  t->nevents);
 }
 
 static struct mt_report_options ropt;
@@ -164,6 +165,7 @@ static int report_ranks(char **paths, size_t n, bool json)
 		mt_report_free(&r);
 		mt_trace_free(&t);
 	}
+	progress_end();
 	qsort(rows, n, sizeof *rows, rows_by_rank);
 	for (size_t i = 0; i < n; i++) {
 		sum += rows[i].peak;
@@ -255,10 +257,13 @@ int cmd_report(int argc, char **argv)
 		FILE *out = fopen(html_path, "w");
 		if (!out || mt_report_html(out, &r, sym, top) || fclose(out))
 			die(1, "cannot write %s: %s", html_path, strerror(errno ? errno : EIO));
+		progress_end();
 		fprintf(stderr, "memtap: wrote %s\n", html_path);
 	} else if (json) {
+		progress_end();
 		mt_report_json(stdout, &r, sym, top);
 	} else {
+		progress_end();
 		mt_report_text(stdout, &r, sym, top);
 	}
 	mt_symbols_close(sym);

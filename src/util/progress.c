@@ -1,0 +1,3 @@
+#include "util/progress.h"
+
+mt_progress_fn mt_progress_hook;
