@@ -236,6 +236,7 @@ int cmd_report(int argc, char **argv)
 	struct mt_report r;
 	struct mt_symbols *sym;
 	struct stat st;
+	int status;
 
 	if (argc - i > 1 || (stat(argv[i], &st) == 0 && S_ISDIR(st.st_mode))) {
 		char **paths = NULL;
@@ -253,12 +254,17 @@ int cmd_report(int argc, char **argv)
 	if (mt_report_build(&r, &t, &ropt))
 		die(1, "out of memory while reading %s", argv[i]);
 	sym = mt_symbols_open(&t);
+	status = t.problem[0] ? EXIT_DAMAGED : 0;
 	if (html_path) {
 		FILE *out = fopen(html_path, "w");
-		if (!out || mt_report_html(out, &r, sym, top) || fclose(out))
-			die(1, "cannot write %s: %s", html_path, strerror(errno ? errno : EIO));
+		int err = out ? mt_report_html(out, &r, sym, top) : errno;
+		if (out && fclose(out) && !err)
+			err = errno;
 		progress_end();
-		fprintf(stderr, "memtap: wrote %s\n", html_path);
+		if (err)
+			status = 1, fprintf(stderr, "memtap: cannot write %s: %s\n", html_path, strerror(err));
+		else
+			fprintf(stderr, "memtap: wrote %s\n", html_path);
 	} else if (json) {
 		progress_end();
 		mt_report_json(stdout, &r, sym, top);
@@ -268,9 +274,8 @@ int cmd_report(int argc, char **argv)
 	}
 	mt_symbols_close(sym);
 	mt_report_free(&r);
-	i = t.problem[0] ? EXIT_DAMAGED : 0;
 	mt_trace_free(&t);
-	return i;
+	return status;
 }
 
 int cmd_dump(int argc, char **argv)
