@@ -15,6 +15,7 @@ static const char usage[] =
 	"  diff A B [--json]                 what changed between two traces, per category and stack\n"
 	"  export --format=F TRACE           folded stacks, perfetto (Chrome JSON) or memviz (pickle)\n"
 	"  dump TRACE [--json]               every recorded event, one per line\n"
+	"  lua SCRIPT.lua TRACE... [-- ARGS] run a Lua script over traces (custom reports, CI checks)\n"
 	"  version                           print memtap's version\n"
 	"`memtap COMMAND --help` describes a command.\n";
 
@@ -45,6 +46,8 @@ int main(int argc, char **argv)
 		return progress_start(), cmd_diff(argc - 1, argv + 1);
 	if (strcmp(argv[1], "export") == 0)
 		return progress_start(), cmd_export(argc - 1, argv + 1);
+	if (strcmp(argv[1], "lua") == 0)
+		return cmd_lua(argc - 1, argv + 1);
 	if (strcmp(argv[1], "dump") == 0)
 		return cmd_dump(argc - 1, argv + 1);
 	if (strcmp(argv[1], "version") == 0 || strcmp(argv[1], "--version") == 0) {

@@ -1,0 +1,19 @@
+/* The `memtap` Lua module. Offline (memtap lua) it opens traces and snapshots and hands
+ * scripts their events, stacks, live allocations and the report's analyses; the
+ * in-process policies will share it. */
+#ifndef MT_LUA_H
+#define MT_LUA_H
+
+#include <lua.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+/* Pushes the module table (memtap.open, memtap.format_size). */
+int mt_lua_open(lua_State *L);
+/* Opens a trace as a memtap.trace object; on failure pushes nil and a message. Returns 2
+ * values either way; *damaged says the trace was cut short or damaged but read. */
+int mt_lua_push_trace(lua_State *L, const char *path, bool *damaged);
+/* Pushes the Lua value of a JSON text; raises a Lua error on invalid text. */
+void mt_lua_push_json(lua_State *L, const char *text, size_t len);
+
+#endif
