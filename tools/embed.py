@@ -3,6 +3,7 @@
 
   python3 tools/embed.py OUT.c NAME FILE [NAME FILE ...]
 """
+import os
 import sys
 
 out, pairs = sys.argv[1], sys.argv[2:]
@@ -14,5 +15,4 @@ with open(out + ".tmp", "w") as f:
         for i in range(0, len(data), 24):
             f.write("".join("%d," % b for b in data[i:i + 24]) + "\n")
         f.write("};\n")
-import os  # noqa: E402
 os.replace(out + ".tmp", out)
