@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "util/map.h"
+#include "util/array.h"
 #include "util/progress.h"
 
 enum phase { PH_NONE, PH_FORWARD, PH_BACKWARD, PH_OPTIMIZER };
@@ -46,7 +47,7 @@ struct stack {
 
 /* What is known of one live allocation while the pass runs. */
 struct life {
-	size_t event;          /* the event that made it; the free list threads through it */
+	size_t event;          /* the event that made it */
 	uint8_t phase;         /* the phase it was made in */
 	uint32_t instance;     /* that phase's instance */
 	bool before_forward;   /* made before any forward phase began */
@@ -72,7 +73,7 @@ struct pass {
 	bool first_forward_done;
 	struct mt_map live;  /* address (or VMM handle | 1<<63) -> slot in life + 1 */
 	struct life *life;   /* live allocations */
-	size_t nlife, cap_life, free_life; /* free_life: a free slot + 1, or 0 */
+	struct mt_slots slots;
 	struct mt_composition *c;
 	uint8_t *phase_of;   /* per string id: its phase + 1, 0 until classified */
 };
@@ -104,22 +105,9 @@ static int push(struct pass *p, struct stack *s, uint8_t phase)
 {
 	uint32_t inst = (uint32_t)p->ninstances;
 
-	if (s->n == s->cap) {
-		size_t cap = s->cap ? 2 * s->cap : 16;
-		struct frame *f = realloc(s->f, cap * sizeof *f);
-		if (!f)
-			return ENOMEM;
-		s->f = f;
-		s->cap = cap;
-	}
-	if (p->ninstances == p->capinst) {
-		size_t cap = p->capinst ? 2 * p->capinst : 1024;
-		uint8_t *o = realloc(p->open, cap);
-		if (!o)
-			return ENOMEM;
-		p->open = o;
-		p->capinst = cap;
-	}
+	if (mt_grow((void **)&s->f, &s->cap, s->n, sizeof *s->f) ||
+	    mt_grow((void **)&p->open, &p->capinst, p->ninstances, 1))
+		return ENOMEM;
 	p->open[p->ninstances++] = 1;
 	s->f[s->n++] = (struct frame){phase, inst};
 	if (phase == PH_FORWARD)
@@ -181,8 +169,7 @@ static void settle(struct pass *p, size_t slot)
 		p->c->category[l->event] = p->c->has_phases ? infer(l) : MT_TAG_OTHER;
 		p->c->source[l->event] = p->c->has_phases ? MT_SOURCE_INFERRED : MT_SOURCE_NONE;
 	}
-	p->life[slot].event = p->free_life;
-	p->free_life = slot + 1;
+	mt_slot_give(&p->slots, slot);
 }
 
 static int made(struct pass *p, const struct mt_event *e, size_t i, uint64_t key)
@@ -193,20 +180,8 @@ static int made(struct pass *p, const struct mt_event *e, size_t i, uint64_t key
 
 	if (mt_map_get(&p->live, key, &old)) /* made again without a free seen: the first one's life is over */
 		settle(p, old - 1);
-	if (p->free_life) {
-		slot = p->free_life - 1;
-		p->free_life = p->life[slot].event;
-	} else {
-		if (p->nlife == p->cap_life) {
-			size_t cap = p->cap_life ? 2 * p->cap_life : 1024;
-			struct life *v = realloc(p->life, cap * sizeof *v);
-			if (!v)
-				return ENOMEM;
-			p->life = v;
-			p->cap_life = cap;
-		}
-		slot = p->nlife++;
-	}
+	if ((slot = mt_slot_take(&p->slots, (void **)&p->life, sizeof *p->life)) == SIZE_MAX)
+		return ENOMEM;
 	p->life[slot] = (struct life){.event = i, .phase = f.phase, .instance = f.instance,
 				      .before_forward = p->forward_begun == 0,
 				      .first_optimizer = f.phase == PH_OPTIMIZER && f.instance == p->first_opt_instance,
@@ -303,6 +278,7 @@ out:
 	free(p.ranges.f);
 	free(p.open);
 	free(p.life);
+	mt_slots_free(&p.slots);
 	free(p.phase_of);
 	mt_map_free(&p.live);
 	if (err)

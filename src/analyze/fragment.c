@@ -32,7 +32,7 @@ struct pass {
 	struct mt_fragment *f;
 	struct dev *dev;
 	struct block *blocks;
-	size_t nblocks, cap_blocks, free_head;
+	struct mt_slots slots;
 	struct mt_map by_addr; /* block address -> index + 1 */
 	struct mt_frag_block *scratch;
 	size_t cap_scratch;
@@ -61,14 +61,8 @@ static bool inside(const struct dev *d, uint64_t addr)
 
 static int seg_insert(struct dev *d, size_t at, struct seg s)
 {
-	if (d->n == d->cap) {
-		size_t cap = d->cap ? 2 * d->cap : 16;
-		struct seg *v = realloc(d->segs, cap * sizeof *v);
-		if (!v)
-			return ENOMEM;
-		d->segs = v;
-		d->cap = cap;
-	}
+	if (mt_grow((void **)&d->segs, &d->cap, d->n, sizeof *d->segs))
+		return ENOMEM;
 	memmove(&d->segs[at + 1], &d->segs[at], (d->n - at) * sizeof *d->segs);
 	d->segs[at] = s;
 	d->n++;
@@ -150,20 +144,8 @@ static int block_alloc(struct pass *p, const struct mt_event *e)
 		p->f->estimated = true;
 	if (!size)
 		size = MT_FRAG_GRANULE;
-	if (p->free_head) {
-		i = p->free_head - 1;
-		p->free_head = (size_t)p->blocks[i].addr;
-	} else {
-		if (p->nblocks == p->cap_blocks) {
-			size_t cap = p->cap_blocks ? 2 * p->cap_blocks : 1024;
-			struct block *v = realloc(p->blocks, cap * sizeof *v);
-			if (!v)
-				return ENOMEM;
-			p->blocks = v;
-			p->cap_blocks = cap;
-		}
-		i = p->nblocks++;
-	}
+	if ((i = mt_slot_take(&p->slots, (void **)&p->blocks, sizeof *p->blocks)) == SIZE_MAX)
+		return ENOMEM;
 	p->blocks[i] = (struct block){.addr = e->addr, .size = size, .requested = e->size, .device = e->device, .live = true};
 	d->allocated += size;
 	d->requested += e->size;
@@ -181,8 +163,7 @@ static void block_free(struct pass *p, const struct mt_event *e)
 	p->dev[b->device].allocated -= b->size;
 	p->dev[b->device].requested -= b->requested;
 	b->live = false;
-	b->addr = p->free_head; /* the free list threads through addr */
-	p->free_head = k;
+	mt_slot_give(&p->slots, k - 1);
 }
 
 static int by_addr(const void *a, const void *b)
@@ -199,7 +180,7 @@ static int measure(struct pass *p, int device, uint64_t time, struct mt_frag_sta
 
 	*s = (struct mt_frag_state){.time = time, .segments = d->n, .reserved = d->reserved, .allocated = d->allocated,
 				    .requested = d->requested};
-	for (size_t i = 0; i < p->nblocks; i++) {
+	for (size_t i = 0; i < p->slots.n; i++) {
 		if (!p->blocks[i].live || p->blocks[i].device != device)
 			continue;
 		if (n == p->cap_scratch) {
@@ -353,6 +334,7 @@ int mt_fragment_build(struct mt_fragment *f, const struct mt_trace *t, const str
 		free(p.dev[d].segs);
 	free(p.dev);
 	free(p.blocks);
+	mt_slots_free(&p.slots);
 	free(p.scratch);
 	mt_map_free(&p.by_addr);
 	return r;

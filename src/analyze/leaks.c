@@ -87,15 +87,15 @@ fail:
 
 static int sample(struct mt_leak_scan *s, const struct mt_replay *rp, size_t at)
 {
-	if (rp->nlive > s->nslots) {
-		uint32_t *v = realloc(s->slot_row, rp->nlive * sizeof *v);
+	if (rp->slots.n > s->nslots) {
+		uint32_t *v = realloc(s->slot_row, rp->slots.n * sizeof *v);
 		if (!v)
 			return ENOMEM;
-		memset(v + s->nslots, 0, (rp->nlive - s->nslots) * sizeof *v);
+		memset(v + s->nslots, 0, (rp->slots.n - s->nslots) * sizeof *v);
 		s->slot_row = v;
-		s->nslots = rp->nlive;
+		s->nslots = rp->slots.n;
 	}
-	for (size_t i = 0; i < rp->nlive; i++) {
+	for (size_t i = 0; i < rp->slots.n; i++) {
 		const struct mt_live *l = &rp->live[i];
 		uint64_t key = (uint64_t)l->stack << 8 | l->device, row = s->slot_row[i];
 		if (!l->in_use || (l->kind != MT_LIVE_DEVICE && l->kind != MT_LIVE_VMM) || l->device == MT_NO_DEVICE)

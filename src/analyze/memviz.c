@@ -222,7 +222,7 @@ int mt_export_memviz(FILE *out, const struct mt_report *r, struct mt_symbols *sy
 	/* segments: what is still allocated at the end, one segment per allocation */
 	key(&w, "segments");
 	op(&w, ']');
-	for (size_t i = 0; i < r->end.nlive; i++) {
+	for (size_t i = 0; i < r->end.slots.n; i++) {
 		const struct mt_live *l = &r->end.live[i];
 		if (!l->in_use || l->kind != MT_LIVE_DEVICE || l->device == MT_NO_DEVICE || !mt_map_get(&live, l->addr, NULL))
 			continue;

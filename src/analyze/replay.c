@@ -12,13 +12,13 @@ int mt_replay_init(struct mt_replay *r, const struct mt_trace *t)
 {
 	memset(r, 0, sizeof *r);
 	r->trace = t;
-	r->free_head = SIZE_MAX;
 	return 0;
 }
 
 void mt_replay_free(struct mt_replay *r)
 {
 	free(r->live);
+	mt_slots_free(&r->slots);
 	mt_map_free(&r->by_addr);
 	mt_map_free(&r->by_handle);
 	mt_map_free(&r->mappings);
@@ -36,21 +36,8 @@ uint64_t mt_trace_start(const struct mt_trace *t)
 
 static struct mt_live *new_live(struct mt_replay *r, size_t *index)
 {
-	if (r->free_head != SIZE_MAX) {
-		*index = r->free_head;
-		r->free_head = (size_t)r->live[*index].addr;
-	} else {
-		if (r->nlive == r->cap) {
-			size_t cap = r->cap ? 2 * r->cap : 1024;
-			struct mt_live *n = realloc(r->live, cap * sizeof *n);
-			if (!n)
-				return NULL;
-			r->live = n;
-			r->cap = cap;
-		}
-		*index = r->nlive++;
-	}
-	memset(&r->live[*index], 0, sizeof r->live[*index]);
+	if ((*index = mt_slot_take(&r->slots, (void **)&r->live, sizeof *r->live)) == SIZE_MAX)
+		return NULL;
 	r->live[*index].in_use = true;
 	return &r->live[*index];
 }
@@ -58,8 +45,7 @@ static struct mt_live *new_live(struct mt_replay *r, size_t *index)
 static void drop_live(struct mt_replay *r, size_t index)
 {
 	r->live[index].in_use = false;
-	r->live[index].addr = r->free_head;
-	r->free_head = index;
+	mt_slot_give(&r->slots, index);
 }
 
 static void charge(struct mt_replay *r, uint8_t dev, int64_t bytes, const struct mt_event *e)

@@ -8,6 +8,7 @@
 #define MT_REPLAY_H
 
 #include "util/map.h"
+#include "util/array.h"
 #include "format/reader.h"
 
 #define MT_MAX_DEVICES 256
@@ -38,8 +39,8 @@ struct mt_device_state {
 
 struct mt_replay {
 	const struct mt_trace *trace;
-	struct mt_live *live;
-	size_t nlive, cap, free_head;
+	struct mt_live *live;    /* live[0 .. slots.n), those in_use alive */
+	struct mt_slots slots;
 	struct mt_map by_addr;   /* device, managed, host allocations: address -> index + 1 */
 	struct mt_map by_handle; /* VMM handle -> index + 1 */
 	struct mt_map mappings;  /* mapped address -> size << 0 (handle kept in a parallel map) */

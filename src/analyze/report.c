@@ -44,7 +44,7 @@ static int group(const struct mt_replay *rp, int device, struct mt_group_list *o
 	struct mt_map index = {0};
 	int r = 0;
 
-	for (size_t i = 0; i < rp->nlive && !r; i++) {
+	for (size_t i = 0; i < rp->slots.n && !r; i++) {
 		const struct mt_live *l = &rp->live[i];
 		if (!l->in_use)
 			continue;
@@ -68,7 +68,7 @@ static int by_index(const void *a, const void *b)
 /* The categories of what is live on device d now. */
 static void compose(struct mt_report *r, const struct mt_replay *rp, int d)
 {
-	for (size_t i = 0; i < rp->nlive; i++) {
+	for (size_t i = 0; i < rp->slots.n; i++) {
 		const struct mt_live *l = &rp->live[i];
 		uint8_t cat;
 		if (!l->in_use || l->device != d || (l->kind != MT_LIVE_DEVICE && l->kind != MT_LIVE_VMM))

@@ -2,6 +2,7 @@
  * modules and events, and stops at the first bad or missing byte, keeping everything
  * before it. Memory is plain malloc: this runs in the memtap tool, not in the job. */
 #include "format/reader.h"
+#include "util/array.h"
 #include "util/progress.h"
 
 #include <errno.h>
@@ -46,21 +47,12 @@ static void note(struct mt_trace *t, const char *fmt, ...)
  * (tables indexed by id); plain realloc, freed at the end. */
 static int grow(void **arr, size_t *cap, size_t need, size_t elem, bool zero)
 {
-	size_t n = *cap ? *cap : 64;
-	void *p;
+	size_t old = *cap;
+	int r = mt_grow(arr, cap, need, elem);
 
-	if (need < *cap)
-		return 0;
-	while (n <= need)
-		n *= 2;
-	p = realloc(*arr, n * elem);
-	if (!p)
-		return ENOMEM;
-	if (zero)
-		memset((char *)p + *cap * elem, 0, (n - *cap) * elem);
-	*arr = p;
-	*cap = n;
-	return 0;
+	if (!r && zero)
+		memset((char *)*arr + old * elem, 0, (*cap - old) * elem);
+	return r;
 }
 
 static int fit(void **arr, size_t *cap, size_t need, size_t elem)

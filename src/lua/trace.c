@@ -171,7 +171,7 @@ static int live_at(lua_State *L)
 	for (size_t i = 0; i < x->t.nevents && seconds(x, x->t.events[i].time) <= at; i++)
 		mt_replay_apply(&rp, &x->t.events[i]);
 	lua_newtable(L);
-	for (size_t i = 0; i < rp.nlive; i++) {
+	for (size_t i = 0; i < rp.slots.n; i++) {
 		const struct mt_live *l = &rp.live[i];
 		if (!l->in_use)
 			continue;
