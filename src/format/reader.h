@@ -56,6 +56,8 @@ int mt_trace_parse(const void *data, size_t size, const char *name, struct mt_tr
 void mt_trace_free(struct mt_trace *t);
 /* The value of an INFO key, copied into buf; NULL when absent. */
 const char *mt_trace_info(const struct mt_trace *t, const char *key, char *buf, size_t len);
+/* Start of the trace on the monotonic clock (INFO start_monotonic_ns, else the first event). */
+uint64_t mt_trace_start(const struct mt_trace *t);
 const char *mt_trace_string(const struct mt_trace *t, uint64_t id);
 
 /* For importers (format/torch.c): building a trace in memory. 0 or ENOMEM. */

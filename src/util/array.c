@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/alloc.h"
+
 int mt_grow(void **arr, size_t *cap, size_t need, size_t elem)
 {
 	size_t n = *cap ? *cap : 16;
@@ -14,7 +16,7 @@ int mt_grow(void **arr, size_t *cap, size_t need, size_t elem)
 		return 0;
 	while (n <= need)
 		n *= 2;
-	if (!(p = realloc(*arr, n * elem)))
+	if (!(p = mt_realloc(*arr, n * elem)))
 		return ENOMEM;
 	*arr = p;
 	*cap = n;
@@ -46,6 +48,6 @@ void mt_slot_give(struct mt_slots *s, size_t i)
 
 void mt_slots_free(struct mt_slots *s)
 {
-	free(s->free);
+	mt_free(s->free);
 	memset(s, 0, sizeof *s);
 }

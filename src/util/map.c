@@ -3,7 +3,7 @@
 
 #include <errno.h>
 #include <stdint.h>
-#include <stdlib.h>
+#include "util/alloc.h"
 
 static size_t slot(uint64_t key, size_t cap)
 {
@@ -44,9 +44,9 @@ static int regrow(struct mt_map *m)
 	n.cap = 64;
 	while (n.cap < 4 * (m->count + 1))
 		n.cap *= 2;
-	n.keys = malloc(n.cap * sizeof *n.keys);
-	n.vals = malloc(n.cap * sizeof *n.vals);
-	n.used = calloc(n.cap, 1);
+	n.keys = mt_malloc(n.cap * sizeof *n.keys);
+	n.vals = mt_malloc(n.cap * sizeof *n.vals);
+	n.used = mt_calloc(n.cap, 1);
 	if (!n.keys || !n.vals || !n.used) {
 		mt_map_free(&n);
 		return ENOMEM;
@@ -99,8 +99,8 @@ bool mt_map_del(struct mt_map *m, uint64_t key, uint64_t *val)
 
 void mt_map_free(struct mt_map *m)
 {
-	free(m->keys);
-	free(m->vals);
-	free(m->used);
+	mt_free(m->keys);
+	mt_free(m->vals);
+	mt_free(m->used);
 	*m = (struct mt_map){0};
 }

@@ -1,5 +1,5 @@
-/* A u64 -> u64 hash map for the offline side (reader, analyses): open addressing,
- * malloc-backed. Not for the injected library, which keeps off the application's heap. */
+/* A u64 -> u64 hash map: open addressing over util/alloc.h (libc offline; memtap's own
+ * pages in the policy engine inside a job). */
 #ifndef MT_MAP_H
 #define MT_MAP_H
 
