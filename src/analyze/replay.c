@@ -3,8 +3,9 @@
  * failed (error set) changes nothing but its counter. */
 #include "analyze/replay.h"
 
-#include <stdlib.h>
 #include <string.h>
+
+#include "util/alloc.h"
 
 const char *const mt_live_kind_names[MT_LIVE_KINDS] = {"device", "vmm", "managed", "host"};
 
@@ -17,21 +18,12 @@ int mt_replay_init(struct mt_replay *r, const struct mt_trace *t)
 
 void mt_replay_free(struct mt_replay *r)
 {
-	free(r->live);
+	mt_free(r->live);
 	mt_slots_free(&r->slots);
 	mt_map_free(&r->by_addr);
 	mt_map_free(&r->by_handle);
 	mt_map_free(&r->mappings);
 	mt_map_free(&r->map_handle);
-}
-
-uint64_t mt_trace_start(const struct mt_trace *t)
-{
-	char buf[32];
-
-	if (mt_trace_info(t, "start_monotonic_ns", buf, sizeof buf))
-		return strtoull(buf, NULL, 10);
-	return t->nevents ? t->events[0].time : 0;
 }
 
 static struct mt_live *new_live(struct mt_replay *r, size_t *index)

@@ -54,7 +54,5 @@ struct mt_replay {
 int mt_replay_init(struct mt_replay *r, const struct mt_trace *t);
 void mt_replay_apply(struct mt_replay *r, const struct mt_event *e); /* the next event */
 void mt_replay_free(struct mt_replay *r);
-/* Start of the trace on the monotonic clock (INFO start_monotonic_ns, else the first event). */
-uint64_t mt_trace_start(const struct mt_trace *t);
 
 #endif

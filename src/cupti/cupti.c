@@ -57,42 +57,42 @@ static void on_exit_(CUpti_CallbackId cbid, const void *params, CUresult r)
 	switch (cbid) {
 	case CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2: {
 		const cuMemAlloc_v2_params *p = params;
-		mtp_hook_outcome(r, MT_EV_ALLOC, MT_API_DRIVER, mtp_driver_device(), r ? 0 : *p->dptr, p->bytesize, 0, 0);
+		mtp_hook_outcome(0, r, MT_EV_ALLOC, MT_API_DRIVER, mtp_driver_device(), r ? 0 : *p->dptr, p->bytesize, 0, 0);
 		break;
 	}
 	case CUPTI_DRIVER_TRACE_CBID_cuMemAllocPitch_v2: {
 		const cuMemAllocPitch_v2_params *p = params;
-		mtp_hook_outcome(r, MT_EV_ALLOC, MT_API_PITCH, mtp_driver_device(), r ? 0 : *p->dptr,
+		mtp_hook_outcome(0, r, MT_EV_ALLOC, MT_API_PITCH, mtp_driver_device(), r ? 0 : *p->dptr,
 		     r ? p->WidthInBytes * p->Height : *p->pPitch * p->Height, 0, 0);
 		break;
 	}
 	case CUPTI_DRIVER_TRACE_CBID_cuMemAllocManaged: {
 		const cuMemAllocManaged_params *p = params;
-		mtp_hook_outcome(r, MT_EV_MANAGED_ALLOC, MT_API_MANAGED, mtp_driver_device(), r ? 0 : *p->dptr, p->bytesize, p->flags,
+		mtp_hook_outcome(0, r, MT_EV_MANAGED_ALLOC, MT_API_MANAGED, mtp_driver_device(), r ? 0 : *p->dptr, p->bytesize, p->flags,
 		     0);
 		break;
 	}
 	case CUPTI_DRIVER_TRACE_CBID_cuMemHostAlloc: {
 		const cuMemHostAlloc_params *p = params;
-		mtp_hook_outcome(r, MT_EV_HOST_ALLOC, MT_API_HOST, MT_NO_DEVICE, r ? 0 : (uintptr_t)*p->pp, p->bytesize, p->Flags, 0);
+		mtp_hook_outcome(0, r, MT_EV_HOST_ALLOC, MT_API_HOST, MT_NO_DEVICE, r ? 0 : (uintptr_t)*p->pp, p->bytesize, p->Flags, 0);
 		break;
 	}
 	case CUPTI_DRIVER_TRACE_CBID_cuMemAllocHost_v2: {
 		const cuMemAllocHost_v2_params *p = params;
-		mtp_hook_outcome(r, MT_EV_HOST_ALLOC, MT_API_HOST, MT_NO_DEVICE, r ? 0 : (uintptr_t)*p->pp, p->bytesize, 0, 0);
+		mtp_hook_outcome(0, r, MT_EV_HOST_ALLOC, MT_API_HOST, MT_NO_DEVICE, r ? 0 : (uintptr_t)*p->pp, p->bytesize, 0, 0);
 		break;
 	}
 	case CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync:
 	case CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync_ptsz: {
 		const cuMemAllocAsync_params *p = params;
-		mtp_hook_outcome(r, MT_EV_ALLOC, MT_API_ASYNC, mtp_driver_device(), r ? 0 : *p->dptr, p->bytesize,
+		mtp_hook_outcome(0, r, MT_EV_ALLOC, MT_API_ASYNC, mtp_driver_device(), r ? 0 : *p->dptr, p->bytesize,
 		     (uintptr_t)p->hStream, 0);
 		break;
 	}
 	case CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync:
 	case CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync_ptsz: {
 		const cuMemAllocFromPoolAsync_params *p = params;
-		mtp_hook_outcome(r, MT_EV_ALLOC, MT_API_POOL, mtp_driver_device(), r ? 0 : *p->dptr, p->bytesize,
+		mtp_hook_outcome(0, r, MT_EV_ALLOC, MT_API_POOL, mtp_driver_device(), r ? 0 : *p->dptr, p->bytesize,
 		     (uintptr_t)p->hStream, (uintptr_t)p->pool);
 		break;
 	}
@@ -104,7 +104,7 @@ static void on_exit_(CUpti_CallbackId cbid, const void *params, CUresult r)
 					     .flags = p->prop ? (uint8_t)p->prop->location.type : 0};
 			mtp_record(&e, true);
 		} else {
-			mtp_hook_failed(MT_EV_ALLOC_FAILED, MT_API_VMM, dev, p->size, r);
+			mtp_hook_failed(MT_EV_ALLOC_FAILED, MT_API_VMM, dev, p->size, r, 0);
 		}
 		break;
 	}

@@ -14,6 +14,11 @@ static uint64_t devices_seen;
  * not to be handed its own wrappers; the CUPTI backend has no such stub. */
 extern __attribute__((weak)) mt_dlsym_fn mt_dlsym_resolve(void);
 
+void *mtp_dlsym(void *handle, const char *name)
+{
+	return mt_dlsym_resolve ? mt_dlsym_resolve()(handle, name) : dlsym(handle, name);
+}
+
 void *mtp_driver_symbol(const char *name)
 {
 	void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
@@ -21,7 +26,7 @@ void *mtp_driver_symbol(const char *name)
 
 	if (!h)
 		return NULL;
-	p = mt_dlsym_resolve ? mt_dlsym_resolve()(h, name) : dlsym(h, name);
+	p = mtp_dlsym(h, name);
 	dlclose(h);
 	return p;
 }
@@ -73,27 +78,37 @@ void mtp_hook_gone(uint8_t kind, uint64_t addr, uint64_t size, uint64_t aux)
 	mtp_record(&e, false);
 }
 
-void mtp_hook_failed(uint8_t kind, uint8_t api, uint8_t device, uint64_t size, int error)
+bool mtp_hook_failed(uint8_t kind, uint8_t api, uint8_t device, uint64_t size, int error, int try_)
 {
 	struct mt_event e = {.kind = kind, .flags = api, .device = device, .size = size, .error = error};
 	PFN_cuMemGetInfo_v3020 info = (PFN_cuMemGetInfo_v3020)mtp_lookup_once(&mem_get_info, "cuMemGetInfo_v2");
 	size_t free_bytes = 0, total = 0;
 
+	uint64_t cap = mtp_cap(device);
+
 	if (error == CUDA_ERROR_OUT_OF_MEMORY && info && info(&free_bytes, &total) == CUDA_SUCCESS) {
+		/* under a policy's cap the device is the cap's size */
+		if (cap && cap < total) {
+			free_bytes = total - free_bytes < cap ? cap - (total - free_bytes) : 0;
+			total = cap;
+		}
 		e.aux = free_bytes;
 		e.aux2 = total;
 	}
 	mtp_record(&e, true);
+	/* the runtime's cudaErrorMemoryAllocation is the driver's CUDA_ERROR_OUT_OF_MEMORY: both 2 */
+	return error == CUDA_ERROR_OUT_OF_MEMORY && try_ == 0 && mtp_policy_oom(&e);
 }
 
 
-void mtp_hook_outcome(int error, uint8_t kind, uint8_t api, uint8_t device, uint64_t addr, uint64_t size,
+bool mtp_hook_outcome(int try_, int error, uint8_t kind, uint8_t api, uint8_t device, uint64_t addr, uint64_t size,
 		      uint64_t aux, uint64_t aux2)
 {
 	if (error)
-		mtp_hook_failed(MT_EV_ALLOC_FAILED, api, device, size, error);
-	else if (addr) /* the runtime answers a zero-byte request with NULL: nothing was made */
+		return mtp_hook_failed(MT_EV_ALLOC_FAILED, api, device, size, error, try_);
+	if (addr) /* the runtime answers a zero-byte request with NULL: nothing was made */
 		mtp_hook_made(kind, api, device, addr, size, aux, aux2);
+	return false;
 }
 
 void mtp_hook_release_failed(int error, uint8_t kind, uint64_t addr)

@@ -14,15 +14,29 @@
 	if (unlikely(!var))                              \
 		return CUDA_ERROR_NOT_INITIALIZED
 
+/* A policy's cap (preload/policy.c) judged by the driver's own count of what the device
+ * has handed out, so every allocation path agrees on it. */
+bool mtp_cap_check(uint64_t size)
+{
+	uint8_t d = mtp_driver_device();
+	uint64_t cap = mtp_cap(d);
+	size_t free_bytes, total;
+
+	if (!cap)
+		return false;
+	if (MTP_REAL(cuMemGetInfo_v2)(&free_bytes, &total) != CUDA_SUCCESS)
+		return false;
+	return total - free_bytes + size > cap;
+}
+
 /* ---- plain, pitched, managed and pinned host memory ---- */
 
 MTP_EXPORT CUresult CUDAAPI cuMemAlloc(CUdeviceptr *dptr, size_t bytesize)
 {
 	REAL_OR_RETURN(real, cuMemAlloc_v2);
 	bool rec = mtp_enter();
-	CUresult r = real(dptr, bytesize);
-	if (rec)
-		mtp_hook_outcome(r, MT_EV_ALLOC, MT_API_DRIVER, mtp_driver_device(), r ? 0 : *dptr, bytesize, 0, 0);
+	CUresult r;
+	MTP_CALL(rec, r, MTP_CAPPED(bytesize, real(dptr, bytesize)), (void)0, MT_EV_ALLOC, MT_API_DRIVER, mtp_driver_device(), r ? 0 : *dptr, bytesize, 0, 0);
 	mtp_leave();
 	return r;
 }
@@ -32,10 +46,8 @@ MTP_EXPORT CUresult CUDAAPI cuMemAllocPitch(CUdeviceptr *dptr, size_t *pitch, si
 {
 	REAL_OR_RETURN(real, cuMemAllocPitch_v2);
 	bool rec = mtp_enter();
-	CUresult r = real(dptr, pitch, width, height, elem);
-	if (rec)
-		mtp_hook_outcome(r, MT_EV_ALLOC, MT_API_PITCH, mtp_driver_device(), r ? 0 : *dptr,
-			       r ? width * height : *pitch * height, 0, 0);
+	CUresult r;
+	MTP_CALL(rec, r, MTP_CAPPED(width * height, real(dptr, pitch, width, height, elem)), (void)0, MT_EV_ALLOC, MT_API_PITCH, mtp_driver_device(), r ? 0 : *dptr, r ? width * height : *pitch * height, 0, 0);
 	mtp_leave();
 	return r;
 }
@@ -71,10 +83,8 @@ MTP_EXPORT CUresult CUDAAPI cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize
 {
 	REAL_OR_RETURN(real, cuMemAllocManaged);
 	bool rec = mtp_enter();
-	CUresult r = real(dptr, bytesize, flags);
-	if (rec)
-		mtp_hook_outcome(r, MT_EV_MANAGED_ALLOC, MT_API_MANAGED, mtp_driver_device(), r ? 0 : *dptr, bytesize,
-			       flags, 0);
+	CUresult r;
+	MTP_CALL(rec, r, real(dptr, bytesize, flags), (void)0, MT_EV_MANAGED_ALLOC, MT_API_MANAGED, mtp_driver_device(), r ? 0 : *dptr, bytesize, flags, 0);
 	mtp_leave();
 	return r;
 }
@@ -83,10 +93,8 @@ MTP_EXPORT CUresult CUDAAPI cuMemHostAlloc(void **pp, size_t bytesize, unsigned 
 {
 	REAL_OR_RETURN(real, cuMemHostAlloc);
 	bool rec = mtp_enter();
-	CUresult r = real(pp, bytesize, flags);
-	if (rec)
-		mtp_hook_outcome(r, MT_EV_HOST_ALLOC, MT_API_HOST, MT_NO_DEVICE, r ? 0 : (uintptr_t)*pp, bytesize,
-			       flags, 0);
+	CUresult r;
+	MTP_CALL(rec, r, real(pp, bytesize, flags), (void)0, MT_EV_HOST_ALLOC, MT_API_HOST, MT_NO_DEVICE, r ? 0 : (uintptr_t)*pp, bytesize, flags, 0);
 	mtp_leave();
 	return r;
 }
@@ -95,10 +103,8 @@ MTP_EXPORT CUresult CUDAAPI cuMemAllocHost(void **pp, size_t bytesize)
 {
 	REAL_OR_RETURN(real, cuMemAllocHost_v2);
 	bool rec = mtp_enter();
-	CUresult r = real(pp, bytesize);
-	if (rec)
-		mtp_hook_outcome(r, MT_EV_HOST_ALLOC, MT_API_HOST, MT_NO_DEVICE, r ? 0 : (uintptr_t)*pp, bytesize, 0,
-			       0);
+	CUresult r;
+	MTP_CALL(rec, r, real(pp, bytesize), (void)0, MT_EV_HOST_ALLOC, MT_API_HOST, MT_NO_DEVICE, r ? 0 : (uintptr_t)*pp, bytesize, 0, 0);
 	mtp_leave();
 	return r;
 }
@@ -121,9 +127,8 @@ MTP_EXPORT CUresult CUDAAPI cuMemFreeHost(void *p)
 static CUresult alloc_async(PFN_cuMemAllocAsync_v11020 real, CUdeviceptr *dptr, size_t n, CUstream s)
 {
 	bool rec = mtp_enter();
-	CUresult r = real(dptr, n, s);
-	if (rec)
-		mtp_hook_outcome(r, MT_EV_ALLOC, MT_API_ASYNC, mtp_driver_device(), r ? 0 : *dptr, n, (uintptr_t)s, 0);
+	CUresult r;
+	MTP_CALL(rec, r, MTP_CAPPED(n, real(dptr, n, s)), (void)0, MT_EV_ALLOC, MT_API_ASYNC, mtp_driver_device(), r ? 0 : *dptr, n, (uintptr_t)s, 0);
 	mtp_leave();
 	return r;
 }
@@ -168,10 +173,8 @@ static CUresult alloc_from_pool(PFN_cuMemAllocFromPoolAsync_v11020 real, CUdevic
 				CUmemoryPool pool, CUstream s)
 {
 	bool rec = mtp_enter();
-	CUresult r = real(dptr, n, pool, s);
-	if (rec)
-		mtp_hook_outcome(r, MT_EV_ALLOC, MT_API_POOL, mtp_driver_device(), r ? 0 : *dptr, n, (uintptr_t)s,
-			       (uintptr_t)pool);
+	CUresult r;
+	MTP_CALL(rec, r, MTP_CAPPED(n, real(dptr, n, pool, s)), (void)0, MT_EV_ALLOC, MT_API_POOL, mtp_driver_device(), r ? 0 : *dptr, n, (uintptr_t)s, (uintptr_t)pool);
 	mtp_leave();
 	return r;
 }
@@ -233,17 +236,18 @@ MTP_EXPORT CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle *handle, si
 {
 	REAL_OR_RETURN(real, cuMemCreate);
 	bool rec = mtp_enter();
-	CUresult r = real(handle, size, prop, flags);
-	if (rec) {
-		uint8_t dev = mtp_location_device(prop ? &prop->location : NULL);
-		uint8_t loc = prop ? (uint8_t)prop->location.type : 0;
-		if (r == CUDA_SUCCESS) {
+	uint8_t dev = mtp_location_device(prop ? &prop->location : NULL);
+	uint8_t loc = prop ? (uint8_t)prop->location.type : 0;
+	CUresult r;
+	for (int try_ = 0;; try_++) {
+		r = MTP_CAPPED(size, real(handle, size, prop, flags));
+		if (rec && r == CUDA_SUCCESS) {
 			struct mt_event e = {.kind = MT_EV_VMM_CREATE, .flags = loc, .device = dev, .size = size,
 					     .aux = *handle};
 			mtp_record(&e, true);
-		} else {
-			mtp_hook_failed(MT_EV_ALLOC_FAILED, MT_API_VMM, dev, size, r);
 		}
+		if (!rec || r == CUDA_SUCCESS || !mtp_hook_failed(MT_EV_ALLOC_FAILED, MT_API_VMM, dev, size, r, try_))
+			break;
 	}
 	mtp_leave();
 	return r;

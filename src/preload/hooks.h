@@ -40,10 +40,27 @@ static inline void *mtp_lookup_once(void **slot, const char *name)
 MTP_HIDDEN void mtp_hook_made(uint8_t kind, uint8_t api, uint8_t device, uint64_t addr, uint64_t size,
 			      uint64_t aux, uint64_t aux2);
 MTP_HIDDEN void mtp_hook_gone(uint8_t kind, uint64_t addr, uint64_t size, uint64_t aux);
-MTP_HIDDEN void mtp_hook_failed(uint8_t kind, uint8_t api, uint8_t device, uint64_t size, int error);
-/* An allocation call's outcome (error 0: made, when addr is not NULL; else failed). */
-MTP_HIDDEN void mtp_hook_outcome(int error, uint8_t kind, uint8_t api, uint8_t device, uint64_t addr, uint64_t size,
-				 uint64_t aux, uint64_t aux2);
+/* A failed allocation, recorded. Out of memory on a first try (`try_` 0) runs the policies'
+ * on_oom handlers here, on the failing thread; true when one asks for the call again. */
+MTP_HIDDEN bool mtp_hook_failed(uint8_t kind, uint8_t api, uint8_t device, uint64_t size, int error, int try_);
+/* An allocation call's outcome (error 0: made, when addr is not NULL; else failed, and
+ * the answer is mtp_hook_failed's). */
+MTP_HIDDEN bool mtp_hook_outcome(int try_, int error, uint8_t kind, uint8_t api, uint8_t device, uint64_t addr,
+				 uint64_t size, uint64_t aux, uint64_t aux2);
+
+/* Makes an allocation call into r and records it when `rec`; when it ran out of memory
+ * and a policy released something, the call is made once more (`before_retry` first). */
+#define MTP_CALL(rec, r, call, before_retry, ...)                                   \
+	for (int try_ = 0;; try_++) {                                               \
+		(r) = (call);                                                       \
+		if (!(rec) || !mtp_hook_outcome(try_, (r), __VA_ARGS__))            \
+			break;                                                      \
+		before_retry;                                                       \
+	}
+
+/* A device allocation of `size` past a policy's cap fails as the driver would fail it. */
+#define MTP_CAPPED(size, call) \
+	(unlikely(__atomic_load_n(&mtp_capping, __ATOMIC_RELAXED)) && mtp_cap_check(size) ? CUDA_ERROR_OUT_OF_MEMORY : (call))
 /* A release recorded before the call failed: say so. */
 MTP_HIDDEN void mtp_hook_release_failed(int error, uint8_t kind, uint64_t addr);
 MTP_HIDDEN uint8_t mtp_location_device(const CUmemLocation *loc); /* MT_NO_DEVICE unless a device */

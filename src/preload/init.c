@@ -52,6 +52,7 @@ static void at_exit(void)
 		mtp_record(&e, false);
 	}
 	mtp_leave();
+	mtp_policy_stop(); /* on_exit handlers see everything, and may still take a snapshot */
 	mtp_writer_stop();
 	if (mtp_opt.check_stacks)
 		mtp_warn("check_stacks: %llu of %llu cached stacks differed from a full unwind",
@@ -107,6 +108,7 @@ static void fork_child(void)
 	if (mtp_state != MTP_ON)
 		return;
 	mtp_rings_reset_child();
+	mtp_policy_forget();
 	mtp_writer_atfork_child(mtp_opt.follow_fork);
 }
 
@@ -131,4 +133,5 @@ __attribute__((constructor)) static void mtp_init(void)
 	atexit(at_exit);
 	catch_fatal_signals();
 	__atomic_store_n(&mtp_state, MTP_ON, __ATOMIC_RELEASE);
+	mtp_policy_load();
 }

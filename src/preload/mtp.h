@@ -127,6 +127,7 @@ MTP_HIDDEN void mtp_write_late(const struct mt_event *e); /* after stop: synchro
 MTP_HIDDEN void mtp_writer_wake(void);
 MTP_HIDDEN void mtp_writer_crash_flush(void);       /* from a fatal signal's handler */
 MTP_HIDDEN int mtp_writer_snapshot(const char *path); /* the trace so far, closed, into path */
+MTP_HIDDEN void mtp_writer_sync(void);               /* drain every ring now */
 MTP_HIDDEN void mtp_writer_atfork_prepare(void);
 MTP_HIDDEN void mtp_writer_atfork_parent(void);
 MTP_HIDDEN void mtp_writer_atfork_child(bool keep);
@@ -135,6 +136,19 @@ MTP_HIDDEN void mtp_writer_atfork_child(bool keep);
 MTP_HIDDEN uint8_t mtp_driver_device(void);           /* current context's device */
 MTP_HIDDEN void mtp_note_device(uint8_t dev);          /* first sight: DEVICE event */
 MTP_HIDDEN void *mtp_driver_symbol(const char *name); /* the real driver's export */
+MTP_HIDDEN void *mtp_dlsym(void *handle, const char *name); /* glibc's dlsym, not memtap's */
+
+/* ---- Lua policies (policy.c; the engine is lua/engine.c in libmemtap-policy.so) ---- */
+struct mt_policy_engine;
+extern MTP_HIDDEN const struct mt_policy_engine *mtp_policy; /* NULL: no policy */
+extern MTP_HIDDEN bool mtp_capping;   /* some device has a cap */
+extern MTP_HIDDEN bool mtp_capturing; /* inside memtap.capture_start/stop */
+MTP_HIDDEN void mtp_policy_load(void);
+MTP_HIDDEN bool mtp_policy_oom(const struct mt_event *e); /* true: retry the call once */
+MTP_HIDDEN void mtp_policy_stop(void);                    /* on_exit handlers */
+MTP_HIDDEN void mtp_policy_forget(void);                  /* in a forked child */
+MTP_HIDDEN uint64_t mtp_cap(uint8_t device);              /* 0: none */
+MTP_HIDDEN bool mtp_cap_check(uint64_t size);             /* past the current device's cap */
 
 /* ---- the module that holds memtap's own code, to skip its frames ---- */
 struct dl_phdr_info;

@@ -125,7 +125,7 @@ void mtp_record(struct mt_event *e, bool with_stack)
 	e->phase = t->phase_depth > 0 ? t->phase[t->phase_depth - 1] : __atomic_load_n(&open_range, __ATOMIC_RELAXED);
 	if (!e->tag)
 		e->tag = mtp_current_tag();
-	if (with_stack && mtp_opt.depth)
+	if (with_stack && mtp_opt.depth && (!mtp_opt.capture_stacks || mtp_capturing))
 		e->stack = mtp_stack_capture();
 	if (e->device != MT_NO_DEVICE)
 		mtp_note_device(e->device);

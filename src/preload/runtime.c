@@ -16,6 +16,7 @@ cudaError_t CUDARTAPI cudaMallocFromPoolAsync_ptsz(void **, size_t, cudaMemPool_
 #define RT(name) static __typeof__(name) *real_##name;
 #include "preload/runtime_hooks.def"
 RT(cudaGetDevice)
+RT(cudaGetLastError)
 #undef RT
 
 /* RTLD_NEXT asked from this library's code: the runtime after memtap. */
@@ -43,13 +44,26 @@ static uint8_t runtime_device(void)
 	return MT_NO_DEVICE;
 }
 
+/* Before a retry: the failed call left its error as the runtime's last error, and the
+ * application will not see that call fail. */
+static void forget_error(void)
+{
+	__typeof__(cudaGetLastError) *get = __atomic_load_n(&real_cudaGetLastError, __ATOMIC_RELAXED);
+
+	if (!get) {
+		get = (__typeof__(cudaGetLastError) *)mt_dlsym_resolve()(RTLD_NEXT, "cudaGetLastError");
+		__atomic_store_n(&real_cudaGetLastError, get, __ATOMIC_RELAXED);
+	}
+	if (get)
+		get();
+}
+
 MTP_EXPORT cudaError_t CUDARTAPI cudaMalloc(void **devPtr, size_t size)
 {
 	REAL_OR_RETURN(real, cudaMalloc);
 	bool rec = mtp_enter();
-	cudaError_t e = real(devPtr, size);
-	if (rec && devPtr)
-		mtp_hook_outcome(e, MT_EV_ALLOC, MT_API_RUNTIME, runtime_device(), e ? 0 : (uintptr_t)*devPtr, size, 0, 0);
+	cudaError_t e;
+	MTP_CALL(rec && devPtr, e, real(devPtr, size), forget_error(), MT_EV_ALLOC, MT_API_RUNTIME, runtime_device(), e ? 0 : (uintptr_t)*devPtr, size, 0, 0);
 	mtp_leave();
 	return e;
 }
@@ -58,10 +72,8 @@ MTP_EXPORT cudaError_t CUDARTAPI cudaMallocPitch(void **devPtr, size_t *pitch, s
 {
 	REAL_OR_RETURN(real, cudaMallocPitch);
 	bool rec = mtp_enter();
-	cudaError_t e = real(devPtr, pitch, width, height);
-	if (rec && devPtr && pitch)
-		mtp_hook_outcome(e, MT_EV_ALLOC, MT_API_PITCH, runtime_device(), e ? 0 : (uintptr_t)*devPtr,
-			       e ? width * height : *pitch * height, 0, 0);
+	cudaError_t e;
+	MTP_CALL(rec && devPtr && pitch, e, real(devPtr, pitch, width, height), forget_error(), MT_EV_ALLOC, MT_API_PITCH, runtime_device(), e ? 0 : (uintptr_t)*devPtr, e ? width * height : *pitch * height, 0, 0);
 	mtp_leave();
 	return e;
 }
@@ -70,10 +82,8 @@ MTP_EXPORT cudaError_t CUDARTAPI cudaMalloc3D(struct cudaPitchedPtr *p, struct c
 {
 	REAL_OR_RETURN(real, cudaMalloc3D);
 	bool rec = mtp_enter();
-	cudaError_t e = real(p, extent);
-	if (rec && p)
-		mtp_hook_outcome(e, MT_EV_ALLOC, MT_API_PITCH, runtime_device(), e ? 0 : (uintptr_t)p->ptr,
-			       (e ? extent.width : p->pitch) * extent.height * extent.depth, 0, 0);
+	cudaError_t e;
+	MTP_CALL(rec && p, e, real(p, extent), forget_error(), MT_EV_ALLOC, MT_API_PITCH, runtime_device(), e ? 0 : (uintptr_t)p->ptr, (e ? extent.width : p->pitch) * extent.height * extent.depth, 0, 0);
 	mtp_leave();
 	return e;
 }
@@ -82,10 +92,8 @@ MTP_EXPORT cudaError_t CUDARTAPI cudaMallocManaged(void **devPtr, size_t size, u
 {
 	REAL_OR_RETURN(real, cudaMallocManaged);
 	bool rec = mtp_enter();
-	cudaError_t e = real(devPtr, size, flags);
-	if (rec && devPtr)
-		mtp_hook_outcome(e, MT_EV_MANAGED_ALLOC, MT_API_MANAGED, runtime_device(), e ? 0 : (uintptr_t)*devPtr, size,
-			       flags, 0);
+	cudaError_t e;
+	MTP_CALL(rec && devPtr, e, real(devPtr, size, flags), forget_error(), MT_EV_MANAGED_ALLOC, MT_API_MANAGED, runtime_device(), e ? 0 : (uintptr_t)*devPtr, size, flags, 0);
 	mtp_leave();
 	return e;
 }
@@ -107,9 +115,8 @@ MTP_EXPORT cudaError_t CUDARTAPI cudaHostAlloc(void **pHost, size_t size, unsign
 {
 	REAL_OR_RETURN(real, cudaHostAlloc);
 	bool rec = mtp_enter();
-	cudaError_t e = real(pHost, size, flags);
-	if (rec && pHost)
-		mtp_hook_outcome(e, MT_EV_HOST_ALLOC, MT_API_HOST, MT_NO_DEVICE, e ? 0 : (uintptr_t)*pHost, size, flags, 0);
+	cudaError_t e;
+	MTP_CALL(rec && pHost, e, real(pHost, size, flags), forget_error(), MT_EV_HOST_ALLOC, MT_API_HOST, MT_NO_DEVICE, e ? 0 : (uintptr_t)*pHost, size, flags, 0);
 	mtp_leave();
 	return e;
 }
@@ -118,9 +125,8 @@ MTP_EXPORT cudaError_t CUDARTAPI cudaMallocHost(void **ptr, size_t size)
 {
 	REAL_OR_RETURN(real, cudaMallocHost);
 	bool rec = mtp_enter();
-	cudaError_t e = real(ptr, size);
-	if (rec && ptr)
-		mtp_hook_outcome(e, MT_EV_HOST_ALLOC, MT_API_HOST, MT_NO_DEVICE, e ? 0 : (uintptr_t)*ptr, size, 0, 0);
+	cudaError_t e;
+	MTP_CALL(rec && ptr, e, real(ptr, size), forget_error(), MT_EV_HOST_ALLOC, MT_API_HOST, MT_NO_DEVICE, e ? 0 : (uintptr_t)*ptr, size, 0, 0);
 	mtp_leave();
 	return e;
 }
@@ -157,10 +163,8 @@ MTP_EXPORT cudaError_t CUDARTAPI cudaMemGetInfo(size_t *free_bytes, size_t *tota
 static cudaError_t malloc_async(__typeof__(cudaMallocAsync) *real, void **devPtr, size_t size, cudaStream_t s)
 {
 	bool rec = mtp_enter();
-	cudaError_t e = real(devPtr, size, s);
-	if (rec && devPtr)
-		mtp_hook_outcome(e, MT_EV_ALLOC, MT_API_ASYNC, runtime_device(), e ? 0 : (uintptr_t)*devPtr, size, (uintptr_t)s,
-			       0);
+	cudaError_t e;
+	MTP_CALL(rec && devPtr, e, real(devPtr, size, s), forget_error(), MT_EV_ALLOC, MT_API_ASYNC, runtime_device(), e ? 0 : (uintptr_t)*devPtr, size, (uintptr_t)s, 0);
 	mtp_leave();
 	return e;
 }
@@ -205,10 +209,8 @@ static cudaError_t malloc_from_pool(__typeof__(cudaMallocFromPoolAsync) *real, v
 				    cudaMemPool_t pool, cudaStream_t s)
 {
 	bool rec = mtp_enter();
-	cudaError_t e = real(ptr, size, pool, s);
-	if (rec && ptr)
-		mtp_hook_outcome(e, MT_EV_ALLOC, MT_API_POOL, runtime_device(), e ? 0 : (uintptr_t)*ptr, size, (uintptr_t)s,
-			       (uintptr_t)pool);
+	cudaError_t e;
+	MTP_CALL(rec && ptr, e, real(ptr, size, pool, s), forget_error(), MT_EV_ALLOC, MT_API_POOL, runtime_device(), e ? 0 : (uintptr_t)*ptr, size, (uintptr_t)s, (uintptr_t)pool);
 	mtp_leave();
 	return e;
 }

@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "lua/policy.h"
 #include "preload/mtp.h"
 
 
@@ -247,12 +248,28 @@ unlinked:
 
 static bool file_ready(void);
 
+/* Hands a ring's events [from, to) to the policy engine, before the slots are released. */
+static void feed(const struct mtp_ring *r, uint64_t from, uint64_t to, uint64_t now)
+{
+	const struct mt_policy_engine *p = __atomic_load_n(&mtp_policy, __ATOMIC_ACQUIRE);
+
+	while (p && from != to) {
+		uint64_t i = from & r->mask, n = to - from;
+		if (n > r->mask + 1 - i)
+			n = r->mask + 1 - i; /* up to where the ring wraps */
+		p->feed(&r->slot[i], n, now);
+		from += n;
+	}
+}
+
 /* Returns how many events it wrote. Called with w.lock held. */
 static size_t drain(void)
 {
 	struct mt_encoder st = {0, 0};
 	size_t count = 0, total = 0;
 	struct mtp_ring *r, *next;
+	const struct mt_policy_engine *policy = __atomic_load_n(&mtp_policy, __ATOMIC_ACQUIRE);
+	uint64_t now = mtp_now();
 
 	for (r = __atomic_load_n(&mtp_rings, __ATOMIC_ACQUIRE); r; r = r->next)
 		if (__atomic_load_n(&r->head, __ATOMIC_ACQUIRE) != r->tail)
@@ -272,24 +289,29 @@ static size_t drain(void)
 	start_events();
 	for (r = __atomic_load_n(&mtp_rings, __ATOMIC_ACQUIRE); r; r = next) {
 		bool orphan = __atomic_load_n(&r->orphan, __ATOMIC_ACQUIRE);
-		uint64_t head = __atomic_load_n(&r->head, __ATOMIC_ACQUIRE), tail = r->tail;
+		uint64_t head = __atomic_load_n(&r->head, __ATOMIC_ACQUIRE), tail = r->tail, fed = tail;
 		next = r->next;
 		for (; tail != head; tail++) {
 			mt_encode_event(&w.events, &st, &r->slot[tail & r->mask]);
 			count++;
 			if (w.events.len > MT_CHUNK_MAX / 2) {
+				feed(r, fed, tail + 1, now);
+				fed = tail + 1;
 				__atomic_store_n(&r->tail, tail + 1, __ATOMIC_RELEASE);
 				total += count;
 				flush_events(&st, &count);
 				start_events();
 			}
 		}
+		feed(r, fed, tail, now);
 		__atomic_store_n(&r->tail, tail, __ATOMIC_RELEASE);
 		if (orphan)
 			free_ring(r);
 	}
 	total += count;
 	flush_events(&st, &count);
+	if (policy)
+		policy->feed(NULL, 0, now); /* the drain is complete */
 	return total;
 }
 
@@ -560,6 +582,13 @@ void mtp_writer_atfork_child(bool keep)
 		return;
 	}
 	__atomic_store_n(&mtp_state, MTP_OFF, __ATOMIC_RELEASE);
+}
+
+void mtp_writer_sync(void)
+{
+	pthread_mutex_lock(&w.lock);
+	drain();
+	pthread_mutex_unlock(&w.lock);
 }
 
 /* ---- a crash: write what the buffers hold, if the writer is not in the middle of a write ---- */

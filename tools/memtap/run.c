@@ -15,6 +15,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <lauxlib.h>
+
 #include "analyze/report.h"
 #include "memtap.h"
 #include "preload/mtp.h"
@@ -33,6 +35,9 @@ static const char run_usage[] =
 	"  --follow-fork          also record children forked without exec\n"
 	"  --backend B            preload (default: LD_PRELOAD hooks) or cupti (CUPTI callbacks through\n"
 	"                         CUDA_INJECTION64_PATH; one CUPTI client per process; not yet GPU-verified)\n"
+	"  --policy FILE.lua      run a Lua policy inside the job (repeatable; also MEMTAP_POLICY, files\n"
+	"                         separated by ':'); a bundled one by name: oom_snapshot, threshold_capture,\n"
+	"                         leak_watch, cap, peak_report (docs/LUA.md). A syntax error stops here.\n"
 	"  -O, --option KEY=VALUE any memtap option (below), as MEMTAP_<KEY> would set it\n"
 	"  -q, --quiet            no summary\n"
 	"Options (also MEMTAP_OPTIONS=\"key=value,...\" or MEMTAP_<KEY> in the environment):\n"
@@ -69,6 +74,59 @@ static const char *find_library(const char *dir, const char *name, char *buf, si
 	}
 	snprintf(buf, len, "%s/%s", MT_PKGLIBDIR, name);
 	return buf;
+}
+
+/* A policy named on the command line: a file, or one of the bundled policies by name. */
+static void find_policy(const char *name, char *out, size_t len)
+{
+	const char *dirs[] = {getenv("MEMTAP_LUA_DIR"), MT_SRCDIR "/lua", MT_PKGDATADIR "/lua"};
+	char path[PATH_MAX];
+
+	if (strchr(name, '/') || access(name, F_OK) == 0) {
+		if (!realpath(name, out))
+			die(EXIT_USAGE, "cannot read policy %s: %s", name, strerror(errno));
+		return;
+	}
+	for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
+		if (!dirs[i] || !*dirs[i])
+			continue;
+		snprintf(path, sizeof path, "%s/%s%s", dirs[i], name, strstr(name, ".lua") ? "" : ".lua");
+		if (access(path, R_OK) == 0 && realpath(path, out))
+			return;
+	}
+	(void)len;
+	die(EXIT_USAGE, "no policy file %s, and no bundled policy of that name", name);
+}
+
+/* A policy that does not compile stops the run before the job starts: file, line, what. */
+static void check_policy(const char *path)
+{
+	lua_State *L = luaL_newstate();
+
+	if (!L)
+		die(1, "out of memory");
+	if (luaL_loadfilex(L, path, "t") != LUA_OK) {
+		char msg[1024];
+		snprintf(msg, sizeof msg, "%s", lua_tostring(L, -1));
+		lua_close(L);
+		die(EXIT_USAGE, "policy %s", msg);
+	}
+	lua_close(L);
+}
+
+/* Appends to MEMTAP_POLICY the absolute paths of the policies given, each checked. */
+static void add_policy(char *list, size_t len, const char *name)
+{
+	char path[PATH_MAX];
+	size_t k = strlen(list);
+
+	find_policy(name, path, sizeof path);
+	check_policy(path);
+	if (strchr(path, ':'))
+		die(EXIT_USAGE, "a policy path cannot contain ':' (%s)", path);
+	if (k + strlen(path) + 2 > len)
+		die(EXIT_USAGE, "too many policies");
+	snprintf(list + k, len - k, "%s%s", k ? ":" : "", path);
 }
 
 static void set_option(const char *kv)
@@ -180,9 +238,9 @@ int cmd_run(int argc, char **argv)
 {
 	static const struct option longopts[] = {
 		{"output", 1, 0, 'o'}, {"depth", 1, 0, 'd'}, {"follow-fork", 0, 0, 'f'}, {"option", 1, 0, 'O'},
-		{"backend", 1, 0, 'b'},
+		{"backend", 1, 0, 'b'}, {"policy", 1, 0, 'P'},
 		{"quiet", 0, 0, 'q'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
-	char lib[PATH_MAX], output[2 * PATH_MAX], trace[PATH_MAX + 16], *preload;
+	char lib[PATH_MAX], output[2 * PATH_MAX], trace[PATH_MAX + 16], *preload, policies[8192] = "";
 	const char *pattern = "memtap-%p.trace", *old, *library;
 	bool quiet = false, cupti = false;
 	uint64_t n;
@@ -205,6 +263,7 @@ int cmd_run(int argc, char **argv)
 			cupti = strcmp(optarg, "cupti") == 0;
 			break;
 		case 'O': set_option(optarg); break;
+		case 'P': add_policy(policies, sizeof policies, optarg); break;
 		case 'q': quiet = true; break;
 		case 'h': fputs(run_usage, stdout); return 0;
 		default: fputs(run_usage, stderr); return EXIT_USAGE;
@@ -225,6 +284,18 @@ int cmd_run(int argc, char **argv)
 		pattern = output;
 	}
 	setenv("MEMTAP_OUTPUT", pattern, 1);
+	if (!policies[0] && (old = getenv("MEMTAP_POLICY")) && *old) { /* from the environment: checked all the same */
+		char list[sizeof policies];
+		snprintf(list, sizeof list, "%s", old);
+		for (char *save = NULL, *f = strtok_r(list, ":", &save); f; f = strtok_r(NULL, ":", &save))
+			add_policy(policies, sizeof policies, f);
+	}
+	if (policies[0]) {
+		char engine[PATH_MAX];
+		setenv("MEMTAP_POLICY", policies, 1);
+		if (!getenv("MEMTAP_POLICY_ENGINE"))
+			setenv("MEMTAP_POLICY_ENGINE", find_library("lua", "libmemtap-policy.so", engine, sizeof engine), 1);
+	}
 	/* the job's options, checked once here with the library's own parser */
 	mtp_options_load();
 	setenv("MEMTAP_OPTIONS_CHECKED", "1", 1);

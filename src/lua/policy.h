@@ -1,0 +1,56 @@
+/* The seam between the injected library and its Lua policy engine (libmemtap-policy.so).
+ * The engine is loaded with dlopen, RTLD_LOCAL, only when a policy is given, so Lua never
+ * becomes visible to the application. It calls back into memtap only through `struct
+ * mt_policy_host`, and memtap calls it only through `struct mt_policy_engine`. Events
+ * reach it from the writer thread as the rings are drained; an out-of-memory failure
+ * reaches it synchronously on the failing thread. */
+#ifndef MT_POLICY_H
+#define MT_POLICY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "format/format.h"
+
+#define MT_POLICY_ABI 1
+
+struct mt_policy_host {
+	int abi;
+	/* settings */
+	const char *files;  /* policy files, separated by ':' */
+	const char *dir;    /* where scripts may write (snapshots, memtap.append) */
+	uint64_t budget;    /* Lua instructions per handler call */
+	uint64_t memory;    /* bytes the Lua state and the engine's tables may hold */
+	bool quiet;
+	uint64_t start_ns;  /* the process's start on the monotonic clock */
+	/* memtap's own pages, counted against its cap */
+	void *(*map)(size_t bytes);
+	void (*unmap)(void *p, size_t bytes);
+	/* interned strings and stacks (frames: uint64_t return addresses, innermost first) */
+	const void *(*string)(uint32_t id, size_t *len);
+	const void *(*stack)(uint32_t id, size_t *len);
+	void (*say)(const char *line);                  /* one line on stderr unless quiet */
+	void (*mark)(const char *name);                 /* a MARK event */
+	int (*snapshot)(const char *path);              /* the trace so far; 0 or an errno */
+	void (*sync)(void);                             /* drain every ring into feed() now */
+	int (*capture)(bool on, uint8_t device);        /* cuProfilerStart/Stop; 0 or a CUresult */
+	void (*set_cap)(uint8_t device, uint64_t bytes); /* 0: no cap */
+	uint64_t (*cap)(uint8_t device);
+};
+
+struct mt_policy_engine {
+	/* events as the writer drains them, in ring order; `now` is when the drain began */
+	void (*feed)(const struct mt_event *e, size_t n, uint64_t now);
+	/* an out-of-memory failure on this thread, already recorded: true to retry once */
+	bool (*oom)(const struct mt_event *e);
+	/* the process is exiting: on_exit handlers, then the engine stops */
+	void (*stop)(void);
+};
+
+/* libmemtap-policy.so's one export. Loads and runs the policy files; 0, or an errno
+ * with a line already said. */
+typedef int mt_policy_start_fn(const struct mt_policy_host *host, const struct mt_policy_engine **engine);
+#define MT_POLICY_START "memtap_policy_start"
+
+#endif

@@ -1,0 +1,191 @@
+/* memtap's side of the Lua policies: loads the engine (libmemtap-policy.so, RTLD_LOCAL,
+ * so neither it nor Lua is visible to the application) when policy files are given,
+ * answers its calls, and keeps what the hooks must check synchronously: per-device caps
+ * (an allocation past its device's cap fails with the real out-of-memory code before the
+ * driver is asked) and whether stacks are recorded outside capture ranges. */
+#include <dlfcn.h>
+#include <errno.h>
+#include <libgen.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "lua/policy.h"
+#include "preload/hooks.h"
+
+const struct mt_policy_engine *mtp_policy;
+bool mtp_capping, mtp_capturing;
+static uint64_t caps[MT_NO_DEVICE];
+static char dir[PATH_MAX];
+
+static const void *string(uint32_t id, size_t *len)
+{
+	return mtp_table_get(&mtp_strings, id, len);
+}
+
+static const void *stack(uint32_t id, size_t *len)
+{
+	return mtp_table_get(&mtp_stacks, id, len);
+}
+
+static void say(const char *line)
+{
+	mtp_warn("%s", line + (strncmp(line, "memtap: ", 8) == 0 ? 8 : 0));
+}
+
+/* Recorded whatever the hook depth: a policy's mark or snapshot inside an OOM handler
+ * belongs in the trace. */
+static void record_named(uint8_t kind, const char *name)
+{
+	struct mt_event e = {.kind = kind, .device = MT_NO_DEVICE, .aux = mtp_intern(name)};
+
+	if (mtp_state == MTP_ON)
+		mtp_record(&e, false);
+}
+
+static void mark(const char *name)
+{
+	record_named(MT_EV_MARK, name);
+}
+
+static int snapshot(const char *path)
+{
+	record_named(MT_EV_SNAPSHOT, path);
+	return mtp_writer_snapshot(path);
+}
+
+static int capture(bool on, uint8_t device)
+{
+	static void *start, *stop, *get_current, *retain, *set_current;
+	PFN_cuCtxGetCurrent_v4000 get = (PFN_cuCtxGetCurrent_v4000)mtp_lookup_once(&get_current, "cuCtxGetCurrent");
+	CUresult (*fn)(void) = (CUresult(*)(void))(on ? mtp_lookup_once(&start, "cuProfilerStart")
+						       : mtp_lookup_once(&stop, "cuProfilerStop"));
+	CUcontext ctx = NULL;
+	CUresult r;
+
+	if (!fn || !get)
+		return CUDA_ERROR_NOT_INITIALIZED;
+	/* the policy thread has no context of its own: use the device's primary one */
+	if (get(&ctx) == CUDA_SUCCESS && !ctx) {
+		PFN_cuDevicePrimaryCtxRetain_v7000 ret =
+			(PFN_cuDevicePrimaryCtxRetain_v7000)mtp_lookup_once(&retain, "cuDevicePrimaryCtxRetain");
+		PFN_cuCtxSetCurrent_v4000 set = (PFN_cuCtxSetCurrent_v4000)mtp_lookup_once(&set_current, "cuCtxSetCurrent");
+		if (ret && set && ret(&ctx, device) == CUDA_SUCCESS)
+			set(ctx);
+	}
+	if ((r = fn()) == CUDA_SUCCESS) {
+		__atomic_store_n(&mtp_capturing, on, __ATOMIC_RELAXED);
+		mark(on ? "memtap.capture_start" : "memtap.capture_stop");
+	}
+	return (int)r;
+}
+
+static void set_cap(uint8_t device, uint64_t bytes)
+{
+	char text[64];
+	bool any = false;
+
+	__atomic_store_n(&caps[device], bytes, __ATOMIC_RELAXED);
+	for (int d = 0; d < MT_NO_DEVICE && !any; d++)
+		any = __atomic_load_n(&caps[d], __ATOMIC_RELAXED) != 0;
+	__atomic_store_n(&mtp_capping, any, __ATOMIC_RELEASE);
+	snprintf(text, sizeof text, "memtap.cap %u %llu", device, (unsigned long long)bytes);
+	mark(text);
+}
+
+uint64_t mtp_cap(uint8_t device)
+{
+	return device < MT_NO_DEVICE ? __atomic_load_n(&caps[device], __ATOMIC_RELAXED) : 0;
+}
+
+static void sync_now(void)
+{
+	mtp_writer_sync();
+}
+
+static struct mt_policy_host host = {
+	.abi = MT_POLICY_ABI,
+	.map = mtp_map,
+	.unmap = mtp_unmap,
+	.string = string,
+	.stack = stack,
+	.say = say,
+	.mark = mark,
+	.snapshot = snapshot,
+	.sync = sync_now,
+	.capture = capture,
+	.set_cap = set_cap,
+	.cap = mtp_cap,
+};
+
+/* The engine beside this library unless the policy_engine option names it. */
+static void *open_engine(void)
+{
+	char path[PATH_MAX];
+	Dl_info self;
+
+	if (mtp_opt.policy_engine[0])
+		snprintf(path, sizeof path, "%s", mtp_opt.policy_engine);
+	else if (dladdr((void *)open_engine, &self) && self.dli_fname) {
+		snprintf(path, sizeof path, "%s", self.dli_fname);
+		snprintf(path, sizeof path, "%s/libmemtap-policy.so", dirname(path));
+	} else
+		return NULL;
+	return dlopen(path, RTLD_NOW | RTLD_LOCAL);
+}
+
+void mtp_policy_load(void)
+{
+	mt_policy_start_fn *start;
+	void *lib;
+
+	if (!mtp_opt.policy[0])
+		return;
+	if (mtp_opt.policy_dir[0]) {
+		snprintf(dir, sizeof dir, "%s", mtp_opt.policy_dir);
+	} else { /* the trace's folder */
+		snprintf(dir, sizeof dir, "%s", mtp_opt.output);
+		char *slash = strrchr(dir, '/');
+		if (slash)
+			*slash = '\0';
+		else if (!getcwd(dir, sizeof dir))
+			snprintf(dir, sizeof dir, ".");
+	}
+	if (!(lib = open_engine())) {
+		mtp_warn("cannot load the policy engine (%s); policies are off", dlerror());
+		return;
+	}
+	start = (mt_policy_start_fn *)mtp_dlsym(lib, MT_POLICY_START);
+	host.files = mtp_opt.policy;
+	host.dir = dir;
+	host.budget = mtp_opt.policy_budget;
+	host.memory = mtp_opt.policy_memory;
+	host.quiet = mtp_opt.quiet;
+	host.start_ns = mtp_start_ns;
+	if (!start || start(&host, &mtp_policy) != 0)
+		mtp_policy = NULL;
+}
+
+bool mtp_policy_oom(const struct mt_event *e)
+{
+	const struct mt_policy_engine *p = __atomic_load_n(&mtp_policy, __ATOMIC_ACQUIRE);
+
+	return p && p->oom(e);
+}
+
+void mtp_policy_stop(void)
+{
+	const struct mt_policy_engine *p = __atomic_load_n(&mtp_policy, __ATOMIC_ACQUIRE);
+
+	if (p)
+		p->stop(); /* the engine ignores what comes after */
+}
+
+/* A forked child has no policy thread: its policies stay with the parent. */
+void mtp_policy_forget(void)
+{
+	mtp_policy = NULL;
+	mtp_capping = false;
+	memset(caps, 0, sizeof caps);
+}
