@@ -233,20 +233,16 @@ double mt_pol_level(lua_State *L, int i)
 	return v;
 }
 
+/* memtap.set_cap(device, level): device nil for every device; level nil or 0 to lift it */
 static int set_cap(lua_State *L)
 {
-	lua_Integer d = luaL_checkinteger(L, 1);
-	uint64_t bytes = 0;
+	lua_Integer d = luaL_opt(L, luaL_checkinteger, 1, -1);
+	double v = 0;
 
-	luaL_argcheck(L, d >= 0 && d < MT_NO_DEVICE, 1, "a device number");
-	if (!lua_isnoneornil(L, 2) && !(lua_isinteger(L, 2) && lua_tointeger(L, 2) == 0)) {
-		double v = mt_pol_level(L, 2);
-		uint64_t total = mt_pol.rp.dev[d].capacity;
-		if (v <= 1 && !total)
-			luaL_error(L, "device %d's capacity is not known yet: give the cap in bytes", (int)d);
-		bytes = v <= 1 ? (uint64_t)(v * (double)total) : (uint64_t)v;
-	}
-	mt_pol.host->set_cap((uint8_t)d, bytes);
+	luaL_argcheck(L, d >= -1 && d < MT_NO_DEVICE, 1, "a device number, or nil for every device");
+	if (!lua_isnoneornil(L, 2) && !(lua_isinteger(L, 2) && lua_tointeger(L, 2) == 0))
+		v = mt_pol_level(L, 2);
+	mt_pol.host->set_cap((int)d, v > 1 ? (uint64_t)v : 0, v <= 1 ? v : 0);
 	return 0;
 }
 
@@ -260,6 +256,39 @@ static int stats(lua_State *L)
 	set_int(L, "policy_memory", mt_heap_used());
 	lua_pushboolean(L, mt_pol.dropped == 0);
 	lua_setfield(L, -2, "complete");
+	return 1;
+}
+
+static void add_bytes(lua_State *L, const char *key, uint64_t bytes)
+{
+	lua_getfield(L, -1, key);
+	lua_Integer have = lua_tointeger(L, -1);
+	lua_pop(L, 1);
+	lua_pushinteger(L, have + (lua_Integer)bytes);
+	lua_setfield(L, -2, key);
+}
+
+/* Live device bytes now, by tag (memtap_tag_*, python/memtap) and by the NVTX range
+ * they were allocated in; `memtap report` infers categories where nothing was tagged. */
+static int composition(lua_State *L)
+{
+	int d = (int)luaL_optinteger(L, 1, -1);
+	const struct mt_replay *rp = &mt_pol.rp;
+
+	lua_createtable(L, 0, 3);
+	lua_newtable(L); /* by_tag */
+	lua_newtable(L); /* by_phase */
+	for (size_t i = 0; i < rp->slots.n; i++) {
+		const struct mt_live *l = &rp->live[i];
+		if (!l->in_use || (l->kind != MT_LIVE_DEVICE && l->kind != MT_LIVE_VMM) || (d >= 0 && l->device != d))
+			continue;
+		add_bytes(L, l->phase ? mt_pol_string(l->phase) : "(no range)", l->size);
+		lua_insert(L, -2);
+		add_bytes(L, mt_tag_names[l->tag < MT_TAG_COUNT ? l->tag : MT_TAG_NONE], l->size);
+		lua_insert(L, -2);
+	}
+	lua_setfield(L, -3, "by_phase");
+	lua_setfield(L, -2, "by_tag");
 	return 1;
 }
 
@@ -445,6 +474,16 @@ static int format_size(lua_State *L)
 	return 1;
 }
 
+static int parse_size(lua_State *L)
+{
+	uint64_t bytes;
+
+	if (mt_parse_size(luaL_checkstring(L, 1), &bytes) != 0)
+		luaL_argerror(L, 1, "a size such as 512MiB, 40GiB or 80GB");
+	lua_pushinteger(L, (lua_Integer)bytes);
+	return 1;
+}
+
 static int devices(lua_State *L)
 {
 	int k = 0;
@@ -465,6 +504,7 @@ int mt_pol_open_module(lua_State *L)
 		{"set_cap", set_cap},   {"stats", stats},                 {"top", top},
 		{"log", log_},          {"mark", mark},                   {"append", append},
 		{"json", json},         {"format_size", format_size},     {"devices", devices},
+		{"composition", composition}, {"parse_size", parse_size},
 		{NULL, NULL}};
 
 	luaL_newmetatable(L, EVENT_META);

@@ -95,8 +95,8 @@ static void count_hook(lua_State *L, lua_Debug *ar)
 {
 	(void)ar;
 	if ((mt_pol.budget_left -= HOOK_STEP) < 0)
-		luaL_error(L, "instruction budget exceeded (%llu per call; MEMTAP_POLICY_BUDGET)",
-			   (unsigned long long)mt_pol.host->budget);
+		luaL_error(L, "instruction budget exceeded (%I per call; MEMTAP_POLICY_BUDGET)",
+			   (lua_Integer)mt_pol.host->budget);
 }
 
 static int traceback(lua_State *L)

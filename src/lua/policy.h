@@ -35,8 +35,10 @@ struct mt_policy_host {
 	int (*snapshot)(const char *path);              /* the trace so far; 0 or an errno */
 	void (*sync)(void);                             /* drain every ring into feed() now */
 	int (*capture)(bool on, uint8_t device);        /* cuProfilerStart/Stop; 0 or a CUresult */
-	void (*set_cap)(uint8_t device, uint64_t bytes); /* 0: no cap */
-	uint64_t (*cap)(uint8_t device);
+	/* a cap in bytes, or as a fraction of the device (resolved when the device is known);
+	 * device -1: every device; 0 and 0: no cap */
+	void (*set_cap)(int device, uint64_t bytes, double fraction);
+	uint64_t (*cap)(uint8_t device);                /* in bytes; 0: none, or not known yet */
 };
 
 struct mt_policy_engine {

@@ -115,24 +115,8 @@ static void thresholds(uint8_t d, const struct mt_event *e)
 	}
 }
 
-/* Device bytes may have changed: find where, note the peak's stack, check thresholds. */
-static void changed(const struct mt_event *e)
-{
-	for (unsigned k = 0; k < w.ndev; k++) {
-		uint8_t d = w.dev[k];
-		const struct mt_device_state *s = &mt_pol.rp.dev[d];
-		if (s->current == w.last[d])
-			continue;
-		if (s->peak_event + 1 == mt_pol.rp.index) {
-			w.peak_stack[d] = e->stack;
-			w.peak_phase[d] = e->phase;
-		}
-		w.last[d] = s->current;
-		if (mt_pol.count[MT_ON_THRESHOLD])
-			thresholds(d, e);
-	}
-}
-
+/* New high-water marks past a handler's growth, no sooner than its interval after the
+ * last one; one held back by the interval is reported at the end of the batch. */
 static void peaks(uint64_t now)
 {
 	for (size_t i = 0; i < mt_pol.nh; i++) {
@@ -150,6 +134,26 @@ static void peaks(uint64_t now)
 			*reported = s->peak;
 			*last = now;
 			mt_pol_fire(h, &ev, NULL);
+		}
+	}
+}
+
+/* Device bytes may have changed: find where, note the peak's stack, check thresholds. */
+static void changed(const struct mt_event *e)
+{
+	for (unsigned k = 0; k < w.ndev; k++) {
+		uint8_t d = w.dev[k];
+		const struct mt_device_state *s = &mt_pol.rp.dev[d];
+		if (s->current == w.last[d])
+			continue;
+		w.last[d] = s->current;
+		if (mt_pol.count[MT_ON_THRESHOLD])
+			thresholds(d, e);
+		if (s->peak_event + 1 == mt_pol.rp.index) {
+			w.peak_stack[d] = e->stack;
+			w.peak_phase[d] = e->phase;
+			if (mt_pol.count[MT_ON_PEAK])
+				peaks(e->time); /* at the moment: what a handler looks at is the peak's state */
 		}
 	}
 }

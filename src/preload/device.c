@@ -9,6 +9,7 @@
 
 static void *ctx_get_device, *device_get_name, *device_total_mem, *mem_get_info;
 static uint64_t devices_seen;
+static uint64_t totals[64];
 
 /* The injected library interposes dlsym and must ask glibc's own (dlsym_stub.S) so as
  * not to be handed its own wrappers; the CUPTI backend has no such stub. */
@@ -59,9 +60,15 @@ void mtp_note_device(uint8_t dev)
 		get_name(name, sizeof name, dev);
 	if (get_total)
 		get_total(&total, dev);
+	__atomic_store_n(&totals[dev], total, __ATOMIC_RELAXED);
 	e.size = total;
 	e.aux = mtp_intern(name);
 	mtp_record(&e, false);
+}
+
+uint64_t mtp_device_total(uint8_t dev)
+{
+	return dev < 64 ? __atomic_load_n(&totals[dev], __ATOMIC_RELAXED) : 0;
 }
 
 void mtp_hook_made(uint8_t kind, uint8_t api, uint8_t device, uint64_t addr, uint64_t size, uint64_t aux,
@@ -84,9 +91,8 @@ bool mtp_hook_failed(uint8_t kind, uint8_t api, uint8_t device, uint64_t size, i
 	PFN_cuMemGetInfo_v3020 info = (PFN_cuMemGetInfo_v3020)mtp_lookup_once(&mem_get_info, "cuMemGetInfo_v2");
 	size_t free_bytes = 0, total = 0;
 
-	uint64_t cap = mtp_cap(device);
-
 	if (error == CUDA_ERROR_OUT_OF_MEMORY && info && info(&free_bytes, &total) == CUDA_SUCCESS) {
+		uint64_t cap = mtp_cap_of(device, total);
 		/* under a policy's cap the device is the cap's size */
 		if (cap && cap < total) {
 			free_bytes = total - free_bytes < cap ? cap - (total - free_bytes) : 0;

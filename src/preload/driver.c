@@ -18,15 +18,13 @@
  * has handed out, so every allocation path agrees on it. */
 bool mtp_cap_check(uint64_t size)
 {
-	uint8_t d = mtp_driver_device();
-	uint64_t cap = mtp_cap(d);
 	size_t free_bytes, total;
+	uint64_t cap;
 
-	if (!cap)
-		return false;
 	if (MTP_REAL(cuMemGetInfo_v2)(&free_bytes, &total) != CUDA_SUCCESS)
 		return false;
-	return total - free_bytes + size > cap;
+	cap = mtp_cap_of(mtp_driver_device(), total);
+	return cap && total - free_bytes + size > cap;
 }
 
 /* ---- plain, pitched, managed and pinned host memory ---- */

@@ -135,6 +135,7 @@ MTP_HIDDEN void mtp_writer_atfork_child(bool keep);
 /* ---- CUDA (driver.c, runtime.c, procaddr.c) ---- */
 MTP_HIDDEN uint8_t mtp_driver_device(void);           /* current context's device */
 MTP_HIDDEN void mtp_note_device(uint8_t dev);          /* first sight: DEVICE event */
+MTP_HIDDEN uint64_t mtp_device_total(uint8_t dev);     /* its capacity, once seen; else 0 */
 MTP_HIDDEN void *mtp_driver_symbol(const char *name); /* the real driver's export */
 MTP_HIDDEN void *mtp_dlsym(void *handle, const char *name); /* glibc's dlsym, not memtap's */
 
@@ -147,7 +148,7 @@ MTP_HIDDEN void mtp_policy_load(void);
 MTP_HIDDEN bool mtp_policy_oom(const struct mt_event *e); /* true: retry the call once */
 MTP_HIDDEN void mtp_policy_stop(void);                    /* on_exit handlers */
 MTP_HIDDEN void mtp_policy_forget(void);                  /* in a forked child */
-MTP_HIDDEN uint64_t mtp_cap(uint8_t device);              /* 0: none */
+MTP_HIDDEN uint64_t mtp_cap_of(uint8_t device, uint64_t total); /* bytes; 0: none */
 MTP_HIDDEN bool mtp_cap_check(uint64_t size);             /* past the current device's cap */
 
 /* ---- the module that holds memtap's own code, to skip its frames ---- */

@@ -16,7 +16,8 @@
 
 const struct mt_policy_engine *mtp_policy;
 bool mtp_capping, mtp_capturing;
-static uint64_t caps[MT_NO_DEVICE];
+static uint64_t caps[MT_NO_DEVICE];   /* bytes */
+static double fractions[MT_NO_DEVICE]; /* or a fraction of the device */
 static char dir[PATH_MAX];
 
 static const void *string(uint32_t id, size_t *len)
@@ -49,6 +50,14 @@ static void mark(const char *name)
 	record_named(MT_EV_MARK, name);
 }
 
+/* memtap's own notes (caps, capture ranges): marks that are not iteration boundaries.
+ * Not in a process that has recorded nothing (a launcher's shell): it leaves no file. */
+static void note(const char *text)
+{
+	if (__atomic_load_n(&mtp_rings, __ATOMIC_ACQUIRE))
+		record_named(MT_EV_NVTX_MARK, text);
+}
+
 static int snapshot(const char *path)
 {
 	record_named(MT_EV_SNAPSHOT, path);
@@ -76,27 +85,41 @@ static int capture(bool on, uint8_t device)
 	}
 	if ((r = fn()) == CUDA_SUCCESS) {
 		__atomic_store_n(&mtp_capturing, on, __ATOMIC_RELAXED);
-		mark(on ? "memtap.capture_start" : "memtap.capture_stop");
+		note(on ? "memtap.capture_start" : "memtap.capture_stop");
 	}
 	return (int)r;
 }
 
-static void set_cap(uint8_t device, uint64_t bytes)
+static void set_cap(int device, uint64_t bytes, double fraction)
 {
-	char text[64];
+	char text[96];
 	bool any = false;
 
-	__atomic_store_n(&caps[device], bytes, __ATOMIC_RELAXED);
-	for (int d = 0; d < MT_NO_DEVICE && !any; d++)
-		any = __atomic_load_n(&caps[d], __ATOMIC_RELAXED) != 0;
+	for (int d = 0; d < MT_NO_DEVICE; d++) {
+		if (device < 0 || d == device) {
+			__atomic_store_n(&caps[d], bytes, __ATOMIC_RELAXED);
+			fractions[d] = bytes ? 0 : fraction;
+		}
+		any = any || caps[d] || fractions[d] > 0;
+	}
 	__atomic_store_n(&mtp_capping, any, __ATOMIC_RELEASE);
-	snprintf(text, sizeof text, "memtap.cap %u %llu", device, (unsigned long long)bytes);
-	mark(text);
+	snprintf(text, sizeof text, "memtap.cap %d %llu %g", device, (unsigned long long)bytes, fraction);
+	note(text);
 }
 
-uint64_t mtp_cap(uint8_t device)
+uint64_t mtp_cap_of(uint8_t device, uint64_t total)
 {
-	return device < MT_NO_DEVICE ? __atomic_load_n(&caps[device], __ATOMIC_RELAXED) : 0;
+	uint64_t bytes;
+
+	if (device >= MT_NO_DEVICE)
+		return 0;
+	bytes = __atomic_load_n(&caps[device], __ATOMIC_RELAXED);
+	return bytes ? bytes : (uint64_t)(fractions[device] * (double)total);
+}
+
+static uint64_t cap(uint8_t device)
+{
+	return mtp_cap_of(device, mtp_device_total(device));
 }
 
 static void sync_now(void)
@@ -116,7 +139,7 @@ static struct mt_policy_host host = {
 	.sync = sync_now,
 	.capture = capture,
 	.set_cap = set_cap,
-	.cap = mtp_cap,
+	.cap = cap,
 };
 
 /* The engine beside this library unless the policy_engine option names it. */
@@ -188,4 +211,5 @@ void mtp_policy_forget(void)
 	mtp_policy = NULL;
 	mtp_capping = false;
 	memset(caps, 0, sizeof caps);
+	memset(fractions, 0, sizeof fractions);
 }

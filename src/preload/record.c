@@ -120,6 +120,9 @@ void mtp_record(struct mt_event *e, bool with_stack)
 		__atomic_add_fetch(&mtp_dropped_total, 1, __ATOMIC_RELAXED);
 		return;
 	}
+	/* a device's first sight goes before the event, in time order too */
+	if (e->device != MT_NO_DEVICE)
+		mtp_note_device(e->device);
 	e->thread = t->index;
 	e->time = mtp_now();
 	e->phase = t->phase_depth > 0 ? t->phase[t->phase_depth - 1] : __atomic_load_n(&open_range, __ATOMIC_RELAXED);
@@ -127,8 +130,6 @@ void mtp_record(struct mt_event *e, bool with_stack)
 		e->tag = mtp_current_tag();
 	if (with_stack && mtp_opt.depth && (!mtp_opt.capture_stacks || mtp_capturing))
 		e->stack = mtp_stack_capture();
-	if (e->device != MT_NO_DEVICE)
-		mtp_note_device(e->device);
 	if (unlikely(mtp_state == MTP_CLOSED))
 		mtp_write_late(e);
 	else

@@ -13,6 +13,9 @@
  *   api         tags, marks, a snapshot (path in argv[2])
  *   nvtx        allocations inside nested NVTX ranges
  *   oom         an allocation past the device's capacity
+ *   ooms        one allocation past capacity through each path: cudaMalloc, cudaMallocAsync,
+ *               cuMemAlloc, cuMemCreate; each outcome printed (a policy may retry)
+ *   sleep MS    allocates, sleeps MS milliseconds, frees
  *   many        a long run of allocations from one call site
  *   exit N      exits with status N;  kill: ends itself with SIGKILL
  *   plugin LIB  dlopen()s LIB after start and calls its plugin_alloc
@@ -382,6 +385,40 @@ static NOINLINE void oom(void)
 	cudaGetLastError();
 }
 
+static NOINLINE void ooms(void)
+{
+	PFN_cuMemAlloc_v3020 mem_alloc;
+	PFN_cuMemCreate_v10020 create;
+	CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED, .location = {CU_MEM_LOCATION_TYPE_DEVICE, 0}};
+	CUmemGenericAllocationHandle h;
+	CUdeviceptr d;
+	cudaStream_t s;
+	void *p;
+	size_t f, t;
+
+	CHECK_RT(cudaMemGetInfo(&f, &t));
+	CHECK_RT(cudaStreamCreate(&s));
+	CHECK_RT(cudaGetDriverEntryPointByVersion("cuMemAlloc", (void **)&mem_alloc, 3020, cudaEnableDefault, NULL));
+	CHECK_RT(cudaGetDriverEntryPointByVersion("cuMemCreate", (void **)&create, 10020, cudaEnableDefault, NULL));
+	printf("cudaMalloc %d\n", (int)cudaMalloc(&p, t + 1));
+	printf("cudaGetLastError %d\n", (int)cudaGetLastError());
+	printf("cudaMallocAsync %d\n", (int)cudaMallocAsync(&p, t + 2, s));
+	cudaGetLastError();
+	printf("cuMemAlloc %d\n", (int)mem_alloc(&d, t + 3));
+	printf("cuMemCreate %d\n", (int)create(&h, ((t >> 21) + 1) << 21, &prop, 0));
+	CHECK_RT(cudaMalloc(&p, 1 << 20));
+	CHECK_RT(cudaFree(p));
+}
+
+static NOINLINE void sleep_ms(long ms)
+{
+	void *p;
+
+	CHECK_RT(cudaMalloc(&p, 12000001));
+	usleep((useconds_t)ms * 1000);
+	CHECK_RT(cudaFree(p));
+}
+
 static NOINLINE void many(long n)
 {
 	for (long i = 0; i < n; i++)
@@ -434,6 +471,10 @@ int main(int argc, char **argv)
 		nvtx();
 	else if (!strcmp(mode, "oom"))
 		oom();
+	else if (!strcmp(mode, "ooms"))
+		ooms();
+	else if (!strcmp(mode, "sleep") && argc > 2)
+		sleep_ms(atol(argv[2]));
 	else if (!strcmp(mode, "many"))
 		many(argc > 2 ? atol(argv[2]) : 100000);
 	else if (!strcmp(mode, "plugin") && argc > 2) {

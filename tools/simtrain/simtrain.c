@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "memtap.h"
 #include "model.h"
@@ -31,6 +32,7 @@ static struct options {
 	struct model m;
 	int iters, device;
 	uint64_t leak;
+	uint64_t compute_ms; /* time each layer's forward and backward takes */
 	bool async, teardown, tag;
 	const char *json;
 } opt = {.iters = 3, .teardown = true};
@@ -230,6 +232,13 @@ static NOINLINE void embedding_forward(void)
 	pop();
 }
 
+/* A layer's compute: nothing is allocated meanwhile, as on a GPU waiting for its kernels. */
+static void compute(void)
+{
+	if (opt.compute_ms)
+		usleep((useconds_t)(opt.compute_ms * 1000));
+}
+
 static NOINLINE void layer_forward(uint64_t l)
 {
 	struct act_shape s = layer_shape(&opt.m);
@@ -254,6 +263,7 @@ static NOINLINE void layer_forward(uint64_t l)
 	for (int i = 0; i < NACT; i++)
 		tensor_free(&scratch[i]);
 	tensor_free(&gathered);
+	compute();
 	if (l == 0 && iteration == 1)
 		led.layer_activation_bytes = led.live[CAT_ACTIVATIONS] - before;
 	pop();
@@ -333,6 +343,7 @@ static NOINLINE void layer_backward(uint64_t l)
 	make_grads(first_param_of_layer(l), first_param_of_layer(l + 1));
 	tensor_free(&dffn);
 	tensor_free(&dx);
+	compute();
 	for (int i = 0; i < NACT; i++) {
 		tensor_free(&recomputed[i]);
 		tensor_free(&saved[l][i]);
@@ -496,6 +507,7 @@ static const char usage[] =
 	"  --zero S --dp D       emulate one rank of ZeRO stage S (0-3) over D data-parallel ranks\n"
 	"  --leak SIZE           keep a buffer of SIZE every iteration (leak injection)\n"
 	"  --iters N             training iterations (default 3)\n"
+	"  --compute-ms N        each layer's forward and backward take N ms (default 0)\n"
 	"  --device N            CUDA device (default 0)\n"
 	"  --api A               malloc (cudaMalloc) or async (cudaMallocAsync on a stream)\n"
 	"  --no-teardown         exit without freeing parameters and optimizer state\n"
@@ -526,7 +538,7 @@ static void parse(int argc, char **argv)
 {
 	enum { O_LAYERS = 256, O_HIDDEN, O_HEADS, O_FFN, O_VOCAB, O_SEQ, O_BATCH, O_UNTIED, O_PRECISION,
 	       O_OPTIMIZER, O_RECOMPUTE, O_ZERO, O_DP, O_LEAK, O_ITERS, O_DEVICE, O_API, O_NO_TEARDOWN, O_JSON,
-	       O_LIST, O_PRESET, O_TAG };
+	       O_LIST, O_PRESET, O_TAG, O_COMPUTE };
 	static const struct option longopts[] = {
 		{"preset", 1, 0, O_PRESET}, {"layers", 1, 0, O_LAYERS}, {"hidden", 1, 0, O_HIDDEN},
 		{"heads", 1, 0, O_HEADS}, {"ffn", 1, 0, O_FFN}, {"vocab", 1, 0, O_VOCAB}, {"seq", 1, 0, O_SEQ},
@@ -534,7 +546,7 @@ static void parse(int argc, char **argv)
 		{"optimizer", 1, 0, O_OPTIMIZER}, {"recompute", 1, 0, O_RECOMPUTE}, {"zero", 1, 0, O_ZERO},
 		{"dp", 1, 0, O_DP}, {"leak", 1, 0, O_LEAK}, {"iters", 1, 0, O_ITERS}, {"device", 1, 0, O_DEVICE},
 		{"api", 1, 0, O_API}, {"no-teardown", 0, 0, O_NO_TEARDOWN}, {"json", 1, 0, O_JSON},
-		{"list-presets", 0, 0, O_LIST}, {"tag", 0, 0, O_TAG}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+		{"list-presets", 0, 0, O_LIST}, {"tag", 0, 0, O_TAG}, {"compute-ms", 1, 0, O_COMPUTE}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
 	static const char *const apis[] = {"malloc", "async"};
 	int c;
 
@@ -568,6 +580,7 @@ static void parse(int argc, char **argv)
 		case O_DP: opt.m.dp = number("dp", optarg); break;
 		case O_LEAK: opt.leak = number("leak", optarg); break;
 		case O_ITERS: opt.iters = (int)number("iters", optarg); break;
+		case O_COMPUTE: opt.compute_ms = number("compute-ms", optarg); break;
 		case O_DEVICE:
 			if (mt_parse_size(optarg, &(uint64_t){0}) != 0)
 				die("--device needs a device number, not '%s'", optarg);

@@ -1,0 +1,25 @@
+-- oom_snapshot.lua: on the first out-of-memory failure, write a snapshot of that moment
+-- (every live allocation with its stack, the failed request included; `memtap report`
+-- reads it) and log the request and the stacks holding the most memory.
+-- MEMTAP_OOM_SNAPSHOT names the file (default memtap-oom-%p.trace, in the policy folder).
+
+local size = memtap.format_size
+local done = false
+
+memtap.on_oom(function(ev)
+  if done then return end
+  done = true
+  memtap.log(string.format("out of memory: %s asked on device %s in %s%s; %s allocated, %s free of %s",
+    size(ev.size or 0), tostring(ev.device), ev.phase or "no range",
+    ev.iteration > 0 and (", iteration " .. ev.iteration) or "",
+    size(ev.allocated or 0), size(ev.free or 0), size(ev.total or 0)))
+  local path, err = memtap.snapshot(os.getenv("MEMTAP_OOM_SNAPSHOT") or "memtap-oom-%p.trace")
+  if path then
+    memtap.log("snapshot " .. path .. " (memtap report " .. path .. ")")
+  else
+    memtap.log("no snapshot: " .. err)
+  end
+  for i, t in ipairs(memtap.top(5, ev.device)) do
+    memtap.log(string.format("  %d. %s in %d allocations from %s", i, size(t.bytes), t.count, t.stack[1] or "?"))
+  end
+end)
