@@ -4,6 +4,8 @@
  * PAIRS times and prints the nanoseconds per pair. MODE:
  *   cuda    cudaMalloc + cudaFree of 4 KiB (run with and without memtap)
  *   malloc  malloc + free of 4 KiB (run with and without heaptrack)
+ *   oom     a cudaMalloc past the device's capacity, that fails (PAIRS of them; with and
+ *           without an on_oom policy: the time from the failure to the application)
  * With THREADS > 1 every thread does PAIRS pairs (the throughput figure). A second
  * line gives the process's peak resident memory. */
 #include <cuda_runtime_api.h>
@@ -41,7 +43,14 @@ static void print_peak_rss(void)
 
 static __attribute__((noinline)) void loop(void)
 {
-	if (mode[0] == 'c') {
+	if (mode[0] == 'o') {
+		for (long i = 0; i < pairs; i++) {
+			void *p;
+			if (cudaMalloc(&p, (size_t)1 << 50) != cudaErrorMemoryAllocation)
+				abort();
+			cudaGetLastError();
+		}
+	} else if (mode[0] == 'c') {
 		for (long i = 0; i < pairs; i++) {
 			void *p;
 			if (cudaMalloc(&p, 4096) != cudaSuccess || cudaFree(p) != cudaSuccess)
@@ -81,7 +90,7 @@ int main(int argc, char **argv)
 	void *warm;
 
 	if (argc < 3) {
-		fprintf(stderr, "usage: recorder_bench cuda|malloc PAIRS [THREADS]\n");
+		fprintf(stderr, "usage: recorder_bench cuda|malloc|oom PAIRS [THREADS]\n");
 		return 2;
 	}
 	mode = argv[1];

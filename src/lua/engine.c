@@ -467,7 +467,11 @@ static void process(uint64_t cutoff)
 	size_t k;
 
 	pthread_mutex_lock(&q.lock);
-	if (q.in.n && fit(&held, held.n + q.in.n)) {
+	if (!held.n) { /* the usual case: take the writer's buffer as it is */
+		struct queue t = held;
+		held = q.in;
+		q.in = t;
+	} else if (q.in.n && fit(&held, held.n + q.in.n)) {
 		memcpy(held.e + held.n, q.in.e, q.in.n * sizeof *held.e);
 		held.n += q.in.n;
 	} else if (q.in.n) {

@@ -96,22 +96,22 @@ static void thresholds(uint8_t d, const struct mt_event *e)
 	for (size_t i = 0; i < mt_pol.nh; i++) {
 		struct mt_handler *h = &mt_pol.h[i];
 		uint64_t bit = 1ull << (d % 64), *word = &h->above[d / 64];
-		struct mt_pol_event ev = {.kind = "threshold", .device = d, .size = e->size, .time = e->time,
-					  .stack = e->stack, .phase = e->phase};
+		bool up;
 		if (!wants(h, MT_ON_THRESHOLD, d) || (h->up <= 1 && !capacity))
 			continue;
-		if (!(*word & bit) && cur >= level(h->up, capacity)) {
-			*word |= bit;
-			ev.direction = "up";
-			ev.level = level(h->up, capacity);
-			mt_pol_fire(h, &ev, NULL);
-		} else if ((*word & bit) && cur < level(h->down, capacity)) {
-			*word &= ~bit;
-			ev.direction = "down";
-			ev.level = level(h->down, capacity);
-			if (h->report_down)
-				mt_pol_fire(h, &ev, NULL);
-		}
+		if (!(*word & bit) && cur >= level(h->up, capacity))
+			up = true;
+		else if ((*word & bit) && cur < level(h->down, capacity))
+			up = false;
+		else
+			continue;
+		*word ^= bit;
+		if (!up && !h->report_down)
+			continue;
+		struct mt_pol_event ev = {.kind = "threshold", .device = d, .size = e->size, .time = e->time,
+					  .stack = e->stack, .phase = e->phase, .direction = up ? "up" : "down",
+					  .level = level(up ? h->up : h->down, capacity)};
+		mt_pol_fire(h, &ev, NULL);
 	}
 }
 
