@@ -275,8 +275,10 @@ pol = script("""
 memtap.on_phase(".", function(ev) while true do end end)
 memtap.on_threshold("1KiB", function(ev) local t = {} for i = 1, 1e9 do t[i] = string.rep("x", 1 << 20) .. i end end)
 memtap.on_iteration(function(ev) error("my mistake") end)
+memtap.on_oom(function(ev) memtap.capture_start(); memtap.capture_stop(); return "retry" end)
 """, "bad_handlers.lua")
-p, trace, folder = run([pol], TRAIN, {"SIMGPU_MEM": "16GiB"}, options=["policy_memory=8M"])
+# (on_oom calls the driver from inside the failing hook, and asks for a retry of an injected failure)
+p, trace, folder = run([pol], TRAIN, {"SIMGPU_MEM": "16GiB", "SIMGPU_FAIL_NTH": "500"}, options=["policy_memory=8M"])
 err = p.stderr
 ok(p.returncode == 0 and err.count("instruction budget exceeded") == 1 and err.count("switched off") == 2
    and err.count("my mistake") == 1 and "stack traceback" in err and "bad_handlers.lua:4" in err,
@@ -284,8 +286,9 @@ ok(p.returncode == 0 and err.count("instruction budget exceeded") == 1 and err.c
    err[-1500:])
 ok("not enough memory" in err, "the Lua state's memory cap (policy_memory) stops the hog", err[-1500:])
 rep = report(trace)
-ok(rep["devices"][0]["peak_allocated_bytes"] > 0 and rep["events"]["failed"] == 0,
-   "the job's allocations are recorded as without policies", rep["events"])
+ok(rep["devices"][0]["peak_allocated_bytes"] > 0 and rep["events"]["failed"] == 1,
+   "the job's allocations are recorded as without policies; the handler's driver calls and retry did no harm",
+   rep["events"])
 
 bad = script("memtap.on_oom(function(ev)\n  return 'x' +\nend)\n", "syntax.lua")
 p, trace, folder = run([bad], [WORKLOAD, "runtime"])
