@@ -122,11 +122,6 @@ static uint64_t cap(uint8_t device)
 	return mtp_cap_of(device, mtp_device_total(device));
 }
 
-static void sync_now(void)
-{
-	mtp_writer_sync();
-}
-
 static struct mt_policy_host host = {
 	.abi = MT_POLICY_ABI,
 	.map = mtp_map,
@@ -136,7 +131,7 @@ static struct mt_policy_host host = {
 	.say = say,
 	.mark = mark,
 	.snapshot = snapshot,
-	.sync = sync_now,
+	.sync = mtp_writer_sync,
 	.capture = capture,
 	.set_cap = set_cap,
 	.cap = cap,
