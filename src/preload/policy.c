@@ -181,8 +181,9 @@ void mtp_policy_load(void)
 	host.memory = mtp_opt.policy_memory;
 	host.quiet = mtp_opt.quiet;
 	host.start_ns = mtp_start_ns;
-	if (!start || start(&host, &mtp_policy) != 0)
-		mtp_policy = NULL;
+	const struct mt_policy_engine *engine = NULL;
+	if (start && start(&host, &engine) == 0)
+		__atomic_store_n(&mtp_policy, engine, __ATOMIC_RELEASE); /* the writer reads it as it drains */
 }
 
 bool mtp_policy_oom(const struct mt_event *e)
@@ -203,7 +204,7 @@ void mtp_policy_stop(void)
 /* A forked child has no policy thread: its policies stay with the parent. */
 void mtp_policy_forget(void)
 {
-	mtp_policy = NULL;
+	__atomic_store_n(&mtp_policy, NULL, __ATOMIC_RELEASE);
 	mtp_capping = false;
 	memset(caps, 0, sizeof caps);
 	memset(fractions, 0, sizeof fractions);

@@ -128,7 +128,7 @@ void mtp_record(struct mt_event *e, bool with_stack)
 	e->phase = t->phase_depth > 0 ? t->phase[t->phase_depth - 1] : __atomic_load_n(&open_range, __ATOMIC_RELAXED);
 	if (!e->tag)
 		e->tag = mtp_current_tag();
-	if (with_stack && mtp_opt.depth && (!mtp_opt.capture_stacks || mtp_capturing))
+	if (with_stack && mtp_opt.depth && (!mtp_opt.capture_stacks || __atomic_load_n(&mtp_capturing, __ATOMIC_RELAXED)))
 		e->stack = mtp_stack_capture();
 	if (unlikely(mtp_state == MTP_CLOSED))
 		mtp_write_late(e);
