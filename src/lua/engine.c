@@ -544,13 +544,11 @@ static bool oom(const struct mt_event *e)
 	if (!mt_pol.count[MT_ON_OOM] || in_policy || q.stopped)
 		return false;
 	pthread_mutex_lock(&mt_pol.lock);
-	mt_pol.in_oom = true;
 	mt_pol.host->sync(); /* the failing request and everything before it */
 	process(UINT64_MAX);
 	for (size_t i = 0; i < mt_pol.nh; i++)
 		if (mt_pol.h[i].kind == MT_ON_OOM && mt_pol_fire(&mt_pol.h[i], &ev, "retry"))
 			retry = true;
-	mt_pol.in_oom = false;
 	pthread_mutex_unlock(&mt_pol.lock);
 	return retry;
 }

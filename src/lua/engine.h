@@ -71,7 +71,6 @@ struct mt_policy {
 	size_t nh, cap;
 	unsigned count[MT_ON_KINDS];
 	int64_t budget_left;
-	bool in_oom;
 	/* the live view (watch.c) */
 	struct mt_replay rp;
 	uint64_t iteration;
