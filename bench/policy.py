@@ -2,12 +2,14 @@
 
   python3 bench/policy.py BUILD_DIR        (or: make bench)
 
-1. Overhead on the job: simtrain (gpt2-small, 500 iterations, 330,000 allocations and
-   frees) under memtap, without policies and with threshold and phase handlers (which see
-   every event); the ratio of wall-clock times (target: at most 1.05). For scale, the
-   same with every kind of handler, and a microbenchmark of back-to-back cudaMalloc +
-   cudaFree pairs, where the policy thread competes for the 2 cores with the job and
-   memtap's writer.
+1. Overhead on the job: simtrain (gpt2-small, 5,000 iterations, 3.3 million events, no
+   simulated compute: the worst case) under memtap, without policies and with threshold
+   handlers and phase handlers on the iteration's phases (the engine sees every event);
+   the ratio of wall-clock times (target: at most 1.05), and of CPU time, which counts the
+   policy thread's work even when a spare core hides it. For scale: a phase handler that
+   matches every layer's range (48 Lua calls per iteration) and what one handler call
+   costs; every kind of handler; a microbenchmark of back-to-back cudaMalloc + cudaFree
+   pairs, where the policy thread competes for the 2 cores with the job and the writer.
 2. OOM -> handler: failed cudaMalloc calls under memtap without a policy and with an
    on_oom handler (one that does nothing, one that writes a snapshot); the difference is
    what the synchronous handler adds to each failure.
@@ -17,6 +19,7 @@ Medians of alternating runs (the machine is noisy).
 """
 import os
 import re
+import resource
 import shutil
 import statistics
 import subprocess
@@ -32,7 +35,7 @@ SIMLIBS = os.path.join(B, "tools/simgpu/.libs")
 MEMTAP = os.path.join(B, "tools/memtap/memtap")
 SIMTRAIN = os.path.join(B, "tools/simtrain/simtrain")
 TMP = tempfile.mkdtemp(prefix="memtap-bench-")
-REPEAT = 5
+REPEAT = 7
 
 
 def policy(name, text):
@@ -45,8 +48,15 @@ THRESHOLD_PHASE = policy("threshold_phase.lua", """
 memtap.on_threshold(0.5, function(ev) end, {below = 0.25})
 memtap.on_threshold("4GiB", function(ev) end)
 memtap.on_phase("^backward", function(ev) end)
+memtap.on_phase("^optimizer", function(ev) end)
+""")
+LAYERS = policy("layers.lua", """
 memtap.on_phase("^layer%.", function(ev) end)
 """)
+NO_LAYERS = policy("no_layers.lua", """
+memtap.on_phase("^no such range", function(ev) end)
+""")
+LAYER_CALLS = 12 * 2 * 2  # gpt2-small: 12 layers, forward and backward, enter and leave
 EVERYTHING = policy("everything.lua", """
 memtap.on_threshold(0.5, function(ev) end, {below = 0.25})
 memtap.on_threshold("1MiB", function(ev) end)
@@ -71,28 +81,45 @@ def ns(mode, n, pol=None, **extra):
 
 
 def medians(*runs):
+    """Medians of alternating runs; a run may return a tuple of figures."""
     got = [[] for _ in runs]
     for _ in range(REPEAT):
         for i, r in enumerate(runs):
             got[i].append(r())
-    return [statistics.median(g) for g in got]
+    return [tuple(map(statistics.median, zip(*g))) if isinstance(g[0], tuple) else statistics.median(g)
+            for g in got]
+
+
+ITERS = 5000
 
 
 def job(pol=None):
+    """Wall-clock and CPU seconds of a simtrain run under memtap."""
     e = dict(os.environ, LD_LIBRARY_PATH=SIMLIBS, SIMGPU_MEM="16GiB")
     args = [MEMTAP, "run", "-q", "-o", os.path.join(TMP, "j-%p.trace")]
     if pol:
         args += ["--policy", pol]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
-    subprocess.run(args + ["--", SIMTRAIN, "--preset", "gpt2-small", "--iters", "500"], env=e, check=True,
+    subprocess.run(args + ["--", SIMTRAIN, "--preset", "gpt2-small", "--iters", str(ITERS)], env=e, check=True,
                    capture_output=True)
-    return time.perf_counter() - t
+    t = time.perf_counter() - t
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    for f in os.listdir(TMP):
+        if f.startswith("j-"):
+            os.remove(os.path.join(TMP, f))
+    return t, after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
 
 
-plain, tp, everything = medians(job, lambda: job(THRESHOLD_PHASE), lambda: job(EVERYTHING))
-print("policy overhead on simtrain: %.3f s without policies, %.3f s with threshold and phase handlers: "
-      "ratio %.3f (target <= 1.05); with every handler kind %.3f s, ratio %.3f"
-      % (plain, tp, tp / plain, everything, everything / plain))
+runs = medians(*[lambda p=p: job(p) for p in (None, THRESHOLD_PHASE, NO_LAYERS, LAYERS, EVERYTHING)])
+(plain, plain_cpu), (tp, tp_cpu), (_, no_layers_cpu), (layers, layers_cpu), (everything, _) = runs
+print("policy overhead on simtrain (%d iterations): %.3f s without policies, %.3f s with threshold and phase "
+      "handlers: ratio %.3f (target <= 1.05); CPU time %.3f s against %.3f s, ratio %.3f"
+      % (ITERS, plain, tp, tp / plain, tp_cpu, plain_cpu, tp_cpu / plain_cpu))
+print("for scale: a phase handler on every layer's range %.3f s, ratio %.3f (%.2f us of CPU per handler call); "
+      "every handler kind %.3f s, ratio %.3f"
+      % (layers, layers / plain, (layers_cpu - no_layers_cpu) / (ITERS * LAYER_CALLS) * 1e6, everything,
+         everything / plain))
 plain, everything = medians(lambda: ns("cuda", 200000), lambda: ns("cuda", 200000, EVERYTHING))
 print("microbenchmark: %.1f ns per back-to-back alloc+free pair without policies, %.1f with every handler "
       "kind: ratio %.3f" % (plain, everything, everything / plain))

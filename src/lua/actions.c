@@ -243,6 +243,7 @@ static int set_cap(lua_State *L)
 	if (!lua_isnoneornil(L, 2) && !(lua_isinteger(L, 2) && lua_tointeger(L, 2) == 0))
 		v = mt_pol_level(L, 2);
 	mt_pol.host->set_cap((int)d, v > 1 ? (uint64_t)v : 0, v <= 1 ? v : 0);
+	mt_watch_forget_capacity();
 	return 0;
 }
 

@@ -1,7 +1,11 @@
 /* The policy engine: one sandboxed Lua 5.4 state for every policy file, the handlers
  * scripts register, and the thread that feeds them. Events arrive from the writer in ring
- * order; the policy thread sorts them and holds back the last few milliseconds, so that
- * events another thread had not yet pushed still come in time order. Every handler call
+ * order, one batch per drain; the policy thread sorts each batch and holds back the events
+ * made after the drain began, which another thread's late push could still precede. A
+ * push is late only when its thread was preempted between the clock and the ring, and
+ * then nothing that depends on that event has happened yet (a free is recorded before the
+ * memory is given back, an allocation before its address is returned), so what a late push
+ * reorders is never one address's history. Every handler call
  * runs under an instruction budget, with a traceback on error; the first error is said,
  * the third switches the handler off. The application never sees a Lua error. */
 #include <errno.h>
@@ -13,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -24,7 +29,7 @@
 #include "util/units.h"
 
 #define HOOK_STEP 1000               /* instructions between budget checks */
-#define HOLDBACK_NS 2000000ull       /* how late a thread's push may be: 2 ms */
+#define POLICY_NICE 10               /* the policy thread's nice value */
 #define QUEUE_MAX (1u << 20)         /* events waiting for the policy thread */
 #define MAX_ERRORS 3                 /* a handler that fails this often is switched off */
 #define LOAD_BUDGET_FACTOR 100       /* a policy file's top level may run this many budgets */
@@ -51,7 +56,8 @@ static struct {
 	uint64_t wake_at;
 } q = {.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER};
 
-static struct queue held;           /* sorted, not yet applied; under mt_pol.lock */
+static struct queue held;           /* in time order, not yet applied; under mt_pol.lock */
+static struct queue spare;          /* the writer's next buffer; under mt_pol.lock */
 static __thread bool in_policy;     /* this thread is running Lua: an OOM here is not ours to handle */
 
 static uint64_t now_ns(void)
@@ -461,36 +467,57 @@ static void feed(const struct mt_event *e, size_t n, uint64_t now)
 	pthread_mutex_unlock(&q.lock);
 }
 
-/* Applies what the writer handed over, up to `cutoff`. Called with mt_pol.lock held. */
+static bool in_order(const struct mt_event *e, size_t n)
+{
+	for (size_t i = 1; i < n; i++)
+		if (e[i].time < e[i - 1].time)
+			return false;
+	return true;
+}
+
+/* Applies the events that waited and the writer's new batch, merged in time order, up to
+ * `cutoff`; the rest waits in `held`. The batch is taken without a copy: its buffer is
+ * swapped with a spare one. Called with mt_pol.lock held. */
 static void process(uint64_t cutoff)
 {
-	size_t k;
+	struct queue b;
+	size_t i = 0, j = 0;
 
 	pthread_mutex_lock(&q.lock);
-	if (!held.n) { /* the usual case: take the writer's buffer as it is */
-		struct queue t = held;
-		held = q.in;
-		q.in = t;
-	} else if (q.in.n && fit(&held, held.n + q.in.n)) {
-		memcpy(held.e + held.n, q.in.e, q.in.n * sizeof *held.e);
-		held.n += q.in.n;
-	} else if (q.in.n) {
-		__atomic_add_fetch(&mt_pol.dropped, q.in.n, __ATOMIC_RELAXED);
-	}
-	q.in.n = 0;
+	b = q.in;
+	q.in = spare;
 	pthread_mutex_unlock(&q.lock);
-	mt_sort_events(held.e, held.n); /* out of memory: applied as they came */
-	for (k = 0; k < held.n && held.e[k].time < cutoff; k++)
-		mt_watch_apply(&held.e[k]);
-	if (k) {
-		memmove(held.e, held.e + k, (held.n - k) * sizeof *held.e);
-		held.n -= k;
+	mt_watch_forget_capacity(); /* the driver may have said a device's size since */
+	if (!in_order(b.e, b.n))
+		mt_sort_events(b.e, b.n); /* out of memory: applied as they came */
+	while (i < held.n || j < b.n) {
+		bool old = j == b.n || (i < held.n && held.e[i].time <= b.e[j].time);
+		const struct mt_event *e = old ? &held.e[i] : &b.e[j];
+		if (e->time >= cutoff)
+			break;
+		mt_watch_apply(e);
+		*(old ? &i : &j) += 1;
 	}
+	/* what waits: the rest of the held events, then the rest of the batch */
+	memmove(held.e, held.e + i, (held.n - i) * sizeof *held.e);
+	held.n -= i;
+	if (j < b.n && fit(&held, held.n + b.n - j)) {
+		memcpy(held.e + held.n, b.e + j, (b.n - j) * sizeof *held.e);
+		held.n += b.n - j;
+		if (!in_order(held.e, held.n))
+			mt_sort_events(held.e, held.n);
+	} else if (j < b.n) {
+		__atomic_add_fetch(&mt_pol.dropped, b.n - j, __ATOMIC_RELAXED);
+	}
+	b.n = 0;
+	spare = b;
 }
 
 static void *policy_main(void *arg)
 {
 	(void)arg;
+	/* background work: when the cores are busy, the job's threads go first */
+	setpriority(PRIO_PROCESS, (id_t)gettid(), POLICY_NICE);
 	pthread_mutex_lock(&q.lock);
 	while (!q.stop) {
 		uint64_t cutoff;
@@ -508,7 +535,7 @@ static void *policy_main(void *arg)
 		if (q.stop)
 			break;
 		q.ready = false;
-		cutoff = q.now > HOLDBACK_NS ? q.now - HOLDBACK_NS : 0;
+		cutoff = q.now;
 		pthread_mutex_unlock(&q.lock);
 
 		pthread_mutex_lock(&mt_pol.lock);
@@ -516,8 +543,6 @@ static void *policy_main(void *arg)
 		uint64_t now = now_ns();
 		mt_watch_batch_end(now);
 		uint64_t next = mt_watch_next_timer(now);
-		if (held.n && next > now + 10 * HOLDBACK_NS)
-			next = now + 10 * HOLDBACK_NS; /* held-back events: look again soon */
 		pthread_mutex_unlock(&mt_pol.lock);
 
 		pthread_mutex_lock(&q.lock);

@@ -90,6 +90,7 @@ void mt_watch_apply(const struct mt_event *e); /* one event, in time order; fire
 void mt_watch_batch_end(uint64_t now);          /* peaks, timers */
 uint64_t mt_watch_next_timer(uint64_t now);     /* when `every` next needs the thread */
 uint64_t mt_watch_capacity(int device);
+void mt_watch_forget_capacity(void); /* a cap or a device's size may have changed */
 uint64_t mt_watch_reserved(int device);
 int mt_watch_device(int device);                /* a device given or implied: the first seen */
 /* Live device allocations grouped by stack, most bytes first, made at or after `since`. */

@@ -32,6 +32,8 @@ static struct {
 	uint32_t iteration_range;             /* the repeating top-level range, when there are no marks */
 	bool marks;
 	uint64_t boundary_time[BOUNDARIES];
+	uint64_t capacity[MT_MAX_DEVICES];    /* mt_watch_capacity's answer, looked up once per batch */
+	bool capacity_known[MT_MAX_DEVICES];
 } w;
 
 void mt_watch_init(void)
@@ -52,9 +54,17 @@ uint64_t mt_watch_capacity(int device)
 
 	if ((device = mt_watch_device(device)) < 0)
 		return 0;
+	if (w.capacity_known[device])
+		return w.capacity[device];
 	cap = mt_pol.host->cap((uint8_t)device);
 	total = mt_pol.rp.dev[device].capacity;
-	return cap && (!total || cap < total) ? cap : total;
+	w.capacity_known[device] = true;
+	return w.capacity[device] = cap && (!total || cap < total) ? cap : total;
+}
+
+void mt_watch_forget_capacity(void)
+{
+	memset(w.capacity_known, 0, sizeof w.capacity_known);
 }
 
 uint64_t mt_watch_reserved(int device)
@@ -314,6 +324,9 @@ void mt_watch_apply(const struct mt_event *e)
 	mt_replay_apply(&mt_pol.rp, e);
 	note_device(e->device);
 	switch (e->kind) {
+	case MT_EV_DEVICE:
+		mt_watch_forget_capacity();
+		break;
 	case MT_EV_ALLOC:
 	case MT_EV_FREE:
 	case MT_EV_VMM_CREATE:

@@ -2,6 +2,7 @@
  * drains. Pushing an event is a few stores and one release; a full ring waits a
  * bounded time for the writer, then counts the event as dropped. A thread's ring is
  * made on its first event and handed to the writer to free when the thread ends. */
+#include <sched.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -67,7 +68,9 @@ static MTP_NOINLINE struct mtp_ring *thread_start(struct mtp_thread *t)
 
 #define FULL_WAIT_NS 10000000ull /* the longest a thread waits for room: 10 ms */
 
-/* The ring is full: wait for the writer a bounded time, then count the event dropped. */
+/* The ring is full: wait for the writer a bounded time, then count the event dropped.
+ * After a short spin the CPU is given up, since on a busy machine the writer may need
+ * this very core. */
 static MTP_NOINLINE void push_full(struct mtp_ring *r, const struct mt_event *e)
 {
 	uint64_t head = r->head, until = mtp_now() + FULL_WAIT_NS;
@@ -79,8 +82,12 @@ static MTP_NOINLINE void push_full(struct mtp_ring *r, const struct mt_event *e)
 			__atomic_store_n(&r->head, head + 1, __ATOMIC_RELEASE);
 			return;
 		}
-		__builtin_ia32_pause();
-		if (i % 1024 == 0 && mtp_now() > until)
+		if (i < 64) {
+			__builtin_ia32_pause();
+			continue;
+		}
+		sched_yield();
+		if (i % 16 == 0 && mtp_now() > until)
 			break;
 	}
 	__atomic_store_n(&r->dropped, r->dropped + 1, __ATOMIC_RELAXED);
