@@ -54,6 +54,21 @@ static char *copy(const char *s)
 	return s ? strdup(s) : NULL;
 }
 
+/* "function\tfile\tline", as the recorder wrote it */
+static void python_frame(struct mt_frame *f, const char *s)
+{
+	const char *tab = s ? strchr(s, '\t') : NULL, *tab2 = tab ? strchr(tab + 1, '\t') : NULL;
+
+	f->module = "python";
+	if (!tab2) {
+		f->function = copy(s);
+		return;
+	}
+	f->function = strndup(s, (size_t)(tab - s));
+	f->file = strndup(tab + 1, (size_t)(tab2 - tab - 1));
+	f->line = atoi(tab2 + 1);
+}
+
 const struct mt_frame *mt_symbols_frame(struct mt_symbols *s, uint64_t addr)
 {
 	uint64_t i;
@@ -75,12 +90,14 @@ const struct mt_frame *mt_symbols_frame(struct mt_symbols *s, uint64_t addr)
 	}
 	if (mt_map_get(&s->cache, addr, &i))
 		return &s->frames[i - 1];
-	if ((m = module_of(s->trace, addr))) {
+	if (addr & MT_PYFRAME) {
+		python_frame(&f, mt_trace_string(s->trace, addr & 0xffffffffu));
+	} else if ((m = module_of(s->trace, addr))) {
 		const char *slash = strrchr(m->path, '/');
 		f.module = slash ? slash + 1 : m->path;
 		f.offset = addr - m->base;
 	}
-	if (s->dwfl) {
+	if (s->dwfl && !(addr & MT_PYFRAME)) {
 		Dwfl_Module *mod = dwfl_addrmodule(s->dwfl, pc);
 		if (mod) {
 			Dwfl_Line *line = dwfl_module_getsrc(mod, pc);

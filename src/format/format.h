@@ -45,6 +45,9 @@ enum mt_tag { MT_TAG_NONE, MT_TAG_PARAMS, MT_TAG_GRADS, MT_TAG_OPTIMIZER, MT_TAG
 extern const char *const mt_tag_names[MT_TAG_COUNT];
 
 #define MT_NO_DEVICE 0xff
+/* A stack entry that is a Python frame, not a return address: the low 32 bits are the
+ * id of the string "function\tfile\tline". */
+#define MT_PYFRAME (1ull << 63)
 
 struct mt_event {
 	uint8_t kind;

@@ -61,10 +61,12 @@ struct mtp_ring {
 };
 
 struct mtp_stack_cache;
+struct mtp_py_cache;
 
 struct mtp_thread {
 	struct mtp_ring *ring;
 	struct mtp_stack_cache *stack_cache; /* this thread's last stack (stack.c) */
+	struct mtp_py_cache *py_cache;       /* its Python frames seen (python.c) */
 	uint32_t index;            /* 0 = not yet registered */
 	int depth;                 /* hook nesting: only the outermost records */
 	bool interning;            /* holds an interning table's lock (intern.c) */
@@ -119,6 +121,10 @@ MTP_HIDDEN uint32_t mtp_intern(const char *s);       /* a string's id; 0 for NUL
 MTP_HIDDEN uint32_t mtp_stack_capture(void);
 MTP_HIDDEN struct mtp_stack_cache *mtp_stack_cache_new(void);
 extern MTP_HIDDEN uint64_t mtp_stack_checks, mtp_stack_mismatches; /* check_stacks=1 */
+
+/* ---- Python frames (python.c) ---- */
+MTP_HIDDEN uint32_t mtp_python_stack(uint32_t native); /* the stack with this thread's Python frames merged in */
+MTP_HIDDEN void mtp_python_thread_gone(void);
 
 /* ---- writer (writer.c) ---- */
 MTP_HIDDEN int mtp_writer_start(void);

@@ -34,6 +34,7 @@ static void thread_gone(void *arg)
 	/* events after this (other destructors) get a new ring */
 	if (mtp_self.ring == r)
 		mtp_self.ring = NULL;
+	mtp_python_thread_gone();
 	__atomic_store_n(&r->orphan, true, __ATOMIC_RELEASE);
 }
 

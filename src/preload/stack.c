@@ -244,7 +244,7 @@ uint32_t mtp_stack_capture(void)
 		id = slow(c, ip0, slot0, have_first);
 	if (unlikely(mtp_opt.check_stacks))
 		cross_check(id);
-	return id;
+	return mtp_python_stack(id);
 }
 
 struct mtp_stack_cache *mtp_stack_cache_new(void)
