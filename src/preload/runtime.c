@@ -5,6 +5,10 @@
  * the driver level only. */
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
+#include <limits.h>
+#include <link.h>
+#include <stdio.h>
+#include <string.h>
 
 #include "preload/dlsym_stub.h"
 #include "preload/hooks.h"
@@ -19,12 +23,38 @@ RT(cudaGetDevice)
 RT(cudaGetLastError)
 #undef RT
 
-/* RTLD_NEXT asked from this library's code: the runtime after memtap. */
+static int find_runtime(struct dl_phdr_info *info, size_t size, void *out)
+{
+	const char *base = strrchr(info->dlpi_name, '/');
+
+	(void)size;
+	base = base ? base + 1 : info->dlpi_name;
+	if (strncmp(base, "libcudart.so", 12) != 0)
+		return 0;
+	snprintf(out, PATH_MAX, "%s", info->dlpi_name);
+	return 1;
+}
+
+/* The runtime after memtap: RTLD_NEXT asked from this library's code, else a libcudart
+ * loaded where RTLD_NEXT does not look (dlopen'd RTLD_LOCAL, as Python's ctypes and
+ * extension modules load theirs). */
+static void *runtime_symbol(const char *name)
+{
+	char path[PATH_MAX] = "";
+	void *p = mt_dlsym_resolve()(RTLD_NEXT, name), *h;
+
+	if (p || !dl_iterate_phdr(find_runtime, path) || !(h = dlopen(path, RTLD_LAZY | RTLD_NOLOAD)))
+		return p;
+	p = mt_dlsym_resolve()(h, name);
+	dlclose(h);
+	return p;
+}
+
 /* Racing threads resolve the same value: relaxed atomics keep that well-defined. */
 #define REAL_OR_RETURN(var, name)                                                                      \
 	__typeof__(name) *var = __atomic_load_n(&real_##name, __ATOMIC_RELAXED);                      \
 	if (unlikely(!var)) {                                                                          \
-		var = (__typeof__(name) *)mt_dlsym_resolve()(RTLD_NEXT, #name);                       \
+		var = (__typeof__(name) *)runtime_symbol(#name);                                       \
 		__atomic_store_n(&real_##name, var, __ATOMIC_RELAXED);                                \
 	}                                                                                              \
 	if (unlikely(!var))                                                                            \
@@ -36,7 +66,7 @@ static uint8_t runtime_device(void)
 	int d = -1;
 
 	if (!get) {
-		get = (__typeof__(cudaGetDevice) *)mt_dlsym_resolve()(RTLD_NEXT, "cudaGetDevice");
+		get = (__typeof__(cudaGetDevice) *)runtime_symbol("cudaGetDevice");
 		__atomic_store_n(&real_cudaGetDevice, get, __ATOMIC_RELAXED);
 	}
 	if (get && get(&d) == cudaSuccess && d >= 0 && d < MT_NO_DEVICE)
@@ -51,7 +81,7 @@ static void forget_error(void)
 	__typeof__(cudaGetLastError) *get = __atomic_load_n(&real_cudaGetLastError, __ATOMIC_RELAXED);
 
 	if (!get) {
-		get = (__typeof__(cudaGetLastError) *)mt_dlsym_resolve()(RTLD_NEXT, "cudaGetLastError");
+		get = (__typeof__(cudaGetLastError) *)runtime_symbol("cudaGetLastError");
 		__atomic_store_n(&real_cudaGetLastError, get, __ATOMIC_RELAXED);
 	}
 	if (get)

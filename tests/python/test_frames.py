@@ -1,0 +1,161 @@
+"""Python frames: a Python program allocates device memory through ctypes calls into
+simgpu's runtime from functions, a method, another module, a threading.Thread, an
+exception handler and an exec'd python3 child, and once from a native thread with no
+Python state. Every allocation made from Python must carry the call sites the program
+saw itself with inspect (file, line, qualified function, innermost first), in place of
+the interpreter's frames; the native thread's has none. Run plainly, with -X importtime,
+and with MEMTAP_PYTHON_FRAMES=0 (no Python frames at all)."""
+import json
+import os
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.join(os.environ["MT_SRCDIR"], "tests"))
+from tap import done, ok, scratch  # noqa: E402
+
+B = os.environ["MT_BUILDDIR"]
+MEMTAP = os.path.join(B, "tools/memtap/memtap")
+NATIVE = os.path.join(B, "tests/python/.libs/libnative_thread.so")
+TMP = scratch("frames")
+
+HELPERS = r'''
+import ctypes, inspect, json, os
+rt = ctypes.CDLL("libcudart.so.13")
+SITES = {}
+
+def alloc(n):
+    p = ctypes.c_void_p()
+    rc, here = rt.cudaMalloc(ctypes.byref(p), ctypes.c_size_t(n)), inspect.stack()
+    assert rc == 0
+    SITES[p.value] = [[os.path.abspath(f.filename), f.lineno, f.frame.f_code.co_qualname] for f in here]
+    return p.value
+
+def save(path):
+    with open(path, "w") as f:
+        json.dump({str(k): v for k, v in SITES.items()}, f)
+'''
+
+PROGRAM = r'''
+import ctypes, subprocess, sys, threading
+import helpers
+from helpers import alloc
+
+keep = [alloc(1 << 20)]
+
+def layer(n):
+    return alloc(n)
+
+class Block:
+    def forward(self, n):
+        return layer(n)
+
+keep.append(Block().forward(2 << 20))
+t = threading.Thread(target=lambda: keep.append(layer(3 << 20)), name="worker")
+t.start()
+t.join()
+
+def risky():
+    keep.append(alloc(4 << 20))
+    raise ValueError("while holding device memory")
+
+try:
+    risky()
+except ValueError:
+    keep.append(layer(5 << 20))
+
+native = ctypes.CDLL(sys.argv[2]).alloc_on_native_thread
+native.restype, native.argtypes = ctypes.c_size_t, [ctypes.c_size_t]
+helpers.SITES[native(6 << 20)] = None
+if sys.argv[3] == "child":
+    subprocess.run([sys.executable, __file__, sys.argv[1] + ".child", sys.argv[2], "leaf"], check=True)
+helpers.save(sys.argv[1])
+'''
+
+DUMP = r'''
+for e in memtap.trace:events("alloc") do
+  local frames = {}
+  for _, f in ipairs(memtap.trace:stack(e.stack)) do
+    if f.module == "python" then frames[#frames + 1] = string.format("%s:%d:%s", f.file, f.line, f["function"]) end
+  end
+  print(string.format("%d %s", e.addr, table.concat(frames, "|")))
+end
+'''
+
+for name, text in (("helpers.py", HELPERS), ("prog.py", PROGRAM), ("dump.lua", DUMP)):
+    open(os.path.join(TMP, name), "w").write(text)
+
+
+def run(tag, python_args=(), frames="1", child=False):
+    sites = os.path.join(TMP, tag + ".json")
+    env = dict(os.environ, MEMTAP_PYTHON_FRAMES=frames)
+    p = subprocess.run([MEMTAP, "run", "-q", "-o", os.path.join(TMP, tag + "-%p.trace"), "--", sys.executable,
+                        *python_args, os.path.join(TMP, "prog.py"), sites, NATIVE, "child" if child else "leaf"],
+                       env=env, cwd=TMP, capture_output=True, text=True)
+    return p, sites
+
+
+def recorded(trace):
+    p = subprocess.run([MEMTAP, "lua", os.path.join(TMP, "dump.lua"), trace], capture_output=True, text=True)
+    got = {}
+    for line in p.stdout.splitlines():
+        addr, _, frames = line.partition(" ")
+        got[int(addr)] = [f.rsplit(":", 2) for f in frames.split("|")] if frames else []
+    return got
+
+
+def traces(tag):
+    return sorted(os.path.join(TMP, f) for f in os.listdir(TMP) if f.startswith(tag + "-") and f.endswith(".trace"))
+
+
+def check(tag, sites_file, trace, frames_on=True):
+    sites = json.load(open(sites_file))
+    got = recorded(trace)
+    bad = []
+    for addr, want in sites.items():
+        have = got.get(int(addr))
+        if have is None:
+            bad.append("%s: not recorded" % addr)
+        elif want is None or not frames_on:
+            if have:
+                bad.append("%s: Python frames where none should be: %s" % (addr, have))
+        else:
+            want = [[f, str(line), fn] for f, line, fn in want]
+            if have != want:
+                bad.append("%s: recorded %s, inspect saw %s" % (addr, have, want))
+    return bad, len(sites)
+
+
+p, sites = run("plain", child=True)
+ok(p.returncode == 0, "the program runs under memtap", p.stderr)
+parent = [t for t in traces("plain")]
+bad, n = check("plain", sites, parent[0])
+ok(n == 6 and not bad, "every allocation from Python carries the call sites inspect saw, "
+   "from functions, a method, another module, a thread and an exception handler; the native "
+   "thread's has no Python frames", "\n".join(bad))
+bad, n = check("plain", sites + ".child", parent[1]) if len(parent) == 2 else (["no child trace"], 0)
+ok(n == 6 and not bad, "an exec'd python3 child's allocations carry its own frames", "\n".join(bad))
+
+p, sites = run("importtime", ["-X", "importtime"])
+bad, n = check("importtime", sites, traces("importtime")[0]) if p.returncode == 0 else ([p.stderr], 0)
+ok(n == 6 and not bad, "the same with python3 -X importtime", "\n".join(bad))
+
+p, sites = run("off", frames="0")
+bad, n = check("off", sites, traces("off")[0], frames_on=False) if p.returncode == 0 else ([p.stderr], 0)
+ok(n == 6 and not bad, "MEMTAP_PYTHON_FRAMES=0: native stacks only", "\n".join(bad))
+
+# the report reads from the user's line down to the CUDA call
+p = subprocess.run([MEMTAP, "report", parent[0]], capture_output=True, text=True)
+lines = p.stdout.splitlines()
+ok(p.returncode == 0 and any(l.strip().startswith("Block.forward (prog.py:") for l in lines)
+   and not any("_PyEval_EvalFrameDefault" in l for l in lines),
+   "memtap report shows Python frames in place of the interpreter's eval loop", p.stdout[-3000:])
+# a policy's event table: the same frames as "function (file:line)"
+policy = os.path.join(TMP, "stack.lua")
+open(policy, "w").write('memtap.on_threshold("2MiB", function(ev) memtap.log(table.concat(ev.stack, " | ")) end)\n')
+p = subprocess.run([MEMTAP, "run", "-o", os.path.join(TMP, "policy-%p.trace"), "--policy", policy, "--", sys.executable,
+                    os.path.join(TMP, "prog.py"), os.path.join(TMP, "policy.json"), NATIVE, "leaf"],
+                   cwd=TMP, capture_output=True, text=True)
+logged = [l for l in p.stderr.splitlines() if "policy:" in l]
+ok(p.returncode == 0 and len(logged) == 1 and "Block.forward (%s:" % os.path.join(TMP, "prog.py") in logged[0],
+   "a policy handler's ev.stack holds the Python frames", p.stderr)
+done()
