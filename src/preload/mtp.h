@@ -67,6 +67,7 @@ struct mtp_thread {
 	struct mtp_ring *ring;
 	struct mtp_stack_cache *stack_cache; /* this thread's last stack (stack.c) */
 	struct mtp_py_cache *py_cache;       /* its Python frames seen (python.c) */
+	uint32_t py_looks;                   /* stacks since it last looked for an interpreter */
 	uint32_t index;            /* 0 = not yet registered */
 	int depth;                 /* hook nesting: only the outermost records */
 	bool interning;            /* holds an interning table's lock (intern.c) */

@@ -39,8 +39,7 @@ static const struct layout layouts[] = {
 #define CACHE 256            /* (code, instruction) -> frame string, per thread */
 
 static struct {
-	int state; /* 0: not looked for yet, 1: an interpreter we can read, -1: none */
-	unsigned misses;
+	int state; /* 0: not found yet, 1: an interpreter we can read, -1: one we cannot */
 	const struct layout *l;
 	int (*initialized)(void);
 	void *(*tstate)(void);
@@ -120,8 +119,8 @@ static bool ready(void)
 
 	if (likely(s != 0))
 		return s > 0;
-	/* a program may load the interpreter late: look again now and then */
-	if (__atomic_fetch_add(&py.misses, 1, __ATOMIC_RELAXED) % 4096 != 0)
+	/* a program may load the interpreter late: each thread looks again now and then */
+	if (mtp_self.py_looks++ % 4096 != 0)
 		return false;
 	pthread_mutex_lock(&py_lock);
 	if (!py.state && (s = look()) != 0)
