@@ -499,8 +499,10 @@ static void process(uint64_t cutoff)
 		*(old ? &i : &j) += 1;
 	}
 	/* what waits: the rest of the held events, then the rest of the batch */
-	memmove(held.e, held.e + i, (held.n - i) * sizeof *held.e);
-	held.n -= i;
+	if (i) {
+		memmove(held.e, held.e + i, (held.n - i) * sizeof *held.e);
+		held.n -= i;
+	}
 	if (j < b.n && fit(&held, held.n + b.n - j)) {
 		memcpy(held.e + held.n, b.e + j, (b.n - j) * sizeof *held.e);
 		held.n += b.n - j;
