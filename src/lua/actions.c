@@ -34,6 +34,20 @@ static void set_str(lua_State *L, const char *k, const char *v)
 
 /* ---- stacks ---- */
 
+/* A Python frame's string, "function\tfile\tline", as "function (file:line)". */
+static void python_frame(char *out, size_t size, const char *s, size_t len)
+{
+	char buf[256], *file, *line; /* shorter than `out`, which gains " (:)" */
+
+	snprintf(buf, sizeof buf, "%.*s", (int)len, s);
+	if (!(file = strchr(buf, '\t')) || !(line = strchr(file + 1, '\t'))) {
+		snprintf(out, size, "%s", buf);
+		return;
+	}
+	*file++ = *line++ = '\0';
+	snprintf(out, size, "%s (%s:%s)", buf, file, line);
+}
+
 static void push_frames(lua_State *L, uint32_t id)
 {
 	size_t len = 0;
@@ -46,18 +60,10 @@ static void push_frames(lua_State *L, uint32_t id)
 		Dl_info info;
 		char line[512];
 		memcpy(&a, (const char *)f + i * sizeof a, sizeof a);
-		if (a & MT_PYFRAME) { /* "function\tfile\tline" becomes "function (file:line)" */
+		if (a & MT_PYFRAME) {
 			size_t len = 0;
-			const char *py = mt_pol.host->string((uint32_t)a, &len), *t1, *t2;
-			int n1, n2;
-			py = py ? py : "?\t?\t0";
-			t1 = memchr(py, '\t', len);
-			t2 = t1 ? memchr(t1 + 1, '\t', len - (size_t)(t1 + 1 - py)) : NULL;
-			if (!t2)
-				t1 = t2 = py + len;
-			n1 = (int)(t1 - py);
-			n2 = (int)(t2 - t1 - (t1 < t2));
-			snprintf(line, sizeof line, "%.*s (%.*s:%.*s)", n1, py, n2, t1 + (t1 < t2), (int)(py + len - t2 - (t2 < py + len)), t2 + (t2 < py + len));
+			const char *py = mt_pol.host->string((uint32_t)a, &len);
+			python_frame(line, sizeof line, py ? py : "?", py ? len : 1);
 		} else if (dladdr((void *)(uintptr_t)a, &info) && info.dli_fname) {
 			const char *mod = strrchr(info.dli_fname, '/');
 			mod = mod ? mod + 1 : info.dli_fname;
