@@ -61,7 +61,12 @@ int mt_sort_events(struct mt_event *e, size_t n)
 	size_t *start = NULL, runs = 0, cap = 0, tcap = 0;
 	struct mt_event *tmp = NULL;
 	int r = 0;
+	size_t first = 1;
 
+	while (first < n && e[first].time >= e[first - 1].time)
+		first++;
+	if (first >= n)
+		return 0; /* in order already: nothing to buffer */
 	for (size_t i = 0; i < n; i++) {
 		if (i && e[i].time >= e[i - 1].time)
 			continue;

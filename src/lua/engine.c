@@ -467,14 +467,6 @@ static void feed(const struct mt_event *e, size_t n, uint64_t now)
 	pthread_mutex_unlock(&q.lock);
 }
 
-static bool in_order(const struct mt_event *e, size_t n)
-{
-	for (size_t i = 1; i < n; i++)
-		if (e[i].time < e[i - 1].time)
-			return false;
-	return true;
-}
-
 /* Applies the events that waited and the writer's new batch, merged in time order, up to
  * `cutoff`; the rest waits in `held`. The batch is taken without a copy: its buffer is
  * swapped with a spare one. Called with mt_pol.lock held. */
@@ -488,8 +480,7 @@ static void process(uint64_t cutoff)
 	q.in = spare;
 	pthread_mutex_unlock(&q.lock);
 	mt_watch_forget_capacity(); /* the driver may have said a device's size since */
-	if (!in_order(b.e, b.n))
-		mt_sort_events(b.e, b.n); /* out of memory: applied as they came */
+	mt_sort_events(b.e, b.n); /* out of memory: applied as they came */
 	while (i < held.n || j < b.n) {
 		bool old = j == b.n || (i < held.n && held.e[i].time <= b.e[j].time);
 		const struct mt_event *e = old ? &held.e[i] : &b.e[j];
@@ -506,8 +497,7 @@ static void process(uint64_t cutoff)
 	if (j < b.n && fit(&held, held.n + b.n - j)) {
 		memcpy(held.e + held.n, b.e + j, (b.n - j) * sizeof *held.e);
 		held.n += b.n - j;
-		if (!in_order(held.e, held.n))
-			mt_sort_events(held.e, held.n);
+		mt_sort_events(held.e, held.n);
 	} else if (j < b.n) {
 		__atomic_add_fetch(&mt_pol.dropped, b.n - j, __ATOMIC_RELAXED);
 	}
