@@ -176,11 +176,14 @@ static void stack_text(FILE *out, const struct mt_report *r, struct mt_symbols *
 		       const char *indent)
 {
 	const struct mt_trace *t = r->trace;
+	const char *note = mt_symbols_no_python(sym, stack);
 
 	if (stack == 0 || stack >= t->nstacks || !t->stacks[stack].depth) {
 		fprintf(out, "%s(no stack)\n", indent);
 		return;
 	}
+	if (note)
+		fprintf(out, "%s%s\n", indent, note);
 	for (uint32_t i = 0; i < t->stacks[stack].depth; i++) {
 		fprintf(out, "%s", indent);
 		frame_text(out, mt_symbols_frame(sym, t->stacks[stack].frames[i]));
@@ -440,7 +443,8 @@ void mt_report_json(FILE *out, const struct mt_report *r, struct mt_symbols *sym
 
 	fputs("{\n  \"memtap_report\": 1,\n  \"trace\": ", out);
 	mt_json_str(out, t->path);
-	fprintf(out, ",\n  \"complete\": %s,\n  \"problem\": ", t->complete ? "true" : "false");
+	fprintf(out, ",\n  \"complete\": %s,\n  \"python_frames\": %s,\n  \"problem\": ", t->complete ? "true" : "false",
+		mt_symbols_python(sym) ? "true" : "false");
 	if (t->problem[0])
 		mt_json_str(out, t->problem);
 	else

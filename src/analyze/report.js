@@ -39,10 +39,13 @@
   function num(value, text) { return el("td", { class: "num", "data-value": value }, text); }
   function frameText(frames) {
     if (!frames || !frames.length) return "(no stack)";
-    return frames.slice(0, 8).map((f) => {
+    const lines = frames.slice(0, 8).map((f) => {
       const where = f.file ? " (" + f.file.split("/").pop() + ":" + f.line + ")" : f.module ? " (" + f.module + ")" : "";
       return (f.function || f.address || "?") + where;
-    }).join("\n");
+    });
+    if (REPORT.python_frames && !frames.some((f) => f.module === "python"))
+      lines.unshift("(no Python frames: a thread without Python)");
+    return lines.join("\n");
   }
   function table(id, headers, rows) {
     const t = el("table", { id: id });

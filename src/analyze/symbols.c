@@ -13,7 +13,16 @@ struct mt_symbols {
 	struct mt_map cache; /* address -> index + 1 into frames */
 	struct mt_frame *frames;
 	size_t nframes, cap;
+	bool python; /* some stack holds Python frames */
 };
+
+static bool has_python(const struct mt_stack *st)
+{
+	for (uint32_t i = 0; i < st->depth; i++)
+		if (st->frames[i] & MT_PYFRAME)
+			return true;
+	return false;
+}
 
 static const Dwfl_Callbacks callbacks = {
 	.find_elf = dwfl_build_id_find_elf,
@@ -28,6 +37,8 @@ struct mt_symbols *mt_symbols_open(const struct mt_trace *t)
 	if (!s)
 		return NULL;
 	s->trace = t;
+	for (size_t i = 1; i < t->nstacks && !t->nnamed && !s->python; i++)
+		s->python = has_python(&t->stacks[i]);
 	s->dwfl = dwfl_begin(&callbacks);
 	if (s->dwfl) {
 		dwfl_report_begin(s->dwfl);
@@ -124,6 +135,18 @@ const struct mt_frame *mt_symbols_frame(struct mt_symbols *s, uint64_t addr)
 	s->frames[s->nframes++] = f;
 	mt_map_put(&s->cache, addr, s->nframes);
 	return &s->frames[s->nframes - 1];
+}
+
+bool mt_symbols_python(const struct mt_symbols *s)
+{
+	return s && s->python;
+}
+
+const char *mt_symbols_no_python(const struct mt_symbols *s, uint32_t stack)
+{
+	if (!mt_symbols_python(s) || stack == 0 || stack >= s->trace->nstacks || has_python(&s->trace->stacks[stack]))
+		return NULL;
+	return "(no Python frames: a thread without Python)";
 }
 
 void mt_symbols_close(struct mt_symbols *s)

@@ -5,6 +5,7 @@
 #ifndef MT_SYMBOLS_H
 #define MT_SYMBOLS_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "format/reader.h"
@@ -22,6 +23,11 @@ struct mt_symbols;
 
 struct mt_symbols *mt_symbols_open(const struct mt_trace *t);
 const struct mt_frame *mt_symbols_frame(struct mt_symbols *s, uint64_t addr); /* s may be NULL */
+/* Whether the trace holds Python frames (its process ran Python); and, for a stack of
+ * such a trace that has none (a thread without Python: autograd, NCCL), a line saying
+ * so, the way PyTorch does; NULL otherwise. */
+bool mt_symbols_python(const struct mt_symbols *s);
+const char *mt_symbols_no_python(const struct mt_symbols *s, uint32_t stack);
 void mt_symbols_close(struct mt_symbols *s);
 
 #endif

@@ -7,6 +7,7 @@ the interpreter's frames; the native thread's has none. Run plainly, with -X imp
 and with MEMTAP_PYTHON_FRAMES=0 (no Python frames at all)."""
 import json
 import os
+import pickle
 import subprocess
 import sys
 
@@ -62,6 +63,9 @@ def risky():
     keep.append(alloc(4 << 20))
     raise ValueError("while holding device memory")
 
+from schätzen import größe
+keep.append(größe(7 << 20))
+
 try:
     risky()
 except ValueError:
@@ -85,13 +89,20 @@ for e in memtap.trace:events("alloc") do
 end
 '''
 
-for name, text in (("helpers.py", HELPERS), ("prog.py", PROGRAM), ("dump.lua", DUMP)):
-    open(os.path.join(TMP, name), "w").write(text)
+NON_ASCII = """
+from helpers import alloc
+
+def größe(n):
+    return alloc(n)
+"""
+
+for name, text in (("helpers.py", HELPERS), ("prog.py", PROGRAM), ("dump.lua", DUMP), ("schätzen.py", NON_ASCII)):
+    open(os.path.join(TMP, name), "w", encoding="utf-8").write(text)
 
 
-def run(tag, python_args=(), frames="1", child=False):
+def run(tag, python_args=(), frames="1", child=False, layout="0"):
     sites = os.path.join(TMP, tag + ".json")
-    env = dict(os.environ, MEMTAP_PYTHON_FRAMES=frames)
+    env = dict(os.environ, MEMTAP_PYTHON_FRAMES=frames, MEMTAP_PYTHON_LAYOUT=layout)
     p = subprocess.run([MEMTAP, "run", "-q", "-o", os.path.join(TMP, tag + "-%p.trace"), "--", sys.executable,
                         *python_args, os.path.join(TMP, "prog.py"), sites, NATIVE, "child" if child else "leaf"],
                        env=env, cwd=TMP, capture_output=True, text=True)
@@ -133,26 +144,69 @@ p, sites = run("plain", child=True)
 ok(p.returncode == 0, "the program runs under memtap", p.stderr)
 parent = [t for t in traces("plain")]
 bad, n = check("plain", sites, parent[0])
-ok(n == 6 and not bad, "every allocation from Python carries the call sites inspect saw, "
-   "from functions, a method, another module, a thread and an exception handler; the native "
+ok(n == 7 and not bad, "every allocation from Python carries the call sites inspect saw, "
+   "from functions, a method, another module, a thread, an exception handler and non-ASCII "
+   "names; the native "
    "thread's has no Python frames", "\n".join(bad))
 bad, n = check("plain", sites + ".child", parent[1]) if len(parent) == 2 else (["no child trace"], 0)
-ok(n == 6 and not bad, "an exec'd python3 child's allocations carry its own frames", "\n".join(bad))
+ok(n == 7 and not bad, "an exec'd python3 child's allocations carry its own frames", "\n".join(bad))
 
 p, sites = run("importtime", ["-X", "importtime"])
 bad, n = check("importtime", sites, traces("importtime")[0]) if p.returncode == 0 else ([p.stderr], 0)
-ok(n == 6 and not bad, "the same with python3 -X importtime", "\n".join(bad))
+ok(n == 7 and not bad, "the same with python3 -X importtime", "\n".join(bad))
 
 p, sites = run("off", frames="0")
 bad, n = check("off", sites, traces("off")[0], frames_on=False) if p.returncode == 0 else ([p.stderr], 0)
-ok(n == 6 and not bad, "MEMTAP_PYTHON_FRAMES=0: native stacks only", "\n".join(bad))
+ok(n == 7 and not bad, "MEMTAP_PYTHON_FRAMES=0: native stacks only", "\n".join(bad))
 
-# the report reads from the user's line down to the CUDA call
+# another CPython version's layout does not match this interpreter's objects: the first
+# stack is read with every access checked, so frames are turned off instead of crashing
+mine = "%d" % sys.version_info.minor
+bad = []
+for other in ("9", "10", "11", "12", "13"):
+    if other == mine:
+        continue
+    p, sites = run("layout" + other, layout=other)
+    found, n = check("layout", sites, traces("layout" + other)[0], frames_on=False) if p.returncode == 0 else ([], 0)
+    said = [l for l in p.stderr.splitlines() if l.startswith("memtap:")]
+    if p.returncode != 0 or n != 7 or found or len(said) > 1:
+        bad.append("3.%s's layout: exit %d, %s %s" % (other, p.returncode, found, p.stderr[-500:]))
+ok(not bad, "another version's layout is refused on this interpreter, without a crash or a wrong frame",
+   "\n".join(bad))
+
+# the report reads from the user's line down to the CUDA call, and says which stack is a
+# thread without Python
 p = subprocess.run([MEMTAP, "report", parent[0]], capture_output=True, text=True)
-lines = p.stdout.splitlines()
-ok(p.returncode == 0 and any(l.strip().startswith("Block.forward (prog.py:") for l in lines)
-   and not any("_PyEval_EvalFrameDefault" in l for l in lines),
-   "memtap report shows Python frames in place of the interpreter's eval loop", p.stdout[-3000:])
+lines = [l.strip() for l in p.stdout.splitlines()]
+ok(p.returncode == 0 and any(l.startswith("Block.forward (prog.py:") for l in lines)
+   and not any("_PyEval_EvalFrameDefault" in l for l in lines)
+   and "(no Python frames: a thread without Python)" in lines,
+   "memtap report shows Python frames in place of the interpreter's eval loop, and says which "
+   "stack has none", p.stdout[-3000:])
+p = subprocess.run([MEMTAP, "report", "--json", parent[0]], capture_output=True, text=True)
+doc = json.loads(p.stdout) if p.returncode == 0 else {}
+forward = [g for g in doc.get("top_at_peak", []) if any(f["function"] == "Block.forward" for f in g["frames"])]
+py = [(f["function"], os.path.basename(f["file"])) for f in forward[0]["frames"] if f["module"] == "python"] \
+    if forward else []
+ok(doc.get("python_frames") is True and py[:3] == [("alloc", "helpers.py"), ("layer", "prog.py"),
+                                                   ("Block.forward", "prog.py")],
+   "the JSON report carries the Python frames (module python) and says the trace has them", p.stdout[-2000:])
+
+# exports: folded stacks and PyTorch's snapshot layout name the Python functions
+p = subprocess.run([MEMTAP, "export", "--format=folded", parent[0]], capture_output=True, text=True)
+ok(p.returncode == 0 and any("Block.forward" in l and "layer" in l and "_PyEval_EvalFrameDefault" not in l
+                             for l in p.stdout.splitlines()),
+   "folded stacks hold the Python frames in place of the eval loop", p.stdout[-2000:])
+viz = os.path.join(TMP, "viz.pickle")
+p = subprocess.run([MEMTAP, "export", "--format=memviz", "-o", viz, parent[0]], capture_output=True, text=True)
+names = set()
+if p.returncode == 0:
+    snap = pickle.load(open(viz, "rb"))
+    for trace in snap.get("device_traces", []):
+        for e in trace:
+            names.update((os.path.basename(f["filename"]), f["name"]) for f in e.get("frames", []))
+ok(("prog.py", "Block.forward") in names and ("helpers.py", "alloc") in names,
+   "the memviz export's frames are the Python frames, as PyTorch writes them", p.stderr + str(sorted(names))[:2000])
 # a policy's event table: the same frames as "function (file:line)"
 policy = os.path.join(TMP, "stack.lua")
 open(policy, "w").write('memtap.on_threshold("2MiB", function(ev) memtap.log(table.concat(ev.stack, " | ")) end)\n')
