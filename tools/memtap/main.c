@@ -16,6 +16,8 @@ static const char usage[] =
 	"  export --format=F TRACE           folded stacks, perfetto (Chrome JSON) or memviz (pickle)\n"
 	"  dump TRACE [--json]               every recorded event, one per line\n"
 	"  lua SCRIPT.lua TRACE... [-- ARGS] run a Lua script over traces (custom reports, CI checks)\n"
+	"  plan MODEL SETUP [--gpu-mem SIZE] device memory per GPU of a training setup: ZeRO,\n"
+	"                                    offload, recomputation, TP/PP/SP; will it fit\n"
 	"  version                           print memtap's version\n"
 	"`memtap COMMAND --help` describes a command.\n";
 
@@ -48,6 +50,8 @@ int main(int argc, char **argv)
 		return progress_start(), cmd_export(argc - 1, argv + 1);
 	if (strcmp(argv[1], "lua") == 0)
 		return cmd_lua(argc - 1, argv + 1);
+	if (strcmp(argv[1], "plan") == 0)
+		return cmd_plan(argc - 1, argv + 1);
 	if (strcmp(argv[1], "dump") == 0)
 		return cmd_dump(argc - 1, argv + 1);
 	if (strcmp(argv[1], "version") == 0 || strcmp(argv[1], "--version") == 0) {

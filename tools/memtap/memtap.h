@@ -8,6 +8,7 @@ int cmd_dump(int argc, char **argv);
 int cmd_diff(int argc, char **argv);
 int cmd_export(int argc, char **argv);
 int cmd_lua(int argc, char **argv);
+int cmd_plan(int argc, char **argv);
 void die(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
 /* The progress bar of long analyses (progress.c): start before reading, clear it before a
  * note on stderr, end it before printing results. */
