@@ -50,6 +50,7 @@ const char *mt_plan_check(struct mt_plan_config *c)
 			return "the query groups must divide the heads";
 		if (c->heads % c->tp)
 			return "the tensor-parallel size must divide the heads";
+		/* fewer query groups than tp ranks are replicated; more must split evenly */
 		if (c->query_groups % c->tp && c->query_groups >= c->tp)
 			return "the tensor-parallel size must divide the query groups";
 		if (c->layers % c->pp)

@@ -175,11 +175,15 @@ static void print_text(const struct mt_plan_config *c, const struct mt_plan *p, 
 		uint64_t b = largest_micro_batch(c, mem), g = fewest_gpus(c, mem);
 		printf("on a %.2f GiB GPU: %s (%.2f GiB %s)\n", gib(mem), p->total <= mem ? "fits" : "does not fit",
 		       gib(fabs(mem - p->total)), p->total <= mem ? "to spare" : "short");
-		if (c->layers)
-			b ? printf("  largest micro-batch that fits: %llu\n", (unsigned long long)b)
-			  : printf("  no micro-batch fits\n");
-		g ? printf("  fewest GPUs that fit: %llu\n", (unsigned long long)g)
-		  : printf("  no number of GPUs up to 65536 fits\n");
+		if (c->layers && b)
+			printf("  largest micro-batch that fits: %llu\n", (unsigned long long)b);
+		else if (c->layers)
+			printf("  no micro-batch fits\n");
+		if (g)
+			printf("  fewest GPUs that fit: %llu\n", (unsigned long long)g);
+		else
+			printf("  no number of GPUs up to 65536 fits at ZeRO-%d (tp %llu, pp %llu)\n", c->zero,
+			       (unsigned long long)c->tp, (unsigned long long)c->pp);
 	}
 }
 
