@@ -4,19 +4,27 @@
 
 #include <math.h>
 #include <stddef.h>
+#include <stdio.h>
+#include <string.h>
 
 static double max2(double a, double b)
 {
 	return a > b ? a : b;
 }
 
-/* Parameters of one transformer layer: two LayerNorms, QKV with biases (K and V over
- * the query groups), the output projection and a two-layer MLP, all with biases. */
+const char *const mt_plan_recompute_names[4] = {"none", "selective", "full", NULL};
+const char *const mt_plan_component_names[MT_PLAN_COMPONENTS] = {"params", "grads", "optimizer", "activations",
+									"temporaries"};
+
+/* Parameters of one transformer layer: two norms, QKV with biases (K and V over the
+ * query groups), the output projection and the MLP (gated: its first matrix twice as
+ * wide), all with biases. */
 static double layer_params(const struct mt_plan_config *c)
 {
 	double h = (double)c->hidden, f = (double)c->ffn, kv = h * (double)c->query_groups / (double)c->heads;
+	double norm = c->rmsnorm ? h : 2 * h, up = c->swiglu ? 2 * f : f;
 
-	return 2 * h + (h + 2 * kv) * (h + 1) + h * h + h + 2 * h + f * h + f + h * f + h;
+	return 2 * norm + (h + 2 * kv) * (h + 1) + h * h + h + up * (h + 1) + f * h + h;
 }
 
 const char *mt_plan_check(struct mt_plan_config *c)
@@ -27,6 +35,8 @@ const char *mt_plan_check(struct mt_plan_config *c)
 		c->tp = 1;
 	if (!c->pp)
 		c->pp = 1;
+	if (!c->vpp)
+		c->vpp = 1;
 	if (!c->nodes || !c->gpus_per_node)
 		return "there must be at least one node and one GPU per node";
 	if (c->zero < 0 || c->zero > 3)
@@ -37,6 +47,10 @@ const char *mt_plan_check(struct mt_plan_config *c)
 		return "parameter offload needs ZeRO stage 3";
 	if (c->sp && c->tp < 2)
 		return "sequence parallelism needs a tensor-parallel size above 1";
+	if (c->vpp > 1 && c->pp < 2)
+		return "virtual pipeline stages need a pipeline-parallel size above 1";
+	if (!(c->overhead >= 0))
+		return "the framework overhead cannot be negative";
 	if (c->layers) {
 		if (!c->hidden || !c->heads || !c->vocab || !c->seq || !c->micro_batch)
 			return "an architecture needs --hidden, --heads, --vocab, --seq and --micro-batch besides --layers";
@@ -53,14 +67,14 @@ const char *mt_plan_check(struct mt_plan_config *c)
 		/* fewer query groups than tp ranks are replicated; more must split evenly */
 		if (c->query_groups % c->tp && c->query_groups >= c->tp)
 			return "the tensor-parallel size must divide the query groups";
-		if (c->layers % c->pp)
-			return "the pipeline-parallel size must divide the layers";
+		if (c->layers % (c->pp * c->vpp))
+			return "the pipeline stages (pp x vpp) must divide the layers";
 		if (c->sp && c->seq % c->tp)
 			return "with sequence parallelism the tensor-parallel size must divide the sequence";
 		if (!c->params) {
 			double h = (double)c->hidden, v = (double)c->vocab;
 			c->params = (uint64_t)((double)c->layers * layer_params(c) + v * h * (c->untied ? 2 : 1) +
-					       (double)c->seq * h + 2 * h);
+					       (double)c->seq * h + (c->rmsnorm ? h : 2 * h));
 		}
 		if (!c->largest_layer)
 			c->largest_layer = (uint64_t)max2((double)c->vocab * (double)c->hidden, layer_params(c));
@@ -74,14 +88,13 @@ const char *mt_plan_check(struct mt_plan_config *c)
 	return NULL;
 }
 
-/* bytes one element of a value takes */
-static double value_bytes(const struct mt_plan_config *c)
+double mt_plan_value_bytes(const struct mt_plan_config *c)
 {
 	return c->precision == MT_FP32 ? 4 : 2;
 }
 
 /* optimizer state bytes per parameter: moments, and the fp32 master copy under mixed precision */
-static double optimizer_bytes(const struct mt_plan_config *c)
+double mt_plan_optimizer_bytes(const struct mt_plan_config *c)
 {
 	double master = c->precision == MT_MIXED16 ? 4 : 0;
 
@@ -99,20 +112,32 @@ static double optimizer_bytes(const struct mt_plan_config *c)
 
 double mt_plan_layer_activations(const struct mt_plan_config *c)
 {
-	double e = value_bytes(c), s = (double)c->seq, b = (double)c->micro_batch, h = (double)c->hidden;
+	double e = mt_plan_value_bytes(c), s = (double)c->seq, b = (double)c->micro_batch, h = (double)c->hidden;
 	double f = (double)c->ffn, a = (double)c->heads, t = (double)c->tp, spdiv = c->sp ? t : 1;
-	double kv = h * (double)c->query_groups / a;
+	double kv = h * (double)c->query_groups / a, mlp = c->swiglu ? 3 * f : 2 * f;
 
 	if (c->recompute == MT_RECOMPUTE_FULL)
 		return e * s * b * h / spdiv; /* the layer's input only */
-	/* replicated across tensor-parallel ranks (split by sequence parallelism): both
-	 * LayerNorm inputs, the attention and MLP inputs (values) and two dropout masks (bytes);
-	 * split by tensor parallelism: Q, K, V, the projection's input, the MLP's two inner
-	 * tensors; then the attention scores: softmax output, its dropout mask and output */
-	double kept = s * b * (e * 4 * h / spdiv + 2 * h / spdiv + e * (2 * h + 2 * kv + 2 * f) / t);
+	/* replicated across tensor-parallel ranks (split by sequence parallelism): both norm
+	 * inputs, the attention and MLP inputs (values) and two dropout masks (bytes); split
+	 * by tensor parallelism: Q, K, V, the projection's input, the MLP's inner tensors (two,
+	 * or the gate and up outputs and their product when gated); then the attention
+	 * scores: softmax output, its dropout mask and output */
+	double kept = s * b * (e * 4 * h / spdiv + 2 * h / spdiv + e * (2 * h + 2 * kv + mlp) / t);
 	if (c->recompute == MT_RECOMPUTE_NONE)
 		kept += b * a * s * s * (2 * e + 1) / t;
 	return kept;
+}
+
+/* The largest weight: the embedding, the MLP's first matrix or QKV; the largest layer
+ * when only counts are known. */
+static double largest_tensor(const struct mt_plan_config *c)
+{
+	double h = (double)c->hidden, kv = h * (double)c->query_groups / (double)c->heads;
+
+	if (!c->layers)
+		return (double)c->largest_layer;
+	return max2((double)c->vocab * h, max2(h * (double)c->ffn * (c->swiglu ? 2 : 1), h * (h + 2 * kv)));
 }
 
 static double shard(double n, uint64_t parts)
@@ -120,73 +145,131 @@ static double shard(double n, uint64_t parts)
 	return parts > 1 ? ceil(n / (double)parts) : n;
 }
 
-void mt_plan_compute(const struct mt_plan_config *c, struct mt_plan *out)
+/* Micro-batches' worth of all layers the first pipeline stage holds: pp in flight over
+ * layers/pp layers each, fewer when a step has fewer micro-batches, more with the
+ * interleaved schedule (Narayanan et al.; Megatron's factor 1 + (pp-1)/(pp*vpp)). */
+static double in_flight(const struct mt_plan_config *c)
+{
+	double pp = (double)c->pp;
+
+	if (c->vpp > 1)
+		return 1 + (pp - 1) / (pp * (double)c->vpp);
+	if (c->micro_batches && (double)c->micro_batches < pp)
+		return (double)c->micro_batches / pp;
+	return 1;
+}
+
+enum { AT_BACKWARD, AT_LAST_LAYER, AT_FIRST_LAYER, AT_OPTIMIZER, MOMENTS };
+static const char *const moment_names[MOMENTS] = {"backward start", "backward of the last layer",
+						  "backward of the first layer", "optimizer step"};
+
+/* Each moment's components, unscaled. */
+static void moments(const struct mt_plan_config *c, double m[MOMENTS][MT_PLAN_COMPONENTS], double *cpu,
+		    double *nvme)
 {
 	uint64_t gpus = c->nodes * c->gpus_per_node, mp = c->tp * c->pp, dp = gpus / mp;
-	double e = value_bytes(c), p = (double)c->params, t = (double)c->tp;
+	double e = mt_plan_value_bytes(c), p = (double)c->params, t = (double)c->tp;
 	double h = (double)c->hidden, v = (double)c->vocab, sb = (double)c->seq * (double)c->micro_batch;
 	double mine = p / (double)mp; /* this GPU's parameters before ZeRO (the most loaded stage) */
 	double params = e * shard(mine, c->zero >= 3 ? dp : 1);
 	double grads = e * shard(mine, c->zero >= 2 ? dp : 1);
-	double optim = optimizer_bytes(c) * shard(mine, c->zero >= 1 ? dp : 1);
-	double acts = 0, temps_bwd = 0, grads_bwd = 0, update = 0;
-	double acts_layer = 0, grads_layer = 0, temps_layer = 0, acts_first = 0, grads_first = 0;
-	double at_bwd, at_layer = 0, at_first = 0, at_opt, cpu = 0;
+	double optim = mt_plan_optimizer_bytes(c) * shard(mine, c->zero >= 1 ? dp : 1);
+	double *to;
 
+	*cpu = *nvme = 0;
 	if (c->offload_optimizer) {
-		cpu += optim * (double)c->gpus_per_node;
+		to = c->offload_optimizer == MT_OFFLOAD_NVME ? nvme : cpu;
+		*to += optim * (double)c->gpus_per_node;
 		optim = 0;
 	}
 	if (c->offload_params) {
-		cpu += params * (double)c->gpus_per_node;
+		to = c->offload_params == MT_OFFLOAD_NVME ? nvme : cpu;
+		*to += params * (double)c->gpus_per_node;
 		params = e * (double)c->largest_layer / t; /* one layer gathered at a time */
 	}
-	if (c->layers) {
-		struct mt_plan_config none = *c;
-		double emb = e * sb * h / (c->sp ? t : 1), lp = layer_params(c) / t;
+	for (int i = 0; i < MOMENTS; i++)
+		m[i][MT_PLAN_PARAMS] = params, m[i][MT_PLAN_OPTIMIZER] = optim;
+	m[AT_OPTIMIZER][MT_PLAN_GRADS] = grads;
+	if (c->optimizer != MT_NO_OPTIMIZER && !c->offload_optimizer) /* an fp32 update, one tensor at a time */
+		m[AT_OPTIMIZER][MT_PLAN_TEMPORARIES] = 4 * shard(largest_tensor(c) / t, c->zero >= 1 ? dp : 1);
+	if (!c->layers)
+		return;
 
-		none.recompute = MT_RECOMPUTE_NONE;
-		/* the first pipeline stage keeps pp micro-batches of layers/pp layers: all layers'
-		 * worth, and the embedding output of each micro-batch in flight */
-		acts = acts_layer = (double)c->layers * mt_plan_layer_activations(c) + (double)c->pp * emb;
-		if (c->pp == 1) {
-			/* final LayerNorm and output layer inputs, fp32 logits */
-			acts += 2 * emb + 4 * sb * v / t;
-			/* backward begins with the logits' fp32 gradient and the output layer's
-			 * gradient (a full-size bucket under ZeRO-2/3 before it is reduced) */
-			temps_bwd = 4 * sb * v / t + (c->zero >= 2 && dp > 1 ? e * v * h / t : 0);
-			grads_bwd = e * (shard(v * h / t, c->zero >= 2 ? dp : 1) + shard(2 * h, c->zero >= 2 ? dp : 1));
-		}
-		/* the backward of the last layer: the head's activations are gone; its own are
-		 * made again where they were not kept; its input and MLP gradients; its weights
-		 * gathered (ZeRO-3) and its gradient in a full-size bucket (ZeRO-2/3) */
-		grads_layer = grads_bwd + e * shard(lp, c->zero >= 2 ? dp : 1);
-		temps_layer = mt_plan_layer_activations(&none) - mt_plan_layer_activations(c) + emb +
-			      e * sb * (double)c->ffn / t + (c->zero >= 3 && dp > 1 ? e * lp : 0) +
-			      (c->zero >= 2 && dp > 1 ? e * lp : 0);
-		at_layer = params + optim + acts_layer + grads_layer + temps_layer;
-		/* the same in the backward of the first layer: every other gradient made, only
-		 * that layer's activations and the embedding output left */
-		acts_first = mt_plan_layer_activations(c) + (double)c->pp * emb;
-		grads_first = grads - e * shard((double)c->seq * h / t, c->zero >= 2 ? dp : 1);
-		at_first = params + optim + acts_first + grads_first + temps_layer;
-		if (c->optimizer != MT_NO_OPTIMIZER && !c->offload_optimizer)
-			update = 4 * shard((double)c->largest_layer / t, c->zero >= 1 ? dp : 1); /* fp32 update */
+	struct mt_plan_config none = *c;
+	double emb = e * sb * h / (c->sp ? t : 1), lp = layer_params(c) / t, flight = in_flight(c);
+	double acts, temps_bwd = 0, grads_bwd = 0, temps_layer;
+
+	none.recompute = MT_RECOMPUTE_NONE;
+	/* the first pipeline stage keeps its micro-batches in flight of layers/pp layers: all
+	 * layers' worth, and the embedding output of each micro-batch */
+	acts = m[AT_LAST_LAYER][MT_PLAN_ACTIVATIONS] =
+		flight * ((double)c->layers * mt_plan_layer_activations(c) + (double)c->pp * emb);
+	if (c->pp == 1) {
+		/* final norm and output layer inputs, fp32 logits */
+		acts += 2 * emb + 4 * sb * v / t;
+		/* backward begins with the logits' fp32 gradient and the output layer's
+		 * gradient (a full-size bucket under ZeRO-2/3 before it is reduced) */
+		temps_bwd = 4 * sb * v / t + (c->zero >= 2 && dp > 1 ? e * v * h / t : 0);
+		grads_bwd = e * (shard(v * h / t, c->zero >= 2 ? dp : 1) + shard(2 * h, c->zero >= 2 ? dp : 1));
 	}
+	m[AT_BACKWARD][MT_PLAN_ACTIVATIONS] = acts;
+	m[AT_BACKWARD][MT_PLAN_GRADS] = grads_bwd;
+	m[AT_BACKWARD][MT_PLAN_TEMPORARIES] = temps_bwd;
+	/* the backward of the last layer: the head's activations are gone; its own are
+	 * made again where they were not kept; its input and MLP gradients; its weights
+	 * gathered (ZeRO-3) and its gradient in a full-size bucket (ZeRO-2/3) */
+	temps_layer = mt_plan_layer_activations(&none) - mt_plan_layer_activations(c) + emb +
+		      e * sb * (double)c->ffn / t + (c->zero >= 3 && dp > 1 ? e * lp : 0) +
+		      (c->zero >= 2 && dp > 1 ? e * lp : 0);
+	m[AT_LAST_LAYER][MT_PLAN_GRADS] = grads_bwd + e * shard(lp, c->zero >= 2 ? dp : 1);
+	m[AT_LAST_LAYER][MT_PLAN_TEMPORARIES] = temps_layer;
+	/* the same in the backward of the first layer: every other gradient made, only
+	 * that layer's activations and the embedding output left */
+	m[AT_FIRST_LAYER][MT_PLAN_ACTIVATIONS] = mt_plan_layer_activations(c) + (double)c->pp * emb;
+	m[AT_FIRST_LAYER][MT_PLAN_GRADS] = grads - e * shard((double)c->seq * h / t, c->zero >= 2 ? dp : 1);
+	m[AT_FIRST_LAYER][MT_PLAN_TEMPORARIES] = temps_layer;
+}
+
+void mt_plan_compute(const struct mt_plan_config *c, const struct mt_plan_scale *s, struct mt_plan *out)
+{
+	double m[MOMENTS][MT_PLAN_COMPONENTS] = {{0}};
+	int last = c->layers ? MOMENTS : AT_OPTIMIZER + 1, first = c->layers ? 0 : AT_OPTIMIZER;
+
+	*out = (struct mt_plan){.dp = c->nodes * c->gpus_per_node / (c->tp * c->pp), .total = -1,
+				.framework = c->overhead + (s ? s->other : 0)};
+	moments(c, m, &out->cpu, &out->nvme);
 	/* the peak is where backward begins (every activation alive), in the backward of the
 	 * last or the first layer (recomputation), or in the optimizer step (every gradient
 	 * alive) */
-	at_bwd = params + optim + acts + temps_bwd + grads_bwd;
-	at_opt = params + grads + optim + update;
-	*out = (struct mt_plan){dp, params, grads, optim, 0, update, at_opt, cpu, "optimizer step"};
-	if (c->layers && at_bwd > out->total)
-		*out = (struct mt_plan){dp, params, grads_bwd, optim, acts, temps_bwd, at_bwd, cpu, "backward start"};
-	if (c->layers && at_layer > out->total)
-		*out = (struct mt_plan){dp, params, grads_layer, optim, acts_layer, temps_layer, at_layer, cpu,
-					"backward of the last layer"};
-	if (c->layers && at_first > out->total)
-		*out = (struct mt_plan){dp, params, grads_first, optim, acts_first, temps_layer, at_first, cpu,
-					"backward of the first layer"};
+	for (int i = first; i < last; i++) {
+		double total = out->framework;
+		for (int j = 0; j < MT_PLAN_COMPONENTS; j++) {
+			if (s)
+				m[i][j] = m[i][j] * s->k[j] + s->carry[j];
+			total += m[i][j];
+		}
+		if (total > out->total) {
+			memcpy(out->bytes, m[i], sizeof(out->bytes));
+			out->total = total;
+			out->moment = moment_names[i];
+		}
+	}
+}
+
+void mt_plan_calibrate(const struct mt_plan_config *run, const double measured[MT_PLAN_COMPONENTS], double other,
+		       struct mt_plan_scale *s)
+{
+	struct mt_plan est;
+
+	mt_plan_compute(run, NULL, &est);
+	*s = (struct mt_plan_scale){.other = other};
+	for (int j = 0; j < MT_PLAN_COMPONENTS; j++) {
+		s->k[j] = 1;
+		if (est.bytes[j] > 0 && measured[j] > 0)
+			s->k[j] = measured[j] / est.bytes[j];
+		else if (est.bytes[j] <= 0)
+			s->carry[j] = measured[j];
+	}
 }
 
 void mt_plan_deepspeed_zero2(double params, uint64_t gpus_per_node, uint64_t nodes, bool cpu_offload,
@@ -226,4 +309,89 @@ void mt_plan_deepspeed_zero3(double params, double largest, uint64_t gpus_per_no
 	}
 	*cpu = floor(*cpu);
 	*gpu = floor(*gpu);
+}
+
+void mt_plan_table(const struct mt_plan_config *c, const struct mt_plan_scale *s, double table[4][3])
+{
+	for (int z = 0; z <= 3; z++)
+		for (int r = 0; r < 3; r++) {
+			struct mt_plan_config x = *c;
+			struct mt_plan p;
+
+			x.zero = z;
+			x.recompute = (enum mt_recompute)r;
+			table[z][r] = INFINITY;
+			if (!mt_plan_check(&x)) {
+				mt_plan_compute(&x, s, &p);
+				table[z][r] = p.total;
+			}
+		}
+}
+
+double mt_plan_params_on_gpu(const struct mt_plan_config *c, enum mt_component j)
+{
+	uint64_t mp = c->tp * c->pp, dp = c->nodes * c->gpus_per_node / mp;
+	int stage = j == MT_PLAN_PARAMS ? 3 : j == MT_PLAN_GRADS ? 2 : 1;
+
+	return shard((double)c->params / (double)mp, c->zero >= stage ? dp : 1);
+}
+
+void mt_plan_describe(const struct mt_plan_config *c, char *buf, size_t len)
+{
+	static const char *const optimizers[] = {"Adam/AdamW", "8-bit Adam", "SGD with momentum", "no optimizer"};
+	uint64_t gpus = c->nodes * c->gpus_per_node;
+
+	snprintf(buf, len, "%s, %s, ZeRO-%d, %llu GPUs (dp %llu x tp %llu x pp %llu%s), micro-batch %llu, recompute %s%s%s",
+		 c->precision == MT_FP32 ? "fp32" : "16-bit with fp32 master weights", optimizers[c->optimizer], c->zero,
+		 (unsigned long long)gpus, (unsigned long long)(gpus / (c->tp * c->pp)), (unsigned long long)c->tp,
+		 (unsigned long long)c->pp, c->sp ? ", sp" : "", (unsigned long long)c->micro_batch,
+		 mt_plan_recompute_names[c->recompute], c->offload_optimizer ? ", optimizer offloaded" : "",
+		 c->offload_params ? ", params offloaded" : "");
+}
+
+/* Megatron's sums, in its order of operations so the rounding is the same. */
+void mt_plan_megatron(const struct mt_plan_config *c, uint64_t *padded_vocab, double *weights, double *activations)
+{
+	uint64_t multiple = 128 * c->tp; /* --make-vocab-size-divisible-by 128, times tp */
+	double h = (double)c->hidden, f = (double)c->ffn, a = (double)c->heads, g = (double)c->query_groups;
+	double L = (double)c->layers, s = (double)c->seq, b = (double)c->micro_batch;
+	double tp = (double)c->tp, pp = (double)c->pp, dp = (double)(c->nodes * c->gpus_per_node / (c->tp * c->pp));
+	double norm = c->rmsnorm ? 1 : 2, gated = c->swiglu ? 3.0 / 2 : 1, v, shard, act;
+
+	*padded_vocab = (c->vocab + multiple - 1) / multiple * multiple;
+	v = (double)*padded_vocab;
+	/* weights and optimizer: 18 bytes per parameter (bf16 values, fp32 main gradients,
+	 * main weights and Adam moments), 6 + 12/dp with the distributed optimizer, on the
+	 * most loaded shard: 1/pp of the layers and the embedding, over tp */
+	double attention = 2 * h * h * ((1 + (g / a)) * 1.0);
+	double layer = 2 * h * ((f * gated) + norm) + attention;
+	double block = layer * L + norm * h, embedding = h * v;
+	shard = ((block / pp) + 0 + embedding) / tp;
+	if (c->untied && c->pp == 1)
+		shard += embedding / tp;
+	*weights = shard * (c->zero >= 1 ? 6 + (12 / dp) : 18);
+	/* activations: Korthikanti's selective-recomputation rows (no attention scores) */
+	if (c->sp && c->recompute == MT_RECOMPUTE_SELECTIVE) {
+		act = (s * b * h) * (18 + (4 * (f / h)));
+		act *= L;
+	} else {
+		act = s * b * h * (10 + (24 / tp));
+		act = act * L;
+	}
+	act += 8 * s * b * pp; /* input ids */
+	act += s * b * h * pp; /* embedding dropout mask */
+	if (c->vpp > 1)
+		act *= 1 + ((pp - 1) / (pp * (double)c->vpp));
+	else if (c->pp > 1 && c->micro_batches)
+		act *= fmin(1, (double)c->micro_batches / pp);
+	if (c->sp && c->recompute == MT_RECOMPUTE_SELECTIVE) {
+		if (c->pp == 1)
+			act += s * b * h * 4 * (1 + (v / h));
+		act /= tp;
+	} else {
+		if (c->pp == 1)
+			act += ((s * b * v) / tp + s * b * h) * 2;
+		act *= 1.05;
+	}
+	*activations = act;
 }

@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -305,6 +306,102 @@ static void fragmentation_json(FILE *out, const struct mt_report *r, int d)
 	fputs("]}", out);
 }
 
+/* ---- the capacity plan of a measured run (memtap report --plan) ---- */
+
+static const enum mt_tag plan_tags[MT_PLAN_COMPONENTS] = {MT_TAG_PARAMS, MT_TAG_GRADS, MT_TAG_OPTIMIZER,
+							  MT_TAG_ACTIVATIONS, MT_TAG_TEMPORARIES};
+
+int mt_report_measured(const struct mt_report *r, int d, double measured[MT_PLAN_COMPONENTS], double *other)
+{
+	double known = 0;
+
+	if (d < 0)
+		for (int k = 0; k < MT_MAX_DEVICES; k++)
+			if (r->end.dev[k].seen && (d < 0 || r->end.dev[k].peak > r->end.dev[d].peak))
+				d = k;
+	if (d < 0 || d >= MT_MAX_DEVICES || !r->end.dev[d].seen)
+		return -1;
+	for (int j = 0; j < MT_PLAN_COMPONENTS; j++)
+		known += measured[j] = (double)r->composition[d][plan_tags[j]];
+	*other = (double)r->end.dev[d].peak - known;
+	return d;
+}
+
+/* The plan at the run's own setting and the ZeRO x recomputation table, calibrated on the
+ * measurement; false when there is nothing to calibrate on. */
+static bool plan_build(const struct mt_report *r, int *d, double measured[MT_PLAN_COMPONENTS], double *other,
+		       struct mt_plan *est, double table[4][3])
+{
+	struct mt_plan_scale s;
+
+	if (!r->plan || (*d = mt_report_measured(r, -1, measured, other)) < 0 ||
+	    measured[MT_PLAN_PARAMS] + measured[MT_PLAN_GRADS] + measured[MT_PLAN_OPTIMIZER] +
+			    measured[MT_PLAN_ACTIVATIONS] + measured[MT_PLAN_TEMPORARIES] <= 0)
+		return false;
+	mt_plan_compute(r->plan, NULL, est);
+	mt_plan_calibrate(r->plan, measured, *other, &s);
+	mt_plan_table(r->plan, &s, table);
+	return true;
+}
+
+static void plan_text(FILE *out, const struct mt_report *r)
+{
+	double measured[MT_PLAN_COMPONENTS], other, table[4][3];
+	struct mt_plan est;
+	char setup[256], sz[32], sz2[32];
+	int d;
+
+	if (!r->plan)
+		return;
+	if (!plan_build(r, &d, measured, &other, &est, table)) {
+		fprintf(out, "\ncapacity plan: nothing at the peak is known as params, grads, optimizer or activations\n");
+		return;
+	}
+	mt_plan_describe(r->plan, setup, sizeof setup);
+	fprintf(out, "\ncapacity plan for device %d, the run as %s:\n", d, setup);
+	for (int j = 0; j < MT_PLAN_COMPONENTS; j++)
+		fprintf(out, "  %-12s measured %12s  estimated %12s\n", mt_plan_component_names[j],
+			size_text((uint64_t)measured[j], sz), size_text((uint64_t)est.bytes[j], sz2));
+	fprintf(out, "  projected total per GPU by ZeRO stage and recomputation:\n  %-7s", "");
+	for (int k = 0; k < 3; k++)
+		fprintf(out, " %12s", mt_plan_recompute_names[k]);
+	for (int z = 0; z <= 3; z++) {
+		fprintf(out, "\n  ZeRO-%d ", z);
+		for (int k = 0; k < 3; k++)
+			fprintf(out, " %12s", isinf(table[z][k]) ? "-" : size_text((uint64_t)table[z][k], sz));
+	}
+	fputc('\n', out);
+}
+
+static void plan_json(FILE *out, const struct mt_report *r)
+{
+	double measured[MT_PLAN_COMPONENTS], other, table[4][3];
+	struct mt_plan est;
+	char setup[256];
+	int d;
+
+	if (!plan_build(r, &d, measured, &other, &est, table)) {
+		fputs("null", out);
+		return;
+	}
+	mt_plan_describe(r->plan, setup, sizeof setup);
+	fprintf(out, "{\"device\": %d, \"setup\": ", d);
+	mt_json_str(out, setup);
+	fputs(", \"components\": [", out);
+	for (int j = 0; j < MT_PLAN_COMPONENTS; j++)
+		fprintf(out, "%s{\"name\": \"%s\", \"measured\": %.0f, \"estimated\": %.0f}", j ? ", " : "",
+			mt_plan_component_names[j], measured[j], est.bytes[j]);
+	fprintf(out, "], \"other_bytes\": %.0f, \"estimated_total\": %.0f, \"moment\": \"%s\", \"table\": [", other,
+		est.total, est.moment);
+	for (int z = 0; z <= 3; z++) {
+		fprintf(out, "%s{\"zero\": %d", z ? ", " : "", z);
+		for (int k = 0; k < 3; k++)
+			fprintf(out, isinf(table[z][k]) ? ", \"%s\": null" : ", \"%s\": %.0f", mt_plan_recompute_names[k], table[z][k]);
+		fputs("}", out);
+	}
+	fputs("]}", out);
+}
+
 void mt_report_text(FILE *out, const struct mt_report *r, struct mt_symbols *sym, size_t top)
 {
 	const struct mt_trace *t = r->trace;
@@ -367,6 +464,7 @@ void mt_report_text(FILE *out, const struct mt_report *r, struct mt_symbols *sym
 		fputc('\n', out);
 		stack_text(out, r, sym, ev->stack, "      ");
 	}
+	plan_text(out, r);
 	if (t->problem[0])
 		fprintf(out, "\nnote: %s\n", t->problem);
 }
@@ -525,5 +623,7 @@ void mt_report_json(FILE *out, const struct mt_report *r, struct mt_symbols *sym
 		fputs("}", out);
 		first = false;
 	}
-	fputs("]\n}\n", out);
+	fputs("],\n  \"plan\": ", out);
+	plan_json(out, r);
+	fputs("\n}\n", out);
 }

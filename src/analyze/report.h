@@ -9,6 +9,7 @@
 #include "analyze/composition.h"
 #include "analyze/fragment.h"
 #include "analyze/leaks.h"
+#include "analyze/plan.h"
 #include "analyze/replay.h"
 #include "analyze/symbols.h"
 
@@ -36,6 +37,7 @@ struct mt_report {
 	struct mt_fragment frag;                      /* where segments are known */
 	struct mt_leaks leaks;                        /* growth across iterations */
 	uint64_t start;                               /* trace start, monotonic ns */
+	const struct mt_plan_config *plan;            /* the run's setup, checked: adds a capacity plan */
 };
 
 struct mt_report_options {
@@ -45,6 +47,9 @@ struct mt_report_options {
 
 int mt_report_build(struct mt_report *r, const struct mt_trace *t, const struct mt_report_options *o);
 void mt_report_free(struct mt_report *r);
+/* The composition at device d's peak (d < 0: the highest peak) as plan components and
+ * the rest; returns the device, or -1 when no device was used. */
+int mt_report_measured(const struct mt_report *r, int d, double measured[MT_PLAN_COMPONENTS], double *other);
 void mt_report_text(FILE *out, const struct mt_report *r, struct mt_symbols *sym, size_t top);
 void mt_report_json(FILE *out, const struct mt_report *r, struct mt_symbols *sym, size_t top);
 /* One self-contained HTML page (html.c): charts, tables and the JSON's numbers. 0 or errno. */

@@ -208,6 +208,21 @@
     return s;
   }
 
+  function planSection(plan) {
+    const s = el("section", { id: "plan" });
+    s.append(el("h2", {}, "Capacity plan"));
+    s.append(el("p", { class: "sub" }, `Device ${plan.device}, the run as ${plan.setup}. The measured composition at ` +
+      "the peak calibrates the model; the table projects it to other ZeRO stages and recomputation modes."));
+    s.append(table("plan-components", ["component", { text: "measured", num: 1 }, { text: "estimated", num: 1 }],
+      plan.components.map((c) => [el("td", {}, c.name), num(c.measured, bytes(c.measured)),
+        num(c.estimated, bytes(c.estimated))])));
+    const cell = (v) => v === null ? num(-1, "impossible") : num(v, bytes(v));
+    s.append(table("plan-table", ["total per GPU", { text: "no recomputation", num: 1 }, { text: "selective", num: 1 },
+      { text: "full", num: 1 }], plan.table.map((row) => [el("td", {}, "ZeRO-" + row.zero), cell(row.none),
+        cell(row.selective), cell(row.full)])));
+    return s;
+  }
+
   function render() {
     const root = document.getElementById("report");
     const p = REPORT.process || {};
@@ -221,6 +236,7 @@
       [[num(ev.allocs, ev.allocs), num(ev.frees, ev.frees), num(ev.failed, ev.failed), num(ev.dropped, ev.dropped),
         num(ev.total, ev.total)]]));
     for (const device of REPORT.devices) root.append(deviceSection(device));
+    if (REPORT.plan) root.append(planSection(REPORT.plan));
 
     root.append(el("h2", {}, "Growing from iteration to iteration"));
     root.append(el("p", { class: "sub" }, `Iteration boundaries: ${REPORT.iterations.boundary} (${REPORT.iterations.count}).`));

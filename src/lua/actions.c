@@ -14,6 +14,7 @@
 
 #include "lua/engine.h"
 #include "lua/heap.h"
+#include "lua/plan.h"
 #include "util/units.h"
 
 #define EVENT_META "memtap.event"
@@ -523,7 +524,7 @@ int mt_pol_open_module(lua_State *L)
 		{"set_cap", set_cap},   {"stats", stats},                 {"top", top},
 		{"log", log_},          {"mark", mark},                   {"append", append},
 		{"json", json},         {"format_size", format_size},     {"devices", devices},
-		{"composition", composition}, {"parse_size", parse_size},
+		{"composition", composition}, {"parse_size", parse_size}, {"plan", mt_lua_plan},
 		{NULL, NULL}};
 
 	luaL_newmetatable(L, EVENT_META);

@@ -8,6 +8,7 @@
 
 #include "analyze/report.h"
 #include "lua/memtap_lua.h"
+#include "lua/plan.h"
 #include "util/units.h"
 
 #define TRACE_META "memtap.trace"
@@ -287,7 +288,8 @@ int mt_lua_open(lua_State *L)
 					   {"live_at", live_at}, {NULL, NULL}};
 	static const luaL_Reg meta[] = {{"__index", index_}, {"__gc", gc}, {"__close", gc}, {"__tostring", tostring},
 					{NULL, NULL}};
-	static const luaL_Reg module[] = {{"open", open_}, {"format_size", format_size}, {NULL, NULL}};
+	static const luaL_Reg module[] = {{"open", open_}, {"format_size", format_size}, {"plan", mt_lua_plan},
+					   {NULL, NULL}};
 
 	if (luaL_newmetatable(L, TRACE_META)) {
 		luaL_setfuncs(L, meta, 0);

@@ -68,11 +68,11 @@ def text(node):
     return node["text"] + "".join(text(c) for c in node["children"])
 
 
-def render(name, trace):
+def render(name, trace, extra=()):
     """(json report, page source, rendered DOM or None, body attributes)"""
-    rep = json.loads(subprocess.run([MEMTAP, "report", "--json", trace], capture_output=True, text=True).stdout)
+    rep = json.loads(subprocess.run([MEMTAP, "report", "--json", trace, *extra], capture_output=True, text=True).stdout)
     page = os.path.join(TMP, name + ".html")
-    p = subprocess.run([MEMTAP, "report", "--html", page, trace], capture_output=True, text=True)
+    p = subprocess.run([MEMTAP, "report", "--html", page, trace, *extra], capture_output=True, text=True)
     ok(p.returncode == 0 and os.path.exists(page), "%s: --html writes the page" % name, p.stderr)
     source = open(page).read() if os.path.exists(page) else ""
     c = subprocess.run([CHROMIUM, "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run",
@@ -134,6 +134,19 @@ self_contained("train", source)
 common("train", rep, dom, body)
 ok(rep["leaks"] and rep["devices"][0]["fragmentation"] is None and "fragmentation-section-0" not in dom.by_id,
    "train: a leak shown; no fragmentation section without segments")
+
+ok(rep["plan"] is None and "plan" not in dom.by_id, "train: no capacity plan without --plan")
+
+# ---- the same run with its capacity plan ----
+rep, source, dom, body = render("plan", trace, ["--plan", "--layers 2 --hidden 64 --heads 4 --ffn 256 --vocab 512 "
+                                                "--seq 32 --micro-batch 2 --gpus-per-node 4"])
+common("plan", rep, dom, body)
+plan = rep["plan"]
+comps, tab = dom.by_id.get("plan-components"), dom.by_id.get("plan-table")
+ok(plan and comps and values(comps) == [v for c in plan["components"] for v in (c["measured"], c["estimated"])] and
+   tab and values(tab) == [row[k] for row in plan["table"] for k in ("none", "selective", "full")] and
+   plan["table"][3]["none"] < plan["table"][0]["none"],
+   "plan: the measured composition and the ZeRO x recomputation table as in --json", plan)
 
 # ---- a PyTorch snapshot: segments, an OOM, a hostile frame name ----
 SEG = 0x7f0000000000

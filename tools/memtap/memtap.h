@@ -2,6 +2,8 @@
 #ifndef MEMTAP_CLI_H
 #define MEMTAP_CLI_H
 
+#include <stdbool.h>
+
 int cmd_run(int argc, char **argv);
 int cmd_report(int argc, char **argv);
 int cmd_dump(int argc, char **argv);
@@ -9,6 +11,12 @@ int cmd_diff(int argc, char **argv);
 int cmd_export(int argc, char **argv);
 int cmd_lua(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
+struct mt_trace;
+/* Reads a trace or exits; a damaged trace is said once on stderr and true returned. */
+bool read_trace(const char *path, struct mt_trace *t);
+struct mt_plan_config;
+/* memtap plan's options in one string, as memtap report --plan takes them; exits on bad ones. */
+void plan_setup_from_text(const char *text, struct mt_plan_config *out);
 void die(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
 /* The progress bar of long analyses (progress.c): start before reading, clear it before a
  * note on stderr, end it before printing results. */

@@ -1,35 +1,48 @@
-/* memtap plan: will a training job fit, and what to change so it does (analyze/plan.h). */
+/* memtap plan: will a training job fit, and what to change so it does (analyze/plan.h).
+ * From a description, a DeepSpeed config, or a measured run that calibrates the model. */
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "analyze/plan.h"
+#include "analyze/report.h"
 #include "memtap.h"
 #include "util/units.h"
 
 static const char plan_usage[] =
-	"usage: memtap plan [MODEL] [SETUP] [--gpu-mem SIZE] [--json]\n"
-	"       memtap plan --estimator deepspeed-zero2|deepspeed-zero3 --params N [--largest-layer N]\n"
-	"                   [--nodes N] [--gpus-per-node N]\n"
+	"usage: memtap plan [MODEL] [SETUP] [--gpu-mem SIZE|GPU] [--json]\n"
+	"       memtap plan TRACE [MODEL] [SETUP of the run] [--what-if SETUP] [--gpu-mem SIZE|GPU] [--json]\n"
+	"       memtap plan --estimator deepspeed-zero2|deepspeed-zero3|megatron [MODEL] [SETUP]\n"
 	"Device memory per GPU of a training job, by component, at its peak. Counts take k, M, B, T\n"
 	"(powers of 1000); sizes take GiB/GB (80GiB = 80 x 2^30 bytes, 80GB = 80 x 10^9).\n"
 	"MODEL, an architecture (GPT-style decoder, biases, learned positions):\n"
 	"  --layers N --hidden N --heads N --vocab N --seq N --micro-batch N\n"
 	"  --ffn N (default 4 x hidden)  --query-groups N (default heads)  --untied (output layer)\n"
+	"  --swiglu (gated MLP)  --rmsnorm\n"
 	"or parameter counts alone (model states only, no activations):\n"
 	"  --params N [--largest-layer N]\n"
 	"SETUP:\n"
 	"  --precision fp32|bf16|fp16   bf16/fp16 keep fp32 master weights (default bf16)\n"
 	"  --optimizer adam|adamw|adam8bit|sgd|none   sgd: with momentum (default adamw)\n"
-	"  --zero 0-3  --nodes N  --gpus-per-node N  --tp N  --pp N  --sp\n"
-	"  --recompute none|selective|full   --offload-optimizer  --offload-params\n"
+	"  --zero 0-3  --nodes N  --gpus-per-node N  --tp N  --pp N  --vpp N  --sp\n"
+	"  --micro-batches N   per step (gradient accumulation): fewer than pp leave stages idle\n"
+	"  --recompute none|selective|full   --offload-optimizer cpu|nvme  --offload-params cpu|nvme\n"
+	"  --overhead SIZE     framework memory per GPU (CUDA context, workspaces; default 0)\n"
+	"  --deepspeed FILE    the setup a DeepSpeed config describes (options given override it)\n"
+	"A MEASURED RUN: TRACE is a memtap trace of the job, described by the options before\n"
+	"--what-if; its composition at the peak calibrates the model, and the options after\n"
+	"--what-if change the setup it is projected to.\n"
+	"  --device N       the device whose peak to use (default: the highest peak)\n"
 	"OUTPUT:\n"
-	"  --gpu-mem SIZE   whether it fits, the largest micro-batch and the fewest GPUs that do\n"
+	"  --gpu-mem SIZE|GPU  whether it fits, the largest micro-batch and the fewest GPUs that do;\n"
+	"                      GPU: a100-40gb a100-80gb h100 h200 v100-16gb v100-32gb l4 a10 l40s rtx4090\n"
 	"  --json           the same as JSON (docs/PLAN.md)\n"
-	"  --estimator deepspeed-zero2|deepspeed-zero3   DeepSpeed's estimate_zero*_all_cold table\n";
+	"  --estimator deepspeed-zero2|deepspeed-zero3   DeepSpeed's estimate_zero*_all_cold table\n"
+	"  --estimator megatron   Megatron-LM's theoretical memory (--zero 1 = distributed optimizer)\n";
 
 static uint64_t count(const char *opt, const char *text)
 {
@@ -64,9 +77,164 @@ static double gib(double bytes)
 
 static const char *const precisions[] = {"fp32", "bf16", "fp16", NULL};
 static const char *const optimizers[] = {"adam", "adamw", "adam8bit", "sgd", "none", NULL};
-static const char *const recomputes[] = {"none", "selective", "full", NULL};
+static const char *const offloads[] = {"none", "cpu", "nvme", NULL};
+static const char *const estimators[] = {"deepspeed-zero2", "deepspeed-zero3", "megatron", NULL};
 
-/* DeepSpeed's estimate_zero2/3_model_states_mem_needs_all_cold, as it prints them */
+/* Total device memory as nvidia-smi reports it, MiB. */
+static const struct {
+	const char *name;
+	uint64_t mib;
+} gpus[] = {{"a100-40gb", 40960}, {"a100-80gb", 81920}, {"h100", 81559}, {"h200", 143771}, {"v100-16gb", 16384},
+	    {"v100-32gb", 32768}, {"l4", 23034}, {"a10", 23028}, {"l40s", 46068}, {"rtx4090", 24564}};
+
+static uint64_t gpu_mem(const char *text)
+{
+	uint64_t mem;
+
+	for (size_t i = 0; i < sizeof gpus / sizeof gpus[0]; i++)
+		if (!strcasecmp(text, gpus[i].name))
+			return gpus[i].mib << 20;
+	if (mt_parse_size(text, &mem) || !mem)
+		die(EXIT_USAGE, "--gpu-mem takes a size such as 80GiB or a GPU such as h100, not '%s'", text);
+	return mem;
+}
+
+struct plan_args {
+	struct mt_plan_config c; /* as given: mt_plan_check fills in the rest on a copy */
+	uint64_t mem, ds_dp;
+	bool json, gpus_given;
+	int estimator, device;
+	const char *trace;
+};
+
+void ds_config_read(const char *path, struct mt_plan_config *c, uint64_t *dp);
+
+/* Parses options onto a; a DeepSpeed config first, so the options given override it. */
+static void parse(int argc, char **argv, struct plan_args *a, bool what_if)
+{
+	enum { O_LAYERS = 256, O_HIDDEN, O_HEADS, O_GROUPS, O_FFN, O_VOCAB, O_SEQ, O_MB, O_UNTIED, O_SWIGLU, O_RMS,
+	       O_PARAMS, O_LARGEST, O_PREC, O_OPT, O_RECOMP, O_ZERO, O_NODES, O_GPN, O_TP, O_PP, O_VPP, O_MBS, O_SP,
+	       O_OFF_OPT, O_OFF_PARAMS, O_OVERHEAD, O_DS, O_MEM, O_JSON, O_EST, O_DEVICE };
+	static const struct option longopts[] = {
+		{"layers", 1, 0, O_LAYERS}, {"hidden", 1, 0, O_HIDDEN}, {"heads", 1, 0, O_HEADS},
+		{"query-groups", 1, 0, O_GROUPS}, {"ffn", 1, 0, O_FFN}, {"vocab", 1, 0, O_VOCAB}, {"seq", 1, 0, O_SEQ},
+		{"micro-batch", 1, 0, O_MB}, {"untied", 0, 0, O_UNTIED}, {"swiglu", 0, 0, O_SWIGLU},
+		{"rmsnorm", 0, 0, O_RMS}, {"params", 1, 0, O_PARAMS}, {"largest-layer", 1, 0, O_LARGEST},
+		{"precision", 1, 0, O_PREC}, {"optimizer", 1, 0, O_OPT}, {"recompute", 1, 0, O_RECOMP},
+		{"zero", 1, 0, O_ZERO}, {"nodes", 1, 0, O_NODES}, {"gpus-per-node", 1, 0, O_GPN}, {"tp", 1, 0, O_TP},
+		{"pp", 1, 0, O_PP}, {"vpp", 1, 0, O_VPP}, {"micro-batches", 1, 0, O_MBS}, {"sp", 0, 0, O_SP},
+		{"offload-optimizer", 1, 0, O_OFF_OPT}, {"offload-params", 1, 0, O_OFF_PARAMS},
+		{"overhead", 1, 0, O_OVERHEAD}, {"deepspeed", 1, 0, O_DS}, {"gpu-mem", 1, 0, O_MEM},
+		{"json", 0, 0, O_JSON}, {"estimator", 1, 0, O_EST}, {"device", 1, 0, O_DEVICE}, {"help", 0, 0, 'h'},
+		{0, 0, 0, 0}};
+	struct mt_plan_config *c = &a->c;
+	uint64_t v;
+	int o;
+
+	opterr = 0;
+	optind = 0;
+	while ((o = getopt_long(argc, argv, ":h", longopts, NULL)) != -1)
+		if (o == O_DS)
+			ds_config_read(optarg, c, &a->ds_dp);
+	optind = 0;
+	while ((o = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+		switch (o) {
+		case O_LAYERS: c->layers = count("--layers", optarg); break;
+		case O_HIDDEN: c->hidden = count("--hidden", optarg); break;
+		case O_HEADS: c->heads = count("--heads", optarg); break;
+		case O_GROUPS: c->query_groups = count("--query-groups", optarg); break;
+		case O_FFN: c->ffn = count("--ffn", optarg); break;
+		case O_VOCAB: c->vocab = count("--vocab", optarg); break;
+		case O_SEQ: c->seq = count("--seq", optarg); break;
+		case O_MB: c->micro_batch = count("--micro-batch", optarg); break;
+		case O_UNTIED: c->untied = true; break;
+		case O_SWIGLU: c->swiglu = true; break;
+		case O_RMS: c->rmsnorm = true; break;
+		case O_PARAMS: c->params = count("--params", optarg); break;
+		case O_LARGEST: c->largest_layer = count("--largest-layer", optarg); break;
+		case O_PREC: c->precision = pick("--precision", optarg, precisions) ? MT_MIXED16 : MT_FP32; break;
+		case O_OPT: {
+			static const enum mt_optimizer map[] = {MT_ADAM, MT_ADAM, MT_ADAM8BIT, MT_SGD_MOMENTUM,
+								MT_NO_OPTIMIZER};
+			c->optimizer = map[pick("--optimizer", optarg, optimizers)];
+			break;
+		}
+		case O_RECOMP: c->recompute = pick("--recompute", optarg, mt_plan_recompute_names); break;
+		case O_ZERO:
+			if ((v = count("--zero", optarg)) > 3)
+				die(EXIT_USAGE, "--zero takes a stage from 0 to 3, not %s", optarg);
+			c->zero = (int)v;
+			break;
+		case O_NODES: c->nodes = count("--nodes", optarg), a->gpus_given = true; break;
+		case O_GPN: c->gpus_per_node = count("--gpus-per-node", optarg), a->gpus_given = true; break;
+		case O_TP: c->tp = count("--tp", optarg); break;
+		case O_PP: c->pp = count("--pp", optarg); break;
+		case O_VPP: c->vpp = count("--vpp", optarg); break;
+		case O_MBS: c->micro_batches = count("--micro-batches", optarg); break;
+		case O_SP: c->sp = true; break;
+		case O_OFF_OPT: c->offload_optimizer = pick("--offload-optimizer", optarg, offloads); break;
+		case O_OFF_PARAMS: c->offload_params = pick("--offload-params", optarg, offloads); break;
+		case O_OVERHEAD:
+			if (mt_parse_size(optarg, &v))
+				die(EXIT_USAGE, "--overhead takes a size such as 1GiB, not '%s'", optarg);
+			c->overhead = (double)v;
+			break;
+		case O_DS: break;
+		case O_MEM: a->mem = gpu_mem(optarg); break;
+		case O_JSON: a->json = true; break;
+		case O_EST: a->estimator = pick("--estimator", optarg, estimators); break;
+		case O_DEVICE:
+			if ((v = count("--device", optarg)) >= MT_MAX_DEVICES)
+				die(EXIT_USAGE, "--device takes a device number below %d", MT_MAX_DEVICES);
+			a->device = (int)v;
+			break;
+		case 'h': fputs(plan_usage, stdout); exit(0);
+		case ':': die(EXIT_USAGE, "%s needs a value (see memtap plan --help)", argv[optind - 1]);
+		default: die(EXIT_USAGE, "memtap plan does not know '%s' (see --help)", argv[optind - 1]);
+		}
+	}
+	if (optind < argc && (what_if || a->trace || optind + 1 < argc))
+		die(EXIT_USAGE, "memtap plan takes one trace and options, not '%s' (see --help)", argv[argc - 1]);
+	if (optind < argc)
+		a->trace = argv[optind];
+}
+
+/* The description with what the architecture implies, or exit with why it is impossible. */
+static struct mt_plan_config checked(const struct plan_args *a)
+{
+	struct mt_plan_config c = a->c;
+	const char *problem;
+
+	if (a->ds_dp && !a->gpus_given) { /* the GPUs that train_batch_size implies */
+		c.nodes = 1;
+		c.gpus_per_node = a->ds_dp * (c.tp ? c.tp : 1) * (c.pp ? c.pp : 1);
+	}
+	if ((problem = mt_plan_check(&c)))
+		die(EXIT_USAGE, "%s", problem);
+	if (a->ds_dp && a->gpus_given && a->ds_dp != c.nodes * c.gpus_per_node / (c.tp * c.pp))
+		fprintf(stderr, "memtap: the DeepSpeed config's train_batch_size implies data-parallel size %llu; "
+			"planning for the %llu the options give\n", (unsigned long long)a->ds_dp,
+			(unsigned long long)(c.nodes * c.gpus_per_node / (c.tp * c.pp)));
+	return c;
+}
+
+void plan_setup_from_text(const char *text, struct mt_plan_config *out)
+{
+	struct plan_args a = {.c = {.precision = MT_MIXED16, .optimizer = MT_ADAM, .nodes = 1, .gpus_per_node = 1},
+			      .estimator = -1, .device = -1};
+	char *copy = strdup(text), *argv[65] = {"--plan"}, *save = NULL;
+	int argc = 1;
+
+	for (char *w = strtok_r(copy, " \t\n", &save); w; w = strtok_r(NULL, " \t\n", &save))
+		if (argc < 64)
+			argv[argc++] = w;
+	parse(argc, argv, &a, true);
+	*out = checked(&a);
+}
+
+/* ---- estimators as their authors print them ---- */
+
+/* DeepSpeed's estimate_zero2/3_model_states_mem_needs_all_cold */
 static void deepspeed_table(int stage, const struct mt_plan_config *c)
 {
 	double cpu, gpu, p = (double)c->params, l = (double)c->largest_layer;
@@ -98,12 +266,36 @@ static void deepspeed_table(int stage, const struct mt_plan_config *c)
 		}
 }
 
-static double total_with(struct mt_plan_config c, int zero, int recompute, uint64_t micro_batch, uint64_t gpus)
+/* Megatron-LM's report_theoretical_memory line, then what it assumed */
+static void megatron(const struct mt_plan_config *c, bool json)
+{
+	uint64_t vocab;
+	double w, act, mb = 1024.0 * 1024;
+
+	if (!c->layers)
+		die(EXIT_USAGE, "the Megatron estimator needs the architecture (--layers ...)");
+	mt_plan_megatron(c, &vocab, &w, &act);
+	if (json) {
+		printf("{\"memtap_plan\": 1, \"estimator\": \"megatron\", \"padded_vocab\": %llu, "
+		       "\"weight_and_optimizer_bytes\": %.0f, \"activation_bytes\": %.0f}\n", (unsigned long long)vocab, w,
+		       act);
+		return;
+	}
+	printf("Theoretical memory footprints: weight and optimizer=%.2f MB, activation=%.2f MB, total=%.2f MB\n",
+	       w / mb, act / mb, w / mb + act / mb);
+	printf("(Megatron-LM theoretical_memory_usage.py: MB = 2^20 bytes; padded vocabulary %llu; %s; %s)\n",
+	       (unsigned long long)vocab, c->zero ? "distributed optimizer" : "18 bytes per parameter",
+	       c->sp && c->recompute == MT_RECOMPUTE_SELECTIVE ? "selective recomputation with SP"
+							      : "activations as without SP, plus 5%");
+}
+
+/* ---- the plan and what to change ---- */
+
+static double total_with(struct mt_plan_config c, const struct mt_plan_scale *s, uint64_t micro_batch,
+			 uint64_t gpus)
 {
 	struct mt_plan p;
 
-	c.zero = zero;
-	c.recompute = recompute;
 	if (micro_batch)
 		c.micro_batch = micro_batch;
 	if (gpus) {
@@ -112,12 +304,12 @@ static double total_with(struct mt_plan_config c, int zero, int recompute, uint6
 	}
 	if (mt_plan_check(&c))
 		return INFINITY;
-	mt_plan_compute(&c, &p);
+	mt_plan_compute(&c, s, &p);
 	return p.total;
 }
 
 /* The largest micro-batch that fits, 0 if none (1 to 65536). */
-static uint64_t largest_micro_batch(const struct mt_plan_config *c, double mem)
+static uint64_t largest_micro_batch(const struct mt_plan_config *c, const struct mt_plan_scale *s, double mem)
 {
 	uint64_t lo = 0, hi = 65536;
 
@@ -125,7 +317,7 @@ static uint64_t largest_micro_batch(const struct mt_plan_config *c, double mem)
 		return 0;
 	while (lo < hi) {
 		uint64_t mid = (lo + hi + 1) / 2;
-		if (total_with(*c, c->zero, c->recompute, mid, 0) <= mem)
+		if (total_with(*c, s, mid, 0) <= mem)
 			lo = mid;
 		else
 			hi = mid - 1;
@@ -134,45 +326,46 @@ static uint64_t largest_micro_batch(const struct mt_plan_config *c, double mem)
 }
 
 /* The fewest GPUs (a multiple of tp x pp, up to 65536) that fit, 0 if none. */
-static uint64_t fewest_gpus(const struct mt_plan_config *c, double mem)
+static uint64_t fewest_gpus(const struct mt_plan_config *c, const struct mt_plan_scale *s, double mem)
 {
 	for (uint64_t g = c->tp * c->pp; g <= 65536; g += c->tp * c->pp)
-		if (total_with(*c, c->zero, c->recompute, 0, g) <= mem)
+		if (total_with(*c, s, 0, g) <= mem)
 			return g;
 	return 0;
 }
 
-static void print_text(const struct mt_plan_config *c, const struct mt_plan *p, double mem)
+static void print_setup(const char *label, const struct mt_plan_config *c)
 {
-	const char *rows[] = {"params", "grads", "optimizer", "activations", "temporaries"};
-	const double vals[] = {p->params, p->grads, p->optimizer, p->activations, p->temporaries};
-	static const char *const optimizer_text[] = {"Adam/AdamW", "8-bit Adam", "SGD with momentum", "no optimizer"};
+	char text[256];
 
-	printf("model: %.1fM parameters (%llu), largest layer %.1fM\n", (double)c->params / 1e6,
-	       (unsigned long long)c->params, (double)c->largest_layer / 1e6);
-	printf("setup: %s, %s, ZeRO-%d, %llu GPUs (dp %llu x tp %llu x pp %llu%s), recompute %s%s%s\n",
-	       c->precision == MT_FP32 ? "fp32" : "16-bit with fp32 master weights", optimizer_text[c->optimizer],
-	       c->zero, (unsigned long long)(c->nodes * c->gpus_per_node), (unsigned long long)p->dp,
-	       (unsigned long long)c->tp, (unsigned long long)c->pp, c->sp ? ", sp" : "", recomputes[c->recompute],
-	       c->offload_optimizer ? ", optimizer offloaded" : "", c->offload_params ? ", params offloaded" : "");
-	printf("per GPU at its peak (%s), GiB = 2^30 bytes:\n", p->moment);
-	for (int i = 0; i < 5; i++)
-		printf("  %-12s %10.2f GiB\n", rows[i], gib(vals[i]));
+	mt_plan_describe(c, text, sizeof text);
+	printf("%s: %s\n", label, text);
+}
+
+static void print_plan(const struct mt_plan_config *c, const struct mt_plan_scale *s, const struct mt_plan *p,
+		       double mem)
+{
+	double table[4][3];
+
+	printf("per GPU at its peak (%s), GiB = 2^30 bytes%s:\n", p->moment, s ? ", projected from the measurement" : "");
+	for (int j = 0; j < MT_PLAN_COMPONENTS; j++)
+		printf("  %-12s %10.2f GiB\n", mt_plan_component_names[j], gib(p->bytes[j]));
+	if (p->framework > 0)
+		printf("  %-12s %10.2f GiB\n", "framework", gib(p->framework));
 	printf("  %-12s %10.2f GiB\n", "total", gib(p->total));
 	if (p->cpu > 0)
 		printf("host memory per node for what is offloaded: %.2f GiB\n", gib(p->cpu));
+	if (p->nvme > 0)
+		printf("NVMe per node for what is offloaded: %.2f GiB\n", gib(p->nvme));
 	if (c->layers) {
+		mt_plan_table(c, s, table);
 		printf("total per GPU by ZeRO stage and recomputation (GiB):\n  %-6s %10s %10s %10s\n", "", "none",
 		       "selective", "full");
-		for (int z = 0; z <= 3; z++) {
-			printf("  ZeRO-%d", z);
-			for (int r = 0; r < 3; r++)
-				printf(" %10.2f", gib(total_with(*c, z, r, 0, 0)));
-			printf("\n");
-		}
+		for (int z = 0; z <= 3; z++)
+			printf("  ZeRO-%d %10.2f %10.2f %10.2f\n", z, gib(table[z][0]), gib(table[z][1]), gib(table[z][2]));
 	}
 	if (mem > 0) {
-		uint64_t b = largest_micro_batch(c, mem), g = fewest_gpus(c, mem);
+		uint64_t b = largest_micro_batch(c, s, mem), g = fewest_gpus(c, s, mem);
 		printf("on a %.2f GiB GPU: %s (%.2f GiB %s)\n", gib(mem), p->total <= mem ? "fits" : "does not fit",
 		       gib(fabs(mem - p->total)), p->total <= mem ? "to spare" : "short");
 		if (c->layers && b)
@@ -187,105 +380,186 @@ static void print_text(const struct mt_plan_config *c, const struct mt_plan *p, 
 	}
 }
 
-static void print_json(const struct mt_plan_config *c, const struct mt_plan *p, double mem)
+static void json_bytes(const char *name, const double *bytes, double framework, double total)
 {
-	printf("{\n  \"memtap_plan\": 1,\n  \"params\": %llu,\n  \"largest_layer_params\": %llu,\n  \"dp\": %llu,\n",
-	       (unsigned long long)c->params, (unsigned long long)c->largest_layer, (unsigned long long)p->dp);
-	printf("  \"moment\": \"%s\",\n  \"per_gpu_bytes\": {\"params\": %.0f, \"grads\": %.0f, \"optimizer\": %.0f, "
-	       "\"activations\": %.0f, \"temporaries\": %.0f, \"total\": %.0f},\n", p->moment, p->params, p->grads,
-	       p->optimizer, p->activations, p->temporaries, p->total);
+	printf("  \"%s\": {", name);
+	for (int j = 0; j < MT_PLAN_COMPONENTS; j++)
+		printf("\"%s\": %.0f, ", mt_plan_component_names[j], bytes[j]);
+	printf("\"framework\": %.0f, \"total\": %.0f},\n", framework, total);
+}
+
+static void print_json(const struct mt_plan_config *c, const struct mt_plan_scale *s, const struct mt_plan *p,
+		       double mem)
+{
+	double table[4][3];
+
+	printf("  \"params\": %llu,\n  \"largest_layer_params\": %llu,\n  \"dp\": %llu,\n  \"moment\": \"%s\",\n",
+	       (unsigned long long)c->params, (unsigned long long)c->largest_layer, (unsigned long long)p->dp,
+	       p->moment);
+	json_bytes("per_gpu_bytes", p->bytes, p->framework, p->total);
 	printf("  \"layer_activation_bytes\": %.0f,\n", c->layers ? mt_plan_layer_activations(c) : 0.0);
-	printf("  \"cpu_bytes_per_node\": %.0f,\n  \"table\": [", p->cpu);
+	printf("  \"cpu_bytes_per_node\": %.0f,\n  \"nvme_bytes_per_node\": %.0f,\n  \"table\": [", p->cpu, p->nvme);
+	mt_plan_table(c, s, table);
 	for (int z = 0, first = 1; z <= 3 && c->layers; z++)
 		for (int r = 0; r < 3; r++, first = 0)
-			printf("%s{\"zero\": %d, \"recompute\": \"%s\", \"total_bytes\": %.0f}", first ? "" : ", ", z,
-			       recomputes[r], total_with(*c, z, r, 0, 0));
+			printf(isinf(table[z][r]) ? "%s{\"zero\": %d, \"recompute\": \"%s\", \"total_bytes\": null}"
+						  : "%s{\"zero\": %d, \"recompute\": \"%s\", \"total_bytes\": %.0f}",
+			       first ? "" : ", ", z, mt_plan_recompute_names[r], table[z][r]);
 	printf("]");
 	if (mem > 0)
 		printf(",\n  \"gpu_mem_bytes\": %.0f,\n  \"fits\": %s,\n  \"largest_micro_batch\": %llu,\n"
 		       "  \"fewest_gpus\": %llu", mem, p->total <= mem ? "true" : "false",
-		       (unsigned long long)largest_micro_batch(c, mem), (unsigned long long)fewest_gpus(c, mem));
+		       (unsigned long long)largest_micro_batch(c, s, mem), (unsigned long long)fewest_gpus(c, s, mem));
 	printf("\n}\n");
+}
+
+/* ---- a measured run ---- */
+
+struct measured {
+	double bytes[MT_PLAN_COMPONENTS], other, peak;
+	int device;
+	bool damaged;
+};
+
+static void measure(const char *path, int device, struct measured *m)
+{
+	struct mt_trace t;
+	struct mt_report r;
+	double known = 0;
+
+	m->damaged = read_trace(path, &t);
+	if (mt_report_build(&r, &t, &(struct mt_report_options){0}))
+		die(1, "out of memory while reading %s", path);
+	if ((m->device = mt_report_measured(&r, device, m->bytes, &m->other)) < 0)
+		die(1, "%s: no allocation on %s", path, device < 0 ? "any device" : "that device");
+	m->peak = (double)r.end.dev[m->device].peak;
+	for (int j = 0; j < MT_PLAN_COMPONENTS; j++)
+		known += m->bytes[j];
+	if (known <= 0)
+		die(1, "%s: nothing at the peak is known as parameters, gradients, optimizer state or activations "
+		    "(no NVTX phases or memtap tags): a measured plan needs them", path);
+	mt_report_free(&r);
+	mt_trace_free(&t);
+}
+
+/* What a measured number of bytes per parameter is made of. */
+static const char *explain(enum mt_component j, double per_param)
+{
+	static const struct {
+		enum mt_component j;
+		double bytes;
+		const char *text;
+	} known[] = {
+		{MT_PLAN_PARAMS, 2, "16-bit values"}, {MT_PLAN_PARAMS, 4, "fp32 values"},
+		{MT_PLAN_PARAMS, 6, "16-bit values and an fp32 copy"},
+		{MT_PLAN_OPTIMIZER, 2, "8-bit Adam moments"}, {MT_PLAN_OPTIMIZER, 4, "SGD momentum or fp32 master weights"},
+		{MT_PLAN_OPTIMIZER, 6, "8-bit Adam moments plus fp32 master weights"},
+		{MT_PLAN_OPTIMIZER, 8, "fp32 Adam moments, or SGD momentum plus fp32 master weights"},
+		{MT_PLAN_OPTIMIZER, 12, "fp32 Adam moments plus fp32 master weights"},
+		{MT_PLAN_OPTIMIZER, 16, "fp32 Adam moments, master weights and gradients"}};
+
+	if (per_param < 0.01)
+		return "none at the peak";
+	for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
+		if (known[i].j == j && fabs(per_param - known[i].bytes) <= 0.02 * known[i].bytes)
+			return known[i].text;
+	return "not a layout memtap knows";
+}
+
+static void print_measured(const char *path, const struct measured *m, const struct mt_plan_config *run)
+{
+	struct mt_plan est;
+
+	mt_plan_compute(run, NULL, &est);
+	printf("measured: %s, device %d, peak %.2f GiB\n", path, m->device, gib(m->peak));
+	print_setup("the run", run);
+	printf("at the peak, GiB = 2^30 bytes:     measured  estimated      gap\n");
+	for (int j = 0; j < MT_PLAN_COMPONENTS; j++) {
+		printf("  %-30s %10.2f %10.2f", mt_plan_component_names[j], gib(m->bytes[j]), gib(est.bytes[j]));
+		if (est.bytes[j] > 0)
+			printf(" %+7.1f%%", 100 * (m->bytes[j] - est.bytes[j]) / est.bytes[j]);
+		else
+			printf(" %8s", "");
+		if (j == MT_PLAN_PARAMS || j == MT_PLAN_OPTIMIZER) {
+			double per = m->bytes[j] / mt_plan_params_on_gpu(run, (enum mt_component)j);
+			printf("  %.2f bytes/param: %s", per, explain((enum mt_component)j, per));
+		}
+		printf("\n");
+	}
+	printf("  %-30s %10.2f %10s\n", "other (framework, untagged)", gib(m->other), "-");
+	printf("  %-30s %10.2f %10.2f (%s)\n", "total", gib(m->peak), gib(est.total), est.moment);
+}
+
+static void print_measured_json(const char *path, const struct measured *m, const struct mt_plan_config *run)
+{
+	struct mt_plan est;
+
+	mt_plan_compute(run, NULL, &est);
+	printf("  \"measured\": {\"trace\": ");
+	mt_json_str(stdout, path);
+	printf(", \"device\": %d, \"peak_bytes\": %.0f, \"bytes\": {", m->device, m->peak);
+	for (int j = 0; j < MT_PLAN_COMPONENTS; j++)
+		printf("\"%s\": %.0f, ", mt_plan_component_names[j], m->bytes[j]);
+	printf("\"other\": %.0f}, \"bytes_per_param\": {\"params\": %.4f, \"optimizer\": %.4f}},\n", m->other,
+	       m->bytes[MT_PLAN_PARAMS] / mt_plan_params_on_gpu(run, MT_PLAN_PARAMS),
+	       m->bytes[MT_PLAN_OPTIMIZER] / mt_plan_params_on_gpu(run, MT_PLAN_OPTIMIZER));
+	json_bytes("estimated_at_run_bytes", est.bytes, est.framework, est.total);
 }
 
 int cmd_plan(int argc, char **argv)
 {
-	enum { O_LAYERS = 256, O_HIDDEN, O_HEADS, O_GROUPS, O_FFN, O_VOCAB, O_SEQ, O_MB, O_UNTIED, O_PARAMS, O_LARGEST,
-	       O_PREC, O_OPT, O_RECOMP, O_ZERO, O_NODES, O_GPN, O_TP, O_PP, O_SP, O_OFF_OPT, O_OFF_PARAMS, O_MEM,
-	       O_JSON, O_EST };
-	static const struct option longopts[] = {
-		{"layers", 1, 0, O_LAYERS}, {"hidden", 1, 0, O_HIDDEN}, {"heads", 1, 0, O_HEADS},
-		{"query-groups", 1, 0, O_GROUPS}, {"ffn", 1, 0, O_FFN}, {"vocab", 1, 0, O_VOCAB}, {"seq", 1, 0, O_SEQ},
-		{"micro-batch", 1, 0, O_MB}, {"untied", 0, 0, O_UNTIED}, {"params", 1, 0, O_PARAMS},
-		{"largest-layer", 1, 0, O_LARGEST}, {"precision", 1, 0, O_PREC}, {"optimizer", 1, 0, O_OPT},
-		{"recompute", 1, 0, O_RECOMP}, {"zero", 1, 0, O_ZERO}, {"nodes", 1, 0, O_NODES},
-		{"gpus-per-node", 1, 0, O_GPN}, {"tp", 1, 0, O_TP}, {"pp", 1, 0, O_PP}, {"sp", 0, 0, O_SP},
-		{"offload-optimizer", 0, 0, O_OFF_OPT}, {"offload-params", 0, 0, O_OFF_PARAMS},
-		{"gpu-mem", 1, 0, O_MEM}, {"json", 0, 0, O_JSON}, {"estimator", 1, 0, O_EST}, {"help", 0, 0, 'h'},
-		{0, 0, 0, 0}};
-	static const char *const estimators[] = {"deepspeed-zero2", "deepspeed-zero3", NULL};
-	struct mt_plan_config c = {.precision = MT_MIXED16, .optimizer = MT_ADAM, .nodes = 1, .gpus_per_node = 1};
+	struct plan_args run = {.c = {.precision = MT_MIXED16, .optimizer = MT_ADAM, .nodes = 1, .gpus_per_node = 1},
+				.estimator = -1, .device = -1},
+			 target;
+	struct mt_plan_config c, rc;
+	struct mt_plan_scale scale, *s = NULL;
+	struct measured m;
 	struct mt_plan p;
-	uint64_t mem = 0, zero;
-	int o, estimator = -1;
-	bool json = false;
-	const char *problem;
+	int split = argc;
 
-	while ((o = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-		switch (o) {
-		case O_LAYERS: c.layers = count("--layers", optarg); break;
-		case O_HIDDEN: c.hidden = count("--hidden", optarg); break;
-		case O_HEADS: c.heads = count("--heads", optarg); break;
-		case O_GROUPS: c.query_groups = count("--query-groups", optarg); break;
-		case O_FFN: c.ffn = count("--ffn", optarg); break;
-		case O_VOCAB: c.vocab = count("--vocab", optarg); break;
-		case O_SEQ: c.seq = count("--seq", optarg); break;
-		case O_MB: c.micro_batch = count("--micro-batch", optarg); break;
-		case O_UNTIED: c.untied = true; break;
-		case O_PARAMS: c.params = count("--params", optarg); break;
-		case O_LARGEST: c.largest_layer = count("--largest-layer", optarg); break;
-		case O_PREC: c.precision = pick("--precision", optarg, precisions) ? MT_MIXED16 : MT_FP32; break;
-		case O_OPT: {
-			static const enum mt_optimizer map[] = {MT_ADAM, MT_ADAM, MT_ADAM8BIT, MT_SGD_MOMENTUM,
-								MT_NO_OPTIMIZER};
-			c.optimizer = map[pick("--optimizer", optarg, optimizers)];
+	for (int i = 1; i < argc; i++)
+		if (!strcmp(argv[i], "--what-if")) {
+			split = i;
 			break;
 		}
-		case O_RECOMP: c.recompute = pick("--recompute", optarg, recomputes); break;
-		case O_ZERO:
-			if ((zero = count("--zero", optarg)) > 3)
-				die(EXIT_USAGE, "--zero takes a stage from 0 to 3, not %s", optarg);
-			c.zero = (int)zero;
-			break;
-		case O_NODES: c.nodes = count("--nodes", optarg); break;
-		case O_GPN: c.gpus_per_node = count("--gpus-per-node", optarg); break;
-		case O_TP: c.tp = count("--tp", optarg); break;
-		case O_PP: c.pp = count("--pp", optarg); break;
-		case O_SP: c.sp = true; break;
-		case O_OFF_OPT: c.offload_optimizer = true; break;
-		case O_OFF_PARAMS: c.offload_params = true; break;
-		case O_MEM:
-			if (mt_parse_size(optarg, &mem) || !mem)
-				die(EXIT_USAGE, "--gpu-mem takes a size such as 80GiB, not '%s'", optarg);
-			break;
-		case O_JSON: json = true; break;
-		case O_EST: estimator = pick("--estimator", optarg, estimators); break;
-		case 'h': fputs(plan_usage, stdout); return 0;
-		default: fputs(plan_usage, stderr); return EXIT_USAGE;
-		}
-	}
-	if (optind < argc)
-		die(EXIT_USAGE, "memtap plan takes options only, not '%s' (see --help)", argv[optind]);
-	if ((problem = mt_plan_check(&c)))
-		die(EXIT_USAGE, "%s", problem);
-	if (estimator >= 0) {
-		deepspeed_table(estimator == 0 ? 2 : 3, &c);
+	parse(split, argv, &run, false);
+	target = run;
+	if (split < argc)
+		parse(argc - split, argv + split, &target, true);
+	if (split < argc && !run.trace)
+		die(EXIT_USAGE, "--what-if projects a measured run: give its trace first (see --help)");
+	rc = checked(&run);
+	c = checked(&target);
+	if (target.estimator == 2) {
+		megatron(&c, target.json);
 		return 0;
 	}
-	mt_plan_compute(&c, &p);
-	if (json)
-		print_json(&c, &p, (double)mem);
-	else
-		print_text(&c, &p, (double)mem);
-	return 0;
+	if (target.estimator >= 0) {
+		deepspeed_table(target.estimator == 0 ? 2 : 3, &c);
+		return 0;
+	}
+	if (run.trace) {
+		measure(run.trace, run.device, &m);
+		mt_plan_calibrate(&rc, m.bytes, m.other, &scale);
+		s = &scale;
+	}
+	mt_plan_compute(&c, s, &p);
+	if (target.json) {
+		printf("{\n  \"memtap_plan\": 1,\n");
+		if (s)
+			print_measured_json(run.trace, &m, &rc);
+		print_json(&c, s, &p, (double)target.mem);
+	} else {
+		if (s) {
+			print_measured(run.trace, &m, &rc);
+			if (split < argc)
+				print_setup("what if", &c);
+		} else {
+			printf("model: %.1fM parameters (%llu), largest layer %.1fM\n", (double)c.params / 1e6,
+			       (unsigned long long)c.params, (double)c.largest_layer / 1e6);
+			print_setup("setup", &c);
+		}
+		print_plan(&c, s, &p, (double)target.mem);
+	}
+	return s && m.damaged ? EXIT_DAMAGED : 0;
 }

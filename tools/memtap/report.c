@@ -15,6 +15,7 @@
 
 static const char report_usage[] =
 	"usage: memtap report TRACE [--json | --html FILE] [--top N] [--iteration NAME] [--leak-iterations K]\n"
+	"                    [--plan 'SETUP']\n"
 	"       memtap report TRACE TRACE... | DIRECTORY [--json]   one row per rank, and the imbalance\n"
 	"Per device: the peak of allocated device memory and when it happened, the stacks live at\n"
 	"the peak; what was live at exit, grouped by stack; out-of-memory events with their stacks.\n"
@@ -25,6 +26,8 @@ static const char report_usage[] =
 	"  --iteration NAME        iteration boundaries: memtap_mark NAME or NVTX range NAME (default:\n"
 	"                          every memtap_mark, else the range repeating at the top of a thread)\n"
 	"  --leak-iterations K     a leak grows at K boundaries in a row (default 3)\n"
+	"  --plan 'SETUP'          add a capacity plan: the run's model and setup as memtap plan's\n"
+	"                          options; the composition at the peak calibrates it (docs/PLAN.md)\n"
 	"Exit status: 0, or 3 when the trace was cut short or damaged (what it held is reported).\n";
 
 static const char dump_usage[] =
@@ -33,8 +36,7 @@ static const char dump_usage[] =
 	"aux, aux2, stack, phase, tag, error. --json writes one JSON object per line, with the\n"
 	"function names of the event's stack.\n";
 
-/* Reads the trace or exits; a damaged trace is said once on stderr. */
-static void load(const char *path, struct mt_trace *t)
+bool read_trace(const char *path, struct mt_trace *t)
 {
 	int r = mt_trace_read(path, t);
 
@@ -43,16 +45,17 @@ static void load(const char *path, struct mt_trace *t)
 	if (t->problem[0])
 		progress_clear(), fprintf(stderr, "memtap: %s: %s; reporting the %zu events before it\n", path, t->problem,
 					  t->nevents);
+	return t->problem[0] != 0;
 }
 
 static struct mt_report_options ropt;
-static const char *html_path;
+static const char *html_path, *plan_setup;
 
 static int parse_common(int argc, char **argv, const char *usage, bool *json, size_t *top)
 {
 	static const struct option longopts[] = {{"json", 0, 0, 'j'}, {"top", 1, 0, 't'}, {"help", 0, 0, 'h'},
 						 {"iteration", 1, 0, 'i'}, {"leak-iterations", 1, 0, 'k'}, {"html", 1, 0, 'H'},
-						 {0, 0, 0, 0}};
+						 {"plan", 1, 0, 'P'}, {0, 0, 0, 0}};
 	int c;
 	char *end;
 
@@ -66,6 +69,7 @@ static int parse_common(int argc, char **argv, const char *usage, bool *json, si
 			break;
 		case 'i': ropt.iteration = optarg; break;
 		case 'H': html_path = optarg; break;
+		case 'P': plan_setup = optarg; break;
 		case 'k':
 			ropt.leak_iterations = (unsigned)strtoul(optarg, &end, 10);
 			if (end == optarg || *end || ropt.leak_iterations == 0 || ropt.leak_iterations > 1000)
@@ -137,7 +141,7 @@ static int report_ranks(char **paths, size_t n, bool json)
 		struct mt_report r;
 		struct rank_row *w = &rows[i];
 
-		load(paths[i], &t);
+		read_trace(paths[i], &t);
 		if (mt_report_build(&r, &t, &ropt))
 			die(1, "out of memory while reading %s", paths[i]);
 		snprintf(w->path, sizeof w->path, "%s", paths[i]);
@@ -235,6 +239,7 @@ int cmd_report(int argc, char **argv)
 	struct mt_trace t;
 	struct mt_report r;
 	struct mt_symbols *sym;
+	struct mt_plan_config plan;
 	struct stat st;
 	int status;
 
@@ -250,9 +255,12 @@ int cmd_report(int argc, char **argv)
 		free(paths);
 		return status;
 	}
-	load(argv[i], &t);
+	if (plan_setup)
+		plan_setup_from_text(plan_setup, &plan);
+	read_trace(argv[i], &t);
 	if (mt_report_build(&r, &t, &ropt))
 		die(1, "out of memory while reading %s", argv[i]);
+	r.plan = plan_setup ? &plan : NULL;
 	sym = mt_symbols_open(&t);
 	status = t.problem[0] ? EXIT_DAMAGED : 0;
 	if (html_path) {
@@ -284,8 +292,8 @@ int cmd_dump(int argc, char **argv)
 	size_t top = 0;
 	int i = parse_common(argc, argv, dump_usage, &json, &top);
 
-	if (html_path)
-		die(EXIT_USAGE, "--html is for memtap report");
+	if (html_path || plan_setup)
+		die(EXIT_USAGE, "--html and --plan are for memtap report");
 
 	if (argc - i != 1)
 		die(EXIT_USAGE, "one trace at a time (see --help)");
@@ -293,7 +301,7 @@ int cmd_dump(int argc, char **argv)
 	struct mt_symbols *sym;
 	uint64_t start;
 
-	load(argv[i], &t);
+	read_trace(argv[i], &t);
 	start = mt_trace_start(&t);
 	sym = json ? mt_symbols_open(&t) : NULL;
 	for (size_t k = 0; k < t.nevents; k++) {
