@@ -341,11 +341,15 @@ void mt_plan_describe(const struct mt_plan_config *c, char *buf, size_t len)
 	static const char *const optimizers[] = {"Adam/AdamW", "8-bit Adam", "SGD with momentum", "no optimizer"};
 	uint64_t gpus = c->nodes * c->gpus_per_node;
 
-	snprintf(buf, len, "%s, %s, ZeRO-%d, %llu GPUs (dp %llu x tp %llu x pp %llu%s), micro-batch %llu, recompute %s%s%s",
+	char batch[64] = "";
+
+	if (c->layers)
+		snprintf(batch, sizeof batch, ", micro-batch %llu, recompute %s", (unsigned long long)c->micro_batch,
+			 mt_plan_recompute_names[c->recompute]);
+	snprintf(buf, len, "%s, %s, ZeRO-%d, %llu GPUs (dp %llu x tp %llu x pp %llu%s)%s%s%s",
 		 c->precision == MT_FP32 ? "fp32" : "16-bit with fp32 master weights", optimizers[c->optimizer], c->zero,
 		 (unsigned long long)gpus, (unsigned long long)(gpus / (c->tp * c->pp)), (unsigned long long)c->tp,
-		 (unsigned long long)c->pp, c->sp ? ", sp" : "", (unsigned long long)c->micro_batch,
-		 mt_plan_recompute_names[c->recompute], c->offload_optimizer ? ", optimizer offloaded" : "",
+		 (unsigned long long)c->pp, c->sp ? ", sp" : "", batch, c->offload_optimizer ? ", optimizer offloaded" : "",
 		 c->offload_params ? ", params offloaded" : "");
 }
 

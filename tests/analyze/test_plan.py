@@ -3,17 +3,21 @@ shared reference capacity-formulas.md), against simtrain's measured peaks, and w
 impossible input."""
 import itertools
 import json
+import math
 import os
 import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.environ["MT_SRCDIR"], "tests"))
-from tap import done, ok  # noqa: E402
+from tap import done, ok, scratch  # noqa: E402
 
 B = os.environ["MT_BUILDDIR"]
 MEMTAP = os.path.join(B, "tools/memtap/memtap")
 SIMTRAIN = os.path.join(B, "tools/simtrain/simtrain")
 SIMRUN = os.path.join(B, "tools/simgpu/simgpu-run")
+WORK = os.path.join(B, "tests/recorder/workload")
+TMP = scratch("plan")
+SIMENV = dict(os.environ, LD_LIBRARY_PATH=os.path.join(B, "tools/simgpu/.libs"))
 
 
 def plan(*args, check=True):
@@ -102,30 +106,247 @@ ok(not bad, "Korthikanti et al. Table 2: per-layer activations with TP, TP+SP, s
 # and every precision, optimizer, recomputation and ZeRO emulation simtrain supports
 PRESETS = {"tiny": (2, 64, 4, 256, 512, 32, 2), "gpt2-small": (12, 768, 12, 3072, 50257, 1024, 8),
            "gpt-1.3b": (24, 2048, 16, 8192, 50257, 2048, 2), "gpt-7b": (32, 4096, 32, 16384, 50257, 2048, 1)}
-bad, n = [], 0
-for preset, prec, optim, rc, zero in itertools.product(PRESETS, ("fp32", "bf16", "fp16"), ("adamw", "sgd", "none"),
-                                                       ("none", "selective", "full"), (0, 1, 2, 3)):
-    if preset == "gpt-7b" and (zero < 3 or rc == "none"):
-        continue  # beyond simgpu's 80 GiB
-    if preset == "gpt-1.3b" and (prec == "fp16" or optim == "sgd"):
-        continue  # covered by the smaller presets; keeps the test quick
-    dp = 1 if zero == 0 else 8
-    p = subprocess.run([SIMRUN, SIMTRAIN, "--preset", preset, "--precision", prec, "--optimizer", optim,
-                        "--recompute", rc, "--zero", str(zero), "--dp", str(dp), "--iters", "2", "--json", "-"],
-                       capture_output=True, text=True)
-    if p.returncode != 0:
-        bad.append("%s %s %s %s zero %d: simtrain failed: %s" % (preset, prec, optim, rc, zero, p.stderr.strip()))
-        continue
-    measured = json.loads(p.stdout)["peak"]["bytes"]
+
+
+def simtrain(preset, prec="bf16", optim="adamw", rc="none", zero=0, batch=None, trace=None):
+    """simtrain's measured peak (recorded by memtap run into trace when given), or its error."""
+    cmd = [SIMTRAIN, "--preset", preset, "--precision", prec, "--optimizer", optim, "--recompute", rc, "--zero",
+           str(zero), "--dp", str(1 if zero == 0 else 8), "--iters", "2", "--json", "-"]
+    cmd += ["--batch", str(batch)] if batch else []
+    cmd = [MEMTAP, "run", "-q", "-o", trace, "--"] + cmd if trace else [SIMRUN] + cmd
+    p = subprocess.run(cmd, capture_output=True, text=True, env=SIMENV)
+    return json.loads(p.stdout)["peak"]["bytes"] if p.returncode == 0 else p.stderr.strip()
+
+
+def describe(preset, prec="bf16", optim="adamw", rc="none", zero=0, batch=None):
     L, h, a, f, v, s, b = PRESETS[preset]
-    got = plan_json("--layers", L, "--hidden", h, "--heads", a, "--ffn", f, "--vocab", v, "--seq", s,
-                    "--micro-batch", b, "--precision", prec, "--optimizer", optim, "--recompute", rc,
-                    "--zero", zero, "--gpus-per-node", dp)["per_gpu_bytes"]["total"]
-    n += 1
-    if abs(got - measured) > 0.02 * measured:
-        bad.append("%s %s %s %s zero %d: plan %.0f, simtrain %.0f (%+.2f%%)" % (
-            preset, prec, optim, rc, zero, got, measured, 100 * (got - measured) / measured))
+    return ["--layers", L, "--hidden", h, "--heads", a, "--ffn", f, "--vocab", v, "--seq", s, "--micro-batch",
+            batch or b, "--precision", prec, "--optimizer", optim, "--recompute", rc, "--zero", zero,
+            "--gpus-per-node", 1 if zero == 0 else 8]
+
+
+def settings(preset):
+    for prec, optim, rc, zero in itertools.product(("fp32", "bf16", "fp16"), ("adamw", "sgd", "none"),
+                                                   ("none", "selective", "full"), (0, 1, 2, 3)):
+        if preset == "gpt-7b" and (zero < 3 or rc == "none"):
+            continue  # beyond simgpu's 80 GiB
+        if preset == "gpt-1.3b" and (prec == "fp16" or optim == "sgd"):
+            continue  # covered by the smaller presets; keeps the test quick
+        yield prec, optim, rc, zero
+
+
+bad, n = [], 0
+for preset in PRESETS:
+    for setting in settings(preset):
+        measured = simtrain(preset, *setting)
+        if isinstance(measured, str):
+            bad.append("%s %s: simtrain failed: %s" % (preset, setting, measured))
+            continue
+        got = plan_json(*describe(preset, *setting))["per_gpu_bytes"]["total"]
+        n += 1
+        if abs(got - measured) > 0.02 * measured:
+            bad.append("%s %s: plan %.0f, simtrain %.0f (%+.2f%%)" % (preset, setting, got, measured,
+                                                                    100 * (got - measured) / measured))
 ok(n > 200 and not bad, "memtap plan predicts simtrain's peak within 2%% on %d configurations" % n, "\n".join(bad))
+
+# the measured mode: one recorded run per preset, projected to every other setting and to
+# other micro-batch sizes, against simtrain run under the projected setting
+bad, n = [], 0
+for preset in PRESETS:
+    base = ("bf16", "adamw", "selective", 3) if preset == "gpt-7b" else ("bf16", "adamw", "none", 0)
+    trace = os.path.join(TMP, preset + ".trace")
+    simtrain(preset, *base, trace=trace)
+    b = PRESETS[preset][6]
+    targets = [s + (None,) for s in settings(preset)]
+    targets += [base[:2] + (rc, zero, batch) for rc in ("selective", "full") for zero in (0, 3)
+                for batch in (2 * b, max(1, b // 2)) if preset != "gpt-7b" or zero == 3]
+    for target in targets:
+        measured = simtrain(preset, *target)
+        p = plan(trace, *describe(preset, *base), "--what-if", *describe(preset, *target), "--json", check=False)
+        if p.returncode != 0 or isinstance(measured, str):
+            bad.append("%s %s: %s %s" % (preset, target, p.stderr.strip(), measured))
+            continue
+        got = json.loads(p.stdout)["per_gpu_bytes"]["total"]
+        n += 1
+        if abs(got - measured) > 0.02 * measured:
+            bad.append("%s %s: projected %.0f, simtrain %.0f (%+.2f%%)" % (preset, target, got, measured,
+                                                                          100 * (got - measured) / measured))
+ok(n > 250 and not bad, "memtap plan TRACE --what-if agrees with simtrain under the projected setting within 2%% "
+   "(%d projections from one run per preset)" % n, "\n".join(bad))
+
+# the measurement wins over a wrong description: an SGD run described as AdamW
+sgd = os.path.join(TMP, "sgd.trace")
+simtrain("gpt2-small", optim="sgd", trace=sgd)
+bad = []
+for zero in (1, 2, 3):
+    want = simtrain("gpt2-small", optim="sgd", zero=zero)
+    projected = plan_json(sgd, *describe("gpt2-small"), "--what-if", "--zero", zero, "--gpus-per-node", 8)
+    formula = plan_json(*describe("gpt2-small", zero=zero))["per_gpu_bytes"]["total"]
+    got = projected["per_gpu_bytes"]["total"]
+    if abs(got - want) > 0.02 * want or abs(formula - want) < abs(got - want) + 0.003 * want:
+        bad.append("ZeRO-%d: projected %.0f, formulas %.0f, simtrain %.0f" % (zero, got, formula, want))
+text = plan(sgd, *describe("gpt2-small")).stdout
+ok(not bad and projected["measured"]["bytes_per_param"]["optimizer"] == 8 and
+   "8.00 bytes/param: fp32 Adam moments, or SGD momentum plus fp32 master weights" in text,
+   "a measured run calibrates the model: an SGD run described as AdamW projects like SGD (8 bytes/param)",
+   "\n".join(bad) + "\n" + text)
+text = plan(os.path.join(TMP, "gpt2-small.trace"), *describe("gpt2-small")).stdout
+ok("2.00 bytes/param: 16-bit values" in text and "12.00 bytes/param: fp32 Adam moments plus fp32 master weights" in text
+   and "+0.0%" in text, "measured beside estimated, the gap explained in bytes per parameter", text)
+
+# a trace with nothing known at the peak, and a trace cut short
+bare = os.path.join(TMP, "bare.trace")
+subprocess.run([MEMTAP, "run", "-q", "-o", bare, "--", WORK, "runtime"], env=SIMENV, capture_output=True)
+p = plan(bare, "--params", "1B", check=False)
+ok(p.returncode == 1 and len(p.stderr.splitlines()) == 1 and "no NVTX phases or memtap tags" in p.stderr,
+   "a trace without phases or tags is refused with one line", p.stderr)
+whole = open(os.path.join(TMP, "gpt2-small.trace"), "rb").read()
+cut = os.path.join(TMP, "cut.trace")
+open(cut, "wb").write(whole + b"MTCH\x07\x00garbage")
+p = plan(cut, *describe("gpt2-small"), check=False)
+ok(p.returncode == 3 and "peak 12.81 GiB" in p.stdout and len(p.stderr.splitlines()) == 1,
+   "a damaged trace is planned from what it holds, said in one line, exit status 3", p.stderr)
+
+# DeepSpeed configs as the Hugging Face Trainer writes them ("auto") and as people do
+def ds_config(name, text):
+    path = os.path.join(TMP, name)
+    open(path, "w").write(text)
+    return path
+
+
+MODEL = ["--layers", 24, "--hidden", 2048, "--heads", 16, "--vocab", 50257, "--seq", 2048]
+zero3 = ds_config("zero3.json", json.dumps({
+    "bf16": {"enabled": True}, "fp16": {"enabled": "auto"},
+    "optimizer": {"type": "AdamW", "params": {"lr": "auto", "weight_decay": "auto"}},
+    "zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu", "pin_memory": True},
+                          "offload_param": {"device": "cpu", "pin_memory": True}, "overlap_comm": True,
+                          "stage3_max_live_parameters": 1e9},
+    "gradient_accumulation_steps": "auto", "gradient_clipping": "auto", "steps_per_print": 2000,
+    "train_batch_size": "auto", "train_micro_batch_size_per_gpu": 4, "wall_clock_breakdown": False}, indent=2))
+p = plan(*MODEL, "--deepspeed", zero3, "--gpus-per-node", 8, "--json")
+same = plan_json(*MODEL, "--micro-batch", 4, "--zero", 3, "--offload-optimizer", "cpu", "--offload-params", "cpu",
+                 "--gpus-per-node", 8)
+notes = p.stderr.splitlines()
+ok(json.loads(p.stdout) == same and len(notes) == 2 and "steps_per_print" in notes[0] and
+   "gradient_clipping" in notes[0] and "zero_optimization.overlap_comm" in notes[1] and
+   "offload_param.pin_memory" in notes[1], "--deepspeed: a ZeRO-3 offload config plans as the same options do; "
+   "ignored and unmodelled keys named in one note each", p.stderr)
+over = plan_json(*MODEL, "--deepspeed", zero3, "--gpus-per-node", 8, "--micro-batch", 1, "--offload-params", "none")
+ok(over["per_gpu_bytes"]["activations"] < same["per_gpu_bytes"]["activations"] and over["cpu_bytes_per_node"] <
+   same["cpu_bytes_per_node"], "--deepspeed: options given override the config")
+zero2 = ds_config("zero2.json", '{"train_batch_size": 256, "train_micro_batch_size_per_gpu": 4, '
+                  '"gradient_accumulation_steps": 8, "fp16": {"enabled": true}, "zero_optimization": '
+                  '{"stage": 2, "offload_optimizer": {"device": "nvme", "nvme_path": "/local_nvme"}}}')
+got = plan_json(*MODEL, "--deepspeed", zero2)
+ok(got["dp"] == 8 and got["nvme_bytes_per_node"] > 0 and got["cpu_bytes_per_node"] == 0 and
+   got["per_gpu_bytes"]["optimizer"] == 0, "--deepspeed: train_batch_size / (micro-batch x accumulation) gives dp; "
+   "NVMe offload counted on NVMe", got)
+BROKEN = [('{"zero_optimization": {"stage": 3,}\n}', "broken.json:1:"),
+          ('{\n  "bf16": {"enabled": true}\n  "zero_optimization": {}\n}', "broken.json:3:"),
+          ('{"zero_optimization": {"stage": "three"}}', "zero_optimization.stage must be a whole number"),
+          ('{"zero_optimization": {"offload_param": {"device": "gpu"}}}', "must be \"cpu\", \"nvme\" or \"none\""),
+          ('[1, 2]', "a DeepSpeed config is a JSON object")]
+bad = []
+for text, says in BROKEN:
+    p = plan(*MODEL, "--micro-batch", 1, "--deepspeed", ds_config("broken.json", text), check=False)
+    if p.returncode != 2 or len(p.stderr.splitlines()) != 1 or says not in p.stderr:
+        bad.append("%r: exit %d, %r" % (text, p.returncode, p.stderr))
+p = plan(*MODEL, "--micro-batch", 1, "--deepspeed", os.path.join(TMP, "missing.json"), check=False)
+if p.returncode != 2 or len(p.stderr.splitlines()) != 1 or "missing.json" not in p.stderr:
+    bad.append("missing file: %r" % p.stderr)
+ok(not bad, "--deepspeed: malformed JSON (with line and column), wrong values and a missing file: one line, exit 2",
+   "\n".join(bad))
+
+
+# Megatron-LM's theoretical_memory_usage.py, transcribed from the shared reference
+# (capacity-formulas.md section 3.2) independently of the C code: the printed line
+def megatron(L, h, a, s, b, v, tp=1, pp=1, dp=1, ffn=None, groups=None, swiglu=False, rmsnorm=False, untied=False,
+             dist=False, sp=False, selective=False, vpp=None, mbs=None):
+    ffn, groups = ffn or 4 * h, groups or a
+    v = -(-v // (128 * tp)) * 128 * tp
+    norm = 1 if rmsnorm else 2
+    layer = 2 * h * (ffn * (3 / 2 if swiglu else 1) + norm) + 2 * h * h * ((1 + groups / a) * 1.0)
+    shard = ((layer * L + norm * h) / pp + h * v) / tp + (h * v / tp if untied and pp == 1 else 0)
+    w = shard * (6 + 12 / dp if dist else 18)
+    act = s * b * h * (18 + 4 * (ffn / h)) * L if sp and selective else s * b * h * (10 + 24 / tp) * L
+    act += 8 * s * b * pp + s * b * h * pp
+    if vpp:
+        act *= 1 + (pp - 1) / (pp * vpp)
+    elif pp > 1 and mbs:
+        act *= min(1, mbs / pp)
+    if sp and selective:
+        act = (act + (s * b * h * 4 * (1 + v / h) if pp == 1 else 0)) / tp
+    else:
+        act = (act + ((s * b * v / tp + s * b * h) * 2 if pp == 1 else 0)) * 1.05
+    mb = 1024 * 1024
+    return ("Theoretical memory footprints: weight and optimizer=%.2f MB, activation=%.2f MB, total=%.2f MB"
+            % (w / mb, act / mb, w / mb + act / mb))
+
+
+MEGATRON = {  # name: (megatron() arguments, memtap plan options)
+    "GPT-3 175B, tp 8 x pp 8, sp, selective, distributed optimizer": (
+        dict(L=96, h=12288, a=96, s=2048, b=1, v=51200, tp=8, pp=8, dp=16, sp=True, selective=True, dist=True, mbs=64),
+        ["--layers", 96, "--hidden", 12288, "--heads", 96, "--seq", 2048, "--micro-batch", 1, "--vocab", 51200, "--tp", 8,
+         "--pp", 8, "--gpus-per-node", 1024, "--sp", "--recompute", "selective", "--zero", 1, "--micro-batches", 64]),
+    "Llama-2 7B shape: SwiGLU, RMSNorm, untied, 8 GPUs": (
+        dict(L=32, h=4096, a=32, s=4096, b=1, v=32000, dp=8, ffn=11008, swiglu=True, rmsnorm=True, untied=True),
+        ["--layers", 32, "--hidden", 4096, "--heads", 32, "--seq", 4096, "--micro-batch", 1, "--vocab", 32000,
+         "--ffn", 11008, "--swiglu", "--rmsnorm", "--untied", "--gpus-per-node", 8]),
+    "22B, tp 8, micro-batch 4, no sp": (
+        dict(L=48, h=6144, a=64, s=2048, b=4, v=51200, tp=8),
+        ["--layers", 48, "--hidden", 6144, "--heads", 64, "--seq", 2048, "--micro-batch", 4, "--vocab", 51200, "--tp", 8,
+         "--gpus-per-node", 8]),
+    "interleaved pipeline (vpp 3), GQA": (
+        dict(L=48, h=6144, a=64, s=2048, b=1, v=50257, tp=8, pp=4, dp=2, groups=8, vpp=3, sp=True, selective=True),
+        ["--layers", 48, "--hidden", 6144, "--heads", 64, "--query-groups", 8, "--seq", 2048, "--micro-batch", 1,
+         "--vocab", 50257, "--tp", 8, "--pp", 4, "--vpp", 3, "--gpus-per-node", 64, "--sp", "--recompute", "selective"]),
+    "fewer micro-batches (2) than pipeline stages (4)": (
+        dict(L=24, h=2048, a=16, s=2048, b=2, v=50257, pp=4, dp=2, mbs=2),
+        ["--layers", 24, "--hidden", 2048, "--heads", 16, "--seq", 2048, "--micro-batch", 2, "--vocab", 50257,
+         "--pp", 4, "--gpus-per-node", 8, "--micro-batches", 2]),
+}
+bad = []
+for name, (kw, args) in MEGATRON.items():
+    got = plan("--estimator", "megatron", *args).stdout.splitlines()[0]
+    if got != megatron(**kw):
+        bad.append("%s:\n  memtap   %s\n  formulas %s" % (name, got, megatron(**kw)))
+ok(not bad, "--estimator megatron prints Megatron-LM's theoretical-memory line for %d setups" % len(MEGATRON),
+   "\n".join(bad))
+# Megatron's dist_optimizer.md: 18 bytes per parameter, 6 + 12/d with the distributed optimizer
+args = MEGATRON["22B, tp 8, micro-batch 4, no sp"][1]
+w0 = json.loads(plan("--estimator", "megatron", *args, "--json").stdout)["weight_and_optimizer_bytes"]
+w1 = json.loads(plan("--estimator", "megatron", *args[:-1], 64, "--zero", 1, "--json").stdout)
+ok(math.isclose(w1["weight_and_optimizer_bytes"] / w0, (6 + 12 / 8) / 18, rel_tol=1e-12) and w1["padded_vocab"] == 51200,
+   "Megatron dist_optimizer.md: 18 bytes per parameter, 6 + 12/d with the distributed optimizer (d = 8)")
+
+# memtap.plan in Lua: offline the same numbers as the command, calibrated on a report's
+# composition; inside a job, from a policy
+lua = os.path.join(TMP, "plan.lua")
+open(lua, "w").write("""
+local dev = memtap.trace:report().devices[1]
+local base = {layers=12, hidden=768, heads=12, ffn=3072, vocab=50257, seq=1024, micro_batch=8}
+local p = memtap.plan(base)
+base.zero, base.gpus_per_node, base.recompute = 3, 8, "full"
+base.measured, base.run = dev.composition_at_peak, {zero=0, gpus_per_node=1, recompute="none"}
+local q = memtap.plan(base)
+local ok, err = pcall(memtap.plan, {params=1e9, zero=3, gpus_per_node=0})
+print(p.total, p.table[4].full, q.total, q.moment, err)
+""")
+p = subprocess.run([MEMTAP, "lua", lua, os.path.join(TMP, "gpt2-small.trace")], capture_output=True, text=True)
+got = p.stdout.split("\t")
+formula = plan_json(*describe("gpt2-small"))
+projected = plan_json(os.path.join(TMP, "gpt2-small.trace"), *describe("gpt2-small"), "--what-if", "--zero", 3,
+                      "--gpus-per-node", 8, "--recompute", "full")
+ok(len(got) == 5 and int(got[0]) == formula["per_gpu_bytes"]["total"] and int(got[1]) == formula["table"][-1]["total_bytes"]
+   and int(got[2]) == projected["per_gpu_bytes"]["total"] and got[3] == projected["moment"] and
+   "at least one node" in got[4], "memtap.plan from a Lua script: the command's numbers, calibrated and not", p.stdout + p.stderr)
+policy = os.path.join(TMP, "plan_policy.lua")
+open(policy, "w").write('memtap.on_exit(function() memtap.log("plan", memtap.plan{params=7.5e9, zero=3, '
+                        'gpus_per_node=64}.total) end)\n')
+p = subprocess.run([MEMTAP, "run", "-q", "-o", os.path.join(TMP, "policy.trace"), "--policy", policy, "--",
+                    SIMTRAIN, "--iters", "1"], capture_output=True, text=True, env=SIMENV)
+ok(p.returncode == 0 and "plan\t1875000000" in p.stderr, "memtap.plan inside a job, from a policy (ZeRO paper: 7.5B "
+   "over 64 GPUs at ZeRO-3, 1.875 GB)", p.stderr)
 
 # impossible input: one clear line each, exit status 2
 BAD = [(["--layers", 12, "--hidden", 768, "--heads", 12, "--vocab", 100, "--seq", 8, "--micro-batch", 1, "--tp", 8,
