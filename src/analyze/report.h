@@ -9,7 +9,7 @@
 #include "analyze/composition.h"
 #include "analyze/fragment.h"
 #include "analyze/leaks.h"
-#include "analyze/plan.h"
+#include "plan/plan.h"
 #include "analyze/replay.h"
 #include "analyze/symbols.h"
 

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "analyze/plan.h"
+#include "plan/plan.h"
 #include "memtap.h"
 
 struct ds {

@@ -1,4 +1,4 @@
-/* memtap plan: will a training job fit, and what to change so it does (analyze/plan.h).
+/* memtap plan: will a training job fit, and what to change so it does (plan/plan.h).
  * From a description, a DeepSpeed config, or a measured run that calibrates the model. */
 #include <errno.h>
 #include <getopt.h>
@@ -8,7 +8,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "analyze/plan.h"
+#include "plan/plan.h"
 #include "analyze/report.h"
 #include "memtap.h"
 #include "util/units.h"

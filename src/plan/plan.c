@@ -1,6 +1,6 @@
 /* Capacity planning arithmetic (plan.h). Bytes throughout, as doubles: counts reach
  * 1e12 parameters and the estimators' own arithmetic is floating point. */
-#include "analyze/plan.h"
+#include "plan/plan.h"
 
 #include <math.h>
 #include <stddef.h>
