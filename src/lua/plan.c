@@ -63,7 +63,7 @@ static double size(lua_State *L, int t, const char *key)
 	if (type == LUA_TSTRING && mt_parse_size(lua_tostring(L, -1), &v))
 		luaL_error(L, "memtap.plan: %s is not a size", key);
 	else if (type == LUA_TNUMBER)
-		v = (uint64_t)fmax(0, lua_tonumber(L, -1));
+		v = (uint64_t)fmin(fmax(0, lua_tonumber(L, -1)), 1e18);
 	lua_pop(L, 1);
 	return (double)v;
 }

@@ -16,7 +16,8 @@ static const char usage[] =
 	"Runs SCRIPT with the memtap module over the traces (memtap traces, PyTorch snapshots,\n"
 	"RMM logs): memtap.trace is the first, memtap.traces all of them; each has :events([kind]),\n"
 	":report([top]) (the table form of `memtap report --json`), :live_at(seconds), :stack(id),\n"
-	"and .path, .nevents, .complete, .problem. memtap.format_size(bytes) prints sizes.\n"
+	"and .path, .nevents, .complete, .problem. memtap.format_size(bytes) prints sizes;\n"
+	"memtap.plan{...} plans capacity (docs/PLAN.md).\n"
 	"ARGS after -- are the script's `arg`. Exit status: the script's os.exit, 0 when it ends,\n"
 	"1 when it raises an error (one line on stderr), 2 for a bad script or trace, 3 when a\n"
 	"trace was cut short or damaged (the script saw what it held). Examples: lua/examples/.\n";
