@@ -229,6 +229,7 @@ void plan_setup_from_text(const char *text, struct mt_plan_config *out)
 		if (argc < 64)
 			argv[argc++] = w;
 	parse(argc, argv, &a, true);
+	free(copy); /* nothing in a points into it */
 	*out = checked(&a);
 }
 
