@@ -324,7 +324,7 @@ int mt_report_measured(const struct mt_report *r, int d, double measured[MT_PLAN
 	for (int j = 0; j < MT_PLAN_COMPONENTS; j++)
 		known += measured[j] = (double)r->composition[d][plan_tags[j]];
 	*other = (double)r->end.dev[d].peak - known;
-	return d;
+	return known > 0 ? d : -1;
 }
 
 /* The plan at the run's own setting and the ZeRO x recomputation table, calibrated on the
@@ -334,9 +334,7 @@ static bool plan_build(const struct mt_report *r, int *d, double measured[MT_PLA
 {
 	struct mt_plan_scale s;
 
-	if (!r->plan || (*d = mt_report_measured(r, -1, measured, other)) < 0 ||
-	    measured[MT_PLAN_PARAMS] + measured[MT_PLAN_GRADS] + measured[MT_PLAN_OPTIMIZER] +
-			    measured[MT_PLAN_ACTIVATIONS] + measured[MT_PLAN_TEMPORARIES] <= 0)
+	if (!r->plan || (*d = mt_report_measured(r, -1, measured, other)) < 0)
 		return false;
 	mt_plan_compute(r->plan, NULL, est);
 	mt_plan_calibrate(r->plan, measured, *other, &s);

@@ -48,7 +48,8 @@ struct mt_report_options {
 int mt_report_build(struct mt_report *r, const struct mt_trace *t, const struct mt_report_options *o);
 void mt_report_free(struct mt_report *r);
 /* The composition at device d's peak (d < 0: the highest peak) as plan components and
- * the rest; returns the device, or -1 when no device was used. */
+ * the rest; returns the device, or -1 when it was not used or nothing at its peak is
+ * known as a component (no tags or NVTX phases). */
 int mt_report_measured(const struct mt_report *r, int d, double measured[MT_PLAN_COMPONENTS], double *other);
 void mt_report_text(FILE *out, const struct mt_report *r, struct mt_symbols *sym, size_t top);
 void mt_report_json(FILE *out, const struct mt_report *r, struct mt_symbols *sym, size_t top);

@@ -37,13 +37,14 @@ static bool flag(lua_State *L, int t, const char *key, bool dflt)
 	return v;
 }
 
-static int choice(lua_State *L, int t, const char *key, const char *const *names, int dflt)
+/* The index of the field's name in names, -1 when it is absent. */
+static int choice(lua_State *L, int t, const char *key, const char *const *names)
 {
 	const char *s;
 
 	if (lua_getfield(L, t, key) == LUA_TNIL) {
 		lua_pop(L, 1);
-		return dflt;
+		return -1;
 	}
 	s = lua_tostring(L, -1);
 	for (int i = 0; s && names[i]; i++)
@@ -71,11 +72,8 @@ static double size(lua_State *L, int t, const char *key)
 /* Reads the fields of the table at t over c. */
 static void read_config(lua_State *L, int t, struct mt_plan_config *c)
 {
-	static const char *const precisions[] = {"fp32", "bf16", "fp16", NULL};
-	static const char *const optimizers[] = {"adam", "adamw", "adam8bit", "sgd", "none", NULL};
-	static const char *const offloads[] = {"none", "cpu", "nvme", NULL};
-	static const enum mt_optimizer opt[] = {MT_ADAM, MT_ADAM, MT_ADAM8BIT, MT_SGD_MOMENTUM, MT_NO_OPTIMIZER};
 	uint64_t zero;
+	int i;
 
 	c->layers = count(L, t, "layers", c->layers);
 	c->hidden = count(L, t, "hidden", c->hidden);
@@ -90,9 +88,12 @@ static void read_config(lua_State *L, int t, struct mt_plan_config *c)
 	c->rmsnorm = flag(L, t, "rmsnorm", c->rmsnorm);
 	c->params = count(L, t, "params", c->params);
 	c->largest_layer = count(L, t, "largest_layer", c->largest_layer);
-	c->precision = choice(L, t, "precision", precisions, c->precision == MT_FP32 ? 0 : 1) ? MT_MIXED16 : MT_FP32;
-	c->optimizer = opt[choice(L, t, "optimizer", optimizers, c->optimizer == MT_ADAM ? 0 : (int)c->optimizer + 1)];
-	c->recompute = (enum mt_recompute)choice(L, t, "recompute", mt_plan_recompute_names, (int)c->recompute);
+	if ((i = choice(L, t, "precision", mt_plan_precision_names)) >= 0)
+		c->precision = i ? MT_MIXED16 : MT_FP32;
+	if ((i = choice(L, t, "optimizer", mt_plan_optimizer_names)) >= 0)
+		c->optimizer = mt_plan_optimizer_values[i];
+	if ((i = choice(L, t, "recompute", mt_plan_recompute_names)) >= 0)
+		c->recompute = (enum mt_recompute)i;
 	if ((zero = count(L, t, "zero", (uint64_t)c->zero)) > 3)
 		luaL_error(L, "memtap.plan: zero takes a stage from 0 to 3");
 	c->zero = (int)zero;
@@ -103,8 +104,10 @@ static void read_config(lua_State *L, int t, struct mt_plan_config *c)
 	c->vpp = count(L, t, "vpp", c->vpp);
 	c->micro_batches = count(L, t, "micro_batches", c->micro_batches);
 	c->sp = flag(L, t, "sp", c->sp);
-	c->offload_optimizer = (enum mt_offload)choice(L, t, "offload_optimizer", offloads, (int)c->offload_optimizer);
-	c->offload_params = (enum mt_offload)choice(L, t, "offload_params", offloads, (int)c->offload_params);
+	if ((i = choice(L, t, "offload_optimizer", mt_plan_offload_names)) >= 0)
+		c->offload_optimizer = (enum mt_offload)i;
+	if ((i = choice(L, t, "offload_params", mt_plan_offload_names)) >= 0)
+		c->offload_params = (enum mt_offload)i;
 	if (lua_getfield(L, t, "overhead") != LUA_TNIL)
 		c->overhead = size(L, t, "overhead");
 	lua_pop(L, 1);

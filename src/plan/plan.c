@@ -13,6 +13,11 @@ static double max2(double a, double b)
 }
 
 const char *const mt_plan_recompute_names[4] = {"none", "selective", "full", NULL};
+const char *const mt_plan_offload_names[4] = {"none", "cpu", "nvme", NULL};
+const char *const mt_plan_precision_names[4] = {"fp32", "bf16", "fp16", NULL};
+const char *const mt_plan_optimizer_names[6] = {"adam", "adamw", "adam8bit", "sgd", "none", NULL};
+const enum mt_optimizer mt_plan_optimizer_values[5] = {MT_ADAM, MT_ADAM, MT_ADAM8BIT, MT_SGD_MOMENTUM,
+						       MT_NO_OPTIMIZER};
 const char *const mt_plan_component_names[MT_PLAN_COMPONENTS] = {"params", "grads", "optimizer", "activations",
 									"temporaries"};
 
@@ -88,13 +93,13 @@ const char *mt_plan_check(struct mt_plan_config *c)
 	return NULL;
 }
 
-double mt_plan_value_bytes(const struct mt_plan_config *c)
+static double value_bytes(const struct mt_plan_config *c)
 {
 	return c->precision == MT_FP32 ? 4 : 2;
 }
 
 /* optimizer state bytes per parameter: moments, and the fp32 master copy under mixed precision */
-double mt_plan_optimizer_bytes(const struct mt_plan_config *c)
+static double optimizer_bytes(const struct mt_plan_config *c)
 {
 	double master = c->precision == MT_MIXED16 ? 4 : 0;
 
@@ -112,7 +117,7 @@ double mt_plan_optimizer_bytes(const struct mt_plan_config *c)
 
 double mt_plan_layer_activations(const struct mt_plan_config *c)
 {
-	double e = mt_plan_value_bytes(c), s = (double)c->seq, b = (double)c->micro_batch, h = (double)c->hidden;
+	double e = value_bytes(c), s = (double)c->seq, b = (double)c->micro_batch, h = (double)c->hidden;
 	double f = (double)c->ffn, a = (double)c->heads, t = (double)c->tp, spdiv = c->sp ? t : 1;
 	double kv = h * (double)c->query_groups / a, mlp = c->swiglu ? 3 * f : 2 * f;
 
@@ -168,12 +173,12 @@ static void moments(const struct mt_plan_config *c, double m[MOMENTS][MT_PLAN_CO
 		    double *nvme)
 {
 	uint64_t gpus = c->nodes * c->gpus_per_node, mp = c->tp * c->pp, dp = gpus / mp;
-	double e = mt_plan_value_bytes(c), p = (double)c->params, t = (double)c->tp;
+	double e = value_bytes(c), p = (double)c->params, t = (double)c->tp;
 	double h = (double)c->hidden, v = (double)c->vocab, sb = (double)c->seq * (double)c->micro_batch;
 	double mine = p / (double)mp; /* this GPU's parameters before ZeRO (the most loaded stage) */
 	double params = e * shard(mine, c->zero >= 3 ? dp : 1);
 	double grads = e * shard(mine, c->zero >= 2 ? dp : 1);
-	double optim = mt_plan_optimizer_bytes(c) * shard(mine, c->zero >= 1 ? dp : 1);
+	double optim = optimizer_bytes(c) * shard(mine, c->zero >= 1 ? dp : 1);
 	double *to;
 
 	*cpu = *nvme = 0;

@@ -18,7 +18,14 @@ enum mt_offload { MT_OFFLOAD_NONE, MT_OFFLOAD_CPU, MT_OFFLOAD_NVME };
 enum mt_component { MT_PLAN_PARAMS, MT_PLAN_GRADS, MT_PLAN_OPTIMIZER, MT_PLAN_ACTIVATIONS, MT_PLAN_TEMPORARIES,
 		    MT_PLAN_COMPONENTS };
 extern const char *const mt_plan_component_names[MT_PLAN_COMPONENTS];
-extern const char *const mt_plan_recompute_names[4]; /* "none", "selective", "full", NULL */
+/* The names options take, NULL-terminated: recompute and offload names are their enums'
+ * values; precision "fp32" is MT_FP32, the others MT_MIXED16; optimizer names map
+ * through mt_plan_optimizer_values ("adam" and "adamw" are both MT_ADAM). */
+extern const char *const mt_plan_recompute_names[4];
+extern const char *const mt_plan_offload_names[4];
+extern const char *const mt_plan_precision_names[4];
+extern const char *const mt_plan_optimizer_names[6];
+extern const enum mt_optimizer mt_plan_optimizer_values[5];
 
 struct mt_plan_config {
 	/* the model: an architecture (layers > 0), or parameter counts alone */
@@ -72,9 +79,6 @@ void mt_plan_describe(const struct mt_plan_config *c, char *buf, size_t len);
 /* Activation bytes one transformer layer keeps for backward (Korthikanti et al. Table 2,
  * generalised to any ffn and to fp32 values). */
 double mt_plan_layer_activations(const struct mt_plan_config *c);
-/* Model-state bytes per parameter: values, gradients, optimizer state. */
-double mt_plan_value_bytes(const struct mt_plan_config *c);
-double mt_plan_optimizer_bytes(const struct mt_plan_config *c);
 
 /* DeepSpeed's estimate_zero2/zero3_model_states_mem_needs (cpu and gpu bytes), exactly. */
 void mt_plan_deepspeed_zero2(double params, uint64_t gpus_per_node, uint64_t nodes, bool cpu_offload,

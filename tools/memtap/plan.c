@@ -75,9 +75,6 @@ static double gib(double bytes)
 	return bytes / (1024.0 * 1024 * 1024);
 }
 
-static const char *const precisions[] = {"fp32", "bf16", "fp16", NULL};
-static const char *const optimizers[] = {"adam", "adamw", "adam8bit", "sgd", "none", NULL};
-static const char *const offloads[] = {"none", "cpu", "nvme", NULL};
 static const char *const estimators[] = {"deepspeed-zero2", "deepspeed-zero3", "megatron", NULL};
 
 /* Total device memory as nvidia-smi reports it, MiB. */
@@ -152,13 +149,10 @@ static void parse(int argc, char **argv, struct plan_args *a, bool what_if)
 		case O_RMS: c->rmsnorm = true; break;
 		case O_PARAMS: c->params = count("--params", optarg); break;
 		case O_LARGEST: c->largest_layer = count("--largest-layer", optarg); break;
-		case O_PREC: c->precision = pick("--precision", optarg, precisions) ? MT_MIXED16 : MT_FP32; break;
-		case O_OPT: {
-			static const enum mt_optimizer map[] = {MT_ADAM, MT_ADAM, MT_ADAM8BIT, MT_SGD_MOMENTUM,
-								MT_NO_OPTIMIZER};
-			c->optimizer = map[pick("--optimizer", optarg, optimizers)];
+		case O_PREC: c->precision = pick("--precision", optarg, mt_plan_precision_names) ? MT_MIXED16 : MT_FP32; break;
+		case O_OPT:
+			c->optimizer = mt_plan_optimizer_values[pick("--optimizer", optarg, mt_plan_optimizer_names)];
 			break;
-		}
 		case O_RECOMP: c->recompute = pick("--recompute", optarg, mt_plan_recompute_names); break;
 		case O_ZERO:
 			if ((v = count("--zero", optarg)) > 3)
@@ -172,8 +166,8 @@ static void parse(int argc, char **argv, struct plan_args *a, bool what_if)
 		case O_VPP: c->vpp = count("--vpp", optarg); break;
 		case O_MBS: c->micro_batches = count("--micro-batches", optarg); break;
 		case O_SP: c->sp = true; break;
-		case O_OFF_OPT: c->offload_optimizer = pick("--offload-optimizer", optarg, offloads); break;
-		case O_OFF_PARAMS: c->offload_params = pick("--offload-params", optarg, offloads); break;
+		case O_OFF_OPT: c->offload_optimizer = pick("--offload-optimizer", optarg, mt_plan_offload_names); break;
+		case O_OFF_PARAMS: c->offload_params = pick("--offload-params", optarg, mt_plan_offload_names); break;
 		case O_OVERHEAD:
 			if (mt_parse_size(optarg, &v))
 				die(EXIT_USAGE, "--overhead takes a size such as 1GiB, not '%s'", optarg);
@@ -426,19 +420,15 @@ static void measure(const char *path, int device, struct measured *m)
 {
 	struct mt_trace t;
 	struct mt_report r;
-	double known = 0;
 
 	m->damaged = read_trace(path, &t);
 	if (mt_report_build(&r, &t, &(struct mt_report_options){0}))
 		die(1, "out of memory while reading %s", path);
 	if ((m->device = mt_report_measured(&r, device, m->bytes, &m->other)) < 0)
-		die(1, "%s: no allocation on %s", path, device < 0 ? "any device" : "that device");
+		die(1, "%s: nothing at the peak of %s is known as parameters, gradients, optimizer state or activations "
+		    "(no NVTX phases or memtap tags): a measured plan needs them", path,
+		    device < 0 ? "any device" : "that device");
 	m->peak = (double)r.end.dev[m->device].peak;
-	for (int j = 0; j < MT_PLAN_COMPONENTS; j++)
-		known += m->bytes[j];
-	if (known <= 0)
-		die(1, "%s: nothing at the peak is known as parameters, gradients, optimizer state or activations "
-		    "(no NVTX phases or memtap tags): a measured plan needs them", path);
 	mt_report_free(&r);
 	mt_trace_free(&t);
 }

@@ -245,6 +245,9 @@ int cmd_report(int argc, char **argv)
 
 	if (argc - i > 1 || (stat(argv[i], &st) == 0 && S_ISDIR(st.st_mode))) {
 		char **paths = NULL;
+
+		if (plan_setup)
+			die(EXIT_USAGE, "--plan takes one trace");
 		size_t n = 0;
 		int status;
 		for (int k = i; k < argc; k++)
