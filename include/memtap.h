@@ -62,6 +62,20 @@ MEMTAP_API(int, memtap_snapshot, (const char *path), (path))
 /* 1 when this process is being recorded. */
 MEMTAP_API(int, memtap_active, (void), ())
 
+/* ---- the caching allocator (docs/ALLOCATOR.md) ----
+ * PyTorch's pluggable-allocator signatures, for
+ * torch.cuda.memory.CUDAPluggableAllocator(libmemtap.so, "memtap_alloc", "memtap_free")
+ * in a job run under memtap, and its optional hooks (set_init_fn, set_reset_fn,
+ * set_memory_fraction_fn, set_record_stream_fn). The stream is a cudaStream_t. These are
+ * not looked up at run time: call them only where libmemtap.so is loaded. */
+struct CUstream_st;
+void *memtap_alloc(size_t size, int device, struct CUstream_st *stream);
+void memtap_free(void *ptr, size_t size, int device, struct CUstream_st *stream);
+void memtap_init(int device_count);
+void memtap_reset(void);
+void memtap_memory_fraction(double fraction, int device);
+void memtap_record_stream(void *ptr, struct CUstream_st *stream);
+
 #ifdef __cplusplus
 }
 #endif

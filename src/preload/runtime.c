@@ -10,6 +10,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "alloc/cache.h"
+#include "alloc/pluggable.h"
 #include "preload/dlsym_stub.h"
 #include "preload/hooks.h"
 
@@ -88,8 +90,42 @@ static void forget_error(void)
 		get();
 }
 
+/* --allocator=caching: the block comes from memtap's cache (which records it). */
+static cudaError_t cached_malloc(void **devPtr, size_t size, cudaStream_t s)
+{
+	int err;
+
+	if (!devPtr)
+		return cudaErrorInvalidValue;
+	mtp_self.depth++;
+	err = mtp_cache_malloc(devPtr, size, runtime_device(), (uintptr_t)s);
+	mtp_self.depth--;
+	return err == 0 ? cudaSuccess : err == MT_CACHE_OOM ? cudaErrorMemoryAllocation : cudaErrorUnknown;
+}
+
+/* A block of memtap's cache goes back to it (after work queued on `s` when s is another
+ * stream); false when ptr is not memtap's. */
+static bool cached_free(void *ptr, cudaStream_t s, bool on_stream)
+{
+	int device;
+	bool mine;
+
+	if (!ptr || !mtp_caching())
+		return false;
+	mtp_self.depth++;
+	if ((mine = mtp_cache_owns(ptr, &device))) {
+		if (on_stream)
+			memtap_record_stream(ptr, (CUstream)s);
+		mtp_cache_free(ptr, device);
+	}
+	mtp_self.depth--;
+	return mine;
+}
+
 MTP_EXPORT cudaError_t CUDARTAPI cudaMalloc(void **devPtr, size_t size)
 {
+	if (unlikely(mtp_caching()))
+		return cached_malloc(devPtr, size, 0);
 	REAL_OR_RETURN(real, cudaMalloc);
 	bool rec = mtp_enter();
 	cudaError_t e;
@@ -130,6 +166,8 @@ MTP_EXPORT cudaError_t CUDARTAPI cudaMallocManaged(void **devPtr, size_t size, u
 
 MTP_EXPORT cudaError_t CUDARTAPI cudaFree(void *devPtr)
 {
+	if (unlikely(mtp_caching()) && cached_free(devPtr, 0, false))
+		return cudaSuccess;
 	REAL_OR_RETURN(real, cudaFree);
 	bool rec = mtp_enter();
 	if (rec && devPtr)
@@ -192,6 +230,8 @@ MTP_EXPORT cudaError_t CUDARTAPI cudaMemGetInfo(size_t *free_bytes, size_t *tota
 
 static cudaError_t malloc_async(__typeof__(cudaMallocAsync) *real, void **devPtr, size_t size, cudaStream_t s)
 {
+	if (unlikely(mtp_caching()))
+		return cached_malloc(devPtr, size, s);
 	bool rec = mtp_enter();
 	cudaError_t e;
 	MTP_CALL(rec && devPtr, e, real(devPtr, size, s), forget_error(), MT_EV_ALLOC, MT_API_ASYNC, runtime_device(), e ? 0 : (uintptr_t)*devPtr, size, (uintptr_t)s, 0);
@@ -213,6 +253,8 @@ MTP_EXPORT cudaError_t CUDARTAPI cudaMallocAsync_ptsz(void **devPtr, size_t size
 
 static cudaError_t free_async(__typeof__(cudaFreeAsync) *real, void *devPtr, cudaStream_t s)
 {
+	if (unlikely(mtp_caching()) && cached_free(devPtr, s, true))
+		return cudaSuccess;
 	bool rec = mtp_enter();
 	if (rec && devPtr)
 		mtp_hook_gone(MT_EV_FREE, (uintptr_t)devPtr, 0, (uintptr_t)s);

@@ -18,6 +18,8 @@ static const char usage[] =
 	"  lua SCRIPT.lua TRACE... [-- ARGS] run a Lua script over traces (custom reports, CI checks)\n"
 	"  plan MODEL SETUP [--gpu-mem SIZE] device memory per GPU of a training setup: ZeRO,\n"
 	"                                    offload, recomputation, TP/PP/SP; will it fit\n"
+	"  replay INPUT [--policy=P]         a trace's or snapshot's allocations through allocator\n"
+	"                                    policies (native, memtap, memtap-vmm, bump), simulated\n"
 	"  version                           print memtap's version\n"
 	"`memtap COMMAND --help` describes a command.\n";
 
@@ -52,6 +54,8 @@ int main(int argc, char **argv)
 		return cmd_lua(argc - 1, argv + 1);
 	if (strcmp(argv[1], "plan") == 0)
 		return cmd_plan(argc - 1, argv + 1);
+	if (strcmp(argv[1], "replay") == 0)
+		return cmd_replay(argc - 1, argv + 1);
 	if (strcmp(argv[1], "dump") == 0)
 		return cmd_dump(argc - 1, argv + 1);
 	if (strcmp(argv[1], "version") == 0 || strcmp(argv[1], "--version") == 0) {

@@ -11,6 +11,7 @@ int cmd_diff(int argc, char **argv);
 int cmd_export(int argc, char **argv);
 int cmd_lua(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
+int cmd_replay(int argc, char **argv);
 struct mt_trace;
 /* Reads a trace or exits; a damaged trace is said once on stderr and true returned. */
 bool read_trace(const char *path, struct mt_trace *t);

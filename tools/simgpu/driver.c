@@ -491,6 +491,10 @@ static CUresult stream_sync(CUstream h)
 		r = CUDA_ERROR_INVALID_HANDLE;
 	} else {
 		struct CUstream_st *s = sim_map_get(&sim.streams, (uintptr_t)h);
+		if (s) {
+			s->busy = false;
+			s->syncs++;
+		}
 		sim_pools_sync(s ? s->device : dev);
 	}
 	sim_unlock();
@@ -505,6 +509,68 @@ CUresult CUDAAPI cuStreamSynchronize(CUstream h)
 CUresult CUDAAPI cuStreamSynchronize_ptsz(CUstream h)
 {
 	return stream_sync(h ? h : CU_STREAM_PER_THREAD);
+}
+
+/* ---- events: complete at once, unless recorded on a stream a test marked busy ------- */
+
+/* For tests: `stream` has work queued until it is synchronized. */
+SIM_EXPORT void simgpu_stream_busy(CUstream h)
+{
+	struct CUstream_st *s;
+
+	sim_lock();
+	if ((s = sim_map_get(&sim.streams, (uintptr_t)h)) != NULL)
+		s->busy = true;
+	sim_unlock();
+}
+
+CUresult CUDAAPI cuEventCreate(CUevent *ph, unsigned int flags)
+{
+	int dev;
+	CUresult r = sim_current_device(&dev);
+
+	(void)flags;
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (!ph)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!(*ph = calloc(1, sizeof **ph)))
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuEventRecord(CUevent ev, CUstream h)
+{
+	struct CUstream_st *s;
+
+	if (!ev)
+		return CUDA_ERROR_INVALID_HANDLE;
+	sim_lock();
+	s = h ? sim_map_get(&sim.streams, (uintptr_t)h) : NULL;
+	ev->stream = s && s->busy ? s : NULL;
+	ev->syncs = s ? s->syncs : 0;
+	sim_unlock();
+	return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuEventQuery(CUevent ev)
+{
+	CUresult r;
+
+	if (!ev)
+		return CUDA_ERROR_INVALID_HANDLE;
+	sim_lock();
+	r = ev->stream && ev->stream->syncs == ev->syncs ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
+	sim_unlock();
+	return r;
+}
+
+CUresult CUDAAPI cuEventDestroy(CUevent ev)
+{
+	if (!ev)
+		return CUDA_ERROR_INVALID_HANDLE;
+	free(ev);
+	return CUDA_SUCCESS;
 }
 
 /* ---- profiler control: counted so tests can see capture ranges ---------------------- */

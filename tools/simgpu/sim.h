@@ -77,6 +77,13 @@ struct CUctx_st {
 struct CUstream_st {
 	int device;
 	unsigned flags;
+	bool busy;     /* simgpu_stream_busy: simulated work queued, until a synchronize */
+	uint64_t syncs;
+};
+
+struct CUevent_st {
+	struct CUstream_st *stream; /* recorded while it was busy; NULL: complete */
+	uint64_t syncs;             /* the stream's synchronizations when recorded */
 };
 
 struct sim_device {
