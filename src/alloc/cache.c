@@ -971,11 +971,13 @@ static void release_all(struct mt_cache *m, const struct mt_cache_config *c, uin
 		process_pending(m, c);
 	}
 	for (struct segment *s = m->segments, *sn; s; s = sn) {
+		struct pool *p = s->pool;
+
 		sn = s->next;
 		if (!s->page) {
-			spin_lock(&s->pool->lock);
+			spin_lock(&p->lock);
 			release_plain(m, s);
-			spin_unlock(&s->pool->lock);
+			spin_unlock(&p->lock);
 		}
 	}
 	unmap_pages(m, UINT64_MAX, false, stream);
@@ -1008,15 +1010,16 @@ static void collect(struct mt_cache *m, const struct mt_cache_config *c)
 		avg = total / n;
 		for (struct segment *s = m->segments, *sn; s && freed < reserved - goal; s = sn) {
 			uint64_t size = s->size;
+			struct pool *p = s->pool;
 
 			sn = s->next;
-			if (s->page || s->pool->small)
+			if (s->page || p->small)
 				continue;
-			spin_lock(&s->pool->lock);
+			spin_lock(&p->lock);
 			if (s->first->state == FREE && !s->first->next && now - s->first->freed >= avg &&
 			    release_plain(m, s))
 				freed += size, progress = 1;
-			spin_unlock(&s->pool->lock);
+			spin_unlock(&p->lock);
 		}
 	}
 }
@@ -1039,7 +1042,10 @@ static void defer(struct mt_cache *m, const struct mt_cache_config *c, struct bl
 		waiting |= b->uses[i] != 0;
 	}
 	if (waiting) {
+		/* neighbours read its state under the pool lock */
+		spin_lock(&b->seg->pool->lock);
 		b->state = PENDING;
+		spin_unlock(&b->seg->pool->lock);
 		b->fprev = NULL;
 		b->fnext = m->pending;
 		if (m->pending)
@@ -1117,6 +1123,8 @@ int mt_cache_alloc(struct mt_cache *m, uint64_t requested, uint64_t stream, uint
 	int err;
 
 	*addr = 0;
+	if (!requested)
+		return 0; /* as cudaMalloc: no memory, no address */
 	if (!p)
 		return ENOMEM;
 	if (__atomic_load_n(&m->npending, __ATOMIC_RELAXED)) {

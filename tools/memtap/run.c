@@ -38,6 +38,10 @@ static const char run_usage[] =
 	"  --policy FILE.lua      run a Lua policy inside the job (repeatable; also MEMTAP_POLICY, files\n"
 	"                         separated by ':'); a bundled one by name: oom_snapshot, threshold_capture,\n"
 	"                         leak_watch, cap, peak_report (docs/LUA.md). A syntax error stops here.\n"
+	"  --allocator caching    serve cudaMalloc, cudaFree, cudaMallocAsync and cudaFreeAsync from\n"
+	"                         memtap's caching allocator (policy: -O alloc_policy=memtap-vmm|memtap|\n"
+	"                         native|bump, knobs: -O alloc_conf=...; docs/ALLOCATOR.md). PyTorch jobs\n"
+	"                         plug it in with memtap.use_allocator() instead\n"
 	"  -O, --option KEY=VALUE any memtap option (below), as MEMTAP_<KEY> would set it\n"
 	"  -q, --quiet            no summary\n"
 	"Options (also MEMTAP_OPTIONS=\"key=value,...\" or MEMTAP_<KEY> in the environment):\n"
@@ -238,7 +242,7 @@ int cmd_run(int argc, char **argv)
 {
 	static const struct option longopts[] = {
 		{"output", 1, 0, 'o'}, {"depth", 1, 0, 'd'}, {"follow-fork", 0, 0, 'f'}, {"option", 1, 0, 'O'},
-		{"backend", 1, 0, 'b'}, {"policy", 1, 0, 'P'},
+		{"backend", 1, 0, 'b'}, {"policy", 1, 0, 'P'}, {"allocator", 1, 0, 'A'},
 		{"quiet", 0, 0, 'q'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
 	char lib[PATH_MAX], output[2 * PATH_MAX], trace[PATH_MAX + 16], *preload, policies[8192] = "";
 	const char *pattern = "memtap-%p.trace", *old, *library;
@@ -263,6 +267,11 @@ int cmd_run(int argc, char **argv)
 			cupti = strcmp(optarg, "cupti") == 0;
 			break;
 		case 'O': set_option(optarg); break;
+		case 'A':
+			if (strcmp(optarg, "caching") && strcmp(optarg, "none"))
+				die(EXIT_USAGE, "--allocator is caching or none, not '%s'", optarg);
+			setenv("MEMTAP_ALLOCATOR", strcmp(optarg, "none") ? optarg : "", 1);
+			break;
 		case 'P': add_policy(policies, sizeof policies, optarg); break;
 		case 'q': quiet = true; break;
 		case 'h': fputs(run_usage, stdout); return 0;

@@ -1,0 +1,165 @@
+"""memtap's caching allocator in a job and `memtap replay`, on simgpu: the pluggable entry
+points driven as PyTorch drives them; simtrain served from the cache with the same ground
+truth; replays of simtrain runs and of PyTorch snapshots through every policy, with the
+native model checked against segment totals worked out by hand from PyTorch's rules."""
+import glob
+import json
+import os
+import pickle
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.join(os.environ["MT_SRCDIR"], "tests"))
+from tap import done, ok, scratch  # noqa: E402
+
+B = os.environ["MT_BUILDDIR"]
+MEMTAP = os.path.join(B, "tools/memtap/memtap")
+SIMTRAIN = os.path.join(B, "tools/simtrain/simtrain")
+HARNESS = os.path.join(B, "tests/alloc/pluggable")
+TMP = scratch("alloc")
+MiB = 1 << 20
+
+
+def record(name, argv, opts=()):
+    d = os.path.join(TMP, name)
+    os.makedirs(d, exist_ok=True)
+    p = subprocess.run([MEMTAP, "run", "-o", os.path.join(d, "t-%p.trace"), *opts, "--", *argv],
+                       capture_output=True, text=True)
+    return p, sorted(glob.glob(os.path.join(d, "*.trace*")))
+
+
+def report(path):
+    p = subprocess.run([MEMTAP, "report", "--json", path], capture_output=True, text=True)
+    return json.loads(p.stdout) if p.stdout.startswith("{") else None
+
+
+def replay(path, *args):
+    p = subprocess.run([MEMTAP, "replay", "--json", path, *args], capture_output=True, text=True)
+    r = json.loads(p.stdout) if p.stdout.startswith("{") else None
+    return p, r and {x["policy"]: x for x in r["policies"]}, r
+
+
+# ---- the pluggable entry points, called as CUDAPluggableAllocator calls them ----
+p, traces = record("harness", [HARNESS])
+ok(p.returncode == 0 and "not ok" not in p.stdout and traces, "the CUDAPluggableAllocator harness passes",
+   p.stdout[-2000:] + p.stderr[-2000:])
+for line in p.stdout.splitlines():
+    if line.startswith(("ok", "not ok")):
+        print("# harness: " + line)
+if traces:
+    rep = report(traces[0])
+    frag = rep and rep["devices"][0]["fragmentation"]
+    ok(rep and rep["events"]["allocs"] > 1000 and rep["events"]["allocs"] == rep["events"]["frees"],
+       "every block the harness had is in the trace, and freed", rep and rep["events"])
+    ok(frag and frag["at_peak"]["reserved_bytes"] >= frag["at_peak"]["allocated_bytes"] > 0 and frag["block_sizes"] == "exact",
+       "the report shows the allocator's segments and exact block sizes", frag and frag["at_peak"])
+
+# ---- simtrain on --allocator=caching: the same ground truth, exact fragmentation ----
+for policy in ("memtap-vmm", "native", "memtap"):
+    for args in (["--preset", "gpt2-small"], ["--preset", "gpt2-small", "--api", "async", "--zero", "2", "--dp", "4"]):
+        name = "simtrain %s on %s" % (" ".join(args), policy)
+        truth_path = os.path.join(TMP, "truth.json")
+        p, traces = record("simtrain", [SIMTRAIN, *args, "--json", truth_path],
+                           ["--allocator=caching", "-O", "alloc_policy=" + policy])
+        if not ok(p.returncode == 0 and len(traces) == 1, name + ": ran", p.stderr):
+            continue
+        truth = json.load(open(truth_path))
+        rep = report(traces[0])
+        dev = rep["devices"][0]
+        ok(rep["events"]["allocs"] == truth["allocs"] and rep["events"]["frees"] == truth["frees"],
+           name + ": allocations and frees equal simtrain's", (rep["events"], truth["allocs"]))
+        ok(dev["peak_allocated_bytes"] == truth["peak"]["bytes"], name + ": peak equals simtrain's",
+           (dev["peak_allocated_bytes"], truth["peak"]["bytes"]))
+        at = dev["fragmentation"]["at_peak"]
+        ok(at["reserved_bytes"] >= at["allocated_bytes"] >= truth["peak"]["bytes"],
+           name + ": segments hold the blocks at the peak", at)
+        # the same sequence replayed under the same policy reserves the same
+        _, pol, _ = replay(traces[0], "--policy", policy)
+        ok(pol and pol[policy]["peak_allocated"] == max(at["allocated_bytes"], pol[policy]["peak_allocated"]),
+           name + ": replaying its blocks is consistent", pol and pol[policy]["peak_allocated"])
+        os.remove(traces[0])
+
+# ---- memtap replay of simtrain runs (device allocations, tensor by tensor) ----
+for preset in ("gpt2-small", "gpt-1.3b"):
+    p, traces = record("replay-" + preset, [SIMTRAIN, "--preset", preset])
+    _, pol, raw = replay(traces[0], "--find-min-capacity")
+    if not ok(pol and set(pol) == {"native", "memtap", "memtap-vmm", "bump"}, preset + ": all four policies"):
+        continue
+    ratio = {k: v["peak_reserved"] / v["peak_allocated"] for k, v in pol.items()}
+    ok(ratio["memtap-vmm"] <= 1.02, preset + ": memtap-vmm reserves at most 2% over allocated", ratio)
+    ok(ratio["memtap-vmm"] <= ratio["native"], preset + ": and no more than the native model", ratio)
+    ok(pol["bump"]["peak_reserved"] == pol["bump"]["peak_allocated"], preset + ": bump reserves what it allocates")
+    ok(all(v["peak_requested"] == pol["bump"]["peak_requested"] for v in pol.values()),
+       preset + ": the same requests under every policy")
+    ok(pol["memtap-vmm"]["min_capacity"] <= pol["native"]["min_capacity"],
+       preset + ": memtap-vmm fits in no more memory than native",
+       (pol["memtap-vmm"]["min_capacity"], pol["native"]["min_capacity"]))
+    ok(all(len(v["timeline"]) > 10 for v in pol.values()), preset + ": a fragmentation timeline per policy")
+    cap = pol["native"]["min_capacity"] - 4 * MiB
+    _, small, _ = replay(traces[0], "--policy", "native", "--capacity", str(cap))
+    ok(small and small["native"]["ooms"] > 0, preset + ": below native's smallest capacity, native fails", cap)
+    text = subprocess.run([MEMTAP, "replay", traces[0]], capture_output=True, text=True).stdout
+    ok("memtap-vmm" in text and "peak reserved" in text, preset + ": a table as text")
+
+# ---- PyTorch snapshots: the native model against segment totals worked out by hand ----
+T0 = 1718000000000000
+
+
+def snapshot(entries, segments):
+    return {"segments": segments, "device_traces": [[
+        dict(e, stream=0, time_us=T0 + i, frames=[{"filename": "t.py", "line": 1, "name": "f"}])
+        for i, e in enumerate(entries)]],
+        "allocator_settings": {}, "external_annotations": []}
+
+
+def seg(addr, total):
+    return {"device": 0, "address": addr, "total_size": total, "allocated_size": 0, "active_size": 0,
+            "requested_size": 0, "stream": 0, "segment_type": "large", "segment_pool_id": (0, 0),
+            "is_expandable": False, "frames": [], "blocks": []}
+
+
+# What PyTorch's rules give (reference/pytorch-allocator.md §5): 100 B -> a 2 MiB small
+# segment; two 5 MiB -> one 20 MiB segment (the second split from the first's); 30 MiB ->
+# its own 30 MiB segment; 1.5 MiB (large pool) -> the 20 MiB segment's free 10 MiB; after
+# the 30 MiB is freed, 28 MiB is best fit into its cached segment (2 MiB left is > 1 MiB:
+# split); 700 KiB -> the small segment. Total 52 MiB.
+S = 0x7f0000000000
+ENTRIES = []
+for action, addr, size in (("segment_alloc", S, 2 * MiB), ("alloc", S, 100),
+                           ("segment_alloc", S + 64 * MiB, 20 * MiB), ("alloc", S + 64 * MiB, 5 * MiB),
+                           ("alloc", S + 69 * MiB, 5 * MiB),
+                           ("segment_alloc", S + 128 * MiB, 30 * MiB), ("alloc", S + 128 * MiB, 30 * MiB),
+                           ("alloc", S + 74 * MiB, 3 * MiB // 2),
+                           ("free_requested", S + 128 * MiB, 30 * MiB), ("free_completed", S + 128 * MiB, 30 * MiB),
+                           ("alloc", S + 128 * MiB, 28 * MiB), ("alloc", S + 512, 700 * 1024),
+                           ("free_requested", S + 64 * MiB, 5 * MiB), ("free_completed", S + 64 * MiB, 5 * MiB)):
+    ENTRIES.append({"action": action, "addr": addr, "size": size})
+path = os.path.join(TMP, "hand.pickle")
+with open(path, "wb") as f:
+    pickle.dump(snapshot(ENTRIES, [seg(S, 2 * MiB), seg(S + 64 * MiB, 20 * MiB), seg(S + 128 * MiB, 30 * MiB)]), f)
+p, pol, raw = replay(path, "--policy", "native")
+ok(raw and raw["blocks"] and raw["final_segments"] == 52 * MiB, "the snapshot's segments: 52 MiB",
+   raw and raw["final_segments"])
+ok(pol and pol["native"]["final_reserved"] == 52 * MiB and pol["native"]["peak_reserved"] == 52 * MiB,
+   "native replay reproduces the snapshot's segment total", pol and pol["native"])
+ok(pol and pol["native"]["segments"] == 3, "in as many segments", pol and pol["native"]["segments"])
+text = subprocess.run([MEMTAP, "replay", path, "--policy", "native"], capture_output=True, text=True).stdout
+ok("52.00 MiB in the trace, 52.00 MiB in the native replay (the same)" in text, "said in the text", text)
+
+# expandable_segments:True: one growing range of 20 MiB pages for the large pool
+p, pol, _ = replay(path, "--policy", "native", "--conf", "expandable_segments:True")
+ok(pol and pol["native"]["peak_reserved"] % (2 * MiB) == 0 and pol["native"]["peak_reserved"] <= 62 * MiB,
+   "expandable segments: pages of the one range", pol and pol["native"]["peak_reserved"])
+
+# ---- bad input: one line, a non-zero exit ----
+for args, what in ((["--policy", "best"], "unknown policy"), (["--capacity", "lots"], "not a size"),
+                   (["--conf", "max_split_size_mb:x"], "cannot use")):
+    p = subprocess.run([MEMTAP, "replay", path, *args], capture_output=True, text=True)
+    ok(p.returncode == 2 and what in p.stderr and len(p.stderr.splitlines()) == 1, "replay " + " ".join(args),
+       p.stderr)
+cut = os.path.join(TMP, "cut.pickle")
+open(cut, "wb").write(open(path, "rb").read()[:100])
+p = subprocess.run([MEMTAP, "replay", cut], capture_output=True, text=True)
+ok(p.returncode != 0 and len(p.stderr.splitlines()) == 1, "a truncated snapshot: one line, non-zero", p.stderr)
+
+done()

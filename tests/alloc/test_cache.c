@@ -1,0 +1,442 @@
+/* The caching allocator's engine on a test device: PyTorch's native rounding and segment
+ * sizes, splitting and coalescing, cache hits, release of the cache on OOM and one retry,
+ * VMM stitching serving what plain caching cannot, cross-stream frees waiting for their
+ * events, GC, no caching at all, and many threads on many streams at once (run under
+ * ThreadSanitizer in the sanitizer builds). */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "alloc/cache.h"
+#include "../tap.h"
+
+#define MIB (1ull << 20)
+
+struct dev {
+	pthread_mutex_t lock;
+	uint64_t capacity, used, next;
+	bool events_done;
+	int syncs, events;
+};
+
+static int seg_alloc(void *ctx, int device, uint64_t size, uint64_t *addr)
+{
+	struct dev *d = ctx;
+	int r = 0;
+
+	(void)device;
+	pthread_mutex_lock(&d->lock);
+	if (d->capacity && d->used + size > d->capacity) {
+		r = MT_CACHE_OOM;
+	} else {
+		d->used += size;
+		*addr = d->next;
+		d->next += (size + 2 * MIB - 1) / (2 * MIB) * (2 * MIB);
+	}
+	pthread_mutex_unlock(&d->lock);
+	return r;
+}
+
+static void seg_free(void *ctx, int device, uint64_t addr, uint64_t size)
+{
+	struct dev *d = ctx;
+
+	(void)device, (void)addr;
+	pthread_mutex_lock(&d->lock);
+	d->used -= size;
+	pthread_mutex_unlock(&d->lock);
+}
+
+static int va_reserve(void *ctx, int device, uint64_t size, uint64_t *addr)
+{
+	struct dev *d = ctx;
+
+	(void)device;
+	pthread_mutex_lock(&d->lock);
+	*addr = d->next;
+	d->next += size;
+	pthread_mutex_unlock(&d->lock);
+	return 0;
+}
+
+static void va_free(void *ctx, int device, uint64_t addr, uint64_t size)
+{
+	(void)ctx, (void)device, (void)addr, (void)size;
+}
+
+/* a handle is its size, so releasing knows what to give back */
+static int phys_create(void *ctx, int device, uint64_t size, uint64_t *handle)
+{
+	uint64_t a;
+	int r = seg_alloc(ctx, device, size, &a);
+
+	*handle = size;
+	return r;
+}
+
+static void phys_release(void *ctx, int device, uint64_t handle)
+{
+	seg_free(ctx, device, 0, handle);
+}
+
+static int map(void *ctx, int device, uint64_t addr, uint64_t size, uint64_t handle)
+{
+	(void)ctx, (void)device, (void)addr, (void)size, (void)handle;
+	return 0;
+}
+
+static void unmap(void *ctx, int device, uint64_t addr, uint64_t size)
+{
+	(void)ctx, (void)device, (void)addr, (void)size;
+}
+
+static uint64_t event_record(void *ctx, int device, uint64_t stream)
+{
+	struct dev *d = ctx;
+
+	(void)device, (void)stream;
+	__atomic_add_fetch(&d->events, 1, __ATOMIC_RELAXED);
+	return 1;
+}
+
+static bool event_done(void *ctx, uint64_t event)
+{
+	(void)event;
+	return __atomic_load_n(&((struct dev *)ctx)->events_done, __ATOMIC_RELAXED);
+}
+
+static void stream_sync(void *ctx, int device, uint64_t stream)
+{
+	(void)device, (void)stream;
+	__atomic_add_fetch(&((struct dev *)ctx)->syncs, 1, __ATOMIC_RELAXED);
+}
+
+static void *mem_alloc(void *ctx, size_t n)
+{
+	(void)ctx;
+	return calloc(1, n);
+}
+
+static void mem_free(void *ctx, void *p, size_t n)
+{
+	(void)ctx, (void)n;
+	free(p);
+}
+
+static struct mt_cache *make(struct dev *d, const char *policy, uint64_t capacity, const char *conf)
+{
+	struct mt_cache_backend b = {
+		.ctx = d, .seg_alloc = seg_alloc, .seg_free = seg_free, .va_reserve = va_reserve, .va_free = va_free,
+		.phys_create = phys_create, .phys_release = phys_release, .map = map, .unmap = unmap,
+		.event_record = event_record, .event_done = event_done, .stream_sync = stream_sync,
+		.mem_alloc = mem_alloc, .mem_free = mem_free,
+	};
+	struct mt_cache_config c;
+	struct mt_cache *m = NULL;
+	const char *bad;
+
+	memset(d, 0, sizeof *d);
+	pthread_mutex_init(&d->lock, NULL);
+	d->capacity = capacity;
+	d->next = 1ull << 40;
+	if (mt_cache_preset(&c, policy) || (conf && mt_cache_configure(&c, conf, &bad)) ||
+	    mt_cache_new(&m, &c, &b, 0)) {
+		printf("Bail out! cannot make a %s engine\n", policy);
+		exit(1);
+	}
+	return m;
+}
+
+static uint64_t alloc(struct mt_cache *m, uint64_t size, uint64_t stream)
+{
+	uint64_t a = 0;
+
+	return mt_cache_alloc(m, size, stream, 0, &a) ? 0 : a;
+}
+
+static struct mt_cache_stats stats(struct mt_cache *m)
+{
+	struct mt_cache_stats s;
+
+	mt_cache_stats(m, &s);
+	return s;
+}
+
+static void native_rules(void)
+{
+	struct dev d;
+	struct mt_cache *m = make(&d, "native", 0, NULL);
+	struct mt_cache_config c;
+	uint64_t a, b, x, y, req, size;
+
+	mt_cache_preset(&c, "native");
+	is(mt_cache_round(&c, 1), 512, "native: 1 byte rounds to 512");
+	is(mt_cache_round(&c, 513), 1024, "native: 513 rounds to 1024");
+	c.power2_divisions = 4;
+	is(mt_cache_round(&c, 1300 * MIB), 1536 * MIB, "roundup_power2_divisions 4: 1300 MiB to 1536 MiB");
+	is(mt_cache_round(&c, 1280 * MIB), 1280 * MIB, "roundup_power2_divisions 4: 1280 MiB stays");
+	is(mt_cache_round(&c, 1024), 1024, "roundup_power2_divisions: small sizes round to 512");
+
+	a = alloc(m, 100, 0);
+	is(stats(m).reserved, 2 * MIB, "a small request reserves a 2 MiB segment");
+	ok(mt_cache_block(m, a, &req, &size) && req == 100 && size == 512, "its block is 512 bytes for 100 asked");
+	b = alloc(m, 5 * MIB, 0);
+	is(stats(m).reserved, 22 * MIB, "a 5 MiB request reserves a 20 MiB segment");
+	x = alloc(m, 5 * MIB, 0);
+	is(x, b + 5 * MIB, "the next 5 MiB is split from the same segment, right after");
+	is(stats(m).reserved, 22 * MIB, "and reserves nothing new");
+	y = alloc(m, 31 * MIB, 0);
+	is(stats(m).reserved, 54 * MIB, "31 MiB reserves a segment rounded to 2 MiB (32 MiB)");
+	mt_cache_free(m, x);
+	mt_cache_free(m, b);
+	is(alloc(m, 5 * MIB, 0), b, "a freed block is reused for the same size (best fit, lowest address)");
+	is(stats(m).hits, 2, "two cache hits");
+	/* the large pool splits only when more than 1 MiB is left */
+	ok(mt_cache_block(m, y, &req, &size) && size == 32 * MIB, "the 1 MiB left of its 32 MiB segment is not split off");
+	is(alloc(m, 0, 7), 0, "size 0 gives no address");
+	is(mt_cache_free(m, 12345), ENOENT, "freeing an unknown address is refused");
+	mt_cache_delete(m);
+}
+
+static void coalescing(void)
+{
+	struct dev d;
+	struct mt_cache *m = make(&d, "memtap", 0, NULL);
+	uint64_t a = alloc(m, 256 * 1024, 0), b = alloc(m, 256 * 1024, 0), c = alloc(m, 256 * 1024, 0);
+
+	ok(b == a + 256 * 1024 && c == b + 256 * 1024, "small blocks tile one segment");
+	mt_cache_free(m, b);
+	is(mt_cache_largest_free(m), 2 * MIB - 768 * 1024, "a hole between live blocks does not join the tail");
+	mt_cache_free(m, a);
+	mt_cache_free(m, c);
+	is(mt_cache_largest_free(m), 2 * MIB, "freeing the neighbours joins the whole segment again");
+	is(stats(m).allocated, 0, "nothing allocated");
+	mt_cache_delete(m);
+}
+
+static void oom_release_retry(void)
+{
+	struct dev d;
+	struct mt_cache *m = make(&d, "native", 64 * MIB, NULL);
+	uint64_t a = alloc(m, 40 * MIB, 0), b;
+
+	mt_cache_free(m, a);
+	is(stats(m).reserved, 40 * MIB, "a freed 40 MiB segment stays cached");
+	b = alloc(m, 50 * MIB, 0);
+	ok(b != 0, "50 MiB on a 64 MiB device: the cache is released and the call retried");
+	is(stats(m).retries, 1, "one retry");
+	is(stats(m).reserved, 50 * MIB, "only the new segment is reserved");
+	is(alloc(m, 20 * MIB, 0), 0, "20 MiB more does not fit: out of memory");
+	is(stats(m).ooms, 1, "counted");
+	mt_cache_delete(m);
+}
+
+/* A 48 MiB segment cut in four 12 MiB blocks, the first and third freed: 24 MiB free, but
+ * not in one piece, and the device is full. */
+static int fragmented(const char *policy)
+{
+	struct dev d;
+	struct mt_cache *m = make(&d, policy, 48 * MIB, NULL);
+	uint64_t x = alloc(m, 48 * MIB, 0), p[4], got;
+
+	mt_cache_free(m, x);
+	for (int i = 0; i < 4; i++)
+		p[i] = alloc(m, 12 * MIB, 0);
+	mt_cache_free(m, p[0]);
+	mt_cache_free(m, p[2]);
+	got = alloc(m, 24 * MIB, 0);
+	if (got) {
+		is(stats(m).reserved, 48 * MIB, "%s: stitched without reserving more", policy);
+		ok(stats(m).stitched >= 1, "%s: counted as stitched", policy);
+		mt_cache_free(m, got);
+		ok(alloc(m, 24 * MIB, 0) != 0, "%s: and again after a free", policy);
+	}
+	mt_cache_delete(m);
+	return got != 0;
+}
+
+static void stitching(void)
+{
+	ok(!fragmented("native"), "native: 24 MiB in two free 12 MiB holes of a full device fails");
+	ok(!fragmented("memtap"), "memtap without VMM: fails too");
+	ok(fragmented("memtap-vmm"), "memtap-vmm: the free pages are stitched into one range");
+}
+
+static void cross_stream(void)
+{
+	struct dev d;
+	struct mt_cache *m = make(&d, "memtap", 0, NULL);
+	uint64_t a = alloc(m, 4 * MIB, 1), b;
+
+	is(mt_cache_record_stream(m, a, 2), 0, "record_stream on a live block");
+	mt_cache_free(m, a);
+	is(d.events, 1, "freeing it records an event on the other stream");
+	b = alloc(m, 4 * MIB, 1);
+	ok(b && b != a, "while that stream's work is pending, the block is not handed out");
+	__atomic_store_n(&d.events_done, true, __ATOMIC_RELAXED);
+	is(alloc(m, 4 * MIB, 1), a, "once the event completed, it is");
+	/* more streams than a block keeps: the device is synchronized instead */
+	b = alloc(m, 4 * MIB, 1);
+	for (uint64_t s = 2; s < 2 + MT_CACHE_USES + 1; s++)
+		mt_cache_record_stream(m, b, s);
+	mt_cache_free(m, b);
+	ok(d.syncs >= 1, "a block used by many streams syncs the device when freed");
+	is(alloc(m, 4 * MIB, 1), b, "and is reusable at once");
+	is(mt_cache_record_stream(m, 999, 2), ENOENT, "record_stream on an unknown address is refused");
+	mt_cache_delete(m);
+}
+
+static void gc_and_bump(void)
+{
+	struct dev d;
+	struct mt_cache *m = make(&d, "native", 0, "garbage_collection_threshold:0.5,limit_mb:100");
+	uint64_t x[4];
+
+	for (int i = 0; i < 4; i++)
+		x[i] = alloc(m, (uint64_t)(12 + 2 * i) * MIB, 0);
+	for (int i = 0; i < 4; i++)
+		mt_cache_free(m, x[i]);
+	is(stats(m).reserved, 60 * MIB, "60 MiB cached in four segments");
+	ok(alloc(m, 20 * MIB, 0) != 0, "a miss past the GC threshold");
+	ok(stats(m).gc_runs == 1 && stats(m).reserved <= 50 * MIB + 20 * MIB && stats(m).reserved >= 20 * MIB,
+	   "GC freed old cached segments until it was back under 50 MiB");
+	mt_cache_delete(m);
+
+	m = make(&d, "bump", 0, NULL);
+	x[0] = alloc(m, 1000, 0);
+	x[1] = alloc(m, 3 * MIB, 0);
+	is(stats(m).reserved, 1024 + 3 * MIB, "bump: each request its own allocation, rounded to 512 bytes");
+	mt_cache_free(m, x[0]);
+	mt_cache_free(m, x[1]);
+	is(stats(m).reserved, 0, "bump: a free gives it back");
+	is(d.used, 0, "and the device has it back");
+	mt_cache_delete(m);
+}
+
+/* ---- many threads, many streams, frees from other threads ---- */
+
+#define THREADS 8
+#define SLOTS 64
+#define ROUNDS 20000
+
+static struct mt_cache *shared;
+static uint64_t handoff[THREADS]; /* a block one thread leaves for the next to free */
+static pthread_mutex_t owned_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t owned_lo[THREADS * (SLOTS + 1)], owned_hi[THREADS * (SLOTS + 1)];
+static int nowned, overlaps;
+
+static void claim(uint64_t a, uint64_t size)
+{
+	pthread_mutex_lock(&owned_lock);
+	for (int i = 0; i < nowned; i++)
+		if (a < owned_hi[i] && owned_lo[i] < a + size)
+			overlaps++;
+	owned_lo[nowned] = a;
+	owned_hi[nowned++] = a + size;
+	pthread_mutex_unlock(&owned_lock);
+}
+
+static void unclaim(uint64_t a)
+{
+	pthread_mutex_lock(&owned_lock);
+	for (int i = 0; i < nowned; i++)
+		if (owned_lo[i] == a) {
+			owned_lo[i] = owned_lo[--nowned];
+			owned_hi[i] = owned_hi[nowned];
+			break;
+		}
+	pthread_mutex_unlock(&owned_lock);
+}
+
+static void *worker(void *arg)
+{
+	int id = (int)(intptr_t)arg;
+	uint64_t live[SLOTS] = {0}, sizes[SLOTS] = {0}, seed = (uint64_t)id * 7919 + 1;
+	long failures = 0;
+
+	for (int i = 0; i < ROUNDS; i++) {
+		int k;
+		uint64_t stream = 100 + (uint64_t)(id % 4) * 2 + (uint64_t)(i & 1), h;
+
+		seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+		k = (int)((seed >> 33) % SLOTS);
+		if (live[k]) {
+			unclaim(live[k]);
+			failures += mt_cache_free(shared, live[k]) != 0;
+			live[k] = 0;
+		} else {
+			uint64_t size = (seed >> 40) % 8 == 0 ? (seed >> 20) % (24 * MIB) + 1 : (seed >> 20) % (256 * 1024) + 1;
+
+			if (mt_cache_alloc(shared, size, stream, 0, &live[k]) == 0) {
+				uint64_t req, bs;
+
+				mt_cache_block(shared, live[k], &req, &bs);
+				sizes[k] = bs;
+				claim(live[k], bs);
+				if (k % 5 == 0)
+					mt_cache_record_stream(shared, live[k], stream + 1);
+			}
+		}
+		/* pass a block to the next thread, which frees it: a free from another thread */
+		if (i % 97 == 0 && live[0]) {
+			h = __atomic_exchange_n(&handoff[(id + 1) % THREADS], live[0], __ATOMIC_ACQ_REL);
+			live[0] = 0;
+			if (h) {
+				unclaim(h);
+				failures += mt_cache_free(shared, h) != 0;
+			}
+		}
+	}
+	for (int k = 0; k < SLOTS; k++)
+		if (live[k]) {
+			unclaim(live[k]);
+			failures += mt_cache_free(shared, live[k]) != 0;
+		}
+	(void)sizes;
+	return (void *)failures;
+}
+
+static void stress(const char *policy)
+{
+	struct dev d;
+	pthread_t t[THREADS];
+	long failures = 0;
+
+	shared = make(&d, policy, 0, NULL);
+	d.events_done = true; /* blocks other streams used still wait for the next call */
+	memset(handoff, 0, sizeof handoff);
+	overlaps = nowned = 0;
+	for (int i = 0; i < THREADS; i++)
+		pthread_create(&t[i], NULL, worker, (void *)(intptr_t)i);
+	for (int i = 0; i < THREADS; i++) {
+		void *r;
+
+		pthread_join(t[i], &r);
+		failures += (long)r;
+	}
+	for (int i = 0; i < THREADS; i++)
+		if (handoff[i])
+			unclaim(handoff[i]), failures += mt_cache_free(shared, handoff[i]) != 0;
+	is(failures, 0, "%s stress: every free found its block", policy);
+	is(overlaps, 0, "%s stress: no two live blocks overlapped", policy);
+	is(stats(shared).allocated, 0, "%s stress: nothing allocated at the end", policy);
+	is(stats(shared).allocs, stats(shared).frees, "%s stress: as many frees as allocations", policy);
+	mt_cache_release(shared);
+	is(stats(shared).reserved, 0, "%s stress: release gives every segment back", policy);
+	is(d.used, 0, "%s stress: the device has all its memory back", policy);
+	mt_cache_delete(shared);
+}
+
+int main(void)
+{
+	native_rules();
+	coalescing();
+	oom_release_retry();
+	stitching();
+	cross_stream();
+	gc_and_bump();
+	stress("native");
+	stress("memtap-vmm");
+	return done();
+}
