@@ -18,6 +18,7 @@ segment of PyTorch's caching allocator the tag is recorded, and attributed once 
 own allocator serves the tensors (docs/PYTHON.md).
 """
 import ctypes
+import os
 
 __all__ = ["PARAMS", "GRADS", "OPTIMIZER", "ACTIVATIONS", "TEMPORARIES", "OTHER", "active", "tag", "tag_model",
            "mark"]
@@ -105,3 +106,35 @@ def mark(name="step"):
     """An iteration boundary (or any named moment) in the trace. True when recorded."""
     api = _lib()
     return bool(api) and api[1](name.encode()) == 0
+
+
+def library_path():
+    """The path of the memtap library loaded in this process, or None."""
+    with open("/proc/self/maps") as maps:
+        for line in maps:
+            path = line.split(None, 5)[-1].strip()
+            if os.path.basename(path) == "libmemtap.so":
+                return path
+    return None
+
+
+def use_allocator(torch=None):
+    """Make memtap's caching allocator PyTorch's CUDA allocator, with its optional hooks
+    (init, empty_cache, memory fraction, record_stream). Call it before any CUDA tensor
+    exists, in a job run under memtap. Returns the CUDAPluggableAllocator; raises
+    RuntimeError when memtap is not loaded."""
+    if torch is None:
+        import torch
+    path = library_path()
+    if path is None:
+        raise RuntimeError("memtap is not loaded: run the job with `memtap run -- python ...`")
+    lib = ctypes.CDLL(path)  # the library already loaded: no second copy
+    alloc = torch.cuda.memory.CUDAPluggableAllocator(path, "memtap_alloc", "memtap_free")
+    inner = alloc.allocator()
+    for setter, name in (("set_init_fn", "memtap_init"), ("set_reset_fn", "memtap_reset"),
+                         ("set_memory_fraction_fn", "memtap_memory_fraction"),
+                         ("set_record_stream_fn", "memtap_record_stream")):
+        if hasattr(inner, setter):
+            getattr(inner, setter)(ctypes.cast(getattr(lib, name), ctypes.c_void_p).value)
+    torch.cuda.memory.change_current_allocator(alloc)
+    return alloc
