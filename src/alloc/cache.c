@@ -50,6 +50,7 @@ struct pool {
 	uint64_t stream;
 	uint8_t tag;
 	bool small;
+	uint64_t hits, allocs, frees, requested; /* under the lock, summed by mt_cache_stats */
 	struct segment *expandable;
 	struct block *spare;
 	void *chunks; /* spare-block allocations, linked through their first word */
@@ -391,7 +392,9 @@ static void merge_next(struct pool *p, struct block *b)
 static struct block *make_free(struct mt_cache *m, struct pool *p, struct block *b)
 {
 	b->state = FREE;
-	b->freed = __atomic_add_fetch(&m->frees_stamp, 1, __ATOMIC_RELAXED);
+	/* an age for GC, not a count: racing frees may share a stamp, and no atomic RMW is paid */
+	b->freed = __atomic_load_n(&m->frees_stamp, __ATOMIC_RELAXED) + 1;
+	__atomic_store_n(&m->frees_stamp, b->freed, __ATOMIC_RELAXED);
 	if (b->next && b->next->state == FREE) {
 		bin_remove(p, b->next);
 		merge_next(p, b);
@@ -405,6 +408,14 @@ static struct block *make_free(struct mt_cache *m, struct pool *p, struct block 
 	}
 	bin_insert(p, b);
 	return b;
+}
+
+/* A block the caller freed rejoins its pool. Pool lock held. */
+static struct block *put_back(struct mt_cache *m, struct pool *p, struct block *b)
+{
+	p->frees++;
+	p->requested -= b->requested;
+	return make_free(m, p, b);
 }
 
 static bool should_split(const struct mt_cache_config *c, const struct pool *p, const struct block *b, uint64_t size)
@@ -429,6 +440,8 @@ static void take(struct mt_cache *m, struct pool *p, struct block *b, uint64_t s
 	}
 	b->state = USED;
 	b->requested = requested;
+	p->allocs++;
+	p->requested += requested;
 	b->nuses = 0;
 	b->sync_all = false;
 }
@@ -925,14 +938,14 @@ static int grow(struct mt_cache *m, const struct mt_cache_config *c, struct pool
 
 /* ---- release, GC, cross-stream events ---- */
 
-/* A freed block rejoins its pool; without caching, its segment goes back at once. Device
- * lock held when !cache. */
-static void give_back(struct mt_cache *m, const struct mt_cache_config *c, struct block *b)
+/* A freed block rejoins its pool (counted as freed unless `counted`); without caching,
+ * its segment goes back at once. Device lock held when !cache. */
+static void give_back(struct mt_cache *m, const struct mt_cache_config *c, struct block *b, bool counted)
 {
 	struct pool *p = b->seg->pool;
 
 	spin_lock(&p->lock);
-	b = make_free(m, p, b);
+	b = counted ? make_free(m, p, b) : put_back(m, p, b);
 	if (!c->cache)
 		release_plain(m, b->seg);
 	spin_unlock(&p->lock);
@@ -958,7 +971,7 @@ static void process_pending(struct mt_cache *m, const struct mt_cache_config *c)
 		if (b->fnext)
 			b->fnext->fprev = b->fprev;
 		__atomic_sub_fetch(&m->npending, 1, __ATOMIC_RELAXED);
-		give_back(m, c, b);
+		give_back(m, c, b, true);
 	}
 }
 
@@ -1028,9 +1041,14 @@ static void collect(struct mt_cache *m, const struct mt_cache_config *c)
  * they complete. */
 static void defer(struct mt_cache *m, const struct mt_cache_config *c, struct block *b)
 {
+	struct pool *p = b->seg->pool;
 	bool waiting = false;
 
 	pthread_mutex_lock(&m->lock);
+	spin_lock(&p->lock);
+	p->frees++;
+	p->requested -= b->requested;
+	spin_unlock(&p->lock);
 	if (b->sync_all)
 		m->b.stream_sync(m->b.ctx, m->device, 0);
 	for (int i = 0; i < b->nuses; i++) {
@@ -1043,9 +1061,9 @@ static void defer(struct mt_cache *m, const struct mt_cache_config *c, struct bl
 	}
 	if (waiting) {
 		/* neighbours read its state under the pool lock */
-		spin_lock(&b->seg->pool->lock);
+		spin_lock(&p->lock);
 		b->state = PENDING;
-		spin_unlock(&b->seg->pool->lock);
+		spin_unlock(&p->lock);
 		b->fprev = NULL;
 		b->fnext = m->pending;
 		if (m->pending)
@@ -1053,7 +1071,7 @@ static void defer(struct mt_cache *m, const struct mt_cache_config *c, struct bl
 		m->pending = b;
 		__atomic_add_fetch(&m->npending, 1, __ATOMIC_RELAXED);
 	} else {
-		give_back(m, c, b);
+		give_back(m, c, b, true);
 	}
 	pthread_mutex_unlock(&m->lock);
 }
@@ -1134,13 +1152,13 @@ int mt_cache_alloc(struct mt_cache *m, uint64_t requested, uint64_t stream, uint
 	}
 	if (c->cache) {
 		spin_lock(&p->lock);
-		if ((b = find_fit(c, p, size)) != NULL)
+		if ((b = find_fit(c, p, size)) != NULL) {
 			take(m, p, b, size, requested, true);
+			p->hits++;
+		}
 		spin_unlock(&p->lock);
 	}
-	if (b)
-		count(&m->st.hits);
-	else if ((err = alloc_slow(m, c, p, size, requested, stream, &b)) != 0)
+	if (!b && (err = alloc_slow(m, c, p, size, requested, stream, &b)) != 0)
 		return err;
 	sh = shard_of(m, b->addr);
 	spin_lock(&sh->lock);
@@ -1148,13 +1166,11 @@ int mt_cache_alloc(struct mt_cache *m, uint64_t requested, uint64_t stream, uint
 	spin_unlock(&sh->lock);
 	if (err) {
 		pthread_mutex_lock(&m->lock);
-		give_back(m, c, b);
+		give_back(m, c, b, false);
 		pthread_mutex_unlock(&m->lock);
 		return err;
 	}
 	stat_add(&m->st.allocated, &m->st.peak_allocated, b->size);
-	stat_add(&m->st.requested, &m->st.peak_requested, requested);
-	count(&m->st.allocs);
 	note(m, MT_CACHE_BLOCK_ALLOC, b->addr, b->size, requested, stream, false);
 	*addr = b->addr;
 	return 0;
@@ -1178,19 +1194,17 @@ int mt_cache_free(struct mt_cache *m, uint64_t addr)
 	/* told before the memory can be handed out again */
 	note(m, MT_CACHE_BLOCK_FREE, b->addr, b->size, b->requested, b->seg->pool->stream, false);
 	stat_sub(&m->st.allocated, b->size);
-	stat_sub(&m->st.requested, b->requested);
-	count(&m->st.frees);
 	if (b->nuses || b->sync_all) {
 		defer(m, c, b);
 	} else if (!c->cache) {
 		pthread_mutex_lock(&m->lock);
-		give_back(m, c, b);
+		give_back(m, c, b, false);
 		pthread_mutex_unlock(&m->lock);
 	} else {
 		struct pool *p = b->seg->pool;
 
 		spin_lock(&p->lock);
-		make_free(m, p, b);
+		put_back(m, p, b);
 		spin_unlock(&p->lock);
 	}
 	return 0;
@@ -1278,6 +1292,20 @@ void mt_cache_stats(struct mt_cache *m, struct mt_cache_stats *s)
 
 	for (size_t i = 0; i < sizeof *s / sizeof(uint64_t); i++)
 		to[i] = __atomic_load_n(&from[i], __ATOMIC_RELAXED);
+	for (size_t i = 0; i < 2 * MT_CACHE_MAX_STREAMS; i++) {
+		struct pools *ps = __atomic_load_n(&m->streams[i], __ATOMIC_ACQUIRE);
+
+		for (int k = 0; ps && k < 2; k++) {
+			struct pool *p = k ? &ps->large : &ps->small;
+
+			spin_lock(&p->lock);
+			s->hits += p->hits;
+			s->allocs += p->allocs;
+			s->frees += p->frees;
+			s->requested += p->requested;
+			spin_unlock(&p->lock);
+		}
+	}
 }
 
 uint64_t mt_cache_largest_free(struct mt_cache *m)

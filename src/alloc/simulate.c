@@ -209,7 +209,7 @@ int mt_sim_run(const struct mt_sim_input *in, const struct mt_cache_config *c, u
 		.map = sim_map, .unmap = sim_unmap, .event_record = sim_event_record, .event_done = sim_event_done,
 		.stream_sync = sim_stream_sync, .mem_alloc = sim_mem_alloc, .mem_free = sim_mem_free,
 	};
-	uint64_t *addrs = calloc(in->nops ? in->nops : 1, sizeof *addrs), t0, spent = 0;
+	uint64_t *addrs = calloc(in->nops ? in->nops : 1, sizeof *addrs), t0, spent = 0, requested = 0;
 	size_t every = in->nops / MT_SIM_SAMPLES + 1;
 	struct mt_cache *m;
 	int err;
@@ -234,6 +234,10 @@ int mt_sim_run(const struct mt_sim_input *in, const struct mt_cache_config *c, u
 			err = 0;
 		}
 		spent += now_ns() - t0;
+		if (op->free && addrs[op->alloc])
+			requested -= in->ops[op->alloc].size;
+		else if (!op->free && addrs[i] && (requested += op->size) > r->peak_requested)
+			r->peak_requested = requested;
 		if (i % every == every - 1 && r->nsamples < MT_SIM_SAMPLES)
 			sample(m, i, r);
 	}

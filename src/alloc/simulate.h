@@ -32,6 +32,7 @@ struct mt_sim_sample {
 
 struct mt_sim_result {
 	struct mt_cache_stats stats; /* at the end, with the peaks */
+	uint64_t peak_requested;
 	uint64_t ooms, first_oom;    /* allocations that failed (first_oom: its op index) */
 	double ns_per_op;
 	struct mt_sim_sample samples[MT_SIM_SAMPLES];

@@ -69,7 +69,7 @@ static void print_text(const char *path, int device, const struct mt_sim_input *
 		}
 		size_text(s->peak_reserved, a, sizeof a);
 		size_text(s->peak_allocated, b, sizeof b);
-		size_text(s->peak_requested, c, sizeof c);
+		size_text(rows[i].r.peak_requested, c, sizeof c);
 		printf("%-11s %14s %14s %14s %10.4f %9.1f%%", rows[i].policy, a, b, c,
 		       s->peak_allocated ? (double)s->peak_reserved / (double)s->peak_allocated : 0, worst * 100);
 		if (capacity)
@@ -106,7 +106,7 @@ static void print_json(const char *path, int device, const struct mt_sim_input *
 		       "\"final_reserved\":%llu,\"segments\":%llu,\"hits\":%llu,\"ooms\":%llu,\"first_oom\":%lld,"
 		       "\"retries\":%llu,\"stitched\":%llu,\"ns_per_op\":%.1f,\"min_capacity\":%llu,\"timeline\":[",
 		       i ? "," : "", rows[i].policy, (unsigned long long)s->peak_reserved,
-		       (unsigned long long)s->peak_allocated, (unsigned long long)s->peak_requested,
+		       (unsigned long long)s->peak_allocated, (unsigned long long)r->peak_requested,
 		       (unsigned long long)s->reserved, (unsigned long long)s->segments, (unsigned long long)s->hits,
 		       (unsigned long long)r->ooms, r->ooms ? (long long)r->first_oom : -1LL,
 		       (unsigned long long)s->retries, (unsigned long long)s->stitched, r->ns_per_op,
