@@ -6,34 +6,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "alloc/cache.h"
-
-static int seg_alloc(void *ctx, int device, uint64_t size, uint64_t *addr)
-{
-	static uint64_t next = 1ull << 40;
-
-	(void)ctx, (void)device;
-	*addr = next;
-	next += size;
-	return 0;
-}
-
-static void seg_free(void *ctx, int device, uint64_t addr, uint64_t size)
-{
-	(void)ctx, (void)device, (void)addr, (void)size;
-}
-
-static void *mem_alloc(void *ctx, size_t n)
-{
-	(void)ctx;
-	return calloc(1, n);
-}
-
-static void mem_free(void *ctx, void *p, size_t n)
-{
-	(void)ctx, (void)n;
-	free(p);
-}
+#include "alloc/simulate.h"
 
 static double now(void)
 {
@@ -46,13 +19,14 @@ static double now(void)
 int main(int argc, char **argv)
 {
 	long pairs = argc > 1 ? atol(argv[1]) : 2000000;
-	struct mt_cache_backend b = { .seg_alloc = seg_alloc, .seg_free = seg_free, .mem_alloc = mem_alloc,
-				      .mem_free = mem_free };
+	struct mt_sim_device dev;
+	struct mt_cache_backend b;
 	struct mt_cache_config c;
 	struct mt_cache *m;
 	const size_t sizes[] = { 4096, 262144, 8u << 20 };
 	double best_cache = 1e30, best_libc = 1e30;
 
+	mt_sim_device_init(&dev, 0, &b);
 	mt_cache_preset(&c, "memtap");
 	if (mt_cache_new(&m, &c, &b, 0))
 		return 1;
@@ -79,5 +53,6 @@ int main(int argc, char **argv)
 	printf("cache-hit alloc+free pair: %.1f ns; glibc malloc+free pair: %.1f ns; ratio %.2f\n", best_cache,
 	       best_libc, best_cache / best_libc);
 	mt_cache_delete(m);
+	mt_sim_device_free(&dev);
 	return 0;
 }

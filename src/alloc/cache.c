@@ -11,7 +11,6 @@
 
 #include "alloc/cache.h"
 
-#define KIB 1024ull
 #define MIB (1024ull * 1024)
 #define BINS 704
 #define BIN_WORDS ((BINS + 63) / 64)
@@ -91,8 +90,6 @@ struct mt_cache {
 	struct mt_cache_stats st;
 	struct shard shards[SHARDS];
 };
-
-const char *const mt_cache_policy_names[] = { "native", "memtap", "memtap-vmm", "bump", NULL };
 
 /* ---- small helpers ---- */
 
@@ -892,7 +889,7 @@ static int grow_expandable(struct mt_cache *m, const struct mt_cache_config *c, 
 {
 	uint64_t page = p->small ? c->small_segment : c->mid_segment ? c->mid_segment : c->large_round;
 	struct segment *s = p->expandable;
-	int err = MT_CACHE_OOM;
+	int err;
 
 	if (!s) {
 		uint64_t span = align_up(c->limit ? c->limit + c->limit / 8 : 256ull << 30, page), addr;
@@ -906,8 +903,8 @@ static int grow_expandable(struct mt_cache *m, const struct mt_cache_config *c, 
 			m->b.va_free(m->b.ctx, m->device, addr, span);
 			return ENOMEM;
 		}
-		err = MT_CACHE_OOM;
 	}
+	err = MT_CACHE_OOM; /* no hole is large enough */
 	spin_lock(&p->lock);
 	for (struct block *h = s->first; h; h = h->next) {
 		uint64_t have = h->prev && h->prev->state == FREE ? h->prev->size : 0;
@@ -1279,11 +1276,6 @@ void mt_cache_set_limit(struct mt_cache *m, uint64_t limit)
 
 	c.limit = limit;
 	mt_cache_reconfigure(m, &c);
-}
-
-const struct mt_cache_config *mt_cache_config_of(const struct mt_cache *m)
-{
-	return __atomic_load_n(&m->cur, __ATOMIC_ACQUIRE);
 }
 
 void mt_cache_stats(struct mt_cache *m, struct mt_cache_stats *s)

@@ -41,7 +41,6 @@ struct mt_cache_config {
 
 /* The policies by name: native, memtap, memtap-vmm, bump. 0 or EINVAL. */
 int mt_cache_preset(struct mt_cache_config *c, const char *name);
-extern const char *const mt_cache_policy_names[];
 /* PYTORCH_CUDA_ALLOC_CONF's syntax ("expandable_segments:True,max_split_size_mb:128,...")
  * and memtap's own keys (stitch, tag_pools, granule_mb, limit_mb). 0, or EINVAL with
  * the offending key in *bad. */
@@ -105,7 +104,6 @@ void mt_cache_set_limit(struct mt_cache *m, uint64_t limit);
 void mt_cache_stats(struct mt_cache *m, struct mt_cache_stats *s);
 /* The largest free block now (bytes a single request could get without a new segment). */
 uint64_t mt_cache_largest_free(struct mt_cache *m);
-const struct mt_cache_config *mt_cache_config_of(const struct mt_cache *m);
 /* Knobs a policy may change while the job runs: rounding, split limit, GC threshold, VMM. */
 void mt_cache_reconfigure(struct mt_cache *m, const struct mt_cache_config *c);
 

@@ -15,6 +15,7 @@
 #include "preload/hooks.h"
 
 static struct mt_cache *engines[MT_NO_DEVICE];
+static int nengines; /* one past the highest device with an engine */
 static pthread_mutex_t engines_lock = PTHREAD_MUTEX_INITIALIZER;
 static bool warned;
 
@@ -223,15 +224,18 @@ static MTP_NOINLINE struct mt_cache *make_engine(int device)
 
 	pthread_mutex_lock(&engines_lock);
 	if (!(m = engines[device])) {
-		if (mt_cache_preset(&c, mtp_opt.alloc_policy[0] ? mtp_opt.alloc_policy : "memtap-vmm"))
+		if (mt_cache_preset(&c, mtp_opt.alloc_policy && mtp_opt.alloc_policy[0] ? mtp_opt.alloc_policy : "memtap-vmm"))
 			mtp_warn("alloc_policy '%s' is not native, memtap, memtap-vmm or bump: using memtap-vmm",
 				 mtp_opt.alloc_policy), mt_cache_preset(&c, "memtap-vmm");
 		if (mt_cache_configure(&c, mtp_opt.alloc_conf, &bad))
 			mtp_warn("alloc_conf: cannot use '%s'; the rest is ignored", bad);
-		if (mt_cache_new(&m, &c, &driver_backend, device) == 0)
+		if (mt_cache_new(&m, &c, &driver_backend, device) == 0) {
 			__atomic_store_n(&engines[device], m, __ATOMIC_RELEASE);
-		else
+			if (device >= nengines)
+				__atomic_store_n(&nengines, device + 1, __ATOMIC_RELEASE);
+		} else {
 			m = NULL;
+		}
 	}
 	pthread_mutex_unlock(&engines_lock);
 	return m;
@@ -264,35 +268,31 @@ int mtp_cache_malloc(void **ptr, size_t size, int device, uint64_t stream)
 	return err;
 }
 
-bool mtp_cache_owns(void *ptr, int *device)
+/* The engine that handed out ptr, trying `device`'s first; NULL when none did. */
+static struct mt_cache *owner(void *ptr, int device)
 {
 	uint64_t requested, size;
+	int n = __atomic_load_n(&nengines, __ATOMIC_ACQUIRE);
 
-	for (int d = 0; d < MT_NO_DEVICE; d++) {
+	for (int d = device >= 0 && device < n ? device : 0, tried = 0; tried < n; tried++, d = (d + 1) % n) {
 		struct mt_cache *m = __atomic_load_n(&engines[d], __ATOMIC_ACQUIRE);
 
-		if (m && mt_cache_block(m, (uintptr_t)ptr, &requested, &size)) {
-			*device = d;
-			return true;
-		}
+		if (m && mt_cache_block(m, (uintptr_t)ptr, &requested, &size))
+			return m;
 	}
-	return false;
+	return NULL;
 }
 
-int mtp_cache_free(void *ptr, int device)
+bool mtp_cache_free(void *ptr, uint64_t stream)
 {
-	struct mt_cache *m = device >= 0 && device < MT_NO_DEVICE ? engines[device] : NULL;
+	struct mt_cache *m = ptr ? owner(ptr, -1) : NULL;
 
-	if (!ptr)
-		return 0;
-	if (!m || mt_cache_free(m, (uintptr_t)ptr) == ENOENT) {
-		int d;
-
-		if (!mtp_cache_owns(ptr, &d))
-			return ENOENT;
-		return mt_cache_free(engines[d], (uintptr_t)ptr);
-	}
-	return 0;
+	if (!m)
+		return false;
+	if (stream)
+		mt_cache_record_stream(m, (uintptr_t)ptr, stream);
+	mt_cache_free(m, (uintptr_t)ptr);
+	return true;
 }
 
 /* ---- PyTorch's CUDAPluggableAllocator entry points ---- */
@@ -309,9 +309,15 @@ MTP_EXPORT void *memtap_alloc(size_t size, int device, CUstream stream)
 
 MTP_EXPORT void memtap_free(void *ptr, size_t size, int device, CUstream stream)
 {
-	(void)size, (void)stream;
+	struct mt_cache *m;
+
+	(void)size, (void)stream; /* the block knows both */
+	if (!ptr)
+		return;
 	mtp_self.depth++;
-	if (mtp_cache_free(ptr, device) == ENOENT && !__atomic_exchange_n(&warned, true, __ATOMIC_RELAXED))
+	if ((m = owner(ptr, device)) != NULL)
+		mt_cache_free(m, (uintptr_t)ptr);
+	else if (!__atomic_exchange_n(&warned, true, __ATOMIC_RELAXED))
 		mtp_warn("memtap_free: %p is not memtap's (reported once)", ptr);
 	mtp_self.depth--;
 }
@@ -325,7 +331,7 @@ MTP_EXPORT void memtap_init(int device_count)
 /* torch.cuda.empty_cache() */
 MTP_EXPORT void memtap_reset(void)
 {
-	for (int d = 0; d < MT_NO_DEVICE; d++) {
+	for (int d = 0, n = __atomic_load_n(&nengines, __ATOMIC_ACQUIRE); d < n; d++) {
 		struct mt_cache *m = __atomic_load_n(&engines[d], __ATOMIC_ACQUIRE);
 
 		if (m)
@@ -348,8 +354,8 @@ MTP_EXPORT void memtap_memory_fraction(double fraction, int device)
 /* Tensor.record_stream: the block is not reused before that stream's queued work ends. */
 MTP_EXPORT void memtap_record_stream(void *ptr, CUstream stream)
 {
-	int d;
+	struct mt_cache *m = owner(ptr, -1);
 
-	if (mtp_cache_owns(ptr, &d))
-		mt_cache_record_stream(engines[d], (uintptr_t)ptr, (uintptr_t)stream);
+	if (m)
+		mt_cache_record_stream(m, (uintptr_t)ptr, (uintptr_t)stream);
 }

@@ -1,6 +1,5 @@
-/* A simulated device under the caching-allocator engine, and the sequences it replays.
- * The device only counts: segments and physical pages are charged against its capacity,
- * addresses come from a counter and are never reused, events complete at once. */
+/* The simulated device under the caching-allocator engine (simulate.h), and the
+ * sequences `memtap replay` runs through it. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,14 +8,9 @@
 #include "alloc/simulate.h"
 #include "util/map.h"
 
-struct simdev {
-	uint64_t capacity, used, next_addr, next_handle;
-	struct mt_map handles; /* handle -> size */
-};
-
 static int sim_seg_alloc(void *ctx, int device, uint64_t size, uint64_t *addr)
 {
-	struct simdev *d = ctx;
+	struct mt_sim_device *d = ctx;
 
 	(void)device;
 	if (d->capacity && d->used + size > d->capacity)
@@ -30,12 +24,12 @@ static int sim_seg_alloc(void *ctx, int device, uint64_t size, uint64_t *addr)
 static void sim_seg_free(void *ctx, int device, uint64_t addr, uint64_t size)
 {
 	(void)device, (void)addr;
-	((struct simdev *)ctx)->used -= size;
+	((struct mt_sim_device *)ctx)->used -= size;
 }
 
 static int sim_va_reserve(void *ctx, int device, uint64_t size, uint64_t *addr)
 {
-	struct simdev *d = ctx;
+	struct mt_sim_device *d = ctx;
 
 	(void)device;
 	*addr = d->next_addr;
@@ -50,7 +44,7 @@ static void sim_va_free(void *ctx, int device, uint64_t addr, uint64_t size)
 
 static int sim_phys_create(void *ctx, int device, uint64_t size, uint64_t *handle)
 {
-	struct simdev *d = ctx;
+	struct mt_sim_device *d = ctx;
 
 	(void)device;
 	if (d->capacity && d->used + size > d->capacity)
@@ -64,7 +58,7 @@ static int sim_phys_create(void *ctx, int device, uint64_t size, uint64_t *handl
 
 static void sim_phys_release(void *ctx, int device, uint64_t handle)
 {
-	struct simdev *d = ctx;
+	struct mt_sim_device *d = ctx;
 	uint64_t size = 0;
 
 	(void)device;
@@ -110,6 +104,22 @@ static void sim_mem_free(void *ctx, void *p, size_t bytes)
 {
 	(void)ctx, (void)bytes;
 	free(p);
+}
+
+void mt_sim_device_init(struct mt_sim_device *d, uint64_t capacity, struct mt_cache_backend *b)
+{
+	*d = (struct mt_sim_device){ .capacity = capacity, .next_addr = 1ull << 40 };
+	*b = (struct mt_cache_backend){
+		.ctx = d, .seg_alloc = sim_seg_alloc, .seg_free = sim_seg_free, .va_reserve = sim_va_reserve,
+		.va_free = sim_va_free, .phys_create = sim_phys_create, .phys_release = sim_phys_release,
+		.map = sim_map, .unmap = sim_unmap, .event_record = sim_event_record, .event_done = sim_event_done,
+		.stream_sync = sim_stream_sync, .mem_alloc = sim_mem_alloc, .mem_free = sim_mem_free,
+	};
+}
+
+void mt_sim_device_free(struct mt_sim_device *d)
+{
+	mt_map_free(&d->handles);
 }
 
 /* ---- the sequence from a trace ---- */
@@ -202,19 +212,15 @@ static void sample(struct mt_cache *m, size_t op, struct mt_sim_result *r)
 int mt_sim_run(const struct mt_sim_input *in, const struct mt_cache_config *c, uint64_t capacity,
 	       struct mt_sim_result *r)
 {
-	struct simdev dev = { .capacity = capacity, .next_addr = 1ull << 40 };
-	const struct mt_cache_backend b = {
-		.ctx = &dev, .seg_alloc = sim_seg_alloc, .seg_free = sim_seg_free, .va_reserve = sim_va_reserve,
-		.va_free = sim_va_free, .phys_create = sim_phys_create, .phys_release = sim_phys_release,
-		.map = sim_map, .unmap = sim_unmap, .event_record = sim_event_record, .event_done = sim_event_done,
-		.stream_sync = sim_stream_sync, .mem_alloc = sim_mem_alloc, .mem_free = sim_mem_free,
-	};
+	struct mt_sim_device dev;
+	struct mt_cache_backend b;
 	uint64_t *addrs = calloc(in->nops ? in->nops : 1, sizeof *addrs), t0, spent = 0, requested = 0;
 	size_t every = in->nops / MT_SIM_SAMPLES + 1;
 	struct mt_cache *m;
 	int err;
 
 	memset(r, 0, sizeof *r);
+	mt_sim_device_init(&dev, capacity, &b);
 	if (!addrs)
 		return ENOMEM;
 	if ((err = mt_cache_new(&m, c, &b, 0)) != 0) {
@@ -244,7 +250,7 @@ int mt_sim_run(const struct mt_sim_input *in, const struct mt_cache_config *c, u
 	mt_cache_stats(m, &r->stats);
 	r->ns_per_op = in->nops ? (double)spent / (double)in->nops : 0;
 	mt_cache_delete(m);
-	mt_map_free(&dev.handles);
+	mt_sim_device_free(&dev);
 	free(addrs);
 	return err;
 }

@@ -103,21 +103,12 @@ static cudaError_t cached_malloc(void **devPtr, size_t size, cudaStream_t s)
 	return err == 0 ? cudaSuccess : err == MT_CACHE_OOM ? cudaErrorMemoryAllocation : cudaErrorUnknown;
 }
 
-/* A block of memtap's cache goes back to it (after work queued on `s` when s is another
- * stream); false when ptr is not memtap's. */
-static bool cached_free(void *ptr, cudaStream_t s, bool on_stream)
+static bool cached_free(void *ptr, cudaStream_t s)
 {
-	int device;
 	bool mine;
 
-	if (!ptr || !mtp_caching())
-		return false;
 	mtp_self.depth++;
-	if ((mine = mtp_cache_owns(ptr, &device))) {
-		if (on_stream)
-			memtap_record_stream(ptr, (CUstream)s);
-		mtp_cache_free(ptr, device);
-	}
+	mine = mtp_cache_free(ptr, (uintptr_t)s);
 	mtp_self.depth--;
 	return mine;
 }
@@ -166,7 +157,7 @@ MTP_EXPORT cudaError_t CUDARTAPI cudaMallocManaged(void **devPtr, size_t size, u
 
 MTP_EXPORT cudaError_t CUDARTAPI cudaFree(void *devPtr)
 {
-	if (unlikely(mtp_caching()) && cached_free(devPtr, 0, false))
+	if (unlikely(mtp_caching()) && cached_free(devPtr, 0))
 		return cudaSuccess;
 	REAL_OR_RETURN(real, cudaFree);
 	bool rec = mtp_enter();
@@ -253,7 +244,7 @@ MTP_EXPORT cudaError_t CUDARTAPI cudaMallocAsync_ptsz(void **devPtr, size_t size
 
 static cudaError_t free_async(__typeof__(cudaFreeAsync) *real, void *devPtr, cudaStream_t s)
 {
-	if (unlikely(mtp_caching()) && cached_free(devPtr, s, true))
+	if (unlikely(mtp_caching()) && cached_free(devPtr, s))
 		return cudaSuccess;
 	bool rec = mtp_enter();
 	if (rec && devPtr)

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "alloc/simulate.h"
+#include "analyze/report.h"
 #include "memtap.h"
 #include "util/units.h"
 
@@ -21,22 +22,18 @@ static const char usage[] =
 	"  memtap      memtap's allocator: segments sized to the request, every block splits\n"
 	"  memtap-vmm  memtap's allocator with VMM stitching of free 2 MiB pages\n"
 	"  bump        no caching: every request its own device allocation (the lower bound)\n"
-	"Default: all four. Per policy: peak reserved, allocated and requested, the worst\n"
-	"fragmentation seen (1 - allocated/reserved), allocations that fail at --capacity, the\n"
+	"Default: all four. Per policy: peak reserved, allocated and requested, their ratio,\n"
+	"allocations that fail (after the cache is released) at --capacity, the\n"
 	"smallest capacity that serves the whole sequence (--find-min-capacity, to 2 MiB) and the\n"
 	"engine's time per operation. A PyTorch snapshot's own segments at the end are shown\n"
 	"beside native's. --json prints all of it with the timeline.\n";
 
 struct row {
 	const char *policy;
+	struct mt_cache_config cfg;
 	struct mt_sim_result r;
 	uint64_t min_capacity;
 };
-
-static void size_text(uint64_t v, char *buf, size_t n)
-{
-	mt_format_size(v, buf, n);
-}
 
 static void print_text(const char *path, int device, const struct mt_sim_input *in, const struct row *rows,
 		       size_t nrows, uint64_t capacity, bool find_min)
@@ -49,9 +46,9 @@ static void print_text(const char *path, int device, const struct mt_sim_input *
 	printf("%s, device %d: %zu allocations and %zu frees (%s)\n", path, device, in->nops - frees, frees,
 	       in->blocks ? "a caching allocator's blocks" : "device allocations");
 	if (capacity)
-		size_text(capacity, cap, sizeof cap);
-	printf("%-11s %14s %14s %14s %10s %10s", "policy", "peak reserved", "peak allocated", "peak requested",
-	       "res/alloc", "worst frag");
+		mt_format_size(capacity, cap, sizeof cap);
+	printf("%-11s %14s %14s %14s %10s", "policy", "peak reserved", "peak allocated", "peak requested",
+	       "res/alloc");
 	if (capacity)
 		printf(" %14s", "OOMs");
 	if (find_min)
@@ -59,31 +56,24 @@ static void print_text(const char *path, int device, const struct mt_sim_input *
 	printf(" %8s\n", "ns/op");
 	for (size_t i = 0; i < nrows; i++) {
 		const struct mt_cache_stats *s = &rows[i].r.stats;
-		double worst = 0;
 
-		for (size_t k = 0; k < rows[i].r.nsamples; k++) {
-			const struct mt_sim_sample *x = &rows[i].r.samples[k];
-
-			if (x->reserved && 1 - (double)x->allocated / (double)x->reserved > worst)
-				worst = 1 - (double)x->allocated / (double)x->reserved;
-		}
-		size_text(s->peak_reserved, a, sizeof a);
-		size_text(s->peak_allocated, b, sizeof b);
-		size_text(rows[i].r.peak_requested, c, sizeof c);
-		printf("%-11s %14s %14s %14s %10.4f %9.1f%%", rows[i].policy, a, b, c,
-		       s->peak_allocated ? (double)s->peak_reserved / (double)s->peak_allocated : 0, worst * 100);
+		mt_format_size(s->peak_reserved, a, sizeof a);
+		mt_format_size(s->peak_allocated, b, sizeof b);
+		mt_format_size(rows[i].r.peak_requested, c, sizeof c);
+		printf("%-11s %14s %14s %14s %10.4f", rows[i].policy, a, b, c,
+		       s->peak_allocated ? (double)s->peak_reserved / (double)s->peak_allocated : 0);
 		if (capacity)
 			printf(" %14llu", (unsigned long long)rows[i].r.ooms);
 		if (find_min)
-			size_text(rows[i].min_capacity, d, sizeof d), printf(" %14s", d);
+			mt_format_size(rows[i].min_capacity, d, sizeof d), printf(" %14s", d);
 		printf(" %8.0f\n", rows[i].r.ns_per_op);
 	}
 	if (capacity)
 		printf("OOMs: allocations that fail on a %s device after the policy released its cache\n", cap);
 	for (size_t i = 0; i < nrows && in->final_segments; i++)
 		if (strcmp(rows[i].policy, "native") == 0) {
-			size_text(in->final_segments, a, sizeof a);
-			size_text(rows[i].r.stats.reserved, b, sizeof b);
+			mt_format_size(in->final_segments, a, sizeof a);
+			mt_format_size(rows[i].r.stats.reserved, b, sizeof b);
 			printf("segments at the end: %s in the trace, %s in the native replay%s\n", a, b,
 			       in->final_segments == rows[i].r.stats.reserved ? " (the same)" : "");
 		}
@@ -92,10 +82,9 @@ static void print_text(const char *path, int device, const struct mt_sim_input *
 static void print_json(const char *path, int device, const struct mt_sim_input *in, const struct row *rows,
 		       size_t nrows, uint64_t capacity)
 {
-	printf("{\"input\":\"");
-	for (const char *p = path; *p; p++)
-		printf(*p == '"' || *p == '\\' ? "\\%c" : (unsigned char)*p < 32 ? "?" : "%c", *p);
-	printf("\",\"device\":%d,\"ops\":%zu,\"blocks\":%s,\"final_segments\":%llu,\"capacity\":%llu,\"policies\":[",
+	printf("{\"input\":");
+	mt_json_str(stdout, path);
+	printf(",\"device\":%d,\"ops\":%zu,\"blocks\":%s,\"final_segments\":%llu,\"capacity\":%llu,\"policies\":[",
 	       device, in->nops, in->blocks ? "true" : "false", (unsigned long long)in->final_segments,
 	       (unsigned long long)capacity);
 	for (size_t i = 0; i < nrows; i++) {
@@ -159,11 +148,9 @@ int cmd_replay(int argc, char **argv)
 		die(EXIT_USAGE, "replay takes one input (see memtap replay --help)");
 	list = strdup(policies);
 	for (char *save = NULL, *p = strtok_r(list, ",", &save); p; p = strtok_r(NULL, ",", &save)) {
-		struct mt_cache_config cfg;
-
-		if (nrows == sizeof rows / sizeof *rows || mt_cache_preset(&cfg, p))
+		if (nrows == sizeof rows / sizeof *rows || mt_cache_preset(&rows[nrows].cfg, p))
 			die(EXIT_USAGE, "--policy: unknown policy '%s' (native, memtap, memtap-vmm, bump)", p);
-		if (conf && mt_cache_configure(&cfg, conf, &bad))
+		if (conf && mt_cache_configure(&rows[nrows].cfg, conf, &bad))
 			die(EXIT_USAGE, "--conf: cannot use '%s'", bad);
 		rows[nrows++].policy = p;
 	}
@@ -172,16 +159,10 @@ int cmd_replay(int argc, char **argv)
 		die(1, "out of memory reading %s", argv[optind]);
 	if (!in.nops)
 		fprintf(stderr, "memtap: %s has no device allocations on device %d\n", argv[optind], device);
-	for (size_t i = 0; i < nrows; i++) {
-		struct mt_cache_config cfg;
-
-		mt_cache_preset(&cfg, rows[i].policy);
-		if (conf)
-			mt_cache_configure(&cfg, conf, &bad);
-		if (mt_sim_run(&in, &cfg, capacity, &rows[i].r) ||
-		    (find_min && mt_sim_min_capacity(&in, &cfg, 2u << 20, &rows[i].min_capacity)))
+	for (size_t i = 0; i < nrows; i++)
+		if (mt_sim_run(&in, &rows[i].cfg, capacity, &rows[i].r) ||
+		    (find_min && mt_sim_min_capacity(&in, &rows[i].cfg, 2u << 20, &rows[i].min_capacity)))
 			die(1, "out of memory replaying %s", argv[optind]);
-	}
 	if (json)
 		print_json(argv[optind], device, &in, rows, nrows, capacity);
 	else
