@@ -49,7 +49,7 @@ struct pool {
 	uint64_t stream;
 	uint8_t tag;
 	bool small;
-	uint64_t hits, allocs, frees, requested; /* under the lock, summed by mt_cache_stats */
+	uint64_t hits, allocs, frees, allocated, requested; /* under the lock, summed by mt_cache_stats */
 	struct segment *expandable;
 	struct block *spare;
 	void *chunks; /* spare-block allocations, linked through their first word */
@@ -129,6 +129,8 @@ static void count(uint64_t *v)
 
 static uint64_t align_up(uint64_t v, uint64_t a)
 {
+	if ((a & (a - 1)) == 0) /* no division on the hot path: sizes are powers of two */
+		return (v + a - 1) & ~(a - 1);
 	return (v + a - 1) / a * a;
 }
 
@@ -411,6 +413,7 @@ static struct block *make_free(struct mt_cache *m, struct pool *p, struct block 
 static struct block *put_back(struct mt_cache *m, struct pool *p, struct block *b)
 {
 	p->frees++;
+	p->allocated -= b->size;
 	p->requested -= b->requested;
 	return make_free(m, p, b);
 }
@@ -438,6 +441,7 @@ static void take(struct mt_cache *m, struct pool *p, struct block *b, uint64_t s
 	b->state = USED;
 	b->requested = requested;
 	p->allocs++;
+	p->allocated += b->size;
 	p->requested += requested;
 	b->nuses = 0;
 	b->sync_all = false;
@@ -1044,6 +1048,7 @@ static void defer(struct mt_cache *m, const struct mt_cache_config *c, struct bl
 	pthread_mutex_lock(&m->lock);
 	spin_lock(&p->lock);
 	p->frees++;
+	p->allocated -= b->size;
 	p->requested -= b->requested;
 	spin_unlock(&p->lock);
 	if (b->sync_all)
@@ -1167,7 +1172,6 @@ int mt_cache_alloc(struct mt_cache *m, uint64_t requested, uint64_t stream, uint
 		pthread_mutex_unlock(&m->lock);
 		return err;
 	}
-	stat_add(&m->st.allocated, &m->st.peak_allocated, b->size);
 	note(m, MT_CACHE_BLOCK_ALLOC, b->addr, b->size, requested, stream, false);
 	*addr = b->addr;
 	return 0;
@@ -1190,7 +1194,6 @@ int mt_cache_free(struct mt_cache *m, uint64_t addr)
 		return ENOENT;
 	/* told before the memory can be handed out again */
 	note(m, MT_CACHE_BLOCK_FREE, b->addr, b->size, b->requested, b->seg->pool->stream, false);
-	stat_sub(&m->st.allocated, b->size);
 	if (b->nuses || b->sync_all) {
 		defer(m, c, b);
 	} else if (!c->cache) {
@@ -1294,6 +1297,7 @@ void mt_cache_stats(struct mt_cache *m, struct mt_cache_stats *s)
 			s->hits += p->hits;
 			s->allocs += p->allocs;
 			s->frees += p->frees;
+			s->allocated += p->allocated;
 			s->requested += p->requested;
 			spin_unlock(&p->lock);
 		}

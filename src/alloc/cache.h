@@ -74,11 +74,12 @@ struct mt_cache_backend {
 	void (*mem_free)(void *ctx, void *p, size_t bytes);
 };
 
-/* The pools' counters (requested, allocs, frees, hits) are kept per pool on the hot
- * path and summed here; a peak of the requested bytes is the caller's to track. */
+/* The pools' counters (allocated, requested, allocs, frees, hits) are kept per pool on
+ * the hot path, with no shared atomic, and summed here; so peaks of the allocated and
+ * requested bytes are the caller's to track (the recorder's trace has them exactly). */
 struct mt_cache_stats {
 	uint64_t reserved, allocated, requested; /* now */
-	uint64_t peak_reserved, peak_allocated;
+	uint64_t peak_reserved;
 	uint64_t segments, allocs, frees, hits, ooms, retries, stitched, released, gc_runs;
 };
 

@@ -214,17 +214,22 @@ int mt_sim_run(const struct mt_sim_input *in, const struct mt_cache_config *c, u
 {
 	struct mt_sim_device dev;
 	struct mt_cache_backend b;
-	uint64_t *addrs = calloc(in->nops ? in->nops : 1, sizeof *addrs), t0, spent = 0, requested = 0;
+	/* per allocation op: its block's address and size */
+	uint64_t *addrs = calloc(in->nops ? in->nops : 1, sizeof *addrs), t0, spent = 0;
+	uint64_t *sizes = calloc(in->nops ? in->nops : 1, sizeof *sizes), requested = 0, allocated = 0;
 	size_t every = in->nops / MT_SIM_SAMPLES + 1;
 	struct mt_cache *m;
 	int err;
 
 	memset(r, 0, sizeof *r);
 	mt_sim_device_init(&dev, capacity, &b);
-	if (!addrs)
-		return ENOMEM;
-	if ((err = mt_cache_new(&m, c, &b, 0)) != 0) {
+	if (!addrs || !sizes)
+		err = ENOMEM;
+	else
+		err = mt_cache_new(&m, c, &b, 0);
+	if (err) {
 		free(addrs);
+		free(sizes);
 		return err;
 	}
 	for (size_t i = 0; i < in->nops && !err; i++) {
@@ -240,10 +245,18 @@ int mt_sim_run(const struct mt_sim_input *in, const struct mt_cache_config *c, u
 			err = 0;
 		}
 		spent += now_ns() - t0;
-		if (op->free && addrs[op->alloc])
+		if (op->free && addrs[op->alloc]) {
 			requested -= in->ops[op->alloc].size;
-		else if (!op->free && addrs[i] && (requested += op->size) > r->peak_requested)
-			r->peak_requested = requested;
+			allocated -= sizes[op->alloc];
+		} else if (!op->free && addrs[i]) {
+			uint64_t req;
+
+			mt_cache_block(m, addrs[i], &req, &sizes[i]);
+			if ((requested += op->size) > r->peak_requested)
+				r->peak_requested = requested;
+			if ((allocated += sizes[i]) > r->peak_allocated)
+				r->peak_allocated = allocated;
+		}
 		if (i % every == every - 1 && r->nsamples < MT_SIM_SAMPLES)
 			sample(m, i, r);
 	}
@@ -252,6 +265,7 @@ int mt_sim_run(const struct mt_sim_input *in, const struct mt_cache_config *c, u
 	mt_cache_delete(m);
 	mt_sim_device_free(&dev);
 	free(addrs);
+	free(sizes);
 	return err;
 }
 
@@ -266,7 +280,7 @@ int mt_sim_min_capacity(const struct mt_sim_input *in, const struct mt_cache_con
 		return ENOMEM;
 	if ((err = mt_sim_run(in, c, 0, r)) != 0)
 		goto out;
-	lo = r->stats.peak_allocated / step * step;
+	lo = r->peak_allocated / step * step;
 	hi = (r->stats.peak_reserved + step - 1) / step * step;
 	while (hi - lo > step && !err) {
 		uint64_t mid = lo + (hi - lo) / 2 / step * step;

@@ -43,8 +43,8 @@ struct mt_sim_sample {
 };
 
 struct mt_sim_result {
-	struct mt_cache_stats stats; /* at the end, with the peaks */
-	uint64_t peak_requested;
+	struct mt_cache_stats stats; /* at the end, with peak reserved */
+	uint64_t peak_allocated, peak_requested;
 	uint64_t ooms, first_oom;    /* allocations that failed (first_oom: its op index) */
 	double ns_per_op;
 	struct mt_sim_sample samples[MT_SIM_SAMPLES];

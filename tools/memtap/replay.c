@@ -58,10 +58,10 @@ static void print_text(const char *path, int device, const struct mt_sim_input *
 		const struct mt_cache_stats *s = &rows[i].r.stats;
 
 		mt_format_size(s->peak_reserved, a, sizeof a);
-		mt_format_size(s->peak_allocated, b, sizeof b);
+		mt_format_size(rows[i].r.peak_allocated, b, sizeof b);
 		mt_format_size(rows[i].r.peak_requested, c, sizeof c);
 		printf("%-11s %14s %14s %14s %10.4f", rows[i].policy, a, b, c,
-		       s->peak_allocated ? (double)s->peak_reserved / (double)s->peak_allocated : 0);
+		       rows[i].r.peak_allocated ? (double)s->peak_reserved / (double)rows[i].r.peak_allocated : 0);
 		if (capacity)
 			printf(" %14llu", (unsigned long long)rows[i].r.ooms);
 		if (find_min)
@@ -95,7 +95,7 @@ static void print_json(const char *path, int device, const struct mt_sim_input *
 		       "\"final_reserved\":%llu,\"segments\":%llu,\"hits\":%llu,\"ooms\":%llu,\"first_oom\":%lld,"
 		       "\"retries\":%llu,\"stitched\":%llu,\"ns_per_op\":%.1f,\"min_capacity\":%llu,\"timeline\":[",
 		       i ? "," : "", rows[i].policy, (unsigned long long)s->peak_reserved,
-		       (unsigned long long)s->peak_allocated, (unsigned long long)r->peak_requested,
+		       (unsigned long long)r->peak_allocated, (unsigned long long)r->peak_requested,
 		       (unsigned long long)s->reserved, (unsigned long long)s->segments, (unsigned long long)s->hits,
 		       (unsigned long long)r->ooms, r->ooms ? (long long)r->first_oom : -1LL,
 		       (unsigned long long)s->retries, (unsigned long long)s->stitched, r->ns_per_op,
