@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -237,6 +238,18 @@ int mt_cache_configure(struct mt_cache_config *c, const char *conf, const char *
 	return 0;
 }
 
+int mt_cache_describe(const struct mt_cache_config *c, char *buf, size_t n)
+{
+	static const char *const tf[2] = { "False", "True" };
+	int k = snprintf(buf, n, "expandable_segments:%s,stitch:%s,tag_pools:%s,roundup_power2_divisions:%u,"
+			 "garbage_collection_threshold:%.15g,limit_mb:%.15g", tf[c->expandable], tf[c->stitch],
+			 tf[c->tag_pools], c->power2_divisions, c->gc_threshold, (double)c->limit / MIB);
+
+	if (c->max_split != UINT64_MAX && k >= 0 && (size_t)k < n)
+		k += snprintf(buf + k, n - (size_t)k, ",max_split_size_mb:%.15g", (double)c->max_split / MIB);
+	return k;
+}
+
 uint64_t mt_cache_round(const struct mt_cache_config *c, uint64_t size)
 {
 	unsigned d = c->power2_divisions;
@@ -428,11 +441,12 @@ static bool should_split(const struct mt_cache_config *c, const struct pool *p, 
 }
 
 /* A free block (out of the bins when `binned` is false) is handed out for `size`. */
-static void take(struct mt_cache *m, struct pool *p, struct block *b, uint64_t size, uint64_t requested, bool binned)
+static void take(struct mt_cache *m, const struct mt_cache_config *c, struct pool *p, struct block *b, uint64_t size,
+		 uint64_t requested, bool binned)
 {
 	if (binned)
 		bin_remove(p, b);
-	if (should_split(&m->c, p, b, size)) {
+	if (should_split(c, p, b, size)) {
 		struct block *r = split(m, p, b, size, FREE);
 
 		if (r)
@@ -844,7 +858,7 @@ static int grow_plain(struct mt_cache *m, const struct mt_cache_config *c, struc
 	note(m, MT_CACHE_SEGMENT_ALLOC, addr, bytes, 0, p->stream, false);
 	spin_lock(&p->lock);
 	if ((s = new_segment(m, p, addr, bytes, 0)) != NULL)
-		take(m, p, s->first, size, requested, false);
+		take(m, c, p, s->first, size, requested, false);
 	spin_unlock(&p->lock);
 	if (!s) {
 		note(m, MT_CACHE_SEGMENT_FREE, addr, bytes, 0, p->stream, false);
@@ -876,7 +890,7 @@ static int grow_stitched(struct mt_cache *m, const struct mt_cache_config *c, st
 	else if ((err = map_pages(m, c, s, s->first, n, &b)) != 0)
 		drop_segment(m, s);
 	else
-		take(m, p, b, size, requested, true);
+		take(m, c, p, b, size, requested, true);
 	spin_unlock(&p->lock);
 	if (err) {
 		m->b.va_free(m->b.ctx, m->device, addr, n * page);
@@ -918,7 +932,7 @@ static int grow_expandable(struct mt_cache *m, const struct mt_cache_config *c, 
 		if (h->state != HOLE || n * page > h->size)
 			continue;
 		if ((err = map_pages(m, c, s, h, n, &b)) == 0)
-			take(m, p, b, size, requested, true);
+			take(m, c, p, b, size, requested, true);
 		if (!err)
 			*out = b;
 		break;
@@ -1113,7 +1127,7 @@ static MT_NOINLINE int alloc_slow(struct mt_cache *m, const struct mt_cache_conf
 	if (c->cache) {
 		spin_lock(&p->lock);
 		if ((*out = find_fit(c, p, size)) != NULL)
-			take(m, p, *out, size, requested, true);
+			take(m, c, p, *out, size, requested, true);
 		spin_unlock(&p->lock);
 		if (*out) {
 			pthread_mutex_unlock(&m->lock);
@@ -1155,7 +1169,7 @@ int mt_cache_alloc(struct mt_cache *m, uint64_t requested, uint64_t stream, uint
 	if (c->cache) {
 		spin_lock(&p->lock);
 		if ((b = find_fit(c, p, size)) != NULL) {
-			take(m, p, b, size, requested, true);
+			take(m, c, p, b, size, requested, true);
 			p->hits++;
 		}
 		spin_unlock(&p->lock);
@@ -1255,13 +1269,16 @@ void mt_cache_release(struct mt_cache *m)
 }
 
 /* Knobs change by publishing a new config; a thread mid-call keeps the one it read. The
- * old ones stay until the engine goes (policies change them rarely). */
-void mt_cache_reconfigure(struct mt_cache *m, const struct mt_cache_config *c)
+ * old ones stay until the engine goes (policies change them rarely). The sizes blocks and
+ * pages are cut to, and whether freed blocks are cached at all, stay as the engine began. */
+int mt_cache_reconfigure(struct mt_cache *m, const struct mt_cache_config *c)
 {
-	struct config_node *n = m->b.mem_alloc(m->b.ctx, sizeof *n);
+	struct config_node *n;
 
-	if (!n)
-		return;
+	if (c->cache != m->c.cache || ((c->stitch || c->expandable) && (!m->b.va_reserve || !m->b.map)))
+		return EINVAL;
+	if (!(n = m->b.mem_alloc(m->b.ctx, sizeof *n)))
+		return ENOMEM;
 	pthread_mutex_lock(&m->lock);
 	n->c = *c;
 	n->c.min_block = m->c.min_block;
@@ -1271,14 +1288,20 @@ void mt_cache_reconfigure(struct mt_cache *m, const struct mt_cache_config *c)
 	m->old_configs = n;
 	__atomic_store_n(&m->cur, &n->c, __ATOMIC_RELEASE);
 	pthread_mutex_unlock(&m->lock);
+	return 0;
 }
 
-void mt_cache_set_limit(struct mt_cache *m, uint64_t limit)
+void mt_cache_current(struct mt_cache *m, struct mt_cache_config *c)
+{
+	*c = *conf(m);
+}
+
+int mt_cache_set_limit(struct mt_cache *m, uint64_t limit)
 {
 	struct mt_cache_config c = *conf(m);
 
 	c.limit = limit;
-	mt_cache_reconfigure(m, &c);
+	return mt_cache_reconfigure(m, &c);
 }
 
 void mt_cache_stats(struct mt_cache *m, struct mt_cache_stats *s)

@@ -45,6 +45,9 @@ int mt_cache_preset(struct mt_cache_config *c, const char *name);
  * and memtap's own keys (stitch, tag_pools, granule_mb, limit_mb). 0, or EINVAL with
  * the offending key in *bad. */
 int mt_cache_configure(struct mt_cache_config *c, const char *conf, const char **bad);
+/* The knobs mt_cache_configure takes, in its syntax (it reads them back to the same
+ * config, the fixed sizes aside); snprintf's return. */
+int mt_cache_describe(const struct mt_cache_config *c, char *buf, size_t n);
 
 /* What the engine did, for recording: a block handed out or given back (`requested` the
  * caller's size, `size` the block's), a segment (or VMM page) reserved or released. */
@@ -101,12 +104,16 @@ int mt_cache_record_stream(struct mt_cache *m, uint64_t addr, uint64_t stream);
 bool mt_cache_block(struct mt_cache *m, uint64_t addr, uint64_t *requested, uint64_t *size);
 /* Every cached segment (and pooled VMM page) with nothing live back to the backend. */
 void mt_cache_release(struct mt_cache *m);
-void mt_cache_set_limit(struct mt_cache *m, uint64_t limit);
+int mt_cache_set_limit(struct mt_cache *m, uint64_t limit); /* as mt_cache_reconfigure */
 void mt_cache_stats(struct mt_cache *m, struct mt_cache_stats *s);
 /* The largest free block now (bytes a single request could get without a new segment). */
 uint64_t mt_cache_largest_free(struct mt_cache *m);
-/* Knobs a policy may change while the job runs: rounding, split limit, GC threshold, VMM. */
-void mt_cache_reconfigure(struct mt_cache *m, const struct mt_cache_config *c);
+/* Knobs a policy may change while the job runs: rounding, split limit, GC threshold, VMM,
+ * tag pools, limit. 0; EINVAL when `c` would turn caching on or off (bump), or asks for
+ * VMM the backend lacks; ENOMEM. */
+int mt_cache_reconfigure(struct mt_cache *m, const struct mt_cache_config *c);
+/* the config in force */
+void mt_cache_current(struct mt_cache *m, struct mt_cache_config *c);
 
 /* size rounded as this config rounds a request (PyTorch's round_size) */
 uint64_t mt_cache_round(const struct mt_cache_config *c, uint64_t size);

@@ -8,6 +8,7 @@
 #include <cuda.h>
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "alloc/cache.h"
@@ -215,21 +216,36 @@ static const struct mt_cache_backend driver_backend = {
 	.change = drv_change, .mem_alloc = drv_mem_alloc, .mem_free = drv_mem_free,
 };
 
-/* The device's engine, made on first use with the job's allocator options. */
-static MTP_NOINLINE struct mt_cache *make_engine(int device)
+/* Each device's config: the job's options (alloc_policy, alloc_conf), then what policies
+ * set (memtap.allocator). An engine starts with its device's. Under engines_lock. */
+static struct mt_cache_config configs[MT_NO_DEVICE];
+static bool configs_ready;
+
+static void ready_configs(void)
 {
-	struct mt_cache_config c;
-	struct mt_cache *m;
 	const char *bad;
 
+	if (configs_ready)
+		return;
+	if (mt_cache_preset(&configs[0], mtp_opt.alloc_policy && mtp_opt.alloc_policy[0] ? mtp_opt.alloc_policy : "memtap-vmm"))
+		mtp_warn("alloc_policy '%s' is not native, memtap, memtap-vmm or bump: using memtap-vmm",
+			 mtp_opt.alloc_policy), mt_cache_preset(&configs[0], "memtap-vmm");
+	if (mt_cache_configure(&configs[0], mtp_opt.alloc_conf, &bad))
+		mtp_warn("alloc_conf: cannot use '%s'; the rest is ignored", bad);
+	for (int d = 1; d < MT_NO_DEVICE; d++)
+		configs[d] = configs[0];
+	configs_ready = true;
+}
+
+/* The device's engine, made on first use. */
+static MTP_NOINLINE struct mt_cache *make_engine(int device)
+{
+	struct mt_cache *m;
+
 	pthread_mutex_lock(&engines_lock);
+	ready_configs();
 	if (!(m = engines[device])) {
-		if (mt_cache_preset(&c, mtp_opt.alloc_policy && mtp_opt.alloc_policy[0] ? mtp_opt.alloc_policy : "memtap-vmm"))
-			mtp_warn("alloc_policy '%s' is not native, memtap, memtap-vmm or bump: using memtap-vmm",
-				 mtp_opt.alloc_policy), mt_cache_preset(&c, "memtap-vmm");
-		if (mt_cache_configure(&c, mtp_opt.alloc_conf, &bad))
-			mtp_warn("alloc_conf: cannot use '%s'; the rest is ignored", bad);
-		if (mt_cache_new(&m, &c, &driver_backend, device) == 0) {
+		if (mt_cache_new(&m, &configs[device], &driver_backend, device) == 0) {
 			__atomic_store_n(&engines[device], m, __ATOMIC_RELEASE);
 			if (device >= nengines)
 				__atomic_store_n(&nengines, device + 1, __ATOMIC_RELEASE);
@@ -239,6 +255,68 @@ static MTP_NOINLINE struct mt_cache *make_engine(int device)
 	}
 	pthread_mutex_unlock(&engines_lock);
 	return m;
+}
+
+int mtp_cache_set(int device, const char *policy, const char *conf, char *why, size_t n)
+{
+	static struct mt_cache_config c[MT_NO_DEVICE]; /* under engines_lock, off the stack */
+	const char *bad = NULL;
+	int err = 0;
+
+	pthread_mutex_lock(&engines_lock);
+	ready_configs();
+	/* every device's new config first, so a refusal changes none */
+	for (int d = 0; d < MT_NO_DEVICE && !err; d++) {
+		if (device >= 0 && d != device)
+			continue;
+		if (engines[d])
+			mt_cache_current(engines[d], &c[d]);
+		else
+			c[d] = configs[d];
+		if (policy) {
+			uint64_t limit = c[d].limit; /* a memory fraction or an earlier limit_mb stays */
+
+			if (mt_cache_preset(&c[d], policy)) {
+				snprintf(why, n, "policy '%s' is not native, memtap, memtap-vmm or bump", policy);
+				err = EINVAL;
+				break;
+			}
+			c[d].limit = limit;
+		}
+		if (mt_cache_configure(&c[d], conf, &bad)) {
+			snprintf(why, n, "cannot use '%.*s'", (int)strcspn(bad, ","), bad);
+			err = EINVAL;
+		} else if (engines[d] && c[d].cache != configs[d].cache) {
+			snprintf(why, n, "device %d's allocator is running: caching cannot be turned %s", d,
+				 c[d].cache ? "on" : "off");
+			err = EINVAL;
+		}
+	}
+	for (int d = 0; d < MT_NO_DEVICE && !err; d++) {
+		if (device >= 0 && d != device)
+			continue;
+		if (engines[d] && (err = mt_cache_reconfigure(engines[d], &c[d])) != 0)
+			snprintf(why, n, "device %d: no memory for its new config", d);
+		else
+			configs[d] = c[d];
+	}
+	pthread_mutex_unlock(&engines_lock);
+	return err;
+}
+
+bool mtp_cache_stats(int device, struct mt_cache_stats *s, uint64_t *largest_free, char *conf, size_t n)
+{
+	struct mt_cache *m = device >= 0 && device < MT_NO_DEVICE ? __atomic_load_n(&engines[device], __ATOMIC_ACQUIRE)
+								   : NULL;
+	struct mt_cache_config c;
+
+	if (!m)
+		return false;
+	mt_cache_stats(m, s);
+	*largest_free = mt_cache_largest_free(m);
+	mt_cache_current(m, &c);
+	mt_cache_describe(&c, conf, n);
+	return true;
 }
 
 static struct mt_cache *engine(int device)
@@ -261,38 +339,32 @@ int mtp_cache_malloc(void **ptr, size_t size, int device, uint64_t stream)
 		if ((err = mt_cache_alloc(m, size, stream, mtp_current_tag(), &addr)) == 0 || size == 0)
 			break;
 		if (mtp_state < MTP_ON ||
-		    !mtp_hook_failed(MT_EV_ALLOC, MT_API_BLOCK, (uint8_t)device, size, CUDA_ERROR_OUT_OF_MEMORY, try_))
+		    !mtp_hook_failed(MT_EV_ALLOC_FAILED, MT_API_BLOCK, (uint8_t)device, size, CUDA_ERROR_OUT_OF_MEMORY, try_))
 			break;
 	}
 	*ptr = (void *)(uintptr_t)addr;
 	return err;
 }
 
-/* The engine that handed out ptr, trying `device`'s first; NULL when none did. */
-static struct mt_cache *owner(void *ptr, int device)
+/* ptr back to the engine that handed it out, trying `device`'s first, after the work
+ * `stream` queued when not 0. false when none did. */
+static bool free_in_owner(void *ptr, int device, uint64_t stream)
 {
-	uint64_t requested, size;
 	int n = __atomic_load_n(&nengines, __ATOMIC_ACQUIRE);
 
 	for (int d = device >= 0 && device < n ? device : 0, tried = 0; tried < n; tried++, d = (d + 1) % n) {
 		struct mt_cache *m = __atomic_load_n(&engines[d], __ATOMIC_ACQUIRE);
 
-		if (m && mt_cache_block(m, (uintptr_t)ptr, &requested, &size))
-			return m;
+		if (m && (!stream || mt_cache_record_stream(m, (uintptr_t)ptr, stream) == 0) &&
+		    mt_cache_free(m, (uintptr_t)ptr) == 0)
+			return true;
 	}
-	return NULL;
+	return false;
 }
 
 bool mtp_cache_free(void *ptr, uint64_t stream)
 {
-	struct mt_cache *m = ptr ? owner(ptr, -1) : NULL;
-
-	if (!m)
-		return false;
-	if (stream)
-		mt_cache_record_stream(m, (uintptr_t)ptr, stream);
-	mt_cache_free(m, (uintptr_t)ptr);
-	return true;
+	return ptr && free_in_owner(ptr, -1, stream);
 }
 
 /* ---- PyTorch's CUDAPluggableAllocator entry points ---- */
@@ -309,15 +381,11 @@ MTP_EXPORT void *memtap_alloc(size_t size, int device, CUstream stream)
 
 MTP_EXPORT void memtap_free(void *ptr, size_t size, int device, CUstream stream)
 {
-	struct mt_cache *m;
-
 	(void)size, (void)stream; /* the block knows both */
 	if (!ptr)
 		return;
 	mtp_self.depth++;
-	if ((m = owner(ptr, device)) != NULL)
-		mt_cache_free(m, (uintptr_t)ptr);
-	else if (!__atomic_exchange_n(&warned, true, __ATOMIC_RELAXED))
+	if (!free_in_owner(ptr, device, 0) && !__atomic_exchange_n(&warned, true, __ATOMIC_RELAXED))
 		mtp_warn("memtap_free: %p is not memtap's (reported once)", ptr);
 	mtp_self.depth--;
 }
@@ -354,8 +422,12 @@ MTP_EXPORT void memtap_memory_fraction(double fraction, int device)
 /* Tensor.record_stream: the block is not reused before that stream's queued work ends. */
 MTP_EXPORT void memtap_record_stream(void *ptr, CUstream stream)
 {
-	struct mt_cache *m = owner(ptr, -1);
+	int n = __atomic_load_n(&nengines, __ATOMIC_ACQUIRE);
 
-	if (m)
-		mt_cache_record_stream(m, (uintptr_t)ptr, (uintptr_t)stream);
+	for (int d = 0; d < n; d++) {
+		struct mt_cache *m = __atomic_load_n(&engines[d], __ATOMIC_ACQUIRE);
+
+		if (m && mt_cache_record_stream(m, (uintptr_t)ptr, (uintptr_t)stream) == 0)
+			return;
+	}
 }

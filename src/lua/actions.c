@@ -266,6 +266,89 @@ static int set_cap(lua_State *L)
 	return 0;
 }
 
+/* memtap.allocator{device=, policy=, knob=value, ...}, or memtap.allocator("knob:value,...")
+ * for every device: the caching allocator's knobs, for the engines running and those made
+ * later. Raises on a knob it cannot use; a refused call changes nothing. */
+static int allocator(lua_State *L)
+{
+	char conf[512] = "", why[200];
+	const char *policy = NULL;
+	lua_Integer device = -1;
+	size_t n = 0;
+
+	if (lua_type(L, 1) == LUA_TSTRING) {
+		n = (size_t)snprintf(conf, sizeof conf, "%s", lua_tostring(L, 1));
+	} else {
+		luaL_checktype(L, 1, LUA_TTABLE);
+		for (lua_pushnil(L); lua_next(L, 1); lua_pop(L, 1)) {
+			const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : NULL;
+
+			luaL_argcheck(L, k, 1, "knobs are named: {max_split_size_mb = 512, ...}");
+			if (strcmp(k, "device") == 0) {
+				device = lua_tointeger(L, -1);
+				luaL_argcheck(L, lua_isinteger(L, -1) && device >= 0 && device < MT_NO_DEVICE, 1,
+					      "device: a device number");
+			} else if (strcmp(k, "policy") == 0) {
+				luaL_argcheck(L, lua_type(L, -1) == LUA_TSTRING, 1, "policy: a name such as \"memtap-vmm\"");
+				policy = lua_tostring(L, -1);
+			} else if (n < sizeof conf) {
+				const char *sep = n ? "," : "";
+
+				if (lua_isboolean(L, -1))
+					n += (size_t)snprintf(conf + n, sizeof conf - n, "%s%s:%s", sep, k,
+							      lua_toboolean(L, -1) ? "True" : "False");
+				else if (lua_isinteger(L, -1))
+					n += (size_t)snprintf(conf + n, sizeof conf - n, "%s%s:%lld", sep, k,
+							      (long long)lua_tointeger(L, -1));
+				else if (lua_type(L, -1) == LUA_TNUMBER)
+					n += (size_t)snprintf(conf + n, sizeof conf - n, "%s%s:%.17g", sep, k,
+							      lua_tonumber(L, -1));
+				else
+					n += (size_t)snprintf(conf + n, sizeof conf - n, "%s%s:%s", sep, k,
+							      luaL_tolstring(L, -1, NULL)), lua_pop(L, 1);
+			}
+		}
+	}
+	luaL_argcheck(L, n < sizeof conf, 1, "too many knobs");
+	if (!mt_pol.host->allocator)
+		return luaL_error(L, "memtap.allocator: the CUPTI backend serves no allocations");
+	if (mt_pol.host->allocator((int)device, policy, conf, why, sizeof why))
+		return luaL_error(L, "memtap.allocator: %s", why);
+	return 0;
+}
+
+/* memtap.allocator_stats([device]): the caching allocator's counters and knobs, or nil
+ * while the device has none (memtap run --allocator=caching, python memtap.use_allocator) */
+static int allocator_stats(lua_State *L)
+{
+	int d = mt_watch_device((int)luaL_optinteger(L, 1, -1));
+	struct mt_cache_stats s;
+	uint64_t largest;
+	char conf[512];
+
+	if (!mt_pol.host->allocator_stats || !mt_pol.host->allocator_stats(d, &s, &largest, conf, sizeof conf)) {
+		lua_pushnil(L);
+		return 1;
+	}
+	lua_createtable(L, 0, 16);
+	set_int(L, "reserved", s.reserved);
+	set_int(L, "allocated", s.allocated);
+	set_int(L, "requested", s.requested);
+	set_int(L, "peak_reserved", s.peak_reserved);
+	set_int(L, "largest_free", largest);
+	set_int(L, "segments", s.segments);
+	set_int(L, "allocs", s.allocs);
+	set_int(L, "frees", s.frees);
+	set_int(L, "hits", s.hits);
+	set_int(L, "ooms", s.ooms);
+	set_int(L, "retries", s.retries);
+	set_int(L, "stitched", s.stitched);
+	set_int(L, "released", s.released);
+	set_int(L, "gc_runs", s.gc_runs);
+	set_str(L, "conf", conf);
+	return 1;
+}
+
 static int stats(lua_State *L)
 {
 	int d = mt_watch_device((int)luaL_optinteger(L, 1, -1));
@@ -525,7 +608,7 @@ int mt_pol_open_module(lua_State *L)
 		{"log", log_},          {"mark", mark},                   {"append", append},
 		{"json", json},         {"format_size", format_size},     {"devices", devices},
 		{"composition", composition}, {"parse_size", parse_size}, {"plan", mt_lua_plan},
-		{NULL, NULL}};
+		{"allocator", allocator}, {"allocator_stats", allocator_stats}, {NULL, NULL}};
 
 	luaL_newmetatable(L, EVENT_META);
 	lua_pushcfunction(L, lazy_stack);

@@ -11,9 +11,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "alloc/cache.h"
 #include "format/format.h"
 
-#define MT_POLICY_ABI 1
+#define MT_POLICY_ABI 2
 
 struct mt_policy_host {
 	int abi;
@@ -39,6 +40,12 @@ struct mt_policy_host {
 	 * device -1: every device; 0 and 0: no cap */
 	void (*set_cap)(int device, uint64_t bytes, double fraction);
 	uint64_t (*cap)(uint8_t device);                /* in bytes; 0: none, or not known yet */
+	/* memtap's caching allocator: knobs for a device (-1: every device) as a preset name
+	 * (NULL: keep) then mt_cache_configure's syntax, 0 or an errno with the reason in
+	 * `why`; a device's counters and knobs, false while it has no allocator. NULL in the
+	 * CUPTI backend, which serves no allocations. */
+	int (*allocator)(int device, const char *policy, const char *conf, char *why, size_t n);
+	bool (*allocator_stats)(int device, struct mt_cache_stats *s, uint64_t *largest_free, char *conf, size_t n);
 };
 
 struct mt_policy_engine {

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "alloc/pluggable.h"
 #include "lua/policy.h"
 #include "preload/hooks.h"
 
@@ -122,6 +123,21 @@ static uint64_t cap(uint8_t device)
 	return mtp_cap_of(device, mtp_device_total(device));
 }
 
+#ifndef MTP_DLOPENED /* the CUPTI backend serves no allocations: no allocator */
+static int allocator(int device, const char *policy, const char *conf, char *why, size_t n)
+{
+	char text[512];
+	int err = mtp_cache_set(device, policy, conf, why, n);
+
+	if (!err) {
+		snprintf(text, sizeof text, "memtap.allocator %d %s%s%s", device, policy ? policy : "",
+			 policy && *conf ? "," : "", conf);
+		note(text);
+	}
+	return err;
+}
+#endif
+
 static struct mt_policy_host host = {
 	.abi = MT_POLICY_ABI,
 	.map = mtp_map,
@@ -135,6 +151,10 @@ static struct mt_policy_host host = {
 	.capture = capture,
 	.set_cap = set_cap,
 	.cap = cap,
+#ifndef MTP_DLOPENED
+	.allocator = allocator,
+	.allocator_stats = mtp_cache_stats,
+#endif
 };
 
 /* The engine beside this library unless the policy_engine option names it. */

@@ -80,6 +80,68 @@ for policy in ("memtap-vmm", "native", "memtap"):
            pol and (pol[policy]["peak_allocated"], at["allocated_bytes"]))
         os.remove(traces[0])
 
+# ---- knobs from a Lua policy: at start, and changed in an OOM handler ----
+# At start: PyTorch's rules with roundup_power2_divisions 4 instead of the run's memtap
+# policy, and a 1 GiB limit. The first allocation past it fails (after the engine has
+# released its cache and retried); the on_oom handler, on the failing thread, lifts the
+# limit and asks for the retry, so the job runs to the end.
+POLICY = os.path.join(TMP, "knobs.lua")
+with open(POLICY, "w") as f:
+    f.write("""
+memtap.allocator{policy = "native", roundup_power2_divisions = 4, limit_mb = 1024}
+local ok, err = pcall(memtap.allocator, {bogus = 1})
+memtap.log("bad knob: " .. tostring(err))
+ok, err = pcall(memtap.allocator, {policy = "fast"})
+memtap.log("bad policy: " .. tostring(err))
+memtap.log("before the first allocation: " .. tostring(memtap.allocator_stats(0)))
+memtap.on_oom(function(ev)
+  local s = memtap.allocator_stats(0)
+  memtap.log(string.format("oom: reserved %d ooms %d conf %s", s.reserved, s.ooms, s.conf))
+  local ok, err = pcall(memtap.allocator, {policy = "bump"})
+  memtap.log("bump: " .. tostring(err))
+  memtap.allocator{limit_mb = 0, device = 0}
+  return "retry"
+end)
+memtap.on_exit(function()
+  local s = memtap.allocator_stats(0)
+  memtap.log(string.format("exit: peak reserved %d allocs %d frees %d conf %s", s.peak_reserved, s.allocs, s.frees, s.conf))
+end)
+""")
+truth_path = os.path.join(TMP, "knobs.json")
+p, traces = record("knobs", [SIMTRAIN, "--preset", "gpt2-small", "--json", truth_path],
+                   ["--allocator=caching", "-O", "alloc_policy=memtap", "--policy", POLICY])
+log = {line.split(": ", 2)[2].split(":")[0]: line.split(": ", 2)[2] for line in p.stderr.splitlines()
+       if line.startswith("memtap: policy: ")}
+if ok(p.returncode == 0 and len(traces) == 1, "knobs from Lua: the job ran to the end", p.stderr[-2000:]):
+    truth = json.load(open(truth_path))
+    ok("cannot use 'bogus:1'" in log.get("bad knob", ""), "an unknown knob raises, naming it", log)
+    ok("'fast' is not native" in log.get("bad policy", ""), "so does an unknown policy", log)
+    ok(log.get("before the first allocation") == "before the first allocation: nil",
+       "no allocator stats before the device has an allocator", log)
+    oom = log.get("oom", "")
+    words = oom.split()
+    ok(len(words) > 4 and int(words[2]) <= 1024 * MiB and int(words[4]) >= 1 and
+       "roundup_power2_divisions:4" in oom and "limit_mb:1024" in oom and "stitch:False" in oom,
+       "the OOM handler sees the limit and the knobs set at start", oom)
+    ok("caching cannot be turned off" in log.get("bump", ""), "caching is not turned off under a running job", log)
+    words = log.get("exit", "").split()
+    ok(len(words) > 8 and int(words[3]) > 1024 * MiB and int(words[5]) == int(words[7]) == truth["allocs"] and
+       "limit_mb:0" in words[-1], "the handler lifted the limit: the job reserved past it", log.get("exit"))
+    rep = report(traces[0])
+    ok(rep["events"]["allocs"] == truth["allocs"] and rep["events"]["failed"] == 1,
+       "one failed allocation in the trace, every other as simtrain made it", rep["events"])
+    at = rep["devices"][0]["fragmentation"]["at_peak"]["allocated_bytes"]
+    _, div4, _ = replay(traces[0], "--policy", "native", "--conf", "roundup_power2_divisions:4")
+    _, plain, _ = replay(traces[0], "--policy", "native")
+    ok(div4 and plain and div4["native"]["peak_allocated"] == at != plain["native"]["peak_allocated"],
+       "the blocks were rounded as the policy said at start",
+       div4 and plain and (at, div4["native"]["peak_allocated"], plain["native"]["peak_allocated"]))
+    script = os.path.join(TMP, "marks.lua")
+    with open(script, "w") as f:
+        f.write('for e in memtap.trace:events("nvtx_mark") do print(e.name) end\n')
+    marks = subprocess.run([MEMTAP, "lua", script, traces[0]], capture_output=True, text=True).stdout
+    ok("memtap.allocator 0 limit_mb:0" in marks.splitlines(), "the trace notes the change", marks)
+
 # ---- memtap replay of simtrain runs (device allocations, tensor by tensor) ----
 for preset in ("gpt2-small", "gpt-1.3b"):
     p, traces = record("replay-" + preset, [SIMTRAIN, "--preset", preset])

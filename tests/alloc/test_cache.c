@@ -428,6 +428,63 @@ static void stress(const char *policy)
 	mt_cache_delete(shared);
 }
 
+/* Knobs changed while the engine runs (memtap.allocator): the new split limit applies to
+ * the next request, caching cannot be turned off, and a described config reads back. */
+static void reconfiguring(void)
+{
+	struct dev d;
+	struct mt_cache *m = make(&d, "native", 0, NULL);
+	struct mt_cache_config c, back;
+	uint64_t x = alloc(m, 40 * MIB, 0), y, req, size;
+	const char *bad = NULL;
+	char text[512];
+
+	mt_cache_free(m, x);
+	mt_cache_current(m, &c);
+	mt_cache_configure(&c, "max_split_size_mb:20,roundup_power2_divisions:4", &bad);
+	is(mt_cache_reconfigure(m, &c), 0, "reconfigured while running");
+	x = alloc(m, 24 * MIB, 0);
+	ok(mt_cache_block(m, x, &req, &size) && size == 40 * MIB,
+	   "past the new max_split_size the cached 40 MiB block is handed out whole");
+	y = alloc(m, 1300 << 10, 0);
+	ok(mt_cache_block(m, y, &req, &size) && size == 1536 << 10,
+	   "the new roundup_power2_divisions rounds the next request");
+	mt_cache_free(m, y);
+	c.cache = false;
+	is(mt_cache_reconfigure(m, &c), EINVAL, "caching cannot be turned off while the engine runs");
+	mt_cache_current(m, &c);
+	ok(c.cache && c.max_split == 20 * MIB, "and the refused config did not replace the one in force");
+	/* VMM on and off again over plain segments still holding blocks */
+	for (int round = 0; round < 2; round++) {
+		uint64_t p[6];
+
+		mt_cache_configure(&c, round ? "stitch:False,expandable_segments:True" : "stitch:True", &bad);
+		mt_cache_reconfigure(m, &c);
+		for (int i = 0; i < 6; i++)
+			p[i] = alloc(m, (uint64_t)(i + 1) * 3 * MIB + 4096, 0);
+		for (int i = 0; i < 6; i += 2)
+			mt_cache_free(m, p[i]);
+		for (int i = 0; i < 6; i += 2)
+			p[i] = alloc(m, 5 * MIB, 0);
+		for (int i = 0; i < 6; i++)
+			mt_cache_free(m, p[i]);
+	}
+	mt_cache_free(m, x);
+	is(stats(m).allocated, 0, "after VMM was switched on and off: nothing allocated");
+	mt_cache_release(m);
+	ok(stats(m).reserved == 0 && d.used == 0, "and everything goes back to the device");
+	mt_cache_delete(m);
+
+	mt_cache_preset(&c, "memtap-vmm");
+	mt_cache_configure(&c, "max_split_size_mb:300,garbage_collection_threshold:0.8,limit_mb:81920,tag_pools:1", &bad);
+	mt_cache_describe(&c, text, sizeof text);
+	mt_cache_preset(&back, "native");
+	ok(mt_cache_configure(&back, text, &bad) == 0 && back.max_split == c.max_split &&
+	   back.gc_threshold == c.gc_threshold && back.limit == c.limit && back.tag_pools && back.stitch &&
+	   !back.expandable && back.power2_divisions == c.power2_divisions,
+	   "a described config reads back the same: %s", text);
+}
+
 int main(void)
 {
 	native_rules();
@@ -436,6 +493,7 @@ int main(void)
 	stitching();
 	cross_stream();
 	gc_and_bump();
+	reconfiguring();
 	stress("native");
 	stress("memtap-vmm");
 	return done();
