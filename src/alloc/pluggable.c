@@ -189,7 +189,8 @@ static void drv_change(void *ctx, int device, enum mt_cache_change what, uint64_
 		mtp_hook_made(MT_EV_SEGMENT_ALLOC, mapped ? MT_SEG_MAPPED : 0, (uint8_t)device, addr, size, stream, 0);
 		break;
 	case MT_CACHE_SEGMENT_FREE: {
-		struct mt_event e = { .kind = MT_EV_SEGMENT_FREE, .device = (uint8_t)device, .addr = addr, .size = size };
+		struct mt_event e = { .kind = MT_EV_SEGMENT_FREE, .flags = mapped ? MT_SEG_MAPPED : 0, .device = (uint8_t)device,
+				      .addr = addr, .size = size };
 
 		mtp_record(&e, false);
 		break;

@@ -1,8 +1,11 @@
 /* The memviz export: a pickle in PyTorch's current snapshot layout (segments,
  * device_traces, allocator_settings) that pytorch.org/memory_viz and
- * torch/cuda/_memory_viz.py read. A memtap trace has no caching allocator in between,
- * so each device allocation is its own segment holding one block, exactly as large as
- * requested: blocks tile segments, nothing is lost to rounding, and replaying
+ * torch/cuda/_memory_viz.py read. Where the trace knows a caching allocator's segments
+ * (memtap's allocator, an imported snapshot) they are written as they were: blocks with
+ * their exact sizes inside them, free space as inactive blocks, a VMM range's mapped
+ * pages as one expandable segment (segment_map/unmap in the trace). Any other device
+ * allocation had no allocator in between, so it is its own segment holding one block
+ * exactly as large as requested. Either way blocks tile segments, and replaying
  * device_traces (segment_alloc + alloc, free_requested + free_completed + segment_free)
  * gives the segments at the end. Each trace entry carries its category, so the viewer
  * colours by it. Only opcodes the viewer's JavaScript unpickler knows are written
@@ -174,12 +177,170 @@ static void entry(struct writer *w, const struct mt_report *r, struct mt_symbols
 	}
 }
 
+/* A segment as it stands at the end: a caching allocator's (from SEGMENT events, mapped
+ * pages of one range joined), or a plain allocation standing alone. */
+struct seg {
+	uint64_t addr, size, stream;
+	uint32_t stack;
+	bool expandable;
+};
+
+struct block {
+	uint64_t addr, size, requested;
+	uint32_t stack;
+};
+
+static int by_addr(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b; /* both structs start with addr */
+
+	return x < y ? -1 : x > y;
+}
+
+static void block_dict(struct writer *w, const struct mt_report *r, struct mt_symbols *sym, uint64_t addr,
+		       uint64_t size, uint64_t requested, bool active, uint32_t stack)
+{
+	op(w, '}');
+	op(w, '(');
+	key(w, "address");
+	integer(w, (int64_t)addr);
+	key(w, "size");
+	integer(w, (int64_t)size);
+	key(w, "requested_size");
+	integer(w, (int64_t)requested);
+	key(w, "state");
+	str(w, active ? "active_allocated" : "inactive", true);
+	key(w, "frames");
+	frames(w, r, sym, active ? stack : 0);
+	op(w, 'u');
+	op(w, 'a');
+}
+
+/* One segment with its blocks (b: the live blocks from this segment on, by address);
+ * free space between them is an inactive block, so blocks tile the segment. Returns how
+ * many blocks it held. */
+static size_t segment_dict(struct writer *w, const struct mt_report *r, struct mt_symbols *sym, int device,
+			   const struct seg *g, const struct block *b, size_t nb)
+{
+	uint64_t allocated = 0, requested = 0, at = g->addr, end = g->addr + g->size;
+	size_t n = 0;
+
+	for (; n < nb && b[n].addr < end; n++)
+		allocated += b[n].size, requested += b[n].requested;
+	op(w, '}');
+	op(w, '(');
+	key(w, "device");
+	integer(w, device);
+	key(w, "address");
+	integer(w, (int64_t)g->addr);
+	key(w, "total_size");
+	integer(w, (int64_t)g->size);
+	key(w, "allocated_size");
+	integer(w, (int64_t)allocated);
+	key(w, "active_size");
+	integer(w, (int64_t)allocated);
+	key(w, "requested_size");
+	integer(w, (int64_t)requested);
+	key(w, "stream");
+	integer(w, (int64_t)g->stream);
+	key(w, "segment_type");
+	str(w, g->size <= (2u << 20) && !g->expandable ? "small" : "large", true);
+	key(w, "segment_pool_id");
+	integer(w, 0);
+	integer(w, 0);
+	op(w, 0x86); /* TUPLE2 */
+	key(w, "is_expandable");
+	op(w, g->expandable ? 0x88 : 0x89); /* NEWTRUE, NEWFALSE */
+	key(w, "frames");
+	frames(w, r, sym, g->stack);
+	key(w, "blocks");
+	op(w, ']');
+	for (size_t i = 0; i < n; i++) {
+		if (b[i].addr > at)
+			block_dict(w, r, sym, at, b[i].addr - at, 0, false, 0);
+		block_dict(w, r, sym, b[i].addr, b[i].size, b[i].requested, true, b[i].stack);
+		at = b[i].addr + b[i].size;
+	}
+	if (at < end)
+		block_dict(w, r, sym, at, end - at, 0, false, 0);
+	op(w, 'u');
+	op(w, 'a'); /* the segment into segments */
+	return n;
+}
+
+/* The device's segments at the end, by address: the caching allocator's (live SEGMENT
+ * events) with the blocks inside them, and every other live allocation as a segment of
+ * its own block. ENOMEM or 0. */
+static int write_segments(struct writer *w, const struct mt_report *r, struct mt_symbols *sym, int device)
+{
+	const struct mt_trace *t = r->trace;
+	struct seg *segs = NULL;
+	struct block *blocks = NULL;
+	size_t nsegs = 0, nblocks = 0, k;
+	int err = ENOMEM;
+
+	for (size_t i = 0; i < t->nevents; i++) /* an upper bound for both */
+		nsegs += t->events[i].device == device && t->events[i].kind == MT_EV_SEGMENT_ALLOC;
+	for (size_t i = 0; i < r->end.slots.n; i++)
+		nblocks += r->end.live[i].in_use;
+	if (!(segs = calloc(nsegs + nblocks + 1, sizeof *segs)) || !(blocks = calloc(nblocks + 1, sizeof *blocks)))
+		goto out;
+	nsegs = 0;
+	for (size_t i = 0; i < t->nevents; i++) {
+		const struct mt_event *e = &t->events[i];
+
+		if (e->device != device || (e->kind != MT_EV_SEGMENT_ALLOC && e->kind != MT_EV_SEGMENT_FREE))
+			continue;
+		if (e->kind == MT_EV_SEGMENT_ALLOC) {
+			segs[nsegs++] = (struct seg){ e->addr, e->size, e->aux, e->stack, e->flags == MT_SEG_MAPPED };
+			continue;
+		}
+		for (size_t j = nsegs; j-- > 0;)
+			if (segs[j].addr == e->addr) {
+				segs[j] = segs[--nsegs];
+				break;
+			}
+	}
+	qsort(segs, nsegs, sizeof *segs, by_addr);
+	k = nblocks = 0;
+	for (size_t i = 0; i < nsegs; i++) /* mapped pages of one range make one expandable segment */
+		if (k && segs[k - 1].expandable && segs[i].expandable && segs[k - 1].addr + segs[k - 1].size == segs[i].addr)
+			segs[k - 1].size += segs[i].size;
+		else
+			segs[k++] = segs[i];
+	nsegs = k;
+	for (size_t i = 0; i < r->end.slots.n; i++) {
+		const struct mt_live *l = &r->end.live[i];
+		const struct mt_event *e = &t->events[l->event];
+
+		if (!l->in_use || l->kind != MT_LIVE_DEVICE || l->device != device)
+			continue;
+		blocks[nblocks++] = (struct block){ l->addr, e->flags == MT_API_BLOCK && e->aux2 ? e->aux2 : l->size,
+						    l->size, l->stack };
+		if (e->flags != MT_API_BLOCK) /* no allocator in between: its own segment */
+			segs[nsegs++] = (struct seg){ l->addr, l->size, e->aux, l->stack, false };
+	}
+	qsort(segs, nsegs, sizeof *segs, by_addr);
+	qsort(blocks, nblocks, sizeof *blocks, by_addr);
+	k = 0;
+	for (size_t i = 0; i < nsegs; i++) {
+		while (k < nblocks && blocks[k].addr < segs[i].addr)
+			k++; /* a block outside every segment: the trace lost its segment */
+		k += segment_dict(w, r, sym, device, &segs[i], blocks + k, nblocks - k);
+	}
+	err = 0;
+out:
+	free(segs);
+	free(blocks);
+	return err;
+}
+
 int mt_export_memviz(FILE *out, const struct mt_report *r, struct mt_symbols *sym)
 {
 	const struct mt_trace *t = r->trace;
 	struct writer w = {.out = out};
 	struct mt_map live = {0}; /* address -> event index + 1, per device trace pass */
-	int ndev = 0;
+	int ndev = 0, err = 0;
 
 	for (int d = 0; d < MT_MAX_DEVICES; d++)
 		if (r->end.dev[d].seen)
@@ -201,7 +362,8 @@ int mt_export_memviz(FILE *out, const struct mt_report *r, struct mt_symbols *sy
 			uint8_t cat;
 			if (e->kind == MT_EV_ALLOC && !e->error && e->device == d) {
 				cat = r->comp.category[i] ? r->comp.category[i] : MT_TAG_OTHER;
-				entry(&w, r, sym, "segment_alloc", e->addr, e->size, e->aux, e->time, e->stack, cat);
+				if (e->flags != MT_API_BLOCK) /* no allocator in between: its own segment */
+					entry(&w, r, sym, "segment_alloc", e->addr, e->size, e->aux, e->time, e->stack, cat);
 				entry(&w, r, sym, "alloc", e->addr, e->size, e->aux, e->time, e->stack, cat);
 				mt_map_put(&live, e->addr, i + 1);
 			} else if (e->kind == MT_EV_FREE && !e->error && mt_map_get(&live, e->addr, &k) &&
@@ -211,7 +373,14 @@ int mt_export_memviz(FILE *out, const struct mt_report *r, struct mt_symbols *sy
 				mt_map_del(&live, e->addr, NULL);
 				entry(&w, r, sym, "free_requested", a->addr, a->size, e->aux, e->time, a->stack, cat);
 				entry(&w, r, sym, "free_completed", a->addr, a->size, e->aux, e->time, a->stack, cat);
-				entry(&w, r, sym, "segment_free", a->addr, a->size, e->aux, e->time, a->stack, cat);
+				if (a->flags != MT_API_BLOCK)
+					entry(&w, r, sym, "segment_free", a->addr, a->size, e->aux, e->time, a->stack, cat);
+			} else if ((e->kind == MT_EV_SEGMENT_ALLOC || e->kind == MT_EV_SEGMENT_FREE) && e->device == d) {
+				bool mapped = e->flags == MT_SEG_MAPPED;
+				entry(&w, r, sym,
+				      e->kind == MT_EV_SEGMENT_ALLOC ? (mapped ? "segment_map" : "segment_alloc")
+								     : (mapped ? "segment_unmap" : "segment_free"),
+				      e->addr, e->size, e->aux, e->time, e->stack, 0);
 			} else if (e->kind == MT_EV_ALLOC_FAILED && e->error == 2 && e->device == d) {
 				entry(&w, r, sym, "oom", e->aux, e->size, 0, e->time, e->stack, 0);
 			}
@@ -219,58 +388,10 @@ int mt_export_memviz(FILE *out, const struct mt_report *r, struct mt_symbols *sy
 		op(&w, 'e');
 		op(&w, 'a'); /* APPEND the device's list to device_traces */
 	}
-	/* segments: what is still allocated at the end, one segment per allocation */
 	key(&w, "segments");
 	op(&w, ']');
-	for (size_t i = 0; i < r->end.slots.n; i++) {
-		const struct mt_live *l = &r->end.live[i];
-		if (!l->in_use || l->kind != MT_LIVE_DEVICE || l->device == MT_NO_DEVICE || !mt_map_get(&live, l->addr, NULL))
-			continue;
-		op(&w, '}');
-		op(&w, '(');
-		key(&w, "device");
-		integer(&w, l->device);
-		key(&w, "address");
-		integer(&w, (int64_t)l->addr);
-		key(&w, "total_size");
-		integer(&w, (int64_t)l->size);
-		key(&w, "allocated_size");
-		integer(&w, (int64_t)l->size);
-		key(&w, "active_size");
-		integer(&w, (int64_t)l->size);
-		key(&w, "requested_size");
-		integer(&w, (int64_t)l->size);
-		key(&w, "stream");
-		integer(&w, 0);
-		key(&w, "segment_type");
-		str(&w, "large", true);
-		key(&w, "segment_pool_id");
-		integer(&w, 0);
-		integer(&w, 0);
-		op(&w, 0x86); /* TUPLE2 */
-		key(&w, "is_expandable");
-		op(&w, 0x89); /* NEWFALSE */
-		key(&w, "frames");
-		frames(&w, r, sym, l->stack);
-		key(&w, "blocks");
-		op(&w, ']');
-		op(&w, '}');
-		op(&w, '(');
-		key(&w, "address");
-		integer(&w, (int64_t)l->addr);
-		key(&w, "size");
-		integer(&w, (int64_t)l->size);
-		key(&w, "requested_size");
-		integer(&w, (int64_t)l->size);
-		key(&w, "state");
-		str(&w, "active_allocated", true);
-		key(&w, "frames");
-		frames(&w, r, sym, l->stack);
-		op(&w, 'u');
-		op(&w, 'a');
-		op(&w, 'u');
-		op(&w, 'a'); /* the segment into segments */
-	}
+	for (int d = 0; d < ndev && !err; d++)
+		err = write_segments(&w, r, sym, d);
 	key(&w, "allocator_settings");
 	op(&w, '}');
 	op(&w, '(');
@@ -286,5 +407,5 @@ int mt_export_memviz(FILE *out, const struct mt_report *r, struct mt_symbols *sy
 	mt_map_free(&w.memo_stack);
 	mt_map_free(&w.memo_str);
 	mt_map_free(&live);
-	return ferror(out) ? EIO : 0;
+	return err ? err : ferror(out) ? EIO : 0;
 }

@@ -142,6 +142,42 @@ if ok(p.returncode == 0 and len(traces) == 1, "knobs from Lua: the job ran to th
     marks = subprocess.run([MEMTAP, "lua", script, traces[0]], capture_output=True, text=True).stdout
     ok("memtap.allocator 0 limit_mb:0" in marks.splitlines(), "the trace notes the change", marks)
 
+# ---- the memviz export of the allocator's trace: its real segments, blocks inside ----
+for policy in ("memtap-vmm", "native"):
+    name = "memviz export of a %s run" % policy
+    p, traces = record("memviz-" + policy, [SIMTRAIN, "--preset", "gpt2-small", "--no-teardown"],
+                       ["--allocator=caching", "-O", "alloc_policy=" + policy])
+    pk = os.path.join(TMP, "memviz-%s.pickle" % policy)
+    e = subprocess.run([MEMTAP, "export", "--format=memviz", "-o", pk, *traces], capture_output=True, text=True)
+    if not ok(p.returncode == 0 and e.returncode == 0, name + ": exported", p.stderr + e.stderr):
+        continue
+    snap = pickle.load(open(pk, "rb"))
+    segs, entries = snap["segments"], snap["device_traces"][0]
+    end = report(traces[0])["devices"][0]["fragmentation"]["at_exit"]
+    tiled = all(b["address"] == g["address"] + sum(x["size"] for x in g["blocks"][:i])
+                for g in segs for i, b in enumerate(g["blocks"])) and \
+        all(sum(b["size"] for b in g["blocks"]) == g["total_size"] for g in segs)
+    ok(tiled, name + ": blocks tile every segment")
+    ok((len(segs), sum(g["total_size"] for g in segs), sum(g["allocated_size"] for g in segs)) ==
+       (end["segments"], end["reserved_bytes"], end["allocated_bytes"]),
+       name + ": the segments the report counts at exit, with their live blocks", (len(segs), end))
+    ok(any(b["state"] == "inactive" for g in segs for b in g["blocks"]) and
+       all(b["state"] == "inactive" or b["frames"] for g in segs for b in g["blocks"]),
+       name + ": cached free space as inactive blocks, live ones with their stacks")
+    actions = {x["action"] for x in entries}
+    allocs = sum(x["action"] == "alloc" for x in entries)
+    if policy == "memtap-vmm":
+        ok(all(g["is_expandable"] for g in segs) and {"segment_map", "segment_unmap"} <= actions,
+           name + ": VMM pages as segment_map/unmap, joined into expandable segments", actions)
+    else:
+        ok(not any(g["is_expandable"] for g in segs) and
+           0 < sum(x["action"] == "segment_alloc" for x in entries) < allocs / 4,
+           name + ": plain segments, far fewer than allocations", actions)
+    again = report(pk)
+    back = again and again["devices"][0]["fragmentation"]["at_exit"]
+    ok(back and all(back[k] == end[k] for k in ("segments", "reserved_bytes", "allocated_bytes", "requested_bytes")),
+       name + ": imported again, the same segments and blocks", (back, end))
+
 # ---- memtap replay of simtrain runs (device allocations, tensor by tensor) ----
 for preset in ("gpt2-small", "gpt-1.3b"):
     p, traces = record("replay-" + preset, [SIMTRAIN, "--preset", preset])
