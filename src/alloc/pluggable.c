@@ -221,6 +221,7 @@ static const struct mt_cache_backend driver_backend = {
  * set (memtap.allocator). An engine starts with its device's. Under engines_lock. */
 static struct mt_cache_config configs[MT_NO_DEVICE];
 static bool configs_ready;
+#define POLICIES "native, memtap, memtap-vmm or bump"
 
 static void ready_configs(void)
 {
@@ -229,7 +230,7 @@ static void ready_configs(void)
 	if (configs_ready)
 		return;
 	if (mt_cache_preset(&configs[0], mtp_opt.alloc_policy && mtp_opt.alloc_policy[0] ? mtp_opt.alloc_policy : "memtap-vmm"))
-		mtp_warn("alloc_policy '%s' is not native, memtap, memtap-vmm or bump: using memtap-vmm",
+		mtp_warn("alloc_policy '%s' is not " POLICIES ": using memtap-vmm",
 			 mtp_opt.alloc_policy), mt_cache_preset(&configs[0], "memtap-vmm");
 	if (mt_cache_configure(&configs[0], mtp_opt.alloc_conf, &bad))
 		mtp_warn("alloc_conf: cannot use '%s'; the rest is ignored", bad);
@@ -278,7 +279,7 @@ int mtp_cache_set(int device, const char *policy, const char *conf, char *why, s
 			uint64_t limit = c[d].limit; /* a memory fraction or an earlier limit_mb stays */
 
 			if (mt_cache_preset(&c[d], policy)) {
-				snprintf(why, n, "policy '%s' is not native, memtap, memtap-vmm or bump", policy);
+				snprintf(why, n, "policy '%s' is not " POLICIES, policy);
 				err = EINVAL;
 				break;
 			}
