@@ -15,6 +15,7 @@
 
 CUresult CUDAAPI cuMemAllocAsync_ptsz(CUdeviceptr *, size_t, CUstream);
 CUresult CUDAAPI cuMemFreeAsync_ptsz(CUdeviceptr, CUstream);
+void simgpu_stream_busy(CUstream);
 
 static size_t free_mem(void)
 {
@@ -203,6 +204,29 @@ static void pools(void)
 	is(cuStreamDestroy(s), CUDA_ERROR_INVALID_HANDLE, "cuStreamDestroy twice");
 }
 
+/* Events complete at once unless recorded on a stream marked busy, then when that stream
+ * is synchronized or destroyed. */
+static void events(void)
+{
+	CUstream s;
+	CUevent e;
+
+	cuStreamCreate(&s, 0);
+	is(cuEventCreate(&e, CU_EVENT_DISABLE_TIMING), CUDA_SUCCESS, "cuEventCreate");
+	cuEventRecord(e, s);
+	is(cuEventQuery(e), CUDA_SUCCESS, "an event on an idle stream has completed");
+	simgpu_stream_busy(s);
+	cuEventRecord(e, s);
+	is(cuEventQuery(e), CUDA_ERROR_NOT_READY, "on a busy stream it has not");
+	cuStreamSynchronize(s);
+	is(cuEventQuery(e), CUDA_SUCCESS, "until the stream is synchronized");
+	simgpu_stream_busy(s);
+	cuEventRecord(e, s);
+	cuStreamDestroy(s);
+	is(cuEventQuery(e), CUDA_SUCCESS, "or destroyed");
+	is(cuEventDestroy(e), CUDA_SUCCESS, "cuEventDestroy");
+}
+
 static void vmm(void)
 {
 	CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
@@ -336,6 +360,7 @@ int main(void)
 	device_memory();
 	host_and_managed();
 	pools();
+	events();
 	vmm();
 	proc_address();
 	errors();

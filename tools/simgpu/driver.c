@@ -547,7 +547,7 @@ CUresult CUDAAPI cuEventRecord(CUevent ev, CUstream h)
 		return CUDA_ERROR_INVALID_HANDLE;
 	sim_lock();
 	s = h ? sim_map_get(&sim.streams, (uintptr_t)h) : NULL;
-	ev->stream = s && s->busy ? s : NULL;
+	ev->stream = s && s->busy ? (uintptr_t)h : 0;
 	ev->syncs = s ? s->syncs : 0;
 	sim_unlock();
 	return CUDA_SUCCESS;
@@ -555,12 +555,14 @@ CUresult CUDAAPI cuEventRecord(CUevent ev, CUstream h)
 
 CUresult CUDAAPI cuEventQuery(CUevent ev)
 {
+	struct CUstream_st *s;
 	CUresult r;
 
 	if (!ev)
 		return CUDA_ERROR_INVALID_HANDLE;
 	sim_lock();
-	r = ev->stream && ev->stream->syncs == ev->syncs ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
+	s = ev->stream ? sim_map_get(&sim.streams, ev->stream) : NULL; /* a destroyed stream finished its work */
+	r = s && s->syncs == ev->syncs ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
 	sim_unlock();
 	return r;
 }

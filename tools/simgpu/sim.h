@@ -82,7 +82,7 @@ struct CUstream_st {
 };
 
 struct CUevent_st {
-	struct CUstream_st *stream; /* recorded while it was busy; NULL: complete */
+	uintptr_t stream;           /* recorded while it was busy (looked up again: it may be gone); 0: complete */
 	uint64_t syncs;             /* the stream's synchronizations when recorded */
 };
 
