@@ -193,13 +193,15 @@ static int set_key(struct mt_cache_config *c, const char *k, size_t kn, const ch
 	double x;
 	bool f;
 #define KEY(s) (kn == sizeof(s) - 1 && strncmp(k, s, kn) == 0)
-	if (KEY("expandable_segments") || KEY("stitch") || KEY("tag_pools")) {
+	if (KEY("expandable_segments") || KEY("stitch") || KEY("tag_pools") || KEY("caching")) {
 		if (!parse_bool(v, vn, &f))
 			return EINVAL;
 		if (KEY("stitch"))
 			c->stitch = f;
 		else if (KEY("tag_pools"))
 			c->tag_pools = f;
+		else if (KEY("caching"))
+			c->cache = f;
 		else
 			c->expandable = f;
 		return 0;
@@ -241,9 +243,9 @@ int mt_cache_configure(struct mt_cache_config *c, const char *conf, const char *
 int mt_cache_describe(const struct mt_cache_config *c, char *buf, size_t n)
 {
 	static const char *const tf[2] = { "False", "True" };
-	int k = snprintf(buf, n, "expandable_segments:%s,stitch:%s,tag_pools:%s,roundup_power2_divisions:%u,"
-			 "garbage_collection_threshold:%.15g,limit_mb:%.15g", tf[c->expandable], tf[c->stitch],
-			 tf[c->tag_pools], c->power2_divisions, c->gc_threshold, (double)c->limit / MIB);
+	int k = snprintf(buf, n, "caching:%s,expandable_segments:%s,stitch:%s,tag_pools:%s,roundup_power2_divisions:%u,"
+			 "garbage_collection_threshold:%.15g,limit_mb:%.15g", tf[c->cache], tf[c->expandable],
+			 tf[c->stitch], tf[c->tag_pools], c->power2_divisions, c->gc_threshold, (double)c->limit / MIB);
 
 	if (c->max_split != UINT64_MAX && k >= 0 && (size_t)k < n)
 		k += snprintf(buf + k, n - (size_t)k, ",max_split_size_mb:%.15g", (double)c->max_split / MIB);

@@ -42,7 +42,7 @@ struct mt_cache_config {
 /* The policies by name: native, memtap, memtap-vmm, bump. 0 or EINVAL. */
 int mt_cache_preset(struct mt_cache_config *c, const char *name);
 /* PYTORCH_CUDA_ALLOC_CONF's syntax ("expandable_segments:True,max_split_size_mb:128,...")
- * and memtap's own keys (stitch, tag_pools, granule_mb, limit_mb). 0, or EINVAL with
+ * and memtap's own keys (caching, stitch, tag_pools, granule_mb, limit_mb). 0, or EINVAL with
  * the offending key in *bad. */
 int mt_cache_configure(struct mt_cache_config *c, const char *conf, const char **bad);
 /* The knobs mt_cache_configure takes, in its syntax (it reads them back to the same

@@ -244,6 +244,9 @@ static MTP_NOINLINE struct mt_cache *make_engine(int device)
 {
 	struct mt_cache *m;
 
+	char text[400];
+	bool made = false;
+
 	pthread_mutex_lock(&engines_lock);
 	ready_configs();
 	if (!(m = engines[device])) {
@@ -251,11 +254,16 @@ static MTP_NOINLINE struct mt_cache *make_engine(int device)
 			__atomic_store_n(&engines[device], m, __ATOMIC_RELEASE);
 			if (device >= nengines)
 				__atomic_store_n(&nengines, device + 1, __ATOMIC_RELEASE);
+			made = true;
+			int k = snprintf(text, sizeof text, "memtap.allocator %d start ", device);
+			mt_cache_describe(&configs[device], text + k, sizeof text - (size_t)k);
 		} else {
 			m = NULL;
 		}
 	}
 	pthread_mutex_unlock(&engines_lock);
+	if (made) /* outside the lock: recording may wait for the writer, whose policies take it */
+		mtp_note(text);
 	return m;
 }
 

@@ -157,6 +157,7 @@ MTP_HIDDEN void mtp_policy_stop(void);                    /* on_exit handlers */
 MTP_HIDDEN void mtp_policy_forget(void);                  /* in a forked child */
 MTP_HIDDEN uint64_t mtp_cap_of(uint8_t device, uint64_t total); /* bytes; 0: none */
 MTP_HIDDEN bool mtp_cap_check(uint64_t size);             /* past the current device's cap */
+MTP_HIDDEN void mtp_note(const char *text);               /* memtap's own note, an NVTX mark */
 
 /* ---- the module that holds memtap's own code, to skip its frames ---- */
 struct dl_phdr_info;

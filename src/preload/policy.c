@@ -51,9 +51,10 @@ static void mark(const char *name)
 	record_named(MT_EV_MARK, name);
 }
 
-/* memtap's own notes (caps, capture ranges): marks that are not iteration boundaries.
- * Not in a process that has recorded nothing (a launcher's shell): it leaves no file. */
-static void note(const char *text)
+/* memtap's own notes (caps, capture ranges, allocator knobs): marks that are not
+ * iteration boundaries. Not in a process that has recorded nothing (a launcher's shell):
+ * it leaves no file. */
+void mtp_note(const char *text)
 {
 	if (__atomic_load_n(&mtp_rings, __ATOMIC_ACQUIRE))
 		record_named(MT_EV_NVTX_MARK, text);
@@ -86,7 +87,7 @@ static int capture(bool on, uint8_t device)
 	}
 	if ((r = fn()) == CUDA_SUCCESS) {
 		__atomic_store_n(&mtp_capturing, on, __ATOMIC_RELAXED);
-		note(on ? "memtap.capture_start" : "memtap.capture_stop");
+		mtp_note(on ? "memtap.capture_start" : "memtap.capture_stop");
 	}
 	return (int)r;
 }
@@ -105,7 +106,7 @@ static void set_cap(int device, uint64_t bytes, double fraction)
 	}
 	__atomic_store_n(&mtp_capping, any, __ATOMIC_RELEASE);
 	snprintf(text, sizeof text, "memtap.cap %d %llu %g", device, (unsigned long long)bytes, fraction);
-	note(text);
+	mtp_note(text);
 }
 
 uint64_t mtp_cap_of(uint8_t device, uint64_t total)
@@ -132,7 +133,7 @@ static int allocator(int device, const char *policy, const char *conf, char *why
 	if (!err) {
 		snprintf(text, sizeof text, "memtap.allocator %d %s%s%s", device, policy ? policy : "",
 			 policy && *conf ? "," : "", conf);
-		note(text);
+		mtp_note(text);
 	}
 	return err;
 }

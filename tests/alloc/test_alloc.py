@@ -141,6 +141,9 @@ if ok(p.returncode == 0 and len(traces) == 1, "knobs from Lua: the job ran to th
         f.write('for e in memtap.trace:events("nvtx_mark") do print(e.name) end\n')
     marks = subprocess.run([MEMTAP, "lua", script, traces[0]], capture_output=True, text=True).stdout
     ok("memtap.allocator 0 limit_mb:0" in marks.splitlines(), "the trace notes the change", marks)
+    ok(any(m.startswith("memtap.allocator 0 start caching:True,") and "roundup_power2_divisions:4," in m and
+           "limit_mb:1024" in m for m in marks.splitlines()),
+       "and the knobs the device's allocator started with", marks)
 
 # ---- the memviz export of the allocator's trace: its real segments, blocks inside ----
 for policy in ("memtap-vmm", "native"):

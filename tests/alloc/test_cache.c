@@ -481,7 +481,7 @@ static void reconfiguring(void)
 	mt_cache_preset(&back, "native");
 	ok(mt_cache_configure(&back, text, &bad) == 0 && back.max_split == c.max_split &&
 	   back.gc_threshold == c.gc_threshold && back.limit == c.limit && back.tag_pools && back.stitch &&
-	   !back.expandable && back.power2_divisions == c.power2_divisions,
+	   !back.expandable && back.power2_divisions == c.power2_divisions && back.cache,
 	   "a described config reads back the same: %s", text);
 }
 
