@@ -106,6 +106,12 @@ static void key(struct writer *w, const char *k)
 	str(w, k, true);
 }
 
+static void int_item(struct writer *w, const char *k, int64_t v)
+{
+	key(w, k);
+	integer(w, v);
+}
+
 /* A stack as PyTorch writes it: [{"filename", "line", "name"}, ...], innermost first. */
 static void frames(struct writer *w, const struct mt_report *r, struct mt_symbols *sym, uint32_t stack)
 {
@@ -130,8 +136,7 @@ static void frames(struct writer *w, const struct mt_report *r, struct mt_symbol
 			op(w, '(');
 			key(w, "filename");
 			str(w, f->file ? f->file : (f->module ? f->module : "??"), true);
-			key(w, "line");
-			integer(w, f->line);
+			int_item(w, "line", f->line);
 			key(w, "name");
 			str(w, name, true);
 			op(w, 'u'); /* SETITEMS */
@@ -153,12 +158,9 @@ static void entry(struct writer *w, const struct mt_report *r, struct mt_symbols
 	str(w, action, true);
 	key(w, strcmp(action, "oom") ? "addr" : "device_free");
 	integer(w, (int64_t)addr);
-	key(w, "size");
-	integer(w, (int64_t)size);
-	key(w, "stream");
-	integer(w, (int64_t)stream);
-	key(w, "time_us");
-	integer(w, (int64_t)(time / 1000));
+	int_item(w, "size", (int64_t)size);
+	int_item(w, "stream", (int64_t)stream);
+	int_item(w, "time_us", (int64_t)(time / 1000));
 	key(w, "compile_context");
 	str(w, "", true);
 	key(w, "user_metadata");
@@ -202,12 +204,9 @@ static void block_dict(struct writer *w, const struct mt_report *r, struct mt_sy
 {
 	op(w, '}');
 	op(w, '(');
-	key(w, "address");
-	integer(w, (int64_t)addr);
-	key(w, "size");
-	integer(w, (int64_t)size);
-	key(w, "requested_size");
-	integer(w, (int64_t)requested);
+	int_item(w, "address", (int64_t)addr);
+	int_item(w, "size", (int64_t)size);
+	int_item(w, "requested_size", (int64_t)requested);
 	key(w, "state");
 	str(w, active ? "active_allocated" : "inactive", true);
 	key(w, "frames");
@@ -229,24 +228,16 @@ static size_t segment_dict(struct writer *w, const struct mt_report *r, struct m
 		allocated += b[n].size, requested += b[n].requested;
 	op(w, '}');
 	op(w, '(');
-	key(w, "device");
-	integer(w, device);
-	key(w, "address");
-	integer(w, (int64_t)g->addr);
-	key(w, "total_size");
-	integer(w, (int64_t)g->size);
-	key(w, "allocated_size");
-	integer(w, (int64_t)allocated);
-	key(w, "active_size");
-	integer(w, (int64_t)allocated);
-	key(w, "requested_size");
-	integer(w, (int64_t)requested);
-	key(w, "stream");
-	integer(w, (int64_t)g->stream);
+	int_item(w, "device", device);
+	int_item(w, "address", (int64_t)g->addr);
+	int_item(w, "total_size", (int64_t)g->size);
+	int_item(w, "allocated_size", (int64_t)allocated);
+	int_item(w, "active_size", (int64_t)allocated);
+	int_item(w, "requested_size", (int64_t)requested);
+	int_item(w, "stream", (int64_t)g->stream);
 	key(w, "segment_type");
 	str(w, g->size <= (2u << 20) && !g->expandable ? "small" : "large", true);
-	key(w, "segment_pool_id");
-	integer(w, 0);
+	int_item(w, "segment_pool_id", 0);
 	integer(w, 0);
 	op(w, 0x86); /* TUPLE2 */
 	key(w, "is_expandable");
@@ -397,8 +388,7 @@ int mt_export_memviz(FILE *out, const struct mt_report *r, struct mt_symbols *sy
 	op(&w, '(');
 	key(&w, "PYTORCH_CUDA_ALLOC_CONF");
 	str(&w, "", true);
-	key(&w, "max_split_size");
-	integer(&w, -1);
+	int_item(&w, "max_split_size", -1);
 	key(&w, "expandable_segments");
 	op(&w, 0x89);
 	op(&w, 'u');
