@@ -292,20 +292,21 @@ static int allocator(lua_State *L)
 				luaL_argcheck(L, lua_type(L, -1) == LUA_TSTRING, 1, "policy: a name such as \"memtap-vmm\"");
 				policy = lua_tostring(L, -1);
 			} else if (n < sizeof conf) {
-				const char *sep = n ? "," : "";
+				char num[32];
+				const char *v = num;
+				bool pushed = false;
 
 				if (lua_isboolean(L, -1))
-					n += (size_t)snprintf(conf + n, sizeof conf - n, "%s%s:%s", sep, k,
-							      lua_toboolean(L, -1) ? "True" : "False");
+					v = lua_toboolean(L, -1) ? "True" : "False";
 				else if (lua_isinteger(L, -1))
-					n += (size_t)snprintf(conf + n, sizeof conf - n, "%s%s:%lld", sep, k,
-							      (long long)lua_tointeger(L, -1));
+					snprintf(num, sizeof num, "%lld", (long long)lua_tointeger(L, -1));
 				else if (lua_type(L, -1) == LUA_TNUMBER)
-					n += (size_t)snprintf(conf + n, sizeof conf - n, "%s%s:%.17g", sep, k,
-							      lua_tonumber(L, -1));
+					snprintf(num, sizeof num, "%.15g", lua_tonumber(L, -1));
 				else
-					n += (size_t)snprintf(conf + n, sizeof conf - n, "%s%s:%s", sep, k,
-							      luaL_tolstring(L, -1, NULL)), lua_pop(L, 1);
+					v = luaL_tolstring(L, -1, NULL), pushed = true;
+				n += (size_t)snprintf(conf + n, sizeof conf - n, "%s%s:%s", n ? "," : "", k, v);
+				if (pushed)
+					lua_pop(L, 1);
 			}
 		}
 	}
