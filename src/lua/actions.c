@@ -1,7 +1,9 @@
 /* What a policy can do inside the job (the `memtap` module's actions) and the tables its
  * handlers are given. Files are written only under the policy directory: a path with a
- * ".." component, or an absolute one outside it, is refused. A stack is symbolized with
- * dladdr when a script first reads `ev.stack`, not before. */
+ * ".." component, or an absolute one outside it, is refused, and the file is reached
+ * from the directory's descriptor without following a symbolic link anywhere on the way,
+ * and only if it is a regular file. Each action charges its work to the call's budget.
+ * A stack is symbolized with dladdr when a script first reads `ev.stack`, not before. */
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -10,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "lua/engine.h"
@@ -18,6 +21,9 @@
 #include "util/units.h"
 
 #define EVENT_META "memtap.event"
+#define FILE_COST 10000 /* instructions an action that opens and writes a file is charged */
+#define LINE_COST 1000  /* a line said, a mark recorded */
+#define NOT_REGULAR (-1) /* open_under: the path names something other than a regular file */
 
 static void set_int(lua_State *L, const char *k, uint64_t v)
 {
@@ -153,11 +159,12 @@ void mt_pol_push_event(lua_State *L, const struct mt_pol_event *ev)
 
 /* ---- paths under the policy directory ---- */
 
-static const char *path_arg(lua_State *L, int i, const char *dflt, char *out, size_t len)
+/* The path a script names, relative to the policy directory, with %p (the pid) and %n (a
+ * sequence number) filled in. */
+static const char *path_arg(lua_State *L, int i, const char *dflt, char *rel, size_t len)
 {
 	static unsigned sequence;
 	const char *p = luaL_optstring(L, i, dflt), *dir = mt_pol.host->dir;
-	char rel[2048];
 	size_t k = 0, n = strlen(dir);
 
 	if (!*p)
@@ -165,29 +172,82 @@ static const char *path_arg(lua_State *L, int i, const char *dflt, char *out, si
 	for (const char *s = p; *s; s++)
 		if (s[0] == '.' && s[1] == '.' && (s == p || s[-1] == '/') && (s[2] == '/' || !s[2]))
 			luaL_argerror(L, i, "a path with '..' in it");
-	if (*p == '/' && (strncmp(p, dir, n) != 0 || p[n] != '/'))
-		luaL_error(L, "%s is not under the policy directory %s", p, dir);
-	for (; *p && k + 24 < sizeof rel; p++) {
+	if (*p == '/') {
+		if (strncmp(p, dir, n) != 0 || p[n] != '/')
+			luaL_error(L, "%s is not under the policy directory %s", p, dir);
+		p += n + 1;
+	}
+	for (; *p && k + 24 < len; p++) {
 		if (*p != '%' || (p[1] != 'p' && p[1] != 'n' && p[1] != '%')) {
 			rel[k++] = *p;
 			continue;
 		}
 		p++;
-		k += (size_t)(*p == '%' ? snprintf(rel + k, sizeof rel - k, "%%")
-				 : snprintf(rel + k, sizeof rel - k, "%u", *p == 'p' ? (unsigned)getpid() : ++sequence));
+		k += (size_t)(*p == '%' ? snprintf(rel + k, len - k, "%%")
+				 : snprintf(rel + k, len - k, "%u", *p == 'p' ? (unsigned)getpid() : ++sequence));
 	}
 	rel[k] = '\0';
-	if (rel[0] == '/')
-		snprintf(out, len, "%s", rel);
-	else
-		snprintf(out, len, "%s/%s", dir, rel);
-	return out;
+	if (!k || rel[k - 1] == '/')
+		luaL_argerror(L, i, "a path that names no file");
+	return rel;
+}
+
+/* Opens `rel` under the policy directory, one component at a time from the directory's
+ * descriptor with O_NOFOLLOW, so no symbolic link is followed on the way; then only a
+ * regular file is kept (a FIFO could block, a device reach elsewhere). A descriptor, or
+ * -errno, or NOT_REGULAR. */
+static int open_under(const char *rel, int flags, mode_t mode)
+{
+	int fd = open(mt_pol.host->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), next, err;
+	const char *p = rel, *slash;
+	char part[1024];
+	struct stat st;
+
+	while (fd >= 0 && (slash = strchr(p, '/'))) {
+		size_t n = (size_t)(slash - p);
+		if (n >= sizeof part) {
+			close(fd);
+			return -ENAMETOOLONG;
+		}
+		memcpy(part, p, n);
+		part[n] = '\0';
+		p = slash + 1;
+		if (!n || strcmp(part, ".") == 0)
+			continue;
+		next = openat(fd, part, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		err = errno;
+		close(fd);
+		fd = next;
+		errno = err;
+	}
+	if (fd < 0)
+		return -errno;
+	if (fstatat(fd, p, &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISREG(st.st_mode)) {
+		close(fd);
+		return S_ISLNK(st.st_mode) ? -ELOOP : NOT_REGULAR;
+	}
+	next = openat(fd, p, flags | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, mode);
+	err = errno;
+	close(fd);
+	if (next < 0)
+		return -err;
+	if (fstat(next, &st) != 0 || !S_ISREG(st.st_mode)) {
+		close(next);
+		return NOT_REGULAR;
+	}
+	return next;
 }
 
 static int fail(lua_State *L, const char *what, int err)
 {
 	lua_pushnil(L);
-	lua_pushfstring(L, "%s: %s", what, strerror(err));
+	if (err == NOT_REGULAR)
+		lua_pushfstring(L, "%s/%s: not a regular file; policies write only regular files", mt_pol.host->dir, what);
+	else if (err == -ELOOP || err == -ENOTDIR)
+		lua_pushfstring(L, "%s/%s: a symbolic link on the way (not followed) or not a folder", mt_pol.host->dir,
+				what);
+	else
+		lua_pushfstring(L, "%s/%s: %s", mt_pol.host->dir, what, strerror(err < 0 ? -err : err));
 	return 2;
 }
 
@@ -195,12 +255,22 @@ static int fail(lua_State *L, const char *what, int err)
 
 static int snapshot(lua_State *L)
 {
-	char path[4096];
-	int r;
+	char rel[2048], path[4200];
+	struct stat st;
+	int fd, r;
 
-	path_arg(L, 1, "memtap-%p-snapshot-%n.trace", path, sizeof path);
-	if ((r = mt_pol.host->snapshot(path)))
-		return fail(L, path, r);
+	mt_pol_charge(L, FILE_COST);
+	path_arg(L, 1, "memtap-%p-snapshot-%n.trace", rel, sizeof rel);
+	if ((fd = open_under(rel, O_WRONLY | O_CREAT | O_EXCL, 0600)) < 0)
+		return fail(L, rel, fd);
+	snprintf(path, sizeof path, "%s/%s", mt_pol.host->dir, rel);
+	r = mt_pol.host->snapshot(fd, path);
+	if (!r && fstat(fd, &st) == 0) /* the copy's bytes, seen by the next budget check: the path is returned */
+		mt_pol.budget_left -= st.st_size / 16;
+	if (close(fd) != 0 && !r)
+		r = errno;
+	if (r)
+		return fail(L, rel, r);
 	lua_pushstring(L, path);
 	return 1;
 }
@@ -379,6 +449,7 @@ static int composition(lua_State *L)
 	int d = (int)luaL_optinteger(L, 1, -1);
 	const struct mt_replay *rp = &mt_pol.rp;
 
+	mt_pol_charge(L, (double)rp->slots.n); /* a walk over every live allocation */
 	lua_createtable(L, 0, 3);
 	lua_newtable(L); /* by_tag */
 	lua_newtable(L); /* by_phase */
@@ -404,6 +475,7 @@ static int top(lua_State *L)
 	size_t got;
 
 	luaL_argcheck(L, n >= 1 && n <= 100, 1, "from 1 to 100 stacks");
+	mt_pol_charge(L, (double)mt_pol.rp.slots.n);
 	got = mt_watch_top(buf, (size_t)n, 0, d);
 	lua_createtable(L, (int)got, 0);
 	for (size_t i = 0; i < got; i++) {
@@ -429,38 +501,41 @@ static int log_(lua_State *L)
 		luaL_addvalue(&b);
 	}
 	luaL_pushresult(&b);
+	mt_pol_charge(L, LINE_COST + (double)lua_rawlen(L, -1) / 16);
 	mt_pol_say("%s", lua_tostring(L, -1));
 	return 0;
 }
 
 static int mark(lua_State *L)
 {
+	mt_pol_charge(L, LINE_COST);
 	mt_pol.host->mark(luaL_checkstring(L, 1));
 	return 0;
 }
 
 static int append(lua_State *L)
 {
-	char path[4096];
+	char rel[2048];
 	size_t len, done = 0;
 	const char *text;
 	int fd;
 
-	path_arg(L, 1, NULL, path, sizeof path);
+	path_arg(L, 1, NULL, rel, sizeof rel);
 	text = luaL_checklstring(L, 2, &len);
-	if ((fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644)) < 0)
-		return fail(L, path, errno);
+	mt_pol_charge(L, FILE_COST + (double)len / 16);
+	if ((fd = open_under(rel, O_WRONLY | O_APPEND | O_CREAT, 0644)) < 0)
+		return fail(L, rel, fd);
 	while (done < len) {
 		ssize_t w = write(fd, text + done, len - done);
 		if (w <= 0) {
 			int err = w < 0 ? errno : ENOSPC;
 			close(fd);
-			return fail(L, path, err);
+			return fail(L, rel, err);
 		}
 		done += (size_t)w;
 	}
 	if (close(fd) != 0)
-		return fail(L, path, errno);
+		return fail(L, rel, errno);
 	lua_pushboolean(L, 1);
 	return 1;
 }
@@ -567,6 +642,7 @@ static int json(lua_State *L)
 	luaL_buffinit(L, &b);
 	json_value(L, &b, 1, 0);
 	luaL_pushresult(&b);
+	mt_pol_charge(L, (double)lua_rawlen(L, -1) / 16); /* the walk was about as long as what it wrote */
 	return 1;
 }
 

@@ -1,13 +1,17 @@
 /* The policy engine: one sandboxed Lua 5.4 state for every policy file, the handlers
- * scripts register, and the thread that feeds them. Events arrive from the writer in ring
- * order, one batch per drain; the policy thread sorts each batch and holds back the events
- * made after the drain began, which another thread's late push could still precede. A
- * push is late only when its thread was preempted between the clock and the ring, and
- * then nothing that depends on that event has happened yet (a free is recorded before the
- * memory is given back, an allocation before its address is returned), so what a late push
- * reorders is never one address's history. Every handler call
- * runs under an instruction budget, with a traceback on error; the first error is said,
- * the third switches the handler off. The application never sees a Lua error. */
+ * scripts register, and the one thread that runs them all. Events arrive from the writer
+ * in ring order, one batch per drain; the policy thread sorts each batch and holds back
+ * the events made after the drain began, which another thread's late push could still
+ * precede. A push is late only when its thread was preempted between the clock and the
+ * ring, and then nothing that depends on that event has happened yet (a free is recorded
+ * before the memory is given back, an allocation before its address is returned), so what
+ * a late push reorders is never one address's history.
+ * The job's threads never run Lua: loading, an out-of-memory failure and exit are requests
+ * they hand to the policy thread and wait for, at most the deadline (policy_deadline_ms);
+ * a request not answered by then abandons the engine, and the job goes on as if there
+ * were no policy. Every call into Lua is protected and runs under an instruction budget
+ * that a script cannot catch, and a time limit; the first error is said, the third (or
+ * running out of memory) switches the handler off. The application never sees a Lua error. */
 #include <errno.h>
 #include <fcntl.h>
 #include <lauxlib.h>
@@ -33,32 +37,51 @@
 #define QUEUE_MAX (1u << 20)         /* events waiting for the policy thread */
 #define MAX_ERRORS 3                 /* a handler that fails this often is switched off */
 #define LOAD_BUDGET_FACTOR 100       /* a policy file's top level may run this many budgets */
+#define MAX_HANDLERS 256             /* handlers all policy files may register together */
+#define CALL_SHARE 4                 /* one call may run a quarter of the deadline */
+#define SAY_BURST 20                 /* lines said at once; then one a second */
+#define MAX_BLOCK (4u << 20)         /* the largest string or table part a script may make */
 
 const char *const mt_on_names[MT_ON_KINDS] = {"on_oom", "on_threshold", "on_peak", "on_phase", "on_iteration",
 					      "on_leak", "on_exit", "every"};
 
-struct mt_policy mt_pol = {.lock = PTHREAD_MUTEX_INITIALIZER};
+struct mt_policy mt_pol;
 
 struct queue {
 	struct mt_event *e;
 	size_t n, cap;
 };
 
-/* What the writer hands over, under its own lock; the events it holds wait for the policy thread. */
+enum request { REQ_NONE, REQ_OOM, REQ_STOP };
+
+/* What the writer hands over, and what the job's threads ask, under q.lock. */
 static struct {
 	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	struct queue in;
+	pthread_cond_t cond;         /* the policy thread waits on it */
+	pthread_cond_t answered;     /* the job's threads wait on it */
+	struct queue in;             /* events waiting for the policy thread */
 	uint64_t now;                /* when the newest drain began */
-	bool ready, stop, stopped;
+	bool ready;                  /* a drain is complete */
+	bool loaded;                 /* the policy files have run (or failed) */
+	bool failed;                 /* no Lua state: policies are off */
+	bool stopped;                /* on_exit has run: later events are not looked at */
 	pthread_t thread;
 	bool running;
 	uint64_t wake_at;
-} q = {.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER};
+	enum request req;            /* one request at a time */
+	struct mt_event oom;
+	bool retry;
+	uint64_t asked, done;        /* requests made, requests answered */
+} q = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
-static struct queue held;           /* in time order, not yet applied; under mt_pol.lock */
-static struct queue spare;          /* the writer's next buffer; under mt_pol.lock */
-static __thread bool in_policy;     /* this thread is running Lua: an OOM here is not ours to handle */
+static struct queue held;           /* in time order, not yet applied; the policy thread's */
+static struct queue spare;          /* the writer's next buffer; the policy thread's */
+static __thread bool policy_thread; /* this is the policy thread: an OOM here is not ours to handle */
+static bool abandoned;              /* the policy thread missed a deadline: policies are off */
+static uint64_t busy_since;         /* when the running call into Lua began; 0: none */
+static uint64_t call_until;         /* the running call's time limit */
+static const char *stopped_by;      /* why the running call is being stopped; NULL: it is not */
+static int find_ref = LUA_NOREF;    /* string.find, as the sandbox has it, for name patterns */
 
 static uint64_t now_ns(void)
 {
@@ -68,16 +91,74 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* Lines go out at once up to SAY_BURST, then one a second; what is held back is counted
+ * and said with the next line that goes out, and at exit. */
+static struct {
+	pthread_mutex_t lock;
+	unsigned tokens;
+	uint64_t refilled;
+	uint64_t held_back;
+} said = {PTHREAD_MUTEX_INITIALIZER, SAY_BURST, 0, 0};
+
+static void say_held_back(void)
+{
+	char line[128];
+
+	if (!said.held_back)
+		return;
+	snprintf(line, sizeof line, "memtap: policy: %llu lines not said: too many in too short a time",
+		 (unsigned long long)said.held_back);
+	said.held_back = 0;
+	mt_pol.host->say(line);
+}
+
 void mt_pol_say(const char *fmt, ...)
 {
 	char line[1024];
 	int n = snprintf(line, sizeof line, "memtap: policy: ");
+	uint64_t now = now_ns();
 	va_list ap;
 
 	va_start(ap, fmt);
 	vsnprintf(line + n, sizeof line - (size_t)n, fmt, ap);
 	va_end(ap);
-	mt_pol.host->say(line);
+	pthread_mutex_lock(&said.lock);
+	if (now - said.refilled >= 1000000000ull) {
+		said.tokens += (unsigned)((now - said.refilled) / 1000000000ull) < SAY_BURST
+				       ? (unsigned)((now - said.refilled) / 1000000000ull) : SAY_BURST;
+		if (said.tokens > SAY_BURST)
+			said.tokens = SAY_BURST;
+		said.refilled = now;
+	}
+	if (said.tokens) {
+		said.tokens--;
+		say_held_back();
+		mt_pol.host->say(line);
+	} else {
+		said.held_back++;
+	}
+	pthread_mutex_unlock(&said.lock);
+}
+
+/* Policies are off from now on; said once. Any thread. */
+static void abandon(const char *why, uint64_t ms)
+{
+	if (!__atomic_exchange_n(&abandoned, true, __ATOMIC_ACQ_REL))
+		mt_pol_say("%s within %llu ms (policy_deadline_ms): policies are off from now on, the job goes on", why,
+			   (unsigned long long)ms);
+	pthread_mutex_lock(&q.lock);
+	pthread_cond_broadcast(&q.answered);
+	pthread_mutex_unlock(&q.lock);
+}
+
+bool mt_pol_abandoned(void)
+{
+	return __atomic_load_n(&abandoned, __ATOMIC_ACQUIRE);
+}
+
+static uint64_t deadline_ms(void)
+{
+	return mt_pol.host->deadline_ns / 1000000ull;
 }
 
 const char *mt_pol_string(uint32_t id)
@@ -97,62 +178,178 @@ const char *mt_pol_string(uint32_t id)
 
 /* ---- calling Lua ---- */
 
+static void count_hook(lua_State *L, lua_Debug *ar);
+
+/* Once a call is over its budget or time, or policies are off, every instruction fails,
+ * in whichever coroutine runs: a pcall in the script catches one error, not the next. */
+static void check(lua_State *L)
+{
+	if (!stopped_by) {
+		if (mt_pol_abandoned())
+			stopped_by = "policies are off";
+		else if (mt_pol.budget_left <= 0)
+			stopped_by = "instruction budget exceeded (policy_budget per call)";
+		else if (now_ns() > call_until)
+			stopped_by = "time limit exceeded (a quarter of policy_deadline_ms per call)";
+		else
+			return;
+	}
+	mt_pol.budget_left = 0;
+	lua_sethook(L, count_hook, LUA_MASKCOUNT, 1);
+	luaL_error(L, "%s", stopped_by);
+}
+
 static void count_hook(lua_State *L, lua_Debug *ar)
 {
 	(void)ar;
-	if ((mt_pol.budget_left -= HOOK_STEP) < 0)
-		luaL_error(L, "instruction budget exceeded (%I per call; MEMTAP_POLICY_BUDGET)",
-			   (lua_Integer)mt_pol.host->budget);
+	if (lua_gethookcount(L) == 1 && !stopped_by) /* a coroutine an earlier call stopped */
+		lua_sethook(L, count_hook, LUA_MASKCOUNT, HOOK_STEP);
+	else
+		mt_pol.budget_left -= HOOK_STEP;
+	check(L);
+}
+
+void mt_pol_charge(lua_State *L, double instructions)
+{
+	if (instructions >= (double)mt_pol.budget_left)
+		mt_pol.budget_left = 0;
+	else
+		mt_pol.budget_left -= (int64_t)instructions;
+	check(L);
 }
 
 static int traceback(lua_State *L)
 {
-	const char *msg = lua_tostring(L, 1);
+	const char *msg = lua_type(L, 1) == LUA_TSTRING ? lua_tostring(L, 1) : NULL;
 
 	luaL_traceback(L, L, msg ? msg : "an error that is not a string", 1);
 	return 1;
+}
+
+static const char *error_text(lua_State *L)
+{
+	return lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "an error that is not a string";
 }
 
 /* Calls the function under the traceback handler with `nargs` arguments; one result. */
 static int call(lua_State *L, int nargs, int64_t budget)
 {
 	int base = lua_gettop(L) - nargs, r;
+	uint64_t now = now_ns();
 
 	lua_pushcfunction(L, traceback);
 	lua_insert(L, base);
 	mt_pol.budget_left = budget;
-	in_policy = true;
+	stopped_by = NULL;
+	call_until = now + mt_pol.host->deadline_ns / CALL_SHARE;
+	__atomic_store_n(&busy_since, now, __ATOMIC_RELEASE);
 	r = lua_pcall(L, nargs, 1, base);
-	in_policy = false;
+	__atomic_store_n(&busy_since, 0, __ATOMIC_RELEASE);
+	lua_sethook(L, count_hook, LUA_MASKCOUNT, HOOK_STEP);
 	lua_remove(L, base);
 	if (r == LUA_ERRMEM)
 		lua_gc(L, LUA_GCCOLLECT);
 	return r;
 }
 
+/* Lua's allocator: memtap's capped heap, no block past MAX_BLOCK, so that no single
+ * instruction copies or compares more than that, and each byte made charged to the
+ * running call (the count hook sees what is spent). */
+static void *lua_alloc(void *ud, void *p, size_t osize, size_t nsize)
+{
+	size_t had = p ? osize : 0;
+
+	(void)ud;
+	if (nsize == 0) {
+		mt_free(p);
+		return NULL;
+	}
+	if (nsize > had) {
+		if (nsize > MAX_BLOCK)
+			return NULL;
+		mt_pol.budget_left -= (int64_t)((nsize - had) / 16);
+	}
+	return mt_realloc(p, nsize);
+}
+
+/* Runs `fn` protected with one light userdata argument; its one result stays on the stack. */
+static int call_c(lua_CFunction fn, void *arg, int64_t budget)
+{
+	lua_pushcfunction(mt_pol.L, fn);
+	lua_pushlightuserdata(mt_pol.L, arg);
+	return call(mt_pol.L, 1, budget);
+}
+
+static void failed(struct mt_handler *h, int r, const char *msg)
+{
+	const char *kind = mt_on_names[h->kind];
+
+	h->errors++;
+	if (r == LUA_ERRMEM) {
+		h->off = true;
+		mt_pol_say("%s handler (%s) ran out of memory (policy_memory): switched off", kind, h->where);
+		return;
+	}
+	if (h->errors == 1)
+		mt_pol_say("%s handler (%s) failed: %s", kind, h->where, msg);
+	if (h->errors >= MAX_ERRORS) {
+		h->off = true;
+		mt_pol_say("%s handler (%s) failed %u times: switched off", kind, h->where, h->errors);
+	}
+}
+
+/* The event's table needs memory too: it is made in a protected call of its own. */
+static int push_event(lua_State *L)
+{
+	mt_pol_push_event(L, lua_touserdata(L, 1));
+	return 1;
+}
+
 bool mt_pol_fire(struct mt_handler *h, const struct mt_pol_event *ev, const char *want)
 {
 	lua_State *L = mt_pol.L;
 	bool got = false;
+	int r;
 
-	if (h->off)
+	if (h->off || mt_pol_abandoned())
 		return false;
-	lua_rawgeti(L, LUA_REGISTRYINDEX, h->fn);
-	mt_pol_push_event(L, ev);
-	if (call(L, 1, (int64_t)mt_pol.host->budget) == LUA_OK) {
-		got = want && lua_type(L, -1) == LUA_TSTRING && strcmp(lua_tostring(L, -1), want) == 0;
-	} else {
-		h->errors++;
-		if (h->errors == 1)
-			mt_pol_say("%s handler (%s) failed: %s", mt_on_names[h->kind], h->where, lua_tostring(L, -1));
-		if (h->errors >= MAX_ERRORS) {
-			h->off = true;
-			mt_pol_say("%s handler (%s) failed %u times: switched off", mt_on_names[h->kind], h->where,
-				   h->errors);
-		}
+	if ((r = call_c(push_event, (void *)ev, (int64_t)mt_pol.host->budget)) == LUA_OK) {
+		lua_rawgeti(L, LUA_REGISTRYINDEX, h->fn);
+		lua_insert(L, -2);
+		r = call(L, 1, (int64_t)mt_pol.host->budget);
 	}
+	if (r == LUA_OK)
+		got = want && lua_type(L, -1) == LUA_TSTRING && strcmp(lua_tostring(L, -1), want) == 0;
+	else
+		failed(h, r, error_text(L));
 	lua_pop(L, 1);
 	return got;
+}
+
+struct matching {
+	const char *name, *pattern;
+};
+
+static int match_protected(lua_State *L)
+{
+	const struct matching *m = lua_touserdata(L, 1);
+
+	lua_rawgeti(L, LUA_REGISTRYINDEX, find_ref);
+	lua_pushstring(L, m->name);
+	lua_pushstring(L, m->pattern);
+	lua_call(L, 2, 1);
+	lua_pushboolean(L, !lua_isnil(L, -1));
+	return 1;
+}
+
+bool mt_pol_match(const char *name, const char *pattern)
+{
+	struct matching m = {name, pattern};
+	bool yes;
+
+	yes = call_c(match_protected, &m, (int64_t)mt_pol.host->budget) == LUA_OK && lua_toboolean(mt_pol.L, -1);
+	lua_pop(mt_pol.L, 1);
+	return yes;
 }
 
 /* ---- registering handlers ---- */
@@ -179,6 +376,8 @@ static struct mt_handler *add(lua_State *L, enum mt_hook_kind kind, int fn_index
 	lua_Debug ar;
 
 	luaL_checktype(L, fn_index, LUA_TFUNCTION);
+	if (mt_pol.nh >= MAX_HANDLERS)
+		luaL_error(L, "too many handlers: policies may register %d in all", MAX_HANDLERS);
 	if (mt_grow((void **)&mt_pol.h, &mt_pol.cap, mt_pol.nh, sizeof *mt_pol.h))
 		luaL_error(L, "not enough memory for another handler");
 	h = &mt_pol.h[mt_pol.nh];
@@ -272,13 +471,11 @@ static int reg_phase(lua_State *L)
 	struct mt_handler *h;
 
 	luaL_checkstring(L, 1);
-	lua_getglobal(L, "string"); /* a pattern that cannot match anything is an error now, not at each range */
-	lua_getfield(L, -1, "find");
+	lua_rawgeti(L, LUA_REGISTRYINDEX, find_ref); /* a bad pattern is an error now, not at each range */
 	lua_pushliteral(L, "");
 	lua_pushvalue(L, 1);
 	if (lua_pcall(L, 2, 0, 0) != LUA_OK)
-		luaL_error(L, "bad name pattern: %s", lua_tostring(L, -1));
-	lua_pop(L, 1);
+		luaL_error(L, "bad name pattern: %s", error_text(L));
 	h = add(L, MT_ON_PHASE, 2);
 
 	h->name = copy_name(L, 1);
@@ -330,43 +527,35 @@ static const luaL_Reg registrars[] = {
 	{"on_iteration", reg_iteration}, {"on_leak", reg_leak},          {"on_exit", reg_exit}, {"every", reg_every},
 	{NULL, NULL}};
 
-/* ---- the sandbox ---- */
+/* ---- the state ---- */
 
-static void open_sandbox(lua_State *L)
+/* The sandbox (sandbox.c), the memtap module with the registrars, print as memtap.log.
+ * Protected: it needs memory, which may be short from the start. */
+static int open_state(lua_State *L)
 {
-	static const luaL_Reg libs[] = {{LUA_GNAME, luaopen_base},        {LUA_COLIBNAME, luaopen_coroutine},
-					{LUA_TABLIBNAME, luaopen_table},  {LUA_STRLIBNAME, luaopen_string},
-					{LUA_MATHLIBNAME, luaopen_math},  {LUA_UTF8LIBNAME, luaopen_utf8},
-					{LUA_OSLIBNAME, luaopen_os},      {NULL, NULL}};
-	/* what a policy may not reach: other code, other files, the process */
-	static const char *const gone[] = {"dofile", "loadfile", "load", "require", NULL};
-	static const char *const os_kept[] = {"clock", "date", "difftime", "getenv", "time", NULL};
-
-	for (const luaL_Reg *l = libs; l->name; l++) {
-		luaL_requiref(L, l->name, l->func, 1);
-		lua_pop(L, 1);
-	}
-	for (const char *const *g = gone; *g; g++) {
-		lua_pushnil(L);
-		lua_setglobal(L, *g);
-	}
-	lua_getglobal(L, "os");
-	lua_createtable(L, 0, 5);
-	for (const char *const *k = os_kept; *k; k++) {
-		lua_getfield(L, -2, *k);
-		lua_setfield(L, -2, *k);
-	}
-	lua_setglobal(L, "os");
-	lua_pop(L, 1);
+	mt_pol_open_sandbox(L);
 	lua_getglobal(L, "string");
-	lua_pushnil(L);
-	lua_setfield(L, -2, "dump");
+	lua_getfield(L, -1, "find");
+	find_ref = luaL_ref(L, LUA_REGISTRYINDEX);
 	lua_pop(L, 1);
 	mt_pol_open_module(L);
 	luaL_setfuncs(L, registrars, 0);
 	lua_getfield(L, -1, "log"); /* print goes where memtap.log does, not into the job's output */
 	lua_setglobal(L, "print");
 	lua_setglobal(L, "memtap");
+	return 0;
+}
+
+/* Lua calls this only when an error escapes every protected call, which the engine does
+ * not let happen; if it does, this thread stops here and the job's threads, which never
+ * wait past the deadline, go on without it. */
+static int panic(lua_State *L)
+{
+	mt_pol_say("Lua failed outside a protected call (%s); policies are off", error_text(L));
+	__atomic_store_n(&abandoned, true, __ATOMIC_RELEASE);
+	for (;;)
+		pause();
+	return 0;
 }
 
 /* Reads a policy file into the engine's heap (not through stdio: not the application's heap). */
@@ -414,7 +603,7 @@ static void load(const char *path)
 	if (r == LUA_OK)
 		r = call(L, 0, (int64_t)mt_pol.host->budget * LOAD_BUDGET_FACTOR);
 	if (r != LUA_OK) {
-		mt_pol_say("%s; this policy is not run", lua_tostring(L, -1));
+		mt_pol_say("%s; this policy is not run", error_text(L));
 		while (mt_pol.nh > before) {
 			struct mt_handler *h = &mt_pol.h[--mt_pol.nh];
 			luaL_unref(L, LUA_REGISTRYINDEX, h->fn);
@@ -448,6 +637,15 @@ static bool fit(struct queue *x, size_t need)
 
 static void feed(const struct mt_event *e, size_t n, uint64_t now)
 {
+	uint64_t since = __atomic_load_n(&busy_since, __ATOMIC_ACQUIRE);
+
+	if (mt_pol_abandoned())
+		return;
+	/* the writer drains every flush_ms: it notices a call that never comes back */
+	if (since && now > since + 2 * mt_pol.host->deadline_ns) {
+		abandon("a policy handler did not return", 2 * deadline_ms());
+		return;
+	}
 	pthread_mutex_lock(&q.lock);
 	if (!q.stopped) {
 		if (n && fit(&q.in, q.in.n + n)) {
@@ -469,7 +667,7 @@ static void feed(const struct mt_event *e, size_t n, uint64_t now)
 
 /* Applies the events that waited and the writer's new batch, merged in time order, up to
  * `cutoff`; the rest waits in `held`. The batch is taken without a copy: its buffer is
- * swapped with a spare one. Called with mt_pol.lock held. */
+ * swapped with a spare one. */
 static void process(uint64_t cutoff)
 {
 	struct queue b;
@@ -505,46 +703,7 @@ static void process(uint64_t cutoff)
 	spare = b;
 }
 
-static void *policy_main(void *arg)
-{
-	(void)arg;
-	/* background work: when the cores are busy, the job's threads go first */
-	setpriority(PRIO_PROCESS, (id_t)gettid(), POLICY_NICE);
-	pthread_mutex_lock(&q.lock);
-	while (!q.stop) {
-		uint64_t cutoff;
-		struct timespec until;
-		uint64_t wait = q.wake_at > now_ns() ? q.wake_at - now_ns() : 0;
-		clock_gettime(CLOCK_REALTIME, &until);
-		until.tv_sec += (time_t)(wait / 1000000000ull);
-		until.tv_nsec += (long)(wait % 1000000000ull);
-		if (until.tv_nsec >= 1000000000) {
-			until.tv_sec++;
-			until.tv_nsec -= 1000000000;
-		}
-		while (!q.stop && !q.ready && pthread_cond_timedwait(&q.cond, &q.lock, &until) == 0)
-			;
-		if (q.stop)
-			break;
-		q.ready = false;
-		cutoff = q.now;
-		pthread_mutex_unlock(&q.lock);
-
-		pthread_mutex_lock(&mt_pol.lock);
-		process(cutoff);
-		uint64_t now = now_ns();
-		mt_watch_batch_end(now);
-		uint64_t next = mt_watch_next_timer(now);
-		pthread_mutex_unlock(&mt_pol.lock);
-
-		pthread_mutex_lock(&q.lock);
-		q.wake_at = next;
-	}
-	pthread_mutex_unlock(&q.lock);
-	return NULL;
-}
-
-/* ---- the engine's entry points ---- */
+/* ---- the policy thread ---- */
 
 static struct mt_pol_event oom_event(const struct mt_event *e)
 {
@@ -553,53 +712,193 @@ static struct mt_pol_event oom_event(const struct mt_event *e)
 				     .free = e->aux, .total = e->aux2, .error = e->error};
 }
 
-static bool oom(const struct mt_event *e)
+/* The failing request and everything before it, then every on_oom handler. */
+static bool run_oom(const struct mt_event *e)
 {
-	bool retry = false;
 	struct mt_pol_event ev = oom_event(e);
+	bool retry = false;
 
-	if (!mt_pol.count[MT_ON_OOM] || in_policy || q.stopped)
-		return false;
-	pthread_mutex_lock(&mt_pol.lock);
-	mt_pol.host->sync(); /* the failing request and everything before it */
+	mt_pol.host->sync();
 	process(UINT64_MAX);
 	for (size_t i = 0; i < mt_pol.nh; i++)
 		if (mt_pol.h[i].kind == MT_ON_OOM && mt_pol_fire(&mt_pol.h[i], &ev, "retry"))
 			retry = true;
-	pthread_mutex_unlock(&mt_pol.lock);
 	return retry;
 }
 
-static void stop(void)
+static void run_exit(void)
 {
 	struct mt_pol_event ev = {.kind = "exit", .device = -1, .time = now_ns()};
 
-	pthread_mutex_lock(&q.lock);
-	q.stop = true;
-	pthread_cond_signal(&q.cond);
-	pthread_mutex_unlock(&q.lock);
-	if (q.running)
-		pthread_join(q.thread, NULL);
-	q.running = false;
-	pthread_mutex_lock(&mt_pol.lock);
 	mt_pol.host->sync();
 	process(UINT64_MAX);
 	mt_watch_batch_end(ev.time);
 	for (size_t i = 0; i < mt_pol.nh; i++)
 		if (mt_pol.h[i].kind == MT_ON_EXIT)
 			mt_pol_fire(&mt_pol.h[i], &ev, NULL);
+	pthread_mutex_lock(&said.lock);
+	say_held_back();
+	pthread_mutex_unlock(&said.lock);
+}
+
+/* The Lua state and every policy file, on this thread. */
+static void start_state(void)
+{
+	char files[4096];
+
+	if (!(mt_pol.L = lua_newstate(lua_alloc, NULL))) {
+		mt_pol_say("no memory for a Lua state; policies are off");
+		q.failed = true;
+		return;
+	}
+	lua_atpanic(mt_pol.L, panic);
+	lua_sethook(mt_pol.L, count_hook, LUA_MASKCOUNT, HOOK_STEP);
+	mt_watch_init();
+	if (call_c(open_state, NULL, INT64_MAX) != LUA_OK) {
+		mt_pol_say("cannot open the Lua libraries (%s); policies are off", error_text(mt_pol.L));
+		q.failed = true;
+		return;
+	}
+	lua_pop(mt_pol.L, 1);
+	snprintf(files, sizeof files, "%s", mt_pol.host->files);
+	for (char *save = NULL, *f = strtok_r(files, ":", &save); f; f = strtok_r(NULL, ":", &save))
+		load(f);
+}
+
+static void wait_on(pthread_cond_t *c, uint64_t until)
+{
+	struct timespec ts = {(time_t)(until / 1000000000ull), (long)(until % 1000000000ull)};
+
+	pthread_cond_timedwait(c, &q.lock, &ts);
+}
+
+/* Called with q.lock held; returns with it held. */
+static void answer(bool retry)
+{
+	q.retry = retry;
+	q.req = REQ_NONE;
+	q.done++;
+	pthread_cond_broadcast(&q.answered);
+}
+
+static void *policy_main(void *arg)
+{
+	(void)arg;
+	policy_thread = true;
+	/* background work: when the cores are busy, the job's threads go first */
+	setpriority(PRIO_PROCESS, (id_t)gettid(), POLICY_NICE);
+	start_state();
 	pthread_mutex_lock(&q.lock);
-	q.stopped = true; /* later events (other threads, other exit handlers) are not looked at */
+	if (!q.failed)
+		q.wake_at = mt_watch_next_timer(now_ns());
+	q.loaded = true;
+	pthread_cond_broadcast(&q.answered);
+	while (!q.failed && !mt_pol_abandoned()) {
+		enum request req;
+		uint64_t cutoff, next;
+		while (!q.req && !q.ready && !mt_pol_abandoned() && now_ns() < q.wake_at)
+			wait_on(&q.cond, q.wake_at);
+		if (mt_pol_abandoned())
+			break;
+		req = q.req;
+		if (req == REQ_OOM) {
+			struct mt_event e = q.oom;
+			pthread_mutex_unlock(&q.lock);
+			bool retry = run_oom(&e);
+			pthread_mutex_lock(&q.lock);
+			answer(retry);
+			continue;
+		}
+		if (req == REQ_STOP) {
+			pthread_mutex_unlock(&q.lock);
+			run_exit();
+			pthread_mutex_lock(&q.lock);
+			q.stopped = true; /* later events (other threads, other exit handlers) are not looked at */
+			answer(false);
+			break;
+		}
+		q.ready = false;
+		cutoff = q.now;
+		pthread_mutex_unlock(&q.lock);
+		process(cutoff);
+		mt_watch_batch_end(now_ns());
+		next = mt_watch_next_timer(now_ns());
+		pthread_mutex_lock(&q.lock);
+		q.wake_at = next;
+	}
 	pthread_mutex_unlock(&q.lock);
-	pthread_mutex_unlock(&mt_pol.lock);
+	return NULL;
+}
+
+/* ---- the engine's entry points, on the job's threads ---- */
+
+/* Hands the policy thread a request and waits for its answer, at most the deadline;
+ * a request not answered by then abandons the engine. False when there was no answer. */
+static bool ask(enum request req, const struct mt_event *e, bool *retry)
+{
+	uint64_t until = now_ns() + mt_pol.host->deadline_ns, mine = 0;
+	bool answered;
+
+	pthread_mutex_lock(&q.lock);
+	while (q.req && !q.stopped && !mt_pol_abandoned() && now_ns() < until) /* another thread's first */
+		wait_on(&q.answered, until);
+	if (!q.req && !q.stopped && !mt_pol_abandoned()) {
+		q.req = req;
+		if (e)
+			q.oom = *e;
+		mine = ++q.asked;
+		pthread_cond_signal(&q.cond);
+		while (q.done < mine && !mt_pol_abandoned() && now_ns() < until)
+			wait_on(&q.answered, until);
+	}
+	answered = mine && q.done >= mine;
+	*retry = answered && q.retry;
+	pthread_mutex_unlock(&q.lock);
+	if (!answered && !q.stopped)
+		abandon(req == REQ_OOM ? "the on_oom handlers did not finish" : "the on_exit handlers did not finish",
+			deadline_ms());
+	return answered;
+}
+
+static bool oom(const struct mt_event *e)
+{
+	bool retry = false;
+
+	if (!mt_pol.count[MT_ON_OOM] || policy_thread || mt_pol_abandoned())
+		return false;
+	ask(REQ_OOM, e, &retry);
+	return retry;
+}
+
+/* Never waits for a policy thread that missed its deadline: it may never come back. */
+static void stop(void)
+{
+	bool retry;
+
+	if (!q.running || mt_pol_abandoned())
+		return;
+	if (ask(REQ_STOP, NULL, &retry))
+		pthread_join(q.thread, NULL);
+	q.running = false;
 }
 
 static const struct mt_policy_engine engine = {feed, oom, stop};
 
+static void init_conditions(void)
+{
+	pthread_condattr_t a;
+
+	pthread_condattr_init(&a);
+	pthread_condattr_setclock(&a, CLOCK_MONOTONIC); /* now_ns()'s clock */
+	pthread_cond_init(&q.cond, &a);
+	pthread_cond_init(&q.answered, &a);
+	pthread_condattr_destroy(&a);
+}
+
 __attribute__((visibility("default"))) int memtap_policy_start(const struct mt_policy_host *host,
 							     const struct mt_policy_engine **out)
 {
-	char files[4096];
+	uint64_t until;
 	sigset_t all, old;
 	int r;
 
@@ -607,24 +906,28 @@ __attribute__((visibility("default"))) int memtap_policy_start(const struct mt_p
 		return EINVAL;
 	mt_pol.host = host;
 	mt_heap_init(host, host->memory);
-	if (!(mt_pol.L = lua_newstate(mt_heap_lua, NULL))) {
-		mt_pol_say("no memory for a Lua state; policies are off");
-		return ENOMEM;
-	}
-	lua_sethook(mt_pol.L, count_hook, LUA_MASKCOUNT, HOOK_STEP);
-	mt_watch_init();
-	open_sandbox(mt_pol.L);
-	snprintf(files, sizeof files, "%s", host->files);
-	for (char *save = NULL, *f = strtok_r(files, ":", &save); f; f = strtok_r(NULL, ":", &save))
-		load(f);
-	q.wake_at = mt_watch_next_timer(now_ns());
+	init_conditions();
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	r = pthread_create(&q.thread, NULL, policy_main, NULL);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	q.running = r == 0;
+	if (r) {
+		mt_pol_say("cannot start the policy thread: %s; policies are off", strerror(r));
+		return r;
+	}
+	q.running = true;
+	until = now_ns() + host->deadline_ns;
+	pthread_mutex_lock(&q.lock);
+	while (!q.loaded && !mt_pol_abandoned() && now_ns() < until)
+		wait_on(&q.answered, until);
+	r = q.loaded ? (q.failed ? ENOMEM : 0) : ETIMEDOUT;
+	pthread_mutex_unlock(&q.lock);
+	if (r == ETIMEDOUT)
+		abandon("the policy files did not finish loading", deadline_ms());
+	else if (r == ENOMEM)
+		pthread_join(q.thread, NULL);
 	if (r)
-		mt_pol_say("cannot start the policy thread: %s; only on_oom and on_exit run", strerror(r));
+		return r;
 	*out = &engine;
 	return 0;
 }

@@ -1,7 +1,7 @@
-/* Inside libmemtap-policy.so: the Lua state and its handlers (engine.c), the live view
- * of memory that decides when they fire (watch.c), and what scripts can do (actions.c).
- * Lua runs on one thread at a time, under `mt_pol.lock`: the policy thread, a thread that
- * ran out of memory, or the exiting thread. */
+/* Inside libmemtap-policy.so: the Lua state and its handlers (engine.c), what a script
+ * may reach and what its calls into C cost (sandbox.c), the live view of memory that
+ * decides when handlers fire (watch.c), and what scripts can do (actions.c). Lua and the
+ * live view belong to the policy thread alone: the job's threads hand it requests. */
 #ifndef MT_ENGINE_H
 #define MT_ENGINE_H
 
@@ -64,7 +64,6 @@ struct mt_pol_event {
 };
 
 struct mt_policy {
-	pthread_mutex_t lock;     /* Lua and everything below */
 	const struct mt_policy_host *host;
 	lua_State *L;
 	struct mt_handler *h;
@@ -80,9 +79,16 @@ extern struct mt_policy mt_pol;
 
 /* engine.c */
 void mt_pol_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-/* Calls every live handler `h` with ev; true when one returned the string `want`. */
+/* Calls the handler with ev, protected; true when it returned the string `want`. */
 bool mt_pol_fire(struct mt_handler *h, const struct mt_pol_event *ev, const char *want);
+bool mt_pol_match(const char *name, const char *pattern); /* string.find, protected */
 const char *mt_pol_string(uint32_t id); /* "" for 0 or unknown */
+/* Takes work done in C from the running call's budget; raises when it is spent. */
+void mt_pol_charge(lua_State *L, double instructions);
+bool mt_pol_abandoned(void); /* a deadline was missed: policies are off */
+
+/* sandbox.c */
+void mt_pol_open_sandbox(lua_State *L); /* Lua's libraries as a policy gets them */
 
 /* watch.c */
 void mt_watch_init(void);

@@ -137,14 +137,3 @@ void *mt_realloc(void *p, size_t n)
 		mt_free(p);
 	return q;
 }
-
-void *mt_heap_lua(void *ud, void *p, size_t osize, size_t nsize)
-{
-	(void)ud;
-	(void)osize;
-	if (nsize == 0) {
-		mt_free(p);
-		return NULL;
-	}
-	return mt_realloc(p, nsize);
-}

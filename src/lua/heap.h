@@ -10,6 +10,5 @@
 
 void mt_heap_init(const struct mt_policy_host *host, uint64_t cap);
 uint64_t mt_heap_used(void);
-void *mt_heap_lua(void *ud, void *p, size_t osize, size_t nsize); /* a lua_Alloc */
 
 #endif

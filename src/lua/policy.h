@@ -14,7 +14,7 @@
 #include "alloc/cache.h"
 #include "format/format.h"
 
-#define MT_POLICY_ABI 2
+#define MT_POLICY_ABI 3
 
 struct mt_policy_host {
 	int abi;
@@ -23,6 +23,7 @@ struct mt_policy_host {
 	const char *dir;    /* where scripts may write (snapshots, memtap.append) */
 	uint64_t budget;    /* Lua instructions per handler call */
 	uint64_t memory;    /* bytes the Lua state and the engine's tables may hold */
+	uint64_t deadline_ns; /* the longest a job's thread waits for the policy thread */
 	bool quiet;
 	uint64_t start_ns;  /* the process's start on the monotonic clock */
 	/* memtap's own pages, counted against its cap */
@@ -33,7 +34,7 @@ struct mt_policy_host {
 	const void *(*stack)(uint32_t id, size_t *len);
 	void (*say)(const char *line);                  /* one line on stderr unless quiet */
 	void (*mark)(const char *name);                 /* a MARK event */
-	int (*snapshot)(const char *path);              /* the trace so far; 0 or an errno */
+	int (*snapshot)(int fd, const char *path);      /* the trace so far into fd, opened for path; 0 or an errno */
 	void (*sync)(void);                             /* drain every ring into feed() now */
 	int (*capture)(bool on, uint8_t device);        /* cuProfilerStart/Stop; 0 or a CUresult */
 	/* a cap in bytes, or as a fraction of the device (resolved when the device is known);

@@ -172,19 +172,12 @@ static void changed(const struct mt_event *e)
 
 static bool matches(struct mt_handler *h, uint32_t id)
 {
-	lua_State *L = mt_pol.L;
 	uint64_t v;
 	bool yes;
 
 	if (mt_map_get(&h->matches, id, &v))
 		return v == 1;
-	lua_getglobal(L, "string");
-	lua_getfield(L, -1, "find");
-	lua_pushstring(L, mt_pol_string(id));
-	lua_pushstring(L, h->name);
-	mt_pol.budget_left = (int64_t)mt_pol.host->budget;
-	yes = lua_pcall(L, 2, 1, 0) == LUA_OK && !lua_isnil(L, -1);
-	lua_pop(L, 2);
+	yes = mt_pol_match(mt_pol_string(id), h->name);
 	mt_map_put(&h->matches, id, yes ? 1 : 2);
 	return yes;
 }

@@ -134,6 +134,7 @@ MTP_HIDDEN void mtp_write_late(const struct mt_event *e); /* after stop: synchro
 MTP_HIDDEN void mtp_writer_wake(void);
 MTP_HIDDEN void mtp_writer_crash_flush(void);       /* from a fatal signal's handler */
 MTP_HIDDEN int mtp_writer_snapshot(const char *path); /* the trace so far, closed, into path */
+MTP_HIDDEN int mtp_writer_snapshot_fd(int fd);        /* the same into a file already open */
 MTP_HIDDEN void mtp_writer_sync(void);               /* drain every ring now */
 MTP_HIDDEN void mtp_writer_atfork_prepare(void);
 MTP_HIDDEN void mtp_writer_atfork_parent(void);

@@ -60,10 +60,10 @@ void mtp_note(const char *text)
 		record_named(MT_EV_NVTX_MARK, text);
 }
 
-static int snapshot(const char *path)
+static int snapshot(int fd, const char *path)
 {
 	record_named(MT_EV_SNAPSHOT, path);
-	return mtp_writer_snapshot(path);
+	return mtp_writer_snapshot_fd(fd);
 }
 
 static int capture(bool on, uint8_t device)
@@ -200,6 +200,7 @@ void mtp_policy_load(void)
 	host.dir = dir;
 	host.budget = mtp_opt.policy_budget;
 	host.memory = mtp_opt.policy_memory;
+	host.deadline_ns = mtp_opt.policy_deadline_ms * 1000000ull;
 	host.quiet = mtp_opt.quiet;
 	host.start_ns = mtp_start_ns;
 	const struct mt_policy_engine *engine = NULL;

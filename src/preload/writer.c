@@ -603,11 +603,11 @@ void mtp_writer_crash_flush(void)
 
 /* ---- snapshots: the trace so far, with an END chunk, in a file of its own ---- */
 
-int mtp_writer_snapshot(const char *path)
+int mtp_writer_snapshot_fd(int out)
 {
 	char buf[65536];
 	off_t off = 0;
-	int out, r = 0;
+	int r = 0;
 	ssize_t n;
 
 	pthread_mutex_lock(&w.lock);
@@ -615,12 +615,6 @@ int mtp_writer_snapshot(const char *path)
 	if (w.fd < 0) {
 		pthread_mutex_unlock(&w.lock);
 		return EIO;
-	}
-	out = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-	if (out < 0) {
-		r = errno;
-		pthread_mutex_unlock(&w.lock);
-		return r;
 	}
 	while ((n = pread(w.fd, buf, sizeof buf, off)) > 0) {
 		if (write(out, buf, (size_t)n) != n) {
@@ -639,6 +633,16 @@ int mtp_writer_snapshot(const char *path)
 		w.fd = fd;
 	}
 	pthread_mutex_unlock(&w.lock);
+	return r;
+}
+
+int mtp_writer_snapshot(const char *path)
+{
+	int out = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600), r;
+
+	if (out < 0)
+		return errno;
+	r = mtp_writer_snapshot_fd(out);
 	if (close(out) != 0 && r == 0)
 		r = errno;
 	return r;

@@ -1,0 +1,10 @@
+-- A to-be-closed variable in a coroutine the budget ends: Lua would run its close method
+-- with the coroutine's hooks still off.
+-- job: workload nvtx
+-- expect: a policy cannot set __close
+memtap.on_phase(".", function(ev)
+  coroutine.wrap(function()
+    local x <close> = setmetatable({}, {__close = function() while true do end end})
+    while true do end
+  end)()
+end)

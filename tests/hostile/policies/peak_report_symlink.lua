@@ -1,0 +1,6 @@
+-- The bundled peak_report appending to a planted symlink (MEMTAP_PEAK_FILE names it).
+-- job: workload runtime
+-- bundled: peak_report
+-- env: MEMTAP_PEAK_FILE=peaks.jsonl MEMTAP_PEAK_INTERVAL=0
+-- plant: link peaks.jsonl
+-- expect: a symbolic link on the way (not followed)

@@ -1,0 +1,120 @@
+"""Hostile Lua policies (tests/hostile/policies/*.lua) inside real jobs on simgpu: each
+must leave the job's exit status and output (its CUDA results) as they are without
+memtap, every event recorded, and memtap's messages few and clear. Each file says how in
+its header: `job:` the workload, `options:` memtap options, `env:` variables, `bundled:`
+a bundled policy to run instead of the file, `plant:` what to put in the policy folder
+first (link NAME, dirlink NAME: symbolic links out of it; fifo NAME), `expect:` and
+`expect-not:` text on stderr, `max-lines:` and `max-files:` bounds."""
+import glob
+import json
+import os
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.join(os.environ["MT_SRCDIR"], "tests"))
+from tap import done, ok, scratch  # noqa: E402
+
+B, S = os.environ["MT_BUILDDIR"], os.environ["MT_SRCDIR"]
+MEMTAP = os.path.join(B, "tools/memtap/memtap")
+WORKLOAD = os.path.join(B, "tests/recorder/workload")
+TMP = scratch("hostile-policies")
+OUTSIDE = os.path.join(TMP, "outside")
+os.mkdir(OUTSIDE)
+HANG = 120  # seconds: only a hang detector; nothing here takes more than a few
+DEADLINE = "policy_deadline_ms=20000"  # no call stops on time unless its file asks (a loaded machine is slow)
+
+
+def headers(path):
+    h = {"options": [], "env": {}, "plant": [], "expect": [], "expect-not": []}
+    for line in open(path):
+        if not line.startswith("-- "):
+            break
+        key, _, value = line[3:].strip().partition(": ")
+        if key == "options":
+            h["options"] += value.split()
+        elif key == "env":
+            h["env"].update(kv.split("=", 1) for kv in value.split())
+        elif key in ("plant", "expect", "expect-not"):
+            h[key].append(value)
+        elif key in ("job", "bundled", "max-lines", "max-files"):
+            h[key] = value
+    return h
+
+
+def job(h):
+    words = h["job"].split()
+    return [WORKLOAD] + words[1:]
+
+
+references = {}
+
+
+def reference(cmd):
+    """The job alone, and under memtap without a policy: its status, output, allocations."""
+    key = tuple(cmd)
+    if key not in references:
+        alone = subprocess.run(cmd, capture_output=True, text=True, timeout=HANG)
+        trace = os.path.join(TMP, "ref%d.trace" % len(references))
+        subprocess.run([MEMTAP, "run", "-q", "-o", trace, "--"] + cmd, capture_output=True, timeout=HANG)
+        references[key] = (alone.returncode, alone.stdout, events(trace))
+    return references[key]
+
+
+def events(trace):
+    p = subprocess.run([MEMTAP, "report", "--json", trace], capture_output=True, text=True)
+    if p.returncode != 0:
+        return None
+    e = json.loads(p.stdout)["events"]
+    return e["allocs"], e["frees"], e["failed"], e["dropped"]
+
+
+def plant(folder, what):
+    kind, name = what.split()
+    path = os.path.join(folder, name)
+    if kind == "link":
+        os.symlink(os.path.join(OUTSIDE, name), path)
+    elif kind == "dirlink":
+        os.symlink(OUTSIDE, path)
+    elif kind == "fifo":
+        os.mkfifo(path)
+
+
+for path in sorted(glob.glob(os.path.join(S, "tests/hostile/policies/*.lua"))):
+    name = os.path.basename(path)
+    h = headers(path)
+    cmd = job(h)
+    status, stdout, counts = reference(cmd)
+    folder = os.path.join(TMP, name[:-4])
+    os.mkdir(folder)
+    for what in h["plant"]:
+        plant(folder, what)
+    trace = os.path.join(folder, "job.trace")
+    args = [MEMTAP, "run", "-o", trace, "--policy", h.get("bundled", path), "-O", DEADLINE]
+    for o in h["options"]:
+        args += ["-O", o]
+    try:
+        p = subprocess.run(args + ["--"] + cmd, capture_output=True, text=True, timeout=HANG,
+                           env=dict(os.environ, **h["env"]))
+    except subprocess.TimeoutExpired:
+        ok(False, "%s: the job hung under the policy" % name)
+        continue
+    err = p.stderr
+    said = [line for line in err.splitlines() if line.startswith("memtap: policy:")]
+    problems = []
+    if p.returncode != status:
+        problems.append("exit status %d, %d without memtap" % (p.returncode, status))
+    if p.stdout != stdout:
+        problems.append("the job's output changed: %r" % p.stdout)
+    if events(trace) != counts:
+        problems.append("events %s, %s without the policy" % (events(trace), counts))
+    problems += ["no %r on stderr" % x for x in h["expect"] if x not in err]
+    problems += ["%r on stderr" % x for x in h["expect-not"] if x in err]
+    if len(err.splitlines()) > int(h.get("max-lines", 60)):
+        problems.append("%d lines on stderr" % len(err.splitlines()))
+    if len(os.listdir(folder)) > int(h.get("max-files", 10)):
+        problems.append("%d files in the policy folder" % len(os.listdir(folder)))
+    if os.listdir(OUTSIDE):
+        problems.append("wrote outside the policy folder: %s" % os.listdir(OUTSIDE))
+    ok(not problems, "%s: %s" % (name, open(path).readline()[3:].strip()), "; ".join(problems) + "\n" + err[-2000:])
+
+done()
