@@ -7,6 +7,7 @@
 #include <dlfcn.h>
 #include <limits.h>
 #include <link.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -23,6 +24,7 @@ cudaError_t CUDARTAPI cudaMallocFromPoolAsync_ptsz(void **, size_t, cudaMemPool_
 #include "preload/runtime_hooks.def"
 RT(cudaGetDevice)
 RT(cudaGetLastError)
+RT(cudaStreamGetFlags)
 #undef RT
 
 static int find_runtime(struct dl_phdr_info *info, size_t size, void *out)
@@ -90,23 +92,71 @@ static void forget_error(void)
 		get();
 }
 
-/* --allocator=caching: the block comes from memtap's cache (which records it). */
-static cudaError_t cached_malloc(void **devPtr, size_t size, cudaStream_t s)
+/* ---- --allocator=caching: blocks from memtap's cache, which records them ---- */
+
+/* The runtime's own answer for a stream: one it has not refused before is asked about,
+ * which also leaves its error as the last one when it is bad. */
+static __thread cudaStream_t stream_known MTP_TLS;
+
+static cudaError_t check_stream(cudaStream_t s)
+{
+	__typeof__(cudaStreamGetFlags) *flags = __atomic_load_n(&real_cudaStreamGetFlags, __ATOMIC_RELAXED);
+	unsigned f;
+	cudaError_t e;
+
+	if (!s || s == stream_known)
+		return cudaSuccess;
+	if (!flags) {
+		flags = (__typeof__(cudaStreamGetFlags) *)runtime_symbol("cudaStreamGetFlags");
+		__atomic_store_n(&real_cudaStreamGetFlags, flags, __ATOMIC_RELAXED);
+	}
+	if (flags && (e = flags(s, &f)) != cudaSuccess)
+		return e;
+	stream_known = s;
+	return cudaSuccess;
+}
+
+/* The cache ran out of memory (after releasing what it held and one retry): the runtime's
+ * last error is set as its own failing call would set it, by a request no device can
+ * serve, which nothing records. */
+static void note_out_of_memory(void)
+{
+	__typeof__(cudaMalloc) *m = __atomic_load_n(&real_cudaMalloc, __ATOMIC_RELAXED);
+	void *p;
+
+	mtp_self.depth++;
+	if (m)
+		m(&p, SIZE_MAX);
+	mtp_self.depth--;
+}
+
+/* True when the cache answered (*e); false when the runtime serves the call as without
+ * the cache: a missing pointer is its to refuse, and so is anything the cache cannot do
+ * but run out of memory (no context yet, memtap's own memory spent). */
+static bool cached_malloc(void **devPtr, size_t size, cudaStream_t s, cudaError_t *e)
 {
 	int err;
 
 	if (!devPtr)
-		return cudaErrorInvalidValue;
+		return false;
+	if ((*e = check_stream(s)) != cudaSuccess)
+		return true;
 	mtp_self.depth++;
 	err = mtp_cache_malloc(devPtr, size, runtime_device(), (uintptr_t)s);
 	mtp_self.depth--;
-	return err == 0 ? cudaSuccess : err == MT_CACHE_OOM ? cudaErrorMemoryAllocation : cudaErrorUnknown;
+	if (err == MT_CACHE_OOM)
+		note_out_of_memory();
+	*e = err == 0 ? cudaSuccess : cudaErrorMemoryAllocation;
+	return err == 0 || err == MT_CACHE_OOM;
 }
 
-static bool cached_free(void *ptr, cudaStream_t s)
+/* True when the block was the cache's and is freed (*e); a bad stream is refused first. */
+static bool cached_free(void *ptr, cudaStream_t s, cudaError_t *e)
 {
 	bool mine;
 
+	if ((*e = check_stream(s)) != cudaSuccess)
+		return true;
 	mtp_self.depth++;
 	mine = mtp_cache_free(ptr, (uintptr_t)s);
 	mtp_self.depth--;
@@ -115,11 +165,11 @@ static bool cached_free(void *ptr, cudaStream_t s)
 
 MTP_EXPORT cudaError_t CUDARTAPI cudaMalloc(void **devPtr, size_t size)
 {
-	if (unlikely(mtp_caching()))
-		return cached_malloc(devPtr, size, 0);
 	REAL_OR_RETURN(real, cudaMalloc);
-	bool rec = mtp_enter();
 	cudaError_t e;
+	if (unlikely(mtp_caching()) && cached_malloc(devPtr, size, 0, &e))
+		return e;
+	bool rec = mtp_enter();
 	MTP_CALL(rec && devPtr, e, real(devPtr, size), forget_error(), MT_EV_ALLOC, MT_API_RUNTIME, runtime_device(), e ? 0 : (uintptr_t)*devPtr, size, 0, 0);
 	mtp_leave();
 	return e;
@@ -157,13 +207,14 @@ MTP_EXPORT cudaError_t CUDARTAPI cudaMallocManaged(void **devPtr, size_t size, u
 
 MTP_EXPORT cudaError_t CUDARTAPI cudaFree(void *devPtr)
 {
-	if (unlikely(mtp_caching()) && cached_free(devPtr, 0))
-		return cudaSuccess;
+	cudaError_t e;
+	if (unlikely(mtp_caching()) && cached_free(devPtr, 0, &e))
+		return e;
 	REAL_OR_RETURN(real, cudaFree);
 	bool rec = mtp_enter();
 	if (rec && devPtr)
 		mtp_hook_gone(MT_EV_FREE, (uintptr_t)devPtr, 0, 0);
-	cudaError_t e = real(devPtr);
+	e = real(devPtr);
 	if (rec && devPtr)
 		mtp_hook_release_failed(e, MT_EV_FREE, (uintptr_t)devPtr);
 	mtp_leave();
@@ -221,10 +272,10 @@ MTP_EXPORT cudaError_t CUDARTAPI cudaMemGetInfo(size_t *free_bytes, size_t *tota
 
 static cudaError_t malloc_async(__typeof__(cudaMallocAsync) *real, void **devPtr, size_t size, cudaStream_t s)
 {
-	if (unlikely(mtp_caching()))
-		return cached_malloc(devPtr, size, s);
-	bool rec = mtp_enter();
 	cudaError_t e;
+	if (unlikely(mtp_caching()) && cached_malloc(devPtr, size, s, &e))
+		return e;
+	bool rec = mtp_enter();
 	MTP_CALL(rec && devPtr, e, real(devPtr, size, s), forget_error(), MT_EV_ALLOC, MT_API_ASYNC, runtime_device(), e ? 0 : (uintptr_t)*devPtr, size, (uintptr_t)s, 0);
 	mtp_leave();
 	return e;
@@ -244,12 +295,13 @@ MTP_EXPORT cudaError_t CUDARTAPI cudaMallocAsync_ptsz(void **devPtr, size_t size
 
 static cudaError_t free_async(__typeof__(cudaFreeAsync) *real, void *devPtr, cudaStream_t s)
 {
-	if (unlikely(mtp_caching()) && cached_free(devPtr, s))
-		return cudaSuccess;
+	cudaError_t e;
+	if (unlikely(mtp_caching()) && cached_free(devPtr, s, &e))
+		return e;
 	bool rec = mtp_enter();
 	if (rec && devPtr)
 		mtp_hook_gone(MT_EV_FREE, (uintptr_t)devPtr, 0, (uintptr_t)s);
-	cudaError_t e = real(devPtr, s);
+	e = real(devPtr, s);
 	if (rec && devPtr)
 		mtp_hook_release_failed(e, MT_EV_FREE, (uintptr_t)devPtr);
 	mtp_leave();

@@ -54,6 +54,20 @@ if traces:
     ok(frag and frag["at_peak"]["reserved_bytes"] >= frag["at_peak"]["allocated_bytes"] > 0 and frag["block_sizes"] == "exact",
        "the report shows the allocator's segments and exact block sizes", frag and frag["at_peak"])
 
+# ---- transparent: the runtime's own answers and last errors, under every policy ----
+ERRORS = os.path.join(B, "tests/alloc/errors")
+alone = subprocess.run([ERRORS], capture_output=True, text=True)
+ok(alone.returncode == 0 and "cudaMalloc(SIZE_MAX): 2, last error 2" in alone.stdout
+   and "cudaMallocAsync(bad stream): 400, last error 400" in alone.stdout,
+   "errors.c on simgpu alone: out-of-memory and a bad stream, with their last errors", alone.stdout)
+for opts in ([], ["--allocator=caching", "-O", "alloc_policy=memtap-vmm"], ["--allocator=caching", "-O", "alloc_policy=native"],
+             ["--allocator=caching", "-O", "alloc_policy=bump"]):
+    p, traces = record("errors%d" % len(opts), [ERRORS], ["-q"] + opts)
+    diff = [(a, b) for a, b in zip(alone.stdout.splitlines(), p.stdout.splitlines()) if a != b]
+    ok(p.returncode == 0 and p.stdout == alone.stdout,
+       "memtap run %s: every failing call returns what the runtime returns, and leaves its last error" % " ".join(opts),
+       diff or p.stdout)
+
 # ---- simtrain on --allocator=caching: the same ground truth, exact fragmentation ----
 for policy in ("memtap-vmm", "native", "memtap"):
     for args in (["--preset", "gpt2-small"], ["--preset", "gpt2-small", "--api", "async", "--zero", "2", "--dp", "4"]):

@@ -8,6 +8,7 @@ first (link NAME, dirlink NAME: symbolic links out of it; fifo NAME), `expect:` 
 import glob
 import json
 import os
+import signal
 import subprocess
 import sys
 
@@ -92,10 +93,13 @@ for path in sorted(glob.glob(os.path.join(S, "tests/hostile/policies/*.lua"))):
     args = [MEMTAP, "run", "-o", trace, "--policy", h.get("bundled", path), "-O", DEADLINE]
     for o in h["options"]:
         args += ["-O", o]
+    p = subprocess.Popen(args + ["--"] + cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         env=dict(os.environ, **h["env"]), start_new_session=True)
     try:
-        p = subprocess.run(args + ["--"] + cmd, capture_output=True, text=True, timeout=HANG,
-                           env=dict(os.environ, **h["env"]))
+        p.stdout, p.stderr = p.communicate(timeout=HANG)
     except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)  # the job too, not only memtap run
+        p.communicate()
         ok(False, "%s: the job hung under the policy" % name)
         continue
     err = p.stderr

@@ -511,6 +511,35 @@ CUresult CUDAAPI cuStreamSynchronize_ptsz(CUstream h)
 	return stream_sync(h ? h : CU_STREAM_PER_THREAD);
 }
 
+static CUresult stream_flags(CUstream h, unsigned int *flags)
+{
+	CUresult r = CUDA_SUCCESS;
+
+	if (!sim.initialized)
+		return CUDA_ERROR_NOT_INITIALIZED;
+	if (!flags)
+		return CUDA_ERROR_INVALID_VALUE;
+	sim_lock();
+	if (!sim_valid_stream(h)) {
+		r = CUDA_ERROR_INVALID_HANDLE;
+	} else {
+		struct CUstream_st *s = sim_map_get(&sim.streams, (uintptr_t)h);
+		*flags = s ? s->flags : CU_STREAM_DEFAULT;
+	}
+	sim_unlock();
+	return r;
+}
+
+CUresult CUDAAPI cuStreamGetFlags(CUstream h, unsigned int *flags)
+{
+	return stream_flags(h, flags);
+}
+
+CUresult CUDAAPI cuStreamGetFlags_ptsz(CUstream h, unsigned int *flags)
+{
+	return stream_flags(h ? h : CU_STREAM_PER_THREAD, flags);
+}
+
 /* ---- events: complete at once, unless recorded on a stream a test marked busy ------- */
 
 /* For tests: `stream` has work queued until it is synchronized. */

@@ -411,6 +411,12 @@ cudaError_t CUDARTAPI cudaStreamDestroy(cudaStream_t stream)
 	return drv_result(drv.cuStreamDestroy((CUstream)stream));
 }
 
+cudaError_t CUDARTAPI cudaStreamGetFlags(cudaStream_t stream, unsigned int *flags)
+{
+	READY();
+	return drv_result(drv.cuStreamGetFlags((CUstream)stream, flags));
+}
+
 cudaError_t CUDARTAPI cudaStreamSynchronize(cudaStream_t stream)
 {
 	READY();
