@@ -754,7 +754,7 @@ static void start_state(void)
 	lua_atpanic(mt_pol.L, panic);
 	lua_sethook(mt_pol.L, count_hook, LUA_MASKCOUNT, HOOK_STEP);
 	mt_watch_init();
-	if (call_c(open_state, NULL, INT64_MAX) != LUA_OK) {
+	if (call_c(open_state, NULL, (int64_t)mt_pol.host->budget * LOAD_BUDGET_FACTOR) != LUA_OK) {
 		mt_pol_say("cannot open the Lua libraries (%s); policies are off", error_text(mt_pol.L));
 		q.failed = true;
 		return;

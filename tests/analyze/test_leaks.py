@@ -21,8 +21,8 @@ def report(args, *opts):
     p = subprocess.run([MEMTAP, "run", "-q", "-o", trace, "--", SIMTRAIN, *args], capture_output=True, text=True)
     if p.returncode:
         return None
-    return json.loads(subprocess.run([MEMTAP, "report", "--json", *opts, trace], capture_output=True,
-                                     text=True).stdout)
+    p = subprocess.run([MEMTAP, "report", "--json", *opts, trace], capture_output=True, text=True)
+    return json.loads(p.stdout) if p.returncode == 0 else None
 
 
 for args in (["--preset", "tiny"], ["--preset", "gpt2-small"], ["--preset", "gpt2-small", "--recompute", "full"],
@@ -45,6 +45,16 @@ for leak, iters in ((1 << 20, 5), (4 << 20, 6), (12345, 8)):
 
 rep = report(["--preset", "tiny", "--leak", "1M", "--iters", "3"])
 ok(rep is not None and rep["leaks"] == [], "two growths are not yet a leak (default: three in a row)")
+# A leak that starts late: it grows at the last 2 of 8 boundaries only, so the check runs
+# (more boundaries than K) and must count the run exactly.
+late = ["--preset", "tiny", "--leak", "1M", "--leak-from", "6", "--iters", "8"]
+for k, want in ((None, 0), ("3", 0), ("2", 1), ("1", 1)):
+    rep = report(late, *(["--leak-iterations", k] if k else []))
+    found = rep["leaks"] if rep else None
+    ok(found is not None and len(found) == want and all(l["iterations"] == 2 and l["growth_bytes_per_iteration"] == 1 << 20
+                                                      and l["frames"][0]["function"] == "tensor_new" for l in found),
+       "a leak from iteration 6 of 8, K=%s: %s" % (k or "3 (default)", "found, 2 growths of 1 MiB" if want else "not yet"),
+       found)
 rep = report(["--preset", "tiny", "--leak", "1M", "--iters", "3"], "--leak-iterations", "2")
 ok(rep is not None and len(rep["leaks"]) == 1, "--leak-iterations 2 finds it")
 rep = report(["--preset", "tiny", "--leak", "1M", "--iters", "5"], "--iteration", "forward")

@@ -102,6 +102,22 @@ for name, (a, h, L, t, b) in CONFIGS.items():
 ok(not bad, "Korthikanti et al. Table 2: per-layer activations with TP, TP+SP, selective and full recomputation",
    "\n".join(bad))
 
+# The whole activation total at tp 8, with and without sequence parallelism: the layers,
+# the embedding output (split over tp only with sp), the final norm's and output layer's
+# inputs and the fp32 logits (split over tp: the output layer is column-parallel).
+bad = []
+for sp in (False, True):
+    L, h, a, s, b, v, t = 48, 6144, 64, 2048, 4, 51200, 8
+    args = ["--layers", L, "--hidden", h, "--heads", a, "--vocab", v, "--seq", s, "--micro-batch", b, "--tp", t,
+            "--gpus-per-node", t] + (["--sp"] if sp else [])
+    got = plan_json(*args)
+    emb = 2 * s * b * h / (t if sp else 1)
+    want = L * got["layer_activation_bytes"] + emb + 2 * emb + 4 * s * b * v / t
+    if got["moment"] != "backward start" or abs(got["per_gpu_bytes"]["activations"] - want) > 1:
+        bad.append("sp=%s: %s at %s, by hand %.0f" % (sp, got["per_gpu_bytes"]["activations"], got["moment"], want))
+ok(not bad, "22B at tp 8: all activations at the start of backward, the embedding's split over tp only with sp",
+   "\n".join(bad))
+
 # simtrain: the predicted peak against the measured one, on every preset that fits simgpu
 # and every precision, optimizer, recomputation and ZeRO emulation simtrain supports
 PRESETS = {"tiny": (2, 64, 4, 256, 512, 32, 2), "gpt2-small": (12, 768, 12, 3072, 50257, 1024, 8),

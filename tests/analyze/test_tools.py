@@ -2,6 +2,7 @@
 are known: each checked against simtrain's own ground truth."""
 import json
 import os
+import shutil
 import re
 import subprocess
 import sys
@@ -70,6 +71,18 @@ if rep:
     ok(abs(imb["spread"] - (max(peaks) - min(peaks)) / (sum(peaks) / 4)) < 1e-3, "spread = (max - min) / mean")
 p, _ = run("report", *[os.path.join(ranks, f) for f in sorted(os.listdir(ranks))])
 ok(p.returncode == 0 and p.stdout.count("\n") == 6 and "largest is rank 2" in p.stdout, "the text table", p.stdout)
+# one rank's trace cut short: every rank still reported, the damaged one marked, exit 3
+damaged = os.path.join(TMP, "damaged")
+shutil.copytree(ranks, damaged)
+cut = os.path.join(damaged, sorted(f for f in os.listdir(damaged) if f.endswith(".trace"))[1])
+data = open(cut, "rb").read()
+open(cut, "wb").write(data[:len(data) * 2 // 3])
+for args in ((damaged,), ("--json", damaged)):
+    p, rep = run("report", *args)
+    ok(p.returncode == 3 and p.stderr.count("\n") == 1 and "cut short" in p.stderr
+       and ("(cut short)" in p.stdout if rep is None else len(rep["ranks"]) == 4),
+       "memtap report %s with one rank's trace cut short: all ranks, that one marked, one line, exit 3"
+       % " ".join(a if a != damaged else "DIR" for a in args), (p.returncode, p.stderr, p.stdout[-600:]))
 
 # ---- exports ----
 p, _ = run("export", "--format=folded", a)

@@ -310,6 +310,31 @@ ex = lines(folder, "exit.jsonl")
 ok(p.returncode == 0 and "refuses to start" in p.stderr and "this policy is not run" in p.stderr and len(ex) == 1,
    "a policy whose top level fails is off (its handlers too); the others run; on_exit once", (p.stderr, ex))
 
+# ---- the budget is per call: a handler using 60% of it each time runs every time ----
+pol = script(LOG + """
+calls = 0
+memtap.on_phase(".", function(ev)
+  local x = 0
+  for i = 1, 60000 do x = x + i end -- 2 instructions a turn: 120,000 of the 200,000
+  calls = calls + 1
+end)
+memtap.on_exit(function(ev) log("calls.jsonl", ev, {calls = calls}) end)
+""", "sixty.lua")
+p, trace, folder = run([pol], [SIMTRAIN, "--preset", "tiny", "--iters", "20"], {"SIMGPU_MEM": "16GiB"},
+                       options=["policy_deadline_ms=600000"])
+calls = lines(folder, "calls.jsonl")
+phases = offline("""
+local n = 0
+for _, kind in ipairs({"range_push", "range_pop"}) do
+  for e in memtap.trace:events(kind) do n = n + 1 end
+end
+print(n)
+""", trace)
+ok(p.returncode == 0 and "budget" not in p.stderr and calls and isinstance(phases, int) and phases > 100
+   and calls[0]["calls"] == phases,
+   "a handler that uses 60%% of policy_budget per call runs at every one of the %s ranges entered and left"
+   % phases, (p.stderr[-500:], calls, phases))
+
 # ---- every, on the policy thread ----
 pol = script(LOG + 'memtap.every(0.05, function(ev) log("tick.jsonl", ev) end)\n', "every.lua")
 p, trace, folder = run([pol], [WORKLOAD, "sleep", "600"])

@@ -32,10 +32,11 @@ static struct options {
 	struct model m;
 	int iters, device;
 	uint64_t leak;
+	int leak_from;        /* the first iteration that leaks */
 	uint64_t compute_ms; /* time each layer's forward and backward takes */
 	bool async, teardown, tag;
 	const char *json;
-} opt = {.iters = 3, .teardown = true};
+} opt = {.iters = 3, .leak_from = 1, .teardown = true};
 
 /* The ground truth: what is live, the peak and what it was made of, and measured sizes. */
 static struct ledger {
@@ -227,7 +228,7 @@ static NOINLINE void embedding_forward(void)
 {
 	push("embedding");
 	emb_out = tensor_new(CAT_ACTIVATIONS, opt.m.seq * opt.m.batch * opt.m.hidden * param_elem(&opt.m));
-	if (opt.leak)
+	if (opt.leak && iteration >= opt.leak_from)
 		stash_debug_tensor();
 	pop();
 }
@@ -506,6 +507,7 @@ static const char usage[] =
 	"  --recompute R         activation recomputation: none, selective or full (default none)\n"
 	"  --zero S --dp D       emulate one rank of ZeRO stage S (0-3) over D data-parallel ranks\n"
 	"  --leak SIZE           keep a buffer of SIZE every iteration (leak injection)\n"
+	"  --leak-from N         ... from iteration N on (default 1)\n"
 	"  --iters N             training iterations (default 3)\n"
 	"  --compute-ms N        each layer's forward and backward take N ms (default 0)\n"
 	"  --device N            CUDA device (default 0)\n"
@@ -537,14 +539,14 @@ static uint64_t number(const char *what, const char *value)
 static void parse(int argc, char **argv)
 {
 	enum { O_LAYERS = 256, O_HIDDEN, O_HEADS, O_FFN, O_VOCAB, O_SEQ, O_BATCH, O_UNTIED, O_PRECISION,
-	       O_OPTIMIZER, O_RECOMPUTE, O_ZERO, O_DP, O_LEAK, O_ITERS, O_DEVICE, O_API, O_NO_TEARDOWN, O_JSON,
+	       O_OPTIMIZER, O_RECOMPUTE, O_ZERO, O_DP, O_LEAK, O_LEAK_FROM, O_ITERS, O_DEVICE, O_API, O_NO_TEARDOWN, O_JSON,
 	       O_LIST, O_PRESET, O_TAG, O_COMPUTE };
 	static const struct option longopts[] = {
 		{"preset", 1, 0, O_PRESET}, {"layers", 1, 0, O_LAYERS}, {"hidden", 1, 0, O_HIDDEN},
 		{"heads", 1, 0, O_HEADS}, {"ffn", 1, 0, O_FFN}, {"vocab", 1, 0, O_VOCAB}, {"seq", 1, 0, O_SEQ},
 		{"batch", 1, 0, O_BATCH}, {"untied", 0, 0, O_UNTIED}, {"precision", 1, 0, O_PRECISION},
 		{"optimizer", 1, 0, O_OPTIMIZER}, {"recompute", 1, 0, O_RECOMPUTE}, {"zero", 1, 0, O_ZERO},
-		{"dp", 1, 0, O_DP}, {"leak", 1, 0, O_LEAK}, {"iters", 1, 0, O_ITERS}, {"device", 1, 0, O_DEVICE},
+		{"dp", 1, 0, O_DP}, {"leak", 1, 0, O_LEAK}, {"leak-from", 1, 0, O_LEAK_FROM}, {"iters", 1, 0, O_ITERS}, {"device", 1, 0, O_DEVICE},
 		{"api", 1, 0, O_API}, {"no-teardown", 0, 0, O_NO_TEARDOWN}, {"json", 1, 0, O_JSON},
 		{"list-presets", 0, 0, O_LIST}, {"tag", 0, 0, O_TAG}, {"compute-ms", 1, 0, O_COMPUTE}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
 	static const char *const apis[] = {"malloc", "async"};
@@ -579,6 +581,7 @@ static void parse(int argc, char **argv)
 			break;
 		case O_DP: opt.m.dp = number("dp", optarg); break;
 		case O_LEAK: opt.leak = number("leak", optarg); break;
+		case O_LEAK_FROM: opt.leak_from = (int)number("leak-from", optarg); break;
 		case O_ITERS: opt.iters = (int)number("iters", optarg); break;
 		case O_COMPUTE: opt.compute_ms = number("compute-ms", optarg); break;
 		case O_DEVICE:
