@@ -513,11 +513,20 @@ static int create(void)
 	struct stat st;
 
 	expand(mtp_opt.output, base, sizeof base);
-	if (stat(base, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) {
+	if (stat(base, &st) == 0 && S_ISDIR(st.st_mode)) {
+		errno = EISDIR;
+	} else if (stat(base, &st) == 0 && !S_ISREG(st.st_mode)) {
+		/* a pipe without a reader fails here rather than holding the writer forever */
 		snprintf(w.path, sizeof w.path, "%s", base);
-		w.fd = open(w.path, O_WRONLY | O_CLOEXEC | O_APPEND);
-		if (w.fd >= 0)
+		w.fd = open(w.path, O_WRONLY | O_CLOEXEC | O_APPEND | O_NONBLOCK);
+		if (w.fd >= 0 && fcntl(w.fd, F_SETFL, O_APPEND) == 0)
 			return 0;
+		if (w.fd >= 0) {
+			int err = errno;
+			close(w.fd);
+			errno = err;
+		}
+		w.fd = -1;
 	} else {
 		for (int i = 0; i < 1000; i++) {
 			if (i == 0)

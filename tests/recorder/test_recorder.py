@@ -356,7 +356,8 @@ if traces:
     ok(rep is not None and rep["events"]["allocs"] > 0, "what was written before reads back", rp.stderr)
     if rep:
         e = accounting("a full disk", rep, 800003)
-        ok(set(e["dropped_by"]) == {"write"} and "could not be written" in drop_line(p),
+        # (a busy machine may also keep the writer from a ring for 10 ms: counted as ring_full, truly)
+        ok(e["dropped_by"].get("write", 0) > 600000 and "could not be written" in drop_line(p),
            "a full disk: the lost events are counted as lost to the write", (e, p.stderr))
 
 # a full disk before the first write: said, with the file's name; the job runs on
@@ -380,6 +381,13 @@ before = set(os.listdir("/dev"))
 p = subprocess.run([MEMTAP, "run", "-o", "/dev/null", "--", WORK, "runtime"], capture_output=True, text=True)
 ok(p.returncode == 0 and set(os.listdir("/dev")) == before and "not a file" in p.stderr,
    "-o /dev/null writes to /dev/null, and no /dev/null.N", p.stderr)
+fifo, folder = os.path.join(TMP, "fifo"), os.path.join(TMP, "folder")
+os.mkfifo(fifo)
+os.makedirs(folder)
+for out, why in ((fifo, "No such device or address"), (folder, "Is a directory")):
+    p = subprocess.run([MEMTAP, "run", "-o", out, "--", WORK, "runtime"], capture_output=True, text=True, timeout=60)
+    ok(p.returncode == 0 and p.stderr.count("cannot create trace %s: %s" % (out, why)) == 1 and
+       not os.path.exists(out + ".1"), "-o to a pipe nobody reads, or to a folder: said once, the job runs", p.stderr)
 
 # ---- options, output files, exit status ----
 p, traces = record("badopt", [WORK, "nvtx"], env={"MEMTAP_DEPTH": "lots", "MEMTAP_OPTIONS": "ring=abc,nope=1"})
