@@ -9,7 +9,7 @@
 #include "preload/hooks.h"
 
 static void *ctx_get_device, *device_get_name, *device_total_mem, *mem_get_info;
-static uint64_t devices_seen;
+uint64_t mtp_devices_seen;
 static uint64_t totals[64];
 
 /* Every slot filled by mtp_driver_lookup, and the driver's code range, so that pointers
@@ -131,18 +131,13 @@ uint8_t mtp_driver_device(void)
 	return MT_NO_DEVICE;
 }
 
-bool mtp_device_seen(uint8_t dev)
-{
-	return dev >= 64 || (__atomic_load_n(&devices_seen, __ATOMIC_RELAXED) >> dev & 1);
-}
-
 /* The first thread to claim the device fills its DEVICE event; others leave e->kind alone. */
 void mtp_device_event(uint8_t dev, struct mt_event *e)
 {
 	char name[256] = "";
 	size_t total = 0;
 
-	if (mtp_device_seen(dev) || (__atomic_fetch_or(&devices_seen, 1ull << dev, __ATOMIC_RELAXED) >> dev & 1))
+	if (mtp_device_seen(dev) || (__atomic_fetch_or(&mtp_devices_seen, 1ull << dev, __ATOMIC_RELAXED) >> dev & 1))
 		return;
 	PFN_cuDeviceGetName_v2000 get_name = (PFN_cuDeviceGetName_v2000)mtp_lookup_once(&device_get_name, "cuDeviceGetName");
 	PFN_cuDeviceTotalMem_v3020 get_total =

@@ -134,15 +134,19 @@ MTP_HIDDEN void mtp_rings_reset_child(void);
 /* The code range of the CUDA runtime the runtime hooks call (runtime.c): a hook reached
  * from there, or from memtap, while another hook runs on the thread is part of that
  * hook's call and is not recorded again. */
-extern MTP_HIDDEN uintptr_t mtp_rt_lo, mtp_rt_hi;
+extern MTP_HIDDEN uintptr_t mtp_rt_lo, mtp_rt_span;
 MTP_HIDDEN bool mtp_reentered(const void *caller); /* true: a re-entry from elsewhere (a signal handler) */
 
 /* The hook guard: true when this call is to be recorded: recording is on, and this is
- * the outermost hook on the thread or a hook a signal handler called while another ran. */
+ * the outermost hook on the thread or a hook a signal handler called while another ran
+ * (the runtime calling the driver, the usual nesting, is told at once). */
 static inline bool mtp_enter_at(const void *caller)
 {
 	if (likely(mtp_self.depth++ == 0))
 		return mtp_state >= MTP_ON;
+	if (likely((uintptr_t)caller - __atomic_load_n(&mtp_rt_lo, __ATOMIC_RELAXED) <
+		   __atomic_load_n(&mtp_rt_span, __ATOMIC_RELAXED)))
+		return false;
 	return mtp_state >= MTP_ON && mtp_reentered(caller);
 }
 #define mtp_enter() mtp_enter_at(__builtin_return_address(0))
@@ -210,7 +214,19 @@ extern MTP_HIDDEN uint64_t mtp_stack_checks, mtp_stack_mismatches; /* check_stac
 
 /* ---- Python frames (python.c) ---- */
 MTP_HIDDEN uint32_t mtp_python_stack(uint32_t native); /* the stack with this thread's Python frames merged in */
-MTP_HIDDEN bool mtp_python_maybe(void); /* Python frames may be read: call mtp_python_stack (kilobytes of stack) */
+/* Whether mtp_python_stack has work to do (it needs kilobytes of stack): an interpreter
+ * was found (state > 0), or it is time to look again (0); -1: never. */
+extern MTP_HIDDEN int mtp_py_state;
+MTP_HIDDEN bool mtp_python_look_due(void);
+static inline bool mtp_python_maybe(void)
+{
+	int s;
+
+	if (!mtp_opt.python_frames)
+		return false;
+	s = __atomic_load_n(&mtp_py_state, __ATOMIC_ACQUIRE);
+	return likely(s != 0) ? s > 0 : mtp_python_look_due();
+}
 MTP_HIDDEN void mtp_python_thread_gone(void);
 MTP_HIDDEN void mtp_python_forget(void); /* after an unload: stop if the interpreter went */
 
@@ -231,7 +247,11 @@ MTP_HIDDEN void mtp_writer_atfork_child(bool keep);
 
 /* ---- CUDA (driver.c, runtime.c, procaddr.c) ---- */
 MTP_HIDDEN uint8_t mtp_driver_device(void);           /* current context's device */
-MTP_HIDDEN bool mtp_device_seen(uint8_t dev);	      /* its DEVICE event was made */
+extern MTP_HIDDEN uint64_t mtp_devices_seen; /* bit d: device d's DEVICE event was made */
+static inline bool mtp_device_seen(uint8_t dev)
+{
+	return dev >= 64 || (__atomic_load_n(&mtp_devices_seen, __ATOMIC_RELAXED) >> dev & 1);
+}
 MTP_HIDDEN void mtp_device_event(uint8_t dev, struct mt_event *e); /* first sight: fills a DEVICE event */
 MTP_HIDDEN uint64_t mtp_device_total(uint8_t dev);     /* its capacity, once seen; else 0 */
 MTP_HIDDEN void *mtp_driver_symbol(const char *name); /* the real driver's export */

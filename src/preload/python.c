@@ -34,8 +34,9 @@
  * CHECKED: seen to match on the interpreter's own objects; -1: frames cannot be read */
 enum { FOUND = 1, CHECKED = 2 };
 
+int mtp_py_state;
+
 static struct {
-	int state;
 	const struct py_layout *l;
 	int minor;
 	int (*initialized)(void);
@@ -103,8 +104,8 @@ static void *global(const char *name)
 void mtp_python_forget(void)
 {
 	pthread_mutex_lock(&py_lock);
-	if (py.state > 0 && !mtp_module_loaded(py.interp_start, py.interp_end))
-		__atomic_store_n(&py.state, -1, __ATOMIC_RELEASE);
+	if (mtp_py_state > 0 && !mtp_module_loaded(py.interp_start, py.interp_end))
+		__atomic_store_n(&mtp_py_state, -1, __ATOMIC_RELEASE);
 	pthread_mutex_unlock(&py_lock);
 }
 
@@ -141,29 +142,22 @@ static int look(void)
 	return FOUND;
 }
 
-/* Cheap, on the application's stack: whether mtp_python_stack has work to do. A program
- * may load the interpreter late: each thread looks again now and then. */
-bool mtp_python_maybe(void)
+/* Not found yet: each thread looks again now and then (a program may load the
+ * interpreter late). */
+bool mtp_python_look_due(void)
 {
-	int s;
-
-	if (!mtp_opt.python_frames)
-		return false;
-	s = __atomic_load_n(&py.state, __ATOMIC_ACQUIRE);
-	if (likely(s != 0))
-		return s > 0;
 	return mtp_self.py_looks++ % 4096 == 0;
 }
 
 static bool ready(void)
 {
-	int s = __atomic_load_n(&py.state, __ATOMIC_ACQUIRE);
+	int s = __atomic_load_n(&mtp_py_state, __ATOMIC_ACQUIRE);
 
 	if (likely(s != 0))
 		return s > 0;
 	pthread_mutex_lock(&py_lock);
-	if (!py.state && (s = look()) != 0)
-		__atomic_store_n(&py.state, s, __ATOMIC_RELEASE);
+	if (!mtp_py_state && (s = look()) != 0)
+		__atomic_store_n(&mtp_py_state, s, __ATOMIC_RELEASE);
 	pthread_mutex_unlock(&py_lock);
 	return s > 0;
 }
@@ -354,22 +348,22 @@ static size_t first_frames(uint64_t *out, bool *entry, size_t max)
 	if (!py.initialized() || !py.tstate())
 		return 0; /* no Python in this thread: nothing to check with */
 	pthread_mutex_lock(&py_lock);
-	if (py.state == FOUND && pipe2(r.pipe, O_CLOEXEC | O_NONBLOCK) == 0) {
+	if (mtp_py_state == FOUND && pipe2(r.pipe, O_CLOEXEC | O_NONBLOCK) == 0) {
 		n = python_frames(&r, out, entry, max);
 		if (r.bad)
-			__atomic_store_n(&py.state, cannot("its structures are not where this memtap expects them"),
+			__atomic_store_n(&mtp_py_state, cannot("its structures are not where this memtap expects them"),
 					 __ATOMIC_RELEASE);
 		else if (n)
-			__atomic_store_n(&py.state, CHECKED, __ATOMIC_RELEASE);
+			__atomic_store_n(&mtp_py_state, CHECKED, __ATOMIC_RELEASE);
 		else if (++py.empty_checks == MAX_EMPTY_CHECKS)
-			__atomic_store_n(&py.state, cannot("no thread's frames were found where this memtap looks"),
+			__atomic_store_n(&mtp_py_state, cannot("no thread's frames were found where this memtap looks"),
 					 __ATOMIC_RELEASE);
 		close(r.pipe[0]);
 		close(r.pipe[1]);
 		r.pipe[0] = -1;
 	}
 	pthread_mutex_unlock(&py_lock);
-	if (!n && !r.bad && py.state == CHECKED) /* another thread checked it meanwhile */
+	if (!n && !r.bad && mtp_py_state == CHECKED) /* another thread checked it meanwhile */
 		n = python_frames(&r, out, entry, max);
 	return r.bad ? 0 : n;
 }
@@ -394,7 +388,7 @@ uint32_t mtp_python_stack(uint32_t native)
 
 	if (!mtp_opt.python_frames || !ready())
 		return native;
-	if (likely(__atomic_load_n(&py.state, __ATOMIC_ACQUIRE) == CHECKED))
+	if (likely(__atomic_load_n(&mtp_py_state, __ATOMIC_ACQUIRE) == CHECKED))
 		np = python_frames(&fast, pf, entry, limit);
 	else
 		np = first_frames(pf, entry, limit);

@@ -21,7 +21,7 @@ int mtp_state;
 struct mtp_log *mtp_logs;
 uint64_t mtp_drops[MT_DROP_COUNT];
 uint64_t mtp_start_ns;
-uintptr_t mtp_rt_lo, mtp_rt_hi;
+uintptr_t mtp_rt_lo, mtp_rt_span;
 
 static uint32_t thread_count;
 static uint32_t open_range; /* innermost NVTX start/end range, process-wide */
@@ -50,8 +50,7 @@ bool mtp_reentered(const void *caller)
 
 	if (c >= mtp_self_start && c < mtp_self_end)
 		return false;
-	return !(c >= __atomic_load_n(&mtp_rt_lo, __ATOMIC_RELAXED) &&
-		 c < __atomic_load_n(&mtp_rt_hi, __ATOMIC_RELAXED));
+	return c - __atomic_load_n(&mtp_rt_lo, __ATOMIC_RELAXED) >= __atomic_load_n(&mtp_rt_span, __ATOMIC_RELAXED);
 }
 
 /* A stack for first lookups (dlsym of a runtime or driver function: a few KiB of the
@@ -258,7 +257,7 @@ static void *write_late(void *e)
 }
 
 /* The event goes to the ring, or straight to the file once the writer has stopped. */
-static void deliver(struct mtp_thread *t, struct mt_event *e)
+static inline void deliver(struct mtp_thread *t, struct mt_event *e)
 {
 	if (unlikely(mtp_state == MTP_CLOSED))
 		mtp_own_stack(write_late, e);
@@ -276,7 +275,7 @@ void mtp_set_open_range(uint32_t id)
 	__atomic_store_n(&open_range, id, __ATOMIC_RELAXED);
 }
 
-static void stamp(struct mtp_thread *t, struct mt_event *e)
+static inline void stamp(struct mtp_thread *t, struct mt_event *e)
 {
 	e->thread = t->index;
 	e->time = mtp_now();

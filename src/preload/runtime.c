@@ -60,9 +60,9 @@ static void *lookup(void *arg)
 		mtp_dlclose(h);
 	}
 	/* where the runtime's code is: its calls into the driver hooks are part of its own call */
-	if (p && !__atomic_load_n(&mtp_rt_hi, __ATOMIC_RELAXED) && mtp_module_of(p, &lo, &hi)) {
+	if (p && !__atomic_load_n(&mtp_rt_span, __ATOMIC_RELAXED) && mtp_module_of(p, &lo, &hi)) {
 		__atomic_store_n(&mtp_rt_lo, lo, __ATOMIC_RELAXED);
-		__atomic_store_n(&mtp_rt_hi, hi, __ATOMIC_RELAXED);
+		__atomic_store_n(&mtp_rt_span, hi - lo, __ATOMIC_RELAXED);
 	}
 	return p;
 }
@@ -71,17 +71,17 @@ static void *lookup(void *arg)
  * looked up again at the next call (which finds a runtime loaded since, or none). */
 bool mtp_rt_forget(void)
 {
-	uintptr_t lo = __atomic_load_n(&mtp_rt_lo, __ATOMIC_RELAXED),
-		  hi = __atomic_load_n(&mtp_rt_hi, __ATOMIC_RELAXED);
+	uintptr_t lo = __atomic_load_n(&mtp_rt_lo, __ATOMIC_RELAXED);
+	uintptr_t span = __atomic_load_n(&mtp_rt_span, __ATOMIC_RELAXED);
 
-	if (!hi || mtp_module_loaded(lo, hi))
+	if (!span || mtp_module_loaded(lo, lo + span))
 		return false;
 #define RT(name) __atomic_store_n(&real_##name, NULL, __ATOMIC_RELAXED);
 #include "preload/runtime_hooks.def"
 	RT(cudaGetDevice)
 	RT(cudaGetLastError)
 #undef RT
-	__atomic_store_n(&mtp_rt_hi, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&mtp_rt_span, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&mtp_rt_lo, 0, __ATOMIC_RELAXED);
 	return true;
 }
