@@ -384,27 +384,38 @@ void mtp_record(struct mt_event *e, bool with_stack)
 	finish(t);
 }
 
-/* In a forked child only the forking thread exists: its log, emptied, is the only one.
- * (A ring the writer had not freed yet is left to the child's copy of memory.) */
+static void unmap_rings(struct mtp_ring *r, const struct mtp_ring *keep)
+{
+	while (r && r != keep) {
+		struct mtp_ring *newer = r->newer;
+		mtp_unmap(r, r->bytes);
+		r = newer;
+	}
+}
+
+/* In a forked child only the forking thread exists: its log, emptied, is the only one;
+ * the other threads' blocks and rings (the parent's events) go back to the system. */
 void mtp_rings_reset_child(void)
 {
-	struct mtp_log *l = mtp_self.log;
+	struct mtp_log *mine = mtp_self.log, *l, *next;
 
-	if (l) {
-		/* the thread goes on in its newest ring; the older ones held the parent's events */
+	for (l = mtp_logs; l; l = next) {
+		next = l->next;
+		if (l == mine)
+			continue;
+		unmap_rings(l->first, NULL);
+		mtp_unmap(l->block, MTP_BLOCK_BYTES);
+	}
+	if (mine) {
 		struct mtp_ring *r = mtp_self.ring;
-		while (l->first != r) {
-			struct mtp_ring *older = l->first;
-			l->first = older->newer;
-			mtp_unmap(older, older->bytes);
-		}
+		unmap_rings(mine->first, r); /* the older rings held the parent's events */
 		r->head = r->tail = 0;
 		r->newer = NULL;
-		l->first = r;
-		l->dropped = l->stunted = 0;
-		l->next = NULL;
+		mine->first = r;
+		mine->dropped = mine->stunted = 0;
+		mine->next = NULL;
 	}
-	mtp_logs = l;
+	mtp_logs = mine;
 	for (int i = 0; i < MT_DROP_COUNT; i++)
 		mtp_drops[i] = 0;
 }
