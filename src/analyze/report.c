@@ -560,7 +560,12 @@ void mt_report_json(FILE *out, const struct mt_report *r, struct mt_symbols *sym
 	for (int k = 0, n = 0; k < MT_EV_COUNT; k++)
 		if (r->kinds[k])
 			fprintf(out, "%s\"%s\": %" PRIu64, n++ ? ", " : "", mt_kind_names[k], r->kinds[k]);
-	fputs("}},\n  \"devices\": [", out);
+	/* why events are missing, where the trace says; "written": what its END chunk counted */
+	fputs("}, \"dropped_by\": {", out);
+	for (int k = 0, n = 0; k < MT_DROP_COUNT; k++)
+		if (t->drops[k])
+			fprintf(out, "%s\"%s\": %" PRIu64, n++ ? ", " : "", mt_drop_names[k], t->drops[k]);
+	fprintf(out, "}, \"written\": %" PRIu64 "},\n  \"devices\": [", t->written);
 	for (int d = 0, n = 0; d < MT_MAX_DEVICES; d++) {
 		const struct mt_device_state *s = &e->dev[d];
 		if (!s->seen)

@@ -184,7 +184,7 @@ void CUPTIAPI mtp_cupti_callback(void *userdata, CUpti_CallbackDomain domain, CU
 	if (domain != CUPTI_CB_DOMAIN_DRIVER_API || !cd || !cd->functionParams)
 		return;
 	/* the same guard as the preload hooks: nothing recorded from inside memtap */
-	if (mtp_enter()) {
+	if (mtp_enter_outer()) {
 		if (cd->callbackSite == CUPTI_API_ENTER)
 			on_enter(cbid, cd->functionParams);
 		else if (cd->functionReturnValue)

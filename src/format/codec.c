@@ -12,6 +12,12 @@ const char *const mt_kind_names[MT_EV_COUNT] = {
 #undef EV
 };
 
+const char *const mt_drop_names[MT_DROP_COUNT] = {
+#define X(name, text, doc) text,
+	MT_DROP_REASONS(X)
+#undef X
+};
+
 const char *const mt_tag_names[MT_TAG_COUNT] = {"none", "params", "grads", "optimizer", "activations",
 						  "temporaries", "other"};
 

@@ -69,7 +69,23 @@ enum mt_chunk_type {
 	MT_CHUNK_MODULES,  /* path, build id, base, size */
 	MT_CHUNK_EVENTS,   /* encoded events */
 	MT_CHUNK_END,      /* totals of a clean close */
+	MT_CHUNK_DROPS,    /* events dropped so far, by reason (written when a count changes) */
 };
+
+/* Why an event made in the job is not in the trace. The numbers are the file format
+ * (END and DROPS chunks list the counts in this order): append, never reorder. */
+#define MT_DROP_REASONS(X)                                                                              \
+	X(RING_FULL, "ring_full", "a thread's buffer stayed full for 10 ms: the writer did not keep up")  \
+	X(MEMORY, "memory", "memtap's memory cap (max_memory) left no buffer for the thread")            \
+	X(WRITE, "write", "the trace file could not be created or written (a full disk, a size limit)") \
+	X(NESTED, "nested", "signal handlers nested inside memtap's recording more deeply than it holds")
+enum mt_drop {
+#define X(name, text, doc) MT_DROP_##name,
+	MT_DROP_REASONS(X)
+#undef X
+	MT_DROP_COUNT
+};
+extern const char *const mt_drop_names[MT_DROP_COUNT];
 
 struct mt_chunk_header {
 	uint32_t magic;

@@ -158,6 +158,19 @@ static int read_events(struct mt_trace *t, struct mt_cursor *c)
 	return 0;
 }
 
+/* Drops by reason (END and DROPS chunks): a count, then that many counts; reasons this
+ * reader does not know are left out. */
+static void read_drops(struct mt_trace *t, struct mt_cursor *c)
+{
+	uint64_t n = mt_get_varint(c);
+
+	for (uint64_t i = 0; i < n && !c->bad; i++) {
+		uint64_t v = mt_get_varint(c);
+		if (!c->bad && i < MT_DROP_COUNT)
+			t->drops[i] = v;
+	}
+}
+
 static int start_tables(struct mt_trace *t)
 {
 	if (fit((void **)&t->strings, &t->cap_strings, 0, sizeof *t->strings) ||
@@ -271,8 +284,15 @@ static int parse(struct mt_trace *t, const uint8_t *data, size_t size)
 			if (!c.bad && dropped > t->dropped)
 				t->dropped = dropped;
 			t->complete = !c.bad;
+			/* later writers add the events written and the drops by reason */
+			if (!c.bad && c.p < c.end) {
+				t->written = mt_get_varint(&c);
+				if (c.p < c.end)
+					read_drops(t, &c);
+			}
 			break;
 		}
+		case MT_CHUNK_DROPS: read_drops(t, &c); break;
 		default:
 			break; /* a newer kind of chunk: skip it */
 		}

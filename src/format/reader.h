@@ -41,6 +41,8 @@ struct mt_trace {
 	struct mt_named_frame *named;
 	size_t nnamed;
 	uint64_t dropped;           /* events the recorder could not keep */
+	uint64_t drops[MT_DROP_COUNT]; /* of those, by reason, where the trace says (END, DROPS chunks) */
+	uint64_t written;           /* events the last END chunk says are in the file */
 	bool complete;              /* an END chunk closed the file */
 	char problem[256];          /* empty, or what was wrong with the file */
 	void *mem;                  /* owned allocations */

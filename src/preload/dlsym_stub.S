@@ -9,6 +9,8 @@
 	.hidden mt_dlsym_hook
 	.hidden mt_dlsym_resolve
 	.hidden mt_real_dlsym
+	.hidden mt_dlsym_watch
+	.hidden mt_dlsym_default
 
 	.globl dlsym
 	.type dlsym, @function
@@ -17,8 +19,28 @@ dlsym:
 	cmpq $-1, %rdi			/* RTLD_NEXT */
 	je 1f
 	testq %rdi, %rdi		/* RTLD_DEFAULT */
-	je 1f
+	je 3f
 	jmp mt_dlsym_hook
+3:
+	/* a library that links this stub and defines mt_dlsym_default (memtap: loader.c)
+	   sees RTLD_DEFAULT lookups first, with the caller's return address, once it is ready */
+	cmpb $0, mt_dlsym_watch(%rip)
+	je 1f
+	pushq %rdi
+	.cfi_adjust_cfa_offset 8
+	pushq %rsi
+	.cfi_adjust_cfa_offset 8
+	subq $8, %rsp
+	.cfi_adjust_cfa_offset 8
+	movq %rsi, %rdi			/* name */
+	movq 24(%rsp), %rsi		/* the caller's return address */
+	call mt_dlsym_default
+	addq $8, %rsp
+	.cfi_adjust_cfa_offset -8
+	popq %rsi
+	.cfi_adjust_cfa_offset -8
+	popq %rdi
+	.cfi_adjust_cfa_offset -8
 1:
 	movq mt_real_dlsym(%rip), %rax
 	testq %rax, %rax
@@ -79,6 +101,23 @@ mt_dlsym_resolve:
 	.size mt_real_dlsym, 8
 mt_real_dlsym:
 	.zero 8
+
+/* Defaults for a library that does not watch RTLD_DEFAULT lookups: never called. */
+	.text
+	.weak mt_dlsym_default
+	.type mt_dlsym_default, @function
+mt_dlsym_default:
+	.cfi_startproc
+	ret
+	.cfi_endproc
+	.size mt_dlsym_default, .-mt_dlsym_default
+
+	.bss
+	.weak mt_dlsym_watch
+	.type mt_dlsym_watch, @object
+	.size mt_dlsym_watch, 1
+mt_dlsym_watch:
+	.zero 1
 
 	.section .rodata
 .Lname:	.string "dlsym"

@@ -9,6 +9,15 @@
 #include "preload/driver_hooks.def"
 #undef DRV
 
+/* The driver was unloaded: the real entry points are found again at their next use. */
+void mtp_driver_hooks_forget(void)
+{
+#define DRV(base, sym, ver, ptsz) __atomic_store_n(&mtp_real_##sym, NULL, __ATOMIC_RELAXED);
+#include "preload/driver_hooks.def"
+#undef DRV
+	mtp_procaddr_forget();
+}
+
 #define REAL_OR_RETURN(var, sym)                         \
 	__typeof__(mtp_real_##sym) var = MTP_REAL(sym);  \
 	if (unlikely(!var))                              \
@@ -122,9 +131,10 @@ MTP_EXPORT CUresult CUDAAPI cuMemFreeHost(void *p)
 
 /* ---- stream-ordered allocation ---- */
 
-static CUresult alloc_async(PFN_cuMemAllocAsync_v11020 real, CUdeviceptr *dptr, size_t n, CUstream s)
+static CUresult alloc_async(const void *caller, PFN_cuMemAllocAsync_v11020 real, CUdeviceptr *dptr, size_t n,
+			    CUstream s)
 {
-	bool rec = mtp_enter();
+	bool rec = mtp_enter_at(caller);
 	CUresult r;
 	MTP_CALL(rec, r, MTP_CAPPED(n, real(dptr, n, s)), (void)0, MT_EV_ALLOC, MT_API_ASYNC, mtp_driver_device(), r ? 0 : *dptr, n, (uintptr_t)s, 0);
 	mtp_leave();
@@ -134,18 +144,18 @@ static CUresult alloc_async(PFN_cuMemAllocAsync_v11020 real, CUdeviceptr *dptr, 
 MTP_EXPORT CUresult CUDAAPI cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream s)
 {
 	REAL_OR_RETURN(real, cuMemAllocAsync);
-	return alloc_async(real, dptr, bytesize, s);
+	return alloc_async(__builtin_return_address(0), real, dptr, bytesize, s);
 }
 
 MTP_EXPORT CUresult CUDAAPI cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream s)
 {
 	REAL_OR_RETURN(real, cuMemAllocAsync_ptsz);
-	return alloc_async(real, dptr, bytesize, s);
+	return alloc_async(__builtin_return_address(0), real, dptr, bytesize, s);
 }
 
-static CUresult free_async(PFN_cuMemFreeAsync_v11020 real, CUdeviceptr dptr, CUstream s)
+static CUresult free_async(const void *caller, PFN_cuMemFreeAsync_v11020 real, CUdeviceptr dptr, CUstream s)
 {
-	bool rec = mtp_enter();
+	bool rec = mtp_enter_at(caller);
 	if (rec)
 		mtp_hook_gone(MT_EV_FREE, dptr, 0, (uintptr_t)s);
 	CUresult r = real(dptr, s);
@@ -158,19 +168,19 @@ static CUresult free_async(PFN_cuMemFreeAsync_v11020 real, CUdeviceptr dptr, CUs
 MTP_EXPORT CUresult CUDAAPI cuMemFreeAsync(CUdeviceptr dptr, CUstream s)
 {
 	REAL_OR_RETURN(real, cuMemFreeAsync);
-	return free_async(real, dptr, s);
+	return free_async(__builtin_return_address(0), real, dptr, s);
 }
 
 MTP_EXPORT CUresult CUDAAPI cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream s)
 {
 	REAL_OR_RETURN(real, cuMemFreeAsync_ptsz);
-	return free_async(real, dptr, s);
+	return free_async(__builtin_return_address(0), real, dptr, s);
 }
 
-static CUresult alloc_from_pool(PFN_cuMemAllocFromPoolAsync_v11020 real, CUdeviceptr *dptr, size_t n,
-				CUmemoryPool pool, CUstream s)
+static CUresult alloc_from_pool(const void *caller, PFN_cuMemAllocFromPoolAsync_v11020 real, CUdeviceptr *dptr,
+				size_t n, CUmemoryPool pool, CUstream s)
 {
-	bool rec = mtp_enter();
+	bool rec = mtp_enter_at(caller);
 	CUresult r;
 	MTP_CALL(rec, r, MTP_CAPPED(n, real(dptr, n, pool, s)), (void)0, MT_EV_ALLOC, MT_API_POOL, mtp_driver_device(), r ? 0 : *dptr, n, (uintptr_t)s, (uintptr_t)pool);
 	mtp_leave();
@@ -181,14 +191,14 @@ MTP_EXPORT CUresult CUDAAPI cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t by
 						    CUstream s)
 {
 	REAL_OR_RETURN(real, cuMemAllocFromPoolAsync);
-	return alloc_from_pool(real, dptr, bytesize, pool, s);
+	return alloc_from_pool(__builtin_return_address(0), real, dptr, bytesize, pool, s);
 }
 
 MTP_EXPORT CUresult CUDAAPI cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
 							 CUstream s)
 {
 	REAL_OR_RETURN(real, cuMemAllocFromPoolAsync_ptsz);
-	return alloc_from_pool(real, dptr, bytesize, pool, s);
+	return alloc_from_pool(__builtin_return_address(0), real, dptr, bytesize, pool, s);
 }
 
 MTP_EXPORT CUresult CUDAAPI cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *props)

@@ -21,16 +21,14 @@ CUresult CUDAAPI cuMemFreeAsync_ptsz(CUdeviceptr, CUstream);
 CUresult CUDAAPI cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *, size_t, CUmemoryPool, CUstream);
 
 /* A driver function looked up once in libcuda.so.1 and kept in *slot; racing threads
- * find the same pointer, and relaxed atomics keep that well-defined. */
+ * find the same pointer, and relaxed atomics keep that well-defined. The slot is
+ * remembered, to be emptied if the driver is unloaded (mtp_driver_forget). */
+MTP_HIDDEN void *mtp_driver_lookup(void **slot, const char *name);
 static inline void *mtp_lookup_once(void **slot, const char *name)
 {
 	void *p = __atomic_load_n(slot, __ATOMIC_RELAXED);
 
-	if (likely(p))
-		return p;
-	p = mtp_driver_symbol(name);
-	__atomic_store_n(slot, p, __ATOMIC_RELAXED);
-	return p;
+	return likely(p) ? p : mtp_driver_lookup(slot, name);
 }
 
 /* The real function for a wrapper: filled by interception, else from libcuda.so.1. */
@@ -64,5 +62,11 @@ MTP_HIDDEN bool mtp_hook_outcome(int try_, int error, uint8_t kind, uint8_t api,
 /* A release recorded before the call failed: say so. */
 MTP_HIDDEN void mtp_hook_release_failed(int error, uint8_t kind, uint64_t addr);
 MTP_HIDDEN uint8_t mtp_location_device(const CUmemLocation *loc); /* MT_NO_DEVICE unless a device */
+
+/* After a library was unloaded (loader.c): forget pointers into it. */
+MTP_HIDDEN bool mtp_rt_forget(void);		 /* the runtime went: true */
+MTP_HIDDEN bool mtp_rt_hooked(const char *name); /* memtap exports this runtime function */
+MTP_HIDDEN void mtp_driver_hooks_forget(void);
+MTP_HIDDEN void mtp_procaddr_forget(void);
 
 #endif

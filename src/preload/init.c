@@ -10,6 +10,7 @@
 #include <link.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "preload/mtp.h"
 
@@ -29,6 +30,8 @@ bool mtp_load_bounds(const struct dl_phdr_info *info, uintptr_t *lo, uintptr_t *
 	return *hi > *lo;
 }
 
+pid_t mtp_pid;
+
 static int find_self(struct dl_phdr_info *info, size_t size, void *arg)
 {
 	uintptr_t here = (uintptr_t)arg;
@@ -46,8 +49,9 @@ static void at_exit(void)
 {
 	if (mtp_state != MTP_ON)
 		return;
-	/* a process that recorded nothing (a shell, a launcher) leaves no file behind */
-	if (__atomic_load_n(&mtp_rings, __ATOMIC_ACQUIRE) && mtp_enter()) {
+	/* a process that recorded nothing (a shell, a launcher, a forked child that never
+	   touched the GPU) leaves no file behind */
+	if (mtp_writer_has_events() && mtp_enter()) {
 		struct mt_event e = {.kind = MT_EV_PROCESS_EXIT, .device = MT_NO_DEVICE};
 		mtp_record(&e, false);
 	}
@@ -107,6 +111,7 @@ static void fork_child(void)
 {
 	if (mtp_state != MTP_ON)
 		return;
+	mtp_pid = getpid();
 	mtp_rings_reset_child();
 	mtp_policy_forget();
 	mtp_writer_atfork_child(mtp_opt.follow_fork);
@@ -115,6 +120,7 @@ static void fork_child(void)
 __attribute__((constructor)) static void mtp_init(void)
 {
 	mtp_start_ns = mtp_now();
+	mtp_pid = getpid();
 	mtp_options_load();
 	if (!mtp_opt.enabled)
 		return;

@@ -36,7 +36,8 @@ static uint32_t message_id(const nvtxEventAttributes_t *a)
 
 static void record_simple(uint8_t kind, uint64_t aux, uint64_t aux2)
 {
-	if (mtp_enter()) {
+	/* never part of a CUDA call: inside another hook it is a signal handler's, and recorded */
+	if (mtp_enter_at(NULL)) {
 		struct mt_event e = {.kind = kind, .device = MT_NO_DEVICE, .aux = aux, .aux2 = aux2};
 		mtp_record(&e, false);
 	}

@@ -102,6 +102,54 @@ static const struct option_def *find(const char *key, size_t len)
 	return NULL;
 }
 
+/* memtap's own memory against max_memory, checked here so that a job does not find out
+ * by losing events: the fixed part (stack and string tables, the writer's buffers, a
+ * policy's Lua state) and what each thread takes (its ring, own stack, stack cache).
+ * What does not fit is lowered, and the message says what to change instead. A thread
+ * that finds max_memory reached later gets a smaller ring (record.c). */
+static uint64_t per_thread(uint64_t ring)
+{
+	return MTP_BLOCK_BYTES + MTP_RING_BYTES(ring) + MTP_PY_CACHE_BYTES;
+}
+
+static void check_memory(void)
+{
+	uint64_t fixed = MTP_TABLE_BYTES(MTP_STACK_IDS, MTP_STACK_BLOB) +
+			 MTP_TABLE_BYTES(MTP_STRING_IDS, MTP_STRING_BLOB) + MTP_WRITER_BYTES +
+			 (mtp_opt.policy[0] ? mtp_opt.policy_memory : 0);
+	uint64_t least = fixed + 16 * per_thread(MTP_FIRST_RING), avail, ring = mtp_opt.ring;
+	char a[32], b[32], c[32], d[32];
+
+	if (!mtp_opt.max_memory)
+		return; /* no cap */
+	if (mtp_opt.max_memory < least) {
+		least = (least + (1u << 20) - 1) & ~(uint64_t)((1u << 20) - 1);
+		if (!checked)
+			mtp_warn("max_memory=%s is less than memtap needs: %s for its stack and string tables, the "
+				 "writer%s, "
+				 "and %s for each thread; using max_memory=%s",
+				 mt_format_size(mtp_opt.max_memory, a, sizeof a), mt_format_size(fixed, b, sizeof b),
+				 mtp_opt.policy[0] ? " and the policies' Lua state" : "",
+				 mt_format_size(per_thread(MTP_FIRST_RING), c, sizeof c),
+				 mt_format_size(least, d, sizeof d));
+		mtp_opt.max_memory = least;
+	}
+	avail = mtp_opt.max_memory - fixed;
+	while (ring > 64 && 4 * per_thread(ring) > avail)
+		ring /= 2;
+	if (ring != mtp_opt.ring) {
+		if (!checked)
+			mtp_warn("ring=%llu takes %s a thread, and max_memory=%s leaves %s for threads beside memtap's "
+				 "tables: using ring=%llu (to keep ring=%llu, raise -O max_memory to %s)",
+				 (unsigned long long)mtp_opt.ring,
+				 mt_format_size(per_thread(mtp_opt.ring), a, sizeof a),
+				 mt_format_size(mtp_opt.max_memory, b, sizeof b), mt_format_size(avail, c, sizeof c),
+				 (unsigned long long)ring, (unsigned long long)mtp_opt.ring,
+				 mt_format_size(fixed + 4 * per_thread(mtp_opt.ring), d, sizeof d));
+		mtp_opt.ring = ring;
+	}
+}
+
 void mtp_options_load(void)
 {
 	const char *list = getenv("MEMTAP_OPTIONS");
@@ -141,4 +189,5 @@ void mtp_options_load(void)
 	}
 	if (mtp_opt.flush_ms == 0)
 		mtp_opt.flush_ms = 1;
+	check_memory();
 }

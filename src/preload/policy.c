@@ -56,7 +56,7 @@ static void mark(const char *name)
  * it leaves no file. */
 void mtp_note(const char *text)
 {
-	if (__atomic_load_n(&mtp_rings, __ATOMIC_ACQUIRE))
+	if (__atomic_load_n(&mtp_logs, __ATOMIC_ACQUIRE))
 		record_named(MT_EV_NVTX_MARK, text);
 }
 

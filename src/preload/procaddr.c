@@ -69,10 +69,18 @@ static void substitute(const char *symbol, void **pfn, int version, cuuint64_t f
 	}
 }
 
+void mtp_procaddr_forget(void)
+{
+	__atomic_store_n(&real_gpa2, NULL, __ATOMIC_RELEASE);
+	__atomic_store_n(&real_gpa1, NULL, __ATOMIC_RELEASE);
+}
+
+/* Found again by name after the driver was unloaded and loaded anew. */
 static CUresult CUDAAPI gpa2(const char *symbol, void **pfn, int version, cuuint64_t flags,
 			     CUdriverProcAddressQueryResult *status)
 {
-	CUresult r = __atomic_load_n(&real_gpa2, __ATOMIC_ACQUIRE)(symbol, pfn, version, flags, status);
+	PFN_cuGetProcAddress_v12000 real = mtp_lookup_once((void **)&real_gpa2, "cuGetProcAddress_v2");
+	CUresult r = real ? real(symbol, pfn, version, flags, status) : CUDA_ERROR_NOT_INITIALIZED;
 
 	if (r == CUDA_SUCCESS)
 		substitute(symbol, pfn, version, flags);
@@ -81,7 +89,8 @@ static CUresult CUDAAPI gpa2(const char *symbol, void **pfn, int version, cuuint
 
 static CUresult CUDAAPI gpa1(const char *symbol, void **pfn, int version, cuuint64_t flags)
 {
-	CUresult r = __atomic_load_n(&real_gpa1, __ATOMIC_ACQUIRE)(symbol, pfn, version, flags);
+	PFN_cuGetProcAddress_v11030 real = mtp_lookup_once((void **)&real_gpa1, "cuGetProcAddress");
+	CUresult r = real ? real(symbol, pfn, version, flags) : CUDA_ERROR_NOT_INITIALIZED;
 
 	if (r == CUDA_SUCCESS)
 		substitute(symbol, pfn, version, flags);

@@ -34,8 +34,9 @@
  * CHECKED: seen to match on the interpreter's own objects; -1: frames cannot be read */
 enum { FOUND = 1, CHECKED = 2 };
 
+int mtp_py_state;
+
 static struct {
-	int state;
 	const struct py_layout *l;
 	int minor;
 	int (*initialized)(void);
@@ -86,11 +87,33 @@ static int cannot(const char *why)
 	return -1;
 }
 
+/* A name in the global scope. Through the main program's handle, not RTLD_DEFAULT:
+ * glibc makes a dlopen'ed library that answers an RTLD_DEFAULT lookup by memtap (which
+ * cannot be unloaded) unloadable too, and memtap must not keep a library the program
+ * closes. */
+static void *global(const char *name)
+{
+	static void *main_program;
+
+	if (!main_program)
+		main_program = dlopen(NULL, RTLD_LAZY);
+	return main_program ? mtp_dlsym(main_program, name) : NULL;
+}
+
+/* After an unload: if the interpreter went, its frames are not read again. */
+void mtp_python_forget(void)
+{
+	pthread_mutex_lock(&py_lock);
+	if (mtp_py_state > 0 && !mtp_module_loaded(py.interp_start, py.interp_end))
+		__atomic_store_n(&mtp_py_state, -1, __ATOMIC_RELEASE);
+	pthread_mutex_unlock(&py_lock);
+}
+
 /* Finds an interpreter in the process. Called under py_lock. */
 static int look(void)
 {
-	const char *(*version)(void) = (const char *(*)(void))mtp_dlsym(RTLD_DEFAULT, "Py_GetVersion");
-	void *eval = mtp_dlsym(RTLD_DEFAULT, "_PyEval_EvalFrameDefault");
+	const char *(*version)(void) = (const char *(*)(void))global("Py_GetVersion");
+	void *eval = global("_PyEval_EvalFrameDefault");
 	int major = 0;
 	Dl_info info;
 	const ElfW(Sym) *sym = NULL;
@@ -102,11 +125,11 @@ static int look(void)
 	for (size_t i = 0; i < sizeof py_layouts / sizeof py_layouts[0]; i++)
 		if (py_layouts[i].minor == (mtp_opt.python_layout ? (int)mtp_opt.python_layout : py.minor))
 			py.l = &py_layouts[i];
-	py.initialized = (int (*)(void))mtp_dlsym(RTLD_DEFAULT, "Py_IsInitialized");
-	py.tstate = (void *(*)(void))mtp_dlsym(RTLD_DEFAULT, "PyGILState_GetThisThreadState");
-	py.addr2line = (int (*)(void *, int))mtp_dlsym(RTLD_DEFAULT, "PyCode_Addr2Line");
-	py.code_type = (uintptr_t)mtp_dlsym(RTLD_DEFAULT, "PyCode_Type");
-	py.str_type = (uintptr_t)mtp_dlsym(RTLD_DEFAULT, "PyUnicode_Type");
+	py.initialized = (int (*)(void))global("Py_IsInitialized");
+	py.tstate = (void *(*)(void))global("PyGILState_GetThisThreadState");
+	py.addr2line = (int (*)(void *, int))global("PyCode_Addr2Line");
+	py.code_type = (uintptr_t)global("PyCode_Type");
+	py.str_type = (uintptr_t)global("PyUnicode_Type");
 	if (!py.l || strstr(version(), "free-threading"))
 		return cannot("its frames cannot be read by this memtap");
 	if (!py.initialized || !py.tstate || !py.addr2line || !py.code_type || !py.str_type)
@@ -119,18 +142,22 @@ static int look(void)
 	return FOUND;
 }
 
+/* Not found yet: each thread looks again now and then (a program may load the
+ * interpreter late). */
+bool mtp_python_look_due(void)
+{
+	return mtp_self.py_looks++ % 4096 == 0;
+}
+
 static bool ready(void)
 {
-	int s = __atomic_load_n(&py.state, __ATOMIC_ACQUIRE);
+	int s = __atomic_load_n(&mtp_py_state, __ATOMIC_ACQUIRE);
 
 	if (likely(s != 0))
 		return s > 0;
-	/* a program may load the interpreter late: each thread looks again now and then */
-	if (mtp_self.py_looks++ % 4096 != 0)
-		return false;
 	pthread_mutex_lock(&py_lock);
-	if (!py.state && (s = look()) != 0)
-		__atomic_store_n(&py.state, s, __ATOMIC_RELEASE);
+	if (!mtp_py_state && (s = look()) != 0)
+		__atomic_store_n(&mtp_py_state, s, __ATOMIC_RELEASE);
 	pthread_mutex_unlock(&py_lock);
 	return s > 0;
 }
@@ -321,22 +348,22 @@ static size_t first_frames(uint64_t *out, bool *entry, size_t max)
 	if (!py.initialized() || !py.tstate())
 		return 0; /* no Python in this thread: nothing to check with */
 	pthread_mutex_lock(&py_lock);
-	if (py.state == FOUND && pipe2(r.pipe, O_CLOEXEC | O_NONBLOCK) == 0) {
+	if (mtp_py_state == FOUND && pipe2(r.pipe, O_CLOEXEC | O_NONBLOCK) == 0) {
 		n = python_frames(&r, out, entry, max);
 		if (r.bad)
-			__atomic_store_n(&py.state, cannot("its structures are not where this memtap expects them"),
+			__atomic_store_n(&mtp_py_state, cannot("its structures are not where this memtap expects them"),
 					 __ATOMIC_RELEASE);
 		else if (n)
-			__atomic_store_n(&py.state, CHECKED, __ATOMIC_RELEASE);
+			__atomic_store_n(&mtp_py_state, CHECKED, __ATOMIC_RELEASE);
 		else if (++py.empty_checks == MAX_EMPTY_CHECKS)
-			__atomic_store_n(&py.state, cannot("no thread's frames were found where this memtap looks"),
+			__atomic_store_n(&mtp_py_state, cannot("no thread's frames were found where this memtap looks"),
 					 __ATOMIC_RELEASE);
 		close(r.pipe[0]);
 		close(r.pipe[1]);
 		r.pipe[0] = -1;
 	}
 	pthread_mutex_unlock(&py_lock);
-	if (!n && !r.bad && py.state == CHECKED) /* another thread checked it meanwhile */
+	if (!n && !r.bad && mtp_py_state == CHECKED) /* another thread checked it meanwhile */
 		n = python_frames(&r, out, entry, max);
 	return r.bad ? 0 : n;
 }
@@ -361,7 +388,7 @@ uint32_t mtp_python_stack(uint32_t native)
 
 	if (!mtp_opt.python_frames || !ready())
 		return native;
-	if (likely(__atomic_load_n(&py.state, __ATOMIC_ACQUIRE) == CHECKED))
+	if (likely(__atomic_load_n(&mtp_py_state, __ATOMIC_ACQUIRE) == CHECKED))
 		np = python_frames(&fast, pf, entry, limit);
 	else
 		np = first_frames(pf, entry, limit);

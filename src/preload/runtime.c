@@ -42,16 +42,65 @@ static int find_runtime(struct dl_phdr_info *info, size_t size, void *out)
 /* The runtime after memtap: RTLD_NEXT asked from this library's code, else a libcudart
  * loaded where RTLD_NEXT does not look (dlopen'd RTLD_LOCAL, as Python's ctypes and
  * extension modules load theirs). */
+static void *lookup(void *name);
+
+/* Looked up on memtap's stack: the loader needs kilobytes a small fiber does not have. */
 static void *runtime_symbol(const char *name)
 {
+	return mtp_slow_stack(lookup, (void *)name);
+}
+
+static void *lookup(void *arg)
+{
+	const char *name = arg;
 	char path[PATH_MAX] = "";
 	void *p = mt_dlsym_resolve()(RTLD_NEXT, name), *h;
+	uintptr_t lo, hi;
 
-	if (p || !dl_iterate_phdr(find_runtime, path) || !(h = dlopen(path, RTLD_LAZY | RTLD_NOLOAD)))
-		return p;
-	p = mt_dlsym_resolve()(h, name);
-	dlclose(h);
+	if (!p && dl_iterate_phdr(find_runtime, path) && (h = dlopen(path, RTLD_LAZY | RTLD_NOLOAD))) {
+		p = mt_dlsym_resolve()(h, name);
+		mtp_dlclose(h);
+	}
+	/* where the runtime's code is: its calls into the driver hooks are part of its own call */
+	if (p && !__atomic_load_n(&mtp_rt_span, __ATOMIC_RELAXED) && mtp_module_of(p, &lo, &hi)) {
+		__atomic_store_n(&mtp_rt_lo, lo, __ATOMIC_RELAXED);
+		__atomic_store_n(&mtp_rt_span, hi - lo, __ATOMIC_RELAXED);
+	}
 	return p;
+}
+
+/* A library was unloaded: if it was the runtime, every pointer into it is forgotten and
+ * looked up again at the next call (which finds a runtime loaded since, or none). */
+bool mtp_rt_forget(void)
+{
+	uintptr_t lo = __atomic_load_n(&mtp_rt_lo, __ATOMIC_RELAXED);
+	uintptr_t span = __atomic_load_n(&mtp_rt_span, __ATOMIC_RELAXED);
+
+	if (!span || mtp_module_loaded(lo, lo + span))
+		return false;
+#define RT(name) __atomic_store_n(&real_##name, NULL, __ATOMIC_RELAXED);
+#include "preload/runtime_hooks.def"
+	RT(cudaGetDevice)
+	RT(cudaGetLastError)
+#undef RT
+	__atomic_store_n(&mtp_rt_span, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&mtp_rt_lo, 0, __ATOMIC_RELAXED);
+	return true;
+}
+
+/* Whether memtap exports a runtime function of this name. */
+bool mtp_rt_hooked(const char *name)
+{
+	static const char *const names[] = {
+#define RT(name) #name,
+#include "preload/runtime_hooks.def"
+#undef RT
+	};
+
+	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+		if (strcmp(names[i], name) == 0)
+			return true;
+	return false;
 }
 
 /* Racing threads resolve the same value: relaxed atomics keep that well-defined. */
@@ -270,12 +319,13 @@ MTP_EXPORT cudaError_t CUDARTAPI cudaMemGetInfo(size_t *free_bytes, size_t *tota
 
 /* ---- stream-ordered ---- */
 
-static cudaError_t malloc_async(__typeof__(cudaMallocAsync) *real, void **devPtr, size_t size, cudaStream_t s)
+static cudaError_t malloc_async(const void *caller, __typeof__(cudaMallocAsync) *real, void **devPtr, size_t size,
+				cudaStream_t s)
 {
 	cudaError_t e;
 	if (unlikely(mtp_caching()) && cached_malloc(devPtr, size, s, &e))
 		return e;
-	bool rec = mtp_enter();
+	bool rec = mtp_enter_at(caller);
 	MTP_CALL(rec && devPtr, e, real(devPtr, size, s), forget_error(), MT_EV_ALLOC, MT_API_ASYNC, runtime_device(), e ? 0 : (uintptr_t)*devPtr, size, (uintptr_t)s, 0);
 	mtp_leave();
 	return e;
@@ -284,21 +334,21 @@ static cudaError_t malloc_async(__typeof__(cudaMallocAsync) *real, void **devPtr
 MTP_EXPORT cudaError_t CUDARTAPI cudaMallocAsync(void **devPtr, size_t size, cudaStream_t s)
 {
 	REAL_OR_RETURN(real, cudaMallocAsync);
-	return malloc_async(real, devPtr, size, s);
+	return malloc_async(__builtin_return_address(0), real, devPtr, size, s);
 }
 
 MTP_EXPORT cudaError_t CUDARTAPI cudaMallocAsync_ptsz(void **devPtr, size_t size, cudaStream_t s)
 {
 	REAL_OR_RETURN(real, cudaMallocAsync_ptsz);
-	return malloc_async(real, devPtr, size, s);
+	return malloc_async(__builtin_return_address(0), real, devPtr, size, s);
 }
 
-static cudaError_t free_async(__typeof__(cudaFreeAsync) *real, void *devPtr, cudaStream_t s)
+static cudaError_t free_async(const void *caller, __typeof__(cudaFreeAsync) *real, void *devPtr, cudaStream_t s)
 {
 	cudaError_t e;
 	if (unlikely(mtp_caching()) && cached_free(devPtr, s, &e))
 		return e;
-	bool rec = mtp_enter();
+	bool rec = mtp_enter_at(caller);
 	if (rec && devPtr)
 		mtp_hook_gone(MT_EV_FREE, (uintptr_t)devPtr, 0, (uintptr_t)s);
 	e = real(devPtr, s);
@@ -311,19 +361,19 @@ static cudaError_t free_async(__typeof__(cudaFreeAsync) *real, void *devPtr, cud
 MTP_EXPORT cudaError_t CUDARTAPI cudaFreeAsync(void *devPtr, cudaStream_t s)
 {
 	REAL_OR_RETURN(real, cudaFreeAsync);
-	return free_async(real, devPtr, s);
+	return free_async(__builtin_return_address(0), real, devPtr, s);
 }
 
 MTP_EXPORT cudaError_t CUDARTAPI cudaFreeAsync_ptsz(void *devPtr, cudaStream_t s)
 {
 	REAL_OR_RETURN(real, cudaFreeAsync_ptsz);
-	return free_async(real, devPtr, s);
+	return free_async(__builtin_return_address(0), real, devPtr, s);
 }
 
-static cudaError_t malloc_from_pool(__typeof__(cudaMallocFromPoolAsync) *real, void **ptr, size_t size,
-				    cudaMemPool_t pool, cudaStream_t s)
+static cudaError_t malloc_from_pool(const void *caller, __typeof__(cudaMallocFromPoolAsync) *real, void **ptr,
+				    size_t size, cudaMemPool_t pool, cudaStream_t s)
 {
-	bool rec = mtp_enter();
+	bool rec = mtp_enter_at(caller);
 	cudaError_t e;
 	MTP_CALL(rec && ptr, e, real(ptr, size, pool, s), forget_error(), MT_EV_ALLOC, MT_API_POOL, runtime_device(), e ? 0 : (uintptr_t)*ptr, size, (uintptr_t)s, (uintptr_t)pool);
 	mtp_leave();
@@ -333,12 +383,12 @@ static cudaError_t malloc_from_pool(__typeof__(cudaMallocFromPoolAsync) *real, v
 MTP_EXPORT cudaError_t CUDARTAPI cudaMallocFromPoolAsync(void **ptr, size_t size, cudaMemPool_t pool, cudaStream_t s)
 {
 	REAL_OR_RETURN(real, cudaMallocFromPoolAsync);
-	return malloc_from_pool(real, ptr, size, pool, s);
+	return malloc_from_pool(__builtin_return_address(0), real, ptr, size, pool, s);
 }
 
 MTP_EXPORT cudaError_t CUDARTAPI cudaMallocFromPoolAsync_ptsz(void **ptr, size_t size, cudaMemPool_t pool,
 							      cudaStream_t s)
 {
 	REAL_OR_RETURN(real, cudaMallocFromPoolAsync_ptsz);
-	return malloc_from_pool(real, ptr, size, pool, s);
+	return malloc_from_pool(__builtin_return_address(0), real, ptr, size, pool, s);
 }

@@ -28,7 +28,10 @@ struct mtp_stack_cache {
 	uintptr_t top;             /* highest slot ever seen on this thread: reads stay below */
 	uintptr_t ip[MAX_FRAMES];  /* innermost first */
 	uintptr_t slot[MAX_FRAMES];
+	uintptr_t fresh_ip[FRESH_MAX], fresh_slot[FRESH_MAX]; /* here, not on the application's stack */
 };
+_Static_assert(sizeof(struct mtp_stack_cache) <= MTP_STACK_CACHE_BYTES,
+	       "the stack cache fits its room in a thread's block");
 
 /* ---- frame sizes by return address: distance from its slot to the caller's slot ---- */
 
@@ -154,7 +157,7 @@ static bool suffix_holds(const struct mtp_stack_cache *c, uint32_t from)
 /* New frames from (ip, slot) until they join the cached stack; 0 when they do not. */
 static uint32_t walk_to_cache(struct mtp_stack_cache *c, uintptr_t ip, uintptr_t slot)
 {
-	uintptr_t fresh_ip[FRESH_MAX], fresh_slot[FRESH_MAX];
+	uintptr_t *fresh_ip = c->fresh_ip, *fresh_slot = c->fresh_slot;
 	uint32_t nf = 0, k = 0, n;
 
 	for (;;) {
@@ -204,24 +207,38 @@ static uint32_t full_unwind(uintptr_t *out)
 	return (uint32_t)n;
 }
 
-static MTP_NOINLINE uint32_t slow(struct mtp_stack_cache *c, uintptr_t ip0, uintptr_t slot0, bool have_first)
+/* The slow paths below run on the thread's own stack (mtp_own_stack): libgcc's and
+ * libunwind's unwinders, Python frames and interning need kilobytes, which a program
+ * allocating on a small fiber or signal stack does not have. */
+struct slow_args {
+	struct mtp_stack_cache *c;
+	uintptr_t ip0, slot0;
+	bool have_first;
+	uint32_t id;
+};
+
+static void *slow(void *arg)
 {
+	struct slow_args *a = arg;
+	struct mtp_stack_cache *c = a->c;
 	uintptr_t frames[MAX_FRAMES];
 	uint32_t n;
 
-	if (c && have_first && learn_stack(c, ip0, slot0)) {
+	if (c && a->have_first && learn_stack(c, a->ip0, a->slot0)) {
 		c->id = mtp_table_intern(&mtp_stacks, c->ip, (size_t)c->n * sizeof c->ip[0]);
-		return c->id;
+		a->id = c->id;
+		return NULL;
 	}
 	n = full_unwind(frames);
-	return n ? mtp_table_intern(&mtp_stacks, frames, (size_t)n * sizeof frames[0]) : 0;
+	a->id = n ? mtp_table_intern(&mtp_stacks, frames, (size_t)n * sizeof frames[0]) : 0;
+	return NULL;
 }
 
 /* check_stacks=1: compare every cached answer with a full unwind, counting differences. */
-static MTP_NOINLINE void cross_check(uint32_t id)
+static void *cross_check(void *arg)
 {
 	uintptr_t frames[MAX_FRAMES];
-	uint32_t n = full_unwind(frames), got = 0;
+	uint32_t id = ((struct slow_args *)arg)->id, n = full_unwind(frames), got = 0;
 	size_t len = 0;
 	const void *p = id ? mtp_table_get(&mtp_stacks, id, &len) : NULL;
 
@@ -229,25 +246,29 @@ static MTP_NOINLINE void cross_check(uint32_t id)
 	__atomic_add_fetch(&mtp_stack_checks, 1, __ATOMIC_RELAXED);
 	if (got != n || (n && memcmp(p, frames, n * sizeof frames[0]) != 0))
 		__atomic_add_fetch(&mtp_stack_mismatches, 1, __ATOMIC_RELAXED);
+	return NULL;
+}
+
+static void *python(void *arg)
+{
+	struct slow_args *a = arg;
+
+	a->id = mtp_python_stack(a->id);
+	return NULL;
 }
 
 uint32_t mtp_stack_capture(void)
 {
-	struct mtp_stack_cache *c = mtp_self.stack_cache;
-	uintptr_t ip0 = 0, slot0 = 0;
-	bool have_first = first_frame(&ip0, &slot0);
-	uint32_t id = 0;
+	struct slow_args a = {.c = mtp_self.stack_cache};
 
-	if (likely(c && c->n && have_first))
-		id = walk_to_cache(c, ip0, slot0);
-	if (!id)
-		id = slow(c, ip0, slot0, have_first);
+	a.have_first = first_frame(&a.ip0, &a.slot0);
+	if (likely(a.c && a.c->n && a.have_first))
+		a.id = walk_to_cache(a.c, a.ip0, a.slot0);
+	if (unlikely(!a.id))
+		mtp_own_stack(slow, &a);
 	if (unlikely(mtp_opt.check_stacks))
-		cross_check(id);
-	return mtp_python_stack(id);
-}
-
-struct mtp_stack_cache *mtp_stack_cache_new(void)
-{
-	return mtp_map(sizeof(struct mtp_stack_cache));
+		mtp_own_stack(cross_check, &a);
+	if (mtp_python_maybe())
+		mtp_own_stack(python, &a);
+	return a.id;
 }

@@ -1,8 +1,11 @@
 /* The writer thread: drains every thread's ring at least every flush_ms, encodes the
  * events with the strings, stacks and modules they refer to into checksummed chunks,
- * and appends them to the trace file. It blocks all signals. At exit the final drain
- * writes an END chunk; anything recorded after that is written synchronously.
- * A write that fails (full disk) is said once; later events are counted as dropped. */
+ * and appends them to the trace file. It blocks all signals. At exit (and before an
+ * exec) the final drain writes an END chunk with the events written and those dropped,
+ * by reason; anything recorded after that is written synchronously, with a new END.
+ * Its two buffers are mapped once at start and never grow, so a drain cannot fail for
+ * memory. A write that fails (full disk) is said once, with the file's name; the partial
+ * chunk is cut off again, and later events are counted as dropped for the write. */
 #include <errno.h>
 #include <fcntl.h>
 #include <link.h>
@@ -10,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
@@ -26,42 +30,86 @@ static struct writer {
 	pthread_t thread;
 	bool running, stop, wake;
 	int fd;
-	bool failed;            /* a write failed: recording stopped */
+	bool failed;  /* a write failed (or the file could not be made): nothing more is written */
+	bool warned;  /* the failure was said */
+	bool regular; /* a regular file: a failed write can be cut off again */
 	char path[4096];
 	struct mt_buf events, table;
 	uint32_t strings_done, stacks_done;
-	uint64_t written, lost; /* events in the file; events lost to a failed write */
+	uint64_t written;		    /* events in the file */
+	uint64_t size;			    /* bytes of whole chunks in the file */
+	uint64_t drops_said[MT_DROP_COUNT]; /* the counts of the last DROPS chunk */
 	unsigned long long adds, subs; /* dl_iterate_phdr counters at the last module scan */
 	uint64_t module_key[MAX_MODULES];
 	size_t nmodules;
 } w = {.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER, .fd = -1};
 
-static void write_chunk(uint8_t type, const struct mt_buf *b)
+/* Says once that the trace cannot be written, and where. */
+static void write_failed(int err)
+{
+	w.failed = true;
+	if (!w.warned)
+		mtp_warn("cannot write %s: %s; events from now on are counted as lost", w.path, strerror(err));
+	w.warned = true;
+}
+
+/* Writes a whole chunk; on failure errno says why and *wrote how much went out. */
+static bool put_chunk(int fd, uint8_t type, const struct mt_buf *b, ssize_t *wrote)
 {
 	struct mt_chunk_header h = {.magic = MT_CHUNK_MAGIC, .type = type, .length = (uint32_t)b->len};
-	struct iovec iov[2] = {{&h, sizeof h}, {b->data, b->len}};
-	size_t want = sizeof h + b->len;
+	struct iovec iov[2] = {{&h, sizeof h}, {b->data, b->len}}, *v = iov;
+	int nv = 2;
+
+	h.crc = mt_crc32(0, b->data, b->len);
+	*wrote = 0;
+	while (nv > 0) {
+		ssize_t n = writev(fd, v, nv);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			if (n == 0)
+				errno = ENOSPC;
+			return false;
+		}
+		*wrote += n;
+		/* a short write: the rest, whose failure then says why */
+		for (; nv > 0 && (size_t)n >= v->iov_len; v++, nv--)
+			n -= (ssize_t)v->iov_len;
+		if (nv > 0) {
+			v->iov_base = (char *)v->iov_base + n;
+			v->iov_len -= (size_t)n;
+		}
+	}
+	return true;
+}
+
+/* Appends a chunk to the trace; false when it is not in the file. */
+static bool write_chunk(uint8_t type, const struct mt_buf *b)
+{
 	ssize_t n;
+	int err;
 
 	if (w.failed || w.fd < 0)
-		return;
-	h.crc = mt_crc32(0, b->data, b->len);
-	do
-		n = writev(w.fd, iov, 2);
-	while (n < 0 && errno == EINTR);
-	if (n != (ssize_t)want) {
-		int err = n < 0 ? errno : ENOSPC;
-		/* a partial chunk fails its checksum: the reader keeps everything before it */
-		w.failed = true;
-		mtp_warn("cannot write %s: %s; events from now on are counted as lost", w.path, strerror(err));
+		return false;
+	if (put_chunk(w.fd, type, b, &n)) {
+		w.size += (uint64_t)n;
+		return true;
 	}
+	/* a partial chunk would fail its checksum; cut it off, so that an END chunk may
+	   still fit in the room it took */
+	err = errno;
+	if (n > 0 && w.regular && ftruncate(w.fd, (off_t)w.size) != 0)
+		w.regular = false;
+	write_failed(err);
+	return false;
 }
 
 static void begin(struct mt_buf *b)
 {
 	b->len = 0;
-	b->grow = mtp_grow;
 }
+
+#define CHUNK_FULL (MT_CHUNK_MAX / 2) /* a chunk this long is written: the rest of the buffer is headroom */
 
 /* ---- modules: what is mapped, so stacks can be symbolized offline ---- */
 
@@ -122,6 +170,10 @@ static int scan_one(struct dl_phdr_info *info, size_t size, void *arg)
 	if (w.nmodules == MAX_MODULES)
 		return 0;
 	w.module_key[w.nmodules++] = key;
+	if (s->b->len > CHUNK_FULL) {
+		write_chunk(MT_CHUNK_MODULES, s->b);
+		begin(s->b);
+	}
 	build_id(info, id, sizeof id);
 	n = strlen(name);
 	mt_buf_varint(s->b, n);
@@ -176,6 +228,10 @@ static void write_table(struct mtp_table *t, uint32_t *done, uint8_t type)
 	for (uint32_t id = *done + 1; id <= count; id++) {
 		size_t len;
 		const uint8_t *p = mtp_table_get(t, id, &len);
+		if (w.table.len > CHUNK_FULL) {
+			write_chunk(type, &w.table);
+			begin(&w.table);
+		}
 		mt_buf_varint(&w.table, id);
 		if (type == MT_CHUNK_STRINGS) {
 			mt_buf_varint(&w.table, len);
@@ -196,13 +252,49 @@ static void write_table(struct mtp_table *t, uint32_t *done, uint8_t type)
 
 /* ---- draining the rings ---- */
 
+/* Events dropped so far, by reason, and in all. */
+static uint64_t drops_now(uint64_t *by)
+{
+	uint64_t all = 0;
+
+	for (int i = 0; i < MT_DROP_COUNT; i++)
+		by[i] = __atomic_load_n(&mtp_drops[i], __ATOMIC_RELAXED);
+	for (struct mtp_log *l = __atomic_load_n(&mtp_logs, __ATOMIC_ACQUIRE); l; l = l->next) {
+		uint64_t stunted = __atomic_load_n(&l->stunted, __ATOMIC_RELAXED);
+		by[MT_DROP_RING_FULL] += __atomic_load_n(&l->dropped, __ATOMIC_RELAXED) - stunted;
+		by[MT_DROP_MEMORY] += stunted;
+	}
+	for (int i = 0; i < MT_DROP_COUNT; i++)
+		all += by[i];
+	return all;
+}
+
 static uint64_t dropped_now(void)
 {
-	uint64_t d = __atomic_load_n(&mtp_dropped_total, __ATOMIC_RELAXED) + w.lost;
+	uint64_t by[MT_DROP_COUNT];
 
-	for (struct mtp_ring *r = __atomic_load_n(&mtp_rings, __ATOMIC_ACQUIRE); r; r = r->next)
-		d += __atomic_load_n(&r->dropped, __ATOMIC_RELAXED);
-	return d;
+	return drops_now(by);
+}
+
+static void put_drops(struct mt_buf *b, const uint64_t *by)
+{
+	mt_buf_varint(b, MT_DROP_COUNT);
+	for (int i = 0; i < MT_DROP_COUNT; i++)
+		mt_buf_varint(b, by[i]);
+}
+
+/* A DROPS chunk when a count changed: a trace cut short still says why events are missing. */
+static void write_drops(void)
+{
+	uint64_t by[MT_DROP_COUNT];
+
+	drops_now(by);
+	if (!memcmp(by, w.drops_said, sizeof by))
+		return;
+	begin(&w.table);
+	put_drops(&w.table, by);
+	if (write_chunk(MT_CHUNK_DROPS, &w.table))
+		memcpy(w.drops_said, by, sizeof by);
 }
 
 static void flush_events(struct mt_encoder *st, size_t *count)
@@ -212,11 +304,11 @@ static void flush_events(struct mt_encoder *st, size_t *count)
 	/* what these events refer to goes first */
 	write_table(&mtp_strings, &w.strings_done, MT_CHUNK_STRINGS);
 	write_table(&mtp_stacks, &w.stacks_done, MT_CHUNK_STACKS);
-	if (w.failed)
-		w.lost += *count;
-	else
+	write_drops();
+	if (write_chunk(MT_CHUNK_EVENTS, &w.events))
 		w.written += *count;
-	write_chunk(MT_CHUNK_EVENTS, &w.events);
+	else
+		mtp_drop(MT_DROP_WRITE, *count);
 	*count = 0;
 	*st = (struct mt_encoder){0, 0};
 }
@@ -227,23 +319,26 @@ static void start_events(void)
 	mt_buf_varint(&w.events, dropped_now());
 }
 
-static void free_ring(struct mtp_ring *r)
+/* A thread that ended, drained: its log leaves the registry and its memory goes back. */
+static void free_log(struct mtp_log *l)
 {
-	struct mtp_ring *prev = __atomic_load_n(&mtp_rings, __ATOMIC_ACQUIRE);
+	struct mtp_log *prev = __atomic_load_n(&mtp_logs, __ATOMIC_ACQUIRE);
 
 	/* only the writer unlinks; threads only push at the head, so the head needs a CAS */
-	if (prev == r && __atomic_compare_exchange_n(&mtp_rings, &prev, r->next, false, __ATOMIC_ACQ_REL,
-						     __ATOMIC_ACQUIRE))
+	if (prev == l &&
+	    __atomic_compare_exchange_n(&mtp_logs, &prev, l->next, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
 		goto unlinked;
-	/* a thread pushed a new head meanwhile, or r is further down: unlink it from its predecessor */
-	while (prev && prev->next != r)
+	/* a thread pushed a new head meanwhile, or l is further down: unlink it from its predecessor */
+	while (prev && prev->next != l)
 		prev = prev->next;
 	if (!prev)
 		return;
-	prev->next = r->next;
+	prev->next = l->next;
 unlinked:
-	__atomic_add_fetch(&mtp_dropped_total, r->dropped, __ATOMIC_RELAXED);
-	mtp_unmap(r, sizeof *r + ((size_t)r->mask + 1) * sizeof(struct mt_event));
+	mtp_drop(MT_DROP_RING_FULL, l->dropped - l->stunted);
+	mtp_drop(MT_DROP_MEMORY, l->stunted);
+	mtp_unmap(l->first, l->first->bytes);
+	mtp_unmap(l->block, MTP_BLOCK_BYTES);
 }
 
 static bool file_ready(void);
@@ -262,57 +357,85 @@ static void feed(const struct mtp_ring *r, uint64_t from, uint64_t to, uint64_t 
 	}
 }
 
+struct drain {
+	struct mt_encoder st;
+	size_t count, total;
+	uint64_t now;
+	bool write; /* false: nowhere to write, the events are counted as lost */
+};
+
+/* Everything a ring holds now, into the events chunk (written whenever it is full). */
+static void take(struct drain *d, struct mtp_ring *r)
+{
+	uint64_t head = __atomic_load_n(&r->head, __ATOMIC_ACQUIRE), tail = r->tail, fed = tail;
+
+	if (!d->write) {
+		feed(r, tail, head, d->now);
+		mtp_drop(MT_DROP_WRITE, head - tail);
+		__atomic_store_n(&r->tail, head, __ATOMIC_RELEASE);
+		return;
+	}
+	for (; tail != head; tail++) {
+		size_t before = w.events.len;
+		mt_encode_event(&w.events, &d->st, &r->slot[tail & r->mask]);
+		if (w.events.len > before)
+			d->count++;
+		else /* no room: cannot happen with CHUNK_FULL's headroom, but counted if it does */
+			mtp_drop(MT_DROP_MEMORY, 1);
+		if (w.events.len > CHUNK_FULL) {
+			feed(r, fed, tail + 1, d->now);
+			fed = tail + 1;
+			__atomic_store_n(&r->tail, tail + 1, __ATOMIC_RELEASE);
+			d->total += d->count;
+			flush_events(&d->st, &d->count);
+			start_events();
+		}
+	}
+	feed(r, fed, tail, d->now);
+	__atomic_store_n(&r->tail, tail, __ATOMIC_RELEASE);
+}
+
 /* Returns how many events it wrote. Called with w.lock held. */
 static size_t drain(void)
 {
-	struct mt_encoder st = {0, 0};
-	size_t count = 0, total = 0;
-	struct mtp_ring *r, *next;
+	struct drain d = {.now = mtp_now()};
+	struct mtp_log *l, *next;
 	const struct mt_policy_engine *policy = __atomic_load_n(&mtp_policy, __ATOMIC_ACQUIRE);
-	uint64_t now = mtp_now();
 
-	for (r = __atomic_load_n(&mtp_rings, __ATOMIC_ACQUIRE); r; r = r->next)
-		if (__atomic_load_n(&r->head, __ATOMIC_ACQUIRE) != r->tail)
+	for (l = __atomic_load_n(&mtp_logs, __ATOMIC_ACQUIRE); l; l = l->next)
+		if (__atomic_load_n(&l->first->newer, __ATOMIC_ACQUIRE) ||
+		    __atomic_load_n(&l->first->head, __ATOMIC_ACQUIRE) != l->first->tail)
 			break;
-	if (!r && w.fd < 0)
+	if (!l && w.fd < 0)
 		return 0; /* nothing recorded yet: no file yet */
-	if (!file_ready()) {
-		/* no file: what was recorded is lost, and counted */
-		for (r = __atomic_load_n(&mtp_rings, __ATOMIC_ACQUIRE); r; r = r->next) {
-			uint64_t head = __atomic_load_n(&r->head, __ATOMIC_ACQUIRE);
-			w.lost += head - r->tail;
-			__atomic_store_n(&r->tail, head, __ATOMIC_RELEASE);
-		}
-		return 0;
+	d.write = file_ready() && !w.failed;
+	if (d.write) {
+		check_modules();
+		start_events();
 	}
-	check_modules();
-	start_events();
-	for (r = __atomic_load_n(&mtp_rings, __ATOMIC_ACQUIRE); r; r = next) {
-		bool orphan = __atomic_load_n(&r->orphan, __ATOMIC_ACQUIRE);
-		uint64_t head = __atomic_load_n(&r->head, __ATOMIC_ACQUIRE), tail = r->tail, fed = tail;
-		next = r->next;
-		for (; tail != head; tail++) {
-			mt_encode_event(&w.events, &st, &r->slot[tail & r->mask]);
-			count++;
-			if (w.events.len > MT_CHUNK_MAX / 2) {
-				feed(r, fed, tail + 1, now);
-				fed = tail + 1;
-				__atomic_store_n(&r->tail, tail + 1, __ATOMIC_RELEASE);
-				total += count;
-				flush_events(&st, &count);
-				start_events();
-			}
+	for (l = __atomic_load_n(&mtp_logs, __ATOMIC_ACQUIRE); l; l = next) {
+		bool orphan = __atomic_load_n(&l->orphan, __ATOMIC_ACQUIRE);
+		next = l->next;
+		/* oldest first; a replaced ring (newer seen before its head is read) is drained
+		   to its end and freed */
+		for (;;) {
+			struct mtp_ring *r = l->first, *newer = __atomic_load_n(&r->newer, __ATOMIC_ACQUIRE);
+			take(&d, r);
+			if (!newer)
+				break;
+			l->first = newer;
+			mtp_unmap(r, r->bytes);
 		}
-		feed(r, fed, tail, now);
-		__atomic_store_n(&r->tail, tail, __ATOMIC_RELEASE);
 		if (orphan)
-			free_ring(r);
+			free_log(l);
 	}
-	total += count;
-	flush_events(&st, &count);
+	if (d.write) {
+		d.total += d.count;
+		flush_events(&d.st, &d.count);
+	}
 	if (policy)
-		policy->feed(NULL, 0, now); /* the drain is complete */
-	return total;
+		policy->feed(NULL, 0, d.now); /* the drain is complete */
+	return d.total;
 }
 
 static void *writer_main(void *arg)
@@ -382,27 +505,49 @@ static void expand(const char *pattern, char *out, size_t len)
 	out[k] = '\0';
 }
 
-/* Creates the file 0600, never over an existing one: a taken name gets .1, .2, ... */
+/* Creates the file 0600, never over an existing one: a taken name gets .1, .2, ...
+ * A name that is a device, a pipe or a socket (-o /dev/null) is written as it is. */
 static int create(void)
 {
 	char base[sizeof w.path - 16];
+	struct stat st;
 
 	expand(mtp_opt.output, base, sizeof base);
-	for (int i = 0; i < 1000; i++) {
-		if (i == 0)
-			snprintf(w.path, sizeof w.path, "%s", base);
-		else
-			snprintf(w.path, sizeof w.path, "%s.%d", base, i);
-		w.fd = open(w.path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_APPEND, 0600); /* read back by snapshots */
-		if (w.fd >= 0) {
-			if (i > 0)
-				mtp_warn("%s exists; writing %s instead", base, w.path);
+	if (stat(base, &st) == 0 && S_ISDIR(st.st_mode)) {
+		errno = EISDIR;
+	} else if (stat(base, &st) == 0 && !S_ISREG(st.st_mode)) {
+		/* a pipe without a reader fails here rather than holding the writer forever */
+		snprintf(w.path, sizeof w.path, "%s", base);
+		w.fd = open(w.path, O_WRONLY | O_CLOEXEC | O_APPEND | O_NONBLOCK);
+		if (w.fd >= 0 && fcntl(w.fd, F_SETFL, O_APPEND) == 0)
 			return 0;
+		if (w.fd >= 0) {
+			int err = errno;
+			close(w.fd);
+			errno = err;
 		}
-		if (errno != EEXIST)
-			break;
+		w.fd = -1;
+	} else {
+		for (int i = 0; i < 1000; i++) {
+			if (i == 0)
+				snprintf(w.path, sizeof w.path, "%s", base);
+			else
+				snprintf(w.path, sizeof w.path, "%s.%d", base, i);
+			/* read back by snapshots */
+			w.fd = open(w.path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_APPEND, 0600);
+			if (w.fd >= 0) {
+				if (i > 0)
+					mtp_warn("%s exists; writing %s instead", base, w.path);
+				w.regular = true;
+				return 0;
+			}
+			if (errno != EEXIST)
+				break;
+		}
 	}
-	mtp_warn("cannot create trace %s: %s; recording is off", base, strerror(errno));
+	mtp_warn("cannot create trace %s: %s; recording is off, and what it records is counted as lost", base,
+		 strerror(errno));
+	w.warned = true;
 	return -1;
 }
 
@@ -437,10 +582,14 @@ static void write_header(void)
 		{"world_size", "SLURM_NTASKS"}};
 	bool seen[3] = {false, false, false};
 
-	if (write(w.fd, MT_FILE_MAGIC "\x01\0\0\0\0\0\0\0", 16) != 16) {
-		w.failed = true;
+	if ((n = write(w.fd, MT_FILE_MAGIC "\x01\0\0\0\0\0\0\0", 16)) != 16) {
+		/* a full disk before the first byte: say so, and where */
+		if (n > 0 && w.regular && ftruncate(w.fd, 0) != 0)
+			w.regular = false;
+		write_failed(n < 0 ? errno : ENOSPC);
 		return;
 	}
+	w.size = 16;
 	begin(b);
 	gethostname(host, sizeof host - 1);
 	fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
@@ -473,6 +622,8 @@ static void write_header(void)
 	info_number(b, "start_realtime_ns", (unsigned long long)real.tv_sec * 1000000000ull + (unsigned long long)real.tv_nsec);
 	info_number(b, "start_monotonic_ns", (unsigned long long)mtp_start_ns);
 	info_number(b, "depth", (unsigned long long)mtp_opt.depth);
+	info_number(b, "ring", (unsigned long long)mtp_opt.ring);
+	info_number(b, "max_memory", (unsigned long long)mtp_opt.max_memory);
 	write_chunk(MT_CHUNK_INFO, b);
 }
 
@@ -481,7 +632,7 @@ static void write_header(void)
 static bool file_ready(void)
 {
 	if (w.fd >= 0 || w.failed)
-		return w.fd >= 0;
+		return w.fd >= 0 && !w.failed;
 	if (create()) {
 		w.failed = true;
 		return false;
@@ -496,6 +647,16 @@ int mtp_writer_start(void)
 	sigset_t all, old;
 	int r;
 
+	/* both buffers at once, before any thread's ring: a drain never runs out of memory */
+	if (!w.events.data) {
+		w.events = (struct mt_buf){.data = mtp_map(MT_CHUNK_MAX), .cap = MT_CHUNK_MAX};
+		w.table = (struct mt_buf){.data = mtp_map(MT_CHUNK_MAX), .cap = MT_CHUNK_MAX};
+		if (!w.events.data || !w.table.data) {
+			mtp_warn("max_memory=%llu leaves no room for the writer's buffers; recording is off",
+				 (unsigned long long)mtp_opt.max_memory);
+			return -1;
+		}
+	}
 	w.stop = false;
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
@@ -507,12 +668,31 @@ int mtp_writer_start(void)
 	return 0;
 }
 
-static void write_end(void)
+/* The totals: events dropped in all, events written, then the drops by reason. An END
+ * chunk is tried even after a failed write: cutting off the partial chunk made room. */
+static bool write_end_to(int fd)
 {
+	uint64_t by[MT_DROP_COUNT], all = drops_now(by);
+	ssize_t n;
+
 	begin(&w.table);
-	mt_buf_varint(&w.table, dropped_now());
+	mt_buf_varint(&w.table, all);
 	mt_buf_varint(&w.table, w.written);
-	write_chunk(MT_CHUNK_END, &w.table);
+	put_drops(&w.table, by);
+	return put_chunk(fd, MT_CHUNK_END, &w.table, &n);
+}
+
+/* Called with w.lock held: END in the trace. A process whose events were all dropped
+ * still gets a file, which says so. Returns the file's size before the END chunk. */
+static uint64_t write_end(void)
+{
+	uint64_t at = w.size;
+
+	if (w.fd < 0 && !w.failed && dropped_now())
+		file_ready();
+	if (w.fd >= 0 && w.size >= 16 && write_end_to(w.fd))
+		w.size = at + sizeof(struct mt_chunk_header) + w.table.len;
+	return at;
 }
 
 void mtp_writer_stop(void)
@@ -527,11 +707,11 @@ void mtp_writer_stop(void)
 	pthread_mutex_lock(&w.lock);
 	__atomic_store_n(&mtp_state, MTP_CLOSED, __ATOMIC_RELEASE);
 	drain();
-	if (w.fd >= 0)
-		write_end();
+	write_end();
 	pthread_mutex_unlock(&w.lock);
 }
 
+/* After the END chunk: the event, then a new END, so the last END's totals hold. */
 void mtp_write_late(const struct mt_event *e)
 {
 	struct mt_encoder st = {0, 0};
@@ -542,7 +722,45 @@ void mtp_write_late(const struct mt_event *e)
 		start_events();
 		mt_encode_event(&w.events, &st, e);
 		flush_events(&st, &count);
+		write_end();
+	} else {
+		mtp_drop(MT_DROP_WRITE, 1);
 	}
+	pthread_mutex_unlock(&w.lock);
+}
+
+bool mtp_writer_has_events(void)
+{
+	bool any;
+
+	pthread_mutex_lock(&w.lock);
+	any = w.fd >= 0 || dropped_now() > 0;
+	for (struct mtp_log *l = __atomic_load_n(&mtp_logs, __ATOMIC_ACQUIRE); l && !any; l = l->next)
+		any = __atomic_load_n(&l->first->newer, __ATOMIC_ACQUIRE) ||
+		      __atomic_load_n(&l->first->head, __ATOMIC_ACQUIRE) != l->first->tail;
+	pthread_mutex_unlock(&w.lock);
+	return any;
+}
+
+/* ---- exec: the image is about to be replaced; no atexit handler will run ---- */
+
+static uint64_t end_at;
+
+void mtp_writer_exec_begin(void)
+{
+	pthread_mutex_lock(&w.lock);
+	drain();
+	end_at = w.size;
+	if (w.fd >= 0 || dropped_now())
+		end_at = write_end();
+	/* w.lock stays held: nothing may follow the END chunk if the exec succeeds */
+}
+
+void mtp_writer_exec_failed(void)
+{
+	/* recording goes on: the END chunk goes, the next one will close the file */
+	if (w.fd >= 0 && w.size > end_at && w.regular && ftruncate(w.fd, (off_t)end_at) == 0)
+		w.size = end_at;
 	pthread_mutex_unlock(&w.lock);
 }
 
@@ -572,8 +790,9 @@ void mtp_writer_atfork_child(bool keep)
 		close(w.fd);
 	w.fd = -1;
 	w.running = false;
-	w.failed = false;
-	w.written = w.lost = 0;
+	w.failed = w.warned = w.regular = false;
+	w.written = w.size = 0;
+	memset(w.drops_said, 0, sizeof w.drops_said);
 	w.strings_done = w.stacks_done = 0;
 	w.nmodules = 0;
 	w.adds = w.subs = 0;
@@ -605,19 +824,19 @@ void mtp_writer_crash_flush(void)
 
 int mtp_writer_snapshot_fd(int out)
 {
-	char buf[65536];
 	off_t off = 0;
 	int r = 0;
 	ssize_t n;
 
 	pthread_mutex_lock(&w.lock);
 	drain();
-	if (w.fd < 0) {
+	if (w.fd < 0 || !w.regular) {
 		pthread_mutex_unlock(&w.lock);
 		return EIO;
 	}
-	while ((n = pread(w.fd, buf, sizeof buf, off)) > 0) {
-		if (write(out, buf, (size_t)n) != n) {
+	/* copied through the table buffer (free between drains): no 64 KiB on the caller's stack */
+	while ((n = pread(w.fd, w.table.data, w.table.cap, off)) > 0) {
+		if (write(out, w.table.data, (size_t)n) != n) {
 			r = errno ? errno : EIO;
 			break;
 		}
@@ -625,13 +844,9 @@ int mtp_writer_snapshot_fd(int out)
 	}
 	if (n < 0)
 		r = errno;
-	if (r == 0) {
-		/* the END chunk goes to the copy, not to the running trace */
-		int fd = w.fd;
-		w.fd = out;
-		write_end();
-		w.fd = fd;
-	}
+	/* the END chunk goes to the copy, not to the running trace */
+	if (r == 0 && !write_end_to(out))
+		r = errno ? errno : EIO;
 	pthread_mutex_unlock(&w.lock);
 	return r;
 }

@@ -8,3 +8,12 @@ __attribute__((noinline)) void plugin_alloc(void)
 	if (cudaMalloc(&p, 12000006) == cudaSuccess)
 		cudaFree(p);
 }
+
+/* The same for tests/recorder/reload.c, which prints the results. */
+int plugin_malloc(size_t size)
+{
+	void *p;
+	cudaError_t r = cudaMalloc(&p, size);
+
+	return r ? (int)r : (int)cudaFree(p);
+}

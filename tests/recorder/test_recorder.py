@@ -5,6 +5,7 @@ import json
 import os
 import re
 import resource
+import shutil
 import signal
 import subprocess
 import sys
@@ -184,6 +185,44 @@ if one_trace("64 threads", traces, p):
     ok(rep["events"]["allocs"] == 64000 and rep["events"]["frees"] == 64000 and rep["events"]["dropped"] == 0,
        "64 threads: every allocation and free recorded, none dropped", rep["events"])
 
+# ---- every event made is in the trace or counted as dropped, with its reason ----
+def accounting(name, rep, made):
+    """made = in the trace + dropped; the END chunk's count is what the file holds; every drop has a reason."""
+    e = rep["events"]
+    ok(e["total"] + e["dropped"] == made and e["written"] == e["total"] and
+       sum(e["dropped_by"].values()) == e["dropped"] and rep["complete"],
+       name + ": every event made is written or counted as dropped with its reason", (made, e, rep["complete"]))
+    return e
+
+
+def drop_line(p):
+    return ([l for l in p.stderr.splitlines() if "dropped" in l] or [""])[-1]
+
+
+# a thread makes 2000 events and a THREAD event; the process a DEVICE, the main thread's THREAD and EXIT
+for opts, n, env, what in ((["-O", "ring=65536"], 64, None, "ring=65536, 64 threads"),
+                           ([], 1000, None, "1000 threads, default ring"),
+                           (["-O", "ring=16777216"], 4, None, "ring=16777216, 4 threads"),
+                           (["-O", "max_memory=90M"], 200, {"WORKLOAD_BARRIER": "1"},
+                            "max_memory=90M, 200 threads alive at once")):
+    if TSAN and n > 200:
+        continue  # ThreadSanitizer: 1000 threads take minutes
+    p, traces = record("account", [WORK, "threads", str(n)], opts=opts, env=env)
+    if not one_trace(what, traces, p):
+        continue
+    _, rep = report(traces[0])
+    e = accounting(what, rep, n * 2001 + 3)
+    line = drop_line(p)
+    ok(("raise -O ring" in line) == ("ring_full" in e["dropped_by"]),
+       what + ": the summary advises a bigger ring only when full rings dropped events", line)
+    if "max_memory" in what:
+        ok(e["dropped_by"].get("memory", 0) > 0 and "max_memory" in line,
+           what + ": events past the memory cap are counted as such, and the summary names max_memory", (e, line))
+    if "16777216" in what:
+        ok("ring=16777216" in p.stderr and "raise -O max_memory" in p.stderr and e["dropped"] == 0,
+           what + ": the options are checked against max_memory when read, with what to change", p.stderr)
+    os.remove(traces[0])
+
 p, traces = record("fork", [WORK, "fork"])
 if one_trace("fork", traces, p):
     ok(sizes(dump(traces[0]), "alloc") == [5000001, 5000003], "a forked child is not recorded into the parent's trace")
@@ -202,6 +241,64 @@ if len(traces) == 2:
     got = sorted(len(sizes(dump(t), "alloc")) for t in traces)
     ok(got == [1, 6], "parent and exec'd child each hold their own allocations", got)
 
+p, traces = record("forkidle", [WORK, "forkidle"], opts=["--follow-fork"])
+if not TSAN:
+    ok(p.returncode == 0 and len(traces) == 1, "--follow-fork: a child that never touches the GPU writes no file",
+       traces)
+
+# an image that execs itself: its events are all in its trace, closed, before the kernel replaces it
+p, traces = record("execself", [WORK, "execself", "250"])
+ok(p.returncode == 0 and len(traces) == 2, "exec of itself: a trace per image", (traces, p.stderr))
+if len(traces) == 2:
+    reps = {}
+    for t in traces:
+        _, rep = report(t)
+        reps[tuple(sorted(set(sizes(dump(t), "alloc"))))] = rep
+    first, second = reps.get((16000001, 16000002)), reps.get((11000001,))
+    ok(first and first["events"]["allocs"] == 500 and first["complete"] and first["events"]["dropped"] == 0,
+       "exec of itself: the first image's 500 allocations, around a failed exec, in a closed trace",
+       first and first["events"])
+    ok(second and second["events"]["allocs"] == 250 and second["complete"], "exec of itself: the new image's own")
+    ok(p.stderr.count("no events dropped") == 2, "memtap run sums up both images' traces", p.stderr)
+
+# a signal handler that allocates while its thread is inside memtap's hooks (not the GPU's)
+# (a handler that calls CUDA is the program's own signal-unsafe call: ThreadSanitizer is told so)
+p, traces = record("nested", [WORK, "nested", "200000"], opts=["-O", "ring=262144"],
+                   env={"TSAN_OPTIONS": os.environ.get("TSAN_OPTIONS", "") + ":report_signal_unsafe=0"})
+if one_trace("allocations in a signal handler", traces, p):
+    m = re.search(r"handler allocations (\d+)", p.stdout)
+    made = int(m.group(1)) if m else -1
+    _, rep = report(traces[0])
+    # 200000 x (push, mark, pop); two events per handler allocation; 2 pairs, THREAD, DEVICE, EXIT
+    e = accounting("allocations in a signal handler", rep, 600007 + 2 * made)
+    ok(made > 0 and e["allocs"] + e["dropped_by"].get("ring_full", 0) >= made + 2 and
+       "nested" not in e["dropped_by"], "a signal handler's allocations during hooks are all recorded", (made, e))
+
+# small stacks: a 4 KiB fiber (the thread's first event and a later one) and a 4 KiB sigaltstack
+# (not under sanitizers: their instrumentation of the program itself needs more than 4 KiB)
+def stack_use(out):
+    m = re.search(r"fiber first (\d+) later (\d+) results (.*)\nsigaltstack (\d+) results (.*)", out)
+    return m and (int(m.group(1)), int(m.group(2)), int(m.group(4)), m.group(3) + " " + m.group(5))
+
+
+if os.environ.get("MT_SANITIZERS", "").strip() not in ("", "no"):
+    print("# small stacks: not checked under sanitizers")
+else:
+    plain = subprocess.run([WORK, "fiber"], capture_output=True, text=True, timeout=120)
+    p, traces = record("fiber", [WORK, "fiber"])
+    ok(p.returncode == plain.returncode == 0, "4 KiB stacks: the program runs as it does alone", p.stderr)
+    a, b = stack_use(plain.stdout), stack_use(p.stdout)
+    if a and b:
+        ok(a[3] == b[3], "4 KiB stacks: the same CUDA results", (a, b))
+        print("# memtap's own stack use: thread's first event %d bytes, later %d, on a sigaltstack %d" %
+              (b[0] - a[0], b[1] - a[1], b[2] - a[2]))
+        ok(b[0] - a[0] <= 2048 and b[1] - a[1] <= 1024 and b[2] - a[2] <= 1024,
+           "4 KiB stacks: memtap's hooks use at most 2 KiB on a thread's first event, 1 KiB later", (a, b))
+    else:
+        ok(False, "4 KiB stacks: both runs report their stack use", (plain.stdout, p.stdout, p.stderr))
+    if traces:
+        ok(sorted(set(sizes(dump(traces[0]), "alloc"))) == [14000001], "4 KiB stacks: their allocations are recorded")
+
 p, traces = record("signals", [WORK, "signals"])
 if one_trace("signals during hooks", traces, p):
     ev = dump(traces[0])
@@ -218,6 +315,23 @@ for order in ([LIB, nxt], [nxt, LIB]):
     p = subprocess.run([WORK, "runtime"], capture_output=True, text=True, env=env)
     ok(p.returncode == 0 and "passed through" in p.stderr,
        "another preload's dlsym(RTLD_NEXT) still works (%s first)" % os.path.basename(order[0]), p.stderr)
+
+# ---- unloading the runtime: what stays loaded is what glibc keeps, and no pointer into an unloaded
+# library is called (the second load is kept off the first one's address) ----
+RT = os.path.join(B, "tools/simgpu/.libs/libcudart.so.13")
+copy_dir = os.path.join(TMP, "elsewhere")
+os.makedirs(copy_dir, exist_ok=True)
+shutil.copy(RT, os.path.join(copy_dir, "libcudart.so.13"))
+for mode, lib in (("default", "libplugin"), ("handle", "libplugin"), ("local", "libplugin"), ("plugin", "libplugin"),
+                  ("caller", "libcaller")):
+    argv = [os.path.join(B, "tests/recorder/reload"), mode, RT, os.path.join(copy_dir, "libcudart.so.13"),
+            os.path.join(B, "tests/recorder/.libs/%s.so" % lib)]
+    alone = subprocess.run(argv, capture_output=True, text=True)
+    env = dict(os.environ, LD_PRELOAD=LIB, MEMTAP_OUTPUT=os.path.join(TMP, "reload-%p.trace"))
+    under = subprocess.run(argv, capture_output=True, text=True, env=env)
+    ok(alone.returncode == 0 and under.returncode == alone.returncode and under.stdout == alone.stdout,
+       "dlclose and load again (%s): the same results and the same libraries loaded as without memtap" % mode,
+       (alone.stdout, under.returncode, under.stdout, under.stderr[-300:]))
 
 # ---- kill -9 in the middle: what was flushed reads back, and the reader says it was cut short ----
 env = dict(os.environ, LD_PRELOAD=LIB, NVTX_INJECTION64_PATH=LIB, MEMTAP_OUTPUT=os.path.join(TMP, "killed-%p.trace"))
@@ -244,6 +358,40 @@ ok("cannot write" in p.stderr and p.stderr.count("cannot write") == 1, "the writ
 if traces:
     rp, rep = report(traces[0])
     ok(rep is not None and rep["events"]["allocs"] > 0, "what was written before reads back", rp.stderr)
+    if rep:
+        e = accounting("a full disk", rep, 800003)
+        # (a busy machine may also keep the writer from a ring for 10 ms: counted as ring_full, truly)
+        ok(e["dropped_by"].get("write", 0) > 600000 and "could not be written" in drop_line(p),
+           "a full disk: the lost events are counted as lost to the write", (e, p.stderr))
+
+# a full disk before the first write: said, with the file's name; the job runs on
+p = subprocess.run([MEMTAP, "run", "-o", "/dev/full", "--", WORK, "runtime"], capture_output=True, text=True)
+ok(p.returncode == 0 and p.stderr.count("cannot write /dev/full: No space left on device") == 1,
+   "a full disk before the first write: said once, with where", p.stderr)
+
+
+def no_room():
+    resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+
+
+p, traces = record("nofile", [WORK, "runtime"], preexec_fn=no_room)
+ok(p.returncode == 0 and p.stderr.count("cannot write") == 1 and "File too large" in p.stderr and
+   "is empty: memtap could not write" in p.stderr, "a file size limit of 0: the recorder and memtap run say why",
+   p.stderr)
+
+# a device as the output is written as it is: no /dev/null.1
+before = set(os.listdir("/dev"))
+p = subprocess.run([MEMTAP, "run", "-o", "/dev/null", "--", WORK, "runtime"], capture_output=True, text=True)
+ok(p.returncode == 0 and set(os.listdir("/dev")) == before and "not a file" in p.stderr,
+   "-o /dev/null writes to /dev/null, and no /dev/null.N", p.stderr)
+fifo, folder = os.path.join(TMP, "fifo"), os.path.join(TMP, "folder")
+os.mkfifo(fifo)
+os.makedirs(folder)
+for out, why in ((fifo, "No such device or address"), (folder, "Is a directory")):
+    p = subprocess.run([MEMTAP, "run", "-o", out, "--", WORK, "runtime"], capture_output=True, text=True, timeout=60)
+    ok(p.returncode == 0 and p.stderr.count("cannot create trace %s: %s" % (out, why)) == 1 and
+       not os.path.exists(out + ".1"), "-o to a pipe nobody reads, or to a folder: said once, the job runs", p.stderr)
 
 # ---- options, output files, exit status ----
 p, traces = record("badopt", [WORK, "nvtx"], env={"MEMTAP_DEPTH": "lots", "MEMTAP_OPTIONS": "ring=abc,nope=1"})
@@ -291,6 +439,8 @@ def names(path, pattern):
 
 want = names("src/preload/driver_hooks.def", r"DRV\(\w+, (\w+),") | names("src/preload/runtime_hooks.def", r"RT\((\w+)\)")
 want |= {"cuGetProcAddress", "cuGetProcAddress_v2", "dlsym", "InitializeInjectionNvtx2"}
+# the loader and exec hooks (src/preload/loader.c, exec.c): unloads and image replacement
+want |= {"dlclose", "execve", "execv", "execvp", "execvpe", "execl", "execlp", "execle", "fexecve", "execveat"}
 want |= names("include/memtap.h", r"MEMTAP_API\(int, (memtap_\w+),")
 want |= names("include/memtap.h", r"(?m)^\w+ \*?(memtap_\w+)\(")  # the caching allocator's entry points
 got = set(subprocess.run(["nm", "-D", "--defined-only", LIB], capture_output=True, text=True).stdout.split()[2::3])

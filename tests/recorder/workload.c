@@ -5,7 +5,8 @@
  *   driver      every driver allocation call (-lcuda)   sizes 2000003..
  *   procaddr    dlopen + dlsym + cuGetProcAddress(_v2)  sizes 3000001..
  *   entrypoint  cudaGetDriverEntryPointByVersion VMM    2 MiB and 4 MiB handles
- *   threads N   N threads allocating at once
+ *   threads N   N threads allocating at once (WORKLOAD_BARRIER=1: all of them alive at
+ *               once, each after its first allocation)
  *   fork        parent, forked child, parent again      sizes 5000001.. 5000003
  *   exec        allocates, then runs `workload runtime` by exec in a child
  *   signals     a timer signal whose handler records marks while hooks run
@@ -20,7 +21,16 @@
  *   exit N      exits with status N;  kill: ends itself with SIGKILL
  *   plugin LIB  dlopen()s LIB after start and calls its plugin_alloc
  *   lifetime    allocations made before main and after exit starts (see early/late below)
- *   abort       allocates, then abort()s */
+ *   abort       allocates, then abort()s
+ *   fiber       allocates on 4 KiB ucontext fibers (a guard page below) and on a 4 KiB
+ *               sigaltstack; prints the CUDA results and the bytes of each stack used
+ *   nested N    a timer's handler allocates (runtime and driver) while the program runs
+ *               NVTX and memtap hooks; prints how many allocations the handler made
+ *   execself N  N allocations, a failing exec, N more, then exec `workload many N`
+ *   forkidle    allocates, then forks a child that never touches the GPU */
+#include <errno.h>
+#include <sys/mman.h>
+#include <ucontext.h>
 #include <cuda.h>
 #include <cudaTypedefs.h>
 #include <cuda_runtime_api.h>
@@ -28,6 +38,7 @@
 #include <nvtx3/nvToolsExt.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -213,6 +224,8 @@ static NOINLINE void entrypoint_paths(void)
 }
 
 static int per_thread = 1000;
+static pthread_barrier_t together;
+static bool wait_together;
 
 static NOINLINE void *thread_work(void *arg)
 {
@@ -221,6 +234,8 @@ static NOINLINE void *thread_work(void *arg)
 	for (int i = 0; i < per_thread; i++) {
 		int k = i % 8;
 		CHECK_RT(cudaMalloc(&p[k], 4096 + (size_t)k));
+		if (i == 0 && wait_together)
+			pthread_barrier_wait(&together);
 		if (k == 7)
 			for (int j = 0; j < 8; j++)
 				CHECK_RT(cudaFree(p[j]));
@@ -232,6 +247,9 @@ static void threads(int n)
 {
 	pthread_t *t = calloc((size_t)n, sizeof *t);
 
+	wait_together = getenv("WORKLOAD_BARRIER") != NULL;
+	if (wait_together)
+		pthread_barrier_init(&together, NULL, (unsigned)n);
 	for (int i = 0; i < n; i++)
 		pthread_create(&t[i], NULL, thread_work, NULL);
 	for (int i = 0; i < n; i++)
@@ -425,6 +443,163 @@ static NOINLINE void many(long n)
 		alloc_free(11000001);
 }
 
+/* ---- small stacks: the hooks' own stack use, measured as the bytes of a patterned
+ * stack that were written ---- */
+#define SMALL (4u << 10)
+#define PATTERN 0xa5
+
+static char *small_stack(void)
+{
+	char *m = mmap(NULL, 4096 + SMALL, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	if (m == MAP_FAILED)
+		return NULL;
+	mprotect(m, 4096, PROT_NONE); /* an overflow faults instead of going unnoticed */
+	return m + 4096;
+}
+
+static size_t used(const char *stack)
+{
+	size_t k = 0;
+
+	while (k < SMALL && (unsigned char)stack[k] == PATTERN)
+		k++;
+	return SMALL - k;
+}
+
+static ucontext_t fiber_back, fiber_uc;
+static int fiber_malloc, fiber_free;
+
+static NOINLINE void fiber_body(void)
+{
+	void *p = NULL;
+
+	fiber_malloc = cudaMalloc(&p, 14000001);
+	fiber_free = cudaFree(p);
+}
+
+static size_t on_fiber(char *stack)
+{
+	memset(stack, PATTERN, SMALL);
+	getcontext(&fiber_uc);
+	fiber_uc.uc_stack.ss_sp = stack;
+	fiber_uc.uc_stack.ss_size = SMALL;
+	fiber_uc.uc_link = &fiber_back;
+	makecontext(&fiber_uc, fiber_body, 0);
+	swapcontext(&fiber_back, &fiber_uc);
+	return used(stack);
+}
+
+static void on_signal_stack(int sig)
+{
+	(void)sig;
+	fiber_body();
+}
+
+/* In a new thread, so that its first event is made on the fiber. */
+static void *fibers(void *arg)
+{
+	char *stack = arg;
+	size_t first = on_fiber(stack);
+	int m1 = fiber_malloc, f1 = fiber_free;
+	size_t later = on_fiber(stack);
+
+	printf("fiber first %zu later %zu results %d %d %d %d\n", first, later, m1, f1, fiber_malloc, fiber_free);
+	return NULL;
+}
+
+static void small_stacks(void)
+{
+	char *stack = small_stack(), *alt = small_stack();
+	pthread_t t;
+	stack_t ss = {.ss_sp = alt, .ss_size = SMALL};
+	struct sigaction sa = {.sa_handler = on_signal_stack, .sa_flags = SA_ONSTACK};
+
+	check(stack && alt, "mapping small stacks");
+	CHECK_RT(cudaFree(NULL)); /* the runtime starts on the main stack: it needs more than 4 KiB */
+	pthread_create(&t, NULL, fibers, stack);
+	pthread_join(t, NULL);
+	/* a signal handler on a 4 KiB alternate stack; the kernel's signal frame takes part */
+	memset(alt, PATTERN, SMALL);
+	sigaltstack(&ss, NULL);
+	sigaction(SIGUSR1, &sa, NULL);
+	raise(SIGUSR1);
+	printf("sigaltstack %zu results %d %d\n", used(alt), fiber_malloc, fiber_free);
+}
+
+/* ---- a signal handler allocating while the program is inside memtap's hooks ---- */
+static volatile sig_atomic_t handler_allocs;
+static PFN_cuMemAlloc_v3020 nested_alloc;
+static PFN_cuMemFree_v3020 nested_free;
+
+static void allocate_in_handler(int sig)
+{
+	void *p;
+	CUdeviceptr d;
+
+	(void)sig;
+	if (cudaMalloc(&p, 15000001) == cudaSuccess && cudaFree(p) == cudaSuccess)
+		handler_allocs++;
+	if (nested_alloc(&d, 15000002) == CUDA_SUCCESS && nested_free(d) == CUDA_SUCCESS)
+		handler_allocs++;
+}
+
+static void nested(long n)
+{
+	/* every 200 us: a handler that interrupts a new stack unwinds it the slow way (tens of us) */
+	struct itimerval it = {{0, 200}, {0, 200}};
+	struct sigaction sa = {.sa_handler = allocate_in_handler, .sa_flags = SA_RESTART};
+	void *p;
+
+	alloc_free(15000000); /* the runtime and the driver start before the first signal */
+	CHECK_RT(cudaGetDriverEntryPointByVersion("cuMemAlloc", (void **)&nested_alloc, 3020, cudaEnableDefault, NULL));
+	CHECK_RT(cudaGetDriverEntryPointByVersion("cuMemFree", (void **)&nested_free, 3020, cudaEnableDefault, NULL));
+	CHECK_RT(cudaMalloc(&p, 1));
+	CHECK_RT(cudaFree(p));
+	memtap_active();
+	sigaction(SIGALRM, &sa, NULL);
+	setitimer(ITIMER_REAL, &it, NULL);
+	for (long i = 0; i < n;
+	     i++) { /* hooks that never enter the simulated GPU, whose lock a handler would wait on */
+		nvtxRangePushA("step");
+		memtap_mark("iteration");
+		nvtxRangePop();
+	}
+	it = (struct itimerval){{0, 0}, {0, 0}};
+	setitimer(ITIMER_REAL, &it, NULL);
+	printf("handler allocations %d\n", (int)handler_allocs);
+}
+
+/* ---- exec of the process itself ---- */
+static void exec_self(const char *self, long n)
+{
+	char count[32];
+
+	for (long i = 0; i < n; i++)
+		alloc_free(16000001);
+	errno = 0;
+	execl("/nonexistent/memtap-workload", "nope", (char *)NULL);
+	check(errno == ENOENT, "a failing exec returns");
+	for (long i = 0; i < n; i++)
+		alloc_free(16000002);
+	snprintf(count, sizeof count, "%ld", n);
+	execl(self, self, "many", count, (char *)NULL);
+	check(0, "exec of the workload");
+}
+
+static void fork_idle(void)
+{
+	pid_t pid;
+	int status;
+
+	alloc_free(17000001);
+	pid = fork();
+	if (pid == 0)
+		exit(0); /* never touches the GPU */
+	waitpid(pid, &status, 0);
+	check(WIFEXITED(status) && WEXITSTATUS(status) == 0, "idle child");
+}
+
 static void *early;
 
 /* Before main: a constructor's allocation, kept until an atexit handler frees it. */
@@ -493,6 +668,14 @@ int main(int argc, char **argv)
 		return atoi(argv[2]);
 	else if (!strcmp(mode, "kill"))
 		raise(SIGKILL);
+	else if (!strcmp(mode, "fiber"))
+		small_stacks();
+	else if (!strcmp(mode, "nested"))
+		nested(argc > 2 ? atol(argv[2]) : 200000);
+	else if (!strcmp(mode, "execself"))
+		exec_self(argv[0], argc > 2 ? atol(argv[2]) : 100);
+	else if (!strcmp(mode, "forkidle"))
+		fork_idle();
 	else {
 		fprintf(stderr, "usage: workload MODE (see the comment at the top of workload.c)\n");
 		return 2;

@@ -147,14 +147,14 @@ static void set_option(const char *kv)
 	setenv(name, eq + 1, 1);
 }
 
-/* The file the child wrote: the pattern with its pid, or a .N variant of it. */
-static bool find_trace(const char *pattern, pid_t pid, time_t since, char *out, size_t len)
+/* The files the child wrote: the pattern with its pid, and its .N variants (an image
+ * that execs itself keeps its pid and writes the next one), oldest first. */
+static int find_traces(const char *pattern, pid_t pid, time_t since, char out[][PATH_MAX + 16], int max)
 {
 	char base[PATH_MAX], host[256] = "";
 	const char *rank = getenv("RANK");
 	size_t k = 0;
-	time_t best = 0;
-	bool found = false;
+	int found = 0;
 
 	gethostname(host, sizeof host - 1);
 	if (!rank)
@@ -193,13 +193,50 @@ static bool find_trace(const char *pattern, pid_t pid, time_t since, char *out, 
 				break;
 			continue;
 		}
-		if (st.st_mtime >= since && st.st_mtime >= best) {
-			best = st.st_mtime;
-			snprintf(out, len, "%s", path);
-			found = true;
-		}
+		/* a device or a pipe (-o /dev/null) is written as it is, whatever its time */
+		if ((st.st_mtime >= since || !S_ISREG(st.st_mode)) && found < max)
+			snprintf(out[found++], PATH_MAX + 16, "%s", path);
+		if (!S_ISREG(st.st_mode))
+			break;
 	}
 	return found;
+}
+
+/* One line: how many events are missing, why, and what to change for each reason. */
+static void say_drops(const struct mt_trace *t)
+{
+	char ring[32], cap[64], sz[32], line[1024];
+	uint64_t known = 0, max_memory = 0;
+	size_t k;
+
+	if (!mt_trace_info(t, "ring", ring, sizeof ring))
+		snprintf(ring, sizeof ring, "?");
+	if (mt_trace_info(t, "max_memory", cap, sizeof cap))
+		max_memory = strtoull(cap, NULL, 10);
+	snprintf(cap, sizeof cap, "%s", max_memory ? mt_format_size(max_memory, sz, sizeof sz) : "no cap");
+	k = (size_t)snprintf(line, sizeof line, "memtap: %" PRIu64 " events dropped:", t->dropped);
+	for (int i = 0; i < MT_DROP_COUNT; i++) {
+		static const char *const why[MT_DROP_COUNT] = {
+		    [MT_DROP_RING_FULL] = "a thread's buffer stayed full for 10 ms, the writer did not keep up "
+					  "(raise -O ring=N, now %s)",
+		    [MT_DROP_MEMORY] =
+			"memtap's memory cap was reached (raise -O max_memory=SIZE, now %s, or lower -O ring)",
+		    [MT_DROP_WRITE] = "the trace could not be written (a full disk or a file size limit; see above)",
+		    [MT_DROP_NESTED] = "signal handlers nested too deep inside memtap's recording",
+		};
+		char text[256];
+		if (!t->drops[i])
+			continue;
+		snprintf(text, sizeof text, why[i], i == MT_DROP_RING_FULL ? ring : cap);
+		k += (size_t)snprintf(line + k, k < sizeof line ? sizeof line - k : 0, "%s %" PRIu64 " because %s",
+				      known ? ";" : "", t->drops[i], text);
+		known += t->drops[i];
+	}
+	if (known < t->dropped)
+		k += (size_t)snprintf(line + k, k < sizeof line ? sizeof line - k : 0, "%s %" PRIu64 " %s",
+				      known ? ";" : "", t->dropped - known,
+				      known ? "more" : "(this trace does not say why)");
+	fprintf(stderr, "%s\n", line);
 }
 
 static void summary(const char *path)
@@ -208,7 +245,17 @@ static void summary(const char *path)
 	struct mt_report r;
 	char sz[32], cap[32];
 	int best = -1;
+	struct stat st;
 
+	if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+		fprintf(stderr, "memtap: the trace went to %s, which is not a file: nothing to summarize\n", path);
+		return;
+	}
+	if (stat(path, &st) == 0 && st.st_size == 0) {
+		fprintf(stderr, "memtap: trace %s is empty: memtap could not write to it (the reason is above)\n",
+			path);
+		return;
+	}
 	if (mt_trace_read(path, &t) != 0) {
 		fprintf(stderr, "memtap: %s\n", t.problem);
 		return;
@@ -230,7 +277,7 @@ static void summary(const char *path)
 		mt_report_free(&r);
 	}
 	if (t.dropped)
-		fprintf(stderr, "memtap: %" PRIu64 " events dropped: buffers were full (raise -O ring=N)\n", t.dropped);
+		say_drops(&t);
 	else if (t.problem[0])
 		fprintf(stderr, "memtap: %s\n", t.problem);
 	else
@@ -244,7 +291,7 @@ int cmd_run(int argc, char **argv)
 		{"output", 1, 0, 'o'}, {"depth", 1, 0, 'd'}, {"follow-fork", 0, 0, 'f'}, {"option", 1, 0, 'O'},
 		{"backend", 1, 0, 'b'}, {"policy", 1, 0, 'P'}, {"allocator", 1, 0, 'A'},
 		{"quiet", 0, 0, 'q'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
-	char lib[PATH_MAX], output[2 * PATH_MAX], trace[PATH_MAX + 16], *preload, policies[8192] = "";
+	char lib[PATH_MAX], output[2 * PATH_MAX], traces[8][PATH_MAX + 16], *preload, policies[8192] = "";
 	const char *pattern = "memtap-%p.trace", *old, *library;
 	bool quiet = false, cupti = false;
 	uint64_t n;
@@ -340,9 +387,10 @@ int cmd_run(int argc, char **argv)
 		if (errno != EINTR)
 			die(1, "lost the command: %s", strerror(errno));
 	if (!quiet) {
-		if (find_trace(pattern, pid, start, trace, sizeof trace))
-			summary(trace);
-		else if (!(WIFEXITED(status) && WEXITSTATUS(status) == 127))
+		int n = find_traces(pattern, pid, start, traces, 8);
+		for (int i = 0; i < n; i++)
+			summary(traces[i]);
+		if (n == 0 && !(WIFEXITED(status) && WEXITSTATUS(status) == 127))
 			fprintf(stderr, "memtap: %s made no GPU allocation: no trace was written\n", argv[optind]);
 	}
 	if (WIFSIGNALED(status))
