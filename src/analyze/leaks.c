@@ -15,7 +15,7 @@
  * stack. One scan notes both the marks and the candidate ranges' pushes. */
 static size_t *boundaries(const struct mt_trace *t, const char *name, struct mt_leaks *out, size_t *n)
 {
-	size_t *idx = NULL, *push = NULL, k = 0, npush = 0, cap = 0, cap_push = 0, best_count = 0, nthreads = 0;
+	size_t *idx = NULL, *push = NULL, k = 0, npush = 0, cap = 0, cap_push = 0, best_count = 0;
 	uint32_t best = 0, *depth = NULL, *count = calloc(t->nstrings + 1, sizeof *count);
 
 	if (!count)
@@ -26,14 +26,10 @@ static size_t *boundaries(const struct mt_trace *t, const char *name, struct mt_
 		if (e->kind == MT_EV_MARK && (!name || strcmp(mt_trace_string(t, e->aux), name) == 0)) {
 			list = &idx, len = &k, lcap = &cap;
 		} else if (e->kind == MT_EV_RANGE_PUSH || e->kind == MT_EV_RANGE_POP) {
-			if (e->thread >= nthreads) {
-				uint32_t *d = realloc(depth, (e->thread + 16) * sizeof *d);
-				if (!d)
-					goto fail;
-				memset(d + nthreads, 0, (e->thread + 16 - nthreads) * sizeof *d);
-				depth = d;
-				nthreads = e->thread + 16;
-			}
+			if (e->thread >= t->nthreads)
+				continue;
+			if (!depth && !(depth = calloc(t->nthreads, sizeof *depth)))
+				goto fail;
 			if (e->kind == MT_EV_RANGE_POP) {
 				depth[e->thread] -= depth[e->thread] > 0;
 				continue;
