@@ -291,8 +291,7 @@ uint32_t mt_trace_add_named(struct mt_trace *t, const char *function, const char
 {
 	if (fit((void **)&t->named, &t->cap_named, t->nnamed, sizeof *t->named))
 		return 0;
-	t->named[t->nnamed] = (struct mt_named_frame){own_string(t, (const uint8_t *)function, strlen(function)),
-						      own_string(t, (const uint8_t *)file, strlen(file)), line};
+	t->named[t->nnamed] = (struct mt_named_frame){function, file, line};
 	return (uint32_t)++t->nnamed;
 }
 

@@ -74,6 +74,7 @@ const char *mt_trace_check_event(const struct mt_trace *t, const struct mt_event
 int mt_trace_add_event(struct mt_trace *t, const struct mt_event *e);
 uint32_t mt_trace_add_string(struct mt_trace *t, const char *s);             /* 0 when out of memory */
 uint32_t mt_trace_add_stack(struct mt_trace *t, const uint64_t *frames, uint32_t depth);
+/* function and file are not copied: strings the trace owns (mt_trace_own), or that outlive it */
 uint32_t mt_trace_add_named(struct mt_trace *t, const char *function, const char *file, int line);
 void *mt_trace_own(struct mt_trace *t, size_t n);                           /* freed with the trace */
 int mt_trace_finish(struct mt_trace *t); /* numbers threads, sorts events by time; 0 or ENOMEM */
