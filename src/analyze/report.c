@@ -404,12 +404,19 @@ void mt_report_text(FILE *out, const struct mt_report *r, struct mt_symbols *sym
 {
 	const struct mt_trace *t = r->trace;
 	const struct mt_replay *e = &r->end;
-	char sz[32], sz2[32], sz3[32], pid[32] = "?", host[256] = "?";
+	char sz[32], sz2[32], sz3[32], pid[32] = "?", host[256] = "?", backend[32] = "";
 
 	mt_trace_info(t, "pid", pid, sizeof pid);
 	mt_trace_info(t, "host", host, sizeof host);
-	if (t->nnamed || !mt_trace_info(t, "pid", pid, sizeof pid))
+	mt_trace_info(t, "backend", backend, sizeof backend);
+	/* imports say what they were; a memtap trace names its process */
+	if (!strcmp(backend, "pytorch-snapshot"))
 		fprintf(out, "memtap report: %s (a PyTorch memory snapshot)\n", t->path);
+	else if (!strcmp(backend, "rmm-log"))
+		fprintf(out, "memtap report: %s (an RMM log)\n", t->path);
+	else if (!mt_trace_info(t, "pid", pid, sizeof pid))
+		fprintf(out, "memtap report: %s (no process information%s)\n", t->path,
+			t->complete ? "" : ", cut short");
 	else
 		fprintf(out, "memtap report: %s (pid %s on %s%s)\n", t->path, pid, host, t->complete ? "" : ", cut short");
 	fprintf(out, "events: %" PRIu64 " allocations, %" PRIu64 " frees, %" PRIu64 " failed, %" PRIu64 " dropped\n",
