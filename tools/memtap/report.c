@@ -274,7 +274,7 @@ int cmd_report(int argc, char **argv)
 		progress_end();
 		if (err)
 			status = 1, fprintf(stderr, "memtap: cannot write %s: %s\n", html_path, strerror(err));
-		else
+		else if (!status) /* a damaged trace's one line already said what the page holds */
 			fprintf(stderr, "memtap: wrote %s\n", html_path);
 	} else if (json) {
 		progress_end();
