@@ -49,6 +49,8 @@ struct mt_replay {
 	uint64_t managed, host, host_peak;
 	uint64_t allocs, frees, failed, unmatched_frees;
 	size_t index;            /* events applied so far */
+	size_t *touched;         /* live slots the last event made, dropped or re-attributed */
+	size_t ntouched, cap_touched;
 };
 
 int mt_replay_init(struct mt_replay *r, const struct mt_trace *t);
