@@ -24,6 +24,7 @@ void mt_replay_free(struct mt_replay *r)
 	mt_map_free(&r->by_handle);
 	mt_map_free(&r->mappings);
 	mt_map_free(&r->map_handle);
+	mt_ordered_free(&r->mapped);
 	mt_free(r->touched);
 }
 
@@ -143,18 +144,18 @@ static void unref(struct mt_replay *r, uint64_t handle, const struct mt_event *e
 	}
 }
 
+/* Mappings inside [addr, addr+size), found in order: walking every mapping for each
+ * unmap was quadratic in a trace of many mappings. */
 static void unmap(struct mt_replay *r, const struct mt_event *e)
 {
-	/* mappings inside [addr, addr+size): walk the map's keys */
-	struct mt_map *m = &r->mappings;
+	uint64_t key = e->addr, end = e->addr + e->size < e->addr ? UINT64_MAX : e->addr + e->size;
 
-	for (size_t s = 0; s < m->cap; s++) {
+	while (mt_ordered_next(&r->mapped, key, &key) && key < end) {
 		uint64_t handle;
-		if (m->used[s] != 1 || m->keys[s] < e->addr || m->keys[s] >= e->addr + e->size)
-			continue;
-		if (mt_map_del(&r->map_handle, m->keys[s], &handle))
+		if (mt_map_del(&r->map_handle, key, &handle))
 			unref(r, handle, e);
-		mt_map_del(m, m->keys[s], NULL);
+		mt_map_del(&r->mappings, key, NULL);
+		mt_ordered_del(&r->mapped, key);
 	}
 }
 
@@ -205,6 +206,7 @@ void mt_replay_apply(struct mt_replay *r, const struct mt_event *e)
 			}
 			mt_map_put(&r->mappings, e->addr, e->size);
 			mt_map_put(&r->map_handle, e->addr, e->aux);
+			mt_ordered_add(&r->mapped, e->addr);
 		}
 		break;
 	case MT_EV_VMM_UNMAP: unmap(r, e); break;
