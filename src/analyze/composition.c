@@ -87,18 +87,10 @@ static uint8_t phase_of(struct pass *p, uint64_t name)
 	return p->phase_of[name] - 1;
 }
 
+/* The reader numbers threads densely (mt_trace.nthreads): the table is made once. */
 static struct stack *thread_stack(struct pass *p, uint32_t thread)
 {
-	if (thread >= p->nthreads) {
-		size_t n = thread + 16;
-		struct stack *s = realloc(p->threads, n * sizeof *s);
-		if (!s)
-			return NULL;
-		memset(s + p->nthreads, 0, (n - p->nthreads) * sizeof *s);
-		p->threads = s;
-		p->nthreads = n;
-	}
-	return &p->threads[thread];
+	return thread < p->nthreads ? &p->threads[thread] : NULL;
 }
 
 static int push(struct pass *p, struct stack *s, uint8_t phase)
@@ -216,7 +208,9 @@ int mt_composition_build(struct mt_composition *c, const struct mt_trace *t)
 	c->category = calloc(t->nevents + 1, 1);
 	c->source = calloc(t->nevents + 1, 1);
 	p.phase_of = calloc(t->nstrings + 1, 1);
-	if (!c->category || !c->source || !p.phase_of) {
+	p.threads = calloc(t->nthreads + 1, sizeof *p.threads);
+	p.nthreads = t->nthreads;
+	if (!c->category || !c->source || !p.phase_of || !p.threads) {
 		err = ENOMEM;
 		goto out;
 	}

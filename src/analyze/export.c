@@ -97,6 +97,7 @@ int mt_export_perfetto(FILE *out, const struct mt_report *r)
 	for (size_t i = 0; i < t->nevents; i++) {
 		const struct mt_event *e = &t->events[i];
 		double ts = e->time > r->start ? (double)(e->time - r->start) / 1000.0 : 0.0;
+		uint32_t tid = mt_trace_thread(t, e->thread);
 		int64_t delta;
 		uint8_t cat;
 		int d;
@@ -110,28 +111,28 @@ int mt_export_perfetto(FILE *out, const struct mt_report *r)
 			fprintf(out, ",\n{\"name\": \"%s: %" PRIu64 " bytes on device %d\", \"ph\": \"i\", \"s\": \"g\", \"pid\": 1, "
 				     "\"tid\": %u, \"ts\": %.3f}",
 				e->error == 2 ? "out of memory" : "allocation failed", e->size,
-				e->device == MT_NO_DEVICE ? -1 : e->device, e->thread, ts);
+				e->device == MT_NO_DEVICE ? -1 : e->device, tid, ts);
 			break;
 		case MT_EV_RANGE_PUSH:
 			fputs(",\n{\"name\": ", out);
 			mt_json_str(out, mt_trace_string(t, e->aux));
-			fprintf(out, ", \"cat\": \"nvtx\", \"ph\": \"B\", \"pid\": 1, \"tid\": %u, \"ts\": %.3f}", e->thread, ts);
+			fprintf(out, ", \"cat\": \"nvtx\", \"ph\": \"B\", \"pid\": 1, \"tid\": %u, \"ts\": %.3f}", tid, ts);
 			break;
 		case MT_EV_RANGE_POP:
-			fprintf(out, ",\n{\"ph\": \"E\", \"pid\": 1, \"tid\": %u, \"ts\": %.3f}", e->thread, ts);
+			fprintf(out, ",\n{\"ph\": \"E\", \"pid\": 1, \"tid\": %u, \"ts\": %.3f}", tid, ts);
 			break;
 		case MT_EV_RANGE_START:
 		case MT_EV_RANGE_END:
 			fputs(",\n{\"name\": ", out);
 			mt_json_str(out, mt_trace_string(t, e->aux));
 			fprintf(out, ", \"cat\": \"nvtx\", \"ph\": \"%s\", \"id\": %" PRIu64 ", \"pid\": 1, \"tid\": %u, \"ts\": %.3f}",
-				e->kind == MT_EV_RANGE_START ? "b" : "e", e->aux2, e->thread, ts);
+				e->kind == MT_EV_RANGE_START ? "b" : "e", e->aux2, tid, ts);
 			break;
 		case MT_EV_MARK:
 		case MT_EV_NVTX_MARK:
 			fputs(",\n{\"name\": ", out);
 			mt_json_str(out, mt_trace_string(t, e->aux));
-			fprintf(out, ", \"ph\": \"i\", \"s\": \"t\", \"pid\": 1, \"tid\": %u, \"ts\": %.3f}", e->thread, ts);
+			fprintf(out, ", \"ph\": \"i\", \"s\": \"t\", \"pid\": 1, \"tid\": %u, \"ts\": %.3f}", tid, ts);
 			break;
 		default:
 			break;

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "analyze/fragment.h"
+#include "util/array.h"
 #include "util/progress.h"
 
 struct seg {
@@ -255,12 +256,11 @@ static int sample_all(struct pass *p, uint64_t time)
 static int oom(struct pass *p, const struct mt_event *e)
 {
 	struct mt_fragment *f = p->f;
-	struct mt_frag_oom *o, *v = realloc(f->ooms, (f->nooms + 1) * sizeof *v);
+	struct mt_frag_oom *o;
 	int r = 0;
 
-	if (!v)
+	if (mt_grow((void **)&f->ooms, &f->cap_ooms, f->nooms, sizeof *f->ooms))
 		return ENOMEM;
-	f->ooms = v;
 	o = &f->ooms[f->nooms++];
 	*o = (struct mt_frag_oom){.event = (size_t)(e - p->t->events), .fits = -1};
 	if (e->device == MT_NO_DEVICE || !p->dev[e->device].known || e->error != 2 /* CUDA_ERROR_OUT_OF_MEMORY */)

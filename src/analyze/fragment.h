@@ -53,7 +53,7 @@ struct mt_fragment {
 	bool known, estimated;
 	struct mt_frag_device *dev; /* MT_MAX_DEVICES */
 	struct mt_frag_oom *ooms;   /* every failed allocation, in order */
-	size_t nooms;
+	size_t nooms, cap_ooms;
 };
 
 /* peaks: the replay at the end, for each device's peak event; segments: whether the trace

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/array.h"
 #include "util/map.h"
 #include "analyze/replay.h"
 
@@ -15,7 +16,7 @@
  * stack. One scan notes both the marks and the candidate ranges' pushes. */
 static size_t *boundaries(const struct mt_trace *t, const char *name, struct mt_leaks *out, size_t *n)
 {
-	size_t *idx = NULL, *push = NULL, k = 0, npush = 0, cap = 0, cap_push = 0, best_count = 0, nthreads = 0;
+	size_t *idx = NULL, *push = NULL, k = 0, npush = 0, cap = 0, cap_push = 0, best_count = 0;
 	uint32_t best = 0, *depth = NULL, *count = calloc(t->nstrings + 1, sizeof *count);
 
 	if (!count)
@@ -26,14 +27,10 @@ static size_t *boundaries(const struct mt_trace *t, const char *name, struct mt_
 		if (e->kind == MT_EV_MARK && (!name || strcmp(mt_trace_string(t, e->aux), name) == 0)) {
 			list = &idx, len = &k, lcap = &cap;
 		} else if (e->kind == MT_EV_RANGE_PUSH || e->kind == MT_EV_RANGE_POP) {
-			if (e->thread >= nthreads) {
-				uint32_t *d = realloc(depth, (e->thread + 16) * sizeof *d);
-				if (!d)
-					goto fail;
-				memset(d + nthreads, 0, (e->thread + 16 - nthreads) * sizeof *d);
-				depth = d;
-				nthreads = e->thread + 16;
-			}
+			if (e->thread >= t->nthreads)
+				continue;
+			if (!depth && !(depth = calloc(t->nthreads, sizeof *depth)))
+				goto fail;
 			if (e->kind == MT_EV_RANGE_POP) {
 				depth[e->thread] -= depth[e->thread] > 0;
 				continue;
@@ -85,52 +82,84 @@ fail:
 	return NULL;
 }
 
-static int sample(struct mt_leak_scan *s, const struct mt_replay *rp, size_t at)
+static int row_of(struct mt_leak_scan *s, uint32_t stack, uint8_t device, size_t *row)
 {
-	if (rp->slots.n > s->nslots) {
-		uint32_t *v = realloc(s->slot_row, rp->slots.n * sizeof *v);
-		if (!v)
-			return ENOMEM;
-		memset(v + s->nslots, 0, (rp->slots.n - s->nslots) * sizeof *v);
-		s->slot_row = v;
-		s->nslots = rp->slots.n;
+	uint64_t key = (uint64_t)stack << 8 | device, v;
+
+	if (mt_map_get(&s->index, key, &v)) {
+		*row = v - 1;
+		return 0;
 	}
-	for (size_t i = 0; i < rp->slots.n; i++) {
-		const struct mt_live *l = &rp->live[i];
-		uint64_t key = (uint64_t)l->stack << 8 | l->device, row = s->slot_row[i];
-		if (!l->in_use || (l->kind != MT_LIVE_DEVICE && l->kind != MT_LIVE_VMM) || l->device == MT_NO_DEVICE)
-			continue;
-		if (row && s->stack[row - 1] == l->stack && s->device[row - 1] == l->device) {
-			s->bytes[(row - 1) * s->samples + at] += l->size;
-			continue;
-		}
-		if (!mt_map_get(&s->index, key, &row)) {
-			if (s->rows == s->cap) {
-				size_t cap = s->cap ? 2 * s->cap : 256;
-				uint64_t *b = realloc(s->bytes, cap * s->samples * sizeof *b);
-				uint32_t *st = realloc(s->stack, cap * sizeof *st);
-				uint8_t *d = realloc(s->device, cap);
-				if (b)
-					s->bytes = b;
-				if (st)
-					s->stack = st;
-				if (d)
-					s->device = d;
-				if (!b || !st || !d)
-					return ENOMEM;
-				memset(s->bytes + s->cap * s->samples, 0, (cap - s->cap) * s->samples * sizeof *b);
-				s->cap = cap;
-			}
-			row = ++s->rows;
-			s->stack[row - 1] = l->stack;
-			s->device[row - 1] = l->device;
-			if (mt_map_put(&s->index, key, row))
-				return ENOMEM;
-		}
-		s->slot_row[i] = (uint32_t)row;
-		s->bytes[(row - 1) * s->samples + at] += l->size;
+	if (mt_grow((void **)&s->rows, &s->cap, s->nrows, sizeof *s->rows))
+		return ENOMEM;
+	s->rows[s->nrows] = (struct mt_leak_row){.stack = stack, .device = device};
+	*row = s->nrows++;
+	return mt_map_put(&s->index, key, s->nrows);
+}
+
+static int mark(struct mt_leak_scan *s, size_t row)
+{
+	if (s->rows[row].dirty)
+		return 0;
+	if (mt_grow((void **)&s->dirty, &s->cap_dirty, s->ndirty, sizeof *s->dirty))
+		return ENOMEM;
+	s->rows[row].dirty = true;
+	s->dirty[s->ndirty++] = row;
+	return 0;
+}
+
+/* A live slot changed: what it counted for comes off its old row, what it holds now goes
+ * on its row (device memory and VMM physical memory on a device). */
+static int follow(struct mt_leak_scan *s, const struct mt_replay *rp, size_t k)
+{
+	struct mt_leak_slot *c;
+	const struct mt_live *l = &rp->live[k];
+	int r;
+
+	if (k >= s->nslots) {
+		size_t n = s->nslots;
+		if (mt_grow((void **)&s->slots, &n, k, sizeof *s->slots))
+			return ENOMEM;
+		memset(s->slots + s->nslots, 0, (n - s->nslots) * sizeof *s->slots);
+		s->nslots = n;
+	}
+	c = &s->slots[k];
+	if (c->row) {
+		s->rows[c->row - 1].now -= c->bytes;
+		if ((r = mark(s, c->row - 1)))
+			return r;
+		*c = (struct mt_leak_slot){0, 0};
+	}
+	if (l->in_use && (l->kind == MT_LIVE_DEVICE || l->kind == MT_LIVE_VMM) && l->device != MT_NO_DEVICE) {
+		size_t row;
+		if ((r = row_of(s, l->stack, l->device, &row)) || (r = mark(s, row)))
+			return r;
+		s->rows[row].now += l->size;
+		*c = (struct mt_leak_slot){row + 1, l->size};
 	}
 	return 0;
+}
+
+/* Boundary j: each row that changed since boundary j - 1 is sampled. A row that did not
+ * change kept its value, so it did not grow: its run is over, which its last sample's
+ * index says without visiting it. */
+static void sample(struct mt_leak_scan *s, size_t j)
+{
+	for (size_t i = 0; i < s->ndirty; i++) {
+		struct mt_leak_row *w = &s->rows[s->dirty[i]];
+		size_t run = w->sampled == j ? w->run : 0; /* sampled at boundary j - 1, or not */
+		if (j > 0 && w->now > w->last) {
+			if (run == 0)
+				w->run_from = w->last;
+			w->run = run + 1;
+		} else {
+			w->run = 0;
+		}
+		w->last = w->now;
+		w->sampled = j + 1;
+		w->dirty = false;
+	}
+	s->ndirty = 0;
 }
 
 static int by_growth(const void *a, const void *b)
@@ -139,7 +168,9 @@ static int by_growth(const void *a, const void *b)
 
 	if (x->growth != y->growth)
 		return x->growth < y->growth ? 1 : -1;
-	return x->stack < y->stack ? -1 : x->stack > y->stack;
+	if (x->stack != y->stack)
+		return x->stack < y->stack ? -1 : 1;
+	return x->device < y->device ? -1 : x->device > y->device;
 }
 
 int mt_leaks_start(struct mt_leak_scan *s, struct mt_leaks *out, const struct mt_trace *t, const char *name)
@@ -154,7 +185,19 @@ int mt_leaks_start(struct mt_leak_scan *s, struct mt_leaks *out, const struct mt
 
 int mt_leaks_step(struct mt_leak_scan *s, const struct mt_replay *rp, size_t i)
 {
-	return s->next < s->samples && s->at[s->next] == i ? sample(s, rp, s->next++) : 0;
+	int r = 0;
+
+	if (s->next >= s->samples)
+		return 0; /* past the last boundary: nothing more counts */
+	if (rp->ntouched == SIZE_MAX) /* the replay lost its note (out of memory): look at every slot */
+		for (size_t k = 0; k < rp->slots.n && !r; k++)
+			r = follow(s, rp, k);
+	else
+		for (size_t k = 0; k < rp->ntouched && !r; k++)
+			r = follow(s, rp, rp->touched[k]);
+	if (!r && s->at[s->next] == i)
+		sample(s, s->next++);
+	return r;
 }
 
 int mt_leaks_finish(struct mt_leak_scan *s, struct mt_leaks *out, unsigned k)
@@ -162,29 +205,24 @@ int mt_leaks_finish(struct mt_leak_scan *s, struct mt_leaks *out, unsigned k)
 	size_t nb = s->samples;
 	int err = 0;
 
-	for (size_t row = 0; row < s->rows && nb > k && !err; row++) {
-		const uint64_t *b = s->bytes + row * nb;
-		size_t run = 0;
-		while (run + 1 < nb && b[nb - 1 - run] > b[nb - 2 - run])
-			run++;
-		if (run >= k) {
-			struct mt_leak *n = realloc(out->items, (out->n + 1) * sizeof *n);
-			if (!n) {
+	for (size_t row = 0; row < s->nrows && nb > k && !err; row++) {
+		const struct mt_leak_row *w = &s->rows[row];
+		size_t run = w->sampled == nb ? w->run : 0; /* sampled at the last boundary, or flat since */
+		if (run >= k && run > 0) {
+			if (mt_grow((void **)&out->items, &out->cap, out->n, sizeof *out->items)) {
 				err = ENOMEM;
 				break;
 			}
-			out->items = n;
-			out->items[out->n++] = (struct mt_leak){s->stack[row], s->device[row], b[nb - 1],
-								 (b[nb - 1] - b[nb - 1 - run]) / run, (uint32_t)run};
+			out->items[out->n++] = (struct mt_leak){w->stack, w->device, w->last, (w->last - w->run_from) / run,
+								 (uint32_t)run};
 		}
 	}
 	if (out->n)
 		qsort(out->items, out->n, sizeof *out->items, by_growth);
 	mt_map_free(&s->index);
-	free(s->bytes);
-	free(s->stack);
-	free(s->device);
-	free(s->slot_row);
+	free(s->rows);
+	free(s->dirty);
+	free(s->slots);
 	free(s->at);
 	memset(s, 0, sizeof *s);
 	return err;

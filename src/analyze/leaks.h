@@ -20,21 +20,40 @@ struct mt_leaks {
 	char boundary[128];     /* what the boundaries were, for people */
 	size_t boundaries;
 	struct mt_leak *items;  /* biggest growth first */
-	size_t n;
+	size_t n, cap;
 };
 
 /* The scan rides along a replay of the trace (the report's): start chooses the
- * boundaries (name: a mark or range name, or NULL to choose), step samples before event
- * i is applied, finish finds the stacks that grew at the last k boundaries. */
+ * boundaries (name: a mark or range name, or NULL to choose), step follows what the
+ * replay's last event touched and, before event i is applied, samples the rows that
+ * changed since the last boundary; finish finds the stacks that grew at the last k
+ * boundaries. Each row keeps only its growing run, so time is linear in the events and
+ * boundaries and memory in the rows, however many boundaries a trace has. */
+struct mt_leak_row {
+	uint32_t stack;
+	uint8_t device;
+	bool dirty;          /* changed since the last boundary */
+	uint64_t now;        /* live bytes after the events so far */
+	uint64_t last;       /* at its last sample (it has not changed since) */
+	uint64_t run_from;   /* at the boundary before its growing run */
+	size_t sampled;      /* the boundary of its last sample + 1; 0: never */
+	size_t run;          /* boundaries it grew at, up to its last sample */
+};
+
+struct mt_leak_slot {   /* what a live slot of the replay counts for: row + 1 and bytes */
+	size_t row;
+	uint64_t bytes;
+};
+
 struct mt_leak_scan {
 	size_t *at;          /* event indices of the boundaries */
 	size_t samples, next;
 	struct mt_map index; /* stack << 8 | device -> row + 1 */
-	uint64_t *bytes;     /* rows x samples */
-	uint32_t *stack;
-	uint8_t *device;
-	size_t rows, cap;
-	uint32_t *slot_row;  /* per slot of the replay's live array: the row it last went to + 1 */
+	struct mt_leak_row *rows;
+	size_t nrows, cap;
+	size_t *dirty;       /* rows changed since the last boundary */
+	size_t ndirty, cap_dirty;
+	struct mt_leak_slot *slots;
 	size_t nslots;
 };
 

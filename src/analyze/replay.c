@@ -24,6 +24,22 @@ void mt_replay_free(struct mt_replay *r)
 	mt_map_free(&r->by_handle);
 	mt_map_free(&r->mappings);
 	mt_map_free(&r->map_handle);
+	mt_ordered_free(&r->mapped);
+	mt_free(r->touched);
+}
+
+/* Noted for readers that follow the replay event by event (the leak scan), so they look
+ * at what changed instead of every live slot. Out of memory, the note is lost: touched
+ * is then incomplete, and the reader is told by ntouched == SIZE_MAX. */
+static void touch(struct mt_replay *r, size_t index)
+{
+	if (r->ntouched == SIZE_MAX)
+		return;
+	if (mt_grow((void **)&r->touched, &r->cap_touched, r->ntouched, sizeof *r->touched)) {
+		r->ntouched = SIZE_MAX;
+		return;
+	}
+	r->touched[r->ntouched++] = index;
 }
 
 static struct mt_live *new_live(struct mt_replay *r, size_t *index)
@@ -31,6 +47,7 @@ static struct mt_live *new_live(struct mt_replay *r, size_t *index)
 	if ((*index = mt_slot_take(&r->slots, (void **)&r->live, sizeof *r->live)) == SIZE_MAX)
 		return NULL;
 	r->live[*index].in_use = true;
+	touch(r, *index);
 	return &r->live[*index];
 }
 
@@ -38,6 +55,7 @@ static void drop_live(struct mt_replay *r, size_t index)
 {
 	r->live[index].in_use = false;
 	mt_slot_give(&r->slots, index);
+	touch(r, index);
 }
 
 static void charge(struct mt_replay *r, uint8_t dev, int64_t bytes, const struct mt_event *e)
@@ -126,18 +144,18 @@ static void unref(struct mt_replay *r, uint64_t handle, const struct mt_event *e
 	}
 }
 
+/* Mappings inside [addr, addr+size), found in order: walking every mapping for each
+ * unmap was quadratic in a trace of many mappings. */
 static void unmap(struct mt_replay *r, const struct mt_event *e)
 {
-	/* mappings inside [addr, addr+size): walk the map's keys */
-	struct mt_map *m = &r->mappings;
+	uint64_t key = e->addr, end = e->addr + e->size < e->addr ? UINT64_MAX : e->addr + e->size;
 
-	for (size_t s = 0; s < m->cap; s++) {
+	while (mt_ordered_next(&r->mapped, key, &key) && key < end) {
 		uint64_t handle;
-		if (m->used[s] != 1 || m->keys[s] < e->addr || m->keys[s] >= e->addr + e->size)
-			continue;
-		if (mt_map_del(&r->map_handle, m->keys[s], &handle))
+		if (mt_map_del(&r->map_handle, key, &handle))
 			unref(r, handle, e);
-		mt_map_del(m, m->keys[s], NULL);
+		mt_map_del(&r->mappings, key, NULL);
+		mt_ordered_del(&r->mapped, key);
 	}
 }
 
@@ -145,6 +163,7 @@ void mt_replay_apply(struct mt_replay *r, const struct mt_event *e)
 {
 	uint64_t i;
 
+	r->ntouched = 0;
 	if (e->kind == MT_EV_DEVICE && e->device != MT_NO_DEVICE) {
 		r->dev[e->device].capacity = e->size;
 		r->dev[e->device].name = (uint32_t)e->aux;
@@ -183,9 +202,11 @@ void mt_replay_apply(struct mt_replay *r, const struct mt_event *e)
 				l->addr = e->addr;
 				if (e->stack)
 					l->stack = e->stack;
+				touch(r, i - 1);
 			}
 			mt_map_put(&r->mappings, e->addr, e->size);
 			mt_map_put(&r->map_handle, e->addr, e->aux);
+			mt_ordered_add(&r->mapped, e->addr);
 		}
 		break;
 	case MT_EV_VMM_UNMAP: unmap(r, e); break;

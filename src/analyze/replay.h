@@ -9,6 +9,7 @@
 
 #include "util/map.h"
 #include "util/array.h"
+#include "util/ordered.h"
 #include "format/reader.h"
 
 #define MT_MAX_DEVICES 256
@@ -45,10 +46,13 @@ struct mt_replay {
 	struct mt_map by_handle; /* VMM handle -> index + 1 */
 	struct mt_map mappings;  /* mapped address -> size << 0 (handle kept in a parallel map) */
 	struct mt_map map_handle;
+	struct mt_ordered mapped; /* the mapped addresses in order: an unmap finds those in its range */
 	struct mt_device_state dev[MT_MAX_DEVICES];
 	uint64_t managed, host, host_peak;
 	uint64_t allocs, frees, failed, unmatched_frees;
 	size_t index;            /* events applied so far */
+	size_t *touched;         /* live slots the last event made, dropped or re-attributed */
+	size_t ntouched, cap_touched;
 };
 
 int mt_replay_init(struct mt_replay *r, const struct mt_trace *t);

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/array.h"
 #include "util/progress.h"
 #include "util/units.h"
 
@@ -16,10 +17,10 @@ static int add_group(struct mt_group_list *g, struct mt_map *index, const struct
 	uint64_t key = (uint64_t)l->stack << 16 | (uint64_t)l->kind << 8 | l->device, i;
 
 	if (!mt_map_get(index, key, &i)) {
-		struct mt_group *n = realloc(g->items, (g->n + 1) * sizeof *n);
-		if (!n)
+		/* lists grow by doubling: one more item at a time copies the list each time wherever
+		   realloc cannot grow in place (ASan's allocator: minutes for 200000 stacks) */
+		if (mt_grow((void **)&g->items, &g->cap, g->n, sizeof *g->items))
 			return ENOMEM;
-		g->items = n;
 		g->items[g->n] = (struct mt_group){l->stack, l->device, l->kind, 0, 0};
 		i = ++g->n;
 		if (mt_map_put(index, key, i))
@@ -82,11 +83,8 @@ static void compose(struct mt_report *r, const struct mt_replay *rp, int d)
 
 static int add_oom(struct mt_report *r, size_t i)
 {
-	size_t *v = realloc(r->oom, (r->noom + 1) * sizeof *v);
-
-	if (!v)
+	if (mt_grow((void **)&r->oom, &r->cap_oom, r->noom, sizeof *r->oom))
 		return ENOMEM;
-	r->oom = v;
 	r->oom[r->noom++] = i;
 	return 0;
 }
@@ -404,12 +402,19 @@ void mt_report_text(FILE *out, const struct mt_report *r, struct mt_symbols *sym
 {
 	const struct mt_trace *t = r->trace;
 	const struct mt_replay *e = &r->end;
-	char sz[32], sz2[32], sz3[32], pid[32] = "?", host[256] = "?";
+	char sz[32], sz2[32], sz3[32], pid[32] = "?", host[256] = "?", backend[32] = "";
 
 	mt_trace_info(t, "pid", pid, sizeof pid);
 	mt_trace_info(t, "host", host, sizeof host);
-	if (t->nnamed || !mt_trace_info(t, "pid", pid, sizeof pid))
+	mt_trace_info(t, "backend", backend, sizeof backend);
+	/* imports say what they were; a memtap trace names its process */
+	if (!strcmp(backend, "pytorch-snapshot"))
 		fprintf(out, "memtap report: %s (a PyTorch memory snapshot)\n", t->path);
+	else if (!strcmp(backend, "rmm-log"))
+		fprintf(out, "memtap report: %s (an RMM log)\n", t->path);
+	else if (!mt_trace_info(t, "pid", pid, sizeof pid))
+		fprintf(out, "memtap report: %s (no process information%s)\n", t->path,
+			t->complete ? "" : ", cut short");
 	else
 		fprintf(out, "memtap report: %s (pid %s on %s%s)\n", t->path, pid, host, t->complete ? "" : ", cut short");
 	fprintf(out, "events: %" PRIu64 " allocations, %" PRIu64 " frees, %" PRIu64 " failed, %" PRIu64 " dropped\n",

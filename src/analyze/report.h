@@ -21,7 +21,7 @@ struct mt_group {
 
 struct mt_group_list {
 	struct mt_group *items;
-	size_t n;
+	size_t n, cap;
 };
 
 struct mt_report {
@@ -30,7 +30,7 @@ struct mt_report {
 	struct mt_group_list at_peak[MT_MAX_DEVICES]; /* per device, biggest first */
 	struct mt_group_list at_exit;                 /* every kind, biggest first */
 	uint64_t kinds[MT_EV_COUNT];                  /* events by kind */
-	size_t *oom, noom;                            /* indices of failed allocations */
+	size_t *oom, noom, cap_oom;                   /* indices of failed allocations */
 	struct mt_composition comp;                   /* category of every allocation */
 	uint64_t composition[MT_MAX_DEVICES][MT_TAG_COUNT]; /* at each device's peak; [0] unused */
 	uint8_t sources[MT_MAX_DEVICES][MT_TAG_COUNT];      /* bit (1 << enum mt_source) per category */

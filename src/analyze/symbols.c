@@ -4,6 +4,7 @@
 #include <elfutils/libdwfl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "util/map.h"
 
@@ -44,7 +45,9 @@ struct mt_symbols *mt_symbols_open(const struct mt_trace *t)
 		dwfl_report_begin(s->dwfl);
 		for (size_t i = 0; i < t->nmodules; i++) {
 			const struct mt_module *m = &t->modules[i];
-			if (m->path[0] == '/')
+			struct stat st;
+			/* a path in a trace may name a pipe or a device: opening one could wait forever */
+			if (m->path[0] == '/' && stat(m->path, &st) == 0 && S_ISREG(st.st_mode))
 				dwfl_report_elf(s->dwfl, m->path, m->path, -1, m->base, false);
 		}
 		dwfl_report_end(s->dwfl, NULL, NULL);

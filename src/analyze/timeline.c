@@ -1,5 +1,6 @@
 /* The timeline: one pass over the events, counting bytes per device and category. */
 #include "analyze/timeline.h"
+#include "util/array.h"
 #include "util/progress.h"
 
 #include <errno.h>
@@ -51,9 +52,9 @@ static int flush(struct mt_timeline *tl, int d, struct device *s)
 
 	if (!s->pending)
 		return 0;
-	if (!(v = realloc(tl->points[d], (tl->n[d] + 2) * sizeof *v)))
+	if (mt_grow((void **)&tl->points[d], &tl->cap[d], tl->n[d] + 1, sizeof *v))
 		return ENOMEM;
-	tl->points[d] = v;
+	v = tl->points[d];
 	v[tl->n[d]++] = s->best;
 	if (last)
 		v[tl->n[d]++] = s->now;

@@ -258,11 +258,12 @@ static uint8_t get_u8(struct mt_cursor *c)
 int mt_decode_event(struct mt_cursor *c, struct mt_encoder *st, struct mt_event *e)
 {
 	uint8_t mask;
+	uint64_t thread, stack = 0, phase = 0;
 
 	memset(e, 0, sizeof *e);
 	e->kind = get_u8(c);
 	mask = get_u8(c);
-	e->thread = (uint32_t)varint(c);
+	thread = varint(c);
 	st->time += (uint64_t)zigzag(c);
 	e->time = st->time;
 	e->device = MT_NO_DEVICE;
@@ -277,9 +278,9 @@ int mt_decode_event(struct mt_cursor *c, struct mt_encoder *st, struct mt_event 
 	if (mask & HAS_AUX2)
 		e->aux2 = varint(c);
 	if (mask & HAS_STACK)
-		e->stack = (uint32_t)varint(c);
+		stack = varint(c);
 	if (mask & HAS_PHASE)
-		e->phase = (uint32_t)varint(c);
+		phase = varint(c);
 	if (mask & HAS_DEVICE)
 		e->device = get_u8(c);
 	if (mask & HAS_MORE) {
@@ -291,7 +292,11 @@ int mt_decode_event(struct mt_cursor *c, struct mt_encoder *st, struct mt_event 
 		if (more & MORE_ERROR)
 			e->error = (int32_t)zigzag(c);
 	}
-	if (e->kind >= MT_EV_COUNT || e->tag >= MT_TAG_COUNT)
+	/* 32-bit fields written wider are damage, not numbers to cut down */
+	if (e->kind >= MT_EV_COUNT || e->tag >= MT_TAG_COUNT || (thread | stack | phase) > UINT32_MAX)
 		c->bad = 1;
+	e->thread = (uint32_t)thread;
+	e->stack = (uint32_t)stack;
+	e->phase = (uint32_t)phase;
 	return c->bad ? -1 : 0;
 }

@@ -11,6 +11,10 @@
 #define MT_FILE_MAGIC "MEMTAP\0\x01"
 #define MT_CHUNK_MAGIC 0x4b43544du /* "MTCK" little-endian */
 #define MT_CHUNK_MAX (4u << 20)
+/* No allocation, mapping or reservation is larger: above it a size is damage. 2^56 bytes is
+ * all of a process's address space with five-level page tables. */
+#define MT_MAX_SIZE (1ull << 56)
+#define MT_MAX_DEPTH 4096 /* frames in a stack */
 
 enum mt_kind {
 #define EV(name, text, doc) MT_EV_##name,

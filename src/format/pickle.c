@@ -1,16 +1,25 @@
 /* The data-only pickle interpreter: a value stack with marks, a memo, and a fixed set
- * of opcodes. Every length is checked against the input; sizes and depth are capped. */
+ * of opcodes. Every length is checked against the input and no text argument is read
+ * past its line; the stack is capped. The memo is a hash map, so an index costs memory
+ * only when used; big dicts are sorted once at STOP, so a dict shared by many values is
+ * not scanned again for each. */
 #include "format/pickle.h"
+#include "util/map.h"
 #include "util/progress.h"
+#include "util/text.h"
 
 #include <errno.h>
+#include <inttypes.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define MAX_STACK (1u << 24)
-#define MAX_MEMO (1u << 26)
+#define MAX_MEMO UINT32_MAX /* LONG_BINPUT's largest; text PUT may say more */
+#define MAX_TEXT 64         /* digits of a protocol 0 number */
+#define SORTED_FROM 16      /* pairs from which a dict is sorted for lookups */
 
 struct block {
 	struct block *next;
@@ -56,9 +65,10 @@ struct vm {
 	size_t n, cap;
 	size_t *marks;
 	size_t nmarks, capmarks;
-	struct pk_value **memo;
-	size_t nmemo;    /* slots */
-	size_t memo_len; /* entries stored, as len(memo) in Python */
+	struct mt_map memo; /* index -> struct pk_value * */
+	size_t memo_len;    /* entries stored, as len(memo) in Python */
+	struct pk_value **dicts; /* every dict made, sorted at STOP when big */
+	size_t ndicts, capdicts;
 	char *err;
 	size_t errlen;
 };
@@ -83,7 +93,27 @@ static struct pk_value *value(struct vm *m, uint8_t type)
 		memset(v, 0, sizeof *v);
 		v->type = type;
 	}
+	if (v && type == PK_DICT) {
+		if (m->ndicts == m->capdicts) {
+			size_t cap = m->capdicts ? 2 * m->capdicts : 64;
+			struct pk_value **d = realloc(m->dicts, cap * sizeof *d);
+			if (!d)
+				return NULL;
+			m->dicts = d;
+			m->capdicts = cap;
+		}
+		m->dicts[m->ndicts++] = v;
+	}
 	return v;
+}
+
+static uint64_t hash(const char *s, size_t len)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+
+	for (size_t i = 0; i < len; i++)
+		h = (h ^ (uint8_t)s[i]) * 0x100000001b3ull;
+	return h;
 }
 
 static int push(struct vm *m, struct pk_value *v)
@@ -156,32 +186,59 @@ static int fill_from_mark(struct vm *m, struct pk_value *seq, size_t from)
 	return 0;
 }
 
-static int memo_put(struct vm *m, size_t index)
+/* A memo index can be any number: the map costs memory per entry stored, never per index. */
+static int memo_put(struct vm *m, uint64_t index)
 {
 	if (!m->n)
 		return fail(m, EINVAL, "memo store with an empty stack");
-	if (index >= MAX_MEMO)
-		return fail(m, EINVAL, "memo index %zu too large", index);
-	if (index >= m->nmemo) {
-		size_t n = index + 1 > 2 * m->nmemo ? index + 1 : 2 * m->nmemo;
-		struct pk_value **memo = realloc(m->memo, n * sizeof *memo);
-		if (!memo)
-			return ENOMEM;
-		memset(memo + m->nmemo, 0, (n - m->nmemo) * sizeof *memo);
-		m->memo = memo;
-		m->nmemo = n;
-	}
-	if (!m->memo[index])
+	if (index > MAX_MEMO)
+		return fail(m, EINVAL, "memo index %" PRIu64 " too large", index);
+	if (!mt_map_get(&m->memo, index, NULL))
 		m->memo_len++;
-	m->memo[index] = m->stack[m->n - 1];
+	return mt_map_put(&m->memo, index, (uint64_t)(uintptr_t)m->stack[m->n - 1]);
+}
+
+static int memo_get(struct vm *m, uint64_t index)
+{
+	uint64_t v;
+
+	if (!mt_map_get(&m->memo, index, &v))
+		return fail(m, EINVAL, "memo entry %" PRIu64 " was never stored", index);
+	return push(m, (struct pk_value *)(uintptr_t)v);
+}
+
+/* A protocol 0 number: the line's own bytes only (strtoll would read on past the newline
+ * at the end of the input), all of them digits, in range. */
+static int text_number(struct vm *m, const char *s, size_t len, bool is_float, int64_t *i, double *f)
+{
+	char buf[MAX_TEXT + 1], *end;
+
+	if (len == 0 || len > MAX_TEXT)
+		return fail(m, EINVAL, "a text number of %zu characters", len);
+	memcpy(buf, s, len);
+	buf[len] = '\0';
+	if (!is_float && buf[len - 1] == 'L') /* LONG's suffix */
+		buf[--len] = '\0';
+	errno = 0;
+	if (is_float)
+		*f = strtod(buf, &end);
+	else
+		*i = strtoll(buf, &end, 10);
+	if (end == buf || *end || (!is_float && errno == ERANGE))
+		return fail(m, EINVAL, "'%s' is not a%s number of 64 bits", mt_text_line(buf),
+			    is_float ? " floating-point" : " whole");
 	return 0;
 }
 
-static int memo_get(struct vm *m, size_t index)
+static int text_index(struct vm *m, const char *s, size_t len, uint64_t *out)
 {
-	if (index >= m->nmemo || !m->memo[index])
-		return fail(m, EINVAL, "memo entry %zu was never stored", index);
-	return push(m, m->memo[index]);
+	int64_t i = 0;
+	int r = text_number(m, s, len, false, &i, NULL);
+
+	if (!r && i < 0)
+		r = fail(m, EINVAL, "memo index %" PRId64 " is negative", i);
+	*out = (uint64_t)i;
+	return r;
 }
 
 static int text_line(struct vm *m, const char **s, size_t *len)
@@ -211,6 +268,7 @@ static int string(struct vm *m, uint8_t type, size_t len)
 	s[len] = '\0';
 	v->str.s = s;
 	v->str.len = len;
+	v->str.hash = hash(s, len);
 	m->p += len;
 	return push(m, v);
 }
@@ -275,9 +333,11 @@ static int step(struct vm *m, uint8_t op)
 	case '(': /* MARK */
 		if (m->nmarks == m->capmarks) {
 			size_t cap = m->capmarks ? 2 * m->capmarks : 64;
-			size_t *k = realloc(m->marks, cap * sizeof *k);
-			if (!k || cap > MAX_STACK)
-				return k ? fail(m, EINVAL, "too many marks") : ENOMEM;
+			size_t *k;
+			if (cap > MAX_STACK)
+				return fail(m, EINVAL, "more than %u marks", MAX_STACK);
+			if (!(k = realloc(m->marks, cap * sizeof *k)))
+				return ENOMEM;
 			m->marks = k;
 			m->capmarks = cap;
 		}
@@ -355,7 +415,12 @@ static int step(struct vm *m, uint8_t op)
 				v->b = s[1] == '1';
 			return push(m, v);
 		}
-		return integer(m, strtoll(s, NULL, 10));
+		{
+			int64_t i;
+			if ((r = text_number(m, s, len, false, &i, NULL)))
+				return r;
+			return integer(m, i);
+		}
 	case 0x88: case 0x89:
 		v = value(m, PK_BOOL);
 		if (v)
@@ -379,10 +444,15 @@ static int step(struct vm *m, uint8_t op)
 	case 'F': /* FLOAT (text) */
 		if ((r = text_line(m, &s, &len)))
 			return r;
-		v = value(m, PK_FLOAT);
-		if (v)
-			v->f = strtod(s, NULL);
-		return push(m, v);
+		{
+			double d;
+			if ((r = text_number(m, s, len, true, NULL, &d)))
+				return r;
+			v = value(m, PK_FLOAT);
+			if (v)
+				v->f = d;
+			return push(m, v);
+		}
 	case 0x8c: case 'U': case 'C': /* SHORT_BINUNICODE, SHORT_BINSTRING, SHORT_BINBYTES */
 		if (need(m, 1))
 			return EINVAL;
@@ -419,12 +489,15 @@ static int step(struct vm *m, uint8_t op)
 		copy[len] = '\0';
 		str->str.s = copy;
 		str->str.len = len;
+		str->str.hash = hash(copy, len);
 		return push(m, str);
 	}
-	case 'p': /* PUT (text) */
-		if ((r = text_line(m, &s, &len)))
+	case 'p': { /* PUT (text) */
+		uint64_t index;
+		if ((r = text_line(m, &s, &len)) || (r = text_index(m, s, len, &index)))
 			return r;
-		return memo_put(m, strtoul(s, NULL, 10));
+		return memo_put(m, index);
+	}
 	case 'q':
 		if (need(m, 1))
 			return EINVAL;
@@ -435,10 +508,12 @@ static int step(struct vm *m, uint8_t op)
 		m->p += 4;
 		return memo_put(m, (size_t)le(m->p - 4, 4));
 	case 0x94: return memo_put(m, m->memo_len);
-	case 'g':
-		if ((r = text_line(m, &s, &len)))
+	case 'g': {
+		uint64_t index;
+		if ((r = text_line(m, &s, &len)) || (r = text_index(m, s, len, &index)))
 			return r;
-		return memo_get(m, strtoul(s, NULL, 10));
+		return memo_get(m, index);
+	}
 	case 'h':
 		if (need(m, 1))
 			return EINVAL;
@@ -471,6 +546,60 @@ static int step(struct vm *m, uint8_t op)
 	}
 }
 
+/* Dict keys in order: strings by their bytes, then every other key (lookups are by string). */
+struct pair {
+	struct pk_value *key, *val;
+	size_t at; /* position in the file's order: the last of equal keys wins */
+};
+
+static int key_cmp(const struct pk_value *a, const char *s, size_t len)
+{
+	int c;
+
+	if (a->type != PK_STR)
+		return 1;
+	c = memcmp(a->str.s, s, a->str.len < len ? a->str.len : len);
+	return c ? c : a->str.len < len ? -1 : a->str.len > len;
+}
+
+static int by_key(const void *x, const void *y)
+{
+	const struct pair *a = x, *b = y;
+	int c;
+
+	if (b->key->type != PK_STR)
+		c = a->key->type == PK_STR ? -1 : 0;
+	else
+		c = key_cmp(a->key, b->key->str.s, b->key->str.len);
+	return c ? c : a->at < b->at ? -1 : a->at > b->at;
+}
+
+/* O(n log n) once, so each lookup in a dict shared by many values is O(log n). */
+static int sort_dict(struct pk_value *d)
+{
+	size_t n = d->seq.n / 2, k = 0;
+	struct pair *p = malloc(n * sizeof *p);
+
+	if (!p)
+		return ENOMEM;
+	for (size_t i = 0; i < n; i++)
+		p[i] = (struct pair){d->seq.items[2 * i], d->seq.items[2 * i + 1], i};
+	qsort(p, n, sizeof *p, by_key);
+	for (size_t i = 0; i < n; i++) {
+		bool same_as_next = i + 1 < n && p[i].key->type == PK_STR &&
+				    key_cmp(p[i + 1].key, p[i].key->str.s, p[i].key->str.len) == 0;
+		if (same_as_next)
+			continue; /* a later value for the same key replaces it */
+		d->seq.items[2 * k] = p[i].key;
+		d->seq.items[2 * k + 1] = p[i].val;
+		k++;
+	}
+	d->seq.n = 2 * k;
+	d->sorted = true;
+	free(p);
+	return 0;
+}
+
 int pk_parse(const uint8_t *data, size_t size, struct pk_arena *arena, struct pk_value **out, char *err, size_t errlen)
 {
 	struct vm m = {.p = data, .end = data + size, .start = data, .a = arena, .err = err, .errlen = errlen};
@@ -489,8 +618,13 @@ int pk_parse(const uint8_t *data, size_t size, struct pk_arena *arena, struct pk
 		if (op == '.') { /* STOP */
 			if (m.n != 1)
 				r = fail(&m, EINVAL, "%zu values left at STOP", m.n);
-			else
+			for (size_t i = 0; i < m.ndicts && !r; i++)
+				if (m.dicts[i]->seq.n / 2 >= SORTED_FROM)
+					r = sort_dict(m.dicts[i]);
+			if (!r)
 				*out = m.stack[0];
+			else if (r == ENOMEM)
+				snprintf(err, errlen, "out of memory reading the pickle");
 			break;
 		}
 		r = step(&m, op);
@@ -499,18 +633,32 @@ int pk_parse(const uint8_t *data, size_t size, struct pk_arena *arena, struct pk
 	}
 	free(m.stack);
 	free(m.marks);
-	free(m.memo);
+	free(m.dicts);
+	mt_map_free(&m.memo);
 	return r;
 }
 
 const struct pk_value *pk_get(const struct pk_value *d, const char *key)
 {
+	size_t len = strlen(key), lo = 0, hi;
+
 	if (!d || d->type != PK_DICT)
 		return NULL;
-	for (size_t i = 0; i + 1 < d->seq.n; i += 2) {
-		const struct pk_value *k = d->seq.items[i];
-		if (k->type == PK_STR && strcmp(k->str.s, key) == 0)
-			return d->seq.items[i + 1];
+	if (!d->sorted) { /* a few pairs: the last of equal keys is the one Python keeps */
+		for (size_t i = d->seq.n / 2; i-- > 0;)
+			if (key_cmp(d->seq.items[2 * i], key, len) == 0)
+				return d->seq.items[2 * i + 1];
+		return NULL;
+	}
+	for (hi = d->seq.n / 2; lo < hi;) {
+		size_t mid = lo + (hi - lo) / 2;
+		int c = key_cmp(d->seq.items[2 * mid], key, len);
+		if (c == 0)
+			return d->seq.items[2 * mid + 1];
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
 	}
 	return NULL;
 }
@@ -523,7 +671,7 @@ bool pk_int(const struct pk_value *v, int64_t *out)
 		*out = v->i;
 	else if (v->type == PK_BOOL)
 		*out = v->b;
-	else if (v->type == PK_FLOAT)
+	else if (v->type == PK_FLOAT && v->f >= -0x1p63 && v->f < 0x1p63) /* NaN and the out of range are no integer */
 		*out = (int64_t)v->f;
 	else
 		return false;

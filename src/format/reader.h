@@ -1,6 +1,9 @@
 /* Reading a memtap trace into memory. A trace cut short (a killed job) or corrupted
  * reads back up to the last good chunk; `complete` says whether the file was closed
- * cleanly and `problem` says in one line what was wrong. Events come sorted by time. */
+ * cleanly and `problem` says in one line what was wrong. Events come sorted by time.
+ * Every index an event holds (thread, stack, string) is checked against the trace's own
+ * tables here, once, and every size against the address space, so analyses index their
+ * tables without checking again. */
 #ifndef MT_READER_H
 #define MT_READER_H
 
@@ -40,6 +43,8 @@ struct mt_trace {
 	size_t nmodules;
 	struct mt_named_frame *named;
 	size_t nnamed;
+	uint32_t *threads;          /* by an event's thread: the index the recorder gave it; [0] is 0 */
+	size_t nthreads;            /* events' thread indices are below this, at most events + 1 */
 	uint64_t dropped;           /* events the recorder could not keep */
 	uint64_t drops[MT_DROP_COUNT]; /* of those, by reason, where the trace says (END, DROPS chunks) */
 	uint64_t written;           /* events the last END chunk says are in the file */
@@ -61,14 +66,20 @@ const char *mt_trace_info(const struct mt_trace *t, const char *key, char *buf, 
 /* Start of the trace on the monotonic clock (INFO start_monotonic_ns, else the first event). */
 uint64_t mt_trace_start(const struct mt_trace *t);
 const char *mt_trace_string(const struct mt_trace *t, uint64_t id);
+/* The thread index the recorder gave the thread of an event (events carry the reader's own). */
+uint32_t mt_trace_thread(const struct mt_trace *t, uint32_t thread);
+/* What is wrong with an event against t's tables so far (a stack, string or size out of
+ * range), in a few words written to buf; NULL when nothing is. */
+const char *mt_trace_check_event(const struct mt_trace *t, const struct mt_event *e, char *buf, size_t len);
 
 /* For importers (format/torch.c): building a trace in memory. 0 or ENOMEM. */
 int mt_trace_add_event(struct mt_trace *t, const struct mt_event *e);
 uint32_t mt_trace_add_string(struct mt_trace *t, const char *s);             /* 0 when out of memory */
 uint32_t mt_trace_add_stack(struct mt_trace *t, const uint64_t *frames, uint32_t depth);
+/* function and file are not copied: strings the trace owns (mt_trace_own), or that outlive it */
 uint32_t mt_trace_add_named(struct mt_trace *t, const char *function, const char *file, int line);
 void *mt_trace_own(struct mt_trace *t, size_t n);                           /* freed with the trace */
-int mt_trace_finish(struct mt_trace *t);                                     /* sorts events by time */
+int mt_trace_finish(struct mt_trace *t); /* numbers threads, sorts events by time; 0 or ENOMEM */
 int mt_trace_from_torch(const uint8_t *data, size_t size, struct mt_trace *t);
 bool mt_is_rmm_log(const uint8_t *data, size_t size);
 int mt_trace_from_rmm(const uint8_t *data, size_t size, struct mt_trace *t);

@@ -56,7 +56,7 @@ static void push_event(lua_State *L, const struct ltrace *x, size_t i)
 	set_str(L, "kind", mt_kind_names[e->kind]);
 	lua_pushnumber(L, seconds(x, e->time));
 	lua_setfield(L, -2, "time");
-	set_int(L, "thread", e->thread);
+	set_int(L, "thread", mt_trace_thread(&x->t, e->thread));
 	set_int(L, "device", e->device == MT_NO_DEVICE ? -1 : e->device);
 	set_int(L, "addr", (lua_Integer)e->addr);
 	set_int(L, "size", (lua_Integer)e->size);

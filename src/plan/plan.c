@@ -34,7 +34,7 @@ static double layer_params(const struct mt_plan_config *c)
 
 const char *mt_plan_check(struct mt_plan_config *c)
 {
-	uint64_t gpus = c->nodes * c->gpus_per_node;
+	uint64_t gpus, mp, stages;
 
 	if (!c->tp)
 		c->tp = 1;
@@ -44,9 +44,13 @@ const char *mt_plan_check(struct mt_plan_config *c)
 		c->vpp = 1;
 	if (!c->nodes || !c->gpus_per_node)
 		return "there must be at least one node and one GPU per node";
+	/* counts come from command lines and config files: products past 64 bits are refused, not wrapped */
+	if (__builtin_mul_overflow(c->nodes, c->gpus_per_node, &gpus) || __builtin_mul_overflow(c->tp, c->pp, &mp) ||
+	    __builtin_mul_overflow(c->pp, c->vpp, &stages))
+		return "the GPU counts are too large";
 	if (c->zero < 0 || c->zero > 3)
 		return "--zero takes a stage from 0 to 3";
-	if (gpus % (c->tp * c->pp))
+	if (gpus % mp)
 		return "the GPUs must divide into tensor-parallel x pipeline-parallel groups (GPUs % (tp*pp) != 0)";
 	if (c->offload_params && c->zero != 3)
 		return "parameter offload needs ZeRO stage 3";
@@ -72,7 +76,7 @@ const char *mt_plan_check(struct mt_plan_config *c)
 		/* fewer query groups than tp ranks are replicated; more must split evenly */
 		if (c->query_groups % c->tp && c->query_groups >= c->tp)
 			return "the tensor-parallel size must divide the query groups";
-		if (c->layers % (c->pp * c->vpp))
+		if (c->layers % stages)
 			return "the pipeline stages (pp x vpp) must divide the layers";
 		if (c->sp && c->seq % c->tp)
 			return "with sequence parallelism the tensor-parallel size must divide the sequence";

@@ -272,6 +272,9 @@ if p.returncode != 2 or len(p.stderr.splitlines()) != 1 or "missing.json" not in
     bad.append("missing file: %r" % p.stderr)
 ok(not bad, "--deepspeed: malformed JSON (with line and column), wrong values and a missing file: one line, exit 2",
    "\n".join(bad))
+p = plan("--tp", 1 << 32, "--pp", 1 << 32, "--params", "1B", check=False)
+ok(p.returncode == 2 and p.stderr == "memtap: the GPU counts are too large\n",
+   "tp x pp past 64 bits: refused in one line, not divided by a wrapped 0", p.stderr)
 
 
 # Megatron-LM's theoretical_memory_usage.py, transcribed from the shared reference

@@ -198,6 +198,9 @@ if rep:
        "RMM: peak and frees (the free after midnight is matched)", rep["devices"])
     ok([g["bytes"] for g in rep["live_at_exit"]] == [8192] and len(rep["oom"]) == 1 and rep["oom"][0]["size"] == 1 << 30,
        "RMM: live at exit and the allocation failure")
+p = subprocess.run([MEMTAP, "report", csv], capture_output=True, text=True)
+ok(p.stdout.startswith("memtap report: %s (an RMM log)\n" % csv), "RMM: the report says it read an RMM log",
+   p.stdout[:200])
 open(csv, "w").write(RMM.replace("8192", "lots"))
 p = subprocess.run([MEMTAP, "report", csv], capture_output=True, text=True)
 ok(p.returncode == 2 and p.stderr.count("\n") == 1 and "line 3" in p.stderr, "RMM: a malformed row, with its line",

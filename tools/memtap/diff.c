@@ -1,6 +1,7 @@
 /* memtap diff A B: what changed between two runs, per category and per stack, at the
  * peak and at exit. Stacks are matched by their symbolized frames (function, file and
- * line, else module and offset), since addresses differ from run to run. */
+ * line, else module and offset), since addresses differ from run to run; byte counts
+ * stay unsigned, their differences are printed with a sign, never computed signed. */
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -9,28 +10,81 @@
 
 #include "analyze/report.h"
 #include "memtap.h"
+#include "util/map.h"
 #include "util/units.h"
 
 static const char diff_usage[] =
 	"usage: memtap diff A B [--json] [--top N]\n"
 	"Compares two traces: each device's peak, the composition at the peak, and the bytes\n"
-	"live per stack at the peak and at exit, biggest changes first.\n";
+	"live per stack at the peak and at exit, biggest changes first.\n"
+	"Exit status: 0, or 3 when a trace was cut short or damaged (what it held is compared).\n";
 
 struct side {
 	struct mt_trace t;
 	struct mt_report r;
 	struct mt_symbols *sym;
+	struct mt_map frame_hash; /* a frame's address -> the hash of its text */
+	struct mt_map text_hash;  /* a string's address -> its hash: a name shared by frames is hashed once */
 };
 
+/* Stacks of the two runs meet by the hash of their frames' text; the text itself is made
+ * only for the rows shown, so a trace of long names or many stacks costs time and memory
+ * in proportion to it. */
 struct row {
-	char *key;        /* the stack's frames, one per line */
-	int64_t bytes[2]; /* A, B */
+	uint64_t key;      /* hash of the stack's frames */
+	int side;          /* where the stack was first seen, to print it */
+	uint32_t stack;
+	uint64_t bytes[2]; /* A, B */
 };
 
 struct table {
 	struct row *rows;
-	size_t n;
+	size_t n, cap;
+	struct mt_map index; /* key -> row + 1 */
 };
+
+static uint64_t mix(uint64_t h, uint64_t v)
+{
+	for (int i = 0; i < 8; i++, v >>= 8)
+		h = (h ^ (v & 0xff)) * 0x100000001b3ull;
+	return h;
+}
+
+static uint64_t text_hash(struct side *s, const char *p)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+
+	if (!p)
+		return 0;
+	if (mt_map_get(&s->text_hash, (uint64_t)(uintptr_t)p, &h))
+		return h;
+	for (const char *c = p; *c; c++)
+		h = (h ^ (uint8_t)*c) * 0x100000001b3ull;
+	if (mt_map_put(&s->text_hash, (uint64_t)(uintptr_t)p, h))
+		die(1, "out of memory");
+	return h;
+}
+
+/* What stack_key prints for the frame, hashed: function, file name and line, else module
+ * and offset. */
+static uint64_t frame_hash(struct side *s, uint64_t addr)
+{
+	const struct mt_frame *f;
+	uint64_t h;
+
+	if (mt_map_get(&s->frame_hash, addr, &h))
+		return h;
+	f = mt_symbols_frame(s->sym, addr);
+	if (f->function)
+		h = mix(mix(mix(1, text_hash(s, f->function)),
+			    text_hash(s, f->file && strrchr(f->file, '/') ? strrchr(f->file, '/') + 1 : f->file)),
+			f->file ? (uint64_t)f->line : 0);
+	else
+		h = mix(mix(2, text_hash(s, f->module ? f->module : "?")), f->offset);
+	if (mt_map_put(&s->frame_hash, addr, h))
+		die(1, "out of memory");
+	return h;
+}
 
 static char *stack_key(struct side *s, uint32_t stack)
 {
@@ -42,50 +96,75 @@ static char *stack_key(struct side *s, uint32_t stack)
 	k[0] = '\0';
 	for (uint32_t i = 0; stack && stack < s->t.nstacks && i < s->t.stacks[stack].depth; i++) {
 		const struct mt_frame *f = mt_symbols_frame(s->sym, s->t.stacks[stack].frames[i]);
-		char line[1024];
+		const char *file = f->file && strrchr(f->file, '/') ? strrchr(f->file, '/') + 1 : f->file;
 		int n;
-		if (f->function && f->file)
-			n = snprintf(line, sizeof line, "%s (%s:%d)\n", f->function, strrchr(f->file, '/') ? strrchr(f->file, '/') + 1 : f->file, f->line);
-		else if (f->function)
-			n = snprintf(line, sizeof line, "%s\n", f->function);
-		else
-			n = snprintf(line, sizeof line, "%s+0x%" PRIx64 "\n", f->module ? f->module : "?", f->offset);
-		if (n < 0)
-			continue;
-		if (len + (size_t)n + 1 > cap) {
+		/* printed in place, the buffer grown to fit: a name can be any length */
+		for (;;) {
+			if (f->function && f->file)
+				n = snprintf(k + len, cap - len, "%s (%s:%d)\n", f->function, file, f->line);
+			else if (f->function)
+				n = snprintf(k + len, cap - len, "%s\n", f->function);
+			else
+				n = snprintf(k + len, cap - len, "%s+0x%" PRIx64 "\n", f->module ? f->module : "?",
+					     f->offset);
+			if (n < 0 || (size_t)n < cap - len)
+				break;
 			cap = 2 * (len + (size_t)n + 1);
-			k = realloc(k, cap);
-			if (!k)
+			if (!(k = realloc(k, cap)))
 				die(1, "out of memory");
 		}
-		memcpy(k + len, line, (size_t)n + 1);
-		len += (size_t)n;
+		if (n > 0)
+			len += (size_t)n;
+		k[len] = '\0';
 	}
 	return k;
 }
 
-static void add(struct table *tb, char *key, int side, uint64_t bytes)
+static void add(struct table *tb, struct side *s, int side, uint32_t stack, uint64_t bytes)
 {
-	for (size_t i = 0; i < tb->n; i++) {
-		if (strcmp(tb->rows[i].key, key) == 0) {
-			tb->rows[i].bytes[side] += (int64_t)bytes;
-			free(key);
-			return;
-		}
+	uint64_t key = 0x9e3779b97f4a7c15ull, i;
+
+	for (uint32_t f = 0; stack && stack < s->t.nstacks && f < s->t.stacks[stack].depth; f++)
+		key = mix(key, frame_hash(s, s->t.stacks[stack].frames[f]));
+	if (mt_map_get(&tb->index, key, &i)) {
+		tb->rows[i - 1].bytes[side] += bytes; /* sums of unsigned sizes: a wrap is defined, never a trap */
+		return;
 	}
-	tb->rows = realloc(tb->rows, (tb->n + 1) * sizeof *tb->rows);
-	if (!tb->rows)
+	if (tb->n == tb->cap) {
+		tb->cap = tb->cap ? 2 * tb->cap : 64;
+		if (!(tb->rows = realloc(tb->rows, tb->cap * sizeof *tb->rows)))
+			die(1, "out of memory");
+	}
+	tb->rows[tb->n] = (struct row){key, side, stack, {0, 0}};
+	tb->rows[tb->n++].bytes[side] = bytes;
+	if (mt_map_put(&tb->index, key, tb->n))
 		die(1, "out of memory");
-	tb->rows[tb->n] = (struct row){key, {0, 0}};
-	tb->rows[tb->n++].bytes[side] = (int64_t)bytes;
 }
 
-static int by_change(const void *a, const void *b)
+/* |b - a| of two unsigned counts, and whether b is the smaller: no signed overflow. */
+static uint64_t change(uint64_t a, uint64_t b, bool *less)
 {
-	const struct row *x = a, *y = b;
-	int64_t dx = llabs(x->bytes[1] - x->bytes[0]), dy = llabs(y->bytes[1] - y->bytes[0]);
+	*less = b < a;
+	return b < a ? a - b : b - a;
+}
 
-	return dx < dy ? 1 : dx > dy ? -1 : strcmp(x->key, y->key);
+/* The difference as a JSON number, written exactly. */
+static const char *json_delta(uint64_t a, uint64_t b, char *buf)
+{
+	bool less;
+	uint64_t m = change(a, b, &less);
+
+	snprintf(buf, 24, "%s%" PRIu64, less ? "-" : "", m);
+	return buf;
+}
+
+static int by_change(const void *x_, const void *y_)
+{
+	const struct row *x = x_, *y = y_;
+	bool lx, ly;
+	uint64_t dx = change(x->bytes[0], x->bytes[1], &lx), dy = change(y->bytes[0], y->bytes[1], &ly);
+
+	return dx < dy ? 1 : dx > dy ? -1 : x->key < y->key ? -1 : x->key > y->key;
 }
 
 static void fill(struct table *tb, struct side *s, int side, bool at_peak)
@@ -93,24 +172,24 @@ static void fill(struct table *tb, struct side *s, int side, bool at_peak)
 	if (at_peak) {
 		for (int d = 0; d < MT_MAX_DEVICES; d++)
 			for (size_t i = 0; i < s->r.at_peak[d].n; i++)
-				add(tb, stack_key(s, s->r.at_peak[d].items[i].stack), side, s->r.at_peak[d].items[i].bytes);
+				add(tb, s, side, s->r.at_peak[d].items[i].stack, s->r.at_peak[d].items[i].bytes);
 	} else {
 		for (size_t i = 0; i < s->r.at_exit.n; i++)
-			add(tb, stack_key(s, s->r.at_exit.items[i].stack), side, s->r.at_exit.items[i].bytes);
+			add(tb, s, side, s->r.at_exit.items[i].stack, s->r.at_exit.items[i].bytes);
 	}
-	if (tb->n)
-		qsort(tb->rows, tb->n, sizeof *tb->rows, by_change);
 }
 
-static const char *signed_size(int64_t v, char *buf)
+static const char *signed_size(uint64_t a, uint64_t b, char *buf)
 {
 	char sz[32];
+	bool less;
+	uint64_t m = change(a, b, &less);
 
-	snprintf(buf, 40, "%s%s", v < 0 ? "-" : "+", mt_format_size((uint64_t)llabs(v), sz, sizeof sz));
+	snprintf(buf, 40, "%s%s", less ? "-" : "+", mt_format_size(m, sz, sizeof sz));
 	return buf;
 }
 
-static void table_text(const struct table *tb, size_t top, const char *title)
+static void table_text(const struct table *tb, struct side *s, size_t top, const char *title)
 {
 	char d[40], a[32], b[32];
 	size_t shown = 0;
@@ -118,33 +197,40 @@ static void table_text(const struct table *tb, size_t top, const char *title)
 	printf("\n%s:\n", title);
 	for (size_t i = 0; i < tb->n && shown < top; i++) {
 		const struct row *r = &tb->rows[i];
+		char *key;
 		if (r->bytes[0] == r->bytes[1])
 			continue;
-		printf("  %s  (%s -> %s)\n", signed_size(r->bytes[1] - r->bytes[0], d),
-		       mt_format_size((uint64_t)r->bytes[0], a, sizeof a), mt_format_size((uint64_t)r->bytes[1], b, sizeof b));
-		for (const char *p = r->key; *p;) {
+		printf("  %s  (%s -> %s)\n", signed_size(r->bytes[0], r->bytes[1], d),
+		       mt_format_size(r->bytes[0], a, sizeof a), mt_format_size(r->bytes[1], b, sizeof b));
+		key = stack_key(&s[r->side], r->stack);
+		for (const char *p = key; *p;) {
 			const char *nl = strchr(p, '\n');
 			printf("      %.*s\n", (int)(nl ? nl - p : (ptrdiff_t)strlen(p)), p);
 			p = nl ? nl + 1 : p + strlen(p);
 		}
+		free(key);
 		shown++;
 	}
 	if (!shown)
 		printf("  no change\n");
 }
 
-static void table_json(const struct table *tb, size_t top)
+static void table_json(const struct table *tb, struct side *s, size_t top)
 {
 	size_t shown = 0;
+	char delta[24];
 
 	putchar('[');
 	for (size_t i = 0; i < tb->n && shown < top; i++) {
 		const struct row *r = &tb->rows[i];
+		char *key;
 		if (r->bytes[0] == r->bytes[1])
 			continue;
-		printf("%s\n    {\"a_bytes\": %" PRId64 ", \"b_bytes\": %" PRId64 ", \"delta_bytes\": %" PRId64 ", \"frames\": [",
-		       shown ? "," : "", r->bytes[0], r->bytes[1], r->bytes[1] - r->bytes[0]);
-		for (const char *p = r->key, *first = p; *p;) {
+		printf("%s\n    {\"a_bytes\": %" PRIu64 ", \"b_bytes\": %" PRIu64
+		       ", \"delta_bytes\": %s, \"frames\": [",
+		       shown ? "," : "", r->bytes[0], r->bytes[1], json_delta(r->bytes[0], r->bytes[1], delta));
+		key = stack_key(&s[r->side], r->stack);
+		for (const char *p = key, *first = p; *p;) {
 			const char *nl = strchr(p, '\n');
 			char frame[1024];
 			snprintf(frame, sizeof frame, "%.*s", (int)(nl ? nl - p : (ptrdiff_t)strlen(p)), p);
@@ -153,6 +239,7 @@ static void table_json(const struct table *tb, size_t top)
 			mt_json_str(stdout, frame);
 			p = nl ? nl + 1 : p + strlen(p);
 		}
+		free(key);
 		fputs("]}", stdout);
 		shown++;
 	}
@@ -176,6 +263,7 @@ int cmd_diff(int argc, char **argv)
 	struct side s[2];
 	struct table peak = {0}, exit_ = {0};
 	bool json = false;
+	int status = 0;
 	size_t top = 10;
 	char *end;
 	int c;
@@ -194,12 +282,17 @@ int cmd_diff(int argc, char **argv)
 	}
 	if (argc - optind != 2)
 		die(EXIT_USAGE, "memtap diff takes two traces (see --help)");
+	memset(s, 0, sizeof s);
 	load(&s[0], argv[optind]);
 	load(&s[1], argv[optind + 1]);
 	for (int k = 0; k < 2; k++) {
 		fill(&peak, &s[k], k, true);
 		fill(&exit_, &s[k], k, false);
 	}
+	if (peak.n)
+		qsort(peak.rows, peak.n, sizeof *peak.rows, by_change);
+	if (exit_.n)
+		qsort(exit_.rows, exit_.n, sizeof *exit_.rows, by_change);
 	progress_end();
 	if (json) {
 		printf("{\n  \"memtap_diff\": 1,\n  \"a\": ");
@@ -217,45 +310,45 @@ int cmd_diff(int argc, char **argv)
 			continue;
 		if (json) {
 			printf("%s\n    {\"device\": %d, \"a_peak_bytes\": %" PRIu64 ", \"b_peak_bytes\": %" PRIu64
-			       ", \"delta_peak_bytes\": %" PRId64 ", \"composition_at_peak\": {",
-			       n++ ? "," : "", d, a->peak, b->peak, (int64_t)b->peak - (int64_t)a->peak);
+			       ", \"delta_peak_bytes\": %s, \"composition_at_peak\": {",
+			       n++ ? "," : "", d, a->peak, b->peak, json_delta(a->peak, b->peak, z));
 			for (int k = 1; k < MT_TAG_COUNT; k++)
-				printf("%s\"%s\": {\"a\": %" PRIu64 ", \"b\": %" PRIu64 ", \"delta\": %" PRId64 "}", k > 1 ? ", " : "",
-				       mt_tag_names[k], s[0].r.composition[d][k], s[1].r.composition[d][k],
-				       (int64_t)s[1].r.composition[d][k] - (int64_t)s[0].r.composition[d][k]);
+				printf("%s\"%s\": {\"a\": %" PRIu64 ", \"b\": %" PRIu64 ", \"delta\": %s}",
+				       k > 1 ? ", " : "", mt_tag_names[k], s[0].r.composition[d][k], s[1].r.composition[d][k],
+				       json_delta(s[0].r.composition[d][k], s[1].r.composition[d][k], z));
 			printf("}}");
 			continue;
 		}
 		printf("\ndevice %d: peak %s -> %s (%s)\n", d, mt_format_size(a->peak, x, sizeof x),
-		       mt_format_size(b->peak, y, sizeof y), signed_size((int64_t)b->peak - (int64_t)a->peak, z));
-		for (int k = 1; k < MT_TAG_COUNT; k++) {
-			int64_t delta = (int64_t)s[1].r.composition[d][k] - (int64_t)s[0].r.composition[d][k];
+		       mt_format_size(b->peak, y, sizeof y), signed_size(a->peak, b->peak, z));
+		for (int k = 1; k < MT_TAG_COUNT; k++)
 			if (s[0].r.composition[d][k] || s[1].r.composition[d][k])
 				printf("  %-12s %12s -> %-12s %s\n", mt_tag_names[k],
 				       mt_format_size(s[0].r.composition[d][k], x, sizeof x),
-				       mt_format_size(s[1].r.composition[d][k], y, sizeof y), signed_size(delta, z));
-		}
+				       mt_format_size(s[1].r.composition[d][k], y, sizeof y),
+				       signed_size(s[0].r.composition[d][k], s[1].r.composition[d][k], z));
 	}
 	if (json) {
 		printf("],\n  \"at_peak\": ");
-		table_json(&peak, top);
+		table_json(&peak, s, top);
 		printf(",\n  \"at_exit\": ");
-		table_json(&exit_, top);
+		table_json(&exit_, s, top);
 		printf("\n}\n");
 	} else {
-		table_text(&peak, top, "live at the peak, by stack, biggest changes first");
-		table_text(&exit_, top, "live at exit, by stack, biggest changes first");
+		table_text(&peak, s, top, "live at the peak, by stack, biggest changes first");
+		table_text(&exit_, s, top, "live at exit, by stack, biggest changes first");
 	}
 	for (int k = 0; k < 2; k++) {
+		status = s[k].t.problem[0] ? EXIT_DAMAGED : status;
 		mt_symbols_close(s[k].sym);
+		mt_map_free(&s[k].frame_hash);
+		mt_map_free(&s[k].text_hash);
 		mt_report_free(&s[k].r);
 		mt_trace_free(&s[k].t);
 	}
-	for (size_t i = 0; i < peak.n; i++)
-		free(peak.rows[i].key);
-	for (size_t i = 0; i < exit_.n; i++)
-		free(exit_.rows[i].key);
+	mt_map_free(&peak.index);
+	mt_map_free(&exit_.index);
 	free(peak.rows);
 	free(exit_.rows);
-	return 0;
+	return status;
 }

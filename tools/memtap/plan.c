@@ -104,7 +104,33 @@ struct plan_args {
 	const char *trace;
 };
 
-void ds_config_read(const char *path, struct mt_plan_config *c, uint64_t *dp);
+/* A DeepSpeed config file onto c, or exit with why not; its notes go to stderr. */
+static void ds_config_read(const char *path, struct mt_plan_config *c, uint64_t *dp)
+{
+	struct ds_config ds;
+	FILE *f = fopen(path, "rb");
+	char *text = NULL;
+	size_t len = 0, cap = 0, n;
+
+	if (!f)
+		die(EXIT_USAGE, "cannot read %s: %s", path, strerror(errno));
+	do {
+		if (len == cap && !(text = realloc(text, cap = cap ? 2 * cap : 65536)))
+			die(1, "out of memory reading %s", path);
+		len += n = fread(text + len, 1, cap - len, f);
+	} while (n);
+	if (ferror(f))
+		die(EXIT_USAGE, "cannot read %s: %s", path, strerror(errno));
+	fclose(f);
+	if (ds_config_parse(path, text, len, c, &ds))
+		die(EXIT_USAGE, "%s", ds.err);
+	free(text);
+	if (ds.ignored[0])
+		fprintf(stderr, "memtap: %s: ignoring keys that do not change the plan: %s\n", path, ds.ignored);
+	if (ds.unmodelled[0])
+		fprintf(stderr, "memtap: %s: not modelled (memory counted without them): %s\n", path, ds.unmodelled);
+	*dp = ds.dp;
+}
 
 /* Parses options onto a; a DeepSpeed config first, so the options given override it. */
 static void parse(int argc, char **argv, struct plan_args *a, bool what_if)

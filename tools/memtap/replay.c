@@ -157,7 +157,7 @@ int cmd_replay(int argc, char **argv)
 	damaged = read_trace(argv[optind], &t);
 	if (mt_sim_input(&t, (uint8_t)device, &in))
 		die(1, "out of memory reading %s", argv[optind]);
-	if (!in.nops)
+	if (!in.nops && !damaged) /* a damaged trace's one line already gave its count of events */
 		fprintf(stderr, "memtap: %s has no device allocations on device %d\n", argv[optind], device);
 	for (size_t i = 0; i < nrows; i++)
 		if (mt_sim_run(&in, &rows[i].cfg, capacity, &rows[i].r) ||

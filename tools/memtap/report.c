@@ -274,7 +274,7 @@ int cmd_report(int argc, char **argv)
 		progress_end();
 		if (err)
 			status = 1, fprintf(stderr, "memtap: cannot write %s: %s\n", html_path, strerror(err));
-		else
+		else if (!status) /* a damaged trace's one line already said what the page holds */
 			fprintf(stderr, "memtap: wrote %s\n", html_path);
 	} else if (json) {
 		progress_end();
@@ -313,15 +313,15 @@ int cmd_dump(int argc, char **argv)
 		if (!json) {
 			printf("%12" PRIu64 " %3u %-14s %3d 0x%-14" PRIx64 " %12" PRIu64 " %" PRIx64 " %" PRIx64
 			       " %u %s %s %d\n",
-			       at, e->thread, mt_kind_names[e->kind], e->device == MT_NO_DEVICE ? -1 : e->device, e->addr,
-			       e->size, e->aux, e->aux2, e->stack, mt_trace_string(&t, e->phase), mt_tag_names[e->tag],
-			       e->error);
+			       at, mt_trace_thread(&t, e->thread), mt_kind_names[e->kind],
+			       e->device == MT_NO_DEVICE ? -1 : e->device, e->addr, e->size, e->aux, e->aux2, e->stack,
+			       mt_trace_string(&t, e->phase), mt_tag_names[e->tag], e->error);
 			continue;
 		}
 		printf("{\"time_ns\": %" PRIu64 ", \"thread\": %u, \"kind\": \"%s\", \"device\": %d, \"addr\": %" PRIu64
 		       ", \"size\": %" PRIu64 ", \"aux\": %" PRIu64 ", \"aux2\": %" PRIu64 ", \"stack\": %u, \"phase\": ",
-		       at, e->thread, mt_kind_names[e->kind], e->device == MT_NO_DEVICE ? -1 : e->device, e->addr, e->size,
-		       e->aux, e->aux2, e->stack);
+		       at, mt_trace_thread(&t, e->thread), mt_kind_names[e->kind], e->device == MT_NO_DEVICE ? -1 : e->device,
+		       e->addr, e->size, e->aux, e->aux2, e->stack);
 		mt_json_str(stdout, mt_trace_string(&t, e->phase));
 		printf(", \"tag\": \"%s\", \"flags\": %u, \"error\": %d, \"functions\": [", mt_tag_names[e->tag],
 		       e->flags, e->error);
