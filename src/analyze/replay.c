@@ -33,7 +33,7 @@ void mt_replay_free(struct mt_replay *r)
  * is then incomplete, and the reader is told by ntouched == SIZE_MAX. */
 static void touch(struct mt_replay *r, size_t index)
 {
-	if (r->ntouched == SIZE_MAX)
+	if (!r->track || r->ntouched == SIZE_MAX)
 		return;
 	if (mt_grow((void **)&r->touched, &r->cap_touched, r->ntouched, sizeof *r->touched)) {
 		r->ntouched = SIZE_MAX;

@@ -51,6 +51,7 @@ struct mt_replay {
 	uint64_t managed, host, host_peak;
 	uint64_t allocs, frees, failed, unmatched_frees;
 	size_t index;            /* events applied so far */
+	bool track;              /* note `touched` (the leak scan follows it; the policy engine does not) */
 	size_t *touched;         /* live slots the last event made, dropped or re-attributed */
 	size_t ntouched, cap_touched;
 };

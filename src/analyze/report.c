@@ -101,6 +101,7 @@ int mt_report_build(struct mt_report *r, const struct mt_trace *t, const struct 
 	if ((err = mt_leaks_start(&scan, &r->leaks, t, o ? o->iteration : NULL)))
 		return err;
 	mt_replay_init(&r->end, t);
+	r->end.track = true; /* for the leak scan */
 	for (size_t i = 0; i < t->nevents && !err; i++) {
 		mt_progress("replaying", i, t->nevents);
 		err = mt_leaks_step(&scan, &r->end, i);
