@@ -168,5 +168,9 @@ int main(void)
 	snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
 	if (!tap_failed && system(cmd) != 0)
 		return 2;
-	return done();
+	/* the stuck threads stay stuck, on purpose: exit without the leak checker's stop of
+	 * every thread, which crashes on them */
+	r = done();
+	fflush(stdout);
+	_exit(r);
 }
