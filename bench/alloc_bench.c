@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "alloc/simulate.h"
+#include "analyze/simulate.h"
 
 static double now(void)
 {

@@ -29,8 +29,8 @@ import time
 
 B = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else "build")
 BENCH = os.path.join(B, "bench/recorder_bench")
-LIB = os.path.join(B, "src/preload/.libs/libmemtap.so")
-ENGINE = os.path.join(B, "src/lua/.libs/libmemtap-policy.so")
+LIB = os.path.join(B, "src/recorder/.libs/libmemtap.so")
+ENGINE = os.path.join(B, "src/policy/.libs/libmemtap-policy.so")
 SIMLIBS = os.path.join(B, "tools/simgpu/.libs")
 MEMTAP = os.path.join(B, "tools/memtap/memtap")
 SIMTRAIN = os.path.join(B, "tools/simtrain/simtrain")

@@ -17,7 +17,7 @@ import tempfile
 
 B = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else "build")
 BENCH = os.path.join(B, "bench/recorder_bench")
-LIB = os.path.join(B, "src/preload/.libs/libmemtap.so")
+LIB = os.path.join(B, "src/recorder/.libs/libmemtap.so")
 MEMTAP = os.path.join(B, "tools/memtap/memtap")
 SIMLIBS = os.path.join(B, "tools/simgpu/.libs")
 TMP = tempfile.mkdtemp(prefix="memtap-bench-")

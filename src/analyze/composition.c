@@ -8,9 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "util/map.h"
-#include "util/array.h"
-#include "util/progress.h"
+#include "core/map.h"
+#include "core/array.h"
+#include "reader/progress.h"
 
 enum phase { PH_NONE, PH_FORWARD, PH_BACKWARD, PH_OPTIMIZER };
 

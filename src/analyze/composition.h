@@ -13,7 +13,7 @@
 #ifndef MT_COMPOSITION_H
 #define MT_COMPOSITION_H
 
-#include "format/reader.h"
+#include "reader/reader.h"
 
 enum mt_source { MT_SOURCE_NONE, MT_SOURCE_TAG, MT_SOURCE_INFERRED };
 

@@ -2,7 +2,7 @@
 #include "analyze/export.h"
 #include "analyze/timeline.h"
 
-#include "util/map.h"
+#include "core/map.h"
 
 #include <errno.h>
 #include <inttypes.h>

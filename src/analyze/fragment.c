@@ -6,8 +6,8 @@
 #include <string.h>
 
 #include "analyze/fragment.h"
-#include "util/array.h"
-#include "util/progress.h"
+#include "core/array.h"
+#include "reader/progress.h"
 
 struct seg {
 	uint64_t addr, size;

@@ -12,7 +12,7 @@
 #ifndef MT_FRAGMENT_H
 #define MT_FRAGMENT_H
 
-#include "analyze/replay.h"
+#include "core/replay.h"
 
 #define MT_FRAG_SAMPLES 256 /* moments in the timeline */
 #define MT_FRAG_GRANULE 512 /* PyTorch's kMinBlockSize */

@@ -7,9 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "util/array.h"
-#include "util/map.h"
-#include "analyze/replay.h"
+#include "core/array.h"
+#include "core/map.h"
+#include "core/replay.h"
 
 /* Event indices of the boundaries; the description goes into out->boundary. Marks come
  * first; then a range: the one named, or the most repeated at the top of a thread's

@@ -6,7 +6,7 @@
 #ifndef MT_LEAKS_H
 #define MT_LEAKS_H
 
-#include "analyze/replay.h"
+#include "core/replay.h"
 
 struct mt_leak {
 	uint32_t stack;

@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "analyze/export.h"
-#include "util/map.h"
+#include "core/map.h"
 
 struct writer {
 	FILE *out;

@@ -8,9 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "util/array.h"
-#include "util/progress.h"
-#include "util/units.h"
+#include "core/array.h"
+#include "reader/progress.h"
+#include "core/units.h"
 
 static int add_group(struct mt_group_list *g, struct mt_map *index, const struct mt_live *l)
 {

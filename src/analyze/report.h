@@ -9,8 +9,8 @@
 #include "analyze/composition.h"
 #include "analyze/fragment.h"
 #include "analyze/leaks.h"
-#include "plan/plan.h"
-#include "analyze/replay.h"
+#include "core/plan.h"
+#include "core/replay.h"
 #include "analyze/symbols.h"
 
 struct mt_group {

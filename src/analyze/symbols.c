@@ -6,7 +6,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "util/map.h"
+#include "core/map.h"
 
 struct mt_symbols {
 	const struct mt_trace *trace;

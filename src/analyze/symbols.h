@@ -8,7 +8,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "format/reader.h"
+#include "reader/reader.h"
 
 struct mt_frame {
 	uint64_t addr;

@@ -1,7 +1,7 @@
 /* The timeline: one pass over the events, counting bytes per device and category. */
 #include "analyze/timeline.h"
-#include "util/array.h"
-#include "util/progress.h"
+#include "core/array.h"
+#include "reader/progress.h"
 
 #include <errno.h>
 #include <stdlib.h>

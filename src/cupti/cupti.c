@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "cupti/cupti_backend.h"
-#include "preload/hooks.h"
+#include "recorder/hooks.h"
 
 /* Releases, before the driver acts on them: the address may be reused at once. */
 static void on_enter(CUpti_CallbackId cbid, const void *params)

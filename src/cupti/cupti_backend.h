@@ -6,7 +6,7 @@
 #include <cupti.h>
 #include <stddef.h>
 
-#include "preload/mtp.h"
+#include "recorder/mtp.h"
 
 MTP_HIDDEN void CUPTIAPI mtp_cupti_callback(void *userdata, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
 					    const void *data);

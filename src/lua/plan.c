@@ -7,8 +7,8 @@
 #include <math.h>
 #include <string.h>
 
-#include "plan/plan.h"
-#include "util/units.h"
+#include "core/plan.h"
+#include "core/units.h"
 #include "lua/plan.h"
 
 static uint64_t count(lua_State *L, int t, const char *key, uint64_t dflt)

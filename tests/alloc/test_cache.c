@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "alloc/cache.h"
+#include "cache/cache.h"
 #include "../tap.h"
 
 #define MIB (1ull << 20)

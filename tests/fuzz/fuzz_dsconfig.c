@@ -6,8 +6,8 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "memtap/memtap.h" /* the command's header (tools/memtap), not the public one */
-#include "plan/plan.h"
+#include "memtap/cli.h" /* the command's header (tools/memtap) */
+#include "core/plan.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -10,10 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "alloc/simulate.h"
+#include "analyze/simulate.h"
 #include "analyze/export.h"
 #include "analyze/report.h"
-#include "format/reader.h"
+#include "reader/reader.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

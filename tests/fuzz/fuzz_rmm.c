@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "analyze/report.h"
-#include "format/reader.h"
+#include "reader/reader.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -3,7 +3,7 @@
  * never wait past the deadline: not at load, not in on_oom, not at exit, and a handler
  * that never returns on the policy thread is noticed by the next drain. Then the engine
  * is abandoned: every later call returns at once and the job's results are untouched.
- * The engine is $MT_BUILDDIR/src/lua/.libs/libmemtap-policy.so. */
+ * The engine is $MT_BUILDDIR/src/policy/.libs/libmemtap-policy.so. */
 #include <dlfcn.h>
 #include <errno.h>
 #include <stdio.h>
@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "../tap.h"
-#include "lua/policy.h"
+#include "policy/policy.h"
 
 static char said[16384];
 static volatile int stuck; /* snapshot calls that hung */
@@ -126,7 +126,7 @@ int main(void)
 	const char *build = getenv("MT_BUILDDIR");
 	int r;
 
-	snprintf(so, sizeof so, "%s/src/lua/.libs/libmemtap-policy.so", build ? build : ".");
+	snprintf(so, sizeof so, "%s/src/policy/.libs/libmemtap-policy.so", build ? build : ".");
 	if (!(dir = mkdtemp(tmp)))
 		return 2;
 	argv_engine = so;

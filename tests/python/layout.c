@@ -12,7 +12,7 @@
 #endif
 #include <string.h>
 
-#include "preload/pylayout.h"
+#include "recorder/pylayout.h"
 
 static int failed, n;
 
@@ -33,7 +33,7 @@ int main(void)
 		if (py_layouts[i].minor == PY_MINOR_VERSION)
 			l = &py_layouts[i];
 	if (!l) {
-		printf("not ok 1 - CPython 3.%d has no layout row in src/preload/pylayout.h\n1..1\n", PY_MINOR_VERSION);
+		printf("not ok 1 - CPython 3.%d has no layout row in src/recorder/pylayout.h\n1..1\n", PY_MINOR_VERSION);
 		return 1;
 	}
 #if PY_MINOR_VERSION <= 10

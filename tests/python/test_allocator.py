@@ -9,7 +9,7 @@ sys.path.insert(0, os.path.join(os.environ["MT_SRCDIR"], "tests"))
 from tap import done, ok  # noqa: E402
 
 B, S = os.environ["MT_BUILDDIR"], os.environ["MT_SRCDIR"]
-LIB = os.path.join(B, "src/preload/.libs/libmemtap.so")
+LIB = os.path.join(B, "src/recorder/.libs/libmemtap.so")
 SCRIPT = r"""
 import ctypes, json, sys, types, memtap
 calls = []

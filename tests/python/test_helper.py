@@ -13,7 +13,7 @@ from tap import done, ok, scratch  # noqa: E402
 
 B, S = os.environ["MT_BUILDDIR"], os.environ["MT_SRCDIR"]
 MEMTAP = os.path.join(B, "tools/memtap/memtap")
-LIB = os.path.join(B, "src/preload/.libs/libmemtap.so")
+LIB = os.path.join(B, "src/recorder/.libs/libmemtap.so")
 TMP = scratch("python")
 
 SCRIPT = r"""

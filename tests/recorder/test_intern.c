@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "../tap.h"
-#include "preload/mtp.h"
+#include "recorder/mtp.h"
 
 __thread struct mtp_thread mtp_self MTP_TLS; /* record.c's, which this test does not link */
 struct mtp_options mtp_opt;

@@ -19,7 +19,7 @@ S = os.environ["MT_SRCDIR"]
 MEMTAP = os.path.join(B, "tools/memtap/memtap")
 WORK = os.path.join(B, "tests/recorder/workload")
 SIMTRAIN = os.path.join(B, "tools/simtrain/simtrain")
-LIB = os.path.join(B, "src/preload/.libs/libmemtap.so")
+LIB = os.path.join(B, "src/recorder/.libs/libmemtap.so")
 TMP = scratch("test")
 TSAN = "thread" in os.environ.get("MT_SANITIZERS", "")
 
@@ -437,9 +437,9 @@ def names(path, pattern):
     return set(re.findall(pattern, re.sub(r"/\*.*?\*/", "", text, flags=re.S)))
 
 
-want = names("src/preload/driver_hooks.def", r"DRV\(\w+, (\w+),") | names("src/preload/runtime_hooks.def", r"RT\((\w+)\)")
+want = names("src/recorder/driver_hooks.def", r"DRV\(\w+, (\w+),") | names("src/recorder/runtime_hooks.def", r"RT\((\w+)\)")
 want |= {"cuGetProcAddress", "cuGetProcAddress_v2", "dlsym", "InitializeInjectionNvtx2"}
-# the loader and exec hooks (src/preload/loader.c, exec.c): unloads and image replacement
+# the loader and exec hooks (src/recorder/loader.c, exec.c): unloads and image replacement
 want |= {"dlclose", "execve", "execv", "execvp", "execvpe", "execl", "execlp", "execle", "fexecve", "execveat"}
 want |= names("include/memtap.h", r"MEMTAP_API\(int, (memtap_\w+),")
 want |= names("include/memtap.h", r"(?m)^\w+ \*?(memtap_\w+)\(")  # the caching allocator's entry points

@@ -9,9 +9,9 @@
 #include <string.h>
 
 #include "analyze/report.h"
-#include "memtap.h"
-#include "util/map.h"
-#include "util/units.h"
+#include "cli.h"
+#include "core/map.h"
+#include "core/units.h"
 
 static const char diff_usage[] =
 	"usage: memtap diff A B [--json] [--top N]\n"

@@ -10,9 +10,9 @@
 #include <string.h>
 #include <strings.h>
 
-#include "plan/plan.h"
-#include "memtap.h"
-#include "util/text.h"
+#include "core/plan.h"
+#include "cli.h"
+#include "core/text.h"
 
 /* Counts in a config (batch sizes, steps) above this are damage; products of two stay
  * far from overflowing. */

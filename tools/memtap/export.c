@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "analyze/export.h"
-#include "memtap.h"
+#include "cli.h"
 
 static const char export_usage[] =
 	"usage: memtap export --format=FORMAT [--what peak|exit|leaks] [-o FILE] TRACE\n"

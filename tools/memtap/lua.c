@@ -8,8 +8,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "lua/memtap_lua.h"
-#include "memtap.h"
+#include "script/script.h"
+#include "cli.h"
 
 static const char usage[] =
 	"usage: memtap lua SCRIPT.lua [TRACE...] [-- ARGS...]\n"

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "memtap.h"
+#include "cli.h"
 
 static const char usage[] =
 	"usage: memtap COMMAND [ARGS]\n"

@@ -8,10 +8,10 @@
 #include <string.h>
 #include <strings.h>
 
-#include "plan/plan.h"
+#include "core/plan.h"
 #include "analyze/report.h"
-#include "memtap.h"
-#include "util/units.h"
+#include "cli.h"
+#include "core/units.h"
 
 static const char plan_usage[] =
 	"usage: memtap plan [MODEL] [SETUP] [--gpu-mem SIZE|GPU] [--json]\n"

@@ -6,8 +6,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "memtap.h"
-#include "util/progress.h"
+#include "cli.h"
+#include "reader/progress.h"
 
 static double started, delay = 1.0;
 static bool shown;

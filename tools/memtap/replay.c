@@ -5,10 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "alloc/simulate.h"
+#include "analyze/simulate.h"
 #include "analyze/report.h"
-#include "memtap.h"
-#include "util/units.h"
+#include "cli.h"
+#include "core/units.h"
 
 static const char usage[] =
 	"usage: memtap replay INPUT [--policy=P[,P...]] [--conf=K:V,...] [--capacity=SIZE]\n"

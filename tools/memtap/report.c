@@ -10,8 +10,8 @@
 #include <string.h>
 
 #include "analyze/report.h"
-#include "memtap.h"
-#include "util/units.h"
+#include "cli.h"
+#include "core/units.h"
 
 static const char report_usage[] =
 	"usage: memtap report TRACE [--json | --html FILE] [--top N] [--iteration NAME] [--leak-iterations K]\n"

@@ -18,9 +18,9 @@
 #include <lauxlib.h>
 
 #include "analyze/report.h"
-#include "memtap.h"
-#include "preload/mtp.h"
-#include "util/units.h"
+#include "cli.h"
+#include "recorder/options.h"
+#include "core/units.h"
 
 #ifndef MT_PKGLIBDIR
 #define MT_PKGLIBDIR "/usr/local/lib/memtap"
@@ -46,7 +46,7 @@ static const char run_usage[] =
 	"  -q, --quiet            no summary\n"
 	"Options (also MEMTAP_OPTIONS=\"key=value,...\" or MEMTAP_<KEY> in the environment):\n"
 #define OPT(key, type, dflt, help) "  " #key " (default " dflt "): " help "\n"
-#include "preload/options.def"
+#include "recorder/options.def"
 #undef OPT
 	"The exit status is COMMAND's (128+N when a signal N ended it).\n";
 
@@ -55,7 +55,7 @@ static const char run_usage[] =
 static const char *find_library(const char *dir, const char *name, char *buf, size_t len)
 {
 	char exe[PATH_MAX - 128];
-	const char *env = strcmp(dir, "preload") == 0 ? getenv("MEMTAP_LIBRARY") : NULL;
+	const char *env = strcmp(dir, "recorder") == 0 ? getenv("MEMTAP_LIBRARY") : NULL;
 	ssize_t n;
 
 	if (env && *env)
@@ -328,7 +328,7 @@ int cmd_run(int argc, char **argv)
 	if (optind >= argc)
 		die(EXIT_USAGE, "which command? usage: memtap run [options] -- COMMAND [ARGS]");
 	library = cupti ? find_library("cupti", "libmemtap-cupti.so", lib, sizeof lib)
-			: find_library("preload", "libmemtap.so", lib, sizeof lib);
+			: find_library("recorder", "libmemtap.so", lib, sizeof lib);
 	if (access(library, R_OK) != 0)
 		die(EXIT_USAGE, "cannot find memtap's library (%s): set MEMTAP_LIBRARY", library);
 	/* an absolute pattern: the command may change directory */
@@ -350,7 +350,7 @@ int cmd_run(int argc, char **argv)
 		char engine[PATH_MAX];
 		setenv("MEMTAP_POLICY", policies, 1);
 		if (!getenv("MEMTAP_POLICY_ENGINE"))
-			setenv("MEMTAP_POLICY_ENGINE", find_library("lua", "libmemtap-policy.so", engine, sizeof engine), 1);
+			setenv("MEMTAP_POLICY_ENGINE", find_library("policy", "libmemtap-policy.so", engine, sizeof engine), 1);
 	}
 	/* the job's options, checked once here with the library's own parser */
 	mtp_options_load();

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../src/util/units.h"
+#include "core/units.h"
 
 struct sim_state sim = {.lock = PTHREAD_MUTEX_INITIALIZER};
 

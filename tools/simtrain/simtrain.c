@@ -15,7 +15,7 @@
 
 #include "memtap.h"
 #include "model.h"
-#include "util/units.h"
+#include "core/units.h"
 
 #define NOINLINE __attribute__((noinline))
 

@@ -1,0 +1,295 @@
+/* The simulated device under the caching-allocator engine (simulate.h), and the
+ * sequences `memtap replay` runs through it. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "analyze/simulate.h"
+#include "core/map.h"
+
+static int sim_seg_alloc(void *ctx, int device, uint64_t size, uint64_t *addr)
+{
+	struct mt_sim_device *d = ctx;
+
+	(void)device;
+	if (d->capacity && d->used + size > d->capacity)
+		return MT_CACHE_OOM;
+	d->used += size;
+	*addr = d->next_addr;
+	d->next_addr += (size + (2u << 20) - 1) & ~(uint64_t)((2u << 20) - 1);
+	return 0;
+}
+
+static void sim_seg_free(void *ctx, int device, uint64_t addr, uint64_t size)
+{
+	(void)device, (void)addr;
+	((struct mt_sim_device *)ctx)->used -= size;
+}
+
+static int sim_va_reserve(void *ctx, int device, uint64_t size, uint64_t *addr)
+{
+	struct mt_sim_device *d = ctx;
+
+	(void)device;
+	*addr = d->next_addr;
+	d->next_addr += (size + (2u << 20) - 1) & ~(uint64_t)((2u << 20) - 1);
+	return 0;
+}
+
+static void sim_va_free(void *ctx, int device, uint64_t addr, uint64_t size)
+{
+	(void)ctx, (void)device, (void)addr, (void)size;
+}
+
+static int sim_phys_create(void *ctx, int device, uint64_t size, uint64_t *handle)
+{
+	struct mt_sim_device *d = ctx;
+
+	(void)device;
+	if (d->capacity && d->used + size > d->capacity)
+		return MT_CACHE_OOM;
+	*handle = ++d->next_handle;
+	if (mt_map_put(&d->handles, *handle, size))
+		return ENOMEM;
+	d->used += size;
+	return 0;
+}
+
+static void sim_phys_release(void *ctx, int device, uint64_t handle)
+{
+	struct mt_sim_device *d = ctx;
+	uint64_t size = 0;
+
+	(void)device;
+	if (mt_map_del(&d->handles, handle, &size))
+		d->used -= size;
+}
+
+static int sim_map(void *ctx, int device, uint64_t addr, uint64_t size, uint64_t handle)
+{
+	(void)ctx, (void)device, (void)addr, (void)size, (void)handle;
+	return 0;
+}
+
+static void sim_unmap(void *ctx, int device, uint64_t addr, uint64_t size)
+{
+	(void)ctx, (void)device, (void)addr, (void)size;
+}
+
+static uint64_t sim_event_record(void *ctx, int device, uint64_t stream)
+{
+	(void)ctx, (void)device, (void)stream;
+	return 1;
+}
+
+static bool sim_event_done(void *ctx, uint64_t event)
+{
+	(void)ctx, (void)event;
+	return true;
+}
+
+static void sim_stream_sync(void *ctx, int device, uint64_t stream)
+{
+	(void)ctx, (void)device, (void)stream;
+}
+
+static void *sim_mem_alloc(void *ctx, size_t bytes)
+{
+	(void)ctx;
+	return calloc(1, bytes);
+}
+
+static void sim_mem_free(void *ctx, void *p, size_t bytes)
+{
+	(void)ctx, (void)bytes;
+	free(p);
+}
+
+void mt_sim_device_init(struct mt_sim_device *d, uint64_t capacity, struct mt_cache_backend *b)
+{
+	*d = (struct mt_sim_device){ .capacity = capacity, .next_addr = 1ull << 40 };
+	*b = (struct mt_cache_backend){
+		.ctx = d, .seg_alloc = sim_seg_alloc, .seg_free = sim_seg_free, .va_reserve = sim_va_reserve,
+		.va_free = sim_va_free, .phys_create = sim_phys_create, .phys_release = sim_phys_release,
+		.map = sim_map, .unmap = sim_unmap, .event_record = sim_event_record, .event_done = sim_event_done,
+		.stream_sync = sim_stream_sync, .mem_alloc = sim_mem_alloc, .mem_free = sim_mem_free,
+	};
+}
+
+void mt_sim_device_free(struct mt_sim_device *d)
+{
+	mt_map_free(&d->handles);
+}
+
+/* ---- the sequence from a trace ---- */
+
+static bool is_device_alloc(const struct mt_event *e)
+{
+	return e->kind == MT_EV_ALLOC && e->flags != MT_API_MANAGED && e->flags != MT_API_HOST;
+}
+
+int mt_sim_input(const struct mt_trace *t, uint8_t device, struct mt_sim_input *in)
+{
+	struct mt_map live = {0}, segs = {0};
+	uint64_t reserved = 0, v;
+	size_t cap = 0;
+	int err = 0;
+
+	memset(in, 0, sizeof *in);
+	for (size_t i = 0; i < t->nevents && !in->blocks; i++)
+		in->blocks = t->events[i].kind == MT_EV_ALLOC && t->events[i].flags == MT_API_BLOCK &&
+			     t->events[i].device == device;
+	for (size_t i = 0; i < t->nevents && !err; i++) {
+		const struct mt_event *e = &t->events[i];
+		struct mt_sim_op op = {0};
+
+		if (e->kind == MT_EV_SEGMENT_ALLOC && e->device == device) {
+			reserved += e->size;
+			err = mt_map_put(&segs, e->addr, e->size);
+			continue;
+		}
+		if (e->kind == MT_EV_SEGMENT_FREE && mt_map_del(&segs, e->addr, &v)) {
+			reserved -= v;
+			continue;
+		}
+		if (is_device_alloc(e) && e->device == device && (e->flags == MT_API_BLOCK) == in->blocks) {
+			op.size = e->size;
+			op.stream = e->aux;
+			err = mt_map_put(&live, e->addr, in->nops);
+		} else if (e->kind == MT_EV_FREE && mt_map_del(&live, e->addr, &v)) {
+			op.free = true;
+			op.alloc = (uint32_t)v;
+			op.stream = in->ops[v].stream;
+		} else {
+			continue;
+		}
+		if (!err && in->nops == cap) {
+			struct mt_sim_op *ops = realloc(in->ops, (cap = cap ? cap * 2 : 1024) * sizeof *ops);
+
+			if (!ops)
+				err = ENOMEM;
+			else
+				in->ops = ops;
+		}
+		if (!err)
+			in->ops[in->nops++] = op;
+	}
+	in->final_segments = reserved;
+	mt_map_free(&live);
+	mt_map_free(&segs);
+	if (err)
+		mt_sim_input_free(in);
+	return err;
+}
+
+void mt_sim_input_free(struct mt_sim_input *in)
+{
+	free(in->ops);
+	memset(in, 0, sizeof *in);
+}
+
+/* ---- running it ---- */
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void sample(struct mt_cache *m, size_t op, struct mt_sim_result *r)
+{
+	struct mt_cache_stats s;
+	struct mt_sim_sample *x = &r->samples[r->nsamples++];
+
+	mt_cache_stats(m, &s);
+	*x = (struct mt_sim_sample){ .op = op, .reserved = s.reserved, .allocated = s.allocated,
+				     .requested = s.requested, .largest_free = mt_cache_largest_free(m) };
+}
+
+int mt_sim_run(const struct mt_sim_input *in, const struct mt_cache_config *c, uint64_t capacity,
+	       struct mt_sim_result *r)
+{
+	struct mt_sim_device dev;
+	struct mt_cache_backend b;
+	/* per allocation op: its block's address and size */
+	uint64_t *addrs = calloc(in->nops ? in->nops : 1, sizeof *addrs), t0, spent = 0;
+	uint64_t *sizes = calloc(in->nops ? in->nops : 1, sizeof *sizes), requested = 0, allocated = 0;
+	size_t every = in->nops / MT_SIM_SAMPLES + 1;
+	struct mt_cache *m;
+	int err;
+
+	memset(r, 0, sizeof *r);
+	mt_sim_device_init(&dev, capacity, &b);
+	if (!addrs || !sizes)
+		err = ENOMEM;
+	else
+		err = mt_cache_new(&m, c, &b, 0);
+	if (err) {
+		free(addrs);
+		free(sizes);
+		return err;
+	}
+	for (size_t i = 0; i < in->nops && !err; i++) {
+		const struct mt_sim_op *op = &in->ops[i];
+
+		t0 = now_ns();
+		if (op->free) {
+			if (addrs[op->alloc])
+				mt_cache_free(m, addrs[op->alloc]);
+		} else if ((err = mt_cache_alloc(m, op->size, op->stream, 0, &addrs[i])) == MT_CACHE_OOM) {
+			if (!r->ooms++)
+				r->first_oom = i;
+			err = 0;
+		}
+		spent += now_ns() - t0;
+		if (op->free && addrs[op->alloc]) {
+			requested -= in->ops[op->alloc].size;
+			allocated -= sizes[op->alloc];
+		} else if (!op->free && addrs[i]) {
+			uint64_t req;
+
+			mt_cache_block(m, addrs[i], &req, &sizes[i]);
+			if ((requested += op->size) > r->peak_requested)
+				r->peak_requested = requested;
+			if ((allocated += sizes[i]) > r->peak_allocated)
+				r->peak_allocated = allocated;
+		}
+		if (i % every == every - 1 && r->nsamples < MT_SIM_SAMPLES)
+			sample(m, i, r);
+	}
+	mt_cache_stats(m, &r->stats);
+	r->ns_per_op = in->nops ? (double)spent / (double)in->nops : 0;
+	mt_cache_delete(m);
+	mt_sim_device_free(&dev);
+	free(addrs);
+	free(sizes);
+	return err;
+}
+
+int mt_sim_min_capacity(const struct mt_sim_input *in, const struct mt_cache_config *c, uint64_t step,
+			uint64_t *capacity)
+{
+	struct mt_sim_result *r = malloc(sizeof *r);
+	uint64_t lo, hi;
+	int err;
+
+	if (!r)
+		return ENOMEM;
+	if ((err = mt_sim_run(in, c, 0, r)) != 0)
+		goto out;
+	lo = r->peak_allocated / step * step;
+	hi = (r->stats.peak_reserved + step - 1) / step * step;
+	while (hi - lo > step && !err) {
+		uint64_t mid = lo + (hi - lo) / 2 / step * step;
+
+		if ((err = mt_sim_run(in, c, mid, r)) == 0)
+			*(r->ooms ? &lo : &hi) = mid;
+	}
+	*capacity = hi;
+out:
+	free(r);
+	return err;
+}

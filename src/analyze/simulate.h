@@ -1,0 +1,67 @@
+/* `memtap replay`'s engine: a trace's allocation sequence (memtap's own, an imported
+ * PyTorch snapshot or RMM log) run through a caching-allocator policy on a simulated
+ * device, no GPU needed. Per device: peak reserved, allocated and requested, the
+ * reserved/allocated timeline, the allocations that would fail at a capacity, and the
+ * smallest capacity that serves the whole sequence. */
+#ifndef MT_SIMULATE_H
+#define MT_SIMULATE_H
+
+#include "cache/cache.h"
+#include "reader/reader.h"
+#include "core/map.h"
+
+#define MT_SIM_SAMPLES 64
+
+/* A simulated device for the engine: segments and physical pages are charged against
+ * `capacity` (0: unlimited), addresses come from a counter and are never reused, events
+ * complete at once. One thread at a time. */
+struct mt_sim_device {
+	uint64_t capacity, used, next_addr, next_handle;
+	struct mt_map handles; /* handle -> size */
+};
+
+void mt_sim_device_init(struct mt_sim_device *d, uint64_t capacity, struct mt_cache_backend *b);
+void mt_sim_device_free(struct mt_sim_device *d);
+
+/* One allocation or free, in trace order; a free names its allocation's index. */
+struct mt_sim_op {
+	uint64_t size;   /* allocation: bytes asked for; free: 0 */
+	uint64_t stream;
+	uint32_t alloc;  /* free: index of the op that allocated it */
+	bool free;
+};
+
+struct mt_sim_input {
+	struct mt_sim_op *ops;
+	size_t nops;
+	uint64_t final_segments; /* reserved at the end as the trace says (0: unknown) */
+	bool blocks;             /* the trace's allocations are a caching allocator's blocks */
+};
+
+struct mt_sim_sample {
+	uint64_t op, reserved, allocated, requested, largest_free;
+};
+
+struct mt_sim_result {
+	struct mt_cache_stats stats; /* at the end, with peak reserved */
+	uint64_t peak_allocated, peak_requested;
+	uint64_t ooms, first_oom;    /* allocations that failed (first_oom: its op index) */
+	double ns_per_op;
+	struct mt_sim_sample samples[MT_SIM_SAMPLES];
+	size_t nsamples;
+};
+
+/* The device's allocations and frees in `t` (its caching allocator's blocks when it has
+ * them, else every device allocation). 0 or ENOMEM. */
+int mt_sim_input(const struct mt_trace *t, uint8_t device, struct mt_sim_input *in);
+void mt_sim_input_free(struct mt_sim_input *in);
+/* The sequence through config `c` on a device of `capacity` bytes (0: unlimited).
+ * An allocation that fails is skipped, with its free. 0, ENOMEM or EINVAL. */
+int mt_sim_run(const struct mt_sim_input *in, const struct mt_cache_config *c, uint64_t capacity,
+	       struct mt_sim_result *r);
+/* The smallest capacity, to `step` bytes, at which no allocation fails: bisection between
+ * the peak allocated and the peak reserved without a limit. */
+int mt_sim_min_capacity(const struct mt_sim_input *in, const struct mt_cache_config *c, uint64_t step,
+			uint64_t *capacity);
+
+#endif

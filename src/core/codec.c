@@ -1,0 +1,302 @@
+/* Byte-level codec of the trace: CRC-32, varints and the event encoding shared by
+ * the writer (in the injected library) and the reader (in the memtap tool).
+ * An event is: kind, presence mask, thread, time delta, then the present fields;
+ * zero fields are left out, times and addresses are deltas from the previous event. */
+#include "core/format.h"
+
+#include <string.h>
+
+const char *const mt_kind_names[MT_EV_COUNT] = {
+#define EV(name, text, doc) text,
+#include "core/events.def"
+#undef EV
+};
+
+const char *const mt_drop_names[MT_DROP_COUNT] = {
+#define X(name, text, doc) text,
+	MT_DROP_REASONS(X)
+#undef X
+};
+
+const char *const mt_tag_names[MT_TAG_COUNT] = {"none", "params", "grads", "optimizer", "activations",
+						  "temporaries", "other"};
+
+/* CRC-32C (Castagnoli): the SSE4.2 instruction where the CPU has it, else a table. */
+static uint32_t crc_table[256];
+
+static void crc_init(void)
+{
+	for (uint32_t i = 0; i < 256; i++) {
+		uint32_t c = i;
+		for (int k = 0; k < 8; k++)
+			c = c & 1 ? 0x82f63b78u ^ (c >> 1) : c >> 1;
+		crc_table[i] = c;
+	}
+}
+
+static uint32_t crc_soft(uint32_t crc, const uint8_t *p, size_t len)
+{
+	static int ready;
+
+	if (!__atomic_load_n(&ready, __ATOMIC_ACQUIRE)) {
+		crc_init(); /* idempotent: racing threads compute the same table */
+		__atomic_store_n(&ready, 1, __ATOMIC_RELEASE);
+	}
+	while (len--)
+		crc = crc_table[(crc ^ *p++) & 0xff] ^ (crc >> 8);
+	return crc;
+}
+
+#if defined(__x86_64__)
+__attribute__((target("sse4.2"))) static uint32_t crc_hard(uint32_t crc, const uint8_t *p, size_t len)
+{
+	uint64_t c = crc;
+
+	for (; len >= 8; p += 8, len -= 8) {
+		uint64_t w;
+		memcpy(&w, p, 8);
+		c = __builtin_ia32_crc32di(c, w);
+	}
+	crc = (uint32_t)c;
+	for (; len; p++, len--)
+		crc = __builtin_ia32_crc32qi(crc, *p);
+	return crc;
+}
+#endif
+
+uint32_t mt_crc32(uint32_t crc, const void *data, size_t len)
+{
+	crc = ~crc;
+#if defined(__x86_64__)
+	if (__builtin_cpu_supports("sse4.2"))
+		return ~crc_hard(crc, data, len);
+#endif
+	return ~crc_soft(crc, data, len);
+}
+
+static int reserve(struct mt_buf *b, size_t n)
+{
+	size_t cap;
+	void *p;
+
+	if (b->len + n <= b->cap)
+		return 0;
+	if (b->failed || !b->grow)
+		return -1;
+	cap = b->cap ? b->cap : 4096;
+	while (cap < b->len + n)
+		cap *= 2;
+	p = b->grow(b->data, b->cap, cap);
+	if (!p) {
+		b->failed = 1;
+		return -1;
+	}
+	b->data = p;
+	b->cap = cap;
+	return 0;
+}
+
+void mt_buf_bytes(struct mt_buf *b, const void *p, size_t n)
+{
+	if (reserve(b, n) == 0) {
+		memcpy(b->data + b->len, p, n);
+		b->len += n;
+	}
+}
+
+void mt_buf_u8(struct mt_buf *b, uint8_t v)
+{
+	mt_buf_bytes(b, &v, 1);
+}
+
+
+static inline uint8_t *put_varint(uint8_t *p, uint64_t v);
+static inline uint8_t *put_zigzag(uint8_t *p, int64_t v);
+
+void mt_buf_varint(struct mt_buf *b, uint64_t v)
+{
+	if (reserve(b, 10) == 0)
+		b->len = (size_t)(put_varint(b->data + b->len, v) - b->data);
+}
+
+void mt_buf_zigzag(struct mt_buf *b, int64_t v)
+{
+	if (reserve(b, 10) == 0)
+		b->len = (size_t)(put_zigzag(b->data + b->len, v) - b->data);
+}
+
+enum {
+	HAS_ADDR = 1 << 0,
+	HAS_SIZE = 1 << 1,
+	HAS_AUX = 1 << 2,
+	HAS_AUX2 = 1 << 3,
+	HAS_STACK = 1 << 4,
+	HAS_PHASE = 1 << 5,
+	HAS_DEVICE = 1 << 6,
+	HAS_MORE = 1 << 7, /* tag, flags, error follow as a second mask and values */
+};
+
+enum { MORE_TAG = 1, MORE_FLAGS = 2, MORE_ERROR = 4 };
+
+static inline uint8_t *put_varint(uint8_t *p, uint64_t v)
+{
+	while (v >= 0x80) {
+		*p++ = (uint8_t)(v | 0x80);
+		v >>= 7;
+	}
+	*p++ = (uint8_t)v;
+	return p;
+}
+
+static inline uint8_t *put_zigzag(uint8_t *p, int64_t v)
+{
+	return put_varint(p, ((uint64_t)v << 1) ^ (uint64_t)(v >> 63));
+}
+
+#define MAX_EVENT_BYTES 80 /* kind, masks, flags, device, tag, and eight varints of at most 10 */
+
+void mt_encode_event(struct mt_buf *b, struct mt_encoder *st, const struct mt_event *e)
+{
+	uint8_t more = (e->tag ? MORE_TAG : 0) | (e->flags ? MORE_FLAGS : 0) | (e->error ? MORE_ERROR : 0);
+	uint8_t mask = (e->addr ? HAS_ADDR : 0) | (e->size ? HAS_SIZE : 0) | (e->aux ? HAS_AUX : 0) |
+		       (e->aux2 ? HAS_AUX2 : 0) | (e->stack ? HAS_STACK : 0) | (e->phase ? HAS_PHASE : 0) |
+		       (e->device != MT_NO_DEVICE ? HAS_DEVICE : 0) | (more ? HAS_MORE : 0);
+	uint8_t *p;
+
+	if (reserve(b, MAX_EVENT_BYTES))
+		return;
+	p = b->data + b->len;
+	*p++ = e->kind;
+	*p++ = mask;
+	p = put_varint(p, e->thread);
+	p = put_zigzag(p, (int64_t)(e->time - st->time));
+	st->time = e->time;
+	if (mask & HAS_ADDR) {
+		p = put_zigzag(p, (int64_t)(e->addr - st->addr));
+		st->addr = e->addr;
+	}
+	if (mask & HAS_SIZE)
+		p = put_varint(p, e->size);
+	if (mask & HAS_AUX)
+		p = put_varint(p, e->aux);
+	if (mask & HAS_AUX2)
+		p = put_varint(p, e->aux2);
+	if (mask & HAS_STACK)
+		p = put_varint(p, e->stack);
+	if (mask & HAS_PHASE)
+		p = put_varint(p, e->phase);
+	if (mask & HAS_DEVICE)
+		*p++ = e->device;
+	if (mask & HAS_MORE) {
+		*p++ = more;
+		if (more & MORE_TAG)
+			*p++ = e->tag;
+		if (more & MORE_FLAGS)
+			*p++ = e->flags;
+		if (more & MORE_ERROR)
+			p = put_zigzag(p, e->error);
+	}
+	b->len = (size_t)(p - b->data);
+}
+
+/* With ten bytes left no varint can run past the end: the common case checks nothing. */
+static inline uint64_t varint(struct mt_cursor *c)
+{
+	if (c->end - c->p >= 10) {
+		uint64_t v = 0;
+		for (int shift = 0; shift < 70; shift += 7) {
+			uint8_t byte = *c->p++;
+			v |= (uint64_t)(byte & 0x7f) << (shift & 63);
+			if (!(byte & 0x80))
+				return v;
+		}
+		c->bad = 1;
+		return 0;
+	}
+	return mt_get_varint(c);
+}
+
+static inline int64_t zigzag(struct mt_cursor *c)
+{
+	uint64_t v = varint(c);
+	return (int64_t)(v >> 1) ^ -(int64_t)(v & 1);
+}
+
+uint64_t mt_get_varint(struct mt_cursor *c)
+{
+	uint64_t v = 0;
+
+	for (int shift = 0; shift < 64; shift += 7) {
+		if (c->p >= c->end) {
+			c->bad = 1;
+			return 0;
+		}
+		uint8_t byte = *c->p++;
+		v |= (uint64_t)(byte & 0x7f) << shift;
+		if (!(byte & 0x80))
+			return v;
+	}
+	c->bad = 1;
+	return 0;
+}
+
+int64_t mt_get_zigzag(struct mt_cursor *c)
+{
+	uint64_t v = mt_get_varint(c);
+	return (int64_t)(v >> 1) ^ -(int64_t)(v & 1);
+}
+
+static uint8_t get_u8(struct mt_cursor *c)
+{
+	if (c->p >= c->end) {
+		c->bad = 1;
+		return 0;
+	}
+	return *c->p++;
+}
+
+int mt_decode_event(struct mt_cursor *c, struct mt_encoder *st, struct mt_event *e)
+{
+	uint8_t mask;
+	uint64_t thread, stack = 0, phase = 0;
+
+	memset(e, 0, sizeof *e);
+	e->kind = get_u8(c);
+	mask = get_u8(c);
+	thread = varint(c);
+	st->time += (uint64_t)zigzag(c);
+	e->time = st->time;
+	e->device = MT_NO_DEVICE;
+	if (mask & HAS_ADDR) {
+		st->addr += (uint64_t)zigzag(c);
+		e->addr = st->addr;
+	}
+	if (mask & HAS_SIZE)
+		e->size = varint(c);
+	if (mask & HAS_AUX)
+		e->aux = varint(c);
+	if (mask & HAS_AUX2)
+		e->aux2 = varint(c);
+	if (mask & HAS_STACK)
+		stack = varint(c);
+	if (mask & HAS_PHASE)
+		phase = varint(c);
+	if (mask & HAS_DEVICE)
+		e->device = get_u8(c);
+	if (mask & HAS_MORE) {
+		uint8_t more = get_u8(c);
+		if (more & MORE_TAG)
+			e->tag = get_u8(c);
+		if (more & MORE_FLAGS)
+			e->flags = get_u8(c);
+		if (more & MORE_ERROR)
+			e->error = (int32_t)zigzag(c);
+	}
+	/* 32-bit fields written wider are damage, not numbers to cut down */
+	if (e->kind >= MT_EV_COUNT || e->tag >= MT_TAG_COUNT || (thread | stack | phase) > UINT32_MAX)
+		c->bad = 1;
+	e->thread = (uint32_t)thread;
+	e->stack = (uint32_t)stack;
+	e->phase = (uint32_t)phase;
+	return c->bad ? -1 : 0;
+}

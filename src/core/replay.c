@@ -1,0 +1,234 @@
+/* Event replay. Frees of unknown addresses are counted, never fatal: a trace may
+ * start after allocations were made or lose events to a full buffer. A call that
+ * failed (error set) changes nothing but its counter. */
+#include "core/replay.h"
+
+#include <string.h>
+
+#include "core/alloc.h"
+
+const char *const mt_live_kind_names[MT_LIVE_KINDS] = {"device", "vmm", "managed", "host"};
+
+int mt_replay_init(struct mt_replay *r, const struct mt_trace *t)
+{
+	memset(r, 0, sizeof *r);
+	r->trace = t;
+	return 0;
+}
+
+void mt_replay_free(struct mt_replay *r)
+{
+	mt_free(r->live);
+	mt_slots_free(&r->slots);
+	mt_map_free(&r->by_addr);
+	mt_map_free(&r->by_handle);
+	mt_map_free(&r->mappings);
+	mt_map_free(&r->map_handle);
+	mt_ordered_free(&r->mapped);
+	mt_free(r->touched);
+}
+
+/* Noted for readers that follow the replay event by event (the leak scan), so they look
+ * at what changed instead of every live slot. Out of memory, the note is lost: touched
+ * is then incomplete, and the reader is told by ntouched == SIZE_MAX. */
+static void touch(struct mt_replay *r, size_t index)
+{
+	if (!r->track || r->ntouched == SIZE_MAX)
+		return;
+	if (mt_grow((void **)&r->touched, &r->cap_touched, r->ntouched, sizeof *r->touched)) {
+		r->ntouched = SIZE_MAX;
+		return;
+	}
+	r->touched[r->ntouched++] = index;
+}
+
+static struct mt_live *new_live(struct mt_replay *r, size_t *index)
+{
+	if ((*index = mt_slot_take(&r->slots, (void **)&r->live, sizeof *r->live)) == SIZE_MAX)
+		return NULL;
+	r->live[*index].in_use = true;
+	touch(r, *index);
+	return &r->live[*index];
+}
+
+static void drop_live(struct mt_replay *r, size_t index)
+{
+	r->live[index].in_use = false;
+	mt_slot_give(&r->slots, index);
+	touch(r, index);
+}
+
+static void charge(struct mt_replay *r, uint8_t dev, int64_t bytes, const struct mt_event *e)
+{
+	struct mt_device_state *d = &r->dev[dev];
+
+	d->seen = true;
+	d->current += (uint64_t)bytes;
+	if (d->current > d->peak) {
+		d->peak = d->current;
+		d->peak_time = e->time;
+		d->peak_event = r->index;
+		d->reserved_at_peak = d->reserved;
+	}
+}
+
+static void account(struct mt_replay *r, const struct mt_live *l, int sign, const struct mt_event *e)
+{
+	int64_t bytes = sign * (int64_t)l->size;
+
+	switch (l->kind) {
+	case MT_LIVE_DEVICE:
+	case MT_LIVE_VMM:
+		if (l->device != MT_NO_DEVICE)
+			charge(r, l->device, bytes, e);
+		break;
+	case MT_LIVE_MANAGED:
+		r->managed += (uint64_t)bytes;
+		break;
+	case MT_LIVE_HOST:
+		r->host += (uint64_t)bytes;
+		if (r->host > r->host_peak)
+			r->host_peak = r->host;
+		break;
+	}
+}
+
+static void made(struct mt_replay *r, const struct mt_event *e, uint8_t kind)
+{
+	size_t i;
+	uint64_t old;
+	struct mt_live *l;
+
+	/* an address handed out again without a free we saw: the old one is gone */
+	if (mt_map_del(&r->by_addr, e->addr, &old)) {
+		account(r, &r->live[old - 1], -1, e);
+		drop_live(r, old - 1);
+	}
+	l = new_live(r, &i);
+	if (!l)
+		return;
+	*l = (struct mt_live){.addr = e->addr, .size = e->size, .time = e->time, .event = r->index, .stack = e->stack,
+			      .phase = e->phase, .device = e->device, .kind = kind, .tag = e->tag, .in_use = true};
+	mt_map_put(&r->by_addr, e->addr, i + 1);
+	r->allocs++;
+	account(r, l, 1, e);
+}
+
+static void gone(struct mt_replay *r, const struct mt_event *e)
+{
+	uint64_t i;
+
+	if (!mt_map_del(&r->by_addr, e->addr, &i)) {
+		r->unmatched_frees++;
+		return;
+	}
+	r->frees++;
+	account(r, &r->live[i - 1], -1, e);
+	drop_live(r, i - 1);
+}
+
+/* A VMM handle loses a reference; the physical memory goes with the last one. */
+static void unref(struct mt_replay *r, uint64_t handle, const struct mt_event *e)
+{
+	uint64_t i;
+	struct mt_live *l;
+
+	if (!mt_map_get(&r->by_handle, handle, &i))
+		return;
+	l = &r->live[i - 1];
+	if (l->refs && --l->refs == 0) {
+		mt_map_del(&r->by_handle, handle, NULL);
+		r->frees++;
+		account(r, l, -1, e);
+		drop_live(r, i - 1);
+	}
+}
+
+/* Mappings inside [addr, addr+size), found in order: walking every mapping for each
+ * unmap was quadratic in a trace of many mappings. */
+static void unmap(struct mt_replay *r, const struct mt_event *e)
+{
+	uint64_t key = e->addr, end = e->addr + e->size < e->addr ? UINT64_MAX : e->addr + e->size;
+
+	while (mt_ordered_next(&r->mapped, key, &key) && key < end) {
+		uint64_t handle;
+		if (mt_map_del(&r->map_handle, key, &handle))
+			unref(r, handle, e);
+		mt_map_del(&r->mappings, key, NULL);
+		mt_ordered_del(&r->mapped, key);
+	}
+}
+
+void mt_replay_apply(struct mt_replay *r, const struct mt_event *e)
+{
+	uint64_t i;
+
+	r->ntouched = 0;
+	if (e->kind == MT_EV_DEVICE && e->device != MT_NO_DEVICE) {
+		r->dev[e->device].capacity = e->size;
+		r->dev[e->device].name = (uint32_t)e->aux;
+		r->dev[e->device].seen = true;
+	}
+	if (e->error) {
+		if (e->kind == MT_EV_ALLOC_FAILED)
+			r->failed++;
+		r->index++;
+		return;
+	}
+	switch (e->kind) {
+	case MT_EV_ALLOC: made(r, e, MT_LIVE_DEVICE); break;
+	case MT_EV_MANAGED_ALLOC: made(r, e, MT_LIVE_MANAGED); break;
+	case MT_EV_HOST_ALLOC: made(r, e, MT_LIVE_HOST); break;
+	case MT_EV_FREE:
+	case MT_EV_HOST_FREE: gone(r, e); break;
+	case MT_EV_VMM_CREATE: {
+		size_t k;
+		struct mt_live *l = new_live(r, &k);
+		if (!l)
+			break;
+		*l = (struct mt_live){.size = e->size, .time = e->time, .event = r->index, .stack = e->stack,
+				      .phase = e->phase, .device = e->device, .kind = MT_LIVE_VMM, .tag = e->tag,
+				      .in_use = true, .handle = e->aux, .refs = 1};
+		mt_map_put(&r->by_handle, e->aux, k + 1);
+		r->allocs++;
+		account(r, l, 1, e);
+		break;
+	}
+	case MT_EV_VMM_MAP:
+		if (mt_map_get(&r->by_handle, e->aux, &i)) {
+			struct mt_live *l = &r->live[i - 1];
+			l->refs++;
+			if (!l->addr) { /* the memory is the mapper's: attribute it to cuMemMap's caller */
+				l->addr = e->addr;
+				if (e->stack)
+					l->stack = e->stack;
+				touch(r, i - 1);
+			}
+			mt_map_put(&r->mappings, e->addr, e->size);
+			mt_map_put(&r->map_handle, e->addr, e->aux);
+			mt_ordered_add(&r->mapped, e->addr);
+		}
+		break;
+	case MT_EV_VMM_UNMAP: unmap(r, e); break;
+	case MT_EV_VMM_RELEASE:
+		if (mt_map_get(&r->by_handle, e->aux, &i) && !r->live[i - 1].released) {
+			r->live[i - 1].released = true;
+			unref(r, e->aux, e);
+		}
+		break;
+	case MT_EV_SEGMENT_ALLOC:
+	case MT_EV_SEGMENT_FREE:
+		if (e->device != MT_NO_DEVICE) {
+			r->dev[e->device].seen = true;
+			r->dev[e->device].reserved += e->kind == MT_EV_SEGMENT_ALLOC ? e->size : -e->size;
+		}
+		break;
+	case MT_EV_TAG_RANGE:
+		if (mt_map_get(&r->by_addr, e->addr, &i))
+			r->live[i - 1].tag = e->tag;
+		break;
+	default:
+		break;
+	}
+	r->index++;
+}

@@ -1,0 +1,63 @@
+/* Replaying a trace's events into state: what is live, per device and kind, at any
+ * event. One replay serves every analysis, so the numbers agree wherever shown.
+ * Device bytes are what the driver handed out: plain, pitched and stream-ordered
+ * allocations at their requested size, plus VMM physical memory from cuMemCreate
+ * until its handle is released and its last mapping is gone. Managed and pinned host
+ * memory are kept apart. */
+#ifndef MT_REPLAY_H
+#define MT_REPLAY_H
+
+#include "core/map.h"
+#include "core/array.h"
+#include "core/ordered.h"
+#include "reader/reader.h"
+
+#define MT_MAX_DEVICES 256
+
+enum mt_live_kind { MT_LIVE_DEVICE, MT_LIVE_VMM, MT_LIVE_MANAGED, MT_LIVE_HOST, MT_LIVE_KINDS };
+extern const char *const mt_live_kind_names[MT_LIVE_KINDS];
+
+struct mt_live {
+	uint64_t addr, size, time;
+	size_t event;      /* index of the event that made it */
+	uint32_t stack, phase;
+	uint8_t device, kind, tag;
+	bool in_use;
+	/* VMM: the handle, its references (itself and each mapping) and whether released */
+	uint64_t handle;
+	uint32_t refs;
+	bool released;
+};
+
+struct mt_device_state {
+	uint64_t current, peak, peak_time;
+	uint64_t reserved, reserved_at_peak; /* a caching allocator's segments, when the trace has them */
+	size_t peak_event;  /* index of the event that made the peak */
+	bool seen;
+	uint64_t capacity;
+	uint32_t name;      /* string id */
+};
+
+struct mt_replay {
+	const struct mt_trace *trace;
+	struct mt_live *live;    /* live[0 .. slots.n), those in_use alive */
+	struct mt_slots slots;
+	struct mt_map by_addr;   /* device, managed, host allocations: address -> index + 1 */
+	struct mt_map by_handle; /* VMM handle -> index + 1 */
+	struct mt_map mappings;  /* mapped address -> size << 0 (handle kept in a parallel map) */
+	struct mt_map map_handle;
+	struct mt_ordered mapped; /* the mapped addresses in order: an unmap finds those in its range */
+	struct mt_device_state dev[MT_MAX_DEVICES];
+	uint64_t managed, host, host_peak;
+	uint64_t allocs, frees, failed, unmatched_frees;
+	size_t index;            /* events applied so far */
+	bool track;              /* note `touched` (the leak scan follows it; the policy engine does not) */
+	size_t *touched;         /* live slots the last event made, dropped or re-attributed */
+	size_t ntouched, cap_touched;
+};
+
+int mt_replay_init(struct mt_replay *r, const struct mt_trace *t);
+void mt_replay_apply(struct mt_replay *r, const struct mt_event *e); /* the next event */
+void mt_replay_free(struct mt_replay *r);
+
+#endif

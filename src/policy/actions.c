@@ -1,0 +1,698 @@
+/* What a policy can do inside the job (the `memtap` module's actions) and the tables its
+ * handlers are given. Files are written only under the policy directory: a path with a
+ * ".." component, or an absolute one outside it, is refused, and the file is reached
+ * from the directory's descriptor without following a symbolic link anywhere on the way,
+ * and only if it is a regular file. Each action charges its work to the call's budget.
+ * A stack is symbolized with dladdr when a script first reads `ev.stack`, not before. */
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <lauxlib.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "policy/engine.h"
+#include "policy/heap.h"
+#include "lua/plan.h"
+#include "core/units.h"
+
+#define EVENT_META "memtap.event"
+#define FILE_COST 10000 /* instructions an action that opens and writes a file is charged */
+#define LINE_COST 1000  /* a line said, a mark recorded */
+#define NOT_REGULAR (-1) /* open_under: the path names something other than a regular file */
+
+static void set_int(lua_State *L, const char *k, uint64_t v)
+{
+	lua_pushinteger(L, (lua_Integer)v);
+	lua_setfield(L, -2, k);
+}
+
+static void set_str(lua_State *L, const char *k, const char *v)
+{
+	if (v && *v) {
+		lua_pushstring(L, v);
+		lua_setfield(L, -2, k);
+	}
+}
+
+/* ---- stacks ---- */
+
+/* A Python frame's string, "function\tfile\tline", as "function (file:line)". */
+static void python_frame(char *out, size_t size, const char *s, size_t len)
+{
+	char buf[256], *file, *line; /* shorter than `out`, which gains " (:)" */
+
+	snprintf(buf, sizeof buf, "%.*s", (int)len, s);
+	if (!(file = strchr(buf, '\t')) || !(line = strchr(file + 1, '\t'))) {
+		snprintf(out, size, "%s", buf);
+		return;
+	}
+	*file++ = *line++ = '\0';
+	snprintf(out, size, "%s (%s:%s)", buf, file, line);
+}
+
+static void push_frames(lua_State *L, uint32_t id)
+{
+	size_t len = 0;
+	const uint64_t *f = id ? mt_pol.host->stack(id, &len) : NULL;
+	size_t n = f ? len / sizeof *f : 0;
+
+	lua_createtable(L, (int)n, 0);
+	for (size_t i = 0; i < n; i++) {
+		uint64_t a;
+		Dl_info info;
+		char line[512];
+		memcpy(&a, (const char *)f + i * sizeof a, sizeof a);
+		if (a & MT_PYFRAME) {
+			size_t len = 0;
+			const char *py = mt_pol.host->string((uint32_t)a, &len);
+			python_frame(line, sizeof line, py ? py : "?", py ? len : 1);
+		} else if (dladdr((void *)(uintptr_t)a, &info) && info.dli_fname) {
+			const char *mod = strrchr(info.dli_fname, '/');
+			mod = mod ? mod + 1 : info.dli_fname;
+			if (info.dli_sname)
+				snprintf(line, sizeof line, "%s+0x%llx (%s)", info.dli_sname,
+					 (unsigned long long)(a - (uintptr_t)info.dli_saddr), mod);
+			else
+				snprintf(line, sizeof line, "0x%llx (%s+0x%llx)", (unsigned long long)a, mod,
+					 (unsigned long long)(a - (uintptr_t)info.dli_fbase));
+		} else {
+			snprintf(line, sizeof line, "0x%llx", (unsigned long long)a);
+		}
+		lua_pushstring(L, line);
+		lua_rawseti(L, -2, (lua_Integer)i + 1);
+	}
+}
+
+/* __index of event and top tables: `stack` from `stack_id` on first read */
+static int lazy_stack(lua_State *L)
+{
+	if (lua_type(L, 2) != LUA_TSTRING || strcmp(lua_tostring(L, 2), "stack") != 0)
+		return 0;
+	lua_getfield(L, 1, "stack_id");
+	push_frames(L, (uint32_t)lua_tointeger(L, -1));
+	lua_pushvalue(L, -1);
+	lua_setfield(L, 1, "stack");
+	return 1;
+}
+
+static void with_stack(lua_State *L, uint32_t id)
+{
+	set_int(L, "stack_id", id);
+	luaL_setmetatable(L, EVENT_META);
+}
+
+/* ---- numbers ---- */
+
+static void set_memory(lua_State *L, int device, uint64_t free_bytes, uint64_t total)
+{
+	const struct mt_device_state *s;
+	uint64_t cap;
+
+	if ((device = mt_watch_device(device)) < 0)
+		return;
+	s = &mt_pol.rp.dev[device];
+	cap = mt_pol.host->cap((uint8_t)device);
+	if (!total) { /* not said by the driver: the device's capacity (or cap) less what memtap saw made */
+		total = mt_watch_capacity(device);
+		free_bytes = total > s->current ? total - s->current : 0;
+	}
+	set_int(L, "device", (uint64_t)device);
+	set_int(L, "allocated", s->current);
+	set_int(L, "reserved", mt_watch_reserved(device));
+	set_int(L, "peak", s->peak);
+	set_int(L, "free", free_bytes);
+	set_int(L, "total", total);
+	if (cap)
+		set_int(L, "cap", cap);
+}
+
+void mt_pol_push_event(lua_State *L, const struct mt_pol_event *ev)
+{
+	const struct mt_policy_host *host = mt_pol.host;
+
+	lua_createtable(L, 0, 20);
+	set_str(L, "kind", ev->kind);
+	set_memory(L, ev->device, ev->free, ev->total);
+	if (ev->device < 0)
+		lua_pushnil(L), lua_setfield(L, -2, "device"); /* not about one device: the numbers are the first one's */
+	if (ev->size)
+		set_int(L, "size", ev->size);
+	lua_pushnumber(L, ev->time > host->start_ns ? (double)(ev->time - host->start_ns) / 1e9 : 0.0);
+	lua_setfield(L, -2, "time");
+	set_str(L, "phase", mt_pol_string(ev->phase));
+	set_str(L, "name", mt_pol_string(ev->name));
+	set_int(L, "iteration", ev->iteration ? ev->iteration : mt_pol.iteration);
+	set_str(L, "direction", ev->direction);
+	if (ev->level)
+		set_int(L, "level", ev->level);
+	if (ev->growth)
+		set_int(L, "growth", ev->growth);
+	if (ev->error)
+		set_int(L, "error", (uint64_t)ev->error);
+	with_stack(L, ev->stack);
+}
+
+/* ---- paths under the policy directory ---- */
+
+/* The path a script names, relative to the policy directory, with %p (the pid) and %n (a
+ * sequence number) filled in. */
+static const char *path_arg(lua_State *L, int i, const char *dflt, char *rel, size_t len)
+{
+	static unsigned sequence;
+	const char *p = luaL_optstring(L, i, dflt), *dir = mt_pol.host->dir;
+	size_t k = 0, n = strlen(dir);
+
+	if (!*p)
+		luaL_argerror(L, i, "an empty path");
+	for (const char *s = p; *s; s++)
+		if (s[0] == '.' && s[1] == '.' && (s == p || s[-1] == '/') && (s[2] == '/' || !s[2]))
+			luaL_argerror(L, i, "a path with '..' in it");
+	if (*p == '/') {
+		if (strncmp(p, dir, n) != 0 || p[n] != '/')
+			luaL_error(L, "%s is not under the policy directory %s", p, dir);
+		p += n + 1;
+	}
+	for (; *p && k + 24 < len; p++) {
+		if (*p != '%' || (p[1] != 'p' && p[1] != 'n' && p[1] != '%')) {
+			rel[k++] = *p;
+			continue;
+		}
+		p++;
+		k += (size_t)(*p == '%' ? snprintf(rel + k, len - k, "%%")
+				 : snprintf(rel + k, len - k, "%u", *p == 'p' ? (unsigned)getpid() : ++sequence));
+	}
+	rel[k] = '\0';
+	if (!k || rel[k - 1] == '/')
+		luaL_argerror(L, i, "a path that names no file");
+	return rel;
+}
+
+/* Opens `rel` under the policy directory, one component at a time from the directory's
+ * descriptor with O_NOFOLLOW, so no symbolic link is followed on the way; then only a
+ * regular file is kept (a FIFO could block, a device reach elsewhere). A descriptor, or
+ * -errno, or NOT_REGULAR. */
+static int open_under(const char *rel, int flags, mode_t mode)
+{
+	int fd = open(mt_pol.host->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), next, err;
+	const char *p = rel, *slash;
+	char part[1024];
+	struct stat st;
+
+	while (fd >= 0 && (slash = strchr(p, '/'))) {
+		size_t n = (size_t)(slash - p);
+		if (n >= sizeof part) {
+			close(fd);
+			return -ENAMETOOLONG;
+		}
+		memcpy(part, p, n);
+		part[n] = '\0';
+		p = slash + 1;
+		if (!n || strcmp(part, ".") == 0)
+			continue;
+		next = openat(fd, part, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		err = errno;
+		close(fd);
+		fd = next;
+		errno = err;
+	}
+	if (fd < 0)
+		return -errno;
+	if (fstatat(fd, p, &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISREG(st.st_mode)) {
+		close(fd);
+		return S_ISLNK(st.st_mode) ? -ELOOP : NOT_REGULAR;
+	}
+	next = openat(fd, p, flags | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, mode);
+	err = errno;
+	close(fd);
+	if (next < 0)
+		return -err;
+	if (fstat(next, &st) != 0 || !S_ISREG(st.st_mode)) {
+		close(next);
+		return NOT_REGULAR;
+	}
+	return next;
+}
+
+static int fail(lua_State *L, const char *what, int err)
+{
+	lua_pushnil(L);
+	if (err == NOT_REGULAR)
+		lua_pushfstring(L, "%s/%s: not a regular file; policies write only regular files", mt_pol.host->dir, what);
+	else if (err == -ELOOP || err == -ENOTDIR)
+		lua_pushfstring(L, "%s/%s: a symbolic link on the way (not followed) or not a folder", mt_pol.host->dir,
+				what);
+	else
+		lua_pushfstring(L, "%s/%s: %s", mt_pol.host->dir, what, strerror(err < 0 ? -err : err));
+	return 2;
+}
+
+/* ---- the actions ---- */
+
+static int snapshot(lua_State *L)
+{
+	char rel[2048], path[4200];
+	struct stat st;
+	int fd, r;
+
+	mt_pol_charge(L, FILE_COST);
+	path_arg(L, 1, "memtap-%p-snapshot-%n.trace", rel, sizeof rel);
+	if ((fd = open_under(rel, O_WRONLY | O_CREAT | O_EXCL, 0600)) < 0)
+		return fail(L, rel, fd);
+	snprintf(path, sizeof path, "%s/%s", mt_pol.host->dir, rel);
+	r = mt_pol.host->snapshot(fd, path);
+	if (!r && fstat(fd, &st) == 0) /* the copy's bytes, seen by the next budget check: the path is returned */
+		mt_pol.budget_left -= st.st_size / 16;
+	if (close(fd) != 0 && !r)
+		r = errno;
+	if (r)
+		return fail(L, rel, r);
+	lua_pushstring(L, path);
+	return 1;
+}
+
+static int capture(lua_State *L, bool on)
+{
+	int d = mt_watch_device((int)luaL_optinteger(L, 1, -1));
+	int r = mt_pol.host->capture(on, d < 0 ? 0 : (uint8_t)d);
+
+	if (r) {
+		lua_pushnil(L);
+		lua_pushfstring(L, "%s failed with CUDA error %d", on ? "cuProfilerStart" : "cuProfilerStop", r);
+		return 2;
+	}
+	lua_pushboolean(L, 1);
+	return 1;
+}
+
+static int capture_start(lua_State *L)
+{
+	return capture(L, true);
+}
+
+static int capture_stop(lua_State *L)
+{
+	return capture(L, false);
+}
+
+double mt_pol_level(lua_State *L, int i)
+{
+	static const char msg[] = "a level is a fraction (0.9, \"90%\") or a size (\"30GiB\")";
+
+	if (lua_type(L, i) == LUA_TSTRING) {
+		const char *s = lua_tostring(L, i);
+		size_t n = strlen(s);
+		uint64_t bytes;
+		char *end;
+		if (n && s[n - 1] == '%') {
+			double pct = strtod(s, &end);
+			if (end == s + n - 1 && pct > 0 && pct <= 100)
+				return pct / 100;
+		} else if (mt_parse_size(s, &bytes) == 0 && bytes > 1) {
+			return (double)bytes;
+		}
+		luaL_argerror(L, i, msg);
+	}
+	double v = luaL_checknumber(L, i);
+	luaL_argcheck(L, v > 0 && isfinite(v), i, msg);
+	return v;
+}
+
+/* memtap.set_cap(device, level): device nil for every device; level nil or 0 to lift it */
+static int set_cap(lua_State *L)
+{
+	lua_Integer d = luaL_opt(L, luaL_checkinteger, 1, -1);
+	double v = 0;
+
+	luaL_argcheck(L, d >= -1 && d < MT_NO_DEVICE, 1, "a device number, or nil for every device");
+	if (!lua_isnoneornil(L, 2) && !(lua_isinteger(L, 2) && lua_tointeger(L, 2) == 0))
+		v = mt_pol_level(L, 2);
+	mt_pol.host->set_cap((int)d, v > 1 ? (uint64_t)v : 0, v <= 1 ? v : 0);
+	mt_watch_forget_capacity();
+	return 0;
+}
+
+/* memtap.allocator{device=, policy=, knob=value, ...}, or memtap.allocator("knob:value,...")
+ * for every device: the caching allocator's knobs, for the engines running and those made
+ * later. Raises on a knob it cannot use; a refused call changes nothing. */
+static int allocator(lua_State *L)
+{
+	char conf[512] = "", why[200];
+	const char *policy = NULL;
+	lua_Integer device = -1;
+	size_t n = 0;
+
+	if (lua_type(L, 1) == LUA_TSTRING) {
+		n = (size_t)snprintf(conf, sizeof conf, "%s", lua_tostring(L, 1));
+	} else {
+		luaL_checktype(L, 1, LUA_TTABLE);
+		for (lua_pushnil(L); lua_next(L, 1); lua_pop(L, 1)) {
+			const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : NULL;
+
+			luaL_argcheck(L, k, 1, "knobs are named: {max_split_size_mb = 512, ...}");
+			if (strcmp(k, "device") == 0) {
+				device = lua_tointeger(L, -1);
+				luaL_argcheck(L, lua_isinteger(L, -1) && device >= 0 && device < MT_NO_DEVICE, 1,
+					      "device: a device number");
+			} else if (strcmp(k, "policy") == 0) {
+				luaL_argcheck(L, lua_type(L, -1) == LUA_TSTRING, 1, "policy: a name such as \"memtap-vmm\"");
+				policy = lua_tostring(L, -1);
+			} else if (n < sizeof conf) {
+				char num[32];
+				const char *v = num;
+				bool pushed = false;
+
+				if (lua_isboolean(L, -1))
+					v = lua_toboolean(L, -1) ? "True" : "False";
+				else if (lua_isinteger(L, -1))
+					snprintf(num, sizeof num, "%lld", (long long)lua_tointeger(L, -1));
+				else if (lua_type(L, -1) == LUA_TNUMBER)
+					snprintf(num, sizeof num, "%.15g", lua_tonumber(L, -1));
+				else
+					v = luaL_tolstring(L, -1, NULL), pushed = true;
+				n += (size_t)snprintf(conf + n, sizeof conf - n, "%s%s:%s", n ? "," : "", k, v);
+				if (pushed)
+					lua_pop(L, 1);
+			}
+		}
+	}
+	luaL_argcheck(L, n < sizeof conf, 1, "too many knobs");
+	if (!mt_pol.host->allocator)
+		return luaL_error(L, "memtap.allocator: the CUPTI backend serves no allocations");
+	if (mt_pol.host->allocator((int)device, policy, conf, why, sizeof why))
+		return luaL_error(L, "memtap.allocator: %s", why);
+	return 0;
+}
+
+/* memtap.allocator_stats([device]): the caching allocator's counters and knobs, or nil
+ * while the device has none (memtap run --allocator=caching, python memtap.use_allocator) */
+static int allocator_stats(lua_State *L)
+{
+	int d = mt_watch_device((int)luaL_optinteger(L, 1, -1));
+	struct mt_cache_stats s;
+	uint64_t largest;
+	char conf[512];
+
+	if (!mt_pol.host->allocator_stats || !mt_pol.host->allocator_stats(d, &s, &largest, conf, sizeof conf)) {
+		lua_pushnil(L);
+		return 1;
+	}
+	lua_createtable(L, 0, 16);
+	set_int(L, "reserved", s.reserved);
+	set_int(L, "allocated", s.allocated);
+	set_int(L, "requested", s.requested);
+	set_int(L, "peak_reserved", s.peak_reserved);
+	set_int(L, "largest_free", largest);
+	set_int(L, "segments", s.segments);
+	set_int(L, "allocs", s.allocs);
+	set_int(L, "frees", s.frees);
+	set_int(L, "hits", s.hits);
+	set_int(L, "ooms", s.ooms);
+	set_int(L, "retries", s.retries);
+	set_int(L, "stitched", s.stitched);
+	set_int(L, "released", s.released);
+	set_int(L, "gc_runs", s.gc_runs);
+	set_str(L, "conf", conf);
+	return 1;
+}
+
+static int stats(lua_State *L)
+{
+	int d = mt_watch_device((int)luaL_optinteger(L, 1, -1));
+
+	lua_createtable(L, 0, 10);
+	set_memory(L, d, 0, 0);
+	set_int(L, "iteration", mt_pol.iteration);
+	set_int(L, "policy_memory", mt_heap_used());
+	lua_pushboolean(L, mt_pol.dropped == 0);
+	lua_setfield(L, -2, "complete");
+	return 1;
+}
+
+static void add_bytes(lua_State *L, const char *key, uint64_t bytes)
+{
+	lua_getfield(L, -1, key);
+	lua_Integer have = lua_tointeger(L, -1);
+	lua_pop(L, 1);
+	lua_pushinteger(L, have + (lua_Integer)bytes);
+	lua_setfield(L, -2, key);
+}
+
+/* Live device bytes now, by tag (memtap_tag_*, python/memtap) and by the NVTX range
+ * they were allocated in; `memtap report` infers categories where nothing was tagged. */
+static int composition(lua_State *L)
+{
+	int d = (int)luaL_optinteger(L, 1, -1);
+	const struct mt_replay *rp = &mt_pol.rp;
+
+	mt_pol_charge(L, (double)rp->slots.n); /* a walk over every live allocation */
+	lua_createtable(L, 0, 3);
+	lua_newtable(L); /* by_tag */
+	lua_newtable(L); /* by_phase */
+	for (size_t i = 0; i < rp->slots.n; i++) {
+		const struct mt_live *l = &rp->live[i];
+		if (!l->in_use || (l->kind != MT_LIVE_DEVICE && l->kind != MT_LIVE_VMM) || (d >= 0 && l->device != d))
+			continue;
+		add_bytes(L, l->phase ? mt_pol_string(l->phase) : "(no range)", l->size);
+		lua_insert(L, -2);
+		add_bytes(L, mt_tag_names[l->tag < MT_TAG_COUNT ? l->tag : MT_TAG_NONE], l->size);
+		lua_insert(L, -2);
+	}
+	lua_setfield(L, -3, "by_phase");
+	lua_setfield(L, -2, "by_tag");
+	return 1;
+}
+
+static int top(lua_State *L)
+{
+	lua_Integer n = luaL_optinteger(L, 1, 10);
+	int d = (int)luaL_optinteger(L, 2, -1);
+	struct mt_stack_bytes buf[100];
+	size_t got;
+
+	luaL_argcheck(L, n >= 1 && n <= 100, 1, "from 1 to 100 stacks");
+	mt_pol_charge(L, (double)mt_pol.rp.slots.n);
+	got = mt_watch_top(buf, (size_t)n, 0, d);
+	lua_createtable(L, (int)got, 0);
+	for (size_t i = 0; i < got; i++) {
+		lua_createtable(L, 0, 4);
+		set_int(L, "bytes", buf[i].bytes);
+		set_int(L, "count", buf[i].count);
+		with_stack(L, buf[i].stack);
+		lua_rawseti(L, -2, (lua_Integer)i + 1);
+	}
+	return 1;
+}
+
+static int log_(lua_State *L)
+{
+	luaL_Buffer b;
+	int n = lua_gettop(L);
+
+	luaL_buffinit(L, &b);
+	for (int i = 1; i <= n; i++) {
+		if (i > 1)
+			luaL_addchar(&b, '\t');
+		luaL_tolstring(L, i, NULL);
+		luaL_addvalue(&b);
+	}
+	luaL_pushresult(&b);
+	mt_pol_charge(L, LINE_COST + (double)lua_rawlen(L, -1) / 16);
+	mt_pol_say("%s", lua_tostring(L, -1));
+	return 0;
+}
+
+static int mark(lua_State *L)
+{
+	mt_pol_charge(L, LINE_COST);
+	mt_pol.host->mark(luaL_checkstring(L, 1));
+	return 0;
+}
+
+static int append(lua_State *L)
+{
+	char rel[2048];
+	size_t len, done = 0;
+	const char *text;
+	int fd;
+
+	path_arg(L, 1, NULL, rel, sizeof rel);
+	text = luaL_checklstring(L, 2, &len);
+	mt_pol_charge(L, FILE_COST + (double)len / 16);
+	if ((fd = open_under(rel, O_WRONLY | O_APPEND | O_CREAT, 0644)) < 0)
+		return fail(L, rel, fd);
+	while (done < len) {
+		ssize_t w = write(fd, text + done, len - done);
+		if (w <= 0) {
+			int err = w < 0 ? errno : ENOSPC;
+			close(fd);
+			return fail(L, rel, err);
+		}
+		done += (size_t)w;
+	}
+	if (close(fd) != 0)
+		return fail(L, rel, errno);
+	lua_pushboolean(L, 1);
+	return 1;
+}
+
+/* ---- JSON out, for JSON-lines files ---- */
+
+static void json_string(luaL_Buffer *b, const char *s, size_t n)
+{
+	luaL_addchar(b, '"');
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)s[i];
+		char esc[8];
+		if (c == '"' || c == '\\') {
+			luaL_addchar(b, '\\');
+			luaL_addchar(b, (char)c);
+		} else if (c < 0x20) {
+			snprintf(esc, sizeof esc, "\\u%04x", c);
+			luaL_addstring(b, esc);
+		} else {
+			luaL_addchar(b, (char)c);
+		}
+	}
+	luaL_addchar(b, '"');
+}
+
+static void json_value(lua_State *L, luaL_Buffer *b, int i, int depth);
+
+static void json_table(lua_State *L, luaL_Buffer *b, int i, int depth)
+{
+	lua_Integer n = (lua_Integer)lua_rawlen(L, i);
+	bool first = true;
+
+	if (n > 0) {
+		luaL_addchar(b, '[');
+		for (lua_Integer k = 1; k <= n; k++) {
+			if (k > 1)
+				luaL_addchar(b, ',');
+			lua_rawgeti(L, i, k);
+			json_value(L, b, lua_gettop(L), depth + 1);
+			lua_pop(L, 1);
+		}
+		luaL_addchar(b, ']');
+		return;
+	}
+	luaL_addchar(b, '{');
+	lua_pushnil(L);
+	while (lua_next(L, i)) {
+		size_t len;
+		const char *k;
+		if (!first)
+			luaL_addchar(b, ',');
+		first = false;
+		lua_pushvalue(L, -2);
+		k = luaL_tolstring(L, -1, &len);
+		json_string(b, k, len);
+		lua_pop(L, 2);
+		luaL_addchar(b, ':');
+		json_value(L, b, lua_gettop(L), depth + 1);
+		lua_pop(L, 1);
+	}
+	luaL_addchar(b, '}');
+}
+
+static void json_value(lua_State *L, luaL_Buffer *b, int i, int depth)
+{
+	char num[64];
+	size_t len;
+	const char *s;
+
+	if (depth > 64)
+		luaL_error(L, "memtap.json: nested too deep");
+	switch (lua_type(L, i)) {
+	case LUA_TBOOLEAN:
+		luaL_addstring(b, lua_toboolean(L, i) ? "true" : "false");
+		break;
+	case LUA_TNUMBER:
+		if (lua_isinteger(L, i))
+			snprintf(num, sizeof num, "%lld", (long long)lua_tointeger(L, i));
+		else if (isfinite(lua_tonumber(L, i)))
+			snprintf(num, sizeof num, "%.17g", lua_tonumber(L, i));
+		else
+			snprintf(num, sizeof num, "null");
+		luaL_addstring(b, num);
+		break;
+	case LUA_TSTRING:
+		s = lua_tolstring(L, i, &len);
+		json_string(b, s, len);
+		break;
+	case LUA_TTABLE:
+		json_table(L, b, i, depth);
+		break;
+	default:
+		luaL_addstring(b, "null");
+	}
+}
+
+/* The buffer lives on the Lua stack: values are pushed and popped above it, never below. */
+static int json(lua_State *L)
+{
+	luaL_Buffer b;
+
+	luaL_checkany(L, 1);
+	lua_settop(L, 1);
+	luaL_buffinit(L, &b);
+	json_value(L, &b, 1, 0);
+	luaL_pushresult(&b);
+	mt_pol_charge(L, (double)lua_rawlen(L, -1) / 16); /* the walk was about as long as what it wrote */
+	return 1;
+}
+
+static int format_size(lua_State *L)
+{
+	char buf[64];
+
+	lua_pushstring(L, mt_format_size((uint64_t)luaL_checkinteger(L, 1), buf, sizeof buf));
+	return 1;
+}
+
+static int parse_size(lua_State *L)
+{
+	uint64_t bytes;
+
+	if (mt_parse_size(luaL_checkstring(L, 1), &bytes) != 0)
+		luaL_argerror(L, 1, "a size such as 512MiB, 40GiB or 80GB");
+	lua_pushinteger(L, (lua_Integer)bytes);
+	return 1;
+}
+
+static int devices(lua_State *L)
+{
+	int k = 0;
+
+	lua_newtable(L);
+	for (int d = 0; d < MT_NO_DEVICE; d++)
+		if (mt_pol.rp.dev[d].seen) {
+			lua_pushinteger(L, d);
+			lua_rawseti(L, -2, ++k);
+		}
+	return 1;
+}
+
+int mt_pol_open_module(lua_State *L)
+{
+	static const luaL_Reg fns[] = {
+		{"snapshot", snapshot}, {"capture_start", capture_start}, {"capture_stop", capture_stop},
+		{"set_cap", set_cap},   {"stats", stats},                 {"top", top},
+		{"log", log_},          {"mark", mark},                   {"append", append},
+		{"json", json},         {"format_size", format_size},     {"devices", devices},
+		{"composition", composition}, {"parse_size", parse_size}, {"plan", mt_lua_plan},
+		{"allocator", allocator}, {"allocator_stats", allocator_stats}, {NULL, NULL}};
+
+	luaL_newmetatable(L, EVENT_META);
+	lua_pushcfunction(L, lazy_stack);
+	lua_setfield(L, -2, "__index");
+	lua_pop(L, 1);
+	luaL_newlib(L, fns);
+	set_str(L, "dir", mt_pol.host->dir);
+	set_int(L, "pid", (uint64_t)getpid());
+	return 1;
+}

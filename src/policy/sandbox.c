@@ -1,0 +1,301 @@
+/* What a policy may reach, and what its calls into C cost. A policy gets Lua's own
+ * libraries less what reaches other code, other files or the process. The count hook
+ * sees only Lua instructions, so every library function whose work in C grows with its
+ * arguments is wrapped: before the call it charges its worst case to the handler's
+ * instruction budget (a pattern's backtracking, rep's copies, table shifts and moves,
+ * sorts, full collections), after it the bytes it returned. Finalizers (__gc) are refused:
+ * Lua runs them with hooks off, where no budget can stop them. */
+#include <lauxlib.h>
+#include <lualib.h>
+#include <math.h>
+#include <string.h>
+
+#include "policy/engine.h"
+#include "policy/heap.h"
+
+#define BYTES_PER_INSTRUCTION 16 /* copying or scanning: about what one VM instruction costs */
+#define MAX_COST 1e18
+
+typedef double cost_fn(lua_State *L);
+
+struct cost {
+	const char *name;
+	cost_fn *fn;
+};
+
+static double len_of(lua_State *L, int i)
+{
+	size_t n = 0;
+
+	if (lua_type(L, i) == LUA_TSTRING)
+		lua_tolstring(L, i, &n);
+	return (double)n;
+}
+
+static double int_arg(lua_State *L, int i, double dflt)
+{
+	return lua_isinteger(L, i) ? (double)lua_tointeger(L, i) : lua_isnoneornil(L, i) ? dflt : 0;
+}
+
+static double table_len(lua_State *L, int i)
+{
+	return lua_type(L, i) == LUA_TTABLE ? (double)lua_rawlen(L, i) : 0;
+}
+
+/* ---- worst cases ---- */
+
+/* Every string argument scanned once: most functions of the string and utf8 libraries. */
+static double scan_cost(lua_State *L)
+{
+	double bytes = 0;
+
+	for (int i = 1, n = lua_gettop(L); i <= n; i++)
+		bytes += len_of(L, i);
+	return bytes / BYTES_PER_INSTRUCTION;
+}
+
+/* Lua's matcher backtracks: each repetition (*, +, -), balance (%b) or back-reference can
+ * try every position of the subject, each optional item (?) both ways. A pattern with
+ * neither special characters nor repetitions is a plain search. */
+static double pattern_cost(lua_State *L)
+{
+	size_t n = 0, m = 0;
+	const char *s = lua_type(L, 1) == LUA_TSTRING ? lua_tolstring(L, 1, &n) : NULL;
+	const char *p = lua_type(L, 2) == LUA_TSTRING ? lua_tolstring(L, 2, &m) : NULL;
+	double positions, cost;
+	int repeats = 0, optional = 0;
+
+	if (!s || !p)
+		return 0;
+	for (size_t i = 0; i < m; i++) {
+		if (p[i] == '%' && i + 1 < m) {
+			if (p[i + 1] == 'b' || (p[i + 1] >= '0' && p[i + 1] <= '9'))
+				repeats++;
+			i++;
+		} else if (p[i] == '[') { /* a set: ']' first is a member, '%]' too */
+			i += i + 1 < m && p[i + 1] == '^' ? 2 : 1;
+			for (bool first = true; i < m && (p[i] != ']' || first); i++, first = false)
+				if (p[i] == '%')
+					i++;
+		} else if (p[i] == '*' || p[i] == '+' || p[i] == '-') {
+			repeats++;
+		} else if (p[i] == '?') {
+			optional++;
+		}
+	}
+	positions = (double)n + 1;
+	cost = (m && p[0] == '^' ? 1 : positions) * pow(positions, repeats) * pow(2, optional);
+	cost += (double)m;
+	return cost > MAX_COST ? MAX_COST : cost;
+}
+
+/* string.rep(s, n, sep): n copies, even of nothing */
+static double rep_cost(lua_State *L)
+{
+	double n = int_arg(L, 2, 0);
+
+	return n > 0 ? n + n * (len_of(L, 1) + len_of(L, 3)) / BYTES_PER_INSTRUCTION : 0;
+}
+
+/* table.concat(t, sep, i, j) and table.unpack(t, i, j): one step an element */
+static double range_cost(lua_State *L, int from)
+{
+	double i = int_arg(L, from, 1), j = int_arg(L, from + 1, table_len(L, 1));
+
+	return j >= i ? j - i + 1 : 0;
+}
+
+static double concat_cost(lua_State *L)
+{
+	return range_cost(L, 3);
+}
+
+static double unpack_cost(lua_State *L)
+{
+	return range_cost(L, 2);
+}
+
+/* table.move(a1, f, e, t [, a2]): e - f + 1 moves, whether the slots hold anything or not */
+static double move_cost(lua_State *L)
+{
+	double f = int_arg(L, 2, 0), e = int_arg(L, 3, 0);
+
+	return e >= f ? e - f + 1 : 0;
+}
+
+/* table.insert and table.remove at a position shift what follows it */
+static double shift_cost(lua_State *L)
+{
+	return table_len(L, 1);
+}
+
+static double sort_cost(lua_State *L)
+{
+	double n = table_len(L, 1);
+
+	return n * log2(n + 1);
+}
+
+/* A full collection or a step walks the heap; asking how big it is costs nothing. */
+static double collect_cost(lua_State *L)
+{
+	const char *opt = luaL_optstring(L, 1, "collect");
+
+	if (strcmp(opt, "count") == 0 || strcmp(opt, "isrunning") == 0)
+		return 0;
+	return (double)mt_heap_used() / BYTES_PER_INSTRUCTION;
+}
+
+/* ---- the wrapper ---- */
+
+/* Charges the worst case, calls the library's own function (upvalue 1) with every
+ * argument, then charges the bytes it returned. Its errors name it (upvalue 3): called
+ * from here, Lua could not. */
+static int guarded(lua_State *L)
+{
+	cost_fn *cost = (cost_fn *)lua_touserdata(L, lua_upvalueindex(2));
+	int n = lua_gettop(L), results;
+	double out = 0;
+
+	mt_pol_charge(L, cost(L));
+	lua_pushvalue(L, lua_upvalueindex(1));
+	lua_insert(L, 1);
+	if (lua_pcall(L, n, LUA_MULTRET, 0) != LUA_OK) {
+		if (lua_type(L, -1) == LUA_TSTRING && strstr(lua_tostring(L, -1), "'?'"))
+			luaL_gsub(L, lua_tostring(L, -1), "'?'", lua_tostring(L, lua_upvalueindex(3)));
+		return lua_error(L);
+	}
+	results = lua_gettop(L);
+	for (int i = 1; i <= results; i++)
+		out += len_of(L, i);
+	mt_pol_charge(L, out / BYTES_PER_INSTRUCTION);
+	return results;
+}
+
+/* Replaces table[name] (the table on top of the stack) by its guarded self. */
+static void guard(lua_State *L, const char *name, cost_fn *cost)
+{
+	lua_getfield(L, -1, name);
+	if (!lua_iscfunction(L, -1)) {
+		lua_pop(L, 1);
+		return;
+	}
+	lua_pushlightuserdata(L, (void *)cost);
+	lua_pushfstring(L, "'%s'", name);
+	lua_pushcclosure(L, guarded, 3);
+	lua_setfield(L, -2, name);
+}
+
+/* Every C function of a library, each with its own worst case or the scan of its strings. */
+static void guard_library(lua_State *L, const char *lib, const struct cost *costs)
+{
+	const char *names[64]; /* keys stay in the table, so their strings stay alive */
+	int n = 0;
+
+	lua_getglobal(L, lib);
+	for (lua_pushnil(L); lua_next(L, -2); lua_pop(L, 1))
+		if (lua_type(L, -2) == LUA_TSTRING && lua_iscfunction(L, -1) && n < 64)
+			names[n++] = lua_tostring(L, -2);
+	for (int i = 0; i < n; i++) {
+		cost_fn *fn = scan_cost;
+		for (const struct cost *c = costs; c->name; c++)
+			if (strcmp(c->name, names[i]) == 0)
+				fn = c->fn;
+		guard(L, names[i], fn);
+	}
+	lua_pop(L, 1);
+}
+
+/* setmetatable, less __gc and __close: Lua runs finalizers with hooks off, and the close
+ * methods of a coroutine that a budget error ended with its hooks still off. */
+static int set_metatable(lua_State *L)
+{
+	static const char *const refused[] = {"__gc", "__close", NULL};
+
+	for (const char *const *k = refused; lua_type(L, 2) == LUA_TTABLE && *k; k++) {
+		lua_pushstring(L, *k);
+		if (lua_rawget(L, 2) != LUA_TNIL)
+			return luaL_error(L, "a policy cannot set %s: Lua would run it where no budget can stop it", *k);
+		lua_pop(L, 1);
+	}
+	lua_pushvalue(L, lua_upvalueindex(1));
+	lua_insert(L, 1);
+	lua_call(L, lua_gettop(L) - 1, 1);
+	return 1;
+}
+
+/* xpcall(f, msgh, ...) as pcall, then msgh on the error: Lua runs a message handler with
+ * hooks off when the error came from a hook (a spent budget), so it runs here, after the
+ * unwinding, where the budget still holds. The sandbox has no debug library, so a handler
+ * could not look at the failed call's stack anyway. */
+static int x_pcall(lua_State *L)
+{
+	int n = lua_gettop(L);
+
+	luaL_checktype(L, 2, LUA_TFUNCTION);
+	lua_pushvalue(L, 1); /* f, then the arguments after msgh */
+	for (int i = 3; i <= n; i++)
+		lua_pushvalue(L, i);
+	if (lua_pcall(L, n - 2 < 0 ? 0 : n - 2, LUA_MULTRET, 0) == LUA_OK) {
+		lua_pushboolean(L, 1);
+		lua_insert(L, n + 1);
+		return lua_gettop(L) - n;
+	}
+	lua_pushvalue(L, 2);
+	lua_insert(L, -2);
+	lua_pushboolean(L, 0);
+	lua_insert(L, -3);
+	lua_pcall(L, 1, 1, 0); /* the handler's own error takes the place of its answer */
+	return 2;
+}
+
+void mt_pol_open_sandbox(lua_State *L)
+{
+	static const luaL_Reg libs[] = {{LUA_GNAME, luaopen_base},        {LUA_COLIBNAME, luaopen_coroutine},
+					{LUA_TABLIBNAME, luaopen_table},  {LUA_STRLIBNAME, luaopen_string},
+					{LUA_MATHLIBNAME, luaopen_math},  {LUA_UTF8LIBNAME, luaopen_utf8},
+					{LUA_OSLIBNAME, luaopen_os},      {NULL, NULL}};
+	/* what a policy may not reach: other code, other files, the process */
+	static const char *const gone[] = {"dofile", "loadfile", "load", "require", NULL};
+	static const char *const os_kept[] = {"clock", "date", "difftime", "getenv", "time", NULL};
+	static const struct cost string_costs[] = {{"find", pattern_cost}, {"match", pattern_cost},
+						   {"gmatch", pattern_cost}, {"gsub", pattern_cost},
+						   {"rep", rep_cost}, {NULL, NULL}};
+	static const struct cost table_costs[] = {{"concat", concat_cost}, {"unpack", unpack_cost},
+						  {"move", move_cost}, {"insert", shift_cost},
+						  {"remove", shift_cost}, {"sort", sort_cost}, {NULL, NULL}};
+	static const struct cost none[] = {{NULL, NULL}};
+
+	for (const luaL_Reg *l = libs; l->name; l++) {
+		luaL_requiref(L, l->name, l->func, 1);
+		lua_pop(L, 1);
+	}
+	for (const char *const *g = gone; *g; g++) {
+		lua_pushnil(L);
+		lua_setglobal(L, *g);
+	}
+	lua_getglobal(L, "os");
+	lua_createtable(L, 0, 5);
+	for (const char *const *k = os_kept; *k; k++) {
+		lua_getfield(L, -2, *k);
+		lua_setfield(L, -2, *k);
+	}
+	lua_setglobal(L, "os");
+	lua_pop(L, 1);
+	lua_getglobal(L, "string");
+	lua_pushnil(L);
+	lua_setfield(L, -2, "dump");
+	lua_pop(L, 1);
+	guard_library(L, "string", string_costs);
+	guard_library(L, "table", table_costs);
+	guard_library(L, "utf8", none);
+	guard_library(L, "os", none);
+	lua_pushglobaltable(L);
+	guard(L, "collectgarbage", collect_cost);
+	lua_getfield(L, -1, "setmetatable");
+	lua_pushcclosure(L, set_metatable, 1);
+	lua_setfield(L, -2, "setmetatable");
+	lua_pushcfunction(L, x_pcall);
+	lua_setfield(L, -2, "xpcall");
+	lua_pop(L, 1);
+}

@@ -1,0 +1,87 @@
+/* Reading a memtap trace into memory. A trace cut short (a killed job) or corrupted
+ * reads back up to the last good chunk; `complete` says whether the file was closed
+ * cleanly and `problem` says in one line what was wrong. Events come sorted by time.
+ * Every index an event holds (thread, stack, string) is checked against the trace's own
+ * tables here, once, and every size against the address space, so analyses index their
+ * tables without checking again. */
+#ifndef MT_READER_H
+#define MT_READER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/format.h"
+
+struct mt_stack {
+	uint32_t depth;
+	const uint64_t *frames; /* innermost first; return addresses as recorded */
+};
+
+struct mt_module {
+	const char *path, *build_id;
+	uint64_t base, start, end; /* load bias; lowest and highest mapped address */
+};
+
+/* A frame of an imported trace, which comes with names instead of addresses: such a
+ * trace's stacks hold indices into `named` (from 1). */
+struct mt_named_frame {
+	const char *function, *file;
+	int line;
+};
+
+struct mt_trace {
+	const char *path;
+	char *info;                 /* "key=value\n" lines of the INFO chunk */
+	struct mt_event *events;
+	size_t nevents;
+	const char **strings;       /* by id; [0] is "" */
+	size_t nstrings;
+	struct mt_stack *stacks;    /* by id; [0] is empty */
+	size_t nstacks;
+	struct mt_module *modules;
+	size_t nmodules;
+	struct mt_named_frame *named;
+	size_t nnamed;
+	uint32_t *threads;          /* by an event's thread: the index the recorder gave it; [0] is 0 */
+	size_t nthreads;            /* events' thread indices are below this, at most events + 1 */
+	uint64_t dropped;           /* events the recorder could not keep */
+	uint64_t drops[MT_DROP_COUNT]; /* of those, by reason, where the trace says (END, DROPS chunks) */
+	uint64_t written;           /* events the last END chunk says are in the file */
+	bool complete;              /* an END chunk closed the file */
+	char problem[256];          /* empty, or what was wrong with the file */
+	void *mem;                  /* owned allocations */
+	size_t cap_events, cap_strings, cap_stacks, cap_modules, cap_named;
+};
+
+/* 0 on success (possibly with a problem noted), else an errno code; `problem` says why. */
+int mt_trace_read(const char *path, struct mt_trace *t);
+/* The same for a trace already in memory; name is only for messages. A PyTorch memory
+ * snapshot (a pickle from torch.cuda.memory._dump_snapshot) and a RAPIDS RMM log (CSV from
+ * logging_resource_adaptor) are read into the same form. */
+int mt_trace_parse(const void *data, size_t size, const char *name, struct mt_trace *t);
+void mt_trace_free(struct mt_trace *t);
+/* The value of an INFO key, copied into buf; NULL when absent. */
+const char *mt_trace_info(const struct mt_trace *t, const char *key, char *buf, size_t len);
+/* Start of the trace on the monotonic clock (INFO start_monotonic_ns, else the first event). */
+uint64_t mt_trace_start(const struct mt_trace *t);
+const char *mt_trace_string(const struct mt_trace *t, uint64_t id);
+/* The thread index the recorder gave the thread of an event (events carry the reader's own). */
+uint32_t mt_trace_thread(const struct mt_trace *t, uint32_t thread);
+/* What is wrong with an event against t's tables so far (a stack, string or size out of
+ * range), in a few words written to buf; NULL when nothing is. */
+const char *mt_trace_check_event(const struct mt_trace *t, const struct mt_event *e, char *buf, size_t len);
+
+/* For importers (format/torch.c): building a trace in memory. 0 or ENOMEM. */
+int mt_trace_add_event(struct mt_trace *t, const struct mt_event *e);
+uint32_t mt_trace_add_string(struct mt_trace *t, const char *s);             /* 0 when out of memory */
+uint32_t mt_trace_add_stack(struct mt_trace *t, const uint64_t *frames, uint32_t depth);
+/* function and file are not copied: strings the trace owns (mt_trace_own), or that outlive it */
+uint32_t mt_trace_add_named(struct mt_trace *t, const char *function, const char *file, int line);
+void *mt_trace_own(struct mt_trace *t, size_t n);                           /* freed with the trace */
+int mt_trace_finish(struct mt_trace *t); /* numbers threads, sorts events by time; 0 or ENOMEM */
+int mt_trace_from_torch(const uint8_t *data, size_t size, struct mt_trace *t);
+bool mt_is_rmm_log(const uint8_t *data, size_t size);
+int mt_trace_from_rmm(const uint8_t *data, size_t size, struct mt_trace *t);
+
+#endif

@@ -1,0 +1,72 @@
+/* What memtap's CUDA hook files share: the real driver entry points (filled by
+ * cuGetProcAddress and dlsym interception, or looked up in libcuda.so.1 for callers
+ * that linked it), and the recording helpers common to driver and runtime hooks. */
+#ifndef MTP_HOOKS_H
+#define MTP_HOOKS_H
+
+#include <cuda.h>
+#include <cudaTypedefs.h>
+
+#include "recorder/mtp.h"
+
+#define MTP_NEWEST_KNOWN 13999 /* wrappers apply to lookups up to CUDA 13.x */
+
+#define DRV(base, sym, ver, ptsz) extern MTP_HIDDEN PFN_##base##_v##ver mtp_real_##sym;
+#include "recorder/driver_hooks.def"
+#undef DRV
+
+/* Exported, but not declared by cuda.h without CUDA_API_PER_THREAD_DEFAULT_STREAM. */
+CUresult CUDAAPI cuMemAllocAsync_ptsz(CUdeviceptr *, size_t, CUstream);
+CUresult CUDAAPI cuMemFreeAsync_ptsz(CUdeviceptr, CUstream);
+CUresult CUDAAPI cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *, size_t, CUmemoryPool, CUstream);
+
+/* A driver function looked up once in libcuda.so.1 and kept in *slot; racing threads
+ * find the same pointer, and relaxed atomics keep that well-defined. The slot is
+ * remembered, to be emptied if the driver is unloaded (mtp_driver_forget). */
+MTP_HIDDEN void *mtp_driver_lookup(void **slot, const char *name);
+static inline void *mtp_lookup_once(void **slot, const char *name)
+{
+	void *p = __atomic_load_n(slot, __ATOMIC_RELAXED);
+
+	return likely(p) ? p : mtp_driver_lookup(slot, name);
+}
+
+/* The real function for a wrapper: filled by interception, else from libcuda.so.1. */
+#define MTP_REAL(sym) ((__typeof__(mtp_real_##sym))mtp_lookup_once((void **)&mtp_real_##sym, #sym))
+
+/* Recording helpers; `api` is an enum mt_api, `error` a CUresult or cudaError_t. */
+MTP_HIDDEN void mtp_hook_made(uint8_t kind, uint8_t api, uint8_t device, uint64_t addr, uint64_t size,
+			      uint64_t aux, uint64_t aux2);
+MTP_HIDDEN void mtp_hook_gone(uint8_t kind, uint64_t addr, uint64_t size, uint64_t aux);
+/* A failed allocation, recorded. Out of memory on a first try (`try_` 0) runs the policies'
+ * on_oom handlers here, on the failing thread; true when one asks for the call again. */
+MTP_HIDDEN bool mtp_hook_failed(uint8_t kind, uint8_t api, uint8_t device, uint64_t size, int error, int try_);
+/* An allocation call's outcome (error 0: made, when addr is not NULL; else failed, and
+ * the answer is mtp_hook_failed's). */
+MTP_HIDDEN bool mtp_hook_outcome(int try_, int error, uint8_t kind, uint8_t api, uint8_t device, uint64_t addr,
+				 uint64_t size, uint64_t aux, uint64_t aux2);
+
+/* Makes an allocation call into r and records it when `rec`; when it ran out of memory
+ * and a policy released something, the call is made once more (`before_retry` first). */
+#define MTP_CALL(rec, r, call, before_retry, ...)                                   \
+	for (int try_ = 0;; try_++) {                                               \
+		(r) = (call);                                                       \
+		if (!(rec) || !mtp_hook_outcome(try_, (r), __VA_ARGS__))            \
+			break;                                                      \
+		before_retry;                                                       \
+	}
+
+/* A device allocation of `size` past a policy's cap fails as the driver would fail it. */
+#define MTP_CAPPED(size, call) \
+	(unlikely(__atomic_load_n(&mtp_capping, __ATOMIC_RELAXED)) && mtp_cap_check(size) ? CUDA_ERROR_OUT_OF_MEMORY : (call))
+/* A release recorded before the call failed: say so. */
+MTP_HIDDEN void mtp_hook_release_failed(int error, uint8_t kind, uint64_t addr);
+MTP_HIDDEN uint8_t mtp_location_device(const CUmemLocation *loc); /* MT_NO_DEVICE unless a device */
+
+/* After a library was unloaded (loader.c): forget pointers into it. */
+MTP_HIDDEN bool mtp_rt_forget(void);		 /* the runtime went: true */
+MTP_HIDDEN bool mtp_rt_hooked(const char *name); /* memtap exports this runtime function */
+MTP_HIDDEN void mtp_driver_hooks_forget(void);
+MTP_HIDDEN void mtp_procaddr_forget(void);
+
+#endif

@@ -1,0 +1,143 @@
+/* Start and end of recording in a process: options, own-code range (so its frames
+ * are skipped), interning tables, the trace file and writer, fork and exit handling.
+ * A child forked without exec stops recording unless follow_fork is set; a child that
+ * execs loads memtap afresh through the inherited LD_PRELOAD and records into its own
+ * file. Hooks pass straight through until start-up has finished. A fatal signal flushes
+ * the buffers before the process dies. */
+#define UNW_LOCAL_ONLY
+#include <dlfcn.h>
+#include <libunwind.h>
+#include <link.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "recorder/mtp.h"
+
+bool mtp_load_bounds(const struct dl_phdr_info *info, uintptr_t *lo, uintptr_t *hi)
+{
+	*lo = UINTPTR_MAX;
+	*hi = 0;
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		if (ph->p_type != PT_LOAD)
+			continue;
+		if (info->dlpi_addr + ph->p_vaddr < *lo)
+			*lo = info->dlpi_addr + ph->p_vaddr;
+		if (info->dlpi_addr + ph->p_vaddr + ph->p_memsz > *hi)
+			*hi = info->dlpi_addr + ph->p_vaddr + ph->p_memsz;
+	}
+	return *hi > *lo;
+}
+
+pid_t mtp_pid;
+
+static int find_self(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	uintptr_t here = (uintptr_t)arg;
+	uintptr_t lo, hi;
+
+	(void)size;
+	if (!mtp_load_bounds(info, &lo, &hi) || here < lo || here >= hi)
+		return 0;
+	mtp_self_start = lo;
+	mtp_self_end = hi;
+	return 1;
+}
+
+static void at_exit(void)
+{
+	if (mtp_state != MTP_ON)
+		return;
+	/* a process that recorded nothing (a shell, a launcher, a forked child that never
+	   touched the GPU) leaves no file behind */
+	if (mtp_writer_has_events() && mtp_enter()) {
+		struct mt_event e = {.kind = MT_EV_PROCESS_EXIT, .device = MT_NO_DEVICE};
+		mtp_record(&e, false);
+	}
+	mtp_leave();
+	mtp_policy_stop(); /* on_exit handlers see everything, and may still take a snapshot */
+	mtp_writer_stop();
+	if (mtp_opt.check_stacks)
+		mtp_warn("check_stacks: %llu of %llu cached stacks differed from a full unwind",
+			 (unsigned long long)mtp_stack_mismatches, (unsigned long long)mtp_stack_checks);
+}
+
+/* A fatal signal: write what the buffers hold (the events just before a crash are the
+ * ones that explain it), then let the signal do what it would have done. */
+static const int fatal[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT};
+static struct sigaction previous[sizeof fatal / sizeof fatal[0]];
+
+static void on_fatal(int sig)
+{
+	static int once;
+
+	for (size_t i = 0; i < sizeof fatal / sizeof fatal[0]; i++)
+		if (fatal[i] == sig)
+			sigaction(sig, &previous[i], NULL);
+	if (!__atomic_exchange_n(&once, 1, __ATOMIC_ACQ_REL) && mtp_state == MTP_ON)
+		mtp_writer_crash_flush();
+	raise(sig); /* delivered when the handler returns, to the handler that was there before */
+}
+
+static void catch_fatal_signals(void)
+{
+	struct sigaction sa = {.sa_handler = on_fatal, .sa_flags = SA_NODEFER};
+
+	sigemptyset(&sa.sa_mask);
+	for (size_t i = 0; i < sizeof fatal / sizeof fatal[0]; i++) {
+		struct sigaction old;
+		/* an application's own handler stays: it was there first and may chain to the default */
+		if (sigaction(fatal[i], NULL, &old) == 0 && old.sa_handler == SIG_DFL && !(old.sa_flags & SA_SIGINFO)) {
+			previous[i] = old;
+			sigaction(fatal[i], &sa, NULL);
+		}
+	}
+}
+
+static void fork_prepare(void)
+{
+	if (mtp_state == MTP_ON)
+		mtp_writer_atfork_prepare();
+}
+
+static void fork_parent(void)
+{
+	if (mtp_state == MTP_ON)
+		mtp_writer_atfork_parent();
+}
+
+static void fork_child(void)
+{
+	if (mtp_state != MTP_ON)
+		return;
+	mtp_pid = getpid();
+	mtp_rings_reset_child();
+	mtp_policy_forget();
+	mtp_writer_atfork_child(mtp_opt.follow_fork);
+}
+
+__attribute__((constructor)) static void mtp_init(void)
+{
+	mtp_start_ns = mtp_now();
+	mtp_pid = getpid();
+	mtp_options_load();
+	if (!mtp_opt.enabled)
+		return;
+	dl_iterate_phdr(find_self, (void *)(uintptr_t)&mtp_init);
+	unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
+	if (mtp_table_init(&mtp_stacks, 1u << 18, 64u << 20) || mtp_table_init(&mtp_strings, 1u << 16, 4u << 20)) {
+		mtp_warn("cannot reserve memory for stack and string tables; recording is off");
+		return;
+	}
+	mtp_state = MTP_STARTING;
+	if (mtp_writer_start()) {
+		mtp_state = MTP_OFF;
+		return;
+	}
+	pthread_atfork(fork_prepare, fork_parent, fork_child);
+	atexit(at_exit);
+	catch_fatal_signals();
+	__atomic_store_n(&mtp_state, MTP_ON, __ATOMIC_RELEASE);
+	mtp_policy_load();
+}

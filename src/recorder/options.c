@@ -1,0 +1,193 @@
+/* Options from the environment (MEMTAP_OPTIONS, then MEMTAP_<KEY>, which wins), read
+ * straight from environ at start-up: no allocation, so it works while preloading.
+ * A bad value is one warning on stderr and the default stays. */
+#include "recorder/mtp.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/units.h"
+
+struct mtp_options mtp_opt;
+
+enum type { T_STR, T_SIZE, T_BOOL };
+static const struct option_def {
+	const char *key;
+	enum type type;
+	const char *dflt;
+	size_t offset;
+} defs[] = {
+#define OPT(key, type, dflt, help) {#key, T_##type, dflt, offsetof(struct mtp_options, key)},
+#include "recorder/options.def"
+#undef OPT
+};
+
+/* Storage for string values: environ may change later, so values are copied here. */
+static char strings[4096];
+static size_t strings_used;
+
+void mtp_warn(const char *fmt, ...)
+{
+	char line[512];
+	va_list ap;
+	int n;
+
+	if (mtp_opt.quiet)
+		return;
+	memcpy(line, "memtap: ", 8);
+	va_start(ap, fmt);
+	n = vsnprintf(line + 8, sizeof line - 9, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return;
+	n += 8;
+	if (n > (int)sizeof line - 2)
+		n = sizeof line - 2;
+	line[n++] = '\n';
+	if (write(2, line, (size_t)n) < 0) {
+		/* nowhere left to say it */
+	}
+}
+
+/* `memtap run` checks the options once and says what is wrong; its children stay quiet. */
+static bool checked;
+
+static void set(const struct option_def *d, const char *value, size_t len, const char *from)
+{
+	char buf[512];
+	uint64_t n;
+	void *field = (char *)&mtp_opt + d->offset;
+
+	if (len >= sizeof buf)
+		len = sizeof buf - 1;
+	memcpy(buf, value, len);
+	buf[len] = '\0';
+	switch (d->type) {
+	case T_STR:
+		if (strings_used + len + 1 > sizeof strings) {
+			mtp_warn("ignoring %s: %s is too long", from, d->key);
+			return;
+		}
+		memcpy(strings + strings_used, buf, len + 1);
+		*(const char **)field = strings + strings_used;
+		strings_used += len + 1;
+		break;
+	case T_SIZE:
+		if (mt_parse_size(buf, &n) != 0) {
+			if (!checked)
+				mtp_warn("ignoring %s=%s from %s: not a number (sizes take K, M, G)", d->key, buf, from);
+			return;
+		}
+		*(uint64_t *)field = n;
+		break;
+	case T_BOOL:
+		if (strcmp(buf, "1") && strcmp(buf, "0") && strcmp(buf, "true") && strcmp(buf, "false")) {
+			if (!checked)
+				mtp_warn("ignoring %s=%s from %s: use 1 or 0", d->key, buf, from);
+			return;
+		}
+		*(bool *)field = buf[0] == '1' || buf[0] == 't';
+		break;
+	}
+}
+
+static const struct option_def *find(const char *key, size_t len)
+{
+	for (size_t i = 0; i < sizeof defs / sizeof defs[0]; i++)
+		if (strlen(defs[i].key) == len && strncasecmp(defs[i].key, key, len) == 0)
+			return &defs[i];
+	return NULL;
+}
+
+/* memtap's own memory against max_memory, checked here so that a job does not find out
+ * by losing events: the fixed part (stack and string tables, the writer's buffers, a
+ * policy's Lua state) and what each thread takes (its ring, own stack, stack cache).
+ * What does not fit is lowered, and the message says what to change instead. A thread
+ * that finds max_memory reached later gets a smaller ring (record.c). */
+static uint64_t per_thread(uint64_t ring)
+{
+	return MTP_BLOCK_BYTES + MTP_RING_BYTES(ring) + MTP_PY_CACHE_BYTES;
+}
+
+static void check_memory(void)
+{
+	uint64_t fixed = MTP_TABLE_BYTES(MTP_STACK_IDS, MTP_STACK_BLOB) +
+			 MTP_TABLE_BYTES(MTP_STRING_IDS, MTP_STRING_BLOB) + MTP_WRITER_BYTES +
+			 (mtp_opt.policy[0] ? mtp_opt.policy_memory : 0);
+	uint64_t least = fixed + 16 * per_thread(MTP_FIRST_RING), avail, ring = mtp_opt.ring;
+	char a[32], b[32], c[32], d[32];
+
+	if (!mtp_opt.max_memory)
+		return; /* no cap */
+	if (mtp_opt.max_memory < least) {
+		least = (least + (1u << 20) - 1) & ~(uint64_t)((1u << 20) - 1);
+		if (!checked)
+			mtp_warn("max_memory=%s is less than memtap needs: %s for its stack and string tables, the "
+				 "writer%s, "
+				 "and %s for each thread; using max_memory=%s",
+				 mt_format_size(mtp_opt.max_memory, a, sizeof a), mt_format_size(fixed, b, sizeof b),
+				 mtp_opt.policy[0] ? " and the policies' Lua state" : "",
+				 mt_format_size(per_thread(MTP_FIRST_RING), c, sizeof c),
+				 mt_format_size(least, d, sizeof d));
+		mtp_opt.max_memory = least;
+	}
+	avail = mtp_opt.max_memory - fixed;
+	while (ring > 64 && 4 * per_thread(ring) > avail)
+		ring /= 2;
+	if (ring != mtp_opt.ring) {
+		if (!checked)
+			mtp_warn("ring=%llu takes %s a thread, and max_memory=%s leaves %s for threads beside memtap's "
+				 "tables: using ring=%llu (to keep ring=%llu, raise -O max_memory to %s)",
+				 (unsigned long long)mtp_opt.ring,
+				 mt_format_size(per_thread(mtp_opt.ring), a, sizeof a),
+				 mt_format_size(mtp_opt.max_memory, b, sizeof b), mt_format_size(avail, c, sizeof c),
+				 (unsigned long long)ring, (unsigned long long)mtp_opt.ring,
+				 mt_format_size(fixed + 4 * per_thread(mtp_opt.ring), d, sizeof d));
+		mtp_opt.ring = ring;
+	}
+}
+
+void mtp_options_load(void)
+{
+	const char *list = getenv("MEMTAP_OPTIONS");
+	char name[64];
+
+	checked = getenv("MEMTAP_OPTIONS_CHECKED") != NULL;
+	for (size_t i = 0; i < sizeof defs / sizeof defs[0]; i++)
+		set(&defs[i], defs[i].dflt, strlen(defs[i].dflt), "defaults");
+	for (const char *p = list; p && *p;) {
+		size_t n = strcspn(p, ","), k = strcspn(p, "=");
+		const struct option_def *d;
+		if (k < n && (d = find(p, k)))
+			set(d, p + k + 1, n - k - 1, "MEMTAP_OPTIONS");
+		else if (n && !checked)
+			mtp_warn("ignoring '%.*s' in MEMTAP_OPTIONS: not a known key=value option", (int)n, p);
+		p += n + (p[n] == ',');
+	}
+	for (size_t i = 0; i < sizeof defs / sizeof defs[0]; i++) {
+		const char *v;
+		size_t k = 0;
+		memcpy(name, "MEMTAP_", 7);
+		for (const char *s = defs[i].key; *s && k + 8 < sizeof name; s++)
+			name[7 + k++] = (char)(*s >= 'a' && *s <= 'z' ? *s - 32 : *s);
+		name[7 + k] = '\0';
+		if ((v = getenv(name)))
+			set(&defs[i], v, strlen(v), name);
+	}
+	if (mtp_opt.depth > 256) {
+		mtp_warn("depth=%llu is more than 256 frames: using 256", (unsigned long long)mtp_opt.depth);
+		mtp_opt.depth = 256;
+	}
+	if (mtp_opt.ring < 64 || (mtp_opt.ring & (mtp_opt.ring - 1))) {
+		uint64_t r = 64;
+		while (r < mtp_opt.ring && r < (1u << 24))
+			r *= 2;
+		mtp_opt.ring = r;
+	}
+	if (mtp_opt.flush_ms == 0)
+		mtp_opt.flush_ms = 1;
+	check_memory();
+}

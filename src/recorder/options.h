@@ -1,0 +1,28 @@
+/* memtap's run-time options (options.def): read from the environment by the recorder at
+ * start-up, and by `memtap run`, which checks them before the job starts. The one header
+ * of the recorder's that the command uses. */
+#ifndef MTP_OPTIONS_H
+#define MTP_OPTIONS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct mtp_options {
+#define OPT(key, type, dflt, help) OPT_##type key;
+#define OPT_STR const char *
+#define OPT_SIZE uint64_t
+#define OPT_BOOL bool
+#include "recorder/options.def"
+#undef OPT
+#undef OPT_STR
+#undef OPT_SIZE
+#undef OPT_BOOL
+};
+extern __attribute__((visibility("hidden"))) struct mtp_options mtp_opt;
+/* Defaults, then MEMTAP_OPTIONS, then MEMTAP_<KEY>; a bad value is one warning and the
+ * default stays; memory options are checked against max_memory (options.c). */
+__attribute__((visibility("hidden"))) void mtp_options_load(void);
+/* One line on stderr, "memtap: ...", unless quiet; no allocation. */
+__attribute__((visibility("hidden"))) void mtp_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#endif

@@ -1,0 +1,233 @@
+/* memtap's side of the Lua policies: loads the engine (libmemtap-policy.so, RTLD_LOCAL,
+ * so neither it nor Lua is visible to the application) when policy files are given,
+ * answers its calls, and keeps what the hooks must check synchronously: per-device caps
+ * (an allocation past its device's cap fails with the real out-of-memory code before the
+ * driver is asked) and whether stacks are recorded outside capture ranges. */
+#include <dlfcn.h>
+#include <errno.h>
+#include <libgen.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "recorder/allocator.h"
+#include "policy/policy.h"
+#include "recorder/hooks.h"
+
+const struct mt_policy_engine *mtp_policy;
+bool mtp_capping, mtp_capturing;
+static uint64_t caps[MT_NO_DEVICE];   /* bytes */
+static double fractions[MT_NO_DEVICE]; /* or a fraction of the device */
+static char dir[PATH_MAX];
+
+static const void *string(uint32_t id, size_t *len)
+{
+	return mtp_table_get(&mtp_strings, id, len);
+}
+
+static const void *stack(uint32_t id, size_t *len)
+{
+	return mtp_table_get(&mtp_stacks, id, len);
+}
+
+static void say(const char *line)
+{
+	mtp_warn("%s", line + (strncmp(line, "memtap: ", 8) == 0 ? 8 : 0));
+}
+
+/* Recorded whatever the hook depth: a policy's mark or snapshot inside an OOM handler
+ * belongs in the trace. */
+static void record_named(uint8_t kind, const char *name)
+{
+	struct mt_event e = {.kind = kind, .device = MT_NO_DEVICE, .aux = mtp_intern(name)};
+
+	if (mtp_state == MTP_ON)
+		mtp_record(&e, false);
+}
+
+static void mark(const char *name)
+{
+	record_named(MT_EV_MARK, name);
+}
+
+/* memtap's own notes (caps, capture ranges, allocator knobs): marks that are not
+ * iteration boundaries. Not in a process that has recorded nothing (a launcher's shell):
+ * it leaves no file. */
+void mtp_note(const char *text)
+{
+	if (__atomic_load_n(&mtp_logs, __ATOMIC_ACQUIRE))
+		record_named(MT_EV_NVTX_MARK, text);
+}
+
+static int snapshot(int fd, const char *path)
+{
+	record_named(MT_EV_SNAPSHOT, path);
+	return mtp_writer_snapshot_fd(fd);
+}
+
+static int capture(bool on, uint8_t device)
+{
+	static void *start, *stop, *get_current, *retain, *set_current;
+	PFN_cuCtxGetCurrent_v4000 get = (PFN_cuCtxGetCurrent_v4000)mtp_lookup_once(&get_current, "cuCtxGetCurrent");
+	CUresult (*fn)(void) = (CUresult(*)(void))(on ? mtp_lookup_once(&start, "cuProfilerStart")
+						       : mtp_lookup_once(&stop, "cuProfilerStop"));
+	CUcontext ctx = NULL;
+	CUresult r;
+
+	if (!fn || !get)
+		return CUDA_ERROR_NOT_INITIALIZED;
+	/* the policy thread has no context of its own: use the device's primary one */
+	if (get(&ctx) == CUDA_SUCCESS && !ctx) {
+		PFN_cuDevicePrimaryCtxRetain_v7000 ret =
+			(PFN_cuDevicePrimaryCtxRetain_v7000)mtp_lookup_once(&retain, "cuDevicePrimaryCtxRetain");
+		PFN_cuCtxSetCurrent_v4000 set = (PFN_cuCtxSetCurrent_v4000)mtp_lookup_once(&set_current, "cuCtxSetCurrent");
+		if (ret && set && ret(&ctx, device) == CUDA_SUCCESS)
+			set(ctx);
+	}
+	if ((r = fn()) == CUDA_SUCCESS) {
+		__atomic_store_n(&mtp_capturing, on, __ATOMIC_RELAXED);
+		mtp_note(on ? "memtap.capture_start" : "memtap.capture_stop");
+	}
+	return (int)r;
+}
+
+static void set_cap(int device, uint64_t bytes, double fraction)
+{
+	char text[96];
+	bool any = false;
+
+	for (int d = 0; d < MT_NO_DEVICE; d++) {
+		if (device < 0 || d == device) {
+			__atomic_store_n(&caps[d], bytes, __ATOMIC_RELAXED);
+			fractions[d] = bytes ? 0 : fraction;
+		}
+		any = any || caps[d] || fractions[d] > 0;
+	}
+	__atomic_store_n(&mtp_capping, any, __ATOMIC_RELEASE);
+	snprintf(text, sizeof text, "memtap.cap %d %llu %g", device, (unsigned long long)bytes, fraction);
+	mtp_note(text);
+}
+
+uint64_t mtp_cap_of(uint8_t device, uint64_t total)
+{
+	uint64_t bytes;
+
+	if (device >= MT_NO_DEVICE)
+		return 0;
+	bytes = __atomic_load_n(&caps[device], __ATOMIC_RELAXED);
+	return bytes ? bytes : (uint64_t)(fractions[device] * (double)total);
+}
+
+static uint64_t cap(uint8_t device)
+{
+	return mtp_cap_of(device, mtp_device_total(device));
+}
+
+#ifndef MTP_DLOPENED /* the CUPTI backend serves no allocations: no allocator */
+static int allocator(int device, const char *policy, const char *conf, char *why, size_t n)
+{
+	char text[512];
+	int err = mtp_cache_set(device, policy, conf, why, n);
+
+	if (!err) {
+		snprintf(text, sizeof text, "memtap.allocator %d %s%s%s", device, policy ? policy : "",
+			 policy && *conf ? "," : "", conf);
+		mtp_note(text);
+	}
+	return err;
+}
+#endif
+
+static struct mt_policy_host host = {
+	.abi = MT_POLICY_ABI,
+	.map = mtp_map,
+	.unmap = mtp_unmap,
+	.string = string,
+	.stack = stack,
+	.say = say,
+	.mark = mark,
+	.snapshot = snapshot,
+	.sync = mtp_writer_sync,
+	.capture = capture,
+	.set_cap = set_cap,
+	.cap = cap,
+#ifndef MTP_DLOPENED
+	.allocator = allocator,
+	.allocator_stats = mtp_cache_stats,
+#endif
+};
+
+/* The engine beside this library unless the policy_engine option names it. */
+static void *open_engine(void)
+{
+	char path[PATH_MAX];
+	Dl_info self;
+
+	if (mtp_opt.policy_engine[0])
+		snprintf(path, sizeof path, "%s", mtp_opt.policy_engine);
+	else if (dladdr((void *)open_engine, &self) && self.dli_fname) {
+		snprintf(path, sizeof path, "%s", self.dli_fname);
+		snprintf(path, sizeof path, "%s/libmemtap-policy.so", dirname(path));
+	} else
+		return NULL;
+	return dlopen(path, RTLD_NOW | RTLD_LOCAL);
+}
+
+void mtp_policy_load(void)
+{
+	mt_policy_start_fn *start;
+	void *lib;
+
+	if (!mtp_opt.policy[0])
+		return;
+	if (mtp_opt.policy_dir[0]) {
+		snprintf(dir, sizeof dir, "%s", mtp_opt.policy_dir);
+	} else { /* the trace's folder */
+		snprintf(dir, sizeof dir, "%s", mtp_opt.output);
+		char *slash = strrchr(dir, '/');
+		if (slash)
+			*slash = '\0';
+		else if (!getcwd(dir, sizeof dir))
+			snprintf(dir, sizeof dir, ".");
+	}
+	if (!(lib = open_engine())) {
+		mtp_warn("cannot load the policy engine (%s); policies are off", dlerror());
+		return;
+	}
+	start = (mt_policy_start_fn *)mtp_dlsym(lib, MT_POLICY_START);
+	host.files = mtp_opt.policy;
+	host.dir = dir;
+	host.budget = mtp_opt.policy_budget;
+	host.memory = mtp_opt.policy_memory;
+	host.deadline_ns = mtp_opt.policy_deadline_ms * 1000000ull;
+	host.quiet = mtp_opt.quiet;
+	host.start_ns = mtp_start_ns;
+	const struct mt_policy_engine *engine = NULL;
+	if (start && start(&host, &engine) == 0)
+		__atomic_store_n(&mtp_policy, engine, __ATOMIC_RELEASE); /* the writer reads it as it drains */
+}
+
+bool mtp_policy_oom(const struct mt_event *e)
+{
+	const struct mt_policy_engine *p = __atomic_load_n(&mtp_policy, __ATOMIC_ACQUIRE);
+
+	return p && p->oom(e);
+}
+
+void mtp_policy_stop(void)
+{
+	const struct mt_policy_engine *p = __atomic_load_n(&mtp_policy, __ATOMIC_ACQUIRE);
+
+	if (p)
+		p->stop(); /* the engine ignores what comes after */
+}
+
+/* A forked child has no policy thread: its policies stay with the parent. */
+void mtp_policy_forget(void)
+{
+	__atomic_store_n(&mtp_policy, NULL, __ATOMIC_RELEASE);
+	mtp_capping = false;
+	memset(caps, 0, sizeof caps);
+	memset(fractions, 0, sizeof fractions);
+}

@@ -1,0 +1,864 @@
+/* The writer thread: drains every thread's ring at least every flush_ms, encodes the
+ * events with the strings, stacks and modules they refer to into checksummed chunks,
+ * and appends them to the trace file. It blocks all signals. At exit (and before an
+ * exec) the final drain writes an END chunk with the events written and those dropped,
+ * by reason; anything recorded after that is written synchronously, with a new END.
+ * Its two buffers are mapped once at start and never grow, so a drain cannot fail for
+ * memory. A write that fails (full disk) is said once, with the file's name; the partial
+ * chunk is cut off again, and later events are counted as dropped for the write. */
+#include <errno.h>
+#include <fcntl.h>
+#include <link.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "policy/policy.h"
+#include "recorder/mtp.h"
+
+
+#define MAX_MODULES 4096
+
+static struct writer {
+	pthread_mutex_t lock;   /* one drain at a time; guards everything below */
+	pthread_cond_t cond;
+	pthread_t thread;
+	bool running, stop, wake;
+	int fd;
+	bool failed;  /* a write failed (or the file could not be made): nothing more is written */
+	bool warned;  /* the failure was said */
+	bool regular; /* a regular file: a failed write can be cut off again */
+	char path[4096];
+	struct mt_buf events, table;
+	uint32_t strings_done, stacks_done;
+	uint64_t written;		    /* events in the file */
+	uint64_t size;			    /* bytes of whole chunks in the file */
+	uint64_t drops_said[MT_DROP_COUNT]; /* the counts of the last DROPS chunk */
+	unsigned long long adds, subs; /* dl_iterate_phdr counters at the last module scan */
+	uint64_t module_key[MAX_MODULES];
+	size_t nmodules;
+} w = {.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER, .fd = -1};
+
+/* Says once that the trace cannot be written, and where. */
+static void write_failed(int err)
+{
+	w.failed = true;
+	if (!w.warned)
+		mtp_warn("cannot write %s: %s; events from now on are counted as lost", w.path, strerror(err));
+	w.warned = true;
+}
+
+/* Writes a whole chunk; on failure errno says why and *wrote how much went out. */
+static bool put_chunk(int fd, uint8_t type, const struct mt_buf *b, ssize_t *wrote)
+{
+	struct mt_chunk_header h = {.magic = MT_CHUNK_MAGIC, .type = type, .length = (uint32_t)b->len};
+	struct iovec iov[2] = {{&h, sizeof h}, {b->data, b->len}}, *v = iov;
+	int nv = 2;
+
+	h.crc = mt_crc32(0, b->data, b->len);
+	*wrote = 0;
+	while (nv > 0) {
+		ssize_t n = writev(fd, v, nv);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			if (n == 0)
+				errno = ENOSPC;
+			return false;
+		}
+		*wrote += n;
+		/* a short write: the rest, whose failure then says why */
+		for (; nv > 0 && (size_t)n >= v->iov_len; v++, nv--)
+			n -= (ssize_t)v->iov_len;
+		if (nv > 0) {
+			v->iov_base = (char *)v->iov_base + n;
+			v->iov_len -= (size_t)n;
+		}
+	}
+	return true;
+}
+
+/* Appends a chunk to the trace; false when it is not in the file. */
+static bool write_chunk(uint8_t type, const struct mt_buf *b)
+{
+	ssize_t n;
+	int err;
+
+	if (w.failed || w.fd < 0)
+		return false;
+	if (put_chunk(w.fd, type, b, &n)) {
+		w.size += (uint64_t)n;
+		return true;
+	}
+	/* a partial chunk would fail its checksum; cut it off, so that an END chunk may
+	   still fit in the room it took */
+	err = errno;
+	if (n > 0 && w.regular && ftruncate(w.fd, (off_t)w.size) != 0)
+		w.regular = false;
+	write_failed(err);
+	return false;
+}
+
+static void begin(struct mt_buf *b)
+{
+	b->len = 0;
+}
+
+#define CHUNK_FULL (MT_CHUNK_MAX / 2) /* a chunk this long is written: the rest of the buffer is headroom */
+
+/* ---- modules: what is mapped, so stacks can be symbolized offline ---- */
+
+struct scan {
+	struct mt_buf *b;
+	unsigned long long adds, subs;
+};
+
+static void build_id(const struct dl_phdr_info *info, char *out, size_t len)
+{
+	out[0] = '\0';
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		const uint8_t *p, *end;
+		if (ph->p_type != PT_NOTE)
+			continue;
+		p = (const uint8_t *)(info->dlpi_addr + ph->p_vaddr);
+		end = p + ph->p_memsz;
+		while (p + sizeof(ElfW(Nhdr)) <= end) {
+			const ElfW(Nhdr) *n = (const void *)p;
+			const uint8_t *desc = p + sizeof *n + ((n->n_namesz + 3) & ~3u);
+			if (n->n_type == NT_GNU_BUILD_ID && n->n_namesz == 4 && memcmp(p + sizeof *n, "GNU", 4) == 0) {
+				size_t k = 0;
+				for (uint32_t j = 0; j < n->n_descsz && k + 3 < len; j++)
+					k += (size_t)snprintf(out + k, len - k, "%02x", desc[j]);
+				return;
+			}
+			p = desc + ((n->n_descsz + 3) & ~3u);
+		}
+	}
+}
+
+static int scan_one(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	struct scan *s = arg;
+	uintptr_t lo, hi;
+	char path[4096], id[128];
+	const char *name = info->dlpi_name;
+	uint64_t key;
+	size_t n;
+
+	(void)size;
+	s->adds = info->dlpi_adds;
+	s->subs = info->dlpi_subs;
+	if (!mtp_load_bounds(info, &lo, &hi))
+		return 0;
+	if (!name || !*name) {
+		ssize_t k = readlink("/proc/self/exe", path, sizeof path - 1);
+		if (k <= 0)
+			return 0;
+		path[k] = '\0';
+		name = path;
+	}
+	key = (uint64_t)lo * 0x9e3779b97f4a7c15ull ^ (uint64_t)hi;
+	for (size_t i = 0; i < w.nmodules; i++)
+		if (w.module_key[i] == key)
+			return 0;
+	if (w.nmodules == MAX_MODULES)
+		return 0;
+	w.module_key[w.nmodules++] = key;
+	if (s->b->len > CHUNK_FULL) {
+		write_chunk(MT_CHUNK_MODULES, s->b);
+		begin(s->b);
+	}
+	build_id(info, id, sizeof id);
+	n = strlen(name);
+	mt_buf_varint(s->b, n);
+	mt_buf_bytes(s->b, name, n);
+	n = strlen(id);
+	mt_buf_varint(s->b, n);
+	mt_buf_bytes(s->b, id, n);
+	mt_buf_varint(s->b, info->dlpi_addr);
+	mt_buf_varint(s->b, lo);
+	mt_buf_varint(s->b, hi - lo);
+	return 0;
+}
+
+static void scan_modules(void)
+{
+	struct scan s = {&w.table, 0, 0};
+
+	begin(&w.table);
+	dl_iterate_phdr(scan_one, &s);
+	w.adds = s.adds;
+	w.subs = s.subs;
+	if (w.table.len)
+		write_chunk(MT_CHUNK_MODULES, &w.table);
+}
+
+static int counters(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	(void)size;
+	((unsigned long long *)arg)[0] = info->dlpi_adds;
+	((unsigned long long *)arg)[1] = info->dlpi_subs;
+	return 1; /* the counters are the same in every entry: one is enough */
+}
+
+static void check_modules(void)
+{
+	unsigned long long c[2] = {0, 0};
+
+	dl_iterate_phdr(counters, c);
+	if (c[0] != w.adds || c[1] != w.subs)
+		scan_modules();
+}
+
+/* ---- strings and stacks interned since the last drain ---- */
+
+static void write_table(struct mtp_table *t, uint32_t *done, uint8_t type)
+{
+	uint32_t count = mtp_table_count(t);
+
+	if (count == *done)
+		return;
+	begin(&w.table);
+	for (uint32_t id = *done + 1; id <= count; id++) {
+		size_t len;
+		const uint8_t *p = mtp_table_get(t, id, &len);
+		if (w.table.len > CHUNK_FULL) {
+			write_chunk(type, &w.table);
+			begin(&w.table);
+		}
+		mt_buf_varint(&w.table, id);
+		if (type == MT_CHUNK_STRINGS) {
+			mt_buf_varint(&w.table, len);
+			mt_buf_bytes(&w.table, p, len);
+		} else {
+			uint64_t prev = 0, f;
+			mt_buf_varint(&w.table, len / sizeof f);
+			for (size_t i = 0; i < len; i += sizeof f) {
+				memcpy(&f, p + i, sizeof f);
+				mt_buf_zigzag(&w.table, (int64_t)(f - prev));
+				prev = f;
+			}
+		}
+	}
+	*done = count;
+	write_chunk(type, &w.table);
+}
+
+/* ---- draining the rings ---- */
+
+/* Events dropped so far, by reason, and in all. */
+static uint64_t drops_now(uint64_t *by)
+{
+	uint64_t all = 0;
+
+	for (int i = 0; i < MT_DROP_COUNT; i++)
+		by[i] = __atomic_load_n(&mtp_drops[i], __ATOMIC_RELAXED);
+	for (struct mtp_log *l = __atomic_load_n(&mtp_logs, __ATOMIC_ACQUIRE); l; l = l->next) {
+		uint64_t stunted = __atomic_load_n(&l->stunted, __ATOMIC_RELAXED);
+		by[MT_DROP_RING_FULL] += __atomic_load_n(&l->dropped, __ATOMIC_RELAXED) - stunted;
+		by[MT_DROP_MEMORY] += stunted;
+	}
+	for (int i = 0; i < MT_DROP_COUNT; i++)
+		all += by[i];
+	return all;
+}
+
+static uint64_t dropped_now(void)
+{
+	uint64_t by[MT_DROP_COUNT];
+
+	return drops_now(by);
+}
+
+static void put_drops(struct mt_buf *b, const uint64_t *by)
+{
+	mt_buf_varint(b, MT_DROP_COUNT);
+	for (int i = 0; i < MT_DROP_COUNT; i++)
+		mt_buf_varint(b, by[i]);
+}
+
+/* A DROPS chunk when a count changed: a trace cut short still says why events are missing. */
+static void write_drops(void)
+{
+	uint64_t by[MT_DROP_COUNT];
+
+	drops_now(by);
+	if (!memcmp(by, w.drops_said, sizeof by))
+		return;
+	begin(&w.table);
+	put_drops(&w.table, by);
+	if (write_chunk(MT_CHUNK_DROPS, &w.table))
+		memcpy(w.drops_said, by, sizeof by);
+}
+
+static void flush_events(struct mt_encoder *st, size_t *count)
+{
+	if (*count == 0)
+		return;
+	/* what these events refer to goes first */
+	write_table(&mtp_strings, &w.strings_done, MT_CHUNK_STRINGS);
+	write_table(&mtp_stacks, &w.stacks_done, MT_CHUNK_STACKS);
+	write_drops();
+	if (write_chunk(MT_CHUNK_EVENTS, &w.events))
+		w.written += *count;
+	else
+		mtp_drop(MT_DROP_WRITE, *count);
+	*count = 0;
+	*st = (struct mt_encoder){0, 0};
+}
+
+static void start_events(void)
+{
+	begin(&w.events);
+	mt_buf_varint(&w.events, dropped_now());
+}
+
+/* A thread that ended, drained: its log leaves the registry and its memory goes back. */
+static void free_log(struct mtp_log *l)
+{
+	struct mtp_log *prev = __atomic_load_n(&mtp_logs, __ATOMIC_ACQUIRE);
+
+	/* only the writer unlinks; threads only push at the head, so the head needs a CAS */
+	if (prev == l &&
+	    __atomic_compare_exchange_n(&mtp_logs, &prev, l->next, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+		goto unlinked;
+	/* a thread pushed a new head meanwhile, or l is further down: unlink it from its predecessor */
+	while (prev && prev->next != l)
+		prev = prev->next;
+	if (!prev)
+		return;
+	prev->next = l->next;
+unlinked:
+	mtp_drop(MT_DROP_RING_FULL, l->dropped - l->stunted);
+	mtp_drop(MT_DROP_MEMORY, l->stunted);
+	mtp_unmap(l->first, l->first->bytes);
+	mtp_unmap(l->block, MTP_BLOCK_BYTES);
+}
+
+static bool file_ready(void);
+
+/* Hands a ring's events [from, to) to the policy engine, before the slots are released. */
+static void feed(const struct mtp_ring *r, uint64_t from, uint64_t to, uint64_t now)
+{
+	const struct mt_policy_engine *p = __atomic_load_n(&mtp_policy, __ATOMIC_ACQUIRE);
+
+	while (p && from != to) {
+		uint64_t i = from & r->mask, n = to - from;
+		if (n > r->mask + 1 - i)
+			n = r->mask + 1 - i; /* up to where the ring wraps */
+		p->feed(&r->slot[i], n, now);
+		from += n;
+	}
+}
+
+struct drain {
+	struct mt_encoder st;
+	size_t count, total;
+	uint64_t now;
+	bool write; /* false: nowhere to write, the events are counted as lost */
+};
+
+/* Everything a ring holds now, into the events chunk (written whenever it is full). */
+static void take(struct drain *d, struct mtp_ring *r)
+{
+	uint64_t head = __atomic_load_n(&r->head, __ATOMIC_ACQUIRE), tail = r->tail, fed = tail;
+
+	if (!d->write) {
+		feed(r, tail, head, d->now);
+		mtp_drop(MT_DROP_WRITE, head - tail);
+		__atomic_store_n(&r->tail, head, __ATOMIC_RELEASE);
+		return;
+	}
+	for (; tail != head; tail++) {
+		size_t before = w.events.len;
+		mt_encode_event(&w.events, &d->st, &r->slot[tail & r->mask]);
+		if (w.events.len > before)
+			d->count++;
+		else /* no room: cannot happen with CHUNK_FULL's headroom, but counted if it does */
+			mtp_drop(MT_DROP_MEMORY, 1);
+		if (w.events.len > CHUNK_FULL) {
+			feed(r, fed, tail + 1, d->now);
+			fed = tail + 1;
+			__atomic_store_n(&r->tail, tail + 1, __ATOMIC_RELEASE);
+			d->total += d->count;
+			flush_events(&d->st, &d->count);
+			start_events();
+		}
+	}
+	feed(r, fed, tail, d->now);
+	__atomic_store_n(&r->tail, tail, __ATOMIC_RELEASE);
+}
+
+/* Returns how many events it wrote. Called with w.lock held. */
+static size_t drain(void)
+{
+	struct drain d = {.now = mtp_now()};
+	struct mtp_log *l, *next;
+	const struct mt_policy_engine *policy = __atomic_load_n(&mtp_policy, __ATOMIC_ACQUIRE);
+
+	for (l = __atomic_load_n(&mtp_logs, __ATOMIC_ACQUIRE); l; l = l->next)
+		if (__atomic_load_n(&l->first->newer, __ATOMIC_ACQUIRE) ||
+		    __atomic_load_n(&l->first->head, __ATOMIC_ACQUIRE) != l->first->tail)
+			break;
+	if (!l && w.fd < 0)
+		return 0; /* nothing recorded yet: no file yet */
+	d.write = file_ready() && !w.failed;
+	if (d.write) {
+		check_modules();
+		start_events();
+	}
+	for (l = __atomic_load_n(&mtp_logs, __ATOMIC_ACQUIRE); l; l = next) {
+		bool orphan = __atomic_load_n(&l->orphan, __ATOMIC_ACQUIRE);
+		next = l->next;
+		/* oldest first; a replaced ring (newer seen before its head is read) is drained
+		   to its end and freed */
+		for (;;) {
+			struct mtp_ring *r = l->first, *newer = __atomic_load_n(&r->newer, __ATOMIC_ACQUIRE);
+			take(&d, r);
+			if (!newer)
+				break;
+			l->first = newer;
+			mtp_unmap(r, r->bytes);
+		}
+		if (orphan)
+			free_log(l);
+	}
+	if (d.write) {
+		d.total += d.count;
+		flush_events(&d.st, &d.count);
+	}
+	if (policy)
+		policy->feed(NULL, 0, d.now); /* the drain is complete */
+	return d.total;
+}
+
+static void *writer_main(void *arg)
+{
+	uint64_t pause_ms = mtp_opt.flush_ms;
+
+	(void)arg;
+	pthread_mutex_lock(&w.lock);
+	while (!w.stop) {
+		struct timespec until;
+		clock_gettime(CLOCK_REALTIME, &until);
+		until.tv_nsec += (long)(pause_ms * 1000000ull % 1000000000ull);
+		until.tv_sec += (time_t)(pause_ms / 1000) + until.tv_nsec / 1000000000;
+		until.tv_nsec %= 1000000000;
+		while (!w.stop && !__atomic_load_n(&w.wake, __ATOMIC_RELAXED) &&
+		       pthread_cond_timedwait(&w.cond, &w.lock, &until) == 0)
+			;
+		__atomic_store_n(&w.wake, false, __ATOMIC_RELAXED);
+		/* busy rings: come back soon; quiet ones: the full interval */
+		pause_ms = drain() > mtp_opt.ring / 8 ? 1 : mtp_opt.flush_ms;
+	}
+	pthread_mutex_unlock(&w.lock);
+	return NULL;
+}
+
+void mtp_writer_wake(void)
+{
+	if (!__atomic_load_n(&w.wake, __ATOMIC_RELAXED)) {
+		__atomic_store_n(&w.wake, true, __ATOMIC_RELAXED);
+		pthread_cond_signal(&w.cond);
+	}
+}
+
+/* ---- the file ---- */
+
+static void expand(const char *pattern, char *out, size_t len)
+{
+	char host[256] = "", num[32];
+	const char *rank = getenv("RANK");
+	size_t k = 0;
+
+	if (!rank)
+		rank = getenv("OMPI_COMM_WORLD_RANK");
+	if (!rank)
+		rank = getenv("SLURM_PROCID");
+	if (!rank)
+		rank = "0";
+	gethostname(host, sizeof host - 1);
+	for (const char *p = pattern; *p && k + 1 < len; p++) {
+		const char *add = NULL;
+		if (*p != '%' || !p[1]) {
+			out[k++] = *p;
+			continue;
+		}
+		switch (*++p) {
+		case 'p': snprintf(num, sizeof num, "%d", (int)getpid()); add = num; break;
+		case 'r': add = rank; break;
+		case 'h': add = host; break;
+		case '%': add = "%"; break;
+		default: /* not a placeholder: keep it as written */
+			snprintf(num, sizeof num, "%%%c", *p);
+			add = num;
+		}
+		for (; *add && k + 1 < len; add++)
+			out[k++] = *add;
+	}
+	out[k] = '\0';
+}
+
+/* Creates the file 0600, never over an existing one: a taken name gets .1, .2, ...
+ * A name that is a device, a pipe or a socket (-o /dev/null) is written as it is. */
+static int create(void)
+{
+	char base[sizeof w.path - 16];
+	struct stat st;
+
+	expand(mtp_opt.output, base, sizeof base);
+	if (stat(base, &st) == 0 && S_ISDIR(st.st_mode)) {
+		errno = EISDIR;
+	} else if (stat(base, &st) == 0 && !S_ISREG(st.st_mode)) {
+		/* a pipe without a reader fails here rather than holding the writer forever */
+		snprintf(w.path, sizeof w.path, "%s", base);
+		w.fd = open(w.path, O_WRONLY | O_CLOEXEC | O_APPEND | O_NONBLOCK);
+		if (w.fd >= 0 && fcntl(w.fd, F_SETFL, O_APPEND) == 0)
+			return 0;
+		if (w.fd >= 0) {
+			int err = errno;
+			close(w.fd);
+			errno = err;
+		}
+		w.fd = -1;
+	} else {
+		for (int i = 0; i < 1000; i++) {
+			if (i == 0)
+				snprintf(w.path, sizeof w.path, "%s", base);
+			else
+				snprintf(w.path, sizeof w.path, "%s.%d", base, i);
+			/* read back by snapshots */
+			w.fd = open(w.path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_APPEND, 0600);
+			if (w.fd >= 0) {
+				if (i > 0)
+					mtp_warn("%s exists; writing %s instead", base, w.path);
+				w.regular = true;
+				return 0;
+			}
+			if (errno != EEXIST)
+				break;
+		}
+	}
+	mtp_warn("cannot create trace %s: %s; recording is off, and what it records is counted as lost", base,
+		 strerror(errno));
+	w.warned = true;
+	return -1;
+}
+
+static void info_line(struct mt_buf *b, const char *key, const char *value)
+{
+	mt_buf_bytes(b, key, strlen(key));
+	mt_buf_u8(b, '=');
+	for (const char *p = value; p && *p; p++)
+		mt_buf_u8(b, *p == '\n' ? ' ' : (uint8_t)*p);
+	mt_buf_u8(b, '\n');
+}
+
+static void info_number(struct mt_buf *b, const char *key, unsigned long long v)
+{
+	char num[32];
+
+	snprintf(num, sizeof num, "%llu", v);
+	info_line(b, key, num);
+}
+
+static void write_header(void)
+{
+	char host[256] = "", cmd[4096];
+	struct timespec real;
+	int fd;
+	ssize_t n = 0;
+	struct mt_buf *b = &w.table;
+	static const char *const launcher[][2] = {
+		{"rank", "RANK"}, {"local_rank", "LOCAL_RANK"}, {"world_size", "WORLD_SIZE"},
+		{"rank", "OMPI_COMM_WORLD_RANK"}, {"local_rank", "OMPI_COMM_WORLD_LOCAL_RANK"},
+		{"world_size", "OMPI_COMM_WORLD_SIZE"}, {"rank", "SLURM_PROCID"}, {"local_rank", "SLURM_LOCALID"},
+		{"world_size", "SLURM_NTASKS"}};
+	bool seen[3] = {false, false, false};
+
+	if ((n = write(w.fd, MT_FILE_MAGIC "\x01\0\0\0\0\0\0\0", 16)) != 16) {
+		/* a full disk before the first byte: say so, and where */
+		if (n > 0 && w.regular && ftruncate(w.fd, 0) != 0)
+			w.regular = false;
+		write_failed(n < 0 ? errno : ENOSPC);
+		return;
+	}
+	w.size = 16;
+	begin(b);
+	gethostname(host, sizeof host - 1);
+	fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		n = read(fd, cmd, sizeof cmd - 1);
+		close(fd);
+	}
+	for (ssize_t i = 0; i < n; i++)
+		if (cmd[i] == '\0')
+			cmd[i] = ' ';
+	cmd[n > 0 ? n - 1 : 0] = '\0';
+	clock_gettime(CLOCK_REALTIME, &real);
+	/* the wall-clock time that goes with start_monotonic_ns */
+	real.tv_sec -= (time_t)((mtp_now() - mtp_start_ns) / 1000000000ull);
+	info_line(b, "memtap_version", PACKAGE_VERSION);
+	info_number(b, "format", MT_FORMAT_VERSION);
+	info_line(b, "backend", "preload");
+	info_number(b, "pid", (unsigned long long)getpid());
+	info_number(b, "ppid", (unsigned long long)getppid());
+	info_line(b, "host", host);
+	for (size_t i = 0; i < sizeof launcher / sizeof launcher[0]; i++) {
+		const char *v = getenv(launcher[i][1]);
+		int slot = launcher[i][0][0] == 'r' ? 0 : launcher[i][0][0] == 'l' ? 1 : 2;
+		if (v && !seen[slot]) {
+			info_line(b, launcher[i][0], v);
+			seen[slot] = true;
+		}
+	}
+	info_line(b, "cmdline", cmd);
+	info_number(b, "start_realtime_ns", (unsigned long long)real.tv_sec * 1000000000ull + (unsigned long long)real.tv_nsec);
+	info_number(b, "start_monotonic_ns", (unsigned long long)mtp_start_ns);
+	info_number(b, "depth", (unsigned long long)mtp_opt.depth);
+	info_number(b, "ring", (unsigned long long)mtp_opt.ring);
+	info_number(b, "max_memory", (unsigned long long)mtp_opt.max_memory);
+	write_chunk(MT_CHUNK_INFO, b);
+}
+
+/* The file is made when there is a first event to put in it, so processes that never
+ * touch the GPU (shells, launchers) leave no trace behind. Called with w.lock held. */
+static bool file_ready(void)
+{
+	if (w.fd >= 0 || w.failed)
+		return w.fd >= 0 && !w.failed;
+	if (create()) {
+		w.failed = true;
+		return false;
+	}
+	write_header();
+	scan_modules();
+	return true;
+}
+
+int mtp_writer_start(void)
+{
+	sigset_t all, old;
+	int r;
+
+	/* both buffers at once, before any thread's ring: a drain never runs out of memory */
+	if (!w.events.data) {
+		w.events = (struct mt_buf){.data = mtp_map(MT_CHUNK_MAX), .cap = MT_CHUNK_MAX};
+		w.table = (struct mt_buf){.data = mtp_map(MT_CHUNK_MAX), .cap = MT_CHUNK_MAX};
+		if (!w.events.data || !w.table.data) {
+			mtp_warn("max_memory=%llu leaves no room for the writer's buffers; recording is off",
+				 (unsigned long long)mtp_opt.max_memory);
+			return -1;
+		}
+	}
+	w.stop = false;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	r = pthread_create(&w.thread, NULL, writer_main, NULL);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	w.running = r == 0;
+	if (r)
+		mtp_warn("cannot start the writer thread: %s; events are written at exit only", strerror(r));
+	return 0;
+}
+
+/* The totals: events dropped in all, events written, then the drops by reason. An END
+ * chunk is tried even after a failed write: cutting off the partial chunk made room. */
+static bool write_end_to(int fd)
+{
+	uint64_t by[MT_DROP_COUNT], all = drops_now(by);
+	ssize_t n;
+
+	begin(&w.table);
+	mt_buf_varint(&w.table, all);
+	mt_buf_varint(&w.table, w.written);
+	put_drops(&w.table, by);
+	return put_chunk(fd, MT_CHUNK_END, &w.table, &n);
+}
+
+/* Called with w.lock held: END in the trace. A process whose events were all dropped
+ * still gets a file, which says so. Returns the file's size before the END chunk. */
+static uint64_t write_end(void)
+{
+	uint64_t at = w.size;
+
+	if (w.fd < 0 && !w.failed && dropped_now())
+		file_ready();
+	if (w.fd >= 0 && w.size >= 16 && write_end_to(w.fd))
+		w.size = at + sizeof(struct mt_chunk_header) + w.table.len;
+	return at;
+}
+
+void mtp_writer_stop(void)
+{
+	pthread_mutex_lock(&w.lock);
+	w.stop = true;
+	pthread_cond_signal(&w.cond);
+	pthread_mutex_unlock(&w.lock);
+	if (w.running)
+		pthread_join(w.thread, NULL);
+	w.running = false;
+	pthread_mutex_lock(&w.lock);
+	__atomic_store_n(&mtp_state, MTP_CLOSED, __ATOMIC_RELEASE);
+	drain();
+	write_end();
+	pthread_mutex_unlock(&w.lock);
+}
+
+/* After the END chunk: the event, then a new END, so the last END's totals hold. */
+void mtp_write_late(const struct mt_event *e)
+{
+	struct mt_encoder st = {0, 0};
+	size_t count = 1;
+
+	pthread_mutex_lock(&w.lock);
+	if (file_ready()) {
+		start_events();
+		mt_encode_event(&w.events, &st, e);
+		flush_events(&st, &count);
+		write_end();
+	} else {
+		mtp_drop(MT_DROP_WRITE, 1);
+	}
+	pthread_mutex_unlock(&w.lock);
+}
+
+bool mtp_writer_has_events(void)
+{
+	bool any;
+
+	pthread_mutex_lock(&w.lock);
+	any = w.fd >= 0 || dropped_now() > 0;
+	for (struct mtp_log *l = __atomic_load_n(&mtp_logs, __ATOMIC_ACQUIRE); l && !any; l = l->next)
+		any = __atomic_load_n(&l->first->newer, __ATOMIC_ACQUIRE) ||
+		      __atomic_load_n(&l->first->head, __ATOMIC_ACQUIRE) != l->first->tail;
+	pthread_mutex_unlock(&w.lock);
+	return any;
+}
+
+/* ---- exec: the image is about to be replaced; no atexit handler will run ---- */
+
+static uint64_t end_at;
+
+void mtp_writer_exec_begin(void)
+{
+	pthread_mutex_lock(&w.lock);
+	drain();
+	end_at = w.size;
+	if (w.fd >= 0 || dropped_now())
+		end_at = write_end();
+	/* w.lock stays held: nothing may follow the END chunk if the exec succeeds */
+}
+
+void mtp_writer_exec_failed(void)
+{
+	/* recording goes on: the END chunk goes, the next one will close the file */
+	if (w.fd >= 0 && w.size > end_at && w.regular && ftruncate(w.fd, (off_t)end_at) == 0)
+		w.size = end_at;
+	pthread_mutex_unlock(&w.lock);
+}
+
+/* ---- fork: the child inherits a copy of everything but the writer thread ---- */
+
+void mtp_writer_atfork_prepare(void)
+{
+	pthread_mutex_lock(&w.lock);
+	pthread_mutex_lock(&mtp_stacks.lock);
+	pthread_mutex_lock(&mtp_strings.lock);
+}
+
+void mtp_writer_atfork_parent(void)
+{
+	pthread_mutex_unlock(&mtp_strings.lock);
+	pthread_mutex_unlock(&mtp_stacks.lock);
+	pthread_mutex_unlock(&w.lock);
+}
+
+void mtp_writer_atfork_child(bool keep)
+{
+	pthread_mutex_init(&mtp_strings.lock, NULL);
+	pthread_mutex_init(&mtp_stacks.lock, NULL);
+	pthread_mutex_init(&w.lock, NULL);
+	pthread_cond_init(&w.cond, NULL);
+	if (w.fd >= 0)
+		close(w.fd);
+	w.fd = -1;
+	w.running = false;
+	w.failed = w.warned = w.regular = false;
+	w.written = w.size = 0;
+	memset(w.drops_said, 0, sizeof w.drops_said);
+	w.strings_done = w.stacks_done = 0;
+	w.nmodules = 0;
+	w.adds = w.subs = 0;
+	if (keep) {
+		mtp_writer_start();
+		return;
+	}
+	__atomic_store_n(&mtp_state, MTP_OFF, __ATOMIC_RELEASE);
+}
+
+void mtp_writer_sync(void)
+{
+	pthread_mutex_lock(&w.lock);
+	drain();
+	pthread_mutex_unlock(&w.lock);
+}
+
+/* ---- a crash: write what the buffers hold, if the writer is not in the middle of a write ---- */
+
+void mtp_writer_crash_flush(void)
+{
+	if (pthread_mutex_trylock(&w.lock) != 0)
+		return; /* the writer holds it: what it is writing will reach the file */
+	drain();
+	pthread_mutex_unlock(&w.lock);
+}
+
+/* ---- snapshots: the trace so far, with an END chunk, in a file of its own ---- */
+
+int mtp_writer_snapshot_fd(int out)
+{
+	off_t off = 0;
+	int r = 0;
+	ssize_t n;
+
+	pthread_mutex_lock(&w.lock);
+	drain();
+	if (w.fd < 0 || !w.regular) {
+		pthread_mutex_unlock(&w.lock);
+		return EIO;
+	}
+	/* copied through the table buffer (free between drains): no 64 KiB on the caller's stack */
+	while ((n = pread(w.fd, w.table.data, w.table.cap, off)) > 0) {
+		if (write(out, w.table.data, (size_t)n) != n) {
+			r = errno ? errno : EIO;
+			break;
+		}
+		off += n;
+	}
+	if (n < 0)
+		r = errno;
+	/* the END chunk goes to the copy, not to the running trace */
+	if (r == 0 && !write_end_to(out))
+		r = errno ? errno : EIO;
+	pthread_mutex_unlock(&w.lock);
+	return r;
+}
+
+int mtp_writer_snapshot(const char *path)
+{
+	int out = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600), r;
+
+	if (out < 0)
+		return errno;
+	r = mtp_writer_snapshot_fd(out);
+	if (close(out) != 0 && r == 0)
+		r = errno;
+	return r;
+}

@@ -1,3 +1,0 @@
-#include "util/progress.h"
-
-mt_progress_fn mt_progress_hook;
