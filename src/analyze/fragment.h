@@ -13,6 +13,7 @@
 #define MT_FRAGMENT_H
 
 #include "core/replay.h"
+#include "reader/reader.h"
 
 #define MT_FRAG_SAMPLES 256 /* moments in the timeline */
 #define MT_FRAG_GRANULE 512 /* PyTorch's kMinBlockSize */

@@ -7,6 +7,7 @@
 #define MT_LEAKS_H
 
 #include "core/replay.h"
+#include "reader/reader.h"
 
 struct mt_leak {
 	uint32_t stack;

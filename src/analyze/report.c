@@ -100,7 +100,7 @@ int mt_report_build(struct mt_report *r, const struct mt_trace *t, const struct 
 	r->start = mt_trace_start(t);
 	if ((err = mt_leaks_start(&scan, &r->leaks, t, o ? o->iteration : NULL)))
 		return err;
-	mt_replay_init(&r->end, t);
+	mt_replay_init(&r->end);
 	r->end.track = true; /* for the leak scan */
 	for (size_t i = 0; i < t->nevents && !err; i++) {
 		mt_progress("replaying", i, t->nevents);
@@ -123,7 +123,7 @@ int mt_report_build(struct mt_report *r, const struct mt_trace *t, const struct 
 		if (r->end.dev[d].peak)
 			peaks[npeaks++] = r->end.dev[d].peak_event;
 	qsort(peaks, npeaks, sizeof *peaks, by_index);
-	mt_replay_init(&second, t);
+	mt_replay_init(&second);
 	for (size_t i = 0; i < t->nevents && !err && next < npeaks; i++) {
 		mt_progress("the peak", i, peaks[npeaks - 1]);
 		mt_replay_apply(&second, &t->events[i]);

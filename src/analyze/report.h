@@ -11,6 +11,7 @@
 #include "analyze/leaks.h"
 #include "core/plan.h"
 #include "core/replay.h"
+#include "reader/reader.h"
 #include "analyze/symbols.h"
 
 struct mt_group {

@@ -9,10 +9,9 @@
 
 const char *const mt_live_kind_names[MT_LIVE_KINDS] = {"device", "vmm", "managed", "host"};
 
-int mt_replay_init(struct mt_replay *r, const struct mt_trace *t)
+int mt_replay_init(struct mt_replay *r)
 {
 	memset(r, 0, sizeof *r);
-	r->trace = t;
 	return 0;
 }
 

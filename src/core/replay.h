@@ -7,10 +7,10 @@
 #ifndef MT_REPLAY_H
 #define MT_REPLAY_H
 
+#include "core/format.h"
 #include "core/map.h"
 #include "core/array.h"
 #include "core/ordered.h"
-#include "reader/reader.h"
 
 #define MT_MAX_DEVICES 256
 
@@ -39,7 +39,6 @@ struct mt_device_state {
 };
 
 struct mt_replay {
-	const struct mt_trace *trace;
 	struct mt_live *live;    /* live[0 .. slots.n), those in_use alive */
 	struct mt_slots slots;
 	struct mt_map by_addr;   /* device, managed, host allocations: address -> index + 1 */
@@ -56,7 +55,7 @@ struct mt_replay {
 	size_t ntouched, cap_touched;
 };
 
-int mt_replay_init(struct mt_replay *r, const struct mt_trace *t);
+int mt_replay_init(struct mt_replay *r);
 void mt_replay_apply(struct mt_replay *r, const struct mt_event *e); /* the next event */
 void mt_replay_free(struct mt_replay *r);
 

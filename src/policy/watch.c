@@ -40,7 +40,7 @@ void mt_watch_init(void)
 {
 	memset(&w, 0, sizeof w);
 	w.first = -1;
-	mt_replay_init(&mt_pol.rp, NULL);
+	mt_replay_init(&mt_pol.rp);
 }
 
 int mt_watch_device(int device)

@@ -167,7 +167,7 @@ static int live_at(lua_State *L)
 	struct mt_replay rp;
 	lua_Integer n = 0;
 
-	if (mt_replay_init(&rp, &x->t))
+	if (mt_replay_init(&rp))
 		return luaL_error(L, "out of memory");
 	for (size_t i = 0; i < x->t.nevents && seconds(x, x->t.events[i].time) <= at; i++)
 		mt_replay_apply(&rp, &x->t.events[i]);
