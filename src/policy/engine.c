@@ -712,13 +712,13 @@ static struct mt_pol_event oom_event(const struct mt_event *e)
 				     .free = e->aux, .total = e->aux2, .error = e->error};
 }
 
-/* The failing request and everything before it, then every on_oom handler. */
+/* The failing request and everything before it (fed by the host's drain), then every
+ * on_oom handler. */
 static bool run_oom(const struct mt_event *e)
 {
 	struct mt_pol_event ev = oom_event(e);
 	bool retry = false;
 
-	mt_pol.host->sync();
 	process(UINT64_MAX);
 	for (size_t i = 0; i < mt_pol.nh; i++)
 		if (mt_pol.h[i].kind == MT_ON_OOM && mt_pol_fire(&mt_pol.h[i], &ev, "retry"))
@@ -730,7 +730,6 @@ static void run_exit(void)
 {
 	struct mt_pol_event ev = {.kind = "exit", .device = -1, .time = now_ns()};
 
-	mt_pol.host->sync();
 	process(UINT64_MAX);
 	mt_watch_batch_end(ev.time);
 	for (size_t i = 0; i < mt_pol.nh; i++)

@@ -14,7 +14,7 @@
 #include "cache/cache.h"
 #include "core/format.h"
 
-#define MT_POLICY_ABI 3
+#define MT_POLICY_ABI 4
 
 struct mt_policy_host {
 	int abi;
@@ -35,7 +35,6 @@ struct mt_policy_host {
 	void (*say)(const char *line);                  /* one line on stderr unless quiet */
 	void (*mark)(const char *name);                 /* a MARK event */
 	int (*snapshot)(int fd, const char *path);      /* the trace so far into fd, opened for path; 0 or an errno */
-	void (*sync)(void);                             /* drain every ring into feed() now */
 	int (*capture)(bool on, uint8_t device);        /* cuProfilerStart/Stop; 0 or a CUresult */
 	/* a cap in bytes, or as a fraction of the device (resolved when the device is known);
 	 * device -1: every device; 0 and 0: no cap */
@@ -52,9 +51,10 @@ struct mt_policy_host {
 struct mt_policy_engine {
 	/* events as the writer drains them, in ring order; `now` is when the drain began */
 	void (*feed)(const struct mt_event *e, size_t n, uint64_t now);
-	/* an out-of-memory failure on this thread, already recorded: true to retry once */
+	/* an out-of-memory failure on this thread, already recorded and fed with everything
+	 * before it (the host drains the rings first): true to retry once */
 	bool (*oom)(const struct mt_event *e);
-	/* the process is exiting: on_exit handlers, then the engine stops */
+	/* the process is exiting (the rings drained): on_exit handlers, then the engine stops */
 	void (*stop)(void);
 };
 

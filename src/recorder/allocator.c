@@ -267,7 +267,7 @@ static MTP_NOINLINE struct mt_cache *make_engine(int device)
 	return m;
 }
 
-int mtp_cache_set(int device, const char *policy, const char *conf, char *why, size_t n)
+int mtp_allocator_set(int device, const char *policy, const char *conf, char *why, size_t n)
 {
 	static struct mt_cache_config c[MT_NO_DEVICE]; /* under engines_lock, off the stack */
 	const char *bad = NULL;
@@ -314,7 +314,7 @@ int mtp_cache_set(int device, const char *policy, const char *conf, char *why, s
 	return err;
 }
 
-bool mtp_cache_stats(int device, struct mt_cache_stats *s, uint64_t *largest_free, char *conf, size_t n)
+bool mtp_allocator_stats(int device, struct mt_cache_stats *s, uint64_t *largest_free, char *conf, size_t n)
 {
 	struct mt_cache *m = device >= 0 && device < MT_NO_DEVICE ? __atomic_load_n(&engines[device], __ATOMIC_ACQUIRE)
 								   : NULL;
@@ -339,7 +339,7 @@ static struct mt_cache *engine(int device)
 	return m ? m : make_engine(device);
 }
 
-int mtp_cache_malloc(void **ptr, size_t size, int device, uint64_t stream)
+int mtp_allocator_malloc(void **ptr, size_t size, int device, uint64_t stream)
 {
 	struct mt_cache *m = engine(device);
 	uint64_t addr = 0;
@@ -372,7 +372,7 @@ static bool free_in_owner(void *ptr, int device, uint64_t stream)
 	return false;
 }
 
-bool mtp_cache_free(void *ptr, uint64_t stream)
+bool mtp_allocator_free(void *ptr, uint64_t stream)
 {
 	return ptr && free_in_owner(ptr, -1, stream);
 }
@@ -384,7 +384,7 @@ MTP_EXPORT void *memtap_alloc(size_t size, int device, CUstream stream)
 	void *p = NULL;
 
 	mtp_self.depth++;
-	mtp_cache_malloc(&p, size, device, (uintptr_t)stream);
+	mtp_allocator_malloc(&p, size, device, (uintptr_t)stream);
 	mtp_self.depth--;
 	return p;
 }

@@ -43,7 +43,11 @@ MTP_EXPORT CUresult CUDAAPI cuMemAlloc(CUdeviceptr *dptr, size_t bytesize)
 	REAL_OR_RETURN(real, cuMemAlloc_v2);
 	bool rec = mtp_enter();
 	CUresult r;
-	MTP_CALL(rec, r, MTP_CAPPED(bytesize, real(dptr, bytesize)), (void)0, MT_EV_ALLOC, MT_API_DRIVER, mtp_driver_device(), r ? 0 : *dptr, bytesize, 0, 0);
+	for (int try_ = 0;; try_++) { /* once more only if out of memory and a policy's on_oom asks */
+		r = MTP_CAPPED(bytesize, real(dptr, bytesize));
+		if (!rec || !mtp_hook_outcome(try_, r, MT_EV_ALLOC, MT_API_DRIVER, mtp_driver_device(), r ? 0 : *dptr, bytesize, 0, 0))
+			break;
+	}
 	mtp_leave();
 	return r;
 }
@@ -54,7 +58,11 @@ MTP_EXPORT CUresult CUDAAPI cuMemAllocPitch(CUdeviceptr *dptr, size_t *pitch, si
 	REAL_OR_RETURN(real, cuMemAllocPitch_v2);
 	bool rec = mtp_enter();
 	CUresult r;
-	MTP_CALL(rec, r, MTP_CAPPED(width * height, real(dptr, pitch, width, height, elem)), (void)0, MT_EV_ALLOC, MT_API_PITCH, mtp_driver_device(), r ? 0 : *dptr, r ? width * height : *pitch * height, 0, 0);
+	for (int try_ = 0;; try_++) { /* once more only if out of memory and a policy's on_oom asks */
+		r = MTP_CAPPED(width * height, real(dptr, pitch, width, height, elem));
+		if (!rec || !mtp_hook_outcome(try_, r, MT_EV_ALLOC, MT_API_PITCH, mtp_driver_device(), r ? 0 : *dptr, r ? width * height : *pitch * height, 0, 0))
+			break;
+	}
 	mtp_leave();
 	return r;
 }
@@ -91,7 +99,11 @@ MTP_EXPORT CUresult CUDAAPI cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize
 	REAL_OR_RETURN(real, cuMemAllocManaged);
 	bool rec = mtp_enter();
 	CUresult r;
-	MTP_CALL(rec, r, real(dptr, bytesize, flags), (void)0, MT_EV_MANAGED_ALLOC, MT_API_MANAGED, mtp_driver_device(), r ? 0 : *dptr, bytesize, flags, 0);
+	for (int try_ = 0;; try_++) { /* once more only if out of memory and a policy's on_oom asks */
+		r = real(dptr, bytesize, flags);
+		if (!rec || !mtp_hook_outcome(try_, r, MT_EV_MANAGED_ALLOC, MT_API_MANAGED, mtp_driver_device(), r ? 0 : *dptr, bytesize, flags, 0))
+			break;
+	}
 	mtp_leave();
 	return r;
 }
@@ -101,7 +113,11 @@ MTP_EXPORT CUresult CUDAAPI cuMemHostAlloc(void **pp, size_t bytesize, unsigned 
 	REAL_OR_RETURN(real, cuMemHostAlloc);
 	bool rec = mtp_enter();
 	CUresult r;
-	MTP_CALL(rec, r, real(pp, bytesize, flags), (void)0, MT_EV_HOST_ALLOC, MT_API_HOST, MT_NO_DEVICE, r ? 0 : (uintptr_t)*pp, bytesize, flags, 0);
+	for (int try_ = 0;; try_++) { /* once more only if out of memory and a policy's on_oom asks */
+		r = real(pp, bytesize, flags);
+		if (!rec || !mtp_hook_outcome(try_, r, MT_EV_HOST_ALLOC, MT_API_HOST, MT_NO_DEVICE, r ? 0 : (uintptr_t)*pp, bytesize, flags, 0))
+			break;
+	}
 	mtp_leave();
 	return r;
 }
@@ -111,7 +127,11 @@ MTP_EXPORT CUresult CUDAAPI cuMemAllocHost(void **pp, size_t bytesize)
 	REAL_OR_RETURN(real, cuMemAllocHost_v2);
 	bool rec = mtp_enter();
 	CUresult r;
-	MTP_CALL(rec, r, real(pp, bytesize), (void)0, MT_EV_HOST_ALLOC, MT_API_HOST, MT_NO_DEVICE, r ? 0 : (uintptr_t)*pp, bytesize, 0, 0);
+	for (int try_ = 0;; try_++) { /* once more only if out of memory and a policy's on_oom asks */
+		r = real(pp, bytesize);
+		if (!rec || !mtp_hook_outcome(try_, r, MT_EV_HOST_ALLOC, MT_API_HOST, MT_NO_DEVICE, r ? 0 : (uintptr_t)*pp, bytesize, 0, 0))
+			break;
+	}
 	mtp_leave();
 	return r;
 }
@@ -136,7 +156,11 @@ static CUresult alloc_async(const void *caller, PFN_cuMemAllocAsync_v11020 real,
 {
 	bool rec = mtp_enter_at(caller);
 	CUresult r;
-	MTP_CALL(rec, r, MTP_CAPPED(n, real(dptr, n, s)), (void)0, MT_EV_ALLOC, MT_API_ASYNC, mtp_driver_device(), r ? 0 : *dptr, n, (uintptr_t)s, 0);
+	for (int try_ = 0;; try_++) { /* once more only if out of memory and a policy's on_oom asks */
+		r = MTP_CAPPED(n, real(dptr, n, s));
+		if (!rec || !mtp_hook_outcome(try_, r, MT_EV_ALLOC, MT_API_ASYNC, mtp_driver_device(), r ? 0 : *dptr, n, (uintptr_t)s, 0))
+			break;
+	}
 	mtp_leave();
 	return r;
 }
@@ -182,7 +206,11 @@ static CUresult alloc_from_pool(const void *caller, PFN_cuMemAllocFromPoolAsync_
 {
 	bool rec = mtp_enter_at(caller);
 	CUresult r;
-	MTP_CALL(rec, r, MTP_CAPPED(n, real(dptr, n, pool, s)), (void)0, MT_EV_ALLOC, MT_API_POOL, mtp_driver_device(), r ? 0 : *dptr, n, (uintptr_t)s, (uintptr_t)pool);
+	for (int try_ = 0;; try_++) { /* once more only if out of memory and a policy's on_oom asks */
+		r = MTP_CAPPED(n, real(dptr, n, pool, s));
+		if (!rec || !mtp_hook_outcome(try_, r, MT_EV_ALLOC, MT_API_POOL, mtp_driver_device(), r ? 0 : *dptr, n, (uintptr_t)s, (uintptr_t)pool))
+			break;
+	}
 	mtp_leave();
 	return r;
 }

@@ -1,6 +1,7 @@
 /* What memtap's CUDA hook files share: the real driver entry points (filled by
  * cuGetProcAddress and dlsym interception, or looked up in libcuda.so.1 for callers
- * that linked it), and the recording helpers common to driver and runtime hooks. */
+ * that linked it; device.c), and the recording helpers common to driver and runtime
+ * hooks (hooks.c). */
 #ifndef MTP_HOOKS_H
 #define MTP_HOOKS_H
 
@@ -41,20 +42,11 @@ MTP_HIDDEN void mtp_hook_gone(uint8_t kind, uint64_t addr, uint64_t size, uint64
 /* A failed allocation, recorded. Out of memory on a first try (`try_` 0) runs the policies'
  * on_oom handlers here, on the failing thread; true when one asks for the call again. */
 MTP_HIDDEN bool mtp_hook_failed(uint8_t kind, uint8_t api, uint8_t device, uint64_t size, int error, int try_);
-/* An allocation call's outcome (error 0: made, when addr is not NULL; else failed, and
- * the answer is mtp_hook_failed's). */
+/* An allocation call's outcome, recorded (error 0: made, when addr is not NULL; else
+ * failed). True when the call should be made once more: it ran out of memory on its
+ * first try (`try_` 0) and a policy's on_oom asked for a retry. Each hook's loop shows it. */
 MTP_HIDDEN bool mtp_hook_outcome(int try_, int error, uint8_t kind, uint8_t api, uint8_t device, uint64_t addr,
 				 uint64_t size, uint64_t aux, uint64_t aux2);
-
-/* Makes an allocation call into r and records it when `rec`; when it ran out of memory
- * and a policy released something, the call is made once more (`before_retry` first). */
-#define MTP_CALL(rec, r, call, before_retry, ...)                                   \
-	for (int try_ = 0;; try_++) {                                               \
-		(r) = (call);                                                       \
-		if (!(rec) || !mtp_hook_outcome(try_, (r), __VA_ARGS__))            \
-			break;                                                      \
-		before_retry;                                                       \
-	}
 
 /* A device allocation of `size` past a policy's cap fails as the driver would fail it. */
 #define MTP_CAPPED(size, call) \

@@ -128,7 +128,7 @@ static uint64_t cap(uint8_t device)
 static int allocator(int device, const char *policy, const char *conf, char *why, size_t n)
 {
 	char text[512];
-	int err = mtp_cache_set(device, policy, conf, why, n);
+	int err = mtp_allocator_set(device, policy, conf, why, n);
 
 	if (!err) {
 		snprintf(text, sizeof text, "memtap.allocator %d %s%s%s", device, policy ? policy : "",
@@ -148,13 +148,12 @@ static struct mt_policy_host host = {
 	.say = say,
 	.mark = mark,
 	.snapshot = snapshot,
-	.sync = mtp_writer_sync,
 	.capture = capture,
 	.set_cap = set_cap,
 	.cap = cap,
 #ifndef MTP_DLOPENED
 	.allocator = allocator,
-	.allocator_stats = mtp_cache_stats,
+	.allocator_stats = mtp_allocator_stats,
 #endif
 };
 
@@ -208,19 +207,30 @@ void mtp_policy_load(void)
 		__atomic_store_n(&mtp_policy, engine, __ATOMIC_RELEASE); /* the writer reads it as it drains */
 }
 
-bool mtp_policy_oom(const struct mt_event *e)
+/* On the failing thread's own memtap stack (the job's may be small): the rings drained,
+ * so the engine has the failure and everything before it, then its on_oom handlers, which
+ * run on the policy thread while this thread waits (at most policy_deadline_ms). */
+static void *ask_on_oom(void *e)
 {
 	const struct mt_policy_engine *p = __atomic_load_n(&mtp_policy, __ATOMIC_ACQUIRE);
 
-	return p && p->oom(e);
+	mtp_writer_sync();
+	return p->oom(e) ? e : NULL;
+}
+
+bool mtp_policy_oom(const struct mt_event *e)
+{
+	return __atomic_load_n(&mtp_policy, __ATOMIC_ACQUIRE) && mtp_own_stack(ask_on_oom, (void *)e) != NULL;
 }
 
 void mtp_policy_stop(void)
 {
 	const struct mt_policy_engine *p = __atomic_load_n(&mtp_policy, __ATOMIC_ACQUIRE);
 
-	if (p)
+	if (p) {
+		mtp_writer_sync(); /* everything so far, for on_exit */
 		p->stop(); /* the engine ignores what comes after */
+	}
 }
 
 /* A forked child has no policy thread: its policies stay with the parent. */

@@ -191,7 +191,7 @@ static bool cached_malloc(void **devPtr, size_t size, cudaStream_t s, cudaError_
 	if ((*e = check_stream(s)) != cudaSuccess)
 		return true;
 	mtp_self.depth++;
-	err = mtp_cache_malloc(devPtr, size, runtime_device(), (uintptr_t)s);
+	err = mtp_allocator_malloc(devPtr, size, runtime_device(), (uintptr_t)s);
 	mtp_self.depth--;
 	if (err == MT_CACHE_OOM)
 		note_out_of_memory();
@@ -207,7 +207,7 @@ static bool cached_free(void *ptr, cudaStream_t s, cudaError_t *e)
 	if ((*e = check_stream(s)) != cudaSuccess)
 		return true;
 	mtp_self.depth++;
-	mine = mtp_cache_free(ptr, (uintptr_t)s);
+	mine = mtp_allocator_free(ptr, (uintptr_t)s);
 	mtp_self.depth--;
 	return mine;
 }
@@ -216,10 +216,15 @@ MTP_EXPORT cudaError_t CUDARTAPI cudaMalloc(void **devPtr, size_t size)
 {
 	REAL_OR_RETURN(real, cudaMalloc);
 	cudaError_t e;
-	if (unlikely(mtp_caching()) && cached_malloc(devPtr, size, 0, &e))
+	if (unlikely(mtp_allocator_on()) && cached_malloc(devPtr, size, 0, &e))
 		return e;
 	bool rec = mtp_enter();
-	MTP_CALL(rec && devPtr, e, real(devPtr, size), forget_error(), MT_EV_ALLOC, MT_API_RUNTIME, runtime_device(), e ? 0 : (uintptr_t)*devPtr, size, 0, 0);
+	for (int try_ = 0;; try_++) { /* once more only if out of memory and a policy's on_oom asks */
+		e = real(devPtr, size);
+		if (!(rec && devPtr) || !mtp_hook_outcome(try_, e, MT_EV_ALLOC, MT_API_RUNTIME, runtime_device(), e ? 0 : (uintptr_t)*devPtr, size, 0, 0))
+			break;
+		forget_error(); /* the failed call's error is not the application's */
+	}
 	mtp_leave();
 	return e;
 }
@@ -229,7 +234,12 @@ MTP_EXPORT cudaError_t CUDARTAPI cudaMallocPitch(void **devPtr, size_t *pitch, s
 	REAL_OR_RETURN(real, cudaMallocPitch);
 	bool rec = mtp_enter();
 	cudaError_t e;
-	MTP_CALL(rec && devPtr && pitch, e, real(devPtr, pitch, width, height), forget_error(), MT_EV_ALLOC, MT_API_PITCH, runtime_device(), e ? 0 : (uintptr_t)*devPtr, e ? width * height : *pitch * height, 0, 0);
+	for (int try_ = 0;; try_++) { /* once more only if out of memory and a policy's on_oom asks */
+		e = real(devPtr, pitch, width, height);
+		if (!(rec && devPtr && pitch) || !mtp_hook_outcome(try_, e, MT_EV_ALLOC, MT_API_PITCH, runtime_device(), e ? 0 : (uintptr_t)*devPtr, e ? width * height : *pitch * height, 0, 0))
+			break;
+		forget_error(); /* the failed call's error is not the application's */
+	}
 	mtp_leave();
 	return e;
 }
@@ -239,7 +249,12 @@ MTP_EXPORT cudaError_t CUDARTAPI cudaMalloc3D(struct cudaPitchedPtr *p, struct c
 	REAL_OR_RETURN(real, cudaMalloc3D);
 	bool rec = mtp_enter();
 	cudaError_t e;
-	MTP_CALL(rec && p, e, real(p, extent), forget_error(), MT_EV_ALLOC, MT_API_PITCH, runtime_device(), e ? 0 : (uintptr_t)p->ptr, (e ? extent.width : p->pitch) * extent.height * extent.depth, 0, 0);
+	for (int try_ = 0;; try_++) { /* once more only if out of memory and a policy's on_oom asks */
+		e = real(p, extent);
+		if (!(rec && p) || !mtp_hook_outcome(try_, e, MT_EV_ALLOC, MT_API_PITCH, runtime_device(), e ? 0 : (uintptr_t)p->ptr, (e ? extent.width : p->pitch) * extent.height * extent.depth, 0, 0))
+			break;
+		forget_error(); /* the failed call's error is not the application's */
+	}
 	mtp_leave();
 	return e;
 }
@@ -249,7 +264,12 @@ MTP_EXPORT cudaError_t CUDARTAPI cudaMallocManaged(void **devPtr, size_t size, u
 	REAL_OR_RETURN(real, cudaMallocManaged);
 	bool rec = mtp_enter();
 	cudaError_t e;
-	MTP_CALL(rec && devPtr, e, real(devPtr, size, flags), forget_error(), MT_EV_MANAGED_ALLOC, MT_API_MANAGED, runtime_device(), e ? 0 : (uintptr_t)*devPtr, size, flags, 0);
+	for (int try_ = 0;; try_++) { /* once more only if out of memory and a policy's on_oom asks */
+		e = real(devPtr, size, flags);
+		if (!(rec && devPtr) || !mtp_hook_outcome(try_, e, MT_EV_MANAGED_ALLOC, MT_API_MANAGED, runtime_device(), e ? 0 : (uintptr_t)*devPtr, size, flags, 0))
+			break;
+		forget_error(); /* the failed call's error is not the application's */
+	}
 	mtp_leave();
 	return e;
 }
@@ -257,7 +277,7 @@ MTP_EXPORT cudaError_t CUDARTAPI cudaMallocManaged(void **devPtr, size_t size, u
 MTP_EXPORT cudaError_t CUDARTAPI cudaFree(void *devPtr)
 {
 	cudaError_t e;
-	if (unlikely(mtp_caching()) && cached_free(devPtr, 0, &e))
+	if (unlikely(mtp_allocator_on()) && cached_free(devPtr, 0, &e))
 		return e;
 	REAL_OR_RETURN(real, cudaFree);
 	bool rec = mtp_enter();
@@ -275,7 +295,12 @@ MTP_EXPORT cudaError_t CUDARTAPI cudaHostAlloc(void **pHost, size_t size, unsign
 	REAL_OR_RETURN(real, cudaHostAlloc);
 	bool rec = mtp_enter();
 	cudaError_t e;
-	MTP_CALL(rec && pHost, e, real(pHost, size, flags), forget_error(), MT_EV_HOST_ALLOC, MT_API_HOST, MT_NO_DEVICE, e ? 0 : (uintptr_t)*pHost, size, flags, 0);
+	for (int try_ = 0;; try_++) { /* once more only if out of memory and a policy's on_oom asks */
+		e = real(pHost, size, flags);
+		if (!(rec && pHost) || !mtp_hook_outcome(try_, e, MT_EV_HOST_ALLOC, MT_API_HOST, MT_NO_DEVICE, e ? 0 : (uintptr_t)*pHost, size, flags, 0))
+			break;
+		forget_error(); /* the failed call's error is not the application's */
+	}
 	mtp_leave();
 	return e;
 }
@@ -285,7 +310,12 @@ MTP_EXPORT cudaError_t CUDARTAPI cudaMallocHost(void **ptr, size_t size)
 	REAL_OR_RETURN(real, cudaMallocHost);
 	bool rec = mtp_enter();
 	cudaError_t e;
-	MTP_CALL(rec && ptr, e, real(ptr, size), forget_error(), MT_EV_HOST_ALLOC, MT_API_HOST, MT_NO_DEVICE, e ? 0 : (uintptr_t)*ptr, size, 0, 0);
+	for (int try_ = 0;; try_++) { /* once more only if out of memory and a policy's on_oom asks */
+		e = real(ptr, size);
+		if (!(rec && ptr) || !mtp_hook_outcome(try_, e, MT_EV_HOST_ALLOC, MT_API_HOST, MT_NO_DEVICE, e ? 0 : (uintptr_t)*ptr, size, 0, 0))
+			break;
+		forget_error(); /* the failed call's error is not the application's */
+	}
 	mtp_leave();
 	return e;
 }
@@ -323,10 +353,15 @@ static cudaError_t malloc_async(const void *caller, __typeof__(cudaMallocAsync) 
 				cudaStream_t s)
 {
 	cudaError_t e;
-	if (unlikely(mtp_caching()) && cached_malloc(devPtr, size, s, &e))
+	if (unlikely(mtp_allocator_on()) && cached_malloc(devPtr, size, s, &e))
 		return e;
 	bool rec = mtp_enter_at(caller);
-	MTP_CALL(rec && devPtr, e, real(devPtr, size, s), forget_error(), MT_EV_ALLOC, MT_API_ASYNC, runtime_device(), e ? 0 : (uintptr_t)*devPtr, size, (uintptr_t)s, 0);
+	for (int try_ = 0;; try_++) { /* once more only if out of memory and a policy's on_oom asks */
+		e = real(devPtr, size, s);
+		if (!(rec && devPtr) || !mtp_hook_outcome(try_, e, MT_EV_ALLOC, MT_API_ASYNC, runtime_device(), e ? 0 : (uintptr_t)*devPtr, size, (uintptr_t)s, 0))
+			break;
+		forget_error(); /* the failed call's error is not the application's */
+	}
 	mtp_leave();
 	return e;
 }
@@ -346,7 +381,7 @@ MTP_EXPORT cudaError_t CUDARTAPI cudaMallocAsync_ptsz(void **devPtr, size_t size
 static cudaError_t free_async(const void *caller, __typeof__(cudaFreeAsync) *real, void *devPtr, cudaStream_t s)
 {
 	cudaError_t e;
-	if (unlikely(mtp_caching()) && cached_free(devPtr, s, &e))
+	if (unlikely(mtp_allocator_on()) && cached_free(devPtr, s, &e))
 		return e;
 	bool rec = mtp_enter_at(caller);
 	if (rec && devPtr)
@@ -375,7 +410,12 @@ static cudaError_t malloc_from_pool(const void *caller, __typeof__(cudaMallocFro
 {
 	bool rec = mtp_enter_at(caller);
 	cudaError_t e;
-	MTP_CALL(rec && ptr, e, real(ptr, size, pool, s), forget_error(), MT_EV_ALLOC, MT_API_POOL, runtime_device(), e ? 0 : (uintptr_t)*ptr, size, (uintptr_t)s, (uintptr_t)pool);
+	for (int try_ = 0;; try_++) { /* once more only if out of memory and a policy's on_oom asks */
+		e = real(ptr, size, pool, s);
+		if (!(rec && ptr) || !mtp_hook_outcome(try_, e, MT_EV_ALLOC, MT_API_POOL, runtime_device(), e ? 0 : (uintptr_t)*ptr, size, (uintptr_t)s, (uintptr_t)pool))
+			break;
+		forget_error(); /* the failed call's error is not the application's */
+	}
 	mtp_leave();
 	return e;
 }

@@ -59,10 +59,6 @@ static int hang(int fd, const char *path)
 	return 0;
 }
 
-static void sync_(void)
-{
-}
-
 static int capture(bool on, uint8_t device)
 {
 	(void)on, (void)device;
@@ -112,7 +108,7 @@ static int start(const char *engine_so, const char *source, const struct mt_poli
 	host = (struct mt_policy_host){.abi = MT_POLICY_ABI, .files = strdup(path), .dir = dir, .budget = 200000,
 				       .memory = 64 << 20, .deadline_ns = 300000000ull, .start_ns = now_ns(),
 				       .map = map, .unmap = unmap, .string = no_table, .stack = no_table, .say = say,
-				       .mark = nothing, .snapshot = hang, .sync = sync_, .capture = capture,
+				       .mark = nothing, .snapshot = hang, .capture = capture,
 				       .set_cap = set_cap, .cap = cap};
 	said[0] = '\0';
 	return start_fn(&host, e);
