@@ -1,8 +1,6 @@
-/* The caching allocator's engine (cache.h). Blocks tile each segment in address order;
- * a free block sits in its pool's size bins, a used one in the address table, a freed one
- * waiting for other streams' events in the pending list. In VMM segments unmapped pages
- * are HOLE blocks, and a FREE block never contains one, so neighbours that are both free
- * are always both mapped and merge. */
+/* The caching allocator's engine (cache.h): bins, block records, the address table,
+ * streams, plain segments, release, GC and cross-stream events, and the API. How blocks,
+ * segments and pools relate is in engine.h; the knobs are knobs.c, VMM pages vmm.c. */
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
@@ -10,266 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cache/cache.h"
-
-#define MIB (1024ull * 1024)
-#define BINS 704
-#define BIN_WORDS ((BINS + 63) / 64)
-#define SHARDS 64
-#define SPARE_CHUNK 64
-#define MT_NOINLINE __attribute__((noinline))
-
-enum state { FREE, USED, HOLE, PENDING };
-
-struct block {
-	uint64_t addr, size, requested;
-	struct block *prev, *next;   /* address order in the segment */
-	struct block *fprev, *fnext; /* its bin, the pending list or the spare list */
-	struct segment *seg;
-	uint64_t uses[MT_CACHE_USES]; /* other streams (record_stream); their events once pending */
-	uint64_t freed;               /* the engine's free count when it was freed (GC age) */
-	uint16_t bin;
-	uint8_t state, nuses;
-	bool sync_all;                /* used by more streams than uses[] holds */
-};
-
-struct pool;
-
-struct segment {
-	uint64_t addr, size;
-	uint64_t page;     /* VMM page; 0: a plain segment */
-	uint64_t *handles; /* VMM: per page, 0 when unmapped */
-	uint64_t mapped;   /* VMM: pages mapped */
-	struct pool *pool;
-	struct block *first;
-	struct segment *prev, *next; /* the device's segments */
-};
-
-struct pool {
-	int lock;
-	uint64_t stream;
-	uint8_t tag;
-	bool small;
-	uint64_t hits, allocs, frees, allocated, requested; /* under the lock, summed by mt_cache_stats */
-	struct segment *expandable;
-	struct block *spare;
-	void *chunks; /* spare-block allocations, linked through their first word */
-	uint64_t bitmap[BIN_WORDS];
-	struct block *bins[BINS];
-};
-
-struct pools {
-	struct pool small, large;
-};
-
-struct shard {
-	int lock;
-	uint64_t *keys;
-	struct block **vals;
-	size_t cap, count;
-};
-
-struct config_node {
-	struct config_node *next;
-	struct mt_cache_config c;
-};
-
-struct mt_cache {
-	struct mt_cache_config c;             /* the first config */
-	const struct mt_cache_config *cur;    /* the one in force (mt_cache_reconfigure) */
-	struct config_node *old_configs;
-	struct mt_cache_backend b;
-	int device;
-	pthread_mutex_t lock; /* the device: segments, streams table, pending, VMM pages */
-	struct segment *segments;
-	struct pools *streams[2 * MT_CACHE_MAX_STREAMS];
-	struct block *pending;
-	int npending;
-	uint64_t *phys; /* free physical pages (stitch) */
-	size_t nphys, capphys;
-	uint64_t frees_stamp;
-	struct mt_cache_stats st;
-	struct shard shards[SHARDS];
-};
-
-/* ---- small helpers ---- */
-
-static inline void spin_lock(int *l)
-{
-	for (int n = 0; __atomic_exchange_n(l, 1, __ATOMIC_ACQUIRE); n++) {
-		while (__atomic_load_n(l, __ATOMIC_RELAXED))
-			if (++n > 64) {
-				sched_yield();
-				n = 0;
-			}
-	}
-}
-
-static inline void spin_unlock(int *l)
-{
-	__atomic_store_n(l, 0, __ATOMIC_RELEASE);
-}
-
-static void stat_add(uint64_t *v, uint64_t *peak, uint64_t d)
-{
-	uint64_t now = __atomic_add_fetch(v, d, __ATOMIC_RELAXED), p = __atomic_load_n(peak, __ATOMIC_RELAXED);
-
-	while (now > p && !__atomic_compare_exchange_n(peak, &p, now, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
-		;
-}
-
-static void stat_sub(uint64_t *v, uint64_t d)
-{
-	__atomic_sub_fetch(v, d, __ATOMIC_RELAXED);
-}
-
-static void count(uint64_t *v)
-{
-	__atomic_add_fetch(v, 1, __ATOMIC_RELAXED);
-}
-
-static uint64_t align_up(uint64_t v, uint64_t a)
-{
-	if ((a & (a - 1)) == 0) /* no division on the hot path: sizes are powers of two */
-		return (v + a - 1) & ~(a - 1);
-	return (v + a - 1) / a * a;
-}
-
-static void note(struct mt_cache *m, enum mt_cache_change what, uint64_t addr, uint64_t size, uint64_t req,
-		 uint64_t stream, bool mapped)
-{
-	if (m->b.change)
-		m->b.change(m->b.ctx, m->device, what, addr, size, req, stream, mapped);
-}
-
-/* ---- configuration ---- */
-
-int mt_cache_preset(struct mt_cache_config *c, const char *name)
-{
-	/* PyTorch's constants (c10/cuda/CUDACachingAllocator.cpp) */
-	*c = (struct mt_cache_config){
-		.min_block = 512, .small_size = 1 * MIB, .small_segment = 2 * MIB, .mid_segment = 20 * MIB,
-		.min_large = 10 * MIB, .large_round = 2 * MIB, .max_split = UINT64_MAX, .split_remainder = 1 * MIB,
-		.oversize = 20 * MIB, .cache = true, .granule = 2 * MIB,
-	};
-	if (strcmp(name, "native") == 0)
-		return 0;
-	if (strcmp(name, "bump") == 0) {
-		c->cache = false;
-		return 0;
-	}
-	if (strcmp(name, "memtap") != 0 && strcmp(name, "memtap-vmm") != 0)
-		return EINVAL;
-	/* memtap: segments no larger than the request needs, and every block splits */
-	c->mid_segment = 0;
-	c->split_remainder = 0;
-	c->stitch = strcmp(name, "memtap-vmm") == 0;
-	return 0;
-}
-
-static bool parse_bool(const char *v, size_t n, bool *out)
-{
-	if ((n == 4 && strncasecmp(v, "true", 4) == 0) || (n == 1 && *v == '1'))
-		return *out = true, true;
-	if ((n == 5 && strncasecmp(v, "false", 5) == 0) || (n == 1 && *v == '0'))
-		return *out = false, true;
-	return false;
-}
-
-static bool parse_num(const char *v, size_t n, double *out)
-{
-	char buf[32], *end;
-
-	if (n == 0 || n >= sizeof buf)
-		return false;
-	memcpy(buf, v, n);
-	buf[n] = 0;
-	*out = strtod(buf, &end);
-	return *end == 0 && *out >= 0;
-}
-
-static int set_key(struct mt_cache_config *c, const char *k, size_t kn, const char *v, size_t vn)
-{
-	double x;
-	bool f;
-#define KEY(s) (kn == sizeof(s) - 1 && strncmp(k, s, kn) == 0)
-	if (KEY("expandable_segments") || KEY("stitch") || KEY("tag_pools") || KEY("caching")) {
-		if (!parse_bool(v, vn, &f))
-			return EINVAL;
-		if (KEY("stitch"))
-			c->stitch = f;
-		else if (KEY("tag_pools"))
-			c->tag_pools = f;
-		else if (KEY("caching"))
-			c->cache = f;
-		else
-			c->expandable = f;
-		return 0;
-	}
-	if (!parse_num(v, vn, &x))
-		return EINVAL;
-	if (KEY("max_split_size_mb"))
-		c->max_split = x * MIB < 20.0 * MIB ? 20 * MIB : (uint64_t)(x * MIB);
-	else if (KEY("roundup_power2_divisions"))
-		c->power2_divisions = (unsigned)x;
-	else if (KEY("garbage_collection_threshold") && x < 1)
-		c->gc_threshold = x;
-	else if (KEY("granule_mb") && x >= 2 && (uint64_t)x % 2 == 0)
-		c->granule = (uint64_t)x * MIB;
-	else if (KEY("limit_mb"))
-		c->limit = (uint64_t)(x * MIB);
-	else
-		return EINVAL;
-	return 0;
-#undef KEY
-}
-
-int mt_cache_configure(struct mt_cache_config *c, const char *conf, const char **bad)
-{
-	for (const char *p = conf; p && *p;) {
-		const char *end = strchr(p, ','), *colon;
-		size_t n = end ? (size_t)(end - p) : strlen(p);
-
-		colon = memchr(p, ':', n);
-		if (!colon || set_key(c, p, (size_t)(colon - p), colon + 1, n - (size_t)(colon - p) - 1)) {
-			*bad = p;
-			return EINVAL;
-		}
-		p += n + (end ? 1 : 0);
-	}
-	return 0;
-}
-
-int mt_cache_describe(const struct mt_cache_config *c, char *buf, size_t n)
-{
-	static const char *const tf[2] = { "False", "True" };
-	int k = snprintf(buf, n, "caching:%s,expandable_segments:%s,stitch:%s,tag_pools:%s,roundup_power2_divisions:%u,"
-			 "garbage_collection_threshold:%.15g,limit_mb:%.15g", tf[c->cache], tf[c->expandable],
-			 tf[c->stitch], tf[c->tag_pools], c->power2_divisions, c->gc_threshold, (double)c->limit / MIB);
-
-	if (c->max_split != UINT64_MAX && k >= 0 && (size_t)k < n)
-		k += snprintf(buf + k, n - (size_t)k, ",max_split_size_mb:%.15g", (double)c->max_split / MIB);
-	return k;
-}
-
-uint64_t mt_cache_round(const struct mt_cache_config *c, uint64_t size)
-{
-	unsigned d = c->power2_divisions;
-
-	if (size < c->min_block)
-		return c->min_block;
-	if (d > 1 && size > c->min_block * d && (size & (size - 1)) != 0) {
-		/* PyTorch's roundup_power2_next_division: the power-of-two interval below
-		 * size split in d (a power of two) equal steps */
-		uint64_t floor = 1ull << (63 - __builtin_clzll(size));
-		uint64_t step = floor >> (31 - __builtin_clz(d));
-
-		if (step == 0)
-			return floor << 1;
-		return (size & ~(step - 1)) == size ? size : (size & ~(step - 1)) + step;
-	}
-	return align_up(size, c->min_block);
-}
+#include "cache/engine.h"
 
 /* ---- bins ---- */
 
@@ -284,7 +23,7 @@ static unsigned bin_of(uint64_t size)
 	return 128 + (lg - 7) * 16 + (unsigned)((u >> (lg - 4)) & 15);
 }
 
-static void bin_insert(struct pool *p, struct block *b)
+void mtc_bin_insert(struct pool *p, struct block *b)
 {
 	unsigned i = bin_of(b->size);
 
@@ -297,7 +36,7 @@ static void bin_insert(struct pool *p, struct block *b)
 	p->bitmap[i / 64] |= 1ull << (i % 64);
 }
 
-static void bin_remove(struct pool *p, struct block *b)
+void mtc_bin_remove(struct pool *p, struct block *b)
 {
 	if (b->fprev)
 		b->fprev->fnext = b->fnext;
@@ -371,7 +110,7 @@ static void drop_block(struct pool *p, struct block *b)
 }
 
 /* b shrinks to `size`; the rest becomes a new block after it in `state`. NULL: no memory. */
-static struct block *split(struct mt_cache *m, struct pool *p, struct block *b, uint64_t size, int state)
+struct block *mtc_split(struct mt_cache *m, struct pool *p, struct block *b, uint64_t size, int state)
 {
 	struct block *r = new_block(m, p);
 
@@ -391,7 +130,7 @@ static struct block *split(struct mt_cache *m, struct pool *p, struct block *b, 
 }
 
 /* b joins its neighbour n (after it); n's record is dropped. */
-static void merge_next(struct pool *p, struct block *b)
+void mtc_merge_next(struct pool *p, struct block *b)
 {
 	struct block *n = b->next;
 
@@ -403,24 +142,24 @@ static void merge_next(struct pool *p, struct block *b)
 }
 
 /* A block becomes free: it joins free neighbours and goes into the bins. */
-static struct block *make_free(struct mt_cache *m, struct pool *p, struct block *b)
+struct block *mtc_make_free(struct mt_cache *m, struct pool *p, struct block *b)
 {
 	b->state = FREE;
 	/* an age for GC, not a count: racing frees may share a stamp, and no atomic RMW is paid */
 	b->freed = __atomic_load_n(&m->frees_stamp, __ATOMIC_RELAXED) + 1;
 	__atomic_store_n(&m->frees_stamp, b->freed, __ATOMIC_RELAXED);
 	if (b->next && b->next->state == FREE) {
-		bin_remove(p, b->next);
-		merge_next(p, b);
+		mtc_bin_remove(p, b->next);
+		mtc_merge_next(p, b);
 	}
 	if (b->prev && b->prev->state == FREE) {
 		struct block *q = b->prev;
 
-		bin_remove(p, q);
-		merge_next(p, q);
+		mtc_bin_remove(p, q);
+		mtc_merge_next(p, q);
 		b = q;
 	}
-	bin_insert(p, b);
+	mtc_bin_insert(p, b);
 	return b;
 }
 
@@ -430,7 +169,7 @@ static struct block *put_back(struct mt_cache *m, struct pool *p, struct block *
 	p->frees++;
 	p->allocated -= b->size;
 	p->requested -= b->requested;
-	return make_free(m, p, b);
+	return mtc_make_free(m, p, b);
 }
 
 static bool should_split(const struct mt_cache_config *c, const struct pool *p, const struct block *b, uint64_t size)
@@ -443,16 +182,16 @@ static bool should_split(const struct mt_cache_config *c, const struct pool *p, 
 }
 
 /* A free block (out of the bins when `binned` is false) is handed out for `size`. */
-static void take(struct mt_cache *m, const struct mt_cache_config *c, struct pool *p, struct block *b, uint64_t size,
+void mtc_take(struct mt_cache *m, const struct mt_cache_config *c, struct pool *p, struct block *b, uint64_t size,
 		 uint64_t requested, bool binned)
 {
 	if (binned)
-		bin_remove(p, b);
+		mtc_bin_remove(p, b);
 	if (should_split(c, p, b, size)) {
-		struct block *r = split(m, p, b, size, FREE);
+		struct block *r = mtc_split(m, p, b, size, FREE);
 
 		if (r)
-			bin_insert(p, r);
+			mtc_bin_insert(p, r);
 	}
 	b->state = USED;
 	b->requested = requested;
@@ -606,19 +345,19 @@ static struct pool *pool_for(struct mt_cache *m, const struct mt_cache_config *c
 
 /* ---- segments ---- */
 
-static bool over_limit(struct mt_cache *m, const struct mt_cache_config *c, uint64_t bytes)
+bool mtc_over_limit(struct mt_cache *m, const struct mt_cache_config *c, uint64_t bytes)
 {
 	return c->limit && __atomic_load_n(&m->st.reserved, __ATOMIC_RELAXED) + bytes > c->limit;
 }
 
-static int backend_error(int err)
+int mtc_backend_error(int err)
 {
 	return err == MT_CACHE_OOM ? MT_CACHE_OOM : EIO;
 }
 
 /* A segment of one block (FREE, or HOLE when its pages are not mapped yet), linked into
  * the device's list. Device and pool locks held. */
-static struct segment *new_segment(struct mt_cache *m, struct pool *p, uint64_t addr, uint64_t size, uint64_t page)
+struct segment *mtc_new_segment(struct mt_cache *m, struct pool *p, uint64_t addr, uint64_t size, uint64_t page)
 {
 	struct segment *s = m->b.mem_alloc(m->b.ctx, sizeof *s);
 
@@ -647,7 +386,7 @@ static struct segment *new_segment(struct mt_cache *m, struct pool *p, uint64_t 
 }
 
 /* A segment whose only block is unbinned and unused goes: its record, not its memory. */
-static void drop_segment(struct mt_cache *m, struct segment *s)
+void mtc_drop_segment(struct mt_cache *m, struct segment *s)
 {
 	if (s->prev)
 		s->prev->next = s->next;
@@ -671,286 +410,23 @@ static bool release_plain(struct mt_cache *m, struct segment *s)
 
 	if (s->page || b->next || b->state != FREE)
 		return false;
-	bin_remove(s->pool, b);
+	mtc_bin_remove(s->pool, b);
 	note(m, MT_CACHE_SEGMENT_FREE, s->addr, s->size, 0, s->pool->stream, false);
 	m->b.seg_free(m->b.ctx, m->device, s->addr, s->size);
 	stat_sub(&m->st.reserved, s->size);
-	drop_segment(m, s);
+	mtc_drop_segment(m, s);
 	count(&m->st.released);
 	return true;
-}
-
-static void phys_push(struct mt_cache *m, uint64_t handle, uint64_t page)
-{
-	if (m->nphys == m->capphys) {
-		size_t cap = m->capphys ? m->capphys * 2 : 64;
-		uint64_t *a = m->b.mem_alloc(m->b.ctx, cap * sizeof *a);
-
-		if (!a) {
-			m->b.phys_release(m->b.ctx, m->device, handle);
-			stat_sub(&m->st.reserved, page);
-			return;
-		}
-		if (m->nphys)
-			memcpy(a, m->phys, m->nphys * sizeof *a);
-		if (m->capphys)
-			m->b.mem_free(m->b.ctx, m->phys, m->capphys * sizeof *a);
-		m->phys = a;
-		m->capphys = cap;
-	}
-	m->phys[m->nphys++] = handle;
-}
-
-/* n pages mapped at the start of hole h: pooled physical pages first, then new ones.
- * The range becomes a free block joined with free neighbours (returned, binned).
- * Device and pool locks held. */
-static int map_pages(struct mt_cache *m, const struct mt_cache_config *c, struct segment *s, struct block *h,
-		     uint64_t n, struct block **out)
-{
-	uint64_t at = h->addr, first = (h->addr - s->addr) / s->page, i;
-	int err = 0;
-
-	for (i = 0; i < n; i++) {
-		uint64_t handle;
-
-		if (m->nphys) {
-			handle = m->phys[--m->nphys];
-		} else if (over_limit(m, c, s->page)) {
-			err = MT_CACHE_OOM;
-			break;
-		} else if ((err = m->b.phys_create(m->b.ctx, m->device, s->page, &handle)) != 0) {
-			err = backend_error(err);
-			break;
-		} else {
-			stat_add(&m->st.reserved, &m->st.peak_reserved, s->page);
-		}
-		if ((err = m->b.map(m->b.ctx, m->device, at + i * s->page, s->page, handle)) != 0) {
-			phys_push(m, handle, s->page);
-			err = backend_error(err);
-			break;
-		}
-		s->handles[first + i] = handle;
-	}
-	if (!err && h->size > n * s->page && !split(m, s->pool, h, n * s->page, HOLE))
-		err = ENOMEM;
-	if (err) {
-		while (i-- > 0) {
-			m->b.unmap(m->b.ctx, m->device, at + i * s->page, s->page);
-			phys_push(m, s->handles[first + i], s->page);
-			s->handles[first + i] = 0;
-		}
-		return err;
-	}
-	for (i = 0; i < n; i++)
-		note(m, MT_CACHE_SEGMENT_ALLOC, at + i * s->page, s->page, 0, s->pool->stream, true);
-	s->mapped += n;
-	*out = make_free(m, s->pool, h);
-	return 0;
-}
-
-/* Up to `want` whole pages inside free block b are unmapped: into the physical pool
- * (`keep`), else back to the device. Returns the pages taken and, in *next, the block
- * to go on from. Device and pool locks held. */
-static uint64_t unmap_free(struct mt_cache *m, struct segment *s, struct block *b, uint64_t want, bool keep,
-			   struct block **next)
-{
-	struct pool *p = s->pool;
-	uint64_t lo = s->addr + align_up(b->addr - s->addr, s->page);
-	uint64_t hi = s->addr + (b->addr + b->size - s->addr) / s->page * s->page, n;
-	struct block *mid = b;
-
-	*next = b->next;
-	if (hi <= lo)
-		return 0;
-	n = (hi - lo) / s->page < want ? (hi - lo) / s->page : want;
-	hi = lo + n * s->page;
-	bin_remove(p, b);
-	if (lo > b->addr) {
-		if (!(mid = split(m, p, b, lo - b->addr, FREE))) {
-			bin_insert(p, b);
-			return 0;
-		}
-		bin_insert(p, b);
-	}
-	if (mid->addr + mid->size > hi) {
-		struct block *tail = split(m, p, mid, hi - mid->addr, FREE);
-
-		if (!tail) {
-			bin_insert(p, mid);
-			return 0;
-		}
-		bin_insert(p, tail);
-	}
-	for (uint64_t a = lo; a < hi; a += s->page) {
-		uint64_t *h = &s->handles[(a - s->addr) / s->page];
-
-		note(m, MT_CACHE_SEGMENT_FREE, a, s->page, 0, p->stream, true);
-		m->b.unmap(m->b.ctx, m->device, a, s->page);
-		if (keep) {
-			phys_push(m, *h, s->page);
-		} else {
-			m->b.phys_release(m->b.ctx, m->device, *h);
-			stat_sub(&m->st.reserved, s->page);
-		}
-		*h = 0;
-	}
-	s->mapped -= n;
-	mid->state = HOLE;
-	if (mid->next && mid->next->state == HOLE)
-		merge_next(p, mid);
-	if (mid->prev && mid->prev->state == HOLE) {
-		mid = mid->prev;
-		merge_next(p, mid);
-	}
-	*next = mid->next;
-	return n;
-}
-
-/* Free whole pages of VMM segments are unmapped, up to `want`, into the physical pool
- * (`keep`) or back to the device. Memory another stream freed may still be in use by its
- * queued work: that stream is synchronized first. A range left with nothing mapped gives
- * its addresses back. Device lock held. */
-static uint64_t unmap_pages(struct mt_cache *m, uint64_t want, bool keep, uint64_t stream)
-{
-	uint64_t got = 0;
-
-	for (struct segment *s = m->segments, *sn; s && got < want; s = sn) {
-		struct pool *p = s->pool;
-		bool synced = p->stream == stream;
-
-		sn = s->next;
-		if (!s->page)
-			continue;
-		spin_lock(&p->lock);
-		for (struct block *b = s->first, *bn; b && got < want; b = bn) {
-			bn = b->next;
-			if (b->state != FREE)
-				continue;
-			if (!synced && align_up(b->addr - s->addr, s->page) + s->page <= b->addr + b->size - s->addr) {
-				m->b.stream_sync(m->b.ctx, m->device, p->stream);
-				synced = true;
-			}
-			got += unmap_free(m, s, b, want - got, keep, &bn);
-		}
-		if (!s->mapped && p->expandable != s) {
-			m->b.va_free(m->b.ctx, m->device, s->addr, s->size);
-			drop_segment(m, s);
-		}
-		spin_unlock(&p->lock);
-	}
-	return got;
-}
-
-static int grow_plain(struct mt_cache *m, const struct mt_cache_config *c, struct pool *p, uint64_t size,
-		      uint64_t requested, struct block **out)
-{
-	uint64_t bytes = !c->cache	? size
-			 : p->small	? c->small_segment
-			 : c->mid_segment && size < c->min_large ? c->mid_segment
-								   : align_up(size, c->large_round);
-	uint64_t addr;
-	struct segment *s;
-	int err;
-
-	if (over_limit(m, c, bytes))
-		return MT_CACHE_OOM;
-	if ((err = m->b.seg_alloc(m->b.ctx, m->device, bytes, &addr)) != 0)
-		return backend_error(err);
-	stat_add(&m->st.reserved, &m->st.peak_reserved, bytes);
-	note(m, MT_CACHE_SEGMENT_ALLOC, addr, bytes, 0, p->stream, false);
-	spin_lock(&p->lock);
-	if ((s = new_segment(m, p, addr, bytes, 0)) != NULL)
-		take(m, c, p, s->first, size, requested, false);
-	spin_unlock(&p->lock);
-	if (!s) {
-		note(m, MT_CACHE_SEGMENT_FREE, addr, bytes, 0, p->stream, false);
-		m->b.seg_free(m->b.ctx, m->device, addr, bytes);
-		stat_sub(&m->st.reserved, bytes);
-		return ENOMEM;
-	}
-	*out = s->first;
-	return 0;
-}
-
-/* memtap-vmm: a new address range for the request, its pages the physical pool's (pages
- * unmapped from free space anywhere on the device when short), new ones only for the rest. */
-static int grow_stitched(struct mt_cache *m, const struct mt_cache_config *c, struct pool *p, uint64_t size,
-			 uint64_t requested, uint64_t stream, struct block **out)
-{
-	uint64_t page = c->granule, n = (size + page - 1) / page, addr;
-	struct segment *s;
-	struct block *b;
-	int err;
-
-	if (m->nphys < n && unmap_pages(m, n - m->nphys, true, stream))
-		count(&m->st.stitched);
-	if ((err = m->b.va_reserve(m->b.ctx, m->device, n * page, &addr)) != 0)
-		return backend_error(err);
-	spin_lock(&p->lock);
-	if (!(s = new_segment(m, p, addr, n * page, page)))
-		err = ENOMEM;
-	else if ((err = map_pages(m, c, s, s->first, n, &b)) != 0)
-		drop_segment(m, s);
-	else
-		take(m, c, p, b, size, requested, true);
-	spin_unlock(&p->lock);
-	if (err) {
-		m->b.va_free(m->b.ctx, m->device, addr, n * page);
-		return err;
-	}
-	*out = b;
-	return 0;
-}
-
-/* PyTorch's expandable segments: one address range per pool, pages (2 MiB small, 20 MiB
- * large) mapped at the lowest hole where they extend a free block far enough. */
-static int grow_expandable(struct mt_cache *m, const struct mt_cache_config *c, struct pool *p, uint64_t size,
-			   uint64_t requested, struct block **out)
-{
-	uint64_t page = p->small ? c->small_segment : c->mid_segment ? c->mid_segment : c->large_round;
-	struct segment *s = p->expandable;
-	int err;
-
-	if (!s) {
-		uint64_t span = align_up(c->limit ? c->limit + c->limit / 8 : 256ull << 30, page), addr;
-
-		if ((err = m->b.va_reserve(m->b.ctx, m->device, span, &addr)) != 0)
-			return backend_error(err);
-		spin_lock(&p->lock);
-		s = p->expandable = new_segment(m, p, addr, span, page);
-		spin_unlock(&p->lock);
-		if (!s) {
-			m->b.va_free(m->b.ctx, m->device, addr, span);
-			return ENOMEM;
-		}
-	}
-	err = MT_CACHE_OOM; /* no hole is large enough */
-	spin_lock(&p->lock);
-	for (struct block *h = s->first; h; h = h->next) {
-		uint64_t have = h->prev && h->prev->state == FREE ? h->prev->size : 0;
-		uint64_t n = size > have ? (size - have + page - 1) / page : 1;
-		struct block *b;
-
-		if (h->state != HOLE || n * page > h->size)
-			continue;
-		if ((err = map_pages(m, c, s, h, n, &b)) == 0)
-			take(m, c, p, b, size, requested, true);
-		if (!err)
-			*out = b;
-		break;
-	}
-	spin_unlock(&p->lock);
-	return err;
 }
 
 static int grow(struct mt_cache *m, const struct mt_cache_config *c, struct pool *p, uint64_t size,
 		uint64_t requested, uint64_t stream, struct block **out)
 {
 	if (c->stitch && c->cache)
-		return grow_stitched(m, c, p, size, requested, stream, out);
+		return mtc_grow_stitched(m, c, p, size, requested, stream, out);
 	if (c->expandable && c->cache)
-		return grow_expandable(m, c, p, size, requested, out);
-	return grow_plain(m, c, p, size, requested, out);
+		return mtc_grow_expandable(m, c, p, size, requested, out);
+	return mtc_grow_plain(m, c, p, size, requested, out);
 }
 
 /* ---- release, GC, cross-stream events ---- */
@@ -962,7 +438,7 @@ static void give_back(struct mt_cache *m, const struct mt_cache_config *c, struc
 	struct pool *p = b->seg->pool;
 
 	spin_lock(&p->lock);
-	b = counted ? make_free(m, p, b) : put_back(m, p, b);
+	b = counted ? mtc_make_free(m, p, b) : put_back(m, p, b);
 	if (!c->cache)
 		release_plain(m, b->seg);
 	spin_unlock(&p->lock);
@@ -1010,7 +486,7 @@ static void release_all(struct mt_cache *m, const struct mt_cache_config *c, uin
 			spin_unlock(&p->lock);
 		}
 	}
-	unmap_pages(m, UINT64_MAX, false, stream);
+	mtc_unmap_pages(m, UINT64_MAX, false, stream);
 	while (m->nphys) {
 		m->b.phys_release(m->b.ctx, m->device, m->phys[--m->nphys]);
 		stat_sub(&m->st.reserved, c->granule);
@@ -1129,7 +605,7 @@ static MT_NOINLINE int alloc_slow(struct mt_cache *m, const struct mt_cache_conf
 	if (c->cache) {
 		spin_lock(&p->lock);
 		if ((*out = find_fit(c, p, size)) != NULL)
-			take(m, c, p, *out, size, requested, true);
+			mtc_take(m, c, p, *out, size, requested, true);
 		spin_unlock(&p->lock);
 		if (*out) {
 			pthread_mutex_unlock(&m->lock);
@@ -1173,7 +649,7 @@ int mt_cache_alloc(struct mt_cache *m, uint64_t requested, uint64_t stream, uint
 	if (c->cache) {
 		spin_lock(&p->lock);
 		if ((b = find_fit(c, p, size)) != NULL) {
-			take(m, c, p, b, size, requested, true);
+			mtc_take(m, c, p, b, size, requested, true);
 			p->hits++;
 		}
 		spin_unlock(&p->lock);

@@ -1,0 +1,165 @@
+/* The caching allocator engine's insides, shared by its files: cache.c (bins, blocks,
+ * the address table, streams, plain segments, release and GC, the API), knobs.c (the
+ * configuration) and vmm.c (VMM pages: stitching and expandable segments). Blocks tile
+ * each segment in address order; a free block sits in its pool's size bins, a used one in
+ * the address table, a freed one waiting for other streams' events in the pending list.
+ * In VMM segments unmapped pages are HOLE blocks, and a FREE block never contains one, so
+ * neighbours that are both free are always both mapped and merge. */
+#ifndef MT_CACHE_ENGINE_H
+#define MT_CACHE_ENGINE_H
+
+#include <pthread.h>
+#include <sched.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "cache/cache.h"
+
+#define MIB (1024ull * 1024)
+#define BINS 704
+#define BIN_WORDS ((BINS + 63) / 64)
+#define SHARDS 64
+#define SPARE_CHUNK 64
+#define MT_NOINLINE __attribute__((noinline))
+
+enum state { FREE, USED, HOLE, PENDING };
+
+struct block {
+	uint64_t addr, size, requested;
+	struct block *prev, *next;   /* address order in the segment */
+	struct block *fprev, *fnext; /* its bin, the pending list or the spare list */
+	struct segment *seg;
+	uint64_t uses[MT_CACHE_USES]; /* other streams (record_stream); their events once pending */
+	uint64_t freed;               /* the engine's free count when it was freed (GC age) */
+	uint16_t bin;
+	uint8_t state, nuses;
+	bool sync_all;                /* used by more streams than uses[] holds */
+};
+
+struct pool;
+
+struct segment {
+	uint64_t addr, size;
+	uint64_t page;     /* VMM page; 0: a plain segment */
+	uint64_t *handles; /* VMM: per page, 0 when unmapped */
+	uint64_t mapped;   /* VMM: pages mapped */
+	struct pool *pool;
+	struct block *first;
+	struct segment *prev, *next; /* the device's segments */
+};
+
+struct pool {
+	int lock;
+	uint64_t stream;
+	uint8_t tag;
+	bool small;
+	uint64_t hits, allocs, frees, allocated, requested; /* under the lock, summed by mt_cache_stats */
+	struct segment *expandable;
+	struct block *spare;
+	void *chunks; /* spare-block allocations, linked through their first word */
+	uint64_t bitmap[BIN_WORDS];
+	struct block *bins[BINS];
+};
+
+struct pools {
+	struct pool small, large;
+};
+
+struct shard {
+	int lock;
+	uint64_t *keys;
+	struct block **vals;
+	size_t cap, count;
+};
+
+struct config_node {
+	struct config_node *next;
+	struct mt_cache_config c;
+};
+
+struct mt_cache {
+	struct mt_cache_config c;             /* the first config */
+	const struct mt_cache_config *cur;    /* the one in force (mt_cache_reconfigure) */
+	struct config_node *old_configs;
+	struct mt_cache_backend b;
+	int device;
+	pthread_mutex_t lock; /* the device: segments, streams table, pending, VMM pages */
+	struct segment *segments;
+	struct pools *streams[2 * MT_CACHE_MAX_STREAMS];
+	struct block *pending;
+	int npending;
+	uint64_t *phys; /* free physical pages (stitch) */
+	size_t nphys, capphys;
+	uint64_t frees_stamp;
+	struct mt_cache_stats st;
+	struct shard shards[SHARDS];
+};
+
+/* ---- small helpers ---- */
+
+static inline void spin_lock(int *l)
+{
+	for (int n = 0; __atomic_exchange_n(l, 1, __ATOMIC_ACQUIRE); n++) {
+		while (__atomic_load_n(l, __ATOMIC_RELAXED))
+			if (++n > 64) {
+				sched_yield();
+				n = 0;
+			}
+	}
+}
+
+static inline void spin_unlock(int *l)
+{
+	__atomic_store_n(l, 0, __ATOMIC_RELEASE);
+}
+
+static inline void stat_add(uint64_t *v, uint64_t *peak, uint64_t d)
+{
+	uint64_t now = __atomic_add_fetch(v, d, __ATOMIC_RELAXED), p = __atomic_load_n(peak, __ATOMIC_RELAXED);
+
+	while (now > p && !__atomic_compare_exchange_n(peak, &p, now, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		;
+}
+
+static inline void stat_sub(uint64_t *v, uint64_t d)
+{
+	__atomic_sub_fetch(v, d, __ATOMIC_RELAXED);
+}
+
+static inline void count(uint64_t *v)
+{
+	__atomic_add_fetch(v, 1, __ATOMIC_RELAXED);
+}
+
+static inline uint64_t align_up(uint64_t v, uint64_t a)
+{
+	if ((a & (a - 1)) == 0) /* no division on the hot path: sizes are powers of two */
+		return (v + a - 1) & ~(a - 1);
+	return (v + a - 1) / a * a;
+}
+
+static inline void note(struct mt_cache *m, enum mt_cache_change what, uint64_t addr, uint64_t size, uint64_t req,
+		 uint64_t stream, bool mapped)
+{
+	if (m->b.change)
+		m->b.change(m->b.ctx, m->device, what, addr, size, req, stream, mapped);
+}
+
+/* ---- across the engine's files (mtc_: hidden inside memtap's libraries) ---- */
+
+int mtc_backend_error(int err);
+void mtc_bin_insert(struct pool *p, struct block *b);
+void mtc_bin_remove(struct pool *p, struct block *b);
+void mtc_drop_segment(struct mt_cache *m, struct segment *s);
+int mtc_grow_expandable(struct mt_cache *m, const struct mt_cache_config *c, struct pool *p, uint64_t size, uint64_t requested, struct block **out);
+int mtc_grow_plain(struct mt_cache *m, const struct mt_cache_config *c, struct pool *p, uint64_t size, uint64_t requested, struct block **out);
+int mtc_grow_stitched(struct mt_cache *m, const struct mt_cache_config *c, struct pool *p, uint64_t size, uint64_t requested, uint64_t stream, struct block **out);
+struct block *mtc_make_free(struct mt_cache *m, struct pool *p, struct block *b);
+void mtc_merge_next(struct pool *p, struct block *b);
+struct segment *mtc_new_segment(struct mt_cache *m, struct pool *p, uint64_t addr, uint64_t size, uint64_t page);
+bool mtc_over_limit(struct mt_cache *m, const struct mt_cache_config *c, uint64_t bytes);
+struct block *mtc_split(struct mt_cache *m, struct pool *p, struct block *b, uint64_t size, int state);
+uint64_t mtc_unmap_pages(struct mt_cache *m, uint64_t want, bool keep, uint64_t stream);
+void mtc_take(struct mt_cache *m, const struct mt_cache_config *c, struct pool *p, struct block *b, uint64_t size, uint64_t requested, bool binned);
+
+#endif

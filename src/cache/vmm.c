@@ -1,0 +1,271 @@
+/* VMM pages (cuMemCreate/cuMemMap): memtap-vmm's stitching of free pages from anywhere
+ * into one new range, and PyTorch's expandable segments. Free physical pages are kept
+ * for reuse; a page is unmapped only when its stream's work is done. Called with the
+ * device lock held. */
+#include <errno.h>
+#include <string.h>
+
+#include "cache/engine.h"
+
+static void phys_push(struct mt_cache *m, uint64_t handle, uint64_t page)
+{
+	if (m->nphys == m->capphys) {
+		size_t cap = m->capphys ? m->capphys * 2 : 64;
+		uint64_t *a = m->b.mem_alloc(m->b.ctx, cap * sizeof *a);
+
+		if (!a) {
+			m->b.phys_release(m->b.ctx, m->device, handle);
+			stat_sub(&m->st.reserved, page);
+			return;
+		}
+		if (m->nphys)
+			memcpy(a, m->phys, m->nphys * sizeof *a);
+		if (m->capphys)
+			m->b.mem_free(m->b.ctx, m->phys, m->capphys * sizeof *a);
+		m->phys = a;
+		m->capphys = cap;
+	}
+	m->phys[m->nphys++] = handle;
+}
+
+/* n pages mapped at the start of hole h: pooled physical pages first, then new ones.
+ * The range becomes a free block joined with free neighbours (returned, binned).
+ * Device and pool locks held. */
+static int map_pages(struct mt_cache *m, const struct mt_cache_config *c, struct segment *s, struct block *h,
+		     uint64_t n, struct block **out)
+{
+	uint64_t at = h->addr, first = (h->addr - s->addr) / s->page, i;
+	int err = 0;
+
+	for (i = 0; i < n; i++) {
+		uint64_t handle;
+
+		if (m->nphys) {
+			handle = m->phys[--m->nphys];
+		} else if (mtc_over_limit(m, c, s->page)) {
+			err = MT_CACHE_OOM;
+			break;
+		} else if ((err = m->b.phys_create(m->b.ctx, m->device, s->page, &handle)) != 0) {
+			err = mtc_backend_error(err);
+			break;
+		} else {
+			stat_add(&m->st.reserved, &m->st.peak_reserved, s->page);
+		}
+		if ((err = m->b.map(m->b.ctx, m->device, at + i * s->page, s->page, handle)) != 0) {
+			phys_push(m, handle, s->page);
+			err = mtc_backend_error(err);
+			break;
+		}
+		s->handles[first + i] = handle;
+	}
+	if (!err && h->size > n * s->page && !mtc_split(m, s->pool, h, n * s->page, HOLE))
+		err = ENOMEM;
+	if (err) {
+		while (i-- > 0) {
+			m->b.unmap(m->b.ctx, m->device, at + i * s->page, s->page);
+			phys_push(m, s->handles[first + i], s->page);
+			s->handles[first + i] = 0;
+		}
+		return err;
+	}
+	for (i = 0; i < n; i++)
+		note(m, MT_CACHE_SEGMENT_ALLOC, at + i * s->page, s->page, 0, s->pool->stream, true);
+	s->mapped += n;
+	*out = mtc_make_free(m, s->pool, h);
+	return 0;
+}
+
+/* Up to `want` whole pages inside free block b are unmapped: into the physical pool
+ * (`keep`), else back to the device. Returns the pages taken and, in *next, the block
+ * to go on from. Device and pool locks held. */
+static uint64_t unmap_free(struct mt_cache *m, struct segment *s, struct block *b, uint64_t want, bool keep,
+			   struct block **next)
+{
+	struct pool *p = s->pool;
+	uint64_t lo = s->addr + align_up(b->addr - s->addr, s->page);
+	uint64_t hi = s->addr + (b->addr + b->size - s->addr) / s->page * s->page, n;
+	struct block *mid = b;
+
+	*next = b->next;
+	if (hi <= lo)
+		return 0;
+	n = (hi - lo) / s->page < want ? (hi - lo) / s->page : want;
+	hi = lo + n * s->page;
+	mtc_bin_remove(p, b);
+	if (lo > b->addr) {
+		if (!(mid = mtc_split(m, p, b, lo - b->addr, FREE))) {
+			mtc_bin_insert(p, b);
+			return 0;
+		}
+		mtc_bin_insert(p, b);
+	}
+	if (mid->addr + mid->size > hi) {
+		struct block *tail = mtc_split(m, p, mid, hi - mid->addr, FREE);
+
+		if (!tail) {
+			mtc_bin_insert(p, mid);
+			return 0;
+		}
+		mtc_bin_insert(p, tail);
+	}
+	for (uint64_t a = lo; a < hi; a += s->page) {
+		uint64_t *h = &s->handles[(a - s->addr) / s->page];
+
+		note(m, MT_CACHE_SEGMENT_FREE, a, s->page, 0, p->stream, true);
+		m->b.unmap(m->b.ctx, m->device, a, s->page);
+		if (keep) {
+			phys_push(m, *h, s->page);
+		} else {
+			m->b.phys_release(m->b.ctx, m->device, *h);
+			stat_sub(&m->st.reserved, s->page);
+		}
+		*h = 0;
+	}
+	s->mapped -= n;
+	mid->state = HOLE;
+	if (mid->next && mid->next->state == HOLE)
+		mtc_merge_next(p, mid);
+	if (mid->prev && mid->prev->state == HOLE) {
+		mid = mid->prev;
+		mtc_merge_next(p, mid);
+	}
+	*next = mid->next;
+	return n;
+}
+
+/* Free whole pages of VMM segments are unmapped, up to `want`, into the physical pool
+ * (`keep`) or back to the device. Memory another stream freed may still be in use by its
+ * queued work: that stream is synchronized first. A range left with nothing mapped gives
+ * its addresses back. Device lock held. */
+uint64_t mtc_unmap_pages(struct mt_cache *m, uint64_t want, bool keep, uint64_t stream)
+{
+	uint64_t got = 0;
+
+	for (struct segment *s = m->segments, *sn; s && got < want; s = sn) {
+		struct pool *p = s->pool;
+		bool synced = p->stream == stream;
+
+		sn = s->next;
+		if (!s->page)
+			continue;
+		spin_lock(&p->lock);
+		for (struct block *b = s->first, *bn; b && got < want; b = bn) {
+			bn = b->next;
+			if (b->state != FREE)
+				continue;
+			if (!synced && align_up(b->addr - s->addr, s->page) + s->page <= b->addr + b->size - s->addr) {
+				m->b.stream_sync(m->b.ctx, m->device, p->stream);
+				synced = true;
+			}
+			got += unmap_free(m, s, b, want - got, keep, &bn);
+		}
+		if (!s->mapped && p->expandable != s) {
+			m->b.va_free(m->b.ctx, m->device, s->addr, s->size);
+			mtc_drop_segment(m, s);
+		}
+		spin_unlock(&p->lock);
+	}
+	return got;
+}
+
+int mtc_grow_plain(struct mt_cache *m, const struct mt_cache_config *c, struct pool *p, uint64_t size,
+		      uint64_t requested, struct block **out)
+{
+	uint64_t bytes = !c->cache	? size
+			 : p->small	? c->small_segment
+			 : c->mid_segment && size < c->min_large ? c->mid_segment
+								   : align_up(size, c->large_round);
+	uint64_t addr;
+	struct segment *s;
+	int err;
+
+	if (mtc_over_limit(m, c, bytes))
+		return MT_CACHE_OOM;
+	if ((err = m->b.seg_alloc(m->b.ctx, m->device, bytes, &addr)) != 0)
+		return mtc_backend_error(err);
+	stat_add(&m->st.reserved, &m->st.peak_reserved, bytes);
+	note(m, MT_CACHE_SEGMENT_ALLOC, addr, bytes, 0, p->stream, false);
+	spin_lock(&p->lock);
+	if ((s = mtc_new_segment(m, p, addr, bytes, 0)) != NULL)
+		mtc_take(m, c, p, s->first, size, requested, false);
+	spin_unlock(&p->lock);
+	if (!s) {
+		note(m, MT_CACHE_SEGMENT_FREE, addr, bytes, 0, p->stream, false);
+		m->b.seg_free(m->b.ctx, m->device, addr, bytes);
+		stat_sub(&m->st.reserved, bytes);
+		return ENOMEM;
+	}
+	*out = s->first;
+	return 0;
+}
+
+/* memtap-vmm: a new address range for the request, its pages the physical pool's (pages
+ * unmapped from free space anywhere on the device when short), new ones only for the rest. */
+int mtc_grow_stitched(struct mt_cache *m, const struct mt_cache_config *c, struct pool *p, uint64_t size,
+			 uint64_t requested, uint64_t stream, struct block **out)
+{
+	uint64_t page = c->granule, n = (size + page - 1) / page, addr;
+	struct segment *s;
+	struct block *b;
+	int err;
+
+	if (m->nphys < n && mtc_unmap_pages(m, n - m->nphys, true, stream))
+		count(&m->st.stitched);
+	if ((err = m->b.va_reserve(m->b.ctx, m->device, n * page, &addr)) != 0)
+		return mtc_backend_error(err);
+	spin_lock(&p->lock);
+	if (!(s = mtc_new_segment(m, p, addr, n * page, page)))
+		err = ENOMEM;
+	else if ((err = map_pages(m, c, s, s->first, n, &b)) != 0)
+		mtc_drop_segment(m, s);
+	else
+		mtc_take(m, c, p, b, size, requested, true);
+	spin_unlock(&p->lock);
+	if (err) {
+		m->b.va_free(m->b.ctx, m->device, addr, n * page);
+		return err;
+	}
+	*out = b;
+	return 0;
+}
+
+/* PyTorch's expandable segments: one address range per pool, pages (2 MiB small, 20 MiB
+ * large) mapped at the lowest hole where they extend a free block far enough. */
+int mtc_grow_expandable(struct mt_cache *m, const struct mt_cache_config *c, struct pool *p, uint64_t size,
+			   uint64_t requested, struct block **out)
+{
+	uint64_t page = p->small ? c->small_segment : c->mid_segment ? c->mid_segment : c->large_round;
+	struct segment *s = p->expandable;
+	int err;
+
+	if (!s) {
+		uint64_t span = align_up(c->limit ? c->limit + c->limit / 8 : 256ull << 30, page), addr;
+
+		if ((err = m->b.va_reserve(m->b.ctx, m->device, span, &addr)) != 0)
+			return mtc_backend_error(err);
+		spin_lock(&p->lock);
+		s = p->expandable = mtc_new_segment(m, p, addr, span, page);
+		spin_unlock(&p->lock);
+		if (!s) {
+			m->b.va_free(m->b.ctx, m->device, addr, span);
+			return ENOMEM;
+		}
+	}
+	err = MT_CACHE_OOM; /* no hole is large enough */
+	spin_lock(&p->lock);
+	for (struct block *h = s->first; h; h = h->next) {
+		uint64_t have = h->prev && h->prev->state == FREE ? h->prev->size : 0;
+		uint64_t n = size > have ? (size - have + page - 1) / page : 1;
+		struct block *b;
+
+		if (h->state != HOLE || n * page > h->size)
+			continue;
+		if ((err = map_pages(m, c, s, h, n, &b)) == 0)
+			mtc_take(m, c, p, b, size, requested, true);
+		if (!err)
+			*out = b;
+		break;
+	}
+	spin_unlock(&p->lock);
+	return err;
+}
