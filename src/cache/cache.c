@@ -110,11 +110,27 @@ static void drop_block(struct pool *p, struct block *b)
 }
 
 /* b shrinks to `size`; the rest becomes a new block after it in `state`. NULL: no memory. */
+/* The segment's blocks tile it in address order; no two free neighbours (they merge) and,
+ * in a VMM segment, a hole only where a page is unmapped. For mt_assert_walk. */
+static bool tiled(const struct segment *s)
+{
+	uint64_t at = s->addr;
+
+	for (const struct block *b = s->first; b; b = b->next) {
+		if (b->addr != at || b->seg != s || (b->prev && b->prev->next != b) ||
+		    (b->state == FREE && b->next && b->next->state == FREE) || (b->state == HOLE && !s->page))
+			return false;
+		at += b->size;
+	}
+	return at == s->addr + s->size;
+}
+
 struct block *mtc_split(struct mt_cache *m, struct pool *p, struct block *b, uint64_t size, int state)
 {
-	struct block *r = new_block(m, p);
+	struct block *r;
 
-	if (!r)
+	mt_assert(size > 0 && size < b->size);
+	if (!(r = new_block(m, p)))
 		return NULL;
 	r->addr = b->addr + size;
 	r->size = b->size - size;
@@ -134,6 +150,7 @@ void mtc_merge_next(struct pool *p, struct block *b)
 {
 	struct block *n = b->next;
 
+	mt_assert(n && n->seg == b->seg && b->addr + b->size == n->addr);
 	b->size += n->size;
 	b->next = n->next;
 	if (n->next)
@@ -144,6 +161,7 @@ void mtc_merge_next(struct pool *p, struct block *b)
 /* A block becomes free: it joins free neighbours and goes into the bins. */
 struct block *mtc_make_free(struct mt_cache *m, struct pool *p, struct block *b)
 {
+	mt_assert(b->state != FREE); /* used, pending, or a hole just mapped */
 	b->state = FREE;
 	/* an age for GC, not a count: racing frees may share a stamp, and no atomic RMW is paid */
 	b->freed = __atomic_load_n(&m->frees_stamp, __ATOMIC_RELAXED) + 1;
@@ -160,6 +178,8 @@ struct block *mtc_make_free(struct mt_cache *m, struct pool *p, struct block *b)
 		b = q;
 	}
 	mtc_bin_insert(p, b);
+	mt_assert((!b->prev || b->prev->state != FREE) && (!b->next || b->next->state != FREE));
+	mt_assert_walk(tiled(b->seg));
 	return b;
 }
 
@@ -185,6 +205,7 @@ static bool should_split(const struct mt_cache_config *c, const struct pool *p, 
 void mtc_take(struct mt_cache *m, const struct mt_cache_config *c, struct pool *p, struct block *b, uint64_t size,
 		 uint64_t requested, bool binned)
 {
+	mt_assert(b->state == FREE && b->size >= size);
 	if (binned)
 		mtc_bin_remove(p, b);
 	if (should_split(c, p, b, size)) {
@@ -200,6 +221,7 @@ void mtc_take(struct mt_cache *m, const struct mt_cache_config *c, struct pool *
 	p->requested += requested;
 	b->nuses = 0;
 	b->sync_all = false;
+	mt_assert_walk(tiled(b->seg));
 }
 
 /* ---- the address table: sharded, linear probing ---- */

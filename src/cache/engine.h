@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "cache/cache.h"
+#include "core/assert.h"
 
 #define MIB (1024ull * 1024)
 #define BINS 704

@@ -4,6 +4,7 @@
  * already in order, and buffers only the smaller of what remains: a nearly sorted trace
  * costs a scan and a small buffer, not a second copy of every event. Equal times keep
  * file order, so one thread's events stay in order. */
+#include "core/assert.h"
 #include "core/format.h"
 #include "core/alloc.h"
 
@@ -56,6 +57,14 @@ static int merge(struct mt_event *e, size_t lo, size_t mid, size_t hi, struct mt
 	return 0;
 }
 
+static bool sorted(const struct mt_event *e, size_t n)
+{
+	for (size_t i = 1; i < n; i++)
+		if (e[i].time < e[i - 1].time)
+			return false;
+	return true;
+}
+
 int mt_sort_events(struct mt_event *e, size_t n)
 {
 	size_t *start = NULL, runs = 0, cap = 0, tcap = 0;
@@ -91,5 +100,6 @@ int mt_sort_events(struct mt_event *e, size_t n)
 	}
 	mt_free(tmp);
 	mt_free(start);
+	mt_assert_walk(r || sorted(e, n));
 	return r;
 }

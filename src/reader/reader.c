@@ -2,6 +2,7 @@
  * modules and events, and stops at the first bad or missing byte, keeping everything
  * before it. Memory is plain malloc: this runs in the memtap tool, not in the job. */
 #include "reader/reader.h"
+#include "core/assert.h"
 #include "core/array.h"
 #include "core/map.h"
 #include "reader/progress.h"
@@ -375,6 +376,9 @@ static int number_threads(struct mt_trace *t)
 int mt_trace_finish(struct mt_trace *t)
 {
 	int r = number_threads(t);
+
+	for (size_t i = 0; i < t->nevents && MT_DEBUG >= 2; i++) /* what was checked as it was read */
+		mt_assert(t->events[i].stack < (t->nstacks ? t->nstacks : 1) && t->events[i].thread < t->nthreads);
 
 	return r ? r : mt_sort_events(t->events, t->nevents);
 }

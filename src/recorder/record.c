@@ -238,6 +238,7 @@ static inline void push(struct mtp_thread *t, const struct mt_event *e)
 	struct mtp_ring *r = t->ring;
 	uint64_t head = r->head, used = head - __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE);
 
+	mt_assert(used <= (uint64_t)r->mask + 1 && (r->mask & (r->mask + 1)) == 0);
 	if (unlikely(used > r->mask)) {
 		push_full(t, e);
 		return;
