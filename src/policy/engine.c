@@ -785,7 +785,7 @@ static void *policy_main(void *arg)
 	(void)arg;
 	policy_thread = true;
 	/* background work: when the cores are busy, the job's threads go first */
-	setpriority(PRIO_PROCESS, (id_t)gettid(), POLICY_NICE);
+	setpriority(PRIO_PROCESS, 0, POLICY_NICE); /* Linux: 0 is this thread */
 	start_state();
 	pthread_mutex_lock(&q.lock);
 	if (!q.failed)

@@ -5,7 +5,7 @@
 #include <dlfcn.h>
 #include <link.h>
 
-#include "recorder/dlsym_stub.h"
+#include "recorder/prim.h"
 #include "recorder/hooks.h"
 
 static void *ctx_get_device, *device_get_name, *device_total_mem;
@@ -19,7 +19,7 @@ static unsigned nslots;
 static uintptr_t driver_lo, driver_hi;
 static pthread_mutex_t slots_lock = PTHREAD_MUTEX_INITIALIZER;
 
-/* The injected library interposes dlsym and must ask glibc's own (dlsym_stub.S) so as
+/* The injected library interposes dlsym and must ask glibc's own (dlsym_x86_64.S) so as
  * not to be handed its own wrappers; the CUPTI backend has no such stub. */
 extern __attribute__((weak)) mt_dlsym_fn mt_dlsym_resolve(void);
 

@@ -9,7 +9,7 @@
 #include <stdarg.h>
 #include <unistd.h>
 
-#include "recorder/dlsym_stub.h"
+#include "recorder/prim.h"
 #include "recorder/mtp.h"
 
 int execvpe(const char *file, char *const argv[], char *const envp[]);

@@ -5,7 +5,7 @@
  * - dlsym(RTLD_DEFAULT, "cudaMalloc") answers memtap's hook where glibc would answer the
  *   runtime's function; glibc then ties the runtime's lifetime to the caller (marks it
  *   NODELETE when the caller cannot be unloaded, else keeps it while the caller is
- *   loaded). memtap does the same for the runtime (dlsym_stub.S calls mt_dlsym_default).
+ *   loaded). memtap does the same for the runtime (dlsym_x86_64.S calls mt_dlsym_default).
  * A relocation that binds a dlopen'ed library's undefined cuda* name to memtap's hook
  * is not seen here: glibc would have tied that library to the runtime (docs/RECORDER.md). */
 #include <dlfcn.h>
@@ -13,14 +13,14 @@
 #include <link.h>
 #include <string.h>
 
-#include "recorder/dlsym_stub.h"
+#include "recorder/prim.h"
 #include "recorder/hooks.h"
 
 static int (*next_dlclose)(void *);
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER; /* the holds below; taken outside glibc's locks */
 /* the loaded objects up to this one were there at start: glibc never unloads them */
 static struct link_map *last_initial;
-bool mt_dlsym_watch;					 /* read by dlsym_stub.S: mt_dlsym_default is ready */
+bool mt_dlsym_watch;					 /* read by dlsym_x86_64.S: mt_dlsym_default is ready */
 
 /* A reference memtap holds on a runtime for a caller that may be unloaded, released when
  * the caller is (glibc's l_reldeps). */

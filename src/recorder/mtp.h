@@ -13,6 +13,7 @@
 #include "core/assert.h"
 #include "core/format.h"
 #include "recorder/options.h"
+#include "recorder/prim.h"
 
 #define MTP_HIDDEN __attribute__((visibility("hidden")))
 #define MTP_EXPORT __attribute__((visibility("default")))
@@ -148,12 +149,9 @@ static inline void mtp_leave(void)
 	mtp_self.depth--;
 }
 
-/* Runs fn(arg) on this thread's own memtap stack (onstack.S) when it has one and is not
- * on it already: the slow paths (unwinding, first sight of a thread or device, Python
+/* Runs fn(arg) on this thread's own memtap stack (mtp_on_stack) when it has one and is
+ * not on it already: the slow paths (unwinding, first sight of a thread or device, Python
  * frames, late writes) then cost the application's stack almost nothing. */
-MTP_HIDDEN void *mtp_on_stack(void *(*fn)(void *), void *arg, void *top);
-/* The same where the thread may have no block yet (first lookups): a shared stack. */
-MTP_HIDDEN void *mtp_slow_stack(void *(*fn)(void *), void *arg);
 static inline void *mtp_own_stack(void *(*fn)(void *), void *arg)
 {
 	struct mtp_thread *t = &mtp_self;
@@ -166,6 +164,9 @@ static inline void *mtp_own_stack(void *(*fn)(void *), void *arg)
 	t->on_own_stack = false;
 	return r;
 }
+
+/* The same where the thread may have no block yet (first lookups): a shared stack. */
+MTP_HIDDEN void *mtp_slow_stack(void *(*fn)(void *), void *arg);
 
 /* Fill time, thread, phase and tag, then push; `with_stack` unwinds from the caller. */
 MTP_HIDDEN void mtp_record(struct mt_event *e, bool with_stack);

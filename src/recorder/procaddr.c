@@ -1,12 +1,12 @@
 /* How the runtime and the libraries that carry their own static runtime reach the
  * driver: dlsym(libcuda, "cuGetProcAddress_v2"), then cuGetProcAddress by base name,
- * version and per-thread-stream flag. memtap interposes dlsym (entry in dlsym_stub.S)
+ * version and per-thread-stream flag. memtap interposes dlsym (entry in dlsym_x86_64.S)
  * to hand back its cuGetProcAddress wrappers; those call the real one first, and for a
  * wrapped function at a version whose ABI memtap knows, keep the real pointer and
  * return memtap's wrapper. Everything else passes through untouched. */
 #include <string.h>
 
-#include "recorder/dlsym_stub.h"
+#include "recorder/prim.h"
 #include "recorder/hooks.h"
 
 static PFN_cuGetProcAddress_v12000 real_gpa2;

@@ -151,7 +151,7 @@ static MTP_NOINLINE bool thread_start(struct mtp_thread *t)
 	t->log = l;
 	t->ring = r;
 	if (first) {
-		struct mt_event e = {.kind = MT_EV_THREAD, .device = MT_NO_DEVICE, .aux = (uint64_t)gettid()};
+		struct mt_event e = {.kind = MT_EV_THREAD, .device = MT_NO_DEVICE, .aux = (uint64_t)mtp_gettid()};
 		put(t, &e, false);
 	}
 	return true;
@@ -212,7 +212,7 @@ static MTP_NOINLINE void push_full(struct mtp_thread *t, const struct mt_event *
 		t->waiting = true;
 		SIGNAL_FENCE();
 		if (i < 64) {
-			__builtin_ia32_pause();
+			mtp_cpu_relax();
 		} else {
 			sched_yield();
 			if (i % 16 == 0 && mtp_now() > until) {

@@ -13,7 +13,7 @@
 
 #include "cache/cache.h"
 #include "recorder/allocator.h"
-#include "recorder/dlsym_stub.h"
+#include "recorder/prim.h"
 #include "recorder/hooks.h"
 
 cudaError_t CUDARTAPI cudaMallocAsync_ptsz(void **, size_t, cudaStream_t);

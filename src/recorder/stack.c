@@ -132,13 +132,13 @@ static bool first_frame(uintptr_t *ip0, uintptr_t *slot0)
 	uintptr_t *fp = __builtin_frame_address(0);
 
 	for (int i = 0; i < OWN_FRAMES && fp; i++) {
-		uintptr_t ret = fp[1], *next;
+		uintptr_t *slot = mtp_frame_return_slot(fp), ret = *slot, *next;
 		if (ret < mtp_self_start || ret >= mtp_self_end) {
 			*ip0 = ret;
-			*slot0 = (uintptr_t)&fp[1];
+			*slot0 = (uintptr_t)slot;
 			return true;
 		}
-		next = (uintptr_t *)fp[0];
+		next = mtp_frame_up(fp);
 		if (next <= fp)
 			return false;
 		fp = next;

@@ -11,7 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "recorder/dlsym_stub.h"
+#include "recorder/prim.h"
 
 static PFN_cuGetProcAddress_v12000 real_gpa2;
 static PFN_cuGetProcAddress_v11030 real_gpa1;
