@@ -61,6 +61,25 @@ struct mt_plan {
 	const char *moment; /* "backward start", "backward of the last/first layer", "optimizer step" */
 };
 
+/* The options that describe a model and a setup (plan_options.def), each setting the
+ * struct mt_plan_config field of its name. */
+enum mt_plan_kind { MT_PLAN_OPT_COUNT, MT_PLAN_OPT_FLAG, MT_PLAN_OPT_SIZE, MT_PLAN_OPT_ZERO, MT_PLAN_OPT_PRECISION,
+		    MT_PLAN_OPT_OPTIMIZER, MT_PLAN_OPT_RECOMPUTE, MT_PLAN_OPT_OFFLOAD };
+struct mt_plan_option {
+	const char *name; /* the field's name: --name with '-' for '_' on the command line */
+	enum mt_plan_kind kind;
+	size_t offset;
+	const char *help;
+};
+extern const struct mt_plan_option mt_plan_options[]; /* ends with a NULL name */
+/* By name, '-' or '_' alike; NULL when there is none. */
+const struct mt_plan_option *mt_plan_option(const char *name);
+/* Sets o's field from its text ("4096", "2851M", "bf16", "true"); NULL, or a line saying
+ * why not (in why), naming the option as `shown`. */
+const char *mt_plan_set(struct mt_plan_config *c, const struct mt_plan_option *o, const char *text,
+			const char *shown, char *why, size_t n);
+const char *mt_plan_kind_what(enum mt_plan_kind kind); /* "a whole non-negative count", ... */
+
 /* Fills what the architecture implies (params, largest layer, query groups, ffn).
  * Returns NULL, or one line saying why the configuration is impossible. */
 const char *mt_plan_check(struct mt_plan_config *c);

@@ -11,51 +11,7 @@
 #include "core/units.h"
 #include "lua/plan.h"
 
-static uint64_t count(lua_State *L, int t, const char *key, uint64_t dflt)
-{
-	lua_Integer v;
-	int isnum;
-
-	if (lua_getfield(L, t, key) == LUA_TNIL) {
-		lua_pop(L, 1);
-		return dflt;
-	}
-	v = lua_tointegerx(L, -1, &isnum);
-	if (!isnum || v < 0)
-		luaL_error(L, "memtap.plan: %s must be a whole non-negative number", key);
-	lua_pop(L, 1);
-	return (uint64_t)v;
-}
-
-static bool flag(lua_State *L, int t, const char *key, bool dflt)
-{
-	bool v = dflt;
-
-	if (lua_getfield(L, t, key) != LUA_TNIL)
-		v = lua_toboolean(L, -1);
-	lua_pop(L, 1);
-	return v;
-}
-
-/* The index of the field's name in names, -1 when it is absent. */
-static int choice(lua_State *L, int t, const char *key, const char *const *names)
-{
-	const char *s;
-
-	if (lua_getfield(L, t, key) == LUA_TNIL) {
-		lua_pop(L, 1);
-		return -1;
-	}
-	s = lua_tostring(L, -1);
-	for (int i = 0; s && names[i]; i++)
-		if (!strcmp(s, names[i])) {
-			lua_pop(L, 1);
-			return i;
-		}
-	return luaL_error(L, "memtap.plan: %s does not take '%s'", key, s ? s : luaL_typename(L, -1));
-}
-
-/* A size: bytes, or text such as "1GiB". */
+/* A measured size: bytes, or text such as "1GiB". */
 static double size(lua_State *L, int t, const char *key)
 {
 	uint64_t v = 0;
@@ -69,48 +25,33 @@ static double size(lua_State *L, int t, const char *key)
 	return (double)v;
 }
 
-/* Reads the fields of the table at t over c. */
+/* The fields of the table at t over c: each option of core/plan_options.def by its name,
+ * read as the command reads its text (numbers, booleans and strings alike). */
 static void read_config(lua_State *L, int t, struct mt_plan_config *c)
 {
-	uint64_t zero;
-	int i;
+	char why[256], shown[64];
 
-	c->layers = count(L, t, "layers", c->layers);
-	c->hidden = count(L, t, "hidden", c->hidden);
-	c->heads = count(L, t, "heads", c->heads);
-	c->query_groups = count(L, t, "query_groups", c->query_groups);
-	c->ffn = count(L, t, "ffn", c->ffn);
-	c->vocab = count(L, t, "vocab", c->vocab);
-	c->seq = count(L, t, "seq", c->seq);
-	c->micro_batch = count(L, t, "micro_batch", c->micro_batch);
-	c->untied = flag(L, t, "untied", c->untied);
-	c->swiglu = flag(L, t, "swiglu", c->swiglu);
-	c->rmsnorm = flag(L, t, "rmsnorm", c->rmsnorm);
-	c->params = count(L, t, "params", c->params);
-	c->largest_layer = count(L, t, "largest_layer", c->largest_layer);
-	if ((i = choice(L, t, "precision", mt_plan_precision_names)) >= 0)
-		c->precision = i ? MT_MIXED16 : MT_FP32;
-	if ((i = choice(L, t, "optimizer", mt_plan_optimizer_names)) >= 0)
-		c->optimizer = mt_plan_optimizer_values[i];
-	if ((i = choice(L, t, "recompute", mt_plan_recompute_names)) >= 0)
-		c->recompute = (enum mt_recompute)i;
-	if ((zero = count(L, t, "zero", (uint64_t)c->zero)) > 3)
-		luaL_error(L, "memtap.plan: zero takes a stage from 0 to 3");
-	c->zero = (int)zero;
-	c->nodes = count(L, t, "nodes", c->nodes);
-	c->gpus_per_node = count(L, t, "gpus_per_node", c->gpus_per_node);
-	c->tp = count(L, t, "tp", c->tp);
-	c->pp = count(L, t, "pp", c->pp);
-	c->vpp = count(L, t, "vpp", c->vpp);
-	c->micro_batches = count(L, t, "micro_batches", c->micro_batches);
-	c->sp = flag(L, t, "sp", c->sp);
-	if ((i = choice(L, t, "offload_optimizer", mt_plan_offload_names)) >= 0)
-		c->offload_optimizer = (enum mt_offload)i;
-	if ((i = choice(L, t, "offload_params", mt_plan_offload_names)) >= 0)
-		c->offload_params = (enum mt_offload)i;
-	if (lua_getfield(L, t, "overhead") != LUA_TNIL)
-		c->overhead = size(L, t, "overhead");
-	lua_pop(L, 1);
+	for (const struct mt_plan_option *o = mt_plan_options; o->name; o++) {
+		int top = lua_gettop(L), type = lua_getfield(L, t, o->name);
+		const char *text;
+
+		if (type == LUA_TNIL) {
+			lua_pop(L, 1);
+			continue;
+		}
+		if (type == LUA_TBOOLEAN)
+			text = lua_toboolean(L, -1) ? "true" : "false";
+		else if (type == LUA_TNUMBER && lua_isinteger(L, -1))
+			text = lua_pushfstring(L, "%I", lua_tointeger(L, -1));
+		else if (type == LUA_TNUMBER || type == LUA_TSTRING)
+			text = lua_tostring(L, -1);
+		else
+			text = luaL_typename(L, -1);
+		snprintf(shown, sizeof shown, "memtap.plan: %s", o->name);
+		if (mt_plan_set(c, o, text, shown, why, sizeof why))
+			luaL_error(L, "%s", why);
+		lua_settop(L, top);
+	}
 }
 
 static void checked(lua_State *L, struct mt_plan_config *c)

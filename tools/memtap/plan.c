@@ -132,25 +132,35 @@ static void ds_config_read(const char *path, struct mt_plan_config *c, uint64_t 
 	*dp = ds.dp;
 }
 
+/* The planner's options (core/plan_options.def) as --options, then the command's own. */
+enum { O_TABLE = 256, O_DS = 512, O_MEM, O_JSON, O_EST, O_DEVICE };
+
+static const struct option *long_options(void)
+{
+	static struct option all[64];
+	static char dashed[64][32];
+	static const struct option own[] = {{"deepspeed", 1, 0, O_DS}, {"gpu-mem", 1, 0, O_MEM}, {"json", 0, 0, O_JSON},
+					    {"estimator", 1, 0, O_EST}, {"device", 1, 0, O_DEVICE}, {"help", 0, 0, 'h'},
+					    {0, 0, 0, 0}};
+	size_t k = 0;
+
+	if (all[0].name)
+		return all;
+	for (const struct mt_plan_option *o = mt_plan_options; o->name; o++, k++) {
+		for (size_t i = 0; i < sizeof dashed[k] - 1 && o->name[i]; i++)
+			dashed[k][i] = o->name[i] == '_' ? '-' : o->name[i];
+		all[k] = (struct option){dashed[k], o->kind != MT_PLAN_OPT_FLAG, 0, O_TABLE + (int)k};
+	}
+	memcpy(&all[k], own, sizeof own);
+	return all;
+}
+
 /* Parses options onto a; a DeepSpeed config first, so the options given override it. */
 static void parse(int argc, char **argv, struct plan_args *a, bool what_if)
 {
-	enum { O_LAYERS = 256, O_HIDDEN, O_HEADS, O_GROUPS, O_FFN, O_VOCAB, O_SEQ, O_MB, O_UNTIED, O_SWIGLU, O_RMS,
-	       O_PARAMS, O_LARGEST, O_PREC, O_OPT, O_RECOMP, O_ZERO, O_NODES, O_GPN, O_TP, O_PP, O_VPP, O_MBS, O_SP,
-	       O_OFF_OPT, O_OFF_PARAMS, O_OVERHEAD, O_DS, O_MEM, O_JSON, O_EST, O_DEVICE };
-	static const struct option longopts[] = {
-		{"layers", 1, 0, O_LAYERS}, {"hidden", 1, 0, O_HIDDEN}, {"heads", 1, 0, O_HEADS},
-		{"query-groups", 1, 0, O_GROUPS}, {"ffn", 1, 0, O_FFN}, {"vocab", 1, 0, O_VOCAB}, {"seq", 1, 0, O_SEQ},
-		{"micro-batch", 1, 0, O_MB}, {"untied", 0, 0, O_UNTIED}, {"swiglu", 0, 0, O_SWIGLU},
-		{"rmsnorm", 0, 0, O_RMS}, {"params", 1, 0, O_PARAMS}, {"largest-layer", 1, 0, O_LARGEST},
-		{"precision", 1, 0, O_PREC}, {"optimizer", 1, 0, O_OPT}, {"recompute", 1, 0, O_RECOMP},
-		{"zero", 1, 0, O_ZERO}, {"nodes", 1, 0, O_NODES}, {"gpus-per-node", 1, 0, O_GPN}, {"tp", 1, 0, O_TP},
-		{"pp", 1, 0, O_PP}, {"vpp", 1, 0, O_VPP}, {"micro-batches", 1, 0, O_MBS}, {"sp", 0, 0, O_SP},
-		{"offload-optimizer", 1, 0, O_OFF_OPT}, {"offload-params", 1, 0, O_OFF_PARAMS},
-		{"overhead", 1, 0, O_OVERHEAD}, {"deepspeed", 1, 0, O_DS}, {"gpu-mem", 1, 0, O_MEM},
-		{"json", 0, 0, O_JSON}, {"estimator", 1, 0, O_EST}, {"device", 1, 0, O_DEVICE}, {"help", 0, 0, 'h'},
-		{0, 0, 0, 0}};
+	const struct option *longopts = long_options();
 	struct mt_plan_config *c = &a->c;
+	char why[256], shown[64];
 	uint64_t v;
 	int o;
 
@@ -161,44 +171,16 @@ static void parse(int argc, char **argv, struct plan_args *a, bool what_if)
 			ds_config_read(optarg, c, &a->ds_dp);
 	optind = 0;
 	while ((o = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+		if (o >= O_TABLE && o < O_DS) {
+			const struct mt_plan_option *p = &mt_plan_options[o - O_TABLE];
+			snprintf(shown, sizeof shown, "--%s", longopts[o - O_TABLE].name);
+			if (mt_plan_set(c, p, optarg ? optarg : "true", shown, why, sizeof why))
+				die(EXIT_USAGE, "%s", why);
+			if (!strcmp(p->name, "nodes") || !strcmp(p->name, "gpus_per_node"))
+				a->gpus_given = true;
+			continue;
+		}
 		switch (o) {
-		case O_LAYERS: c->layers = count("--layers", optarg); break;
-		case O_HIDDEN: c->hidden = count("--hidden", optarg); break;
-		case O_HEADS: c->heads = count("--heads", optarg); break;
-		case O_GROUPS: c->query_groups = count("--query-groups", optarg); break;
-		case O_FFN: c->ffn = count("--ffn", optarg); break;
-		case O_VOCAB: c->vocab = count("--vocab", optarg); break;
-		case O_SEQ: c->seq = count("--seq", optarg); break;
-		case O_MB: c->micro_batch = count("--micro-batch", optarg); break;
-		case O_UNTIED: c->untied = true; break;
-		case O_SWIGLU: c->swiglu = true; break;
-		case O_RMS: c->rmsnorm = true; break;
-		case O_PARAMS: c->params = count("--params", optarg); break;
-		case O_LARGEST: c->largest_layer = count("--largest-layer", optarg); break;
-		case O_PREC: c->precision = pick("--precision", optarg, mt_plan_precision_names) ? MT_MIXED16 : MT_FP32; break;
-		case O_OPT:
-			c->optimizer = mt_plan_optimizer_values[pick("--optimizer", optarg, mt_plan_optimizer_names)];
-			break;
-		case O_RECOMP: c->recompute = pick("--recompute", optarg, mt_plan_recompute_names); break;
-		case O_ZERO:
-			if ((v = count("--zero", optarg)) > 3)
-				die(EXIT_USAGE, "--zero takes a stage from 0 to 3, not %s", optarg);
-			c->zero = (int)v;
-			break;
-		case O_NODES: c->nodes = count("--nodes", optarg), a->gpus_given = true; break;
-		case O_GPN: c->gpus_per_node = count("--gpus-per-node", optarg), a->gpus_given = true; break;
-		case O_TP: c->tp = count("--tp", optarg); break;
-		case O_PP: c->pp = count("--pp", optarg); break;
-		case O_VPP: c->vpp = count("--vpp", optarg); break;
-		case O_MBS: c->micro_batches = count("--micro-batches", optarg); break;
-		case O_SP: c->sp = true; break;
-		case O_OFF_OPT: c->offload_optimizer = pick("--offload-optimizer", optarg, mt_plan_offload_names); break;
-		case O_OFF_PARAMS: c->offload_params = pick("--offload-params", optarg, mt_plan_offload_names); break;
-		case O_OVERHEAD:
-			if (mt_parse_size(optarg, &v))
-				die(EXIT_USAGE, "--overhead takes a size such as 1GiB, not '%s'", optarg);
-			c->overhead = (double)v;
-			break;
 		case O_DS: break;
 		case O_MEM: a->mem = gpu_mem(optarg); break;
 		case O_JSON: a->json = true; break;
