@@ -133,7 +133,7 @@ int64_t mt_get_zigzag(struct mt_cursor *c);
 int mt_decode_event(struct mt_cursor *c, struct mt_encoder *st, struct mt_event *e); /* 0, or -1 when bad */
 
 /* Orders events by time, stably, at little cost when they come in long sorted runs
- * (format/sort.c, over util/alloc.h): 0 or ENOMEM. */
+ * (core/sort.c, over core/alloc.h): 0 or ENOMEM. */
 int mt_sort_events(struct mt_event *e, size_t n);
 
 #endif

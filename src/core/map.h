@@ -1,4 +1,4 @@
-/* A u64 -> u64 hash map: open addressing over util/alloc.h (libc offline; memtap's own
+/* A u64 -> u64 hash map: open addressing over core/alloc.h (libc offline; memtap's own
  * pages in the policy engine inside a job). */
 #ifndef MT_MAP_H
 #define MT_MAP_H

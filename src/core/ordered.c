@@ -1,4 +1,4 @@
-/* The ordered set (util/ordered.h). A full block splits in two halves, an emptied block
+/* The ordered set (core/ordered.h). A full block splits in two halves, an emptied block
  * leaves the list; the list of blocks moves only then, at most once per half a block of
  * keys added or removed. */
 #include "core/ordered.h"

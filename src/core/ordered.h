@@ -2,7 +2,7 @@
  * (which VMM mappings lie inside an unmapped range). Sorted blocks of at most
  * MT_ORDERED_BLOCK keys, found by bisection over the blocks' first keys: adding,
  * removing and finding the first key at or after a key cost O(log n + block) in any
- * order of keys, so no input makes them quadratic. Memory from util/alloc.h. */
+ * order of keys, so no input makes them quadratic. Memory from core/alloc.h. */
 #ifndef MT_ORDERED_H
 #define MT_ORDERED_H
 

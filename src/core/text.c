@@ -1,4 +1,4 @@
-/* One-line text for messages (util/text.h). */
+/* One-line text for messages (core/text.h). */
 #include "core/text.h"
 
 char *mt_text_line(char *s)

@@ -1,4 +1,4 @@
-/* memtap.plan{...}: capacity planning (plan/plan.h) from Lua, in policies and in
+/* memtap.plan{...}: capacity planning (core/plan.h) from Lua, in policies and in
  * offline scripts. The table's fields are memtap plan's options with underscores; a
  * `measured` table (bytes by component, as memtap.composition().by_tag or a report's
  * composition_at_peak) calibrates the model on the run that `run` describes (fields

@@ -72,7 +72,7 @@ uint32_t mt_trace_thread(const struct mt_trace *t, uint32_t thread);
  * range), in a few words written to buf; NULL when nothing is. */
 const char *mt_trace_check_event(const struct mt_trace *t, const struct mt_event *e, char *buf, size_t len);
 
-/* For importers (format/torch.c): building a trace in memory. 0 or ENOMEM. */
+/* For importers (reader/torch.c): building a trace in memory. 0 or ENOMEM. */
 int mt_trace_add_event(struct mt_trace *t, const struct mt_event *e);
 uint32_t mt_trace_add_string(struct mt_trace *t, const char *s);             /* 0 when out of memory */
 uint32_t mt_trace_add_stack(struct mt_trace *t, const uint64_t *frames, uint32_t depth);

@@ -23,7 +23,7 @@ void mtp_driver_hooks_forget(void)
 	if (unlikely(!var))                              \
 		return CUDA_ERROR_NOT_INITIALIZED
 
-/* A policy's cap (preload/policy.c) judged by the driver's own count of what the device
+/* A policy's cap (recorder/policy.c) judged by the driver's own count of what the device
  * has handed out, so every allocation path agrees on it. */
 bool mtp_cap_check(uint64_t size)
 {

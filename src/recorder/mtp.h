@@ -250,7 +250,7 @@ MTP_HIDDEN bool mtp_module_of(const void *p, uintptr_t *lo, uintptr_t *hi); /* t
 /* an object with these bounds is loaded */
 MTP_HIDDEN bool mtp_module_loaded(uintptr_t lo, uintptr_t hi);
 
-/* ---- Lua policies (policy.c; the engine is lua/engine.c in libmemtap-policy.so) ---- */
+/* ---- Lua policies (policy.c; the engine is policy/engine.c in libmemtap-policy.so) ---- */
 struct mt_policy_engine;
 extern MTP_HIDDEN const struct mt_policy_engine *mtp_policy; /* NULL: no policy */
 extern MTP_HIDDEN bool mtp_capping;   /* some device has a cap */

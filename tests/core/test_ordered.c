@@ -1,4 +1,4 @@
-/* The ordered set (util/ordered.h) against a plain sorted array: random adds and
+/* The ordered set (core/ordered.h) against a plain sorted array: random adds and
  * removes that fill, split and empty blocks, keys in rising, falling and random order,
  * and "first key at or after" everywhere, including past the ends. */
 #include <stdlib.h>

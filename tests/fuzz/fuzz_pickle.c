@@ -1,5 +1,5 @@
-/* Fuzz target for memtap's data-only pickle reader (format/pickle.c) and the PyTorch
- * snapshot importer on top of it (format/torch.c): any bytes give a value tree or one
+/* Fuzz target for memtap's data-only pickle reader (reader/pickle.c) and the PyTorch
+ * snapshot importer on top of it (reader/torch.c): any bytes give a value tree or one
  * line of error, in time linear in the input and memory a fixed multiple of it. Every
  * lookup the importer makes is made again here over whatever came back. */
 #include <stddef.h>

@@ -1,4 +1,4 @@
-/* Fuzz target for the RAPIDS RMM log reader (format/rmm.c): any text after the log's
+/* Fuzz target for the RAPIDS RMM log reader (reader/rmm.c): any text after the log's
  * header gives a trace or one line naming the bad row, never a float-to-integer or
  * signed overflow (UBSan watches) or a crash. Inputs without the header get it, so
  * most mutations exercise the rows. */

@@ -1,4 +1,4 @@
-/* memtap plan: will a training job fit, and what to change so it does (plan/plan.h).
+/* memtap plan: will a training job fit, and what to change so it does (core/plan.h).
  * From a description, a DeepSpeed config, or a measured run that calibrates the model. */
 #include <errno.h>
 #include <getopt.h>

@@ -1,5 +1,5 @@
 /* memtap replay: a trace's allocation sequence through caching-allocator policies on a
- * simulated device (src/alloc/simulate.c): what each would reserve, waste and fail. */
+ * simulated device (src/analyze/simulate.c): what each would reserve, waste and fail. */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
