@@ -23,7 +23,7 @@ int main(int argc, char **argv)
 	struct mt_cache_backend b;
 	struct mt_cache_config c;
 	struct mt_cache *m;
-	const size_t sizes[] = { 4096, 262144, 8u << 20 };
+	const size_t sizes[] = {4096, 262144, 8u << 20};
 	double best_cache = 1e30, best_libc = 1e30;
 
 	mt_sim_device_init(&dev, 0, &b);

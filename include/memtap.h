@@ -30,16 +30,16 @@ enum memtap_category {
 #else
 #include <dlfcn.h>
 /* Looks the function up once per translation unit; RTLD_DEFAULT is (void *)0 on Linux. */
-#define MEMTAP_API(ret, name, params, args)                                              \
-	static inline ret name params                                                    \
-	{                                                                                \
-		static ret(*fn) params;                                                  \
-		static int looked;                                                       \
-		if (!__atomic_load_n(&looked, __ATOMIC_ACQUIRE)) {                       \
-			fn = (ret(*) params)dlsym((void *)0, #name);                     \
-			__atomic_store_n(&looked, 1, __ATOMIC_RELEASE);                  \
-		}                                                                        \
-		return fn ? fn args : (ret)ENOSYS;                                       \
+#define MEMTAP_API(ret, name, params, args)                                                                            \
+	static inline ret name params                                                                                  \
+	{                                                                                                              \
+		static ret(*fn) params;                                                                                \
+		static int looked;                                                                                     \
+		if (!__atomic_load_n(&looked, __ATOMIC_ACQUIRE)) {                                                     \
+			fn = (ret(*) params)dlsym((void *)0, #name);                                                   \
+			__atomic_store_n(&looked, 1, __ATOMIC_RELEASE);                                                \
+		}                                                                                                      \
+		return fn ? fn args : (ret)ENOSYS;                                                                     \
 	}
 #endif
 

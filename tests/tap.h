@@ -7,8 +7,7 @@
 
 static int tap_count, tap_failed;
 
-static void tap_ok(int pass, const char *file, int line, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
+static void tap_ok(int pass, const char *file, int line, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
 static void tap_ok(int pass, const char *file, int line, const char *fmt, ...)
 {
@@ -28,12 +27,12 @@ static void tap_ok(int pass, const char *file, int line, const char *fmt, ...)
 
 #define ok(cond, ...) tap_ok(!!(cond), __FILE__, __LINE__, __VA_ARGS__)
 /* equality of integers, printing both sides when they differ */
-#define is(got, want, ...)                                                                          \
-	do {                                                                                        \
-		long long g_ = (long long)(got), w_ = (long long)(want);                             \
-		tap_ok(g_ == w_, __FILE__, __LINE__, __VA_ARGS__);                                   \
-		if (g_ != w_)                                                                        \
-			printf("#   got %lld, want %lld\n", g_, w_);                                     \
+#define is(got, want, ...)                                                                                             \
+	do {                                                                                                           \
+		long long g_ = (long long)(got), w_ = (long long)(want);                                               \
+		tap_ok(g_ == w_, __FILE__, __LINE__, __VA_ARGS__);                                                     \
+		if (g_ != w_)                                                                                          \
+			printf("#   got %lld, want %lld\n", g_, w_);                                                   \
 	} while (0)
 
 static inline int done(void)

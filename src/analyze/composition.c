@@ -47,19 +47,19 @@ struct stack {
 
 /* What is known of one live allocation while the pass runs. */
 struct life {
-	size_t event;          /* the event that made it */
-	uint8_t phase;         /* the phase it was made in */
-	uint32_t instance;     /* that phase's instance */
-	bool before_forward;   /* made before any forward phase began */
-	bool first_optimizer;  /* made in the first optimizer phase */
-	uint32_t opt_seen;     /* optimizer phases begun when it was made */
+	size_t event;	      /* the event that made it */
+	uint8_t phase;	      /* the phase it was made in */
+	uint32_t instance;    /* that phase's instance */
+	bool before_forward;  /* made before any forward phase began */
+	bool first_optimizer; /* made in the first optimizer phase */
+	uint32_t opt_seen;    /* optimizer phases begun when it was made */
 	bool freed;
 	uint8_t freed_phase;
 	bool freed_in_instance; /* its phase instance was still open when it was freed */
 	bool alive_past_instance;
 	bool alive_into_optimizer; /* an optimizer phase began while it was alive */
 	bool alive_past_forward;
-	uint8_t tag;           /* set later by memtap_tag_range */
+	uint8_t tag; /* set later by memtap_tag_range */
 };
 
 struct pass {
@@ -67,15 +67,15 @@ struct pass {
 	struct stack *threads;
 	size_t nthreads;
 	struct stack ranges; /* start/end ranges, process-wide */
-	uint8_t *open;       /* per instance: still open */
+	uint8_t *open;	     /* per instance: still open */
 	size_t ninstances, capinst;
 	uint32_t opt_begun, forward_begun, first_opt_instance;
 	bool first_forward_done;
-	struct mt_map live;  /* address (or VMM handle | 1<<63) -> slot in life + 1 */
-	struct life *life;   /* live allocations */
+	struct mt_map live; /* address (or VMM handle | 1<<63) -> slot in life + 1 */
+	struct life *life;  /* live allocations */
 	struct mt_slots slots;
 	struct mt_composition *c;
-	uint8_t *phase_of;   /* per string id: its phase + 1, 0 until classified */
+	uint8_t *phase_of; /* per string id: its phase + 1, 0 until classified */
 };
 
 static uint8_t phase_of(struct pass *p, uint64_t name)
@@ -174,7 +174,9 @@ static int made(struct pass *p, const struct mt_event *e, size_t i, uint64_t key
 		settle(p, old - 1);
 	if ((slot = mt_slot_take(&p->slots, (void **)&p->life, sizeof *p->life)) == SIZE_MAX)
 		return ENOMEM;
-	p->life[slot] = (struct life){.event = i, .phase = f.phase, .instance = f.instance,
+	p->life[slot] = (struct life){.event = i,
+				      .phase = f.phase,
+				      .instance = f.instance,
 				      .before_forward = p->forward_begun == 0,
 				      .first_optimizer = f.phase == PH_OPTIMIZER && f.instance == p->first_opt_instance,
 				      .opt_seen = p->opt_begun};

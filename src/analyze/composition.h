@@ -21,7 +21,7 @@ struct mt_composition {
 	uint8_t *category; /* per event index: an enum mt_tag (only allocation events matter) */
 	uint8_t *source;   /* per event index: an enum mt_source */
 	size_t n;
-	bool has_phases;   /* the trace had NVTX phases to infer from */
+	bool has_phases; /* the trace had NVTX phases to infer from */
 };
 
 int mt_composition_build(struct mt_composition *c, const struct mt_trace *t);

@@ -67,8 +67,8 @@ struct counters {
 
 static void counter(FILE *out, const struct mt_report *r, struct counters *c, int d, uint64_t time, bool *first)
 {
-	fprintf(out, "%s\n{\"name\": \"device %d\", \"ph\": \"C\", \"pid\": 1, \"ts\": %.3f, \"args\": {", *first ? "" : ",",
-		d, (double)(time - r->start) / 1000.0);
+	fprintf(out, "%s\n{\"name\": \"device %d\", \"ph\": \"C\", \"pid\": 1, \"ts\": %.3f, \"args\": {",
+		*first ? "" : ",", d, (double)(time - r->start) / 1000.0);
 	for (int k = 1; k < MT_TAG_COUNT; k++)
 		fprintf(out, "%s\"%s\": %" PRIu64, k > 1 ? ", " : "", mt_tag_names[k], c->bytes[d][k]);
 	fputs("}}", out);
@@ -108,15 +108,18 @@ int mt_export_perfetto(FILE *out, const struct mt_report *r)
 			d = -1;
 		switch (e->kind) {
 		case MT_EV_ALLOC_FAILED:
-			fprintf(out, ",\n{\"name\": \"%s: %" PRIu64 " bytes on device %d\", \"ph\": \"i\", \"s\": \"g\", \"pid\": 1, "
-				     "\"tid\": %u, \"ts\": %.3f}",
+			fprintf(out,
+				",\n{\"name\": \"%s: %" PRIu64
+				" bytes on device %d\", \"ph\": \"i\", \"s\": \"g\", \"pid\": 1, "
+				"\"tid\": %u, \"ts\": %.3f}",
 				e->error == 2 ? "out of memory" : "allocation failed", e->size,
 				e->device == MT_NO_DEVICE ? -1 : e->device, tid, ts);
 			break;
 		case MT_EV_RANGE_PUSH:
 			fputs(",\n{\"name\": ", out);
 			mt_json_str(out, mt_trace_string(t, e->aux));
-			fprintf(out, ", \"cat\": \"nvtx\", \"ph\": \"B\", \"pid\": 1, \"tid\": %u, \"ts\": %.3f}", tid, ts);
+			fprintf(out, ", \"cat\": \"nvtx\", \"ph\": \"B\", \"pid\": 1, \"tid\": %u, \"ts\": %.3f}", tid,
+				ts);
 			break;
 		case MT_EV_RANGE_POP:
 			fprintf(out, ",\n{\"ph\": \"E\", \"pid\": 1, \"tid\": %u, \"ts\": %.3f}", tid, ts);
@@ -125,7 +128,9 @@ int mt_export_perfetto(FILE *out, const struct mt_report *r)
 		case MT_EV_RANGE_END:
 			fputs(",\n{\"name\": ", out);
 			mt_json_str(out, mt_trace_string(t, e->aux));
-			fprintf(out, ", \"cat\": \"nvtx\", \"ph\": \"%s\", \"id\": %" PRIu64 ", \"pid\": 1, \"tid\": %u, \"ts\": %.3f}",
+			fprintf(out,
+				", \"cat\": \"nvtx\", \"ph\": \"%s\", \"id\": %" PRIu64
+				", \"pid\": 1, \"tid\": %u, \"ts\": %.3f}",
 				e->kind == MT_EV_RANGE_START ? "b" : "e", e->aux2, tid, ts);
 			break;
 		case MT_EV_MARK:

@@ -93,7 +93,8 @@ static int segment_alloc(struct dev *d, const struct mt_event *e)
 	} else if (seg_insert(d, at, s)) {
 		return ENOMEM;
 	}
-	if (s.mapped && at + 1 < d->n && d->segs[at + 1].mapped && d->segs[at].addr + d->segs[at].size == d->segs[at + 1].addr) {
+	if (s.mapped && at + 1 < d->n && d->segs[at + 1].mapped &&
+	    d->segs[at].addr + d->segs[at].size == d->segs[at + 1].addr) {
 		d->segs[at].size += d->segs[at + 1].size; /* and the pages after it */
 		seg_remove(d, at + 1);
 	}
@@ -147,7 +148,8 @@ static int block_alloc(struct pass *p, const struct mt_event *e)
 		size = MT_FRAG_GRANULE;
 	if ((i = mt_slot_take(&p->slots, (void **)&p->blocks, sizeof *p->blocks)) == SIZE_MAX)
 		return ENOMEM;
-	p->blocks[i] = (struct block){.addr = e->addr, .size = size, .requested = e->size, .device = e->device, .live = true};
+	p->blocks[i] =
+	    (struct block){.addr = e->addr, .size = size, .requested = e->size, .device = e->device, .live = true};
 	d->allocated += size;
 	d->requested += e->size;
 	return mt_map_put(&p->by_addr, e->addr, i + 1);
@@ -179,7 +181,10 @@ static int measure(struct pass *p, int device, uint64_t time, struct mt_frag_sta
 	const struct dev *d = &p->dev[device];
 	size_t n = 0, b = 0;
 
-	*s = (struct mt_frag_state){.time = time, .segments = d->n, .reserved = d->reserved, .allocated = d->allocated,
+	*s = (struct mt_frag_state){.time = time,
+				    .segments = d->n,
+				    .reserved = d->reserved,
+				    .allocated = d->allocated,
 				    .requested = d->requested};
 	for (size_t i = 0; i < p->slots.n; i++) {
 		if (!p->blocks[i].live || p->blocks[i].device != device)
@@ -226,8 +231,12 @@ static int measure(struct pass *p, int device, uint64_t time, struct mt_frag_sta
 		if (largest > s->largest_free)
 			s->largest_free = largest;
 		if (out)
-			out->segments[i] = (struct mt_frag_segment){.addr = g->addr, .size = g->size, .allocated = allocated,
-								    .largest_free = largest, .blocks = count, .stack = g->stack};
+			out->segments[i] = (struct mt_frag_segment){.addr = g->addr,
+								    .size = g->size,
+								    .allocated = allocated,
+								    .largest_free = largest,
+								    .blocks = count,
+								    .stack = g->stack};
 	}
 	return 0;
 }

@@ -38,7 +38,7 @@ struct mt_frag_device {
 	struct mt_frag_state at_peak, at_end;
 	struct mt_frag_segment *segments; /* at the peak, by address */
 	size_t nsegments;
-	struct mt_frag_block *blocks;     /* live at the peak, by address */
+	struct mt_frag_block *blocks; /* live at the peak, by address */
 	size_t nblocks;
 	struct mt_frag_state *timeline;
 	size_t ntimeline;

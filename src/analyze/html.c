@@ -90,7 +90,8 @@ int mt_report_html(FILE *out, const struct mt_report *r, struct mt_symbols *sym,
 	}
 	fputs("<!doctype html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>memtap report: ", out);
 	html_text(out, r->trace->path);
-	fprintf(out, "</title>\n<style>\n%s</style>\n</head>\n<body>\n<div id=\"report\"></div>\n<script>\nconst REPORT = ",
+	fprintf(out,
+		"</title>\n<style>\n%s</style>\n</head>\n<body>\n<div id=\"report\"></div>\n<script>\nconst REPORT = ",
 		mt_html_css);
 	script_text(out, json, len);
 	fputs(";\nconst SERIES = ", out);

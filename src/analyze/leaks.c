@@ -35,7 +35,8 @@ static size_t *boundaries(const struct mt_trace *t, const char *name, struct mt_
 				depth[e->thread] -= depth[e->thread] > 0;
 				continue;
 			}
-			if ((name ? strcmp(mt_trace_string(t, e->aux), name) == 0 : depth[e->thread] == 0) && e->aux < t->nstrings) {
+			if ((name ? strcmp(mt_trace_string(t, e->aux), name) == 0 : depth[e->thread] == 0) &&
+			    e->aux < t->nstrings) {
 				if (++count[e->aux] > best_count) {
 					best_count = count[e->aux];
 					best = (uint32_t)e->aux;
@@ -188,7 +189,7 @@ int mt_leaks_step(struct mt_leak_scan *s, const struct mt_replay *rp, size_t i)
 	int r = 0;
 
 	if (s->next >= s->samples)
-		return 0; /* past the last boundary: nothing more counts */
+		return 0;	      /* past the last boundary: nothing more counts */
 	if (rp->ntouched == SIZE_MAX) /* the replay lost its note (out of memory): look at every slot */
 		for (size_t k = 0; k < rp->slots.n && !r; k++)
 			r = follow(s, rp, k);
@@ -213,8 +214,8 @@ int mt_leaks_finish(struct mt_leak_scan *s, struct mt_leaks *out, unsigned k)
 				err = ENOMEM;
 				break;
 			}
-			out->items[out->n++] = (struct mt_leak){w->stack, w->device, w->last, (w->last - w->run_from) / run,
-								 (uint32_t)run};
+			out->items[out->n++] = (struct mt_leak){w->stack, w->device, w->last,
+								(w->last - w->run_from) / run, (uint32_t)run};
 		}
 	}
 	if (out->n)

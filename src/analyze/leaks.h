@@ -12,15 +12,15 @@
 struct mt_leak {
 	uint32_t stack;
 	uint8_t device;
-	uint64_t bytes;         /* live at the last boundary */
-	uint64_t growth;        /* bytes per iteration, averaged over the growing run */
-	uint32_t iterations;    /* boundaries over which it grew */
+	uint64_t bytes;	     /* live at the last boundary */
+	uint64_t growth;     /* bytes per iteration, averaged over the growing run */
+	uint32_t iterations; /* boundaries over which it grew */
 };
 
 struct mt_leaks {
-	char boundary[128];     /* what the boundaries were, for people */
+	char boundary[128]; /* what the boundaries were, for people */
 	size_t boundaries;
-	struct mt_leak *items;  /* biggest growth first */
+	struct mt_leak *items; /* biggest growth first */
 	size_t n, cap;
 };
 
@@ -33,26 +33,26 @@ struct mt_leaks {
 struct mt_leak_row {
 	uint32_t stack;
 	uint8_t device;
-	bool dirty;          /* changed since the last boundary */
-	uint64_t now;        /* live bytes after the events so far */
-	uint64_t last;       /* at its last sample (it has not changed since) */
-	uint64_t run_from;   /* at the boundary before its growing run */
-	size_t sampled;      /* the boundary of its last sample + 1; 0: never */
-	size_t run;          /* boundaries it grew at, up to its last sample */
+	bool dirty;	   /* changed since the last boundary */
+	uint64_t now;	   /* live bytes after the events so far */
+	uint64_t last;	   /* at its last sample (it has not changed since) */
+	uint64_t run_from; /* at the boundary before its growing run */
+	size_t sampled;	   /* the boundary of its last sample + 1; 0: never */
+	size_t run;	   /* boundaries it grew at, up to its last sample */
 };
 
-struct mt_leak_slot {   /* what a live slot of the replay counts for: row + 1 and bytes */
+struct mt_leak_slot { /* what a live slot of the replay counts for: row + 1 and bytes */
 	size_t row;
 	uint64_t bytes;
 };
 
 struct mt_leak_scan {
-	size_t *at;          /* event indices of the boundaries */
+	size_t *at; /* event indices of the boundaries */
 	size_t samples, next;
 	struct mt_map index; /* stack << 8 | device -> row + 1 */
 	struct mt_leak_row *rows;
 	size_t nrows, cap;
-	size_t *dirty;       /* rows changed since the last boundary */
+	size_t *dirty; /* rows changed since the last boundary */
 	size_t ndirty, cap_dirty;
 	struct mt_leak_slot *slots;
 	size_t nslots;

@@ -21,9 +21,9 @@
 struct writer {
 	FILE *out;
 	struct mt_map memo_stack; /* stack id -> memo index + 1 */
-	struct mt_map memo_str;   /* string hash -> memo index + 1 */
-	uint32_t memo;            /* next memo index */
-	unsigned batch;           /* entries since the device list's last MARK */
+	struct mt_map memo_str;	  /* string hash -> memo index + 1 */
+	uint32_t memo;		  /* next memo index */
+	unsigned batch;		  /* entries since the device list's last MARK */
 };
 
 static void op(struct writer *w, uint8_t c)
@@ -283,7 +283,7 @@ static int write_segments(struct writer *w, const struct mt_report *r, struct mt
 		if (e->device != device || (e->kind != MT_EV_SEGMENT_ALLOC && e->kind != MT_EV_SEGMENT_FREE))
 			continue;
 		if (e->kind == MT_EV_SEGMENT_ALLOC) {
-			segs[nsegs++] = (struct seg){ e->addr, e->size, e->aux, e->stack, e->flags == MT_SEG_MAPPED };
+			segs[nsegs++] = (struct seg){e->addr, e->size, e->aux, e->stack, e->flags == MT_SEG_MAPPED};
 			continue;
 		}
 		for (size_t j = nsegs; j-- > 0;)
@@ -295,7 +295,8 @@ static int write_segments(struct writer *w, const struct mt_report *r, struct mt
 	qsort(segs, nsegs, sizeof *segs, by_addr);
 	k = nblocks = 0;
 	for (size_t i = 0; i < nsegs; i++) /* mapped pages of one range make one expandable segment */
-		if (k && segs[k - 1].expandable && segs[i].expandable && segs[k - 1].addr + segs[k - 1].size == segs[i].addr)
+		if (k && segs[k - 1].expandable && segs[i].expandable &&
+		    segs[k - 1].addr + segs[k - 1].size == segs[i].addr)
 			segs[k - 1].size += segs[i].size;
 		else
 			segs[k++] = segs[i];
@@ -306,10 +307,10 @@ static int write_segments(struct writer *w, const struct mt_report *r, struct mt
 
 		if (!l->in_use || l->kind != MT_LIVE_DEVICE || l->device != device)
 			continue;
-		blocks[nblocks++] = (struct block){ l->addr, e->flags == MT_API_BLOCK && e->aux2 ? e->aux2 : l->size,
-						    l->size, l->stack };
+		blocks[nblocks++] =
+		    (struct block){l->addr, e->flags == MT_API_BLOCK && e->aux2 ? e->aux2 : l->size, l->size, l->stack};
 		if (e->flags != MT_API_BLOCK) /* no allocator in between: its own segment */
-			segs[nsegs++] = (struct seg){ l->addr, l->size, e->aux, l->stack, false };
+			segs[nsegs++] = (struct seg){l->addr, l->size, e->aux, l->stack, false};
 	}
 	qsort(segs, nsegs, sizeof *segs, by_addr);
 	qsort(blocks, nblocks, sizeof *blocks, by_addr);
@@ -354,7 +355,8 @@ int mt_export_memviz(FILE *out, const struct mt_report *r, struct mt_symbols *sy
 			if (e->kind == MT_EV_ALLOC && !e->error && e->device == d) {
 				cat = r->comp.category[i] ? r->comp.category[i] : MT_TAG_OTHER;
 				if (e->flags != MT_API_BLOCK) /* no allocator in between: its own segment */
-					entry(&w, r, sym, "segment_alloc", e->addr, e->size, e->aux, e->time, e->stack, cat);
+					entry(&w, r, sym, "segment_alloc", e->addr, e->size, e->aux, e->time, e->stack,
+					      cat);
 				entry(&w, r, sym, "alloc", e->addr, e->size, e->aux, e->time, e->stack, cat);
 				mt_map_put(&live, e->addr, i + 1);
 			} else if (e->kind == MT_EV_FREE && !e->error && mt_map_get(&live, e->addr, &k) &&
@@ -365,8 +367,10 @@ int mt_export_memviz(FILE *out, const struct mt_report *r, struct mt_symbols *sy
 				entry(&w, r, sym, "free_requested", a->addr, a->size, e->aux, e->time, a->stack, cat);
 				entry(&w, r, sym, "free_completed", a->addr, a->size, e->aux, e->time, a->stack, cat);
 				if (a->flags != MT_API_BLOCK)
-					entry(&w, r, sym, "segment_free", a->addr, a->size, e->aux, e->time, a->stack, cat);
-			} else if ((e->kind == MT_EV_SEGMENT_ALLOC || e->kind == MT_EV_SEGMENT_FREE) && e->device == d) {
+					entry(&w, r, sym, "segment_free", a->addr, a->size, e->aux, e->time, a->stack,
+					      cat);
+			} else if ((e->kind == MT_EV_SEGMENT_ALLOC || e->kind == MT_EV_SEGMENT_FREE) &&
+				   e->device == d) {
 				bool mapped = e->flags == MT_SEG_MAPPED;
 				entry(&w, r, sym,
 				      e->kind == MT_EV_SEGMENT_ALLOC ? (mapped ? "segment_map" : "segment_alloc")

@@ -172,8 +172,7 @@ static void frame_text(FILE *out, const struct mt_frame *f)
 	}
 }
 
-static void stack_text(FILE *out, const struct mt_report *r, struct mt_symbols *sym, uint32_t stack,
-		       const char *indent)
+static void stack_text(FILE *out, const struct mt_report *r, struct mt_symbols *sym, uint32_t stack, const char *indent)
 {
 	const struct mt_trace *t = r->trace;
 	const char *note = mt_symbols_no_python(sym, stack);
@@ -203,9 +202,11 @@ static void groups_text(FILE *out, const struct mt_report *r, struct mt_symbols 
 
 	for (size_t i = 0; i < g->n && i < top; i++) {
 		const struct mt_group *x = &g->items[i];
-		fprintf(out, "  %s in %" PRIu64 " allocation%s", size_text(x->bytes, sz), x->count, x->count == 1 ? "" : "s");
+		fprintf(out, "  %s in %" PRIu64 " allocation%s", size_text(x->bytes, sz), x->count,
+			x->count == 1 ? "" : "s");
 		if (show_kind)
-			fprintf(out, " (%s%s", mt_live_kind_names[x->kind], x->device != MT_NO_DEVICE ? ", device " : ")");
+			fprintf(out, " (%s%s", mt_live_kind_names[x->kind],
+				x->device != MT_NO_DEVICE ? ", device " : ")");
 		if (show_kind && x->device != MT_NO_DEVICE)
 			fprintf(out, "%u)", x->device);
 		fputc('\n', out);
@@ -262,8 +263,9 @@ static void frag_text(FILE *out, const char *when, const struct mt_frag_state *f
 {
 	char a[32], b[32], c[32], d[32], e[32];
 
-	fprintf(out, "segments %s: %" PRIu64 ", %s reserved, %s allocated (%s lost to rounding%s), %s free in segments, "
-		     "largest free block %s\n",
+	fprintf(out,
+		"segments %s: %" PRIu64 ", %s reserved, %s allocated (%s lost to rounding%s), %s free in segments, "
+		"largest free block %s\n",
 		when, f->segments, size_text(f->reserved, a), size_text(f->allocated, b),
 		size_text(f->allocated - f->requested, c), estimated ? ", estimated" : "",
 		size_text(f->reserved - f->allocated, d), size_text(f->largest_free, e));
@@ -271,9 +273,10 @@ static void frag_text(FILE *out, const char *when, const struct mt_frag_state *f
 
 static void frag_state_json(FILE *out, const struct mt_report *r, const struct mt_frag_state *f)
 {
-	fprintf(out, "{\"time_ns\": %" PRIu64 ", \"segments\": %" PRIu64 ", \"reserved_bytes\": %" PRIu64
-		     ", \"allocated_bytes\": %" PRIu64 ", \"requested_bytes\": %" PRIu64 ", \"internal_bytes\": %" PRIu64
-		     ", \"external_bytes\": %" PRIu64 ", \"largest_free_block_bytes\": %" PRIu64 "}",
+	fprintf(out,
+		"{\"time_ns\": %" PRIu64 ", \"segments\": %" PRIu64 ", \"reserved_bytes\": %" PRIu64
+		", \"allocated_bytes\": %" PRIu64 ", \"requested_bytes\": %" PRIu64 ", \"internal_bytes\": %" PRIu64
+		", \"external_bytes\": %" PRIu64 ", \"largest_free_block_bytes\": %" PRIu64 "}",
 		f->time > r->start ? f->time - r->start : 0, f->segments, f->reserved, f->allocated, f->requested,
 		f->allocated - f->requested, f->reserved - f->allocated, f->largest_free);
 }
@@ -293,8 +296,9 @@ static void fragmentation_json(FILE *out, const struct mt_report *r, int d)
 	fputs(", \"segments_at_peak\": [", out);
 	for (size_t i = 0; i < f->nsegments; i++) {
 		const struct mt_frag_segment *g = &f->segments[i];
-		fprintf(out, "%s{\"address\": %" PRIu64 ", \"size\": %" PRIu64 ", \"allocated_bytes\": %" PRIu64
-			     ", \"blocks\": %u, \"largest_free_block_bytes\": %" PRIu64 "}",
+		fprintf(out,
+			"%s{\"address\": %" PRIu64 ", \"size\": %" PRIu64 ", \"allocated_bytes\": %" PRIu64
+			", \"blocks\": %u, \"largest_free_block_bytes\": %" PRIu64 "}",
 			i ? ", " : "", g->addr, g->size, g->allocated, g->blocks, g->largest_free);
 	}
 	fputs("], \"timeline\": [", out);
@@ -351,7 +355,8 @@ static void plan_text(FILE *out, const struct mt_report *r)
 	if (!r->plan)
 		return;
 	if (!plan_build(r, &d, measured, &other, &est, table)) {
-		fprintf(out, "\ncapacity plan: nothing at the peak is known as params, grads, optimizer or activations\n");
+		fprintf(out,
+			"\ncapacity plan: nothing at the peak is known as params, grads, optimizer or activations\n");
 		return;
 	}
 	mt_plan_describe(r->plan, setup, sizeof setup);
@@ -393,7 +398,8 @@ static void plan_json(FILE *out, const struct mt_report *r)
 	for (int z = 0; z <= 3; z++) {
 		fprintf(out, "%s{\"zero\": %d", z ? ", " : "", z);
 		for (int k = 0; k < 3; k++)
-			fprintf(out, isinf(table[z][k]) ? ", \"%s\": null" : ", \"%s\": %.0f", mt_plan_recompute_names[k], table[z][k]);
+			fprintf(out, isinf(table[z][k]) ? ", \"%s\": null" : ", \"%s\": %.0f",
+				mt_plan_recompute_names[k], table[z][k]);
 		fputs("}", out);
 	}
 	fputs("]}", out);
@@ -417,7 +423,8 @@ void mt_report_text(FILE *out, const struct mt_report *r, struct mt_symbols *sym
 		fprintf(out, "memtap report: %s (no process information%s)\n", t->path,
 			t->complete ? "" : ", cut short");
 	else
-		fprintf(out, "memtap report: %s (pid %s on %s%s)\n", t->path, pid, host, t->complete ? "" : ", cut short");
+		fprintf(out, "memtap report: %s (pid %s on %s%s)\n", t->path, pid, host,
+			t->complete ? "" : ", cut short");
 	fprintf(out, "events: %" PRIu64 " allocations, %" PRIu64 " frees, %" PRIu64 " failed, %" PRIu64 " dropped\n",
 		e->allocs, e->frees, e->failed, t->dropped);
 	for (int d = 0; d < MT_MAX_DEVICES; d++) {
@@ -426,8 +433,8 @@ void mt_report_text(FILE *out, const struct mt_report *r, struct mt_symbols *sym
 			continue;
 		fprintf(out, "\ndevice %d (%s, %s): peak %s allocated at %.3f s; %s allocated at exit\n", d,
 			s->name ? mt_trace_string(t, s->name) : "unnamed",
-			s->capacity ? size_text(s->capacity, sz2) : "capacity unknown",
-			size_text(s->peak, sz), seconds(r, s->peak_time), size_text(s->current, sz3));
+			s->capacity ? size_text(s->capacity, sz2) : "capacity unknown", size_text(s->peak, sz),
+			seconds(r, s->peak_time), size_text(s->current, sz3));
 		composition_text(out, r, d);
 		if (s->reserved_at_peak)
 			fprintf(out, "reserved by the caching allocator at the peak: %s (%s not allocated)\n",
@@ -454,15 +461,18 @@ void mt_report_text(FILE *out, const struct mt_report *r, struct mt_symbols *sym
 		fprintf(out, "  %s requested on device %d at %.3f s", size_text(ev->size, sz),
 			ev->device == MT_NO_DEVICE ? -1 : ev->device, seconds(r, ev->time));
 		if (ev->error == 2 && ev->aux2)
-			fprintf(out, ": out of memory with %s free of %s", size_text(ev->aux, sz), size_text(ev->aux2, sz2));
+			fprintf(out, ": out of memory with %s free of %s", size_text(ev->aux, sz),
+				size_text(ev->aux2, sz2));
 		else if (ev->error == 2)
 			fprintf(out, ": out of memory with %s free", size_text(ev->aux, sz));
 		else
 			fprintf(out, ": error %d", ev->error);
 		const struct mt_frag_oom *fo = mt_fragment_oom(&r->frag, i);
 		if (fo && fo->fits == 1)
-			fprintf(out, " (it would have fit without fragmentation: %s free in segments, the largest block %s)",
-				size_text(fo->state.reserved - fo->state.allocated, sz), size_text(fo->state.largest_free, sz2));
+			fprintf(out,
+				" (it would have fit without fragmentation: %s free in segments, the largest block %s)",
+				size_text(fo->state.reserved - fo->state.allocated, sz),
+				size_text(fo->state.largest_free, sz2));
 		if (ev->phase)
 			fprintf(out, " in %s", mt_trace_string(t, ev->phase));
 		fputc('\n', out);
@@ -524,8 +534,9 @@ static void groups_json(FILE *out, const struct mt_report *r, struct mt_symbols 
 {
 	for (size_t i = 0; i < g->n && i < top; i++) {
 		const struct mt_group *x = &g->items[i];
-		fprintf(out, "%s\n    {\"device\": %d, \"kind\": \"%s\", \"bytes\": %" PRIu64 ", \"count\": %" PRIu64
-			     ", \"frames\": ",
+		fprintf(out,
+			"%s\n    {\"device\": %d, \"kind\": \"%s\", \"bytes\": %" PRIu64 ", \"count\": %" PRIu64
+			", \"frames\": ",
 			*first ? "" : ",", x->device == MT_NO_DEVICE ? -1 : x->device, mt_live_kind_names[x->kind],
 			x->bytes, x->count);
 		frames_json(out, r, sym, x->stack);
@@ -540,12 +551,13 @@ void mt_report_json(FILE *out, const struct mt_report *r, struct mt_symbols *sym
 	const struct mt_replay *e = &r->end;
 	char buf[4096];
 	bool first = true;
-	static const char *const info_keys[] = {"pid", "host", "rank", "local_rank", "world_size", "cmdline",
-						"memtap_version"};
+	static const char *const info_keys[] = {"pid",	      "host",	 "rank",	  "local_rank",
+						"world_size", "cmdline", "memtap_version"};
 
 	fputs("{\n  \"memtap_report\": 1,\n  \"trace\": ", out);
 	mt_json_str(out, t->path);
-	fprintf(out, ",\n  \"complete\": %s,\n  \"python_frames\": %s,\n  \"problem\": ", t->complete ? "true" : "false",
+	fprintf(out,
+		",\n  \"complete\": %s,\n  \"python_frames\": %s,\n  \"problem\": ", t->complete ? "true" : "false",
 		mt_symbols_python(sym) ? "true" : "false");
 	if (t->problem[0])
 		mt_json_str(out, t->problem);
@@ -559,9 +571,9 @@ void mt_report_json(FILE *out, const struct mt_report *r, struct mt_symbols *sym
 		else
 			fputs("null", out);
 	}
-	fprintf(out, "},\n  \"events\": {\"total\": %zu, \"allocs\": %" PRIu64 ", \"frees\": %" PRIu64
-		     ", \"failed\": %" PRIu64 ", \"dropped\": %" PRIu64 ", \"unmatched_frees\": %" PRIu64
-		     ", \"by_kind\": {",
+	fprintf(out,
+		"},\n  \"events\": {\"total\": %zu, \"allocs\": %" PRIu64 ", \"frees\": %" PRIu64
+		", \"failed\": %" PRIu64 ", \"dropped\": %" PRIu64 ", \"unmatched_frees\": %" PRIu64 ", \"by_kind\": {",
 		t->nevents, e->allocs, e->frees, e->failed, t->dropped, e->unmatched_frees);
 	for (int k = 0, n = 0; k < MT_EV_COUNT; k++)
 		if (r->kinds[k])
@@ -578,16 +590,18 @@ void mt_report_json(FILE *out, const struct mt_report *r, struct mt_symbols *sym
 			continue;
 		fprintf(out, "%s\n    {\"device\": %d, \"name\": ", n++ ? "," : "", d);
 		mt_json_str(out, s->name ? mt_trace_string(t, s->name) : "");
-		fprintf(out, ", \"capacity_bytes\": %" PRIu64 ", \"peak_allocated_bytes\": %" PRIu64
-			     ", \"peak_time_ns\": %" PRIu64 ", \"allocated_at_exit_bytes\": %" PRIu64
-			     ", \"composition_at_peak\": {",
+		fprintf(out,
+			", \"capacity_bytes\": %" PRIu64 ", \"peak_allocated_bytes\": %" PRIu64
+			", \"peak_time_ns\": %" PRIu64 ", \"allocated_at_exit_bytes\": %" PRIu64
+			", \"composition_at_peak\": {",
 			s->capacity, s->peak, s->peak_time > r->start ? s->peak_time - r->start : 0, s->current);
 		for (int c = 1; c < MT_TAG_COUNT; c++)
 			fprintf(out, "\"%s\": %" PRIu64 ", ", mt_tag_names[c], r->composition[d][c]);
 		fprintf(out, "\"reserved_unallocated\": %" PRIu64 "}, \"composition_source\": {",
 			s->reserved_at_peak > s->peak ? s->reserved_at_peak - s->peak : 0);
 		for (int c = 1; c < MT_TAG_COUNT; c++)
-			fprintf(out, "%s\"%s\": \"%s\"", c > 1 ? ", " : "", mt_tag_names[c], source_name(r->sources[d][c]));
+			fprintf(out, "%s\"%s\": \"%s\"", c > 1 ? ", " : "", mt_tag_names[c],
+				source_name(r->sources[d][c]));
 		fputs("}, \"fragmentation\": ", out);
 		fragmentation_json(out, r, d);
 		fputs("}", out);
@@ -603,8 +617,9 @@ void mt_report_json(FILE *out, const struct mt_report *r, struct mt_symbols *sym
 	fprintf(out, ", \"count\": %zu},\n  \"leaks\": [", r->leaks.boundaries);
 	for (size_t i = 0; i < r->leaks.n && i < top; i++) {
 		const struct mt_leak *l = &r->leaks.items[i];
-		fprintf(out, "%s\n    {\"device\": %u, \"bytes\": %" PRIu64 ", \"growth_bytes_per_iteration\": %" PRIu64
-			     ", \"iterations\": %u, \"frames\": ",
+		fprintf(out,
+			"%s\n    {\"device\": %u, \"bytes\": %" PRIu64 ", \"growth_bytes_per_iteration\": %" PRIu64
+			", \"iterations\": %u, \"frames\": ",
 			i ? "," : "", l->device, l->bytes, l->growth, l->iterations);
 		frames_json(out, r, sym, l->stack);
 		fputs("}", out);
@@ -614,15 +629,19 @@ void mt_report_json(FILE *out, const struct mt_report *r, struct mt_symbols *sym
 	for (size_t k = 0; k < r->noom; k++) {
 		size_t i = r->oom[k];
 		const struct mt_event *ev = &t->events[i];
-		fprintf(out, "%s\n    {\"device\": %d, \"size\": %" PRIu64 ", \"error\": %d, \"out_of_memory\": %s"
-			     ", \"free_bytes\": %" PRIu64 ", \"total_bytes\": %" PRIu64 ", \"time_ns\": %" PRIu64
-			     ", \"phase\": ",
+		fprintf(out,
+			"%s\n    {\"device\": %d, \"size\": %" PRIu64 ", \"error\": %d, \"out_of_memory\": %s"
+			", \"free_bytes\": %" PRIu64 ", \"total_bytes\": %" PRIu64 ", \"time_ns\": %" PRIu64
+			", \"phase\": ",
 			first ? "" : ",", ev->device == MT_NO_DEVICE ? -1 : ev->device, ev->size, ev->error,
-			ev->error == 2 ? "true" : "false", ev->aux, ev->aux2, ev->time > r->start ? ev->time - r->start : 0);
+			ev->error == 2 ? "true" : "false", ev->aux, ev->aux2,
+			ev->time > r->start ? ev->time - r->start : 0);
 		mt_json_str(out, mt_trace_string(t, ev->phase));
 		const struct mt_frag_oom *fo = mt_fragment_oom(&r->frag, i);
 		fprintf(out, ", \"fits_without_fragmentation\": %s, \"fragmentation\": ",
-			!fo || fo->fits < 0 ? "null" : fo->fits ? "true" : "false");
+			!fo || fo->fits < 0 ? "null"
+			: fo->fits	    ? "true"
+					    : "false");
 		if (fo && fo->fits >= 0)
 			frag_state_json(out, r, &fo->state);
 		else

@@ -27,22 +27,22 @@ struct mt_group_list {
 
 struct mt_report {
 	const struct mt_trace *trace;
-	struct mt_replay end;                         /* state after the last event */
-	struct mt_group_list at_peak[MT_MAX_DEVICES]; /* per device, biggest first */
-	struct mt_group_list at_exit;                 /* every kind, biggest first */
-	uint64_t kinds[MT_EV_COUNT];                  /* events by kind */
-	size_t *oom, noom, cap_oom;                   /* indices of failed allocations */
-	struct mt_composition comp;                   /* category of every allocation */
+	struct mt_replay end;				    /* state after the last event */
+	struct mt_group_list at_peak[MT_MAX_DEVICES];	    /* per device, biggest first */
+	struct mt_group_list at_exit;			    /* every kind, biggest first */
+	uint64_t kinds[MT_EV_COUNT];			    /* events by kind */
+	size_t *oom, noom, cap_oom;			    /* indices of failed allocations */
+	struct mt_composition comp;			    /* category of every allocation */
 	uint64_t composition[MT_MAX_DEVICES][MT_TAG_COUNT]; /* at each device's peak; [0] unused */
-	uint8_t sources[MT_MAX_DEVICES][MT_TAG_COUNT];      /* bit (1 << enum mt_source) per category */
-	struct mt_fragment frag;                      /* where segments are known */
-	struct mt_leaks leaks;                        /* growth across iterations */
-	uint64_t start;                               /* trace start, monotonic ns */
-	const struct mt_plan_config *plan;            /* the run's setup, checked: adds a capacity plan */
+	uint8_t sources[MT_MAX_DEVICES][MT_TAG_COUNT];	    /* bit (1 << enum mt_source) per category */
+	struct mt_fragment frag;			    /* where segments are known */
+	struct mt_leaks leaks;				    /* growth across iterations */
+	uint64_t start;					    /* trace start, monotonic ns */
+	const struct mt_plan_config *plan;		    /* the run's setup, checked: adds a capacity plan */
 };
 
 struct mt_report_options {
-	const char *iteration; /* mark or NVTX range name for iteration boundaries; NULL: choose */
+	const char *iteration;	  /* mark or NVTX range name for iteration boundaries; NULL: choose */
 	unsigned leak_iterations; /* growths in a row that make a leak; 0: 3 */
 };
 

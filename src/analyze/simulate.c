@@ -108,12 +108,22 @@ static void sim_mem_free(void *ctx, void *p, size_t bytes)
 
 void mt_sim_device_init(struct mt_sim_device *d, uint64_t capacity, struct mt_cache_backend *b)
 {
-	*d = (struct mt_sim_device){ .capacity = capacity, .next_addr = 1ull << 40 };
+	*d = (struct mt_sim_device){.capacity = capacity, .next_addr = 1ull << 40};
 	*b = (struct mt_cache_backend){
-		.ctx = d, .seg_alloc = sim_seg_alloc, .seg_free = sim_seg_free, .va_reserve = sim_va_reserve,
-		.va_free = sim_va_free, .phys_create = sim_phys_create, .phys_release = sim_phys_release,
-		.map = sim_map, .unmap = sim_unmap, .event_record = sim_event_record, .event_done = sim_event_done,
-		.stream_sync = sim_stream_sync, .mem_alloc = sim_mem_alloc, .mem_free = sim_mem_free,
+	    .ctx = d,
+	    .seg_alloc = sim_seg_alloc,
+	    .seg_free = sim_seg_free,
+	    .va_reserve = sim_va_reserve,
+	    .va_free = sim_va_free,
+	    .phys_create = sim_phys_create,
+	    .phys_release = sim_phys_release,
+	    .map = sim_map,
+	    .unmap = sim_unmap,
+	    .event_record = sim_event_record,
+	    .event_done = sim_event_done,
+	    .stream_sync = sim_stream_sync,
+	    .mem_alloc = sim_mem_alloc,
+	    .mem_free = sim_mem_free,
 	};
 }
 
@@ -205,8 +215,11 @@ static void sample(struct mt_cache *m, size_t op, struct mt_sim_result *r)
 	struct mt_sim_sample *x = &r->samples[r->nsamples++];
 
 	mt_cache_stats(m, &s);
-	*x = (struct mt_sim_sample){ .op = op, .reserved = s.reserved, .allocated = s.allocated,
-				     .requested = s.requested, .largest_free = mt_cache_largest_free(m) };
+	*x = (struct mt_sim_sample){.op = op,
+				    .reserved = s.reserved,
+				    .allocated = s.allocated,
+				    .requested = s.requested,
+				    .largest_free = mt_cache_largest_free(m)};
 }
 
 int mt_sim_run(const struct mt_sim_input *in, const struct mt_cache_config *c, uint64_t capacity,

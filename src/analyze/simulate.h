@@ -25,9 +25,9 @@ void mt_sim_device_free(struct mt_sim_device *d);
 
 /* One allocation or free, in trace order; a free names its allocation's index. */
 struct mt_sim_op {
-	uint64_t size;   /* allocation: bytes asked for; free: 0 */
+	uint64_t size; /* allocation: bytes asked for; free: 0 */
 	uint64_t stream;
-	uint32_t alloc;  /* free: index of the op that allocated it */
+	uint32_t alloc; /* free: index of the op that allocated it */
 	bool free;
 };
 
@@ -35,7 +35,7 @@ struct mt_sim_input {
 	struct mt_sim_op *ops;
 	size_t nops;
 	uint64_t final_segments; /* reserved at the end as the trace says (0: unknown) */
-	bool blocks;             /* the trace's allocations are a caching allocator's blocks */
+	bool blocks;		 /* the trace's allocations are a caching allocator's blocks */
 };
 
 struct mt_sim_sample {
@@ -45,7 +45,7 @@ struct mt_sim_sample {
 struct mt_sim_result {
 	struct mt_cache_stats stats; /* at the end, with peak reserved */
 	uint64_t peak_allocated, peak_requested;
-	uint64_t ooms, first_oom;    /* allocations that failed (first_oom: its op index) */
+	uint64_t ooms, first_oom; /* allocations that failed (first_oom: its op index) */
 	double ns_per_op;
 	struct mt_sim_sample samples[MT_SIM_SAMPLES];
 	size_t nsamples;

@@ -26,9 +26,9 @@ static bool has_python(const struct mt_stack *st)
 }
 
 static const Dwfl_Callbacks callbacks = {
-	.find_elf = dwfl_build_id_find_elf,
-	.find_debuginfo = dwfl_standard_find_debuginfo,
-	.section_address = dwfl_offline_section_address,
+    .find_elf = dwfl_build_id_find_elf,
+    .find_debuginfo = dwfl_standard_find_debuginfo,
+    .section_address = dwfl_offline_section_address,
 };
 
 struct mt_symbols *mt_symbols_open(const struct mt_trace *t)
@@ -93,8 +93,10 @@ const struct mt_frame *mt_symbols_frame(struct mt_symbols *s, uint64_t addr)
 	if (s && s->trace->nnamed) { /* an imported trace: frames come with names */
 		const struct mt_named_frame *n = addr && addr <= s->trace->nnamed ? &s->trace->named[addr - 1] : NULL;
 		static struct mt_frame named;
-		named = (struct mt_frame){.addr = addr, .function = n ? n->function : NULL,
-					  .file = n && n->file[0] ? n->file : NULL, .line = n ? n->line : 0};
+		named = (struct mt_frame){.addr = addr,
+					  .function = n ? n->function : NULL,
+					  .file = n && n->file[0] ? n->file : NULL,
+					  .line = n ? n->line : 0};
 		return &named;
 	}
 	if (!s) { /* no symbolizer: addresses only */

@@ -15,8 +15,8 @@ struct mt_frame {
 	const char *function; /* NULL when unknown */
 	const char *file;     /* NULL when unknown */
 	int line;
-	const char *module;   /* basename, NULL when outside every module */
-	uint64_t offset;      /* from the module's load bias */
+	const char *module; /* basename, NULL when outside every module */
+	uint64_t offset;    /* from the module's load bias */
 };
 
 struct mt_symbols;

@@ -19,7 +19,8 @@ bool mt_timeline_step(const struct mt_report *r, struct mt_map *live, size_t i, 
 	switch (e->kind) {
 	case MT_EV_ALLOC:
 	case MT_EV_VMM_CREATE:
-		if (e->device == MT_NO_DEVICE || mt_map_put(live, e->kind == MT_EV_ALLOC ? e->addr : e->aux | 1ull << 63, i + 1))
+		if (e->device == MT_NO_DEVICE ||
+		    mt_map_put(live, e->kind == MT_EV_ALLOC ? e->addr : e->aux | 1ull << 63, i + 1))
 			return false;
 		k = i + 1;
 		*delta = (int64_t)e->size;
@@ -41,7 +42,7 @@ bool mt_timeline_step(const struct mt_report *r, struct mt_map *live, size_t i, 
 struct device {
 	struct mt_timeline_point now, best; /* now; the highest moment of the current bucket */
 	uint64_t total, best_total;
-	bool pending;                      /* best holds a moment not yet written */
+	bool pending; /* best holds a moment not yet written */
 };
 
 /* Writes the bucket's highest moment and, when later, its last. */
@@ -67,7 +68,8 @@ int mt_timeline_build(struct mt_timeline *tl, const struct mt_report *r)
 	const struct mt_trace *t = r->trace;
 	struct device *dev = calloc(MT_MAX_DEVICES, sizeof *dev);
 	struct mt_map live = {0};
-	uint64_t span = t->nevents && t->events[t->nevents - 1].time > r->start ? t->events[t->nevents - 1].time - r->start : 1;
+	uint64_t span =
+	    t->nevents && t->events[t->nevents - 1].time > r->start ? t->events[t->nevents - 1].time - r->start : 1;
 	uint64_t bucket = 0;
 	int err = dev ? 0 : ENOMEM;
 

@@ -15,7 +15,8 @@ struct mt_timeline_point {
 };
 
 struct mt_timeline {
-	struct mt_timeline_point *points[MT_MAX_DEVICES]; /* in time order; a device's bytes hold until its next point */
+	struct mt_timeline_point
+	    *points[MT_MAX_DEVICES]; /* in time order; a device's bytes hold until its next point */
 	size_t n[MT_MAX_DEVICES], cap[MT_MAX_DEVICES];
 };
 

@@ -203,7 +203,7 @@ static bool should_split(const struct mt_cache_config *c, const struct pool *p, 
 
 /* A free block (out of the bins when `binned` is false) is handed out for `size`. */
 void mtc_take(struct mt_cache *m, const struct mt_cache_config *c, struct pool *p, struct block *b, uint64_t size,
-		 uint64_t requested, bool binned)
+	      uint64_t requested, bool binned)
 {
 	mt_assert(b->state == FREE && b->size >= size);
 	if (binned)
@@ -311,8 +311,7 @@ static void shard_erase(struct shard *s, size_t j)
 
 static size_t stream_slot(uint64_t stream, uint8_t tag)
 {
-	return (size_t)(((stream ^ ((uint64_t)tag << 56)) * 0x9e3779b97f4a7c15ull) >> 40) %
-	       (2 * MT_CACHE_MAX_STREAMS);
+	return (size_t)(((stream ^ ((uint64_t)tag << 56)) * 0x9e3779b97f4a7c15ull) >> 40) % (2 * MT_CACHE_MAX_STREAMS);
 }
 
 static struct pools *find_pools(struct mt_cache *m, uint64_t stream, uint8_t tag)
@@ -394,7 +393,7 @@ struct segment *mtc_new_segment(struct mt_cache *m, struct pool *p, uint64_t add
 		m->b.mem_free(m->b.ctx, s, sizeof *s);
 		return NULL;
 	}
-	*s->first = (struct block){ .addr = addr, .size = size, .seg = s, .state = page ? HOLE : FREE };
+	*s->first = (struct block){.addr = addr, .size = size, .seg = s, .state = page ? HOLE : FREE};
 	s->addr = addr;
 	s->size = size;
 	s->page = page;
@@ -441,8 +440,8 @@ static bool release_plain(struct mt_cache *m, struct segment *s)
 	return true;
 }
 
-static int grow(struct mt_cache *m, const struct mt_cache_config *c, struct pool *p, uint64_t size,
-		uint64_t requested, uint64_t stream, struct block **out)
+static int grow(struct mt_cache *m, const struct mt_cache_config *c, struct pool *p, uint64_t size, uint64_t requested,
+		uint64_t stream, struct block **out)
 {
 	if (c->stitch && c->cache)
 		return mtc_grow_stitched(m, c, p, size, requested, stream, out);
@@ -599,8 +598,7 @@ static const struct mt_cache_config *conf(struct mt_cache *m)
 	return __atomic_load_n(&m->cur, __ATOMIC_ACQUIRE);
 }
 
-int mt_cache_new(struct mt_cache **out, const struct mt_cache_config *c, const struct mt_cache_backend *b,
-		 int device)
+int mt_cache_new(struct mt_cache **out, const struct mt_cache_config *c, const struct mt_cache_backend *b, int device)
 {
 	struct mt_cache *m;
 
@@ -617,8 +615,8 @@ int mt_cache_new(struct mt_cache **out, const struct mt_cache_config *c, const s
 	return 0;
 }
 
-static MT_NOINLINE int alloc_slow(struct mt_cache *m, const struct mt_cache_config *c, struct pool *p,
-				  uint64_t size, uint64_t requested, uint64_t stream, struct block **out)
+static MT_NOINLINE int alloc_slow(struct mt_cache *m, const struct mt_cache_config *c, struct pool *p, uint64_t size,
+				  uint64_t requested, uint64_t stream, struct block **out)
 {
 	int err;
 

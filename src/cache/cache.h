@@ -15,28 +15,28 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define MT_CACHE_OOM 2        /* a backend's "out of memory" answer; other nonzero: failure */
+#define MT_CACHE_OOM 2 /* a backend's "out of memory" answer; other nonzero: failure */
 #define MT_CACHE_MAX_STREAMS 1024
-#define MT_CACHE_USES 4       /* streams a block may be recorded on before a free syncs the device */
+#define MT_CACHE_USES 4 /* streams a block may be recorded on before a free syncs the device */
 
 struct mt_cache_config {
-	uint64_t min_block;        /* every size rounds up to a multiple of this (512) */
+	uint64_t min_block;	   /* every size rounds up to a multiple of this (512) */
 	unsigned power2_divisions; /* roundup_power2_divisions (0 or 1: off) */
-	uint64_t small_size;       /* requests up to this use the small pool (1 MiB) */
-	uint64_t small_segment;    /* the small pool's segments (2 MiB) */
-	uint64_t mid_segment;      /* segments for requests below min_large (20 MiB; 0: none) */
-	uint64_t min_large;        /* (10 MiB) */
-	uint64_t large_round;      /* larger segments round up to this (2 MiB) */
-	uint64_t max_split;        /* blocks this large are never split (UINT64_MAX: no limit) */
+	uint64_t small_size;	   /* requests up to this use the small pool (1 MiB) */
+	uint64_t small_segment;	   /* the small pool's segments (2 MiB) */
+	uint64_t mid_segment;	   /* segments for requests below min_large (20 MiB; 0: none) */
+	uint64_t min_large;	   /* (10 MiB) */
+	uint64_t large_round;	   /* larger segments round up to this (2 MiB) */
+	uint64_t max_split;	   /* blocks this large are never split (UINT64_MAX: no limit) */
 	uint64_t split_remainder;  /* a large-pool block splits only when more than this remains */
-	uint64_t oversize;         /* past max_split, a cached block this much larger is not used */
-	double gc_threshold;       /* with a limit: free old cached segments past this fraction (0: never) */
-	uint64_t limit;            /* bytes this allocator may reserve (0: what the device has) */
-	bool cache;                /* false: every free goes back to the device at once (bump) */
-	bool expandable;           /* PyTorch's expandable segments: one growing range per pool */
-	bool stitch;               /* memtap-vmm: free physical granules mapped into new ranges */
-	bool tag_pools;            /* blocks of different tags never share a segment */
-	uint64_t granule;          /* VMM page of stitched ranges (2 MiB) */
+	uint64_t oversize;	   /* past max_split, a cached block this much larger is not used */
+	double gc_threshold;	   /* with a limit: free old cached segments past this fraction (0: never) */
+	uint64_t limit;		   /* bytes this allocator may reserve (0: what the device has) */
+	bool cache;		   /* false: every free goes back to the device at once (bump) */
+	bool expandable;	   /* PyTorch's expandable segments: one growing range per pool */
+	bool stitch;		   /* memtap-vmm: free physical granules mapped into new ranges */
+	bool tag_pools;		   /* blocks of different tags never share a segment */
+	uint64_t granule;	   /* VMM page of stitched ranges (2 MiB) */
 };
 
 /* The policies by name: native, memtap, memtap-vmm, bump. 0 or EINVAL. */
@@ -89,8 +89,7 @@ struct mt_cache_stats {
 struct mt_cache;
 
 /* 0, ENOMEM, or EINVAL when the config asks for VMM the backend lacks. */
-int mt_cache_new(struct mt_cache **out, const struct mt_cache_config *c, const struct mt_cache_backend *b,
-		 int device);
+int mt_cache_new(struct mt_cache **out, const struct mt_cache_config *c, const struct mt_cache_backend *b, int device);
 /* Every segment back to the backend, then the engine's memory. */
 void mt_cache_delete(struct mt_cache *m);
 /* 0 and the block's address, or MT_CACHE_OOM (after releasing the cache and one retry). */

@@ -31,17 +31,17 @@ struct block {
 	struct block *fprev, *fnext; /* its bin, the pending list or the spare list */
 	struct segment *seg;
 	uint64_t uses[MT_CACHE_USES]; /* other streams (record_stream); their events once pending */
-	uint64_t freed;               /* the engine's free count when it was freed (GC age) */
+	uint64_t freed;		      /* the engine's free count when it was freed (GC age) */
 	uint16_t bin;
 	uint8_t state, nuses;
-	bool sync_all;                /* used by more streams than uses[] holds */
+	bool sync_all; /* used by more streams than uses[] holds */
 };
 
 struct pool;
 
 struct segment {
 	uint64_t addr, size;
-	uint64_t page;     /* VMM page; 0: a plain segment */
+	uint64_t page;	   /* VMM page; 0: a plain segment */
 	uint64_t *handles; /* VMM: per page, 0 when unmapped */
 	uint64_t mapped;   /* VMM: pages mapped */
 	struct pool *pool;
@@ -79,8 +79,8 @@ struct config_node {
 };
 
 struct mt_cache {
-	struct mt_cache_config c;             /* the first config */
-	const struct mt_cache_config *cur;    /* the one in force (mt_cache_reconfigure) */
+	struct mt_cache_config c;	   /* the first config */
+	const struct mt_cache_config *cur; /* the one in force (mt_cache_reconfigure) */
 	struct config_node *old_configs;
 	struct mt_cache_backend b;
 	int device;
@@ -140,7 +140,7 @@ static inline uint64_t align_up(uint64_t v, uint64_t a)
 }
 
 static inline void note(struct mt_cache *m, enum mt_cache_change what, uint64_t addr, uint64_t size, uint64_t req,
-		 uint64_t stream, bool mapped)
+			uint64_t stream, bool mapped)
 {
 	if (m->b.change)
 		m->b.change(m->b.ctx, m->device, what, addr, size, req, stream, mapped);
@@ -152,15 +152,19 @@ int mtc_backend_error(int err);
 void mtc_bin_insert(struct pool *p, struct block *b);
 void mtc_bin_remove(struct pool *p, struct block *b);
 void mtc_drop_segment(struct mt_cache *m, struct segment *s);
-int mtc_grow_expandable(struct mt_cache *m, const struct mt_cache_config *c, struct pool *p, uint64_t size, uint64_t requested, struct block **out);
-int mtc_grow_plain(struct mt_cache *m, const struct mt_cache_config *c, struct pool *p, uint64_t size, uint64_t requested, struct block **out);
-int mtc_grow_stitched(struct mt_cache *m, const struct mt_cache_config *c, struct pool *p, uint64_t size, uint64_t requested, uint64_t stream, struct block **out);
+int mtc_grow_expandable(struct mt_cache *m, const struct mt_cache_config *c, struct pool *p, uint64_t size,
+			uint64_t requested, struct block **out);
+int mtc_grow_plain(struct mt_cache *m, const struct mt_cache_config *c, struct pool *p, uint64_t size,
+		   uint64_t requested, struct block **out);
+int mtc_grow_stitched(struct mt_cache *m, const struct mt_cache_config *c, struct pool *p, uint64_t size,
+		      uint64_t requested, uint64_t stream, struct block **out);
 struct block *mtc_make_free(struct mt_cache *m, struct pool *p, struct block *b);
 void mtc_merge_next(struct pool *p, struct block *b);
 struct segment *mtc_new_segment(struct mt_cache *m, struct pool *p, uint64_t addr, uint64_t size, uint64_t page);
 bool mtc_over_limit(struct mt_cache *m, const struct mt_cache_config *c, uint64_t bytes);
 struct block *mtc_split(struct mt_cache *m, struct pool *p, struct block *b, uint64_t size, int state);
 uint64_t mtc_unmap_pages(struct mt_cache *m, uint64_t want, bool keep, uint64_t stream);
-void mtc_take(struct mt_cache *m, const struct mt_cache_config *c, struct pool *p, struct block *b, uint64_t size, uint64_t requested, bool binned);
+void mtc_take(struct mt_cache *m, const struct mt_cache_config *c, struct pool *p, struct block *b, uint64_t size,
+	      uint64_t requested, bool binned);
 
 #endif

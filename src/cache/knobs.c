@@ -12,9 +12,17 @@ int mt_cache_preset(struct mt_cache_config *c, const char *name)
 {
 	/* PyTorch's constants (c10/cuda/CUDACachingAllocator.cpp) */
 	*c = (struct mt_cache_config){
-		.min_block = 512, .small_size = 1 * MIB, .small_segment = 2 * MIB, .mid_segment = 20 * MIB,
-		.min_large = 10 * MIB, .large_round = 2 * MIB, .max_split = UINT64_MAX, .split_remainder = 1 * MIB,
-		.oversize = 20 * MIB, .cache = true, .granule = 2 * MIB,
+	    .min_block = 512,
+	    .small_size = 1 * MIB,
+	    .small_segment = 2 * MIB,
+	    .mid_segment = 20 * MIB,
+	    .min_large = 10 * MIB,
+	    .large_round = 2 * MIB,
+	    .max_split = UINT64_MAX,
+	    .split_remainder = 1 * MIB,
+	    .oversize = 20 * MIB,
+	    .cache = true,
+	    .granule = 2 * MIB,
 	};
 	if (strcmp(name, "native") == 0)
 		return 0;
@@ -106,10 +114,12 @@ int mt_cache_configure(struct mt_cache_config *c, const char *conf, const char *
 
 int mt_cache_describe(const struct mt_cache_config *c, char *buf, size_t n)
 {
-	static const char *const tf[2] = { "False", "True" };
-	int k = snprintf(buf, n, "caching:%s,expandable_segments:%s,stitch:%s,tag_pools:%s,roundup_power2_divisions:%u,"
-			 "garbage_collection_threshold:%.15g,limit_mb:%.15g", tf[c->cache], tf[c->expandable],
-			 tf[c->stitch], tf[c->tag_pools], c->power2_divisions, c->gc_threshold, (double)c->limit / MIB);
+	static const char *const tf[2] = {"False", "True"};
+	int k = snprintf(buf, n,
+			 "caching:%s,expandable_segments:%s,stitch:%s,tag_pools:%s,roundup_power2_divisions:%u,"
+			 "garbage_collection_threshold:%.15g,limit_mb:%.15g",
+			 tf[c->cache], tf[c->expandable], tf[c->stitch], tf[c->tag_pools], c->power2_divisions,
+			 c->gc_threshold, (double)c->limit / MIB);
 
 	if (c->max_split != UINT64_MAX && k >= 0 && (size_t)k < n)
 		k += snprintf(buf + k, n - (size_t)k, ",max_split_size_mb:%.15g", (double)c->max_split / MIB);

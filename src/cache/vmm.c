@@ -169,12 +169,12 @@ uint64_t mtc_unmap_pages(struct mt_cache *m, uint64_t want, bool keep, uint64_t 
 }
 
 int mtc_grow_plain(struct mt_cache *m, const struct mt_cache_config *c, struct pool *p, uint64_t size,
-		      uint64_t requested, struct block **out)
+		   uint64_t requested, struct block **out)
 {
-	uint64_t bytes = !c->cache	? size
-			 : p->small	? c->small_segment
+	uint64_t bytes = !c->cache				 ? size
+			 : p->small				 ? c->small_segment
 			 : c->mid_segment && size < c->min_large ? c->mid_segment
-								   : align_up(size, c->large_round);
+								 : align_up(size, c->large_round);
 	uint64_t addr;
 	struct segment *s;
 	int err;
@@ -202,7 +202,7 @@ int mtc_grow_plain(struct mt_cache *m, const struct mt_cache_config *c, struct p
 /* memtap-vmm: a new address range for the request, its pages the physical pool's (pages
  * unmapped from free space anywhere on the device when short), new ones only for the rest. */
 int mtc_grow_stitched(struct mt_cache *m, const struct mt_cache_config *c, struct pool *p, uint64_t size,
-			 uint64_t requested, uint64_t stream, struct block **out)
+		      uint64_t requested, uint64_t stream, struct block **out)
 {
 	uint64_t page = c->granule, n = (size + page - 1) / page, addr;
 	struct segment *s;
@@ -232,7 +232,7 @@ int mtc_grow_stitched(struct mt_cache *m, const struct mt_cache_config *c, struc
 /* PyTorch's expandable segments: one address range per pool, pages (2 MiB small, 20 MiB
  * large) mapped at the lowest hole where they extend a free block far enough. */
 int mtc_grow_expandable(struct mt_cache *m, const struct mt_cache_config *c, struct pool *p, uint64_t size,
-			   uint64_t requested, struct block **out)
+			uint64_t requested, struct block **out)
 {
 	uint64_t page = p->small ? c->small_segment : c->mid_segment ? c->mid_segment : c->large_round;
 	struct segment *s = p->expandable;

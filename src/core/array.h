@@ -13,8 +13,8 @@
 int mt_grow(void **arr, size_t *cap, size_t need, size_t elem);
 
 struct mt_slots {
-	size_t n, cap;   /* slots used so far (live or free), slots allocated */
-	size_t *free;    /* indices given back, cap of them at most */
+	size_t n, cap; /* slots used so far (live or free), slots allocated */
+	size_t *free;  /* indices given back, cap of them at most */
 	size_t nfree;
 };
 

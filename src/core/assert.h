@@ -13,10 +13,10 @@
 
 __attribute__((noreturn, cold)) void mt_assert_fail(const char *cond, const char *file, int line);
 
-#define MT_ASSERT_AT(level, cond)                                                 \
-	do {                                                                      \
-		if (MT_DEBUG >= (level) && __builtin_expect(!(cond), 0))          \
-			mt_assert_fail(#cond, __FILE__, __LINE__);                \
+#define MT_ASSERT_AT(level, cond)                                                                                      \
+	do {                                                                                                           \
+		if (MT_DEBUG >= (level) && __builtin_expect(!(cond), 0))                                               \
+			mt_assert_fail(#cond, __FILE__, __LINE__);                                                     \
 	} while (0)
 /* a cheap invariant */
 #define mt_assert(cond) MT_ASSERT_AT(1, cond)

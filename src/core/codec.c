@@ -14,12 +14,12 @@ const char *const mt_kind_names[MT_EV_COUNT] = {
 
 const char *const mt_drop_names[MT_DROP_COUNT] = {
 #define X(name, text, doc) text,
-	MT_DROP_REASONS(X)
+    MT_DROP_REASONS(X)
 #undef X
 };
 
-const char *const mt_tag_names[MT_TAG_COUNT] = {"none", "params", "grads", "optimizer", "activations",
-						  "temporaries", "other"};
+const char *const mt_tag_names[MT_TAG_COUNT] = {"none",	       "params",      "grads", "optimizer",
+						"activations", "temporaries", "other"};
 
 /* CRC-32C (Castagnoli): the SSE4.2 instruction where the CPU has it, else a table. */
 static uint32_t crc_table[256];
@@ -108,7 +108,6 @@ void mt_buf_u8(struct mt_buf *b, uint8_t v)
 {
 	mt_buf_bytes(b, &v, 1);
 }
-
 
 static inline uint8_t *put_varint(uint8_t *p, uint64_t v);
 static inline uint8_t *put_zigzag(uint8_t *p, int64_t v);

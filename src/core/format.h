@@ -27,16 +27,16 @@ extern const char *const mt_kind_names[MT_EV_COUNT];
 
 /* How an allocation was asked for (flags of ALLOC). */
 enum mt_api {
-	MT_API_DRIVER = 1,  /* cuMemAlloc */
-	MT_API_RUNTIME,     /* cudaMalloc */
-	MT_API_PITCH,       /* cuMemAllocPitch, cudaMallocPitch, cudaMalloc3D */
-	MT_API_ASYNC,       /* cuMemAllocAsync, cudaMallocAsync */
-	MT_API_POOL,        /* cuMemAllocFromPoolAsync, cudaMallocFromPoolAsync */
+	MT_API_DRIVER = 1, /* cuMemAlloc */
+	MT_API_RUNTIME,	   /* cudaMalloc */
+	MT_API_PITCH,	   /* cuMemAllocPitch, cudaMallocPitch, cudaMalloc3D */
+	MT_API_ASYNC,	   /* cuMemAllocAsync, cudaMallocAsync */
+	MT_API_POOL,	   /* cuMemAllocFromPoolAsync, cudaMallocFromPoolAsync */
 	MT_API_MANAGED,
 	MT_API_HOST,
 	MT_API_VMM,
-	MT_API_BLOCK,       /* a block of a caching allocator's segment (imported, memtap's allocator):
-			     * size the request, aux2 the block's rounded size (0: unknown) */
+	MT_API_BLOCK, /* a block of a caching allocator's segment (imported, memtap's allocator):
+		       * size the request, aux2 the block's rounded size (0: unknown) */
 };
 
 /* SEGMENT_ALLOC flags: pages mapped into an expandable segment, which join their
@@ -44,8 +44,16 @@ enum mt_api {
 #define MT_SEG_MAPPED 1
 
 /* Categories a user can tag memory with (memtap_tag_*). 0 is "not tagged". */
-enum mt_tag { MT_TAG_NONE, MT_TAG_PARAMS, MT_TAG_GRADS, MT_TAG_OPTIMIZER, MT_TAG_ACTIVATIONS, MT_TAG_TEMPORARIES,
-	      MT_TAG_OTHER, MT_TAG_COUNT };
+enum mt_tag {
+	MT_TAG_NONE,
+	MT_TAG_PARAMS,
+	MT_TAG_GRADS,
+	MT_TAG_OPTIMIZER,
+	MT_TAG_ACTIVATIONS,
+	MT_TAG_TEMPORARIES,
+	MT_TAG_OTHER,
+	MT_TAG_COUNT
+};
 extern const char *const mt_tag_names[MT_TAG_COUNT];
 
 #define MT_NO_DEVICE 0xff
@@ -55,15 +63,15 @@ extern const char *const mt_tag_names[MT_TAG_COUNT];
 
 struct mt_event {
 	uint8_t kind;
-	uint8_t device;  /* MT_NO_DEVICE when not known */
+	uint8_t device; /* MT_NO_DEVICE when not known */
 	uint8_t tag;
 	uint8_t flags;
 	uint32_t thread; /* index of the thread, in order of first event */
-	uint64_t time;   /* CLOCK_MONOTONIC nanoseconds */
+	uint64_t time;	 /* CLOCK_MONOTONIC nanoseconds */
 	uint64_t addr, size, aux, aux2;
-	uint32_t stack;  /* interned stack id, 0 = none */
-	uint32_t phase;  /* string id of the innermost NVTX range, 0 = none */
-	int32_t error;   /* CUresult of a failed call */
+	uint32_t stack; /* interned stack id, 0 = none */
+	uint32_t phase; /* string id of the innermost NVTX range, 0 = none */
+	int32_t error;	/* CUresult of a failed call */
 };
 
 enum mt_chunk_type {
@@ -72,22 +80,22 @@ enum mt_chunk_type {
 	MT_CHUNK_STACKS,   /* id, depth, frames */
 	MT_CHUNK_MODULES,  /* path, build id, base, size */
 	MT_CHUNK_EVENTS,   /* encoded events */
-	MT_CHUNK_END,      /* totals of a clean close */
-	MT_CHUNK_DROPS,    /* events dropped so far, by reason (written when a count changes) */
+	MT_CHUNK_END,	   /* totals of a clean close */
+	MT_CHUNK_DROPS,	   /* events dropped so far, by reason (written when a count changes) */
 };
 
 /* Why an event made in the job is not in the trace. The numbers are the file format
  * (END and DROPS chunks list the counts in this order): append, never reorder. */
-#define MT_DROP_REASONS(X)                                                                              \
-	X(RING_FULL, "ring_full", "a thread's buffer stayed full for 10 ms: the writer did not keep up")  \
-	X(MEMORY, "memory", "memtap's memory cap (max_memory) left no buffer for the thread")            \
-	X(WRITE, "write", "the trace file could not be created or written (a full disk, a size limit)") \
+#define MT_DROP_REASONS(X)                                                                                             \
+	X(RING_FULL, "ring_full", "a thread's buffer stayed full for 10 ms: the writer did not keep up")               \
+	X(MEMORY, "memory", "memtap's memory cap (max_memory) left no buffer for the thread")                          \
+	X(WRITE, "write", "the trace file could not be created or written (a full disk, a size limit)")                \
 	X(NESTED, "nested", "signal handlers nested inside memtap's recording more deeply than it holds")
 enum mt_drop {
 #define X(name, text, doc) MT_DROP_##name,
 	MT_DROP_REASONS(X)
 #undef X
-	MT_DROP_COUNT
+	    MT_DROP_COUNT
 };
 extern const char *const mt_drop_names[MT_DROP_COUNT];
 
@@ -96,7 +104,7 @@ struct mt_chunk_header {
 	uint8_t type;
 	uint8_t reserved[3];
 	uint32_t length; /* payload bytes after this header */
-	uint32_t crc;    /* CRC-32C (Castagnoli) of the payload */
+	uint32_t crc;	 /* CRC-32C (Castagnoli) of the payload */
 };
 
 uint32_t mt_crc32(uint32_t crc, const void *data, size_t len);

@@ -16,10 +16,9 @@ const char *const mt_plan_recompute_names[4] = {"none", "selective", "full", NUL
 const char *const mt_plan_offload_names[4] = {"none", "cpu", "nvme", NULL};
 const char *const mt_plan_precision_names[4] = {"fp32", "bf16", "fp16", NULL};
 const char *const mt_plan_optimizer_names[6] = {"adam", "adamw", "adam8bit", "sgd", "none", NULL};
-const enum mt_optimizer mt_plan_optimizer_values[5] = {MT_ADAM, MT_ADAM, MT_ADAM8BIT, MT_SGD_MOMENTUM,
-						       MT_NO_OPTIMIZER};
+const enum mt_optimizer mt_plan_optimizer_values[5] = {MT_ADAM, MT_ADAM, MT_ADAM8BIT, MT_SGD_MOMENTUM, MT_NO_OPTIMIZER};
 const char *const mt_plan_component_names[MT_PLAN_COMPONENTS] = {"params", "grads", "optimizer", "activations",
-									"temporaries"};
+								 "temporaries"};
 
 /* Parameters of one transformer layer: two norms, QKV with biases (K and V over the
  * query groups), the output projection and the MLP (gated: its first matrix twice as
@@ -62,7 +61,8 @@ const char *mt_plan_check(struct mt_plan_config *c)
 		return "the framework overhead cannot be negative";
 	if (c->layers) {
 		if (!c->hidden || !c->heads || !c->vocab || !c->seq || !c->micro_batch)
-			return "an architecture needs --hidden, --heads, --vocab, --seq and --micro-batch besides --layers";
+			return "an architecture needs --hidden, --heads, --vocab, --seq and --micro-batch besides "
+			       "--layers";
 		if (!c->ffn)
 			c->ffn = 4 * c->hidden;
 		if (!c->query_groups)
@@ -173,8 +173,7 @@ static const char *const moment_names[MOMENTS] = {"backward start", "backward of
 						  "backward of the first layer", "optimizer step"};
 
 /* Each moment's components, unscaled. */
-static void moments(const struct mt_plan_config *c, double m[MOMENTS][MT_PLAN_COMPONENTS], double *cpu,
-		    double *nvme)
+static void moments(const struct mt_plan_config *c, double m[MOMENTS][MT_PLAN_COMPONENTS], double *cpu, double *nvme)
 {
 	uint64_t gpus = c->nodes * c->gpus_per_node, mp = c->tp * c->pp, dp = gpus / mp;
 	double e = value_bytes(c), p = (double)c->params, t = (double)c->tp;
@@ -212,7 +211,7 @@ static void moments(const struct mt_plan_config *c, double m[MOMENTS][MT_PLAN_CO
 	/* the first pipeline stage keeps its micro-batches in flight of layers/pp layers: all
 	 * layers' worth, and the embedding output of each micro-batch */
 	acts = m[AT_LAST_LAYER][MT_PLAN_ACTIVATIONS] =
-		flight * ((double)c->layers * mt_plan_layer_activations(c) + (double)c->pp * emb);
+	    flight * ((double)c->layers * mt_plan_layer_activations(c) + (double)c->pp * emb);
 	if (c->pp == 1) {
 		/* final norm and output layer inputs, fp32 logits */
 		acts += 2 * emb + 4 * sb * v / t;
@@ -244,7 +243,8 @@ void mt_plan_compute(const struct mt_plan_config *c, const struct mt_plan_scale 
 	double m[MOMENTS][MT_PLAN_COMPONENTS] = {{0}};
 	int last = c->layers ? MOMENTS : AT_OPTIMIZER + 1, first = c->layers ? 0 : AT_OPTIMIZER;
 
-	*out = (struct mt_plan){.dp = c->nodes * c->gpus_per_node / (c->tp * c->pp), .total = -1,
+	*out = (struct mt_plan){.dp = c->nodes * c->gpus_per_node / (c->tp * c->pp),
+				.total = -1,
 				.framework = c->overhead + (s ? s->other : 0)};
 	moments(c, m, &out->cpu, &out->nvme);
 	/* the peak is where backward begins (every activation alive), in the backward of the
@@ -297,9 +297,8 @@ void mt_plan_deepspeed_zero2(double params, uint64_t gpus_per_node, uint64_t nod
 	*gpu = floor(*gpu);
 }
 
-void mt_plan_deepspeed_zero3(double params, double largest, uint64_t gpus_per_node, uint64_t nodes,
-			     bool cpu_offload, bool cpu_offload_params, bool zero_init, double buffer_factor,
-			     double *cpu, double *gpu)
+void mt_plan_deepspeed_zero3(double params, double largest, uint64_t gpus_per_node, uint64_t nodes, bool cpu_offload,
+			     bool cpu_offload_params, bool zero_init, double buffer_factor, double *cpu, double *gpu)
 {
 	double total_gpus = (double)(nodes * gpus_per_node), gpus_factor = 1 / (double)nodes;
 	double largest_memory = 4 * largest;
@@ -356,10 +355,10 @@ void mt_plan_describe(const struct mt_plan_config *c, char *buf, size_t len)
 		snprintf(batch, sizeof batch, ", micro-batch %llu, recompute %s", (unsigned long long)c->micro_batch,
 			 mt_plan_recompute_names[c->recompute]);
 	snprintf(buf, len, "%s, %s, ZeRO-%d, %llu GPUs (dp %llu x tp %llu x pp %llu%s)%s%s%s",
-		 c->precision == MT_FP32 ? "fp32" : "16-bit with fp32 master weights", optimizers[c->optimizer], c->zero,
-		 (unsigned long long)gpus, (unsigned long long)(gpus / (c->tp * c->pp)), (unsigned long long)c->tp,
-		 (unsigned long long)c->pp, c->sp ? ", sp" : "", batch, c->offload_optimizer ? ", optimizer offloaded" : "",
-		 c->offload_params ? ", params offloaded" : "");
+		 c->precision == MT_FP32 ? "fp32" : "16-bit with fp32 master weights", optimizers[c->optimizer],
+		 c->zero, (unsigned long long)gpus, (unsigned long long)(gpus / (c->tp * c->pp)),
+		 (unsigned long long)c->tp, (unsigned long long)c->pp, c->sp ? ", sp" : "", batch,
+		 c->offload_optimizer ? ", optimizer offloaded" : "", c->offload_params ? ", params offloaded" : "");
 }
 
 /* Megatron's sums, in its order of operations so the rounding is the same. */

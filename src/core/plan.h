@@ -15,8 +15,14 @@ enum mt_precision { MT_FP32, MT_MIXED16 }; /* MT_MIXED16: bf16/fp16 values, fp32
 enum mt_optimizer { MT_ADAM, MT_ADAM8BIT, MT_SGD_MOMENTUM, MT_NO_OPTIMIZER };
 enum mt_recompute { MT_RECOMPUTE_NONE, MT_RECOMPUTE_SELECTIVE, MT_RECOMPUTE_FULL };
 enum mt_offload { MT_OFFLOAD_NONE, MT_OFFLOAD_CPU, MT_OFFLOAD_NVME };
-enum mt_component { MT_PLAN_PARAMS, MT_PLAN_GRADS, MT_PLAN_OPTIMIZER, MT_PLAN_ACTIVATIONS, MT_PLAN_TEMPORARIES,
-		    MT_PLAN_COMPONENTS };
+enum mt_component {
+	MT_PLAN_PARAMS,
+	MT_PLAN_GRADS,
+	MT_PLAN_OPTIMIZER,
+	MT_PLAN_ACTIVATIONS,
+	MT_PLAN_TEMPORARIES,
+	MT_PLAN_COMPONENTS
+};
 extern const char *const mt_plan_component_names[MT_PLAN_COMPONENTS];
 /* The names options take, NULL-terminated: recompute and offload names are their enums'
  * values; precision "fp32" is MT_FP32, the others MT_MIXED16; optimizer names map
@@ -30,20 +36,20 @@ extern const enum mt_optimizer mt_plan_optimizer_values[5];
 struct mt_plan_config {
 	/* the model: an architecture (layers > 0), or parameter counts alone */
 	uint64_t layers, hidden, heads, query_groups, ffn, vocab, seq, micro_batch;
-	bool untied;                  /* a separate output layer instead of the tied embedding */
-	bool swiglu, rmsnorm;         /* gated MLP (three h x ffn matrices); RMSNorm (no bias) */
+	bool untied;			/* a separate output layer instead of the tied embedding */
+	bool swiglu, rmsnorm;		/* gated MLP (three h x ffn matrices); RMSNorm (no bias) */
 	uint64_t params, largest_layer; /* 0: from the architecture */
 	/* the training setup */
 	enum mt_precision precision;
 	enum mt_optimizer optimizer;
 	enum mt_recompute recompute;
-	int zero;                     /* ZeRO stage 0-3 */
+	int zero; /* ZeRO stage 0-3 */
 	uint64_t nodes, gpus_per_node;
-	uint64_t tp, pp, vpp;         /* tensor-, pipeline-parallel sizes, virtual stages */
-	uint64_t micro_batches;       /* per step (gradient accumulation); 0: enough to fill the pipeline */
-	bool sp;                      /* sequence parallelism (with tp) */
+	uint64_t tp, pp, vpp;	/* tensor-, pipeline-parallel sizes, virtual stages */
+	uint64_t micro_batches; /* per step (gradient accumulation); 0: enough to fill the pipeline */
+	bool sp;		/* sequence parallelism (with tp) */
 	enum mt_offload offload_optimizer, offload_params;
-	double overhead;              /* framework bytes per GPU: CUDA context, library workspaces */
+	double overhead; /* framework bytes per GPU: CUDA context, library workspaces */
 };
 
 /* What a measured run teaches the model: each component's measured bytes over the
@@ -63,8 +69,16 @@ struct mt_plan {
 
 /* The options that describe a model and a setup (plan_options.def), each setting the
  * struct mt_plan_config field of its name. */
-enum mt_plan_kind { MT_PLAN_OPT_COUNT, MT_PLAN_OPT_FLAG, MT_PLAN_OPT_SIZE, MT_PLAN_OPT_ZERO, MT_PLAN_OPT_PRECISION,
-		    MT_PLAN_OPT_OPTIMIZER, MT_PLAN_OPT_RECOMPUTE, MT_PLAN_OPT_OFFLOAD };
+enum mt_plan_kind {
+	MT_PLAN_OPT_COUNT,
+	MT_PLAN_OPT_FLAG,
+	MT_PLAN_OPT_SIZE,
+	MT_PLAN_OPT_ZERO,
+	MT_PLAN_OPT_PRECISION,
+	MT_PLAN_OPT_OPTIMIZER,
+	MT_PLAN_OPT_RECOMPUTE,
+	MT_PLAN_OPT_OFFLOAD
+};
 struct mt_plan_option {
 	const char *name; /* the field's name: --name with '-' for '_' on the command line */
 	enum mt_plan_kind kind;
@@ -76,8 +90,8 @@ extern const struct mt_plan_option mt_plan_options[]; /* ends with a NULL name *
 const struct mt_plan_option *mt_plan_option(const char *name);
 /* Sets o's field from its text ("4096", "2851M", "bf16", "true"); NULL, or a line saying
  * why not (in why), naming the option as `shown`. */
-const char *mt_plan_set(struct mt_plan_config *c, const struct mt_plan_option *o, const char *text,
-			const char *shown, char *why, size_t n);
+const char *mt_plan_set(struct mt_plan_config *c, const struct mt_plan_option *o, const char *text, const char *shown,
+			char *why, size_t n);
 const char *mt_plan_kind_what(enum mt_plan_kind kind); /* "a whole non-negative count", ... */
 
 /* Fills what the architecture implies (params, largest layer, query groups, ffn).
@@ -102,9 +116,8 @@ double mt_plan_layer_activations(const struct mt_plan_config *c);
 /* DeepSpeed's estimate_zero2/zero3_model_states_mem_needs (cpu and gpu bytes), exactly. */
 void mt_plan_deepspeed_zero2(double params, uint64_t gpus_per_node, uint64_t nodes, bool cpu_offload,
 			     double buffer_factor, double *cpu, double *gpu);
-void mt_plan_deepspeed_zero3(double params, double largest, uint64_t gpus_per_node, uint64_t nodes,
-			     bool cpu_offload, bool cpu_offload_params, bool zero_init, double buffer_factor,
-			     double *cpu, double *gpu);
+void mt_plan_deepspeed_zero3(double params, double largest, uint64_t gpus_per_node, uint64_t nodes, bool cpu_offload,
+			     bool cpu_offload_params, bool zero_init, double buffer_factor, double *cpu, double *gpu);
 /* Megatron-LM's theoretical_memory_usage.py (dense GPT, no MoE/MTP/MLA): weight and
  * optimizer bytes and activation bytes, with its padded vocabulary; ZeRO >= 1 stands for
  * its distributed optimizer. */

@@ -13,7 +13,7 @@ const struct mt_plan_option mt_plan_options[] = {
 #define PLAN_OPT(name, kind, help) {#name, MT_PLAN_OPT_##kind, offsetof(struct mt_plan_config, name), help},
 #include "core/plan_options.def"
 #undef PLAN_OPT
-	{NULL, 0, 0, NULL}};
+    {NULL, 0, 0, NULL}};
 
 const struct mt_plan_option *mt_plan_option(const char *name)
 {
@@ -34,10 +34,24 @@ static bool count(const char *text, uint64_t *out)
 	double v = strtod(text, &end);
 
 	switch (*end) {
-	case 'k': case 'K': v *= 1e3; end++; break;
-	case 'M': v *= 1e6; end++; break;
-	case 'B': case 'G': v *= 1e9; end++; break;
-	case 'T': v *= 1e12; end++; break;
+	case 'k':
+	case 'K':
+		v *= 1e3;
+		end++;
+		break;
+	case 'M':
+		v *= 1e6;
+		end++;
+		break;
+	case 'B':
+	case 'G':
+		v *= 1e9;
+		end++;
+		break;
+	case 'T':
+		v *= 1e12;
+		end++;
+		break;
 	}
 	if (end == text || *end || !(v >= 0) || v > 1e18 || v != floor(v))
 		return false;
@@ -53,8 +67,8 @@ static int pick(const char *text, const char *const *names)
 	return -1;
 }
 
-const char *mt_plan_set(struct mt_plan_config *c, const struct mt_plan_option *o, const char *text,
-			const char *shown, char *why, size_t n)
+const char *mt_plan_set(struct mt_plan_config *c, const struct mt_plan_option *o, const char *text, const char *shown,
+			char *why, size_t n)
 {
 	void *field = (char *)c + o->offset;
 	uint64_t v;
@@ -110,14 +124,22 @@ bad:
 const char *mt_plan_kind_what(enum mt_plan_kind kind)
 {
 	switch (kind) {
-	case MT_PLAN_OPT_COUNT: return "a whole non-negative count";
-	case MT_PLAN_OPT_FLAG: return "true or false";
-	case MT_PLAN_OPT_SIZE: return "a size such as 1GiB";
-	case MT_PLAN_OPT_ZERO: return "a stage from 0 to 3";
-	case MT_PLAN_OPT_PRECISION: return "fp32, bf16 or fp16";
-	case MT_PLAN_OPT_OPTIMIZER: return "adam, adamw, adam8bit, sgd or none";
-	case MT_PLAN_OPT_RECOMPUTE: return "none, selective or full";
-	case MT_PLAN_OPT_OFFLOAD: return "none, cpu or nvme";
+	case MT_PLAN_OPT_COUNT:
+		return "a whole non-negative count";
+	case MT_PLAN_OPT_FLAG:
+		return "true or false";
+	case MT_PLAN_OPT_SIZE:
+		return "a size such as 1GiB";
+	case MT_PLAN_OPT_ZERO:
+		return "a stage from 0 to 3";
+	case MT_PLAN_OPT_PRECISION:
+		return "fp32, bf16 or fp16";
+	case MT_PLAN_OPT_OPTIMIZER:
+		return "adam, adamw, adam8bit, sgd or none";
+	case MT_PLAN_OPT_RECOMPUTE:
+		return "none, selective or full";
+	case MT_PLAN_OPT_OFFLOAD:
+		return "none, cpu or nvme";
 	}
 	return "?";
 }

@@ -106,8 +106,16 @@ static void made(struct mt_replay *r, const struct mt_event *e, uint8_t kind)
 	l = new_live(r, &i);
 	if (!l)
 		return;
-	*l = (struct mt_live){.addr = e->addr, .size = e->size, .time = e->time, .event = r->index, .stack = e->stack,
-			      .phase = e->phase, .device = e->device, .kind = kind, .tag = e->tag, .in_use = true};
+	*l = (struct mt_live){.addr = e->addr,
+			      .size = e->size,
+			      .time = e->time,
+			      .event = r->index,
+			      .stack = e->stack,
+			      .phase = e->phase,
+			      .device = e->device,
+			      .kind = kind,
+			      .tag = e->tag,
+			      .in_use = true};
 	mt_map_put(&r->by_addr, e->addr, i + 1);
 	r->allocs++;
 	account(r, l, 1, e);
@@ -175,19 +183,35 @@ void mt_replay_apply(struct mt_replay *r, const struct mt_event *e)
 		return;
 	}
 	switch (e->kind) {
-	case MT_EV_ALLOC: made(r, e, MT_LIVE_DEVICE); break;
-	case MT_EV_MANAGED_ALLOC: made(r, e, MT_LIVE_MANAGED); break;
-	case MT_EV_HOST_ALLOC: made(r, e, MT_LIVE_HOST); break;
+	case MT_EV_ALLOC:
+		made(r, e, MT_LIVE_DEVICE);
+		break;
+	case MT_EV_MANAGED_ALLOC:
+		made(r, e, MT_LIVE_MANAGED);
+		break;
+	case MT_EV_HOST_ALLOC:
+		made(r, e, MT_LIVE_HOST);
+		break;
 	case MT_EV_FREE:
-	case MT_EV_HOST_FREE: gone(r, e); break;
+	case MT_EV_HOST_FREE:
+		gone(r, e);
+		break;
 	case MT_EV_VMM_CREATE: {
 		size_t k;
 		struct mt_live *l = new_live(r, &k);
 		if (!l)
 			break;
-		*l = (struct mt_live){.size = e->size, .time = e->time, .event = r->index, .stack = e->stack,
-				      .phase = e->phase, .device = e->device, .kind = MT_LIVE_VMM, .tag = e->tag,
-				      .in_use = true, .handle = e->aux, .refs = 1};
+		*l = (struct mt_live){.size = e->size,
+				      .time = e->time,
+				      .event = r->index,
+				      .stack = e->stack,
+				      .phase = e->phase,
+				      .device = e->device,
+				      .kind = MT_LIVE_VMM,
+				      .tag = e->tag,
+				      .in_use = true,
+				      .handle = e->aux,
+				      .refs = 1};
 		mt_map_put(&r->by_handle, e->aux, k + 1);
 		r->allocs++;
 		account(r, l, 1, e);
@@ -208,7 +232,9 @@ void mt_replay_apply(struct mt_replay *r, const struct mt_event *e)
 			mt_ordered_add(&r->mapped, e->addr);
 		}
 		break;
-	case MT_EV_VMM_UNMAP: unmap(r, e); break;
+	case MT_EV_VMM_UNMAP:
+		unmap(r, e);
+		break;
 	case MT_EV_VMM_RELEASE:
 		if (mt_map_get(&r->by_handle, e->aux, &i) && !r->live[i - 1].released) {
 			r->live[i - 1].released = true;

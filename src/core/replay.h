@@ -19,7 +19,7 @@ extern const char *const mt_live_kind_names[MT_LIVE_KINDS];
 
 struct mt_live {
 	uint64_t addr, size, time;
-	size_t event;      /* index of the event that made it */
+	size_t event; /* index of the event that made it */
 	uint32_t stack, phase;
 	uint8_t device, kind, tag;
 	bool in_use;
@@ -32,26 +32,26 @@ struct mt_live {
 struct mt_device_state {
 	uint64_t current, peak, peak_time;
 	uint64_t reserved, reserved_at_peak; /* a caching allocator's segments, when the trace has them */
-	size_t peak_event;  /* index of the event that made the peak */
+	size_t peak_event;		     /* index of the event that made the peak */
 	bool seen;
 	uint64_t capacity;
-	uint32_t name;      /* string id */
+	uint32_t name; /* string id */
 };
 
 struct mt_replay {
-	struct mt_live *live;    /* live[0 .. slots.n), those in_use alive */
+	struct mt_live *live; /* live[0 .. slots.n), those in_use alive */
 	struct mt_slots slots;
-	struct mt_map by_addr;   /* device, managed, host allocations: address -> index + 1 */
+	struct mt_map by_addr;	 /* device, managed, host allocations: address -> index + 1 */
 	struct mt_map by_handle; /* VMM handle -> index + 1 */
-	struct mt_map mappings;  /* mapped address -> size << 0 (handle kept in a parallel map) */
+	struct mt_map mappings;	 /* mapped address -> size << 0 (handle kept in a parallel map) */
 	struct mt_map map_handle;
 	struct mt_ordered mapped; /* the mapped addresses in order: an unmap finds those in its range */
 	struct mt_device_state dev[MT_MAX_DEVICES];
 	uint64_t managed, host, host_peak;
 	uint64_t allocs, frees, failed, unmatched_frees;
-	size_t index;            /* events applied so far */
-	bool track;              /* note `touched` (the leak scan follows it; the policy engine does not) */
-	size_t *touched;         /* live slots the last event made, dropped or re-attributed */
+	size_t index;	 /* events applied so far */
+	bool track;	 /* note `touched` (the leak scan follows it; the policy engine does not) */
+	size_t *touched; /* live slots the last event made, dropped or re-attributed */
 	size_t ntouched, cap_touched;
 };
 

@@ -13,14 +13,24 @@ struct suffix {
 };
 
 static const struct suffix suffixes[] = {
-	{"", 1},
-	{"B", 1},
-	{"K", 1ull << 10}, {"Ki", 1ull << 10}, {"KiB", 1ull << 10},
-	{"M", 1ull << 20}, {"Mi", 1ull << 20}, {"MiB", 1ull << 20},
-	{"G", 1ull << 30}, {"Gi", 1ull << 30}, {"GiB", 1ull << 30},
-	{"T", 1ull << 40}, {"Ti", 1ull << 40}, {"TiB", 1ull << 40},
-	{"KB", 1000ull}, {"MB", 1000000ull}, {"GB", 1000000000ull},
-	{"TB", 1000000000000ull},
+    {"", 1},
+    {"B", 1},
+    {"K", 1ull << 10},
+    {"Ki", 1ull << 10},
+    {"KiB", 1ull << 10},
+    {"M", 1ull << 20},
+    {"Mi", 1ull << 20},
+    {"MiB", 1ull << 20},
+    {"G", 1ull << 30},
+    {"Gi", 1ull << 30},
+    {"GiB", 1ull << 30},
+    {"T", 1ull << 40},
+    {"Ti", 1ull << 40},
+    {"TiB", 1ull << 40},
+    {"KB", 1000ull},
+    {"MB", 1000000ull},
+    {"GB", 1000000000ull},
+    {"TB", 1000000000000ull},
 };
 
 static int scale_of(const char *s, uint64_t *scale)

@@ -57,50 +57,56 @@ static void on_exit_(CUpti_CallbackId cbid, const void *params, CUresult r)
 	switch (cbid) {
 	case CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2: {
 		const cuMemAlloc_v2_params *p = params;
-		mtp_hook_outcome(0, r, MT_EV_ALLOC, MT_API_DRIVER, mtp_driver_device(), r ? 0 : *p->dptr, p->bytesize, 0, 0);
+		mtp_hook_outcome(0, r, MT_EV_ALLOC, MT_API_DRIVER, mtp_driver_device(), r ? 0 : *p->dptr, p->bytesize,
+				 0, 0);
 		break;
 	}
 	case CUPTI_DRIVER_TRACE_CBID_cuMemAllocPitch_v2: {
 		const cuMemAllocPitch_v2_params *p = params;
 		mtp_hook_outcome(0, r, MT_EV_ALLOC, MT_API_PITCH, mtp_driver_device(), r ? 0 : *p->dptr,
-		     r ? p->WidthInBytes * p->Height : *p->pPitch * p->Height, 0, 0);
+				 r ? p->WidthInBytes * p->Height : *p->pPitch * p->Height, 0, 0);
 		break;
 	}
 	case CUPTI_DRIVER_TRACE_CBID_cuMemAllocManaged: {
 		const cuMemAllocManaged_params *p = params;
-		mtp_hook_outcome(0, r, MT_EV_MANAGED_ALLOC, MT_API_MANAGED, mtp_driver_device(), r ? 0 : *p->dptr, p->bytesize, p->flags,
-		     0);
+		mtp_hook_outcome(0, r, MT_EV_MANAGED_ALLOC, MT_API_MANAGED, mtp_driver_device(), r ? 0 : *p->dptr,
+				 p->bytesize, p->flags, 0);
 		break;
 	}
 	case CUPTI_DRIVER_TRACE_CBID_cuMemHostAlloc: {
 		const cuMemHostAlloc_params *p = params;
-		mtp_hook_outcome(0, r, MT_EV_HOST_ALLOC, MT_API_HOST, MT_NO_DEVICE, r ? 0 : (uintptr_t)*p->pp, p->bytesize, p->Flags, 0);
+		mtp_hook_outcome(0, r, MT_EV_HOST_ALLOC, MT_API_HOST, MT_NO_DEVICE, r ? 0 : (uintptr_t)*p->pp,
+				 p->bytesize, p->Flags, 0);
 		break;
 	}
 	case CUPTI_DRIVER_TRACE_CBID_cuMemAllocHost_v2: {
 		const cuMemAllocHost_v2_params *p = params;
-		mtp_hook_outcome(0, r, MT_EV_HOST_ALLOC, MT_API_HOST, MT_NO_DEVICE, r ? 0 : (uintptr_t)*p->pp, p->bytesize, 0, 0);
+		mtp_hook_outcome(0, r, MT_EV_HOST_ALLOC, MT_API_HOST, MT_NO_DEVICE, r ? 0 : (uintptr_t)*p->pp,
+				 p->bytesize, 0, 0);
 		break;
 	}
 	case CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync:
 	case CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync_ptsz: {
 		const cuMemAllocAsync_params *p = params;
 		mtp_hook_outcome(0, r, MT_EV_ALLOC, MT_API_ASYNC, mtp_driver_device(), r ? 0 : *p->dptr, p->bytesize,
-		     (uintptr_t)p->hStream, 0);
+				 (uintptr_t)p->hStream, 0);
 		break;
 	}
 	case CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync:
 	case CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync_ptsz: {
 		const cuMemAllocFromPoolAsync_params *p = params;
 		mtp_hook_outcome(0, r, MT_EV_ALLOC, MT_API_POOL, mtp_driver_device(), r ? 0 : *p->dptr, p->bytesize,
-		     (uintptr_t)p->hStream, (uintptr_t)p->pool);
+				 (uintptr_t)p->hStream, (uintptr_t)p->pool);
 		break;
 	}
 	case CUPTI_DRIVER_TRACE_CBID_cuMemCreate: {
 		const cuMemCreate_params *p = params;
 		dev = mtp_location_device(p->prop ? &p->prop->location : NULL);
 		if (r == CUDA_SUCCESS) {
-			struct mt_event e = {.kind = MT_EV_VMM_CREATE, .device = dev, .size = p->size, .aux = *p->handle,
+			struct mt_event e = {.kind = MT_EV_VMM_CREATE,
+					     .device = dev,
+					     .size = p->size,
+					     .aux = *p->handle,
 					     .flags = p->prop ? (uint8_t)p->prop->location.type : 0};
 			mtp_record(&e, true);
 		} else {
@@ -110,8 +116,13 @@ static void on_exit_(CUpti_CallbackId cbid, const void *params, CUresult r)
 	}
 	case CUPTI_DRIVER_TRACE_CBID_cuMemMap: {
 		const cuMemMap_params *p = params;
-		struct mt_event e = {.kind = MT_EV_VMM_MAP, .device = MT_NO_DEVICE, .addr = p->ptr, .size = p->size,
-				     .aux = p->handle, .aux2 = p->offset, .error = r};
+		struct mt_event e = {.kind = MT_EV_VMM_MAP,
+				     .device = MT_NO_DEVICE,
+				     .addr = p->ptr,
+				     .size = p->size,
+				     .aux = p->handle,
+				     .aux2 = p->offset,
+				     .error = r};
 		mtp_record(&e, r == CUDA_SUCCESS);
 		break;
 	}
@@ -124,8 +135,10 @@ static void on_exit_(CUpti_CallbackId cbid, const void *params, CUresult r)
 	case CUPTI_DRIVER_TRACE_CBID_cuMemPoolCreate: {
 		const cuMemPoolCreate_params *p = params;
 		if (r == CUDA_SUCCESS) {
-			struct mt_event e = {.kind = MT_EV_POOL_CREATE, .aux = (uintptr_t)*p->pool,
-					     .device = mtp_location_device(p->poolProps ? &p->poolProps->location : NULL)};
+			struct mt_event e = {.kind = MT_EV_POOL_CREATE,
+					     .aux = (uintptr_t)*p->pool,
+					     .device =
+						 mtp_location_device(p->poolProps ? &p->poolProps->location : NULL)};
 			mtp_record(&e, true);
 		}
 		break;
@@ -139,8 +152,10 @@ static void on_exit_(CUpti_CallbackId cbid, const void *params, CUresult r)
 	case CUPTI_DRIVER_TRACE_CBID_cuMemGetInfo_v2: {
 		const cuMemGetInfo_v2_params *p = params;
 		if (r == CUDA_SUCCESS) {
-			struct mt_event e = {.kind = MT_EV_MEMINFO, .device = mtp_driver_device(),
-					     .aux = p->free ? *p->free : 0, .aux2 = p->total ? *p->total : 0};
+			struct mt_event e = {.kind = MT_EV_MEMINFO,
+					     .device = mtp_driver_device(),
+					     .aux = p->free ? *p->free : 0,
+					     .aux2 = p->total ? *p->total : 0};
 			mtp_record(&e, false);
 		}
 		break;
@@ -153,7 +168,8 @@ static void on_exit_(CUpti_CallbackId cbid, const void *params, CUresult r)
 	case CUPTI_DRIVER_TRACE_CBID_cuMemUnmap:
 	case CUPTI_DRIVER_TRACE_CBID_cuMemAddressFree:
 		/* the release recorded on entry did not happen */
-		mtp_hook_release_failed(r, cbid == CUPTI_DRIVER_TRACE_CBID_cuMemFreeHost ? MT_EV_HOST_FREE : MT_EV_FREE, 0);
+		mtp_hook_release_failed(r, cbid == CUPTI_DRIVER_TRACE_CBID_cuMemFreeHost ? MT_EV_HOST_FREE : MT_EV_FREE,
+					0);
 		break;
 	default:
 		break;
@@ -161,22 +177,33 @@ static void on_exit_(CUpti_CallbackId cbid, const void *params, CUresult r)
 }
 
 const CUpti_CallbackId mtp_cupti_ids[] = {
-	CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2, CUPTI_DRIVER_TRACE_CBID_cuMemAllocPitch_v2,
-	CUPTI_DRIVER_TRACE_CBID_cuMemFree_v2, CUPTI_DRIVER_TRACE_CBID_cuMemGetInfo_v2,
-	CUPTI_DRIVER_TRACE_CBID_cuMemAllocManaged, CUPTI_DRIVER_TRACE_CBID_cuMemHostAlloc,
-	CUPTI_DRIVER_TRACE_CBID_cuMemAllocHost_v2, CUPTI_DRIVER_TRACE_CBID_cuMemFreeHost,
-	CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync, CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync_ptsz,
-	CUPTI_DRIVER_TRACE_CBID_cuMemFreeAsync, CUPTI_DRIVER_TRACE_CBID_cuMemFreeAsync_ptsz,
-	CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync, CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync_ptsz,
-	CUPTI_DRIVER_TRACE_CBID_cuMemCreate, CUPTI_DRIVER_TRACE_CBID_cuMemRelease, CUPTI_DRIVER_TRACE_CBID_cuMemMap,
-	CUPTI_DRIVER_TRACE_CBID_cuMemUnmap, CUPTI_DRIVER_TRACE_CBID_cuMemAddressReserve,
-	CUPTI_DRIVER_TRACE_CBID_cuMemAddressFree, CUPTI_DRIVER_TRACE_CBID_cuMemPoolCreate,
-	CUPTI_DRIVER_TRACE_CBID_cuMemPoolDestroy, CUPTI_DRIVER_TRACE_CBID_cuMemPoolTrimTo,
+    CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2,
+    CUPTI_DRIVER_TRACE_CBID_cuMemAllocPitch_v2,
+    CUPTI_DRIVER_TRACE_CBID_cuMemFree_v2,
+    CUPTI_DRIVER_TRACE_CBID_cuMemGetInfo_v2,
+    CUPTI_DRIVER_TRACE_CBID_cuMemAllocManaged,
+    CUPTI_DRIVER_TRACE_CBID_cuMemHostAlloc,
+    CUPTI_DRIVER_TRACE_CBID_cuMemAllocHost_v2,
+    CUPTI_DRIVER_TRACE_CBID_cuMemFreeHost,
+    CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync,
+    CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync_ptsz,
+    CUPTI_DRIVER_TRACE_CBID_cuMemFreeAsync,
+    CUPTI_DRIVER_TRACE_CBID_cuMemFreeAsync_ptsz,
+    CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync,
+    CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync_ptsz,
+    CUPTI_DRIVER_TRACE_CBID_cuMemCreate,
+    CUPTI_DRIVER_TRACE_CBID_cuMemRelease,
+    CUPTI_DRIVER_TRACE_CBID_cuMemMap,
+    CUPTI_DRIVER_TRACE_CBID_cuMemUnmap,
+    CUPTI_DRIVER_TRACE_CBID_cuMemAddressReserve,
+    CUPTI_DRIVER_TRACE_CBID_cuMemAddressFree,
+    CUPTI_DRIVER_TRACE_CBID_cuMemPoolCreate,
+    CUPTI_DRIVER_TRACE_CBID_cuMemPoolDestroy,
+    CUPTI_DRIVER_TRACE_CBID_cuMemPoolTrimTo,
 };
 const size_t mtp_cupti_nids = sizeof mtp_cupti_ids / sizeof mtp_cupti_ids[0];
 
-void CUPTIAPI mtp_cupti_callback(void *userdata, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
-				 const void *data)
+void CUPTIAPI mtp_cupti_callback(void *userdata, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void *data)
 {
 	const CUpti_CallbackData *cd = data;
 

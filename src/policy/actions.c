@@ -21,8 +21,8 @@
 #include "core/units.h"
 
 #define EVENT_META "memtap.event"
-#define FILE_COST 10000 /* instructions an action that opens and writes a file is charged */
-#define LINE_COST 1000  /* a line said, a mark recorded */
+#define FILE_COST 10000	 /* instructions an action that opens and writes a file is charged */
+#define LINE_COST 1000	 /* a line said, a mark recorded */
 #define NOT_REGULAR (-1) /* open_under: the path names something other than a regular file */
 
 static void set_int(lua_State *L, const char *k, uint64_t v)
@@ -139,7 +139,8 @@ void mt_pol_push_event(lua_State *L, const struct mt_pol_event *ev)
 	set_str(L, "kind", ev->kind);
 	set_memory(L, ev->device, ev->free, ev->total);
 	if (ev->device < 0)
-		lua_pushnil(L), lua_setfield(L, -2, "device"); /* not about one device: the numbers are the first one's */
+		lua_pushnil(L),
+		    lua_setfield(L, -2, "device"); /* not about one device: the numbers are the first one's */
 	if (ev->size)
 		set_int(L, "size", ev->size);
 	lua_pushnumber(L, ev->time > host->start_ns ? (double)(ev->time - host->start_ns) / 1e9 : 0.0);
@@ -183,8 +184,9 @@ static const char *path_arg(lua_State *L, int i, const char *dflt, char *rel, si
 			continue;
 		}
 		p++;
-		k += (size_t)(*p == '%' ? snprintf(rel + k, len - k, "%%")
-				 : snprintf(rel + k, len - k, "%u", *p == 'p' ? (unsigned)getpid() : ++sequence));
+		k +=
+		    (size_t)(*p == '%' ? snprintf(rel + k, len - k, "%%")
+				       : snprintf(rel + k, len - k, "%u", *p == 'p' ? (unsigned)getpid() : ++sequence));
 	}
 	rel[k] = '\0';
 	if (!k || rel[k - 1] == '/')
@@ -242,7 +244,8 @@ static int fail(lua_State *L, const char *what, int err)
 {
 	lua_pushnil(L);
 	if (err == NOT_REGULAR)
-		lua_pushfstring(L, "%s/%s: not a regular file; policies write only regular files", mt_pol.host->dir, what);
+		lua_pushfstring(L, "%s/%s: not a regular file; policies write only regular files", mt_pol.host->dir,
+				what);
 	else if (err == -ELOOP || err == -ENOTDIR)
 		lua_pushfstring(L, "%s/%s: a symbolic link on the way (not followed) or not a folder", mt_pol.host->dir,
 				what);
@@ -359,7 +362,8 @@ static int allocator(lua_State *L)
 				luaL_argcheck(L, lua_isinteger(L, -1) && device >= 0 && device < MT_NO_DEVICE, 1,
 					      "device: a device number");
 			} else if (strcmp(k, "policy") == 0) {
-				luaL_argcheck(L, lua_type(L, -1) == LUA_TSTRING, 1, "policy: a name such as \"memtap-vmm\"");
+				luaL_argcheck(L, lua_type(L, -1) == LUA_TSTRING, 1,
+					      "policy: a name such as \"memtap-vmm\"");
 				policy = lua_tostring(L, -1);
 			} else if (n < sizeof conf) {
 				char num[32];
@@ -679,13 +683,24 @@ static int devices(lua_State *L)
 
 int mt_pol_open_module(lua_State *L)
 {
-	static const luaL_Reg fns[] = {
-		{"snapshot", snapshot}, {"capture_start", capture_start}, {"capture_stop", capture_stop},
-		{"set_cap", set_cap},   {"stats", stats},                 {"top", top},
-		{"log", log_},          {"mark", mark},                   {"append", append},
-		{"json", json},         {"format_size", format_size},     {"devices", devices},
-		{"composition", composition}, {"parse_size", parse_size}, {"plan", mt_lua_plan},
-		{"allocator", allocator}, {"allocator_stats", allocator_stats}, {NULL, NULL}};
+	static const luaL_Reg fns[] = {{"snapshot", snapshot},
+				       {"capture_start", capture_start},
+				       {"capture_stop", capture_stop},
+				       {"set_cap", set_cap},
+				       {"stats", stats},
+				       {"top", top},
+				       {"log", log_},
+				       {"mark", mark},
+				       {"append", append},
+				       {"json", json},
+				       {"format_size", format_size},
+				       {"devices", devices},
+				       {"composition", composition},
+				       {"parse_size", parse_size},
+				       {"plan", mt_lua_plan},
+				       {"allocator", allocator},
+				       {"allocator_stats", allocator_stats},
+				       {NULL, NULL}};
 
 	luaL_newmetatable(L, EVENT_META);
 	lua_pushcfunction(L, lazy_stack);

@@ -32,18 +32,18 @@
 #include "core/array.h"
 #include "core/units.h"
 
-#define HOOK_STEP 1000               /* instructions between budget checks */
-#define POLICY_NICE 10               /* the policy thread's nice value */
-#define QUEUE_MAX (1u << 20)         /* events waiting for the policy thread */
-#define MAX_ERRORS 3                 /* a handler that fails this often is switched off */
-#define LOAD_BUDGET_FACTOR 100       /* a policy file's top level may run this many budgets */
-#define MAX_HANDLERS 256             /* handlers all policy files may register together */
-#define CALL_SHARE 4                 /* one call may run a quarter of the deadline */
-#define SAY_BURST 20                 /* lines said at once; then one a second */
-#define MAX_BLOCK (4u << 20)         /* the largest string or table part a script may make */
+#define HOOK_STEP 1000	       /* instructions between budget checks */
+#define POLICY_NICE 10	       /* the policy thread's nice value */
+#define QUEUE_MAX (1u << 20)   /* events waiting for the policy thread */
+#define MAX_ERRORS 3	       /* a handler that fails this often is switched off */
+#define LOAD_BUDGET_FACTOR 100 /* a policy file's top level may run this many budgets */
+#define MAX_HANDLERS 256       /* handlers all policy files may register together */
+#define CALL_SHARE 4	       /* one call may run a quarter of the deadline */
+#define SAY_BURST 20	       /* lines said at once; then one a second */
+#define MAX_BLOCK (4u << 20)   /* the largest string or table part a script may make */
 
-const char *const mt_on_names[MT_ON_KINDS] = {"on_oom", "on_threshold", "on_peak", "on_phase", "on_iteration",
-					      "on_leak", "on_exit", "every"};
+const char *const mt_on_names[MT_ON_KINDS] = {"on_oom",	      "on_threshold", "on_peak", "on_phase",
+					      "on_iteration", "on_leak",      "on_exit", "every"};
 
 struct mt_policy mt_pol;
 
@@ -57,30 +57,30 @@ enum request { REQ_NONE, REQ_OOM, REQ_STOP };
 /* What the writer hands over, and what the job's threads ask, under q.lock. */
 static struct {
 	pthread_mutex_t lock;
-	pthread_cond_t cond;         /* the policy thread waits on it */
-	pthread_cond_t answered;     /* the job's threads wait on it */
-	struct queue in;             /* events waiting for the policy thread */
-	uint64_t now;                /* when the newest drain began */
-	bool ready;                  /* a drain is complete */
-	bool loaded;                 /* the policy files have run (or failed) */
-	bool failed;                 /* no Lua state: policies are off */
-	bool stopped;                /* on_exit has run: later events are not looked at */
+	pthread_cond_t cond;	 /* the policy thread waits on it */
+	pthread_cond_t answered; /* the job's threads wait on it */
+	struct queue in;	 /* events waiting for the policy thread */
+	uint64_t now;		 /* when the newest drain began */
+	bool ready;		 /* a drain is complete */
+	bool loaded;		 /* the policy files have run (or failed) */
+	bool failed;		 /* no Lua state: policies are off */
+	bool stopped;		 /* on_exit has run: later events are not looked at */
 	pthread_t thread;
 	bool running;
 	uint64_t wake_at;
-	enum request req;            /* one request at a time */
+	enum request req; /* one request at a time */
 	struct mt_event oom;
 	bool retry;
-	uint64_t asked, done;        /* requests made, requests answered */
+	uint64_t asked, done; /* requests made, requests answered */
 } q = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
-static struct queue held;           /* in time order, not yet applied; the policy thread's */
-static struct queue spare;          /* the writer's next buffer; the policy thread's */
+static struct queue held;	    /* in time order, not yet applied; the policy thread's */
+static struct queue spare;	    /* the writer's next buffer; the policy thread's */
 static __thread bool policy_thread; /* this is the policy thread: an OOM here is not ours to handle */
-static bool abandoned;              /* the policy thread missed a deadline: policies are off */
-static uint64_t busy_since;         /* when the running call into Lua began; 0: none */
-static uint64_t call_until;         /* the running call's time limit */
-static const char *stopped_by;      /* why the running call is being stopped; NULL: it is not */
+static bool abandoned;		    /* the policy thread missed a deadline: policies are off */
+static uint64_t busy_since;	    /* when the running call into Lua began; 0: none */
+static uint64_t call_until;	    /* the running call's time limit */
+static const char *stopped_by;	    /* why the running call is being stopped; NULL: it is not */
 static int find_ref = LUA_NOREF;    /* string.find, as the sandbox has it, for name patterns */
 
 static uint64_t now_ns(void)
@@ -125,7 +125,8 @@ void mt_pol_say(const char *fmt, ...)
 	pthread_mutex_lock(&said.lock);
 	if (now - said.refilled >= 1000000000ull) {
 		said.tokens += (unsigned)((now - said.refilled) / 1000000000ull) < SAY_BURST
-				       ? (unsigned)((now - said.refilled) / 1000000000ull) : SAY_BURST;
+				   ? (unsigned)((now - said.refilled) / 1000000000ull)
+				   : SAY_BURST;
 		if (said.tokens > SAY_BURST)
 			said.tokens = SAY_BURST;
 		said.refilled = now;
@@ -522,10 +523,15 @@ static int reg_every(lua_State *L)
 	return 0;
 }
 
-static const luaL_Reg registrars[] = {
-	{"on_oom", reg_oom},           {"on_threshold", reg_threshold}, {"on_peak", reg_peak}, {"on_phase", reg_phase},
-	{"on_iteration", reg_iteration}, {"on_leak", reg_leak},          {"on_exit", reg_exit}, {"every", reg_every},
-	{NULL, NULL}};
+static const luaL_Reg registrars[] = {{"on_oom", reg_oom},
+				      {"on_threshold", reg_threshold},
+				      {"on_peak", reg_peak},
+				      {"on_phase", reg_phase},
+				      {"on_iteration", reg_iteration},
+				      {"on_leak", reg_leak},
+				      {"on_exit", reg_exit},
+				      {"every", reg_every},
+				      {NULL, NULL}};
 
 /* ---- the state ---- */
 
@@ -653,7 +659,8 @@ static void feed(const struct mt_event *e, size_t n, uint64_t now)
 			q.in.n += n;
 		} else if (n) {
 			if (!mt_pol.dropped)
-				mt_pol_say("the policy thread fell behind; its view of memory is approximate from now on");
+				mt_pol_say(
+				    "the policy thread fell behind; its view of memory is approximate from now on");
 			__atomic_add_fetch(&mt_pol.dropped, n, __ATOMIC_RELAXED);
 		}
 		if (!n) { /* the end of a drain: the policy thread may go */
@@ -678,7 +685,7 @@ static void process(uint64_t cutoff)
 	q.in = spare;
 	pthread_mutex_unlock(&q.lock);
 	mt_watch_forget_capacity(); /* the driver may have said a device's size since */
-	mt_sort_events(b.e, b.n); /* out of memory: applied as they came */
+	mt_sort_events(b.e, b.n);   /* out of memory: applied as they came */
 	while (i < held.n || j < b.n) {
 		bool old = j == b.n || (i < held.n && held.e[i].time <= b.e[j].time);
 		const struct mt_event *e = old ? &held.e[i] : &b.e[j];
@@ -707,9 +714,15 @@ static void process(uint64_t cutoff)
 
 static struct mt_pol_event oom_event(const struct mt_event *e)
 {
-	return (struct mt_pol_event){.kind = "oom", .device = e->device == MT_NO_DEVICE ? -1 : e->device,
-				     .size = e->size, .time = e->time, .stack = e->stack, .phase = e->phase,
-				     .free = e->aux, .total = e->aux2, .error = e->error};
+	return (struct mt_pol_event){.kind = "oom",
+				     .device = e->device == MT_NO_DEVICE ? -1 : e->device,
+				     .size = e->size,
+				     .time = e->time,
+				     .stack = e->stack,
+				     .phase = e->phase,
+				     .free = e->aux,
+				     .total = e->aux2,
+				     .error = e->error};
 }
 
 /* The failing request and everything before it (fed by the host's drain), then every
@@ -895,7 +908,7 @@ static void init_conditions(void)
 }
 
 __attribute__((visibility("default"))) int memtap_policy_start(const struct mt_policy_host *host,
-							     const struct mt_policy_engine **out)
+							       const struct mt_policy_engine **out)
 {
 	uint64_t until;
 	sigset_t all, old;

@@ -11,19 +11,28 @@
 #include "core/replay.h"
 #include "policy/policy.h"
 
-enum mt_hook_kind { MT_ON_OOM, MT_ON_THRESHOLD, MT_ON_PEAK, MT_ON_PHASE, MT_ON_ITERATION, MT_ON_LEAK,
-		    MT_ON_EXIT, MT_EVERY, MT_ON_KINDS };
+enum mt_hook_kind {
+	MT_ON_OOM,
+	MT_ON_THRESHOLD,
+	MT_ON_PEAK,
+	MT_ON_PHASE,
+	MT_ON_ITERATION,
+	MT_ON_LEAK,
+	MT_ON_EXIT,
+	MT_EVERY,
+	MT_ON_KINDS
+};
 extern const char *const mt_on_names[MT_ON_KINDS];
 
 #define MT_DEVICE_WORDS (MT_MAX_DEVICES / 64)
 
 struct mt_handler {
 	enum mt_hook_kind kind;
-	int fn;                   /* registry reference */
-	char where[96];           /* the script line that registered it */
+	int fn;		/* registry reference */
+	char where[96]; /* the script line that registered it */
 	unsigned errors;
 	bool off;
-	int device;               /* -1: every device */
+	int device; /* -1: every device */
 	/* on_threshold: levels as fractions of capacity (<= 1) or bytes */
 	double up, down;
 	bool report_down;
@@ -31,35 +40,35 @@ struct mt_handler {
 	/* on_peak: growth over the last one reported, and the shortest time between calls */
 	double growth;
 	uint64_t interval_ns;
-	uint64_t *reported;       /* per device: the peak reported, then when */
+	uint64_t *reported; /* per device: the peak reported, then when */
 	/* on_phase and on_iteration: the name pattern or name, and names already judged */
 	char *name;
-	struct mt_map matches;    /* string id -> 1 matches, 2 does not */
-	uint64_t seen;            /* on_iteration by name: boundaries so far */
+	struct mt_map matches; /* string id -> 1 matches, 2 does not */
+	uint64_t seen;	       /* on_iteration by name: boundaries so far */
 	/* on_leak: iterations of growth in a row, and the least growth that counts */
 	unsigned window;
 	uint64_t min_bytes;
 	struct mt_leak_watch {
 		uint64_t last, least; /* bytes at the last boundary; least growth in this run */
-		unsigned run;         /* boundaries in a row with growth */
+		unsigned run;	      /* boundaries in a row with growth */
 		bool seen, fired;
-	} *leak;                  /* per device */
+	} * leak; /* per device */
 	/* every */
 	uint64_t period_ns, next_ns;
 };
 
 /* What a handler is told; watch.c and the OOM path fill it, actions.c turns it into a table. */
 struct mt_pol_event {
-	const char *kind;         /* "oom", "threshold", ... */
-	int device;               /* -1: none */
-	uint64_t size;            /* the request (oom), the allocation that crossed (threshold) */
-	uint64_t time;            /* monotonic ns */
+	const char *kind;	     /* "oom", "threshold", ... */
+	int device;		     /* -1: none */
+	uint64_t size;		     /* the request (oom), the allocation that crossed (threshold) */
+	uint64_t time;		     /* monotonic ns */
 	uint32_t stack, phase, name; /* string and stack ids */
-	const char *direction;    /* threshold: up or down; phase: enter or leave */
-	uint64_t level;           /* threshold: the level crossed, in bytes */
-	uint64_t growth;          /* leak: bytes per iteration; peak: over the last peak reported */
-	uint64_t iteration;       /* 0: the current one */
-	uint64_t free, total;     /* as the driver said, when it did (oom) */
+	const char *direction;	     /* threshold: up or down; phase: enter or leave */
+	uint64_t level;		     /* threshold: the level crossed, in bytes */
+	uint64_t growth;	     /* leak: bytes per iteration; peak: over the last peak reported */
+	uint64_t iteration;	     /* 0: the current one */
+	uint64_t free, total;	     /* as the driver said, when it did (oom) */
 	int error;
 };
 
@@ -73,7 +82,7 @@ struct mt_policy {
 	/* the live view (watch.c) */
 	struct mt_replay rp;
 	uint64_t iteration;
-	uint64_t dropped;          /* events that did not fit the queue: the view is approximate */
+	uint64_t dropped; /* events that did not fit the queue: the view is approximate */
 };
 extern struct mt_policy mt_pol;
 
@@ -82,7 +91,7 @@ void mt_pol_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Calls the handler with ev, protected; true when it returned the string `want`. */
 bool mt_pol_fire(struct mt_handler *h, const struct mt_pol_event *ev, const char *want);
 bool mt_pol_match(const char *name, const char *pattern); /* string.find, protected */
-const char *mt_pol_string(uint32_t id); /* "" for 0 or unknown */
+const char *mt_pol_string(uint32_t id);			  /* "" for 0 or unknown */
 /* Takes work done in C from the running call's budget; raises when it is spent. */
 void mt_pol_charge(lua_State *L, double instructions);
 bool mt_pol_abandoned(void); /* a deadline was missed: policies are off */
@@ -93,12 +102,12 @@ void mt_pol_open_sandbox(lua_State *L); /* Lua's libraries as a policy gets them
 /* watch.c */
 void mt_watch_init(void);
 void mt_watch_apply(const struct mt_event *e); /* one event, in time order; fires handlers */
-void mt_watch_batch_end(uint64_t now);          /* peaks, timers */
-uint64_t mt_watch_next_timer(uint64_t now);     /* when `every` next needs the thread */
+void mt_watch_batch_end(uint64_t now);	       /* peaks, timers */
+uint64_t mt_watch_next_timer(uint64_t now);    /* when `every` next needs the thread */
 uint64_t mt_watch_capacity(int device);
 void mt_watch_forget_capacity(void); /* a cap or a device's size may have changed */
 uint64_t mt_watch_reserved(int device);
-int mt_watch_device(int device);                /* a device given or implied: the first seen */
+int mt_watch_device(int device); /* a device given or implied: the first seen */
 /* Live device allocations grouped by stack, most bytes first, made at or after `since`. */
 struct mt_stack_bytes {
 	uint32_t stack;
@@ -107,7 +116,7 @@ struct mt_stack_bytes {
 size_t mt_watch_top(struct mt_stack_bytes *out, size_t n, uint64_t since, int device);
 
 /* actions.c */
-int mt_pol_open_module(lua_State *L);                    /* the memtap module in a job */
+int mt_pol_open_module(lua_State *L); /* the memtap module in a job */
 void mt_pol_push_event(lua_State *L, const struct mt_pol_event *ev);
 /* A level argument: a fraction of a device (0.9, "90%") or bytes (32e9, "30GiB"). */
 double mt_pol_level(lua_State *L, int i);

@@ -13,12 +13,12 @@
 #include "core/alloc.h"
 
 #define HEADER 16
-#define CLASSES 8        /* 32 B .. 4 KiB, header included */
+#define CLASSES 8 /* 32 B .. 4 KiB, header included */
 #define PAGE (64u << 10)
 
 struct block {
-	size_t size;     /* usable bytes */
-	size_t cls;      /* class, or CLASSES for a mapping of its own */
+	size_t size; /* usable bytes */
+	size_t cls;  /* class, or CLASSES for a mapping of its own */
 };
 
 static struct heap {
@@ -26,10 +26,9 @@ static struct heap {
 	const struct mt_policy_host *host;
 	uint64_t cap, used;
 	void *free[CLASSES];
-	char *carve;     /* the rest of the newest page */
+	char *carve; /* the rest of the newest page */
 	size_t left;
 } h = {.lock = PTHREAD_MUTEX_INITIALIZER};
-
 
 uint64_t mt_heap_used(void)
 {

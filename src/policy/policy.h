@@ -19,27 +19,27 @@
 struct mt_policy_host {
 	int abi;
 	/* settings */
-	const char *files;  /* policy files, separated by ':' */
-	const char *dir;    /* where scripts may write (snapshots, memtap.append) */
-	uint64_t budget;    /* Lua instructions per handler call */
-	uint64_t memory;    /* bytes the Lua state and the engine's tables may hold */
+	const char *files;    /* policy files, separated by ':' */
+	const char *dir;      /* where scripts may write (snapshots, memtap.append) */
+	uint64_t budget;      /* Lua instructions per handler call */
+	uint64_t memory;      /* bytes the Lua state and the engine's tables may hold */
 	uint64_t deadline_ns; /* the longest a job's thread waits for the policy thread */
 	bool quiet;
-	uint64_t start_ns;  /* the process's start on the monotonic clock */
+	uint64_t start_ns; /* the process's start on the monotonic clock */
 	/* memtap's own pages, counted against its cap */
 	void *(*map)(size_t bytes);
 	void (*unmap)(void *p, size_t bytes);
 	/* interned strings and stacks (frames: uint64_t return addresses, innermost first) */
 	const void *(*string)(uint32_t id, size_t *len);
 	const void *(*stack)(uint32_t id, size_t *len);
-	void (*say)(const char *line);                  /* one line on stderr unless quiet */
-	void (*mark)(const char *name);                 /* a MARK event */
-	int (*snapshot)(int fd, const char *path);      /* the trace so far into fd, opened for path; 0 or an errno */
-	int (*capture)(bool on, uint8_t device);        /* cuProfilerStart/Stop; 0 or a CUresult */
+	void (*say)(const char *line);		   /* one line on stderr unless quiet */
+	void (*mark)(const char *name);		   /* a MARK event */
+	int (*snapshot)(int fd, const char *path); /* the trace so far into fd, opened for path; 0 or an errno */
+	int (*capture)(bool on, uint8_t device);   /* cuProfilerStart/Stop; 0 or a CUresult */
 	/* a cap in bytes, or as a fraction of the device (resolved when the device is known);
 	 * device -1: every device; 0 and 0: no cap */
 	void (*set_cap)(int device, uint64_t bytes, double fraction);
-	uint64_t (*cap)(uint8_t device);                /* in bytes; 0: none, or not known yet */
+	uint64_t (*cap)(uint8_t device); /* in bytes; 0: none, or not known yet */
 	/* memtap's caching allocator: knobs for a device (-1: every device) as a preset name
 	 * (NULL: keep) then mt_cache_configure's syntax, 0 or an errno with the reason in
 	 * `why`; a device's counters and knobs, false while it has no allocator. NULL in the

@@ -215,7 +215,8 @@ static int set_metatable(lua_State *L)
 	for (const char *const *k = refused; lua_type(L, 2) == LUA_TTABLE && *k; k++) {
 		lua_pushstring(L, *k);
 		if (lua_rawget(L, 2) != LUA_TNIL)
-			return luaL_error(L, "a policy cannot set %s: Lua would run it where no budget can stop it", *k);
+			return luaL_error(L, "a policy cannot set %s: Lua would run it where no budget can stop it",
+					  *k);
 		lua_pop(L, 1);
 	}
 	lua_pushvalue(L, lua_upvalueindex(1));
@@ -251,19 +252,19 @@ static int x_pcall(lua_State *L)
 
 void mt_pol_open_sandbox(lua_State *L)
 {
-	static const luaL_Reg libs[] = {{LUA_GNAME, luaopen_base},        {LUA_COLIBNAME, luaopen_coroutine},
-					{LUA_TABLIBNAME, luaopen_table},  {LUA_STRLIBNAME, luaopen_string},
-					{LUA_MATHLIBNAME, luaopen_math},  {LUA_UTF8LIBNAME, luaopen_utf8},
-					{LUA_OSLIBNAME, luaopen_os},      {NULL, NULL}};
+	static const luaL_Reg libs[] = {{LUA_GNAME, luaopen_base},	 {LUA_COLIBNAME, luaopen_coroutine},
+					{LUA_TABLIBNAME, luaopen_table}, {LUA_STRLIBNAME, luaopen_string},
+					{LUA_MATHLIBNAME, luaopen_math}, {LUA_UTF8LIBNAME, luaopen_utf8},
+					{LUA_OSLIBNAME, luaopen_os},	 {NULL, NULL}};
 	/* what a policy may not reach: other code, other files, the process */
 	static const char *const gone[] = {"dofile", "loadfile", "load", "require", NULL};
 	static const char *const os_kept[] = {"clock", "date", "difftime", "getenv", "time", NULL};
-	static const struct cost string_costs[] = {{"find", pattern_cost}, {"match", pattern_cost},
+	static const struct cost string_costs[] = {{"find", pattern_cost},   {"match", pattern_cost},
 						   {"gmatch", pattern_cost}, {"gsub", pattern_cost},
-						   {"rep", rep_cost}, {NULL, NULL}};
-	static const struct cost table_costs[] = {{"concat", concat_cost}, {"unpack", unpack_cost},
-						  {"move", move_cost}, {"insert", shift_cost},
-						  {"remove", shift_cost}, {"sort", sort_cost}, {NULL, NULL}};
+						   {"rep", rep_cost},	     {NULL, NULL}};
+	static const struct cost table_costs[] = {
+	    {"concat", concat_cost}, {"unpack", unpack_cost}, {"move", move_cost}, {"insert", shift_cost},
+	    {"remove", shift_cost},  {"sort", sort_cost},     {NULL, NULL}};
 	static const struct cost none[] = {{NULL, NULL}};
 
 	for (const luaL_Reg *l = libs; l->name; l++) {

@@ -19,20 +19,20 @@ struct nesting {
 };
 
 static struct {
-	int first;                            /* the first device seen, -1 before */
+	int first; /* the first device seen, -1 before */
 	bool known[MT_MAX_DEVICES];
 	uint8_t dev[MT_MAX_DEVICES];
 	unsigned ndev;
-	uint64_t last[MT_MAX_DEVICES];        /* current bytes when last looked at */
+	uint64_t last[MT_MAX_DEVICES]; /* current bytes when last looked at */
 	uint32_t peak_stack[MT_MAX_DEVICES], peak_phase[MT_MAX_DEVICES];
-	struct nesting *thread;               /* NVTX push stacks, by thread index */
+	struct nesting *thread; /* NVTX push stacks, by thread index */
 	size_t nthread;
-	struct mt_map ranges;                 /* start/end range id -> name */
-	struct mt_map top_pushes;             /* name -> pushes at the top of a thread's stack */
-	uint32_t iteration_range;             /* the repeating top-level range, when there are no marks */
+	struct mt_map ranges;	  /* start/end range id -> name */
+	struct mt_map top_pushes; /* name -> pushes at the top of a thread's stack */
+	uint32_t iteration_range; /* the repeating top-level range, when there are no marks */
 	bool marks;
 	uint64_t boundary_time[BOUNDARIES];
-	uint64_t capacity[MT_MAX_DEVICES];    /* mt_watch_capacity's answer, looked up once per batch */
+	uint64_t capacity[MT_MAX_DEVICES]; /* mt_watch_capacity's answer, looked up once per batch */
 	bool capacity_known[MT_MAX_DEVICES];
 } w;
 
@@ -118,8 +118,13 @@ static void thresholds(uint8_t d, const struct mt_event *e)
 		*word ^= bit;
 		if (!up && !h->report_down)
 			continue;
-		struct mt_pol_event ev = {.kind = "threshold", .device = d, .size = e->size, .time = e->time,
-					  .stack = e->stack, .phase = e->phase, .direction = up ? "up" : "down",
+		struct mt_pol_event ev = {.kind = "threshold",
+					  .device = d,
+					  .size = e->size,
+					  .time = e->time,
+					  .stack = e->stack,
+					  .phase = e->phase,
+					  .direction = up ? "up" : "down",
 					  .level = level(up ? h->up : h->down, capacity)};
 		mt_pol_fire(h, &ev, NULL);
 	}
@@ -135,12 +140,18 @@ static void peaks(uint64_t now)
 			uint8_t d = w.dev[k];
 			const struct mt_device_state *s = &mt_pol.rp.dev[d];
 			uint64_t *reported = &h->reported[d], *last = &h->reported[MT_MAX_DEVICES + d];
-			if (!wants(h, MT_ON_PEAK, d) || !s->peak || (double)s->peak <= (double)*reported * (1 + h->growth))
+			if (!wants(h, MT_ON_PEAK, d) || !s->peak ||
+			    (double)s->peak <= (double)*reported * (1 + h->growth))
 				continue;
 			if (*last && now < *last + h->interval_ns)
 				continue;
-			struct mt_pol_event ev = {.kind = "peak", .device = d, .size = s->peak, .growth = s->peak - *reported,
-						  .time = s->peak_time, .stack = w.peak_stack[d], .phase = w.peak_phase[d]};
+			struct mt_pol_event ev = {.kind = "peak",
+						  .device = d,
+						  .size = s->peak,
+						  .growth = s->peak - *reported,
+						  .time = s->peak_time,
+						  .stack = w.peak_stack[d],
+						  .phase = w.peak_phase[d]};
 			*reported = s->peak;
 			*last = now;
 			mt_pol_fire(h, &ev, NULL);
@@ -188,8 +199,13 @@ static void phase(const struct mt_event *e, uint32_t name, const char *direction
 		struct mt_handler *h = &mt_pol.h[i];
 		if (h->kind != MT_ON_PHASE || h->off || !matches(h, name))
 			continue;
-		struct mt_pol_event ev = {.kind = "phase", .device = -1, .time = e->time, .stack = e->stack,
-					  .phase = name, .name = name, .direction = direction};
+		struct mt_pol_event ev = {.kind = "phase",
+					  .device = -1,
+					  .time = e->time,
+					  .stack = e->stack,
+					  .phase = name,
+					  .name = name,
+					  .direction = direction};
 		mt_pol_fire(h, &ev, NULL);
 	}
 }
@@ -222,8 +238,13 @@ static void leaks(const struct mt_event *e)
 			struct mt_stack_bytes top = {0};
 			uint64_t since = it > s->run ? w.boundary_time[(it - s->run) % BOUNDARIES] : 0;
 			mt_watch_top(&top, 1, since, d);
-			struct mt_pol_event ev = {.kind = "leak", .device = d, .size = top.bytes, .growth = s->least,
-						  .time = e->time, .stack = top.stack, .phase = e->phase};
+			struct mt_pol_event ev = {.kind = "leak",
+						  .device = d,
+						  .size = top.bytes,
+						  .growth = s->least,
+						  .time = e->time,
+						  .stack = top.stack,
+						  .phase = e->phase};
 			mt_pol_fire(h, &ev, NULL);
 		}
 	}
@@ -238,8 +259,12 @@ static void boundary(const struct mt_event *e, uint32_t name, uint64_t number)
 		leaks(e);
 	for (size_t i = 0; i < mt_pol.nh; i++) {
 		struct mt_handler *h = &mt_pol.h[i];
-		struct mt_pol_event ev = {.kind = "iteration", .device = -1, .time = e->time, .phase = e->phase,
-					  .name = name, .iteration = number};
+		struct mt_pol_event ev = {.kind = "iteration",
+					  .device = -1,
+					  .time = e->time,
+					  .phase = e->phase,
+					  .name = name,
+					  .iteration = number};
 		if (h->kind == MT_ON_ITERATION && !h->off && !h->name)
 			mt_pol_fire(h, &ev, NULL);
 	}
@@ -258,8 +283,12 @@ static void named(const struct mt_event *e, uint32_t name)
 			s = mt_pol_string(name);
 		if (strcmp(s, h->name) != 0)
 			continue;
-		struct mt_pol_event ev = {.kind = "iteration", .device = -1, .time = e->time, .phase = e->phase,
-					  .name = name, .iteration = ++h->seen};
+		struct mt_pol_event ev = {.kind = "iteration",
+					  .device = -1,
+					  .time = e->time,
+					  .phase = e->phase,
+					  .name = name,
+					  .iteration = ++h->seen};
 		mt_pol_fire(h, &ev, NULL);
 		s = NULL; /* the handler may have asked for other strings */
 	}

@@ -18,8 +18,8 @@
 
 #define MAX_STACK (1u << 24)
 #define MAX_MEMO UINT32_MAX /* LONG_BINPUT's largest; text PUT may say more */
-#define MAX_TEXT 64         /* digits of a protocol 0 number */
-#define SORTED_FROM 16      /* pairs from which a dict is sorted for lookups */
+#define MAX_TEXT 64	    /* digits of a protocol 0 number */
+#define SORTED_FROM 16	    /* pairs from which a dict is sorted for lookups */
 
 struct block {
 	struct block *next;
@@ -65,8 +65,8 @@ struct vm {
 	size_t n, cap;
 	size_t *marks;
 	size_t nmarks, capmarks;
-	struct mt_map memo; /* index -> struct pk_value * */
-	size_t memo_len;    /* entries stored, as len(memo) in Python */
+	struct mt_map memo;	 /* index -> struct pk_value * */
+	size_t memo_len;	 /* entries stored, as len(memo) in Python */
 	struct pk_value **dicts; /* every dict made, sorted at STOP when big */
 	size_t ndicts, capdicts;
 	char *err;
@@ -296,17 +296,31 @@ static int tuple_of(struct vm *m, size_t k)
 static const char *refused(uint8_t op)
 {
 	switch (op) {
-	case 'c': return "GLOBAL (imports a name)";
-	case 0x93: return "STACK_GLOBAL (imports a name)";
-	case 'R': return "REDUCE (calls a function)";
-	case 'b': return "BUILD (sets object state)";
-	case 'i': return "INST (makes an object)";
-	case 'o': return "OBJ (makes an object)";
-	case 0x81: return "NEWOBJ (makes an object)";
-	case 0x92: return "NEWOBJ_EX (makes an object)";
-	case 'P': case 'Q': return "a persistent id";
-	case 0x82: case 0x83: case 0x84: return "an extension code (imports a name)";
-	default: return NULL;
+	case 'c':
+		return "GLOBAL (imports a name)";
+	case 0x93:
+		return "STACK_GLOBAL (imports a name)";
+	case 'R':
+		return "REDUCE (calls a function)";
+	case 'b':
+		return "BUILD (sets object state)";
+	case 'i':
+		return "INST (makes an object)";
+	case 'o':
+		return "OBJ (makes an object)";
+	case 0x81:
+		return "NEWOBJ (makes an object)";
+	case 0x92:
+		return "NEWOBJ_EX (makes an object)";
+	case 'P':
+	case 'Q':
+		return "a persistent id";
+	case 0x82:
+	case 0x83:
+	case 0x84:
+		return "an extension code (imports a name)";
+	default:
+		return NULL;
 	}
 }
 
@@ -343,23 +357,32 @@ static int step(struct vm *m, uint8_t op)
 		}
 		m->marks[m->nmarks++] = m->n;
 		return 0;
-	case '}': return push(m, value(m, PK_DICT));
-	case ']': return push(m, value(m, PK_LIST));
-	case ')': return push(m, value(m, PK_TUPLE));
-	case 'd': case 'l': case 't':
+	case '}':
+		return push(m, value(m, PK_DICT));
+	case ']':
+		return push(m, value(m, PK_LIST));
+	case ')':
+		return push(m, value(m, PK_TUPLE));
+	case 'd':
+	case 'l':
+	case 't':
 		v = value(m, op == 'd' ? PK_DICT : op == 'l' ? PK_LIST : PK_TUPLE);
 		if (!v)
 			return ENOMEM;
 		return (r = fill_from_mark(m, v, pop_mark(m))) ? r : push(m, v);
-	case 0x85: return tuple_of(m, 1);
-	case 0x86: return tuple_of(m, 2);
-	case 0x87: return tuple_of(m, 3);
+	case 0x85:
+		return tuple_of(m, 1);
+	case 0x86:
+		return tuple_of(m, 2);
+	case 0x87:
+		return tuple_of(m, 3);
 	case 'a': /* APPEND */
 		if (m->n < 2 || m->stack[m->n - 2]->type != PK_LIST)
 			return fail(m, EINVAL, "APPEND to something not a list");
 		m->n--;
 		return seq_add(m, m->stack[m->n - 1], m->stack[m->n]);
-	case 'e': case 'u': { /* APPENDS, SETITEMS */
+	case 'e':
+	case 'u': { /* APPENDS, SETITEMS */
 		size_t from = pop_mark(m);
 		if (from == SIZE_MAX || from == 0 || from > m->n)
 			return fail(m, EINVAL, "%s without a mark", op == 'e' ? "APPENDS" : "SETITEMS");
@@ -371,7 +394,8 @@ static int step(struct vm *m, uint8_t op)
 	case 's': /* SETITEM */
 		if (m->n < 3 || m->stack[m->n - 3]->type != PK_DICT)
 			return fail(m, EINVAL, "SETITEM to something not a dict");
-		if ((r = seq_add(m, m->stack[m->n - 3], m->stack[m->n - 2])) || (r = seq_add(m, m->stack[m->n - 3], m->stack[m->n - 1])))
+		if ((r = seq_add(m, m->stack[m->n - 3], m->stack[m->n - 2])) ||
+		    (r = seq_add(m, m->stack[m->n - 3], m->stack[m->n - 1])))
 			return r;
 		m->n -= 2;
 		return 0;
@@ -389,7 +413,8 @@ static int step(struct vm *m, uint8_t op)
 			return EINVAL;
 		m->p += 2;
 		return integer(m, (int64_t)le(m->p - 2, 2));
-	case 0x8a: case 0x8b: { /* LONG1, LONG4 */
+	case 0x8a:
+	case 0x8b: { /* LONG1, LONG4 */
 		size_t n;
 		int shift;
 		uint64_t u;
@@ -406,7 +431,8 @@ static int step(struct vm *m, uint8_t op)
 		m->p += n;
 		return integer(m, n ? (int64_t)(u << shift) >> shift : 0);
 	}
-	case 'I': case 'L': /* INT, LONG (text) */
+	case 'I':
+	case 'L': /* INT, LONG (text) */
 		if ((r = text_line(m, &s, &len)))
 			return r;
 		if (op == 'I' && len == 2 && s[0] == '0' && (s[1] == '0' || s[1] == '1')) {
@@ -421,12 +447,14 @@ static int step(struct vm *m, uint8_t op)
 				return r;
 			return integer(m, i);
 		}
-	case 0x88: case 0x89:
+	case 0x88:
+	case 0x89:
 		v = value(m, PK_BOOL);
 		if (v)
 			v->b = op == 0x88;
 		return push(m, v);
-	case 'N': return push(m, value(m, PK_NONE));
+	case 'N':
+		return push(m, value(m, PK_NONE));
 	case 'G': { /* BINFLOAT, big-endian */
 		uint64_t u = 0;
 		double d;
@@ -453,18 +481,23 @@ static int step(struct vm *m, uint8_t op)
 				v->f = d;
 			return push(m, v);
 		}
-	case 0x8c: case 'U': case 'C': /* SHORT_BINUNICODE, SHORT_BINSTRING, SHORT_BINBYTES */
+	case 0x8c:
+	case 'U':
+	case 'C': /* SHORT_BINUNICODE, SHORT_BINSTRING, SHORT_BINBYTES */
 		if (need(m, 1))
 			return EINVAL;
 		len = *m->p++;
 		return string(m, op == 'C' ? PK_BYTES : PK_STR, len);
-	case 'X': case 'T': case 'B': /* BINUNICODE, BINSTRING, BINBYTES */
+	case 'X':
+	case 'T':
+	case 'B': /* BINUNICODE, BINSTRING, BINBYTES */
 		if (need(m, 4))
 			return EINVAL;
 		len = (size_t)le(m->p, 4);
 		m->p += 4;
 		return string(m, op == 'B' ? PK_BYTES : PK_STR, len);
-	case 0x8d: case 0x8e: /* BINUNICODE8, BINBYTES8 */
+	case 0x8d:
+	case 0x8e: /* BINUNICODE8, BINBYTES8 */
 		if (need(m, 8))
 			return EINVAL;
 		len = (size_t)le(m->p, 8);
@@ -472,7 +505,8 @@ static int step(struct vm *m, uint8_t op)
 		if (len > (size_t)(m->end - m->p))
 			return fail(m, EINVAL, "cut short");
 		return string(m, op == 0x8e ? PK_BYTES : PK_STR, len);
-	case 'V': case 'S': { /* UNICODE, STRING (protocol 0 text; escapes are kept as written) */
+	case 'V':
+	case 'S': { /* UNICODE, STRING (protocol 0 text; escapes are kept as written) */
 		struct pk_value *str;
 		char *copy;
 		if ((r = text_line(m, &s, &len)))
@@ -507,7 +541,8 @@ static int step(struct vm *m, uint8_t op)
 			return EINVAL;
 		m->p += 4;
 		return memo_put(m, (size_t)le(m->p - 4, 4));
-	case 0x94: return memo_put(m, m->memo_len);
+	case 0x94:
+		return memo_put(m, m->memo_len);
 	case 'g': {
 		uint64_t index;
 		if ((r = text_line(m, &s, &len)) || (r = text_index(m, s, len, &index)))

@@ -44,9 +44,9 @@ void pk_arena_free(struct pk_arena *arena);
 
 /* Lookups for readers of the result: NULL when absent or of another type. */
 const struct pk_value *pk_get(const struct pk_value *dict, const char *key);
-bool pk_int(const struct pk_value *v, int64_t *out);   /* ints, bools and whole floats in range */
-const char *pk_str(const struct pk_value *v);           /* NUL-terminated */
-size_t pk_len(const struct pk_value *v);                /* items of a list or tuple, pairs of a dict */
+bool pk_int(const struct pk_value *v, int64_t *out); /* ints, bools and whole floats in range */
+const char *pk_str(const struct pk_value *v);	     /* NUL-terminated */
+size_t pk_len(const struct pk_value *v);	     /* items of a list or tuple, pairs of a dict */
 const struct pk_value *pk_at(const struct pk_value *seq, size_t i);
 
 #endif

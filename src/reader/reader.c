@@ -281,7 +281,8 @@ int mt_trace_add_event(struct mt_trace *t, const struct mt_event *e)
 
 uint32_t mt_trace_add_string(struct mt_trace *t, const char *s)
 {
-	if ((!t->strings && start_tables(t)) || fit((void **)&t->strings, &t->cap_strings, t->nstrings, sizeof *t->strings))
+	if ((!t->strings && start_tables(t)) ||
+	    fit((void **)&t->strings, &t->cap_strings, t->nstrings, sizeof *t->strings))
 		return 0;
 	t->strings[t->nstrings] = own_string(t, (const uint8_t *)s, strlen(s));
 	return t->strings[t->nstrings] ? (uint32_t)t->nstrings++ : 0;
@@ -391,8 +392,8 @@ static int parse(struct mt_trace *t, const uint8_t *data, size_t size)
 	if (mt_is_rmm_log(data, size))
 		return mt_trace_from_rmm(data, size, t);
 	/* a pickle (protocol 2 and later start with PROTO; 0 and 1 end with STOP): a PyTorch snapshot */
-	if (size >= 2 && (data[0] == 0x80 ||
-			  (data[size - 1] == '.' && (size < 8 || memcmp(data, MT_FILE_MAGIC, 8) != 0))))
+	if (size >= 2 &&
+	    (data[0] == 0x80 || (data[size - 1] == '.' && (size < 8 || memcmp(data, MT_FILE_MAGIC, 8) != 0))))
 		return mt_trace_from_torch(data, size, t);
 	if (size < 16 || memcmp(data, MT_FILE_MAGIC, 8) != 0) {
 		note(t, "not a memtap trace (no memtap header)");
@@ -433,10 +434,18 @@ static int parse(struct mt_trace *t, const uint8_t *data, size_t size)
 			if (!(t->info = own_string(t, c.p, h.length)))
 				return ENOMEM;
 			break;
-		case MT_CHUNK_STRINGS: r = read_strings(t, &c, off); break;
-		case MT_CHUNK_STACKS: r = read_stacks(t, &c, off); break;
-		case MT_CHUNK_MODULES: r = read_modules(t, &c, off); break;
-		case MT_CHUNK_EVENTS: r = read_events(t, &c, off); break;
+		case MT_CHUNK_STRINGS:
+			r = read_strings(t, &c, off);
+			break;
+		case MT_CHUNK_STACKS:
+			r = read_stacks(t, &c, off);
+			break;
+		case MT_CHUNK_MODULES:
+			r = read_modules(t, &c, off);
+			break;
+		case MT_CHUNK_EVENTS:
+			r = read_events(t, &c, off);
+			break;
 		case MT_CHUNK_END: {
 			uint64_t dropped = mt_get_varint(&c);
 			if (!c.bad && dropped > t->dropped)
@@ -450,7 +459,9 @@ static int parse(struct mt_trace *t, const uint8_t *data, size_t size)
 			}
 			break;
 		}
-		case MT_CHUNK_DROPS: read_drops(t, &c); break;
+		case MT_CHUNK_DROPS:
+			read_drops(t, &c);
+			break;
 		default:
 			break; /* a newer kind of chunk: skip it */
 		}

@@ -32,25 +32,25 @@ struct mt_named_frame {
 
 struct mt_trace {
 	const char *path;
-	char *info;                 /* "key=value\n" lines of the INFO chunk */
+	char *info; /* "key=value\n" lines of the INFO chunk */
 	struct mt_event *events;
 	size_t nevents;
-	const char **strings;       /* by id; [0] is "" */
+	const char **strings; /* by id; [0] is "" */
 	size_t nstrings;
-	struct mt_stack *stacks;    /* by id; [0] is empty */
+	struct mt_stack *stacks; /* by id; [0] is empty */
 	size_t nstacks;
 	struct mt_module *modules;
 	size_t nmodules;
 	struct mt_named_frame *named;
 	size_t nnamed;
-	uint32_t *threads;          /* by an event's thread: the index the recorder gave it; [0] is 0 */
-	size_t nthreads;            /* events' thread indices are below this, at most events + 1 */
-	uint64_t dropped;           /* events the recorder could not keep */
+	uint32_t *threads;	       /* by an event's thread: the index the recorder gave it; [0] is 0 */
+	size_t nthreads;	       /* events' thread indices are below this, at most events + 1 */
+	uint64_t dropped;	       /* events the recorder could not keep */
 	uint64_t drops[MT_DROP_COUNT]; /* of those, by reason, where the trace says (END, DROPS chunks) */
-	uint64_t written;           /* events the last END chunk says are in the file */
-	bool complete;              /* an END chunk closed the file */
-	char problem[256];          /* empty, or what was wrong with the file */
-	void *mem;                  /* owned allocations */
+	uint64_t written;	       /* events the last END chunk says are in the file */
+	bool complete;		       /* an END chunk closed the file */
+	char problem[256];	       /* empty, or what was wrong with the file */
+	void *mem;		       /* owned allocations */
 	size_t cap_events, cap_strings, cap_stacks, cap_modules, cap_named;
 };
 
@@ -74,12 +74,12 @@ const char *mt_trace_check_event(const struct mt_trace *t, const struct mt_event
 
 /* For importers (reader/torch.c): building a trace in memory. 0 or ENOMEM. */
 int mt_trace_add_event(struct mt_trace *t, const struct mt_event *e);
-uint32_t mt_trace_add_string(struct mt_trace *t, const char *s);             /* 0 when out of memory */
+uint32_t mt_trace_add_string(struct mt_trace *t, const char *s); /* 0 when out of memory */
 uint32_t mt_trace_add_stack(struct mt_trace *t, const uint64_t *frames, uint32_t depth);
 /* function and file are not copied: strings the trace owns (mt_trace_own), or that outlive it */
 uint32_t mt_trace_add_named(struct mt_trace *t, const char *function, const char *file, int line);
-void *mt_trace_own(struct mt_trace *t, size_t n);                           /* freed with the trace */
-int mt_trace_finish(struct mt_trace *t); /* numbers threads, sorts events by time; 0 or ENOMEM */
+void *mt_trace_own(struct mt_trace *t, size_t n); /* freed with the trace */
+int mt_trace_finish(struct mt_trace *t);	  /* numbers threads, sorts events by time; 0 or ENOMEM */
 int mt_trace_from_torch(const uint8_t *data, size_t size, struct mt_trace *t);
 bool mt_is_rmm_log(const uint8_t *data, size_t size);
 int mt_trace_from_rmm(const uint8_t *data, size_t size, struct mt_trace *t);

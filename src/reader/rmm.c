@@ -57,8 +57,10 @@ static bool number(const char *s, int base, uint64_t max, uint64_t *out)
 	if (!*p)
 		return false;
 	for (; *p; p++) {
-		int d = *p >= '0' && *p <= '9' ? *p - '0' : *p >= 'a' && *p <= 'f' ? *p - 'a' + 10
-			: *p >= 'A' && *p <= 'F' ? *p - 'A' + 10 : 99;
+		int d = *p >= '0' && *p <= '9'	 ? *p - '0'
+			: *p >= 'a' && *p <= 'f' ? *p - 'a' + 10
+			: *p >= 'A' && *p <= 'F' ? *p - 'A' + 10
+						 : 99;
 		if (d >= base || v > (max - (uint64_t)d) / (uint64_t)base)
 			return false;
 		v = v * (uint64_t)base + (uint64_t)d;

@@ -28,16 +28,16 @@
 
 struct importer {
 	struct mt_trace *t;
-	size_t budget;         /* entries, segments and blocks still allowed */
-	char where[64];        /* the item being read, for messages */
-	struct mt_map frames;  /* hash of (function, file, line) -> named index */
+	size_t budget;		/* entries, segments and blocks still allowed */
+	char where[64];		/* the item being read, for messages */
+	struct mt_map frames;	/* hash of (function, file, line) -> named index */
 	struct mt_map frame_at; /* a frame dict's address -> named index: each is read once */
-	struct mt_map stacks;  /* hash of a frame list -> stack id */
-	struct mt_map list_at; /* a frame list's address -> stack id: each is read once */
-	struct mt_map names;   /* a string's address -> its copy in the trace, made once */
-	struct mt_map live;    /* address -> its ALLOC's event index + 1 while allocated */
-	struct mt_map segs;    /* segment address -> 1 while reserved */
-	struct mt_map seen;    /* addresses allocated at least once in the trace */
+	struct mt_map stacks;	/* hash of a frame list -> stack id */
+	struct mt_map list_at;	/* a frame list's address -> stack id: each is read once */
+	struct mt_map names;	/* a string's address -> its copy in the trace, made once */
+	struct mt_map live;	/* address -> its ALLOC's event index + 1 while allocated */
+	struct mt_map segs;	/* segment address -> 1 while reserved */
+	struct mt_map seen;	/* addresses allocated at least once in the trace */
 	uint64_t first_time;
 	uint8_t devices[MAX_DEVICES];
 };
@@ -160,8 +160,11 @@ static uint8_t category(const char *c)
 	static const struct {
 		const char *name;
 		uint8_t tag;
-	} map[] = {{"PARAMETER", MT_TAG_PARAMS}, {"GRADIENT", MT_TAG_GRADS}, {"OPTIMIZER_STATE", MT_TAG_OPTIMIZER},
-		   {"ACTIVATION", MT_TAG_ACTIVATIONS}, {"TEMPORARY", MT_TAG_TEMPORARIES}};
+	} map[] = {{"PARAMETER", MT_TAG_PARAMS},
+		   {"GRADIENT", MT_TAG_GRADS},
+		   {"OPTIMIZER_STATE", MT_TAG_OPTIMIZER},
+		   {"ACTIVATION", MT_TAG_ACTIVATIONS},
+		   {"TEMPORARY", MT_TAG_TEMPORARIES}};
 
 	if (!c)
 		return MT_TAG_NONE;
@@ -197,8 +200,15 @@ static int add(struct importer *im, struct mt_event e)
 static int add_block(struct importer *im, uint8_t device, uint64_t time, uint64_t addr, uint64_t requested,
 		     uint64_t size, uint64_t stream, uint32_t stack, uint8_t tag)
 {
-	int r = add(im, (struct mt_event){.kind = MT_EV_ALLOC, .flags = MT_API_BLOCK, .device = device, .time = time,
-					  .addr = addr, .size = requested, .aux = stream, .aux2 = size, .stack = stack,
+	int r = add(im, (struct mt_event){.kind = MT_EV_ALLOC,
+					  .flags = MT_API_BLOCK,
+					  .device = device,
+					  .time = time,
+					  .addr = addr,
+					  .size = requested,
+					  .aux = stream,
+					  .aux2 = size,
+					  .stack = stack,
 					  .tag = tag});
 
 	if (!r)
@@ -238,34 +248,58 @@ static int read_trace(struct importer *im, uint8_t device, const struct pk_value
 			return r;
 		tag = category(pk_str(pk_get(e, "category")));
 		if (!strcmp(action, "alloc")) {
-			r = add_block(im, device, time, (uint64_t)addr, (uint64_t)size, 0, (uint64_t)stream, stack, tag);
+			r = add_block(im, device, time, (uint64_t)addr, (uint64_t)size, 0, (uint64_t)stream, stack,
+				      tag);
 		} else if (!strcmp(action, "free_completed") || !strcmp(action, "free")) {
 			if (!mt_map_get(&im->seen, (uint64_t)addr, NULL)) /* allocated before recording began */
-				r = add_block(im, device, BEFORE, (uint64_t)addr, (uint64_t)size, 0, (uint64_t)stream, 0, 0);
+				r = add_block(im, device, BEFORE, (uint64_t)addr, (uint64_t)size, 0, (uint64_t)stream,
+					      0, 0);
 			mt_map_del(&im->live, (uint64_t)addr, NULL);
 			if (!r)
-				r = add(im, (struct mt_event){.kind = MT_EV_FREE, .device = device, .time = time,
-							      .addr = (uint64_t)addr, .aux = (uint64_t)stream});
+				r = add(im, (struct mt_event){.kind = MT_EV_FREE,
+							      .device = device,
+							      .time = time,
+							      .addr = (uint64_t)addr,
+							      .aux = (uint64_t)stream});
 		} else if (!strcmp(action, "segment_alloc") || !strcmp(action, "segment_map")) {
-			r = add(im, (struct mt_event){.kind = MT_EV_SEGMENT_ALLOC, .device = device, .time = time,
-						      .addr = (uint64_t)addr, .size = (uint64_t)size, .aux = (uint64_t)stream,
-						      .stack = stack, .flags = action[8] == 'm' ? MT_SEG_MAPPED : 0});
+			r = add(im, (struct mt_event){.kind = MT_EV_SEGMENT_ALLOC,
+						      .device = device,
+						      .time = time,
+						      .addr = (uint64_t)addr,
+						      .size = (uint64_t)size,
+						      .aux = (uint64_t)stream,
+						      .stack = stack,
+						      .flags = action[8] == 'm' ? MT_SEG_MAPPED : 0});
 			if (!r)
 				r = mt_map_put(&im->segs, (uint64_t)addr, (uint64_t)size);
 		} else if (!strcmp(action, "segment_free") || !strcmp(action, "segment_unmap")) {
 			uint8_t mapped = action[8] == 'u' ? MT_SEG_MAPPED : 0;
 			if (!mt_map_del(&im->segs, (uint64_t)addr, NULL))
-				r = add(im, (struct mt_event){.kind = MT_EV_SEGMENT_ALLOC, .device = device, .time = BEFORE_SEGMENTS,
-							      .addr = (uint64_t)addr, .size = (uint64_t)size, .flags = mapped});
+				r = add(im, (struct mt_event){.kind = MT_EV_SEGMENT_ALLOC,
+							      .device = device,
+							      .time = BEFORE_SEGMENTS,
+							      .addr = (uint64_t)addr,
+							      .size = (uint64_t)size,
+							      .flags = mapped});
 			if (!r)
-				r = add(im, (struct mt_event){.kind = MT_EV_SEGMENT_FREE, .device = device, .time = time,
-							      .addr = (uint64_t)addr, .size = (uint64_t)size, .flags = mapped});
+				r = add(im, (struct mt_event){.kind = MT_EV_SEGMENT_FREE,
+							      .device = device,
+							      .time = time,
+							      .addr = (uint64_t)addr,
+							      .size = (uint64_t)size,
+							      .flags = mapped});
 		} else if (!strcmp(action, "oom")) {
-			r = add(im, (struct mt_event){.kind = MT_EV_ALLOC_FAILED, .device = device, .time = time,
-						      .size = (uint64_t)size, .aux = (uint64_t)device_free, .stack = stack,
+			r = add(im, (struct mt_event){.kind = MT_EV_ALLOC_FAILED,
+						      .device = device,
+						      .time = time,
+						      .size = (uint64_t)size,
+						      .aux = (uint64_t)device_free,
+						      .stack = stack,
 						      .error = 2 /* CUDA_ERROR_OUT_OF_MEMORY */});
 		} else if (!strcmp(action, "snapshot")) {
-			r = add(im, (struct mt_event){.kind = MT_EV_SNAPSHOT, .device = device, .time = time, .size = (uint64_t)size});
+			r = add(im,
+				(struct mt_event){
+				    .kind = MT_EV_SNAPSHOT, .device = device, .time = time, .size = (uint64_t)size});
 		}
 		if (r)
 			return r;
@@ -294,10 +328,13 @@ static int read_segments(struct importer *im, const struct pk_value *segments)
 				      MAX_DEVICES - 1);
 		if (!mt_map_get(&im->segs, (uint64_t)address, NULL)) {
 			stack = stack_of(im, pk_get(s, "frames"), &r);
-			if (r || (r = add(im, (struct mt_event){.kind = MT_EV_SEGMENT_ALLOC, .device = (uint8_t)device,
-								 .time = BEFORE_SEGMENTS, .addr = (uint64_t)address,
-								 .size = (uint64_t)total, .aux = (uint64_t)stream,
-								 .stack = stack})))
+			if (r || (r = add(im, (struct mt_event){.kind = MT_EV_SEGMENT_ALLOC,
+								.device = (uint8_t)device,
+								.time = BEFORE_SEGMENTS,
+								.addr = (uint64_t)address,
+								.size = (uint64_t)total,
+								.aux = (uint64_t)stream,
+								.stack = stack})))
 				return r;
 		}
 		for (size_t k = 0; k < pk_len(blocks); k++) {
@@ -346,7 +383,8 @@ int mt_trace_from_torch(const uint8_t *data, size_t size, struct mt_trace *t)
 	segments = root->type == PK_LIST ? root : pk_get(root, "segments");
 	traces = root->type == PK_DICT ? pk_get(root, "device_traces") : NULL;
 	if (!segments && !traces) {
-		snprintf(t->problem, sizeof t->problem, "a pickle, but not a PyTorch memory snapshot (no segments or device_traces)");
+		snprintf(t->problem, sizeof t->problem,
+			 "a pickle, but not a PyTorch memory snapshot (no segments or device_traces)");
 		r = EINVAL;
 		goto out;
 	}

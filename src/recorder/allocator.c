@@ -22,9 +22,9 @@ static bool warned;
 
 /* Driver functions memtap does not hook, looked up once. */
 enum { EV_CREATE, EV_RECORD, EV_QUERY, EV_DESTROY, STREAM_SYNC, CTX_SYNC, TOTAL_MEM, INIT, PRIMARY, SET_CURRENT, NFN };
-static const char *const fn_names[NFN] = { "cuEventCreate", "cuEventRecord", "cuEventQuery", "cuEventDestroy_v2",
-					   "cuStreamSynchronize", "cuCtxSynchronize", "cuDeviceTotalMem_v2", "cuInit",
-					   "cuDevicePrimaryCtxRetain", "cuCtxSetCurrent" };
+static const char *const fn_names[NFN] = {
+    "cuEventCreate",	"cuEventRecord",       "cuEventQuery", "cuEventDestroy_v2",	   "cuStreamSynchronize",
+    "cuCtxSynchronize", "cuDeviceTotalMem_v2", "cuInit",       "cuDevicePrimaryCtxRetain", "cuCtxSetCurrent"};
 static void *fn[NFN];
 
 static void *driver(int which)
@@ -45,12 +45,12 @@ static bool ensure_context(int device)
 	       set(ctx) == CUDA_SUCCESS;
 }
 
-#define IN_CONTEXT(r, device, call)                                                                  \
-	do {                                                                                         \
-		(r) = (call);                                                                        \
-		if (((r) == CUDA_ERROR_INVALID_CONTEXT || (r) == CUDA_ERROR_NOT_INITIALIZED) &&      \
-		    ensure_context(device))                                                          \
-			(r) = (call);                                                                \
+#define IN_CONTEXT(r, device, call)                                                                                    \
+	do {                                                                                                           \
+		(r) = (call);                                                                                          \
+		if (((r) == CUDA_ERROR_INVALID_CONTEXT || (r) == CUDA_ERROR_NOT_INITIALIZED) &&                        \
+		    ensure_context(device))                                                                            \
+			(r) = (call);                                                                                  \
 	} while (0)
 
 static int result(CUresult r)
@@ -94,8 +94,8 @@ static void drv_va_free(void *ctx, int device, uint64_t addr, uint64_t size)
 
 static int drv_phys_create(void *ctx, int device, uint64_t size, uint64_t *handle)
 {
-	CUmemAllocationProp prop = { .type = CU_MEM_ALLOCATION_TYPE_PINNED,
-				     .location = { .type = CU_MEM_LOCATION_TYPE_DEVICE, .id = device } };
+	CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+				    .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = device}};
 	CUmemGenericAllocationHandle h = 0;
 	CUresult r;
 
@@ -113,8 +113,8 @@ static void drv_phys_release(void *ctx, int device, uint64_t handle)
 
 static int drv_map(void *ctx, int device, uint64_t addr, uint64_t size, uint64_t handle)
 {
-	CUmemAccessDesc access = { .location = { .type = CU_MEM_LOCATION_TYPE_DEVICE, .id = device },
-				   .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
+	CUmemAccessDesc access = {.location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = device},
+				  .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
 	CUresult r = MTP_REAL(cuMemMap)(addr, size, 0, handle, 0);
 
 	(void)ctx;
@@ -189,8 +189,11 @@ static void drv_change(void *ctx, int device, enum mt_cache_change what, uint64_
 		mtp_hook_made(MT_EV_SEGMENT_ALLOC, mapped ? MT_SEG_MAPPED : 0, (uint8_t)device, addr, size, stream, 0);
 		break;
 	case MT_CACHE_SEGMENT_FREE: {
-		struct mt_event e = { .kind = MT_EV_SEGMENT_FREE, .flags = mapped ? MT_SEG_MAPPED : 0, .device = (uint8_t)device,
-				      .addr = addr, .size = size };
+		struct mt_event e = {.kind = MT_EV_SEGMENT_FREE,
+				     .flags = mapped ? MT_SEG_MAPPED : 0,
+				     .device = (uint8_t)device,
+				     .addr = addr,
+				     .size = size};
 
 		mtp_record(&e, false);
 		break;
@@ -211,10 +214,20 @@ static void drv_mem_free(void *ctx, void *p, size_t bytes)
 }
 
 static const struct mt_cache_backend driver_backend = {
-	.seg_alloc = drv_seg_alloc, .seg_free = drv_seg_free, .va_reserve = drv_va_reserve, .va_free = drv_va_free,
-	.phys_create = drv_phys_create, .phys_release = drv_phys_release, .map = drv_map, .unmap = drv_unmap,
-	.event_record = drv_event_record, .event_done = drv_event_done, .stream_sync = drv_stream_sync,
-	.change = drv_change, .mem_alloc = drv_mem_alloc, .mem_free = drv_mem_free,
+    .seg_alloc = drv_seg_alloc,
+    .seg_free = drv_seg_free,
+    .va_reserve = drv_va_reserve,
+    .va_free = drv_va_free,
+    .phys_create = drv_phys_create,
+    .phys_release = drv_phys_release,
+    .map = drv_map,
+    .unmap = drv_unmap,
+    .event_record = drv_event_record,
+    .event_done = drv_event_done,
+    .stream_sync = drv_stream_sync,
+    .change = drv_change,
+    .mem_alloc = drv_mem_alloc,
+    .mem_free = drv_mem_free,
 };
 
 /* Each device's config: the job's options (alloc_policy, alloc_conf), then what policies
@@ -229,9 +242,10 @@ static void ready_configs(void)
 
 	if (configs_ready)
 		return;
-	if (mt_cache_preset(&configs[0], mtp_opt.alloc_policy && mtp_opt.alloc_policy[0] ? mtp_opt.alloc_policy : "memtap-vmm"))
-		mtp_warn("alloc_policy '%s' is not " POLICIES ": using memtap-vmm",
-			 mtp_opt.alloc_policy), mt_cache_preset(&configs[0], "memtap-vmm");
+	if (mt_cache_preset(&configs[0],
+			    mtp_opt.alloc_policy && mtp_opt.alloc_policy[0] ? mtp_opt.alloc_policy : "memtap-vmm"))
+		mtp_warn("alloc_policy '%s' is not " POLICIES ": using memtap-vmm", mtp_opt.alloc_policy),
+		    mt_cache_preset(&configs[0], "memtap-vmm");
 	if (mt_cache_configure(&configs[0], mtp_opt.alloc_conf, &bad))
 		mtp_warn("alloc_conf: cannot use '%s'; the rest is ignored", bad);
 	for (int d = 1; d < MT_NO_DEVICE; d++)
@@ -316,8 +330,8 @@ int mtp_allocator_set(int device, const char *policy, const char *conf, char *wh
 
 bool mtp_allocator_stats(int device, struct mt_cache_stats *s, uint64_t *largest_free, char *conf, size_t n)
 {
-	struct mt_cache *m = device >= 0 && device < MT_NO_DEVICE ? __atomic_load_n(&engines[device], __ATOMIC_ACQUIRE)
-								   : NULL;
+	struct mt_cache *m =
+	    device >= 0 && device < MT_NO_DEVICE ? __atomic_load_n(&engines[device], __ATOMIC_ACQUIRE) : NULL;
 	struct mt_cache_config c;
 
 	if (!m)
@@ -348,8 +362,8 @@ int mtp_allocator_malloc(void **ptr, size_t size, int device, uint64_t stream)
 	for (int try_ = 0; m; try_++) {
 		if ((err = mt_cache_alloc(m, size, stream, mtp_current_tag(), &addr)) == 0 || size == 0)
 			break;
-		if (mtp_state < MTP_ON ||
-		    !mtp_hook_failed(MT_EV_ALLOC_FAILED, MT_API_BLOCK, (uint8_t)device, size, CUDA_ERROR_OUT_OF_MEMORY, try_))
+		if (mtp_state < MTP_ON || !mtp_hook_failed(MT_EV_ALLOC_FAILED, MT_API_BLOCK, (uint8_t)device, size,
+							   CUDA_ERROR_OUT_OF_MEMORY, try_))
 			break;
 	}
 	*ptr = (void *)(uintptr_t)addr;

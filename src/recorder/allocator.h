@@ -23,8 +23,7 @@ MTP_HIDDEN bool mtp_allocator_free(void *ptr, uint64_t stream);
  * engines running and those made later. 0, or EINVAL with the reason in `why`. */
 MTP_HIDDEN int mtp_allocator_set(int device, const char *policy, const char *conf, char *why, size_t n);
 /* The device's engine's counters, largest free block and knobs; false when it has none. */
-MTP_HIDDEN bool mtp_allocator_stats(int device, struct mt_cache_stats *s, uint64_t *largest_free, char *conf,
-				size_t n);
+MTP_HIDDEN bool mtp_allocator_stats(int device, struct mt_cache_stats *s, uint64_t *largest_free, char *conf, size_t n);
 
 /* --allocator=caching (the options are unset until memtap has started) */
 static inline bool mtp_allocator_on(void)

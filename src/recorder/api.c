@@ -18,8 +18,8 @@ static int event(uint8_t kind, uint8_t tag, uint64_t addr, uint64_t size, uint64
 		return ENOTSUP;
 	/* never part of a CUDA call: inside another hook it is a signal handler's, and recorded */
 	if (mtp_enter_at(NULL)) {
-		struct mt_event e = {.kind = kind, .device = MT_NO_DEVICE, .tag = tag, .addr = addr, .size = size,
-				     .aux = aux};
+		struct mt_event e = {
+		    .kind = kind, .device = MT_NO_DEVICE, .tag = tag, .addr = addr, .size = size, .aux = aux};
 		mtp_record(&e, kind == MT_EV_TAG_RANGE);
 	}
 	mtp_leave();

@@ -139,9 +139,10 @@ void mtp_device_event(uint8_t dev, struct mt_event *e)
 
 	if (mtp_device_seen(dev) || (__atomic_fetch_or(&mtp_devices_seen, 1ull << dev, __ATOMIC_RELAXED) >> dev & 1))
 		return;
-	PFN_cuDeviceGetName_v2000 get_name = (PFN_cuDeviceGetName_v2000)mtp_lookup_once(&device_get_name, "cuDeviceGetName");
+	PFN_cuDeviceGetName_v2000 get_name =
+	    (PFN_cuDeviceGetName_v2000)mtp_lookup_once(&device_get_name, "cuDeviceGetName");
 	PFN_cuDeviceTotalMem_v3020 get_total =
-		(PFN_cuDeviceTotalMem_v3020)mtp_lookup_once(&device_total_mem, "cuDeviceTotalMem_v2");
+	    (PFN_cuDeviceTotalMem_v3020)mtp_lookup_once(&device_total_mem, "cuDeviceTotalMem_v2");
 
 	if (get_name)
 		get_name(name, sizeof name, dev);

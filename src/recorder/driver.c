@@ -18,10 +18,12 @@ void mtp_driver_hooks_forget(void)
 	mtp_procaddr_forget();
 }
 
-#define REAL_OR_RETURN(var, sym)                         \
-	__typeof__(mtp_real_##sym) var = MTP_REAL(sym);  \
-	if (unlikely(!var))                              \
-		return CUDA_ERROR_NOT_INITIALIZED
+#define REAL_OR_RETURN(var, sym)                                                                                       \
+	__typeof__(mtp_real_##sym) var = MTP_REAL(sym);                                                                \
+	if (unlikely(!var)) {                                                                                          \
+		return CUDA_ERROR_NOT_INITIALIZED;                                                                     \
+	}                                                                                                              \
+	(void)0
 
 /* A policy's cap (recorder/policy.c) judged by the driver's own count of what the device
  * has handed out, so every allocation path agrees on it. */
@@ -45,7 +47,8 @@ MTP_EXPORT CUresult CUDAAPI cuMemAlloc(CUdeviceptr *dptr, size_t bytesize)
 	CUresult r;
 	for (int try_ = 0;; try_++) { /* once more only if out of memory and a policy's on_oom asks */
 		r = MTP_CAPPED(bytesize, real(dptr, bytesize));
-		if (!rec || !mtp_hook_outcome(try_, r, MT_EV_ALLOC, MT_API_DRIVER, mtp_driver_device(), r ? 0 : *dptr, bytesize, 0, 0))
+		if (!rec || !mtp_hook_outcome(try_, r, MT_EV_ALLOC, MT_API_DRIVER, mtp_driver_device(), r ? 0 : *dptr,
+					      bytesize, 0, 0))
 			break;
 	}
 	mtp_leave();
@@ -60,7 +63,8 @@ MTP_EXPORT CUresult CUDAAPI cuMemAllocPitch(CUdeviceptr *dptr, size_t *pitch, si
 	CUresult r;
 	for (int try_ = 0;; try_++) { /* once more only if out of memory and a policy's on_oom asks */
 		r = MTP_CAPPED(width * height, real(dptr, pitch, width, height, elem));
-		if (!rec || !mtp_hook_outcome(try_, r, MT_EV_ALLOC, MT_API_PITCH, mtp_driver_device(), r ? 0 : *dptr, r ? width * height : *pitch * height, 0, 0))
+		if (!rec || !mtp_hook_outcome(try_, r, MT_EV_ALLOC, MT_API_PITCH, mtp_driver_device(), r ? 0 : *dptr,
+					      r ? width * height : *pitch * height, 0, 0))
 			break;
 	}
 	mtp_leave();
@@ -86,8 +90,10 @@ MTP_EXPORT CUresult CUDAAPI cuMemGetInfo(size_t *free_bytes, size_t *total)
 	bool rec = mtp_enter();
 	CUresult r = real(free_bytes, total);
 	if (rec && r == CUDA_SUCCESS) {
-		struct mt_event e = {.kind = MT_EV_MEMINFO, .device = mtp_driver_device(),
-				     .aux = free_bytes ? *free_bytes : 0, .aux2 = total ? *total : 0};
+		struct mt_event e = {.kind = MT_EV_MEMINFO,
+				     .device = mtp_driver_device(),
+				     .aux = free_bytes ? *free_bytes : 0,
+				     .aux2 = total ? *total : 0};
 		mtp_record(&e, false);
 	}
 	mtp_leave();
@@ -101,7 +107,8 @@ MTP_EXPORT CUresult CUDAAPI cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize
 	CUresult r;
 	for (int try_ = 0;; try_++) { /* once more only if out of memory and a policy's on_oom asks */
 		r = real(dptr, bytesize, flags);
-		if (!rec || !mtp_hook_outcome(try_, r, MT_EV_MANAGED_ALLOC, MT_API_MANAGED, mtp_driver_device(), r ? 0 : *dptr, bytesize, flags, 0))
+		if (!rec || !mtp_hook_outcome(try_, r, MT_EV_MANAGED_ALLOC, MT_API_MANAGED, mtp_driver_device(),
+					      r ? 0 : *dptr, bytesize, flags, 0))
 			break;
 	}
 	mtp_leave();
@@ -115,7 +122,8 @@ MTP_EXPORT CUresult CUDAAPI cuMemHostAlloc(void **pp, size_t bytesize, unsigned 
 	CUresult r;
 	for (int try_ = 0;; try_++) { /* once more only if out of memory and a policy's on_oom asks */
 		r = real(pp, bytesize, flags);
-		if (!rec || !mtp_hook_outcome(try_, r, MT_EV_HOST_ALLOC, MT_API_HOST, MT_NO_DEVICE, r ? 0 : (uintptr_t)*pp, bytesize, flags, 0))
+		if (!rec || !mtp_hook_outcome(try_, r, MT_EV_HOST_ALLOC, MT_API_HOST, MT_NO_DEVICE,
+					      r ? 0 : (uintptr_t)*pp, bytesize, flags, 0))
 			break;
 	}
 	mtp_leave();
@@ -129,7 +137,8 @@ MTP_EXPORT CUresult CUDAAPI cuMemAllocHost(void **pp, size_t bytesize)
 	CUresult r;
 	for (int try_ = 0;; try_++) { /* once more only if out of memory and a policy's on_oom asks */
 		r = real(pp, bytesize);
-		if (!rec || !mtp_hook_outcome(try_, r, MT_EV_HOST_ALLOC, MT_API_HOST, MT_NO_DEVICE, r ? 0 : (uintptr_t)*pp, bytesize, 0, 0))
+		if (!rec || !mtp_hook_outcome(try_, r, MT_EV_HOST_ALLOC, MT_API_HOST, MT_NO_DEVICE,
+					      r ? 0 : (uintptr_t)*pp, bytesize, 0, 0))
 			break;
 	}
 	mtp_leave();
@@ -158,7 +167,8 @@ static CUresult alloc_async(const void *caller, PFN_cuMemAllocAsync_v11020 real,
 	CUresult r;
 	for (int try_ = 0;; try_++) { /* once more only if out of memory and a policy's on_oom asks */
 		r = MTP_CAPPED(n, real(dptr, n, s));
-		if (!rec || !mtp_hook_outcome(try_, r, MT_EV_ALLOC, MT_API_ASYNC, mtp_driver_device(), r ? 0 : *dptr, n, (uintptr_t)s, 0))
+		if (!rec || !mtp_hook_outcome(try_, r, MT_EV_ALLOC, MT_API_ASYNC, mtp_driver_device(), r ? 0 : *dptr, n,
+					      (uintptr_t)s, 0))
 			break;
 	}
 	mtp_leave();
@@ -208,15 +218,15 @@ static CUresult alloc_from_pool(const void *caller, PFN_cuMemAllocFromPoolAsync_
 	CUresult r;
 	for (int try_ = 0;; try_++) { /* once more only if out of memory and a policy's on_oom asks */
 		r = MTP_CAPPED(n, real(dptr, n, pool, s));
-		if (!rec || !mtp_hook_outcome(try_, r, MT_EV_ALLOC, MT_API_POOL, mtp_driver_device(), r ? 0 : *dptr, n, (uintptr_t)s, (uintptr_t)pool))
+		if (!rec || !mtp_hook_outcome(try_, r, MT_EV_ALLOC, MT_API_POOL, mtp_driver_device(), r ? 0 : *dptr, n,
+					      (uintptr_t)s, (uintptr_t)pool))
 			break;
 	}
 	mtp_leave();
 	return r;
 }
 
-MTP_EXPORT CUresult CUDAAPI cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
-						    CUstream s)
+MTP_EXPORT CUresult CUDAAPI cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream s)
 {
 	REAL_OR_RETURN(real, cuMemAllocFromPoolAsync);
 	return alloc_from_pool(__builtin_return_address(0), real, dptr, bytesize, pool, s);
@@ -235,7 +245,8 @@ MTP_EXPORT CUresult CUDAAPI cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolP
 	bool rec = mtp_enter();
 	CUresult r = real(pool, props);
 	if (rec && r == CUDA_SUCCESS) {
-		struct mt_event e = {.kind = MT_EV_POOL_CREATE, .aux = (uintptr_t)*pool,
+		struct mt_event e = {.kind = MT_EV_POOL_CREATE,
+				     .aux = (uintptr_t)*pool,
 				     .device = mtp_location_device(&props->location)};
 		mtp_record(&e, true);
 	}
@@ -278,8 +289,8 @@ MTP_EXPORT CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle *handle, si
 	for (int try_ = 0;; try_++) {
 		r = MTP_CAPPED(size, real(handle, size, prop, flags));
 		if (rec && r == CUDA_SUCCESS) {
-			struct mt_event e = {.kind = MT_EV_VMM_CREATE, .flags = loc, .device = dev, .size = size,
-					     .aux = *handle};
+			struct mt_event e = {
+			    .kind = MT_EV_VMM_CREATE, .flags = loc, .device = dev, .size = size, .aux = *handle};
 			mtp_record(&e, true);
 		}
 		if (!rec || r == CUDA_SUCCESS || !mtp_hook_failed(MT_EV_ALLOC_FAILED, MT_API_VMM, dev, size, r, try_))
@@ -333,8 +344,11 @@ MTP_EXPORT CUresult CUDAAPI cuMemSetAccess(CUdeviceptr ptr, size_t size, const C
 	bool rec = mtp_enter();
 	CUresult r = real(ptr, size, desc, count);
 	if (rec && r == CUDA_SUCCESS && desc && count) {
-		struct mt_event e = {.kind = MT_EV_VMM_ACCESS, .device = mtp_location_device(&desc[0].location),
-				     .addr = ptr, .size = size, .aux = desc[0].flags};
+		struct mt_event e = {.kind = MT_EV_VMM_ACCESS,
+				     .device = mtp_location_device(&desc[0].location),
+				     .addr = ptr,
+				     .size = size,
+				     .aux = desc[0].flags};
 		mtp_record(&e, false);
 	}
 	mtp_leave();
@@ -348,8 +362,13 @@ MTP_EXPORT CUresult CUDAAPI cuMemMap(CUdeviceptr ptr, size_t size, size_t offset
 	bool rec = mtp_enter();
 	CUresult r = real(ptr, size, offset, handle, flags);
 	if (rec) {
-		struct mt_event e = {.kind = MT_EV_VMM_MAP, .device = MT_NO_DEVICE, .addr = ptr, .size = size,
-				     .aux = handle, .aux2 = offset, .error = r};
+		struct mt_event e = {.kind = MT_EV_VMM_MAP,
+				     .device = MT_NO_DEVICE,
+				     .addr = ptr,
+				     .size = size,
+				     .aux = handle,
+				     .aux2 = offset,
+				     .error = r};
 		mtp_record(&e, r == CUDA_SUCCESS);
 	}
 	mtp_leave();

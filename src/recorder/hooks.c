@@ -6,11 +6,10 @@
 
 static void *mem_get_info;
 
-void mtp_hook_made(uint8_t kind, uint8_t api, uint8_t device, uint64_t addr, uint64_t size, uint64_t aux,
-		   uint64_t aux2)
+void mtp_hook_made(uint8_t kind, uint8_t api, uint8_t device, uint64_t addr, uint64_t size, uint64_t aux, uint64_t aux2)
 {
-	struct mt_event e = {.kind = kind, .flags = api, .device = device, .addr = addr, .size = size,
-			     .aux = aux, .aux2 = aux2};
+	struct mt_event e = {
+	    .kind = kind, .flags = api, .device = device, .addr = addr, .size = size, .aux = aux, .aux2 = aux2};
 	mtp_record(&e, true);
 }
 
@@ -41,7 +40,6 @@ bool mtp_hook_failed(uint8_t kind, uint8_t api, uint8_t device, uint64_t size, i
 	return error == CUDA_ERROR_OUT_OF_MEMORY && try_ == 0 && mtp_policy_oom(&e);
 }
 
-
 bool mtp_hook_outcome(int try_, int error, uint8_t kind, uint8_t api, uint8_t device, uint64_t addr, uint64_t size,
 		      uint64_t aux, uint64_t aux2)
 {
@@ -63,6 +61,6 @@ void mtp_hook_release_failed(int error, uint8_t kind, uint64_t addr)
 uint8_t mtp_location_device(const CUmemLocation *loc)
 {
 	return loc && loc->type == CU_MEM_LOCATION_TYPE_DEVICE && loc->id >= 0 && loc->id < MT_NO_DEVICE
-		       ? (uint8_t)loc->id
-		       : MT_NO_DEVICE;
+		   ? (uint8_t)loc->id
+		   : MT_NO_DEVICE;
 }

@@ -36,8 +36,8 @@ static inline void *mtp_lookup_once(void **slot, const char *name)
 #define MTP_REAL(sym) ((__typeof__(mtp_real_##sym))mtp_lookup_once((void **)&mtp_real_##sym, #sym))
 
 /* Recording helpers; `api` is an enum mt_api, `error` a CUresult or cudaError_t. */
-MTP_HIDDEN void mtp_hook_made(uint8_t kind, uint8_t api, uint8_t device, uint64_t addr, uint64_t size,
-			      uint64_t aux, uint64_t aux2);
+MTP_HIDDEN void mtp_hook_made(uint8_t kind, uint8_t api, uint8_t device, uint64_t addr, uint64_t size, uint64_t aux,
+			      uint64_t aux2);
 MTP_HIDDEN void mtp_hook_gone(uint8_t kind, uint64_t addr, uint64_t size, uint64_t aux);
 /* A failed allocation, recorded. Out of memory on a first try (`try_` 0) runs the policies'
  * on_oom handlers here, on the failing thread; true when one asks for the call again. */
@@ -49,8 +49,9 @@ MTP_HIDDEN bool mtp_hook_outcome(int try_, int error, uint8_t kind, uint8_t api,
 				 uint64_t size, uint64_t aux, uint64_t aux2);
 
 /* A device allocation of `size` past a policy's cap fails as the driver would fail it. */
-#define MTP_CAPPED(size, call) \
-	(unlikely(__atomic_load_n(&mtp_capping, __ATOMIC_RELAXED)) && mtp_cap_check(size) ? CUDA_ERROR_OUT_OF_MEMORY : (call))
+#define MTP_CAPPED(size, call)                                                                                         \
+	(unlikely(__atomic_load_n(&mtp_capping, __ATOMIC_RELAXED)) && mtp_cap_check(size) ? CUDA_ERROR_OUT_OF_MEMORY   \
+											  : (call))
 /* A release recorded before the call failed: say so. */
 MTP_HIDDEN void mtp_hook_release_failed(int error, uint8_t kind, uint64_t addr);
 MTP_HIDDEN uint8_t mtp_location_device(const CUmemLocation *loc); /* MT_NO_DEVICE unless a device */

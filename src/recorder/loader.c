@@ -20,7 +20,7 @@ static int (*next_dlclose)(void *);
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER; /* the holds below; taken outside glibc's locks */
 /* the loaded objects up to this one were there at start: glibc never unloads them */
 static struct link_map *last_initial;
-bool mt_dlsym_watch;					 /* read by dlsym_x86_64.S: mt_dlsym_default is ready */
+bool mt_dlsym_watch; /* read by dlsym_x86_64.S: mt_dlsym_default is ready */
 
 /* A reference memtap holds on a runtime for a caller that may be unloaded, released when
  * the caller is (glibc's l_reldeps). */

@@ -29,7 +29,7 @@
 #define unlikely(x) __builtin_expect(!!(x), 0)
 
 /* ---- own memory (arena.c): mmap-backed, capped, never the application's heap ---- */
-MTP_HIDDEN void *mtp_map(size_t bytes);              /* zeroed pages, or NULL past the cap */
+MTP_HIDDEN void *mtp_map(size_t bytes); /* zeroed pages, or NULL past the cap */
 MTP_HIDDEN void mtp_unmap(void *p, size_t bytes);
 MTP_HIDDEN void *mtp_grow(void *old, size_t old_cap, size_t new_cap); /* for struct mt_buf */
 MTP_HIDDEN size_t mtp_mapped_bytes(void);
@@ -61,9 +61,9 @@ extern MTP_HIDDEN int mtp_state;
 
 /* A single-producer ring of one thread's events. */
 struct mtp_ring {
-	uint64_t head;             /* written by the owning thread */
-	uint64_t tail;             /* written by the writer thread */
-	struct mtp_ring *newer;	   /* the ring that replaced it (set by the owner): its head is final */
+	uint64_t head;		/* written by the owning thread */
+	uint64_t tail;		/* written by the writer thread */
+	struct mtp_ring *newer; /* the ring that replaced it (set by the owner): its head is final */
 	uint32_t mask;
 	size_t bytes;
 	struct mt_event slot[] __attribute__((aligned(64)));
@@ -92,12 +92,12 @@ struct mtp_thread {
 	struct mtp_log *log;
 	struct mtp_stack_cache *stack_cache; /* this thread's last stack (stack.c), in the ring's block */
 	char *own_stack;		     /* the top of its own stack, in the same block */
-	struct mtp_py_cache *py_cache;       /* its Python frames seen (python.c) */
-	uint32_t py_looks;                   /* stacks since it last looked for an interpreter */
-	uint32_t index;            /* 0 = not yet registered */
-	int depth;		   /* hook nesting: only the outermost records, or a re-entry from outside */
-	bool interning;            /* holds an interning table's lock (intern.c) */
-	bool on_own_stack;	   /* running on own_stack now */
+	struct mtp_py_cache *py_cache;	     /* its Python frames seen (python.c) */
+	uint32_t py_looks;		     /* stacks since it last looked for an interpreter */
+	uint32_t index;			     /* 0 = not yet registered */
+	int depth;			     /* hook nesting: only the outermost records, or a re-entry from outside */
+	bool interning;			     /* holds an interning table's lock (intern.c) */
+	bool on_own_stack;		     /* running on own_stack now */
 	/* Inside mtp_record (busy), an event made by a signal handler on this thread waits
 	 * in `nested` (head written by the handler, tail by mtp_record) until the
 	 * interrupted record is done; `nesting`: a handler is storing one. */
@@ -105,8 +105,8 @@ struct mtp_thread {
 	bool waiting; /* in push_full between two tries: a handler may push too */
 	uint32_t nested_head, nested_tail;
 	int phase_depth, tag_depth;
-	uint32_t phase[64];        /* NVTX push stack of string ids */
-	uint8_t tag[32];           /* memtap_tag_push stack */
+	uint32_t phase[64]; /* NVTX push stack of string ids */
+	uint8_t tag[32];    /* memtap_tag_push stack */
 	struct mt_event nested[MTP_NESTED];
 };
 extern MTP_HIDDEN __thread struct mtp_thread mtp_self MTP_TLS;
@@ -180,20 +180,20 @@ extern MTP_HIDDEN pid_t mtp_pid;	 /* this process's (a vfork child's differs) */
  * the first sight of a new key takes one. Stacks and strings are two tables. ---- */
 struct mtp_table {
 	pthread_mutex_t lock;
-	uint64_t *keys;    /* hash per slot, 0 = empty */
-	uint32_t *ids;     /* id per slot */
+	uint64_t *keys;	   /* hash per slot, 0 = empty */
+	uint32_t *ids;	   /* id per slot */
 	uint64_t *entries; /* per id: offset << 16 | length */
 	uint8_t *blob;
 	uint32_t slots, max_ids, count;
 	size_t blob_size, blob_used;
-	uint64_t full;     /* keys that got no id: the table was full, or re-entered */
+	uint64_t full; /* keys that got no id: the table was full, or re-entered */
 };
 extern MTP_HIDDEN struct mtp_table mtp_stacks, mtp_strings;
 MTP_HIDDEN int mtp_table_init(struct mtp_table *t, uint32_t max_ids, size_t blob_size);
 MTP_HIDDEN uint32_t mtp_table_intern(struct mtp_table *t, const void *key, size_t len); /* 0 when full */
 MTP_HIDDEN const void *mtp_table_get(struct mtp_table *t, uint32_t id, size_t *len);
 MTP_HIDDEN uint32_t mtp_table_count(struct mtp_table *t); /* ids 1..count are complete */
-MTP_HIDDEN uint32_t mtp_intern(const char *s);       /* a string's id; 0 for NULL */
+MTP_HIDDEN uint32_t mtp_intern(const char *s);		  /* a string's id; 0 for NULL */
 
 /* ---- stacks (stack.c) ---- */
 MTP_HIDDEN uint32_t mtp_stack_capture(void);
@@ -219,32 +219,32 @@ MTP_HIDDEN void mtp_python_forget(void); /* after an unload: stop if the interpr
 
 /* ---- writer (writer.c) ---- */
 MTP_HIDDEN int mtp_writer_start(void);
-MTP_HIDDEN void mtp_writer_stop(void);               /* final flush, END chunk */
+MTP_HIDDEN void mtp_writer_stop(void);			  /* final flush, END chunk */
 MTP_HIDDEN void mtp_write_late(const struct mt_event *e); /* after stop: synchronous */
 MTP_HIDDEN void mtp_writer_wake(void);
-MTP_HIDDEN void mtp_writer_crash_flush(void);       /* from a fatal signal's handler */
+MTP_HIDDEN void mtp_writer_crash_flush(void);	      /* from a fatal signal's handler */
 MTP_HIDDEN int mtp_writer_snapshot(const char *path); /* the trace so far, closed, into path */
-MTP_HIDDEN int mtp_writer_snapshot_fd(int fd);        /* the same into a file already open */
-MTP_HIDDEN void mtp_writer_sync(void);               /* drain every ring now */
-MTP_HIDDEN bool mtp_writer_has_events(void);	     /* something was recorded (or dropped) */
-MTP_HIDDEN void mtp_writer_exec_begin(void);	     /* before exec: all written, END; holds the writer */
-MTP_HIDDEN void mtp_writer_exec_failed(void);	     /* exec returned: the END goes, recording goes on */
+MTP_HIDDEN int mtp_writer_snapshot_fd(int fd);	      /* the same into a file already open */
+MTP_HIDDEN void mtp_writer_sync(void);		      /* drain every ring now */
+MTP_HIDDEN bool mtp_writer_has_events(void);	      /* something was recorded (or dropped) */
+MTP_HIDDEN void mtp_writer_exec_begin(void);	      /* before exec: all written, END; holds the writer */
+MTP_HIDDEN void mtp_writer_exec_failed(void);	      /* exec returned: the END goes, recording goes on */
 MTP_HIDDEN void mtp_writer_atfork_prepare(void);
 MTP_HIDDEN void mtp_writer_atfork_parent(void);
 MTP_HIDDEN void mtp_writer_atfork_child(bool keep);
 
 /* ---- CUDA (driver.c, runtime.c, procaddr.c) ---- */
-MTP_HIDDEN uint8_t mtp_driver_device(void);           /* current context's device */
+MTP_HIDDEN uint8_t mtp_driver_device(void);  /* current context's device */
 extern MTP_HIDDEN uint64_t mtp_devices_seen; /* bit d: device d's DEVICE event was made */
 static inline bool mtp_device_seen(uint8_t dev)
 {
 	return dev >= 64 || (__atomic_load_n(&mtp_devices_seen, __ATOMIC_RELAXED) >> dev & 1);
 }
 MTP_HIDDEN void mtp_device_event(uint8_t dev, struct mt_event *e); /* first sight: fills a DEVICE event */
-MTP_HIDDEN uint64_t mtp_device_total(uint8_t dev);     /* its capacity, once seen; else 0 */
-MTP_HIDDEN void *mtp_driver_symbol(const char *name); /* the real driver's export */
-MTP_HIDDEN void *mtp_dlsym(void *handle, const char *name); /* glibc's dlsym, not memtap's */
-MTP_HIDDEN int mtp_dlclose(void *handle);		    /* the next dlclose, not memtap's */
+MTP_HIDDEN uint64_t mtp_device_total(uint8_t dev);		   /* its capacity, once seen; else 0 */
+MTP_HIDDEN void *mtp_driver_symbol(const char *name);		   /* the real driver's export */
+MTP_HIDDEN void *mtp_dlsym(void *handle, const char *name);	   /* glibc's dlsym, not memtap's */
+MTP_HIDDEN int mtp_dlclose(void *handle);			   /* the next dlclose, not memtap's */
 MTP_HIDDEN bool mtp_driver_forget(void); /* after an unload: forget pointers into a driver that went */
 MTP_HIDDEN bool mtp_module_of(const void *p, uintptr_t *lo, uintptr_t *hi); /* the loaded object holding p */
 /* an object with these bounds is loaded */
@@ -253,15 +253,15 @@ MTP_HIDDEN bool mtp_module_loaded(uintptr_t lo, uintptr_t hi);
 /* ---- Lua policies (policy.c; the engine is policy/engine.c in libmemtap-policy.so) ---- */
 struct mt_policy_engine;
 extern MTP_HIDDEN const struct mt_policy_engine *mtp_policy; /* NULL: no policy */
-extern MTP_HIDDEN bool mtp_capping;   /* some device has a cap */
-extern MTP_HIDDEN bool mtp_capturing; /* inside memtap.capture_start/stop */
+extern MTP_HIDDEN bool mtp_capping;			     /* some device has a cap */
+extern MTP_HIDDEN bool mtp_capturing;			     /* inside memtap.capture_start/stop */
 MTP_HIDDEN void mtp_policy_load(void);
-MTP_HIDDEN bool mtp_policy_oom(const struct mt_event *e); /* true: retry the call once */
-MTP_HIDDEN void mtp_policy_stop(void);                    /* on_exit handlers */
-MTP_HIDDEN void mtp_policy_forget(void);                  /* in a forked child */
+MTP_HIDDEN bool mtp_policy_oom(const struct mt_event *e);	/* true: retry the call once */
+MTP_HIDDEN void mtp_policy_stop(void);				/* on_exit handlers */
+MTP_HIDDEN void mtp_policy_forget(void);			/* in a forked child */
 MTP_HIDDEN uint64_t mtp_cap_of(uint8_t device, uint64_t total); /* bytes; 0: none */
-MTP_HIDDEN bool mtp_cap_check(uint64_t size);             /* past the current device's cap */
-MTP_HIDDEN void mtp_note(const char *text);               /* memtap's own note, an NVTX mark */
+MTP_HIDDEN bool mtp_cap_check(uint64_t size);			/* past the current device's cap */
+MTP_HIDDEN void mtp_note(const char *text);			/* memtap's own note, an NVTX mark */
 
 /* ---- the module that holds memtap's own code, to skip its frames ---- */
 struct dl_phdr_info;

@@ -82,21 +82,68 @@ static void end(nvtxRangeId_t id)
 	mtp_set_open_range(0);
 }
 
-static int NVTX_API push_a(const char *m) { return push(mtp_intern(m)); }
-static int NVTX_API push_ex(const nvtxEventAttributes_t *a) { return push(message_id(a)); }
-static int NVTX_API pop_core(void) { return pop(); }
-static nvtxRangeId_t NVTX_API start_a(const char *m) { return start(mtp_intern(m)); }
-static nvtxRangeId_t NVTX_API start_ex(const nvtxEventAttributes_t *a) { return start(message_id(a)); }
-static void NVTX_API end_core(nvtxRangeId_t id) { end(id); }
-static void NVTX_API mark_a(const char *m) { record_simple(MT_EV_NVTX_MARK, mtp_intern(m), 0); }
-static void NVTX_API mark_ex(const nvtxEventAttributes_t *a) { record_simple(MT_EV_NVTX_MARK, message_id(a), 0); }
+static int NVTX_API push_a(const char *m)
+{
+	return push(mtp_intern(m));
+}
+static int NVTX_API push_ex(const nvtxEventAttributes_t *a)
+{
+	return push(message_id(a));
+}
+static int NVTX_API pop_core(void)
+{
+	return pop();
+}
+static nvtxRangeId_t NVTX_API start_a(const char *m)
+{
+	return start(mtp_intern(m));
+}
+static nvtxRangeId_t NVTX_API start_ex(const nvtxEventAttributes_t *a)
+{
+	return start(message_id(a));
+}
+static void NVTX_API end_core(nvtxRangeId_t id)
+{
+	end(id);
+}
+static void NVTX_API mark_a(const char *m)
+{
+	record_simple(MT_EV_NVTX_MARK, mtp_intern(m), 0);
+}
+static void NVTX_API mark_ex(const nvtxEventAttributes_t *a)
+{
+	record_simple(MT_EV_NVTX_MARK, message_id(a), 0);
+}
 
-static int NVTX_API d_push(nvtxDomainHandle_t d, const nvtxEventAttributes_t *a) { (void)d; return push(message_id(a)); }
-static int NVTX_API d_pop(nvtxDomainHandle_t d) { (void)d; return pop(); }
-static nvtxRangeId_t NVTX_API d_start(nvtxDomainHandle_t d, const nvtxEventAttributes_t *a) { (void)d; return start(message_id(a)); }
-static void NVTX_API d_end(nvtxDomainHandle_t d, nvtxRangeId_t id) { (void)d; end(id); }
-static void NVTX_API d_mark(nvtxDomainHandle_t d, const nvtxEventAttributes_t *a) { (void)d; mark_ex(a); }
-static nvtxDomainHandle_t NVTX_API d_create(const char *name) { return (nvtxDomainHandle_t)(uintptr_t)mtp_intern(name); }
+static int NVTX_API d_push(nvtxDomainHandle_t d, const nvtxEventAttributes_t *a)
+{
+	(void)d;
+	return push(message_id(a));
+}
+static int NVTX_API d_pop(nvtxDomainHandle_t d)
+{
+	(void)d;
+	return pop();
+}
+static nvtxRangeId_t NVTX_API d_start(nvtxDomainHandle_t d, const nvtxEventAttributes_t *a)
+{
+	(void)d;
+	return start(message_id(a));
+}
+static void NVTX_API d_end(nvtxDomainHandle_t d, nvtxRangeId_t id)
+{
+	(void)d;
+	end(id);
+}
+static void NVTX_API d_mark(nvtxDomainHandle_t d, const nvtxEventAttributes_t *a)
+{
+	(void)d;
+	mark_ex(a);
+}
+static nvtxDomainHandle_t NVTX_API d_create(const char *name)
+{
+	return (nvtxDomainHandle_t)(uintptr_t)mtp_intern(name);
+}
 static nvtxStringHandle_t NVTX_API d_register(nvtxDomainHandle_t d, const char *s)
 {
 	(void)d;

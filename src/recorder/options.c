@@ -78,7 +78,8 @@ static void set(const struct option_def *d, const char *value, size_t len, const
 	case T_SIZE:
 		if (mt_parse_size(buf, &n) != 0) {
 			if (!checked)
-				mtp_warn("ignoring %s=%s from %s: not a number (sizes take K, M, G)", d->key, buf, from);
+				mtp_warn("ignoring %s=%s from %s: not a number (sizes take K, M, G)", d->key, buf,
+					 from);
 			return;
 		}
 		*(uint64_t *)field = n;

@@ -17,7 +17,7 @@
 
 const struct mt_policy_engine *mtp_policy;
 bool mtp_capping, mtp_capturing;
-static uint64_t caps[MT_NO_DEVICE];   /* bytes */
+static uint64_t caps[MT_NO_DEVICE];    /* bytes */
 static double fractions[MT_NO_DEVICE]; /* or a fraction of the device */
 static char dir[PATH_MAX];
 
@@ -71,7 +71,7 @@ static int capture(bool on, uint8_t device)
 	static void *start, *stop, *get_current, *retain, *set_current;
 	PFN_cuCtxGetCurrent_v4000 get = (PFN_cuCtxGetCurrent_v4000)mtp_lookup_once(&get_current, "cuCtxGetCurrent");
 	CUresult (*fn)(void) = (CUresult(*)(void))(on ? mtp_lookup_once(&start, "cuProfilerStart")
-						       : mtp_lookup_once(&stop, "cuProfilerStop"));
+						      : mtp_lookup_once(&stop, "cuProfilerStop"));
 	CUcontext ctx = NULL;
 	CUresult r;
 
@@ -80,8 +80,9 @@ static int capture(bool on, uint8_t device)
 	/* the policy thread has no context of its own: use the device's primary one */
 	if (get(&ctx) == CUDA_SUCCESS && !ctx) {
 		PFN_cuDevicePrimaryCtxRetain_v7000 ret =
-			(PFN_cuDevicePrimaryCtxRetain_v7000)mtp_lookup_once(&retain, "cuDevicePrimaryCtxRetain");
-		PFN_cuCtxSetCurrent_v4000 set = (PFN_cuCtxSetCurrent_v4000)mtp_lookup_once(&set_current, "cuCtxSetCurrent");
+		    (PFN_cuDevicePrimaryCtxRetain_v7000)mtp_lookup_once(&retain, "cuDevicePrimaryCtxRetain");
+		PFN_cuCtxSetCurrent_v4000 set =
+		    (PFN_cuCtxSetCurrent_v4000)mtp_lookup_once(&set_current, "cuCtxSetCurrent");
 		if (ret && set && ret(&ctx, device) == CUDA_SUCCESS)
 			set(ctx);
 	}
@@ -140,20 +141,20 @@ static int allocator(int device, const char *policy, const char *conf, char *why
 #endif
 
 static struct mt_policy_host host = {
-	.abi = MT_POLICY_ABI,
-	.map = mtp_map,
-	.unmap = mtp_unmap,
-	.string = string,
-	.stack = stack,
-	.say = say,
-	.mark = mark,
-	.snapshot = snapshot,
-	.capture = capture,
-	.set_cap = set_cap,
-	.cap = cap,
+    .abi = MT_POLICY_ABI,
+    .map = mtp_map,
+    .unmap = mtp_unmap,
+    .string = string,
+    .stack = stack,
+    .say = say,
+    .mark = mark,
+    .snapshot = snapshot,
+    .capture = capture,
+    .set_cap = set_cap,
+    .cap = cap,
 #ifndef MTP_DLOPENED
-	.allocator = allocator,
-	.allocator_stats = mtp_allocator_stats,
+    .allocator = allocator,
+    .allocator_stats = mtp_allocator_stats,
 #endif
 };
 
@@ -229,7 +230,7 @@ void mtp_policy_stop(void)
 
 	if (p) {
 		mtp_writer_sync(); /* everything so far, for on_exit */
-		p->stop(); /* the engine ignores what comes after */
+		p->stop();	   /* the engine ignores what comes after */
 	}
 }
 

@@ -106,8 +106,8 @@ MTP_EXPORT CUresult CUDAAPI cuGetProcAddress(const char *symbol, void **pfn, int
 	return gpa2(symbol, pfn, version, flags, status);
 }
 
-MTP_EXPORT CUresult CUDAAPI mtp_gpa1_export(const char *symbol, void **pfn, int version, cuuint64_t flags) __asm__(
-	"cuGetProcAddress");
+MTP_EXPORT CUresult CUDAAPI mtp_gpa1_export(const char *symbol, void **pfn, int version,
+					    cuuint64_t flags) __asm__("cuGetProcAddress");
 CUresult CUDAAPI mtp_gpa1_export(const char *symbol, void **pfn, int version, cuuint64_t flags)
 {
 	if (!mtp_lookup_once((void **)&real_gpa1, "cuGetProcAddress"))

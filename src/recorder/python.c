@@ -20,14 +20,14 @@
 #include "recorder/mtp.h"
 #include "recorder/pylayout.h"
 
-#define OB_TYPE 8           /* PyObject.ob_type */
-#define OB_SIZE 16          /* PyVarObject.ob_size: a code object's length in code units, 3.11 on */
-#define STR_LENGTH 16       /* PyASCIIObject.length */
-#define STR_KIND_SHIFT 2    /* PyASCIIObject.state: interned:2 kind:3 compact:1 ascii:1 */
+#define OB_TYPE 8	 /* PyObject.ob_type */
+#define OB_SIZE 16	 /* PyVarObject.ob_size: a code object's length in code units, 3.11 on */
+#define STR_LENGTH 16	 /* PyASCIIObject.length */
+#define STR_KIND_SHIFT 2 /* PyASCIIObject.state: interned:2 kind:3 compact:1 ascii:1 */
 #define STR_COMPACT (1u << 5)
 #define STR_ASCII (1u << 6)
-#define MAX_PY 256          /* Python frames read per stack */
-#define CACHE 256           /* (code, instruction) -> frame string, per thread */
+#define MAX_PY 256 /* Python frames read per stack */
+#define CACHE 256  /* (code, instruction) -> frame string, per thread */
 #define MAX_EMPTY_CHECKS 1024
 
 /* 0: not found yet; FOUND: a layout for this version, not yet seen to match it;
@@ -42,10 +42,10 @@ static struct {
 	int (*initialized)(void);
 	void *(*tstate)(void);
 	int (*addr2line)(void *code, int offset);
-	uintptr_t code_type, str_type;      /* PyCode_Type, PyUnicode_Type */
+	uintptr_t code_type, str_type;	    /* PyCode_Type, PyUnicode_Type */
 	uintptr_t interp_start, interp_end; /* the module holding the eval loop */
-	uintptr_t eval_start, eval_end;     /* _PyEval_EvalFrameDefault */
-	unsigned empty_checks;              /* threads with Python state in which no frame was found */
+	uintptr_t eval_start, eval_end;	    /* _PyEval_EvalFrameDefault */
+	unsigned empty_checks;		    /* threads with Python state in which no frame was found */
 } py;
 static pthread_mutex_t py_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -176,7 +176,8 @@ static bool readable_checked(struct reader *r, uintptr_t p, size_t n)
 
 	for (size_t k; n && !r->bad; p += k, n -= k) {
 		k = n < sizeof sink ? n : sizeof sink;
-		if (p < 4096 || write(r->pipe[1], (const void *)p, k) != (ssize_t)k || read(r->pipe[0], sink, k) != (ssize_t)k)
+		if (p < 4096 || write(r->pipe[1], (const void *)p, k) != (ssize_t)k ||
+		    read(r->pipe[0], sink, k) != (ssize_t)k)
 			r->bad = true;
 	}
 	return !r->bad;
@@ -234,7 +235,9 @@ static const char *text(struct reader *r, uintptr_t s, char *buf, size_t cap)
 		return "<name not readable>";
 	for (size_t i = 0; i < n && o + 5 < cap; i++) {
 		const unsigned char *p = (const unsigned char *)(s + l->str_compact_data + i * kind);
-		uint32_t c = kind == 1 ? p[0] : kind == 2 ? (uint32_t)(p[0] | p[1] << 8) : (uint32_t)(p[0] | p[1] << 8 | p[2] << 16 | (uint32_t)p[3] << 24);
+		uint32_t c = kind == 1	 ? p[0]
+			     : kind == 2 ? (uint32_t)(p[0] | p[1] << 8)
+					 : (uint32_t)(p[0] | p[1] << 8 | p[2] << 16 | (uint32_t)p[3] << 24);
 		if (c < 0x80) {
 			buf[o++] = (char)c;
 		} else if (c < 0x800) {

@@ -306,7 +306,8 @@ static void put(struct mtp_thread *t, struct mt_event *e, bool with_stack)
 		}
 	}
 	stamp(t, e);
-	if (with_stack && mtp_opt.depth && (!mtp_opt.capture_stacks || __atomic_load_n(&mtp_capturing, __ATOMIC_RELAXED)))
+	if (with_stack && mtp_opt.depth &&
+	    (!mtp_opt.capture_stacks || __atomic_load_n(&mtp_capturing, __ATOMIC_RELAXED)))
 		e->stack = mtp_stack_capture();
 	deliver(t, e);
 }

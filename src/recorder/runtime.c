@@ -104,14 +104,16 @@ bool mtp_rt_hooked(const char *name)
 }
 
 /* Racing threads resolve the same value: relaxed atomics keep that well-defined. */
-#define REAL_OR_RETURN(var, name)                                                                      \
-	__typeof__(name) *var = __atomic_load_n(&real_##name, __ATOMIC_RELAXED);                      \
-	if (unlikely(!var)) {                                                                          \
-		var = (__typeof__(name) *)runtime_symbol(#name);                                       \
-		__atomic_store_n(&real_##name, var, __ATOMIC_RELAXED);                                \
-	}                                                                                              \
-	if (unlikely(!var))                                                                            \
-		return cudaErrorInsufficientDriver
+#define REAL_OR_RETURN(var, name)                                                                                      \
+	__typeof__(name) *var = __atomic_load_n(&real_##name, __ATOMIC_RELAXED);                                       \
+	if (unlikely(!var)) {                                                                                          \
+		var = (__typeof__(name) *)runtime_symbol(#name);                                                       \
+		__atomic_store_n(&real_##name, var, __ATOMIC_RELAXED);                                                 \
+	}                                                                                                              \
+	if (unlikely(!var)) {                                                                                          \
+		return cudaErrorInsufficientDriver;                                                                    \
+	}                                                                                                              \
+	(void)0
 
 static uint8_t runtime_device(void)
 {
@@ -221,7 +223,8 @@ MTP_EXPORT cudaError_t CUDARTAPI cudaMalloc(void **devPtr, size_t size)
 	bool rec = mtp_enter();
 	for (int try_ = 0;; try_++) { /* once more only if out of memory and a policy's on_oom asks */
 		e = real(devPtr, size);
-		if (!(rec && devPtr) || !mtp_hook_outcome(try_, e, MT_EV_ALLOC, MT_API_RUNTIME, runtime_device(), e ? 0 : (uintptr_t)*devPtr, size, 0, 0))
+		if (!(rec && devPtr) || !mtp_hook_outcome(try_, e, MT_EV_ALLOC, MT_API_RUNTIME, runtime_device(),
+							  e ? 0 : (uintptr_t)*devPtr, size, 0, 0))
 			break;
 		forget_error(); /* the failed call's error is not the application's */
 	}
@@ -236,7 +239,9 @@ MTP_EXPORT cudaError_t CUDARTAPI cudaMallocPitch(void **devPtr, size_t *pitch, s
 	cudaError_t e;
 	for (int try_ = 0;; try_++) { /* once more only if out of memory and a policy's on_oom asks */
 		e = real(devPtr, pitch, width, height);
-		if (!(rec && devPtr && pitch) || !mtp_hook_outcome(try_, e, MT_EV_ALLOC, MT_API_PITCH, runtime_device(), e ? 0 : (uintptr_t)*devPtr, e ? width * height : *pitch * height, 0, 0))
+		if (!(rec && devPtr && pitch) ||
+		    !mtp_hook_outcome(try_, e, MT_EV_ALLOC, MT_API_PITCH, runtime_device(), e ? 0 : (uintptr_t)*devPtr,
+				      e ? width * height : *pitch * height, 0, 0))
 			break;
 		forget_error(); /* the failed call's error is not the application's */
 	}
@@ -251,7 +256,9 @@ MTP_EXPORT cudaError_t CUDARTAPI cudaMalloc3D(struct cudaPitchedPtr *p, struct c
 	cudaError_t e;
 	for (int try_ = 0;; try_++) { /* once more only if out of memory and a policy's on_oom asks */
 		e = real(p, extent);
-		if (!(rec && p) || !mtp_hook_outcome(try_, e, MT_EV_ALLOC, MT_API_PITCH, runtime_device(), e ? 0 : (uintptr_t)p->ptr, (e ? extent.width : p->pitch) * extent.height * extent.depth, 0, 0))
+		if (!(rec && p) ||
+		    !mtp_hook_outcome(try_, e, MT_EV_ALLOC, MT_API_PITCH, runtime_device(), e ? 0 : (uintptr_t)p->ptr,
+				      (e ? extent.width : p->pitch) * extent.height * extent.depth, 0, 0))
 			break;
 		forget_error(); /* the failed call's error is not the application's */
 	}
@@ -266,7 +273,8 @@ MTP_EXPORT cudaError_t CUDARTAPI cudaMallocManaged(void **devPtr, size_t size, u
 	cudaError_t e;
 	for (int try_ = 0;; try_++) { /* once more only if out of memory and a policy's on_oom asks */
 		e = real(devPtr, size, flags);
-		if (!(rec && devPtr) || !mtp_hook_outcome(try_, e, MT_EV_MANAGED_ALLOC, MT_API_MANAGED, runtime_device(), e ? 0 : (uintptr_t)*devPtr, size, flags, 0))
+		if (!(rec && devPtr) || !mtp_hook_outcome(try_, e, MT_EV_MANAGED_ALLOC, MT_API_MANAGED,
+							  runtime_device(), e ? 0 : (uintptr_t)*devPtr, size, flags, 0))
 			break;
 		forget_error(); /* the failed call's error is not the application's */
 	}
@@ -297,7 +305,8 @@ MTP_EXPORT cudaError_t CUDARTAPI cudaHostAlloc(void **pHost, size_t size, unsign
 	cudaError_t e;
 	for (int try_ = 0;; try_++) { /* once more only if out of memory and a policy's on_oom asks */
 		e = real(pHost, size, flags);
-		if (!(rec && pHost) || !mtp_hook_outcome(try_, e, MT_EV_HOST_ALLOC, MT_API_HOST, MT_NO_DEVICE, e ? 0 : (uintptr_t)*pHost, size, flags, 0))
+		if (!(rec && pHost) || !mtp_hook_outcome(try_, e, MT_EV_HOST_ALLOC, MT_API_HOST, MT_NO_DEVICE,
+							 e ? 0 : (uintptr_t)*pHost, size, flags, 0))
 			break;
 		forget_error(); /* the failed call's error is not the application's */
 	}
@@ -312,7 +321,8 @@ MTP_EXPORT cudaError_t CUDARTAPI cudaMallocHost(void **ptr, size_t size)
 	cudaError_t e;
 	for (int try_ = 0;; try_++) { /* once more only if out of memory and a policy's on_oom asks */
 		e = real(ptr, size);
-		if (!(rec && ptr) || !mtp_hook_outcome(try_, e, MT_EV_HOST_ALLOC, MT_API_HOST, MT_NO_DEVICE, e ? 0 : (uintptr_t)*ptr, size, 0, 0))
+		if (!(rec && ptr) || !mtp_hook_outcome(try_, e, MT_EV_HOST_ALLOC, MT_API_HOST, MT_NO_DEVICE,
+						       e ? 0 : (uintptr_t)*ptr, size, 0, 0))
 			break;
 		forget_error(); /* the failed call's error is not the application's */
 	}
@@ -339,8 +349,10 @@ MTP_EXPORT cudaError_t CUDARTAPI cudaMemGetInfo(size_t *free_bytes, size_t *tota
 	bool rec = mtp_enter();
 	cudaError_t e = real(free_bytes, total);
 	if (rec && e == cudaSuccess) {
-		struct mt_event ev = {.kind = MT_EV_MEMINFO, .device = runtime_device(),
-				      .aux = free_bytes ? *free_bytes : 0, .aux2 = total ? *total : 0};
+		struct mt_event ev = {.kind = MT_EV_MEMINFO,
+				      .device = runtime_device(),
+				      .aux = free_bytes ? *free_bytes : 0,
+				      .aux2 = total ? *total : 0};
 		mtp_record(&ev, false);
 	}
 	mtp_leave();
@@ -358,7 +370,8 @@ static cudaError_t malloc_async(const void *caller, __typeof__(cudaMallocAsync) 
 	bool rec = mtp_enter_at(caller);
 	for (int try_ = 0;; try_++) { /* once more only if out of memory and a policy's on_oom asks */
 		e = real(devPtr, size, s);
-		if (!(rec && devPtr) || !mtp_hook_outcome(try_, e, MT_EV_ALLOC, MT_API_ASYNC, runtime_device(), e ? 0 : (uintptr_t)*devPtr, size, (uintptr_t)s, 0))
+		if (!(rec && devPtr) || !mtp_hook_outcome(try_, e, MT_EV_ALLOC, MT_API_ASYNC, runtime_device(),
+							  e ? 0 : (uintptr_t)*devPtr, size, (uintptr_t)s, 0))
 			break;
 		forget_error(); /* the failed call's error is not the application's */
 	}
@@ -412,7 +425,8 @@ static cudaError_t malloc_from_pool(const void *caller, __typeof__(cudaMallocFro
 	cudaError_t e;
 	for (int try_ = 0;; try_++) { /* once more only if out of memory and a policy's on_oom asks */
 		e = real(ptr, size, pool, s);
-		if (!(rec && ptr) || !mtp_hook_outcome(try_, e, MT_EV_ALLOC, MT_API_POOL, runtime_device(), e ? 0 : (uintptr_t)*ptr, size, (uintptr_t)s, (uintptr_t)pool))
+		if (!(rec && ptr) || !mtp_hook_outcome(try_, e, MT_EV_ALLOC, MT_API_POOL, runtime_device(),
+						       e ? 0 : (uintptr_t)*ptr, size, (uintptr_t)s, (uintptr_t)pool))
 			break;
 		forget_error(); /* the failed call's error is not the application's */
 	}

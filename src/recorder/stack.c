@@ -16,8 +16,8 @@
 #include "recorder/mtp.h"
 
 #define MAX_FRAMES 256
-#define OWN_FRAMES 12   /* at most this many of memtap's frames sit above the caller */
-#define FRESH_MAX 16    /* new frames walked before giving up on the cache */
+#define OWN_FRAMES 12	   /* at most this many of memtap's frames sit above the caller */
+#define FRESH_MAX 16	   /* new frames walked before giving up on the cache */
 #define VARIABLE INT32_MIN /* a return address whose frame size is not fixed (alloca) */
 
 uintptr_t mtp_self_start, mtp_self_end;
@@ -25,8 +25,8 @@ uint64_t mtp_stack_checks, mtp_stack_mismatches;
 
 struct mtp_stack_cache {
 	uint32_t n, id;
-	uintptr_t top;             /* highest slot ever seen on this thread: reads stay below */
-	uintptr_t ip[MAX_FRAMES];  /* innermost first */
+	uintptr_t top;		  /* highest slot ever seen on this thread: reads stay below */
+	uintptr_t ip[MAX_FRAMES]; /* innermost first */
 	uintptr_t slot[MAX_FRAMES];
 	uintptr_t fresh_ip[FRESH_MAX], fresh_slot[FRESH_MAX]; /* here, not on the application's stack */
 };

@@ -21,11 +21,10 @@
 #include "policy/policy.h"
 #include "recorder/mtp.h"
 
-
 #define MAX_MODULES 4096
 
 static struct writer {
-	pthread_mutex_t lock;   /* one drain at a time; guards everything below */
+	pthread_mutex_t lock; /* one drain at a time; guards everything below */
 	pthread_cond_t cond;
 	pthread_t thread;
 	bool running, stop, wake;
@@ -39,7 +38,7 @@ static struct writer {
 	uint64_t written;		    /* events in the file */
 	uint64_t size;			    /* bytes of whole chunks in the file */
 	uint64_t drops_said[MT_DROP_COUNT]; /* the counts of the last DROPS chunk */
-	unsigned long long adds, subs; /* dl_iterate_phdr counters at the last module scan */
+	unsigned long long adds, subs;	    /* dl_iterate_phdr counters at the last module scan */
 	uint64_t module_key[MAX_MODULES];
 	size_t nmodules;
 } w = {.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER, .fd = -1};
@@ -491,10 +490,19 @@ static void expand(const char *pattern, char *out, size_t len)
 			continue;
 		}
 		switch (*++p) {
-		case 'p': snprintf(num, sizeof num, "%d", (int)getpid()); add = num; break;
-		case 'r': add = rank; break;
-		case 'h': add = host; break;
-		case '%': add = "%"; break;
+		case 'p':
+			snprintf(num, sizeof num, "%d", (int)getpid());
+			add = num;
+			break;
+		case 'r':
+			add = rank;
+			break;
+		case 'h':
+			add = host;
+			break;
+		case '%':
+			add = "%";
+			break;
 		default: /* not a placeholder: keep it as written */
 			snprintf(num, sizeof num, "%%%c", *p);
 			add = num;
@@ -575,11 +583,15 @@ static void write_header(void)
 	int fd;
 	ssize_t n = 0;
 	struct mt_buf *b = &w.table;
-	static const char *const launcher[][2] = {
-		{"rank", "RANK"}, {"local_rank", "LOCAL_RANK"}, {"world_size", "WORLD_SIZE"},
-		{"rank", "OMPI_COMM_WORLD_RANK"}, {"local_rank", "OMPI_COMM_WORLD_LOCAL_RANK"},
-		{"world_size", "OMPI_COMM_WORLD_SIZE"}, {"rank", "SLURM_PROCID"}, {"local_rank", "SLURM_LOCALID"},
-		{"world_size", "SLURM_NTASKS"}};
+	static const char *const launcher[][2] = {{"rank", "RANK"},
+						  {"local_rank", "LOCAL_RANK"},
+						  {"world_size", "WORLD_SIZE"},
+						  {"rank", "OMPI_COMM_WORLD_RANK"},
+						  {"local_rank", "OMPI_COMM_WORLD_LOCAL_RANK"},
+						  {"world_size", "OMPI_COMM_WORLD_SIZE"},
+						  {"rank", "SLURM_PROCID"},
+						  {"local_rank", "SLURM_LOCALID"},
+						  {"world_size", "SLURM_NTASKS"}};
 	bool seen[3] = {false, false, false};
 
 	if ((n = write(w.fd, MT_FILE_MAGIC "\x01\0\0\0\0\0\0\0", 16)) != 16) {
@@ -619,7 +631,8 @@ static void write_header(void)
 		}
 	}
 	info_line(b, "cmdline", cmd);
-	info_number(b, "start_realtime_ns", (unsigned long long)real.tv_sec * 1000000000ull + (unsigned long long)real.tv_nsec);
+	info_number(b, "start_realtime_ns",
+		    (unsigned long long)real.tv_sec * 1000000000ull + (unsigned long long)real.tv_nsec);
 	info_number(b, "start_monotonic_ns", (unsigned long long)mtp_start_ns);
 	info_number(b, "depth", (unsigned long long)mtp_opt.depth);
 	info_number(b, "ring", (unsigned long long)mtp_opt.ring);

@@ -40,11 +40,21 @@ static void string(lua_State *L, struct cursor *c)
 		if (c->p >= c->end)
 			break;
 		switch (ch = *c->p++) {
-		case 'b': luaL_addchar(&b, '\b'); break;
-		case 'f': luaL_addchar(&b, '\f'); break;
-		case 'n': luaL_addchar(&b, '\n'); break;
-		case 'r': luaL_addchar(&b, '\r'); break;
-		case 't': luaL_addchar(&b, '\t'); break;
+		case 'b':
+			luaL_addchar(&b, '\b');
+			break;
+		case 'f':
+			luaL_addchar(&b, '\f');
+			break;
+		case 'n':
+			luaL_addchar(&b, '\n');
+			break;
+		case 'r':
+			luaL_addchar(&b, '\r');
+			break;
+		case 't':
+			luaL_addchar(&b, '\t');
+			break;
 		case 'u': {
 			char hex[5] = {0};
 			unsigned long u;
@@ -65,7 +75,9 @@ static void string(lua_State *L, struct cursor *c)
 			}
 			break;
 		}
-		default: luaL_addchar(&b, ch); break; /* \" \\ \/ */
+		default:
+			luaL_addchar(&b, ch);
+			break; /* \" \\ \/ */
 		}
 	}
 	if (c->p >= c->end)

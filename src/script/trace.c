@@ -284,12 +284,12 @@ static int format_size(lua_State *L)
 
 int mt_lua_open(lua_State *L)
 {
-	static const luaL_Reg methods[] = {{"events", events}, {"report", report}, {"stack", stack},
-					   {"live_at", live_at}, {NULL, NULL}};
-	static const luaL_Reg meta[] = {{"__index", index_}, {"__gc", gc}, {"__close", gc}, {"__tostring", tostring},
-					{NULL, NULL}};
-	static const luaL_Reg module[] = {{"open", open_}, {"format_size", format_size}, {"plan", mt_lua_plan},
-					   {NULL, NULL}};
+	static const luaL_Reg methods[] = {
+	    {"events", events}, {"report", report}, {"stack", stack}, {"live_at", live_at}, {NULL, NULL}};
+	static const luaL_Reg meta[] = {
+	    {"__index", index_}, {"__gc", gc}, {"__close", gc}, {"__tostring", tostring}, {NULL, NULL}};
+	static const luaL_Reg module[] = {
+	    {"open", open_}, {"format_size", format_size}, {"plan", mt_lua_plan}, {NULL, NULL}};
 
 	if (luaL_newmetatable(L, TRACE_META)) {
 		luaL_setfuncs(L, meta, 0);

@@ -26,7 +26,12 @@ static void (*record_stream_fn)(void *, cudaStream_t);
 
 /* the allocator's metadata table (std::unordered_map<void*, _AllocationMetadata> + mutex) */
 #define META 65536
-static struct meta { void *ptr; size_t size; int device; cudaStream_t stream; } meta[META];
+static struct meta {
+	void *ptr;
+	size_t size;
+	int device;
+	cudaStream_t stream;
+} meta[META];
 static pthread_mutex_t meta_lock = PTHREAD_MUTEX_INITIALIZER;
 static long allocs, frees, foreign;
 
@@ -40,7 +45,7 @@ static void *torch_malloc(size_t size, int device, cudaStream_t stream)
 	pthread_mutex_lock(&meta_lock);
 	for (size_t i = ((uintptr_t)p >> 9) % META;; i = (i + 1) % META)
 		if (!meta[i].ptr) {
-			meta[i] = (struct meta){ p, size, device, stream };
+			meta[i] = (struct meta){p, size, device, stream};
 			break;
 		}
 	allocs++;
@@ -50,7 +55,7 @@ static void *torch_malloc(size_t size, int device, cudaStream_t stream)
 
 static void torch_raw_delete(void *p)
 {
-	struct meta m = { 0 };
+	struct meta m = {0};
 
 	pthread_mutex_lock(&meta_lock);
 	for (size_t i = ((uintptr_t)p >> 9) % META; meta[i].ptr; i = (i + 1) % META)
@@ -106,7 +111,8 @@ static void *trainer(void *arg)
 			bad += !tmp;
 			torch_raw_delete(tmp);
 			if (l == 3) { /* one tensor goes to the next thread, which frees it */
-				void *old = __atomic_exchange_n(&handoff[(id + 1) % THREADS], acts[l], __ATOMIC_ACQ_REL);
+				void *old =
+				    __atomic_exchange_n(&handoff[(id + 1) % THREADS], acts[l], __ATOMIC_ACQ_REL);
 
 				if (old)
 					torch_raw_delete(old);

@@ -127,10 +127,20 @@ static void mem_free(void *ctx, void *p, size_t n)
 static struct mt_cache *make(struct dev *d, const char *policy, uint64_t capacity, const char *conf)
 {
 	struct mt_cache_backend b = {
-		.ctx = d, .seg_alloc = seg_alloc, .seg_free = seg_free, .va_reserve = va_reserve, .va_free = va_free,
-		.phys_create = phys_create, .phys_release = phys_release, .map = map, .unmap = unmap,
-		.event_record = event_record, .event_done = event_done, .stream_sync = stream_sync,
-		.mem_alloc = mem_alloc, .mem_free = mem_free,
+	    .ctx = d,
+	    .seg_alloc = seg_alloc,
+	    .seg_free = seg_free,
+	    .va_reserve = va_reserve,
+	    .va_free = va_free,
+	    .phys_create = phys_create,
+	    .phys_release = phys_release,
+	    .map = map,
+	    .unmap = unmap,
+	    .event_record = event_record,
+	    .event_done = event_done,
+	    .stream_sync = stream_sync,
+	    .mem_alloc = mem_alloc,
+	    .mem_free = mem_free,
 	};
 	struct mt_cache_config c;
 	struct mt_cache *m = NULL;
@@ -193,7 +203,8 @@ static void native_rules(void)
 	is(alloc(m, 5 * MIB, 0), b, "a freed block is reused for the same size (best fit, lowest address)");
 	is(stats(m).hits, 2, "two cache hits");
 	/* the large pool splits only when more than 1 MiB is left */
-	ok(mt_cache_block(m, y, &req, &size) && size == 32 * MIB, "the 1 MiB left of its 32 MiB segment is not split off");
+	ok(mt_cache_block(m, y, &req, &size) && size == 32 * MIB,
+	   "the 1 MiB left of its 32 MiB segment is not split off");
 	is(alloc(m, 0, 7), 0, "size 0 gives no address");
 	is(mt_cache_free(m, 12345), ENOENT, "freeing an unknown address is refused");
 	mt_cache_delete(m);
@@ -366,7 +377,8 @@ static void *worker(void *arg)
 			failures += mt_cache_free(shared, live[k]) != 0;
 			live[k] = 0;
 		} else {
-			uint64_t size = (seed >> 40) % 8 == 0 ? (seed >> 20) % (24 * MIB) + 1 : (seed >> 20) % (256 * 1024) + 1;
+			uint64_t size =
+			    (seed >> 40) % 8 == 0 ? (seed >> 20) % (24 * MIB) + 1 : (seed >> 20) % (256 * 1024) + 1;
 
 			if (mt_cache_alloc(shared, size, stream, 0, &live[k]) == 0) {
 				uint64_t req, bs;
@@ -476,12 +488,13 @@ static void reconfiguring(void)
 	mt_cache_delete(m);
 
 	mt_cache_preset(&c, "memtap-vmm");
-	mt_cache_configure(&c, "max_split_size_mb:300,garbage_collection_threshold:0.8,limit_mb:81920,tag_pools:1", &bad);
+	mt_cache_configure(&c, "max_split_size_mb:300,garbage_collection_threshold:0.8,limit_mb:81920,tag_pools:1",
+			   &bad);
 	mt_cache_describe(&c, text, sizeof text);
 	mt_cache_preset(&back, "native");
 	ok(mt_cache_configure(&back, text, &bad) == 0 && back.max_split == c.max_split &&
-	   back.gc_threshold == c.gc_threshold && back.limit == c.limit && back.tag_pools && back.stitch &&
-	   !back.expandable && back.power2_divisions == c.power2_divisions && back.cache,
+	       back.gc_threshold == c.gc_threshold && back.limit == c.limit && back.tag_pools && back.stitch &&
+	       !back.expandable && back.power2_divisions == c.power2_divisions && back.cache,
 	   "a described config reads back the same: %s", text);
 }
 

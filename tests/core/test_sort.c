@@ -20,7 +20,8 @@ static int sorted_and_stable(unsigned threads, unsigned batch, unsigned batches,
 		for (unsigned th = 0; th < threads; th++)
 			for (unsigned i = 0; i < batch; i++) {
 				clock[th] += ties ? (uint64_t)(rand() % 2) : 1 + (uint64_t)rand() % 10;
-				struct mt_event e = {.kind = MT_EV_MARK, .thread = th,
+				struct mt_event e = {.kind = MT_EV_MARK,
+						     .thread = th,
 						     .time = clock[th] + (overlap ? th * overlap / threads : 0),
 						     .addr = next[th]++};
 				if (mt_trace_add_event(&t, &e))

@@ -41,7 +41,9 @@ int fake_cupti_enabled(CUpti_CallbackId cbid)
 /* What the real CUPTI does around a driver call: enter, (the call), exit. */
 void fake_cupti_fire(CUpti_CallbackId cbid, const char *name, void *params, CUresult result)
 {
-	CUpti_CallbackData d = {.callbackSite = CUPTI_API_ENTER, .functionName = name, .functionParams = params,
+	CUpti_CallbackData d = {.callbackSite = CUPTI_API_ENTER,
+				.functionName = name,
+				.functionParams = params,
 				.functionReturnValue = &result};
 
 	if (!callback || !fake_cupti_enabled(cbid))

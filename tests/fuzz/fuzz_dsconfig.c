@@ -14,8 +14,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	/* a model of memtap plan's examples, so the formulas run with what the config sets */
-	struct mt_plan_config c = {.precision = MT_MIXED16, .optimizer = MT_ADAM, .nodes = 1, .gpus_per_node = 1,
-				   .layers = 24, .hidden = 2048, .heads = 16, .vocab = 50257, .seq = 2048};
+	struct mt_plan_config c = {.precision = MT_MIXED16,
+				   .optimizer = MT_ADAM,
+				   .nodes = 1,
+				   .gpus_per_node = 1,
+				   .layers = 24,
+				   .hidden = 2048,
+				   .heads = 16,
+				   .vocab = 50257,
+				   .seq = 2048};
 	struct ds_config ds;
 	struct mt_plan p;
 	double table[4][3];

@@ -15,8 +15,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 /* Walks a few levels the way a reader of the result would. */
 static void walk(const struct pk_value *v, int depth)
 {
-	static const char *const keys[] = {"segments", "device_traces", "action", "addr", "size", "frames", "name",
-					   "filename", "line", "blocks", "history", "state", NULL};
+	static const char *const keys[] = {"segments", "device_traces", "action", "addr",    "size",  "frames", "name",
+					   "filename", "line",		"blocks", "history", "state", NULL};
 	int64_t i;
 
 	if (!v || depth > 4)

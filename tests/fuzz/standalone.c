@@ -75,10 +75,18 @@ static int one_seed(const char *path, long rounds)
 		for (int k = 0, edits = 1 + (int)(next() % 8); k < edits && len; k++) {
 			size_t at = next() % len;
 			switch (next() % 4) {
-			case 0: buf[at] ^= (uint8_t)(1u << (next() % 8)); break;
-			case 1: buf[at] = (uint8_t)next(); break;
-			case 2: memset(buf + at, (int)(next() & 0xff), (len - at) < 8 ? len - at : 8); break;
-			default: len = at; break;
+			case 0:
+				buf[at] ^= (uint8_t)(1u << (next() % 8));
+				break;
+			case 1:
+				buf[at] = (uint8_t)next();
+				break;
+			case 2:
+				memset(buf + at, (int)(next() & 0xff), (len - at) < 8 ? len - at : 8);
+				break;
+			default:
+				len = at;
+				break;
 			}
 		}
 		run(buf, len);
@@ -135,7 +143,7 @@ int main(int argc, char **argv)
 			rounds = atol(argv[i] + 9);
 		else
 			failed |= stat(argv[i], &st) == 0 && S_ISDIR(st.st_mode) ? one_dir(argv[i], rounds)
-										: one_seed(argv[i], rounds);
+										 : one_seed(argv[i], rounds);
 	}
 	printf("1..%d\n", n);
 	return failed;

@@ -105,11 +105,23 @@ static int start(const char *engine_so, const char *source, const struct mt_poli
 	if (system(cmd) != 0 || !(lib = dlopen(copy, RTLD_NOW | RTLD_LOCAL)) ||
 	    !(start_fn = (mt_policy_start_fn *)dlsym(lib, MT_POLICY_START)))
 		return ENOENT;
-	host = (struct mt_policy_host){.abi = MT_POLICY_ABI, .files = strdup(path), .dir = dir, .budget = 200000,
-				       .memory = 64 << 20, .deadline_ns = 300000000ull, .start_ns = now_ns(),
-				       .map = map, .unmap = unmap, .string = no_table, .stack = no_table, .say = say,
-				       .mark = nothing, .snapshot = hang, .capture = capture,
-				       .set_cap = set_cap, .cap = cap};
+	host = (struct mt_policy_host){.abi = MT_POLICY_ABI,
+				       .files = strdup(path),
+				       .dir = dir,
+				       .budget = 200000,
+				       .memory = 64 << 20,
+				       .deadline_ns = 300000000ull,
+				       .start_ns = now_ns(),
+				       .map = map,
+				       .unmap = unmap,
+				       .string = no_table,
+				       .stack = no_table,
+				       .say = say,
+				       .mark = nothing,
+				       .snapshot = hang,
+				       .capture = capture,
+				       .set_cap = set_cap,
+				       .cap = cap};
 	said[0] = '\0';
 	return start_fn(&host, e);
 }
@@ -145,16 +157,16 @@ int main(void)
 	r = start(argv_engine, "memtap.on_exit(function(ev) memtap.snapshot('z.trace') end)\n", &e, 3);
 	is(r, 0, "an engine whose on_exit takes a snapshot starts");
 	e->stop();
-	ok(strstr(said, "the on_exit handlers did not finish within 300 ms"), "exit waits no longer than the deadline: %s",
-	   said);
+	ok(strstr(said, "the on_exit handlers did not finish within 300 ms"),
+	   "exit waits no longer than the deadline: %s", said);
 
 	r = start(argv_engine, "memtap.every(0.01, function(ev) memtap.snapshot('w.trace') end)\n", &e, 4);
 	is(r, 0, "an engine with a timer that takes a snapshot starts");
 	while (__atomic_load_n(&stuck, __ATOMIC_RELAXED) < 4)
 		usleep(1000);
 	e->feed(NULL, 0, now_ns() + 700000000ull); /* a drain more than twice the deadline later */
-	ok(strstr(said, "a policy handler did not return within 600 ms"), "the writer's next drain notices the stuck timer: %s",
-	   said);
+	ok(strstr(said, "a policy handler did not return within 600 ms"),
+	   "the writer's next drain notices the stuck timer: %s", said);
 	ok(!e->oom(&oom), "and on_oom is not asked");
 	e->stop();
 

@@ -18,8 +18,8 @@ static int failed, n;
 
 static void same(const char *what, size_t row, size_t header)
 {
-	printf("%s %d - %s: %zu in memtap's row, %zu in the headers\n", row == header ? "ok" : "not ok", ++n,
-	       what, row, header);
+	printf("%s %d - %s: %zu in memtap's row, %zu in the headers\n", row == header ? "ok" : "not ok", ++n, what, row,
+	       header);
 	failed |= row != header;
 }
 
@@ -33,7 +33,8 @@ int main(void)
 		if (py_layouts[i].minor == PY_MINOR_VERSION)
 			l = &py_layouts[i];
 	if (!l) {
-		printf("not ok 1 - CPython 3.%d has no layout row in src/recorder/pylayout.h\n1..1\n", PY_MINOR_VERSION);
+		printf("not ok 1 - CPython 3.%d has no layout row in src/recorder/pylayout.h\n1..1\n",
+		       PY_MINOR_VERSION);
 		return 1;
 	}
 #if PY_MINOR_VERSION <= 10

@@ -78,7 +78,7 @@ static NOINLINE void runtime_paths(void)
 
 	CHECK_RT(cudaStreamCreate(&s));
 	CHECK_RT(cudaMalloc(&p[0], 1000001));
-	CHECK_RT(cudaMallocPitch(&p[1], &pitch, 1000, 1000));        /* pitch 1024 -> 1024000 */
+	CHECK_RT(cudaMallocPitch(&p[1], &pitch, 1000, 1000));		/* pitch 1024 -> 1024000 */
 	CHECK_RT(cudaMalloc3D(&pp, (struct cudaExtent){1000, 10, 10})); /* 1024 * 100 = 102400 */
 	CHECK_RT(cudaMallocManaged(&p[2], 1000003, cudaMemAttachGlobal));
 	CHECK_RT(cudaMallocHost(&p[3], 1000004));
@@ -191,10 +191,12 @@ static NOINLINE void procaddr_paths(void)
 	CHECK_DRV(gpa2("cuMemAlloc", (void **)&alloc_b, 12000, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, &st));
 	CHECK_DRV(gpa2("cuMemFree", (void **)&free_, 12000, 0, &st));
 	CHECK_DRV(gpa2("cuMemAllocAsync", (void **)&async, 11020, 0, &st));
-	CHECK_DRV(gpa2("cuMemAllocAsync", (void **)&async_ptsz, 11020, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, &st));
+	CHECK_DRV(
+	    gpa2("cuMemAllocAsync", (void **)&async_ptsz, 11020, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, &st));
 	CHECK_DRV(gpa2("cuMemFreeAsync", (void **)&free_async, 11020, 0, &st));
 	CHECK_DRV(gpa2("cuGetProcAddress", (void **)&gpa1, 11030, 0, &st));
-	check(gpa2("cuMemAlloc", (void **)&direct, 2000, 0, &st) == CUDA_ERROR_NOT_FOUND, "a version too old passes through");
+	check(gpa2("cuMemAlloc", (void **)&direct, 2000, 0, &st) == CUDA_ERROR_NOT_FOUND,
+	      "a version too old passes through");
 	CHECK_DRV(alloc_a(&d[0], 3000001));
 	CHECK_DRV(alloc_b(&d[1], 3000002));
 	CHECK_DRV(async(&d[2], 3000003, NULL));
@@ -215,7 +217,7 @@ static NOINLINE void entrypoint_paths(void)
 	enum cudaDriverEntryPointQueryResult st;
 	void *fn[7] = {0};
 	static const char *const names[7] = {"cuMemCreate", "cuMemRelease", "cuMemAddressReserve", "cuMemAddressFree",
-					     "cuMemMap", "cuMemUnmap", "cuMemSetAccess"};
+					     "cuMemMap",    "cuMemUnmap",   "cuMemSetAccess"};
 
 	CHECK_RT(cudaSetDevice(0));
 	for (int i = 0; i < 7; i++)
@@ -407,7 +409,8 @@ static NOINLINE void ooms(void)
 {
 	PFN_cuMemAlloc_v3020 mem_alloc;
 	PFN_cuMemCreate_v10020 create;
-	CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED, .location = {CU_MEM_LOCATION_TYPE_DEVICE, 0}};
+	CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+				    .location = {CU_MEM_LOCATION_TYPE_DEVICE, 0}};
 	CUmemGenericAllocationHandle h;
 	CUdeviceptr d;
 	cudaStream_t s;

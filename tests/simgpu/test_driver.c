@@ -294,10 +294,11 @@ static void proc_address(void)
 	ok(fn == dlsym(self, "cuGetProcAddress"), "cuGetProcAddress at 11030 is the 4-argument v1");
 	cuGetProcAddress("cuGetProcAddress", &fn, 12000, 0, &st);
 	ok(fn == dlsym(self, "cuGetProcAddress_v2"), "cuGetProcAddress at 12000 is v2");
-	v1 = (CUresult (*)(const char *, void **, int, cuuint64_t))dlsym(self, "cuGetProcAddress");
+	v1 = (CUresult(*)(const char *, void **, int, cuuint64_t))dlsym(self, "cuGetProcAddress");
 	is(v1("cuMemFree", &fn, 12000, 0), CUDA_SUCCESS, "lookup through the v1 entry");
 	ok(fn == dlsym(self, "cuMemFree_v2"), "v1 finds cuMemFree_v2");
-	is(cuGetProcAddress("cuMemAlloc", &fn, 13010, 0, &st), CUDA_ERROR_INVALID_VALUE, "version newer than the driver");
+	is(cuGetProcAddress("cuMemAlloc", &fn, 13010, 0, &st), CUDA_ERROR_INVALID_VALUE,
+	   "version newer than the driver");
 	is(cuGetProcAddress("cuMemAlloc", &fn, 12000, 8, &st), CUDA_ERROR_INVALID_VALUE, "unknown flags");
 	dlclose(self);
 }

@@ -14,10 +14,10 @@
 #include "core/units.h"
 
 static const char diff_usage[] =
-	"usage: memtap diff A B [--json] [--top N]\n"
-	"Compares two traces: each device's peak, the composition at the peak, and the bytes\n"
-	"live per stack at the peak and at exit, biggest changes first.\n"
-	"Exit status: 0, or 3 when a trace was cut short or damaged (what it held is compared).\n";
+    "usage: memtap diff A B [--json] [--top N]\n"
+    "Compares two traces: each device's peak, the composition at the peak, and the bytes\n"
+    "live per stack at the peak and at exit, biggest changes first.\n"
+    "Exit status: 0, or 3 when a trace was cut short or damaged (what it held is compared).\n";
 
 struct side {
 	struct mt_trace t;
@@ -31,8 +31,8 @@ struct side {
  * only for the rows shown, so a trace of long names or many stacks costs time and memory
  * in proportion to it. */
 struct row {
-	uint64_t key;      /* hash of the stack's frames */
-	int side;          /* where the stack was first seen, to print it */
+	uint64_t key; /* hash of the stack's frames */
+	int side;     /* where the stack was first seen, to print it */
 	uint32_t stack;
 	uint64_t bytes[2]; /* A, B */
 };
@@ -259,7 +259,8 @@ static void load(struct side *s, const char *path)
 
 int cmd_diff(int argc, char **argv)
 {
-	static const struct option longopts[] = {{"json", 0, 0, 'j'}, {"top", 1, 0, 't'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+	static const struct option longopts[] = {
+	    {"json", 0, 0, 'j'}, {"top", 1, 0, 't'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
 	struct side s[2];
 	struct table peak = {0}, exit_ = {0};
 	bool json = false;
@@ -270,14 +271,20 @@ int cmd_diff(int argc, char **argv)
 
 	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
 		switch (c) {
-		case 'j': json = true; break;
+		case 'j':
+			json = true;
+			break;
 		case 't':
 			top = strtoul(optarg, &end, 10);
 			if (end == optarg || *end || !top)
 				die(EXIT_USAGE, "--top needs a positive number, not '%s'", optarg);
 			break;
-		case 'h': fputs(diff_usage, stdout); return 0;
-		default: fputs(diff_usage, stderr); return EXIT_USAGE;
+		case 'h':
+			fputs(diff_usage, stdout);
+			return 0;
+		default:
+			fputs(diff_usage, stderr);
+			return EXIT_USAGE;
 		}
 	}
 	if (argc - optind != 2)
@@ -314,7 +321,8 @@ int cmd_diff(int argc, char **argv)
 			       n++ ? "," : "", d, a->peak, b->peak, json_delta(a->peak, b->peak, z));
 			for (int k = 1; k < MT_TAG_COUNT; k++)
 				printf("%s\"%s\": {\"a\": %" PRIu64 ", \"b\": %" PRIu64 ", \"delta\": %s}",
-				       k > 1 ? ", " : "", mt_tag_names[k], s[0].r.composition[d][k], s[1].r.composition[d][k],
+				       k > 1 ? ", " : "", mt_tag_names[k], s[0].r.composition[d][k],
+				       s[1].r.composition[d][k],
 				       json_delta(s[0].r.composition[d][k], s[1].r.composition[d][k], z));
 			printf("}}");
 			continue;

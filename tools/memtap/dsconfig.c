@@ -93,9 +93,8 @@ static int offload_device(struct ds *d, const json_t *zero, const char *key, enu
 	if (!json_is_object(section))
 		return bad(d, "zero_optimization.%s must be an object", key);
 	snprintf(prefix, sizeof prefix, "zero_optimization.%s.", key);
-	json_object_foreach((json_t *)section, k, v)
-		if (strcmp(k, "device"))
-			add_name(d->out->unmodelled, sizeof d->out->unmodelled, prefix, k);
+	json_object_foreach((json_t *)section, k, v) if (strcmp(k, "device"))
+	    add_name(d->out->unmodelled, sizeof d->out->unmodelled, prefix, k);
 	if (!dev || json_is_null(dev))
 		return 0;
 	name = json_string_value(dev);
@@ -110,8 +109,8 @@ static int offload_device(struct ds *d, const json_t *zero, const char *key, enu
 
 static int zero_section(struct ds *d, const json_t *zero, struct mt_plan_config *c)
 {
-	static const char *const applied[] = {"stage", "offload_optimizer", "offload_param", "cpu_offload",
-					      "cpu_offload_params", NULL};
+	static const char *const applied[] = {"stage",	     "offload_optimizer",  "offload_param",
+					      "cpu_offload", "cpu_offload_params", NULL};
 	const char *k;
 	json_t *v;
 	uint64_t stage = (uint64_t)c->zero;
@@ -132,7 +131,8 @@ static int zero_section(struct ds *d, const json_t *zero, struct mt_plan_config 
 		c->offload_optimizer = MT_OFFLOAD_CPU;
 	if (json_is_true(json_object_get(zero, "cpu_offload_params")))
 		c->offload_params = MT_OFFLOAD_CPU;
-	json_object_foreach((json_t *)zero, k, v) {
+	json_object_foreach((json_t *)zero, k, v)
+	{
 		int known = 0;
 		for (int i = 0; applied[i]; i++)
 			known |= !strcmp(k, applied[i]);
@@ -144,8 +144,9 @@ static int zero_section(struct ds *d, const json_t *zero, struct mt_plan_config 
 
 static int optimizer_section(struct ds *d, const json_t *opt, struct mt_plan_config *c)
 {
-	static const char *const adam_like[] = {"adam", "adamw", "fusedadam", "cpuadam", "deepspeedcpuadam",
-						"onebitadam", "zerooneadam", "lamb", "fusedlamb", "onebitlamb", NULL};
+	static const char *const adam_like[] = {
+	    "adam", "adamw",	 "fusedadam",  "cpuadam", "deepspeedcpuadam", "onebitadam", "zerooneadam",
+	    "lamb", "fusedlamb", "onebitlamb", NULL};
 	const char *type = json_string_value(json_object_get(opt, "type"));
 
 	if (!type)
@@ -172,7 +173,8 @@ static int apply(struct ds *d, json_t *root, struct mt_plan_config *c)
 
 	if (!json_is_object(root))
 		return bad(d, "a DeepSpeed config is a JSON object");
-	json_object_foreach(root, k, v) {
+	json_object_foreach(root, k, v)
+	{
 		if (!strcmp(k, "zero_optimization"))
 			r = zero_section(d, v, c);
 		else if (!strcmp(k, "optimizer"))
@@ -216,9 +218,10 @@ static int apply(struct ds *d, json_t *root, struct mt_plan_config *c)
 	/* DeepSpeed requires train_batch_size = micro-batch x accumulation steps x dp */
 	if (batch && micro && steps) {
 		if (batch % (micro * steps))
-			return bad(d, "train_batch_size %llu is not a multiple of train_micro_batch_size_per_gpu x "
-				   "gradient_accumulation_steps (%llu)", (unsigned long long)batch,
-				   (unsigned long long)(micro * steps));
+			return bad(d,
+				   "train_batch_size %llu is not a multiple of train_micro_batch_size_per_gpu x "
+				   "gradient_accumulation_steps (%llu)",
+				   (unsigned long long)batch, (unsigned long long)(micro * steps));
 		d->out->dp = batch / (micro * steps);
 	}
 	return 0;

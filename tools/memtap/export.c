@@ -8,19 +8,19 @@
 #include "cli.h"
 
 static const char export_usage[] =
-	"usage: memtap export --format=FORMAT [--what peak|exit|leaks] [-o FILE] TRACE\n"
-	"  --format folded     folded stacks for flamegraph.pl and speedscope: the bytes each stack\n"
-	"                      holds live at the peak (--what peak, the default), at exit (exit),\n"
-	"                      or grows by per iteration (leaks)\n"
-	"  --format perfetto   Chrome trace-event JSON for ui.perfetto.dev and chrome://tracing: a\n"
-	"                      counter track per device split by category, OOMs, NVTX ranges\n"
-	"  --format memviz     a pickle in PyTorch's snapshot layout for pytorch.org/memory_viz\n"
-	"                      (each entry carries its category; use -o, it is binary)\n";
+    "usage: memtap export --format=FORMAT [--what peak|exit|leaks] [-o FILE] TRACE\n"
+    "  --format folded     folded stacks for flamegraph.pl and speedscope: the bytes each stack\n"
+    "                      holds live at the peak (--what peak, the default), at exit (exit),\n"
+    "                      or grows by per iteration (leaks)\n"
+    "  --format perfetto   Chrome trace-event JSON for ui.perfetto.dev and chrome://tracing: a\n"
+    "                      counter track per device split by category, OOMs, NVTX ranges\n"
+    "  --format memviz     a pickle in PyTorch's snapshot layout for pytorch.org/memory_viz\n"
+    "                      (each entry carries its category; use -o, it is binary)\n";
 
 int cmd_export(int argc, char **argv)
 {
-	static const struct option longopts[] = {{"format", 1, 0, 'f'}, {"what", 1, 0, 'w'}, {"output", 1, 0, 'o'},
-						 {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+	static const struct option longopts[] = {
+	    {"format", 1, 0, 'f'}, {"what", 1, 0, 'w'}, {"output", 1, 0, 'o'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
 	const char *format = NULL, *output = NULL;
 	enum mt_folded_what what = MT_FOLDED_PEAK;
 	struct mt_trace t;
@@ -31,8 +31,12 @@ int cmd_export(int argc, char **argv)
 
 	while ((c = getopt_long(argc, argv, "o:h", longopts, NULL)) != -1) {
 		switch (c) {
-		case 'f': format = optarg; break;
-		case 'o': output = optarg; break;
+		case 'f':
+			format = optarg;
+			break;
+		case 'o':
+			output = optarg;
+			break;
 		case 'w':
 			if (!strcmp(optarg, "peak"))
 				what = MT_FOLDED_PEAK;
@@ -43,19 +47,24 @@ int cmd_export(int argc, char **argv)
 			else
 				die(EXIT_USAGE, "--what is peak, exit or leaks, not '%s'", optarg);
 			break;
-		case 'h': fputs(export_usage, stdout); return 0;
-		default: fputs(export_usage, stderr); return EXIT_USAGE;
+		case 'h':
+			fputs(export_usage, stdout);
+			return 0;
+		default:
+			fputs(export_usage, stderr);
+			return EXIT_USAGE;
 		}
 	}
 	if (!format || (strcmp(format, "folded") && strcmp(format, "perfetto") && strcmp(format, "memviz")))
-		die(EXIT_USAGE, "--format is folded, perfetto or memviz%s%s", format ? ", not " : "", format ? format : "");
+		die(EXIT_USAGE, "--format is folded, perfetto or memviz%s%s", format ? ", not " : "",
+		    format ? format : "");
 	if (argc - optind != 1)
 		die(EXIT_USAGE, "memtap export takes one trace (see --help)");
 	if (mt_trace_read(argv[optind], &t))
 		die(EXIT_USAGE, "%s", t.problem);
 	if (t.problem[0])
-		progress_clear(), fprintf(stderr, "memtap: %s: %s; exporting the %zu events before it\n", argv[optind], t.problem,
-					  t.nevents);
+		progress_clear(), fprintf(stderr, "memtap: %s: %s; exporting the %zu events before it\n", argv[optind],
+					  t.problem, t.nevents);
 	if (mt_report_build(&r, &t, NULL))
 		die(1, "out of memory while reading %s", argv[optind]);
 	if (output && !(out = fopen(output, "w")))

@@ -12,15 +12,15 @@
 #include "cli.h"
 
 static const char usage[] =
-	"usage: memtap lua SCRIPT.lua [TRACE...] [-- ARGS...]\n"
-	"Runs SCRIPT with the memtap module over the traces (memtap traces, PyTorch snapshots,\n"
-	"RMM logs): memtap.trace is the first, memtap.traces all of them; each has :events([kind]),\n"
-	":report([top]) (the table form of `memtap report --json`), :live_at(seconds), :stack(id),\n"
-	"and .path, .nevents, .complete, .problem. memtap.format_size(bytes) prints sizes;\n"
-	"memtap.plan{...} plans capacity (docs/PLAN.md).\n"
-	"ARGS after -- are the script's `arg`. Exit status: the script's os.exit, 0 when it ends,\n"
-	"1 when it raises an error (one line on stderr), 2 for a bad script or trace, 3 when a\n"
-	"trace was cut short or damaged (the script saw what it held). Examples: lua/examples/.\n";
+    "usage: memtap lua SCRIPT.lua [TRACE...] [-- ARGS...]\n"
+    "Runs SCRIPT with the memtap module over the traces (memtap traces, PyTorch snapshots,\n"
+    "RMM logs): memtap.trace is the first, memtap.traces all of them; each has :events([kind]),\n"
+    ":report([top]) (the table form of `memtap report --json`), :live_at(seconds), :stack(id),\n"
+    "and .path, .nevents, .complete, .problem. memtap.format_size(bytes) prints sizes;\n"
+    "memtap.plan{...} plans capacity (docs/PLAN.md).\n"
+    "ARGS after -- are the script's `arg`. Exit status: the script's os.exit, 0 when it ends,\n"
+    "1 when it raises an error (one line on stderr), 2 for a bad script or trace, 3 when a\n"
+    "trace was cut short or damaged (the script saw what it held). Examples: lua/examples/.\n";
 
 static int traceback(lua_State *L)
 {
@@ -60,8 +60,8 @@ int cmd_lua(int argc, char **argv)
 			return EXIT_USAGE;
 		}
 		if (damaged) {
-			fprintf(stderr, "memtap: %s: %s; the script sees the %s before it\n", argv[2 + i], lua_tostring(L, -1),
-				"events");
+			fprintf(stderr, "memtap: %s: %s; the script sees the %s before it\n", argv[2 + i],
+				lua_tostring(L, -1), "events");
 			status = EXIT_DAMAGED;
 		}
 		lua_pop(L, 1);

@@ -8,20 +8,20 @@
 #include "cli.h"
 
 static const char usage[] =
-	"usage: memtap COMMAND [ARGS]\n"
-	"  run [options] -- COMMAND [ARGS]   record the GPU memory of COMMAND and its children\n"
-	"  report TRACE... [--json]          the peak: what it was for and its stacks; growth per\n"
-	"                                    iteration; live at exit; OOMs (several: one row per rank)\n"
-	"  diff A B [--json]                 what changed between two traces, per category and stack\n"
-	"  export --format=F TRACE           folded stacks, perfetto (Chrome JSON) or memviz (pickle)\n"
-	"  dump TRACE [--json]               every recorded event, one per line\n"
-	"  lua SCRIPT.lua TRACE... [-- ARGS] run a Lua script over traces (custom reports, CI checks)\n"
-	"  plan MODEL SETUP [--gpu-mem SIZE] device memory per GPU of a training setup: ZeRO,\n"
-	"                                    offload, recomputation, TP/PP/SP; will it fit\n"
-	"  replay INPUT [--policy=P]         a trace's or snapshot's allocations through allocator\n"
-	"                                    policies (native, memtap, memtap-vmm, bump), simulated\n"
-	"  version                           print memtap's version\n"
-	"`memtap COMMAND --help` describes a command.\n";
+    "usage: memtap COMMAND [ARGS]\n"
+    "  run [options] -- COMMAND [ARGS]   record the GPU memory of COMMAND and its children\n"
+    "  report TRACE... [--json]          the peak: what it was for and its stacks; growth per\n"
+    "                                    iteration; live at exit; OOMs (several: one row per rank)\n"
+    "  diff A B [--json]                 what changed between two traces, per category and stack\n"
+    "  export --format=F TRACE           folded stacks, perfetto (Chrome JSON) or memviz (pickle)\n"
+    "  dump TRACE [--json]               every recorded event, one per line\n"
+    "  lua SCRIPT.lua TRACE... [-- ARGS] run a Lua script over traces (custom reports, CI checks)\n"
+    "  plan MODEL SETUP [--gpu-mem SIZE] device memory per GPU of a training setup: ZeRO,\n"
+    "                                    offload, recomputation, TP/PP/SP; will it fit\n"
+    "  replay INPUT [--policy=P]         a trace's or snapshot's allocations through allocator\n"
+    "                                    policies (native, memtap, memtap-vmm, bump), simulated\n"
+    "  version                           print memtap's version\n"
+    "`memtap COMMAND --help` describes a command.\n";
 
 void die(int status, const char *fmt, ...)
 {

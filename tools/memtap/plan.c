@@ -14,35 +14,35 @@
 #include "core/units.h"
 
 static const char plan_usage[] =
-	"usage: memtap plan [MODEL] [SETUP] [--gpu-mem SIZE|GPU] [--json]\n"
-	"       memtap plan TRACE [MODEL] [SETUP of the run] [--what-if SETUP] [--gpu-mem SIZE|GPU] [--json]\n"
-	"       memtap plan --estimator deepspeed-zero2|deepspeed-zero3|megatron [MODEL] [SETUP]\n"
-	"Device memory per GPU of a training job, by component, at its peak. Counts take k, M, B, T\n"
-	"(powers of 1000); sizes take GiB/GB (80GiB = 80 x 2^30 bytes, 80GB = 80 x 10^9).\n"
-	"MODEL, an architecture (GPT-style decoder, biases, learned positions):\n"
-	"  --layers N --hidden N --heads N --vocab N --seq N --micro-batch N\n"
-	"  --ffn N (default 4 x hidden)  --query-groups N (default heads)  --untied (output layer)\n"
-	"  --swiglu (gated MLP)  --rmsnorm\n"
-	"or parameter counts alone (model states only, no activations):\n"
-	"  --params N [--largest-layer N]\n"
-	"SETUP:\n"
-	"  --precision fp32|bf16|fp16   bf16/fp16 keep fp32 master weights (default bf16)\n"
-	"  --optimizer adam|adamw|adam8bit|sgd|none   sgd: with momentum (default adamw)\n"
-	"  --zero 0-3  --nodes N  --gpus-per-node N  --tp N  --pp N  --vpp N  --sp\n"
-	"  --micro-batches N   per step (gradient accumulation): fewer than pp leave stages idle\n"
-	"  --recompute none|selective|full   --offload-optimizer cpu|nvme  --offload-params cpu|nvme\n"
-	"  --overhead SIZE     framework memory per GPU (CUDA context, workspaces; default 0)\n"
-	"  --deepspeed FILE    the setup a DeepSpeed config describes (options given override it)\n"
-	"A MEASURED RUN: TRACE is a memtap trace of the job, described by the options before\n"
-	"--what-if; its composition at the peak calibrates the model, and the options after\n"
-	"--what-if change the setup it is projected to.\n"
-	"  --device N       the device whose peak to use (default: the highest peak)\n"
-	"OUTPUT:\n"
-	"  --gpu-mem SIZE|GPU  whether it fits, the largest micro-batch and the fewest GPUs that do;\n"
-	"                      GPU: a100-40gb a100-80gb h100 h200 v100-16gb v100-32gb l4 a10 l40s rtx4090\n"
-	"  --json           the same as JSON (docs/PLAN.md)\n"
-	"  --estimator deepspeed-zero2|deepspeed-zero3   DeepSpeed's estimate_zero*_all_cold table\n"
-	"  --estimator megatron   Megatron-LM's theoretical memory (--zero 1 = distributed optimizer)\n";
+    "usage: memtap plan [MODEL] [SETUP] [--gpu-mem SIZE|GPU] [--json]\n"
+    "       memtap plan TRACE [MODEL] [SETUP of the run] [--what-if SETUP] [--gpu-mem SIZE|GPU] [--json]\n"
+    "       memtap plan --estimator deepspeed-zero2|deepspeed-zero3|megatron [MODEL] [SETUP]\n"
+    "Device memory per GPU of a training job, by component, at its peak. Counts take k, M, B, T\n"
+    "(powers of 1000); sizes take GiB/GB (80GiB = 80 x 2^30 bytes, 80GB = 80 x 10^9).\n"
+    "MODEL, an architecture (GPT-style decoder, biases, learned positions):\n"
+    "  --layers N --hidden N --heads N --vocab N --seq N --micro-batch N\n"
+    "  --ffn N (default 4 x hidden)  --query-groups N (default heads)  --untied (output layer)\n"
+    "  --swiglu (gated MLP)  --rmsnorm\n"
+    "or parameter counts alone (model states only, no activations):\n"
+    "  --params N [--largest-layer N]\n"
+    "SETUP:\n"
+    "  --precision fp32|bf16|fp16   bf16/fp16 keep fp32 master weights (default bf16)\n"
+    "  --optimizer adam|adamw|adam8bit|sgd|none   sgd: with momentum (default adamw)\n"
+    "  --zero 0-3  --nodes N  --gpus-per-node N  --tp N  --pp N  --vpp N  --sp\n"
+    "  --micro-batches N   per step (gradient accumulation): fewer than pp leave stages idle\n"
+    "  --recompute none|selective|full   --offload-optimizer cpu|nvme  --offload-params cpu|nvme\n"
+    "  --overhead SIZE     framework memory per GPU (CUDA context, workspaces; default 0)\n"
+    "  --deepspeed FILE    the setup a DeepSpeed config describes (options given override it)\n"
+    "A MEASURED RUN: TRACE is a memtap trace of the job, described by the options before\n"
+    "--what-if; its composition at the peak calibrates the model, and the options after\n"
+    "--what-if change the setup it is projected to.\n"
+    "  --device N       the device whose peak to use (default: the highest peak)\n"
+    "OUTPUT:\n"
+    "  --gpu-mem SIZE|GPU  whether it fits, the largest micro-batch and the fewest GPUs that do;\n"
+    "                      GPU: a100-40gb a100-80gb h100 h200 v100-16gb v100-32gb l4 a10 l40s rtx4090\n"
+    "  --json           the same as JSON (docs/PLAN.md)\n"
+    "  --estimator deepspeed-zero2|deepspeed-zero3   DeepSpeed's estimate_zero*_all_cold table\n"
+    "  --estimator megatron   Megatron-LM's theoretical memory (--zero 1 = distributed optimizer)\n";
 
 static uint64_t count(const char *opt, const char *text)
 {
@@ -52,10 +52,24 @@ static uint64_t count(const char *opt, const char *text)
 	errno = 0;
 	v = strtod(text, &end);
 	switch (*end) {
-	case 'k': case 'K': v *= 1e3; end++; break;
-	case 'M': v *= 1e6; end++; break;
-	case 'B': case 'G': v *= 1e9; end++; break;
-	case 'T': v *= 1e12; end++; break;
+	case 'k':
+	case 'K':
+		v *= 1e3;
+		end++;
+		break;
+	case 'M':
+		v *= 1e6;
+		end++;
+		break;
+	case 'B':
+	case 'G':
+		v *= 1e9;
+		end++;
+		break;
+	case 'T':
+		v *= 1e12;
+		end++;
+		break;
 	}
 	if (errno || end == text || *end || !(v >= 0) || v > 1e18 || v != floor(v))
 		die(EXIT_USAGE, "%s takes a whole non-negative count, not '%s'", opt, text);
@@ -82,7 +96,7 @@ static const struct {
 	const char *name;
 	uint64_t mib;
 } gpus[] = {{"a100-40gb", 40960}, {"a100-80gb", 81920}, {"h100", 81559}, {"h200", 143771}, {"v100-16gb", 16384},
-	    {"v100-32gb", 32768}, {"l4", 23034}, {"a10", 23028}, {"l40s", 46068}, {"rtx4090", 24564}};
+	    {"v100-32gb", 32768}, {"l4", 23034},	{"a10", 23028},	 {"l40s", 46068},  {"rtx4090", 24564}};
 
 static uint64_t gpu_mem(const char *text)
 {
@@ -139,8 +153,12 @@ static const struct option *long_options(void)
 {
 	static struct option all[64];
 	static char dashed[64][32];
-	static const struct option own[] = {{"deepspeed", 1, 0, O_DS}, {"gpu-mem", 1, 0, O_MEM}, {"json", 0, 0, O_JSON},
-					    {"estimator", 1, 0, O_EST}, {"device", 1, 0, O_DEVICE}, {"help", 0, 0, 'h'},
+	static const struct option own[] = {{"deepspeed", 1, 0, O_DS},
+					    {"gpu-mem", 1, 0, O_MEM},
+					    {"json", 0, 0, O_JSON},
+					    {"estimator", 1, 0, O_EST},
+					    {"device", 1, 0, O_DEVICE},
+					    {"help", 0, 0, 'h'},
 					    {0, 0, 0, 0}};
 	size_t k = 0;
 
@@ -181,18 +199,29 @@ static void parse(int argc, char **argv, struct plan_args *a, bool what_if)
 			continue;
 		}
 		switch (o) {
-		case O_DS: break;
-		case O_MEM: a->mem = gpu_mem(optarg); break;
-		case O_JSON: a->json = true; break;
-		case O_EST: a->estimator = pick("--estimator", optarg, estimators); break;
+		case O_DS:
+			break;
+		case O_MEM:
+			a->mem = gpu_mem(optarg);
+			break;
+		case O_JSON:
+			a->json = true;
+			break;
+		case O_EST:
+			a->estimator = pick("--estimator", optarg, estimators);
+			break;
 		case O_DEVICE:
 			if ((v = count("--device", optarg)) >= MT_MAX_DEVICES)
 				die(EXIT_USAGE, "--device takes a device number below %d", MT_MAX_DEVICES);
 			a->device = (int)v;
 			break;
-		case 'h': fputs(plan_usage, stdout); exit(0);
-		case ':': die(EXIT_USAGE, "%s needs a value (see memtap plan --help)", argv[optind - 1]);
-		default: die(EXIT_USAGE, "memtap plan does not know '%s' (see --help)", argv[optind - 1]);
+		case 'h':
+			fputs(plan_usage, stdout);
+			exit(0);
+		case ':':
+			die(EXIT_USAGE, "%s needs a value (see memtap plan --help)", argv[optind - 1]);
+		default:
+			die(EXIT_USAGE, "memtap plan does not know '%s' (see --help)", argv[optind - 1]);
 		}
 	}
 	if (optind < argc && (what_if || a->trace || optind + 1 < argc))
@@ -214,16 +243,18 @@ static struct mt_plan_config checked(const struct plan_args *a)
 	if ((problem = mt_plan_check(&c)))
 		die(EXIT_USAGE, "%s", problem);
 	if (a->ds_dp && a->gpus_given && a->ds_dp != c.nodes * c.gpus_per_node / (c.tp * c.pp))
-		fprintf(stderr, "memtap: the DeepSpeed config's train_batch_size implies data-parallel size %llu; "
-			"planning for the %llu the options give\n", (unsigned long long)a->ds_dp,
-			(unsigned long long)(c.nodes * c.gpus_per_node / (c.tp * c.pp)));
+		fprintf(stderr,
+			"memtap: the DeepSpeed config's train_batch_size implies data-parallel size %llu; "
+			"planning for the %llu the options give\n",
+			(unsigned long long)a->ds_dp, (unsigned long long)(c.nodes * c.gpus_per_node / (c.tp * c.pp)));
 	return c;
 }
 
 void plan_setup_from_text(const char *text, struct mt_plan_config *out)
 {
 	struct plan_args a = {.c = {.precision = MT_MIXED16, .optimizer = MT_ADAM, .nodes = 1, .gpus_per_node = 1},
-			      .estimator = -1, .device = -1};
+			      .estimator = -1,
+			      .device = -1};
 	char *copy = strdup(text), *argv[65] = {"--plan"}, *save = NULL;
 	int argc = 1;
 
@@ -243,14 +274,16 @@ static void deepspeed_table(int stage, const struct mt_plan_config *c)
 	double cpu, gpu, p = (double)c->params, l = (double)c->largest_layer;
 
 	printf("Estimated memory needed for params, optim states and gradients for a:\n"
-	       "HW: Setup with %llu node%s, %llu GPU%s per node.\n", (unsigned long long)c->nodes,
-	       c->nodes == 1 ? "" : "s", (unsigned long long)c->gpus_per_node, c->gpus_per_node == 1 ? "" : "s");
+	       "HW: Setup with %llu node%s, %llu GPU%s per node.\n",
+	       (unsigned long long)c->nodes, c->nodes == 1 ? "" : "s", (unsigned long long)c->gpus_per_node,
+	       c->gpus_per_node == 1 ? "" : "s");
 	if (stage == 2) {
 		printf("SW: Model with %lluM total params.\n  per CPU  |  per GPU |   Options\n",
 		       (unsigned long long)(p / 1e6));
 		for (int offload = 1; offload >= 0; offload--) {
 			mt_plan_deepspeed_zero2(p, c->gpus_per_node, c->nodes, offload, 1.5, &cpu, &gpu);
-			printf(" %7.2fGB | %6.2fGB | offload_optimizer=%s\n", gib(cpu), gib(gpu), offload ? "cpu " : "none");
+			printf(" %7.2fGB | %6.2fGB | offload_optimizer=%s\n", gib(cpu), gib(gpu),
+			       offload ? "cpu " : "none");
 		}
 		return;
 	}
@@ -261,10 +294,11 @@ static void deepspeed_table(int stage, const struct mt_plan_config *c)
 			if (!offload && params)
 				continue;
 			for (int zero_init = 1; zero_init >= 0; zero_init--) {
-				mt_plan_deepspeed_zero3(p, l, c->gpus_per_node, c->nodes, offload, params, zero_init, 1.5,
-							&cpu, &gpu);
-				printf(" %7.2fGB | %6.2fGB | offload_param=%s, offload_optimizer=%s, zero_init=%d\n", gib(cpu),
-				       gib(gpu), params ? "cpu " : "none", offload ? "cpu " : "none", zero_init);
+				mt_plan_deepspeed_zero3(p, l, c->gpus_per_node, c->nodes, offload, params, zero_init,
+							1.5, &cpu, &gpu);
+				printf(" %7.2fGB | %6.2fGB | offload_param=%s, offload_optimizer=%s, zero_init=%d\n",
+				       gib(cpu), gib(gpu), params ? "cpu " : "none", offload ? "cpu " : "none",
+				       zero_init);
 			}
 		}
 }
@@ -280,8 +314,8 @@ static void megatron(const struct mt_plan_config *c, bool json)
 	mt_plan_megatron(c, &vocab, &w, &act);
 	if (json) {
 		printf("{\"memtap_plan\": 1, \"estimator\": \"megatron\", \"padded_vocab\": %llu, "
-		       "\"weight_and_optimizer_bytes\": %.0f, \"activation_bytes\": %.0f}\n", (unsigned long long)vocab, w,
-		       act);
+		       "\"weight_and_optimizer_bytes\": %.0f, \"activation_bytes\": %.0f}\n",
+		       (unsigned long long)vocab, w, act);
 		return;
 	}
 	printf("Theoretical memory footprints: weight and optimizer=%.2f MB, activation=%.2f MB, total=%.2f MB\n",
@@ -289,13 +323,12 @@ static void megatron(const struct mt_plan_config *c, bool json)
 	printf("(Megatron-LM theoretical_memory_usage.py: MB = 2^20 bytes; padded vocabulary %llu; %s; %s)\n",
 	       (unsigned long long)vocab, c->zero ? "distributed optimizer" : "18 bytes per parameter",
 	       c->sp && c->recompute == MT_RECOMPUTE_SELECTIVE ? "selective recomputation with SP"
-							      : "activations as without SP, plus 5%");
+							       : "activations as without SP, plus 5%");
 }
 
 /* ---- the plan and what to change ---- */
 
-static double total_with(struct mt_plan_config c, const struct mt_plan_scale *s, uint64_t micro_batch,
-			 uint64_t gpus)
+static double total_with(struct mt_plan_config c, const struct mt_plan_scale *s, uint64_t micro_batch, uint64_t gpus)
 {
 	struct mt_plan p;
 
@@ -350,7 +383,8 @@ static void print_plan(const struct mt_plan_config *c, const struct mt_plan_scal
 {
 	double table[4][3];
 
-	printf("per GPU at its peak (%s), GiB = 2^30 bytes%s:\n", p->moment, s ? ", projected from the measurement" : "");
+	printf("per GPU at its peak (%s), GiB = 2^30 bytes%s:\n", p->moment,
+	       s ? ", projected from the measurement" : "");
 	for (int j = 0; j < MT_PLAN_COMPONENTS; j++)
 		printf("  %-12s %10.2f GiB\n", mt_plan_component_names[j], gib(p->bytes[j]));
 	if (p->framework > 0)
@@ -365,7 +399,8 @@ static void print_plan(const struct mt_plan_config *c, const struct mt_plan_scal
 		printf("total per GPU by ZeRO stage and recomputation (GiB):\n  %-6s %10s %10s %10s\n", "", "none",
 		       "selective", "full");
 		for (int z = 0; z <= 3; z++)
-			printf("  ZeRO-%d %10.2f %10.2f %10.2f\n", z, gib(table[z][0]), gib(table[z][1]), gib(table[z][2]));
+			printf("  ZeRO-%d %10.2f %10.2f %10.2f\n", z, gib(table[z][0]), gib(table[z][1]),
+			       gib(table[z][2]));
 	}
 	if (mem > 0) {
 		uint64_t b = largest_micro_batch(c, s, mem), g = fewest_gpus(c, s, mem);
@@ -411,8 +446,9 @@ static void print_json(const struct mt_plan_config *c, const struct mt_plan_scal
 	printf("]");
 	if (mem > 0)
 		printf(",\n  \"gpu_mem_bytes\": %.0f,\n  \"fits\": %s,\n  \"largest_micro_batch\": %llu,\n"
-		       "  \"fewest_gpus\": %llu", mem, p->total <= mem ? "true" : "false",
-		       (unsigned long long)largest_micro_batch(c, s, mem), (unsigned long long)fewest_gpus(c, s, mem));
+		       "  \"fewest_gpus\": %llu",
+		       mem, p->total <= mem ? "true" : "false", (unsigned long long)largest_micro_batch(c, s, mem),
+		       (unsigned long long)fewest_gpus(c, s, mem));
 	printf("\n}\n");
 }
 
@@ -433,9 +469,10 @@ static void measure(const char *path, int device, struct measured *m)
 	if (mt_report_build(&r, &t, &(struct mt_report_options){0}))
 		die(1, "out of memory while reading %s", path);
 	if ((m->device = mt_report_measured(&r, device, m->bytes, &m->other)) < 0)
-		die(1, "%s: nothing at the peak of %s is known as parameters, gradients, optimizer state or activations "
-		    "(no NVTX phases or memtap tags): a measured plan needs them", path,
-		    device < 0 ? "any device" : "that device");
+		die(1,
+		    "%s: nothing at the peak of %s is known as parameters, gradients, optimizer state or activations "
+		    "(no NVTX phases or memtap tags): a measured plan needs them",
+		    path, device < 0 ? "any device" : "that device");
 	m->peak = (double)r.end.dev[m->device].peak;
 	mt_report_free(&r);
 	mt_trace_free(&t);
@@ -448,14 +485,15 @@ static const char *explain(enum mt_component j, double per_param)
 		enum mt_component j;
 		double bytes;
 		const char *text;
-	} known[] = {
-		{MT_PLAN_PARAMS, 2, "16-bit values"}, {MT_PLAN_PARAMS, 4, "fp32 values"},
-		{MT_PLAN_PARAMS, 6, "16-bit values and an fp32 copy"},
-		{MT_PLAN_OPTIMIZER, 2, "8-bit Adam moments"}, {MT_PLAN_OPTIMIZER, 4, "SGD momentum or fp32 master weights"},
-		{MT_PLAN_OPTIMIZER, 6, "8-bit Adam moments plus fp32 master weights"},
-		{MT_PLAN_OPTIMIZER, 8, "fp32 Adam moments, or SGD momentum plus fp32 master weights"},
-		{MT_PLAN_OPTIMIZER, 12, "fp32 Adam moments plus fp32 master weights"},
-		{MT_PLAN_OPTIMIZER, 16, "fp32 Adam moments, master weights and gradients"}};
+	} known[] = {{MT_PLAN_PARAMS, 2, "16-bit values"},
+		     {MT_PLAN_PARAMS, 4, "fp32 values"},
+		     {MT_PLAN_PARAMS, 6, "16-bit values and an fp32 copy"},
+		     {MT_PLAN_OPTIMIZER, 2, "8-bit Adam moments"},
+		     {MT_PLAN_OPTIMIZER, 4, "SGD momentum or fp32 master weights"},
+		     {MT_PLAN_OPTIMIZER, 6, "8-bit Adam moments plus fp32 master weights"},
+		     {MT_PLAN_OPTIMIZER, 8, "fp32 Adam moments, or SGD momentum plus fp32 master weights"},
+		     {MT_PLAN_OPTIMIZER, 12, "fp32 Adam moments plus fp32 master weights"},
+		     {MT_PLAN_OPTIMIZER, 16, "fp32 Adam moments, master weights and gradients"}};
 
 	if (per_param < 0.01)
 		return "none at the peak";
@@ -508,7 +546,8 @@ static void print_measured_json(const char *path, const struct measured *m, cons
 int cmd_plan(int argc, char **argv)
 {
 	struct plan_args run = {.c = {.precision = MT_MIXED16, .optimizer = MT_ADAM, .nodes = 1, .gpus_per_node = 1},
-				.estimator = -1, .device = -1},
+				.estimator = -1,
+				.device = -1},
 			 target;
 	struct mt_plan_config c, rc;
 	struct mt_plan_scale scale, *s = NULL;

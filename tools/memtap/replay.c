@@ -11,22 +11,22 @@
 #include "core/units.h"
 
 static const char usage[] =
-	"usage: memtap replay INPUT [--policy=P[,P...]] [--conf=K:V,...] [--capacity=SIZE]\n"
-	"                     [--find-min-capacity] [--device=N] [--json]\n"
-	"Replays the allocations and frees of INPUT (a memtap trace, a PyTorch memory snapshot or\n"
-	"an RMM log) through caching-allocator policies on a simulated device, no GPU needed:\n"
-	"  native      PyTorch's caching allocator (512-byte rounding, 2 MiB small and 20 MiB\n"
-	"              mid-size segments, split rules; --conf takes PYTORCH_CUDA_ALLOC_CONF's keys\n"
-	"              expandable_segments, max_split_size_mb, roundup_power2_divisions,\n"
-	"              garbage_collection_threshold)\n"
-	"  memtap      memtap's allocator: segments sized to the request, every block splits\n"
-	"  memtap-vmm  memtap's allocator with VMM stitching of free 2 MiB pages\n"
-	"  bump        no caching: every request its own device allocation (the lower bound)\n"
-	"Default: all four. Per policy: peak reserved, allocated and requested, their ratio,\n"
-	"allocations that fail (after the cache is released) at --capacity, the\n"
-	"smallest capacity that serves the whole sequence (--find-min-capacity, to 2 MiB) and the\n"
-	"engine's time per operation. A PyTorch snapshot's own segments at the end are shown\n"
-	"beside native's. --json prints all of it with the timeline.\n";
+    "usage: memtap replay INPUT [--policy=P[,P...]] [--conf=K:V,...] [--capacity=SIZE]\n"
+    "                     [--find-min-capacity] [--device=N] [--json]\n"
+    "Replays the allocations and frees of INPUT (a memtap trace, a PyTorch memory snapshot or\n"
+    "an RMM log) through caching-allocator policies on a simulated device, no GPU needed:\n"
+    "  native      PyTorch's caching allocator (512-byte rounding, 2 MiB small and 20 MiB\n"
+    "              mid-size segments, split rules; --conf takes PYTORCH_CUDA_ALLOC_CONF's keys\n"
+    "              expandable_segments, max_split_size_mb, roundup_power2_divisions,\n"
+    "              garbage_collection_threshold)\n"
+    "  memtap      memtap's allocator: segments sized to the request, every block splits\n"
+    "  memtap-vmm  memtap's allocator with VMM stitching of free 2 MiB pages\n"
+    "  bump        no caching: every request its own device allocation (the lower bound)\n"
+    "Default: all four. Per policy: peak reserved, allocated and requested, their ratio,\n"
+    "allocations that fail (after the cache is released) at --capacity, the\n"
+    "smallest capacity that serves the whole sequence (--find-min-capacity, to 2 MiB) and the\n"
+    "engine's time per operation. A PyTorch snapshot's own segments at the end are shown\n"
+    "beside native's. --json prints all of it with the timeline.\n";
 
 struct row {
 	const char *policy;
@@ -47,8 +47,7 @@ static void print_text(const char *path, int device, const struct mt_sim_input *
 	       in->blocks ? "a caching allocator's blocks" : "device allocations");
 	if (capacity)
 		mt_format_size(capacity, cap, sizeof cap);
-	printf("%-11s %14s %14s %14s %10s", "policy", "peak reserved", "peak allocated", "peak requested",
-	       "res/alloc");
+	printf("%-11s %14s %14s %14s %10s", "policy", "peak reserved", "peak allocated", "peak requested", "res/alloc");
 	if (capacity)
 		printf(" %14s", "OOMs");
 	if (find_min)
@@ -113,8 +112,8 @@ static void print_json(const char *path, int device, const struct mt_sim_input *
 int cmd_replay(int argc, char **argv)
 {
 	static const struct option longopts[] = {
-		{"policy", 1, 0, 'p'}, {"conf", 1, 0, 'c'}, {"capacity", 1, 0, 'C'}, {"find-min-capacity", 0, 0, 'f'},
-		{"device", 1, 0, 'd'}, {"json", 0, 0, 'j'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+	    {"policy", 1, 0, 'p'}, {"conf", 1, 0, 'c'}, {"capacity", 1, 0, 'C'}, {"find-min-capacity", 0, 0, 'f'},
+	    {"device", 1, 0, 'd'}, {"json", 0, 0, 'j'}, {"help", 0, 0, 'h'},	 {0, 0, 0, 0}};
 	const char *policies = "native,memtap,memtap-vmm,bump", *conf = NULL, *bad;
 	uint64_t capacity = 0;
 	bool json = false, find_min = false, damaged;
@@ -127,21 +126,33 @@ int cmd_replay(int argc, char **argv)
 
 	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
 		switch (c) {
-		case 'p': policies = optarg; break;
-		case 'c': conf = optarg; break;
+		case 'p':
+			policies = optarg;
+			break;
+		case 'c':
+			conf = optarg;
+			break;
 		case 'C':
 			if (mt_parse_size(optarg, &capacity) || !capacity)
 				die(EXIT_USAGE, "--capacity: '%s' is not a size (e.g. 80GiB)", optarg);
 			break;
-		case 'f': find_min = true; break;
+		case 'f':
+			find_min = true;
+			break;
 		case 'd':
 			device = (int)strtol(optarg, &end, 10);
 			if (*end || device < 0 || device > 254)
 				die(EXIT_USAGE, "--device: '%s' is not a device number", optarg);
 			break;
-		case 'j': json = true; break;
-		case 'h': fputs(usage, stdout); return 0;
-		default: fputs(usage, stderr); return EXIT_USAGE;
+		case 'j':
+			json = true;
+			break;
+		case 'h':
+			fputs(usage, stdout);
+			return 0;
+		default:
+			fputs(usage, stderr);
+			return EXIT_USAGE;
 		}
 	}
 	if (optind + 1 != argc)

@@ -14,27 +14,27 @@
 #include "core/units.h"
 
 static const char report_usage[] =
-	"usage: memtap report TRACE [--json | --html FILE] [--top N] [--iteration NAME] [--leak-iterations K]\n"
-	"                    [--plan 'SETUP']\n"
-	"       memtap report TRACE TRACE... | DIRECTORY [--json]   one row per rank, and the imbalance\n"
-	"Per device: the peak of allocated device memory and when it happened, the stacks live at\n"
-	"the peak; what was live at exit, grouped by stack; out-of-memory events with their stacks.\n"
-	"  --json    the stable JSON form (docs/REPORT.md)\n"
-	"  --html FILE  one self-contained page: composition over time, the peak, top stacks,\n"
-	"               leaks, OOMs and a map of the segments (opens offline in any browser)\n"
-	"  --top N   stacks shown per list (default 10)\n"
-	"  --iteration NAME        iteration boundaries: memtap_mark NAME or NVTX range NAME (default:\n"
-	"                          every memtap_mark, else the range repeating at the top of a thread)\n"
-	"  --leak-iterations K     a leak grows at K boundaries in a row (default 3)\n"
-	"  --plan 'SETUP'          add a capacity plan: the run's model and setup as memtap plan's\n"
-	"                          options; the composition at the peak calibrates it (docs/PLAN.md)\n"
-	"Exit status: 0, or 3 when the trace was cut short or damaged (what it held is reported).\n";
+    "usage: memtap report TRACE [--json | --html FILE] [--top N] [--iteration NAME] [--leak-iterations K]\n"
+    "                    [--plan 'SETUP']\n"
+    "       memtap report TRACE TRACE... | DIRECTORY [--json]   one row per rank, and the imbalance\n"
+    "Per device: the peak of allocated device memory and when it happened, the stacks live at\n"
+    "the peak; what was live at exit, grouped by stack; out-of-memory events with their stacks.\n"
+    "  --json    the stable JSON form (docs/REPORT.md)\n"
+    "  --html FILE  one self-contained page: composition over time, the peak, top stacks,\n"
+    "               leaks, OOMs and a map of the segments (opens offline in any browser)\n"
+    "  --top N   stacks shown per list (default 10)\n"
+    "  --iteration NAME        iteration boundaries: memtap_mark NAME or NVTX range NAME (default:\n"
+    "                          every memtap_mark, else the range repeating at the top of a thread)\n"
+    "  --leak-iterations K     a leak grows at K boundaries in a row (default 3)\n"
+    "  --plan 'SETUP'          add a capacity plan: the run's model and setup as memtap plan's\n"
+    "                          options; the composition at the peak calibrates it (docs/PLAN.md)\n"
+    "Exit status: 0, or 3 when the trace was cut short or damaged (what it held is reported).\n";
 
 static const char dump_usage[] =
-	"usage: memtap dump TRACE [--json]\n"
-	"Every event in time order: time (ns since start), thread, kind, device, address, size,\n"
-	"aux, aux2, stack, phase, tag, error. --json writes one JSON object per line, with the\n"
-	"function names of the event's stack.\n";
+    "usage: memtap dump TRACE [--json]\n"
+    "Every event in time order: time (ns since start), thread, kind, device, address, size,\n"
+    "aux, aux2, stack, phase, tag, error. --json writes one JSON object per line, with the\n"
+    "function names of the event's stack.\n";
 
 bool read_trace(const char *path, struct mt_trace *t)
 {
@@ -43,8 +43,8 @@ bool read_trace(const char *path, struct mt_trace *t)
 	if (r)
 		die(EXIT_USAGE, "%s", t->problem);
 	if (t->problem[0])
-		progress_clear(), fprintf(stderr, "memtap: %s: %s; reporting the %zu events before it\n", path, t->problem,
-					  t->nevents);
+		progress_clear(), fprintf(stderr, "memtap: %s: %s; reporting the %zu events before it\n", path,
+					  t->problem, t->nevents);
 	return t->problem[0] != 0;
 }
 
@@ -53,30 +53,47 @@ static const char *html_path, *plan_setup;
 
 static int parse_common(int argc, char **argv, const char *usage, bool *json, size_t *top)
 {
-	static const struct option longopts[] = {{"json", 0, 0, 'j'}, {"top", 1, 0, 't'}, {"help", 0, 0, 'h'},
-						 {"iteration", 1, 0, 'i'}, {"leak-iterations", 1, 0, 'k'}, {"html", 1, 0, 'H'},
-						 {"plan", 1, 0, 'P'}, {0, 0, 0, 0}};
+	static const struct option longopts[] = {{"json", 0, 0, 'j'},
+						 {"top", 1, 0, 't'},
+						 {"help", 0, 0, 'h'},
+						 {"iteration", 1, 0, 'i'},
+						 {"leak-iterations", 1, 0, 'k'},
+						 {"html", 1, 0, 'H'},
+						 {"plan", 1, 0, 'P'},
+						 {0, 0, 0, 0}};
 	int c;
 	char *end;
 
 	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
 		switch (c) {
-		case 'j': *json = true; break;
+		case 'j':
+			*json = true;
+			break;
 		case 't':
 			*top = strtoul(optarg, &end, 10);
 			if (end == optarg || *end || *top == 0)
 				die(EXIT_USAGE, "--top needs a positive number, not '%s'", optarg);
 			break;
-		case 'i': ropt.iteration = optarg; break;
-		case 'H': html_path = optarg; break;
-		case 'P': plan_setup = optarg; break;
+		case 'i':
+			ropt.iteration = optarg;
+			break;
+		case 'H':
+			html_path = optarg;
+			break;
+		case 'P':
+			plan_setup = optarg;
+			break;
 		case 'k':
 			ropt.leak_iterations = (unsigned)strtoul(optarg, &end, 10);
 			if (end == optarg || *end || ropt.leak_iterations == 0 || ropt.leak_iterations > 1000)
 				die(EXIT_USAGE, "--leak-iterations needs a number from 1 to 1000, not '%s'", optarg);
 			break;
-		case 'h': fputs(usage, stdout); exit(0);
-		default: fputs(usage, stderr); exit(EXIT_USAGE);
+		case 'h':
+			fputs(usage, stdout);
+			exit(0);
+		default:
+			fputs(usage, stderr);
+			exit(EXIT_USAGE);
 		}
 	}
 	if (optind >= argc)
@@ -190,13 +207,13 @@ static int report_ranks(char **paths, size_t n, bool json)
 			mt_json_str(stdout, w->path);
 			printf(", \"host\": ");
 			mt_json_str(stdout, w->host);
-			printf(", \"device\": %d, \"peak_allocated_bytes\": %" PRIu64 ", \"composition_at_peak\": {", w->device,
-			       w->peak);
+			printf(", \"device\": %d, \"peak_allocated_bytes\": %" PRIu64 ", \"composition_at_peak\": {",
+			       w->device, w->peak);
 			for (int c = 1; c < MT_TAG_COUNT; c++)
 				printf("%s\"%s\": %" PRIu64, c > 1 ? ", " : "", mt_tag_names[c], w->composition[c]);
 			if (w->frag_known)
-				printf("}, \"fragmentation_at_peak\": {\"reserved_bytes\": %" PRIu64 ", \"external_bytes\": %" PRIu64
-				       ", \"largest_free_block_bytes\": %" PRIu64 "}",
+				printf("}, \"fragmentation_at_peak\": {\"reserved_bytes\": %" PRIu64
+				       ", \"external_bytes\": %" PRIu64 ", \"largest_free_block_bytes\": %" PRIu64 "}",
 				       w->frag.reserved, w->frag.reserved - w->frag.allocated, w->frag.largest_free);
 			else
 				printf("}, \"fragmentation_at_peak\": null");
@@ -215,17 +232,18 @@ static int report_ranks(char **paths, size_t n, bool json)
 		printf(" %12s %5s  %s\n", "frag", "leaks", "trace");
 		for (size_t i = 0; i < n; i++) {
 			const struct rank_row *w = &rows[i];
-			printf("%-6s %-16.16s %-3d %12s", w->rank, w->host, w->device, mt_format_size(w->peak, a, sizeof a));
+			printf("%-6s %-16.16s %-3d %12s", w->rank, w->host, w->device,
+			       mt_format_size(w->peak, a, sizeof a));
 			for (int c = 1; c < MT_TAG_COUNT; c++)
 				printf(" %12s", mt_format_size(w->composition[c], b, sizeof b));
 			printf(" %12s %5zu  %s%s\n",
-			       w->frag_known ? mt_format_size(w->frag.reserved - w->frag.allocated, b, sizeof b) : "-", w->leaks,
-			       w->path, w->complete ? "" : " (cut short)");
+			       w->frag_known ? mt_format_size(w->frag.reserved - w->frag.allocated, b, sizeof b) : "-",
+			       w->leaks, w->path, w->complete ? "" : " (cut short)");
 		}
 		printf("imbalance: peaks from %s to %s (mean %s), spread %.1f%% of the mean; the largest is rank %s\n",
 		       mt_format_size(min, a, sizeof a), mt_format_size(max, b, sizeof b),
-		       mt_format_size(sum / n, c, sizeof c), sum ? 100.0 * (double)(max - min) / ((double)sum / (double)n) : 0.0,
-		       rows[imax].rank);
+		       mt_format_size(sum / n, c, sizeof c),
+		       sum ? 100.0 * (double)(max - min) / ((double)sum / (double)n) : 0.0, rows[imax].rank);
 	}
 	free(rows);
 	return status;
@@ -319,9 +337,10 @@ int cmd_dump(int argc, char **argv)
 			continue;
 		}
 		printf("{\"time_ns\": %" PRIu64 ", \"thread\": %u, \"kind\": \"%s\", \"device\": %d, \"addr\": %" PRIu64
-		       ", \"size\": %" PRIu64 ", \"aux\": %" PRIu64 ", \"aux2\": %" PRIu64 ", \"stack\": %u, \"phase\": ",
-		       at, mt_trace_thread(&t, e->thread), mt_kind_names[e->kind], e->device == MT_NO_DEVICE ? -1 : e->device,
-		       e->addr, e->size, e->aux, e->aux2, e->stack);
+		       ", \"size\": %" PRIu64 ", \"aux\": %" PRIu64 ", \"aux2\": %" PRIu64
+		       ", \"stack\": %u, \"phase\": ",
+		       at, mt_trace_thread(&t, e->thread), mt_kind_names[e->kind],
+		       e->device == MT_NO_DEVICE ? -1 : e->device, e->addr, e->size, e->aux, e->aux2, e->stack);
 		mt_json_str(stdout, mt_trace_string(&t, e->phase));
 		printf(", \"tag\": \"%s\", \"flags\": %u, \"error\": %d, \"functions\": [", mt_tag_names[e->tag],
 		       e->flags, e->error);

@@ -27,28 +27,28 @@
 #endif
 
 static const char run_usage[] =
-	"usage: memtap run [options] -- COMMAND [ARGS]\n"
-	"Runs COMMAND with memtap recording every device allocation and free, with stacks\n"
-	"and NVTX phases, into a trace file; then prints the peak and where the trace is.\n"
-	"  -o, --output PATTERN   trace path (default memtap-%p.trace; %p pid, %r rank, %h host)\n"
-	"  --depth N              stack frames per allocation (default 32; 0: none)\n"
-	"  --follow-fork          also record children forked without exec\n"
-	"  --backend B            preload (default: LD_PRELOAD hooks) or cupti (CUPTI callbacks through\n"
-	"                         CUDA_INJECTION64_PATH; one CUPTI client per process; not yet GPU-verified)\n"
-	"  --policy FILE.lua      run a Lua policy inside the job (repeatable; also MEMTAP_POLICY, files\n"
-	"                         separated by ':'); a bundled one by name: oom_snapshot, threshold_capture,\n"
-	"                         leak_watch, cap, peak_report (docs/LUA.md). A syntax error stops here.\n"
-	"  --allocator caching    serve cudaMalloc, cudaFree, cudaMallocAsync and cudaFreeAsync from\n"
-	"                         memtap's caching allocator (policy: -O alloc_policy=memtap-vmm|memtap|\n"
-	"                         native|bump, knobs: -O alloc_conf=...; docs/ALLOCATOR.md). PyTorch jobs\n"
-	"                         plug it in with memtap.use_allocator() instead\n"
-	"  -O, --option KEY=VALUE any memtap option (below), as MEMTAP_<KEY> would set it\n"
-	"  -q, --quiet            no summary\n"
-	"Options (also MEMTAP_OPTIONS=\"key=value,...\" or MEMTAP_<KEY> in the environment):\n"
+    "usage: memtap run [options] -- COMMAND [ARGS]\n"
+    "Runs COMMAND with memtap recording every device allocation and free, with stacks\n"
+    "and NVTX phases, into a trace file; then prints the peak and where the trace is.\n"
+    "  -o, --output PATTERN   trace path (default memtap-%p.trace; %p pid, %r rank, %h host)\n"
+    "  --depth N              stack frames per allocation (default 32; 0: none)\n"
+    "  --follow-fork          also record children forked without exec\n"
+    "  --backend B            preload (default: LD_PRELOAD hooks) or cupti (CUPTI callbacks through\n"
+    "                         CUDA_INJECTION64_PATH; one CUPTI client per process; not yet GPU-verified)\n"
+    "  --policy FILE.lua      run a Lua policy inside the job (repeatable; also MEMTAP_POLICY, files\n"
+    "                         separated by ':'); a bundled one by name: oom_snapshot, threshold_capture,\n"
+    "                         leak_watch, cap, peak_report (docs/LUA.md). A syntax error stops here.\n"
+    "  --allocator caching    serve cudaMalloc, cudaFree, cudaMallocAsync and cudaFreeAsync from\n"
+    "                         memtap's caching allocator (policy: -O alloc_policy=memtap-vmm|memtap|\n"
+    "                         native|bump, knobs: -O alloc_conf=...; docs/ALLOCATOR.md). PyTorch jobs\n"
+    "                         plug it in with memtap.use_allocator() instead\n"
+    "  -O, --option KEY=VALUE any memtap option (below), as MEMTAP_<KEY> would set it\n"
+    "  -q, --quiet            no summary\n"
+    "Options (also MEMTAP_OPTIONS=\"key=value,...\" or MEMTAP_<KEY> in the environment):\n"
 #define OPT(key, type, dflt, help) "  " #key " (default " dflt "): " help "\n"
 #include "recorder/options.def"
 #undef OPT
-	"The exit status is COMMAND's (128+N when a signal N ended it).\n";
+    "The exit status is COMMAND's (128+N when a signal N ended it).\n";
 
 /* A library of memtap's: $MEMTAP_LIBRARY (preload backend), the build tree's, or the
  * installed one. `dir` is its folder in the build tree, `name` its file name. */
@@ -269,11 +269,13 @@ static void summary(const char *path)
 				mt_format_size(r.end.dev[best].peak, sz, sizeof sz), best,
 				r.end.dev[best].name ? mt_trace_string(&t, r.end.dev[best].name) : "unnamed",
 				mt_format_size(r.end.dev[best].capacity, cap, sizeof cap),
-				r.end.dev[best].peak_time > r.start ? (double)(r.end.dev[best].peak_time - r.start) / 1e9 : 0.0);
+				r.end.dev[best].peak_time > r.start
+				    ? (double)(r.end.dev[best].peak_time - r.start) / 1e9
+				    : 0.0);
 		else
 			fprintf(stderr, "memtap: no device memory was allocated\n");
-		fprintf(stderr, "memtap: trace %s: %" PRIu64 " allocations, %" PRIu64 " frees (memtap report %s)\n", path,
-			r.end.allocs, r.end.frees, path);
+		fprintf(stderr, "memtap: trace %s: %" PRIu64 " allocations, %" PRIu64 " frees (memtap report %s)\n",
+			path, r.end.allocs, r.end.frees, path);
 		mt_report_free(&r);
 	}
 	if (t.dropped)
@@ -288,9 +290,9 @@ static void summary(const char *path)
 int cmd_run(int argc, char **argv)
 {
 	static const struct option longopts[] = {
-		{"output", 1, 0, 'o'}, {"depth", 1, 0, 'd'}, {"follow-fork", 0, 0, 'f'}, {"option", 1, 0, 'O'},
-		{"backend", 1, 0, 'b'}, {"policy", 1, 0, 'P'}, {"allocator", 1, 0, 'A'},
-		{"quiet", 0, 0, 'q'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+	    {"output", 1, 0, 'o'},  {"depth", 1, 0, 'd'},  {"follow-fork", 0, 0, 'f'}, {"option", 1, 0, 'O'},
+	    {"backend", 1, 0, 'b'}, {"policy", 1, 0, 'P'}, {"allocator", 1, 0, 'A'},   {"quiet", 0, 0, 'q'},
+	    {"help", 0, 0, 'h'},    {0, 0, 0, 0}};
 	char lib[PATH_MAX], output[2 * PATH_MAX], traces[8][PATH_MAX + 16], *preload, policies[8192] = "";
 	const char *pattern = "memtap-%p.trace", *old, *library;
 	bool quiet = false, cupti = false;
@@ -301,28 +303,42 @@ int cmd_run(int argc, char **argv)
 
 	while ((c = getopt_long(argc, argv, "+o:O:qh", longopts, NULL)) != -1) {
 		switch (c) {
-		case 'o': pattern = optarg; break;
+		case 'o':
+			pattern = optarg;
+			break;
 		case 'd':
 			if (mt_parse_size(optarg, &n) != 0 || n > 256)
 				die(EXIT_USAGE, "--depth takes a number of frames from 0 to 256, not '%s'", optarg);
 			setenv("MEMTAP_DEPTH", optarg, 1);
 			break;
-		case 'f': setenv("MEMTAP_FOLLOW_FORK", "1", 1); break;
+		case 'f':
+			setenv("MEMTAP_FOLLOW_FORK", "1", 1);
+			break;
 		case 'b':
 			if (strcmp(optarg, "preload") && strcmp(optarg, "cupti"))
 				die(EXIT_USAGE, "--backend is preload or cupti, not '%s'", optarg);
 			cupti = strcmp(optarg, "cupti") == 0;
 			break;
-		case 'O': set_option(optarg); break;
+		case 'O':
+			set_option(optarg);
+			break;
 		case 'A':
 			if (strcmp(optarg, "caching") && strcmp(optarg, "none"))
 				die(EXIT_USAGE, "--allocator is caching or none, not '%s'", optarg);
 			setenv("MEMTAP_ALLOCATOR", strcmp(optarg, "none") ? optarg : "", 1);
 			break;
-		case 'P': add_policy(policies, sizeof policies, optarg); break;
-		case 'q': quiet = true; break;
-		case 'h': fputs(run_usage, stdout); return 0;
-		default: fputs(run_usage, stderr); return EXIT_USAGE;
+		case 'P':
+			add_policy(policies, sizeof policies, optarg);
+			break;
+		case 'q':
+			quiet = true;
+			break;
+		case 'h':
+			fputs(run_usage, stdout);
+			return 0;
+		default:
+			fputs(run_usage, stderr);
+			return EXIT_USAGE;
 		}
 	}
 	if (optind >= argc)
@@ -350,7 +366,8 @@ int cmd_run(int argc, char **argv)
 		char engine[PATH_MAX];
 		setenv("MEMTAP_POLICY", policies, 1);
 		if (!getenv("MEMTAP_POLICY_ENGINE"))
-			setenv("MEMTAP_POLICY_ENGINE", find_library("policy", "libmemtap-policy.so", engine, sizeof engine), 1);
+			setenv("MEMTAP_POLICY_ENGINE",
+			       find_library("policy", "libmemtap-policy.so", engine, sizeof engine), 1);
 	}
 	/* the job's options, checked once here with the library's own parser */
 	mtp_options_load();
@@ -358,7 +375,8 @@ int cmd_run(int argc, char **argv)
 	if (cupti) {
 		old = getenv("CUDA_INJECTION64_PATH");
 		if (old && *old && strcmp(old, library) != 0)
-			die(EXIT_USAGE, "CUDA_INJECTION64_PATH is already %s: only one injection library can be loaded", old);
+			die(EXIT_USAGE, "CUDA_INJECTION64_PATH is already %s: only one injection library can be loaded",
+			    old);
 		setenv("CUDA_INJECTION64_PATH", library, 1);
 	} else {
 		old = getenv("LD_PRELOAD");

@@ -80,13 +80,12 @@ static void load_driver(void)
 	if (!gpa)
 		return;
 	gpa("", (void **)&drv.cuInit, 0, 0, &st); /* the real runtime's opening probe */
-#define RT_DRV(name, ver)                                                        \
-	if (gpa(#name, (void **)&drv.name, ver, CU_GET_PROC_ADDRESS_DEFAULT, &st)) \
+#define RT_DRV(name, ver)                                                                                              \
+	if (gpa(#name, (void **)&drv.name, ver, CU_GET_PROC_ADDRESS_DEFAULT, &st))                                     \
 		return;
-#define RT_DRV_PTSZ(name, ver)                                                               \
-	RT_DRV(name, ver)                                                                    \
-	if (gpa(#name, (void **)&drv.name##_ptsz, ver, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, \
-		&st))                                                                        \
+#define RT_DRV_PTSZ(name, ver)                                                                                         \
+	RT_DRV(name, ver)                                                                                              \
+	if (gpa(#name, (void **)&drv.name##_ptsz, ver, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, &st))            \
 		return;
 #include "runtime_driver.def"
 #undef RT_DRV
@@ -118,11 +117,11 @@ static cudaError_t ready(void)
 	return drv_result(r);
 }
 
-#define READY()                              \
-	do {                                 \
-		cudaError_t e_ = ready();    \
-		if (e_ != cudaSuccess)       \
-			return e_;           \
+#define READY()                                                                                                        \
+	do {                                                                                                           \
+		cudaError_t e_ = ready();                                                                              \
+		if (e_ != cudaSuccess)                                                                                 \
+			return e_;                                                                                     \
 	} while (0)
 
 /* ---- devices ------------------------------------------------------------------------- */
@@ -313,8 +312,8 @@ cudaError_t CUDARTAPI cudaFreeAsync_ptsz(void *devPtr, cudaStream_t hStream)
 	return free_async(drv.cuMemFreeAsync_ptsz, devPtr, hStream);
 }
 
-static cudaError_t malloc_from_pool(PFN_cuMemAllocFromPoolAsync_v11020 fn, void **ptr, size_t size,
-				    cudaMemPool_t pool, cudaStream_t s)
+static cudaError_t malloc_from_pool(PFN_cuMemAllocFromPoolAsync_v11020 fn, void **ptr, size_t size, cudaMemPool_t pool,
+				    cudaStream_t s)
 {
 	READY();
 	if (!ptr)
@@ -327,8 +326,7 @@ cudaError_t CUDARTAPI cudaMallocFromPoolAsync(void **ptr, size_t size, cudaMemPo
 	return malloc_from_pool(drv.cuMemAllocFromPoolAsync, ptr, size, memPool, stream);
 }
 
-cudaError_t CUDARTAPI cudaMallocFromPoolAsync_ptsz(void **ptr, size_t size, cudaMemPool_t memPool,
-						   cudaStream_t stream)
+cudaError_t CUDARTAPI cudaMallocFromPoolAsync_ptsz(void **ptr, size_t size, cudaMemPool_t memPool, cudaStream_t stream)
 {
 	return malloc_from_pool(drv.cuMemAllocFromPoolAsync_ptsz, ptr, size, memPool, stream);
 }

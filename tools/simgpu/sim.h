@@ -15,8 +15,8 @@
 #define SIM_EXPORT __attribute__((visibility("default")))
 #define SIM_DRIVER_VERSION 13000
 #define SIM_MAX_DEVICES 16
-#define SIM_ALIGN 512u                 /* cuMemAlloc alignment */
-#define SIM_GRANULE (2u << 20)         /* VMM granularity */
+#define SIM_ALIGN 512u	       /* cuMemAlloc alignment */
+#define SIM_GRANULE (2u << 20) /* VMM granularity */
 
 /* A range allocator over reserved address space: first fit, coalescing frees. */
 struct sim_range {
@@ -47,15 +47,14 @@ void *sim_map_at(const struct sim_map *m, size_t slot); /* NULL for an empty slo
 
 enum sim_kind { SIM_KIND_DEVICE, SIM_KIND_POOLED, SIM_KIND_MANAGED, SIM_KIND_HOST };
 
-
 struct sim_block {
 	uintptr_t addr;
-	size_t size;      /* bytes asked for */
+	size_t size;	  /* bytes asked for */
 	size_t footprint; /* bytes charged against the device (rounded) */
 	int device;
 	enum sim_kind kind;
 	struct CUmemPoolHandle_st *pool; /* pooled blocks only */
-	bool cached;           /* pooled block freed back into its pool */
+	bool cached;			 /* pooled block freed back into its pool */
 };
 
 struct CUmemPoolHandle_st {
@@ -77,13 +76,13 @@ struct CUctx_st {
 struct CUstream_st {
 	int device;
 	unsigned flags;
-	bool busy;     /* simgpu_stream_busy: simulated work queued, until a synchronize */
+	bool busy; /* simgpu_stream_busy: simulated work queued, until a synchronize */
 	uint64_t syncs;
 };
 
 struct CUevent_st {
-	uintptr_t stream;           /* recorded while it was busy (looked up again: it may be gone); 0: complete */
-	uint64_t syncs;             /* the stream's synchronizations when recorded */
+	uintptr_t stream; /* recorded while it was busy (looked up again: it may be gone); 0: complete */
+	uint64_t syncs;	  /* the stream's synchronizations when recorded */
 };
 
 struct sim_device {
@@ -101,15 +100,15 @@ struct sim_state {
 	bool initialized;
 	int ndev;
 	struct sim_device dev[SIM_MAX_DEVICES];
-	struct sim_space va;     /* cuMemAddressReserve ranges */
-	struct sim_map blocks;   /* address -> struct sim_block */
-	struct sim_map streams;  /* CUstream -> itself */
-	struct sim_map pools;    /* CUmemoryPool -> itself (created pools) */
-	uint64_t alloc_calls;    /* for fault injection */
-	uint64_t fail_nth;       /* SIMGPU_FAIL_NTH: 0 = off */
-	uint64_t fail_above;     /* SIMGPU_FAIL_ABOVE: 0 = off */
-	uint64_t host_bytes;     /* pinned host memory in use */
-	int profiler_depth;      /* cuProfilerStart minus cuProfilerStop */
+	struct sim_space va;	/* cuMemAddressReserve ranges */
+	struct sim_map blocks;	/* address -> struct sim_block */
+	struct sim_map streams; /* CUstream -> itself */
+	struct sim_map pools;	/* CUmemoryPool -> itself (created pools) */
+	uint64_t alloc_calls;	/* for fault injection */
+	uint64_t fail_nth;	/* SIMGPU_FAIL_NTH: 0 = off */
+	uint64_t fail_above;	/* SIMGPU_FAIL_ABOVE: 0 = off */
+	uint64_t host_bytes;	/* pinned host memory in use */
+	int profiler_depth;	/* cuProfilerStart minus cuProfilerStop */
 };
 
 extern struct sim_state sim;
@@ -119,7 +118,7 @@ void sim_unlock(void);
 
 /* Common checks; each returns CUDA_SUCCESS or the error the real driver gives. */
 CUresult sim_check_init(void);
-CUresult sim_current_device(int *dev);       /* needs a current context */
+CUresult sim_current_device(int *dev); /* needs a current context */
 bool sim_valid_stream(CUstream s);
 
 /* Fault injection: true when this allocation request must fail with OUT_OF_MEMORY. */
@@ -131,8 +130,8 @@ void sim_device_release(struct sim_block *b);
 
 /* Pools (pool.c). */
 void sim_pool_init(struct CUmemPoolHandle_st *p, int device, bool is_default);
-void sim_pool_return(struct sim_block *b);      /* a free: the block stays reserved, cached */
+void sim_pool_return(struct sim_block *b); /* a free: the block stays reserved, cached */
 void sim_pool_trim(struct CUmemPoolHandle_st *p, size_t keep);
-void sim_pools_sync(int dev);                   /* release what each pool holds above its threshold */
+void sim_pools_sync(int dev); /* release what each pool holds above its threshold */
 
 #endif

@@ -10,7 +10,7 @@ struct handle {
 	size_t size;
 	int device; /* -1: host memory */
 	bool released;
-	int refs;   /* one for the handle itself, one per mapping */
+	int refs; /* one for the handle itself, one per mapping */
 };
 
 struct reservation {
@@ -51,8 +51,8 @@ CUresult CUDAAPI cuMemGetAllocationGranularity(size_t *granularity, const CUmemA
 
 	if (r != CUDA_SUCCESS)
 		return r;
-	if (!granularity || !prop || (option != CU_MEM_ALLOC_GRANULARITY_MINIMUM &&
-				      option != CU_MEM_ALLOC_GRANULARITY_RECOMMENDED))
+	if (!granularity || !prop ||
+	    (option != CU_MEM_ALLOC_GRANULARITY_MINIMUM && option != CU_MEM_ALLOC_GRANULARITY_RECOMMENDED))
 		return CUDA_ERROR_INVALID_VALUE;
 	*granularity = SIM_GRANULE;
 	return CUDA_SUCCESS;
@@ -85,8 +85,7 @@ CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle *out, size_t size, con
 		return CUDA_ERROR_INVALID_VALUE;
 	}
 	sim_lock();
-	if (sim_inject_failure(size) ||
-	    (device >= 0 && size > sim.dev[device].capacity - sim.dev[device].used)) {
+	if (sim_inject_failure(size) || (device >= 0 && size > sim.dev[device].capacity - sim.dev[device].used)) {
 		r = CUDA_ERROR_OUT_OF_MEMORY;
 	} else if (!(h = malloc(sizeof *h)) || sim_map_put(&handles, next_handle, h)) {
 		free(h);

@@ -59,9 +59,9 @@ bool model_param(const struct model *m, uint64_t i, uint64_t *numel, const char 
 	}
 	i -= 2;
 	if (i < body) {
-		static const char *const n[PER_LAYER] = {"ln1.weight", "ln1.bias", "qkv.weight", "qkv.bias",
-							"proj.weight", "proj.bias", "ln2.weight", "ln2.bias",
-							"fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"};
+		static const char *const n[PER_LAYER] = {"ln1.weight",	"ln1.bias",  "qkv.weight", "qkv.bias",
+							 "proj.weight", "proj.bias", "ln2.weight", "ln2.bias",
+							 "fc1.weight",	"fc1.bias",  "fc2.weight", "fc2.bias"};
 		const uint64_t sizes[PER_LAYER] = {h, h, 3 * h * h, 3 * h, h * h, h, h, h, f * h, f, h * f, h};
 		*numel = sizes[i % PER_LAYER];
 		*name = n[i % PER_LAYER];

@@ -36,7 +36,7 @@ bool model_param(const struct model *m, uint64_t i, uint64_t *numel, const char 
 uint64_t model_param_count(const struct model *m);
 
 /* Bytes of one element. */
-uint64_t param_elem(const struct model *m);      /* 4 fp32, 2 bf16/fp16 */
+uint64_t param_elem(const struct model *m);	 /* 4 fp32, 2 bf16/fp16 */
 uint64_t opt_state_elems(const struct model *m); /* fp32 values kept per parameter */
 
 /* Elements of one tensor held by the emulated rank: all of it, or its ZeRO share. */

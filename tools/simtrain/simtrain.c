@@ -32,7 +32,7 @@ static struct options {
 	struct model m;
 	int iters, device;
 	uint64_t leak;
-	int leak_from;        /* the first iteration that leaks */
+	int leak_from;	     /* the first iteration that leaks */
 	uint64_t compute_ms; /* time each layer's forward and backward takes */
 	bool async, teardown, tag;
 	const char *json;
@@ -161,16 +161,16 @@ static struct act_shape layer_shape(const struct model *m)
 	uint64_t e = param_elem(m), sbh = m->seq * m->batch * m->hidden, sbf = m->seq * m->batch * m->ffn;
 	uint64_t ass = m->heads * m->seq * m->seq * m->batch;
 	struct act_shape s = {
-		/* ln1 in, qkv in, q, k, v, softmax out, softmax dropout mask, dropout out, proj in,
-		   attention dropout mask, ln2 in, fc1 in, gelu in, fc2 in, mlp dropout mask */
-		{sbh * e, sbh * e, sbh * e, sbh * e, sbh * e, ass * e, ass, ass * e, sbh * e, sbh, sbh * e, sbh * e,
-		 sbf * e, sbf * e, sbh},
-		{false, false, false, false, false, true, true, true},
+	    /* ln1 in, qkv in, q, k, v, softmax out, softmax dropout mask, dropout out, proj in,
+	       attention dropout mask, ln2 in, fc1 in, gelu in, fc2 in, mlp dropout mask */
+	    {sbh * e, sbh * e, sbh * e, sbh * e, sbh * e, ass * e, ass, ass * e, sbh * e, sbh, sbh * e, sbh * e,
+	     sbf * e, sbf * e, sbh},
+	    {false, false, false, false, false, true, true, true},
 	};
 	return s;
 }
 
-static struct tensor (*saved)[NACT];       /* per layer */
+static struct tensor (*saved)[NACT]; /* per layer */
 static struct tensor emb_out, lnf_in, head_in, logits;
 static struct tensor *leaks;
 static uint64_t nleaks;
@@ -443,17 +443,18 @@ static void write_json(FILE *f)
 	const struct model *m = &opt.m;
 
 	fprintf(f, "{\n  \"simtrain\": 1,\n");
-	fprintf(f,
-		"  \"config\": {\"preset\": \"%s\", \"layers\": %llu, \"hidden\": %llu, \"heads\": %llu, \"ffn\": %llu, "
-		"\"vocab\": %llu, \"seq\": %llu, \"batch\": %llu, \"tied\": %s, \"precision\": \"%s\", "
-		"\"optimizer\": \"%s\", \"recompute\": \"%s\", \"zero\": %d, \"dp\": %llu, \"iters\": %d, "
-		"\"leak_bytes\": %llu, \"api\": \"%s\", \"device\": %d},\n",
-		m->preset ? m->preset : "custom", (unsigned long long)m->layers, (unsigned long long)m->hidden,
-		(unsigned long long)m->heads, (unsigned long long)m->ffn, (unsigned long long)m->vocab,
-		(unsigned long long)m->seq, (unsigned long long)m->batch, m->untied ? "false" : "true",
-		precision_names[m->precision], optimizer_names[m->optimizer], recompute_names[m->recompute], m->zero,
-		(unsigned long long)m->dp, opt.iters, (unsigned long long)opt.leak, opt.async ? "async" : "malloc",
-		opt.device);
+	fprintf(
+	    f,
+	    "  \"config\": {\"preset\": \"%s\", \"layers\": %llu, \"hidden\": %llu, \"heads\": %llu, \"ffn\": %llu, "
+	    "\"vocab\": %llu, \"seq\": %llu, \"batch\": %llu, \"tied\": %s, \"precision\": \"%s\", "
+	    "\"optimizer\": \"%s\", \"recompute\": \"%s\", \"zero\": %d, \"dp\": %llu, \"iters\": %d, "
+	    "\"leak_bytes\": %llu, \"api\": \"%s\", \"device\": %d},\n",
+	    m->preset ? m->preset : "custom", (unsigned long long)m->layers, (unsigned long long)m->hidden,
+	    (unsigned long long)m->heads, (unsigned long long)m->ffn, (unsigned long long)m->vocab,
+	    (unsigned long long)m->seq, (unsigned long long)m->batch, m->untied ? "false" : "true",
+	    precision_names[m->precision], optimizer_names[m->optimizer], recompute_names[m->recompute], m->zero,
+	    (unsigned long long)m->dp, opt.iters, (unsigned long long)opt.leak, opt.async ? "async" : "malloc",
+	    opt.device);
 	fprintf(f, "  \"param_count\": %llu,\n", (unsigned long long)model_param_count(m));
 	fprintf(f,
 		"  \"sizes\": {\"params\": %llu, \"grads\": %llu, \"optimizer\": %llu, \"activations\": %llu, "
@@ -496,27 +497,27 @@ static void summary(FILE *f)
 /* ---- command line --------------------------------------------------------------------------- */
 
 static const char usage[] =
-	"usage: simtrain [options]\n"
-	"Issues the device allocations of transformer training steps through the CUDA runtime.\n"
-	"  --preset NAME         model shape: tiny, gpt2-small, gpt-1.3b, gpt-7b (default tiny)\n"
-	"  --layers N --hidden N --heads N --ffn N --vocab N --seq N --batch N\n"
-	"                        override the preset's shape\n"
-	"  --untied              separate output head instead of tied embeddings\n"
-	"  --precision P         fp32, bf16 or fp16 (default bf16, fp32 master weights)\n"
-	"  --optimizer O         adam, adamw, sgd (with momentum) or none (default adamw)\n"
-	"  --recompute R         activation recomputation: none, selective or full (default none)\n"
-	"  --zero S --dp D       emulate one rank of ZeRO stage S (0-3) over D data-parallel ranks\n"
-	"  --leak SIZE           keep a buffer of SIZE every iteration (leak injection)\n"
-	"  --leak-from N         ... from iteration N on (default 1)\n"
-	"  --iters N             training iterations (default 3)\n"
-	"  --compute-ms N        each layer's forward and backward take N ms (default 0)\n"
-	"  --device N            CUDA device (default 0)\n"
-	"  --api A               malloc (cudaMalloc) or async (cudaMallocAsync on a stream)\n"
-	"  --no-teardown         exit without freeing parameters and optimizer state\n"
-	"  --tag                 tag every allocation with its category through memtap's API\n"
-	"  --json FILE           write the ground truth as JSON to FILE (- for standard output)\n"
-	"  --list-presets        print the preset names\n"
-	"Sizes take K/M/G/T (powers of 1024) or KB/MB/GB (powers of 1000).\n";
+    "usage: simtrain [options]\n"
+    "Issues the device allocations of transformer training steps through the CUDA runtime.\n"
+    "  --preset NAME         model shape: tiny, gpt2-small, gpt-1.3b, gpt-7b (default tiny)\n"
+    "  --layers N --hidden N --heads N --ffn N --vocab N --seq N --batch N\n"
+    "                        override the preset's shape\n"
+    "  --untied              separate output head instead of tied embeddings\n"
+    "  --precision P         fp32, bf16 or fp16 (default bf16, fp32 master weights)\n"
+    "  --optimizer O         adam, adamw, sgd (with momentum) or none (default adamw)\n"
+    "  --recompute R         activation recomputation: none, selective or full (default none)\n"
+    "  --zero S --dp D       emulate one rank of ZeRO stage S (0-3) over D data-parallel ranks\n"
+    "  --leak SIZE           keep a buffer of SIZE every iteration (leak injection)\n"
+    "  --leak-from N         ... from iteration N on (default 1)\n"
+    "  --iters N             training iterations (default 3)\n"
+    "  --compute-ms N        each layer's forward and backward take N ms (default 0)\n"
+    "  --device N            CUDA device (default 0)\n"
+    "  --api A               malloc (cudaMalloc) or async (cudaMallocAsync on a stream)\n"
+    "  --no-teardown         exit without freeing parameters and optimizer state\n"
+    "  --tag                 tag every allocation with its category through memtap's API\n"
+    "  --json FILE           write the ground truth as JSON to FILE (- for standard output)\n"
+    "  --list-presets        print the preset names\n"
+    "Sizes take K/M/G/T (powers of 1024) or KB/MB/GB (powers of 1000).\n";
 
 static int pick(const char *what, const char *value, const char *const *names, int n)
 {
@@ -538,17 +539,58 @@ static uint64_t number(const char *what, const char *value)
 
 static void parse(int argc, char **argv)
 {
-	enum { O_LAYERS = 256, O_HIDDEN, O_HEADS, O_FFN, O_VOCAB, O_SEQ, O_BATCH, O_UNTIED, O_PRECISION,
-	       O_OPTIMIZER, O_RECOMPUTE, O_ZERO, O_DP, O_LEAK, O_LEAK_FROM, O_ITERS, O_DEVICE, O_API, O_NO_TEARDOWN, O_JSON,
-	       O_LIST, O_PRESET, O_TAG, O_COMPUTE };
-	static const struct option longopts[] = {
-		{"preset", 1, 0, O_PRESET}, {"layers", 1, 0, O_LAYERS}, {"hidden", 1, 0, O_HIDDEN},
-		{"heads", 1, 0, O_HEADS}, {"ffn", 1, 0, O_FFN}, {"vocab", 1, 0, O_VOCAB}, {"seq", 1, 0, O_SEQ},
-		{"batch", 1, 0, O_BATCH}, {"untied", 0, 0, O_UNTIED}, {"precision", 1, 0, O_PRECISION},
-		{"optimizer", 1, 0, O_OPTIMIZER}, {"recompute", 1, 0, O_RECOMPUTE}, {"zero", 1, 0, O_ZERO},
-		{"dp", 1, 0, O_DP}, {"leak", 1, 0, O_LEAK}, {"leak-from", 1, 0, O_LEAK_FROM}, {"iters", 1, 0, O_ITERS}, {"device", 1, 0, O_DEVICE},
-		{"api", 1, 0, O_API}, {"no-teardown", 0, 0, O_NO_TEARDOWN}, {"json", 1, 0, O_JSON},
-		{"list-presets", 0, 0, O_LIST}, {"tag", 0, 0, O_TAG}, {"compute-ms", 1, 0, O_COMPUTE}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+	enum {
+		O_LAYERS = 256,
+		O_HIDDEN,
+		O_HEADS,
+		O_FFN,
+		O_VOCAB,
+		O_SEQ,
+		O_BATCH,
+		O_UNTIED,
+		O_PRECISION,
+		O_OPTIMIZER,
+		O_RECOMPUTE,
+		O_ZERO,
+		O_DP,
+		O_LEAK,
+		O_LEAK_FROM,
+		O_ITERS,
+		O_DEVICE,
+		O_API,
+		O_NO_TEARDOWN,
+		O_JSON,
+		O_LIST,
+		O_PRESET,
+		O_TAG,
+		O_COMPUTE
+	};
+	static const struct option longopts[] = {{"preset", 1, 0, O_PRESET},
+						 {"layers", 1, 0, O_LAYERS},
+						 {"hidden", 1, 0, O_HIDDEN},
+						 {"heads", 1, 0, O_HEADS},
+						 {"ffn", 1, 0, O_FFN},
+						 {"vocab", 1, 0, O_VOCAB},
+						 {"seq", 1, 0, O_SEQ},
+						 {"batch", 1, 0, O_BATCH},
+						 {"untied", 0, 0, O_UNTIED},
+						 {"precision", 1, 0, O_PRECISION},
+						 {"optimizer", 1, 0, O_OPTIMIZER},
+						 {"recompute", 1, 0, O_RECOMPUTE},
+						 {"zero", 1, 0, O_ZERO},
+						 {"dp", 1, 0, O_DP},
+						 {"leak", 1, 0, O_LEAK},
+						 {"leak-from", 1, 0, O_LEAK_FROM},
+						 {"iters", 1, 0, O_ITERS},
+						 {"device", 1, 0, O_DEVICE},
+						 {"api", 1, 0, O_API},
+						 {"no-teardown", 0, 0, O_NO_TEARDOWN},
+						 {"json", 1, 0, O_JSON},
+						 {"list-presets", 0, 0, O_LIST},
+						 {"tag", 0, 0, O_TAG},
+						 {"compute-ms", 1, 0, O_COMPUTE},
+						 {"help", 0, 0, 'h'},
+						 {0, 0, 0, 0}};
 	static const char *const apis[] = {"malloc", "async"};
 	int c;
 
@@ -562,40 +604,94 @@ static void parse(int argc, char **argv)
 			die("unknown preset '%s' (see --list-presets)", argv[i + 1]);
 	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
 		switch (c) {
-		case O_PRESET: break;
-		case O_LAYERS: opt.m.layers = number("layers", optarg); opt.m.preset = NULL; break;
-		case O_HIDDEN: opt.m.hidden = number("hidden", optarg); opt.m.preset = NULL; break;
-		case O_HEADS: opt.m.heads = number("heads", optarg); opt.m.preset = NULL; break;
-		case O_FFN: opt.m.ffn = number("ffn", optarg); opt.m.preset = NULL; break;
-		case O_VOCAB: opt.m.vocab = number("vocab", optarg); opt.m.preset = NULL; break;
-		case O_SEQ: opt.m.seq = number("seq", optarg); opt.m.preset = NULL; break;
-		case O_BATCH: opt.m.batch = number("batch", optarg); opt.m.preset = NULL; break;
-		case O_UNTIED: opt.m.untied = true; break;
-		case O_PRECISION: opt.m.precision = (enum precision)pick("precision", optarg, precision_names, 3); break;
-		case O_OPTIMIZER: opt.m.optimizer = (enum optimizer)pick("optimizer", optarg, optimizer_names, 4); break;
-		case O_RECOMPUTE: opt.m.recompute = (enum recompute)pick("recompute mode", optarg, recompute_names, 3); break;
+		case O_PRESET:
+			break;
+		case O_LAYERS:
+			opt.m.layers = number("layers", optarg);
+			opt.m.preset = NULL;
+			break;
+		case O_HIDDEN:
+			opt.m.hidden = number("hidden", optarg);
+			opt.m.preset = NULL;
+			break;
+		case O_HEADS:
+			opt.m.heads = number("heads", optarg);
+			opt.m.preset = NULL;
+			break;
+		case O_FFN:
+			opt.m.ffn = number("ffn", optarg);
+			opt.m.preset = NULL;
+			break;
+		case O_VOCAB:
+			opt.m.vocab = number("vocab", optarg);
+			opt.m.preset = NULL;
+			break;
+		case O_SEQ:
+			opt.m.seq = number("seq", optarg);
+			opt.m.preset = NULL;
+			break;
+		case O_BATCH:
+			opt.m.batch = number("batch", optarg);
+			opt.m.preset = NULL;
+			break;
+		case O_UNTIED:
+			opt.m.untied = true;
+			break;
+		case O_PRECISION:
+			opt.m.precision = (enum precision)pick("precision", optarg, precision_names, 3);
+			break;
+		case O_OPTIMIZER:
+			opt.m.optimizer = (enum optimizer)pick("optimizer", optarg, optimizer_names, 4);
+			break;
+		case O_RECOMPUTE:
+			opt.m.recompute = (enum recompute)pick("recompute mode", optarg, recompute_names, 3);
+			break;
 		case O_ZERO:
 			if (strlen(optarg) != 1 || optarg[0] < '0' || optarg[0] > '3')
 				die("--zero takes a stage from 0 to 3, not '%s'", optarg);
 			opt.m.zero = optarg[0] - '0';
 			break;
-		case O_DP: opt.m.dp = number("dp", optarg); break;
-		case O_LEAK: opt.leak = number("leak", optarg); break;
-		case O_LEAK_FROM: opt.leak_from = (int)number("leak-from", optarg); break;
-		case O_ITERS: opt.iters = (int)number("iters", optarg); break;
-		case O_COMPUTE: opt.compute_ms = number("compute-ms", optarg); break;
+		case O_DP:
+			opt.m.dp = number("dp", optarg);
+			break;
+		case O_LEAK:
+			opt.leak = number("leak", optarg);
+			break;
+		case O_LEAK_FROM:
+			opt.leak_from = (int)number("leak-from", optarg);
+			break;
+		case O_ITERS:
+			opt.iters = (int)number("iters", optarg);
+			break;
+		case O_COMPUTE:
+			opt.compute_ms = number("compute-ms", optarg);
+			break;
 		case O_DEVICE:
 			if (mt_parse_size(optarg, &(uint64_t){0}) != 0)
 				die("--device needs a device number, not '%s'", optarg);
 			opt.device = atoi(optarg);
 			break;
-		case O_API: opt.async = pick("api", optarg, apis, 2) == 1; break;
-		case O_NO_TEARDOWN: opt.teardown = false; break;
-		case O_TAG: opt.tag = true; break;
-		case O_JSON: opt.json = optarg; break;
-		case O_LIST: model_list_presets(); exit(0);
-		case 'h': fputs(usage, stdout); exit(0);
-		default: fputs(usage, stderr); exit(2);
+		case O_API:
+			opt.async = pick("api", optarg, apis, 2) == 1;
+			break;
+		case O_NO_TEARDOWN:
+			opt.teardown = false;
+			break;
+		case O_TAG:
+			opt.tag = true;
+			break;
+		case O_JSON:
+			opt.json = optarg;
+			break;
+		case O_LIST:
+			model_list_presets();
+			exit(0);
+		case 'h':
+			fputs(usage, stdout);
+			exit(0);
+		default:
+			fputs(usage, stderr);
+			exit(2);
 		}
 	}
 	if (optind < argc)
