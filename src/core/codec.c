@@ -21,29 +21,28 @@ const char *const mt_drop_names[MT_DROP_COUNT] = {
 const char *const mt_tag_names[MT_TAG_COUNT] = {"none",	       "params",      "grads", "optimizer",
 						"activations", "temporaries", "other"};
 
-/* CRC-32C (Castagnoli): the SSE4.2 instruction where the CPU has it, else a table. */
-static uint32_t crc_table[256];
+/* CRC-32C (Castagnoli): the SSE4.2 instruction where the CPU has it, else a table. The
+ * IEEE CRC-32 only to read traces written before 2026-11-21 (docs/FORMAT.md). */
+struct crc_table {
+	uint32_t poly, t[256];
+	int ready;
+};
+static struct crc_table castagnoli = {.poly = 0x82f63b78u}, ieee = {.poly = 0xedb88320u};
 
-static void crc_init(void)
+static uint32_t crc_soft(struct crc_table *tab, uint32_t crc, const uint8_t *p, size_t len)
 {
-	for (uint32_t i = 0; i < 256; i++) {
-		uint32_t c = i;
-		for (int k = 0; k < 8; k++)
-			c = c & 1 ? 0x82f63b78u ^ (c >> 1) : c >> 1;
-		crc_table[i] = c;
-	}
-}
-
-static uint32_t crc_soft(uint32_t crc, const uint8_t *p, size_t len)
-{
-	static int ready;
-
-	if (!__atomic_load_n(&ready, __ATOMIC_ACQUIRE)) {
-		crc_init(); /* idempotent: racing threads compute the same table */
-		__atomic_store_n(&ready, 1, __ATOMIC_RELEASE);
+	if (!__atomic_load_n(&tab->ready, __ATOMIC_ACQUIRE)) {
+		/* idempotent: racing threads compute the same table */
+		for (uint32_t i = 0; i < 256; i++) {
+			uint32_t c = i;
+			for (int k = 0; k < 8; k++)
+				c = c & 1 ? tab->poly ^ (c >> 1) : c >> 1;
+			tab->t[i] = c;
+		}
+		__atomic_store_n(&tab->ready, 1, __ATOMIC_RELEASE);
 	}
 	while (len--)
-		crc = crc_table[(crc ^ *p++) & 0xff] ^ (crc >> 8);
+		crc = tab->t[(crc ^ *p++) & 0xff] ^ (crc >> 8);
 	return crc;
 }
 
@@ -71,7 +70,12 @@ uint32_t mt_crc32(uint32_t crc, const void *data, size_t len)
 	if (__builtin_cpu_supports("sse4.2"))
 		return ~crc_hard(crc, data, len);
 #endif
-	return ~crc_soft(crc, data, len);
+	return ~crc_soft(&castagnoli, crc, data, len);
+}
+
+uint32_t mt_crc32_ieee(uint32_t crc, const void *data, size_t len)
+{
+	return ~crc_soft(&ieee, ~crc, data, len);
 }
 
 static int reserve(struct mt_buf *b, size_t n)

@@ -108,6 +108,8 @@ struct mt_chunk_header {
 };
 
 uint32_t mt_crc32(uint32_t crc, const void *data, size_t len);
+/* The IEEE CRC-32 that memtap wrote before 2026-11-21, for reading those traces. */
+uint32_t mt_crc32_ieee(uint32_t crc, const void *data, size_t len);
 
 /* A growing byte buffer with varint writers; memory comes from the given allocator
  * so the injected library can keep it off the application's heap. */

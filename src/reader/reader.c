@@ -405,7 +405,7 @@ static int parse(struct mt_trace *t, const uint8_t *data, size_t size)
 	}
 	if (start_tables(t))
 		return ENOMEM;
-	while (off < size) {
+	for (bool first = true, ieee = false; off < size;) {
 		struct mt_chunk_header h;
 		struct mt_cursor c;
 
@@ -425,7 +425,12 @@ static int parse(struct mt_trace *t, const uint8_t *data, size_t size)
 			break;
 		}
 		c = (struct mt_cursor){data + off + sizeof h, data + off + sizeof h + h.length, 0};
-		if (mt_crc32(0, c.p, h.length) != h.crc) {
+		/* a trace's first chunk says which checksum it uses: memtap wrote IEEE CRC-32
+		 * until 2026-11-21, CRC-32C since (docs/FORMAT.md) */
+		if (first && mt_crc32(0, c.p, h.length) != h.crc && mt_crc32_ieee(0, c.p, h.length) == h.crc)
+			ieee = true;
+		first = false;
+		if ((ieee ? mt_crc32_ieee(0, c.p, h.length) : mt_crc32(0, c.p, h.length)) != h.crc) {
 			note(t, "corrupt chunk at byte %zu (checksum mismatch)", off);
 			break;
 		}
