@@ -1,6 +1,7 @@
-/* Composition by category: one pass over the trace following every thread's NVTX range
- * stack, noting for each allocation the phase it was made in and what had happened by
- * the time it was freed; then the rules of composition.h. */
+/* Composition by category: one pass over the trace (on its own, or event by event inside
+ * the report's first pass) following every thread's NVTX range stack, noting for each
+ * allocation the phase it was made in and what had happened by the time it was freed;
+ * then the rules of composition.h. */
 #include "analyze/composition.h"
 
 #include <ctype.h>
@@ -200,86 +201,107 @@ static void freed(struct pass *p, const struct mt_event *e, uint64_t key)
 	settle(p, k - 1);
 }
 
-int mt_composition_build(struct mt_composition *c, const struct mt_trace *t)
+int mt_composition_start(struct mt_composition_scan **out, struct mt_composition *c, const struct mt_trace *t)
 {
-	struct pass p = {.t = t, .c = c};
-	int err = 0;
+	struct pass *p = calloc(1, sizeof *p);
 
 	memset(c, 0, sizeof *c);
+	*out = (struct mt_composition_scan *)p;
+	if (!p)
+		return ENOMEM;
+	p->t = t;
+	p->c = c;
 	c->n = t->nevents;
 	c->category = calloc(t->nevents + 1, 1);
 	c->source = calloc(t->nevents + 1, 1);
-	p.phase_of = calloc(t->nstrings + 1, 1);
-	p.threads = calloc(t->nthreads + 1, sizeof *p.threads);
-	p.nthreads = t->nthreads;
-	if (!c->category || !c->source || !p.phase_of || !p.threads) {
-		err = ENOMEM;
-		goto out;
-	}
+	p->phase_of = calloc(t->nstrings + 1, 1);
+	p->threads = calloc(t->nthreads + 1, sizeof *p->threads);
+	p->nthreads = t->nthreads;
+	if (!c->category || !c->source || !p->phase_of || !p->threads)
+		return ENOMEM;
 	for (size_t i = 0; i < t->nevents && !c->has_phases; i++)
 		c->has_phases = t->events[i].kind == MT_EV_RANGE_PUSH || t->events[i].kind == MT_EV_RANGE_START;
-	for (size_t i = 0; i < t->nevents && !err; i++) {
-		const struct mt_event *e = &t->events[i];
-		struct stack *s;
-		uint64_t k;
+	return 0;
+}
 
-		mt_progress("composition", i, t->nevents);
-		switch (e->kind) {
-		case MT_EV_RANGE_PUSH:
-			if ((s = thread_stack(&p, e->thread)))
-				err = push(&p, s, phase_of(&p, e->aux));
-			break;
-		case MT_EV_RANGE_POP:
-			if ((s = thread_stack(&p, e->thread)))
-				pop(&p, s);
-			break;
-		case MT_EV_RANGE_START:
-			err = push(&p, &p.ranges, phase_of(&p, e->aux));
-			break;
-		case MT_EV_RANGE_END:
-			pop(&p, &p.ranges);
-			break;
-		case MT_EV_ALLOC:
-			if (!e->error)
-				err = made(&p, e, i, e->addr);
-			break;
-		case MT_EV_FREE:
-			if (!e->error)
-				freed(&p, e, e->addr);
-			break;
-		case MT_EV_VMM_CREATE:
-			err = made(&p, e, i, e->aux | 1ull << 63);
-			break;
-		case MT_EV_VMM_RELEASE:
-			/* for its purpose, physical memory's life ends with its handle's release
-			   (PyTorch and NCCL unmap first) */
-			if (!e->error)
-				freed(&p, e, e->aux | 1ull << 63);
-			break;
-		case MT_EV_TAG_RANGE:
-			if (mt_map_get(&p.live, e->addr, &k))
-				p.life[k - 1].tag = e->tag;
-			break;
-		default:
-			break;
-		}
+int mt_composition_step(struct mt_composition_scan *scan, size_t i)
+{
+	struct pass *p = (struct pass *)scan;
+	const struct mt_event *e = &p->t->events[i];
+	struct stack *s;
+	uint64_t k;
+
+	switch (e->kind) {
+	case MT_EV_RANGE_PUSH:
+		if ((s = thread_stack(p, e->thread)))
+			return push(p, s, phase_of(p, e->aux));
+		return 0;
+	case MT_EV_RANGE_POP:
+		if ((s = thread_stack(p, e->thread)))
+			pop(p, s);
+		return 0;
+	case MT_EV_RANGE_START:
+		return push(p, &p->ranges, phase_of(p, e->aux));
+	case MT_EV_RANGE_END:
+		pop(p, &p->ranges);
+		return 0;
+	case MT_EV_ALLOC:
+		return e->error ? 0 : made(p, e, i, e->addr);
+	case MT_EV_FREE:
+		if (!e->error)
+			freed(p, e, e->addr);
+		return 0;
+	case MT_EV_VMM_CREATE:
+		return made(p, e, i, e->aux | 1ull << 63);
+	case MT_EV_VMM_RELEASE:
+		/* for its purpose, physical memory's life ends with its handle's release
+		   (PyTorch and NCCL unmap first) */
+		if (!e->error)
+			freed(p, e, e->aux | 1ull << 63);
+		return 0;
+	case MT_EV_TAG_RANGE:
+		if (mt_map_get(&p->live, e->addr, &k))
+			p->life[k - 1].tag = e->tag;
+		return 0;
+	default:
+		return 0;
 	}
-	for (size_t i = 0; i < p.live.cap && !err; i++) /* alive at the end */
-		if (p.live.used[i] == 1)
-			settle(&p, p.live.vals[i] - 1);
-out:
-	for (size_t i = 0; i < p.nthreads; i++)
-		free(p.threads[i].f);
-	free(p.threads);
-	free(p.ranges.f);
-	free(p.open);
-	free(p.life);
-	mt_slots_free(&p.slots);
-	free(p.phase_of);
-	mt_map_free(&p.live);
+}
+
+int mt_composition_finish(struct mt_composition_scan *scan, int err)
+{
+	struct pass *p = (struct pass *)scan;
+
+	if (!p)
+		return err ? err : ENOMEM;
+	for (size_t i = 0; i < p->live.cap && !err; i++) /* alive at the end */
+		if (p->live.used[i] == 1)
+			settle(p, p->live.vals[i] - 1);
+	for (size_t i = 0; p->threads && i < p->nthreads; i++)
+		free(p->threads[i].f);
+	free(p->threads);
+	free(p->ranges.f);
+	free(p->open);
+	free(p->life);
+	mt_slots_free(&p->slots);
+	free(p->phase_of);
+	mt_map_free(&p->live);
 	if (err)
-		mt_composition_free(c);
+		mt_composition_free(p->c);
+	free(p);
 	return err;
+}
+
+int mt_composition_build(struct mt_composition *c, const struct mt_trace *t)
+{
+	struct mt_composition_scan *s;
+	int err = mt_composition_start(&s, c, t);
+
+	for (size_t i = 0; i < t->nevents && !err; i++) {
+		mt_progress("composition", i, t->nevents);
+		err = mt_composition_step(s, i);
+	}
+	return mt_composition_finish(s, err);
 }
 
 void mt_composition_free(struct mt_composition *c)

@@ -24,7 +24,14 @@ struct mt_composition {
 	bool has_phases; /* the trace had NVTX phases to infer from */
 };
 
+/* The whole trace at once... */
 int mt_composition_build(struct mt_composition *c, const struct mt_trace *t);
+/* ...or event by event, in order, inside another pass: start, a step per event (0 or
+ * an errno), then finish with the first error (which it returns; the scan is freed). */
+struct mt_composition_scan;
+int mt_composition_start(struct mt_composition_scan **s, struct mt_composition *c, const struct mt_trace *t);
+int mt_composition_step(struct mt_composition_scan *s, size_t i);
+int mt_composition_finish(struct mt_composition_scan *s, int err);
 void mt_composition_free(struct mt_composition *c);
 
 #endif

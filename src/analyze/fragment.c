@@ -31,6 +31,8 @@ struct block {
 struct pass {
 	const struct mt_trace *t;
 	struct mt_fragment *f;
+	const struct mt_replay *peaks; /* each device's peak event */
+	uint64_t start, span, bucket;  /* the timeline's samples */
 	struct dev *dev;
 	struct block *blocks;
 	struct mt_slots slots;
@@ -304,49 +306,84 @@ static int apply(struct pass *p, const struct mt_event *e)
 	}
 }
 
-int mt_fragment_build(struct mt_fragment *f, const struct mt_trace *t, const struct mt_replay *peaks, bool segments)
+int mt_fragment_start(struct mt_fragment_scan **out, struct mt_fragment *f, const struct mt_trace *t,
+		      const struct mt_replay *peaks, bool segments)
 {
-	struct pass p = {.t = t, .f = f};
-	uint64_t start = mt_trace_start(t), span = t->nevents ? t->events[t->nevents - 1].time - start : 0, bucket = 0;
-	int r = 0;
+	struct pass *p = calloc(1, sizeof *p);
 
 	memset(f, 0, sizeof *f);
-	if (!(f->dev = calloc(MT_MAX_DEVICES, sizeof *f->dev)))
+	*out = (struct mt_fragment_scan *)p;
+	if (!p || !(f->dev = calloc(MT_MAX_DEVICES, sizeof *f->dev)))
 		return ENOMEM;
-	if (!segments)
+	p->t = t;
+	p->f = f;
+	p->peaks = peaks;
+	p->start = mt_trace_start(t);
+	p->span = t->nevents ? t->events[t->nevents - 1].time - p->start : 0;
+	if (segments && !(p->dev = calloc(MT_MAX_DEVICES, sizeof *p->dev)))
+		return ENOMEM;
+	return 0;
+}
+
+int mt_fragment_step(struct mt_fragment_scan *scan, size_t i)
+{
+	struct pass *p = (struct pass *)scan;
+	const struct mt_trace *t = p->t;
+	const struct mt_event *e = &t->events[i];
+	uint64_t b = e->time > p->start && p->span ? (e->time - p->start) * (MT_FRAG_SAMPLES - 1) / p->span : 0;
+	int r = 0;
+
+	if (!p->dev) /* no segments: nothing to know */
 		return 0;
-	if (!(p.dev = calloc(MT_MAX_DEVICES, sizeof *p.dev)))
-		r = ENOMEM;
-	for (size_t i = 0; i < t->nevents && !r; i++) {
-		const struct mt_event *e = &t->events[i];
-		uint64_t b = e->time > start && span ? (e->time - start) * (MT_FRAG_SAMPLES - 1) / span : 0;
-		mt_progress("fragmentation", i, t->nevents);
-		if (b > bucket && i) {
-			r = sample_all(&p, t->events[i - 1].time);
-			bucket = b;
-		}
-		if (!r)
-			r = apply(&p, e);
-		if (!r && e->device != MT_NO_DEVICE && p.dev[e->device].known && peaks->dev[e->device].peak &&
-		    peaks->dev[e->device].peak_event == i)
-			r = measure(&p, e->device, e->time, &f->dev[e->device].at_peak, &f->dev[e->device]);
+	if (b > p->bucket && i) {
+		r = sample_all(p, t->events[i - 1].time);
+		p->bucket = b;
 	}
-	for (int d = 0; d < MT_MAX_DEVICES && !r; d++) {
-		f->dev[d].known = p.dev[d].known;
-		f->known |= p.dev[d].known;
-		if (p.dev[d].known)
-			r = measure(&p, d, t->nevents ? t->events[t->nevents - 1].time : 0, &f->dev[d].at_end, NULL);
-	}
-	if (!r && t->nevents)
-		r = sample_all(&p, t->events[t->nevents - 1].time);
-	for (int d = 0; d < MT_MAX_DEVICES && p.dev; d++)
-		free(p.dev[d].segs);
-	free(p.dev);
-	free(p.blocks);
-	mt_slots_free(&p.slots);
-	free(p.scratch);
-	mt_map_free(&p.by_addr);
+	if (!r)
+		r = apply(p, e);
+	if (!r && e->device != MT_NO_DEVICE && p->dev[e->device].known && p->peaks->dev[e->device].peak &&
+	    p->peaks->dev[e->device].peak_event == i)
+		r = measure(p, e->device, e->time, &p->f->dev[e->device].at_peak, &p->f->dev[e->device]);
 	return r;
+}
+
+int mt_fragment_finish(struct mt_fragment_scan *scan, int r)
+{
+	struct pass *p = (struct pass *)scan;
+	const struct mt_trace *t;
+
+	if (!p)
+		return r ? r : ENOMEM;
+	t = p->t;
+	for (int d = 0; d < MT_MAX_DEVICES && !r && p->dev; d++) {
+		p->f->dev[d].known = p->dev[d].known;
+		p->f->known |= p->dev[d].known;
+		if (p->dev[d].known)
+			r = measure(p, d, t->nevents ? t->events[t->nevents - 1].time : 0, &p->f->dev[d].at_end, NULL);
+	}
+	if (!r && t->nevents && p->dev)
+		r = sample_all(p, t->events[t->nevents - 1].time);
+	for (int d = 0; d < MT_MAX_DEVICES && p->dev; d++)
+		free(p->dev[d].segs);
+	free(p->dev);
+	free(p->blocks);
+	mt_slots_free(&p->slots);
+	free(p->scratch);
+	mt_map_free(&p->by_addr);
+	free(p);
+	return r;
+}
+
+int mt_fragment_build(struct mt_fragment *f, const struct mt_trace *t, const struct mt_replay *peaks, bool segments)
+{
+	struct mt_fragment_scan *s;
+	int r = mt_fragment_start(&s, f, t, peaks, segments);
+
+	for (size_t i = 0; i < t->nevents && !r && segments; i++) {
+		mt_progress("fragmentation", i, t->nevents);
+		r = mt_fragment_step(s, i);
+	}
+	return mt_fragment_finish(s, r);
 }
 
 void mt_fragment_free(struct mt_fragment *f)

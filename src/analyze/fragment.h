@@ -60,6 +60,13 @@ struct mt_fragment {
 /* peaks: the replay at the end, for each device's peak event; segments: whether the trace
  * has any SEGMENT_ALLOC (when not, nothing is known and the events are not read). 0 or ENOMEM. */
 int mt_fragment_build(struct mt_fragment *f, const struct mt_trace *t, const struct mt_replay *peaks, bool segments);
+/* The same event by event, in order, inside another pass (start, a step per event, then
+ * finish with the first error, which it returns; the scan is freed). */
+struct mt_fragment_scan;
+int mt_fragment_start(struct mt_fragment_scan **s, struct mt_fragment *f, const struct mt_trace *t,
+		      const struct mt_replay *peaks, bool segments);
+int mt_fragment_step(struct mt_fragment_scan *s, size_t i);
+int mt_fragment_finish(struct mt_fragment_scan *s, int err);
 void mt_fragment_free(struct mt_fragment *f);
 /* The OOM record of failed allocation event i, or NULL. */
 const struct mt_frag_oom *mt_fragment_oom(const struct mt_fragment *f, size_t event);

@@ -89,10 +89,16 @@ static int add_oom(struct mt_report *r, size_t i)
 	return 0;
 }
 
+/* Two passes over the events. The first replays to the end (counts, OOMs, the leak scan
+ * and each allocation's category ride along); the second, which needs each device's
+ * peak event from the first, measures fragmentation and stops the replay again at each
+ * peak to group what was live there. */
 int mt_report_build(struct mt_report *r, const struct mt_trace *t, const struct mt_report_options *o)
 {
 	struct mt_replay second;
 	struct mt_leak_scan scan;
+	struct mt_composition_scan *comp;
+	struct mt_fragment_scan *frag;
 	int err;
 
 	memset(r, 0, sizeof *r);
@@ -102,6 +108,7 @@ int mt_report_build(struct mt_report *r, const struct mt_trace *t, const struct 
 		return err;
 	mt_replay_init(&r->end);
 	r->end.track = true; /* for the leak scan */
+	err = mt_composition_start(&comp, &r->comp, t);
 	for (size_t i = 0; i < t->nevents && !err; i++) {
 		mt_progress("replaying", i, t->nevents);
 		err = mt_leaks_step(&scan, &r->end, i);
@@ -109,13 +116,12 @@ int mt_report_build(struct mt_report *r, const struct mt_trace *t, const struct 
 		r->kinds[t->events[i].kind]++;
 		if (t->events[i].kind == MT_EV_ALLOC_FAILED && !err)
 			err = add_oom(r, i);
+		if (!err)
+			err = mt_composition_step(comp, i);
 	}
+	err = mt_composition_finish(comp, err);
 	int found = mt_leaks_finish(&scan, &r->leaks, o && o->leak_iterations ? o->leak_iterations : 3);
 	if (err || (err = found) || (err = group(&r->end, -1, &r->at_exit)))
-		return err;
-	if ((err = mt_fragment_build(&r->frag, t, &r->end, r->kinds[MT_EV_SEGMENT_ALLOC] > 0)))
-		return err;
-	if ((err = mt_composition_build(&r->comp, t)))
 		return err;
 	/* the events that made a device's peak, in order: the second replay stops at each */
 	size_t peaks[MT_MAX_DEVICES], npeaks = 0, next = 0;
@@ -124,8 +130,12 @@ int mt_report_build(struct mt_report *r, const struct mt_trace *t, const struct 
 			peaks[npeaks++] = r->end.dev[d].peak_event;
 	qsort(peaks, npeaks, sizeof *peaks, by_index);
 	mt_replay_init(&second);
-	for (size_t i = 0; i < t->nevents && !err && next < npeaks; i++) {
-		mt_progress("the peak", i, peaks[npeaks - 1]);
+	err = mt_fragment_start(&frag, &r->frag, t, &r->end, r->kinds[MT_EV_SEGMENT_ALLOC] > 0);
+	for (size_t i = 0; i < t->nevents && !err; i++) {
+		mt_progress("the peak", i, t->nevents);
+		err = mt_fragment_step(frag, i);
+		if (next == npeaks)
+			continue;
 		mt_replay_apply(&second, &t->events[i]);
 		if (peaks[next] != i)
 			continue;
@@ -138,6 +148,7 @@ int mt_report_build(struct mt_report *r, const struct mt_trace *t, const struct 
 			compose(r, &second, d);
 		}
 	}
+	err = mt_fragment_finish(frag, err);
 	mt_replay_free(&second);
 	return err;
 }
