@@ -85,7 +85,7 @@ struct mtp_log {
 struct mtp_stack_cache;
 struct mtp_py_cache;
 
-#define MTP_NESTED 8 /* events a signal handler may make while this thread is inside mtp_record */
+#define MTP_NESTED 32 /* events a signal handler may make while this thread is inside mtp_record */
 
 struct mtp_thread {
 	struct mtp_ring *ring; /* the newest ring of its log: where events go */

@@ -272,8 +272,11 @@ if one_trace("allocations in a signal handler", traces, p):
     # 200000 x (push, mark, pop); two events per handler allocation; 2 pairs and the handler's
     # own 2 before the timer, THREAD, DEVICE, EXIT
     e = accounting("allocations in a signal handler", rep, 600011 + 2 * made)
-    ok(made > 0 and e["allocs"] + e["dropped_by"].get("ring_full", 0) >= made + 2 and
-       "nested" not in e["dropped_by"], "a signal handler's allocations during hooks are all recorded", (made, e))
+    # (under ThreadSanitizer memtap's own recording is so slow that more handler calls than
+    # the nested slots hold can land inside one record: those are counted, as check 88 holds)
+    ok(made > 0 and e["allocs"] + e["dropped_by"].get("ring_full", 0) + e["dropped_by"].get("nested", 0) >= made + 2
+       and (TSAN or "nested" not in e["dropped_by"]),
+       "a signal handler's allocations during hooks are all recorded%s" % (" or counted" if TSAN else ""), (made, e))
 
 # small stacks: a 4 KiB fiber (the thread's first event and a later one) and a 4 KiB sigaltstack
 # (not under sanitizers: their instrumentation of the program itself needs more than 4 KiB)
