@@ -418,7 +418,7 @@ ok(len(re.findall(r"^memtap: ignoring", p.stderr, re.M)) == 3, "one warning line
 fixed = os.path.join(TMP, "fixed.trace")
 for i in range(2):
     p = subprocess.run([MEMTAP, "run", "-q", "-o", fixed, "--", WORK, "nvtx"], capture_output=True, text=True)
-ok(os.path.exists(fixed) and os.path.exists(fixed + ".1") and "exists" in p.stderr,
+ok(p.returncode == 0 and os.path.exists(fixed) and os.path.exists(fixed + ".1") and "exists" in p.stderr,
    "an existing trace is never overwritten: the next is .1, and it says so", p.stderr)
 ok(oct(os.stat(fixed).st_mode & 0o777) == "0o600", "traces are created 0600")
 
