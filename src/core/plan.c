@@ -212,9 +212,9 @@ const char *mt_plan_check(struct mt_plan_config *c)
 	if (c->quantize && !c->lora_rank)
 		return "a quantized base is frozen: it needs LoRA adapters (--lora-rank)";
 	if (c->layers) {
-		if (!c->hidden || !c->heads || !c->vocab || !c->seq || !c->micro_batch)
-			return "an architecture needs --hidden, --heads, --vocab, --seq and --micro-batch besides "
-			       "--layers";
+		if (!c->hidden || !c->heads || !c->vocab || !c->seq != !c->micro_batch)
+			return "an architecture needs --hidden, --heads and --vocab besides --layers, and --seq with "
+			       "--micro-batch (neither: model states only)";
 		if (c->rope && c->positions)
 			return "rotary positions (--rope) have no learned position embeddings (--positions)";
 		if (c->classifier && c->untied)
@@ -753,9 +753,11 @@ void mt_plan_describe(const struct mt_plan_config *c, char *buf, size_t len)
 	uint64_t gpus = c->nodes * c->gpus_per_node;
 	char batch[64] = "", par[96] = "", extra[160] = "";
 
-	if (c->layers)
+	if (c->layers && c->seq)
 		snprintf(batch, sizeof batch, ", micro-batch %llu, recompute %s", (unsigned long long)c->micro_batch,
 			 mt_plan_recompute_names[c->recompute]);
+	else if (c->layers)
+		snprintf(batch, sizeof batch, ", model states only (no --seq, --micro-batch)");
 	if (c->cp > 1 || c->ep > 1)
 		snprintf(par, sizeof par, " x cp %llu, ep %llu", (unsigned long long)c->cp, (unsigned long long)c->ep);
 	snprintf(extra, sizeof extra, "%s%s%s%s%s%s", c->fsdp ? ", FSDP" : "", c->fp8 ? ", fp8" : "",

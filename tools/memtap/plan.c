@@ -123,7 +123,7 @@ static uint64_t gpu_mem(const char *text)
 struct plan_args {
 	struct mt_plan_config c; /* as given: mt_plan_check fills in the rest on a copy */
 	uint64_t mem, ds_dp;
-	bool json, gpus_given;
+	bool json, gpus_given, ds_activations; /* micro-batch or recomputation from --deepspeed only */
 	int estimator, device;
 	const char *trace;
 };
@@ -241,6 +241,7 @@ static void parse(int argc, char **argv, struct plan_args *a, bool what_if)
 				x.precision = cli.precision == MT_FP32 ? 0 : strstr(optarg, "fp16") ? 2 : 1;
 			}
 			x.micro_batch_given |= !strcmp(p->name, "micro_batch");
+			x.recompute_given |= !strcmp(p->name, "recompute");
 			x.micro_batches_given |= !strcmp(p->name, "micro_batches");
 		}
 	}
@@ -258,6 +259,8 @@ static void parse(int argc, char **argv, struct plan_args *a, bool what_if)
 			x.precision = !strcmp(dtype, "bfloat16") ? 1 : !strcmp(dtype, "float16") ? 2 : 0;
 		}
 		ds_config_read(deepspeed, &x, c, &a->ds_dp);
+		a->ds_activations = (c->micro_batch && !x.micro_batch_given) ||
+				    (c->recompute != MT_RECOMPUTE_NONE && !x.recompute_given);
 	}
 	optind = 0;
 	while ((o = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
@@ -309,6 +312,10 @@ static struct mt_plan_config checked(const struct plan_args *a)
 	struct mt_plan_config c = a->c;
 	const char *problem;
 
+	if (a->ds_activations && !c.layers) { /* --params: a config's micro-batch has no activations to size */
+		c.micro_batch = 0;
+		c.recompute = MT_RECOMPUTE_NONE;
+	}
 	if (a->ds_dp && !a->gpus_given) { /* the GPUs that train_batch_size implies */
 		c.nodes = 1;
 		c.gpus_per_node = a->ds_dp * (c.tp ? c.tp : 1) * (c.pp ? c.pp : 1) * (c.cp ? c.cp : 1);
@@ -459,7 +466,7 @@ static uint64_t largest_micro_batch(const struct mt_plan_config *c, const struct
 {
 	uint64_t lo = 0, hi = 65536;
 
-	if (!c->layers)
+	if (!c->layers || !c->seq) /* model states only: no micro-batch to size */
 		return 0;
 	while (lo < hi) {
 		uint64_t mid = (lo + hi + 1) / 2;
@@ -516,9 +523,9 @@ static void print_plan(const struct mt_plan_config *c, const struct mt_plan_scal
 		uint64_t b = largest_micro_batch(c, s, mem), g = fewest_gpus(c, s, mem);
 		printf("on a %.2f GiB GPU: %s (%.2f GiB %s)\n", gib(mem), p->total <= mem ? "fits" : "does not fit",
 		       gib(fabs(mem - p->total)), p->total <= mem ? "to spare" : "short");
-		if (c->layers && b)
+		if (c->layers && c->seq && b)
 			printf("  largest micro-batch that fits: %llu\n", (unsigned long long)b);
-		else if (c->layers)
+		else if (c->layers && c->seq)
 			printf("  no micro-batch fits\n");
 		if (g)
 			printf("  fewest GPUs that fit: %llu\n", (unsigned long long)g);
@@ -536,14 +543,34 @@ static void json_bytes(const char *name, const double *bytes, double framework, 
 	printf("\"framework\": %.0f, \"total\": %.0f},\n", framework, total);
 }
 
+/* Every option's value, as the planner used it: "setup": {"layers": 32, "precision": "bf16", ...} */
+static void print_setup_json(const struct mt_plan_config *c)
+{
+	const char *sep = "";
+	char text[64];
+
+	printf("  \"setup\": {");
+	for (const struct mt_plan_option *o = mt_plan_options; o->name; o++, sep = ", ") {
+		mt_plan_get(c, o, text, sizeof text);
+		if (o->kind == MT_PLAN_OPT_COUNT || o->kind == MT_PLAN_OPT_SIZE || o->kind == MT_PLAN_OPT_REAL ||
+		    o->kind == MT_PLAN_OPT_ZERO || o->kind == MT_PLAN_OPT_FLAG)
+			printf("%s\"%s\": %s", sep, o->name, text);
+		else
+			printf("%s\"%s\": \"%s\"", sep, o->name, text);
+	}
+	printf("},\n");
+}
+
 static void print_json(const struct mt_plan_config *c, const struct mt_plan_scale *s, const struct mt_plan *p,
 		       double mem)
 {
 	double table[4][3];
 
-	printf("  \"params\": %llu,\n  \"largest_layer_params\": %llu,\n  \"dp\": %llu,\n  \"moment\": \"%s\",\n",
-	       (unsigned long long)c->params, (unsigned long long)c->largest_layer, (unsigned long long)p->dp,
-	       p->moment);
+	printf("  \"params\": %llu,\n  \"largest_layer_params\": %llu,\n  \"trainable_params\": %llu,\n"
+	       "  \"expert_params\": %llu,\n  \"dp\": %llu,\n  \"moment\": \"%s\",\n",
+	       (unsigned long long)c->params, (unsigned long long)c->largest_layer, (unsigned long long)c->trainable,
+	       (unsigned long long)c->expert_params, (unsigned long long)p->dp, p->moment);
+	print_setup_json(c);
 	json_bytes("per_gpu_bytes", p->bytes, p->framework, p->total);
 	printf("  \"layer_activation_bytes\": %.0f,\n", c->layers ? mt_plan_layer_activations(c) : 0.0);
 	printf("  \"cpu_bytes_per_node\": %.0f,\n  \"nvme_bytes_per_node\": %.0f,\n  \"table\": [", p->cpu, p->nvme);
