@@ -144,7 +144,7 @@ def megatron_config(rng):
             "--micro-batch", args.micro_batch_size, "--ffn", args.ffn_hidden_size, "--tp", tp, "--pp", pp,
             "--cp", cp, "--gpus-per-node", world]
     opts += ["--head-dim", args.kv_channels] if not mla else ["--head-dim", 128]
-    opts += ["--query-groups", groups] if gqa else []
+    opts += ["--query-groups", groups] if gqa and not mla else []
     opts += ["--swiglu"] if swiglu else []
     opts += ["--rmsnorm"] if args.normalization == "RMSNorm" else []
     opts += ["--untied"] if args.untie_embeddings_and_output_weights else []
