@@ -312,17 +312,20 @@ static double grad_bytes(const struct mt_plan_config *c)
 }
 
 /* Adafactor's factored second moment per parameter: rows + columns of each matrix, the
- * whole of each vector; from the architecture, or about none without one */
+ * whole of each vector (norms, biases); from the architecture, or about none without one */
 static double adafactor_per_param(const struct mt_plan_config *c)
 {
 	double h = (double)c->hidden, f = (double)c->ffn, L = (double)c->layers, v = (double)c->vocab;
+	double n_mlp = c->swiglu ? 3 : 2, tables = c->untied ? 2 : 1, pos = positions(c);
 	struct widths w = widths(c);
 
 	if (!c->layers)
 		return 0;
-	double per_layer = (h + w.q) + 2 * (h + w.k) + (w.o + h) + (c->swiglu ? 3 : 2) * (h + f) + 4 * h;
-	double cells = L * per_layer + (h + v) * (c->untied ? 2 : 1);
-	return cells / (double)c->params;
+	double elems = h * (w.q + w.k + w.v) + w.o * h + n_mlp * h * f;
+	double cells = (h + w.q) + (h + w.k) + (h + w.v) + (w.o + h) + n_mlp * (h + f);
+	double matrices = L * elems + tables * v * h + pos * h;
+	double vectors = max2(0, (double)c->params - matrices);
+	return (L * cells + tables * (v + h) + (pos ? pos + h : 0) + vectors) / (double)c->params;
 }
 
 /* optimizer state bytes per trainable parameter: moments, and an fp32 master copy when
@@ -537,10 +540,18 @@ static void moments(const struct mt_plan_config *c, double m[MOMENTS][MT_PLAN_CO
 	double optim = optimizer_bytes(c) * held(c, &sh, 1, true);
 	double keep = 0, *to;
 
-	if (c->lora_rank) /* the frozen base, never sharded by ZeRO-1/2 */
-		params += frozen_bytes(c) * held(c, &sh, 3, false);
-	if (c->fp8 && c->layers) /* fp8 copies of the linear weights, cached for the step */
-		params += held(c, &sh, 3, false) * (1 - (double)c->vocab * h / (double)c->params);
+	if (c->lora_rank) { /* the frozen base, never sharded by ZeRO-1/2 */
+		double base = held(c, &sh, 3, false), rest = 0;
+		/* bitsandbytes quantizes the blocks' linear layers: the embeddings and the output
+		 * layer stay 16-bit (transformers skips lm_head, torchtune quantizes LoRA's
+		 * linears) */
+		if (c->quantize && c->layers)
+			rest = fmin(base, (v * h * (c->untied ? 2 : 1) + (double)positions(c) * h) / t);
+		params += frozen_bytes(c) * (base - rest) +
+			  (c->precision == MT_FP32 || c->precision == MT_AMP16 ? 4 : 2) * rest;
+	}
+	if (c->fp8 && c->layers) /* fp8 copies of the blocks' linear weights, cached for the step */
+		params += held(c, &sh, 3, false) * (1 - (double)c->vocab * h * (c->untied ? 2 : 1) / (double)c->params);
 	*cpu = *nvme = 0;
 	if (c->offload_optimizer) {
 		to = c->offload_optimizer == MT_OFFLOAD_NVME ? nvme : cpu;
