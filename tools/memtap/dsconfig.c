@@ -579,8 +579,16 @@ static int enabled_flag(struct ds *d, const json_t *section, const char *name, s
 		return 0;
 	if (x->precision_given || x->model_dtype) {
 		*out = x->precision == want;
-		NOTE(d, "%s.enabled \"auto\" is %s, from %s, as the Hugging Face Trainer fills it", name,
-		     *out ? "true" : "false", x->precision_given ? "--precision" : x->model_dtype);
+		if (x->precision_given)
+			NOTE(d,
+			     "%s.enabled \"auto\" is %s, from --precision, as the Hugging Face Trainer fills it from "
+			     "its --bf16/--fp16",
+			     name, *out ? "true" : "false");
+		else
+			NOTE(d,
+			     "%s.enabled \"auto\" is %s, from %s (the Hugging Face Trainer fills it from its "
+			     "--bf16/--fp16: give --precision to say which)",
+			     name, *out ? "true" : "false", x->model_dtype);
 	} else {
 		*out = want == 1; /* memtap's default: bf16 */
 		NOTE(d,
