@@ -42,6 +42,13 @@ MODELS = [
     ("Gemma-2B (MQA)", {"model_type": "gemma", "vocab_size": 256000, "hidden_size": 2048, "num_hidden_layers": 18,
                         "num_attention_heads": 8, "num_key_value_heads": 1, "head_dim": 256,
                         "intermediate_size": 16384}, 2506172416),
+    ("Llama-3.2-1B (tied, head_dim)", llama(vocab_size=128256, hidden_size=2048, num_hidden_layers=16,
+                                            num_attention_heads=32, num_key_value_heads=8, head_dim=64,
+                                            intermediate_size=8192, tie_word_embeddings=True,
+                                            rope_scaling={"factor": 32.0, "rope_type": "llama3"}), 1235814400),
+    ("Phi-3-mini-4k", llama(model_type="phi3", vocab_size=32064, hidden_size=3072, num_hidden_layers=32,
+                            num_attention_heads=32, num_key_value_heads=32, intermediate_size=8192,
+                            sliding_window=2047), 3821079552),
     ("TinyLlama-1.1B", llama(vocab_size=32000, hidden_size=2048, num_hidden_layers=22, num_attention_heads=32,
                              num_key_value_heads=4, intermediate_size=5632), 1100048384),
     ("GPT-2", {"model_type": "gpt2", "vocab_size": 50257, "n_positions": 1024, "n_embd": 768, "n_layer": 12,
@@ -119,7 +126,7 @@ p = plan("--model", d)
 ok(p.returncode == 0 and "model states only" in p.stdout, "--model alone: model states only, said", p.stdout)
 
 # MoE: expert parameters and their sharding over expert parallelism
-mix = write("mixtral.json", MODELS[15][1])
+mix = write("mixtral.json", [m for m in MODELS if m[0] == "Mixtral-8x7B"][0][1])
 one = json.loads(plan("--model", mix, "--seq", 4096, "--micro-batch", 1, "--gpus-per-node", 8, "--zero", 1,
                       "--json").stdout)
 ep = json.loads(plan("--model", mix, "--seq", 4096, "--micro-batch", 1, "--gpus-per-node", 8, "--zero", 1,
@@ -128,6 +135,19 @@ ok(one["expert_params"] == 32 * 8 * 3 * 4096 * 14336 and
    ep["per_gpu_bytes"]["params"] < one["per_gpu_bytes"]["params"] / 4,
    "--model mixtral: 45.1B expert parameters; --ep 8 holds one expert per layer per GPU",
    (one["expert_params"], one["per_gpu_bytes"], ep["per_gpu_bytes"]))
+
+# what transformers does not build, or memtap does not count, named in a note
+V3 = {"model_type": "deepseek_v3", "vocab_size": 129280, "hidden_size": 7168, "num_hidden_layers": 61,
+      "num_attention_heads": 128, "num_key_value_heads": 128, "intermediate_size": 18432,
+      "moe_intermediate_size": 2048, "n_routed_experts": 256, "n_shared_experts": 1, "num_experts_per_tok": 8,
+      "first_k_dense_replace": 3, "moe_layer_freq": 1, "q_lora_rank": 1536, "kv_lora_rank": 512,
+      "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128, "tie_word_embeddings": False,
+      "topk_method": "noaux_tc", "num_nextn_predict_layers": 1}
+p = plan("--model", write("v3.json", V3), "--json")
+ok(p.returncode == 0 and json.loads(p.stdout)["params"] == 671026404352 and
+   "e_score_correction_bias" in p.stderr and "num_nextn_predict_layers" in p.stderr,
+   "--model deepseek_v3: 671,026,404,352 (the card's 671B without the MTP module), the router's correction "
+   "bias and the MTP layers named as not counted", p.stderr)
 
 # refused by name
 REFUSED = [
