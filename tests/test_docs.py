@@ -46,7 +46,7 @@ ok(not [p for p in plan if "--" + p.replace("_", "-") not in plan_help], "memtap
 
 missing = []
 for doc in glob.glob(os.path.join(S, "docs/*.md")) + [os.path.join(S, "README.md")]:
-    for path in set(re.findall(r"(?<![/\w])((?:src|tools|tests|bench|lua|python|include)/[\w./-]+\.(?:c|h|S|def|py|lua|sh|js|css))",
+    for path in set(re.findall(r"(?<![/\w])((?:src|tools|tests|bench|lua|python|include)/[\w./-]+\.(?:c|h|S|def|py|lua|sh|js|css))\b",
                                open(doc).read())):
         if not os.path.exists(os.path.join(S, path)):
             missing.append("%s: %s" % (os.path.basename(doc), path))
