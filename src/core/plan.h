@@ -141,6 +141,8 @@ const struct mt_plan_option *mt_plan_option(const char *name);
 const char *mt_plan_set(struct mt_plan_config *c, const struct mt_plan_option *o, const char *text, const char *shown,
 			char *why, size_t n);
 const char *mt_plan_kind_what(enum mt_plan_kind kind); /* "a whole non-negative count", ... */
+/* A whole count in text; k, M, B (or G) and T multiply by powers of 1000. */
+bool mt_plan_parse_count(const char *text, uint64_t *out);
 /* The option's current value as text, as mt_plan_set reads it */
 void mt_plan_get(const struct mt_plan_config *c, const struct mt_plan_option *o, char *buf, size_t n);
 

@@ -1,5 +1,6 @@
 /* The planner's options (plan_options.def), set from their text: one reading for the
  * command's --options, a memtap.plan{} table's fields and the calibrating run's. */
+#include <errno.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -27,12 +28,13 @@ const struct mt_plan_option *mt_plan_option(const char *name)
 	return NULL;
 }
 
-/* A whole count; k, M, B (or G) and T multiply by powers of 1000. */
-static bool count(const char *text, uint64_t *out)
+bool mt_plan_parse_count(const char *text, uint64_t *out)
 {
 	char *end;
-	double v = strtod(text, &end);
+	double v;
 
+	errno = 0;
+	v = strtod(text, &end);
 	switch (*end) {
 	case 'k':
 	case 'K':
@@ -53,7 +55,7 @@ static bool count(const char *text, uint64_t *out)
 		end++;
 		break;
 	}
-	if (end == text || *end || !(v >= 0) || v > 1e18 || v != floor(v))
+	if (errno || end == text || *end || !(v >= 0) || v > 1e18 || v != floor(v))
 		return false;
 	*out = (uint64_t)v;
 	return true;
@@ -113,7 +115,7 @@ const char *mt_plan_set(struct mt_plan_config *c, const struct mt_plan_option *o
 
 	switch (o->kind) {
 	case MT_PLAN_OPT_COUNT:
-		if (!count(text, &v))
+		if (!mt_plan_parse_count(text, &v))
 			goto bad;
 		*(uint64_t *)field = v;
 		return NULL;
@@ -134,7 +136,7 @@ const char *mt_plan_set(struct mt_plan_config *c, const struct mt_plan_option *o
 		*(double *)field = r;
 		return NULL;
 	case MT_PLAN_OPT_ZERO:
-		if (!count(text, &v) || v > 3)
+		if (!mt_plan_parse_count(text, &v) || v > 3)
 			goto bad;
 		*(int *)field = (int)v;
 		return NULL;

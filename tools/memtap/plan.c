@@ -58,34 +58,11 @@ static void usage(void)
 
 static uint64_t count(const char *opt, const char *text)
 {
-	char *end;
-	double v;
+	uint64_t v;
 
-	errno = 0;
-	v = strtod(text, &end);
-	switch (*end) {
-	case 'k':
-	case 'K':
-		v *= 1e3;
-		end++;
-		break;
-	case 'M':
-		v *= 1e6;
-		end++;
-		break;
-	case 'B':
-	case 'G':
-		v *= 1e9;
-		end++;
-		break;
-	case 'T':
-		v *= 1e12;
-		end++;
-		break;
-	}
-	if (errno || end == text || *end || !(v >= 0) || v > 1e18 || v != floor(v))
+	if (!mt_plan_parse_count(text, &v))
 		die(EXIT_USAGE, "%s takes a whole non-negative count, not '%s'", opt, text);
-	return (uint64_t)v;
+	return v;
 }
 
 static int pick(const char *opt, const char *text, const char *const *names)
