@@ -212,7 +212,7 @@ def drop_line(p):
 
 # a thread makes 2000 events and a THREAD event; the process a DEVICE, the main thread's THREAD and EXIT
 for opts, n, env, what in ((["-O", "ring=65536"], 64, None, "ring=65536, 64 threads"),
-                           ([], 1000, None, "1000 threads, default ring"),
+                           (["-O", "ring=8192"], 1000, None, "1000 threads, the default ring (8192)"),
                            (["-O", "ring=16777216"], 4, None, "ring=16777216, 4 threads"),
                            (["-O", "max_memory=90M"], 200, {"WORKLOAD_BARRIER": "1"},
                             "max_memory=90M, 200 threads alive at once")):
