@@ -14,6 +14,11 @@ int cmd_export(int argc, char **argv);
 int cmd_lua(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
 int cmd_replay(int argc, char **argv);
+/* Each command's --help text, which the completions and manual pages are made from. */
+extern const char run_usage[], report_usage[], dump_usage[], diff_usage[], export_usage[], lua_usage[], plan_usage[],
+    replay_usage[];
+/* The bundled policies' names, one a line (run.c), for the shell completions. */
+void list_policies(void);
 struct mt_trace;
 /* Reads a trace or exits; a damaged trace is said once on stderr and true returned. */
 bool read_trace(const char *path, struct mt_trace *t);

@@ -13,7 +13,7 @@
 #include "cli.h"
 #include "core/units.h"
 
-static const char plan_usage[] =
+const char plan_usage[] =
     "usage: memtap plan [MODEL] [SETUP] [--gpu-mem SIZE|GPU] [--json]\n"
     "       memtap plan TRACE [MODEL] [SETUP of the run] [--what-if SETUP] [--gpu-mem SIZE|GPU] [--json]\n"
     "       memtap plan --estimator deepspeed-zero2|deepspeed-zero3|megatron [MODEL] [SETUP]\n"
