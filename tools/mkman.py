@@ -126,10 +126,11 @@ def help_page(text, command):
         options += literal(block)
     out = [".SH SYNOPSIS"]
     for s in synopsis:
-        s = re.sub(r"\s{3,}", " \\(em ", s)
+        # a note after the synopsis, three spaces on
+        s, note = (re.split(r"\s{3,}", s, 1) + [""])[:2]
         words = ["\\%" + esc(w) if "-" in w else esc(w) for w in s.split(" ")]
         out += [".PP"] if out[-1] != ".SH SYNOPSIS" else []
-        out += ["\\fB%s\\fR %s" % (words[0], " ".join(words[1:]))]
+        out += ["\\fB%s\\fR %s" % (words[0], " ".join(words[1:])) + (" \\(em " + esc(note) if note else "")]
     out += [".SH DESCRIPTION"] + description
     if options:
         out += [".SH OPTIONS"] + options

@@ -64,6 +64,13 @@ for page in pages:
     text = re.sub(r".\x08", "", p.stdout)
     ok(p.returncode == 0 and not p.stderr.strip() and "NAME" in text and "SEE ALSO" in text,
        "man -l %s renders without a warning" % page, p.stderr or text[:500])
+    leaks = re.findall(r".{0,30}\\(?:[(ef&%-]|f[BIR]).{0,30}", text)
+    ok(not leaks, "no roff escape shows through in %s" % page, "\n".join(leaks))
+    if shutil.which("lexgrog"):
+        p = subprocess.run(["lexgrog", path], capture_output=True, text=True)
+        name = os.path.basename(page).rsplit(".", 1)[0]
+        ok(p.returncode == 0 and '"%s - ' % name in p.stdout, "whatis reads %s's NAME line" % page,
+           p.stdout + p.stderr)
     m = re.match(r"man1/memtap-(\w+)\.1$", page)
     if m:
         text = text.replace("\u2010", "-").replace("\u2212", "-")
