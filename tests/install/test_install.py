@@ -137,6 +137,12 @@ else:
     p = subprocess.run([python, "-c", "import memtap, memtap.__main__ as m; print(memtap.__file__); "
                         "print(memtap.__version__); print(m.command())"], capture_output=True, text=True, env=pyenv)
     lines = p.stdout.split("\n")
+    # without PYTHONPATH: the folder is the interpreter's own, or configure said it is not
+    q = subprocess.run([python, "-c", "import sys; print(%r in [p.rstrip('/') for p in sys.path])"
+                        % DIRS["pythondir"].rstrip("/")], capture_output=True, text=True)
+    log = open(os.path.join(B, "config.log"), errors="replace").read()
+    ok(q.stdout.strip() == "True" or "does not import from " + DIRS["pythondir"] in log,
+       "%s imports from %s, or configure warned that it does not" % (python, DIRS["pythondir"]), q.stdout + q.stderr)
     ok(p.returncode == 0 and lines[0] == os.path.join(at("pythondir"), "memtap", "__init__.py"),
        "%s imports memtap from %s" % (python, DIRS["pythondir"]), p.stdout + p.stderr)
     ok(len(lines) > 2 and lines[1] == DIRS["VERSION"], "memtap.__version__ is the package's", lines)
