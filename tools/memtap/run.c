@@ -116,7 +116,6 @@ static void find_policy(const char *name, char *out, size_t len)
 	char path[PATH_MAX];
 
 	policy_dirs(dirs);
-
 	if (strchr(name, '/') || access(name, F_OK) == 0) {
 		if (!realpath(name, out))
 			die(EXIT_USAGE, "cannot read policy %s: %s", name, strerror(errno));
