@@ -201,6 +201,7 @@ CASES = [("memtap re", ["report", "replay"], ["run"]),
          ("memtap report --h", ["--html", "--help"], ["--json"]),
          ("memtap plan --zer", ["--zero"], []),
          ("memtap report ", ["run.trace", "snap.pickle", "traces"], ["notes.txt"]),
+         ("memtap report --html ", ["notes.txt", "run.trace"], []),
          ("memtap lua ", ["check.lua"], ["run.trace"]),
          ("memtap lua check.lua ", ["run.trace"], ["check.lua"]),
          ("memtap run -- simgpu-r", ["simgpu-run"], [])]

@@ -62,6 +62,12 @@ _memtap()
 		_memtap_files lua
 		return 0
 		;;
+	*:-o | *:--output | *:--html | *:--deepspeed)
+		# options that name a file to write or read: any file
+		while IFS= read -r w; do COMPREPLY+=("$w"); done < <(compgen -f -- "$cur")
+		compopt -o filenames 2>/dev/null
+		return 0
+		;;
 	run:-O | run:--option)
 		COMPREPLY=($(compgen -S = -W "$("$memtap" --complete keys 2>/dev/null)" -- "$cur"))
 		compopt -o nospace 2>/dev/null
