@@ -5,6 +5,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 int cmd_run(int argc, char **argv);
 int cmd_report(int argc, char **argv);
@@ -14,6 +15,11 @@ int cmd_export(int argc, char **argv);
 int cmd_lua(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
 int cmd_replay(int argc, char **argv);
+/* Each command's --help text, which the completions and manual pages are made from. */
+extern const char run_usage[], report_usage[], dump_usage[], diff_usage[], export_usage[], lua_usage[], replay_usage[];
+void plan_help(FILE *f); /* plan's usage is made from the planner's table of options */
+/* The bundled policies' names, one a line (run.c), for the shell completions. */
+void list_policies(void);
 struct mt_trace;
 /* Reads a trace or exits; a damaged trace is said once on stderr and true returned. */
 bool read_trace(const char *path, struct mt_trace *t);

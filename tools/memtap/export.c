@@ -7,8 +7,8 @@
 #include "analyze/export.h"
 #include "cli.h"
 
-static const char export_usage[] =
-    "usage: memtap export --format=FORMAT [--what peak|exit|leaks] [-o FILE] TRACE\n"
+const char export_usage[] =
+    "usage: memtap export --format=FORMAT [--what peak|exit|leaks] [-o, --output FILE] TRACE\n"
     "  --format folded     folded stacks for flamegraph.pl and speedscope: the bytes each stack\n"
     "                      holds live at the peak (--what peak, the default), at exit (exit),\n"
     "                      or grows by per iteration (leaks)\n"

@@ -41,19 +41,19 @@ static const char plan_usage_own[] =
     "  --estimator megatron   Megatron-LM's theoretical memory (--zero 1 = distributed optimizer)\n";
 
 /* The usage, the planner's options from their table, then the command's own */
-static void usage(void)
+void plan_help(FILE *f)
 {
-	fputs(plan_usage, stdout);
-	printf("OPTIONS (a memtap.plan{} table takes the same names with '_'):\n");
+	fputs(plan_usage, f);
+	fprintf(f, "OPTIONS (a memtap.plan{} table takes the same names with '_'):\n");
 	for (const struct mt_plan_option *o = mt_plan_options; o->name; o++) {
 		char name[48];
 		size_t i;
 		for (i = 0; o->name[i] && i < sizeof name - 1; i++)
 			name[i] = o->name[i] == '_' ? '-' : o->name[i];
 		name[i] = '\0';
-		printf("  --%-18s %s\n", name, o->help);
+		fprintf(f, "  --%-18s %s\n", name, o->help);
 	}
-	fputs(plan_usage_own, stdout);
+	fputs(plan_usage_own, f);
 }
 
 static uint64_t count(const char *opt, const char *text)
@@ -271,7 +271,7 @@ static void parse(int argc, char **argv, struct plan_args *a, bool what_if)
 			a->device = (int)v;
 			break;
 		case 'h':
-			usage();
+			plan_help(stdout);
 			exit(0);
 		case ':':
 			die(EXIT_USAGE, "%s needs a value (see memtap plan --help)", argv[optind - 1]);

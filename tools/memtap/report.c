@@ -13,7 +13,7 @@
 #include "cli.h"
 #include "core/units.h"
 
-static const char report_usage[] =
+const char report_usage[] =
     "usage: memtap report TRACE [--json | --html FILE] [--top N] [--iteration NAME] [--leak-iterations K]\n"
     "                    [--plan 'SETUP']\n"
     "       memtap report TRACE TRACE... | DIRECTORY [--json]   one row per rank, and the imbalance\n"
@@ -30,11 +30,10 @@ static const char report_usage[] =
     "                          options; the composition at the peak calibrates it (docs/PLAN.md)\n"
     "Exit status: 0, or 3 when the trace was cut short or damaged (what it held is reported).\n";
 
-static const char dump_usage[] =
-    "usage: memtap dump TRACE [--json]\n"
-    "Every event in time order: time (ns since start), thread, kind, device, address, size,\n"
-    "aux, aux2, stack, phase, tag, error. --json writes one JSON object per line, with the\n"
-    "function names of the event's stack.\n";
+const char dump_usage[] = "usage: memtap dump TRACE [--json]\n"
+			  "Every event in time order: time (ns since start), thread, kind, device, address, size,\n"
+			  "aux, aux2, stack, phase, tag, error. --json writes one JSON object per line, with the\n"
+			  "function names of the event's stack.\n";
 
 bool read_trace(const char *path, struct mt_trace *t)
 {
