@@ -283,7 +283,7 @@ static int write_segments(struct writer *w, const struct mt_report *r, struct mt
 		if (e->device != device || (e->kind != MT_EV_SEGMENT_ALLOC && e->kind != MT_EV_SEGMENT_FREE))
 			continue;
 		if (e->kind == MT_EV_SEGMENT_ALLOC) {
-			segs[nsegs++] = (struct seg){e->addr, e->size, e->aux, e->stack, e->flags == MT_SEG_MAPPED};
+			segs[nsegs++] = (struct seg){e->addr, e->size, e->aux, e->stack, (e->flags & MT_SEG_MAPPED)};
 			continue;
 		}
 		for (size_t j = nsegs; j-- > 0;)
@@ -307,9 +307,9 @@ static int write_segments(struct writer *w, const struct mt_report *r, struct mt
 
 		if (!l->in_use || l->kind != MT_LIVE_DEVICE || l->device != device)
 			continue;
-		blocks[nblocks++] =
-		    (struct block){l->addr, e->flags == MT_API_BLOCK && e->aux2 ? e->aux2 : l->size, l->size, l->stack};
-		if (e->flags != MT_API_BLOCK) /* no allocator in between: its own segment */
+		blocks[nblocks++] = (struct block){l->addr, mt_api(e) == MT_API_BLOCK && e->aux2 ? e->aux2 : l->size,
+						   l->size, l->stack};
+		if (mt_api(e) != MT_API_BLOCK) /* no allocator in between: its own segment */
 			segs[nsegs++] = (struct seg){l->addr, l->size, e->aux, l->stack, false};
 	}
 	qsort(segs, nsegs, sizeof *segs, by_addr);
@@ -354,7 +354,7 @@ int mt_export_memviz(FILE *out, const struct mt_report *r, struct mt_symbols *sy
 			uint8_t cat;
 			if (e->kind == MT_EV_ALLOC && !e->error && e->device == d) {
 				cat = r->comp.category[i] ? r->comp.category[i] : MT_TAG_OTHER;
-				if (e->flags != MT_API_BLOCK) /* no allocator in between: its own segment */
+				if (mt_api(e) != MT_API_BLOCK) /* no allocator in between: its own segment */
 					entry(&w, r, sym, "segment_alloc", e->addr, e->size, e->aux, e->time, e->stack,
 					      cat);
 				entry(&w, r, sym, "alloc", e->addr, e->size, e->aux, e->time, e->stack, cat);
@@ -366,12 +366,12 @@ int mt_export_memviz(FILE *out, const struct mt_report *r, struct mt_symbols *sy
 				mt_map_del(&live, e->addr, NULL);
 				entry(&w, r, sym, "free_requested", a->addr, a->size, e->aux, e->time, a->stack, cat);
 				entry(&w, r, sym, "free_completed", a->addr, a->size, e->aux, e->time, a->stack, cat);
-				if (a->flags != MT_API_BLOCK)
+				if (mt_api(a) != MT_API_BLOCK)
 					entry(&w, r, sym, "segment_free", a->addr, a->size, e->aux, e->time, a->stack,
 					      cat);
 			} else if ((e->kind == MT_EV_SEGMENT_ALLOC || e->kind == MT_EV_SEGMENT_FREE) &&
 				   e->device == d) {
-				bool mapped = e->flags == MT_SEG_MAPPED;
+				bool mapped = (e->flags & MT_SEG_MAPPED);
 				entry(&w, r, sym,
 				      e->kind == MT_EV_SEGMENT_ALLOC ? (mapped ? "segment_map" : "segment_alloc")
 								     : (mapped ? "segment_unmap" : "segment_free"),
