@@ -19,6 +19,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #define MAX_STACK (1u << 24)
 #define MAX_MEMO UINT32_MAX /* LONG_BINPUT's largest; text PUT may say more */
@@ -891,11 +893,26 @@ static int sort_dict(struct pk_value *d)
 	return 0;
 }
 
+/* The pages of a mapped input behind the cursor go back to the kernel: nothing read is
+ * looked at again (strings are copied), and a file's pages come back if it were. */
+static void drop_read(struct pk_reader *m, size_t *dropped)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE), from = *dropped,
+	       to = ((uintptr_t)m->p - (uintptr_t)m->start) & ~(page - 1);
+	uintptr_t base = (uintptr_t)m->start;
+
+	if (base & (page - 1) || to < from + (4u << 20))
+		return;
+	madvise((void *)(base + from), to - from, MADV_DONTNEED);
+	*dropped = to;
+}
+
 int pk_stream(const uint8_t *data, size_t size, struct pk_arena *arena, const struct pk_hooks *hooks,
 	      struct pk_value **out, char *err, size_t errlen)
 {
 	struct pk_reader m = {
 	    .p = data, .end = data + size, .start = data, .a = arena, .hooks = hooks, .err = err, .errlen = errlen};
+	size_t dropped = 0;
 	int r = 0;
 
 	err[0] = '\0';
@@ -903,6 +920,8 @@ int pk_stream(const uint8_t *data, size_t size, struct pk_arena *arena, const st
 		uint8_t op;
 		if ((steps & 0xffff) == 0 && mt_progress_hook)
 			mt_progress_hook("reading", (uint64_t)(m.p - data), size);
+		if ((steps & 0xffff) == 0 && hooks && hooks->mapped)
+			drop_read(&m, &dropped);
 		if (m.p >= m.end) {
 			r = fail(&m, EINVAL, "cut short (no STOP)");
 			break;

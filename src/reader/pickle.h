@@ -59,6 +59,7 @@ struct pk_reader;
  * writes the message). */
 struct pk_hooks {
 	void *ctx;
+	bool mapped; /* the input is a file's private mapping: pages read are given back as the reader passes them */
 	int (*items)(void *ctx, struct pk_reader *r, const struct pk_value *list, struct pk_value *const *items,
 		     size_t n, bool *taken);
 };

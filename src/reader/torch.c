@@ -1118,7 +1118,7 @@ int mt_trace_from_torch(const uint8_t *data, size_t size, struct mt_trace *t)
 	struct pk_arena arena = {0};
 	struct pk_value *root = NULL;
 	struct importer im = {.t = t, .data = data, .budget = size / BYTES_PER_ITEM + 1024, .where = "top"};
-	struct pk_hooks hooks = {.ctx = &im, .items = items};
+	struct pk_hooks hooks = {.ctx = &im, .items = items, .mapped = t->mapped};
 	int r = pk_stream(data, size, &arena, &hooks, &root, t->problem, sizeof t->problem);
 
 	if (!r)
