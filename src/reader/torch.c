@@ -960,9 +960,12 @@ static void settings(FILE *info, const char *prefix, const struct pk_value *d, i
 		}
 		if (v->type == PK_BOOL)
 			fprintf(info, "%s%s=%s\n", prefix, key, v->b ? "True" : "False");
-		else if (v->type == PK_FLOAT)
-			fprintf(info, "%s%s=%.17g\n", prefix, key, v->f);
-		else if (pk_int(v, &n))
+		else if (v->type == PK_FLOAT) {
+			char f[40];
+			snprintf(f, sizeof f, "%.17g", v->f);
+			fprintf(info, "%s%s=%s%s\n", prefix, key, f,
+				strpbrk(f, ".eEni") ? "" : ".0"); /* a float stays one */
+		} else if (pk_int(v, &n))
 			fprintf(info, "%s%s=%lld\n", prefix, key, (long long)n);
 		else if (pk_str(v) && strlen(pk_str(v)) < 1024) {
 			fprintf(info, "%s%s=", prefix, key);
