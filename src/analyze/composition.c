@@ -468,8 +468,13 @@ int mt_composition_step(struct mt_composition_scan *scan, size_t i)
 		if ((s = thread_stack(p, e->thread)))
 			pop(p, s);
 		return 0;
-	case MT_EV_RANGE_START:
-		return push(p, &p->ranges, phase_of(p, e->aux));
+	case MT_EV_RANGE_START: {
+		uint8_t phase = phase_of(p, e->aux);
+		int r = push(p, &p->ranges, phase);
+		/* read by frames, an annotation's phase (Optimizer.step#..., zero_grad) ends the run
+		   of the phase the stacks said before it */
+		return r || !p->c->frames || phase == PH_NONE ? r : frame_phase(p, phase);
+	}
 	case MT_EV_RANGE_END:
 		pop(p, &p->ranges);
 		return 0;

@@ -197,6 +197,24 @@ static const char *size_text(uint64_t bytes, char *buf)
 	return mt_format_size(bytes, buf, 32);
 }
 
+/* The view's line at k: a frame, or a run of the same frame (a recursion) as one line,
+ * "f (file:line) ×N"; *n: how many frames it stands for. */
+static const char *view_line(struct pr *p, uint32_t stack, uint32_t k, uint32_t *n, char *buf, size_t len)
+{
+	const struct mt_stack *st = &p->r->trace->stacks[stack];
+	const struct mt_view *v = mt_view(p->views, stack);
+	size_t used;
+
+	*n = 1;
+	while (k + *n < v->nshown && st->frames[v->shown[k + *n]] == st->frames[v->shown[k]])
+		(*n)++;
+	mt_frame_text(mt_symbols_frame(p->sym, st->frames[v->shown[k]]), false, buf, len);
+	used = strlen(buf);
+	if (*n > 1 && used + 16 < len)
+		snprintf(buf + used, len - used, " \xc3\x97%u", *n);
+	return buf;
+}
+
 /* A stack as a person reads it (its view), or every frame with full names (--frames=all). */
 static void stack_text(struct pr *p, uint32_t stack, bool before, const char *indent)
 {
@@ -221,13 +239,11 @@ static void stack_text(struct pr *p, uint32_t stack, bool before, const char *in
 	if (p->python && !v->python)
 		fprintf(p->out, "%s(no Python frames: %s)\n", indent,
 			v->autograd ? "autograd's engine thread" : "a thread without Python");
-	for (uint32_t k = 0; k < v->nshown; k++)
-		fprintf(p->out, "%s%s\n", indent,
-			mt_frame_text(mt_symbols_frame(p->sym, t->stacks[stack].frames[v->shown[k]]), false, buf,
-				      sizeof buf));
+	for (uint32_t k = 0, n; k < v->nshown; k += n)
+		fprintf(p->out, "%s%s\n", indent, view_line(p, stack, k, &n, buf, sizeof buf));
 	if (v->depth > v->nshown)
-		fprintf(p->out, "%s+ %u frames of PyTorch, the interpreter and the allocator (--frames=all)\n", indent,
-			v->depth - v->nshown);
+		fprintf(p->out, "%s+ %u frames of the allocator, PyTorch, the interpreter or memtap (--frames=all)\n",
+			indent, v->depth - v->nshown);
 }
 
 /* Where in the code a stack was, in a few words: its first user frame. */
@@ -744,10 +760,9 @@ static void stack_json(struct pr *p, uint32_t stack, bool before)
 	else
 		mt_json_str(p->out, where_text(p, stack, false, buf, sizeof buf));
 	fputs(", \"view\": [", p->out);
-	for (uint32_t k = 0; k < v->nshown && stack < t->nstacks; k++) {
+	for (uint32_t k = 0, n; k < v->nshown && stack < t->nstacks; k += n) {
 		fputs(k ? ", " : "", p->out);
-		mt_json_str(p->out, mt_frame_text(mt_symbols_frame(p->sym, t->stacks[stack].frames[v->shown[k]]), false,
-						  buf, sizeof buf));
+		mt_json_str(p->out, view_line(p, stack, k, &n, buf, sizeof buf));
 	}
 	fprintf(p->out, "], \"before_recording\": %s", before ? "true" : "false");
 }

@@ -361,10 +361,11 @@ static void make(struct mt_views *v, uint32_t stack, struct mt_view *out)
 		} else if (roles[i] == NATIVE) {
 			if (first_native == MT_NO_FRAME)
 				first_native = i;
-			if (node == MT_NO_FRAME && f->function &&
-			    ((strstr(f->function, "Backward") && strstr(f->function, "::apply")) ||
-			     strstr(f->function, "AccumulateGrad::apply")))
-				node = i;
+			char nm[2048];
+			const char *sn = f->function ? mt_frame_name(f->function, nm, sizeof nm) : NULL;
+			if (node == MT_NO_FRAME && sn && ends_with(sn, "::apply") &&
+			    (strstr(sn, "Backward") || strstr(sn, "AccumulateGrad")))
+				node = i; /* autograd's node: torch::autograd::generated::MmBackward0::apply */
 		}
 	}
 	/* the Python frames; of a run of the libraries' (torch's _apply recursion, threading's
@@ -381,17 +382,27 @@ static void make(struct mt_views *v, uint32_t stack, struct mt_view *out)
 			n--; /* the last one kept was the run's middle */
 		shown[n++] = i;
 	}
-	for (uint32_t i = 0; i < st->depth && native < MT_VIEW_NATIVE; i++)
+	/* a program without Python (or its native frames alone) says where by all of them */
+	bool native_only = !out->python && !out->autograd;
+	for (uint32_t i = 0; i < st->depth && (native < MT_VIEW_NATIVE || native_only); i++)
 		if (roles[i] == NATIVE)
 			shown[n++] = i, native++;
+	if (node != MT_NO_FRAME && (!n || shown[n - 1] < node)) /* and autograd's node that ran it */
+		shown[n++] = node;
 	out->shown = shown;
 	out->nshown = n;
 	out->where = user != MT_NO_FRAME       ? user
 		     : first_py != MT_NO_FRAME ? first_py
 		     : node != MT_NO_FRAME     ? node
 					       : first_native;
-	if (out->where != MT_NO_FRAME)
+	if (native_only)
+		for (uint32_t k = 0; k < n; k++)
+			out->site =
+			    out->site * 0x100000001b3ull ^ site_of(mt_symbols_frame(v->sym, st->frames[shown[k]]));
+	else if (out->where != MT_NO_FRAME)
 		out->site = site_of(mt_symbols_frame(v->sym, st->frames[out->where]));
+	if (out->where != MT_NO_FRAME && !out->site)
+		out->site = 1;
 	free(roles);
 	free(library);
 }

@@ -6,7 +6,8 @@
  * first, with the torch.nn call machinery left out, then the few native frames that say
  * which operation it was, names shortened. Its `where` is the first frame of the user's
  * own code (a Python file outside the libraries, else the operation), by which tables
- * group. Views are made once per stack. */
+ * group; a stack without Python frames off autograd's thread (a C or C++ program) shows
+ * all its native frames and groups by all of them. Views are made once per stack. */
 #ifndef MT_STACKS_H
 #define MT_STACKS_H
 

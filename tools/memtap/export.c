@@ -71,9 +71,9 @@ int cmd_export(int argc, char **argv)
 		die(EXIT_USAGE, "cannot write %s", output);
 	sym = mt_symbols_open(&t);
 	progress_end();
-	if (!strcmp(format, "folded"))
-		mt_export_folded(out, &r, sym, what);
-	else if (!strcmp(format, "memviz") ? mt_export_memviz(out, &r, sym) : mt_export_perfetto(out, &r))
+	if (!strcmp(format, "folded")	? mt_export_folded(out, &r, sym, what)
+	    : !strcmp(format, "memviz") ? mt_export_memviz(out, &r, sym)
+					: mt_export_perfetto(out, &r))
 		die(1, "cannot write the export");
 	mt_symbols_close(sym);
 	if (out != stdout && fclose(out) != 0)
