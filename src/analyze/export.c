@@ -3,6 +3,7 @@
 #include "analyze/stacks.h"
 #include "analyze/timeline.h"
 
+#include "core/array.h"
 #include "core/map.h"
 
 #include <errno.h>
@@ -103,9 +104,17 @@ int mt_export_perfetto(FILE *out, const struct mt_report *r)
 	const struct mt_trace *t = r->trace;
 	struct counters *c = calloc(1, sizeof *c);
 	struct mt_map live = {0}; /* address, or VMM handle | 1 << 63 -> event index + 1 */
-	uint64_t span = t->nevents ? t->events[t->nevents - 1].time - t->events[0].time : 0, step = span / 20000;
+	/* a sample at every change of a device's bytes; a long trace at most ~20000 a device
+	   (from the trace's start: events before it, a snapshot's, are at its start) */
+	uint64_t last = t->nevents ? t->events[t->nevents - 1].time : 0;
+	uint64_t step = t->nevents <= 200000 || last <= r->start ? 0 : (last - r->start) / 20000;
 	char cmd[512] = "memtap trace";
 	bool first = true;
+	struct {
+		uint32_t tid;
+		uint64_t name;
+	} *open = NULL; /* pushed ranges, innermost last: an E event is named as its B */
+	size_t nopen = 0, capopen = 0;
 
 	if (!c)
 		return ENOMEM;
@@ -141,10 +150,26 @@ int mt_export_perfetto(FILE *out, const struct mt_report *r)
 			mt_json_str(out, mt_trace_string(t, e->aux));
 			fprintf(out, ", \"cat\": \"nvtx\", \"ph\": \"B\", \"pid\": 1, \"tid\": %u, \"ts\": %.3f}", tid,
 				ts);
+			if (!mt_grow((void **)&open, &capopen, nopen, sizeof *open)) {
+				open[nopen].tid = tid;
+				open[nopen++].name = e->aux;
+			}
 			break;
-		case MT_EV_RANGE_POP:
-			fprintf(out, ",\n{\"ph\": \"E\", \"pid\": 1, \"tid\": %u, \"ts\": %.3f}", tid, ts);
+		case MT_EV_RANGE_POP: { /* named, so speedscope closes the slice it opened */
+			uint64_t name = 0;
+			for (size_t k = nopen; k-- > 0;)
+				if (open[k].tid == tid) {
+					name = open[k].name;
+					memmove(&open[k], &open[k + 1], (nopen - k - 1) * sizeof *open);
+					nopen--;
+					break;
+				}
+			fputs(",\n{\"name\": ", out);
+			mt_json_str(out, mt_trace_string(t, name));
+			fprintf(out, ", \"cat\": \"nvtx\", \"ph\": \"E\", \"pid\": 1, \"tid\": %u, \"ts\": %.3f}", tid,
+				ts);
 			break;
+		}
 		case MT_EV_RANGE_START:
 		case MT_EV_RANGE_END:
 			fputs(",\n{\"name\": ", out);
@@ -166,7 +191,7 @@ int mt_export_perfetto(FILE *out, const struct mt_report *r)
 		if (d < 0)
 			continue;
 		c->dirty[d] = true;
-		/* at most ~20000 samples a device, but every peak exactly */
+		/* every peak exactly */
 		if (e->time - c->last_time[d] >= step || r->end.dev[d].peak_event == i)
 			counter(out, r, c, d, e->time, &first);
 	}
@@ -176,5 +201,6 @@ int mt_export_perfetto(FILE *out, const struct mt_report *r)
 	fputs("\n]}\n", out);
 	mt_map_free(&live);
 	free(c);
-	return 0;
+	free(open);
+	return ferror(out) ? EIO : 0;
 }

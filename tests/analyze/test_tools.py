@@ -108,6 +108,8 @@ ok(all(top["args"].get(c) == ta["peak"]["categories"][c] for c in ta["peak"]["ca
    "perfetto: split by category at the peak as simtrain says", top["args"])
 begins = sum(1 for e in ev if e["ph"] == "B")
 ok(begins > 0 and begins == sum(1 for e in ev if e["ph"] == "E"), "perfetto: NVTX ranges as balanced slices")
+names = [e["name"] for e in ev if e["ph"] == "B"], [e.get("name") for e in ev if e["ph"] == "E"]
+ok(sorted(names[0]) == sorted(names[1]), "perfetto: each E event named as its B (speedscope closes the slice)")
 
 p = subprocess.run([MEMTAP, "run", "-q", "-o", os.path.join(TMP, "oom.trace"), "--", SIMTRAIN, "--preset", "gpt-7b"],
                    capture_output=True, env=dict(os.environ, SIMGPU_MEM="80GiB"))

@@ -153,6 +153,25 @@ ok("<module> (train.py:151);main (train.py:140);train (train.py:120);train_step 
    in p.stdout.splitlines() and "[allocated before recording] 134217728" in p.stdout.splitlines(),
    "folded: root first, file:line kept, the plumbing left out", p.stdout)
 
+# ---- 5. iterations from the external annotations; Perfetto ----
+path = write("leak", training(iterations=5, leak=MiB))
+p, rep = run("report", "--json", path)
+ok(rep and rep["iterations"] == {"boundary": "range Optimizer.step#AdamW.step", "count": 5} and
+   [(l["growth_bytes_per_iteration"], l["where"]) for l in rep["leaks"]] == [(MiB, "train_step (train.py:95)")],
+   "growth per iteration: the optimizer step's annotation marks the iterations; the loop's 1 MiB a step found",
+   rep and (rep["iterations"], rep["leaks"]))
+out = os.path.join(TMP, "training.json")
+p, _ = run("export", "--format=perfetto", "-o", out, write("perfetto", training()))
+ev = json.load(open(out))["traceEvents"] if p.returncode == 0 else []
+counters = [e for e in ev if e.get("ph") == "C"]
+changes = sum(1 for e in training()["device_traces"][0] if e["action"] in ("alloc", "free_completed")) + 4
+ok(len(counters) >= changes and counters[0]["args"]["params"] > 0 and
+   max(sum(c["args"].values()) for c in counters) == 576 * MiB,
+   "perfetto: a sample at every change, the blocks from before recording included, the peak exact",
+   (len(counters), changes, counters[:1]))
+ends = [e for e in ev if e.get("ph") in ("E", "e")]
+ok(ends and all(e.get("name") for e in ends), "perfetto: every end event named", ends[:2])
+
 # ---- 5. no time_us: event order, said ----
 path = write("untimed", training(timed=False))
 p, rep = run("report", "--json", path)
