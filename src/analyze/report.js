@@ -223,6 +223,13 @@
     return s;
   }
 
+  // Where a category's figure comes from and, read by frames, how sure it is (as the text says).
+  function sourceText(device, c) {
+    const src = (device.composition_source || {})[c] || "", sure = (device.composition_confidence || {})[c];
+    if (!/frames/.test(src) || sure === undefined) return src;
+    return src + ", " + (sure >= 0.9 ? "sure" : sure >= 0.5 ? "likely" : "a guess");
+  }
+
   function deviceSection(device) {
     const d = device.device, s = el("section", { id: "device-" + d });
     s.append(el("h2", {}, `Device ${d}: ${device.name}`));
@@ -236,7 +243,7 @@
     s.append(table("composition-table-" + d, ["category", { text: "bytes", num: 1 }, "source"],
       CATEGORIES.concat(["reserved_unallocated"]).map((c) => [
         el("td", {}, el("i", { class: "swatch", style: "background:" + (COLOURS[c] || "#fff") }), c),
-        num(comp[c], bytes(comp[c])), el("td", {}, (device.composition_source || {})[c] || "")])));
+        num(comp[c], bytes(comp[c])), el("td", {}, sourceText(device, c))])));
     const points = (SERIES.timeline || {})[d] || [];
     s.append(legend(points.some((p) => p[7] > 0)));
     s.append(compositionChart(device, points));
