@@ -550,3 +550,34 @@ void mt_composition_free(struct mt_composition *c)
 	free(c->evidence);
 	memset(c, 0, sizeof *c);
 }
+
+size_t *mt_composition_optimizer_steps(const struct mt_trace *t, size_t *n)
+{
+	struct pass p = {.t = t, .said = calloc(t->nstacks + 1, 1)};
+	size_t *idx = NULL, cap = 0;
+	enum said last = SAYS_NOTHING;
+
+	*n = 0;
+	if (!p.said)
+		return NULL;
+	for (size_t i = 0; i < t->nevents; i++) {
+		const struct mt_event *e = &t->events[i];
+		enum said s;
+		if (e->kind != MT_EV_ALLOC || e->error || (e->flags & MT_ALLOC_UNSEEN))
+			continue;
+		s = stack_says(&p, e->stack);
+		if (s == SAYS_NOTHING || s == SAYS_BUILDS)
+			continue;
+		if (s == SAYS_OPTIMIZER && last != SAYS_OPTIMIZER) {
+			if (mt_grow((void **)&idx, &cap, *n, sizeof *idx)) {
+				free(idx);
+				free(p.said);
+				return NULL;
+			}
+			idx[(*n)++] = i;
+		}
+		last = s;
+	}
+	free(p.said);
+	return idx ? idx : malloc(sizeof *idx);
+}

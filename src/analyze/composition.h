@@ -52,5 +52,9 @@ int mt_composition_start(struct mt_composition_scan **s, struct mt_composition *
 int mt_composition_step(struct mt_composition_scan *s, size_t i);
 int mt_composition_finish(struct mt_composition_scan *s, int err);
 void mt_composition_free(struct mt_composition *c);
+/* Where each optimizer step begins, read by frames: the first allocation inside an
+ * optimizer's step after allocations that said another phase (event indices, malloc'd;
+ * *n of them). NULL: out of memory. */
+size_t *mt_composition_optimizer_steps(const struct mt_trace *t, size_t *n);
 
 #endif

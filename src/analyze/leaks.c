@@ -1,6 +1,7 @@
 /* Leak detection over iteration boundaries: choose the boundaries, replay the trace,
  * sample per-stack live device bytes at each, then look for steady growth. */
 #include "analyze/leaks.h"
+#include "analyze/composition.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -76,6 +77,20 @@ static size_t *boundaries(const struct mt_trace *t, const char *name, struct mt_
 			if (t->events[idx[i]].aux == best_start)
 				idx[k++] = idx[i];
 		snprintf(out->boundary, sizeof out->boundary, "range %.100s", mt_trace_string(t, best_start));
+	} else if (best_count < (name ? 1 : 3) && !name) {
+		/* no marks or ranges: where the stacks say an optimizer's step begins (a snapshot) */
+		size_t nsteps = 0, *steps = mt_composition_optimizer_steps(t, &nsteps);
+		if (!steps)
+			goto fail;
+		if (nsteps >= 3) {
+			free(idx);
+			idx = steps;
+			k = nsteps;
+			snprintf(out->boundary, sizeof out->boundary, "the optimizer's step (from the stacks)");
+		} else {
+			free(steps);
+			snprintf(out->boundary, sizeof out->boundary, "none found");
+		}
 	} else if (best_count < (name ? 1 : 3)) {
 		snprintf(out->boundary, sizeof out->boundary, "none found");
 	} else {

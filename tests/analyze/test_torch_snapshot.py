@@ -160,6 +160,11 @@ ok(rep and rep["iterations"] == {"boundary": "range Optimizer.step#AdamW.step", 
    [(l["growth_bytes_per_iteration"], l["where"]) for l in rep["leaks"]] == [(MiB, "train_step (train.py:95)")],
    "growth per iteration: the optimizer step's annotation marks the iterations; the loop's 1 MiB a step found",
    rep and (rep["iterations"], rep["leaks"]))
+p, rep = run("report", "--json", write("leak-plain", training(iterations=5, leak=MiB, annotated=False)))
+ok(rep and rep["iterations"] == {"boundary": "the optimizer's step (from the stacks)", "count": 5} and
+   [l["growth_bytes_per_iteration"] for l in rep["leaks"]] == [MiB],
+   "growth per iteration without annotations: the optimizer's step, read from the stacks, marks the iterations",
+   rep and (rep["iterations"], rep["leaks"]))
 out = os.path.join(TMP, "training.json")
 p, _ = run("export", "--format=perfetto", "-o", out, write("perfetto", training()))
 ev = json.load(open(out))["traceEvents"] if p.returncode == 0 else []
