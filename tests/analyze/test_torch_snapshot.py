@@ -89,6 +89,14 @@ ok("(not fragmentation: 39.00 MiB of 62.00 MiB reserved was allocated, 23.00 MiB
 ok("as PyTorch's segsum counts the end: total_reserved 62.00 MiB, total_allocated 39.00 MiB, total_free 23.00 MiB"
    in p.stdout, "expandable: segsum's figures in the text", p.stdout)
 ok(rep and rep["devices"][1]["peak_allocated_bytes"] == 12 * MiB, "expandable: the second device on its own")
+out = os.path.join(TMP, "expandable.viz.pickle")
+p, _ = run("export", "--format=memviz", "-o", out, path)
+viz = pickle.load(open(out, "rb")) if p.returncode == 0 else {"segments": []}
+ok([segsum(viz, d) for d in (0, 1)] == [segsum(snap, d) for d in (0, 1)] and
+   viz.get("allocator_settings") == snap["allocator_settings"] and
+   viz.get("external_annotations") == snap["external_annotations"],
+   "expandable: the memviz export sums as the snapshot does, its settings and annotations as they were",
+   ([segsum(viz, d) for d in (0, 1)], viz.get("allocator_settings")))
 
 # ---- 2. composition from the snapshot alone ----
 for name, kw in (("training", {}), ("training, no annotations", {"annotated": False}),
