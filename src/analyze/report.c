@@ -188,8 +188,13 @@ static void pr_open(struct pr *p, FILE *out, const struct mt_report *r, struct m
 	const struct mt_trace *t = r->trace;
 
 	*p = (struct pr){.out = out, .r = r, .sym = sym, .views = mt_views_open(t, sym)};
-	for (size_t i = 1; i < t->nstacks && !p->python; i++)
-		p->python = mt_view(p->views, (uint32_t)i)->python;
+	/* a recording's Python frames, or a snapshot's named frames in .py files (no stack's
+	   view is made for this: a view symbolizes its frames) */
+	p->python = mt_symbols_python(sym);
+	for (size_t i = 0; i < t->nnamed && !p->python; i++) {
+		struct mt_frame f = {.function = t->named[i].function, .file = t->named[i].file, .line = 1};
+		p->python = mt_frame_is_python(&f);
+	}
 }
 
 static const char *size_text(uint64_t bytes, char *buf)
