@@ -92,6 +92,7 @@ struct pass {
 	uint8_t fphase;	    /* the phase the last stack that said one said */
 	uint32_t finstance; /* that phase's run */
 	uint32_t oom_run;   /* the run an allocation failed in: what it frees after is not its temporaries */
+	bool python;	    /* some stack has Python frames */
 };
 
 /* What a stack's frames say. */
@@ -375,11 +376,17 @@ static int made(struct pass *p, const struct mt_event *e, size_t i, uint64_t key
 						     [SAYS_BACKWARD] = PH_BACKWARD,
 						     [SAYS_OPTIMIZER] = PH_OPTIMIZER,
 						     [SAYS_ZERO_GRAD] = PH_ZERO_GRAD};
+		/* no frames at all in a trace of Python stacks: a thread without Python, as
+		   autograd's engine is (stacks="python" records none for it): backward, likely */
+		bool bare = e->kind == MT_EV_ALLOC && !(e->flags & MT_ALLOC_UNSEEN) && p->python &&
+			    (!e->stack || e->stack >= p->t->nstacks || !p->t->stacks[e->stack].depth);
+		if (bare)
+			s = SAYS_BACKWARD;
 		builds = s == SAYS_BUILDS;
 		if (s != SAYS_NOTHING && s != SAYS_BUILDS) {
 			if ((r = frame_phase(p, phase_said[s])))
 				return r;
-			own = true;
+			own = !bare;
 		}
 		f = frames_now(p, e);
 	}
@@ -449,6 +456,12 @@ int mt_composition_start(struct mt_composition_scan **out, struct mt_composition
 	for (size_t i = 1; i < t->nstacks && !c->has_phases && !c->frames; i++)
 		for (uint32_t k = 0; k < t->stacks[i].depth && !c->frames; k++)
 			c->frames = t->nnamed || (t->stacks[i].frames[k] & MT_PYFRAME);
+	for (size_t i = 0; i < t->nnamed && c->frames && !p->python; i++) /* a snapshot's .py frames */
+		p->python = t->named[i].file && strlen(t->named[i].file) > 3 &&
+			    !strcmp(t->named[i].file + strlen(t->named[i].file) - 3, ".py");
+	for (size_t i = 1; i < t->nstacks && c->frames && !t->nnamed && !p->python; i++)
+		for (uint32_t k = 0; k < t->stacks[i].depth && !p->python; k++)
+			p->python = t->stacks[i].frames[k] & MT_PYFRAME;
 	return 0;
 }
 

@@ -13,7 +13,9 @@
  *
  * A trace without NVTX phases whose stacks have names (a PyTorch snapshot, Python frames)
  * is read by its frames instead (source MT_SOURCE_FRAMES): each allocation's stack says
- * its phase (an optimizer's step, autograd's engine or a *Backward node, a module's
+ * its phase (an optimizer's step, autograd's engine or a *Backward node (or no frames at
+ * all where others have Python frames: stacks="python" records none for autograd's
+ * thread), a module's
  * forward) or that it builds the model (a module's _apply/to/cuda, init, loading,
  * DataParallel's replicas); an allocation whose stack says nothing (a loss, a thread
  * without frames) is in the phase the last one that did said, and the snapshot's

@@ -310,3 +310,19 @@ def training(iterations=2, timed=True, annotated=True, backward=True, optimizer=
     snap = {"segments": segments, "device_traces": [d.entries], "allocator_settings": settings(False),
             "external_annotations": notes if timed else []}
     return snap
+
+
+def python_only(snap):
+    """The same snapshot as _record_memory_history(stacks="python") records it: only the
+    Python frames, so allocations on autograd's engine thread have frames == []."""
+    def keep(frames):
+        return [f for f in frames if f["filename"].endswith(".py")]
+    for trace in snap["device_traces"]:
+        for e in trace:
+            if "frames" in e:
+                e["frames"] = keep(e["frames"])
+    for s in snap["segments"]:
+        s["frames"] = keep(s["frames"])
+        for b in s["blocks"]:
+            b["frames"] = keep(b["frames"])
+    return snap
