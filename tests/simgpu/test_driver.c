@@ -279,7 +279,9 @@ static void proc_address(void)
 	ok(self != NULL, "libcuda.so.1 is loaded by soname");
 	is(cuGetProcAddress("cuMemAlloc", &fn, 3020, 0, &st), CUDA_SUCCESS, "cuMemAlloc at 3020");
 	ok(fn == dlsym(self, "cuMemAlloc_v2") && st == CU_GET_PROC_ADDRESS_SUCCESS, "is cuMemAlloc_v2");
-	is(cuGetProcAddress("cuMemAlloc", &fn, 2000, 0, &st), CUDA_ERROR_NOT_FOUND, "cuMemAlloc at 2000");
+	is(cuGetProcAddress("cuMemAlloc", &fn, 2000, 0, &st), CUDA_SUCCESS, "cuMemAlloc at 2000");
+	ok(fn == dlsym(self, "cuMemAlloc"), "is the 32-bit ABI's cuMemAlloc");
+	is(cuGetProcAddress("cuMemAllocAsync", &fn, 11010, 0, &st), CUDA_ERROR_NOT_FOUND, "cuMemAllocAsync at 11010");
 	is(st, CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT, "version not sufficient");
 	is(cuGetProcAddress("cuNoSuchThing", &fn, 13000, 0, &st), CUDA_ERROR_NOT_FOUND, "unknown name");
 	is(st, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND, "symbol not found");
