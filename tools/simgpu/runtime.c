@@ -3,24 +3,16 @@
  * every driver function through it by base name and version (twice, with the
  * per-thread-stream flag, for stream-ordered calls). Per thread it keeps the current
  * device and the last error; contexts are the devices' primary contexts. */
-#include <cuda.h>
-#include <cudaProfilerTypedefs.h>
-#include <cudaTypedefs.h>
-#include <cuda_runtime_api.h>
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <string.h>
 
+#include "runtime.h"
+
 #define MAX_DEVICES 64
 
-static struct {
-#define RT_DRV(name, ver) PFN_##name##_v##ver name;
-#define RT_DRV_PTSZ(name, ver) PFN_##name##_v##ver name, name##_ptsz;
-#include "runtime_driver.def"
-#undef RT_DRV
-#undef RT_DRV_PTSZ
-} drv;
+void *rt_drv[RT_NDRV];
 
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 static cudaError_t init_error;
@@ -67,6 +59,23 @@ static cudaError_t drv_result(CUresult r)
 	return note(from_driver(r));
 }
 
+/* What a driver function the driver did not give answers (its arguments are ignored,
+ * which the x86-64 calling convention makes safe). */
+static CUresult missing(void)
+{
+	return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+static const struct {
+	const char *name;
+	int version;
+	cuuint64_t flags;
+} rt_drv_rows[] = {
+#define RT_DRV(name, version, flags) {#name, version, flags},
+#include "runtime_driver.def"
+#undef RT_DRV
+};
+
 static void load_driver(void)
 {
 	PFN_cuGetProcAddress_v12000 gpa;
@@ -79,20 +88,20 @@ static void load_driver(void)
 	gpa = (PFN_cuGetProcAddress_v12000)dlsym(h, "cuGetProcAddress_v2");
 	if (!gpa)
 		return;
-	gpa("", (void **)&drv.cuInit, 0, 0, &st); /* the real runtime's opening probe */
-#define RT_DRV(name, ver)                                                                                              \
-	if (gpa(#name, (void **)&drv.name, ver, CU_GET_PROC_ADDRESS_DEFAULT, &st))                                     \
-		return;
-#define RT_DRV_PTSZ(name, ver)                                                                                         \
-	RT_DRV(name, ver)                                                                                              \
-	if (gpa(#name, (void **)&drv.name##_ptsz, ver, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, &st))            \
-		return;
-#include "runtime_driver.def"
-#undef RT_DRV
-#undef RT_DRV_PTSZ
-	init_error = from_driver(drv.cuInit(0));
+	{
+		void *probe = NULL;
+		gpa("", &probe, 0, 0, &st); /* the real runtime's opening probe */
+	}
+	/* the first three through the dlsym'd cuGetProcAddress_v2, the rest through the driver's own */
+	for (size_t i = 0; i < RT_NDRV; i++) {
+		PFN_cuGetProcAddress_v12000 via = i < 3 ? gpa : DRV(cuGetProcAddress, 12000);
+		if (!via || via(rt_drv_rows[i].name, &rt_drv[i], rt_drv_rows[i].version, rt_drv_rows[i].flags, &st) ||
+		    !rt_drv[i])
+			rt_drv[i] = (void *)missing; /* a driver without it: the call fails, never crashes */
+	}
+	init_error = from_driver(DRV(cuInit, 2000)(0));
 	if (init_error == cudaSuccess)
-		init_error = from_driver(drv.cuDeviceGetCount(&ndev));
+		init_error = from_driver(DRV(cuDeviceGetCount, 2000)(&ndev));
 	if (init_error == cudaSuccess && ndev == 0)
 		init_error = cudaErrorNoDevice;
 	if (ndev > MAX_DEVICES)
@@ -108,10 +117,10 @@ static cudaError_t ready(void)
 	if (ctx_dev == cur_dev)
 		return cudaSuccess;
 	pthread_mutex_lock(&ctx_lock);
-	CUresult r = primary[cur_dev] ? CUDA_SUCCESS : drv.cuDevicePrimaryCtxRetain(&primary[cur_dev], cur_dev);
+	CUresult r = primary[cur_dev] ? CUDA_SUCCESS : DRV(cuDevicePrimaryCtxRetain, 7000)(&primary[cur_dev], cur_dev);
 	pthread_mutex_unlock(&ctx_lock);
 	if (r == CUDA_SUCCESS)
-		r = drv.cuCtxSetCurrent(primary[cur_dev]);
+		r = DRV(cuCtxSetCurrent, 4000)(primary[cur_dev]);
 	if (r == CUDA_SUCCESS)
 		ctx_dev = cur_dev;
 	return drv_result(r);
@@ -158,13 +167,13 @@ cudaError_t CUDARTAPI cudaGetDevice(int *device)
 cudaError_t CUDARTAPI cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, int device)
 {
 	READY();
-	return drv_result(drv.cuDeviceGetAttribute(value, (CUdevice_attribute)attr, device));
+	return drv_result(DRV(cuDeviceGetAttribute, 2000)(value, (CUdevice_attribute)attr, device));
 }
 
 cudaError_t CUDARTAPI cudaDeviceSynchronize(void)
 {
 	READY();
-	return drv_result(drv.cuCtxSynchronize());
+	return drv_result(DRV(cuCtxSynchronize, 2000)());
 }
 
 cudaError_t CUDARTAPI cudaDriverGetVersion(int *version)
@@ -173,7 +182,7 @@ cudaError_t CUDARTAPI cudaDriverGetVersion(int *version)
 		return note(cudaErrorInvalidValue);
 	pthread_once(&init_once, load_driver);
 	*version = 0;
-	return drv.cuDriverGetVersion ? drv_result(drv.cuDriverGetVersion(version)) : cudaSuccess;
+	return drv_result(DRV(cuDriverGetVersion, 2020)(version));
 }
 
 cudaError_t CUDARTAPI cudaRuntimeGetVersion(int *version)
@@ -194,7 +203,7 @@ cudaError_t CUDARTAPI cudaMalloc(void **devPtr, size_t size)
 	*devPtr = NULL;
 	if (size == 0) /* the runtime answers a zero-byte request with NULL and success */
 		return cudaSuccess;
-	return drv_result(drv.cuMemAlloc((CUdeviceptr *)devPtr, size));
+	return drv_result(DRV(cuMemAlloc, 3020)((CUdeviceptr *)devPtr, size));
 }
 
 cudaError_t CUDARTAPI cudaFree(void *devPtr)
@@ -202,7 +211,7 @@ cudaError_t CUDARTAPI cudaFree(void *devPtr)
 	READY();
 	if (!devPtr)
 		return cudaSuccess;
-	return drv_result(drv.cuMemFree((CUdeviceptr)devPtr));
+	return drv_result(DRV(cuMemFree, 3020)((CUdeviceptr)devPtr));
 }
 
 cudaError_t CUDARTAPI cudaMallocPitch(void **devPtr, size_t *pitch, size_t width, size_t height)
@@ -215,7 +224,7 @@ cudaError_t CUDARTAPI cudaMallocPitch(void **devPtr, size_t *pitch, size_t width
 		*pitch = 0;
 		return cudaSuccess;
 	}
-	return drv_result(drv.cuMemAllocPitch((CUdeviceptr *)devPtr, pitch, width, height, 4));
+	return drv_result(DRV(cuMemAllocPitch, 3020)((CUdeviceptr *)devPtr, pitch, width, height, 4));
 }
 
 cudaError_t CUDARTAPI cudaMalloc3D(struct cudaPitchedPtr *pitchedDevPtr, struct cudaExtent extent)
@@ -242,7 +251,7 @@ cudaError_t CUDARTAPI cudaMallocManaged(void **devPtr, size_t size, unsigned int
 	*devPtr = NULL;
 	if (size == 0)
 		return cudaSuccess;
-	return drv_result(drv.cuMemAllocManaged((CUdeviceptr *)devPtr, size, flags));
+	return drv_result(DRV(cuMemAllocManaged, 6000)((CUdeviceptr *)devPtr, size, flags));
 }
 
 cudaError_t CUDARTAPI cudaHostAlloc(void **pHost, size_t size, unsigned int flags)
@@ -254,7 +263,7 @@ cudaError_t CUDARTAPI cudaHostAlloc(void **pHost, size_t size, unsigned int flag
 	if (size == 0)
 		return cudaSuccess;
 	/* cudaHostAllocMapped and friends have the driver's CU_MEMHOSTALLOC_* values */
-	return drv_result(drv.cuMemHostAlloc(pHost, size, flags));
+	return drv_result(DRV(cuMemHostAlloc, 2020)(pHost, size, flags));
 }
 
 cudaError_t CUDARTAPI cudaMallocHost(void **ptr, size_t size)
@@ -267,13 +276,13 @@ cudaError_t CUDARTAPI cudaFreeHost(void *ptr)
 	READY();
 	if (!ptr)
 		return cudaSuccess;
-	return drv_result(drv.cuMemFreeHost(ptr));
+	return drv_result(DRV(cuMemFreeHost, 2000)(ptr));
 }
 
 cudaError_t CUDARTAPI cudaMemGetInfo(size_t *free_bytes, size_t *total)
 {
 	READY();
-	return drv_result(drv.cuMemGetInfo(free_bytes, total));
+	return drv_result(DRV(cuMemGetInfo, 3020)(free_bytes, total));
 }
 
 /* ---- stream-ordered allocation ------------------------------------------------------------ */
@@ -288,12 +297,12 @@ static cudaError_t malloc_async(PFN_cuMemAllocAsync_v11020 fn, void **devPtr, si
 
 cudaError_t CUDARTAPI cudaMallocAsync(void **devPtr, size_t size, cudaStream_t hStream)
 {
-	return malloc_async(drv.cuMemAllocAsync, devPtr, size, hStream);
+	return malloc_async(DRV(cuMemAllocAsync, 11020), devPtr, size, hStream);
 }
 
 cudaError_t CUDARTAPI cudaMallocAsync_ptsz(void **devPtr, size_t size, cudaStream_t hStream)
 {
-	return malloc_async(drv.cuMemAllocAsync_ptsz, devPtr, size, hStream);
+	return malloc_async(DRV_PT(cuMemAllocAsync, 11020, 11020), devPtr, size, hStream);
 }
 
 static cudaError_t free_async(PFN_cuMemFreeAsync_v11020 fn, void *devPtr, cudaStream_t s)
@@ -304,12 +313,12 @@ static cudaError_t free_async(PFN_cuMemFreeAsync_v11020 fn, void *devPtr, cudaSt
 
 cudaError_t CUDARTAPI cudaFreeAsync(void *devPtr, cudaStream_t hStream)
 {
-	return free_async(drv.cuMemFreeAsync, devPtr, hStream);
+	return free_async(DRV(cuMemFreeAsync, 11020), devPtr, hStream);
 }
 
 cudaError_t CUDARTAPI cudaFreeAsync_ptsz(void *devPtr, cudaStream_t hStream)
 {
-	return free_async(drv.cuMemFreeAsync_ptsz, devPtr, hStream);
+	return free_async(DRV_PT(cuMemFreeAsync, 11020, 11020), devPtr, hStream);
 }
 
 static cudaError_t malloc_from_pool(PFN_cuMemAllocFromPoolAsync_v11020 fn, void **ptr, size_t size, cudaMemPool_t pool,
@@ -323,30 +332,30 @@ static cudaError_t malloc_from_pool(PFN_cuMemAllocFromPoolAsync_v11020 fn, void 
 
 cudaError_t CUDARTAPI cudaMallocFromPoolAsync(void **ptr, size_t size, cudaMemPool_t memPool, cudaStream_t stream)
 {
-	return malloc_from_pool(drv.cuMemAllocFromPoolAsync, ptr, size, memPool, stream);
+	return malloc_from_pool(DRV(cuMemAllocFromPoolAsync, 11020), ptr, size, memPool, stream);
 }
 
 cudaError_t CUDARTAPI cudaMallocFromPoolAsync_ptsz(void **ptr, size_t size, cudaMemPool_t memPool, cudaStream_t stream)
 {
-	return malloc_from_pool(drv.cuMemAllocFromPoolAsync_ptsz, ptr, size, memPool, stream);
+	return malloc_from_pool(DRV_PT(cuMemAllocFromPoolAsync, 11020, 11020), ptr, size, memPool, stream);
 }
 
 cudaError_t CUDARTAPI cudaDeviceGetDefaultMemPool(cudaMemPool_t *memPool, int device)
 {
 	READY();
-	return drv_result(drv.cuDeviceGetDefaultMemPool((CUmemoryPool *)memPool, device));
+	return drv_result(DRV(cuDeviceGetDefaultMemPool, 11020)((CUmemoryPool *)memPool, device));
 }
 
 cudaError_t CUDARTAPI cudaDeviceGetMemPool(cudaMemPool_t *memPool, int device)
 {
 	READY();
-	return drv_result(drv.cuDeviceGetMemPool((CUmemoryPool *)memPool, device));
+	return drv_result(DRV(cuDeviceGetMemPool, 11020)((CUmemoryPool *)memPool, device));
 }
 
 cudaError_t CUDARTAPI cudaDeviceSetMemPool(int device, cudaMemPool_t memPool)
 {
 	READY();
-	return drv_result(drv.cuDeviceSetMemPool(device, (CUmemoryPool)memPool));
+	return drv_result(DRV(cuDeviceSetMemPool, 11020)(device, (CUmemoryPool)memPool));
 }
 
 cudaError_t CUDARTAPI cudaMemPoolCreate(cudaMemPool_t *memPool, const struct cudaMemPoolProps *p)
@@ -363,31 +372,31 @@ cudaError_t CUDARTAPI cudaMemPoolCreate(cudaMemPool_t *memPool, const struct cud
 	props.location.id = p->location.id;
 	props.maxSize = p->maxSize;
 	props.usage = p->usage;
-	return drv_result(drv.cuMemPoolCreate((CUmemoryPool *)memPool, &props));
+	return drv_result(DRV(cuMemPoolCreate, 11020)((CUmemoryPool *)memPool, &props));
 }
 
 cudaError_t CUDARTAPI cudaMemPoolDestroy(cudaMemPool_t memPool)
 {
 	READY();
-	return drv_result(drv.cuMemPoolDestroy((CUmemoryPool)memPool));
+	return drv_result(DRV(cuMemPoolDestroy, 11020)((CUmemoryPool)memPool));
 }
 
 cudaError_t CUDARTAPI cudaMemPoolTrimTo(cudaMemPool_t memPool, size_t minBytesToKeep)
 {
 	READY();
-	return drv_result(drv.cuMemPoolTrimTo((CUmemoryPool)memPool, minBytesToKeep));
+	return drv_result(DRV(cuMemPoolTrimTo, 11020)((CUmemoryPool)memPool, minBytesToKeep));
 }
 
 cudaError_t CUDARTAPI cudaMemPoolSetAttribute(cudaMemPool_t memPool, enum cudaMemPoolAttr attr, void *value)
 {
 	READY();
-	return drv_result(drv.cuMemPoolSetAttribute((CUmemoryPool)memPool, (CUmemPool_attribute)attr, value));
+	return drv_result(DRV(cuMemPoolSetAttribute, 11020)((CUmemoryPool)memPool, (CUmemPool_attribute)attr, value));
 }
 
 cudaError_t CUDARTAPI cudaMemPoolGetAttribute(cudaMemPool_t memPool, enum cudaMemPoolAttr attr, void *value)
 {
 	READY();
-	return drv_result(drv.cuMemPoolGetAttribute((CUmemoryPool)memPool, (CUmemPool_attribute)attr, value));
+	return drv_result(DRV(cuMemPoolGetAttribute, 11020)((CUmemoryPool)memPool, (CUmemPool_attribute)attr, value));
 }
 
 /* ---- streams ------------------------------------------------------------------------------ */
@@ -395,7 +404,7 @@ cudaError_t CUDARTAPI cudaMemPoolGetAttribute(cudaMemPool_t memPool, enum cudaMe
 cudaError_t CUDARTAPI cudaStreamCreateWithFlags(cudaStream_t *pStream, unsigned int flags)
 {
 	READY();
-	return drv_result(drv.cuStreamCreate((CUstream *)pStream, flags));
+	return drv_result(DRV(cuStreamCreate, 2000)((CUstream *)pStream, flags));
 }
 
 cudaError_t CUDARTAPI cudaStreamCreate(cudaStream_t *pStream)
@@ -406,25 +415,25 @@ cudaError_t CUDARTAPI cudaStreamCreate(cudaStream_t *pStream)
 cudaError_t CUDARTAPI cudaStreamDestroy(cudaStream_t stream)
 {
 	READY();
-	return drv_result(drv.cuStreamDestroy((CUstream)stream));
+	return drv_result(DRV(cuStreamDestroy, 4000)((CUstream)stream));
 }
 
 cudaError_t CUDARTAPI cudaStreamGetFlags(cudaStream_t stream, unsigned int *flags)
 {
 	READY();
-	return drv_result(drv.cuStreamGetFlags((CUstream)stream, flags));
+	return drv_result(DRV(cuStreamGetFlags, 5050)((CUstream)stream, flags));
 }
 
 cudaError_t CUDARTAPI cudaStreamSynchronize(cudaStream_t stream)
 {
 	READY();
-	return drv_result(drv.cuStreamSynchronize((CUstream)stream));
+	return drv_result(DRV(cuStreamSynchronize, 2000)((CUstream)stream));
 }
 
 cudaError_t CUDARTAPI cudaStreamSynchronize_ptsz(cudaStream_t stream)
 {
 	READY();
-	return drv_result(drv.cuStreamSynchronize_ptsz((CUstream)stream));
+	return drv_result(DRV_PT(cuStreamSynchronize, 7000, 2000)((CUstream)stream));
 }
 
 /* ---- driver entry points, profiler, errors ---------------------------------------------- */
@@ -440,7 +449,7 @@ cudaError_t CUDARTAPI cudaGetDriverEntryPointByVersion(const char *symbol, void 
 	if (!symbol || !funcPtr)
 		return note(cudaErrorInvalidValue);
 	/* through the cuGetProcAddress the driver handed out for itself, as the real runtime does */
-	r = drv.cuGetProcAddress(symbol, funcPtr, (int)cudaVersion, flags, &st);
+	r = DRV(cuGetProcAddress, 12000)(symbol, funcPtr, (int)cudaVersion, flags, &st);
 	if (driverStatus)
 		*driverStatus = (enum cudaDriverEntryPointQueryResult)st;
 	/* a missing symbol is reported through driverStatus, not as an error */
@@ -456,13 +465,13 @@ cudaError_t CUDARTAPI cudaGetDriverEntryPoint(const char *symbol, void **funcPtr
 cudaError_t CUDARTAPI cudaProfilerStart(void)
 {
 	READY();
-	return drv_result(drv.cuProfilerStart());
+	return drv_result(DRV(cuProfilerStart, 4000)());
 }
 
 cudaError_t CUDARTAPI cudaProfilerStop(void)
 {
 	READY();
-	return drv_result(drv.cuProfilerStop());
+	return drv_result(DRV(cuProfilerStop, 4000)());
 }
 
 cudaError_t CUDARTAPI cudaGetLastError(void)
