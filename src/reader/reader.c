@@ -416,7 +416,8 @@ static int parse(struct mt_trace *t, const uint8_t *data, size_t size)
 			break;
 		}
 		memcpy(&h, data + off, sizeof h);
-		if (h.magic != MT_CHUNK_MAGIC || h.length > MT_CHUNK_MAX) {
+		if (h.magic != MT_CHUNK_MAGIC || h.length > MT_CHUNK_MAX || h.reserved[0] || h.reserved[1] ||
+		    h.reserved[2]) {
 			note(t, "corrupt chunk header at byte %zu", off);
 			break;
 		}
@@ -467,8 +468,10 @@ static int parse(struct mt_trace *t, const uint8_t *data, size_t size)
 		case MT_CHUNK_DROPS:
 			read_drops(t, &c);
 			break;
-		default:
-			break; /* a newer kind of chunk: skip it */
+		default: /* the checksum covers the payload only: a newer memtap's kind, or damage */
+			note(t, "a chunk of unknown type %u at byte %zu (a newer memtap's, or damaged): skipped",
+			     h.type, off);
+			break;
 		}
 		if (r == ENOMEM)
 			return ENOMEM;

@@ -135,6 +135,21 @@ for proto in range(0, pickle.HIGHEST_PROTOCOL + 1):
     live = sorted((g["bytes"], g["frames"][0]["function"] if g["frames"] else None) for g in rep["live_at_exit"])
     ok(live == [(4 * MiB, "forward"), (8 * MiB - 100, "_init_group")], "protocol %d: live at exit" % proto, live)
 
+# A free requested is not yet a free: the block stays the caller's until free_completed
+# (its stream's work may still read it). Another allocation in between: both are live.
+PENDING = {"segments": [], "device_traces": [[
+    entry("alloc", SEG, 6 * MiB, 1, F_MODEL),
+    entry("free_requested", SEG, 6 * MiB, 2, F_MODEL),
+    entry("alloc", SEG + 6 * MiB, 8 * MiB, 3, F_OPT),
+    entry("free_completed", SEG, 6 * MiB, 4, F_MODEL),
+    entry("free_requested", SEG + 6 * MiB, 8 * MiB, 5, F_OPT)]]}
+p, rep = report("pending", PENDING, 4)
+ok(p.returncode == 0 and rep and rep["devices"][0]["peak_allocated_bytes"] == 14 * MiB
+   and rep["devices"][0]["allocated_at_exit_bytes"] == 8 * MiB and rep["events"]["unmatched_frees"] == 0
+   and rep["events"]["frees"] == 1,
+   "free_requested then another alloc, then free_completed: both live at the peak (14 MiB); a free requested "
+   "but never completed is still live at the end", rep and (rep["devices"][0], rep["events"]))
+
 p, rep = report("old", OLD, 4)
 ok(p.returncode == 0 and rep and rep["devices"][0]["device"] == 1, "the oldest layout (segments with history)", p.stderr)
 if rep:

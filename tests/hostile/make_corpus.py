@@ -131,7 +131,8 @@ def traces():
     # the END chunk first, then events: still read, the file was closed at some point
     t = Trace().strings(STRINGS).stacks(STACKS).end().events(basic_events())
     write("traces", "end-before-events.trace", t.bytes())
-    # a chunk type this memtap does not know, with a valid checksum: skipped
+    # a chunk type this memtap does not know, with a valid checksum: skipped, and said (the
+    # checksum does not cover the header: a flipped type byte looks just like this)
     from mtrace import chunk
     t = Trace().strings(STRINGS).stacks(STACKS).raw(chunk(99, b"\xff" * 64)).events(basic_events()).end()
     write("traces", "unknown-chunk.trace", t.bytes())

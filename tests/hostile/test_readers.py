@@ -52,7 +52,7 @@ EXPECT = {
     "traces/devices-255.trace": (0, None),
     "traces/ranges-10000-deep.trace": (0, None),
     "traces/end-before-events.trace": (0, None),
-    "traces/unknown-chunk.trace": (0, None),
+    "traces/unknown-chunk.trace": (DAMAGED, "a chunk of unknown type 99 at byte"),
     "traces/two-bytes.trace": (REFUSED, "unknown opcode 0x01"),
     # pickles
     "pickles/memo-bomb.pickle": (REFUSED, "not a PyTorch memory snapshot"),

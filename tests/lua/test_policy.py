@@ -310,6 +310,18 @@ ex = lines(folder, "exit.jsonl")
 ok(p.returncode == 0 and "refuses to start" in p.stderr and "this policy is not run" in p.stderr and len(ex) == 1,
    "a policy whose top level fails is off (its handlers too); the others run; on_exit once", (p.stderr, ex))
 
+# ---- several devices: a handler for one device, one for each ----
+pol = script(LOG + """
+memtap.on_threshold("5MB", function(ev) log("one.jsonl", ev) end, {device = 1})
+memtap.on_threshold("5MB", function(ev) log("each.jsonl", ev) end)
+""", "devices.lua")
+p, trace, folder = run([pol], [WORKLOAD, "devices"], {"SIMGPU_DEVICES": "2"})
+one, each = lines(folder, "one.jsonl"), lines(folder, "each.jsonl")
+ok(p.returncode == 0 and [(e["device"], e["allocated"]) for e in one] == [(1, 7000000)]
+   and sorted((e["device"], e["allocated"]) for e in each) == [(0, 10000000), (1, 7000000)],
+   "on_threshold on two devices: {device = 1} sees device 1 only; without it, each device crosses once",
+   (one, each, p.stderr[-500:]))
+
 # ---- the budget is per call: a handler using 60% of it each time runs every time ----
 pol = script(LOG + """
 calls = 0

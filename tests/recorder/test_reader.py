@@ -56,17 +56,33 @@ ok(one_line, "a cut trace: one line saying it was cut short, exit 3")
 open(cut, "wb").write(good[:len(good) // 2])
 ok(run("dump", cut).stdout.count("\n") < full, "half a trace reads back fewer events than the whole")
 
-crashes, said = [], True
-for i in range(16, len(good), max(1, len(good) // 200)):
+# every byte of every chunk header and a spread of payload bytes, flipped: each one caught
+# (the payload's checksum, the header's magic, length and zero bytes, an unknown type said)
+
+def chunk_headers(data):
+    """Offsets of every chunk header's 16 bytes (magic, type, zeros, length, checksum)."""
+    at, out = 16, []
+    while at + 16 <= len(data):
+        out += range(at, at + 16)
+        at += 16 + int.from_bytes(data[at + 8:at + 12], "little")
+    return out
+
+
+headers = chunk_headers(good)
+crashes, missed = [], []
+for i in sorted(set(headers) | set(range(16, len(good), max(1, len(good) // 400)))):
     bad = bytearray(good)
     bad[i] ^= 0x5a
     open(cut, "wb").write(bytes(bad))
     p = run("report", "--json", cut)
     if p.returncode < 0:
         crashes.append(i)
-    said &= p.returncode in (0, 3) and (p.returncode == 0 or p.stderr.count("\n") == 1)
+    elif p.returncode != 3 or p.stderr.count("\n") != 1:
+        missed.append((i, p.returncode, p.stderr[:200]))
 ok(not crashes, "a flipped byte anywhere never crashes the reader", crashes[:5])
-ok(said, "a damaged chunk is caught (checksum) and said in one line")
+ok(len(headers) > 16 and not missed,
+   "every byte of the %d chunk headers and 400 of the payload, flipped: each caught, said in one line, exit 3"
+   % (len(headers) // 16), missed[:5])
 
 p = run("report")
 ok(p.returncode == 2 and p.stderr.count("\n") == 1, "report without a trace: one line, exit 2", p.stderr)

@@ -261,6 +261,19 @@ if len(traces) == 2:
     ok(second and second["events"]["allocs"] == 250 and second["complete"], "exec of itself: the new image's own")
     ok(p.stderr.count("no events dropped") == 2, "memtap run sums up both images' traces", p.stderr)
 
+# two devices, one of them from a second thread: each device's own peak, exit and stacks
+p, traces = record("devices", [WORK, "devices"], env={"SIMGPU_DEVICES": "2"})
+if one_trace("two devices", traces, p):
+    _, rep = report(traces[0])
+    devs = {d["device"]: d for d in rep["devices"]} if rep else {}
+    ok(set(devs) == {0, 1} and devs[0]["peak_allocated_bytes"] == 30000000 and devs[0]["allocated_at_exit_bytes"]
+       == 10000000 and devs[1]["peak_allocated_bytes"] == 7000000 and devs[1]["allocated_at_exit_bytes"] == 0,
+       "two devices: 30 MB peak and 10 MB at exit on device 0, 7 MB and 0 on device 1", devs)
+    live = [(g["device"], g["bytes"]) for g in rep["live_at_exit"]] if rep else None
+    peaks = sorted((g["device"], g["bytes"]) for g in rep["top_at_peak"]) if rep else None
+    ok(live == [(0, 10000000)] and peaks == [(0, 10000000), (0, 20000000), (1, 7000000)],
+       "two devices: what was live at each device's peak and at exit, by device", (live, peaks))
+
 # a signal handler that allocates while its thread is inside memtap's hooks (not the GPU's)
 # (a handler that calls CUDA is the program's own signal-unsafe call: ThreadSanitizer is told so)
 p, traces = record("nested", [WORK, "nested", "200000"], opts=["-O", "ring=262144"],
@@ -405,7 +418,7 @@ ok(len(re.findall(r"^memtap: ignoring", p.stderr, re.M)) == 3, "one warning line
 fixed = os.path.join(TMP, "fixed.trace")
 for i in range(2):
     p = subprocess.run([MEMTAP, "run", "-q", "-o", fixed, "--", WORK, "nvtx"], capture_output=True, text=True)
-ok(os.path.exists(fixed) and os.path.exists(fixed + ".1") and "exists" in p.stderr,
+ok(p.returncode == 0 and os.path.exists(fixed) and os.path.exists(fixed + ".1") and "exists" in p.stderr,
    "an existing trace is never overwritten: the next is .1, and it says so", p.stderr)
 ok(oct(os.stat(fixed).st_mode & 0o777) == "0o600", "traces are created 0600")
 

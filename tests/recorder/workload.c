@@ -25,6 +25,8 @@
  *   fiber       allocates on 4 KiB ucontext fibers (a guard page below) and on a 4 KiB
  *               sigaltstack; prints the CUDA results and the bytes of each stack used
  *   nested N    a timer's handler allocates (runtime and driver) while the program runs
+ *   devices     two devices (SIMGPU_DEVICES=2): 10 MB + 20 MB on device 0, 7 MB on
+ *               device 1 from a second thread, the 20 MB freed; 10 MB left on device 0
  *               NVTX and memtap hooks; prints how many allocations the handler made
  *   execself N  N allocations, a failing exec, N more, then exec `workload many N`
  *   forkidle    allocates, then forks a child that never touches the GPU */
@@ -577,6 +579,31 @@ static void nested(long n)
 	printf("handler allocations %d\n", (int)handler_allocs);
 }
 
+/* ---- two devices ---- */
+static void *on_device_1(void *arg)
+{
+	void *p;
+
+	(void)arg;
+	CHECK_RT(cudaSetDevice(1));
+	CHECK_RT(cudaMalloc(&p, 7000000));
+	CHECK_RT(cudaFree(p));
+	return NULL;
+}
+
+static void devices(void)
+{
+	void *a, *b;
+	pthread_t t;
+
+	CHECK_RT(cudaSetDevice(0));
+	CHECK_RT(cudaMalloc(&a, 10000000));
+	CHECK_RT(cudaMalloc(&b, 20000000));
+	pthread_create(&t, NULL, on_device_1, NULL);
+	pthread_join(t, NULL);
+	CHECK_RT(cudaFree(b));
+}
+
 /* ---- exec of the process itself ---- */
 static void exec_self(const char *self, long n)
 {
@@ -679,6 +706,8 @@ int main(int argc, char **argv)
 		small_stacks();
 	else if (!strcmp(mode, "nested"))
 		nested(argc > 2 ? atol(argv[2]) : 200000);
+	else if (!strcmp(mode, "devices"))
+		devices();
 	else if (!strcmp(mode, "execself"))
 		exec_self(argv[0], argc > 2 ? atol(argv[2]) : 100);
 	else if (!strcmp(mode, "forkidle"))
