@@ -41,7 +41,10 @@ int rt_device_count(void);			 /* after rt_ready */
 			return e_;                                                                                     \
 	} while (0)
 
-/* module.c: the driver's function for a kernel nvcc registered (by its host stub), on the
+/* runtime_copy.c: a runtime 3D copy (pitched pointers only) as the driver's */
+cudaError_t rt_copy3d(const struct cudaMemcpy3DParms *p, CUDA_MEMCPY3D *c);
+
+/* runtime_module.c: the driver's function for a kernel nvcc registered (by its host stub), on the
  * current device */
 cudaError_t rt_function(const void *hostFun, CUfunction *out);
 

@@ -79,6 +79,56 @@ cudaError_t CUDARTAPI cudaMemcpy2DAsync(void *dst, size_t dpitch, const void *sr
 	return rt_result(DRV(cuMemcpy2DAsync, 3020)(&c, (CUstream)stream));
 }
 
+cudaError_t rt_copy3d(const struct cudaMemcpy3DParms *p, CUDA_MEMCPY3D *c)
+{
+	if (!p)
+		return rt_note(cudaErrorInvalidValue);
+	if (bad_kind(p->kind))
+		return rt_note(cudaErrorInvalidMemcpyDirection);
+	if (p->srcArray || p->dstArray)
+		return rt_note(cudaErrorNotSupported); /* simgpu has no CUDA arrays */
+	memset(c, 0, sizeof *c);
+	c->srcMemoryType = c->dstMemoryType = CU_MEMORYTYPE_UNIFIED;
+	c->srcDevice = (CUdeviceptr)p->srcPtr.ptr;
+	c->srcPitch = p->srcPtr.pitch;
+	c->srcHeight = p->srcPtr.ysize;
+	c->srcXInBytes = p->srcPos.x;
+	c->srcY = p->srcPos.y;
+	c->srcZ = p->srcPos.z;
+	c->dstDevice = (CUdeviceptr)p->dstPtr.ptr;
+	c->dstPitch = p->dstPtr.pitch;
+	c->dstHeight = p->dstPtr.ysize;
+	c->dstXInBytes = p->dstPos.x;
+	c->dstY = p->dstPos.y;
+	c->dstZ = p->dstPos.z;
+	c->WidthInBytes = p->extent.width; /* in bytes without arrays */
+	c->Height = p->extent.height;
+	c->Depth = p->extent.depth;
+	return cudaSuccess;
+}
+
+cudaError_t CUDARTAPI cudaMemcpy3D(const struct cudaMemcpy3DParms *p)
+{
+	CUDA_MEMCPY3D c;
+	cudaError_t e;
+
+	READY();
+	if ((e = rt_copy3d(p, &c)) != cudaSuccess)
+		return e;
+	return rt_result(DRV(cuMemcpy3D, 3020)(&c));
+}
+
+cudaError_t CUDARTAPI cudaMemcpy3DAsync(const struct cudaMemcpy3DParms *p, cudaStream_t stream)
+{
+	CUDA_MEMCPY3D c;
+	cudaError_t e;
+
+	READY();
+	if ((e = rt_copy3d(p, &c)) != cudaSuccess)
+		return e;
+	return rt_result(DRV(cuMemcpy3DAsync, 3020)(&c, (CUstream)stream));
+}
+
 cudaError_t CUDARTAPI cudaMemcpyPeer(void *dst, int dstDevice, const void *src, int srcDevice, size_t count)
 {
 	CUcontext dc, sc;

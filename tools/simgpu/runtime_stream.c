@@ -223,6 +223,27 @@ cudaError_t CUDARTAPI cudaGraphAddKernelNode(cudaGraphNode_t *pGraphNode, cudaGr
 							  (const CUgraphNode *)pDependencies, numDependencies, &k));
 }
 
+cudaError_t CUDARTAPI cudaGraphAddMemcpyNode(cudaGraphNode_t *pGraphNode, cudaGraph_t graph,
+					     const cudaGraphNode_t *pDependencies, size_t numDependencies,
+					     const struct cudaMemcpy3DParms *p)
+{
+	CUDA_MEMCPY3D c;
+	CUcontext ctx;
+	cudaError_t e;
+
+	READY();
+	if ((e = rt_copy3d(p, &c)) != cudaSuccess || (e = rt_primary(rt_device(), &ctx)) != cudaSuccess)
+		return e;
+	return rt_result(DRV(cuGraphAddMemcpyNode, 10000)(
+	    (CUgraphNode *)pGraphNode, (CUgraph)graph, (const CUgraphNode *)pDependencies, numDependencies, &c, ctx));
+}
+
+cudaError_t CUDARTAPI cudaGraphClone(cudaGraph_t *pGraphClone, cudaGraph_t originalGraph)
+{
+	READY();
+	return rt_result(DRV(cuGraphClone, 10000)((CUgraph *)pGraphClone, (CUgraph)originalGraph));
+}
+
 cudaError_t CUDARTAPI cudaGraphAddMemcpyNode1D(cudaGraphNode_t *pGraphNode, cudaGraph_t graph,
 					       const cudaGraphNode_t *pDependencies, size_t numDependencies, void *dst,
 					       const void *src, size_t count, enum cudaMemcpyKind kind)

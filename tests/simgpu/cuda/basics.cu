@@ -95,6 +95,20 @@ int main(void)
 	memset(back, 0, bytes);
 	CHECK(cudaMemcpy(back, host, bytes, cudaMemcpyHostToHost));
 	TRUE(memcmp(back, host, bytes) == 0);
+	{
+		/* and so do 2D and 3D copies between host buffers: every other row of 100 floats */
+		struct cudaMemcpy3DParms c3 = {};
+		memset(back, 0, bytes);
+		c3.srcPtr = make_cudaPitchedPtr(host, 200 * sizeof(float), 100 * sizeof(float), 10);
+		c3.dstPtr = make_cudaPitchedPtr(back, 200 * sizeof(float), 100 * sizeof(float), 10);
+		c3.extent = make_cudaExtent(100 * sizeof(float), 10, 2);
+		c3.kind = cudaMemcpyDefault;
+		CHECK(cudaMemcpy3D(&c3));
+		TRUE(back[99] == 99 && back[100] == 0 && back[200] == 200 && back[2000 + 99] == 2099);
+		CHECK(cudaMemcpy2D(back + 100, 200 * sizeof(float), host + 100, 200 * sizeof(float),
+				   100 * sizeof(float), 20, cudaMemcpyHostToHost));
+		TRUE(memcmp(back, host, 4000 * sizeof(float)) == 0);
+	}
 
 	/* pinned memory, streams, events */
 	CHECK(cudaMallocHost(&pinned, bytes + 12));

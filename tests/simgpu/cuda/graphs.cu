@@ -36,6 +36,7 @@ int main(void)
 	cudaGraphExec_t exec, exec2;
 	enum cudaStreamCaptureStatus st;
 	float *p = NULL, *host = NULL;
+	static float rows[1024];
 	size_t nnodes = 0;
 
 	CHECK(cudaSetDevice(0));
@@ -63,6 +64,12 @@ int main(void)
 	CHECK(cudaGraphLaunch(exec, s));
 	CHECK(cudaStreamSynchronize(s));
 	TRUE(host_runs == 2);
+	{
+		/* cudaGraphClone's documentation: not for graphs with memory nodes */
+		cudaGraph_t clone;
+		TRUE(cudaGraphClone(&clone, g) == cudaErrorInvalidValue);
+		(void)cudaGetLastError();
+	}
 	/* freed inside the graph: the memory stays with the device's graph pool until trimmed */
 	TRUE(graph_attr(cudaGraphMemAttrUsedMemCurrent) == 0);
 	TRUE(graph_attr(cudaGraphMemAttrReservedMemHigh) >= n * sizeof(float));
@@ -100,10 +107,23 @@ int main(void)
 		CHECK(cudaGraphAddKernelNode(&kern, built, &set, 1, &k));
 		CHECK(cudaGraphAddMemcpyNode1D(&copy, built, &kern, 1, host, a.dptr, 4096, cudaMemcpyDeviceToHost));
 		CHECK(cudaGraphAddHostNode(&hostn, built, &copy, 1, &h));
+		{
+			/* a 3D copy node between host buffers really copies when the graph runs */
+			struct cudaMemcpy3DParms c3 = {};
+			cudaGraphNode_t c3n;
+			for (int i = 0; i < 1024; i++)
+				rows[i] = (float)i;
+			c3.srcPtr = make_cudaPitchedPtr(rows, 64 * sizeof(float), 64 * sizeof(float), 16);
+			c3.dstPtr = make_cudaPitchedPtr(host, 64 * sizeof(float), 64 * sizeof(float), 16);
+			c3.extent = make_cudaExtent(32 * sizeof(float), 16, 1); /* half of each row */
+			c3.kind = cudaMemcpyHostToHost;
+			CHECK(cudaGraphAddMemcpyNode(&c3n, built, &hostn, 1, &c3));
+		}
 		CHECK(cudaGraphInstantiate(&exec2, built, 0));
 		CHECK(cudaGraphLaunch(exec2, s));
 		CHECK(cudaStreamSynchronize(s));
 		TRUE(host_runs == 3);
+		TRUE(host[0] == 0 && host[31] == 31 && host[64] == 64 && host[64 * 15 + 31] == 64 * 15 + 31);
 		TRUE(graph_attr(cudaGraphMemAttrUsedMemCurrent) >= (size_t)(3 << 20));
 		/* launching again before the allocation is freed is an error */
 		TRUE(cudaGraphLaunch(exec2, s) != cudaSuccess);
