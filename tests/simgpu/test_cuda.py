@@ -4,7 +4,8 @@ and counted, not run), copies and memsets, events, streams, symbols, host regist
 IPC, stream capture and graphs with memory nodes, VMM, pools and a PTX module through the
 driver API. Each program checks what it can observe itself and prints an "expect SIZE"
 line for every allocation its source makes and frees; memtap must record each exactly
-once, and its free."""
+once, and its free. In a sanitizer build the sanitizer's runtime is preloaded into the
+(uninstrumented) programs, so simgpu and memtap run sanitized under them."""
 import json
 import os
 import shutil
@@ -29,10 +30,17 @@ FREES = {"free", "host_free", "vmm_release"}
 if not shutil.which(NVCC):
     print("1..0 # SKIP no nvcc at %s" % NVCC)
     sys.exit(0)
-if os.environ.get("MT_SANITIZERS", "no").strip() not in ("", "no"):
-    print("1..0 # SKIP tested in the plain build (nvcc's programs are not instrumented, so a sanitized simgpu "
-          "cannot be loaded into them)")
-    sys.exit(0)
+# nvcc's programs are not instrumented: under a sanitizer build, its runtime is preloaded
+# so that it comes first, as it must, before simgpu's sanitized libraries load
+PRELOAD = {}
+SAN = os.environ.get("MT_SANITIZERS", "no")
+for word, lib in (("address", "libasan.so"), ("thread", "libtsan.so")):
+    if word in SAN:
+        path = subprocess.run(["cc", "-print-file-name=" + lib], capture_output=True, text=True).stdout.strip()
+        if not os.path.isabs(path):
+            print("1..0 # SKIP no %s to preload into nvcc's programs" % lib)
+            sys.exit(0)
+        PRELOAD = {"LD_PRELOAD": path}
 
 
 def events(trace):
@@ -63,7 +71,7 @@ for name, extra, launches in PROGRAMS:
     if not ok(p.returncode == 0, "%s: nvcc builds it" % name, p.stderr):
         continue
     log = os.path.join(TMP, name + ".log")
-    env = dict(os.environ, SIMGPU_LOG=log)
+    env = dict(os.environ, SIMGPU_LOG=log, **PRELOAD)
     plain = subprocess.run([exe], capture_output=True, text=True, env=env, timeout=120)
     ok(plain.returncode == 0 and plain.stdout.endswith("%s: done\n" % name), "%s: runs to its end on simgpu" % name,
        plain.stdout[-500:] + plain.stderr)
@@ -77,7 +85,7 @@ for name, extra, launches in PROGRAMS:
     d = os.path.join(TMP, name + "-trace")
     os.makedirs(d)
     m = subprocess.run([MEMTAP, "run", "-o", os.path.join(d, "t-%p.trace"), "--", exe], capture_output=True,
-                       text=True, env=dict(os.environ), timeout=120)
+                       text=True, env=dict(os.environ, **PRELOAD), timeout=120)
     ok(m.returncode == 0 and m.stdout == plain.stdout, "%s: runs the same under memtap" % name,
        m.stdout[-500:] + m.stderr)
     traces = sorted(os.path.join(d, f) for f in os.listdir(d))
