@@ -197,7 +197,7 @@ static NOINLINE void procaddr_paths(void)
 	    gpa2("cuMemAllocAsync", (void **)&async_ptsz, 11020, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, &st));
 	CHECK_DRV(gpa2("cuMemFreeAsync", (void **)&free_async, 11020, 0, &st));
 	CHECK_DRV(gpa2("cuGetProcAddress", (void **)&gpa1, 11030, 0, &st));
-	check(gpa2("cuMemAlloc", (void **)&direct, 2000, 0, &st) == CUDA_ERROR_NOT_FOUND,
+	check(gpa2("cuMemAllocAsync", (void **)&direct, 11010, 0, &st) == CUDA_ERROR_NOT_FOUND,
 	      "a version too old passes through");
 	CHECK_DRV(alloc_a(&d[0], 3000001));
 	CHECK_DRV(alloc_b(&d[1], 3000002));

@@ -61,6 +61,24 @@ static void devices(void)
 	cuDeviceGetAttribute(&attr, CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, 0);
 	is(attr, 1, "memory pools supported");
 	is(cuDeviceGetAttribute(&attr, (CUdevice_attribute)100000, 0), CUDA_ERROR_INVALID_VALUE, "unknown attribute");
+	/* the H100-like table (attributes.def), with SIMGPU_ATTRS overrides (set in main) */
+	is(cuDeviceGetAttribute(&attr, CU_DEVICE_ATTRIBUTE_COMPUTE_MODE, 0), CUDA_SUCCESS, "COMPUTE_MODE answered");
+	is(attr, CU_COMPUTEMODE_DEFAULT, "compute mode: default");
+	cuDeviceGetAttribute(&attr, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, 0);
+	is(attr, 9, "compute capability 9.x, as an H100's");
+	cuDeviceGetAttribute(&attr, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, 0);
+	is(attr, 132, "132 multiprocessors, as an H100 SXM5's");
+	cuDeviceGetAttribute(&attr, CU_DEVICE_ATTRIBUTE_CLOCK_RATE, 0);
+	is(attr, 1410000, "SIMGPU_ATTRS overrides CLOCK_RATE");
+	cuDeviceGetAttribute(&attr, CU_DEVICE_ATTRIBUTE_PCI_BUS_ID, 1);
+	is(attr, 0x19, "the PCI bus id follows the ordinal");
+	{
+		CUuuid u0, u1;
+		is(cuDeviceGetUuid(&u0, 0), CUDA_SUCCESS, "cuDeviceGetUuid");
+		cuDeviceGetUuid(&u1, 1);
+		ok(memcmp(&u0, &u1, sizeof u0) != 0, "each device has its own UUID");
+		is(cuDeviceGetUuid(NULL, 0), CUDA_ERROR_INVALID_VALUE, "cuDeviceGetUuid(NULL)");
+	}
 }
 
 static void contexts(void)
@@ -98,6 +116,7 @@ static void device_memory(void)
 	is(cuMemAlloc(NULL, 64), CUDA_ERROR_INVALID_VALUE, "null out-pointer");
 	is(cuMemFree(p + 512), CUDA_ERROR_INVALID_VALUE, "freeing an inner pointer");
 	is(cuMemFree(p), CUDA_SUCCESS, "cuMemFree");
+	is(cuMemFree(0), CUDA_SUCCESS, "cuMemFree(0) succeeds, as the runtime's cudaFree(0) needs");
 	is(cuMemFree(p), CUDA_ERROR_INVALID_VALUE, "double free");
 	is(cuMemFree(0x1234), CUDA_ERROR_INVALID_VALUE, "unknown pointer");
 	is(free_mem(), base, "memory back after free");
@@ -277,9 +296,31 @@ static void proc_address(void)
 	CUresult (*v1)(const char *, void **, int, cuuint64_t);
 
 	ok(self != NULL, "libcuda.so.1 is loaded by soname");
+	{
+		/* what simgpu does not simulate is exported by name and refuses, never crashes */
+		CUresult (*stub)(void *, size_t, size_t) =
+		    (CUresult(*)(void *, size_t, size_t))dlsym(self, "cuArrayCreate_v2");
+		CUresult (*table)(const void **, const CUuuid *) =
+		    (CUresult(*)(const void **, const CUuuid *))dlsym(self, "cuGetExportTable");
+		CUuuid id = {{0}};
+		const void *t = NULL;
+		CUmoduleLoadingMode mode;
+		CUdevice d = -1;
+
+		ok(stub && stub(NULL, 0, 0) == CUDA_ERROR_NOT_SUPPORTED, "an unsimulated function: NOT_SUPPORTED");
+		ok(table && table(&t, &id) == CUDA_ERROR_NOT_SUPPORTED && !t, "cuGetExportTable is refused");
+		ok(dlsym(self, "cuModuleLoadData") && dlsym(self, "cuLaunchKernel") && dlsym(self, "cuMemcpy3D_v2"),
+		   "driver functions are exported by name");
+		is(cuModuleGetLoadingMode(&mode), CUDA_SUCCESS, "cuModuleGetLoadingMode");
+		is(cuCtxGetDevice_v2(&d, NULL), CUDA_SUCCESS, "cuCtxGetDevice_v2 of the current context");
+		is(cuCtxGetDevice_v2(&d, (CUcontext)&id), CUDA_ERROR_INVALID_CONTEXT,
+		   "cuCtxGetDevice_v2 checks its context");
+	}
 	is(cuGetProcAddress("cuMemAlloc", &fn, 3020, 0, &st), CUDA_SUCCESS, "cuMemAlloc at 3020");
 	ok(fn == dlsym(self, "cuMemAlloc_v2") && st == CU_GET_PROC_ADDRESS_SUCCESS, "is cuMemAlloc_v2");
-	is(cuGetProcAddress("cuMemAlloc", &fn, 2000, 0, &st), CUDA_ERROR_NOT_FOUND, "cuMemAlloc at 2000");
+	is(cuGetProcAddress("cuMemAlloc", &fn, 2000, 0, &st), CUDA_SUCCESS, "cuMemAlloc at 2000");
+	ok(fn == dlsym(self, "cuMemAlloc"), "is the 32-bit ABI's cuMemAlloc");
+	is(cuGetProcAddress("cuMemAllocAsync", &fn, 11010, 0, &st), CUDA_ERROR_NOT_FOUND, "cuMemAllocAsync at 11010");
 	is(st, CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT, "version not sufficient");
 	is(cuGetProcAddress("cuNoSuchThing", &fn, 13000, 0, &st), CUDA_ERROR_NOT_FOUND, "unknown name");
 	is(st, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND, "symbol not found");
@@ -355,6 +396,7 @@ int main(void)
 	setenv("SIMGPU_DEVICES", "2", 1);
 	setenv("SIMGPU_MEM", "1GiB,2GiB", 1);
 	setenv("SIMGPU_NAME", "first,second", 1);
+	setenv("SIMGPU_ATTRS", "clock_rate=1410000", 1);
 	before_init();
 	devices();
 	contexts();

@@ -16,6 +16,20 @@
 cudaError_t CUDARTAPI cudaMallocAsync_ptsz(void **, size_t, cudaStream_t);
 cudaError_t CUDARTAPI cudaFreeAsync_ptsz(void *, cudaStream_t);
 
+/* what nvcc's generated code calls (crt/host_runtime.h), for the registration tests */
+void **CUDARTAPI __cudaRegisterFatBinary(void *fatCubin);
+void CUDARTAPI __cudaRegisterFatBinaryEnd(void **handle);
+void CUDARTAPI __cudaUnregisterFatBinary(void **handle);
+void CUDARTAPI __cudaRegisterFunction(void **handle, const char *hostFun, char *deviceFun, const char *deviceName,
+				      int thread_limit, uint3 *tid, uint3 *bid, dim3 *bDim, dim3 *gDim, int *wSize);
+void CUDARTAPI __cudaRegisterVar(void **handle, char *hostVar, char *deviceAddress, const char *deviceName, int ext,
+				 size_t size, int constant, int global);
+unsigned CUDARTAPI __cudaPushCallConfiguration(dim3 gridDim, dim3 blockDim, size_t sharedMem, struct CUstream_st *s);
+cudaError_t CUDARTAPI __cudaPopCallConfiguration(dim3 *gridDim, dim3 *blockDim, size_t *sharedMem, void *stream);
+cudaError_t CUDARTAPI __cudaGetKernel(cudaKernel_t *kernel, const void *hostFun);
+cudaError_t CUDARTAPI __cudaLaunchKernel(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, void **args,
+					 size_t sharedMem, cudaStream_t stream);
+
 static size_t free_mem(void)
 {
 	size_t f = 0, t = 0;
@@ -174,6 +188,112 @@ static void entry_points(void)
 	is(st, cudaDriverEntryPointSymbolNotFound, "but its status says so");
 }
 
+/* Registration as nvcc's host code does it, with no nvcc: a kernel stub and a variable
+ * shadow stand for what nvcc would generate. */
+static void kernel_stub(void)
+{
+}
+
+static float shadow[8];
+static int host_calls;
+
+static void CUDART_CB on_host(void *data)
+{
+	(void)data;
+	host_calls++;
+}
+
+static void registration(void)
+{
+	static char fatbin[16];
+	void **h = __cudaRegisterFatBinary(fatbin);
+	float in[8] = {1, 2, 3, 4, 5, 6, 7, 8}, out[8] = {0};
+	void *addr = NULL, *args[1];
+	size_t size = 0, smem = 1;
+	cudaKernel_t k = NULL;
+	dim3 g, b;
+	cudaStream_t s = (cudaStream_t)1;
+
+	ok(h != NULL, "__cudaRegisterFatBinary gives a handle");
+	__cudaRegisterFunction(h, (const char *)kernel_stub, (char *)"_Z4stubv", "_Z4stubv", -1, NULL, NULL, NULL, NULL,
+			       NULL);
+	__cudaRegisterVar(h, (char *)shadow, (char *)"table", "table", 0, sizeof shadow, 0, 0);
+	__cudaRegisterFatBinaryEnd(h);
+	is(cudaGetSymbolAddress(&addr, shadow), cudaSuccess, "a registered variable has device memory");
+	cudaGetSymbolSize(&size, shadow);
+	is(size, sizeof shadow, "of its registered size");
+	is(cudaMemcpyToSymbol(shadow, in, sizeof in, 0, cudaMemcpyHostToDevice), cudaSuccess, "cudaMemcpyToSymbol");
+	is(cudaMemcpyToSymbol(shadow, in, sizeof in, 4, cudaMemcpyHostToDevice), cudaErrorInvalidValue,
+	   "past the variable's end");
+	cudaGetLastError();
+	is(cudaMemcpyFromSymbol(out, shadow, sizeof out, 0, cudaMemcpyDeviceToHost), cudaSuccess,
+	   "cudaMemcpyFromSymbol (device memory reads as zeros)");
+	is(cudaGetSymbolAddress(&addr, in), cudaErrorInvalidSymbol, "an unregistered symbol");
+	cudaGetLastError();
+	is(__cudaPushCallConfiguration((dim3){4, 1, 1}, (dim3){128, 1, 1}, 64, NULL), 0, "<<<4, 128, 64>>> pushed");
+	is(__cudaPopCallConfiguration(&g, &b, &smem, &s), cudaSuccess, "and popped");
+	ok(g.x == 4 && b.x == 128 && smem == 64 && s == NULL, "with its grid, block, shared memory and stream");
+	is(__cudaPopCallConfiguration(&g, &b, &smem, &s), cudaErrorMissingConfiguration, "nothing left to pop");
+	cudaGetLastError();
+	is(__cudaGetKernel(&k, (const void *)kernel_stub), cudaSuccess, "__cudaGetKernel");
+	args[0] = &addr;
+	is(__cudaLaunchKernel(k, g, b, args, smem, NULL), cudaSuccess, "__cudaLaunchKernel");
+	is(cudaLaunchKernel((const void *)kernel_stub, (dim3){1, 1, 1}, (dim3){2048, 1, 1}, args, 0, NULL),
+	   cudaErrorInvalidConfiguration, "2048 threads a block: a configuration error");
+	is(cudaGetLastError(), cudaErrorInvalidConfiguration, "kept as the last error");
+	is(cudaLaunchKernel((const void *)registration, (dim3){1, 1, 1}, (dim3){1, 1, 1}, args, 0, NULL),
+	   cudaErrorInvalidDeviceFunction, "an unregistered function");
+	cudaGetLastError();
+
+	/* events time the host; capture and a graph with an allocation node */
+	{
+		cudaEvent_t e0, e1;
+		cudaGraph_t graph;
+		cudaGraphExec_t exec;
+		cudaStream_t st;
+		float ms = -1;
+		void *p = NULL;
+		size_t used = 1;
+
+		cudaStreamCreate(&st);
+		cudaEventCreate(&e0);
+		cudaEventCreate(&e1);
+		cudaEventRecord(e0, st);
+		cudaEventRecord(e1, st);
+		is(cudaEventElapsedTime(&ms, e0, e1), cudaSuccess, "cudaEventElapsedTime");
+		ok(ms >= 0, "a non-negative interval");
+		is(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal), cudaSuccess, "capture begins");
+		is(cudaMallocAsync(&p, 4 * MiB, st), cudaSuccess, "cudaMallocAsync in a capture");
+		is(__cudaLaunchKernel(k, (dim3){1, 1, 1}, (dim3){32, 1, 1}, args, 0, st), cudaSuccess,
+		   "a captured launch");
+		is(cudaLaunchHostFunc(st, on_host, NULL), cudaSuccess, "a captured host function");
+		is(cudaFreeAsync(p, st), cudaSuccess, "cudaFreeAsync in a capture");
+		is(cudaStreamEndCapture(st, &graph), cudaSuccess, "capture ends");
+		is(host_calls, 0, "the host function was captured, not called");
+		is(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess, "cudaGraphInstantiate");
+		is(cudaGraphLaunch(exec, st), cudaSuccess, "cudaGraphLaunch");
+		cudaStreamSynchronize(st);
+		is(host_calls, 1, "the launch called the host function");
+		cudaDeviceGetGraphMemAttribute(0, cudaGraphMemAttrReservedMemCurrent, &used);
+		ok(used >= 4 * MiB, "the graph keeps its freed allocation's memory");
+		is(cudaDeviceGraphMemTrim(0), cudaSuccess, "cudaDeviceGraphMemTrim");
+		cudaDeviceGetGraphMemAttribute(0, cudaGraphMemAttrReservedMemCurrent, &used);
+		is(used, 0, "and gives it back");
+		cudaGraphExecDestroy(exec);
+		cudaGraphDestroy(graph);
+		cudaEventDestroy(e0);
+		cudaEventDestroy(e1);
+		cudaStreamDestroy(st);
+	}
+	{
+		struct cudaDeviceProp prop;
+		is(cudaGetDeviceProperties(&prop, 0), cudaSuccess, "cudaGetDeviceProperties");
+		ok(prop.major == 9 && prop.multiProcessorCount == 132 && prop.totalGlobalMem == 1024 * MiB,
+		   "from the attribute table and the device's memory");
+	}
+	__cudaUnregisterFatBinary(h);
+}
+
 int main(int argc, char **argv)
 {
 	setenv("SIMGPU_DEVICES", "2", 0);
@@ -185,5 +305,6 @@ int main(int argc, char **argv)
 	other_kinds();
 	async();
 	entry_points();
+	registration();
 	return done();
 }

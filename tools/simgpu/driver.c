@@ -1,6 +1,7 @@
-/* simgpu driver core: initialisation from SIMGPU_* variables, devices, contexts,
- * streams, profiler control, error strings and the version- and flag-aware
- * cuGetProcAddress. Memory lives in memory.c, pool.c and vmm.c. */
+/* simgpu driver core: initialisation from SIMGPU_* variables, devices and their
+ * attribute table (attributes.def), primary and created contexts, profiler control and
+ * error strings. cuGetProcAddress lives in procaddr.c, streams and events in stream.c,
+ * memory in memory.c, copy.c, pool.c and vmm.c, kernels in module.c, graphs in graph.c. */
 #include "sim.h"
 
 #include <cudaProfiler.h>
@@ -9,6 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <time.h>
 
 #include "core/units.h"
 
@@ -59,8 +62,18 @@ CUresult sim_current_device(int *dev)
 		return CUDA_ERROR_NOT_INITIALIZED;
 	if (!c)
 		return CUDA_ERROR_INVALID_CONTEXT;
+	if (c->destroyed)
+		return CUDA_ERROR_CONTEXT_IS_DESTROYED;
 	*dev = c->device;
 	return CUDA_SUCCESS;
+}
+
+uint64_t sim_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 bool sim_inject_failure(size_t size)
@@ -142,12 +155,16 @@ static int device_count(void)
 	return (int)n;
 }
 
+static void context_defaults(struct CUctx_st *c, int dev, bool primary);
+static void load_attributes(void);
+
 static CUresult init_locked(void)
 {
 	const char *names = getenv("SIMGPU_NAME");
 	size_t va_size = 64ull << 30;
 
 	sim.ndev = device_count();
+	load_attributes();
 	sim.fail_nth = env_size("SIMGPU_FAIL_NTH", 0);
 	sim.fail_above = env_size("SIMGPU_FAIL_ABOVE", 0);
 	for (int i = 0; i < sim.ndev; i++) {
@@ -168,7 +185,7 @@ static CUresult init_locked(void)
 			char sz[32];
 			snprintf(d->name, sizeof d->name, "simgpu %s", mt_format_size(cap, sz, sizeof sz));
 		}
-		d->primary = (struct CUctx_st){.device = i, .primary = true};
+		context_defaults(&d->primary, i, true);
 		sim_pool_init(&d->default_pool, i, true);
 		d->current_pool = &d->default_pool;
 	}
@@ -225,7 +242,7 @@ CUresult CUDAAPI cuDriverGetVersion(int *version)
 
 /* ---- devices ---------------------------------------------------------------------- */
 
-static CUresult check_device(CUdevice dev)
+CUresult sim_check_device(CUdevice dev)
 {
 	if (!sim.initialized)
 		return CUDA_ERROR_NOT_INITIALIZED;
@@ -234,7 +251,7 @@ static CUresult check_device(CUdevice dev)
 
 CUresult CUDAAPI cuDeviceGet(CUdevice *device, int ordinal)
 {
-	CUresult r = check_device(ordinal);
+	CUresult r = sim_check_device(ordinal);
 
 	if (r == CUDA_SUCCESS && !device)
 		r = CUDA_ERROR_INVALID_VALUE;
@@ -255,7 +272,7 @@ CUresult CUDAAPI cuDeviceGetCount(int *count)
 
 CUresult CUDAAPI cuDeviceGetName(char *name, int len, CUdevice dev)
 {
-	CUresult r = check_device(dev);
+	CUresult r = sim_check_device(dev);
 
 	if (r != CUDA_SUCCESS)
 		return r;
@@ -267,7 +284,7 @@ CUresult CUDAAPI cuDeviceGetName(char *name, int len, CUdevice dev)
 
 CUresult CUDAAPI cuDeviceTotalMem(size_t *bytes, CUdevice dev)
 {
-	CUresult r = check_device(dev);
+	CUresult r = sim_check_device(dev);
 
 	if (r != CUDA_SUCCESS)
 		return r;
@@ -277,62 +294,229 @@ CUresult CUDAAPI cuDeviceTotalMem(size_t *bytes, CUdevice dev)
 	return CUDA_SUCCESS;
 }
 
-/* The attributes a memory tool or training framework asks for; an H100-like device. */
-static const struct {
-	CUdevice_attribute attr;
-	int value;
-} attributes[] = {
-    {CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK, 1024},
-    {CU_DEVICE_ATTRIBUTE_WARP_SIZE, 32},
-    {CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, 132},
-    {CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, 9},
-    {CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, 0},
-    {CU_DEVICE_ATTRIBUTE_TEXTURE_PITCH_ALIGNMENT, 32},
-    {CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING, 1},
-    {CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY, 1},
-    {CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY, 1},
-    {CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS, 1},
-    {CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, 1},
-    {CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, 1},
-    {CU_DEVICE_ATTRIBUTE_INTEGRATED, 0},
-    {CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, 50 << 20},
-    {CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH, 5120},
-};
-
-CUresult CUDAAPI cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev)
+/* A fixed UUID per ordinal, so runs agree: "simgpu" and the ordinal. */
+static CUresult device_uuid(CUuuid *uuid, CUdevice dev)
 {
-	CUresult r = check_device(dev);
+	CUresult r = sim_check_device(dev);
 
 	if (r != CUDA_SUCCESS)
 		return r;
-	if (!pi)
+	if (!uuid)
 		return CUDA_ERROR_INVALID_VALUE;
-	if (attrib == CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID) {
-		*pi = dev;
-		return CUDA_SUCCESS;
+	memset(uuid->bytes, 0, sizeof uuid->bytes);
+	memcpy(uuid->bytes, "simgpu", 6);
+	uuid->bytes[15] = (char)dev;
+	return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI sim_device_get_uuid_v1(CUuuid *, CUdevice) __asm__("cuDeviceGetUuid");
+CUresult CUDAAPI sim_device_get_uuid_v1(CUuuid *uuid, CUdevice dev)
+{
+	return device_uuid(uuid, dev);
+}
+
+CUresult CUDAAPI cuDeviceGetUuid(CUuuid *uuid, CUdevice dev)
+{
+	return device_uuid(uuid, dev);
+}
+
+/* Linux has no LUID: the real driver refuses it there too. */
+CUresult CUDAAPI cuDeviceGetLuid(char *luid, unsigned int *mask, CUdevice dev)
+{
+	(void)luid;
+	(void)mask;
+	(void)dev;
+	return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+/* ---- attributes: attributes.def, with SIMGPU_ATTRS overrides ------------------------------ */
+
+static const struct {
+	const char *name;
+	int value;
+	bool per_device; /* plus the ordinal */
+} attr_rows[] = {
+#define SIM_ATTR(name, value) [CU_DEVICE_ATTRIBUTE_##name] = {#name, value, false},
+#define SIM_ATTR_DEV(name, value) [CU_DEVICE_ATTRIBUTE_##name] = {#name, value, true},
+#include "attributes.def"
+#undef SIM_ATTR
+#undef SIM_ATTR_DEV
+};
+
+#define NATTR (sizeof attr_rows / sizeof attr_rows[0])
+static int attr_value[NATTR];
+
+/* SIMGPU_ATTRS="NAME=value,...", NAME without CU_DEVICE_ATTRIBUTE_, any case. */
+static void load_attributes(void)
+{
+	const char *v = getenv("SIMGPU_ATTRS");
+
+	for (size_t i = 0; i < NATTR; i++)
+		attr_value[i] = attr_rows[i].value;
+	while (v && *v) {
+		char item[128], *eq, *end;
+		size_t n = strcspn(v, ","), a;
+		long val;
+
+		if (n < sizeof item) {
+			memcpy(item, v, n);
+			item[n] = '\0';
+			eq = strchr(item, '=');
+			if (eq) {
+				*eq = '\0';
+				val = strtol(eq + 1, &end, 0);
+				for (a = 1; a < NATTR; a++)
+					if (attr_rows[a].name && strcasecmp(attr_rows[a].name, item) == 0)
+						break;
+				if (a < NATTR && *end == '\0' && eq[1] && val >= INT32_MIN && val <= INT32_MAX) {
+					attr_value[a] = (int)val;
+				} else {
+					*eq = '=';
+					warn("SIMGPU_ATTRS", item,
+					     "not NAME=integer with NAME a CU_DEVICE_ATTRIBUTE_ suffix");
+				}
+			} else {
+				warn("SIMGPU_ATTRS", item, "not NAME=integer");
+			}
+		}
+		v += n;
+		if (*v == ',')
+			v++;
 	}
-	for (size_t i = 0; i < sizeof attributes / sizeof attributes[0]; i++) {
-		if (attributes[i].attr == attrib) {
-			*pi = attributes[i].value;
+}
+
+int sim_attribute(CUdevice_attribute attrib, int dev)
+{
+	return attr_value[attrib] + (attr_rows[attrib].per_device ? dev : 0);
+}
+
+CUresult CUDAAPI cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev)
+{
+	CUresult r = sim_check_device(dev);
+
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (!pi || attrib <= 0 || (size_t)attrib >= NATTR || !attr_rows[attrib].name)
+		return CUDA_ERROR_INVALID_VALUE;
+	*pi = sim_attribute(attrib, dev);
+	return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuDeviceComputeCapability(int *major, int *minor, CUdevice dev)
+{
+	CUresult r = sim_check_device(dev);
+
+	if (r == CUDA_SUCCESS && (!major || !minor))
+		r = CUDA_ERROR_INVALID_VALUE;
+	if (r == CUDA_SUCCESS) {
+		*major = sim_attribute(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev);
+		*minor = sim_attribute(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev);
+	}
+	return r;
+}
+
+CUresult CUDAAPI cuDeviceGetPCIBusId(char *pciBusId, int len, CUdevice dev)
+{
+	CUresult r = sim_check_device(dev);
+
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (!pciBusId || len <= 0)
+		return CUDA_ERROR_INVALID_VALUE;
+	snprintf(pciBusId, (size_t)len, "%04x:%02x:%02x.0", sim_attribute(CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID, dev),
+		 sim_attribute(CU_DEVICE_ATTRIBUTE_PCI_BUS_ID, dev),
+		 sim_attribute(CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID, dev));
+	return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuDeviceGetByPCIBusId(CUdevice *dev, const char *pciBusId)
+{
+	if (!sim.initialized)
+		return CUDA_ERROR_NOT_INITIALIZED;
+	if (!dev || !pciBusId)
+		return CUDA_ERROR_INVALID_VALUE;
+	for (int i = 0; i < sim.ndev; i++) {
+		char id[32];
+		cuDeviceGetPCIBusId(id, sizeof id, i);
+		if (strcasecmp(id, pciBusId) == 0 || strcasecmp(id + 5, pciBusId) == 0) {
+			*dev = i;
 			return CUDA_SUCCESS;
 		}
 	}
-	return CUDA_ERROR_INVALID_VALUE;
+	return CUDA_ERROR_INVALID_DEVICE;
+}
+
+/* Every pair of simulated devices can reach each other. */
+CUresult CUDAAPI cuDeviceCanAccessPeer(int *canAccessPeer, CUdevice dev, CUdevice peerDev)
+{
+	CUresult r = sim_check_device(dev);
+
+	if (r == CUDA_SUCCESS)
+		r = sim_check_device(peerDev);
+	if (r == CUDA_SUCCESS && !canAccessPeer)
+		r = CUDA_ERROR_INVALID_VALUE;
+	if (r == CUDA_SUCCESS)
+		*canAccessPeer = dev != peerDev;
+	return r;
+}
+
+CUresult CUDAAPI cuDeviceGetP2PAttribute(int *value, CUdevice_P2PAttribute attrib, CUdevice src, CUdevice dst)
+{
+	CUresult r = sim_check_device(src);
+
+	if (r == CUDA_SUCCESS)
+		r = sim_check_device(dst);
+	if (r == CUDA_SUCCESS && (!value || src == dst))
+		r = CUDA_ERROR_INVALID_DEVICE;
+	if (r != CUDA_SUCCESS)
+		return r;
+	switch (attrib) {
+	case CU_DEVICE_P2P_ATTRIBUTE_PERFORMANCE_RANK:
+		*value = 0;
+		return CUDA_SUCCESS;
+	case CU_DEVICE_P2P_ATTRIBUTE_ACCESS_SUPPORTED:
+	case CU_DEVICE_P2P_ATTRIBUTE_NATIVE_ATOMIC_SUPPORTED:
+	case CU_DEVICE_P2P_ATTRIBUTE_CUDA_ARRAY_ACCESS_SUPPORTED:
+		*value = 1;
+		return CUDA_SUCCESS;
+	default:
+		return CUDA_ERROR_INVALID_VALUE;
+	}
 }
 
 /* ---- contexts ----------------------------------------------------------------------- */
 
-static bool is_context(CUcontext c)
+bool sim_is_context(CUcontext c)
 {
+	if (!c)
+		return false;
 	for (int i = 0; i < sim.ndev; i++)
 		if (c == &sim.dev[i].primary)
 			return true;
-	return false;
+	return sim_obj_is(c, SIM_OBJ_CONTEXT);
+}
+
+CUcontext sim_current_context(void)
+{
+	return ctx_stack[ctx_depth];
+}
+
+static void context_defaults(struct CUctx_st *c, int dev, bool primary)
+{
+	*c = (struct CUctx_st){.device = dev, .primary = primary};
+	c->limits[CU_LIMIT_STACK_SIZE] = 1024;
+	c->limits[CU_LIMIT_PRINTF_FIFO_SIZE] = 1 << 20;
+	c->limits[CU_LIMIT_MALLOC_HEAP_SIZE] = 8 << 20;
+	c->limits[CU_LIMIT_DEV_RUNTIME_SYNC_DEPTH] = 2;
+	c->limits[CU_LIMIT_DEV_RUNTIME_PENDING_LAUNCH_COUNT] = 2048;
+	c->limits[CU_LIMIT_MAX_L2_FETCH_GRANULARITY] = 64;
+	c->limits[CU_LIMIT_SHMEM_SIZE] = 232448;
+	c->limits[CU_LIMIT_CIG_SHMEM_FALLBACK_ENABLED] = 1;
 }
 
 CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
 {
-	CUresult r = check_device(dev);
+	CUresult r = sim_check_device(dev);
 
 	if (r != CUDA_SUCCESS)
 		return r;
@@ -345,9 +529,9 @@ CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
 	return CUDA_SUCCESS;
 }
 
-CUresult CUDAAPI cuDevicePrimaryCtxRelease(CUdevice dev)
+static CUresult primary_release(CUdevice dev)
 {
-	CUresult r = check_device(dev);
+	CUresult r = sim_check_device(dev);
 
 	if (r != CUDA_SUCCESS)
 		return r;
@@ -357,6 +541,163 @@ CUresult CUDAAPI cuDevicePrimaryCtxRelease(CUdevice dev)
 	else
 		r = CUDA_ERROR_INVALID_CONTEXT;
 	sim_unlock();
+	return r;
+}
+
+/* The v1 ABIs (CUDA 7.0) take the same arguments as the v2 ones (11.0). */
+CUresult CUDAAPI sim_primary_ctx_release_v1(CUdevice) __asm__("cuDevicePrimaryCtxRelease");
+CUresult CUDAAPI sim_primary_ctx_release_v1(CUdevice dev)
+{
+	return primary_release(dev);
+}
+
+CUresult CUDAAPI cuDevicePrimaryCtxRelease(CUdevice dev)
+{
+	return primary_release(dev);
+}
+
+static CUresult primary_set_flags(CUdevice dev, unsigned int flags)
+{
+	CUresult r = sim_check_device(dev);
+
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (flags & ~(unsigned)CU_CTX_FLAGS_MASK)
+		return CUDA_ERROR_INVALID_VALUE;
+	sim_lock();
+	sim.dev[dev].primary.flags = flags;
+	sim_unlock();
+	return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI sim_primary_ctx_set_flags_v1(CUdevice, unsigned int) __asm__("cuDevicePrimaryCtxSetFlags");
+CUresult CUDAAPI sim_primary_ctx_set_flags_v1(CUdevice dev, unsigned int flags)
+{
+	return primary_set_flags(dev, flags);
+}
+
+CUresult CUDAAPI cuDevicePrimaryCtxSetFlags(CUdevice dev, unsigned int flags)
+{
+	return primary_set_flags(dev, flags);
+}
+
+CUresult CUDAAPI cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *active)
+{
+	CUresult r = sim_check_device(dev);
+
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (!flags || !active)
+		return CUDA_ERROR_INVALID_VALUE;
+	sim_lock();
+	*flags = sim.dev[dev].primary.flags;
+	*active = sim.dev[dev].primary_refs > 0;
+	sim_unlock();
+	return CUDA_SUCCESS;
+}
+
+/* Resetting a device's primary context keeps the simulated memory: only its settings go. */
+static CUresult primary_reset(CUdevice dev)
+{
+	CUresult r = sim_check_device(dev);
+
+	if (r != CUDA_SUCCESS)
+		return r;
+	sim_lock();
+	context_defaults(&sim.dev[dev].primary, dev, true);
+	sim_unlock();
+	return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI sim_primary_ctx_reset_v1(CUdevice) __asm__("cuDevicePrimaryCtxReset");
+CUresult CUDAAPI sim_primary_ctx_reset_v1(CUdevice dev)
+{
+	return primary_reset(dev);
+}
+
+CUresult CUDAAPI cuDevicePrimaryCtxReset(CUdevice dev)
+{
+	return primary_reset(dev);
+}
+
+static CUresult context_create(CUcontext *pctx, unsigned int flags, CUdevice dev)
+{
+	CUresult r = sim_check_device(dev);
+	struct CUctx_st *c;
+
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (!pctx || (flags & ~(unsigned)CU_CTX_FLAGS_MASK))
+		return CUDA_ERROR_INVALID_VALUE;
+	if (ctx_depth + 1 >= CTX_STACK)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	sim_lock();
+	c = sim.ctx_free;
+	if (c)
+		sim.ctx_free = c->next_free;
+	else
+		c = malloc(sizeof *c);
+	if (!c || sim_obj_add(c, SIM_OBJ_CONTEXT)) {
+		free(c);
+		r = CUDA_ERROR_OUT_OF_MEMORY;
+	} else {
+		context_defaults(c, dev, false);
+		c->flags = flags;
+	}
+	sim_unlock();
+	if (r != CUDA_SUCCESS)
+		return r;
+	/* the new context is pushed onto the thread's stack, as cuCtxCreate documents */
+	if (ctx_stack[ctx_depth])
+		ctx_depth++;
+	ctx_stack[ctx_depth] = c;
+	*pctx = c;
+	return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI sim_ctx_create_v2(CUcontext *, unsigned int, CUdevice) __asm__("cuCtxCreate_v2");
+CUresult CUDAAPI sim_ctx_create_v2(CUcontext *pctx, unsigned int flags, CUdevice dev)
+{
+	return context_create(pctx, flags, dev);
+}
+
+CUresult CUDAAPI sim_ctx_create_v3(CUcontext *, CUexecAffinityParam *, int, unsigned int,
+				   CUdevice) __asm__("cuCtxCreate_v3");
+CUresult CUDAAPI sim_ctx_create_v3(CUcontext *pctx, CUexecAffinityParam *params, int n, unsigned int flags,
+				   CUdevice dev)
+{
+	if (n > 0 || params)
+		return sim_refuse("cuCtxCreate_v3 with execution affinity");
+	return context_create(pctx, flags, dev);
+}
+
+CUresult CUDAAPI cuCtxCreate(CUcontext *pctx, CUctxCreateParams *params, unsigned int flags, CUdevice dev)
+{
+	if (params && (params->numExecAffinityParams > 0 || params->cigParams))
+		return sim_refuse("cuCtxCreate_v4 with execution affinity or CIG");
+	return context_create(pctx, flags, dev);
+}
+
+/* A destroyed context is kept for reuse: a thread that still has it current reads it,
+ * sees it destroyed, and gets CUDA_ERROR_CONTEXT_IS_DESTROYED. */
+CUresult CUDAAPI cuCtxDestroy(CUcontext ctx)
+{
+	CUresult r = sim_check_init();
+
+	if (r != CUDA_SUCCESS)
+		return r;
+	sim_lock();
+	if (!ctx || !sim_obj_is(ctx, SIM_OBJ_CONTEXT)) {
+		r = CUDA_ERROR_INVALID_CONTEXT;
+	} else {
+		sim_obj_del(ctx);
+		ctx->destroyed = true;
+		ctx->next_free = sim.ctx_free;
+		sim.ctx_free = ctx;
+	}
+	sim_unlock();
+	if (r == CUDA_SUCCESS && ctx_stack[ctx_depth] == ctx)
+		(void)cuCtxPopCurrent(NULL);
 	return r;
 }
 
@@ -370,11 +711,21 @@ CUresult CUDAAPI cuCtxGetCurrent(CUcontext *pctx)
 	return CUDA_SUCCESS;
 }
 
+static bool usable(CUcontext ctx)
+{
+	bool ok;
+
+	sim_lock();
+	ok = sim_is_context(ctx);
+	sim_unlock();
+	return ok;
+}
+
 CUresult CUDAAPI cuCtxSetCurrent(CUcontext ctx)
 {
 	if (!sim.initialized)
 		return CUDA_ERROR_NOT_INITIALIZED;
-	if (ctx && !is_context(ctx))
+	if (ctx && !usable(ctx))
 		return CUDA_ERROR_INVALID_CONTEXT;
 	ctx_stack[ctx_depth] = ctx;
 	return CUDA_SUCCESS;
@@ -384,11 +735,13 @@ CUresult CUDAAPI cuCtxPushCurrent(CUcontext ctx)
 {
 	if (!sim.initialized)
 		return CUDA_ERROR_NOT_INITIALIZED;
-	if (!ctx || !is_context(ctx))
+	if (!ctx || !usable(ctx))
 		return CUDA_ERROR_INVALID_CONTEXT;
 	if (ctx_depth + 1 >= CTX_STACK)
 		return CUDA_ERROR_INVALID_VALUE;
-	ctx_stack[++ctx_depth] = ctx;
+	if (ctx_stack[ctx_depth])
+		ctx_depth++;
+	ctx_stack[ctx_depth] = ctx;
 	return CUDA_SUCCESS;
 }
 
@@ -407,202 +760,217 @@ CUresult CUDAAPI cuCtxPopCurrent(CUcontext *pctx)
 	return CUDA_SUCCESS;
 }
 
-CUresult CUDAAPI cuCtxGetDevice(CUdevice *device)
+/* The context a call names: ctx, or the current one when ctx is NULL (the v2 ABIs). */
+static CUresult named_context(CUcontext ctx, CUcontext *out)
 {
-	int dev;
-	CUresult r = sim_current_device(&dev);
+	if (!sim.initialized)
+		return CUDA_ERROR_NOT_INITIALIZED;
+	if (!ctx)
+		ctx = ctx_stack[ctx_depth];
+	if (!ctx)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	if (ctx->destroyed)
+		return CUDA_ERROR_CONTEXT_IS_DESTROYED;
+	if (!usable(ctx))
+		return CUDA_ERROR_INVALID_CONTEXT;
+	*out = ctx;
+	return CUDA_SUCCESS;
+}
+
+static CUresult context_device(CUcontext ctx, CUdevice *device)
+{
+	CUresult r = named_context(ctx, &ctx);
 
 	if (r == CUDA_SUCCESS && !device)
 		r = CUDA_ERROR_INVALID_VALUE;
 	if (r == CUDA_SUCCESS)
-		*device = dev;
+		*device = ctx->device;
 	return r;
 }
 
-CUresult CUDAAPI cuCtxSynchronize(void)
+CUresult CUDAAPI cuCtxGetDevice(CUdevice *device)
 {
-	int dev;
-	CUresult r = sim_current_device(&dev);
+	return context_device(NULL, device);
+}
+
+/* CUDA 13.0's ABI: the context is an argument; NULL means the current one. */
+CUresult CUDAAPI cuCtxGetDevice_v2(CUdevice *device, CUcontext ctx)
+{
+	return context_device(ctx, device);
+}
+
+static CUresult context_sync(CUcontext ctx)
+{
+	CUresult r = named_context(ctx, &ctx);
 
 	if (r == CUDA_SUCCESS) {
 		sim_lock();
-		sim_pools_sync(dev);
+		for (size_t i = 0; i < sim.streams.cap; i++) {
+			struct CUstream_st *s = sim_map_at(&sim.streams, i);
+			if (s && s->device == ctx->device && !s->capture) {
+				s->busy = false;
+				s->syncs++;
+			}
+		}
+		sim_pools_sync(ctx->device);
 		sim_unlock();
 	}
 	return r;
 }
 
-/* ---- streams ------------------------------------------------------------------------ */
-
-bool sim_valid_stream(CUstream s)
+CUresult CUDAAPI cuCtxSynchronize(void)
 {
-	return !s || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD ||
-	       sim_map_get(&sim.streams, (uintptr_t)s) != NULL;
+	return context_sync(NULL);
 }
 
-CUresult CUDAAPI cuStreamCreate(CUstream *ph, unsigned int flags)
+CUresult CUDAAPI cuCtxSynchronize_v2(CUcontext ctx)
 {
-	int dev;
-	CUresult r = sim_current_device(&dev);
-	struct CUstream_st *s;
+	return context_sync(ctx);
+}
 
-	if (r != CUDA_SUCCESS)
-		return r;
-	if (!ph || (flags & ~(unsigned)CU_STREAM_NON_BLOCKING))
-		return CUDA_ERROR_INVALID_VALUE;
-	s = malloc(sizeof *s);
-	if (!s)
-		return CUDA_ERROR_OUT_OF_MEMORY;
-	*s = (struct CUstream_st){.device = dev, .flags = flags};
-	sim_lock();
-	if (sim_map_put(&sim.streams, (uintptr_t)s, s)) {
-		free(s);
-		r = CUDA_ERROR_OUT_OF_MEMORY;
-	}
-	sim_unlock();
+CUresult CUDAAPI cuCtxGetApiVersion(CUcontext ctx, unsigned int *version)
+{
+	CUresult r = named_context(ctx, &ctx);
+
+	if (r == CUDA_SUCCESS && !version)
+		r = CUDA_ERROR_INVALID_VALUE;
 	if (r == CUDA_SUCCESS)
-		*ph = s;
+		*version = 3020; /* every context since CUDA 3.2 */
 	return r;
 }
 
-CUresult CUDAAPI cuStreamDestroy(CUstream h)
+CUresult CUDAAPI cuCtxGetFlags(unsigned int *flags)
 {
-	struct CUstream_st *s;
+	CUcontext ctx;
+	CUresult r = named_context(NULL, &ctx);
 
-	if (!sim.initialized)
-		return CUDA_ERROR_NOT_INITIALIZED;
-	sim_lock();
-	s = sim_map_del(&sim.streams, (uintptr_t)h);
-	sim_unlock();
-	if (!s)
-		return CUDA_ERROR_INVALID_HANDLE;
-	free(s);
-	return CUDA_SUCCESS;
+	if (r == CUDA_SUCCESS && !flags)
+		r = CUDA_ERROR_INVALID_VALUE;
+	if (r == CUDA_SUCCESS)
+		*flags = ctx->flags;
+	return r;
 }
 
-static CUresult stream_sync(CUstream h)
+CUresult CUDAAPI cuCtxSetFlags(unsigned int flags)
 {
-	int dev;
-	CUresult r = sim_current_device(&dev);
+	CUcontext ctx;
+	CUresult r = named_context(NULL, &ctx);
+
+	if (r == CUDA_SUCCESS && (flags & ~(unsigned)CU_CTX_FLAGS_MASK))
+		r = CUDA_ERROR_INVALID_VALUE;
+	if (r == CUDA_SUCCESS)
+		ctx->flags = flags;
+	return r;
+}
+
+CUresult CUDAAPI cuCtxGetId(CUcontext ctx, unsigned long long *ctxId)
+{
+	CUresult r = named_context(ctx, &ctx);
+
+	if (r == CUDA_SUCCESS && !ctxId)
+		r = CUDA_ERROR_INVALID_VALUE;
+	if (r == CUDA_SUCCESS)
+		*ctxId = (unsigned long long)(uintptr_t)ctx;
+	return r;
+}
+
+CUresult CUDAAPI cuCtxGetLimit(size_t *pvalue, CUlimit limit)
+{
+	CUcontext ctx;
+	CUresult r = named_context(NULL, &ctx);
+
+	if (r == CUDA_SUCCESS && (!pvalue || (unsigned)limit >= CU_LIMIT_MAX))
+		r = CUDA_ERROR_UNSUPPORTED_LIMIT;
+	if (r == CUDA_SUCCESS)
+		*pvalue = ctx->limits[limit];
+	return r;
+}
+
+CUresult CUDAAPI cuCtxSetLimit(CUlimit limit, size_t value)
+{
+	CUcontext ctx;
+	CUresult r = named_context(NULL, &ctx);
 
 	if (r != CUDA_SUCCESS)
 		return r;
-	sim_lock();
-	if (!sim_valid_stream(h)) {
-		r = CUDA_ERROR_INVALID_HANDLE;
-	} else {
-		struct CUstream_st *s = sim_map_get(&sim.streams, (uintptr_t)h);
-		if (s) {
-			s->busy = false;
-			s->syncs++;
-		}
-		sim_pools_sync(s ? s->device : dev);
-	}
-	sim_unlock();
-	return r;
-}
-
-CUresult CUDAAPI cuStreamSynchronize(CUstream h)
-{
-	return stream_sync(h);
-}
-
-CUresult CUDAAPI cuStreamSynchronize_ptsz(CUstream h)
-{
-	return stream_sync(h ? h : CU_STREAM_PER_THREAD);
-}
-
-static CUresult stream_flags(CUstream h, unsigned int *flags)
-{
-	CUresult r = CUDA_SUCCESS;
-
-	if (!sim.initialized)
-		return CUDA_ERROR_NOT_INITIALIZED;
-	if (!flags)
+	if ((unsigned)limit >= CU_LIMIT_MAX || limit == CU_LIMIT_SHMEM_SIZE || limit == CU_LIMIT_CIG_ENABLED)
+		return CUDA_ERROR_UNSUPPORTED_LIMIT;
+	if (limit == CU_LIMIT_MAX_L2_FETCH_GRANULARITY && value > 128)
 		return CUDA_ERROR_INVALID_VALUE;
-	sim_lock();
-	if (!sim_valid_stream(h)) {
-		r = CUDA_ERROR_INVALID_HANDLE;
-	} else {
-		struct CUstream_st *s = sim_map_get(&sim.streams, (uintptr_t)h);
-		*flags = s ? s->flags : CU_STREAM_DEFAULT;
-	}
-	sim_unlock();
-	return r;
+	ctx->limits[limit] = value;
+	return CUDA_SUCCESS;
 }
 
-CUresult CUDAAPI cuStreamGetFlags(CUstream h, unsigned int *flags)
+CUresult CUDAAPI cuCtxGetStreamPriorityRange(int *leastPriority, int *greatestPriority)
 {
-	return stream_flags(h, flags);
-}
+	CUcontext ctx;
+	CUresult r = named_context(NULL, &ctx);
 
-CUresult CUDAAPI cuStreamGetFlags_ptsz(CUstream h, unsigned int *flags)
-{
-	return stream_flags(h ? h : CU_STREAM_PER_THREAD, flags);
-}
-
-/* ---- events: complete at once, unless recorded on a stream a test marked busy ------- */
-
-/* For tests: `stream` has work queued until it is synchronized. */
-SIM_EXPORT void simgpu_stream_busy(CUstream h)
-{
-	struct CUstream_st *s;
-
-	sim_lock();
-	if ((s = sim_map_get(&sim.streams, (uintptr_t)h)) != NULL)
-		s->busy = true;
-	sim_unlock();
-}
-
-CUresult CUDAAPI cuEventCreate(CUevent *ph, unsigned int flags)
-{
-	int dev;
-	CUresult r = sim_current_device(&dev);
-
-	(void)flags;
 	if (r != CUDA_SUCCESS)
 		return r;
-	if (!ph)
+	if (leastPriority)
+		*leastPriority = 0;
+	if (greatestPriority)
+		*greatestPriority = -5;
+	return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuCtxGetCacheConfig(CUfunc_cache *config)
+{
+	CUcontext ctx;
+	CUresult r = named_context(NULL, &ctx);
+
+	if (r == CUDA_SUCCESS && !config)
+		r = CUDA_ERROR_INVALID_VALUE;
+	if (r == CUDA_SUCCESS)
+		*config = CU_FUNC_CACHE_PREFER_NONE;
+	return r;
+}
+
+CUresult CUDAAPI cuCtxSetCacheConfig(CUfunc_cache config)
+{
+	CUcontext ctx;
+	CUresult r = named_context(NULL, &ctx);
+
+	if (r == CUDA_SUCCESS && (unsigned)config > CU_FUNC_CACHE_PREFER_EQUAL)
+		r = CUDA_ERROR_INVALID_VALUE;
+	return r;
+}
+
+static CUresult peer_access(CUcontext peer, unsigned int flags, bool enable)
+{
+	CUcontext ctx;
+	CUresult r = named_context(NULL, &ctx);
+	bool *on;
+
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (flags != 0)
 		return CUDA_ERROR_INVALID_VALUE;
-	if (!(*ph = calloc(1, sizeof **ph)))
-		return CUDA_ERROR_OUT_OF_MEMORY;
-	return CUDA_SUCCESS;
-}
-
-CUresult CUDAAPI cuEventRecord(CUevent ev, CUstream h)
-{
-	struct CUstream_st *s;
-
-	if (!ev)
-		return CUDA_ERROR_INVALID_HANDLE;
+	if (!peer || !usable(peer))
+		return CUDA_ERROR_INVALID_CONTEXT;
+	if (peer->device == ctx->device)
+		return CUDA_ERROR_INVALID_DEVICE;
 	sim_lock();
-	s = h ? sim_map_get(&sim.streams, (uintptr_t)h) : NULL;
-	ev->stream = s && s->busy ? (uintptr_t)h : 0;
-	ev->syncs = s ? s->syncs : 0;
-	sim_unlock();
-	return CUDA_SUCCESS;
-}
-
-CUresult CUDAAPI cuEventQuery(CUevent ev)
-{
-	struct CUstream_st *s;
-	CUresult r;
-
-	if (!ev)
-		return CUDA_ERROR_INVALID_HANDLE;
-	sim_lock();
-	s = ev->stream ? sim_map_get(&sim.streams, ev->stream) : NULL; /* a destroyed stream finished its work */
-	r = s && s->syncs == ev->syncs ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
+	on = &sim.dev[ctx->device].peer[peer->device];
+	if (enable && *on)
+		r = CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED;
+	else if (!enable && !*on)
+		r = CUDA_ERROR_PEER_ACCESS_NOT_ENABLED;
+	else
+		*on = enable;
 	sim_unlock();
 	return r;
 }
 
-CUresult CUDAAPI cuEventDestroy(CUevent ev)
+CUresult CUDAAPI cuCtxEnablePeerAccess(CUcontext peerContext, unsigned int Flags)
 {
-	if (!ev)
-		return CUDA_ERROR_INVALID_HANDLE;
-	free(ev);
-	return CUDA_SUCCESS;
+	return peer_access(peerContext, Flags, true);
+}
+
+CUresult CUDAAPI cuCtxDisablePeerAccess(CUcontext peerContext)
+{
+	return peer_access(peerContext, 0, false);
 }
 
 /* ---- profiler control: counted so tests can see capture ranges ---------------------- */
@@ -656,69 +1024,4 @@ CUresult CUDAAPI cuGetErrorString(CUresult e, const char **pstr)
 CUresult CUDAAPI cuGetErrorName(CUresult e, const char **pstr)
 {
 	return error_lookup(e, pstr, true);
-}
-
-/* ---- cuGetProcAddress ----------------------------------------------------------------- */
-
-CUresult CUDAAPI cuMemAllocAsync_ptsz(CUdeviceptr *, size_t, CUstream);
-CUresult CUDAAPI cuMemFreeAsync_ptsz(CUdeviceptr, CUstream);
-CUresult CUDAAPI cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *, size_t, CUmemoryPool, CUstream);
-CUresult CUDAAPI sim_get_proc_address_v1(const char *, void **, int, cuuint64_t) __asm__("cuGetProcAddress");
-
-static const struct proc {
-	const char *name;
-	int version;
-	void *fn, *fn_ptsz;
-} procs[] = {
-#define SIM_PROC(name, version) {#name, version, (void *)name, NULL},
-#define SIM_PROC_PTSZ(name, version) {#name, version, (void *)name, (void *)name##_ptsz},
-#define SIM_PROC_AS(name, version, fn) {#name, version, (void *)fn, NULL},
-#include "procs.def"
-#undef SIM_PROC
-#undef SIM_PROC_PTSZ
-#undef SIM_PROC_AS
-};
-
-/* The newest variant introduced at or before `version`, as the real driver chooses. */
-static CUresult lookup(const char *symbol, void **pfn, int version, cuuint64_t flags,
-		       CUdriverProcAddressQueryResult *status)
-{
-	const struct proc *best = NULL;
-	bool known = false;
-	CUdriverProcAddressQueryResult st;
-	const cuuint64_t all = CU_GET_PROC_ADDRESS_LEGACY_STREAM | CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM;
-
-	if (!symbol || !pfn || (flags & ~all))
-		return CUDA_ERROR_INVALID_VALUE;
-	if (version > SIM_DRIVER_VERSION)
-		return CUDA_ERROR_INVALID_VALUE;
-	*pfn = NULL;
-	for (size_t i = 0; i < sizeof procs / sizeof procs[0]; i++) {
-		if (strcmp(procs[i].name, symbol) != 0)
-			continue;
-		known = true;
-		if (procs[i].version <= version && (!best || procs[i].version > best->version))
-			best = &procs[i];
-	}
-	if (best) {
-		bool ptsz = (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) && best->fn_ptsz;
-		*pfn = ptsz ? best->fn_ptsz : best->fn;
-		st = CU_GET_PROC_ADDRESS_SUCCESS;
-	} else {
-		st = known ? CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
-	}
-	if (status)
-		*status = st;
-	return best ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
-}
-
-CUresult CUDAAPI cuGetProcAddress(const char *symbol, void **pfn, int version, cuuint64_t flags,
-				  CUdriverProcAddressQueryResult *status)
-{
-	return lookup(symbol, pfn, version, flags, status);
-}
-
-CUresult CUDAAPI sim_get_proc_address_v1(const char *symbol, void **pfn, int version, cuuint64_t flags)
-{
-	return lookup(symbol, pfn, version, flags, NULL);
 }

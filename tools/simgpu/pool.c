@@ -2,7 +2,8 @@
  * and the cuMemPool* calls. A pool keeps freed blocks reserved (still charged to the
  * device, as the real driver's pools are) and reuses them; at synchronisation it
  * releases what it holds above its release threshold (default 0), and when a request
- * would not fit it first releases the unused memory of the device's pools. */
+ * would not fit it first releases the unused memory of the device's pools. On a
+ * capturing stream an allocation or a free becomes a graph memory node (graph.c). */
 #include "sim.h"
 
 #include <stdlib.h>
@@ -136,6 +137,10 @@ static CUresult pool_alloc(CUdeviceptr *dptr, size_t size, CUmemoryPool pool, CU
 		r = CUDA_ERROR_INVALID_HANDLE;
 	} else if (!pool || (!pool->is_default && sim_map_get(&sim.pools, (uintptr_t)pool) != pool)) {
 		r = CUDA_ERROR_INVALID_VALUE;
+	} else if (sim_capturing(stream)) {
+		r = sim_capture_alloc(stream, pool->device, size, dptr);
+		sim_unlock();
+		return r;
 	} else if (sim_inject_failure(size)) {
 		r = CUDA_ERROR_OUT_OF_MEMORY;
 	} else if (!(b = reuse(pool, size))) {
@@ -179,19 +184,25 @@ CUresult CUDAAPI cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize
 }
 
 /* Pooled memory goes back to its pool; plain cuMemAlloc memory is released, as the real
- * driver allows freeing either kind here. */
+ * driver allows freeing either kind here; a graph's allocation ends. */
 static CUresult free_async(CUdeviceptr ptr, CUstream h)
 {
 	int dev;
 	CUresult r = sim_current_device(&dev);
 	struct sim_block *b;
+	struct sim_graph_alloc *g;
 
 	if (r != CUDA_SUCCESS)
 		return r;
 	sim_lock();
 	b = sim_map_get(&sim.blocks, ptr);
+	g = b ? NULL : sim_graph_alloc_at(ptr);
 	if (!sim_valid_stream(h))
 		r = CUDA_ERROR_INVALID_HANDLE;
+	else if (sim_capturing(h))
+		r = sim_capture_free(h, sim_capture_graph(h), ptr);
+	else if (g)
+		r = sim_graph_alloc_free(g);
 	else if (!b || b->cached || (b->kind != SIM_KIND_POOLED && b->kind != SIM_KIND_DEVICE))
 		r = CUDA_ERROR_INVALID_VALUE;
 	else if (b->kind == SIM_KIND_POOLED)

@@ -3,24 +3,16 @@
  * every driver function through it by base name and version (twice, with the
  * per-thread-stream flag, for stream-ordered calls). Per thread it keeps the current
  * device and the last error; contexts are the devices' primary contexts. */
-#include <cuda.h>
-#include <cudaProfilerTypedefs.h>
-#include <cudaTypedefs.h>
-#include <cuda_runtime_api.h>
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <string.h>
 
+#include "runtime.h"
+
 #define MAX_DEVICES 64
 
-static struct {
-#define RT_DRV(name, ver) PFN_##name##_v##ver name;
-#define RT_DRV_PTSZ(name, ver) PFN_##name##_v##ver name, name##_ptsz;
-#include "runtime_driver.def"
-#undef RT_DRV
-#undef RT_DRV_PTSZ
-} drv;
+void *rt_drv[RT_NDRV];
 
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 static cudaError_t init_error;
@@ -32,40 +24,63 @@ static __thread int cur_dev;
 static __thread int ctx_dev = -1; /* device whose primary context is current on this thread */
 static __thread cudaError_t last_error;
 
+static const struct {
+	cudaError_t code;
+	const char *name, *text;
+} errors[] = {
+#define RT_ERR(code, text) {code, #code, text},
+#include "runtime_errors.def"
+#undef RT_ERR
+};
+
+/* The runtime's codes for the driver's: the same numbers where runtime_errors.def names
+ * the code (cuda.h and driver_types.h agree on every one), unknown otherwise. */
 static cudaError_t from_driver(CUresult r)
 {
-	switch (r) {
-	case CUDA_SUCCESS:
-	case CUDA_ERROR_INVALID_VALUE:
-	case CUDA_ERROR_OUT_OF_MEMORY:
-	case CUDA_ERROR_NOT_INITIALIZED:
-	case CUDA_ERROR_DEINITIALIZED:
-	case CUDA_ERROR_NO_DEVICE:
-	case CUDA_ERROR_INVALID_DEVICE:
-	case CUDA_ERROR_INVALID_CONTEXT:
-	case CUDA_ERROR_INVALID_HANDLE:
-	case CUDA_ERROR_ILLEGAL_STATE:
-	case CUDA_ERROR_NOT_FOUND:
-	case CUDA_ERROR_NOT_READY:
-	case CUDA_ERROR_NOT_PERMITTED:
-	case CUDA_ERROR_NOT_SUPPORTED:
-		return (cudaError_t)r; /* same numbers on both sides */
-	default:
-		return cudaErrorUnknown;
-	}
+	for (size_t i = 0; i < sizeof errors / sizeof errors[0]; i++)
+		if ((int)errors[i].code == (int)r)
+			return errors[i].code;
+	return cudaErrorUnknown;
 }
 
-static cudaError_t note(cudaError_t e)
+cudaError_t rt_note(cudaError_t e)
 {
 	if (e != cudaSuccess)
 		last_error = e;
 	return e;
 }
 
-static cudaError_t drv_result(CUresult r)
+cudaError_t rt_result(CUresult r)
 {
-	return note(from_driver(r));
+	return rt_note(from_driver(r));
 }
+
+int rt_device(void)
+{
+	return cur_dev;
+}
+
+int rt_device_count(void)
+{
+	return ndev;
+}
+
+/* What a driver function the driver did not give answers (its arguments are ignored,
+ * which the x86-64 calling convention makes safe). */
+static CUresult missing(void)
+{
+	return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+static const struct {
+	const char *name;
+	int version;
+	cuuint64_t flags;
+} rt_drv_rows[] = {
+#define RT_DRV(name, version, flags) {#name, version, flags},
+#include "runtime_driver.def"
+#undef RT_DRV
+};
 
 static void load_driver(void)
 {
@@ -79,20 +94,20 @@ static void load_driver(void)
 	gpa = (PFN_cuGetProcAddress_v12000)dlsym(h, "cuGetProcAddress_v2");
 	if (!gpa)
 		return;
-	gpa("", (void **)&drv.cuInit, 0, 0, &st); /* the real runtime's opening probe */
-#define RT_DRV(name, ver)                                                                                              \
-	if (gpa(#name, (void **)&drv.name, ver, CU_GET_PROC_ADDRESS_DEFAULT, &st))                                     \
-		return;
-#define RT_DRV_PTSZ(name, ver)                                                                                         \
-	RT_DRV(name, ver)                                                                                              \
-	if (gpa(#name, (void **)&drv.name##_ptsz, ver, CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, &st))            \
-		return;
-#include "runtime_driver.def"
-#undef RT_DRV
-#undef RT_DRV_PTSZ
-	init_error = from_driver(drv.cuInit(0));
+	{
+		void *probe = NULL;
+		gpa("", &probe, 0, 0, &st); /* the real runtime's opening probe */
+	}
+	/* the first three through the dlsym'd cuGetProcAddress_v2, the rest through the driver's own */
+	for (size_t i = 0; i < RT_NDRV; i++) {
+		PFN_cuGetProcAddress_v12000 via = i < 3 ? gpa : DRV(cuGetProcAddress, 12000);
+		if (!via || via(rt_drv_rows[i].name, &rt_drv[i], rt_drv_rows[i].version, rt_drv_rows[i].flags, &st) ||
+		    !rt_drv[i])
+			rt_drv[i] = (void *)missing; /* a driver without it: the call fails, never crashes */
+	}
+	init_error = from_driver(DRV(cuInit, 2000)(0));
 	if (init_error == cudaSuccess)
-		init_error = from_driver(drv.cuDeviceGetCount(&ndev));
+		init_error = from_driver(DRV(cuDeviceGetCount, 2000)(&ndev));
 	if (init_error == cudaSuccess && ndev == 0)
 		init_error = cudaErrorNoDevice;
 	if (ndev > MAX_DEVICES)
@@ -100,56 +115,59 @@ static void load_driver(void)
 }
 
 /* Loads the driver once, then makes the current device's primary context current. */
-static cudaError_t ready(void)
+cudaError_t rt_ready(void)
 {
 	pthread_once(&init_once, load_driver);
 	if (init_error != cudaSuccess)
-		return note(init_error);
+		return rt_note(init_error);
 	if (ctx_dev == cur_dev)
 		return cudaSuccess;
-	pthread_mutex_lock(&ctx_lock);
-	CUresult r = primary[cur_dev] ? CUDA_SUCCESS : drv.cuDevicePrimaryCtxRetain(&primary[cur_dev], cur_dev);
-	pthread_mutex_unlock(&ctx_lock);
-	if (r == CUDA_SUCCESS)
-		r = drv.cuCtxSetCurrent(primary[cur_dev]);
-	if (r == CUDA_SUCCESS)
+	CUcontext c;
+	cudaError_t e = rt_primary(cur_dev, &c);
+	if (e == cudaSuccess && (e = rt_result(DRV(cuCtxSetCurrent, 4000)(c))) == cudaSuccess)
 		ctx_dev = cur_dev;
-	return drv_result(r);
+	return e;
 }
 
-#define READY()                                                                                                        \
-	do {                                                                                                           \
-		cudaError_t e_ = ready();                                                                              \
-		if (e_ != cudaSuccess)                                                                                 \
-			return e_;                                                                                     \
-	} while (0)
+cudaError_t rt_primary(int dev, CUcontext *out)
+{
+	CUresult r;
+
+	if (dev < 0 || dev >= ndev)
+		return rt_note(cudaErrorInvalidDevice);
+	pthread_mutex_lock(&ctx_lock);
+	r = primary[dev] ? CUDA_SUCCESS : DRV(cuDevicePrimaryCtxRetain, 7000)(&primary[dev], dev);
+	*out = primary[dev];
+	pthread_mutex_unlock(&ctx_lock);
+	return rt_result(r);
+}
 
 /* ---- devices ------------------------------------------------------------------------- */
 
 cudaError_t CUDARTAPI cudaGetDeviceCount(int *count)
 {
 	if (!count)
-		return note(cudaErrorInvalidValue);
+		return rt_note(cudaErrorInvalidValue);
 	pthread_once(&init_once, load_driver);
 	*count = init_error == cudaSuccess ? ndev : 0;
-	return note(init_error);
+	return rt_note(init_error);
 }
 
 cudaError_t CUDARTAPI cudaSetDevice(int device)
 {
 	pthread_once(&init_once, load_driver);
 	if (init_error != cudaSuccess)
-		return note(init_error);
+		return rt_note(init_error);
 	if (device < 0 || device >= ndev)
-		return note(cudaErrorInvalidDevice);
+		return rt_note(cudaErrorInvalidDevice);
 	cur_dev = device;
-	return ready();
+	return rt_ready();
 }
 
 cudaError_t CUDARTAPI cudaGetDevice(int *device)
 {
 	if (!device)
-		return note(cudaErrorInvalidValue);
+		return rt_note(cudaErrorInvalidValue);
 	READY();
 	*device = cur_dev;
 	return cudaSuccess;
@@ -158,28 +176,195 @@ cudaError_t CUDARTAPI cudaGetDevice(int *device)
 cudaError_t CUDARTAPI cudaDeviceGetAttribute(int *value, enum cudaDeviceAttr attr, int device)
 {
 	READY();
-	return drv_result(drv.cuDeviceGetAttribute(value, (CUdevice_attribute)attr, device));
+	return rt_result(DRV(cuDeviceGetAttribute, 2000)(value, (CUdevice_attribute)attr, device));
 }
 
 cudaError_t CUDARTAPI cudaDeviceSynchronize(void)
 {
 	READY();
-	return drv_result(drv.cuCtxSynchronize());
+	return rt_result(DRV(cuCtxSynchronize, 2000)());
+}
+
+cudaError_t CUDARTAPI cudaDeviceReset(void)
+{
+	READY();
+	/* the primary context goes, and with it everything allocated in it */
+	ctx_dev = -1;
+	return rt_result(DRV_AS(cuDevicePrimaryCtxReset, 7000, 11000)(cur_dev));
+}
+
+cudaError_t CUDARTAPI cudaSetDeviceFlags(unsigned int flags)
+{
+	pthread_once(&init_once, load_driver);
+	if (init_error != cudaSuccess)
+		return rt_note(init_error);
+	/* cudaDeviceMapHost is always on, as on every 64-bit system; the rest are the driver's */
+	return rt_result(DRV(cuDevicePrimaryCtxSetFlags, 11000)(cur_dev, flags & ~(unsigned)cudaDeviceMapHost));
+}
+
+cudaError_t CUDARTAPI cudaGetDeviceFlags(unsigned int *flags)
+{
+	READY();
+	return rt_result(DRV(cuCtxGetFlags, 7000)(flags));
+}
+
+cudaError_t CUDARTAPI cudaDeviceGetLimit(size_t *pValue, enum cudaLimit limit)
+{
+	READY();
+	return rt_result(DRV(cuCtxGetLimit, 3010)(pValue, (CUlimit)limit));
+}
+
+cudaError_t CUDARTAPI cudaDeviceSetLimit(enum cudaLimit limit, size_t value)
+{
+	READY();
+	return rt_result(DRV(cuCtxSetLimit, 3010)((CUlimit)limit, value));
+}
+
+cudaError_t CUDARTAPI cudaDeviceCanAccessPeer(int *canAccessPeer, int device, int peerDevice)
+{
+	READY();
+	return rt_result(DRV(cuDeviceCanAccessPeer, 4000)(canAccessPeer, device, peerDevice));
+}
+
+cudaError_t CUDARTAPI cudaDeviceEnablePeerAccess(int peerDevice, unsigned int flags)
+{
+	CUcontext peer;
+	cudaError_t e;
+
+	READY();
+	if ((e = rt_primary(peerDevice, &peer)) != cudaSuccess)
+		return e;
+	return rt_result(DRV(cuCtxEnablePeerAccess, 4000)(peer, flags));
+}
+
+cudaError_t CUDARTAPI cudaDeviceDisablePeerAccess(int peerDevice)
+{
+	CUcontext peer;
+	cudaError_t e;
+
+	READY();
+	if ((e = rt_primary(peerDevice, &peer)) != cudaSuccess)
+		return e;
+	return rt_result(DRV(cuCtxDisablePeerAccess, 4000)(peer));
+}
+
+/* cudaDeviceProp from the driver's name, UUID, memory and attributes (attributes.def). */
+cudaError_t CUDARTAPI cudaGetDeviceProperties(struct cudaDeviceProp *prop, int device)
+{
+	PFN_cuDeviceGetAttribute_v2000 get = DRV(cuDeviceGetAttribute, 2000);
+	CUresult r;
+	int v;
+
+	READY();
+	if (!prop)
+		return rt_note(cudaErrorInvalidValue);
+	if (device < 0 || device >= ndev)
+		return rt_note(cudaErrorInvalidDevice);
+	memset(prop, 0, sizeof *prop);
+	r = DRV(cuDeviceGetName, 2000)(prop->name, sizeof prop->name, device);
+	if (r == CUDA_SUCCESS)
+		r = DRV(cuDeviceGetUuid, 9020)((CUuuid *)&prop->uuid, device);
+	if (r == CUDA_SUCCESS)
+		r = DRV(cuDeviceTotalMem, 3020)(&prop->totalGlobalMem, device);
+	if (r != CUDA_SUCCESS)
+		return rt_result(r);
+#define A(field, attr)                                                                                                 \
+	if (get(&v, CU_DEVICE_ATTRIBUTE_##attr, device) == CUDA_SUCCESS)                                               \
+		prop->field = v;
+	A(sharedMemPerBlock, MAX_SHARED_MEMORY_PER_BLOCK)
+	A(regsPerBlock, MAX_REGISTERS_PER_BLOCK)
+	A(warpSize, WARP_SIZE)
+	A(memPitch, MAX_PITCH)
+	A(maxThreadsPerBlock, MAX_THREADS_PER_BLOCK)
+	A(maxThreadsDim[0], MAX_BLOCK_DIM_X)
+	A(maxThreadsDim[1], MAX_BLOCK_DIM_Y)
+	A(maxThreadsDim[2], MAX_BLOCK_DIM_Z)
+	A(maxGridSize[0], MAX_GRID_DIM_X)
+	A(maxGridSize[1], MAX_GRID_DIM_Y)
+	A(maxGridSize[2], MAX_GRID_DIM_Z)
+	A(totalConstMem, TOTAL_CONSTANT_MEMORY)
+	A(major, COMPUTE_CAPABILITY_MAJOR)
+	A(minor, COMPUTE_CAPABILITY_MINOR)
+	A(textureAlignment, TEXTURE_ALIGNMENT)
+	A(texturePitchAlignment, TEXTURE_PITCH_ALIGNMENT)
+	A(multiProcessorCount, MULTIPROCESSOR_COUNT)
+	A(integrated, INTEGRATED)
+	A(canMapHostMemory, CAN_MAP_HOST_MEMORY)
+	A(maxTexture1D, MAXIMUM_TEXTURE1D_WIDTH)
+	A(maxTexture2D[0], MAXIMUM_TEXTURE2D_WIDTH)
+	A(maxTexture2D[1], MAXIMUM_TEXTURE2D_HEIGHT)
+	A(maxTexture3D[0], MAXIMUM_TEXTURE3D_WIDTH)
+	A(maxTexture3D[1], MAXIMUM_TEXTURE3D_HEIGHT)
+	A(maxTexture3D[2], MAXIMUM_TEXTURE3D_DEPTH)
+	A(surfaceAlignment, SURFACE_ALIGNMENT)
+	A(concurrentKernels, CONCURRENT_KERNELS)
+	A(ECCEnabled, ECC_ENABLED)
+	A(pciBusID, PCI_BUS_ID)
+	A(pciDeviceID, PCI_DEVICE_ID)
+	A(pciDomainID, PCI_DOMAIN_ID)
+	A(tccDriver, TCC_DRIVER)
+	A(asyncEngineCount, ASYNC_ENGINE_COUNT)
+	A(unifiedAddressing, UNIFIED_ADDRESSING)
+	A(memoryBusWidth, GLOBAL_MEMORY_BUS_WIDTH)
+	A(l2CacheSize, L2_CACHE_SIZE)
+	A(persistingL2CacheMaxSize, MAX_PERSISTING_L2_CACHE_SIZE)
+	A(maxThreadsPerMultiProcessor, MAX_THREADS_PER_MULTIPROCESSOR)
+	A(streamPrioritiesSupported, STREAM_PRIORITIES_SUPPORTED)
+	A(globalL1CacheSupported, GLOBAL_L1_CACHE_SUPPORTED)
+	A(localL1CacheSupported, LOCAL_L1_CACHE_SUPPORTED)
+	A(sharedMemPerMultiprocessor, MAX_SHARED_MEMORY_PER_MULTIPROCESSOR)
+	A(regsPerMultiprocessor, MAX_REGISTERS_PER_MULTIPROCESSOR)
+	A(managedMemory, MANAGED_MEMORY)
+	A(isMultiGpuBoard, MULTI_GPU_BOARD)
+	A(multiGpuBoardGroupID, MULTI_GPU_BOARD_GROUP_ID)
+	A(hostNativeAtomicSupported, HOST_NATIVE_ATOMIC_SUPPORTED)
+	A(pageableMemoryAccess, PAGEABLE_MEMORY_ACCESS)
+	A(concurrentManagedAccess, CONCURRENT_MANAGED_ACCESS)
+	A(computePreemptionSupported, COMPUTE_PREEMPTION_SUPPORTED)
+	A(canUseHostPointerForRegisteredMem, CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM)
+	A(cooperativeLaunch, COOPERATIVE_LAUNCH)
+	A(sharedMemPerBlockOptin, MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
+	A(pageableMemoryAccessUsesHostPageTables, PAGEABLE_MEMORY_ACCESS_USES_HOST_PAGE_TABLES)
+	A(directManagedMemAccessFromHost, DIRECT_MANAGED_MEM_ACCESS_FROM_HOST)
+	A(maxBlocksPerMultiProcessor, MAX_BLOCKS_PER_MULTIPROCESSOR)
+	A(accessPolicyMaxWindowSize, MAX_ACCESS_POLICY_WINDOW_SIZE)
+	A(reservedSharedMemPerBlock, RESERVED_SHARED_MEMORY_PER_BLOCK)
+	A(hostRegisterSupported, HOST_REGISTER_SUPPORTED)
+	A(sparseCudaArraySupported, SPARSE_CUDA_ARRAY_SUPPORTED)
+	A(hostRegisterReadOnlySupported, READ_ONLY_HOST_REGISTER_SUPPORTED)
+	A(timelineSemaphoreInteropSupported, TIMELINE_SEMAPHORE_INTEROP_SUPPORTED)
+	A(memoryPoolsSupported, MEMORY_POOLS_SUPPORTED)
+	A(gpuDirectRDMASupported, GPU_DIRECT_RDMA_SUPPORTED)
+	A(gpuDirectRDMAFlushWritesOptions, GPU_DIRECT_RDMA_FLUSH_WRITES_OPTIONS)
+	A(gpuDirectRDMAWritesOrdering, GPU_DIRECT_RDMA_WRITES_ORDERING)
+	A(memoryPoolSupportedHandleTypes, MEMPOOL_SUPPORTED_HANDLE_TYPES)
+	A(deferredMappingCudaArraySupported, DEFERRED_MAPPING_CUDA_ARRAY_SUPPORTED)
+	A(ipcEventSupported, IPC_EVENT_SUPPORTED)
+	A(clusterLaunch, CLUSTER_LAUNCH)
+	A(unifiedFunctionPointers, UNIFIED_FUNCTION_POINTERS)
+	A(deviceNumaConfig, NUMA_CONFIG)
+	A(deviceNumaId, NUMA_ID)
+	A(mpsEnabled, MPS_ENABLED)
+	A(hostNumaId, HOST_NUMA_ID)
+	A(gpuPciDeviceID, GPU_PCI_DEVICE_ID)
+	A(gpuPciSubsystemID, GPU_PCI_SUBSYSTEM_ID)
+#undef A
+	return cudaSuccess;
 }
 
 cudaError_t CUDARTAPI cudaDriverGetVersion(int *version)
 {
 	if (!version)
-		return note(cudaErrorInvalidValue);
+		return rt_note(cudaErrorInvalidValue);
 	pthread_once(&init_once, load_driver);
 	*version = 0;
-	return drv.cuDriverGetVersion ? drv_result(drv.cuDriverGetVersion(version)) : cudaSuccess;
+	return rt_result(DRV(cuDriverGetVersion, 2020)(version));
 }
 
 cudaError_t CUDARTAPI cudaRuntimeGetVersion(int *version)
 {
 	if (!version)
-		return note(cudaErrorInvalidValue);
+		return rt_note(cudaErrorInvalidValue);
 	*version = CUDART_VERSION;
 	return cudaSuccess;
 }
@@ -190,11 +375,11 @@ cudaError_t CUDARTAPI cudaMalloc(void **devPtr, size_t size)
 {
 	READY();
 	if (!devPtr)
-		return note(cudaErrorInvalidValue);
+		return rt_note(cudaErrorInvalidValue);
 	*devPtr = NULL;
 	if (size == 0) /* the runtime answers a zero-byte request with NULL and success */
 		return cudaSuccess;
-	return drv_result(drv.cuMemAlloc((CUdeviceptr *)devPtr, size));
+	return rt_result(DRV(cuMemAlloc, 3020)((CUdeviceptr *)devPtr, size));
 }
 
 cudaError_t CUDARTAPI cudaFree(void *devPtr)
@@ -202,20 +387,20 @@ cudaError_t CUDARTAPI cudaFree(void *devPtr)
 	READY();
 	if (!devPtr)
 		return cudaSuccess;
-	return drv_result(drv.cuMemFree((CUdeviceptr)devPtr));
+	return rt_result(DRV(cuMemFree, 3020)((CUdeviceptr)devPtr));
 }
 
 cudaError_t CUDARTAPI cudaMallocPitch(void **devPtr, size_t *pitch, size_t width, size_t height)
 {
 	READY();
 	if (!devPtr || !pitch)
-		return note(cudaErrorInvalidValue);
+		return rt_note(cudaErrorInvalidValue);
 	*devPtr = NULL;
 	if (width == 0 || height == 0) {
 		*pitch = 0;
 		return cudaSuccess;
 	}
-	return drv_result(drv.cuMemAllocPitch((CUdeviceptr *)devPtr, pitch, width, height, 4));
+	return rt_result(DRV(cuMemAllocPitch, 3020)((CUdeviceptr *)devPtr, pitch, width, height, 4));
 }
 
 cudaError_t CUDARTAPI cudaMalloc3D(struct cudaPitchedPtr *pitchedDevPtr, struct cudaExtent extent)
@@ -225,9 +410,9 @@ cudaError_t CUDARTAPI cudaMalloc3D(struct cudaPitchedPtr *pitchedDevPtr, struct 
 	cudaError_t e;
 
 	if (!pitchedDevPtr)
-		return note(cudaErrorInvalidValue);
+		return rt_note(cudaErrorInvalidValue);
 	if (extent.height && extent.depth > SIZE_MAX / extent.height)
-		return note(cudaErrorMemoryAllocation);
+		return rt_note(cudaErrorMemoryAllocation);
 	e = cudaMallocPitch(&p, &pitch, extent.width, extent.height * extent.depth);
 	if (e == cudaSuccess)
 		*pitchedDevPtr = (struct cudaPitchedPtr){p, pitch, extent.width, extent.height};
@@ -238,23 +423,23 @@ cudaError_t CUDARTAPI cudaMallocManaged(void **devPtr, size_t size, unsigned int
 {
 	READY();
 	if (!devPtr)
-		return note(cudaErrorInvalidValue);
+		return rt_note(cudaErrorInvalidValue);
 	*devPtr = NULL;
 	if (size == 0)
 		return cudaSuccess;
-	return drv_result(drv.cuMemAllocManaged((CUdeviceptr *)devPtr, size, flags));
+	return rt_result(DRV(cuMemAllocManaged, 6000)((CUdeviceptr *)devPtr, size, flags));
 }
 
 cudaError_t CUDARTAPI cudaHostAlloc(void **pHost, size_t size, unsigned int flags)
 {
 	READY();
 	if (!pHost)
-		return note(cudaErrorInvalidValue);
+		return rt_note(cudaErrorInvalidValue);
 	*pHost = NULL;
 	if (size == 0)
 		return cudaSuccess;
 	/* cudaHostAllocMapped and friends have the driver's CU_MEMHOSTALLOC_* values */
-	return drv_result(drv.cuMemHostAlloc(pHost, size, flags));
+	return rt_result(DRV(cuMemHostAlloc, 2020)(pHost, size, flags));
 }
 
 cudaError_t CUDARTAPI cudaMallocHost(void **ptr, size_t size)
@@ -267,13 +452,13 @@ cudaError_t CUDARTAPI cudaFreeHost(void *ptr)
 	READY();
 	if (!ptr)
 		return cudaSuccess;
-	return drv_result(drv.cuMemFreeHost(ptr));
+	return rt_result(DRV(cuMemFreeHost, 2000)(ptr));
 }
 
 cudaError_t CUDARTAPI cudaMemGetInfo(size_t *free_bytes, size_t *total)
 {
 	READY();
-	return drv_result(drv.cuMemGetInfo(free_bytes, total));
+	return rt_result(DRV(cuMemGetInfo, 3020)(free_bytes, total));
 }
 
 /* ---- stream-ordered allocation ------------------------------------------------------------ */
@@ -282,34 +467,34 @@ static cudaError_t malloc_async(PFN_cuMemAllocAsync_v11020 fn, void **devPtr, si
 {
 	READY();
 	if (!devPtr)
-		return note(cudaErrorInvalidValue);
-	return drv_result(fn((CUdeviceptr *)devPtr, size, (CUstream)s));
+		return rt_note(cudaErrorInvalidValue);
+	return rt_result(fn((CUdeviceptr *)devPtr, size, (CUstream)s));
 }
 
 cudaError_t CUDARTAPI cudaMallocAsync(void **devPtr, size_t size, cudaStream_t hStream)
 {
-	return malloc_async(drv.cuMemAllocAsync, devPtr, size, hStream);
+	return malloc_async(DRV(cuMemAllocAsync, 11020), devPtr, size, hStream);
 }
 
 cudaError_t CUDARTAPI cudaMallocAsync_ptsz(void **devPtr, size_t size, cudaStream_t hStream)
 {
-	return malloc_async(drv.cuMemAllocAsync_ptsz, devPtr, size, hStream);
+	return malloc_async(DRV_PT(cuMemAllocAsync, 11020, 11020), devPtr, size, hStream);
 }
 
 static cudaError_t free_async(PFN_cuMemFreeAsync_v11020 fn, void *devPtr, cudaStream_t s)
 {
 	READY();
-	return drv_result(fn((CUdeviceptr)devPtr, (CUstream)s));
+	return rt_result(fn((CUdeviceptr)devPtr, (CUstream)s));
 }
 
 cudaError_t CUDARTAPI cudaFreeAsync(void *devPtr, cudaStream_t hStream)
 {
-	return free_async(drv.cuMemFreeAsync, devPtr, hStream);
+	return free_async(DRV(cuMemFreeAsync, 11020), devPtr, hStream);
 }
 
 cudaError_t CUDARTAPI cudaFreeAsync_ptsz(void *devPtr, cudaStream_t hStream)
 {
-	return free_async(drv.cuMemFreeAsync_ptsz, devPtr, hStream);
+	return free_async(DRV_PT(cuMemFreeAsync, 11020, 11020), devPtr, hStream);
 }
 
 static cudaError_t malloc_from_pool(PFN_cuMemAllocFromPoolAsync_v11020 fn, void **ptr, size_t size, cudaMemPool_t pool,
@@ -317,36 +502,36 @@ static cudaError_t malloc_from_pool(PFN_cuMemAllocFromPoolAsync_v11020 fn, void 
 {
 	READY();
 	if (!ptr)
-		return note(cudaErrorInvalidValue);
-	return drv_result(fn((CUdeviceptr *)ptr, size, (CUmemoryPool)pool, (CUstream)s));
+		return rt_note(cudaErrorInvalidValue);
+	return rt_result(fn((CUdeviceptr *)ptr, size, (CUmemoryPool)pool, (CUstream)s));
 }
 
 cudaError_t CUDARTAPI cudaMallocFromPoolAsync(void **ptr, size_t size, cudaMemPool_t memPool, cudaStream_t stream)
 {
-	return malloc_from_pool(drv.cuMemAllocFromPoolAsync, ptr, size, memPool, stream);
+	return malloc_from_pool(DRV(cuMemAllocFromPoolAsync, 11020), ptr, size, memPool, stream);
 }
 
 cudaError_t CUDARTAPI cudaMallocFromPoolAsync_ptsz(void **ptr, size_t size, cudaMemPool_t memPool, cudaStream_t stream)
 {
-	return malloc_from_pool(drv.cuMemAllocFromPoolAsync_ptsz, ptr, size, memPool, stream);
+	return malloc_from_pool(DRV_PT(cuMemAllocFromPoolAsync, 11020, 11020), ptr, size, memPool, stream);
 }
 
 cudaError_t CUDARTAPI cudaDeviceGetDefaultMemPool(cudaMemPool_t *memPool, int device)
 {
 	READY();
-	return drv_result(drv.cuDeviceGetDefaultMemPool((CUmemoryPool *)memPool, device));
+	return rt_result(DRV(cuDeviceGetDefaultMemPool, 11020)((CUmemoryPool *)memPool, device));
 }
 
 cudaError_t CUDARTAPI cudaDeviceGetMemPool(cudaMemPool_t *memPool, int device)
 {
 	READY();
-	return drv_result(drv.cuDeviceGetMemPool((CUmemoryPool *)memPool, device));
+	return rt_result(DRV(cuDeviceGetMemPool, 11020)((CUmemoryPool *)memPool, device));
 }
 
 cudaError_t CUDARTAPI cudaDeviceSetMemPool(int device, cudaMemPool_t memPool)
 {
 	READY();
-	return drv_result(drv.cuDeviceSetMemPool(device, (CUmemoryPool)memPool));
+	return rt_result(DRV(cuDeviceSetMemPool, 11020)(device, (CUmemoryPool)memPool));
 }
 
 cudaError_t CUDARTAPI cudaMemPoolCreate(cudaMemPool_t *memPool, const struct cudaMemPoolProps *p)
@@ -355,7 +540,7 @@ cudaError_t CUDARTAPI cudaMemPoolCreate(cudaMemPool_t *memPool, const struct cud
 
 	READY();
 	if (!p)
-		return note(cudaErrorInvalidValue);
+		return rt_note(cudaErrorInvalidValue);
 	memset(&props, 0, sizeof props);
 	props.allocType = (CUmemAllocationType)p->allocType;
 	props.handleTypes = (CUmemAllocationHandleType)p->handleTypes;
@@ -363,31 +548,31 @@ cudaError_t CUDARTAPI cudaMemPoolCreate(cudaMemPool_t *memPool, const struct cud
 	props.location.id = p->location.id;
 	props.maxSize = p->maxSize;
 	props.usage = p->usage;
-	return drv_result(drv.cuMemPoolCreate((CUmemoryPool *)memPool, &props));
+	return rt_result(DRV(cuMemPoolCreate, 11020)((CUmemoryPool *)memPool, &props));
 }
 
 cudaError_t CUDARTAPI cudaMemPoolDestroy(cudaMemPool_t memPool)
 {
 	READY();
-	return drv_result(drv.cuMemPoolDestroy((CUmemoryPool)memPool));
+	return rt_result(DRV(cuMemPoolDestroy, 11020)((CUmemoryPool)memPool));
 }
 
 cudaError_t CUDARTAPI cudaMemPoolTrimTo(cudaMemPool_t memPool, size_t minBytesToKeep)
 {
 	READY();
-	return drv_result(drv.cuMemPoolTrimTo((CUmemoryPool)memPool, minBytesToKeep));
+	return rt_result(DRV(cuMemPoolTrimTo, 11020)((CUmemoryPool)memPool, minBytesToKeep));
 }
 
 cudaError_t CUDARTAPI cudaMemPoolSetAttribute(cudaMemPool_t memPool, enum cudaMemPoolAttr attr, void *value)
 {
 	READY();
-	return drv_result(drv.cuMemPoolSetAttribute((CUmemoryPool)memPool, (CUmemPool_attribute)attr, value));
+	return rt_result(DRV(cuMemPoolSetAttribute, 11020)((CUmemoryPool)memPool, (CUmemPool_attribute)attr, value));
 }
 
 cudaError_t CUDARTAPI cudaMemPoolGetAttribute(cudaMemPool_t memPool, enum cudaMemPoolAttr attr, void *value)
 {
 	READY();
-	return drv_result(drv.cuMemPoolGetAttribute((CUmemoryPool)memPool, (CUmemPool_attribute)attr, value));
+	return rt_result(DRV(cuMemPoolGetAttribute, 11020)((CUmemoryPool)memPool, (CUmemPool_attribute)attr, value));
 }
 
 /* ---- streams ------------------------------------------------------------------------------ */
@@ -395,7 +580,7 @@ cudaError_t CUDARTAPI cudaMemPoolGetAttribute(cudaMemPool_t memPool, enum cudaMe
 cudaError_t CUDARTAPI cudaStreamCreateWithFlags(cudaStream_t *pStream, unsigned int flags)
 {
 	READY();
-	return drv_result(drv.cuStreamCreate((CUstream *)pStream, flags));
+	return rt_result(DRV(cuStreamCreate, 2000)((CUstream *)pStream, flags));
 }
 
 cudaError_t CUDARTAPI cudaStreamCreate(cudaStream_t *pStream)
@@ -406,25 +591,25 @@ cudaError_t CUDARTAPI cudaStreamCreate(cudaStream_t *pStream)
 cudaError_t CUDARTAPI cudaStreamDestroy(cudaStream_t stream)
 {
 	READY();
-	return drv_result(drv.cuStreamDestroy((CUstream)stream));
+	return rt_result(DRV(cuStreamDestroy, 4000)((CUstream)stream));
 }
 
 cudaError_t CUDARTAPI cudaStreamGetFlags(cudaStream_t stream, unsigned int *flags)
 {
 	READY();
-	return drv_result(drv.cuStreamGetFlags((CUstream)stream, flags));
+	return rt_result(DRV(cuStreamGetFlags, 5050)((CUstream)stream, flags));
 }
 
 cudaError_t CUDARTAPI cudaStreamSynchronize(cudaStream_t stream)
 {
 	READY();
-	return drv_result(drv.cuStreamSynchronize((CUstream)stream));
+	return rt_result(DRV(cuStreamSynchronize, 2000)((CUstream)stream));
 }
 
 cudaError_t CUDARTAPI cudaStreamSynchronize_ptsz(cudaStream_t stream)
 {
 	READY();
-	return drv_result(drv.cuStreamSynchronize_ptsz((CUstream)stream));
+	return rt_result(DRV_PT(cuStreamSynchronize, 7000, 2000)((CUstream)stream));
 }
 
 /* ---- driver entry points, profiler, errors ---------------------------------------------- */
@@ -438,13 +623,13 @@ cudaError_t CUDARTAPI cudaGetDriverEntryPointByVersion(const char *symbol, void 
 
 	READY();
 	if (!symbol || !funcPtr)
-		return note(cudaErrorInvalidValue);
+		return rt_note(cudaErrorInvalidValue);
 	/* through the cuGetProcAddress the driver handed out for itself, as the real runtime does */
-	r = drv.cuGetProcAddress(symbol, funcPtr, (int)cudaVersion, flags, &st);
+	r = DRV(cuGetProcAddress, 12000)(symbol, funcPtr, (int)cudaVersion, flags, &st);
 	if (driverStatus)
 		*driverStatus = (enum cudaDriverEntryPointQueryResult)st;
 	/* a missing symbol is reported through driverStatus, not as an error */
-	return r == CUDA_ERROR_NOT_FOUND ? cudaSuccess : drv_result(r);
+	return r == CUDA_ERROR_NOT_FOUND ? cudaSuccess : rt_result(r);
 }
 
 cudaError_t CUDARTAPI cudaGetDriverEntryPoint(const char *symbol, void **funcPtr, unsigned long long flags,
@@ -456,13 +641,13 @@ cudaError_t CUDARTAPI cudaGetDriverEntryPoint(const char *symbol, void **funcPtr
 cudaError_t CUDARTAPI cudaProfilerStart(void)
 {
 	READY();
-	return drv_result(drv.cuProfilerStart());
+	return rt_result(DRV(cuProfilerStart, 4000)());
 }
 
 cudaError_t CUDARTAPI cudaProfilerStop(void)
 {
 	READY();
-	return drv_result(drv.cuProfilerStop());
+	return rt_result(DRV(cuProfilerStop, 4000)());
 }
 
 cudaError_t CUDARTAPI cudaGetLastError(void)
@@ -477,15 +662,6 @@ cudaError_t CUDARTAPI cudaPeekAtLastError(void)
 {
 	return last_error;
 }
-
-static const struct {
-	cudaError_t code;
-	const char *name, *text;
-} errors[] = {
-#define RT_ERR(code, text) {code, #code, text},
-#include "runtime_errors.def"
-#undef RT_ERR
-};
 
 const char *CUDARTAPI cudaGetErrorName(cudaError_t error)
 {

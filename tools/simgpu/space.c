@@ -1,4 +1,5 @@
-/* Reserved address space and the pointer-keyed table behind simgpu's bookkeeping.
+/* Reserved address space, the pointer-keyed table, the sorted extents that say where a
+ * pointer lies, and the handle registry behind simgpu's bookkeeping.
  * The space is one PROT_NONE mapping placed at a fixed address when it is free, so a
  * deterministic program sees the same device pointers on every run. */
 #include "sim.h"
@@ -195,4 +196,117 @@ void *sim_map_at(const struct sim_map *m, size_t slot)
 {
 	void *v = slot < m->cap ? m->vals[slot] : NULL;
 	return v == TOMBSTONE ? NULL : v;
+}
+
+/* ---- extents: the live ranges, sorted by start ---------------------------------------- */
+
+/* The first extent starting after addr. */
+static size_t upper(uintptr_t addr)
+{
+	size_t lo = 0, hi = sim.nextents;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (sim.extents[mid].start <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+int sim_extent_add(uintptr_t start, size_t size, enum sim_ext kind, int device, void *owner)
+{
+	size_t i = upper(start);
+
+	if (sim.nextents == sim.capextents) {
+		size_t cap = sim.capextents ? 2 * sim.capextents : 64;
+		struct sim_extent *n = realloc(sim.extents, cap * sizeof *n);
+		if (!n)
+			return ENOMEM;
+		sim.extents = n;
+		sim.capextents = cap;
+	}
+	memmove(&sim.extents[i + 1], &sim.extents[i], (sim.nextents - i) * sizeof *sim.extents);
+	sim.extents[i] = (struct sim_extent){start, size, kind, device, owner};
+	sim.nextents++;
+	return 0;
+}
+
+void sim_extent_del(uintptr_t start)
+{
+	size_t i = upper(start);
+
+	if (i == 0 || sim.extents[i - 1].start != start)
+		return;
+	i--;
+	memmove(&sim.extents[i], &sim.extents[i + 1], (sim.nextents - i - 1) * sizeof *sim.extents);
+	sim.nextents--;
+}
+
+const struct sim_extent *sim_extent_find(uintptr_t addr)
+{
+	size_t i = upper(addr);
+
+	if (i == 0)
+		return NULL;
+	const struct sim_extent *e = &sim.extents[i - 1];
+	return addr - e->start < e->size ? e : NULL;
+}
+
+static bool in_space(const struct sim_space *sp, uintptr_t p)
+{
+	return sp->size && p >= sp->base && p - sp->base < sp->size;
+}
+
+CUresult sim_locate(uintptr_t p, size_t n, enum sim_where *where, int *device)
+{
+	const struct sim_extent *e = sim_extent_find(p);
+
+	*device = -1;
+	if (!e) {
+		/* simgpu's spaces hold nothing but device memory; any other address is the host's */
+		for (int i = 0; i < sim.ndev; i++)
+			if (in_space(&sim.dev[i].space, p))
+				return CUDA_ERROR_INVALID_VALUE;
+		if (in_space(&sim.va, p))
+			return CUDA_ERROR_INVALID_VALUE;
+		*where = SIM_HOST;
+		return CUDA_SUCCESS;
+	}
+	if (n > e->size - (p - e->start))
+		return CUDA_ERROR_INVALID_VALUE;
+	*device = e->device;
+	switch (e->kind) {
+	case SIM_EXT_BLOCK: {
+		const struct sim_block *b = e->owner;
+		if (b->cached)
+			return CUDA_ERROR_INVALID_VALUE;
+		*where = b->kind == SIM_KIND_MANAGED || b->kind == SIM_KIND_HOST ? SIM_HOST : SIM_DEVICE;
+		return CUDA_SUCCESS;
+	}
+	case SIM_EXT_REGISTERED:
+		*where = SIM_HOST;
+		return CUDA_SUCCESS;
+	default:
+		*where = SIM_DEVICE;
+		return CUDA_SUCCESS;
+	}
+}
+
+/* ---- handles ---------------------------------------------------------------------------- */
+
+int sim_obj_add(const void *h, enum sim_obj kind)
+{
+	return sim_map_put(&sim.objects, (uintptr_t)h, (void *)(uintptr_t)kind);
+}
+
+void sim_obj_del(const void *h)
+{
+	sim_map_del(&sim.objects, (uintptr_t)h);
+}
+
+bool sim_obj_is(const void *h, enum sim_obj kind)
+{
+	return h && (uintptr_t)sim_map_get(&sim.objects, (uintptr_t)h) == (uintptr_t)kind;
 }

@@ -228,6 +228,10 @@ CUresult CUDAAPI cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGene
 	} else if (!(m = malloc(sizeof *m)) || sim_map_put(&mappings, ptr, m)) {
 		free(m);
 		r = CUDA_ERROR_OUT_OF_MEMORY;
+	} else if (sim_extent_add(ptr, size, SIM_EXT_MAPPING, h->device, m)) {
+		sim_map_del(&mappings, ptr);
+		free(m);
+		r = CUDA_ERROR_OUT_OF_MEMORY;
 	} else {
 		*m = (struct mapping){.start = ptr, .size = size, .handle = id};
 		h->refs++;
@@ -272,6 +276,7 @@ CUresult CUDAAPI cuMemUnmap(CUdeviceptr ptr, size_t size)
 			if (!m || m->start < ptr || m->start >= ptr + size)
 				continue;
 			sim_map_del(&mappings, m->start);
+			sim_extent_del(m->start);
 			drop_ref(m->handle, sim_map_get(&handles, m->handle));
 			free(m);
 		}
