@@ -12,9 +12,27 @@
 #include "cupti/cupti_backend.h"
 #include "recorder/hooks.h"
 
+/* A free of NULL frees nothing, whatever the driver answers: not a release. */
+static bool frees_null(CUpti_CallbackId cbid, const void *params)
+{
+	switch (cbid) {
+	case CUPTI_DRIVER_TRACE_CBID_cuMemFree_v2:
+		return ((const cuMemFree_v2_params *)params)->dptr == 0;
+	case CUPTI_DRIVER_TRACE_CBID_cuMemFreeAsync:
+	case CUPTI_DRIVER_TRACE_CBID_cuMemFreeAsync_ptsz:
+		return ((const cuMemFreeAsync_params *)params)->dptr == 0;
+	case CUPTI_DRIVER_TRACE_CBID_cuMemFreeHost:
+		return ((const cuMemFreeHost_params *)params)->p == NULL;
+	default:
+		return false;
+	}
+}
+
 /* Releases, before the driver acts on them: the address may be reused at once. */
 static void on_enter(CUpti_CallbackId cbid, const void *params)
 {
+	if (frees_null(cbid, params))
+		return;
 	switch (cbid) {
 	case CUPTI_DRIVER_TRACE_CBID_cuMemFree_v2:
 		mtp_hook_gone(MT_EV_FREE, ((const cuMemFree_v2_params *)params)->dptr, 0, 0);
@@ -168,8 +186,9 @@ static void on_exit_(CUpti_CallbackId cbid, const void *params, CUresult r)
 	case CUPTI_DRIVER_TRACE_CBID_cuMemUnmap:
 	case CUPTI_DRIVER_TRACE_CBID_cuMemAddressFree:
 		/* the release recorded on entry did not happen */
-		mtp_hook_release_failed(r, cbid == CUPTI_DRIVER_TRACE_CBID_cuMemFreeHost ? MT_EV_HOST_FREE : MT_EV_FREE,
-					0);
+		if (!frees_null(cbid, params))
+			mtp_hook_release_failed(
+			    r, cbid == CUPTI_DRIVER_TRACE_CBID_cuMemFreeHost ? MT_EV_HOST_FREE : MT_EV_FREE, 0);
 		break;
 	default:
 		break;

@@ -74,7 +74,7 @@ MTP_EXPORT CUresult CUDAAPI cuMemAllocPitch(CUdeviceptr *dptr, size_t *pitch, si
 MTP_EXPORT CUresult CUDAAPI cuMemFree(CUdeviceptr dptr)
 {
 	REAL_OR_RETURN(real, cuMemFree_v2);
-	bool rec = mtp_enter();
+	bool rec = mtp_enter() && dptr; /* freeing 0 frees nothing, whatever the driver answers */
 	if (rec)
 		mtp_hook_gone(MT_EV_FREE, dptr, 0, 0);
 	CUresult r = real(dptr);
@@ -148,7 +148,7 @@ MTP_EXPORT CUresult CUDAAPI cuMemAllocHost(void **pp, size_t bytesize)
 MTP_EXPORT CUresult CUDAAPI cuMemFreeHost(void *p)
 {
 	REAL_OR_RETURN(real, cuMemFreeHost);
-	bool rec = mtp_enter();
+	bool rec = mtp_enter() && p; /* freeing NULL frees nothing */
 	if (rec)
 		mtp_hook_gone(MT_EV_HOST_FREE, (uintptr_t)p, 0, 0);
 	CUresult r = real(p);
@@ -189,7 +189,7 @@ MTP_EXPORT CUresult CUDAAPI cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytes
 
 static CUresult free_async(const void *caller, PFN_cuMemFreeAsync_v11020 real, CUdeviceptr dptr, CUstream s)
 {
-	bool rec = mtp_enter_at(caller);
+	bool rec = mtp_enter_at(caller) && dptr; /* freeing 0 frees nothing */
 	if (rec)
 		mtp_hook_gone(MT_EV_FREE, dptr, 0, (uintptr_t)s);
 	CUresult r = real(dptr, s);

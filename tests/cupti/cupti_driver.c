@@ -60,6 +60,15 @@ static NOINLINE void allocate_through_cupti(void)
 	FIRE(cuMemAlloc_v2, too_big, CUDA_ERROR_OUT_OF_MEMORY);
 	cuMemFree_v2_params bad_free = {0x1234};
 	FIRE(cuMemFree_v2, bad_free, CUDA_ERROR_INVALID_VALUE);
+
+	/* frees of NULL free nothing, whatever the driver answers: no events */
+	cuMemFree_v2_params null_free = {0};
+	FIRE(cuMemFree_v2, null_free, CUDA_SUCCESS);
+	FIRE(cuMemFree_v2, null_free, CUDA_ERROR_INVALID_VALUE);
+	cuMemFreeAsync_params null_async = {0, stream};
+	FIRE(cuMemFreeAsync, null_async, CUDA_SUCCESS);
+	cuMemFreeHost_params null_host = {NULL};
+	FIRE(cuMemFreeHost, null_host, CUDA_SUCCESS);
 }
 
 int main(int argc, char **argv)

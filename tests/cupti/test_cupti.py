@@ -33,7 +33,8 @@ if traces:
             ("host_alloc", 12000004), ("host_free", 0), ("vmm_create", 2 << 20), ("vmm_reserve", 4 << 20),
             ("vmm_map", 2 << 20), ("vmm_release", 0), ("vmm_unmap", 2 << 20), ("vmm_addr_free", 4 << 20),
             ("alloc_failed", 12000005), ("free", 0), ("free", 0)]
-    ok(kinds == want, "every call becomes the same event the preload backend records, in order", kinds)
+    ok(kinds == want, "every call becomes the same event the preload backend records, in order; frees of NULL none",
+       kinds)
     async_ = [e for e in ev if e["kind"] == "alloc" and e["size"] == 12000003]
     ok(async_ and async_[0]["aux"] == 0x5150 and async_[0]["flags"] == 4, "the stream of an async allocation")
     oom = [e for e in ev if e["kind"] == "alloc_failed"]
