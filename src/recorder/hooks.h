@@ -12,7 +12,7 @@
 
 #define MTP_NEWEST_KNOWN 13999 /* wrappers apply to lookups up to CUDA 13.x */
 
-#define DRV(base, sym, ver, ptsz) extern MTP_HIDDEN PFN_##base##_v##ver mtp_real_##sym;
+#define DRV(base, sym, ver, ptsz, ...) extern MTP_HIDDEN PFN_##base##_v##ver mtp_real_##sym;
 #include "recorder/driver_hooks.def"
 #undef DRV
 
@@ -34,6 +34,15 @@ static inline void *mtp_lookup_once(void **slot, const char *name)
 
 /* The real function for a wrapper: filled by interception, else from libcuda.so.1. */
 #define MTP_REAL(sym) ((__typeof__(mtp_real_##sym))mtp_lookup_once((void **)&mtp_real_##sym, #sym))
+
+/* Driver layers (layers.c): a real function a caller's own handle gave, wrapped. Each
+ * wrapped function has MTP_LAYERS wrappers, one per real function: `real` holds theirs,
+ * `wrappers` the wrappers. Returns p itself when every slot holds another, or p is
+ * memtap's own. mtp_drv_wrap does it for row `row` of driver_hooks.def (driver.c). */
+#define MTP_LAYERS 4
+MTP_HIDDEN void *mtp_layer_wrap(void **real, void *const *wrappers, void *p);
+MTP_HIDDEN void *mtp_drv_wrap(unsigned row, void *real);
+MTP_HIDDEN void mtp_layers_forget(void); /* after an unload: empty slots into a library that went */
 
 /* Recording helpers; `api` is an enum mt_api, `error` a CUresult or cudaError_t. */
 MTP_HIDDEN void mtp_hook_made(uint8_t kind, uint8_t api, uint8_t device, uint64_t addr, uint64_t size, uint64_t aux,

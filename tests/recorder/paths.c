@@ -1,8 +1,7 @@
 /* The allocation paths of issue 22, each with sizes that say which path made it, run on
  * simgpu under memtap: `paths MODE`.
  *   freenull    cuMemFree(0), cudaFree(NULL), cuMemFreeHost(NULL), cuMemFreeAsync(0):
- *               none is a free; one allocation of 22000001 bytes, freed
- *   runtime N   N cudaMalloc/cudaFree pairs of 22000002 bytes (the driver layer test) */
+ *               none is a free; one allocation of 22000001 bytes, freed */
 #include <cuda.h>
 #include <cudaTypedefs.h>
 #include <cuda_runtime_api.h>
@@ -44,23 +43,12 @@ static void free_null(void)
 	CHECK_DRV(cuMemFree(d));
 }
 
-static void runtime_pairs(long n)
-{
-	for (long i = 0; i < n; i++) {
-		void *p;
-		CHECK_RT(cudaMalloc(&p, 22000002));
-		CHECK_RT(cudaFree(p));
-	}
-}
-
 int main(int argc, char **argv)
 {
 	const char *mode = argc > 1 ? argv[1] : "";
 
 	if (!strcmp(mode, "freenull"))
 		free_null();
-	else if (!strcmp(mode, "runtime"))
-		runtime_pairs(argc > 2 ? atol(argv[2]) : 100);
 	else {
 		fprintf(stderr, "usage: paths MODE (see the comment at the top of paths.c)\n");
 		return 2;
