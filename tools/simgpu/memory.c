@@ -1,8 +1,8 @@
-/* simgpu memory: cuMemAlloc/Free/AllocPitch, pinned host memory, managed memory and
- * cuMemGetInfo. Device bytes are charged at their 512-byte-rounded footprint, so
- * cuMemGetInfo always equals capacity minus the footprints of live device memory
- * (plain, pooled and VMM-created). Managed memory oversubscribes, as on Linux GPUs:
- * it is host-backed and not charged to the device. */
+/* simgpu memory: cuMemAlloc/Free/AllocPitch, pinned host memory (allocated or
+ * registered), managed memory, cuMemGetAddressRange and cuMemGetInfo. Device bytes are charged at their
+ * 512-byte-rounded footprint, so cuMemGetInfo always equals capacity minus the footprints of live device memory (plain,
+ * pooled and VMM-created). Managed memory oversubscribes, as on Linux GPUs: it is host-backed and not charged to the
+ * device. */
 #include "sim.h"
 
 #include <stdlib.h>
@@ -140,7 +140,7 @@ CUresult CUDAAPI cuMemFree(CUdeviceptr ptr)
 		return r;
 	sim_lock();
 	b = sim_map_get(&sim.blocks, ptr);
-	if (!b || b->cached || b->kind == SIM_KIND_HOST)
+	if (!b || b->cached || b->kind == SIM_KIND_HOST || b->kind == SIM_KIND_ARRAY)
 		r = CUDA_ERROR_INVALID_VALUE;
 	else if (b->kind == SIM_KIND_MANAGED)
 		host_release(b);
@@ -231,6 +231,76 @@ CUresult CUDAAPI cuMemFreeHost(void *p)
 		host_release(b);
 	else
 		r = CUDA_ERROR_INVALID_VALUE;
+	sim_unlock();
+	return r;
+}
+
+/* ---- host registration: the caller's pages, pinned; not charged to the device ---- */
+
+static struct sim_map registered; /* start -> its size, cast */
+
+CUresult CUDAAPI cuMemHostRegister(void *p, size_t bytesize, unsigned int flags)
+{
+	int dev;
+	CUresult r = sim_current_device(&dev);
+	const unsigned known = CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP |
+			       CU_MEMHOSTREGISTER_IOMEMORY | CU_MEMHOSTREGISTER_READ_ONLY;
+
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (!p || !bytesize || (flags & ~known))
+		return CUDA_ERROR_INVALID_VALUE;
+	sim_lock();
+	for (size_t i = 0; i < registered.cap && r == CUDA_SUCCESS; i++) {
+		uintptr_t start = registered.keys[i], size = (uintptr_t)sim_map_at(&registered, i);
+		if (size && start < (uintptr_t)p + bytesize && (uintptr_t)p < start + size)
+			r = CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
+	}
+	if (r == CUDA_SUCCESS && sim_map_put(&registered, (uintptr_t)p, (void *)(uintptr_t)bytesize))
+		r = CUDA_ERROR_OUT_OF_MEMORY;
+	if (r == CUDA_SUCCESS)
+		sim.host_bytes += bytesize;
+	sim_unlock();
+	return r;
+}
+
+CUresult CUDAAPI cuMemHostUnregister(void *p)
+{
+	int dev;
+	CUresult r = sim_current_device(&dev);
+	uintptr_t size;
+
+	if (r != CUDA_SUCCESS)
+		return r;
+	sim_lock();
+	size = (uintptr_t)sim_map_del(&registered, (uintptr_t)p);
+	if (size)
+		sim.host_bytes -= size;
+	sim_unlock();
+	return size ? CUDA_SUCCESS : CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
+}
+
+/* The allocation holding dptr: device, pooled, managed or array memory, or an IPC import. */
+CUresult CUDAAPI cuMemGetAddressRange(CUdeviceptr *base, size_t *size, CUdeviceptr dptr)
+{
+	CUresult r = sim_check_init();
+
+	if (r != CUDA_SUCCESS)
+		return r;
+	sim_lock();
+	r = CUDA_ERROR_NOT_FOUND;
+	for (size_t i = 0; i < sim.blocks.cap && r != CUDA_SUCCESS; i++) {
+		struct sim_block *b = sim_map_at(&sim.blocks, i);
+		if (b && b->kind != SIM_KIND_HOST && !b->cached && dptr >= b->addr && dptr < b->addr + b->size) {
+			if (base)
+				*base = b->addr;
+			if (size)
+				*size = b->size;
+			r = CUDA_SUCCESS;
+		}
+	}
+	if (r != CUDA_SUCCESS)
+		r = sim_ipc_range(dptr, base, size);
 	sim_unlock();
 	return r;
 }

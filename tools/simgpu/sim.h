@@ -45,7 +45,13 @@ int sim_map_put(struct sim_map *m, uintptr_t key, void *val);
 void *sim_map_del(struct sim_map *m, uintptr_t key);
 void *sim_map_at(const struct sim_map *m, size_t slot); /* NULL for an empty slot */
 
-enum sim_kind { SIM_KIND_DEVICE, SIM_KIND_POOLED, SIM_KIND_MANAGED, SIM_KIND_HOST };
+enum sim_kind {
+	SIM_KIND_DEVICE,
+	SIM_KIND_POOLED,
+	SIM_KIND_MANAGED,
+	SIM_KIND_HOST,
+	SIM_KIND_ARRAY /* cuArrayDestroy's */
+};
 
 struct sim_block {
 	uintptr_t addr;
@@ -127,6 +133,9 @@ bool sim_inject_failure(size_t size);
 /* Device memory accounting under the lock. */
 CUresult sim_device_alloc(int dev, size_t size, size_t align, enum sim_kind kind, struct sim_block **out);
 void sim_device_release(struct sim_block *b);
+
+/* IPC imports (ipc.c), under the lock: the opened range holding dptr. */
+CUresult sim_ipc_range(CUdeviceptr dptr, CUdeviceptr *base, size_t *size);
 
 /* Pools (pool.c). */
 void sim_pool_init(struct CUmemPoolHandle_st *p, int device, bool is_default);
