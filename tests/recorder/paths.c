@@ -1,13 +1,25 @@
 /* The allocation paths of issue 22, each with sizes that say which path made it, run on
  * simgpu under memtap: `paths MODE`.
  *   freenull    cuMemFree(0), cudaFree(NULL), cuMemFreeHost(NULL), cuMemFreeAsync(0):
- *               none is a free; one allocation of 22000001 bytes, freed */
+ *               none is a free; one allocation of 22000001 bytes, freed
+ *   arrays      cuArrayCreate 1600000 bytes, cuArray3DCreate 100000, cuMipmappedArrayCreate
+ *               21504 (three levels), each destroyed
+ *   register    cuMemHostRegister of 22000003 bytes, unregistered
+ *   poolattr    the default pool's release threshold set to 64 MiB, opportunistic reuse off
+ *   ipc         exports a 22000004-byte allocation (cuIpcGetMemHandle) and a 2 MiB VMM handle
+ *               (a file descriptor), then runs `paths import HANDLE FD` by exec in a child,
+ *               which opens, maps and closes both */
 #include <cuda.h>
 #include <cudaTypedefs.h>
 #include <cuda_runtime_api.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define NOINLINE __attribute__((noinline))
 
 static int failures;
 
@@ -43,12 +55,115 @@ static void free_null(void)
 	CHECK_DRV(cuMemFree(d));
 }
 
+static void arrays(void)
+{
+	CUarray a, b;
+	CUmipmappedArray m;
+	CUDA_ARRAY_DESCRIPTOR d2 = {.Width = 1000, .Height = 100, .Format = CU_AD_FORMAT_FLOAT, .NumChannels = 4};
+	CUDA_ARRAY3D_DESCRIPTOR d3 = {
+	    .Width = 100, .Height = 100, .Depth = 10, .Format = CU_AD_FORMAT_UNSIGNED_INT8, .NumChannels = 1};
+	CUDA_ARRAY3D_DESCRIPTOR dm = {.Width = 64, .Height = 64, .Format = CU_AD_FORMAT_HALF, .NumChannels = 2};
+
+	driver_context();
+	CHECK_DRV(cuArrayCreate(&a, &d2));
+	CHECK_DRV(cuArray3DCreate(&b, &d3));
+	CHECK_DRV(cuMipmappedArrayCreate(&m, &dm, 3));
+	CHECK_DRV(cuArrayDestroy(a));
+	CHECK_DRV(cuArrayDestroy(b));
+	CHECK_DRV(cuMipmappedArrayDestroy(m));
+}
+
+static void host_register(void)
+{
+	static char buf[22000003];
+
+	driver_context();
+	CHECK_DRV(cuMemHostRegister(buf, sizeof buf, CU_MEMHOSTREGISTER_PORTABLE));
+	check(cuMemHostRegister(buf, 1, 0) == CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED, "registering twice fails");
+	CHECK_DRV(cuMemHostUnregister(buf));
+}
+
+static void pool_attributes(void)
+{
+	CUmemoryPool pool;
+	cuuint64_t threshold = 64ull << 20;
+	int off = 0;
+
+	driver_context();
+	CHECK_DRV(cuDeviceGetDefaultMemPool(&pool, 0));
+	CHECK_DRV(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &threshold));
+	CHECK_DRV(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC, &off));
+}
+
+static void ipc_export(const char *self)
+{
+	CUdeviceptr d;
+	CUipcMemHandle h;
+	CUmemGenericAllocationHandle vmm;
+	CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+				    .requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
+				    .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0}};
+	char hex[2 * sizeof h.reserved + 1], fd_text[16];
+	int fd = -1, status;
+	pid_t pid;
+
+	driver_context();
+	CHECK_DRV(cuMemAlloc(&d, 22000004));
+	CHECK_DRV(cuIpcGetMemHandle(&h, d));
+	CHECK_DRV(cuMemCreate(&vmm, 2 << 20, &prop, 0));
+	CHECK_DRV(cuMemExportToShareableHandle(&fd, vmm, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
+	for (size_t i = 0; i < sizeof h.reserved; i++)
+		snprintf(hex + 2 * i, 3, "%02x", (unsigned char)h.reserved[i]);
+	snprintf(fd_text, sizeof fd_text, "%d", fd);
+	fflush(NULL);
+	if ((pid = fork()) == 0) {
+		execl(self, self, "import", hex, fd_text, (char *)NULL);
+		_exit(127);
+	}
+	check(pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0,
+	      "the importing child");
+	CHECK_DRV(cuMemRelease(vmm));
+	CHECK_DRV(cuMemFree(d));
+}
+
+static NOINLINE void ipc_import(const char *hex, int fd)
+{
+	CUipcMemHandle h = {{0}};
+	CUdeviceptr d, va;
+	CUmemGenericAllocationHandle vmm;
+
+	for (size_t i = 0; i < sizeof h.reserved && hex[2 * i] && hex[2 * i + 1]; i++) {
+		unsigned v;
+		sscanf(hex + 2 * i, "%2x", &v);
+		h.reserved[i] = (char)v;
+	}
+	driver_context();
+	CHECK_DRV(cuIpcOpenMemHandle(&d, h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS));
+	CHECK_DRV(cuIpcCloseMemHandle(d));
+	CHECK_DRV(cuMemImportFromShareableHandle(&vmm, (void *)(intptr_t)fd, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR));
+	CHECK_DRV(cuMemAddressReserve(&va, 2 << 20, 0, 0, 0));
+	CHECK_DRV(cuMemMap(va, 2 << 20, 0, vmm, 0));
+	CHECK_DRV(cuMemUnmap(va, 2 << 20));
+	CHECK_DRV(cuMemRelease(vmm));
+	CHECK_DRV(cuMemAddressFree(va, 2 << 20));
+}
+
 int main(int argc, char **argv)
 {
 	const char *mode = argc > 1 ? argv[1] : "";
 
 	if (!strcmp(mode, "freenull"))
 		free_null();
+	else if (!strcmp(mode, "arrays"))
+		arrays();
+	else if (!strcmp(mode, "register"))
+		host_register();
+	else if (!strcmp(mode, "poolattr"))
+		pool_attributes();
+	else if (!strcmp(mode, "ipc"))
+		ipc_export(argv[0]);
+	else if (!strcmp(mode, "import") && argc > 3)
+		ipc_import(argv[2], atoi(argv[3]));
 	else {
 		fprintf(stderr, "usage: paths MODE (see the comment at the top of paths.c)\n");
 		return 2;

@@ -85,4 +85,50 @@ for eager in ("0", "1"):
     else:
         ok(False, "a layer " + when + ": a trace")
 
+# ---- arrays, host registration, pool attributes, IPC imports ----
+API_ARRAY, API_REGISTER, API_IPC = 10, 11, 12
+p, traces = record("arrays", [PATHS, "arrays"])
+if one_trace("arrays", traces, p):
+    ev = dump(traces[0])
+    arrays = sorted(e["size"] for e in ev if e["kind"] == "alloc" and e["flags"] == API_ARRAY)
+    ok(arrays == [21504, 100000, 1600000] and all(e["device"] == 0 for e in ev if e["kind"] == "alloc"),
+       "cuArrayCreate, cuArray3DCreate, cuMipmappedArrayCreate: device memory of their elements' bytes", arrays)
+    _, rep = report(traces[0])
+    ok(rep and rep["events"]["frees"] == 3 and rep["live_at_exit"] == [] and
+       rep["devices"][0]["peak_allocated_bytes"] == 1721504, "arrays: each destroy matched, all three at the peak",
+       rep and (rep["events"], rep["devices"]))
+
+p, traces = record("register", [PATHS, "register"])
+if one_trace("host registration", traces, p):
+    ev = dump(traces[0])
+    reg = [e for e in ev if e["kind"] == "host_alloc" and not e["error"]]
+    ok(len(reg) == 1 and reg[0]["size"] == 22000003 and reg[0]["flags"] == API_REGISTER and reg[0]["aux"] == 1,
+       "cuMemHostRegister: pinned host memory of its own API, with its flags", reg)
+    ok(any(e["kind"] == "alloc_failed" and e["flags"] == API_REGISTER for e in ev),
+       "a registration the driver refuses is recorded as a failure")
+    _, rep = report(traces[0])
+    ok(rep and rep["events"]["frees"] == 1 and rep["events"]["unmatched_frees"] == 0 and rep["live_at_exit"] == [],
+       "cuMemHostUnregister matches it", rep and rep["events"])
+
+p, traces = record("poolattr", [PATHS, "poolattr"])
+if one_trace("pool attributes", traces, p):
+    attrs = [(e["aux2"], e["size"]) for e in dump(traces[0]) if e["kind"] == "pool_attr"]
+    ok(attrs == [(4, 64 << 20), (2, 0)], "cuMemPoolSetAttribute: the attribute and its value", attrs)
+
+p, traces = record("ipc", [PATHS, "ipc"])
+ok(p.returncode == 0 and len(traces) == 2, "IPC: exporter and importer ran, a trace each", p.stderr)
+child = [t for t in traces if any(e["kind"] == "alloc" and e["flags"] == API_IPC for e in dump(t))]
+if ok(len(child) == 1, "IPC: the importer's trace has the import"):
+    ev = dump(child[0])
+    ipc = [e for e in ev if e["kind"] == "alloc" and e["flags"] == API_IPC]
+    ok(len(ipc) == 1 and ipc[0]["size"] == 22000004 and ipc[0]["device"] == -1 and "ipc_import" in ipc[0]["functions"],
+       "cuIpcOpenMemHandle: another process's memory, its size, on no device of the importer's, with the stack", ipc)
+    imp = [e for e in ev if e["kind"] == "vmm_create"]
+    ok(len(imp) == 1 and imp[0]["aux2"] == 1 and imp[0]["device"] == -1,
+       "cuMemImportFromShareableHandle: an imported handle, on no device of the importer's", imp)
+    _, rep = report(child[0])
+    ok(rep and rep["events"]["unmatched_frees"] == 0 and rep["live_at_exit"] == [] and
+       all(d["peak_allocated_bytes"] == 0 for d in rep["devices"]),
+       "IPC: closed and released; the importer's devices hold none of it", rep and (rep["events"], rep["devices"]))
+
 done()
