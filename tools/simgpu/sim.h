@@ -113,6 +113,7 @@ struct sim_state {
 	uint64_t alloc_calls;	/* for fault injection */
 	uint64_t fail_nth;	/* SIMGPU_FAIL_NTH: 0 = off */
 	uint64_t fail_above;	/* SIMGPU_FAIL_ABOVE: 0 = off */
+	uint64_t context_mem;	/* SIMGPU_CONTEXT_MEM: charged while a primary context is retained */
 	uint64_t host_bytes;	/* pinned host memory in use */
 	int profiler_depth;	/* cuProfilerStart minus cuProfilerStop */
 };
