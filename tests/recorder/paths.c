@@ -8,10 +8,15 @@
  *   poolattr    the default pool's release threshold set to 64 MiB, opportunistic reuse off
  *   ipc         exports a 22000004-byte allocation (cuIpcGetMemHandle) and a 2 MiB VMM handle
  *               (a file descriptor), then runs `paths import HANDLE FD` by exec in a child,
- *               which opens, maps and closes both */
+ *               which opens, maps and closes both
+ *   libraries DIR  loads DIR/libnccl.so.2 and DIR/libcublasLt.so.13 (built from memtap's
+ *               own code) and allocates 10 MiB through the first, 20 MiB through the
+ *               second and 5 MiB itself; prints cuMemGetInfo's used memory ("used N")
+ *               while all of it is live, then frees it */
 #include <cuda.h>
 #include <cudaTypedefs.h>
 #include <cuda_runtime_api.h>
+#include <dlfcn.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -148,6 +153,32 @@ static NOINLINE void ipc_import(const char *hex, int fd)
 	CHECK_DRV(cuMemAddressFree(va, 2 << 20));
 }
 
+static void libraries(const char *dir)
+{
+	static const char *const names[2] = {"libnccl.so.2", "libcublasLt.so.13"};
+	static const char *const entries[2] = {"nccl_buffers", "cublaslt_workspace"};
+	CUdeviceptr d[3];
+	size_t free_bytes, total;
+	char path[4096];
+
+	driver_context();
+	CHECK_DRV(cuMemAlloc(&d[0], 5 << 20));
+	for (int i = 0; i < 2; i++) {
+		void *lib;
+		CUresult (*alloc)(CUdeviceptr *, size_t);
+		snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+		lib = dlopen(path, RTLD_NOW);
+		alloc = lib ? (CUresult(*)(CUdeviceptr *, size_t))dlsym(lib, entries[i]) : NULL;
+		check(alloc != NULL, path);
+		if (alloc)
+			CHECK_DRV(alloc(&d[i + 1], (size_t)(i + 1) * (10 << 20)));
+	}
+	CHECK_DRV(cuMemGetInfo(&free_bytes, &total));
+	printf("used %zu\n", total - free_bytes);
+	for (int i = 0; i < 3; i++)
+		CHECK_DRV(cuMemFree(d[i]));
+}
+
 int main(int argc, char **argv)
 {
 	const char *mode = argc > 1 ? argv[1] : "";
@@ -162,6 +193,8 @@ int main(int argc, char **argv)
 		pool_attributes();
 	else if (!strcmp(mode, "ipc"))
 		ipc_export(argv[0]);
+	else if (!strcmp(mode, "libraries") && argc > 2)
+		libraries(argv[2]);
 	else if (!strcmp(mode, "import") && argc > 3)
 		ipc_import(argv[2], atoi(argv[3]));
 	else {

@@ -131,4 +131,33 @@ if ok(len(child) == 1, "IPC: the importer's trace has the import"):
        all(d["peak_allocated_bytes"] == 0 for d in rep["devices"]),
        "IPC: closed and released; the importer's devices hold none of it", rep and (rep["events"], rep["devices"]))
 
+# ---- which library holds the memory, and what no hook saw ----
+LIBS = os.path.join(B, "tests/recorder/libs/.libs")
+MiB = 1 << 20
+p, traces = record("libraries", [PATHS, "libraries", LIBS], {"SIMGPU_CONTEXT_MEM": "300MiB"})
+if one_trace("libraries", traces, p):
+    used = int(p.stdout.split()[1])
+    _, rep = report(traces[0])
+    dev = rep["devices"][0]
+    libs = {l["library"]: l["bytes"] for l in dev["by_library_at_peak"]}
+    ok(libs == {"libcublasLt.so.13": 20 * MiB, "libnccl.so.2": 10 * MiB, "paths": 5 * MiB},
+       "by library at the peak: libnccl.so.2, libcublasLt.so.13 and the application, each its own bytes", libs)
+    c = dev["driver_count"]
+    ok(c and c["used_bytes"] == used and c["recorded_bytes"] == 35 * MiB and c["unseen_bytes"] == used - 35 * MiB
+       and c["unseen_bytes"] == 300 * MiB,
+       "the driver's count: cuMemGetInfo's used memory, what memtap saw, and the difference no hook saw (the context)",
+       (used, c))
+    text = subprocess.run([MEMTAP, "report", traces[0]], capture_output=True, text=True).stdout
+    ok("libnccl.so.2                10.00 MiB" in text and "libcublasLt.so.13           20.00 MiB" in text and
+       "335.00 MiB used, memtap saw 35.00 MiB; 300.00 MiB no hook saw" in text,
+       "the text report shows the libraries and the driver's count", text)
+
+p, traces = record("oomcount", [os.path.join(B, "tests/recorder/workload"), "oom"],
+                   {"SIMGPU_MEM": "1GiB", "SIMGPU_CONTEXT_MEM": "100MiB"})
+if one_trace("an out-of-memory failure", traces, p):
+    _, rep = report(traces[0])
+    c = rep["devices"][0]["driver_count"]
+    ok(c and c["used_bytes"] == 100 * MiB and c["recorded_bytes"] == 0 and c["unseen_bytes"] == 100 * MiB,
+       "the driver's count at an out-of-memory failure: the context no hook saw", c)
+
 done()
