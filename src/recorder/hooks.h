@@ -43,6 +43,8 @@ static inline void *mtp_lookup_once(void **slot, const char *name)
 MTP_HIDDEN void *mtp_layer_wrap(void **real, void *const *wrappers, void *p);
 MTP_HIDDEN void *mtp_drv_wrap(unsigned row, void *real);
 MTP_HIDDEN void mtp_layers_forget(void); /* after an unload: empty slots into a library that went */
+/* libcuda.so.1, which the exported names call: a layer when it is one (device.c) */
+MTP_HIDDEN void mtp_layer_library(uintptr_t lo, uintptr_t hi);
 
 /* Recording helpers; `api` is an enum mt_api, `error` a CUresult or cudaError_t. */
 MTP_HIDDEN void mtp_hook_made(uint8_t kind, uint8_t api, uint8_t device, uint64_t addr, uint64_t size, uint64_t aux,

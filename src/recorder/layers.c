@@ -56,6 +56,13 @@ static void add_range(uintptr_t lo, uintptr_t hi)
 	}
 }
 
+void mtp_layer_library(uintptr_t lo, uintptr_t hi)
+{
+	pthread_mutex_lock(&lock);
+	add_range(lo, hi);
+	pthread_mutex_unlock(&lock);
+}
+
 void *mtp_layer_wrap(void **real, void *const *wrappers, void *p)
 {
 	struct where w = {.p = p};
@@ -91,10 +98,12 @@ bool mtp_layer_caller(uintptr_t caller)
 {
 	unsigned n = __atomic_load_n(&nranges, __ATOMIC_ACQUIRE);
 
-	for (unsigned i = 0; i < n; i++)
-		if (caller - __atomic_load_n(&ranges[i].lo, __ATOMIC_RELAXED) <
-		    __atomic_load_n(&ranges[i].hi, __ATOMIC_ACQUIRE) - __atomic_load_n(&ranges[i].lo, __ATOMIC_RELAXED))
+	for (unsigned i = 0; i < n; i++) {
+		uintptr_t hi = __atomic_load_n(&ranges[i].hi, __ATOMIC_ACQUIRE);
+		uintptr_t lo = __atomic_load_n(&ranges[i].lo, __ATOMIC_RELAXED);
+		if (hi > lo && caller - lo < hi - lo) /* hi 0: a library that went */
 			return true;
+	}
 	return false;
 }
 

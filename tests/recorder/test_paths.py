@@ -85,6 +85,17 @@ for eager in ("0", "1"):
     else:
         ok(False, "a layer " + when + ": a trace")
 
+# a program linked with -lcuda: its libcuda.so.1 is the layer, which memtap's exported names call
+env = {"LD_LIBRARY_PATH": LAYER_DIR + ":" + os.environ.get("LD_LIBRARY_PATH", ""), "LAYER_DRIVER": SIMGPU_DRIVER}
+LINKED = os.path.join(B, "tests/recorder/layered_link")
+alone = subprocess.run([LINKED, "100"], capture_output=True, text=True, env=dict(os.environ, **env))
+p, traces = record("layerlink", [LINKED, "100"], env)
+_, rep = report(traces[0]) if traces else (None, None)
+ok(alone.returncode == 0 and layer_count(alone) == 100 and p.returncode == 0 and layer_count(p) == 100 and rep and
+   rep["events"]["allocs"] == 100 and rep["events"]["frees"] == 100,
+   "a layer as a -lcuda program's libcuda.so.1: 100 of 100 with and without memtap, each recorded once",
+   (alone.stderr, p.stderr[-1000:], rep and rep["events"]))
+
 # ---- arrays, host registration, pool attributes, IPC imports ----
 API_ARRAY, API_REGISTER, API_IPC = 10, 11, 12
 p, traces = record("arrays", [PATHS, "arrays"])

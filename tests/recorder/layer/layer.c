@@ -1,8 +1,9 @@
 /* A driver layer, as GPU-sharing and virtualisation tools are (HAMi-core and the like):
  * found first as libcuda.so.1, it loads the real driver by path (LAYER_DRIVER) and wraps
  * what cuGetProcAddress returns for cuMemAlloc, counting allocations; it prints the count
- * at exit ("layer: N allocations"). LAYER_EAGER=1 loads the driver when the layer is
- * loaded, else at its first lookup. A few driver functions a tool asks for by name are
+ * at exit ("layer: N allocations"); its own cuMemAlloc_v2, for programs linked with
+ * -lcuda, counts too. LAYER_EAGER=1 loads the driver when the layer is loaded, else at
+ * its first lookup. A few driver functions a tool or such a program asks for by name are
  * passed on as they are. */
 #include <cuda.h>
 #include <cudaTypedefs.h>
@@ -36,8 +37,12 @@ static void *next(const char *name)
 
 static CUresult CUDAAPI counted_alloc(CUdeviceptr *dptr, size_t size)
 {
+	CUresult r;
+
 	__atomic_add_fetch(&allocs, 1, __ATOMIC_RELAXED);
-	return next_alloc(dptr, size);
+	r = next_alloc(dptr, size);
+	__asm__ volatile("" ::: "memory"); /* not a tail call: the driver is called from the layer's code */
+	return r;
 }
 
 CUresult CUDAAPI cuGetProcAddress(const char *symbol, void **pfn, int version, cuuint64_t flags,
@@ -66,7 +71,22 @@ CUresult CUDAAPI cuGetProcAddress(const char *symbol, void **pfn, int version, c
 		CUresult(CUDAAPI *f) params = (CUresult(CUDAAPI *) params)next(#name);                                 \
 		return f ? f args : CUDA_ERROR_NOT_INITIALIZED;                                                        \
 	}
+CUresult CUDAAPI cuMemAlloc(CUdeviceptr *dptr, size_t size)
+{
+	PFN_cuMemAlloc_v3020 f = (PFN_cuMemAlloc_v3020)next("cuMemAlloc_v2");
+
+	CUresult r;
+
+	__atomic_add_fetch(&allocs, 1, __ATOMIC_RELAXED);
+	r = f ? f(dptr, size) : CUDA_ERROR_NOT_INITIALIZED;
+	__asm__ volatile("" ::: "memory"); /* not a tail call: the driver is called from the layer's code */
+	return r;
+}
+
 PASS(cuInit, (unsigned flags), (flags))
+PASS(cuDevicePrimaryCtxRetain, (CUcontext * c, CUdevice d), (c, d))
+PASS(cuCtxSetCurrent, (CUcontext c), (c))
+PASS(cuMemFree_v2, (CUdeviceptr d), (d))
 PASS(cuDriverGetVersion, (int *v), (v))
 PASS(cuCtxGetDevice, (CUdevice * d), (d))
 PASS(cuDeviceGetName, (char *name, int len, CUdevice d), (name, len, d))
