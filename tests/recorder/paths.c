@@ -11,8 +11,9 @@
  *               which opens, maps and closes both
  *   libraries DIR  loads DIR/libnccl.so.2 and DIR/libcublasLt.so.13 (built from memtap's
  *               own code) and allocates 10 MiB through the first, 20 MiB through the
- *               second and 5 MiB itself; prints cuMemGetInfo's used memory ("used N")
- *               while all of it is live, then frees it */
+ *               second, 5 MiB itself and 7 MiB through the runtime's own cudaMalloc
+ *               (found with dlsym, so the runtime calls the driver); prints cuMemGetInfo's
+ *               used memory ("used N") while all of it is live, then frees it */
 #include <cuda.h>
 #include <cudaTypedefs.h>
 #include <cuda_runtime_api.h>
@@ -160,9 +161,13 @@ static void libraries(const char *dir)
 	CUdeviceptr d[3];
 	size_t free_bytes, total;
 	char path[4096];
+	void *rt = dlopen("libcudart.so.13", RTLD_NOW | RTLD_NOLOAD), *p = NULL;
+	cudaError_t (*rt_malloc)(void **, size_t) =
+	    rt ? (cudaError_t(*)(void **, size_t))dlsym(rt, "cudaMalloc") : NULL;
 
 	driver_context();
 	CHECK_DRV(cuMemAlloc(&d[0], 5 << 20));
+	check(rt_malloc && rt_malloc(&p, 7 << 20) == cudaSuccess, "the runtime's own cudaMalloc");
 	for (int i = 0; i < 2; i++) {
 		void *lib;
 		CUresult (*alloc)(CUdeviceptr *, size_t);
@@ -177,6 +182,7 @@ static void libraries(const char *dir)
 	printf("used %zu\n", total - free_bytes);
 	for (int i = 0; i < 3; i++)
 		CHECK_DRV(cuMemFree(d[i]));
+	CHECK_DRV(cuMemFree((CUdeviceptr)p));
 }
 
 int main(int argc, char **argv)
