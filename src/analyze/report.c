@@ -131,10 +131,12 @@ static const char *base_name(const char *path)
 	return slash ? slash + 1 : path && *path ? path : "(unknown)";
 }
 
-/* CUDA's runtime and driver (a static runtime is inside its library, which is named) and memtap */
+/* CUDA's runtime and driver (a static runtime is inside its library, which is named),
+ * CUPTI (whose callback the CUPTI backend's stacks start in) and memtap */
 static bool is_runtime(const char *name)
 {
-	return !strncmp(name, "libcudart.so", 12) || !strncmp(name, "libcuda.so", 10) || !strncmp(name, "libmemtap", 9);
+	return !strncmp(name, "libcudart.so", 12) || !strncmp(name, "libcuda.so", 10) ||
+	       !strncmp(name, "libmemtap", 9) || !strncmp(name, "libcupti.so", 11);
 }
 
 static const char *stack_library(const struct mt_trace *t, const struct mt_module *const *sorted, uint32_t stack)

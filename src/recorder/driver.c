@@ -352,59 +352,13 @@ static CUresult hook_cuMemPoolSetAttribute(const void *caller, PFN_cuMemPoolSetA
 {
 	bool rec = mtp_enter_at(caller);
 	CUresult r = real(pool, attr, value);
-	if (rec && r == CUDA_SUCCESS && value) {
-		/* the reuse flags are ints, the thresholds and high-water marks 64-bit */
-		bool wide = attr == CU_MEMPOOL_ATTR_RELEASE_THRESHOLD || attr == CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH ||
-			    attr == CU_MEMPOOL_ATTR_USED_MEM_HIGH || attr == CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT ||
-			    attr == CU_MEMPOOL_ATTR_USED_MEM_CURRENT;
-		struct mt_event e = {.kind = MT_EV_POOL_ATTR,
-				     .device = MT_NO_DEVICE,
-				     .size = wide ? *(const cuuint64_t *)value : (uint64_t) * (const int *)value,
-				     .aux = (uintptr_t)pool,
-				     .aux2 = (uint64_t)attr};
-		mtp_record(&e, false);
-	}
+	if (rec && r == CUDA_SUCCESS)
+		mtp_hook_pool_attr(pool, attr, value);
 	mtp_leave();
 	return r;
 }
 
 /* ---- arrays: device memory behind a handle, recorded as allocations at the handle ---- */
-
-static size_t format_size(CUarray_format f)
-{
-	switch (f) {
-	case CU_AD_FORMAT_UNSIGNED_INT8:
-	case CU_AD_FORMAT_SIGNED_INT8:
-		return 1;
-	case CU_AD_FORMAT_UNSIGNED_INT16:
-	case CU_AD_FORMAT_SIGNED_INT16:
-	case CU_AD_FORMAT_HALF:
-		return 2;
-	case CU_AD_FORMAT_UNSIGNED_INT32:
-	case CU_AD_FORMAT_SIGNED_INT32:
-	case CU_AD_FORMAT_FLOAT:
-		return 4;
-	default:
-		return 4; /* a format memtap does not know: its element size is a guess */
-	}
-}
-
-/* The elements' bytes over `levels` levels, each halving the extents down to 1 (the
- * driver's own footprint, with its alignment and tiling, is not known). */
-static uint64_t array_bytes(size_t w, size_t h, size_t d, CUarray_format f, unsigned channels, unsigned levels)
-{
-	uint64_t total = 0, elem = format_size(f) * channels;
-
-	h = h ? h : 1;
-	d = d ? d : 1;
-	for (unsigned l = 0; l < levels && w; l++) {
-		total += (uint64_t)w * h * d * elem;
-		w = w > 1 ? w / 2 : 1;
-		h = h > 1 ? h / 2 : 1;
-		d = d > 1 ? d / 2 : 1;
-	}
-	return total;
-}
 
 #define ARRAY_CREATE(caller, out, bytes, call)                                                                         \
 	bool rec = mtp_enter_at(caller);                                                                               \
@@ -421,21 +375,21 @@ static uint64_t array_bytes(size_t w, size_t h, size_t d, CUarray_format f, unsi
 static CUresult hook_cuArrayCreate_v2(const void *caller, PFN_cuArrayCreate_v3020 real, CUarray *array,
 				      const CUDA_ARRAY_DESCRIPTOR *d)
 {
-	uint64_t bytes = d ? array_bytes(d->Width, d->Height, 1, d->Format, d->NumChannels, 1) : 0;
+	uint64_t bytes = d ? mtp_array_bytes(d->Width, d->Height, 1, d->Format, d->NumChannels, 1) : 0;
 	ARRAY_CREATE(caller, array, bytes, real(array, d));
 }
 
 static CUresult hook_cuArray3DCreate_v2(const void *caller, PFN_cuArray3DCreate_v3020 real, CUarray *array,
 					const CUDA_ARRAY3D_DESCRIPTOR *d)
 {
-	uint64_t bytes = d ? array_bytes(d->Width, d->Height, d->Depth, d->Format, d->NumChannels, 1) : 0;
+	uint64_t bytes = d ? mtp_array_bytes(d->Width, d->Height, d->Depth, d->Format, d->NumChannels, 1) : 0;
 	ARRAY_CREATE(caller, array, bytes, real(array, d));
 }
 
 static CUresult hook_cuMipmappedArrayCreate(const void *caller, PFN_cuMipmappedArrayCreate_v5000 real,
 					    CUmipmappedArray *array, const CUDA_ARRAY3D_DESCRIPTOR *d, unsigned levels)
 {
-	uint64_t bytes = d ? array_bytes(d->Width, d->Height, d->Depth, d->Format, d->NumChannels, levels) : 0;
+	uint64_t bytes = d ? mtp_array_bytes(d->Width, d->Height, d->Depth, d->Format, d->NumChannels, levels) : 0;
 	ARRAY_CREATE(caller, array, bytes, real(array, d, levels));
 }
 
@@ -485,22 +439,13 @@ static CUresult hook_cuMemHostUnregister(const void *caller, PFN_cuMemHostUnregi
 
 /* ---- imports: memory another process owns, on no device of this process's ---- */
 
-static void *address_range;
-
 static CUresult hook_cuIpcOpenMemHandle_v2(const void *caller, PFN_cuIpcOpenMemHandle_v11000 real, CUdeviceptr *dptr,
 					   CUipcMemHandle handle, unsigned flags)
 {
 	bool rec = mtp_enter_at(caller);
 	CUresult r = real(dptr, handle, flags);
-	if (rec) {
-		PFN_cuMemGetAddressRange_v3020 range =
-		    (PFN_cuMemGetAddressRange_v3020)mtp_lookup_once(&address_range, "cuMemGetAddressRange_v2");
-		CUdeviceptr base;
-		size_t size = 0;
-		if (r == CUDA_SUCCESS && range && range(&base, &size, *dptr) != CUDA_SUCCESS)
-			size = 0;
-		mtp_hook_outcome(1, r, MT_EV_ALLOC, MT_API_IPC, MT_NO_DEVICE, r ? 0 : *dptr, size, flags, 0);
-	}
+	if (rec)
+		mtp_hook_ipc_opened(r, r ? 0 : *dptr, flags);
 	mtp_leave();
 	return r;
 }
@@ -516,14 +461,8 @@ static CUresult hook_cuMemImportFromShareableHandle(const void *caller, PFN_cuMe
 {
 	bool rec = mtp_enter_at(caller);
 	CUresult r = real(handle, os_handle, type);
-	if (rec && r == CUDA_SUCCESS) {
-		struct mt_event e = {.kind = MT_EV_VMM_CREATE,
-				     .flags = CU_MEM_LOCATION_TYPE_DEVICE,
-				     .device = MT_NO_DEVICE,
-				     .aux = *handle,
-				     .aux2 = MT_VMM_IMPORTED};
-		mtp_record(&e, true);
-	}
+	if (rec && r == CUDA_SUCCESS)
+		mtp_hook_imported(*handle);
 	mtp_leave();
 	return r;
 }

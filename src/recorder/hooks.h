@@ -66,6 +66,14 @@ MTP_HIDDEN bool mtp_hook_outcome(int try_, int error, uint8_t kind, uint8_t api,
 /* A release recorded before the call failed: say so. */
 MTP_HIDDEN void mtp_hook_release_failed(int error, uint8_t kind, uint64_t addr);
 MTP_HIDDEN uint8_t mtp_location_device(const CUmemLocation *loc); /* MT_NO_DEVICE unless a device */
+/* Recorded the same way by both backends: an array's bytes (its elements over `levels`
+ * mipmap levels, each halving the extents; the driver's own footprint is not known), a
+ * pool attribute set, an IPC import opened (its size asked of the driver; `error` not 0:
+ * a failure) and a shareable handle imported: memory another process owns. */
+MTP_HIDDEN uint64_t mtp_array_bytes(size_t w, size_t h, size_t d, CUarray_format f, unsigned channels, unsigned levels);
+MTP_HIDDEN void mtp_hook_pool_attr(CUmemoryPool pool, CUmemPool_attribute attr, const void *value);
+MTP_HIDDEN void mtp_hook_ipc_opened(int error, CUdeviceptr dptr, unsigned flags);
+MTP_HIDDEN void mtp_hook_imported(CUmemGenericAllocationHandle handle);
 
 /* After a library was unloaded (loader.c): forget pointers into it. */
 MTP_HIDDEN bool mtp_rt_forget(void);		 /* the runtime went: true */
