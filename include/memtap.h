@@ -26,11 +26,12 @@ enum memtap_category {
 };
 
 #ifdef MEMTAP_BUILDING
-#define MEMTAP_API(ret, name, params, args) ret name params;
+#define MEMTAP_API_OR(ret, name, params, args, absent) ret name params;
 #else
 #include <dlfcn.h>
-/* Looks the function up once per translation unit; RTLD_DEFAULT is (void *)0 on Linux. */
-#define MEMTAP_API(ret, name, params, args)                                                                            \
+/* Looks the function up once per translation unit; RTLD_DEFAULT is (void *)0 on Linux.
+ * absent: what the call returns when memtap is not loaded. */
+#define MEMTAP_API_OR(ret, name, params, args, absent)                                                                 \
 	static inline ret name params                                                                                  \
 	{                                                                                                              \
 		static ret(*fn) params;                                                                                \
@@ -39,9 +40,10 @@ enum memtap_category {
 			fn = (ret(*) params)dlsym((void *)0, #name);                                                   \
 			__atomic_store_n(&looked, 1, __ATOMIC_RELEASE);                                                \
 		}                                                                                                      \
-		return fn ? fn args : (ret)ENOSYS;                                                                     \
+		return fn ? fn args : (absent);                                                                        \
 	}
 #endif
+#define MEMTAP_API(ret, name, params, args) MEMTAP_API_OR(ret, name, params, args, (ret)ENOSYS)
 
 #ifdef __cplusplus
 extern "C" {
@@ -59,8 +61,8 @@ MEMTAP_API(int, memtap_tag_range, (const void *ptr, size_t size, int category), 
 MEMTAP_API(int, memtap_mark, (const char *name), (name))
 /* Writes the trace recorded so far, closed, to path: `memtap report path` reads it. */
 MEMTAP_API(int, memtap_snapshot, (const char *path), (path))
-/* 1 when this process is being recorded. */
-MEMTAP_API(int, memtap_active, (void), ())
+/* 1 when this process is being recorded, else 0 (also when memtap is not loaded). */
+MEMTAP_API_OR(int, memtap_active, (void), (), 0)
 
 /* ---- the caching allocator (docs/ALLOCATOR.md) ----
  * PyTorch's pluggable-allocator signatures, for
@@ -81,4 +83,5 @@ void memtap_record_stream(void *ptr, struct CUstream_st *stream);
 #endif
 
 #undef MEMTAP_API
+#undef MEMTAP_API_OR
 #endif

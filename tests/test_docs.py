@@ -1,7 +1,8 @@
 """The docs in step with the code's tables: every recorder option (options.def) in
 docs/RECORDER.md's table and `memtap run --help`; every event kind (events.def) in
 docs/FORMAT.md; every planner option (plan_options.def) in docs/PLAN.md and `memtap plan
---help`; every source path the docs and README name exists."""
+--help`; every option a command parses in its --help; every source path the docs and
+README name exists."""
 import glob
 import os
 import re
@@ -44,9 +45,23 @@ ok(plan and not [p for p in plan if "`%s`" % p not in plan_doc or "--" + p.repla
 ok(not [p for p in plan if "--" + p.replace("_", "-") not in plan_help], "memtap plan --help names every option",
    [p for p in plan if "--" + p.replace("_", "-") not in plan_help])
 
+# every long option a command parses (its getopt table) is in its --help, so the manual
+# pages and completions made from --help offer it (report.c's table is report's; dump
+# shares it but takes only --json)
+undocumented = []
+for src in sorted(glob.glob(os.path.join(S, "tools/memtap/*.c"))):
+    command = os.path.basename(src)[:-2]
+    tables = re.findall(r"(?s)struct option (?:longopts|own)\[\] = \{(.*?)\};", open(src).read())
+    if not tables:
+        continue
+    offered = subprocess.run([MEMTAP, "--complete", "options", command], capture_output=True, text=True).stdout.split()
+    undocumented += ["memtap %s --%s" % (command, o) for body in tables for o in re.findall(r'\{"([\w-]+)", ', body)
+                     if "--" + o not in offered]
+ok(not undocumented, "every long option of the commands' getopt tables is in their --help", undocumented)
+
 missing = []
 for doc in glob.glob(os.path.join(S, "docs/*.md")) + [os.path.join(S, "README.md")]:
-    for path in set(re.findall(r"(?<![/\w])((?:src|tools|tests|bench|lua|python|include)/[\w./-]+\.(?:c|h|S|def|py|lua|sh|js|css))",
+    for path in set(re.findall(r"(?<![/\w])((?:src|tools|tests|bench|lua|python|include)/[\w./-]+\.(?:c|h|S|def|py|lua|sh|js|css))\b",
                                open(doc).read())):
         if not os.path.exists(os.path.join(S, path)):
             missing.append("%s: %s" % (os.path.basename(doc), path))

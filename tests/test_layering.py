@@ -75,7 +75,7 @@ def needed(lib):
     return set(re.findall(r"Shared library: \[([^\]]+)\]", out))
 
 
-api = names("include/memtap.h", r"MEMTAP_API\(int, (memtap_\w+),")
+api = names("include/memtap.h", r"MEMTAP_API\w*\(int, (memtap_\w+),")
 allocator = names("include/memtap.h", r"(?m)^\w+ \*?(memtap_\w+)\(")  # the caching allocator's entry points
 hooks = names("src/recorder/driver_hooks.def", r"DRV\(\w+, (\w+),") | names("src/recorder/runtime_hooks.def",
                                                                            r"RT\((\w+)\)")

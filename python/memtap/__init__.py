@@ -1,5 +1,7 @@
 """memtap from Python: say what tensors are for and where iterations end. Plain ctypes,
-no build step: put this directory on PYTHONPATH (or copy it next to your script).
+no build step: `make install` puts it where the configured python3 finds it, `pip
+install --no-build-isolation ./python` anywhere else, or put python/ on PYTHONPATH.
+`python3 -m memtap ARGS` runs the memtap command.
 
 Under `memtap run -- python train.py` memtap's library is already in the process and
 these calls land in the trace; anywhere else they do nothing and return 0 / False, so a
@@ -19,6 +21,8 @@ own allocator serves the tensors (docs/PYTHON.md).
 """
 import ctypes
 import os
+
+__version__ = "0.1.0"  # configure.ac's AC_INIT (tests/install/test_install.py checks)
 
 __all__ = ["PARAMS", "GRADS", "OPTIMIZER", "ACTIVATIONS", "TEMPORARIES", "OTHER", "active", "tag", "tag_model",
            "mark"]

@@ -1,11 +1,14 @@
 /* Composition by category: one pass over the trace (on its own, or event by event inside
- * the report's first pass) following every thread's NVTX range stack, noting for each
- * allocation the phase it was made in and what had happened by the time it was freed;
- * then the rules of composition.h. */
+ * the report's first pass) following every thread's NVTX range stack (or, read by its
+ * frames, the phase its stacks say), noting for each allocation the phase it was made in
+ * and what had happened by the time it was freed; then the rules of composition.h. A
+ * stack's frames are read once (a byte per stack) from the trace's own names: a
+ * snapshot's named frames, a recording's Python frames; no symbol files. */
 #include "analyze/composition.h"
 
 #include <ctype.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,7 +16,7 @@
 #include "core/array.h"
 #include "reader/progress.h"
 
-enum phase { PH_NONE, PH_FORWARD, PH_BACKWARD, PH_OPTIMIZER };
+enum phase { PH_NONE, PH_FORWARD, PH_BACKWARD, PH_OPTIMIZER, PH_ZERO_GRAD };
 
 static bool has_word(const char *s, const char *w)
 {
@@ -27,6 +30,8 @@ static bool has_word(const char *s, const char *w)
 
 static enum phase classify(const char *name)
 {
+	if (has_word(name, "zero_grad"))
+		return PH_ZERO_GRAD;
 	if (has_word(name, "backward") || has_word(name, "bwd"))
 		return PH_BACKWARD;
 	if (has_word(name, "forward") || has_word(name, "fwd"))
@@ -61,6 +66,11 @@ struct life {
 	bool alive_into_optimizer; /* an optimizer phase began while it was alive */
 	bool alive_past_forward;
 	uint8_t tag; /* set later by memtap_tag_range */
+	/* read by frames */
+	bool unseen; /* made before recording began */
+	bool builds; /* its frames build the model */
+	bool own;    /* its phase came from its own frames (or an open annotation) */
+	bool to_end; /* alive at the end of the trace */
 };
 
 struct pass {
@@ -77,7 +87,16 @@ struct pass {
 	struct mt_slots slots;
 	struct mt_composition *c;
 	uint8_t *phase_of; /* per string id: its phase + 1, 0 until classified */
+	/* read by frames */
+	uint8_t *said;	    /* per stack: what its frames say (enum said) + 1, 0 until read */
+	uint8_t fphase;	    /* the phase the last stack that said one said */
+	uint32_t finstance; /* that phase's run */
+	uint32_t oom_run;   /* the run an allocation failed in: what it frees after is not its temporaries */
+	bool python;	    /* some stack has Python frames */
 };
+
+/* What a stack's frames say. */
+enum said { SAYS_NOTHING, SAYS_FORWARD, SAYS_BACKWARD, SAYS_OPTIMIZER, SAYS_ZERO_GRAD, SAYS_BUILDS };
 
 static uint8_t phase_of(struct pass *p, uint64_t name)
 {
@@ -149,6 +168,51 @@ static uint8_t infer(const struct life *l)
 	return MT_TAG_OTHER;
 }
 
+static uint8_t infer_frames(const struct life *l, uint8_t *evidence)
+{
+	bool within = l->freed && l->freed_in_instance;
+
+	*evidence = 1;
+	if (l->unseen) {
+		if (!l->freed)
+			return MT_TAG_PARAMS;
+		if (l->freed_phase == PH_BACKWARD)
+			return MT_TAG_ACTIVATIONS;
+		if (l->freed_phase == PH_OPTIMIZER || l->freed_phase == PH_ZERO_GRAD)
+			return MT_TAG_GRADS;
+		*evidence = 0;
+		return MT_TAG_OTHER;
+	}
+	if (l->builds) {
+		*evidence = 2;
+		return MT_TAG_PARAMS;
+	}
+	*evidence = l->own ? 2 : 1;
+	switch (l->phase) {
+	case PH_OPTIMIZER:
+		return within ? MT_TAG_TEMPORARIES : MT_TAG_OPTIMIZER;
+	case PH_BACKWARD:
+		if (within)
+			return MT_TAG_TEMPORARIES;
+		*evidence = l->own && (l->alive_into_optimizer || l->to_end) ? 2 : 1;
+		return MT_TAG_GRADS;
+	case PH_FORWARD:
+		if (l->freed && l->freed_phase == PH_BACKWARD)
+			return MT_TAG_ACTIVATIONS;
+		if (within)
+			return MT_TAG_TEMPORARIES;
+		*evidence = 1;
+		return MT_TAG_ACTIVATIONS;
+	default:
+		*evidence = 0;
+		if (l->freed && l->freed_phase == PH_BACKWARD) {
+			*evidence = 1;
+			return MT_TAG_ACTIVATIONS;
+		}
+		return MT_TAG_OTHER;
+	}
+}
+
 /* An allocation's life is over (or the trace is): its category is known. */
 static void settle(struct pass *p, size_t slot)
 {
@@ -158,11 +222,143 @@ static void settle(struct pass *p, size_t slot)
 	if (tag) {
 		p->c->category[l->event] = tag;
 		p->c->source[l->event] = MT_SOURCE_TAG;
+		p->c->evidence[l->event] = 2;
+	} else if (p->c->frames) {
+		p->c->category[l->event] = infer_frames(l, &p->c->evidence[l->event]);
+		p->c->source[l->event] = MT_SOURCE_FRAMES;
 	} else {
 		p->c->category[l->event] = p->c->has_phases ? infer(l) : MT_TAG_OTHER;
 		p->c->source[l->event] = p->c->has_phases ? MT_SOURCE_INFERRED : MT_SOURCE_NONE;
+		p->c->evidence[l->event] = p->c->has_phases;
 	}
 	mt_slot_give(&p->slots, slot);
+}
+
+/* A frame's function and file, from the trace's own names (a snapshot's named frames,
+ * a recording's Python frames "function\tfile\tline"); false for other frames. */
+static bool names(const struct mt_trace *t, uint64_t addr, char *fn, size_t nfn, char *file, size_t nfile)
+{
+	const char *s, *tab, *tab2;
+
+	if (t->nnamed) {
+		if (!addr || addr > t->nnamed)
+			return false;
+		snprintf(fn, nfn, "%s", t->named[addr - 1].function);
+		snprintf(file, nfile, "%s", t->named[addr - 1].file);
+		return true;
+	}
+	if (!(addr & MT_PYFRAME))
+		return false;
+	s = mt_trace_string(t, addr & 0xffffffffu);
+	if (!(tab = strchr(s, '\t')) || !(tab2 = strchr(tab + 1, '\t')))
+		return false;
+	snprintf(fn, nfn, "%.*s", (int)(tab - s), s);
+	snprintf(file, nfile, "%.*s", (int)(tab2 - tab - 1), tab + 1);
+	return true;
+}
+
+static bool in_file(const char *file, const char *part)
+{
+	char alt[128];
+	size_t i;
+
+	if (strstr(file, part))
+		return true;
+	for (i = 0; part[i] && i + 1 < sizeof alt; i++) /* Windows paths */
+		alt[i] = part[i] == '/' ? '\\' : part[i];
+	alt[i] = '\0';
+	return strstr(file, alt) != NULL;
+}
+
+static bool is_one_of(const char *s, const char *const *list)
+{
+	for (; *list; list++)
+		if (!strcmp(s, *list))
+			return true;
+	return false;
+}
+
+/* What a stack's frames say, read once. */
+static enum said stack_says(struct pass *p, uint32_t stack)
+{
+	static const char *const builders[] = {"_apply",
+					       "to",
+					       "cuda",
+					       "convert",
+					       "half",
+					       "float",
+					       "bfloat16",
+					       "load_state_dict",
+					       "_load_from_state_dict",
+					       "register_parameter",
+					       "register_buffer",
+					       "reset_parameters",
+					       NULL};
+	static const char *const loaders[] = {"reset_parameters",
+					      "from_pretrained",
+					      "_load_state_dict_into_meta_model",
+					      "set_module_tensor_to_device",
+					      "load_checkpoint_and_dispatch",
+					      NULL};
+	const struct mt_trace *t = p->t;
+	bool fwd = false, bwd = false, opt = false, zero = false, builds = false;
+	char fn[512], file[1024];
+
+	if (!stack || stack >= t->nstacks)
+		return SAYS_NOTHING;
+	if (p->said[stack])
+		return (enum said)(p->said[stack] - 1);
+	for (uint32_t i = 0; i < t->stacks[stack].depth; i++) {
+		if (!names(t, t->stacks[stack].frames[i], fn, sizeof fn, file, sizeof file))
+			continue;
+		if (in_file(file, "torch/optim/") || (!strcmp(fn, "step") && strstr(file, "optim")))
+			*(!strcmp(fn, "zero_grad") ? &zero : &opt) = true;
+		if (strstr(fn, "autograd::Engine::") || strstr(fn, "AccumulateGrad") ||
+		    (strstr(fn, "Backward") && strstr(fn, "::apply")) || !strcmp(fn, "_engine_run_backward") ||
+		    (!strcmp(fn, "backward") &&
+		     (in_file(file, "torch/autograd/") || in_file(file, "torch/_tensor.py"))))
+			bwd = true;
+		if ((in_file(file, "torch/nn/modules/module.py") && is_one_of(fn, builders)) ||
+		    in_file(file, "torch/nn/init.py") || in_file(file, "torch/nn/parallel/replicate.py") ||
+		    is_one_of(fn, loaders) || (!strcmp(fn, "__init__") && in_file(file, "torch/nn/modules/")))
+			builds = true;
+		if ((!strcmp(fn, "forward") && strstr(file, ".py")) ||
+		    (in_file(file, "torch/nn/modules/module.py") && !strcmp(fn, "_call_impl")))
+			fwd = true;
+	}
+	p->said[stack] = (uint8_t)(1 + (opt	 ? SAYS_OPTIMIZER
+					: zero	 ? SAYS_ZERO_GRAD
+					: bwd	 ? SAYS_BACKWARD
+					: builds ? SAYS_BUILDS
+					: fwd	 ? SAYS_FORWARD
+						 : SAYS_NOTHING));
+	return (enum said)(p->said[stack] - 1);
+}
+
+/* The phase read by frames changes: its run ends, another begins. */
+static int frame_phase(struct pass *p, uint8_t phase)
+{
+	if (phase == p->fphase && p->finstance != UINT32_MAX)
+		return 0;
+	if (p->finstance != UINT32_MAX)
+		p->open[p->finstance] = 0;
+	if (mt_grow((void **)&p->open, &p->capinst, p->ninstances, 1))
+		return ENOMEM;
+	p->finstance = (uint32_t)p->ninstances;
+	p->open[p->ninstances++] = 1;
+	p->fphase = phase;
+	if (phase == PH_OPTIMIZER)
+		p->opt_begun++;
+	return 0;
+}
+
+/* The phase an event of this thread is in, read by frames: an open annotation's, else the
+ * last one a stack said. */
+static struct frame frames_now(struct pass *p, const struct mt_event *e)
+{
+	struct frame f = current(p, thread_stack(p, e->thread));
+
+	return f.phase != PH_NONE ? f : (struct frame){p->fphase, p->finstance};
 }
 
 static int made(struct pass *p, const struct mt_event *e, size_t i, uint64_t key)
@@ -170,6 +366,30 @@ static int made(struct pass *p, const struct mt_event *e, size_t i, uint64_t key
 	struct frame f = current(p, thread_stack(p, e->thread));
 	size_t slot;
 	uint64_t old;
+	bool own = f.phase != PH_NONE, builds = false;
+	int r;
+
+	if (p->c->frames && !own) {
+		enum said s =
+		    e->kind == MT_EV_ALLOC && !(e->flags & MT_ALLOC_UNSEEN) ? stack_says(p, e->stack) : SAYS_NOTHING;
+		static const uint8_t phase_said[] = {[SAYS_FORWARD] = PH_FORWARD,
+						     [SAYS_BACKWARD] = PH_BACKWARD,
+						     [SAYS_OPTIMIZER] = PH_OPTIMIZER,
+						     [SAYS_ZERO_GRAD] = PH_ZERO_GRAD};
+		/* no frames at all in a trace of Python stacks: a thread without Python, as
+		   autograd's engine is (stacks="python" records none for it): backward, likely */
+		bool bare = e->kind == MT_EV_ALLOC && !(e->flags & MT_ALLOC_UNSEEN) && p->python &&
+			    (!e->stack || e->stack >= p->t->nstacks || !p->t->stacks[e->stack].depth);
+		if (bare)
+			s = SAYS_BACKWARD;
+		builds = s == SAYS_BUILDS;
+		if (s != SAYS_NOTHING && s != SAYS_BUILDS) {
+			if ((r = frame_phase(p, phase_said[s])))
+				return r;
+			own = !bare;
+		}
+		f = frames_now(p, e);
+	}
 
 	if (mt_map_get(&p->live, key, &old)) /* made again without a free seen: the first one's life is over */
 		settle(p, old - 1);
@@ -180,7 +400,10 @@ static int made(struct pass *p, const struct mt_event *e, size_t i, uint64_t key
 				      .instance = f.instance,
 				      .before_forward = p->forward_begun == 0,
 				      .first_optimizer = f.phase == PH_OPTIMIZER && f.instance == p->first_opt_instance,
-				      .opt_seen = p->opt_begun};
+				      .opt_seen = p->opt_begun,
+				      .unseen = e->kind == MT_EV_ALLOC && (e->flags & MT_ALLOC_UNSEEN),
+				      .builds = builds,
+				      .own = own};
 	return mt_map_put(&p->live, key, slot + 1);
 }
 
@@ -193,8 +416,9 @@ static void freed(struct pass *p, const struct mt_event *e, uint64_t key)
 		return;
 	l = &p->life[k - 1];
 	l->freed = true;
-	l->freed_phase = current(p, thread_stack(p, e->thread)).phase;
-	l->freed_in_instance = l->instance != UINT32_MAX && p->open[l->instance];
+	l->freed_phase = p->c->frames ? frames_now(p, e).phase : current(p, thread_stack(p, e->thread)).phase;
+	l->freed_in_instance =
+	    l->instance != UINT32_MAX && p->open[l->instance] && !(p->c->frames && l->instance == p->oom_run);
 	l->alive_past_instance = l->instance != UINT32_MAX && !p->open[l->instance];
 	l->alive_into_optimizer = p->opt_begun > l->opt_seen;
 	l->alive_past_forward = p->first_forward_done;
@@ -204,6 +428,8 @@ static void freed(struct pass *p, const struct mt_event *e, uint64_t key)
 int mt_composition_start(struct mt_composition_scan **out, struct mt_composition *c, const struct mt_trace *t)
 {
 	struct pass *p = calloc(1, sizeof *p);
+	char backend[32];
+	bool snapshot;
 
 	memset(c, 0, sizeof *c);
 	*out = (struct mt_composition_scan *)p;
@@ -214,13 +440,28 @@ int mt_composition_start(struct mt_composition_scan **out, struct mt_composition
 	c->n = t->nevents;
 	c->category = calloc(t->nevents + 1, 1);
 	c->source = calloc(t->nevents + 1, 1);
+	c->evidence = calloc(t->nevents + 1, 1);
+	p->said = calloc(t->nstacks + 1, 1);
+	p->finstance = p->oom_run = UINT32_MAX;
 	p->phase_of = calloc(t->nstrings + 1, 1);
 	p->threads = calloc(t->nthreads + 1, sizeof *p->threads);
 	p->nthreads = t->nthreads;
-	if (!c->category || !c->source || !p->phase_of || !p->threads)
+	if (!c->category || !c->source || !c->evidence || !p->phase_of || !p->threads || !p->said)
 		return ENOMEM;
+	/* NVTX phases, or frames to read (a snapshot's annotations are ranges too, not NVTX) */
+	snapshot = mt_trace_info(t, "backend", backend, sizeof backend) && !strcmp(backend, "pytorch-snapshot");
 	for (size_t i = 0; i < t->nevents && !c->has_phases; i++)
-		c->has_phases = t->events[i].kind == MT_EV_RANGE_PUSH || t->events[i].kind == MT_EV_RANGE_START;
+		c->has_phases =
+		    t->events[i].kind == MT_EV_RANGE_PUSH || (t->events[i].kind == MT_EV_RANGE_START && !snapshot);
+	for (size_t i = 1; i < t->nstacks && !c->has_phases && !c->frames; i++)
+		for (uint32_t k = 0; k < t->stacks[i].depth && !c->frames; k++)
+			c->frames = t->nnamed || (t->stacks[i].frames[k] & MT_PYFRAME);
+	for (size_t i = 0; i < t->nnamed && c->frames && !p->python; i++) /* a snapshot's .py frames */
+		p->python = t->named[i].file && strlen(t->named[i].file) > 3 &&
+			    !strcmp(t->named[i].file + strlen(t->named[i].file) - 3, ".py");
+	for (size_t i = 1; i < t->nstacks && c->frames && !t->nnamed && !p->python; i++)
+		for (uint32_t k = 0; k < t->stacks[i].depth && !p->python; k++)
+			p->python = t->stacks[i].frames[k] & MT_PYFRAME;
 	return 0;
 }
 
@@ -240,8 +481,13 @@ int mt_composition_step(struct mt_composition_scan *scan, size_t i)
 		if ((s = thread_stack(p, e->thread)))
 			pop(p, s);
 		return 0;
-	case MT_EV_RANGE_START:
-		return push(p, &p->ranges, phase_of(p, e->aux));
+	case MT_EV_RANGE_START: {
+		uint8_t phase = phase_of(p, e->aux);
+		int r = push(p, &p->ranges, phase);
+		/* read by frames, an annotation's phase (Optimizer.step#..., zero_grad) ends the run
+		   of the phase the stacks said before it */
+		return r || !p->c->frames || phase == PH_NONE ? r : frame_phase(p, phase);
+	}
 	case MT_EV_RANGE_END:
 		pop(p, &p->ranges);
 		return 0;
@@ -259,6 +505,9 @@ int mt_composition_step(struct mt_composition_scan *scan, size_t i)
 		if (!e->error)
 			freed(p, e, e->aux | 1ull << 63);
 		return 0;
+	case MT_EV_ALLOC_FAILED:
+		p->oom_run = p->c->frames ? frames_now(p, e).instance : UINT32_MAX;
+		return 0;
 	case MT_EV_TAG_RANGE:
 		if (mt_map_get(&p->live, e->addr, &k))
 			p->life[k - 1].tag = e->tag;
@@ -275,8 +524,10 @@ int mt_composition_finish(struct mt_composition_scan *scan, int err)
 	if (!p)
 		return err ? err : ENOMEM;
 	for (size_t i = 0; i < p->live.cap && !err; i++) /* alive at the end */
-		if (p->live.used[i] == 1)
+		if (p->live.used[i] == 1) {
+			p->life[p->live.vals[i] - 1].to_end = true;
 			settle(p, p->live.vals[i] - 1);
+		}
 	for (size_t i = 0; p->threads && i < p->nthreads; i++)
 		free(p->threads[i].f);
 	free(p->threads);
@@ -285,6 +536,7 @@ int mt_composition_finish(struct mt_composition_scan *scan, int err)
 	free(p->life);
 	mt_slots_free(&p->slots);
 	free(p->phase_of);
+	free(p->said);
 	mt_map_free(&p->live);
 	if (err)
 		mt_composition_free(p->c);
@@ -308,5 +560,37 @@ void mt_composition_free(struct mt_composition *c)
 {
 	free(c->category);
 	free(c->source);
+	free(c->evidence);
 	memset(c, 0, sizeof *c);
+}
+
+size_t *mt_composition_optimizer_steps(const struct mt_trace *t, size_t *n)
+{
+	struct pass p = {.t = t, .said = calloc(t->nstacks + 1, 1)};
+	size_t *idx = NULL, cap = 0;
+	enum said last = SAYS_NOTHING;
+
+	*n = 0;
+	if (!p.said)
+		return NULL;
+	for (size_t i = 0; i < t->nevents; i++) {
+		const struct mt_event *e = &t->events[i];
+		enum said s;
+		if (e->kind != MT_EV_ALLOC || e->error || (e->flags & MT_ALLOC_UNSEEN))
+			continue;
+		s = stack_says(&p, e->stack);
+		if (s == SAYS_NOTHING || s == SAYS_BUILDS)
+			continue;
+		if (s == SAYS_OPTIMIZER && last != SAYS_OPTIMIZER) {
+			if (mt_grow((void **)&idx, &cap, *n, sizeof *idx)) {
+				free(idx);
+				free(p.said);
+				return NULL;
+			}
+			idx[(*n)++] = i;
+		}
+		last = s;
+	}
+	free(p.said);
+	return idx ? idx : malloc(sizeof *idx);
 }

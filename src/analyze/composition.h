@@ -1,6 +1,6 @@
 /* What each allocation was for: parameters, gradients, optimizer state, activations,
- * temporaries or other. Explicit tags win (memtap_tag_push/range); otherwise the
- * allocation's NVTX phase and lifetime decide:
+ * temporaries or other. Explicit tags win (memtap_tag_push/range); otherwise, in a trace
+ * with NVTX phases, the allocation's phase and lifetime decide:
  *   made before the first forward and alive beyond it           -> params
  *   made in backward and alive when the next optimizer phase starts -> grads
  *   made in the first optimizer phase and alive after it          -> optimizer
@@ -9,19 +9,40 @@
  *   anything else                                                 -> other
  * A phase is the innermost NVTX range whose name says forward (forward, fwd), backward
  * (backward, bwd) or optimizer (optim), pushed on the allocating thread or started with
- * a start/end range. */
+ * a start/end range.
+ *
+ * A trace without NVTX phases whose stacks have names (a PyTorch snapshot, Python frames)
+ * is read by its frames instead (source MT_SOURCE_FRAMES): each allocation's stack says
+ * its phase (an optimizer's step, autograd's engine or a *Backward node (or no frames at
+ * all where others have Python frames: stacks="python" records none for autograd's
+ * thread), a module's
+ * forward) or that it builds the model (a module's _apply/to/cuda, init, loading,
+ * DataParallel's replicas); an allocation whose stack says nothing (a loss, a thread
+ * without frames) is in the phase the last one that did said, and the snapshot's
+ * external annotations (Optimizer.step#..., zero_grad) override both while open. Then:
+ *   built by the model's code, or made before recording and never freed -> params
+ *   made in an optimizer step and kept past it                          -> optimizer
+ *   made in backward and kept past it                                   -> grads
+ *   made in forward and freed in backward, or kept to the end           -> activations
+ *   freed in the phase run that made it                                 -> temporaries
+ *   made before recording and freed in backward (activations), in an optimizer step
+ *   or zero_grad (grads); anything else                                 -> other
+ * Each allocation's evidence (`evidence`: 2 its own frames, 1 a phase carried over or a
+ * lifetime alone, 0 nothing) says how sure its category is. */
 #ifndef MT_COMPOSITION_H
 #define MT_COMPOSITION_H
 
 #include "reader/reader.h"
 
-enum mt_source { MT_SOURCE_NONE, MT_SOURCE_TAG, MT_SOURCE_INFERRED };
+enum mt_source { MT_SOURCE_NONE, MT_SOURCE_TAG, MT_SOURCE_INFERRED, MT_SOURCE_FRAMES };
 
 struct mt_composition {
 	uint8_t *category; /* per event index: an enum mt_tag (only allocation events matter) */
 	uint8_t *source;   /* per event index: an enum mt_source */
+	uint8_t *evidence; /* per event index: 2 sure, 1 likely, 0 a guess */
 	size_t n;
 	bool has_phases; /* the trace had NVTX phases to infer from */
+	bool frames;	 /* ... or none, and is read by its frames */
 };
 
 /* The whole trace at once... */
@@ -33,5 +54,9 @@ int mt_composition_start(struct mt_composition_scan **s, struct mt_composition *
 int mt_composition_step(struct mt_composition_scan *s, size_t i);
 int mt_composition_finish(struct mt_composition_scan *s, int err);
 void mt_composition_free(struct mt_composition *c);
+/* Where each optimizer step begins, read by frames: the first allocation inside an
+ * optimizer's step after allocations that said another phase (event indices, malloc'd;
+ * *n of them). NULL: out of memory. */
+size_t *mt_composition_optimizer_steps(const struct mt_trace *t, size_t *n);
 
 #endif

@@ -1,7 +1,9 @@
 /* Folded stacks and Chrome trace-event JSON, built from a report. */
 #include "analyze/export.h"
+#include "analyze/stacks.h"
 #include "analyze/timeline.h"
 
+#include "core/array.h"
 #include "core/map.h"
 
 #include <errno.h>
@@ -9,52 +11,72 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* One frame as a flame-graph label: no ';' (the separator) and no newline. */
+/* One frame as a flame-graph label, as the report reads it (function (file:line), a C++
+ * name shortened): no ';' (the separator) and no newline. */
 static void label(FILE *out, const struct mt_frame *f)
 {
-	char buf[512];
-	const char *s = buf;
+	char buf[4096];
 
-	if (f->function)
-		s = f->function;
-	else
-		snprintf(buf, sizeof buf, "%s+0x%" PRIx64, f->module ? f->module : "?", f->offset);
-	for (; *s; s++)
+	for (const char *s = mt_frame_text(f, false, buf, sizeof buf); *s; s++)
 		fputc(*s == ';' ? ':' : *s == '\n' ? ' ' : *s, out);
 }
 
-static void folded_line(FILE *out, const struct mt_report *r, struct mt_symbols *sym, uint32_t stack, uint64_t bytes)
+/* A stack root first, as its view reads (stacks.h): the Python frames outermost first,
+ * then the native frames under the innermost one; every frame where the view keeps none. */
+static void folded_line(FILE *out, const struct mt_report *r, struct mt_symbols *sym, struct mt_views *views,
+			uint32_t stack, bool before, uint64_t bytes)
 {
 	const struct mt_trace *t = r->trace;
 	uint32_t depth = stack && stack < t->nstacks ? t->stacks[stack].depth : 0;
+	const struct mt_view *v = mt_view(views, stack);
+	uint32_t npy = 0, n = 0;
 
 	if (!bytes)
 		return;
-	if (!depth)
+	if (before)
+		fputs(depth ? "[allocated before recording];" : "[allocated before recording]", out);
+	else if (!depth)
 		fputs("[no stack]", out);
-	for (uint32_t i = depth; i-- > 0;) { /* outermost first */
-		label(out, mt_symbols_frame(sym, t->stacks[stack].frames[i]));
-		if (i)
-			fputc(';', out);
+	if (!v->nshown) {
+		for (uint32_t i = depth; i-- > 0;) {
+			label(out, mt_symbols_frame(sym, t->stacks[stack].frames[i]));
+			fputs(i ? ";" : "", out);
+		}
+	} else {
+		while (npy < v->nshown &&
+		       mt_frame_is_python(mt_symbols_frame(sym, t->stacks[stack].frames[v->shown[npy]])))
+			npy++;
+		for (uint32_t k = npy; k-- > 0;) /* Python, outermost first */
+			fputs(n++ ? ";" : "", out),
+			    label(out, mt_symbols_frame(sym, t->stacks[stack].frames[v->shown[k]]));
+		for (uint32_t k = v->nshown; k-- > npy;) /* native, outermost first */
+			fputs(n++ ? ";" : "", out),
+			    label(out, mt_symbols_frame(sym, t->stacks[stack].frames[v->shown[k]]));
 	}
 	fprintf(out, " %" PRIu64 "\n", bytes);
 }
 
-void mt_export_folded(FILE *out, const struct mt_report *r, struct mt_symbols *sym, enum mt_folded_what what)
+int mt_export_folded(FILE *out, const struct mt_report *r, struct mt_symbols *sym, enum mt_folded_what what)
 {
+	struct mt_views *views = mt_views_open(r->trace, sym);
+
+	if (!views)
+		return ENOMEM;
 	if (what == MT_FOLDED_LEAKS) {
 		for (size_t i = 0; i < r->leaks.n; i++)
-			folded_line(out, r, sym, r->leaks.items[i].stack, r->leaks.items[i].growth);
-		return;
-	}
-	if (what == MT_FOLDED_EXIT) {
+			folded_line(out, r, sym, views, r->leaks.items[i].stack, false, r->leaks.items[i].growth);
+	} else if (what == MT_FOLDED_EXIT) {
 		for (size_t i = 0; i < r->at_exit.n; i++)
-			folded_line(out, r, sym, r->at_exit.items[i].stack, r->at_exit.items[i].bytes);
-		return;
+			folded_line(out, r, sym, views, r->at_exit.items[i].stack, r->at_exit.items[i].before,
+				    r->at_exit.items[i].bytes);
+	} else {
+		for (int d = 0; d < MT_MAX_DEVICES; d++)
+			for (size_t i = 0; i < r->at_peak[d].n; i++)
+				folded_line(out, r, sym, views, r->at_peak[d].items[i].stack,
+					    r->at_peak[d].items[i].before, r->at_peak[d].items[i].bytes);
 	}
-	for (int d = 0; d < MT_MAX_DEVICES; d++)
-		for (size_t i = 0; i < r->at_peak[d].n; i++)
-			folded_line(out, r, sym, r->at_peak[d].items[i].stack, r->at_peak[d].items[i].bytes);
+	mt_views_close(views);
+	return ferror(out) ? EIO : 0;
 }
 
 /* ---- Chrome trace-event JSON ---- */
@@ -82,9 +104,17 @@ int mt_export_perfetto(FILE *out, const struct mt_report *r)
 	const struct mt_trace *t = r->trace;
 	struct counters *c = calloc(1, sizeof *c);
 	struct mt_map live = {0}; /* address, or VMM handle | 1 << 63 -> event index + 1 */
-	uint64_t span = t->nevents ? t->events[t->nevents - 1].time - t->events[0].time : 0, step = span / 20000;
+	/* a sample at every change of a device's bytes; a long trace at most ~20000 a device
+	   (from the trace's start: events before it, a snapshot's, are at its start) */
+	uint64_t last = t->nevents ? t->events[t->nevents - 1].time : 0;
+	uint64_t step = t->nevents <= 200000 || last <= r->start ? 0 : (last - r->start) / 20000;
 	char cmd[512] = "memtap trace";
 	bool first = true;
+	struct {
+		uint32_t tid;
+		uint64_t name;
+	} *open = NULL; /* pushed ranges, innermost last: an E event is named as its B */
+	size_t nopen = 0, capopen = 0;
 
 	if (!c)
 		return ENOMEM;
@@ -120,10 +150,26 @@ int mt_export_perfetto(FILE *out, const struct mt_report *r)
 			mt_json_str(out, mt_trace_string(t, e->aux));
 			fprintf(out, ", \"cat\": \"nvtx\", \"ph\": \"B\", \"pid\": 1, \"tid\": %u, \"ts\": %.3f}", tid,
 				ts);
+			if (!mt_grow((void **)&open, &capopen, nopen, sizeof *open)) {
+				open[nopen].tid = tid;
+				open[nopen++].name = e->aux;
+			}
 			break;
-		case MT_EV_RANGE_POP:
-			fprintf(out, ",\n{\"ph\": \"E\", \"pid\": 1, \"tid\": %u, \"ts\": %.3f}", tid, ts);
+		case MT_EV_RANGE_POP: { /* named, so speedscope closes the slice it opened */
+			uint64_t name = 0;
+			for (size_t k = nopen; k-- > 0;)
+				if (open[k].tid == tid) {
+					name = open[k].name;
+					memmove(&open[k], &open[k + 1], (nopen - k - 1) * sizeof *open);
+					nopen--;
+					break;
+				}
+			fputs(",\n{\"name\": ", out);
+			mt_json_str(out, mt_trace_string(t, name));
+			fprintf(out, ", \"cat\": \"nvtx\", \"ph\": \"E\", \"pid\": 1, \"tid\": %u, \"ts\": %.3f}", tid,
+				ts);
 			break;
+		}
 		case MT_EV_RANGE_START:
 		case MT_EV_RANGE_END:
 			fputs(",\n{\"name\": ", out);
@@ -145,7 +191,7 @@ int mt_export_perfetto(FILE *out, const struct mt_report *r)
 		if (d < 0)
 			continue;
 		c->dirty[d] = true;
-		/* at most ~20000 samples a device, but every peak exactly */
+		/* every peak exactly */
 		if (e->time - c->last_time[d] >= step || r->end.dev[d].peak_event == i)
 			counter(out, r, c, d, e->time, &first);
 	}
@@ -155,5 +201,6 @@ int mt_export_perfetto(FILE *out, const struct mt_report *r)
 	fputs("\n]}\n", out);
 	mt_map_free(&live);
 	free(c);
-	return 0;
+	free(open);
+	return ferror(out) ? EIO : 0;
 }

@@ -138,7 +138,7 @@ static int segment_free(struct dev *d, const struct mt_event *e)
 static int block_alloc(struct pass *p, const struct mt_event *e)
 {
 	struct dev *d = &p->dev[e->device];
-	uint64_t exact = e->flags == MT_API_BLOCK ? e->aux2 : 0;
+	uint64_t exact = mt_api(e) == MT_API_BLOCK ? e->aux2 : 0;
 	uint64_t size = exact ? exact : (e->size + MT_FRAG_GRANULE - 1) / MT_FRAG_GRANULE * MT_FRAG_GRANULE;
 	size_t i;
 

@@ -1,6 +1,7 @@
 /* Leak detection over iteration boundaries: choose the boundaries, replay the trace,
  * sample per-stack live device bytes at each, then look for steady growth. */
 #include "analyze/leaks.h"
+#include "analyze/composition.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -13,13 +14,16 @@
 
 /* Event indices of the boundaries; the description goes into out->boundary. Marks come
  * first; then a range: the one named, or the most repeated at the top of a thread's
- * stack. One scan notes both the marks and the candidate ranges' pushes. */
+ * stack; then a start/end range (a snapshot's external annotations): the one named, or
+ * the most repeated. One scan notes the marks and the candidate ranges' starts. */
 static size_t *boundaries(const struct mt_trace *t, const char *name, struct mt_leaks *out, size_t *n)
 {
-	size_t *idx = NULL, *push = NULL, k = 0, npush = 0, cap = 0, cap_push = 0, best_count = 0;
-	uint32_t best = 0, *depth = NULL, *count = calloc(t->nstrings + 1, sizeof *count);
+	size_t *idx = NULL, *push = NULL, *start = NULL, k = 0, npush = 0, nstart = 0, cap = 0, cap_push = 0,
+	       cap_start = 0, best_count = 0, best_start_count = 0;
+	uint32_t best = 0, best_start = 0, *depth = NULL, *count = calloc(t->nstrings + 1, sizeof *count),
+		 *start_count = calloc(t->nstrings + 1, sizeof *start_count);
 
-	if (!count)
+	if (!count || !start_count)
 		goto fail;
 	for (size_t i = 0; i < t->nevents; i++) {
 		const struct mt_event *e = &t->events[i];
@@ -44,6 +48,14 @@ static size_t *boundaries(const struct mt_trace *t, const char *name, struct mt_
 				list = &push, len = &npush, lcap = &cap_push;
 			}
 			depth[e->thread]++;
+		} else if (e->kind == MT_EV_RANGE_START && e->aux < t->nstrings &&
+			   (!name || strcmp(mt_trace_string(t, e->aux), name) == 0)) {
+			/* start/end ranges: a snapshot's external annotations (Optimizer.step#AdamW.step) */
+			if (++start_count[e->aux] > best_start_count) {
+				best_start_count = start_count[e->aux];
+				best_start = (uint32_t)e->aux;
+			}
+			list = &start, len = &nstart, lcap = &cap_start;
 		}
 		if (!list)
 			continue;
@@ -57,6 +69,28 @@ static size_t *boundaries(const struct mt_trace *t, const char *name, struct mt_
 	}
 	if (k) {
 		snprintf(out->boundary, sizeof out->boundary, "memtap_mark%s%s", name ? " " : "", name ? name : "");
+	} else if (best_count < (name ? 1 : 3) && best_start_count >= (name ? 1 : 3)) {
+		free(idx);
+		idx = start;
+		start = NULL;
+		for (size_t i = 0; i < nstart; i++)
+			if (t->events[idx[i]].aux == best_start)
+				idx[k++] = idx[i];
+		snprintf(out->boundary, sizeof out->boundary, "range %.100s", mt_trace_string(t, best_start));
+	} else if (best_count < (name ? 1 : 3) && !name) {
+		/* no marks or ranges: where the stacks say an optimizer's step begins (a snapshot) */
+		size_t nsteps = 0, *steps = mt_composition_optimizer_steps(t, &nsteps);
+		if (!steps)
+			goto fail;
+		if (nsteps >= 3) {
+			free(idx);
+			idx = steps;
+			k = nsteps;
+			snprintf(out->boundary, sizeof out->boundary, "the optimizer's step (from the stacks)");
+		} else {
+			free(steps);
+			snprintf(out->boundary, sizeof out->boundary, "none found");
+		}
 	} else if (best_count < (name ? 1 : 3)) {
 		snprintf(out->boundary, sizeof out->boundary, "none found");
 	} else {
@@ -71,13 +105,17 @@ static size_t *boundaries(const struct mt_trace *t, const char *name, struct mt_
 	if (!idx && !(idx = malloc(sizeof *idx)))
 		goto fail;
 	free(push);
+	free(start);
 	free(depth);
 	free(count);
+	free(start_count);
 	*n = k;
 	return idx;
 fail:
 	free(idx);
 	free(push);
+	free(start);
+	free(start_count);
 	free(depth);
 	free(count);
 	return NULL;

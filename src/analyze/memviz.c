@@ -6,17 +6,30 @@
  * pages as one expandable segment (segment_map/unmap in the trace). Any other device
  * allocation had no allocator in between, so it is its own segment holding one block
  * exactly as large as requested. Either way blocks tile segments, and replaying
- * device_traces (segment_alloc + alloc, free_requested + free_completed + segment_free)
- * gives the segments at the end. Each trace entry carries its category, so the viewer
- * colours by it. Only opcodes the viewer's JavaScript unpickler knows are written
- * (protocol 4, integers of at most 8 bytes); repeated strings and stacks are memoized. */
+ * device_traces (segment_alloc + alloc, free_requested + free_completed + segment_free;
+ * segment_map and segment_unmap add and take away exactly their pages) gives the segments
+ * at the end: as PyTorch reports expandable segments, one segment per run of mapped
+ * pages, never overlapping. Each trace entry carries its category in the profiler's
+ * words (parameter, gradient, optimizer_state, activation, temporary), anything else
+ * 'unknown', and some entry always says 'unknown': the viewer's annotate_snapshot throws,
+ * leaving a blank page, when entries have categories and none is 'unknown'. An imported
+ * snapshot's allocator_settings and external_annotations are written back as they were
+ * read; a snapshot without times gets none. Only opcodes the viewer's JavaScript
+ * unpickler knows are written (protocol 4, integers of at most 8 bytes); repeated
+ * strings and stacks are memoized. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "analyze/export.h"
+#include "core/array.h"
 #include "core/map.h"
+
+/* memtap's categories as the profiler names them (torch/profiler/_memory_profiler.py's
+ * Category, lowercased as torch/cuda/_memory_viz.py writes them); the reader maps them back */
+static const char *const category_names[MT_TAG_COUNT] = {"unknown",    "parameter", "gradient", "optimizer_state",
+							 "activation", "temporary", "unknown"};
 
 struct writer {
 	FILE *out;
@@ -24,6 +37,7 @@ struct writer {
 	struct mt_map memo_str;	  /* string hash -> memo index + 1 */
 	uint32_t memo;		  /* next memo index */
 	unsigned batch;		  /* entries since the device list's last MARK */
+	bool unknown;		  /* an entry said category 'unknown' */
 };
 
 static void op(struct writer *w, uint8_t c)
@@ -160,15 +174,16 @@ static void entry(struct writer *w, const struct mt_report *r, struct mt_symbols
 	integer(w, (int64_t)addr);
 	int_item(w, "size", (int64_t)size);
 	int_item(w, "stream", (int64_t)stream);
-	int_item(w, "time_us", (int64_t)(time / 1000));
+	if (!r->order)
+		int_item(w, "time_us", (int64_t)(time / 1000));
 	key(w, "compile_context");
 	str(w, "", true);
 	key(w, "user_metadata");
 	str(w, "", true);
-	if (cat) {
-		key(w, "category");
-		str(w, mt_tag_names[cat], true);
-	}
+	key(w, "category");
+	cat = cat < MT_TAG_COUNT ? cat : 0;
+	w->unknown |= cat == MT_TAG_NONE || cat == MT_TAG_OTHER;
+	str(w, category_names[cat], true);
 	key(w, "frames");
 	frames(w, r, sym, stack);
 	op(w, 'u');
@@ -184,7 +199,7 @@ static void entry(struct writer *w, const struct mt_report *r, struct mt_symbols
 struct seg {
 	uint64_t addr, size, stream;
 	uint32_t stack;
-	bool expandable;
+	bool expandable, small;
 };
 
 struct block {
@@ -236,7 +251,7 @@ static size_t segment_dict(struct writer *w, const struct mt_report *r, struct m
 	int_item(w, "requested_size", (int64_t)requested);
 	int_item(w, "stream", (int64_t)g->stream);
 	key(w, "segment_type");
-	str(w, g->size <= (2u << 20) && !g->expandable ? "small" : "large", true);
+	str(w, g->small || (g->size <= (2u << 20) && !g->expandable) ? "small" : "large", true);
 	int_item(w, "segment_pool_id", 0);
 	integer(w, 0);
 	op(w, 0x86); /* TUPLE2 */
@@ -262,40 +277,69 @@ static size_t segment_dict(struct writer *w, const struct mt_report *r, struct m
 /* The device's segments at the end, by address: the caching allocator's (live SEGMENT
  * events) with the blocks inside them, and every other live allocation as a segment of
  * its own block. ENOMEM or 0. */
-static int write_segments(struct writer *w, const struct mt_report *r, struct mt_symbols *sym, int device)
+static int write_segments(struct writer *w, const struct mt_report *r, struct mt_symbols *sym, int device, bool segless)
 {
 	const struct mt_trace *t = r->trace;
 	struct seg *segs = NULL;
 	struct block *blocks = NULL;
-	size_t nsegs = 0, nblocks = 0, k;
-	int err = ENOMEM;
+	size_t nsegs = 0, nblocks = 0, cap = 0, k;
+	int err = 0;
 
-	for (size_t i = 0; i < t->nevents; i++) /* an upper bound for both */
-		nsegs += t->events[i].device == device && t->events[i].kind == MT_EV_SEGMENT_ALLOC;
 	for (size_t i = 0; i < r->end.slots.n; i++)
 		nblocks += r->end.live[i].in_use;
-	if (!(segs = calloc(nsegs + nblocks + 1, sizeof *segs)) || !(blocks = calloc(nblocks + 1, sizeof *blocks)))
-		goto out;
+	if (!(blocks = calloc(nblocks + 1, sizeof *blocks)))
+		return ENOMEM;
 	nsegs = 0;
-	for (size_t i = 0; i < t->nevents; i++) {
+	for (size_t i = 0; i < t->nevents && !err; i++) {
 		const struct mt_event *e = &t->events[i];
 
-		if (e->device != device || (e->kind != MT_EV_SEGMENT_ALLOC && e->kind != MT_EV_SEGMENT_FREE))
+		if (e->device != device || e->error ||
+		    (e->kind != MT_EV_SEGMENT_ALLOC && e->kind != MT_EV_SEGMENT_FREE))
 			continue;
 		if (e->kind == MT_EV_SEGMENT_ALLOC) {
-			segs[nsegs++] = (struct seg){e->addr, e->size, e->aux, e->stack, e->flags == MT_SEG_MAPPED};
-			continue;
-		}
-		for (size_t j = nsegs; j-- > 0;)
-			if (segs[j].addr == e->addr) {
-				segs[j] = segs[--nsegs];
+			if ((err = mt_grow((void **)&segs, &cap, nsegs, sizeof *segs)))
 				break;
+			segs[nsegs++] = (struct seg){
+			    e->addr, e->size, e->aux, e->stack, e->flags & MT_SEG_MAPPED, e->flags & MT_SEG_SMALL};
+		} else if (!(e->flags & MT_SEG_MAPPED)) {
+			for (size_t j = nsegs; j-- > 0;)
+				if (segs[j].addr == e->addr && !segs[j].expandable) {
+					segs[j] = segs[--nsegs];
+					break;
+				}
+		} else { /* unmapped pages: out of whatever mapped ranges hold them */
+			uint64_t lo = e->addr, hi = e->addr + e->size;
+			for (size_t j = nsegs; j-- > 0 && !err;) {
+				struct seg *g = &segs[j];
+				uint64_t end = g->addr + g->size;
+				if (!g->expandable || end <= lo || g->addr >= hi)
+					continue;
+				if (g->addr < lo &&
+				    end > hi) { /* a hole in the middle: the rest is a range of its own */
+					if ((err = mt_grow((void **)&segs, &cap, nsegs, sizeof *segs)))
+						break;
+					g = &segs[j];
+					segs[nsegs] = *g;
+					segs[nsegs].addr = hi;
+					segs[nsegs++].size = end - hi;
+					g->size = lo - g->addr;
+				} else if (g->addr < lo) {
+					g->size = lo - g->addr;
+				} else if (end > hi) {
+					g->size = end - hi;
+					g->addr = hi;
+				} else {
+					*g = segs[--nsegs];
+				}
 			}
+		}
 	}
+	if (err || (err = mt_grow((void **)&segs, &cap, nsegs + nblocks, sizeof *segs)))
+		goto out;
 	qsort(segs, nsegs, sizeof *segs, by_addr);
 	k = nblocks = 0;
 	for (size_t i = 0; i < nsegs; i++) /* mapped pages of one range make one expandable segment */
-		if (k && segs[k - 1].expandable && segs[i].expandable &&
+		if (k && segs[k - 1].expandable && segs[i].expandable && segs[k - 1].stream == segs[i].stream &&
 		    segs[k - 1].addr + segs[k - 1].size == segs[i].addr)
 			segs[k - 1].size += segs[i].size;
 		else
@@ -307,9 +351,9 @@ static int write_segments(struct writer *w, const struct mt_report *r, struct mt
 
 		if (!l->in_use || l->kind != MT_LIVE_DEVICE || l->device != device)
 			continue;
-		blocks[nblocks++] =
-		    (struct block){l->addr, e->flags == MT_API_BLOCK && e->aux2 ? e->aux2 : l->size, l->size, l->stack};
-		if (e->flags != MT_API_BLOCK) /* no allocator in between: its own segment */
+		blocks[nblocks++] = (struct block){l->addr, mt_api(e) == MT_API_BLOCK && e->aux2 ? e->aux2 : l->size,
+						   l->size, l->stack};
+		if (mt_api(e) != MT_API_BLOCK || segless) /* no allocator in between (or none known): its own */
 			segs[nsegs++] = (struct seg){l->addr, l->size, e->aux, l->stack, false};
 	}
 	qsort(segs, nsegs, sizeof *segs, by_addr);
@@ -320,11 +364,137 @@ static int write_segments(struct writer *w, const struct mt_report *r, struct mt
 			k++; /* a block outside every segment: the trace lost its segment */
 		k += segment_dict(w, r, sym, device, &segs[i], blocks + k, nblocks - k);
 	}
-	err = 0;
 out:
 	free(segs);
 	free(blocks);
 	return err;
+}
+
+/* One allocator setting's value as the snapshot had it: a bool, an integer, a float or a
+ * string (the importer's INFO line, torch.KEY=VALUE). */
+static void setting(struct writer *w, const char *v)
+{
+	char *end;
+	long long n;
+
+	if (!strcmp(v, "True") || !strcmp(v, "False")) {
+		op(w, v[0] == 'T' ? 0x88 : 0x89); /* NEWTRUE, NEWFALSE */
+		return;
+	}
+	errno = 0;
+	n = strtoll(v, &end, 10);
+	if (*v && !*end && !errno) {
+		integer(w, n);
+		return;
+	}
+	double f = strtod(v, &end);
+	if (*v && !*end && strpbrk(v, ".eE")) {
+		uint64_t bits;
+		memcpy(&bits, &f, sizeof bits);
+		op(w, 'G'); /* BINFLOAT, big-endian */
+		for (int i = 7; i >= 0; i--)
+			op(w, (uint8_t)(bits >> (8 * i)));
+		return;
+	}
+	str(w, v, false);
+}
+
+/* allocator_settings: an imported snapshot's as it had them (its torch.* INFO lines, a
+ * dict's keys as torch.KEY.SUBKEY); else what memtap knows: expandable segments where
+ * pages were mapped. */
+static void allocator_settings(struct writer *w, const struct mt_trace *t)
+{
+	char outer[1200] = "";
+	bool any = false, inner = false, mapped = false;
+
+	key(w, "allocator_settings");
+	op(w, '}');
+	op(w, '(');
+	for (const char *p = t->info; p && *p;) {
+		const char *eol = strchr(p, '\n'), *eq;
+		size_t n = eol ? (size_t)(eol - p) : strlen(p);
+		char line[1200], *k, *dot;
+		if (n > 6 && n < sizeof line && !strncmp(p, "torch.", 6) && (eq = memchr(p, '=', n))) {
+			memcpy(line, p + 6, n - 6);
+			line[n - 6] = '\0';
+			k = line;
+			line[eq - p - 6] = '\0';
+			dot = strchr(k, '.');
+			if (dot)
+				*dot = '\0';
+			if (inner && (!dot || strcmp(outer, k))) { /* the nested dict ends */
+				op(w, 'u');
+				inner = false;
+			}
+			if (dot && !inner) {
+				key(w, k);
+				op(w, '}');
+				op(w, '(');
+				snprintf(outer, sizeof outer, "%s", k);
+				inner = true;
+			}
+			str(w, dot ? dot + 1 : k, true);
+			setting(w, line + (eq - p - 6) + 1);
+			any = true;
+		}
+		p = eol ? eol + 1 : p + n;
+	}
+	if (inner)
+		op(w, 'u');
+	if (!any) {
+		for (size_t i = 0; i < t->nevents && !mapped; i++)
+			mapped = t->events[i].kind == MT_EV_SEGMENT_ALLOC && (t->events[i].flags & MT_SEG_MAPPED);
+		key(w, "PYTORCH_CUDA_ALLOC_CONF");
+		str(w, mapped ? "expandable_segments:True" : "", true);
+		int_item(w, "max_split_size", -1);
+		key(w, "expandable_segments");
+		op(w, mapped ? 0x88 : 0x89);
+	}
+	op(w, 'u');
+}
+
+/* external_annotations: the start/end ranges (an imported snapshot's annotations, a
+ * recording's NVTX start/end ranges) as PyTorch writes them. */
+static void external_annotations(struct writer *w, const struct mt_report *r)
+{
+	const struct mt_trace *t = r->trace;
+	unsigned batch = 0;
+
+	key(w, "external_annotations");
+	op(w, ']');
+	op(w, '(');
+	for (size_t i = 0; i < t->nevents; i++) {
+		const struct mt_event *e = &t->events[i];
+		if (e->kind != MT_EV_RANGE_START && e->kind != MT_EV_RANGE_END)
+			continue;
+		op(w, '}');
+		op(w, '(');
+		key(w, "stage");
+		str(w, e->kind == MT_EV_RANGE_START ? "START" : "END", true);
+		key(w, "name");
+		str(w, mt_trace_string(t, e->aux), true);
+		int_item(w, "device", e->device == MT_NO_DEVICE ? 0 : e->device);
+		if (!r->order)
+			int_item(w, "time_us", (int64_t)(e->time / 1000));
+		op(w, 'u');
+		if (++batch == 1000) {
+			op(w, 'e');
+			op(w, '(');
+			batch = 0;
+		}
+	}
+	op(w, 'e');
+}
+
+/* A device none of whose segments is known (a snapshot without segments or their
+ * events): its blocks are written as segments of their own, as the viewer draws a block
+ * only inside a segment. */
+static bool no_segments(const struct mt_trace *t, int device)
+{
+	for (size_t i = 0; i < t->nevents; i++)
+		if (t->events[i].kind == MT_EV_SEGMENT_ALLOC && t->events[i].device == device)
+			return false;
+	return true;
 }
 
 int mt_export_memviz(FILE *out, const struct mt_report *r, struct mt_symbols *sym)
@@ -341,10 +511,12 @@ int mt_export_memviz(FILE *out, const struct mt_report *r, struct mt_symbols *sy
 	op(&w, 4);
 	op(&w, '}');
 	op(&w, '(');
-	/* device_traces: one list per device ordinal */
+	/* device_traces: one list per device ordinal; what was there before the trace began
+	   (blocks, mapped pages) is in segments only, as in PyTorch's snapshots */
 	key(&w, "device_traces");
 	op(&w, ']');
 	for (int d = 0; d < ndev; d++) {
+		bool segless = no_segments(t, d);
 		op(&w, ']');
 		op(&w, '(');
 		w.batch = 0;
@@ -354,11 +526,13 @@ int mt_export_memviz(FILE *out, const struct mt_report *r, struct mt_symbols *sy
 			uint8_t cat;
 			if (e->kind == MT_EV_ALLOC && !e->error && e->device == d) {
 				cat = r->comp.category[i] ? r->comp.category[i] : MT_TAG_OTHER;
-				if (e->flags != MT_API_BLOCK) /* no allocator in between: its own segment */
+				mt_map_put(&live, e->addr, i + 1);
+				if (e->flags & MT_ALLOC_UNSEEN)
+					continue;
+				if (mt_api(e) != MT_API_BLOCK || segless) /* no allocator in between: its own segment */
 					entry(&w, r, sym, "segment_alloc", e->addr, e->size, e->aux, e->time, e->stack,
 					      cat);
 				entry(&w, r, sym, "alloc", e->addr, e->size, e->aux, e->time, e->stack, cat);
-				mt_map_put(&live, e->addr, i + 1);
 			} else if (e->kind == MT_EV_FREE && !e->error && mt_map_get(&live, e->addr, &k) &&
 				   t->events[k - 1].device == d) {
 				const struct mt_event *a = &t->events[k - 1];
@@ -366,12 +540,12 @@ int mt_export_memviz(FILE *out, const struct mt_report *r, struct mt_symbols *sy
 				mt_map_del(&live, e->addr, NULL);
 				entry(&w, r, sym, "free_requested", a->addr, a->size, e->aux, e->time, a->stack, cat);
 				entry(&w, r, sym, "free_completed", a->addr, a->size, e->aux, e->time, a->stack, cat);
-				if (a->flags != MT_API_BLOCK)
+				if (mt_api(a) != MT_API_BLOCK || segless)
 					entry(&w, r, sym, "segment_free", a->addr, a->size, e->aux, e->time, a->stack,
 					      cat);
 			} else if ((e->kind == MT_EV_SEGMENT_ALLOC || e->kind == MT_EV_SEGMENT_FREE) &&
-				   e->device == d) {
-				bool mapped = e->flags == MT_SEG_MAPPED;
+				   e->device == d && !e->error && !(e->flags & MT_SEG_UNSEEN)) {
+				bool mapped = (e->flags & MT_SEG_MAPPED);
 				entry(&w, r, sym,
 				      e->kind == MT_EV_SEGMENT_ALLOC ? (mapped ? "segment_map" : "segment_alloc")
 								     : (mapped ? "segment_unmap" : "segment_free"),
@@ -380,22 +554,18 @@ int mt_export_memviz(FILE *out, const struct mt_report *r, struct mt_symbols *sy
 				entry(&w, r, sym, "oom", e->aux, e->size, 0, e->time, e->stack, 0);
 			}
 		}
+		if (d == ndev - 1 && !w.unknown) /* a snapshot taken: says 'unknown', so the viewer opens */
+			entry(&w, r, sym, "snapshot", 0, r->end.dev[d].current, 0,
+			      t->nevents ? t->events[t->nevents - 1].time : 0, 0, 0);
 		op(&w, 'e');
 		op(&w, 'a'); /* APPEND the device's list to device_traces */
 	}
 	key(&w, "segments");
 	op(&w, ']');
 	for (int d = 0; d < ndev && !err; d++)
-		err = write_segments(&w, r, sym, d);
-	key(&w, "allocator_settings");
-	op(&w, '}');
-	op(&w, '(');
-	key(&w, "PYTORCH_CUDA_ALLOC_CONF");
-	str(&w, "", true);
-	int_item(&w, "max_split_size", -1);
-	key(&w, "expandable_segments");
-	op(&w, 0x89);
-	op(&w, 'u');
+		err = write_segments(&w, r, sym, d, no_segments(t, d));
+	allocator_settings(&w, t);
+	external_annotations(&w, r);
 	op(&w, 'u'); /* the top-level SETITEMS */
 	op(&w, '.');
 	mt_map_free(&w.memo_stack);

@@ -12,16 +12,16 @@
 #include "reader/progress.h"
 #include "core/units.h"
 
-static int add_group(struct mt_group_list *g, struct mt_map *index, const struct mt_live *l)
+static int add_group(struct mt_group_list *g, struct mt_map *index, const struct mt_live *l, bool before)
 {
-	uint64_t key = (uint64_t)l->stack << 16 | (uint64_t)l->kind << 8 | l->device, i;
+	uint64_t key = (uint64_t)l->stack << 17 | (uint64_t)before << 16 | (uint64_t)l->kind << 8 | l->device, i;
 
 	if (!mt_map_get(index, key, &i)) {
 		/* lists grow by doubling: one more item at a time copies the list each time wherever
 		   realloc cannot grow in place (ASan's allocator: minutes for 200000 stacks) */
 		if (mt_grow((void **)&g->items, &g->cap, g->n, sizeof *g->items))
 			return ENOMEM;
-		g->items[g->n] = (struct mt_group){l->stack, l->device, l->kind, 0, 0};
+		g->items[g->n] = (struct mt_group){l->stack, l->device, l->kind, before, 0, 0};
 		i = ++g->n;
 		if (mt_map_put(index, key, i))
 			return ENOMEM;
@@ -41,7 +41,7 @@ static int by_bytes(const void *a, const void *b)
 }
 
 /* Groups the live entries of one device (or of all, for device < 0). */
-static int group(const struct mt_replay *rp, int device, struct mt_group_list *out)
+static int group(const struct mt_trace *t, const struct mt_replay *rp, int device, struct mt_group_list *out)
 {
 	struct mt_map index = {0};
 	int r = 0;
@@ -52,7 +52,9 @@ static int group(const struct mt_replay *rp, int device, struct mt_group_list *o
 			continue;
 		if (device >= 0 && (l->device != device || (l->kind != MT_LIVE_DEVICE && l->kind != MT_LIVE_VMM)))
 			continue;
-		r = add_group(out, &index, l);
+		r = add_group(out, &index, l,
+			      l->kind == MT_LIVE_DEVICE && t->events[l->event].kind == MT_EV_ALLOC &&
+				  (t->events[l->event].flags & MT_ALLOC_UNSEEN));
 	}
 	mt_map_free(&index);
 	if (out->n)
@@ -78,6 +80,7 @@ static void compose(struct mt_report *r, const struct mt_replay *rp, int d)
 		cat = r->comp.category[l->event] ? r->comp.category[l->event] : MT_TAG_OTHER;
 		r->composition[d][cat] += l->size;
 		r->sources[d][cat] |= (uint8_t)(1u << r->comp.source[l->event]);
+		r->evidence[d][cat] += l->size * r->comp.evidence[l->event];
 	}
 }
 
@@ -220,6 +223,10 @@ int mt_report_build(struct mt_report *r, const struct mt_trace *t, const struct 
 	memset(r, 0, sizeof *r);
 	r->trace = t;
 	r->start = mt_trace_start(t);
+	{
+		char order[16];
+		r->order = mt_trace_info(t, "time", order, sizeof order) && !strcmp(order, "order");
+	}
 	if ((err = mt_leaks_start(&scan, &r->leaks, t, o ? o->iteration : NULL)))
 		return err;
 	mt_replay_init(&r->end);
@@ -238,7 +245,7 @@ int mt_report_build(struct mt_report *r, const struct mt_trace *t, const struct 
 	}
 	err = mt_composition_finish(comp, err);
 	int found = mt_leaks_finish(&scan, &r->leaks, o && o->leak_iterations ? o->leak_iterations : 3);
-	if (err || (err = found) || (err = group(&r->end, -1, &r->at_exit)))
+	if (err || (err = found) || (err = group(t, &r->end, -1, &r->at_exit)))
 		return err;
 	/* the events that made a device's peak, in order: the second replay stops at each */
 	size_t peaks[MT_MAX_DEVICES], npeaks = 0, next = 0;
@@ -261,7 +268,7 @@ int mt_report_build(struct mt_report *r, const struct mt_trace *t, const struct 
 		for (int d = 0; d < MT_MAX_DEVICES && !err; d++) {
 			if (!r->end.dev[d].peak || r->end.dev[d].peak_event != i)
 				continue;
-			err = group(&second, d, &r->at_peak[d]);
+			err = group(t, &second, d, &r->at_peak[d]);
 			compose(r, &second, d);
 		}
 	}
@@ -286,37 +293,26 @@ void mt_report_free(struct mt_report *r)
 
 /* ---- text ---- */
 
-static void frame_text(FILE *out, const struct mt_frame *f)
-{
-	if (f->function)
-		fprintf(out, "%s", f->function);
-	else if (f->module)
-		fprintf(out, "%s+0x%" PRIx64, f->module, f->offset);
-	else
-		fprintf(out, "0x%" PRIx64, f->addr);
-	if (f->file) {
-		const char *slash = strrchr(f->file, '/');
-		fprintf(out, " (%s:%d)", slash ? slash + 1 : f->file, f->line);
-	} else if (f->function && f->module) {
-		fprintf(out, " (%s)", f->module);
-	}
-}
+/* What prints a report: the views of its stacks are made once, as they are needed. */
+struct pr {
+	FILE *out;
+	const struct mt_report *r;
+	struct mt_symbols *sym;
+	struct mt_views *views;
+	bool python; /* some stack of the trace has Python frames */
+};
 
-static void stack_text(FILE *out, const struct mt_report *r, struct mt_symbols *sym, uint32_t stack, const char *indent)
+static void pr_open(struct pr *p, FILE *out, const struct mt_report *r, struct mt_symbols *sym)
 {
 	const struct mt_trace *t = r->trace;
-	const char *note = mt_symbols_no_python(sym, stack);
 
-	if (stack == 0 || stack >= t->nstacks || !t->stacks[stack].depth) {
-		fprintf(out, "%s(no stack)\n", indent);
-		return;
-	}
-	if (note)
-		fprintf(out, "%s%s\n", indent, note);
-	for (uint32_t i = 0; i < t->stacks[stack].depth; i++) {
-		fprintf(out, "%s", indent);
-		frame_text(out, mt_symbols_frame(sym, t->stacks[stack].frames[i]));
-		fputc('\n', out);
+	*p = (struct pr){.out = out, .r = r, .sym = sym, .views = mt_views_open(t, sym)};
+	/* a recording's Python frames, or a snapshot's named frames in .py files (no stack's
+	   view is made for this: a view symbolizes its frames) */
+	p->python = mt_symbols_python(sym);
+	for (size_t i = 0; i < t->nnamed && !p->python; i++) {
+		struct mt_frame f = {.function = t->named[i].function, .file = t->named[i].file, .line = 1};
+		p->python = mt_frame_is_python(&f);
 	}
 }
 
@@ -325,32 +321,190 @@ static const char *size_text(uint64_t bytes, char *buf)
 	return mt_format_size(bytes, buf, 32);
 }
 
-static void groups_text(FILE *out, const struct mt_report *r, struct mt_symbols *sym, const struct mt_group_list *g,
-			size_t top, bool show_kind)
+/* The view's line at k: a frame, or a run of the same frame (a recursion) as one line,
+ * "f (file:line) ×N"; *n: how many frames it stands for. */
+static const char *view_line(struct pr *p, uint32_t stack, uint32_t k, uint32_t *n, char *buf, size_t len)
 {
-	char sz[32];
+	const struct mt_stack *st = &p->r->trace->stacks[stack];
+	const struct mt_view *v = mt_view(p->views, stack);
+	size_t used;
 
-	for (size_t i = 0; i < g->n && i < top; i++) {
-		const struct mt_group *x = &g->items[i];
-		fprintf(out, "  %s in %" PRIu64 " allocation%s", size_text(x->bytes, sz), x->count,
+	*n = 1;
+	while (k + *n < v->nshown && st->frames[v->shown[k + *n]] == st->frames[v->shown[k]])
+		(*n)++;
+	mt_frame_text(mt_symbols_frame(p->sym, st->frames[v->shown[k]]), false, buf, len);
+	used = strlen(buf);
+	if (*n > 1 && used + 16 < len)
+		snprintf(buf + used, len - used, " \xc3\x97%u", *n);
+	return buf;
+}
+
+/* A stack as a person reads it (its view), or every frame with full names (--frames=all). */
+static void stack_text(struct pr *p, uint32_t stack, bool before, const char *indent)
+{
+	const struct mt_trace *t = p->r->trace;
+	const struct mt_view *v = mt_view(p->views, stack);
+	char buf[4096];
+
+	if (before)
+		fprintf(p->out, "%s%s\n", indent, MT_BEFORE_RECORDING);
+	if (stack == 0 || stack >= t->nstacks || !t->stacks[stack].depth) {
+		if (!before)
+			fprintf(p->out, "%s(no stack)\n", indent);
+		return;
+	}
+	if (p->r->all_frames) {
+		for (uint32_t i = 0; i < t->stacks[stack].depth; i++)
+			fprintf(
+			    p->out, "%s%s\n", indent,
+			    mt_frame_text(mt_symbols_frame(p->sym, t->stacks[stack].frames[i]), true, buf, sizeof buf));
+		return;
+	}
+	if (p->python && !v->python)
+		fprintf(p->out, "%s(no Python frames: %s)\n", indent,
+			v->autograd ? "autograd's engine thread" : "a thread without Python");
+	for (uint32_t k = 0, n; k < v->nshown; k += n)
+		fprintf(p->out, "%s%s\n", indent, view_line(p, stack, k, &n, buf, sizeof buf));
+	if (v->depth > v->nshown)
+		fprintf(p->out, "%s+ %u frames of the allocator, PyTorch, the interpreter or memtap (--frames=all)\n",
+			indent, v->depth - v->nshown);
+}
+
+/* Where in the code a stack was, in a few words: its first user frame. */
+static const char *where_text(struct pr *p, uint32_t stack, bool before, char *buf, size_t n)
+{
+	const struct mt_view *v = mt_view(p->views, stack);
+
+	if (before)
+		return MT_BEFORE_RECORDING;
+	if (v->where == MT_NO_FRAME)
+		return "(no stack)";
+	return mt_frame_text(mt_symbols_frame(p->sym, p->r->trace->stacks[stack].frames[v->where]), false, buf, n);
+}
+
+/* Rows of a table grouped by where in the code (the first user frame), apart by device,
+ * kind and whether made before recording; biggest first. */
+struct site {
+	uint64_t key, bytes, count, growth, biggest;
+	uint32_t stack, stacks, iterations; /* the biggest stack; how many */
+	uint8_t device, kind;
+	bool before;
+};
+
+static int by_site_bytes(const void *a, const void *b)
+{
+	const struct site *x = a, *y = b;
+
+	if (x->growth != y->growth)
+		return x->growth < y->growth ? 1 : -1;
+	if (x->bytes != y->bytes)
+		return x->bytes < y->bytes ? 1 : -1;
+	return x->stack < y->stack ? -1 : x->stack > y->stack;
+}
+
+static uint64_t site_key(struct pr *p, uint32_t stack, bool before, uint8_t device, uint8_t kind)
+{
+	uint64_t site = before ? 1 : stack ? mt_view(p->views, stack)->site : 2;
+
+	return (site ^ ((uint64_t)device << 8 | kind) * 0x9e3779b97f4a7c15ull) | 1;
+}
+
+/* One row more (or into its site's row): stack's bytes, allocations and growth. */
+static int site_add(struct site **s, size_t *n, size_t *cap, struct mt_map *index, struct pr *p, uint32_t stack,
+		    bool before, uint8_t device, uint8_t kind, uint64_t bytes, uint64_t count, uint64_t growth,
+		    uint32_t iterations)
+{
+	uint64_t key = site_key(p, stack, before, device, kind), i;
+	struct site *x;
+
+	if (!mt_map_get(index, key, &i)) {
+		if (mt_grow((void **)s, cap, *n, sizeof **s) || mt_map_put(index, key, *n + 1))
+			return ENOMEM;
+		(*s)[(*n)++] =
+		    (struct site){.key = key, .stack = stack, .device = device, .kind = kind, .before = before};
+		i = *n;
+	}
+	x = &(*s)[i - 1];
+	x->bytes += bytes;
+	x->count += count;
+	x->growth += growth;
+	x->stacks++;
+	if (iterations > x->iterations)
+		x->iterations = iterations;
+	if (bytes + growth > x->biggest) {
+		x->biggest = bytes + growth;
+		x->stack = stack;
+	}
+	return 0;
+}
+
+static void groups_text(struct pr *p, const struct mt_group_list *g, size_t top, bool show_kind)
+{
+	struct site *s = NULL;
+	size_t n = 0, cap = 0;
+	struct mt_map index = {0};
+	char sz[32], where[4096];
+
+	for (size_t i = 0; i < g->n; i++)
+		if (site_add(&s, &n, &cap, &index, p, g->items[i].stack, g->items[i].before, g->items[i].device,
+			     g->items[i].kind, g->items[i].bytes, g->items[i].count, 0, 0)) {
+			fprintf(p->out, "  (out of memory grouping the stacks)\n");
+			n = 0;
+			break;
+		}
+	if (n)
+		qsort(s, n, sizeof *s, by_site_bytes);
+	for (size_t i = 0; i < n && i < top; i++) {
+		const struct site *x = &s[i];
+		fprintf(p->out, "  %s in %" PRIu64 " allocation%s", size_text(x->bytes, sz), x->count,
 			x->count == 1 ? "" : "s");
 		if (show_kind)
-			fprintf(out, " (%s%s", mt_live_kind_names[x->kind],
+			fprintf(p->out, " (%s%s", mt_live_kind_names[x->kind],
 				x->device != MT_NO_DEVICE ? ", device " : ")");
 		if (show_kind && x->device != MT_NO_DEVICE)
-			fprintf(out, "%u)", x->device);
-		fputc('\n', out);
-		stack_text(out, r, sym, x->stack, "      ");
+			fprintf(p->out, "%u)", x->device);
+		if (x->stacks > 1)
+			fprintf(p->out, " from %u stacks", x->stacks);
+		fprintf(p->out, ": %s\n", where_text(p, x->stack, x->before, where, sizeof where));
+		if (!p->r->all_frames) {
+			if (!x->before)
+				stack_text(p, x->stack, false, "      ");
+			continue;
+		}
+		for (size_t k = 0; k < g->n; k++) { /* every stack of the row, every frame */
+			const struct mt_group *y = &g->items[k];
+			if (site_key(p, y->stack, y->before, y->device, y->kind) != x->key)
+				continue;
+			if (x->stacks > 1)
+				fprintf(p->out, "    %s in %" PRIu64 " allocation%s:\n", size_text(y->bytes, sz),
+					y->count, y->count == 1 ? "" : "s");
+			stack_text(p, y->stack, y->before, "      ");
+		}
 	}
-	if (g->n > top)
-		fprintf(out, "  ... %zu more stacks\n", g->n - top);
+	if (n > top)
+		fprintf(p->out, "  ... %zu more places\n", n - top);
+	free(s);
+	mt_map_free(&index);
 }
 
 static const char *source_name(uint8_t bits)
 {
-	bool tag = bits & (1u << MT_SOURCE_TAG), inferred = bits & (1u << MT_SOURCE_INFERRED);
+	static const char *const names[] = {"none", "tags", "inferred", "tags+inferred", "frames", "tags+frames"};
+	bool tag = bits & (1u << MT_SOURCE_TAG), inferred = bits & (1u << MT_SOURCE_INFERRED),
+	     frames = bits & (1u << MT_SOURCE_FRAMES);
 
-	return tag && inferred ? "tags+inferred" : tag ? "tags" : inferred ? "inferred" : "none";
+	return names[frames ? 4 + tag : inferred ? 2 + tag : tag];
+}
+
+/* How sure a category's figure is: the bytes' evidence, 0 (a guess) to 1 (their own frames or tags). */
+static double confidence(const struct mt_report *r, int d, int c)
+{
+	return r->composition[d][c] ? (double)r->evidence[d][c] / (2.0 * (double)r->composition[d][c]) : 0;
+}
+
+static const char *confidence_word(double c)
+{
+	return c >= 0.9 ? "sure" : c >= 0.5 ? "likely" : "a guess";
 }
 
 static void composition_text(FILE *out, const struct mt_report *r, int d)
@@ -358,25 +512,43 @@ static void composition_text(FILE *out, const struct mt_report *r, int d)
 	char sz[32];
 
 	fprintf(out, "at the peak, by what it was for:\n");
-	for (int c = 1; c < MT_TAG_COUNT; c++)
-		if (r->composition[d][c])
-			fprintf(out, "  %-12s %12s  (%s)\n", mt_tag_names[c], size_text(r->composition[d][c], sz),
-				source_name(r->sources[d][c]));
+	for (int c = 1; c < MT_TAG_COUNT; c++) {
+		if (!r->composition[d][c])
+			continue;
+		fprintf(out, "  %-12s %12s  (%s", mt_tag_names[c], size_text(r->composition[d][c], sz),
+			source_name(r->sources[d][c]));
+		if (r->sources[d][c] & (1u << MT_SOURCE_FRAMES))
+			fprintf(out, ", %s", confidence_word(confidence(r, d, c)));
+		fputs(")\n", out);
+	}
 }
 
-static void leaks_text(FILE *out, const struct mt_report *r, struct mt_symbols *sym, size_t top)
+static void leaks_text(struct pr *p, size_t top)
 {
-	const struct mt_leaks *l = &r->leaks;
-	char sz[32], sz2[32];
+	const struct mt_leaks *l = &p->r->leaks;
+	struct site *s = NULL;
+	size_t n = 0, cap = 0;
+	struct mt_map index = {0};
+	char sz[32], sz2[32], where[4096];
 
-	fprintf(out, "\ngrowing across iterations (%zu boundaries: %s):%s\n", l->boundaries, l->boundary,
-		l->n ? "" : " nothing");
-	for (size_t i = 0; i < l->n && i < top; i++) {
-		fprintf(out, "  +%s per iteration for %u iterations, %s live (device %u)\n",
-			size_text(l->items[i].growth, sz), l->items[i].iterations, size_text(l->items[i].bytes, sz2),
-			l->items[i].device);
-		stack_text(out, r, sym, l->items[i].stack, "      ");
+	for (size_t i = 0; i < l->n; i++)
+		if (site_add(&s, &n, &cap, &index, p, l->items[i].stack, false, l->items[i].device, 0,
+			     l->items[i].bytes, 0, l->items[i].growth, l->items[i].iterations))
+			n = 0;
+	if (n)
+		qsort(s, n, sizeof *s, by_site_bytes);
+	fprintf(p->out, "\ngrowing across iterations (%zu boundaries: %s):%s\n", l->boundaries, l->boundary,
+		n ? "" : " nothing");
+	for (size_t i = 0; i < n && i < top; i++) {
+		fprintf(p->out, "  +%s per iteration for %u iterations, %s live (device %u)",
+			size_text(s[i].growth, sz), s[i].iterations, size_text(s[i].bytes, sz2), s[i].device);
+		if (s[i].stacks > 1)
+			fprintf(p->out, " from %u stacks", s[i].stacks);
+		fprintf(p->out, ": %s\n", where_text(p, s[i].stack, false, where, sizeof where));
+		stack_text(p, s[i].stack, false, "      ");
 	}
+	free(s);
+	mt_map_free(&index);
 }
 
 static double seconds(const struct mt_report *r, uint64_t t)
@@ -576,18 +748,48 @@ static void plan_json(FILE *out, const struct mt_report *r)
 	fputs("]}", out);
 }
 
+/* A moment of the trace: seconds since its start, or an entry's place where the trace has
+ * no times (a snapshot without time_us). */
+static const char *when_text(const struct mt_report *r, uint64_t t, char *buf, size_t n)
+{
+	if (r->order)
+		snprintf(buf, n, "entry %" PRIu64, t > r->start ? t - r->start : 0);
+	else
+		snprintf(buf, n, "%.3f s", seconds(r, t));
+	return buf;
+}
+
+/* The end as torch/cuda/_memory_viz.py's segsum counts it: allocated is what was asked for
+ * (requested), free is everything else, the part lost to rounding internal. */
+static void segsum_text(FILE *out, const struct mt_frag_state *f)
+{
+	char a[32], b[32], c[32];
+	uint64_t free = f->reserved - f->requested, internal = f->allocated - f->requested;
+
+	fprintf(out, "as PyTorch's segsum counts the end: total_reserved %s, total_allocated %s, total_free %s",
+		size_text(f->reserved, a), size_text(f->requested, b), size_text(free, c));
+	if (free)
+		fprintf(out, " (%.1f%% internal)", 100.0 * (double)internal / (double)free);
+	fputc('\n', out);
+}
+
 void mt_report_text(FILE *out, const struct mt_report *r, struct mt_symbols *sym, size_t top)
 {
 	const struct mt_trace *t = r->trace;
 	const struct mt_replay *e = &r->end;
-	char sz[32], sz2[32], sz3[32], pid[32] = "?", host[256] = "?", backend[32] = "";
+	char sz[32], sz2[32], sz3[32], when[64], pid[32] = "?", host[256] = "?", backend[32] = "";
+	bool snapshot;
+	struct pr p;
 
+	pr_open(&p, out, r, sym);
 	mt_trace_info(t, "pid", pid, sizeof pid);
 	mt_trace_info(t, "host", host, sizeof host);
 	mt_trace_info(t, "backend", backend, sizeof backend);
+	snapshot = !strcmp(backend, "pytorch-snapshot");
 	/* imports say what they were; a memtap trace names its process */
-	if (!strcmp(backend, "pytorch-snapshot"))
-		fprintf(out, "memtap report: %s (a PyTorch memory snapshot)\n", t->path);
+	if (snapshot)
+		fprintf(out, "memtap report: %s (a PyTorch memory snapshot%s)\n", t->path,
+			r->order ? "; it has no times, so entries are numbered in order" : "");
 	else if (!strcmp(backend, "rmm-log"))
 		fprintf(out, "memtap report: %s (an RMM log)\n", t->path);
 	else if (!mt_trace_info(t, "pid", pid, sizeof pid))
@@ -602,10 +804,10 @@ void mt_report_text(FILE *out, const struct mt_report *r, struct mt_symbols *sym
 		const struct mt_device_state *s = &e->dev[d];
 		if (!s->seen)
 			continue;
-		fprintf(out, "\ndevice %d (%s, %s): peak %s allocated at %.3f s; %s allocated at exit\n", d,
+		fprintf(out, "\ndevice %d (%s, %s): peak %s allocated at %s; %s allocated at exit\n", d,
 			s->name ? mt_trace_string(t, s->name) : "unnamed",
 			s->capacity ? size_text(s->capacity, sz2) : "capacity unknown", size_text(s->peak, sz),
-			seconds(r, s->peak_time), size_text(s->current, sz3));
+			when_text(r, s->peak_time, when, sizeof when), size_text(s->current, sz3));
 		composition_text(out, r, d);
 		if (s->reserved_at_peak)
 			fprintf(out, "reserved by the caching allocator at the peak: %s (%s not allocated)\n",
@@ -614,24 +816,27 @@ void mt_report_text(FILE *out, const struct mt_report *r, struct mt_symbols *sym
 		if (fragmentation(r, d)) {
 			frag_text(out, "at the peak", &fragmentation(r, d)->at_peak, r->frag.estimated);
 			frag_text(out, "at the end", &fragmentation(r, d)->at_end, r->frag.estimated);
+			if (snapshot)
+				segsum_text(out, &fragmentation(r, d)->at_end);
 		}
 		libraries_text(out, r, d);
 		if (r->at_peak[d].n) {
-			fprintf(out, "live at the peak, by stack:\n");
-			groups_text(out, r, sym, &r->at_peak[d], top, false);
+			fprintf(out, "live at the peak, by where in the code:\n");
+			groups_text(&p, &r->at_peak[d], top, false);
 		}
 	}
 	if (e->host_peak)
 		fprintf(out, "\npinned host memory: peak %s\n", size_text(e->host_peak, sz));
 	fprintf(out, "\nlive at exit:%s\n", r->at_exit.n ? "" : " nothing");
-	groups_text(out, r, sym, &r->at_exit, top, true);
-	leaks_text(out, r, sym, top);
+	groups_text(&p, &r->at_exit, top, true);
+	leaks_text(&p, top);
 	fprintf(out, "\nout-of-memory events:%s\n", r->kinds[MT_EV_ALLOC_FAILED] ? "" : " none");
 	for (size_t k = 0; k < r->noom; k++) {
 		size_t i = r->oom[k];
 		const struct mt_event *ev = &t->events[i];
-		fprintf(out, "  %s requested on device %d at %.3f s", size_text(ev->size, sz),
-			ev->device == MT_NO_DEVICE ? -1 : ev->device, seconds(r, ev->time));
+		const struct mt_frag_oom *fo = mt_fragment_oom(&r->frag, i);
+		fprintf(out, "  %s requested on device %d at %s", size_text(ev->size, sz),
+			ev->device == MT_NO_DEVICE ? -1 : ev->device, when_text(r, ev->time, when, sizeof when));
 		if (ev->error == 2 && ev->aux2)
 			fprintf(out, ": out of memory with %s free of %s", size_text(ev->aux, sz),
 				size_text(ev->aux2, sz2));
@@ -639,20 +844,24 @@ void mt_report_text(FILE *out, const struct mt_report *r, struct mt_symbols *sym
 			fprintf(out, ": out of memory with %s free", size_text(ev->aux, sz));
 		else
 			fprintf(out, ": error %d", ev->error);
-		const struct mt_frag_oom *fo = mt_fragment_oom(&r->frag, i);
 		if (fo && fo->fits == 1)
 			fprintf(out,
 				" (it would have fit without fragmentation: %s free in segments, the largest block %s)",
 				size_text(fo->state.reserved - fo->state.allocated, sz),
 				size_text(fo->state.largest_free, sz2));
+		else if (fo && fo->fits == 0)
+			fprintf(out, " (not fragmentation: %s of %s reserved was allocated, %s free in segments)",
+				size_text(fo->state.allocated, sz), size_text(fo->state.reserved, sz2),
+				size_text(fo->state.reserved - fo->state.allocated, sz3));
 		if (ev->phase)
 			fprintf(out, " in %s", mt_trace_string(t, ev->phase));
 		fputc('\n', out);
-		stack_text(out, r, sym, ev->stack, "      ");
+		stack_text(&p, ev->stack, false, "      ");
 	}
 	plan_text(out, r);
 	if (t->problem[0])
 		fprintf(out, "\nnote: %s\n", t->problem);
+	mt_views_close(p.views);
 }
 
 /* ---- JSON ---- */
@@ -701,18 +910,39 @@ static void frames_json(FILE *out, const struct mt_report *r, struct mt_symbols 
 	fputs("]", out);
 }
 
-static void groups_json(FILE *out, const struct mt_report *r, struct mt_symbols *sym, const struct mt_group_list *g,
-			size_t top, bool *first)
+/* A stack's frames, and how it reads (docs/REPORT.md): its view's lines, where in the
+ * code, whether made before recording. */
+static void stack_json(struct pr *p, uint32_t stack, bool before)
+{
+	const struct mt_trace *t = p->r->trace;
+	const struct mt_view *v = mt_view(p->views, stack);
+	char buf[4096];
+
+	fputs("\"frames\": ", p->out);
+	frames_json(p->out, p->r, p->sym, stack);
+	fputs(", \"where\": ", p->out);
+	if (before || v->where == MT_NO_FRAME)
+		fputs("null", p->out);
+	else
+		mt_json_str(p->out, where_text(p, stack, false, buf, sizeof buf));
+	fputs(", \"view\": [", p->out);
+	for (uint32_t k = 0, n; k < v->nshown && stack < t->nstacks; k += n) {
+		fputs(k ? ", " : "", p->out);
+		mt_json_str(p->out, view_line(p, stack, k, &n, buf, sizeof buf));
+	}
+	fprintf(p->out, "], \"before_recording\": %s", before ? "true" : "false");
+}
+
+static void groups_json(struct pr *p, const struct mt_group_list *g, size_t top, bool *first)
 {
 	for (size_t i = 0; i < g->n && i < top; i++) {
 		const struct mt_group *x = &g->items[i];
-		fprintf(out,
-			"%s\n    {\"device\": %d, \"kind\": \"%s\", \"bytes\": %" PRIu64 ", \"count\": %" PRIu64
-			", \"frames\": ",
+		fprintf(p->out,
+			"%s\n    {\"device\": %d, \"kind\": \"%s\", \"bytes\": %" PRIu64 ", \"count\": %" PRIu64 ", ",
 			*first ? "" : ",", x->device == MT_NO_DEVICE ? -1 : x->device, mt_live_kind_names[x->kind],
 			x->bytes, x->count);
-		frames_json(out, r, sym, x->stack);
-		fputs("}", out);
+		stack_json(p, x->stack, x->before);
+		fputs("}", p->out);
 		*first = false;
 	}
 }
@@ -723,14 +953,15 @@ void mt_report_json(FILE *out, const struct mt_report *r, struct mt_symbols *sym
 	const struct mt_replay *e = &r->end;
 	char buf[4096];
 	bool first = true;
+	struct pr p;
 	static const char *const info_keys[] = {"pid",	      "host",	 "rank",	  "local_rank",
 						"world_size", "cmdline", "memtap_version"};
 
+	pr_open(&p, out, r, sym);
 	fputs("{\n  \"memtap_report\": 1,\n  \"trace\": ", out);
 	mt_json_str(out, t->path);
-	fprintf(out,
-		",\n  \"complete\": %s,\n  \"python_frames\": %s,\n  \"problem\": ", t->complete ? "true" : "false",
-		mt_symbols_python(sym) ? "true" : "false");
+	fprintf(out, ",\n  \"complete\": %s,\n  \"times\": \"%s\",\n  \"python_frames\": %s,\n  \"problem\": ",
+		t->complete ? "true" : "false", r->order ? "order" : "ns", p.python ? "true" : "false");
 	if (t->problem[0])
 		mt_json_str(out, t->problem);
 	else
@@ -774,6 +1005,9 @@ void mt_report_json(FILE *out, const struct mt_report *r, struct mt_symbols *sym
 		for (int c = 1; c < MT_TAG_COUNT; c++)
 			fprintf(out, "%s\"%s\": \"%s\"", c > 1 ? ", " : "", mt_tag_names[c],
 				source_name(r->sources[d][c]));
+		fputs("}, \"composition_confidence\": {", out);
+		for (int c = 1; c < MT_TAG_COUNT; c++)
+			fprintf(out, "%s\"%s\": %.3f", c > 1 ? ", " : "", mt_tag_names[c], confidence(r, d, c));
 		fputs("}, \"fragmentation\": ", out);
 		fragmentation_json(out, r, d);
 		libraries_json(out, r, d);
@@ -781,10 +1015,10 @@ void mt_report_json(FILE *out, const struct mt_report *r, struct mt_symbols *sym
 	}
 	fprintf(out, "],\n  \"host_pinned_peak_bytes\": %" PRIu64 ",\n  \"top_at_peak\": [", e->host_peak);
 	for (int d = 0; d < MT_MAX_DEVICES; d++)
-		groups_json(out, r, sym, &r->at_peak[d], top, &first);
+		groups_json(&p, &r->at_peak[d], top, &first);
 	fputs("],\n  \"live_at_exit\": [", out);
 	first = true;
-	groups_json(out, r, sym, &r->at_exit, top, &first);
+	groups_json(&p, &r->at_exit, top, &first);
 	fputs("],\n  \"iterations\": {\"boundary\": ", out);
 	mt_json_str(out, r->leaks.boundary);
 	fprintf(out, ", \"count\": %zu},\n  \"leaks\": [", r->leaks.boundaries);
@@ -792,9 +1026,9 @@ void mt_report_json(FILE *out, const struct mt_report *r, struct mt_symbols *sym
 		const struct mt_leak *l = &r->leaks.items[i];
 		fprintf(out,
 			"%s\n    {\"device\": %u, \"bytes\": %" PRIu64 ", \"growth_bytes_per_iteration\": %" PRIu64
-			", \"iterations\": %u, \"frames\": ",
+			", \"iterations\": %u, ",
 			i ? "," : "", l->device, l->bytes, l->growth, l->iterations);
-		frames_json(out, r, sym, l->stack);
+		stack_json(&p, l->stack, false);
 		fputs("}", out);
 	}
 	fputs("],\n  \"oom\": [", out);
@@ -819,12 +1053,13 @@ void mt_report_json(FILE *out, const struct mt_report *r, struct mt_symbols *sym
 			frag_state_json(out, r, &fo->state);
 		else
 			fputs("null", out);
-		fputs(", \"frames\": ", out);
-		frames_json(out, r, sym, ev->stack);
+		fputs(", ", out);
+		stack_json(&p, ev->stack, false);
 		fputs("}", out);
 		first = false;
 	}
 	fputs("],\n  \"plan\": ", out);
 	plan_json(out, r);
 	fputs("\n}\n", out);
+	mt_views_close(p.views);
 }

@@ -37,15 +37,34 @@
     return e;
   }
   function num(value, text) { return el("td", { class: "num", "data-value": value }, text); }
-  function frameText(frames) {
-    if (!frames || !frames.length) return "(no stack)";
-    const lines = frames.slice(0, 8).map((f) => {
-      const where = f.file ? " (" + f.file.split("/").pop() + ":" + f.line + ")" : f.module ? " (" + f.module + ")" : "";
-      return (f.function || f.address || "?") + where;
-    });
-    if (REPORT.python_frames && !frames.some((f) => f.module === "python"))
-      lines.unshift("(no Python frames: a thread without Python)");
-    return lines.join("\n");
+  // A stack as the text report reads it (its view: the user's Python frames first, the
+  // plumbing left out), and every frame in full on a click.
+  function fullFrame(f) {
+    const where = f.file ? " (" + f.file + ":" + f.line + ")" : f.module ? " (" + f.module + ")" : "";
+    return (f.function || f.address || "?") + where;
+  }
+  function frameText(g) {
+    const frames = g.frames || [];
+    const td = el("td", { class: "frames" });
+    if (g.before_recording) td.append(el("div", {}, "allocated before recording started (the model's parameters " +
+                                                    "and buffers, typically)"));
+    if (!frames.length) {
+      if (!g.before_recording) td.append(el("div", {}, "(no stack)"));
+      return td;
+    }
+    const view = g.view && g.view.length ? g.view : frames.slice(0, 8).map(fullFrame);
+    const lines = [...view];
+    if (REPORT.python_frames && !frames.some((f) => f.module === "python" || /\.py$/.test(f.file || "")))
+      lines.unshift("(no Python frames: " + (frames.some((f) => /autograd::Engine::thread_main/.test(f.function || ""))
+        ? "autograd's engine thread)" : "a thread without Python)"));
+    td.append(el("div", { class: "view" }, lines.join("\n")));
+    if (frames.length > view.length) {
+      const all = el("details", { class: "all-frames" },
+                     el("summary", {}, "all " + frames.length + " frames"));
+      all.append(el("div", {}, frames.map(fullFrame).join("\n")));
+      td.append(all);
+    }
+    return td;
   }
   function table(id, headers, rows) {
     const t = el("table", { id: id });
@@ -55,7 +74,7 @@
   }
   function stackRows(list) {
     return list.map((g) => [num(g.bytes, bytes(g.bytes)), num(g.count, g.count), el("td", {}, g.kind),
-                            el("td", { class: "frames" }, frameText(g.frames))]);
+                            frameText(g)]);
   }
 
   // A chart: x in seconds over [0, xmax], y in bytes over [0, ymax].
@@ -141,8 +160,12 @@
   }
 
   // Each segment at the peak as a bar; its live blocks filled, the gaps left white.
+  // The most free space first; past 400 segments, how many are left out and what they hold.
+  const MAX_SEGMENTS = 400;
   function segmentMap(device, f, blocks) {
-    const segs = f.segments_at_peak.slice(0, 400);
+    const all = [...f.segments_at_peak].sort((a, b) => (b.size - b.allocated_bytes) - (a.size - a.allocated_bytes) ||
+                                                       a.address - b.address);
+    const segs = all.slice(0, MAX_SEGMENTS);
     const largest = Math.max(1, ...segs.map((s) => s.size));
     const row = 12, width = 900, left = 160;
     const root = svg("svg", { width: width, height: segs.length * row + 4, id: "segments-" + device.device });
@@ -154,14 +177,31 @@
       root.append(name);
       root.append(svg("rect", { x: left, y: y + 1, width: Math.max(w, 1), height: row - 2, fill: "#fff", stroke: "#999",
                                 class: "segment", "data-allocated": s.allocated_bytes }));
-      while (b < blocks.length && blocks[b][0] < s.address) b++;
+      b = lower(blocks, s.address);
       for (; b < blocks.length && blocks[b][0] < s.address + s.size; b++) {
         const bx = left + w * (blocks[b][0] - s.address) / s.size, bw = w * blocks[b][1] / s.size;
         root.append(svg("rect", { x: bx, y: y + 2, width: Math.max(bw, 0.5), height: row - 4, fill: "#e15759",
                                   class: "block" }));
       }
     });
-    return root;
+    const box = el("div", { id: "segment-map-" + device.device });
+    const rest = all.slice(MAX_SEGMENTS);
+    box.append(el("p", { class: "sub", id: "segments-shown-" + device.device, "data-shown": segs.length,
+                         "data-total": all.length },
+                  rest.length ? `The ${segs.length} of ${all.length} segments with the most free space; ` +
+                    `${rest.length} left out hold ${bytes(rest.reduce((x, s) => x + s.size - s.allocated_bytes, 0))} free.`
+                    : `All ${all.length} segments, the most free space first.`));
+    box.append(root);
+    return box;
+  }
+  // The first block at or after addr (blocks by address).
+  function lower(blocks, addr) {
+    let lo = 0, hi = blocks.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (blocks[mid][0] < addr) lo = mid + 1; else hi = mid;
+    }
+    return lo;
   }
 
   function fragmentationSection(device, f, blocks) {
@@ -183,6 +223,13 @@
     return s;
   }
 
+  // Where a category's figure comes from and, read by frames, how sure it is (as the text says).
+  function sourceText(device, c) {
+    const src = (device.composition_source || {})[c] || "", sure = (device.composition_confidence || {})[c];
+    if (!/frames/.test(src) || sure === undefined) return src;
+    return src + ", " + (sure >= 0.9 ? "sure" : sure >= 0.5 ? "likely" : "a guess");
+  }
+
   function deviceSection(device) {
     const d = device.device, s = el("section", { id: "device-" + d });
     s.append(el("h2", {}, `Device ${d}: ${device.name}`));
@@ -196,7 +243,7 @@
     s.append(table("composition-table-" + d, ["category", { text: "bytes", num: 1 }, "source"],
       CATEGORIES.concat(["reserved_unallocated"]).map((c) => [
         el("td", {}, el("i", { class: "swatch", style: "background:" + (COLOURS[c] || "#fff") }), c),
-        num(comp[c], bytes(comp[c])), el("td", {}, (device.composition_source || {})[c] || "")])));
+        num(comp[c], bytes(comp[c])), el("td", {}, sourceText(device, c))])));
     const points = (SERIES.timeline || {})[d] || [];
     s.append(legend(points.some((p) => p[7] > 0)));
     s.append(compositionChart(device, points));
@@ -256,7 +303,7 @@
     root.append(REPORT.leaks.length ? table("leaks", [{ text: "growth per iteration", num: 1 }, { text: "live", num: 1 },
       { text: "iterations", num: 1 }, "device", "stack"], REPORT.leaks.map((l) => [
         num(l.growth_bytes_per_iteration, bytes(l.growth_bytes_per_iteration)), num(l.bytes, bytes(l.bytes)),
-        num(l.iterations, l.iterations), el("td", {}, l.device), el("td", { class: "frames" }, frameText(l.frames))]))
+        num(l.iterations, l.iterations), el("td", {}, l.device), frameText(l)]))
       : el("p", { class: "none", id: "leaks" }, "no stack grew"));
 
     root.append(el("h2", {}, "Live at exit"));
@@ -270,7 +317,7 @@
         num(o.time_ns, seconds(o.time_ns)),
         el("td", {}, o.fits_without_fragmentation === true ? "would have fit without fragmentation"
           : o.fits_without_fragmentation === false ? "would not have fit" : ""),
-        el("td", { class: "frames" }, frameText(o.frames))]))
+        frameText(o)]))
       : el("p", { class: "none", id: "oom" }, "none"));
   }
 

@@ -136,7 +136,7 @@ void mt_sim_device_free(struct mt_sim_device *d)
 
 static bool is_device_alloc(const struct mt_event *e)
 {
-	return e->kind == MT_EV_ALLOC && e->flags != MT_API_MANAGED && e->flags != MT_API_HOST;
+	return e->kind == MT_EV_ALLOC && mt_api(e) != MT_API_MANAGED && mt_api(e) != MT_API_HOST;
 }
 
 int mt_sim_input(const struct mt_trace *t, uint8_t device, struct mt_sim_input *in)
@@ -148,7 +148,7 @@ int mt_sim_input(const struct mt_trace *t, uint8_t device, struct mt_sim_input *
 
 	memset(in, 0, sizeof *in);
 	for (size_t i = 0; i < t->nevents && !in->blocks; i++)
-		in->blocks = t->events[i].kind == MT_EV_ALLOC && t->events[i].flags == MT_API_BLOCK &&
+		in->blocks = t->events[i].kind == MT_EV_ALLOC && mt_api(&t->events[i]) == MT_API_BLOCK &&
 			     t->events[i].device == device;
 	for (size_t i = 0; i < t->nevents && !err; i++) {
 		const struct mt_event *e = &t->events[i];
@@ -163,7 +163,7 @@ int mt_sim_input(const struct mt_trace *t, uint8_t device, struct mt_sim_input *
 			reserved -= v;
 			continue;
 		}
-		if (is_device_alloc(e) && e->device == device && (e->flags == MT_API_BLOCK) == in->blocks) {
+		if (is_device_alloc(e) && e->device == device && (mt_api(e) == MT_API_BLOCK) == in->blocks) {
 			op.size = e->size;
 			op.stream = e->aux;
 			err = mt_map_put(&live, e->addr, in->nops);

@@ -47,9 +47,17 @@ enum mt_api {
  * (on no device of this one's, size 0: the mapping tells) */
 #define MT_VMM_IMPORTED 1
 
+/* ALLOC flags past the API (its low 6 bits): made before the recording began, known
+ * only from the final state or a later free (imported snapshots). */
+#define MT_ALLOC_UNSEEN 0x40
+#define MT_API_MASK 0x3f
+
 /* SEGMENT_ALLOC flags: pages mapped into an expandable segment, which join their
- * neighbours (PyTorch's segment_map). */
+ * neighbours of the same pool and stream (PyTorch's segment_map); the small pool's
+ * segment (PyTorch's segment_type "small"); reserved before the recording began. */
 #define MT_SEG_MAPPED 1
+#define MT_SEG_SMALL 2
+#define MT_SEG_UNSEEN 0x40
 
 /* Categories a user can tag memory with (memtap_tag_*). 0 is "not tagged". */
 enum mt_tag {
@@ -81,6 +89,12 @@ struct mt_event {
 	uint32_t phase; /* string id of the innermost NVTX range, 0 = none */
 	int32_t error;	/* CUresult of a failed call */
 };
+
+/* The API an ALLOC or ALLOC_FAILED names (enum mt_api), without the other flags. */
+static inline unsigned mt_api(const struct mt_event *e)
+{
+	return e->flags & MT_API_MASK;
+}
 
 enum mt_chunk_type {
 	MT_CHUNK_INFO = 1, /* "key=value\n" lines */

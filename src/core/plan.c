@@ -1,5 +1,7 @@
 /* Capacity planning arithmetic (plan.h). Bytes throughout, as doubles: counts reach
- * 1e12 parameters and the estimators' own arithmetic is floating point. */
+ * 1e12 parameters and the estimators' own arithmetic is floating point. The default
+ * model (a GPT decoder with Megatron's kernels, as tools/simtrain issues it) keeps its
+ * formulas exactly; every other feature adds terms that are zero when it is off. */
 #include "core/plan.h"
 
 #include <math.h>
@@ -12,28 +14,157 @@ static double max2(double a, double b)
 	return a > b ? a : b;
 }
 
-const char *const mt_plan_recompute_names[4] = {"none", "selective", "full", NULL};
+const char *const mt_plan_recompute_names[5] = {"none", "selective", "full", "op", NULL};
 const char *const mt_plan_offload_names[4] = {"none", "cpu", "nvme", NULL};
-const char *const mt_plan_precision_names[4] = {"fp32", "bf16", "fp16", NULL};
-const char *const mt_plan_optimizer_names[6] = {"adam", "adamw", "adam8bit", "sgd", "none", NULL};
-const enum mt_optimizer mt_plan_optimizer_values[5] = {MT_ADAM, MT_ADAM, MT_ADAM8BIT, MT_SGD_MOMENTUM, MT_NO_OPTIMIZER};
+const char *const mt_plan_precision_names[8] = {"fp32",	    "bf16",	 "fp16",      "amp-bf16",
+						"amp-fp16", "bf16-pure", "fp16-pure", NULL};
+const enum mt_precision mt_plan_precision_values[7] = {MT_FP32,	 MT_MIXED16, MT_MIXED16, MT_AMP16,
+						       MT_AMP16, MT_PURE16,  MT_PURE16};
+const char *const mt_plan_optimizer_names[8] = {"adam", "adamw", "adam8bit", "sgd", "none", "adafactor", "lion", NULL};
+const enum mt_optimizer mt_plan_optimizer_values[7] = {MT_ADAM,		MT_ADAM,      MT_ADAM8BIT, MT_SGD_MOMENTUM,
+						       MT_NO_OPTIMIZER, MT_ADAFACTOR, MT_LION};
+const char *const mt_plan_bias_names[4] = {"all", "qkv", "none", NULL};
+const char *const mt_plan_attention_names[3] = {"eager", "flash", NULL};
+const char *const mt_plan_impl_names[3] = {"megatron", "pytorch", NULL};
+const char *const mt_plan_quant_names[5] = {"none", "int8", "nf4", "nf4-dq", NULL};
 const char *const mt_plan_component_names[MT_PLAN_COMPONENTS] = {"params", "grads", "optimizer", "activations",
 								 "temporaries"};
 
-/* Parameters of one transformer layer: two norms, QKV with biases (K and V over the
- * query groups), the output projection and the MLP (gated: its first matrix twice as
- * wide), all with biases. */
-static double layer_params(const struct mt_plan_config *c)
-{
-	double h = (double)c->hidden, f = (double)c->ffn, kv = h * (double)c->query_groups / (double)c->heads;
-	double norm = c->rmsnorm ? h : 2 * h, up = c->swiglu ? 2 * f : f;
+/* ---- the model's shape ---- */
 
-	return 2 * norm + (h + 2 * kv) * (h + 1) + h * h + h + up * (h + 1) + f * h + h;
+/* One attention block's widths: queries, keys, values, the output projection's input. */
+struct widths {
+	double q, k, v, o, latent;
+};
+
+static bool is_mla(const struct mt_plan_config *c)
+{
+	return c->kv_lora_rank > 0;
+}
+
+static struct widths widths(const struct mt_plan_config *c)
+{
+	double a = (double)c->heads, d = (double)c->head_dim;
+
+	if (is_mla(c)) {
+		double r = (double)c->rope_head_dim, dv = (double)c->v_head_dim;
+		return (struct widths){a * (d + r), a * (d + r), a * dv, a * dv,
+				       (double)c->kv_lora_rank + (double)c->q_lora_rank};
+	}
+	return (struct widths){a * d, (double)c->query_groups * d, (double)c->query_groups * d, a * d, 0};
+}
+
+/* learned position-embedding rows */
+static double positions(const struct mt_plan_config *c)
+{
+	return c->rope ? 0 : (double)(c->positions ? c->positions : c->seq);
+}
+
+static double norm_size(const struct mt_plan_config *c)
+{
+	return c->rmsnorm ? 1 : 2;
+}
+
+/* An MLP of width f: two or three matrices, with biases when all linear layers have them */
+static double mlp_params(const struct mt_plan_config *c, double f)
+{
+	double h = (double)c->hidden, gated = c->swiglu ? 3 : 2;
+
+	return gated * h * f + (c->bias == MT_BIAS_ALL ? (c->swiglu ? 2 : 1) * f + h : 0);
+}
+
+static double attention_params(const struct mt_plan_config *c)
+{
+	double h = (double)c->hidden, a = (double)c->heads, ns = norm_size(c);
+	struct widths w = widths(c);
+
+	if (is_mla(c)) {
+		double d = (double)c->head_dim, r = (double)c->rope_head_dim, dv = (double)c->v_head_dim;
+		double ql = (double)c->q_lora_rank, kvl = (double)c->kv_lora_rank;
+		double q = ql > 0 ? ql * (h + a * (d + r) + ns) : h * a * (d + r);
+		return q + kvl * (h + a * (d + dv) + ns) + h * r + a * dv * h;
+	}
+	return h * w.q + 2 * h * w.k + w.o * h + (c->bias != MT_BIAS_NONE ? w.q + 2 * w.k : 0) +
+	       (c->bias == MT_BIAS_ALL ? h : 0) + (c->qk_norm ? 2 * (double)c->head_dim : 0);
+}
+
+void mt_plan_count(const struct mt_plan_config *c, struct mt_plan_count *n)
+{
+	double h = (double)c->hidden, v = (double)c->vocab, e = (double)c->experts;
+	double attn = attention_params(c), norms = 2 * norm_size(c) * h;
+	double layers = (double)c->layers, moe = c->experts ? layers - (double)c->dense_layers : 0;
+	double routed = e * mlp_params(c, (double)c->moe_ffn),
+	       active = (double)c->topk * mlp_params(c, (double)c->moe_ffn);
+	double other = (c->shared_ffn ? mlp_params(c, (double)c->shared_ffn) : 0) + (c->experts ? h * e : 0) +
+		       (c->experts && c->bias == MT_BIAS_ALL ? e : 0) + (c->shared_gate ? h : 0);
+	double mtp = (double)c->mtp_layers;
+
+	*n = (struct mt_plan_count){0};
+	n->dense_layer = attn + norms + mlp_params(c, (double)c->ffn);
+	n->moe_layer = attn + norms + routed + other;
+	n->moe_layer_active = attn + norms + active + other;
+	n->embedding = v * h * (c->untied ? 2 : 1) + positions(c) * h + norm_size(c) * h + (c->pooler ? h * h + h : 0) +
+		       (double)c->classifier * (h + 1);
+	/* a multi-token prediction layer is a MoE layer when the last layer is (Megatron) */
+	n->total = (layers - moe) * n->dense_layer + moe * n->moe_layer + n->embedding +
+		   mtp * (moe > 0 ? n->moe_layer : n->dense_layer);
+	n->active = (layers - moe) * n->dense_layer + moe * n->moe_layer_active + n->embedding +
+		    mtp * (moe > 0 ? n->moe_layer_active : n->dense_layer);
+	n->expert = routed * (moe + (moe > 0 ? mtp : 0));
+}
+
+/* The largest single module, as DeepSpeed's _all_live finds it (a module's own
+ * parameters): the embedding or output layer, a learned position table, the fused QKV
+ * or one projection, the MLP's widest matrix, one expert's, the pooler. */
+static double largest_module(const struct mt_plan_config *c)
+{
+	double h = (double)c->hidden, biased = c->bias == MT_BIAS_ALL ? 1 : 0;
+	struct widths w = widths(c);
+	double m = (double)c->vocab * h;
+
+	m = max2(m, positions(c) * h);
+	if (c->bias == MT_BIAS_ALL && !is_mla(c)) /* GPT-2, NeoX: one fused QKV */
+		m = max2(m, h * (w.q + 2 * w.k) + w.q + 2 * w.k);
+	else
+		m = max2(m, h * w.q + (c->bias != MT_BIAS_NONE ? w.q : 0));
+	m = max2(m, w.o * h + biased * h);
+	if (is_mla(c))
+		m = max2(m, (double)c->kv_lora_rank * (double)c->heads * ((double)c->head_dim + (double)c->v_head_dim));
+	m = max2(m, h * (double)c->ffn + biased * (double)c->ffn);
+	if (c->experts)
+		m = max2(m, h * (double)c->moe_ffn + biased * (double)c->moe_ffn);
+	if (c->shared_ffn)
+		m = max2(m, h * (double)c->shared_ffn + biased * (double)c->shared_ffn);
+	if (c->pooler)
+		m = max2(m, h * h + h);
+	return m;
+}
+
+/* LoRA adapters: rank x (in + out) per adapted matrix, per layer */
+static double lora_params(const struct mt_plan_config *c)
+{
+	double h = (double)c->hidden, r = (double)c->lora_rank, f = (double)c->ffn, per = 0;
+	unsigned m = c->lora_modules ? c->lora_modules : MT_LORA_Q | MT_LORA_V;
+	struct widths w = widths(c);
+
+	if (!c->lora_rank)
+		return 0;
+	if (m & MT_LORA_Q)
+		per += r * (h + w.q);
+	if (m & MT_LORA_K)
+		per += r * (h + w.k);
+	if (m & MT_LORA_V)
+		per += r * (h + w.v);
+	if (m & MT_LORA_O)
+		per += r * (w.o + h);
+	if (m & MT_LORA_MLP)
+		per += (c->swiglu ? 3 : 2) * r * (h + f);
+	return per * (double)c->layers;
 }
 
 const char *mt_plan_check(struct mt_plan_config *c)
 {
-	uint64_t gpus, mp, stages;
+	uint64_t gpus, mp, stages, groups, experts_group;
 
 	if (!c->tp)
 		c->tp = 1;
@@ -41,34 +172,64 @@ const char *mt_plan_check(struct mt_plan_config *c)
 		c->pp = 1;
 	if (!c->vpp)
 		c->vpp = 1;
+	if (!c->cp)
+		c->cp = 1;
+	if (!c->ep)
+		c->ep = 1;
+	if (!c->etp)
+		c->etp = c->tp;
+	if (!c->reduce_bucket)
+		c->reduce_bucket = 500000000;
+	if (!(c->buffer_factor > 0))
+		c->buffer_factor = 1.5;
 	if (!c->nodes || !c->gpus_per_node)
 		return "there must be at least one node and one GPU per node";
 	/* counts come from command lines and config files: products past 64 bits are refused, not wrapped */
 	if (__builtin_mul_overflow(c->nodes, c->gpus_per_node, &gpus) || __builtin_mul_overflow(c->tp, c->pp, &mp) ||
-	    __builtin_mul_overflow(c->pp, c->vpp, &stages))
+	    __builtin_mul_overflow(c->pp, c->vpp, &stages) || __builtin_mul_overflow(mp, c->cp, &groups) ||
+	    __builtin_mul_overflow(c->etp, c->ep, &experts_group) ||
+	    __builtin_mul_overflow(experts_group, c->pp, &experts_group))
 		return "the GPU counts are too large";
 	if (c->zero < 0 || c->zero > 3)
 		return "--zero takes a stage from 0 to 3";
-	if (gpus % mp)
-		return "the GPUs must divide into tensor-parallel x pipeline-parallel groups (GPUs % (tp*pp) != 0)";
+	if (gpus % groups)
+		return "the GPUs must divide into tensor-parallel x pipeline-parallel x context-parallel groups "
+		       "(GPUs % (tp*pp*cp) != 0)";
+	if (gpus % experts_group)
+		return "the GPUs must divide into expert groups (GPUs % (etp*ep*pp) != 0)";
+	if (c->ep > 1 && !c->experts)
+		return "expert parallelism needs experts (--experts)";
 	if (c->offload_params && c->zero != 3)
 		return "parameter offload needs ZeRO stage 3";
+	if (c->fsdp && c->zero)
+		return "FSDP and ZeRO are two ways of sharding: give one (--fsdp, or --zero)";
 	if (c->sp && c->tp < 2)
 		return "sequence parallelism needs a tensor-parallel size above 1";
 	if (c->vpp > 1 && c->pp < 2)
 		return "virtual pipeline stages need a pipeline-parallel size above 1";
 	if (!(c->overhead >= 0))
 		return "the framework overhead cannot be negative";
+	if (c->quantize && !c->lora_rank)
+		return "a quantized base is frozen: it needs LoRA adapters (--lora-rank)";
 	if (c->layers) {
-		if (!c->hidden || !c->heads || !c->vocab || !c->seq || !c->micro_batch)
-			return "an architecture needs --hidden, --heads, --vocab, --seq and --micro-batch besides "
-			       "--layers";
+		if (!c->hidden || !c->heads || !c->vocab || !c->seq != !c->micro_batch)
+			return "an architecture needs --hidden, --heads and --vocab besides --layers, and --seq with "
+			       "--micro-batch (neither: model states only)";
+		if (c->rope && c->positions)
+			return "rotary positions (--rope) have no learned position embeddings (--positions)";
+		if (c->classifier && c->untied)
+			return "a classification head (--classifier) has no output layer to untie (--untied)";
+		if (!c->head_dim) {
+			if (c->hidden % c->heads)
+				return "the heads must divide the hidden size (or give --head-dim)";
+			c->head_dim = c->hidden / c->heads;
+		}
+		if (!c->ffn) /* Megatron's default: 4h, or 8h/3 rounded down to 64 when gated */
+			c->ffn = c->swiglu ? (uint64_t)((double)(4 * c->hidden * 2) / 3 / 64) * 64 : 4 * c->hidden;
 		if (!c->ffn)
-			c->ffn = 4 * c->hidden;
+			return "the MLP is empty (--ffn 0)";
 		if (!c->query_groups)
 			c->query_groups = c->heads;
-		if (c->hidden % c->heads)
-			return "the heads must divide the hidden size";
 		if (c->heads % c->query_groups)
 			return "the query groups must divide the heads";
 		if (c->heads % c->tp)
@@ -80,73 +241,237 @@ const char *mt_plan_check(struct mt_plan_config *c)
 			return "the pipeline stages (pp x vpp) must divide the layers";
 		if (c->sp && c->seq % c->tp)
 			return "with sequence parallelism the tensor-parallel size must divide the sequence";
-		if (!c->params) {
-			double h = (double)c->hidden, v = (double)c->vocab;
-			c->params = (uint64_t)((double)c->layers * layer_params(c) + v * h * (c->untied ? 2 : 1) +
-					       (double)c->seq * h + (c->rmsnorm ? h : 2 * h));
+		if (c->cp > 1 && c->seq % (2 * c->cp))
+			return "with context parallelism the sequence must be a multiple of 2 x cp";
+		if (is_mla(c) && c->query_groups != c->heads)
+			return "multi-latent attention has no query groups (--query-groups)";
+		if (!is_mla(c) && (c->q_lora_rank || c->rope_head_dim || c->v_head_dim))
+			return "--q-lora-rank, --rope-head-dim and --v-head-dim describe multi-latent attention: give "
+			       "--kv-lora-rank";
+		if (is_mla(c) && !c->v_head_dim)
+			c->v_head_dim = c->head_dim;
+		if (c->experts) {
+			if (!c->topk)
+				c->topk = 2;
+			if (!c->moe_ffn)
+				c->moe_ffn = c->ffn;
+			if (c->topk > c->experts)
+				return "each token cannot go to more experts than there are (--topk > --experts)";
+			if (c->experts % c->ep)
+				return "the expert-parallel size must divide the experts";
+			if (c->dense_layers >= c->layers)
+				return "with experts, the dense layers (--dense-layers) must be fewer than the layers";
+		} else if (c->topk || c->moe_ffn || c->shared_ffn || c->dense_layers || c->shared_gate) {
+			return "--topk, --moe-ffn, --shared-ffn, --shared-gate and --dense-layers describe experts: "
+			       "give "
+			       "--experts";
 		}
+		struct mt_plan_count n;
+		mt_plan_count(c, &n);
+		if (!c->params)
+			c->params = (uint64_t)n.total;
+		c->expert_params = (uint64_t)n.expert;
+		c->layer_params = (uint64_t)(n.moe_layer > 0 && c->experts ? n.moe_layer : n.dense_layer);
 		if (!c->largest_layer)
-			c->largest_layer = (uint64_t)max2((double)c->vocab * (double)c->hidden, layer_params(c));
+			c->largest_layer = (uint64_t)largest_module(c);
 	} else if (c->recompute != MT_RECOMPUTE_NONE || c->micro_batch) {
 		return "activations need the architecture (--layers, --hidden, --heads, --vocab, --seq, --micro-batch)";
+	} else if (c->lora_rank || c->experts) {
+		return "LoRA adapters and experts need the architecture (--layers ...)";
 	}
 	if (!c->params)
 		return "give the model: --params N, or its architecture (--layers ...)";
 	if (c->largest_layer > c->params)
 		return "the largest layer cannot hold more parameters than the model";
+	c->trainable = c->lora_rank ? (uint64_t)lora_params(c) : c->params;
 	return NULL;
 }
 
+/* ---- bytes per parameter ---- */
+
+/* activation and compute-copy element bytes */
 static double value_bytes(const struct mt_plan_config *c)
 {
 	return c->precision == MT_FP32 ? 4 : 2;
 }
 
-/* optimizer state bytes per parameter: moments, and the fp32 master copy under mixed precision */
+/* a trainable parameter as stored: FSDP and autocast keep the original fp32 */
+static double stored_bytes(const struct mt_plan_config *c)
+{
+	if (c->precision == MT_FP32 || c->precision == MT_AMP16 || (c->fsdp && c->precision == MT_MIXED16))
+		return 4;
+	return 2;
+}
+
+static double grad_bytes(const struct mt_plan_config *c)
+{
+	if (c->precision == MT_FP32 || c->precision == MT_AMP16 || c->grad_fp32 ||
+	    (c->fsdp && c->precision == MT_MIXED16))
+		return 4;
+	return 2;
+}
+
+/* Adafactor's factored second moment per parameter: rows + columns of each matrix, the
+ * whole of each vector (norms, biases); from the architecture, or about none without one */
+static double adafactor_per_param(const struct mt_plan_config *c)
+{
+	double h = (double)c->hidden, f = (double)c->ffn, L = (double)c->layers, v = (double)c->vocab;
+	double n_mlp = c->swiglu ? 3 : 2, tables = c->untied ? 2 : 1, pos = positions(c);
+	struct widths w = widths(c);
+
+	if (!c->layers)
+		return 0;
+	double elems = h * (w.q + w.k + w.v) + w.o * h + n_mlp * h * f;
+	double cells = (h + w.q) + (h + w.k) + (h + w.v) + (w.o + h) + n_mlp * (h + f);
+	double matrices = L * elems + tables * v * h + pos * h;
+	double vectors = max2(0, (double)c->params - matrices);
+	return (L * cells + tables * (v + h) + (pos ? pos + h : 0) + vectors) / (double)c->params;
+}
+
+/* optimizer state bytes per trainable parameter: moments, and an fp32 master copy when
+ * the values are 16-bit and the optimizer keeps its own (DeepSpeed, Megatron) */
 static double optimizer_bytes(const struct mt_plan_config *c)
 {
-	double master = c->precision == MT_MIXED16 ? 4 : 0;
+	double master = c->precision == MT_MIXED16 && !c->fsdp && c->optimizer != MT_NO_OPTIMIZER ? 4 : 0;
+	double state = c->precision == MT_PURE16 ? 2 : 4;
 
 	switch (c->optimizer) {
 	case MT_ADAM:
-		return 8 + master;
-	case MT_ADAM8BIT:
-		return 2 + master;
+		return 2 * state + master;
+	case MT_ADAM8BIT: /* bitsandbytes: one byte per moment and an fp32 absmax per 256-value block */
+		return 2 * (1 + 4.0 / 256) + master;
 	case MT_SGD_MOMENTUM:
-		return 4 + master;
+	case MT_LION:
+		return state + master;
+	case MT_ADAFACTOR:
+		return 4 * adafactor_per_param(c) + master;
 	default:
 		return 0;
 	}
 }
 
+/* a frozen base parameter (LoRA): linear weights quantized, the rest at the value's bytes */
+static double frozen_bytes(const struct mt_plan_config *c)
+{
+	switch (c->quantize) {
+	case MT_QUANT_INT8:
+		return 1;
+	case MT_QUANT_NF4: /* 4 bits and an fp32 absmax per 64 values */
+		return 0.5 + 4.0 / 64;
+	case MT_QUANT_NF4_DQ: /* the absmax quantized to 8 bits per 64, with an fp32 scale per 256 blocks */
+		return 0.5 + 1.0 / 64 + 4.0 / (64 * 256);
+	default:
+		return c->precision == MT_FP32 || c->precision == MT_AMP16 ? 4 : 2;
+	}
+}
+
+/* ---- activations ---- */
+
+/* Bytes one layer keeps per token for backward under recomputation rc, split into what
+ * tensor parallelism divides (tp_part), what only sequence parallelism divides (rep),
+ * and the attention scores (per token, over the sequence). */
+struct kept {
+	double rep, tp_part, scores, experts;
+};
+
+static struct kept layer_kept(const struct mt_plan_config *c, enum mt_recompute rc)
+{
+	double e = value_bytes(c), h = (double)c->hidden, f = (double)c->ffn, a = (double)c->heads;
+	double s = (double)c->seq; /* the attention's keys: the whole sequence, also under cp */
+	bool amp = c->precision == MT_AMP16, pt = c->impl == MT_IMPL_PYTORCH, drop = !c->no_dropout;
+	double erep = amp ? 4 : e;    /* the residual stream: fp32 under autocast */
+	double elin = c->fp8 ? 1 : e; /* a linear layer's saved input */
+	struct widths w = widths(c);
+	struct kept k = {0};
+	bool moe = c->experts > 0;
+	double mlp = c->swiglu ? (pt ? 4 : 3) : 2, kv = w.k, vv = w.v;
+
+	if (rc == MT_RECOMPUTE_FULL) {
+		k.rep = e * h; /* the layer's input only */
+		return k;
+	}
+	if (rc == MT_RECOMPUTE_OP) {
+		/* torchtitan's policy: the block's input, every odd matrix multiply's output (q, v or
+		 * the fused qkv, the MLP's first, its last), the attention's output and log-sum-exp */
+		double mm[7], n = 0, saved = 0;
+		if (c->bias == MT_BIAS_ALL && !is_mla(c))
+			mm[(int)n++] = w.q + 2 * w.k;
+		else
+			mm[(int)n++] = w.q, mm[(int)n++] = w.k, mm[(int)n++] = w.v;
+		mm[(int)n++] = h;
+		mm[(int)n++] = f;
+		if (c->swiglu)
+			mm[(int)n++] = f;
+		mm[(int)n++] = h;
+		for (int i = 0; i < (int)n; i += 2)
+			saved += mm[i];
+		k.rep = e * h;
+		k.tp_part = e * (saved + w.o) + 4 * a;
+		return k;
+	}
+	/* replicated across tensor-parallel ranks: the norms' inputs, the attention's and the
+	 * MLP's inputs, two dropout masks (Korthikanti et al.'s 10 sbh); PyTorch's RMSNorm
+	 * keeps an fp32 copy of its input */
+	double norm_in = pt && c->rmsnorm ? max2(4, erep) : erep;
+	k.rep = 2 * norm_in * h + 2 * elin * h + (drop ? 2 * h : 0) + e * w.latent;
+	/* split by tensor parallelism: Q and K, V, the projection's input; PyTorch repeats the
+	 * keys and values of query groups and keeps the attention output twice (the kernel's
+	 * and the projection's contiguous input) under fused attention */
+	if (pt && c->attention == MT_ATTN_FLASH && !is_mla(c))
+		kv = vv = w.q;
+	k.tp_part = e * (w.q + kv + vv) + elin * w.o;
+	if (c->attention == MT_ATTN_FLASH)
+		k.tp_part += 4 * a + (pt ? e * w.o : 0); /* log-sum-exp in fp32 */
+	if (!moe)
+		k.tp_part += e * mlp * f;
+	if (c->attention == MT_ATTN_EAGER && rc == MT_RECOMPUTE_NONE) {
+		/* softmax output, its dropout mask and output (Korthikanti's 5as/h); autocast
+		 * runs softmax in fp32 and keeps a 16-bit copy for the product with V */
+		if (amp)
+			k.scores = a * s * (4 + (drop ? 1 : 0) + 2);
+		else
+			k.scores = a * s * (drop ? 2 * e + 1 : e);
+	}
+	if (moe) {
+		/* the routed tokens' copies and their experts' MLPs (top-k of them), the
+		 * shared experts, the router's fp32 probabilities */
+		double topk = (double)c->topk, fe = (double)c->moe_ffn;
+		k.experts = e * topk * (h + mlp * fe);
+		k.tp_part += e * mlp * (double)c->shared_ffn;
+		k.rep += 4 * (double)c->experts;
+	}
+	return k;
+}
+
+/* tokens one GPU holds in a micro-batch: the sequence split over context-parallel ranks */
+static double tokens(const struct mt_plan_config *c)
+{
+	return (double)c->seq / (double)c->cp * (double)c->micro_batch;
+}
+
+static double kept_bytes(const struct mt_plan_config *c, enum mt_recompute rc)
+{
+	struct kept k = layer_kept(c, rc);
+	double t = (double)c->tp, r = c->sp ? t : 1, etp = (double)c->etp;
+
+	return tokens(c) * (k.rep / r + k.tp_part / t + k.scores / t + k.experts / etp);
+}
+
 double mt_plan_layer_activations(const struct mt_plan_config *c)
 {
-	double e = value_bytes(c), s = (double)c->seq, b = (double)c->micro_batch, h = (double)c->hidden;
-	double f = (double)c->ffn, a = (double)c->heads, t = (double)c->tp, spdiv = c->sp ? t : 1;
-	double kv = h * (double)c->query_groups / a, mlp = c->swiglu ? 3 * f : 2 * f;
-
-	if (c->recompute == MT_RECOMPUTE_FULL)
-		return e * s * b * h / spdiv; /* the layer's input only */
-	/* replicated across tensor-parallel ranks (split by sequence parallelism): both norm
-	 * inputs, the attention and MLP inputs (values) and two dropout masks (bytes); split
-	 * by tensor parallelism: Q, K, V, the projection's input, the MLP's inner tensors (two,
-	 * or the gate and up outputs and their product when gated); then the attention
-	 * scores: softmax output, its dropout mask and output */
-	double kept = s * b * (e * 4 * h / spdiv + 2 * h / spdiv + e * (2 * h + 2 * kv + mlp) / t);
-	if (c->recompute == MT_RECOMPUTE_NONE)
-		kept += b * a * s * s * (2 * e + 1) / t;
-	return kept;
+	return kept_bytes(c, c->recompute);
 }
 
 /* The largest weight: the embedding, the MLP's first matrix or QKV; the largest layer
  * when only counts are known. */
 static double largest_tensor(const struct mt_plan_config *c)
 {
-	double h = (double)c->hidden, kv = h * (double)c->query_groups / (double)c->heads;
+	double h = (double)c->hidden;
+	struct widths w = widths(c);
 
 	if (!c->layers)
 		return (double)c->largest_layer;
-	return max2((double)c->vocab * h, max2(h * (double)c->ffn * (c->swiglu ? 2 : 1), h * (h + 2 * kv)));
+	return max2((double)c->vocab * h, max2(h * (double)c->ffn * (c->swiglu ? 2 : 1), h * (w.q + w.k + w.v)));
 }
 
 static double shard(double n, uint64_t parts)
@@ -172,70 +497,155 @@ enum { AT_BACKWARD, AT_LAST_LAYER, AT_FIRST_LAYER, AT_OPTIMIZER, MOMENTS };
 static const char *const moment_names[MOMENTS] = {"backward start", "backward of the last layer",
 						  "backward of the first layer", "optimizer step"};
 
+/* This GPU's share of the model's state: the dense parameters over tp x pp, the
+ * experts' over etp x ep x pp, each then sharded over its data-parallel group when
+ * ZeRO/FSDP shards that state. */
+struct share {
+	uint64_t dp, edp; /* data-parallel groups: dense (with cp), experts */
+	double dense, expert, trainable;
+};
+
+static struct share share(const struct mt_plan_config *c)
+{
+	uint64_t gpus = c->nodes * c->gpus_per_node;
+	double exp = (double)c->expert_params, dense = (double)c->params - exp;
+	struct share s = {.dp = gpus / (c->tp * c->pp), .edp = gpus / (c->etp * c->ep * c->pp)};
+
+	s.dense = dense / (double)(c->tp * c->pp);
+	s.expert = exp / (double)(c->etp * c->ep * c->pp);
+	s.trainable = (double)c->trainable / (double)(c->tp * c->pp);
+	return s;
+}
+
+/* Parameters of one state this GPU holds: stage is the ZeRO stage that shards it (1
+ * optimizer, 2 gradients, 3 parameters); FSDP shards all three. */
+static double held(const struct mt_plan_config *c, const struct share *s, int stage, bool trainable)
+{
+	bool sharded = c->fsdp || c->zero >= stage;
+
+	if (trainable && c->lora_rank)
+		return shard(s->trainable, sharded ? s->dp : 1);
+	return shard(s->dense, sharded ? s->dp : 1) + shard(s->expert, sharded ? s->edp : 1);
+}
+
 /* Each moment's components, unscaled. */
 static void moments(const struct mt_plan_config *c, double m[MOMENTS][MT_PLAN_COMPONENTS], double *cpu, double *nvme)
 {
-	uint64_t gpus = c->nodes * c->gpus_per_node, mp = c->tp * c->pp, dp = gpus / mp;
-	double e = value_bytes(c), p = (double)c->params, t = (double)c->tp;
-	double h = (double)c->hidden, v = (double)c->vocab, sb = (double)c->seq * (double)c->micro_batch;
-	double mine = p / (double)mp; /* this GPU's parameters before ZeRO (the most loaded stage) */
-	double params = e * shard(mine, c->zero >= 3 ? dp : 1);
-	double grads = e * shard(mine, c->zero >= 2 ? dp : 1);
-	double optim = optimizer_bytes(c) * shard(mine, c->zero >= 1 ? dp : 1);
-	double *to;
+	struct share sh = share(c);
+	double e = value_bytes(c), t = (double)c->tp, gb = grad_bytes(c);
+	double h = (double)c->hidden, v = (double)c->vocab, sb = tokens(c);
+	bool sharded2 = c->fsdp || c->zero >= 2, offload_grads = false;
+	double params = stored_bytes(c) * held(c, &sh, 3, true);
+	double grads = gb * held(c, &sh, 2, true);
+	double optim = optimizer_bytes(c) * held(c, &sh, 1, true);
+	double keep = 0, *to;
 
+	if (c->lora_rank) { /* the frozen base, never sharded by ZeRO-1/2 */
+		double base = held(c, &sh, 3, false), rest = 0;
+		/* bitsandbytes quantizes the blocks' linear layers: the embeddings and the output
+		 * layer stay 16-bit (transformers skips lm_head, torchtune quantizes LoRA's
+		 * linears) */
+		if (c->quantize && c->layers)
+			rest = fmin(base, (v * h * (c->untied ? 2 : 1) + (double)positions(c) * h) / t);
+		params += frozen_bytes(c) * (base - rest) +
+			  (c->precision == MT_FP32 || c->precision == MT_AMP16 ? 4 : 2) * rest;
+	}
+	if (c->fp8 && c->layers) /* fp8 copies of the blocks' linear weights, cached for the step */
+		params += held(c, &sh, 3, false) * (1 - (double)c->vocab * h * (c->untied ? 2 : 1) / (double)c->params);
 	*cpu = *nvme = 0;
 	if (c->offload_optimizer) {
 		to = c->offload_optimizer == MT_OFFLOAD_NVME ? nvme : cpu;
 		*to += optim * (double)c->gpus_per_node;
 		optim = 0;
+		/* ZeRO-Offload reduces gradients bucket by bucket into the optimizer's memory: the
+		 * GPU keeps its gradient buffer, the host (or NVMe) an fp32 partition (DeepSpeed
+		 * stage_1_and_2.py, stage3.py) */
+		if (!c->fsdp && c->optimizer != MT_NO_OPTIMIZER) {
+			*to += 4 * held(c, &sh, 2, true) * (double)c->gpus_per_node;
+			offload_grads = true;
+		}
 	}
 	if (c->offload_params) {
 		to = c->offload_params == MT_OFFLOAD_NVME ? nvme : cpu;
 		*to += params * (double)c->gpus_per_node;
-		params = e * (double)c->largest_layer / t; /* one layer gathered at a time */
+		params = e * (double)(c->layers ? c->layer_params : c->largest_layer) / t; /* one layer gathered */
 	}
 	for (int i = 0; i < MOMENTS; i++)
 		m[i][MT_PLAN_PARAMS] = params, m[i][MT_PLAN_OPTIMIZER] = optim;
+	if (offload_grads) /* the bucket, never more than the gradients it holds */
+		grads = e * fmin((double)c->reduce_bucket, held(c, &sh, 2, true));
 	m[AT_OPTIMIZER][MT_PLAN_GRADS] = grads;
+	/* gradients accumulated over micro-batches (or zeroed, not freed) live through the step */
+	if (c->keep_grads || c->micro_batches > 1 || (c->pp > 1 && c->micro_batches != 1))
+		keep = grads;
 	if (c->optimizer != MT_NO_OPTIMIZER && !c->offload_optimizer) /* an fp32 update, one tensor at a time */
-		m[AT_OPTIMIZER][MT_PLAN_TEMPORARIES] = 4 * shard(largest_tensor(c) / t, c->zero >= 1 ? dp : 1);
-	if (!c->layers)
+		m[AT_OPTIMIZER][MT_PLAN_TEMPORARIES] =
+		    4 * shard(largest_tensor(c) / t, c->zero >= 1 || c->fsdp ? sh.dp : 1);
+	if (!c->layers) {
+		for (int i = 0; i < AT_OPTIMIZER; i++)
+			m[i][MT_PLAN_GRADS] = keep;
 		return;
+	}
 
 	struct mt_plan_config none = *c;
-	double emb = e * sb * h / (c->sp ? t : 1), lp = layer_params(c) / t, flight = in_flight(c);
-	double acts, temps_bwd = 0, grads_bwd = 0, temps_layer;
+	bool pt = c->impl == MT_IMPL_PYTORCH;
+	double emb = e * sb * h / (c->sp ? t : 1), lp = (double)c->layer_params / t, flight = in_flight(c);
+	double gathered = 0, cache = 0, root = 0;
+	double acts, temps_bwd = 0, grads_bwd = 0, temps_layer, layer = kept_bytes(c, c->recompute);
+	double trainable_layer = c->lora_rank ? (double)c->trainable / (double)c->layers / t : lp;
+	double out_grad = c->lora_rank || c->classifier ? 0 : v * h / t;
 
 	none.recompute = MT_RECOMPUTE_NONE;
+	/* ZeRO-3 gathers a layer's weights as it runs; FSDP2 one unit and the next prefetched,
+	 * and its root unit (embedding, output layer) for the whole backward, with the output
+	 * layer's unsharded gradient */
+	if (c->zero >= 3 && sh.dp > 1)
+		gathered = e * lp;
+	if (c->fsdp && sh.dp > 1) {
+		gathered = 2 * e * lp;
+		root = e * v * h * (c->untied ? 2 : 1) / t + e * out_grad;
+	}
+	/* autocast keeps the 16-bit copy of every weight a matrix multiply used until that
+	 * layer's backward */
+	if (c->precision == MT_AMP16)
+		cache = 2 * ((double)c->layers * lp + (c->classifier ? 0 : v * h / t));
 	/* the first pipeline stage keeps its micro-batches in flight of layers/pp layers: all
 	 * layers' worth, and the embedding output of each micro-batch */
-	acts = m[AT_LAST_LAYER][MT_PLAN_ACTIVATIONS] =
-	    flight * ((double)c->layers * mt_plan_layer_activations(c) + (double)c->pp * emb);
-	if (c->pp == 1) {
+	acts = m[AT_LAST_LAYER][MT_PLAN_ACTIVATIONS] = flight * ((double)c->layers * layer + (double)c->pp * emb);
+	if (c->pp == 1 && !c->classifier) {
 		/* final norm and output layer inputs, fp32 logits */
 		acts += 2 * emb + 4 * sb * v / t;
-		/* backward begins with the logits' fp32 gradient and the output layer's
-		 * gradient (a full-size bucket under ZeRO-2/3 before it is reduced) */
-		temps_bwd = 4 * sb * v / t + (c->zero >= 2 && dp > 1 ? e * v * h / t : 0);
-		grads_bwd = e * (shard(v * h / t, c->zero >= 2 ? dp : 1) + shard(2 * h, c->zero >= 2 ? dp : 1));
+		/* backward begins with the logits' fp32 gradient (PyTorch's log-softmax backward
+		 * holds its output, its gradient and the input's) and the output layer's gradient
+		 * (a full-size bucket under ZeRO-2/3 before it is reduced) */
+		temps_bwd = (pt ? 8 : 4) * sb * v / t + (c->zero >= 2 && sh.dp > 1 ? e * out_grad : 0);
+		grads_bwd = gb * (shard(out_grad, sharded2 ? sh.dp : 1) +
+				  shard(c->lora_rank ? 0 : 2 * h, sharded2 ? sh.dp : 1));
+		if (offload_grads)
+			grads_bwd = fmin(grads_bwd, grads);
 	}
 	m[AT_BACKWARD][MT_PLAN_ACTIVATIONS] = acts;
-	m[AT_BACKWARD][MT_PLAN_GRADS] = grads_bwd;
-	m[AT_BACKWARD][MT_PLAN_TEMPORARIES] = temps_bwd;
+	m[AT_BACKWARD][MT_PLAN_GRADS] = max2(grads_bwd, keep);
+	m[AT_BACKWARD][MT_PLAN_TEMPORARIES] = temps_bwd + root;
+	m[AT_BACKWARD][MT_PLAN_PARAMS] += cache;
 	/* the backward of the last layer: the head's activations are gone; its own are
 	 * made again where they were not kept; its input and MLP gradients; its weights
 	 * gathered (ZeRO-3) and its gradient in a full-size bucket (ZeRO-2/3) */
-	temps_layer = mt_plan_layer_activations(&none) - mt_plan_layer_activations(c) + emb +
-		      e * sb * (double)c->ffn / t + (c->zero >= 3 && dp > 1 ? e * lp : 0) +
-		      (c->zero >= 2 && dp > 1 ? e * lp : 0);
-	m[AT_LAST_LAYER][MT_PLAN_GRADS] = grads_bwd + e * shard(lp, c->zero >= 2 ? dp : 1);
+	temps_layer = kept_bytes(&none, MT_RECOMPUTE_NONE) - layer + emb + e * sb * (double)c->ffn / t + gathered +
+		      root + (c->zero >= 2 && sh.dp > 1 ? e * trainable_layer : 0) +
+		      (c->fsdp && sh.dp > 1 ? (e + 4) * trainable_layer : 0);
+	m[AT_LAST_LAYER][MT_PLAN_GRADS] = max2(grads_bwd + gb * shard(trainable_layer, sharded2 ? sh.dp : 1), keep);
+	if (offload_grads)
+		m[AT_LAST_LAYER][MT_PLAN_GRADS] = grads;
 	m[AT_LAST_LAYER][MT_PLAN_TEMPORARIES] = temps_layer;
+	m[AT_LAST_LAYER][MT_PLAN_PARAMS] += cache;
 	/* the same in the backward of the first layer: every other gradient made, only
 	 * that layer's activations and the embedding output left */
-	m[AT_FIRST_LAYER][MT_PLAN_ACTIVATIONS] = mt_plan_layer_activations(c) + (double)c->pp * emb;
-	m[AT_FIRST_LAYER][MT_PLAN_GRADS] = grads - e * shard((double)c->seq * h / t, c->zero >= 2 ? dp : 1);
+	m[AT_FIRST_LAYER][MT_PLAN_ACTIVATIONS] = layer + (double)c->pp * emb;
+	m[AT_FIRST_LAYER][MT_PLAN_GRADS] =
+	    offload_grads ? grads : max2(grads - gb * shard(positions(c) * h / t, sharded2 ? sh.dp : 1), keep);
 	m[AT_FIRST_LAYER][MT_PLAN_TEMPORARIES] = temps_layer;
+	m[AT_FIRST_LAYER][MT_PLAN_PARAMS] += cache > 0 ? 2 * lp + cache - 2 * (double)c->layers * lp : 0;
 }
 
 void mt_plan_compute(const struct mt_plan_config *c, const struct mt_plan_scale *s, struct mt_plan *out)
@@ -243,7 +653,7 @@ void mt_plan_compute(const struct mt_plan_config *c, const struct mt_plan_scale 
 	double m[MOMENTS][MT_PLAN_COMPONENTS] = {{0}};
 	int last = c->layers ? MOMENTS : AT_OPTIMIZER + 1, first = c->layers ? 0 : AT_OPTIMIZER;
 
-	*out = (struct mt_plan){.dp = c->nodes * c->gpus_per_node / (c->tp * c->pp),
+	*out = (struct mt_plan){.dp = c->nodes * c->gpus_per_node / (c->tp * c->pp * c->cp),
 				.total = -1,
 				.framework = c->overhead + (s ? s->other : 0)};
 	moments(c, m, &out->cpu, &out->nvme);
@@ -327,6 +737,7 @@ void mt_plan_table(const struct mt_plan_config *c, const struct mt_plan_scale *s
 			struct mt_plan p;
 
 			x.zero = z;
+			x.fsdp = false;
 			x.recompute = (enum mt_recompute)r;
 			table[z][r] = INFINITY;
 			if (!mt_plan_check(&x)) {
@@ -338,57 +749,111 @@ void mt_plan_table(const struct mt_plan_config *c, const struct mt_plan_scale *s
 
 double mt_plan_params_on_gpu(const struct mt_plan_config *c, enum mt_component j)
 {
-	uint64_t mp = c->tp * c->pp, dp = c->nodes * c->gpus_per_node / mp;
+	struct share sh = share(c);
 	int stage = j == MT_PLAN_PARAMS ? 3 : j == MT_PLAN_GRADS ? 2 : 1;
 
-	return shard((double)c->params / (double)mp, c->zero >= stage ? dp : 1);
+	return held(c, &sh, stage, true);
 }
 
 void mt_plan_describe(const struct mt_plan_config *c, char *buf, size_t len)
 {
-	static const char *const optimizers[] = {"Adam/AdamW", "8-bit Adam", "SGD with momentum", "no optimizer"};
+	static const char *const optimizers[] = {"Adam/AdamW",	 "8-bit Adam", "SGD with momentum",
+						 "no optimizer", "Adafactor",  "Lion"};
+	static const char *const precisions[] = {"fp32", "16-bit with fp32 master weights",
+						 "autocast (fp32 weights, 16-bit compute)", "pure 16-bit"};
 	uint64_t gpus = c->nodes * c->gpus_per_node;
+	char batch[64] = "", par[96] = "", extra[160] = "";
 
-	char batch[64] = "";
-
-	if (c->layers)
+	if (c->layers && c->seq)
 		snprintf(batch, sizeof batch, ", micro-batch %llu, recompute %s", (unsigned long long)c->micro_batch,
 			 mt_plan_recompute_names[c->recompute]);
-	snprintf(buf, len, "%s, %s, ZeRO-%d, %llu GPUs (dp %llu x tp %llu x pp %llu%s)%s%s%s",
-		 c->precision == MT_FP32 ? "fp32" : "16-bit with fp32 master weights", optimizers[c->optimizer],
-		 c->zero, (unsigned long long)gpus, (unsigned long long)(gpus / (c->tp * c->pp)),
-		 (unsigned long long)c->tp, (unsigned long long)c->pp, c->sp ? ", sp" : "", batch,
+	else if (c->layers)
+		snprintf(batch, sizeof batch, ", model states only (no --seq, --micro-batch)");
+	if (c->cp > 1 || c->ep > 1)
+		snprintf(par, sizeof par, " x cp %llu, ep %llu", (unsigned long long)c->cp, (unsigned long long)c->ep);
+	snprintf(extra, sizeof extra, "%s%s%s%s%s%s", c->fsdp ? ", FSDP" : "", c->fp8 ? ", fp8" : "",
+		 c->lora_rank ? ", LoRA" : "", c->quantize ? " on a quantized base" : "",
 		 c->offload_optimizer ? ", optimizer offloaded" : "", c->offload_params ? ", params offloaded" : "");
+	snprintf(buf, len, "%s, %s, ZeRO-%d, %llu GPUs (dp %llu x tp %llu x pp %llu%s%s)%s%s", precisions[c->precision],
+		 optimizers[c->optimizer], c->zero, (unsigned long long)gpus,
+		 (unsigned long long)(gpus / (c->tp * c->pp * c->cp)), (unsigned long long)c->tp,
+		 (unsigned long long)c->pp, par, c->sp ? ", sp" : "", batch, extra);
 }
 
-/* Megatron's sums, in its order of operations so the rounding is the same. */
-void mt_plan_megatron(const struct mt_plan_config *c, uint64_t *padded_vocab, double *weights, double *activations)
+/* ---- Megatron-LM's theoretical_memory_usage.py ---- */
+
+/* Its sums, in its order of operations so the rounding is the same. */
+void mt_plan_megatron(const struct mt_plan_config *c, struct mt_megatron *out)
 {
 	uint64_t multiple = 128 * c->tp; /* --make-vocab-size-divisible-by 128, times tp */
-	double h = (double)c->hidden, f = (double)c->ffn, a = (double)c->heads, g = (double)c->query_groups;
-	double L = (double)c->layers, s = (double)c->seq, b = (double)c->micro_batch;
-	double tp = (double)c->tp, pp = (double)c->pp, dp = (double)(c->nodes * c->gpus_per_node / (c->tp * c->pp));
-	double norm = c->rmsnorm ? 1 : 2, gated = c->swiglu ? 3.0 / 2 : 1, v, shard, act;
+	uint64_t world = c->nodes * c->gpus_per_node, L = c->layers;
+	double h = (double)c->hidden, a = (double)c->heads, g = (double)c->query_groups;
+	double s = (double)c->seq, b = (double)c->micro_batch, tp = (double)c->tp, pp = (double)c->pp;
+	double dp = (double)(world / (c->tp * c->pp * c->cp));
+	double edp = (double)(world / (c->etp * c->ep * c->pp)), etp = (double)c->etp, ep = (double)c->ep;
+	double gated = c->swiglu ? 3.0 / 2 : 1, norm = c->rmsnorm ? 1 : 2, v, f = (double)c->ffn, act;
+	double E = c->experts ? (double)c->experts : 1, fe = c->experts ? (double)c->moe_ffn : 0;
+	double fs = (double)c->shared_ffn, k = (double)(c->topk ? c->topk : 2);
+	double moe_layers = c->experts ? (double)(L - c->dense_layers) : 0, dense_layers = (double)L - moe_layers;
+	/* the multi-token prediction layers follow the last layer's kind */
+	double mtp_moe = moe_layers > 0 ? (double)c->mtp_layers : 0, mtp_dense = (double)c->mtp_layers - mtp_moe;
+	double attention;
 
-	*padded_vocab = (c->vocab + multiple - 1) / multiple * multiple;
-	v = (double)*padded_vocab;
-	/* weights and optimizer: 18 bytes per parameter (bf16 values, fp32 main gradients,
-	 * main weights and Adam moments), 6 + 12/dp with the distributed optimizer, on the
-	 * most loaded shard: 1/pp of the layers and the embedding, over tp */
-	double attention = 2 * h * h * ((1 + (g / a)) * 1.0);
-	double layer = 2 * h * ((f * gated) + norm) + attention;
-	double block = layer * L + norm * h, embedding = h * v;
-	shard = ((block / pp) + 0 + embedding) / tp;
-	if (c->untied && c->pp == 1)
-		shard += embedding / tp;
-	*weights = shard * (c->zero >= 1 ? 6 + (12 / dp) : 18);
+	out->padded_vocab = (c->vocab + multiple - 1) / multiple * multiple;
+	out->ffn = c->ffn;
+	v = (double)out->padded_vocab;
+	if (is_mla(c)) {
+		double qk = (double)c->head_dim, pos = (double)c->rope_head_dim, dv = (double)c->v_head_dim;
+		double ql = (double)c->q_lora_rank, kvl = (double)c->kv_lora_rank;
+		double q_term = ql == 0 ? h * a * (qk + pos) : ql * (h + a * (qk + pos) + norm);
+		attention = q_term + kvl * (h + a * (qk + dv) + norm) + h * pos + (a * dv) * h;
+	} else {
+		double ratio = ((double)c->head_dim * a) / h;
+		attention = 2 * h * h * ((1 + (g / a)) * ratio);
+	}
+	double embedding = h * v, final_norm = norm * h;
+	double embedding_layers = c->untied ? 2 * embedding : embedding;
+	double dense_mlp = 2 * h * f * gated, shared = 2 * h * fs * gated;
+	double routed = 2 * h * fe * E * gated;
+	double active_routed = c->experts ? 2 * h * fe * k * gated : 0;
+	double norms = 2 * h * norm;
+	double router = c->experts ? (h * E) + (c->bias == MT_BIAS_ALL ? E : 0) : 0;
+	double gate = fs > 0 && c->shared_gate ? h : 0;
+	double dense_layer = attention + dense_mlp + norms;
+	double moe_layer = attention + shared + routed + norms + router + gate;
+	double moe_active = attention + shared + active_routed + norms + router + gate;
+	double block = dense_layer * dense_layers + moe_layer * moe_layers + final_norm;
+	double active_block = dense_layer * dense_layers + moe_active * moe_layers + final_norm;
+	double mtp = dense_layer * mtp_dense + moe_layer * mtp_moe;
+	out->total_params = block + mtp + embedding_layers;
+	out->active_params = active_block + mtp + embedding_layers;
+	/* the most loaded shard (the first stage): tensor-parallel parts over tp, norms and
+	 * routers replicated, routed experts over etp x ep */
+	double tp_block = (attention + dense_mlp) * dense_layers + (attention + shared) * moe_layers;
+	double rep_block = norms * dense_layers + (norms + router + gate) * moe_layers + final_norm;
+	double exp_block = routed * moe_layers;
+	double tp_mtp = (attention + dense_mlp) * mtp_dense + (attention + shared) * mtp_moe;
+	double rep_mtp = norms * mtp_dense + (norms + router + gate) * mtp_moe;
+	double exp_mtp = routed * mtp_moe;
+	double tp_part = ((tp_block / pp) + tp_mtp + embedding) / tp;
+	double rep_part = (rep_block / pp) + rep_mtp;
+	double exp_part = ((exp_block / pp) + exp_mtp) / (etp * ep);
+	out->most_loaded = tp_part + rep_part + exp_part;
+	if (c->untied && c->pp == 1) {
+		tp_part += embedding / tp;
+		out->most_loaded += embedding / tp;
+	}
+	/* 18 bytes per parameter (bf16 values, fp32 main gradients, main weights and Adam
+	 * moments), 6 + 12/dp with the distributed optimizer; experts over their own dp */
+	out->weights = (tp_part + rep_part) * (c->zero >= 1 ? 6 + (12 / dp) : 18) +
+		       exp_part * (c->zero >= 1 ? 6 + (12 / edp) : 18);
 	/* activations: Korthikanti's selective-recomputation rows (no attention scores) */
 	if (c->sp && c->recompute == MT_RECOMPUTE_SELECTIVE) {
 		act = (s * b * h) * (18 + (4 * (f / h)));
-		act *= L;
+		act *= (double)L;
 	} else {
 		act = s * b * h * (10 + (24 / tp));
-		act = act * L;
+		act = act * (double)L;
 	}
 	act += 8 * s * b * pp; /* input ids */
 	act += s * b * h * pp; /* embedding dropout mask */
@@ -405,5 +870,5 @@ void mt_plan_megatron(const struct mt_plan_config *c, uint64_t *padded_vocab, do
 			act += ((s * b * v) / tp + s * b * h) * 2;
 		act *= 1.05;
 	}
-	*activations = act;
+	out->activations = act;
 }

@@ -11,10 +11,25 @@
 #include <stddef.h>
 #include <stdint.h>
 
-enum mt_precision { MT_FP32, MT_MIXED16 }; /* MT_MIXED16: bf16/fp16 values, fp32 master weights */
-enum mt_optimizer { MT_ADAM, MT_ADAM8BIT, MT_SGD_MOMENTUM, MT_NO_OPTIMIZER };
-enum mt_recompute { MT_RECOMPUTE_NONE, MT_RECOMPUTE_SELECTIVE, MT_RECOMPUTE_FULL };
+/* MT_MIXED16: bf16/fp16 values and gradients, fp32 master weights in the optimizer
+ * (DeepSpeed, Megatron); MT_AMP16: PyTorch autocast: fp32 weights and gradients, 16-bit
+ * copies of the weights made in the forward pass; MT_PURE16: bf16/fp16 everything,
+ * optimizer state included, no master copy. */
+enum mt_precision { MT_FP32, MT_MIXED16, MT_AMP16, MT_PURE16 };
+enum mt_optimizer { MT_ADAM, MT_ADAM8BIT, MT_SGD_MOMENTUM, MT_NO_OPTIMIZER, MT_ADAFACTOR, MT_LION };
+/* MT_RECOMPUTE_OP: torchtitan's op-level selective checkpointing (saves matmul outputs
+ * but every second one, and the attention's; recomputes the rest) */
+enum mt_recompute { MT_RECOMPUTE_NONE, MT_RECOMPUTE_SELECTIVE, MT_RECOMPUTE_FULL, MT_RECOMPUTE_OP };
 enum mt_offload { MT_OFFLOAD_NONE, MT_OFFLOAD_CPU, MT_OFFLOAD_NVME };
+enum mt_bias { MT_BIAS_ALL, MT_BIAS_QKV, MT_BIAS_NONE };
+enum mt_attention { MT_ATTN_EAGER, MT_ATTN_FLASH };
+/* How the layers are written: Megatron's fused kernels (Korthikanti et al.'s accounting)
+ * or PyTorch modules as Hugging Face, torchtitan, LitGPT and torchtune write them. */
+enum mt_impl { MT_IMPL_MEGATRON, MT_IMPL_PYTORCH };
+/* A frozen base's storage (LoRA): its own precision, 8-bit, 4-bit NF4 (+ double quantization) */
+enum mt_quant { MT_QUANT_NONE, MT_QUANT_INT8, MT_QUANT_NF4, MT_QUANT_NF4_DQ };
+/* LoRA targets, a set: q, k, v, o projections and the MLP's matrices */
+enum { MT_LORA_Q = 1, MT_LORA_K = 2, MT_LORA_V = 4, MT_LORA_O = 8, MT_LORA_MLP = 16 };
 enum mt_component {
 	MT_PLAN_PARAMS,
 	MT_PLAN_GRADS,
@@ -24,32 +39,58 @@ enum mt_component {
 	MT_PLAN_COMPONENTS
 };
 extern const char *const mt_plan_component_names[MT_PLAN_COMPONENTS];
-/* The names options take, NULL-terminated: recompute and offload names are their enums'
- * values; precision "fp32" is MT_FP32, the others MT_MIXED16; optimizer names map
- * through mt_plan_optimizer_values ("adam" and "adamw" are both MT_ADAM). */
-extern const char *const mt_plan_recompute_names[4];
+/* The names options take, NULL-terminated; precision and optimizer names map through
+ * their _values tables ("bf16" and "fp16" are both MT_MIXED16, "adam" and "adamw" MT_ADAM). */
+extern const char *const mt_plan_recompute_names[5];
 extern const char *const mt_plan_offload_names[4];
-extern const char *const mt_plan_precision_names[4];
-extern const char *const mt_plan_optimizer_names[6];
-extern const enum mt_optimizer mt_plan_optimizer_values[5];
+extern const char *const mt_plan_precision_names[8];
+extern const enum mt_precision mt_plan_precision_values[7];
+extern const char *const mt_plan_optimizer_names[8];
+extern const enum mt_optimizer mt_plan_optimizer_values[7];
+extern const char *const mt_plan_bias_names[4];
+extern const char *const mt_plan_attention_names[3];
+extern const char *const mt_plan_impl_names[3];
+extern const char *const mt_plan_quant_names[5];
 
 struct mt_plan_config {
 	/* the model: an architecture (layers > 0), or parameter counts alone */
-	uint64_t layers, hidden, heads, query_groups, ffn, vocab, seq, micro_batch;
-	bool untied;			/* a separate output layer instead of the tied embedding */
-	bool swiglu, rmsnorm;		/* gated MLP (three h x ffn matrices); RMSNorm (no bias) */
-	uint64_t params, largest_layer; /* 0: from the architecture */
+	uint64_t layers, hidden, heads, query_groups, head_dim, ffn, vocab, seq, micro_batch;
+	uint64_t positions;	     /* learned position-embedding rows (and token types); 0: seq */
+	bool untied;		     /* a separate output layer instead of the tied embedding */
+	bool swiglu, rmsnorm;	     /* gated MLP (three h x ffn matrices); RMSNorm (no bias) */
+	bool rope, pooler, qk_norm;  /* rotary positions; an encoder's pooler; per-head q/k norms */
+	bool no_dropout;	     /* no dropout masks kept */
+	uint64_t classifier;	     /* labels of a classification head instead of the output layer */
+	enum mt_bias bias;	     /* which linear layers carry biases */
+	enum mt_attention attention; /* eager (scores kept) or fused attention */
+	enum mt_impl impl;	     /* how the layers are written */
+	uint64_t experts, topk, moe_ffn, shared_ffn, dense_layers; /* mixture of experts */
+	bool shared_gate;					   /* a sigmoid gate on the shared experts (Qwen-MoE) */
+	uint64_t q_lora_rank, kv_lora_rank, rope_head_dim, v_head_dim; /* multi-latent attention */
+	uint64_t mtp_layers;					       /* multi-token prediction layers */
+	uint64_t params, largest_layer;				       /* 0: from the architecture */
 	/* the training setup */
 	enum mt_precision precision;
 	enum mt_optimizer optimizer;
 	enum mt_recompute recompute;
 	int zero; /* ZeRO stage 0-3 */
 	uint64_t nodes, gpus_per_node;
-	uint64_t tp, pp, vpp;	/* tensor-, pipeline-parallel sizes, virtual stages */
-	uint64_t micro_batches; /* per step (gradient accumulation); 0: enough to fill the pipeline */
-	bool sp;		/* sequence parallelism (with tp) */
+	uint64_t tp, pp, vpp, cp, ep, etp; /* tensor, pipeline, virtual, context, expert (and its tp) sizes */
+	uint64_t micro_batches;		   /* per step (gradient accumulation); 0: enough to fill the pipeline */
+	bool sp;			   /* sequence parallelism (with tp) */
+	bool fsdp;			   /* PyTorch FSDP2: sharded fp32 parameters, a block gathered at a time */
+	bool fp8;			   /* fp8 matrix multiplies (TransformerEngine, torchao) */
+	bool grad_fp32;			   /* gradients accumulated in fp32 (Megatron's main_grad) */
+	bool keep_grads;		   /* gradients live through forward and backward */
 	enum mt_offload offload_optimizer, offload_params;
-	double overhead; /* framework bytes per GPU: CUDA context, library workspaces */
+	uint64_t reduce_bucket; /* DeepSpeed's gradient bucket in elements; 0: 5e8 */
+	uint64_t lora_rank;	/* LoRA adapters of this rank on a frozen base (0: full training) */
+	unsigned lora_modules;	/* MT_LORA_* targets; 0: q and v */
+	enum mt_quant quantize; /* the frozen base's storage */
+	double overhead;	/* framework bytes per GPU: CUDA context, library workspaces */
+	double buffer_factor;	/* DeepSpeed estimators' additional_buffer_factor; 0: 1.5 */
+	/* derived by mt_plan_check */
+	uint64_t expert_params, trainable, layer_params;
 };
 
 /* What a measured run teaches the model: each component's measured bytes over the
@@ -64,7 +105,8 @@ struct mt_plan {
 	uint64_t dp;
 	double bytes[MT_PLAN_COMPONENTS];
 	double framework, total, cpu, nvme;
-	const char *moment; /* "backward start", "backward of the last/first layer", "optimizer step" */
+	const char
+	    *moment; /* "backward start", "loss backward", "backward of the last/first layer", "optimizer step" */
 };
 
 /* The options that describe a model and a setup (plan_options.def), each setting the
@@ -73,11 +115,17 @@ enum mt_plan_kind {
 	MT_PLAN_OPT_COUNT,
 	MT_PLAN_OPT_FLAG,
 	MT_PLAN_OPT_SIZE,
+	MT_PLAN_OPT_REAL,
 	MT_PLAN_OPT_ZERO,
 	MT_PLAN_OPT_PRECISION,
 	MT_PLAN_OPT_OPTIMIZER,
 	MT_PLAN_OPT_RECOMPUTE,
-	MT_PLAN_OPT_OFFLOAD
+	MT_PLAN_OPT_OFFLOAD,
+	MT_PLAN_OPT_BIAS,
+	MT_PLAN_OPT_ATTENTION,
+	MT_PLAN_OPT_IMPL,
+	MT_PLAN_OPT_QUANT,
+	MT_PLAN_OPT_LORA
 };
 struct mt_plan_option {
 	const char *name; /* the field's name: --name with '-' for '_' on the command line */
@@ -93,6 +141,10 @@ const struct mt_plan_option *mt_plan_option(const char *name);
 const char *mt_plan_set(struct mt_plan_config *c, const struct mt_plan_option *o, const char *text, const char *shown,
 			char *why, size_t n);
 const char *mt_plan_kind_what(enum mt_plan_kind kind); /* "a whole non-negative count", ... */
+/* A whole count in text; k, M, B (or G) and T multiply by powers of 1000. */
+bool mt_plan_parse_count(const char *text, uint64_t *out);
+/* The option's current value as text, as mt_plan_set reads it */
+void mt_plan_get(const struct mt_plan_config *c, const struct mt_plan_option *o, char *buf, size_t n);
 
 /* Fills what the architecture implies (params, largest layer, query groups, ffn).
  * Returns NULL, or one line saying why the configuration is impossible. */
@@ -110,17 +162,29 @@ double mt_plan_params_on_gpu(const struct mt_plan_config *c, enum mt_component j
 /* The setup in words: precision, optimizer, ZeRO, GPUs, micro-batch, recomputation. */
 void mt_plan_describe(const struct mt_plan_config *c, char *buf, size_t len);
 /* Activation bytes one transformer layer keeps for backward (Korthikanti et al. Table 2,
- * generalised to any ffn and to fp32 values). */
+ * generalised to any ffn, GQA, MoE and to fp32 values). */
 double mt_plan_layer_activations(const struct mt_plan_config *c);
+/* Parameters of the model's parts: one dense and one MoE layer, the embeddings (with
+ * the output layer, final norm, pooler), the active parameters per token. */
+struct mt_plan_count {
+	double dense_layer, moe_layer, moe_layer_active, embedding, total, active, expert;
+};
+void mt_plan_count(const struct mt_plan_config *c, struct mt_plan_count *n);
 
 /* DeepSpeed's estimate_zero2/zero3_model_states_mem_needs (cpu and gpu bytes), exactly. */
 void mt_plan_deepspeed_zero2(double params, uint64_t gpus_per_node, uint64_t nodes, bool cpu_offload,
 			     double buffer_factor, double *cpu, double *gpu);
 void mt_plan_deepspeed_zero3(double params, double largest, uint64_t gpus_per_node, uint64_t nodes, bool cpu_offload,
 			     bool cpu_offload_params, bool zero_init, double buffer_factor, double *cpu, double *gpu);
-/* Megatron-LM's theoretical_memory_usage.py (dense GPT, no MoE/MTP/MLA): weight and
- * optimizer bytes and activation bytes, with its padded vocabulary; ZeRO >= 1 stands for
- * its distributed optimizer. */
-void mt_plan_megatron(const struct mt_plan_config *c, uint64_t *padded_vocab, double *weights, double *activations);
+/* Megatron-LM's theoretical_memory_usage.py as of the commit in docs/PLAN.md (GPT with
+ * GQA, kv_channels, MoE with expert parallelism, MLA, MTP; context parallelism in its
+ * data-parallel size): weight and optimizer bytes and activation bytes, with its padded
+ * vocabulary and total parameters; ZeRO >= 1 stands for its distributed optimizer. */
+#define MT_MEGATRON_COMMIT "d98e8a64dd" /* NVIDIA/Megatron-LM, 2026-08-22 */
+struct mt_megatron {
+	uint64_t padded_vocab, ffn;
+	double weights, activations, total_params, active_params, most_loaded;
+};
+void mt_plan_megatron(const struct mt_plan_config *c, struct mt_megatron *out);
 
 #endif

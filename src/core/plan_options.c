@@ -1,5 +1,6 @@
 /* The planner's options (plan_options.def), set from their text: one reading for the
  * command's --options, a memtap.plan{} table's fields and the calibrating run's. */
+#include <errno.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -27,12 +28,13 @@ const struct mt_plan_option *mt_plan_option(const char *name)
 	return NULL;
 }
 
-/* A whole count; k, M, B (or G) and T multiply by powers of 1000. */
-static bool count(const char *text, uint64_t *out)
+bool mt_plan_parse_count(const char *text, uint64_t *out)
 {
 	char *end;
-	double v = strtod(text, &end);
+	double v;
 
+	errno = 0;
+	v = strtod(text, &end);
 	switch (*end) {
 	case 'k':
 	case 'K':
@@ -53,7 +55,7 @@ static bool count(const char *text, uint64_t *out)
 		end++;
 		break;
 	}
-	if (end == text || *end || !(v >= 0) || v > 1e18 || v != floor(v))
+	if (errno || end == text || *end || !(v >= 0) || v > 1e18 || v != floor(v))
 		return false;
 	*out = (uint64_t)v;
 	return true;
@@ -67,16 +69,53 @@ static int pick(const char *text, const char *const *names)
 	return -1;
 }
 
+/* A set of LoRA targets: "qv", "qkvo", "q,v,mlp", "all". */
+static bool lora_targets(const char *text, unsigned *out)
+{
+	unsigned set = 0;
+
+	for (const char *p = text; *p;) {
+		size_t n = strcspn(p, ",");
+		if (n == 3 && !strncmp(p, "all", 3))
+			set |= MT_LORA_Q | MT_LORA_K | MT_LORA_V | MT_LORA_O | MT_LORA_MLP;
+		else if (n == 3 && !strncmp(p, "mlp", 3))
+			set |= MT_LORA_MLP;
+		else
+			for (size_t i = 0; i < n; i++) {
+				const char *at = strchr("qkvo", p[i]);
+				if (!at || !p[i])
+					return false;
+				set |= 1u << (at - "qkvo");
+			}
+		p += n;
+		if (*p == ',' && *++p == '\0')
+			return false;
+	}
+	*out = set;
+	return set != 0;
+}
+
+static double real(const char *text, bool *ok)
+{
+	char *end;
+	double v = strtod(text, &end);
+
+	*ok = end != text && !*end && v >= 0 && v <= 1e6;
+	return v;
+}
+
 const char *mt_plan_set(struct mt_plan_config *c, const struct mt_plan_option *o, const char *text, const char *shown,
 			char *why, size_t n)
 {
 	void *field = (char *)c + o->offset;
 	uint64_t v;
+	bool ok;
+	double r;
 	int i;
 
 	switch (o->kind) {
 	case MT_PLAN_OPT_COUNT:
-		if (!count(text, &v))
+		if (!mt_plan_parse_count(text, &v))
 			goto bad;
 		*(uint64_t *)field = v;
 		return NULL;
@@ -90,15 +129,21 @@ const char *mt_plan_set(struct mt_plan_config *c, const struct mt_plan_option *o
 			goto bad;
 		*(double *)field = (double)v;
 		return NULL;
+	case MT_PLAN_OPT_REAL:
+		r = real(text, &ok);
+		if (!ok)
+			goto bad;
+		*(double *)field = r;
+		return NULL;
 	case MT_PLAN_OPT_ZERO:
-		if (!count(text, &v) || v > 3)
+		if (!mt_plan_parse_count(text, &v) || v > 3)
 			goto bad;
 		*(int *)field = (int)v;
 		return NULL;
 	case MT_PLAN_OPT_PRECISION:
 		if ((i = pick(text, mt_plan_precision_names)) < 0)
 			goto bad;
-		*(enum mt_precision *)field = i ? MT_MIXED16 : MT_FP32;
+		*(enum mt_precision *)field = mt_plan_precision_values[i];
 		return NULL;
 	case MT_PLAN_OPT_OPTIMIZER:
 		if ((i = pick(text, mt_plan_optimizer_names)) < 0)
@@ -115,10 +160,104 @@ const char *mt_plan_set(struct mt_plan_config *c, const struct mt_plan_option *o
 			goto bad;
 		*(enum mt_offload *)field = (enum mt_offload)i;
 		return NULL;
+	case MT_PLAN_OPT_BIAS:
+		if ((i = pick(text, mt_plan_bias_names)) < 0)
+			goto bad;
+		*(enum mt_bias *)field = (enum mt_bias)i;
+		return NULL;
+	case MT_PLAN_OPT_ATTENTION:
+		if ((i = pick(text, mt_plan_attention_names)) < 0)
+			goto bad;
+		*(enum mt_attention *)field = (enum mt_attention)i;
+		return NULL;
+	case MT_PLAN_OPT_IMPL:
+		if ((i = pick(text, mt_plan_impl_names)) < 0)
+			goto bad;
+		*(enum mt_impl *)field = (enum mt_impl)i;
+		return NULL;
+	case MT_PLAN_OPT_QUANT:
+		if ((i = pick(text, mt_plan_quant_names)) < 0)
+			goto bad;
+		*(enum mt_quant *)field = (enum mt_quant)i;
+		return NULL;
+	case MT_PLAN_OPT_LORA:
+		if (!lora_targets(text, (unsigned *)field))
+			goto bad;
+		return NULL;
 	}
 bad:
 	snprintf(why, n, "%s takes %s, not '%s'", shown, mt_plan_kind_what(o->kind), text);
 	return why;
+}
+
+/* The name of value v of a name table indexed by value */
+static const char *name_of(const char *const *names, int v)
+{
+	for (int i = 0; names[i]; i++)
+		if (i == v)
+			return names[i];
+	return "?";
+}
+
+void mt_plan_get(const struct mt_plan_config *c, const struct mt_plan_option *o, char *buf, size_t n)
+{
+	const void *field = (const char *)c + o->offset;
+	const char *name = NULL;
+	unsigned set;
+
+	switch (o->kind) {
+	case MT_PLAN_OPT_COUNT:
+		snprintf(buf, n, "%llu", (unsigned long long)*(const uint64_t *)field);
+		return;
+	case MT_PLAN_OPT_FLAG:
+		name = *(const bool *)field ? "true" : "false";
+		break;
+	case MT_PLAN_OPT_SIZE:
+	case MT_PLAN_OPT_REAL:
+		snprintf(buf, n, "%.17g", *(const double *)field);
+		return;
+	case MT_PLAN_OPT_ZERO:
+		snprintf(buf, n, "%d", *(const int *)field);
+		return;
+	case MT_PLAN_OPT_PRECISION:
+		for (int i = 0; mt_plan_precision_names[i] && !name; i++)
+			if (mt_plan_precision_values[i] == *(const enum mt_precision *)field)
+				name = mt_plan_precision_names[i];
+		break;
+	case MT_PLAN_OPT_OPTIMIZER:
+		for (int i = 0; mt_plan_optimizer_names[i] && !name; i++)
+			if (mt_plan_optimizer_values[i] == *(const enum mt_optimizer *)field)
+				name = mt_plan_optimizer_names[i];
+		break;
+	case MT_PLAN_OPT_RECOMPUTE:
+		name = name_of(mt_plan_recompute_names, (int)*(const enum mt_recompute *)field);
+		break;
+	case MT_PLAN_OPT_OFFLOAD:
+		name = name_of(mt_plan_offload_names, (int)*(const enum mt_offload *)field);
+		break;
+	case MT_PLAN_OPT_BIAS:
+		name = name_of(mt_plan_bias_names, (int)*(const enum mt_bias *)field);
+		break;
+	case MT_PLAN_OPT_ATTENTION:
+		name = name_of(mt_plan_attention_names, (int)*(const enum mt_attention *)field);
+		break;
+	case MT_PLAN_OPT_IMPL:
+		name = name_of(mt_plan_impl_names, (int)*(const enum mt_impl *)field);
+		break;
+	case MT_PLAN_OPT_QUANT:
+		name = name_of(mt_plan_quant_names, (int)*(const enum mt_quant *)field);
+		break;
+	case MT_PLAN_OPT_LORA:
+		set = *(const unsigned *)field;
+		buf[0] = '\0';
+		for (int i = 0; i < 4; i++)
+			if (set & (1u << i))
+				snprintf(buf + strlen(buf), n - strlen(buf), "%c", "qkvo"[i]);
+		if (set & MT_LORA_MLP)
+			snprintf(buf + strlen(buf), n - strlen(buf), "%smlp", set & 15 ? "," : "");
+		return;
+	}
+	snprintf(buf, n, "%s", name);
 }
 
 const char *mt_plan_kind_what(enum mt_plan_kind kind)
@@ -130,16 +269,28 @@ const char *mt_plan_kind_what(enum mt_plan_kind kind)
 		return "true or false";
 	case MT_PLAN_OPT_SIZE:
 		return "a size such as 1GiB";
+	case MT_PLAN_OPT_REAL:
+		return "a number from 0 to 1e6";
 	case MT_PLAN_OPT_ZERO:
 		return "a stage from 0 to 3";
 	case MT_PLAN_OPT_PRECISION:
-		return "fp32, bf16 or fp16";
+		return "fp32, bf16, fp16, amp-bf16, amp-fp16, bf16-pure or fp16-pure";
 	case MT_PLAN_OPT_OPTIMIZER:
-		return "adam, adamw, adam8bit, sgd or none";
+		return "adam, adamw, adam8bit, sgd, adafactor, lion or none";
 	case MT_PLAN_OPT_RECOMPUTE:
-		return "none, selective or full";
+		return "none, selective, full or op";
 	case MT_PLAN_OPT_OFFLOAD:
 		return "none, cpu or nvme";
+	case MT_PLAN_OPT_BIAS:
+		return "all, qkv or none";
+	case MT_PLAN_OPT_ATTENTION:
+		return "eager or flash";
+	case MT_PLAN_OPT_IMPL:
+		return "megatron or pytorch";
+	case MT_PLAN_OPT_QUANT:
+		return "none, int8, nf4 or nf4-dq";
+	case MT_PLAN_OPT_LORA:
+		return "a set of q, k, v, o and mlp such as qv, qkvo or all";
 	}
 	return "?";
 }

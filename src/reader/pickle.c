@@ -1,8 +1,11 @@
 /* The data-only pickle interpreter: a value stack with marks, a memo, and a fixed set
  * of opcodes. Every length is checked against the input and no text argument is read
- * past its line; the stack is capped. The memo is a hash map, so an index costs memory
- * only when used; big dicts are sorted once at STOP, so a dict shared by many values is
- * not scanned again for each. */
+ * past its line; the stack is capped. Values are counted references: the stack, the
+ * containers holding them and the memo each hold one, and a value nobody holds goes
+ * back to the arena's free lists at once (children first, without recursion, so no
+ * nesting depth can exhaust the C stack). The memo is an array indexed by memo index,
+ * a hash map for indices far past the entries stored, so an index costs memory only
+ * when used. Big dicts are sorted on their first lookup. */
 #include "reader/pickle.h"
 #include "core/map.h"
 #include "reader/progress.h"
@@ -12,14 +15,22 @@
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #define MAX_STACK (1u << 24)
 #define MAX_MEMO UINT32_MAX /* LONG_BINPUT's largest; text PUT may say more */
 #define MAX_TEXT 64	    /* digits of a protocol 0 number */
 #define SORTED_FROM 16	    /* pairs from which a dict is sorted for lookups */
+#define BLOCK (1u << 20)    /* the arena's blocks, and its largest size class */
+#define DENSE_SLACK 4096    /* memo indices this far past twice the entries stored stay in the array */
+#define MARK_PAYLOAD 55	    /* bits of a token's payload a memo entry holds */
+
+/* ---- the arena: bump allocation from 1 MiB blocks, free lists by size class ---- */
 
 struct block {
 	struct block *next;
@@ -27,53 +38,128 @@ struct block {
 	max_align_t data[];
 };
 
+struct large {
+	struct large *next, *prev;
+	size_t size;
+	max_align_t data[];
+};
+
+/* The class of n bytes and its size; -1 past the largest class. */
+static int class_of(size_t n, size_t *size)
+{
+	size_t s = 256;
+	int c = 8;
+
+	if (n <= 128) {
+		size_t k = n ? (n + 15) / 16 : 1;
+		*size = 16 * k;
+		return (int)k - 1;
+	}
+	while (s < n && c < PK_CLASSES) {
+		s <<= 1;
+		c++;
+	}
+	*size = s;
+	return c < PK_CLASSES ? c : -1;
+}
+
 static void *alloc(struct pk_arena *a, size_t n)
 {
-	n = (n + 15) & ~(size_t)15;
-	if (!a->blocks || a->used + n > a->cap) {
-		size_t cap = n > (1u << 20) ? n : (1u << 20);
-		struct block *b = malloc(sizeof *b + cap);
-		if (!b)
+	size_t size;
+	int c = class_of(n, &size);
+	void *p;
+
+	if (c < 0) {
+		struct large *l = malloc(sizeof *l + n);
+		if (!l)
 			return NULL;
-		b->next = a->blocks;
-		b->size = cap;
-		a->blocks = b;
-		a->used = 0;
-		a->cap = cap;
+		*l = (struct large){.next = a->large, .size = n};
+		if (a->large)
+			((struct large *)a->large)->prev = l;
+		a->large = l;
+		size = n;
+		p = l->data;
+	} else if (a->free[c]) {
+		p = a->free[c];
+		memcpy(&a->free[c], p, sizeof(void *));
+	} else {
+		if (!a->blocks || a->used + size > a->cap) {
+			struct block *b = malloc(sizeof *b + BLOCK);
+			if (!b)
+				return NULL;
+			b->next = a->blocks;
+			b->size = BLOCK;
+			a->blocks = b;
+			a->used = 0;
+			a->cap = BLOCK;
+		}
+		p = (char *)((struct block *)a->blocks)->data + a->used;
+		a->used += size;
 	}
-	void *p = (char *)((struct block *)a->blocks)->data + a->used;
-	a->used += n;
+	a->bytes += size;
+	if (a->bytes > a->peak)
+		a->peak = a->bytes;
 	return p;
+}
+
+static void give_back(struct pk_arena *a, void *p, size_t n)
+{
+	size_t size;
+	int c = class_of(n, &size);
+
+	if (!p)
+		return;
+	if (c < 0) {
+		struct large *l = (struct large *)((char *)p - offsetof(struct large, data));
+		if (l->prev)
+			l->prev->next = l->next;
+		else
+			a->large = l->next;
+		if (l->next)
+			l->next->prev = l->prev;
+		a->bytes -= l->size;
+		free(l);
+		return;
+	}
+	memcpy(p, &a->free[c], sizeof(void *));
+	a->free[c] = p;
+	a->bytes -= size;
 }
 
 void pk_arena_free(struct pk_arena *a)
 {
-	struct block *b = a->blocks;
-
-	while (b) {
-		struct block *next = b->next;
+	for (struct block *b = a->blocks, *next; b; b = next) {
+		next = b->next;
 		free(b);
-		b = next;
+	}
+	for (struct large *l = a->large, *next; l; l = next) {
+		next = l->next;
+		free(l);
 	}
 	memset(a, 0, sizeof *a);
 }
 
-struct vm {
+/* ---- the machine ---- */
+
+struct pk_reader {
 	const uint8_t *p, *end, *start;
 	struct pk_arena *a;
+	const struct pk_hooks *hooks;
 	struct pk_value **stack;
 	size_t n, cap;
 	size_t *marks;
 	size_t nmarks, capmarks;
-	struct mt_map memo;	 /* index -> struct pk_value * */
-	size_t memo_len;	 /* entries stored, as len(memo) in Python */
-	struct pk_value **dicts; /* every dict made, sorted at STOP when big */
-	size_t ndicts, capdicts;
+	uintptr_t *memo;	/* index -> a value, a token (odd: see mark_of), or 0 */
+	size_t memo_cap;	/* of the array */
+	struct mt_map far;	/* indices past it: the same encoding */
+	size_t memo_len;	/* entries stored, as len(memo) in Python */
+	struct pk_value **work; /* values being given back */
+	size_t nwork, capwork;
 	char *err;
 	size_t errlen;
 };
 
-static int fail(struct vm *m, int code, const char *fmt, ...)
+static int fail(struct pk_reader *m, int code, const char *fmt, ...)
 {
 	va_list ap;
 	int k = snprintf(m->err, m->errlen, "not a plain-data pickle at byte %zu: ", (size_t)(m->p - m->start));
@@ -85,7 +171,7 @@ static int fail(struct vm *m, int code, const char *fmt, ...)
 	return code;
 }
 
-static struct pk_value *value(struct vm *m, uint8_t type)
+static struct pk_value *value(struct pk_reader *m, uint8_t type)
 {
 	struct pk_value *v = alloc(m->a, sizeof *v);
 
@@ -93,18 +179,58 @@ static struct pk_value *value(struct vm *m, uint8_t type)
 		memset(v, 0, sizeof *v);
 		v->type = type;
 	}
-	if (v && type == PK_DICT) {
-		if (m->ndicts == m->capdicts) {
-			size_t cap = m->capdicts ? 2 * m->capdicts : 64;
-			struct pk_value **d = realloc(m->dicts, cap * sizeof *d);
-			if (!d)
-				return NULL;
-			m->dicts = d;
-			m->capdicts = cap;
-		}
-		m->dicts[m->ndicts++] = v;
-	}
 	return v;
+}
+
+static void ref(struct pk_value *v)
+{
+	if (v->refs != UINT32_MAX) /* saturated: kept until the arena goes */
+		v->refs++;
+}
+
+/* What a value holds goes back to the arena; its children lose a reference. */
+static void empty(struct pk_reader *m, struct pk_value *v);
+
+/* One reference fewer: at none, the value and whatever only it held go back. When the
+ * work list cannot grow, what is left stays in the arena until it goes. */
+static void unref(struct pk_reader *m, struct pk_value *v)
+{
+	if (v->refs == UINT32_MAX || --v->refs)
+		return;
+	empty(m, v);
+	give_back(m->a, v, sizeof *v);
+	while (m->nwork) {
+		struct pk_value *x = m->work[--m->nwork];
+		empty(m, x);
+		give_back(m->a, x, sizeof *x);
+	}
+}
+
+static void empty(struct pk_reader *m, struct pk_value *v)
+{
+	if (v->type == PK_STR || v->type == PK_BYTES) {
+		give_back(m->a, (void *)v->str.s, v->str.len + 1);
+	} else if (v->type == PK_LIST || v->type == PK_TUPLE || v->type == PK_DICT) {
+		struct pk_value **items = v->seq.items;
+		size_t n = v->seq.n, cap = v->seq.cap;
+		v->seq.items = NULL;
+		v->seq.n = v->seq.cap = 0;
+		for (size_t i = 0; i < n; i++) {
+			struct pk_value *c = items[i];
+			if (c->refs == UINT32_MAX || --c->refs)
+				continue;
+			if (m->nwork == m->capwork) {
+				size_t k = m->capwork ? 2 * m->capwork : 256;
+				struct pk_value **w = realloc(m->work, k * sizeof *w);
+				if (!w)
+					continue; /* kept until the arena goes */
+				m->work = w;
+				m->capwork = k;
+			}
+			m->work[m->nwork++] = c;
+		}
+		give_back(m->a, items, cap * sizeof *items);
+	}
 }
 
 static uint64_t hash(const char *s, size_t len)
@@ -116,7 +242,7 @@ static uint64_t hash(const char *s, size_t len)
 	return h;
 }
 
-static int push(struct vm *m, struct pk_value *v)
+static int push(struct pk_reader *m, struct pk_value *v)
 {
 	if (!v)
 		return ENOMEM;
@@ -131,11 +257,12 @@ static int push(struct vm *m, struct pk_value *v)
 		m->stack = s;
 		m->cap = cap;
 	}
+	ref(v);
 	m->stack[m->n++] = v;
 	return 0;
 }
 
-static int need(struct vm *m, size_t n)
+static int need(struct pk_reader *m, size_t n)
 {
 	return (size_t)(m->end - m->p) >= n ? 0 : fail(m, EINVAL, "cut short");
 }
@@ -149,7 +276,8 @@ static uint64_t le(const uint8_t *p, int n)
 	return v;
 }
 
-static int seq_add(struct vm *m, struct pk_value *seq, struct pk_value *v)
+/* v goes into seq, taking over the reference its stack slot held. */
+static int seq_add(struct pk_reader *m, struct pk_value *seq, struct pk_value *v)
 {
 	if (seq->seq.n == seq->seq.cap) {
 		size_t cap = seq->seq.cap ? 2 * seq->seq.cap : 8;
@@ -158,58 +286,175 @@ static int seq_add(struct vm *m, struct pk_value *seq, struct pk_value *v)
 			return ENOMEM;
 		if (seq->seq.n)
 			memcpy(items, seq->seq.items, seq->seq.n * sizeof *items);
+		give_back(m->a, seq->seq.items, seq->seq.cap * sizeof *items);
 		seq->seq.items = items;
 		seq->seq.cap = cap;
 	}
 	seq->seq.items[seq->seq.n++] = v;
+	if (seq->type == PK_DICT)
+		seq->sorted = false; /* a pair came after the sort */
 	return 0;
 }
 
-static size_t pop_mark(struct vm *m)
+static size_t pop_mark(struct pk_reader *m)
 {
 	return m->nmarks ? m->marks[--m->nmarks] : SIZE_MAX;
 }
 
-/* Items from the last mark to the top go into seq (a dict takes them in pairs). */
-static int fill_from_mark(struct vm *m, struct pk_value *seq, size_t from)
+/* The hook's say on items [from, n) bound for list: 1 when it took them (they leave the
+ * stack), 0 when they go in, or an error. */
+static int offer(struct pk_reader *m, struct pk_value *list, size_t from)
 {
+	bool taken = false;
+	int r;
+
+	if (!m->hooks || !m->hooks->items || from == m->n)
+		return 0;
+	if ((r = m->hooks->items(m->hooks->ctx, m, list, m->stack + from, m->n - from, &taken)))
+		return -r;
+	if (!taken)
+		return 0;
+	while (m->n > from)
+		unref(m, m->stack[--m->n]);
+	return 1;
+}
+
+/* Items from the last mark to the top go into seq (a dict takes them in pairs). */
+static int fill_from_mark(struct pk_reader *m, struct pk_value *seq, size_t from)
+{
+	int r;
+
 	if (from == SIZE_MAX || from > m->n)
 		return fail(m, EINVAL, "no mark to collect items from");
 	if (seq->type == PK_DICT && (m->n - from) % 2)
 		return fail(m, EINVAL, "an odd number of items for a dict");
-	for (size_t i = from; i < m->n; i++) {
-		int r = seq_add(m, seq, m->stack[i]);
-		if (r)
+	if (seq->type == PK_LIST && (r = offer(m, seq, from)))
+		return r < 0 ? -r : 0;
+	for (size_t i = from; i < m->n; i++)
+		if ((r = seq_add(m, seq, m->stack[i])))
 			return r;
-	}
 	m->n = from;
 	return 0;
 }
 
-/* A memo index can be any number: the map costs memory per entry stored, never per index. */
-static int memo_put(struct vm *m, uint64_t index)
+/* ---- the memo ---- */
+
+static bool is_mark(uintptr_t slot)
 {
+	return slot & 1;
+}
+
+static uintptr_t mark_of(uint8_t tag, int64_t payload)
+{
+	return (uintptr_t)payload << 9 | (uintptr_t)tag << 1 | 1;
+}
+
+static uintptr_t memo_slot(const struct pk_reader *m, uint64_t index)
+{
+	uint64_t v;
+
+	if (index < m->memo_cap)
+		return m->memo[index];
+	return mt_map_get(&m->far, index, &v) ? (uintptr_t)v : 0;
+}
+
+/* Stores slot at index; the reference the old entry held is dropped. */
+static int memo_set(struct pk_reader *m, uint64_t index, uintptr_t slot)
+{
+	uintptr_t old = memo_slot(m, index);
+
+	if (index >= m->memo_cap && index < 2 * m->memo_len + DENSE_SLACK) {
+		size_t cap = m->memo_cap ? 2 * m->memo_cap : DENSE_SLACK;
+		uintptr_t *v;
+		while (cap <= index)
+			cap *= 2;
+		if (!(v = realloc(m->memo, cap * sizeof *v)))
+			return ENOMEM;
+		memset(v + m->memo_cap, 0, (cap - m->memo_cap) * sizeof *v);
+		for (size_t i = m->memo_cap; i < cap && m->far.count; i++) { /* far entries now inside */
+			uint64_t x;
+			if (mt_map_del(&m->far, i, &x))
+				v[i] = (uintptr_t)x;
+		}
+		m->memo = v;
+		m->memo_cap = cap;
+	}
+	if (index < m->memo_cap)
+		m->memo[index] = slot;
+	else if (mt_map_put(&m->far, index, slot))
+		return ENOMEM;
+	if (!old)
+		m->memo_len++;
+	else if (!is_mark(old))
+		unref(m, (struct pk_value *)old);
+	return 0;
+}
+
+/* A memo index can be any number: an index far past the entries stored costs memory
+ * per entry, never per index. */
+static int memo_put(struct pk_reader *m, uint64_t index)
+{
+	struct pk_value *v;
+	int r;
+
 	if (!m->n)
 		return fail(m, EINVAL, "memo store with an empty stack");
 	if (index > MAX_MEMO)
 		return fail(m, EINVAL, "memo index %" PRIu64 " too large", index);
-	if (!mt_map_get(&m->memo, index, NULL))
-		m->memo_len++;
-	return mt_map_put(&m->memo, index, (uint64_t)(uintptr_t)m->stack[m->n - 1]);
+	v = m->stack[m->n - 1];
+	ref(v);
+	if ((r = memo_set(m, index, (uintptr_t)v))) {
+		unref(m, v);
+		return r;
+	}
+	v->memo = (uint32_t)(index + 1 <= UINT32_MAX ? index + 1 : 0);
+	return 0;
 }
 
-static int memo_get(struct vm *m, uint64_t index)
+static int memo_get(struct pk_reader *m, uint64_t index)
 {
-	uint64_t v;
+	uintptr_t slot = memo_slot(m, index);
+	struct pk_value *v;
 
-	if (!mt_map_get(&m->memo, index, &v))
+	if (!slot)
 		return fail(m, EINVAL, "memo entry %" PRIu64 " was never stored", index);
-	return push(m, (struct pk_value *)(uintptr_t)v);
+	if (!is_mark(slot))
+		return push(m, (struct pk_value *)slot);
+	if (!(v = value(m, PK_TOKEN)))
+		return ENOMEM;
+	v->tag = (uint8_t)(slot >> 1);
+	v->i = (int64_t)(slot >> 9);
+	return push(m, v);
+}
+
+void pk_token(struct pk_reader *m, struct pk_value *v, uint8_t tag, int64_t payload)
+{
+	bool in_memo = v->memo && memo_slot(m, v->memo - 1) == (uintptr_t)v;
+
+	ref(v); /* held while it changes */
+	empty(m, v);
+	while (m->nwork) { /* what only it held */
+		struct pk_value *x = m->work[--m->nwork];
+		empty(m, x);
+		give_back(m->a, x, sizeof *x);
+	}
+	v->type = PK_TOKEN;
+	v->sorted = false;
+	v->tag = tag;
+	v->i = payload;
+	if (in_memo && payload >= 0 && payload < (INT64_C(1) << MARK_PAYLOAD)) {
+		if (v->memo - 1 < m->memo_cap)
+			m->memo[v->memo - 1] = mark_of(tag, payload);
+		else
+			mt_map_put(&m->far, v->memo - 1, mark_of(tag, payload));
+		unref(m, v); /* the memo's */
+	}
+	unref(m, v);
 }
 
 /* A protocol 0 number: the line's own bytes only (strtoll would read on past the newline
  * at the end of the input), all of them digits, in range. */
-static int text_number(struct vm *m, const char *s, size_t len, bool is_float, int64_t *i, double *f)
+static int text_number(struct pk_reader *m, const char *s, size_t len, bool is_float, int64_t *i, double *f)
 {
 	char buf[MAX_TEXT + 1], *end;
 
@@ -230,7 +475,7 @@ static int text_number(struct vm *m, const char *s, size_t len, bool is_float, i
 	return 0;
 }
 
-static int text_index(struct vm *m, const char *s, size_t len, uint64_t *out)
+static int text_index(struct pk_reader *m, const char *s, size_t len, uint64_t *out)
 {
 	int64_t i = 0;
 	int r = text_number(m, s, len, false, &i, NULL);
@@ -241,7 +486,7 @@ static int text_index(struct vm *m, const char *s, size_t len, uint64_t *out)
 	return r;
 }
 
-static int text_line(struct vm *m, const char **s, size_t *len)
+static int text_line(struct pk_reader *m, const char **s, size_t *len)
 {
 	const uint8_t *nl = memchr(m->p, '\n', (size_t)(m->end - m->p));
 
@@ -253,7 +498,7 @@ static int text_line(struct vm *m, const char **s, size_t *len)
 	return 0;
 }
 
-static int string(struct vm *m, uint8_t type, size_t len)
+static int string(struct pk_reader *m, uint8_t type, size_t len)
 {
 	struct pk_value *v;
 	char *s;
@@ -273,7 +518,7 @@ static int string(struct vm *m, uint8_t type, size_t len)
 	return push(m, v);
 }
 
-static int integer(struct vm *m, int64_t i)
+static int integer(struct pk_reader *m, int64_t i)
 {
 	struct pk_value *v = value(m, PK_INT);
 
@@ -282,7 +527,7 @@ static int integer(struct vm *m, int64_t i)
 	return push(m, v);
 }
 
-static int tuple_of(struct vm *m, size_t k)
+static int tuple_of(struct pk_reader *m, size_t k)
 {
 	struct pk_value *t = value(m, PK_TUPLE);
 
@@ -324,7 +569,7 @@ static const char *refused(uint8_t op)
 	}
 }
 
-static int step(struct vm *m, uint8_t op)
+static int step(struct pk_reader *m, uint8_t op)
 {
 	const char *s = NULL;
 	size_t len = 0;
@@ -369,7 +614,11 @@ static int step(struct vm *m, uint8_t op)
 		v = value(m, op == 'd' ? PK_DICT : op == 'l' ? PK_LIST : PK_TUPLE);
 		if (!v)
 			return ENOMEM;
-		return (r = fill_from_mark(m, v, pop_mark(m))) ? r : push(m, v);
+		if ((r = fill_from_mark(m, v, pop_mark(m)))) {
+			give_back(m->a, v, sizeof *v); /* any items it took stay in the arena */
+			return r;
+		}
+		return push(m, v);
 	case 0x85:
 		return tuple_of(m, 1);
 	case 0x86:
@@ -379,6 +628,8 @@ static int step(struct vm *m, uint8_t op)
 	case 'a': /* APPEND */
 		if (m->n < 2 || m->stack[m->n - 2]->type != PK_LIST)
 			return fail(m, EINVAL, "APPEND to something not a list");
+		if ((r = offer(m, m->stack[m->n - 2], m->n - 1)))
+			return r < 0 ? -r : 0;
 		m->n--;
 		return seq_add(m, m->stack[m->n - 1], m->stack[m->n]);
 	case 'e':
@@ -422,6 +673,12 @@ static int step(struct vm *m, uint8_t op)
 			return EINVAL;
 		n = op == 0x8a ? *m->p : (size_t)le(m->p, 4);
 		m->p += op == 0x8a ? 1 : 4;
+		/* 9 bytes: an unsigned 64-bit value with its sign byte (PyTorch writes a C++ frame's
+		   line -1 as 2^64 - 1); kept as its 64 bits */
+		if (n == 9 && need(m, 9) == 0 && (m->p[8] == 0 || (m->p[8] == 0xff && m->p[7] & 0x80))) {
+			m->p += 9;
+			return integer(m, (int64_t)le(m->p - 9, 8));
+		}
 		if (n > 8)
 			return fail(m, EINVAL, "an integer of %zu bytes (at most 8 are read)", n);
 		if (need(m, n))
@@ -561,13 +818,14 @@ static int step(struct vm *m, uint8_t op)
 	case '0':
 		if (!m->n)
 			return fail(m, EINVAL, "POP from an empty stack");
-		m->n--;
+		unref(m, m->stack[--m->n]);
 		return 0;
 	case '1': {
 		size_t from = pop_mark(m);
 		if (from == SIZE_MAX || from > m->n)
 			return fail(m, EINVAL, "POP_MARK without a mark");
-		m->n = from;
+		while (m->n > from)
+			unref(m, m->stack[--m->n]);
 		return 0;
 	}
 	case '2':
@@ -635,9 +893,26 @@ static int sort_dict(struct pk_value *d)
 	return 0;
 }
 
-int pk_parse(const uint8_t *data, size_t size, struct pk_arena *arena, struct pk_value **out, char *err, size_t errlen)
+/* The pages of a mapped input behind the cursor go back to the kernel: nothing read is
+ * looked at again (strings are copied), and a file's pages come back if it were. */
+static void drop_read(struct pk_reader *m, size_t *dropped)
 {
-	struct vm m = {.p = data, .end = data + size, .start = data, .a = arena, .err = err, .errlen = errlen};
+	size_t page = (size_t)sysconf(_SC_PAGESIZE), from = *dropped,
+	       to = ((uintptr_t)m->p - (uintptr_t)m->start) & ~(page - 1);
+	uintptr_t base = (uintptr_t)m->start;
+
+	if (base & (page - 1) || to < from + (4u << 20))
+		return;
+	madvise((void *)(base + from), to - from, MADV_DONTNEED);
+	*dropped = to;
+}
+
+int pk_stream(const uint8_t *data, size_t size, struct pk_arena *arena, const struct pk_hooks *hooks,
+	      struct pk_value **out, char *err, size_t errlen)
+{
+	struct pk_reader m = {
+	    .p = data, .end = data + size, .start = data, .a = arena, .hooks = hooks, .err = err, .errlen = errlen};
+	size_t dropped = 0;
 	int r = 0;
 
 	err[0] = '\0';
@@ -645,6 +920,8 @@ int pk_parse(const uint8_t *data, size_t size, struct pk_arena *arena, struct pk
 		uint8_t op;
 		if ((steps & 0xffff) == 0 && mt_progress_hook)
 			mt_progress_hook("reading", (uint64_t)(m.p - data), size);
+		if ((steps & 0xffff) == 0 && hooks && hooks->mapped)
+			drop_read(&m, &dropped);
 		if (m.p >= m.end) {
 			r = fail(&m, EINVAL, "cut short (no STOP)");
 			break;
@@ -653,13 +930,8 @@ int pk_parse(const uint8_t *data, size_t size, struct pk_arena *arena, struct pk
 		if (op == '.') { /* STOP */
 			if (m.n != 1)
 				r = fail(&m, EINVAL, "%zu values left at STOP", m.n);
-			for (size_t i = 0; i < m.ndicts && !r; i++)
-				if (m.dicts[i]->seq.n / 2 >= SORTED_FROM)
-					r = sort_dict(m.dicts[i]);
-			if (!r)
+			else
 				*out = m.stack[0];
-			else if (r == ENOMEM)
-				snprintf(err, errlen, "out of memory reading the pickle");
 			break;
 		}
 		r = step(&m, op);
@@ -668,18 +940,28 @@ int pk_parse(const uint8_t *data, size_t size, struct pk_arena *arena, struct pk
 	}
 	free(m.stack);
 	free(m.marks);
-	free(m.dicts);
-	mt_map_free(&m.memo);
+	free(m.memo);
+	free(m.work);
+	mt_map_free(&m.far);
 	return r;
 }
 
-const struct pk_value *pk_get(const struct pk_value *d, const char *key)
+int pk_parse(const uint8_t *data, size_t size, struct pk_arena *arena, struct pk_value **out, char *err, size_t errlen)
 {
+	return pk_stream(data, size, arena, NULL, out, err, errlen);
+}
+
+const struct pk_value *pk_get(const struct pk_value *cd, const char *key)
+{
+	/* a big dict is sorted on its first lookup: the order of its pairs is no part of its value */
+	struct pk_value *d = (struct pk_value *)cd;
 	size_t len = strlen(key), lo = 0, hi;
 
 	if (!d || d->type != PK_DICT)
 		return NULL;
-	if (!d->sorted) { /* a few pairs: the last of equal keys is the one Python keeps */
+	if (!d->sorted && d->seq.n / 2 >= SORTED_FROM)
+		sort_dict(d); /* out of memory: the scan below */
+	if (!d->sorted) {     /* a few pairs: the last of equal keys is the one Python keeps */
 		for (size_t i = d->seq.n / 2; i-- > 0;)
 			if (key_cmp(d->seq.items[2 * i], key, len) == 0)
 				return d->seq.items[2 * i + 1];

@@ -2,9 +2,14 @@
  * integers of at most 8 bytes, floats, booleans and None, with the memo. Anything that
  * would import or call code (GLOBAL, REDUCE, BUILD, NEWOBJ, persistent ids ...) is
  * refused with a message naming the opcode and its offset; nothing is ever executed.
- * Values live in an arena freed at once. Time is linear in the input and memory a
- * fixed multiple of it, whatever the input: every opcode costs O(1) amortised, the memo
- * is a hash map, and a dict looked up often is searched in O(log n). */
+ * Time is linear in the input and memory a fixed multiple of it, whatever the input:
+ * every opcode costs O(1) amortised, the memo is an array (a hash map for far indices),
+ * and a dict looked up often is sorted once and searched in O(log n).
+ *
+ * Streaming: a reader of the result may take the items of a list as they are appended
+ * (pk_stream's hook) and turn values it has read into tokens (pk_token), so what it has
+ * converted is given back at once; values are counted references in an arena with free
+ * lists, and nothing still referenced is ever given back. */
 #ifndef MT_PICKLE_H
 #define MT_PICKLE_H
 
@@ -12,11 +17,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
-enum pk_type { PK_NONE, PK_BOOL, PK_INT, PK_FLOAT, PK_STR, PK_BYTES, PK_LIST, PK_TUPLE, PK_DICT };
+enum pk_type { PK_NONE, PK_BOOL, PK_INT, PK_FLOAT, PK_STR, PK_BYTES, PK_LIST, PK_TUPLE, PK_DICT, PK_TOKEN };
 
 struct pk_value {
 	uint8_t type;
-	bool sorted; /* a dict whose pairs are sorted by key, one per key (the last given, as Python keeps) */
+	bool sorted;   /* a dict whose pairs are sorted by key, one per key (the last given, as Python keeps) */
+	uint8_t tag;   /* PK_TOKEN: what the reader made of it, in the reader's own numbering; payload in i */
+	uint32_t refs; /* stack slots, containers and memo entries holding it */
+	uint32_t memo; /* the memo index it was last stored at, + 1; 0: none */
 	union {
 		bool b;
 		int64_t i;
@@ -33,13 +41,37 @@ struct pk_value {
 	};
 };
 
+#define PK_CLASSES 21 /* size classes of the arena's free lists: 16 to 128 bytes by 16, then powers of two to 1 MiB */
+
 struct pk_arena {
 	void *blocks;
 	size_t used, cap;
+	void *free[PK_CLASSES];
+	void *large;  /* blocks past 1 MiB, each on its own */
+	size_t bytes; /* held by values now, and the most ever: for benchmarks and tests */
+	size_t peak;
+};
+
+struct pk_reader;
+
+/* Items about to be appended to `list` (APPEND, APPENDS, LIST): setting *taken keeps them
+ * out of it, the hook has used them. Nonzero stops the read with that code (the hook
+ * writes the message). */
+struct pk_hooks {
+	void *ctx;
+	bool mapped; /* the input is a file's private mapping: pages read are given back as the reader passes them */
+	int (*items)(void *ctx, struct pk_reader *r, const struct pk_value *list, struct pk_value *const *items,
+		     size_t n, bool *taken);
 };
 
 /* 0, or an errno-style code with err saying what was wrong in one line. */
 int pk_parse(const uint8_t *data, size_t size, struct pk_arena *arena, struct pk_value **out, char *err, size_t errlen);
+/* The same with a hook (NULL: none). */
+int pk_stream(const uint8_t *data, size_t size, struct pk_arena *arena, const struct pk_hooks *hooks,
+	      struct pk_value **out, char *err, size_t errlen);
+/* From a hook: v has been read. It becomes a token (tag, payload) — itself, and what the
+ * memo gives for it from now on — and what it held is given back. */
+void pk_token(struct pk_reader *r, struct pk_value *v, uint8_t tag, int64_t payload);
 void pk_arena_free(struct pk_arena *arena);
 
 /* Lookups for readers of the result: NULL when absent or of another type. */

@@ -514,7 +514,9 @@ int mt_trace_read(const char *path, struct mt_trace *t)
 		note(t, "cannot read %s: %s", path, strerror(r));
 		return r;
 	}
+	t->mapped = true;
 	r = parse(t, data, (size_t)st.st_size);
+	t->mapped = false;
 	munmap(data, (size_t)st.st_size);
 	if (r) { /* refused: the one line names the file (a damaged trace's note is said with its counts) */
 		char why[sizeof t->problem];

@@ -49,6 +49,8 @@ struct mt_trace {
 	uint64_t drops[MT_DROP_COUNT]; /* of those, by reason, where the trace says (END, DROPS chunks) */
 	uint64_t written;	       /* events the last END chunk says are in the file */
 	bool complete;		       /* an END chunk closed the file */
+	bool mapped;		       /* reading: the input is a file's private mapping, whose pages
+					* a reader may give back once past them */
 	char problem[256];	       /* empty, or what was wrong with the file */
 	void *mem;		       /* owned allocations */
 	size_t cap_events, cap_strings, cap_stacks, cap_modules, cap_named;

@@ -1,45 +1,105 @@
-/* PyTorch memory snapshots (torch.cuda.memory._dump_snapshot) read into a trace:
- * device_traces become events (alloc, free_completed or the older free, segment
- * alloc/free/map/unmap, oom, snapshot), frames become named stacks, a trace entry's
- * category (from the profiler) becomes a tag. What was allocated before recording
- * began is rebuilt from the final `segments` and from frees without an alloc, as
- * PyTorch's own viewer does, and dated before the first event. The final segments also
- * give the exact size of each block still live. The oldest layout (a list of segments whose blocks
- * carry `history`) is read too. */
+/* PyTorch memory snapshots (torch.cuda.memory._dump_snapshot) read into a trace, as the
+ * pickle streams in: each batch of trace entries becomes events the moment the pickle
+ * reader has it, and what it was made of goes back at once, so an import holds little
+ * more than its events. device_traces become events (alloc, free_completed or the older
+ * free, segment alloc/free/map/unmap, oom, snapshot), frames become named stacks (every
+ * frame, however deep), a trace entry's category (the profiler's, or memtap's own from
+ * an export) becomes a tag, external_annotations become start/end ranges, and the
+ * allocator_settings become INFO lines. Which list a batch came from is known only at
+ * the end, when the whole tree is there: events carry their list's number until then.
+ *
+ * What was allocated before recording began is rebuilt from the final `segments` and
+ * from frees without an alloc, as PyTorch's own viewer does, dated before the first
+ * event and flagged MT_ALLOC_UNSEEN. Expandable segments are ranges of pages mapped and
+ * unmapped (segment_map/unmap); the final segments are the ranges mapped at the end.
+ * Walking the trace back from them gives what was mapped before it, and walking forward
+ * again turns each map and unmap into exactly the pages it changed, so reserved bytes
+ * never exceed what is mapped and never go below zero. The final segments also give the
+ * exact size of each block still live. The oldest layout (a list of segments whose
+ * blocks carry `history`) is read too. Without time_us, an entry's time is its place in
+ * its device's trace (INFO time=order). */
 #include <errno.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "core/array.h"
+#include "core/map.h"
+#include "core/ordered.h"
 #include "reader/pickle.h"
 #include "reader/reader.h"
-#include "core/map.h"
 
 #define MAX_DEVICES 255 /* 255 is MT_NO_DEVICE */
+#define MAX_LISTS 255	/* lists of trace entries: device_traces and newer ones beside it (host_traces) */
 /* Times of what existed before recording began, until the first entry's time is known. */
 #define BEFORE_SEGMENTS UINT64_MAX
 #define BEFORE (UINT64_MAX - 1)
 #define MAX_TIME_US (INT64_C(4) << 50) /* past 2100, far below BEFORE in ns */
+#define DROP 0xff		       /* kind of an event left out at the end */
 /* A trace entry, segment or block takes more than this many bytes of pickle: a snapshot
  * that lists more of them repeats shared values (a list holding one list many times), and
  * reading on would take time and memory out of all proportion to the file. */
 #define BYTES_PER_ITEM 4
+#define TEXT_CHUNK (64u << 10)
+
+/* What a value read became (pk_token): its payload is an event, a stack, a frame, a segment. */
+enum { TOKEN_ENTRY = 1, TOKEN_NOTHING, TOKEN_STACK, TOKEN_FRAME, TOKEN_SEGMENT };
+
+enum block_state { INACTIVE, ALLOCATED, PENDING };
+
+struct seg_rec {
+	uint64_t addr, size, stream;
+	uint32_t stack, list; /* the list it came from (number + 1) */
+	size_t first, n;      /* its live blocks in blocks[] */
+	size_t all;	      /* blocks it listed: what reading it again costs */
+	uint8_t device, flags;
+};
+
+struct blk_rec {
+	uint64_t addr, size, requested;
+	uint32_t stack;
+	uint8_t state;
+};
+
+/* Ranges of an expandable segment's mapped pages: end -> start, ends in order. */
+struct ranges {
+	struct mt_ordered ends;
+	struct mt_map start;
+};
 
 struct importer {
 	struct mt_trace *t;
-	size_t budget;		/* entries, segments and blocks still allowed */
-	char where[64];		/* the item being read, for messages */
-	struct mt_map frames;	/* hash of (function, file, line) -> named index */
-	struct mt_map frame_at; /* a frame dict's address -> named index: each is read once */
-	struct mt_map stacks;	/* hash of a frame list -> stack id */
-	struct mt_map list_at;	/* a frame list's address -> stack id: each is read once */
-	struct mt_map names;	/* a string's address -> its copy in the trace, made once */
-	struct mt_map live;	/* address -> its ALLOC's event index + 1 while allocated */
-	struct mt_map segs;	/* segment address -> 1 while reserved */
-	struct mt_map seen;	/* addresses allocated at least once in the trace */
+	const uint8_t *data;
+	size_t budget;	      /* entries, segments and blocks still allowed */
+	char where[64];	      /* the item being read, for messages */
+	int err;	      /* what a hook stopped with */
+	struct mt_map names;  /* a string's hash -> its copy in the trace */
+	struct mt_map frames; /* hash of (function, file, line) -> named index */
+	struct mt_map stacks; /* hash of frame indices -> stack id */
+	struct mt_map live;   /* (list, address) -> its ALLOC's event index + 1 while allocated */
+	struct mt_map segs;   /* (list, address) -> 1 while a plain segment is reserved */
+	struct mt_map seen;   /* (list, address) allocated at least once in the trace */
+	struct mt_map lists;  /* a list's address -> its number + 1 */
+	const void *list_at[MAX_LISTS + 2];
+	size_t nlists;
+	size_t entries[MAX_LISTS + 1];	   /* per list: entries read */
+	uint64_t last_time[MAX_LISTS + 1]; /* per list: the last entry's time */
+	struct mt_map open;		   /* annotation name's string id -> its open range's id */
+	struct mt_map strings;		   /* a string's hash -> its id */
+	uint64_t range_id;
 	uint64_t first_time;
-	uint8_t devices[MAX_DEVICES];
+	bool timed, untimed;
+	uint64_t *ids; /* frame indices of the stack being read */
+	size_t cap_ids;
+	char *text; /* copies of strings, in chunks the trace owns */
+	size_t text_left;
+	struct seg_rec *seg;
+	size_t nseg, cap_seg;
+	struct blk_rec *blk;
+	size_t nblk, cap_blk;
+	const struct pk_value *root;
 };
 
 static int refuse(struct importer *im, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -65,11 +125,9 @@ static int visit(struct importer *im)
 	return 0;
 }
 
-/* The integer at key into *out, left alone when absent or None; anything else is refused. */
-static int num(struct importer *im, const struct pk_value *d, const char *key, int64_t *out)
+/* The integer v into *out, left alone when absent or None; anything else is refused. */
+static int num(struct importer *im, const struct pk_value *v, const char *key, int64_t *out)
 {
-	const struct pk_value *v = pk_get(d, key);
-
 	if (v && v->type != PK_NONE && !pk_int(v, out))
 		return refuse(im, "'%s' is not a whole number of 64 bits", key);
 	return 0;
@@ -80,81 +138,149 @@ static uint64_t mix(uint64_t h, uint64_t v)
 	return (h ^ v) * 0x100000001b3ull;
 }
 
-/* A string's copy in the trace, made once however many frames share it. */
-static const char *owned(struct importer *im, const struct pk_value *v, const char *absent)
+static uint64_t key_of(uint32_t list, uint64_t addr)
 {
-	uint64_t at = (uint64_t)(uintptr_t)v, copy;
-	const char *s = pk_str(v);
+	return addr ^ (uint64_t)list << 56;
+}
+
+static bool is_key(const struct pk_value *k, const char *s, size_t n)
+{
+	return k->type == PK_STR && k->str.len == n && memcmp(k->str.s, s, n) == 0;
+}
+
+#define KEY(k, lit) is_key(k, lit, sizeof lit - 1)
+
+/* ---- names, frames and stacks ---- */
+
+/* A copy of s in the trace, made once for each distinct string. */
+static const char *copy_text(struct importer *im, const char *s, size_t len, uint64_t h)
+{
+	uint64_t at;
 	char *c;
 
-	if (!s)
-		s = absent, v = NULL;
-	else if (mt_map_get(&im->names, at, &copy))
-		return (const char *)(uintptr_t)copy;
-	if (!(c = mt_trace_own(im->t, strlen(s) + 1)))
-		return NULL;
-	strcpy(c, s);
-	if (v && mt_map_put(&im->names, at, (uint64_t)(uintptr_t)c))
+	if (mt_map_get(&im->names, h, &at) && !strcmp((const char *)(uintptr_t)at, s))
+		return (const char *)(uintptr_t)at;
+	if (len + 1 > im->text_left) {
+		size_t n = len + 1 > TEXT_CHUNK ? len + 1 : TEXT_CHUNK;
+		if (!(im->text = mt_trace_own(im->t, n)))
+			return NULL;
+		im->text_left = n;
+	}
+	c = im->text;
+	memcpy(c, s, len + 1);
+	im->text += len + 1;
+	im->text_left -= len + 1;
+	if (!mt_map_get(&im->names, h, NULL) && mt_map_put(&im->names, h, (uint64_t)(uintptr_t)c))
 		return NULL;
 	return c;
 }
 
-static uint32_t frame_of(struct importer *im, const struct pk_value *f)
+static const char *text_of(struct importer *im, const struct pk_value *v, const char *absent)
 {
-	const struct pk_value *fn = pk_get(f, "name"), *file = pk_get(f, "filename");
+	if (v && (v->type == PK_STR || v->type == PK_BYTES))
+		return copy_text(im, v->str.s, v->str.len, v->str.hash);
+	return copy_text(im, absent, strlen(absent), mix(0, strlen(absent)));
+}
+
+/* A frame dict's named index (0: out of memory). Each dict is read once and becomes a
+ * token: the many lists that share it cost a lookup. */
+static uint32_t frame_of(struct importer *im, struct pk_reader *r, struct pk_value *f)
+{
+	const struct pk_value *fn = NULL, *file = NULL, *lv = NULL;
 	int64_t line = 0;
 	uint64_t h = 0xcbf29ce484222325ull, id;
 	const char *fs, *files;
 
-	if (f && mt_map_get(&im->frame_at, (uint64_t)(uintptr_t)f, &id))
-		return (uint32_t)id;
-	pk_int(pk_get(f, "line"), &line);
-	line = line < INT_MIN ? INT_MIN : line > INT_MAX ? INT_MAX : line;
+	if (f->type == PK_TOKEN && f->tag == TOKEN_FRAME)
+		return (uint32_t)f->i;
+	for (size_t i = 0; f->type == PK_DICT && i + 1 < f->seq.n; i += 2) {
+		const struct pk_value *k = f->seq.items[i];
+		if (KEY(k, "name"))
+			fn = f->seq.items[i + 1];
+		else if (KEY(k, "filename"))
+			file = f->seq.items[i + 1];
+		else if (KEY(k, "line"))
+			lv = f->seq.items[i + 1];
+	}
+	pk_int(lv, &line);
+	line = line < 0 ? 0 : line > INT_MAX ? INT_MAX : line; /* PyTorch writes -1 (as 2^64 - 1) for none */
 	h = mix(h, pk_str(fn) ? fn->str.hash : 1);
 	h = mix(h, pk_str(file) ? file->str.hash : 2);
 	h = mix(h, (uint64_t)line);
-	if (!mt_map_get(&im->frames, h, &id)) {
-		if (!(fs = owned(im, fn, "?")) || !(files = owned(im, file, "")))
-			return 0;
+	if (!(fs = text_of(im, fn, "?")) || !(files = text_of(im, file, "")))
+		return 0;
+	if (mt_map_get(&im->frames, h, &id)) {
+		const struct mt_named_frame *n = &im->t->named[id - 1];
+		if (n->line != line || strcmp(n->function, fs) || strcmp(n->file, files))
+			id = 0; /* two frames of one hash: the second is its own */
+	} else {
+		id = 0;
+	}
+	if (!id) {
+		bool put = !mt_map_get(&im->frames, h, NULL);
 		id = mt_trace_add_named(im->t, fs, files, (int)line);
-		if (!id || mt_map_put(&im->frames, h, id))
+		if (!id || (put && mt_map_put(&im->frames, h, id)))
 			return 0;
 	}
-	if (f && mt_map_put(&im->frame_at, (uint64_t)(uintptr_t)f, id))
-		return 0;
+	if (f->type == PK_DICT)
+		pk_token(r, f, TOKEN_FRAME, (int64_t)id);
 	return (uint32_t)id;
 }
 
-/* A frame list's stack: 0 when it has no frames. Each list is read once: entries that
- * share one cost a lookup. ENOMEM through *r. */
-static uint32_t stack_of(struct importer *im, const struct pk_value *frames, int *r)
+/* A frame list's stack: 0 when it has none. Each list becomes a token once read, so the
+ * entries that share it cost nothing more. ENOMEM through *err. */
+static uint32_t stack_of(struct importer *im, struct pk_reader *r, const struct pk_value *cframes, int *err)
 {
-	uint64_t ids[256], h = 0x9e3779b97f4a7c15ull, id;
-	size_t n = pk_len(frames);
+	struct pk_value *frames = (struct pk_value *)cframes; /* it is ours to turn into a token */
+	uint64_t h = 0x9e3779b97f4a7c15ull, id;
+	size_t n;
 
-	if (n > 256)
-		n = 256;
-	if (!n)
+	if (!frames)
 		return 0;
-	if (mt_map_get(&im->list_at, (uint64_t)(uintptr_t)frames, &id))
-		return (uint32_t)id;
+	if (frames->type == PK_TOKEN)
+		return frames->tag == TOKEN_STACK ? (uint32_t)frames->i : 0;
+	if (frames->type != PK_LIST && frames->type != PK_TUPLE)
+		return 0;
+	if (!(n = frames->seq.n) || n > UINT32_MAX)
+		return 0;
+	if (n > im->cap_ids) {
+		uint64_t *v = realloc(im->ids, n * sizeof *v);
+		if (!v)
+			goto nomem;
+		im->ids = v;
+		im->cap_ids = n;
+	}
 	for (size_t i = 0; i < n; i++) {
-		if (!(ids[i] = frame_of(im, pk_at(frames, i)))) {
-			*r = ENOMEM;
-			return 0;
+		struct pk_value *f = frames->seq.items[i];
+		if (f == frames) { /* a list holding itself: a frame of no name */
+			static struct pk_value none = {.type = PK_NONE};
+			f = &none;
 		}
-		h = mix(h, ids[i]);
+		if (!(im->ids[i] = frame_of(im, r, f)))
+			goto nomem;
+		h = mix(h, im->ids[i]);
 	}
-	if (!mt_map_get(&im->stacks, h, &id) &&
-	    (!(id = mt_trace_add_stack(im->t, ids, (uint32_t)n)) || mt_map_put(&im->stacks, h, id))) {
-		*r = ENOMEM;
-		return 0;
+	h = mix(h, n);
+	if (mt_map_get(&im->stacks, h, &id)) {
+		const struct mt_stack *s = &im->t->stacks[id];
+		if (s->depth != n || memcmp(s->frames, im->ids, n * sizeof *im->ids))
+			id = 0;
+	} else {
+		id = 0;
 	}
-	if (mt_map_put(&im->list_at, (uint64_t)(uintptr_t)frames, id))
-		*r = ENOMEM;
+	if (!id) {
+		bool put = !mt_map_get(&im->stacks, h, NULL);
+		if (!(id = mt_trace_add_stack(im->t, im->ids, (uint32_t)n)) || (put && mt_map_put(&im->stacks, h, id)))
+			goto nomem;
+	}
+	pk_token(r, frames, TOKEN_STACK, (int64_t)id);
 	return (uint32_t)id;
+nomem:
+	*err = ENOMEM;
+	return 0;
 }
 
+/* The profiler's category names, and memtap's own (an export read back). */
 static uint8_t category(const char *c)
 {
 	static const struct {
@@ -164,264 +290,857 @@ static uint8_t category(const char *c)
 		   {"GRADIENT", MT_TAG_GRADS},
 		   {"OPTIMIZER_STATE", MT_TAG_OPTIMIZER},
 		   {"ACTIVATION", MT_TAG_ACTIVATIONS},
-		   {"TEMPORARY", MT_TAG_TEMPORARIES}};
+		   {"TEMPORARY", MT_TAG_TEMPORARIES},
+		   {"INPUT", MT_TAG_OTHER},
+		   {"AUTOGRAD_DETAIL", MT_TAG_TEMPORARIES},
+		   {"UNKNOWN", MT_TAG_NONE}};
 
 	if (!c)
 		return MT_TAG_NONE;
 	for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
 		if (strcasecmp(c, map[i].name) == 0)
 			return map[i].tag;
+	for (int k = 1; k < MT_TAG_COUNT; k++)
+		if (!strcmp(c, mt_tag_names[k]))
+			return (uint8_t)k;
 	return MT_TAG_OTHER;
 }
 
-/* Adds e (thread 1), announcing its device first; what the reader refuses in a memtap
- * trace (a size past the address space) is refused here too. */
-static int add(struct importer *im, struct mt_event e)
+/* ---- events ---- */
+
+/* Adds e (thread 1); what the reader refuses in a memtap trace (a size past the address
+ * space) is refused here too. Its index + 1 through *at. */
+static int add(struct importer *im, struct mt_event e, size_t *at)
 {
 	char why[160];
 
 	e.thread = 1;
 	if (mt_trace_check_event(im->t, &e, why, sizeof why))
 		return refuse(im, "%s", why);
-	if (!im->devices[e.device]) {
-		char name[64];
-		struct mt_event d = {.kind = MT_EV_DEVICE, .device = e.device, .thread = 1, .time = 0};
-		snprintf(name, sizeof name, "cuda:%d (PyTorch snapshot)", e.device);
-		if (!(d.aux = mt_trace_add_string(im->t, name)))
-			return ENOMEM;
-		im->devices[e.device] = 1;
-		if (mt_trace_add_event(im->t, &d))
-			return ENOMEM;
-	}
-	return mt_trace_add_event(im->t, &e);
+	if (mt_trace_add_event(im->t, &e))
+		return ENOMEM;
+	if (at)
+		*at = im->t->nevents;
+	return 0;
 }
 
-/* A block handed out: remembered by address (event index + 1) while live. */
-static int add_block(struct importer *im, uint8_t device, uint64_t time, uint64_t addr, uint64_t requested,
-		     uint64_t size, uint64_t stream, uint32_t stack, uint8_t tag)
+/* A block handed out: remembered by (list, address) while live. */
+static int add_block(struct importer *im, uint32_t list, uint64_t time, struct mt_event e, bool unseen, size_t *at)
 {
-	int r = add(im, (struct mt_event){.kind = MT_EV_ALLOC,
-					  .flags = MT_API_BLOCK,
-					  .device = device,
-					  .time = time,
-					  .addr = addr,
-					  .size = requested,
-					  .aux = stream,
-					  .aux2 = size,
-					  .stack = stack,
-					  .tag = tag});
+	size_t i;
+	int r;
 
-	if (!r)
-		r = mt_map_put(&im->live, addr, im->t->nevents);
-	if (!r)
-		r = mt_map_put(&im->seen, addr, 1);
-	return r;
+	e.kind = MT_EV_ALLOC;
+	e.flags = MT_API_BLOCK | (unseen ? MT_ALLOC_UNSEEN : 0);
+	e.device = (uint8_t)list;
+	e.time = time;
+	if (unseen)
+		e.stack = 0, e.tag = 0;
+	if ((r = add(im, e, &i)) || (r = mt_map_put(&im->live, key_of(list, e.addr), i)) ||
+	    (r = mt_map_put(&im->seen, key_of(list, e.addr), 1)))
+		return r;
+	if (at)
+		*at = i;
+	return 0;
 }
 
-/* One device's trace entries, oldest first. */
-static int read_trace(struct importer *im, uint8_t device, const struct pk_value *entries)
+/* What one trace entry does, given as the event it makes (the kind its action names):
+ * also how an entry read again (one dict shared by several places) is made again. The
+ * index + 1 of the event it made through *at (0: none). */
+static int apply(struct importer *im, uint32_t list, struct mt_event e, bool segment_plain, size_t *at)
 {
-	for (size_t i = 0; i < pk_len(entries); i++) {
-		const struct pk_value *e = pk_at(entries, i);
-		const char *action = pk_str(pk_get(e, "action"));
-		int64_t addr = 0, size = 0, stream = 0, time_us = 0, device_free = 0;
-		uint64_t time;
-		uint32_t stack;
-		uint8_t tag;
-		int r = 0;
+	uint64_t key = key_of(list, e.addr);
+	int r = 0;
 
-		snprintf(im->where, sizeof im->where, "device_traces[%u][%zu]", device, i);
-		if ((r = visit(im)))
+	*at = 0;
+	e.device = (uint8_t)list;
+	switch (e.kind) {
+	case MT_EV_ALLOC:
+		return add_block(im, list, e.time, e, false, at);
+	case MT_EV_FREE:
+		if (!mt_map_get(&im->seen, key, NULL)) /* allocated before recording began */
+			r = add_block(im, list, BEFORE, (struct mt_event){.addr = e.addr, .size = e.size, .aux = e.aux},
+				      true, NULL);
+		mt_map_del(&im->live, key, NULL);
+		return r ? r : add(im, e, at);
+	case MT_EV_SEGMENT_ALLOC:
+		if (!segment_plain) /* pages mapped: made exact at the end */
+			return add(im, e, at);
+		if ((r = add(im, e, at)))
 			return r;
-		if (!action)
-			continue;
-		if ((r = num(im, e, "addr", &addr)) || (r = num(im, e, "size", &size)) ||
-		    (r = num(im, e, "stream", &stream)) || (r = num(im, e, "time_us", &time_us)) ||
-		    (r = num(im, e, "device_free", &device_free)))
-			return r;
-		time_us = time_us < 0 ? 0 : time_us > MAX_TIME_US ? MAX_TIME_US : time_us;
-		time = (uint64_t)time_us * 1000 + i; /* i keeps entries of one time in order */
-		if (!im->first_time || time < im->first_time)
-			im->first_time = time;
-		stack = stack_of(im, pk_get(e, "frames"), &r);
-		if (r)
-			return r;
-		tag = category(pk_str(pk_get(e, "category")));
-		if (!strcmp(action, "alloc")) {
-			r = add_block(im, device, time, (uint64_t)addr, (uint64_t)size, 0, (uint64_t)stream, stack,
-				      tag);
-		} else if (!strcmp(action, "free_completed") || !strcmp(action, "free")) {
-			if (!mt_map_get(&im->seen, (uint64_t)addr, NULL)) /* allocated before recording began */
-				r = add_block(im, device, BEFORE, (uint64_t)addr, (uint64_t)size, 0, (uint64_t)stream,
-					      0, 0);
-			mt_map_del(&im->live, (uint64_t)addr, NULL);
-			if (!r)
-				r = add(im, (struct mt_event){.kind = MT_EV_FREE,
-							      .device = device,
-							      .time = time,
-							      .addr = (uint64_t)addr,
-							      .aux = (uint64_t)stream});
-		} else if (!strcmp(action, "segment_alloc") || !strcmp(action, "segment_map")) {
-			r = add(im, (struct mt_event){.kind = MT_EV_SEGMENT_ALLOC,
-						      .device = device,
-						      .time = time,
-						      .addr = (uint64_t)addr,
-						      .size = (uint64_t)size,
-						      .aux = (uint64_t)stream,
-						      .stack = stack,
-						      .flags = action[8] == 'm' ? MT_SEG_MAPPED : 0});
-			if (!r)
-				r = mt_map_put(&im->segs, (uint64_t)addr, (uint64_t)size);
-		} else if (!strcmp(action, "segment_free") || !strcmp(action, "segment_unmap")) {
-			uint8_t mapped = action[8] == 'u' ? MT_SEG_MAPPED : 0;
-			if (!mt_map_del(&im->segs, (uint64_t)addr, NULL))
-				r = add(im, (struct mt_event){.kind = MT_EV_SEGMENT_ALLOC,
-							      .device = device,
-							      .time = BEFORE_SEGMENTS,
-							      .addr = (uint64_t)addr,
-							      .size = (uint64_t)size,
-							      .flags = mapped});
-			if (!r)
-				r = add(im, (struct mt_event){.kind = MT_EV_SEGMENT_FREE,
-							      .device = device,
-							      .time = time,
-							      .addr = (uint64_t)addr,
-							      .size = (uint64_t)size,
-							      .flags = mapped});
-		} else if (!strcmp(action, "oom")) {
-			r = add(im, (struct mt_event){.kind = MT_EV_ALLOC_FAILED,
-						      .device = device,
-						      .time = time,
-						      .size = (uint64_t)size,
-						      .aux = (uint64_t)device_free,
-						      .stack = stack,
-						      .error = 2 /* CUDA_ERROR_OUT_OF_MEMORY */});
-		} else if (!strcmp(action, "snapshot")) {
+		return mt_map_put(&im->segs, key, 1);
+	case MT_EV_SEGMENT_FREE:
+		if (!segment_plain)
+			return add(im, e, at);
+		if (!mt_map_del(&im->segs, key, NULL))
 			r = add(im,
-				(struct mt_event){
-				    .kind = MT_EV_SNAPSHOT, .device = device, .time = time, .size = (uint64_t)size});
+				(struct mt_event){.kind = MT_EV_SEGMENT_ALLOC,
+						  .device = e.device,
+						  .time = BEFORE_SEGMENTS,
+						  .addr = e.addr,
+						  .size = e.size,
+						  .aux = e.aux,
+						  .flags = MT_SEG_UNSEEN},
+				NULL);
+		return r ? r : add(im, e, at);
+	default:
+		return add(im, e, at);
+	}
+}
+
+/* One trace entry of list `list`, the i-th; it becomes a token for the event it made. */
+static int entry(struct importer *im, struct pk_reader *r, uint32_t list, struct pk_value *d)
+{
+	const struct pk_value *action = NULL, *frames = NULL, *cat = NULL, *addr_v = NULL, *size_v = NULL,
+			      *stream_v = NULL, *time_v = NULL, *free_v = NULL;
+	int64_t addr = 0, size = 0, stream = 0, time_us = 0, device_free = 0;
+	struct mt_event e = {0};
+	const char *a;
+	size_t at = 0;
+	uint64_t time;
+	int err = 0;
+
+	snprintf(im->where, sizeof im->where, "trace entry %zu", im->entries[list]);
+	if ((err = visit(im)))
+		return err;
+	if (d->type == PK_TOKEN && d->tag == TOKEN_ENTRY) { /* one entry in several places: made again */
+		e = im->t->events[d->i];
+		e.time = im->last_time[list];
+		return apply(im, list, e, !(e.flags & MT_SEG_MAPPED), &at);
+	}
+	for (size_t i = 0; d->type == PK_DICT && i + 1 < d->seq.n; i += 2) {
+		const struct pk_value *k = d->seq.items[i], *v = d->seq.items[i + 1];
+		if (k->type != PK_STR)
+			continue;
+		if (KEY(k, "action"))
+			action = v;
+		else if (KEY(k, "addr"))
+			addr_v = v;
+		else if (KEY(k, "size"))
+			size_v = v;
+		else if (KEY(k, "stream"))
+			stream_v = v;
+		else if (KEY(k, "time_us"))
+			time_v = v;
+		else if (KEY(k, "device_free"))
+			free_v = v;
+		else if (KEY(k, "frames"))
+			frames = v;
+		else if (KEY(k, "category"))
+			cat = v;
+	}
+	im->entries[list]++;
+	if (!(a = pk_str(action))) {
+		if (d->type == PK_DICT)
+			pk_token(r, d, TOKEN_NOTHING, 0);
+		return 0;
+	}
+	if ((err = num(im, addr_v, "addr", &addr)) || (err = num(im, size_v, "size", &size)) ||
+	    (err = num(im, stream_v, "stream", &stream)) || (err = num(im, time_v, "time_us", &time_us)) ||
+	    (err = num(im, free_v, "device_free", &device_free)))
+		return err;
+	if (time_v && time_v->type != PK_NONE) {
+		time_us = time_us < 0 ? 0 : time_us > MAX_TIME_US ? MAX_TIME_US : time_us;
+		time = (uint64_t)time_us * 1000;
+		im->timed = true;
+	} else {
+		time = im->entries[list] + 1; /* its place: pre-recording things come at 0 and 1 */
+		im->untimed = true;
+	}
+	if (time < im->last_time[list]) /* a clock step back: the trace's order is the truth */
+		time = im->last_time[list];
+	im->last_time[list] = time;
+	if (!im->first_time || time < im->first_time)
+		im->first_time = time;
+	e = (struct mt_event){.time = time,
+			      .addr = (uint64_t)addr,
+			      .size = (uint64_t)size,
+			      .aux = (uint64_t)stream,
+			      .stack = stack_of(im, r, frames, &err),
+			      .tag = category(pk_str(cat))};
+	if (err)
+		return err;
+	if (!strcmp(a, "alloc")) {
+		e.kind = MT_EV_ALLOC;
+	} else if (!strcmp(a, "free_completed") || !strcmp(a, "free")) {
+		e.kind = MT_EV_FREE;
+	} else if (!strcmp(a, "segment_alloc") || !strcmp(a, "segment_map")) {
+		e.kind = MT_EV_SEGMENT_ALLOC;
+		e.flags = a[8] == 'm' ? MT_SEG_MAPPED : 0;
+	} else if (!strcmp(a, "segment_free") || !strcmp(a, "segment_unmap")) {
+		e.kind = MT_EV_SEGMENT_FREE;
+		e.flags = a[8] == 'u' ? MT_SEG_MAPPED : 0;
+	} else if (!strcmp(a, "oom")) {
+		e = (struct mt_event){.kind = MT_EV_ALLOC_FAILED,
+				      .flags = MT_API_BLOCK,
+				      .time = time,
+				      .size = (uint64_t)size,
+				      .aux = (uint64_t)device_free,
+				      .stack = e.stack,
+				      .error = 2 /* CUDA_ERROR_OUT_OF_MEMORY */};
+	} else if (!strcmp(a, "snapshot")) {
+		e = (struct mt_event){.kind = MT_EV_SNAPSHOT, .time = time, .size = (uint64_t)size};
+	} else { /* free_requested (its free_completed follows), user_defined, annotate ... */
+		pk_token(r, d, TOKEN_NOTHING, 0);
+		return 0;
+	}
+	if (e.kind != MT_EV_ALLOC && e.kind != MT_EV_FREE)
+		e.tag = 0;
+	if ((err = apply(im, list, e, !(e.flags & MT_SEG_MAPPED), &at)))
+		return err;
+	if (d->type == PK_DICT)
+		pk_token(r, d, at ? TOKEN_ENTRY : TOKEN_NOTHING, at ? (int64_t)at - 1 : 0);
+	return 0;
+}
+
+/* ---- segments ---- */
+
+static int segment(struct importer *im, struct pk_reader *r, uint32_t list, struct pk_value *s)
+{
+	const struct pk_value *blocks = NULL, *frames = NULL, *dv = NULL, *av = NULL, *tv = NULL, *sv = NULL,
+			      *type = NULL, *expandable = NULL;
+	int64_t device = 0, address = 0, total = 0, stream = 0;
+	struct seg_rec g = {.list = list + 1};
+	uint64_t offset = 0;
+	int err = 0;
+
+	snprintf(im->where, sizeof im->where, "segments[%zu]", im->nseg);
+	if ((err = visit(im)))
+		return err;
+	if (s->type == PK_TOKEN) { /* one segment in several places: it costs what reading it did */
+		if (s->tag != TOKEN_SEGMENT)
+			return 0;
+		for (size_t k = 0; k < im->seg[s->i].all; k++)
+			if ((err = visit(im)))
+				return err;
+		if (mt_grow((void **)&im->seg, &im->cap_seg, im->nseg, sizeof *im->seg))
+			return ENOMEM;
+		im->seg[im->nseg] = im->seg[s->i];
+		im->seg[im->nseg++].list = list + 1;
+		return 0;
+	}
+	for (size_t i = 0; s->type == PK_DICT && i + 1 < s->seq.n; i += 2) {
+		const struct pk_value *k = s->seq.items[i], *v = s->seq.items[i + 1];
+		if (KEY(k, "blocks"))
+			blocks = v;
+		else if (KEY(k, "frames"))
+			frames = v;
+		else if (KEY(k, "device"))
+			dv = v;
+		else if (KEY(k, "address"))
+			av = v;
+		else if (KEY(k, "total_size"))
+			tv = v;
+		else if (KEY(k, "stream"))
+			sv = v;
+		else if (KEY(k, "segment_type"))
+			type = v;
+		else if (KEY(k, "is_expandable"))
+			expandable = v;
+	}
+	if ((err = num(im, dv, "device", &device)) || (err = num(im, av, "address", &address)) ||
+	    (err = num(im, tv, "total_size", &total)) || (err = num(im, sv, "stream", &stream)))
+		return err;
+	if (device < 0 || device >= MAX_DEVICES)
+		return refuse(im, "device %lld is not a device number (0 to %d)", (long long)device, MAX_DEVICES - 1);
+	g.device = (uint8_t)device;
+	g.addr = (uint64_t)address;
+	g.size = (uint64_t)total;
+	g.stream = (uint64_t)stream;
+	g.flags = (pk_str(type) && !strcmp(pk_str(type), "small") ? MT_SEG_SMALL : 0) |
+		  (expandable && expandable->type == PK_BOOL && expandable->b ? MT_SEG_MAPPED : 0);
+	g.stack = stack_of(im, r, frames, &err);
+	g.first = im->nblk;
+	for (size_t k = 0; !err && k < pk_len(blocks); k++) {
+		const struct pk_value *b = pk_at(blocks, k), *history = NULL, *bframes = NULL, *bav = NULL, *bsv = NULL,
+				      *brv = NULL;
+		const char *state = NULL;
+		int64_t baddr = (int64_t)((uint64_t)address + offset), size = 0, requested = 0;
+
+		snprintf(im->where, sizeof im->where, "segments[%zu].blocks[%zu]", im->nseg, k);
+		if ((err = visit(im)))
+			return err;
+		for (size_t i = 0; b->type == PK_DICT && i + 1 < b->seq.n; i += 2) {
+			const struct pk_value *key = b->seq.items[i], *v = b->seq.items[i + 1];
+			if (KEY(key, "address"))
+				bav = v;
+			else if (KEY(key, "size"))
+				bsv = v;
+			else if (KEY(key, "requested_size"))
+				brv = v;
+			else if (KEY(key, "state"))
+				state = pk_str(v);
+			else if (KEY(key, "frames"))
+				bframes = v;
+			else if (KEY(key, "history"))
+				history = v;
 		}
-		if (r)
-			return r;
+		if ((err = num(im, bav, "address", &baddr)) || (err = num(im, bsv, "size", &size)) ||
+		    (err = num(im, brv, "requested_size", &requested)))
+			return err;
+		offset += (uint64_t)size;
+		if (!state || strncmp(state, "active", 6) != 0)
+			continue;
+		if (pk_len(history)) { /* the oldest layout: the last handout says who and how much */
+			const struct pk_value *last = pk_at(history, pk_len(history) - 1);
+			if ((err = num(im, pk_get(last, "real_size"), "real_size", &requested)))
+				return err;
+			bframes = pk_get(last, "frames");
+		}
+		if (mt_grow((void **)&im->blk, &im->cap_blk, im->nblk, sizeof *im->blk))
+			return ENOMEM;
+		im->blk[im->nblk++] =
+		    (struct blk_rec){.addr = (uint64_t)baddr,
+				     .size = (uint64_t)size,
+				     .requested = (uint64_t)(requested ? requested : size),
+				     .stack = stack_of(im, r, bframes, &err),
+				     .state = strcmp(state, "active_pending_free") ? ALLOCATED : PENDING};
+	}
+	if (err)
+		return err;
+	g.n = im->nblk - g.first;
+	g.all = pk_len(blocks);
+	if (mt_grow((void **)&im->seg, &im->cap_seg, im->nseg, sizeof *im->seg))
+		return ENOMEM;
+	im->seg[im->nseg++] = g;
+	if (s->type == PK_DICT)
+		pk_token(r, s, TOKEN_SEGMENT, (int64_t)im->nseg - 1);
+	return 0;
+}
+
+/* ---- external annotations: start/end ranges ---- */
+
+/* The trace's string id for s, made once. 0: out of memory. */
+static uint32_t string_id(struct importer *im, const char *s)
+{
+	uint64_t h = mix(0xcbf29ce484222325ull, strlen(s)), id;
+
+	for (const char *p = s; *p; p++)
+		h = mix(h, (uint8_t)*p);
+	if (mt_map_get(&im->strings, h, &id) && !strcmp(mt_trace_string(im->t, id), s))
+		return (uint32_t)id;
+	if (!(id = mt_trace_add_string(im->t, s)) ||
+	    (!mt_map_get(&im->strings, h, NULL) && mt_map_put(&im->strings, h, id)))
+		return 0;
+	return (uint32_t)id;
+}
+
+static int annotation(struct importer *im, struct pk_value *d)
+{
+	const struct pk_value *stage = pk_get(d, "stage"), *name = pk_get(d, "name");
+	int64_t device = -1, time_us = -1;
+	const char *s = pk_str(stage), *n = pk_str(name);
+	uint64_t id;
+	uint32_t str;
+	int err;
+
+	snprintf(im->where, sizeof im->where, "external_annotations");
+	if ((err = visit(im)) || (err = num(im, pk_get(d, "device"), "device", &device)) ||
+	    (err = num(im, pk_get(d, "time_us"), "time_us", &time_us)))
+		return err;
+	if (!s || !n || time_us < 0 || (strcmp(s, "START") && strcmp(s, "END")))
+		return 0; /* a range needs its name and time */
+	time_us = time_us > MAX_TIME_US ? MAX_TIME_US : time_us;
+	if (!(str = string_id(im, n)))
+		return ENOMEM;
+	if (!strcmp(s, "START")) { /* one open range per name, as PyTorch makes them */
+		id = ++im->range_id;
+		if (mt_map_put(&im->open, str, id))
+			return ENOMEM;
+	} else if (!mt_map_del(&im->open, str, &id)) {
+		return 0; /* an end whose start fell out of the ring buffer */
+	}
+	if (!im->first_time || (uint64_t)time_us * 1000 < im->first_time)
+		im->first_time = (uint64_t)time_us * 1000;
+	return add(im,
+		   (struct mt_event){.kind = !strcmp(s, "START") ? MT_EV_RANGE_START : MT_EV_RANGE_END,
+				     .device = device >= 0 && device < MAX_DEVICES ? (uint8_t)device : MT_NO_DEVICE,
+				     .time = (uint64_t)time_us * 1000,
+				     .aux = str,
+				     .aux2 = id},
+		   NULL);
+}
+
+/* ---- the hook: batches of list items as the pickle reader appends them ---- */
+
+static uint32_t list_number(struct importer *im, const void *list, int *err)
+{
+	uint64_t n;
+
+	if (mt_map_get(&im->lists, (uint64_t)(uintptr_t)list, &n))
+		return (uint32_t)n - 1;
+	if (im->nlists >= MAX_LISTS) {
+		*err = refuse(im, "trace entries in more than %d lists; memtap reads at most %d devices", MAX_LISTS,
+			      MAX_DEVICES);
+		return 0;
+	}
+	im->list_at[im->nlists] = list;
+	if (mt_map_put(&im->lists, (uint64_t)(uintptr_t)list, ++im->nlists))
+		*err = ENOMEM;
+	return (uint32_t)im->nlists - 1;
+}
+
+enum kind { OTHER, ENTRY, SEGMENT, ANNOTATION };
+
+static enum kind kind_of(const struct pk_value *v)
+{
+	if (v->type == PK_TOKEN)
+		return v->tag == TOKEN_ENTRY || v->tag == TOKEN_NOTHING ? ENTRY
+		       : v->tag == TOKEN_SEGMENT			? SEGMENT
+									: OTHER;
+	if (v->type != PK_DICT)
+		return OTHER;
+	for (size_t i = 0; i + 1 < v->seq.n; i += 2) {
+		const struct pk_value *k = v->seq.items[i];
+		if (KEY(k, "action"))
+			return ENTRY;
+		if (KEY(k, "blocks") || KEY(k, "total_size"))
+			return SEGMENT;
+		if (KEY(k, "stage"))
+			return ANNOTATION;
+	}
+	return OTHER;
+}
+
+static int items(void *ctx, struct pk_reader *r, const struct pk_value *list, struct pk_value *const *v, size_t n,
+		 bool *taken)
+{
+	struct importer *im = ctx;
+	uint32_t number = 0;
+	size_t k;
+	int err = 0;
+
+	for (k = 0; k < n && kind_of(v[k]) == OTHER; k++)
+		;
+	if (k == n)
+		return 0; /* not ours: lists of lists, blocks, frames */
+	*taken = true;
+	if (kind_of(v[k]) != ANNOTATION)
+		number = list_number(im, list, &err);
+	for (k = 0; k < n && !err; k++) {
+		switch (kind_of(v[k])) {
+		case ENTRY:
+			err = entry(im, r, number, v[k]);
+			break;
+		case SEGMENT:
+			err = segment(im, r, number, v[k]);
+			break;
+		case ANNOTATION:
+			err = annotation(im, v[k]);
+			break;
+		default:
+			break;
+		}
+	}
+	if (err == ENOMEM)
+		snprintf(im->t->problem, sizeof im->t->problem, "out of memory importing the snapshot");
+	im->err = err;
+	return err;
+}
+
+/* ---- the end: lists named, pages made exact, what was there before ---- */
+
+/* The ranges overlapping or touching [a, b), in order, through *ends (their ends). */
+static bool first_range(const struct ranges *s, uint64_t a, uint64_t *end, uint64_t *start)
+{
+	uint64_t x;
+
+	if (!mt_ordered_next(&s->ends, a, end))
+		return false;
+	mt_map_get(&s->start, *end, &x);
+	*start = x;
+	return true;
+}
+
+static int range_put(struct ranges *s, uint64_t a, uint64_t b)
+{
+	if (mt_ordered_add(&s->ends, b) || mt_map_put(&s->start, b, a))
+		return ENOMEM;
+	return 0;
+}
+
+static void range_del(struct ranges *s, uint64_t end)
+{
+	mt_ordered_del(&s->ends, end);
+	mt_map_del(&s->start, end, NULL);
+}
+
+/* Adds [a, b) to s; each piece not there before goes to out (pairs), if given. */
+static int ranges_add(struct ranges *s, uint64_t a, uint64_t b, uint64_t **out, size_t *nout, size_t *cap)
+{
+	uint64_t end, start, lo = a, hi = b, at = a;
+
+	while (a < b && first_range(s, a, &end, &start) && start <= b) {
+		if (out && start > at) {
+			if (mt_grow((void **)out, cap, *nout + 1, sizeof **out))
+				return ENOMEM;
+			(*out)[(*nout)++] = at;
+			(*out)[(*nout)++] = start;
+		}
+		if (end > at)
+			at = end;
+		lo = start < lo ? start : lo;
+		hi = end > hi ? end : hi;
+		range_del(s, end);
+	}
+	if (a >= b)
+		return 0;
+	if (out && at < b) {
+		if (mt_grow((void **)out, cap, *nout + 1, sizeof **out))
+			return ENOMEM;
+		(*out)[(*nout)++] = at;
+		(*out)[(*nout)++] = b;
+	}
+	return range_put(s, lo, hi);
+}
+
+/* Takes [a, b) out of s; each piece that was there goes to out (pairs), if given. */
+static int ranges_sub(struct ranges *s, uint64_t a, uint64_t b, uint64_t **out, size_t *nout, size_t *cap)
+{
+	uint64_t end, start;
+
+	while (a < b && first_range(s, a + 1, &end, &start) && start < b) {
+		uint64_t x = start > a ? start : a, y = end < b ? end : b;
+		if (out) {
+			if (mt_grow((void **)out, cap, *nout + 1, sizeof **out))
+				return ENOMEM;
+			(*out)[(*nout)++] = x;
+			(*out)[(*nout)++] = y;
+		}
+		range_del(s, end);
+		if (start < a && range_put(s, start, a))
+			return ENOMEM;
+		if (end > b) {
+			if (range_put(s, b, end))
+				return ENOMEM;
+			break;
+		}
 	}
 	return 0;
 }
 
-/* The final segments: what was there before recording began, and the exact size of
- * each block still live (trace entries give only the request). Addresses are unsigned:
- * a block's default address, its segment's plus the blocks before it, may wrap. */
-static int read_segments(struct importer *im, const struct pk_value *segments)
+static void ranges_free(struct ranges *s)
 {
-	for (size_t i = 0; i < pk_len(segments); i++) {
-		const struct pk_value *s = pk_at(segments, i), *blocks = pk_get(s, "blocks");
-		int64_t device = 0, address = 0, total = 0, stream = 0;
-		uint64_t offset = 0, event;
-		uint32_t stack;
-		int r = 0;
+	mt_ordered_free(&s->ends);
+	mt_map_free(&s->start);
+}
 
-		snprintf(im->where, sizeof im->where, "segments[%zu]", i);
-		if ((r = visit(im)) || (r = num(im, s, "device", &device)) || (r = num(im, s, "address", &address)) ||
-		    (r = num(im, s, "total_size", &total)) || (r = num(im, s, "stream", &stream)))
-			return r;
-		if (device < 0 || device >= MAX_DEVICES)
-			return refuse(im, "device %lld is not a device number (0 to %d)", (long long)device,
-				      MAX_DEVICES - 1);
-		if (!mt_map_get(&im->segs, (uint64_t)address, NULL)) {
-			stack = stack_of(im, pk_get(s, "frames"), &r);
-			if (r || (r = add(im, (struct mt_event){.kind = MT_EV_SEGMENT_ALLOC,
-								.device = (uint8_t)device,
-								.time = BEFORE_SEGMENTS,
-								.addr = (uint64_t)address,
-								.size = (uint64_t)total,
-								.aux = (uint64_t)stream,
-								.stack = stack})))
-				return r;
-		}
-		for (size_t k = 0; k < pk_len(blocks); k++) {
-			const struct pk_value *b = pk_at(blocks, k), *history = pk_get(b, "history");
-			const char *state = pk_str(pk_get(b, "state"));
-			int64_t baddr = (int64_t)((uint64_t)address + offset), size = 0, requested = 0;
-			const struct pk_value *frames = pk_get(b, "frames");
+/* The final segment of device d holding addr, or NULL. */
+static const struct seg_rec *final_at(const struct importer *im, uint32_t segments, uint8_t d, uint64_t addr)
+{
+	for (size_t i = 0; i < im->nseg; i++) {
+		const struct seg_rec *g = &im->seg[i];
+		if (g->list == segments && g->device == d && addr - g->addr < g->size)
+			return g;
+	}
+	return NULL;
+}
 
-			snprintf(im->where, sizeof im->where, "segments[%zu].blocks[%zu]", i, k);
-			if ((r = visit(im)) || (r = num(im, b, "address", &baddr)) || (r = num(im, b, "size", &size)) ||
-			    (r = num(im, b, "requested_size", &requested)))
-				return r;
-			offset += (uint64_t)size;
-			if (!state || strncmp(state, "active", 6) != 0)
-				continue;
-			if (pk_len(history)) { /* the oldest layout: the last handout says who and how much */
-				const struct pk_value *last = pk_at(history, pk_len(history) - 1);
-				if ((r = num(im, last, "real_size", &requested)))
-					return r;
-				frames = pk_get(last, "frames");
-			}
-			if (mt_map_get(&im->live, (uint64_t)baddr, &event)) {
-				im->t->events[event - 1].aux2 = (uint64_t)size;
-				continue;
-			}
-			stack = stack_of(im, frames, &r);
-			if (r || (r = add_block(im, (uint8_t)device, BEFORE, (uint64_t)baddr,
-						(uint64_t)(requested ? requested : size), (uint64_t)size,
-						(uint64_t)stream, stack, 0)))
-				return r;
+/* Device d's expandable pages: what was mapped before the trace, and each map and unmap
+ * made the exact pages it changed (several events, or none). */
+static int pages(struct importer *im, uint32_t segments, uint8_t d, uint64_t *final_ranges, size_t nfinal)
+{
+	struct mt_trace *t = im->t;
+	struct ranges s = {0};
+	uint64_t *piece = NULL;
+	size_t npiece = 0, cap = 0, n = t->nevents;
+	int err = 0;
+
+	for (size_t i = 0; i < nfinal && !err; i++) /* at the end: the final expandable segments */
+		err = ranges_add(&s, final_ranges[2 * i], final_ranges[2 * i + 1], NULL, NULL, NULL);
+	for (size_t i = n; i-- > 0 && !err;) { /* back to the start */
+		const struct mt_event *e = &t->events[i];
+		if (e->device != d || !(e->flags & MT_SEG_MAPPED) ||
+		    (e->kind != MT_EV_SEGMENT_ALLOC && e->kind != MT_EV_SEGMENT_FREE))
+			continue;
+		err = e->kind == MT_EV_SEGMENT_ALLOC ? ranges_sub(&s, e->addr, e->addr + e->size, NULL, NULL, NULL)
+						     : ranges_add(&s, e->addr, e->addr + e->size, NULL, NULL, NULL);
+	}
+	/* mapped before the trace began: split at the final segments, whose pool they are */
+	for (uint64_t at = 0, end, start; !err && first_range(&s, at, &end, &start); at = end + 1) {
+		for (uint64_t a = start; a < end && !err;) {
+			const struct seg_rec *g = final_at(im, segments, d, a);
+			uint64_t b = g && g->addr + g->size < end ? g->addr + g->size : end;
+			err = add(im,
+				  (struct mt_event){.kind = MT_EV_SEGMENT_ALLOC,
+						    .device = d,
+						    .time = BEFORE_SEGMENTS,
+						    .addr = a,
+						    .size = b - a,
+						    .aux = g ? g->stream : 0,
+						    .stack = g ? g->stack : 0,
+						    .flags = MT_SEG_MAPPED | MT_SEG_UNSEEN |
+							     (g ? g->flags & MT_SEG_SMALL : 0)},
+				  NULL);
+			a = b;
 		}
 	}
+	for (size_t i = 0; i < n && !err; i++) { /* forward again: each event the pages it changed */
+		struct mt_event *e = &t->events[i], copy;
+		if (e->device != d || !(e->flags & MT_SEG_MAPPED) ||
+		    (e->kind != MT_EV_SEGMENT_ALLOC && e->kind != MT_EV_SEGMENT_FREE))
+			continue;
+		npiece = 0;
+		err = e->kind == MT_EV_SEGMENT_ALLOC
+			  ? ranges_add(&s, e->addr, e->addr + e->size, &piece, &npiece, &cap)
+			  : ranges_sub(&s, e->addr, e->addr + e->size, &piece, &npiece, &cap);
+		copy = *e;
+		if (!npiece)
+			e->kind = DROP;
+		for (size_t k = 0; k < npiece && !err; k += 2) {
+			const struct seg_rec *g = final_at(im, segments, d, piece[k]);
+			copy.addr = piece[k];
+			copy.size = piece[k + 1] - piece[k];
+			copy.flags = MT_SEG_MAPPED | (g ? g->flags & MT_SEG_SMALL : 0);
+			if (k == 0)
+				t->events[i] = copy;
+			else
+				err = add(im, copy, NULL); /* sorted into place with the rest */
+		}
+	}
+	free(piece);
+	ranges_free(&s);
+	return err;
+}
+
+/* Blocks live at the end: the exact size of those the trace made, the rest were made
+ * before it; blocks freed but waiting on another stream are free, as PyTorch's segsum
+ * counts them. */
+static int final_blocks(struct importer *im, const struct seg_rec *g, uint32_t list, uint64_t end)
+{
+	for (size_t k = g->first; k < g->first + g->n; k++) {
+		const struct blk_rec *b = &im->blk[k];
+		uint64_t event;
+		int err;
+		if (mt_map_get(&im->live, key_of(list, b->addr), &event)) {
+			im->t->events[event - 1].aux2 = b->size;
+			if (b->state == PENDING && (err = add(im,
+							      (struct mt_event){.kind = MT_EV_FREE,
+										.device = g->device,
+										.time = end,
+										.addr = b->addr,
+										.size = im->t->events[event - 1].size,
+										.aux = g->stream},
+							      NULL)))
+				return err;
+			continue;
+		}
+		if (b->state == PENDING)
+			continue;
+		if ((err = add(im,
+			       (struct mt_event){.kind = MT_EV_ALLOC,
+						 .flags = MT_API_BLOCK | MT_ALLOC_UNSEEN,
+						 .device = g->device,
+						 .time = BEFORE,
+						 .addr = b->addr,
+						 .size = b->requested,
+						 .aux = g->stream,
+						 .aux2 = b->size,
+						 .stack = b->stack},
+			       NULL)))
+			return err;
+	}
 	return 0;
+}
+
+/* INFO lines from allocator_settings: torch.KEY=VALUE, a dict's keys as torch.KEY.SUBKEY. */
+static void settings(FILE *info, const char *prefix, const struct pk_value *d, int depth)
+{
+	for (size_t i = 0; d && d->type == PK_DICT && i + 1 < d->seq.n; i += 2) {
+		const struct pk_value *k = d->seq.items[i], *v = d->seq.items[i + 1];
+		const char *key = pk_str(k);
+		int64_t n;
+		if (!key || strpbrk(key, "=\n") || strlen(key) > 64)
+			continue;
+		if (v->type == PK_DICT && depth == 0) {
+			char p[96];
+			snprintf(p, sizeof p, "%s%s.", prefix, key);
+			settings(info, p, v, 1);
+			continue;
+		}
+		if (v->type == PK_BOOL)
+			fprintf(info, "%s%s=%s\n", prefix, key, v->b ? "True" : "False");
+		else if (v->type == PK_FLOAT) {
+			char f[40];
+			snprintf(f, sizeof f, "%.17g", v->f);
+			fprintf(info, "%s%s=%s%s\n", prefix, key, f,
+				strpbrk(f, ".eEni") ? "" : ".0"); /* a float stays one */
+		} else if (pk_int(v, &n))
+			fprintf(info, "%s%s=%lld\n", prefix, key, (long long)n);
+		else if (pk_str(v) && strlen(pk_str(v)) < 1024) {
+			fprintf(info, "%s%s=", prefix, key);
+			for (const char *s = pk_str(v); *s; s++)
+				fputc(*s == '\n' ? ' ' : *s, info);
+			fputc('\n', info);
+		}
+	}
+}
+
+static int finish(struct importer *im, const struct pk_value *root)
+{
+	struct mt_trace *t = im->t;
+	const struct pk_value *traces = root->type == PK_DICT ? pk_get(root, "device_traces") : NULL;
+	const struct pk_value *segments = root->type == PK_LIST ? root : pk_get(root, "segments");
+	uint32_t device_of[MAX_LISTS + 1], list_of[MAX_DEVICES + 1], seglist = 0;
+	uint64_t base, last = 0, number;
+	bool devices[MAX_DEVICES + 1] = {0}, mapped[MAX_DEVICES + 1] = {0};
+	char *info = NULL;
+	size_t ninfo = 0, k;
+	FILE *out;
+	int err = 0;
+
+	snprintf(im->where, sizeof im->where, "top");
+	if (!segments && !traces) {
+		snprintf(t->problem, sizeof t->problem,
+			 "a pickle, but not a PyTorch memory snapshot (no segments or device_traces)");
+		return EINVAL;
+	}
+	if (pk_len(traces) > MAX_DEVICES)
+		return refuse(im, "device_traces for %zu devices; memtap reads at most %d", pk_len(traces),
+			      MAX_DEVICES);
+	for (k = 0; k <= MAX_LISTS; k++)
+		device_of[k] = MT_NO_DEVICE;
+	for (k = 0; k <= MAX_DEVICES; k++)
+		list_of[k] = UINT32_MAX;
+	for (size_t d = 0; d < pk_len(traces); d++) {
+		const struct pk_value *l = pk_at(traces, d);
+		if (!mt_map_get(&im->lists, (uint64_t)(uintptr_t)l, &number))
+			continue; /* no entries */
+		if (device_of[number - 1] != MT_NO_DEVICE)
+			return refuse(im,
+				      "more entries than the file's size can hold (shared values repeated); refused");
+		device_of[number - 1] = (uint32_t)d;
+		list_of[d] = (uint32_t)number - 1;
+	}
+	if (segments && mt_map_get(&im->lists, (uint64_t)(uintptr_t)segments, &number))
+		seglist = (uint32_t)number;
+	/* lists named: events take their device; those of other lists (host_traces) go */
+	for (size_t i = 0; i < t->nevents; i++) {
+		struct mt_event *e = &t->events[i];
+		if (e->kind == MT_EV_RANGE_START || e->kind == MT_EV_RANGE_END)
+			continue;
+		if (device_of[e->device] == MT_NO_DEVICE) {
+			e->kind = DROP;
+			continue;
+		}
+		e->device = (uint8_t)device_of[e->device];
+		devices[e->device] = true;
+		mapped[e->device] |=
+		    (e->kind == MT_EV_SEGMENT_ALLOC || e->kind == MT_EV_SEGMENT_FREE) && (e->flags & MT_SEG_MAPPED);
+		if (e->time < BEFORE && e->time > last)
+			last = e->time;
+	}
+	for (size_t i = 0; i < im->nseg; i++)
+		if (im->seg[i].list == seglist && seglist)
+			devices[im->seg[i].device] = true,
+			mapped[im->seg[i].device] |= im->seg[i].flags & MT_SEG_MAPPED;
+	/* per device: segments reserved before the trace, pages made exact, blocks */
+	for (int d = 0; d < MAX_DEVICES && !err; d++) {
+		uint64_t *fin = NULL;
+		size_t nfin = 0, cap = 0;
+		uint32_t list = list_of[d] == UINT32_MAX ? MAX_LISTS : list_of[d];
+		if (!devices[d])
+			continue;
+		snprintf(im->where, sizeof im->where, "segments of device %d", d);
+		for (size_t i = 0; i < im->nseg && !err; i++) {
+			const struct seg_rec *g = &im->seg[i];
+			if (g->list != seglist || !seglist || g->device != d)
+				continue;
+			if (mapped[d] && (g->flags & MT_SEG_MAPPED)) {
+				if (mt_grow((void **)&fin, &cap, 2 * nfin + 1, sizeof *fin))
+					err = ENOMEM;
+				else
+					fin[2 * nfin] = g->addr, fin[2 * nfin + 1] = g->addr + g->size, nfin++;
+			} else if (!mt_map_get(&im->segs, key_of(list, g->addr), NULL)) {
+				err = add(
+				    im,
+				    (struct mt_event){.kind = MT_EV_SEGMENT_ALLOC,
+						      .device = (uint8_t)d,
+						      .time = BEFORE_SEGMENTS,
+						      .addr = g->addr,
+						      .size = g->size,
+						      .aux = g->stream,
+						      .stack = g->stack,
+						      .flags = (uint8_t)((g->flags & MT_SEG_SMALL) | MT_SEG_UNSEEN)},
+				    NULL);
+			}
+		}
+		if (!err && mapped[d])
+			err = pages(im, seglist, (uint8_t)d, fin, nfin);
+		free(fin);
+		for (size_t i = 0; i < im->nseg && !err; i++)
+			if (im->seg[i].list == seglist && seglist && im->seg[i].device == d)
+				err = final_blocks(im, &im->seg[i], list, last);
+		if (!err) {
+			char name[64];
+			uint32_t s;
+			snprintf(name, sizeof name, "cuda:%d (PyTorch snapshot)", d);
+			if (!(s = string_id(im, name)))
+				err = ENOMEM;
+			else
+				err = add(im, (struct mt_event){.kind = MT_EV_DEVICE, .device = (uint8_t)d, .aux = s},
+					  NULL);
+		}
+	}
+	if (err)
+		return err;
+	/* the events of other lists go; what was there before is dated just before the first entry */
+	base = im->first_time >= 2 ? im->first_time - 2 : 0;
+	if (im->untimed && !im->timed)
+		base = 0;
+	for (size_t i = k = 0; i < t->nevents; i++) {
+		struct mt_event e = t->events[i];
+		if (e.kind == DROP)
+			continue;
+		if (e.kind == MT_EV_DEVICE)
+			e.time = 0;
+		else if (e.time >= BEFORE)
+			e.time = base + (e.time == BEFORE);
+		t->events[k++] = e;
+	}
+	t->nevents = k;
+	if (!(out = open_memstream(&info, &ninfo)))
+		return ENOMEM;
+	fprintf(out, "backend=pytorch-snapshot\nstart_monotonic_ns=%llu\n",
+		(unsigned long long)(im->untimed && !im->timed ? 1 : base));
+	if (im->untimed && !im->timed)
+		fputs("time=order\n", out);
+	if (root->type == PK_DICT)
+		settings(out, "torch.", pk_get(root, "allocator_settings"), 0);
+	if (fclose(out) || !(t->info = mt_trace_own(t, ninfo + 1))) {
+		free(info);
+		return ENOMEM;
+	}
+	memcpy(t->info, info, ninfo + 1);
+	free(info);
+	return mt_trace_finish(t);
 }
 
 int mt_trace_from_torch(const uint8_t *data, size_t size, struct mt_trace *t)
 {
 	struct pk_arena arena = {0};
 	struct pk_value *root = NULL;
-	struct importer im = {.t = t, .budget = size / BYTES_PER_ITEM + 1024, .where = "top"};
-	const struct pk_value *segments, *traces;
-	int r = pk_parse(data, size, &arena, &root, t->problem, sizeof t->problem);
+	struct importer im = {.t = t, .data = data, .budget = size / BYTES_PER_ITEM + 1024, .where = "top"};
+	struct pk_hooks hooks = {.ctx = &im, .items = items, .mapped = t->mapped};
+	int r = pk_stream(data, size, &arena, &hooks, &root, t->problem, sizeof t->problem);
 
-	if (r)
-		goto out;
-	segments = root->type == PK_LIST ? root : pk_get(root, "segments");
-	traces = root->type == PK_DICT ? pk_get(root, "device_traces") : NULL;
-	if (!segments && !traces) {
-		snprintf(t->problem, sizeof t->problem,
-			 "a pickle, but not a PyTorch memory snapshot (no segments or device_traces)");
-		r = EINVAL;
-		goto out;
-	}
-	if (pk_len(traces) > MAX_DEVICES) {
-		r = refuse(&im, "device_traces for %zu devices; memtap reads at most %d", pk_len(traces), MAX_DEVICES);
-		goto out;
-	}
-	t->info = mt_trace_own(t, 96);
-	if (!t->info) {
-		r = ENOMEM;
-		goto out;
-	}
-	for (size_t d = 0; d < pk_len(traces) && !r; d++)
-		r = read_trace(&im, (uint8_t)d, pk_at(traces, d));
 	if (!r)
-		r = read_segments(&im, segments);
-	if (!r) {
-		/* what existed before is dated just before the first entry, segments first */
-		uint64_t base = im.first_time >= 2 ? im.first_time - 2 : 0;
-		snprintf(t->info, 96, "backend=pytorch-snapshot\nstart_monotonic_ns=%llu\n", (unsigned long long)base);
-		for (size_t i = 0; i < t->nevents; i++)
-			if (t->events[i].time >= BEFORE)
-				t->events[i].time = base + (t->events[i].time == BEFORE);
-		r = mt_trace_finish(t);
-	}
+		r = finish(&im, root);
 	t->complete = r == 0;
 	if (r == ENOMEM)
 		snprintf(t->problem, sizeof t->problem, "out of memory importing the snapshot");
-out:
 	pk_arena_free(&arena);
-	mt_map_free(&im.frames);
-	mt_map_free(&im.frame_at);
-	mt_map_free(&im.stacks);
-	mt_map_free(&im.list_at);
 	mt_map_free(&im.names);
+	mt_map_free(&im.frames);
+	mt_map_free(&im.stacks);
 	mt_map_free(&im.live);
 	mt_map_free(&im.segs);
 	mt_map_free(&im.seen);
+	mt_map_free(&im.lists);
+	mt_map_free(&im.open);
+	mt_map_free(&im.strings);
+	free(im.ids);
+	free(im.seg);
+	free(im.blk);
 	return r;
 }

@@ -823,12 +823,22 @@ void mtp_writer_sync(void)
 	pthread_mutex_unlock(&w.lock);
 }
 
-/* ---- a crash: write what the buffers hold, if the writer is not in the middle of a write ---- */
+/* ---- a crash: write what the buffers hold ---- */
 
+/* The process ends when the signal handler returns, the writer thread with it: a drain
+ * the writer is in the middle of (perhaps before the file exists) is waited for, a
+ * second at most, since the crashing thread may hold the lock itself. A crash on the
+ * writer thread leaves its buffers as they are. */
 void mtp_writer_crash_flush(void)
 {
-	if (pthread_mutex_trylock(&w.lock) != 0)
-		return; /* the writer holds it: what it is writing will reach the file */
+	struct timespec until;
+
+	if (w.running && pthread_equal(pthread_self(), w.thread))
+		return;
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 1;
+	if (pthread_mutex_timedlock(&w.lock, &until) != 0)
+		return;
 	drain();
 	pthread_mutex_unlock(&w.lock);
 }

@@ -46,7 +46,8 @@ for args in CONFIGS:
     for tag in (False, True):
         rep, truth, err = run(args, tag)
         label = "%s%s" % (name, " --tag" if tag else "")
-        if not ok(rep is not None, label + ": recorded", err):
+        if not ok(rep is not None and rep["events"]["dropped"] == 0, label + ": recorded, no event dropped",
+                  err or rep["events"]["dropped_by"]):
             continue
         got = rep["devices"][0]["composition_at_peak"]
         want = truth["peak"]["categories"]

@@ -198,6 +198,39 @@ ok(rep["oom"] and rep["oom"][0]["fits_without_fragmentation"] and
    "would have fit without fragmentation" in text(dom.by_id.get("oom", {"text": "", "children": []})),
    "snapshot: the OOM's verdict shown")
 
+# ---- 450 segments: the 400 with the most free space drawn, the rest said ----
+segs = [{"device": 0, "address": SEG + i * 4 * MiB, "total_size": 4 * MiB, "stream": 0, "segment_type": "large",
+         "blocks": [{"address": SEG + i * 4 * MiB, "size": (i % 4 + 1) * MiB, "requested_size": (i % 4 + 1) * MiB,
+                     "state": "active_allocated", "frames": []}] +
+                   ([{"address": SEG + i * 4 * MiB + (i % 4 + 1) * MiB, "size": (3 - i % 4) * MiB,
+                      "requested_size": 0, "state": "inactive", "frames": []}] if i % 4 != 3 else [])}
+        for i in range(450)]
+many = os.path.join(TMP, "many.pickle")
+with open(many, "wb") as f:
+    pickle.dump({"segments": segs, "device_traces": [[]]}, f, protocol=4)
+rep, source, dom, body = render("many", many)
+segmap, note = dom.by_id.get("segments-0"), dom.by_id.get("segments-shown-0")
+drawn = [int(r["attrs"]["data-allocated"]) for r in find(segmap, "rect", "segment")] if segmap else []
+ok(len(drawn) == 400 and drawn == sorted(drawn) and drawn[0] == MiB and note and
+   note["attrs"].get("data-total") == "450" and "50 left out hold 0 B free" in text(note),
+   "450 segments: the 400 with the most free space drawn, the 50 left out said", (len(drawn), note and text(note)))
+
+# ---- a training step's stacks: as the text reads them, every frame a click away ----
+sys.path.insert(0, os.path.join(os.environ["MT_SRCDIR"], "tests/analyze"))
+from snapshots import training  # noqa: E402
+step = os.path.join(TMP, "training.pickle")
+with open(step, "wb") as f:
+    pickle.dump(training(), f, protocol=4)
+rep, source, dom, body = render("training", step)
+common("training", rep, dom, body)
+top = dom.by_id.get("top-0")
+views = [text(d) for d in find(top, "div", "view")] if top else []
+alls = find(top, "details", "all-frames") if top else []
+ok(views and views[0].startswith("_init_group (adamw.py:160)\nstep (adamw.py:220)") and
+   "torch::unwind" not in "".join(views) and alls and "torch::unwind::unwind()" in text(alls[0]) and
+   any("allocated before recording started" in text(td) for td in find(top, "td", "frames")),
+   "training: stacks read as the text report reads them, every frame on a click", views[:2])
+
 # ---- errors: one line, non-zero ----
 p = subprocess.run([MEMTAP, "report", "--html", os.path.join(TMP, "no/such/dir/x.html"), trace], capture_output=True,
                    text=True)

@@ -1,7 +1,8 @@
 """The memviz export against what PyTorch's readers rely on, checked with the standard
 pickle module: blocks tile each segment; free internal + free external + allocated is
 each segment's total; requested never exceeds size; replaying device_traces gives the
-live blocks; only opcodes and integer sizes the viewer's JavaScript unpickler accepts."""
+live blocks; only opcodes and integer sizes the viewer's JavaScript unpickler accepts;
+categories in the profiler's words, some 'unknown', and read back as memtap's."""
 import json
 import os
 import pickle
@@ -76,7 +77,22 @@ for args in (["--preset", "tiny", "--leak", "64K"], ["--preset", "gpt2-small", "
        name + ": replaying device_traces gives the final segments and blocks", (len(live), len(blocks)))
     ok(peak == truth["peak"]["bytes"], name + ": the replayed peak is simtrain's", (peak, truth["peak"]["bytes"]))
     cats = {e.get("category") for e in snap["device_traces"][0] if e["action"] == "alloc"}
-    ok(cats >= {"params", "activations", "temporaries"}, name + ": each entry carries its category", cats)
+    ok(cats >= {"parameter", "activation", "temporary"} and cats <= {"parameter", "gradient", "optimizer_state",
+                                                                    "activation", "temporary", "unknown"},
+       name + ": each entry carries its category, in the profiler's words", cats)
+    ok(all(e.get("category") for e in snap["device_traces"][0]) and
+       any(e["category"] == "unknown" for e in snap["device_traces"][0]),
+       name + ": every entry has a category and some say 'unknown' (the viewer's annotate_snapshot needs one)")
+    # read back, the categories are memtap's again
+    p = subprocess.run([MEMTAP, "report", "--json", out], capture_output=True, text=True)
+    back = json.loads(p.stdout)["devices"][0] if p.returncode == 0 else {}
+    p = subprocess.run([MEMTAP, "report", "--json", trace], capture_output=True, text=True)
+    orig = json.loads(p.stdout)["devices"][0]
+    cats = ("params", "grads", "optimizer", "activations", "temporaries")
+    ok(back and all(back["composition_at_peak"][c] == orig["composition_at_peak"][c] for c in cats) and
+       all(back["composition_source"][c] == "tags" for c in cats if orig["composition_at_peak"][c]),
+       name + ": the export read back has the same composition at the peak, from its categories",
+       (back.get("composition_at_peak"), orig["composition_at_peak"]))
     ok(all(isinstance(f, dict) and set(f) == {"filename", "line", "name"} for e in snap["device_traces"][0][:50]
            for f in e["frames"]), name + ": frames as PyTorch writes them")
 done()

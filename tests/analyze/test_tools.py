@@ -90,7 +90,8 @@ lines = p.stdout.splitlines()
 ok(p.returncode == 0 and lines and all(re.fullmatch(r"[^ ].*;.* \d+", l) for l in lines), "folded: frame;frame bytes",
    lines[:2])
 ok(sum(int(l.rsplit(" ", 1)[1]) for l in lines) == ta["peak"]["bytes"], "folded at the peak adds up to the peak")
-ok(all(l.startswith("_start;") and "tensor_new" in l.rsplit(";", 1)[1] for l in lines), "outermost frame first")
+ok(all(l.startswith("main (simtrain.c:") and l.rsplit(";", 1)[1].startswith("tensor_new (simtrain.c:") for l in lines),
+   "outermost frame first, with file:line, start-up and memtap's frames left out", lines[:2])
 p, _ = run("export", "--format=folded", "--what", "leaks", b)
 ok(p.stdout.count("\n") == 0, "folded leaks: none in three iterations (growth needs three in a row)")
 p, _ = run("export", "--format=folded", "--what", "exit", b)
@@ -107,6 +108,8 @@ ok(all(top["args"].get(c) == ta["peak"]["categories"][c] for c in ta["peak"]["ca
    "perfetto: split by category at the peak as simtrain says", top["args"])
 begins = sum(1 for e in ev if e["ph"] == "B")
 ok(begins > 0 and begins == sum(1 for e in ev if e["ph"] == "E"), "perfetto: NVTX ranges as balanced slices")
+names = [e["name"] for e in ev if e["ph"] == "B"], [e.get("name") for e in ev if e["ph"] == "E"]
+ok(sorted(names[0]) == sorted(names[1]), "perfetto: each E event named as its B (speedscope closes the slice)")
 
 p = subprocess.run([MEMTAP, "run", "-q", "-o", os.path.join(TMP, "oom.trace"), "--", SIMTRAIN, "--preset", "gpt-7b"],
                    capture_output=True, env=dict(os.environ, SIMGPU_MEM="80GiB"))

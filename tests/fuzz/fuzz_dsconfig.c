@@ -28,7 +28,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	double table[4][3];
 	char describe[512];
 
-	if (ds_config_parse("fuzz.json", (const char *)data, size, &c, &ds)) {
+	if (ds_config_parse("fuzz.json", (const char *)data, size, NULL, &c, &ds)) {
 		if (!ds.err[0] || strchr(ds.err, '\n'))
 			__builtin_trap(); /* a refusal is one line, never none */
 		return 0;

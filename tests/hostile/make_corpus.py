@@ -271,7 +271,7 @@ def deepspeed():
                                      "gradient_accumulation_steps": 4}),
             ("micro-batch-2-63", {"train_micro_batch_size_per_gpu": (1 << 63) - 1}),
             ("stage-99", {"zero_optimization": {"stage": 99}}),
-            ("stage-string", {"zero_optimization": {"stage": "3"}}),
+            ("ok-stage-string", {"zero_optimization": {"stage": "3"}}),  # pydantic reads "3" as 3
             ("zero-not-object", {"zero_optimization": [3]}),
             ("offload-gpu", {"zero_optimization": {"stage": 3, "offload_param": {"device": "gpu"}}}),
             ("offload-not-object", {"zero_optimization": {"offload_optimizer": "cpu"}}),
@@ -297,9 +297,32 @@ def deepspeed():
     # jansson quotes the input near an error, newline included: still one line
     write("deepspeed", "error-near-newline.json", '{\n "zero_optimization": {"stage": 3},\n "zero_o tru\\\n },\n'
           ' "gidpu": 4\n}')
-    write("deepspeed", "ok-key-with-newline.json", json.dumps({"line\none": 1, "zero_optimization": {"stage": 2,
-                                                              "esc\x1b[31m": 1}}))
-    write("deepspeed", "ok-duplicate-keys.json", '{"zero_optimization": {"stage": 1}, "zero_optimization": {"stage": 2}}')
+    # keys DeepSpeed ignores (top level), named in one line however they are spelt
+    write("deepspeed", "ok-key-with-newline.json", json.dumps({"line\none": 1, "esc\x1b[31m": 1,
+                                                              "zero_optimization": {"stage": 2}}))
+    # DeepSpeed's object_pairs_hook refuses a key given twice, at any depth
+    write("deepspeed", "duplicate-keys.json", '{"zero_optimization": {"stage": 1}, "zero_optimization": {"stage": 2}}')
+    write("deepspeed", "duplicate-nested-keys.json", '{"zero_optimization": {"stage": 1, "stage": 2}}')
+    # hjson, the syntax DeepSpeed loads: the ZeRO-Offload tutorial's config (a missing and a
+    # trailing comma), comments and quoteless text, a multi-line string, a byte-order mark
+    # and CR LF lines, a root without braces
+    write("deepspeed", "ok-hjson-tutorial.json", '{\n    "zero_optimization": {\n        "stage": 2,\n'
+          '        "offload_optimizer": {\n            "device": "cpu",\n        }\n'
+          '        "contiguous_gradients": true,\n        "overlap_comm": true\n    }\n}\n')
+    write("deepspeed", "ok-hjson-comments.json", "# a ZeRO-3 config\n{\n  // batch\n  train_micro_batch_size_per_gpu: 4\n"
+          "  /* precision */ bf16: { enabled: true }\n  zero_optimization: {\n    stage: 3\n"
+          "    offload_param: {\n      device: cpu\n    }\n  },\n}\n")
+    write("deepspeed", "ok-hjson-multiline.json", "{\n  comment:\n    " + "'" * 3 + "\n    two\n    lines\n    " +
+          "'" * 3 + "\n  train_micro_batch_size_per_gpu: 1\n}\n")
+    write("deepspeed", "ok-bom-crlf.json", b'\xef\xbb\xbf{\r\n  "train_micro_batch_size_per_gpu": 2,\r\n'
+          b'  "bf16": {"enabled": true}\r\n}\r\n')
+    write("deepspeed", "ok-no-braces.json", "train_micro_batch_size_per_gpu: 2\nzero_optimization: {stage: 1}\n")
+    # a quoteless value runs to the end of its line: the closing braces become its text
+    write("deepspeed", "hjson-quoteless-brace.json", '{"zero_optimization": {"offload_param": {"device": cpu}}}')
+    write("deepspeed", "hjson-open-comment.json", '{"train_micro_batch_size_per_gpu": 1 /* never closed')
+    write("deepspeed", "hjson-key-space.json", '{zero optimization: {stage: 1}}')
+    write("deepspeed", "hjson-multiline-open.json", "{comment: " + "'" * 3 + "never closed\n")
+    write("deepspeed", "nesting-600.json", "{a:" * 600 + "1" + "}" * 600)
     write("deepspeed", "ok-long-string.json", json.dumps({"comment": "x" * 30000, "train_micro_batch_size_per_gpu": 2}))
 
 

@@ -176,13 +176,19 @@ ok(not bad, "another version's layout is refused on this interpreter, without a 
 
 # the report reads from the user's line down to the CUDA call, and says which stack is a
 # thread without Python
+# (grouped by the first frame of the user's code; --frames=all shows each stack in full)
 p = subprocess.run([MEMTAP, "report", parent[0]], capture_output=True, text=True)
 lines = [l.strip() for l in p.stdout.splitlines()]
-ok(p.returncode == 0 and any(l.startswith("Block.forward (prog.py:") for l in lines)
+ok(p.returncode == 0 and any(": alloc (helpers.py:" in l for l in lines)
+   and any(l.startswith("<module> (prog.py:") for l in lines)
    and not any("_PyEval_EvalFrameDefault" in l for l in lines)
    and "(no Python frames: a thread without Python)" in lines,
-   "memtap report shows Python frames in place of the interpreter's eval loop, and says which "
-   "stack has none", p.stdout[-3000:])
+   "memtap report shows Python frames in place of the interpreter's eval loop, grouped by the user's "
+   "innermost frame, and says which stack has none", p.stdout[-3000:])
+p = subprocess.run([MEMTAP, "report", "--frames=all", parent[0]], capture_output=True, text=True)
+lines = [l.strip() for l in p.stdout.splitlines()]
+ok(p.returncode == 0 and any(l.startswith("Block.forward (%s:" % os.path.join(TMP, "prog.py")) for l in lines),
+   "--frames=all: every stack of a group, with full paths", p.stdout[-3000:])
 p = subprocess.run([MEMTAP, "report", "--json", parent[0]], capture_output=True, text=True)
 doc = json.loads(p.stdout) if p.returncode == 0 else {}
 forward = [g for g in doc.get("top_at_peak", []) if any(f["function"] == "Block.forward" for f in g["frames"])]

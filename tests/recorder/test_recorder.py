@@ -107,6 +107,17 @@ if one_trace("driver API (-lcuda)", traces, p):
     _, rep = report(traces[0])
     ok(rep["live_at_exit"] == [], "driver API: VMM memory released with its last mapping", rep["live_at_exit"])
     ok(rep["devices"][0]["peak_allocated_bytes"] >= 6 << 20, "driver API: VMM physical memory counts in the peak")
+    # a handle released while mapped keeps its memory until the unmap (the second map comes after)
+    script = os.path.join(TMP, "vmm_live.lua")
+    open(script, "w").write("""
+local last
+for e in memtap.trace:events("vmm_map") do last = e end
+local n = 0
+for _, l in ipairs(memtap.trace:live_at(last.time)) do if l.kind == "vmm" then n = n + l.size end end
+print(n)""")
+    p = subprocess.run([MEMTAP, "lua", script, traces[0]], capture_output=True, text=True)
+    ok(p.stdout.strip() == str(6 << 20), "driver API: a released handle's memory lives while it is mapped",
+       p.stdout + p.stderr)
 
 p, traces = record("procaddr", [WORK, "procaddr"])
 if one_trace("dlopen + cuGetProcAddress", traces, p):
@@ -201,7 +212,7 @@ def drop_line(p):
 
 # a thread makes 2000 events and a THREAD event; the process a DEVICE, the main thread's THREAD and EXIT
 for opts, n, env, what in ((["-O", "ring=65536"], 64, None, "ring=65536, 64 threads"),
-                           ([], 1000, None, "1000 threads, default ring"),
+                           (["-O", "ring=8192"], 1000, None, "1000 threads, the default ring (8192)"),
                            (["-O", "ring=16777216"], 4, None, "ring=16777216, 4 threads"),
                            (["-O", "max_memory=90M"], 200, {"WORKLOAD_BARRIER": "1"},
                             "max_memory=90M, 200 threads alive at once")):

@@ -124,12 +124,12 @@ static NOINLINE void vmm_paths(PFN_cuMemCreate_v10020 create, PFN_cuMemRelease_v
 	CUdeviceptr va;
 
 	CHECK_DRV(create(&a, 2 * MiB, &prop, 0));
-	CHECK_DRV(create(&b, 4 * MiB, &prop, 0));
 	CHECK_DRV(reserve(&va, 8 * MiB, 0, 0, 0));
 	CHECK_DRV(map(va, 2 * MiB, 0, a, 0));
+	CHECK_DRV(release(a)); /* still mapped: the memory stays */
+	CHECK_DRV(create(&b, 4 * MiB, &prop, 0));
 	CHECK_DRV(map(va + 2 * MiB, 4 * MiB, 0, b, 0));
 	CHECK_DRV(access(va, 6 * MiB, &desc, 1));
-	CHECK_DRV(release(a)); /* still mapped: the memory stays */
 	CHECK_DRV(unmap(va, 2 * MiB));
 	CHECK_DRV(unmap(va + 2 * MiB, 4 * MiB));
 	CHECK_DRV(release(b));

@@ -5,6 +5,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 int cmd_run(int argc, char **argv);
 int cmd_report(int argc, char **argv);
@@ -14,21 +15,43 @@ int cmd_export(int argc, char **argv);
 int cmd_lua(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
 int cmd_replay(int argc, char **argv);
+/* Each command's --help text, which the completions and manual pages are made from. */
+extern const char run_usage[], report_usage[], dump_usage[], diff_usage[], export_usage[], lua_usage[], replay_usage[];
+void plan_help(FILE *f); /* plan's usage is made from the planner's table of options */
+/* The bundled policies' names, one a line (run.c), for the shell completions. */
+void list_policies(void);
 struct mt_trace;
 /* Reads a trace or exits; a damaged trace is said once on stderr and true returned. */
 bool read_trace(const char *path, struct mt_trace *t);
 struct mt_plan_config;
 /* memtap plan's options in one string, as memtap report --plan takes them; exits on bad ones. */
 void plan_setup_from_text(const char *text, struct mt_plan_config *out);
+/* What the command line and the model give, for the "auto" values of a DeepSpeed config
+ * (the Hugging Face Trainer fills them from its arguments and the model). */
+struct ds_context {
+	bool precision_given, micro_batch_given, micro_batches_given, recompute_given;
+	int precision;		 /* 0 fp32, 1 bf16, 2 fp16 */
+	const char *model_dtype; /* the model's torch_dtype when it names one ("bfloat16"), else NULL */
+	uint64_t micro_batch, micro_batches, hidden;
+};
 /* A DeepSpeed config's text (dsconfig.c) applied onto c: 0, or EINVAL with err saying in
  * one line what is wrong. dp: the data-parallel size its batch sizes imply (0: none);
- * ignored and unmodelled: the keys it names without using them, "" when none. */
+ * ignored and unmodelled: the keys it names without using them; notes: how "auto",
+ * deprecated spellings and ineffective sections were read; "" when none. ctx may be NULL. */
 struct ds_config {
 	uint64_t dp;
-	char ignored[1024], unmodelled[1024];
+	char ignored[1024], unmodelled[1024], notes[2048];
 	char err[512];
 };
-int ds_config_parse(const char *path, const char *text, size_t len, struct mt_plan_config *c, struct ds_config *out);
+int ds_config_parse(const char *path, const char *text, size_t len, const struct ds_context *ctx,
+		    struct mt_plan_config *c, struct ds_config *out);
+/* A Hugging Face config.json (hfconfig.c) onto c's model fields: 0, or EINVAL with err in
+ * one line naming the field memtap does not model. note: what it assumed; dtype: the
+ * torch_dtype it names, "" when none. */
+struct hf_config {
+	char err[512], note[1024], model_type[64], dtype[32];
+};
+int hf_config_parse(const char *path, const char *text, size_t len, struct mt_plan_config *c, struct hf_config *out);
 void die(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
 /* The progress bar of long analyses (progress.c): start before reading, clear it before a
  * note on stderr, end it before printing results. */

@@ -13,11 +13,10 @@
 #include "core/map.h"
 #include "core/units.h"
 
-static const char diff_usage[] =
-    "usage: memtap diff A B [--json] [--top N]\n"
-    "Compares two traces: each device's peak, the composition at the peak, and the bytes\n"
-    "live per stack at the peak and at exit, biggest changes first.\n"
-    "Exit status: 0, or 3 when a trace was cut short or damaged (what it held is compared).\n";
+const char diff_usage[] = "usage: memtap diff A B [--json] [--top N]\n"
+			  "Compares two traces: each device's peak, the composition at the peak, and the bytes\n"
+			  "live per stack at the peak and at exit, biggest changes first.\n"
+			  "Exit status: 0, or 3 when a trace was cut short or damaged (what it held is compared).\n";
 
 struct side {
 	struct mt_trace t;

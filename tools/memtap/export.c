@@ -7,15 +7,18 @@
 #include "analyze/export.h"
 #include "cli.h"
 
-static const char export_usage[] =
-    "usage: memtap export --format=FORMAT [--what peak|exit|leaks] [-o FILE] TRACE\n"
+const char export_usage[] =
+    "usage: memtap export --format=FORMAT [--what peak|exit|leaks] [-o, --output FILE] TRACE\n"
     "  --format folded     folded stacks for flamegraph.pl and speedscope: the bytes each stack\n"
     "                      holds live at the peak (--what peak, the default), at exit (exit),\n"
-    "                      or grows by per iteration (leaks)\n"
+    "                      or grows by per iteration (leaks); root first, frames as the report\n"
+    "                      reads them (function (file:line), the plumbing left out)\n"
     "  --format perfetto   Chrome trace-event JSON for ui.perfetto.dev and chrome://tracing: a\n"
     "                      counter track per device split by category, OOMs, NVTX ranges\n"
     "  --format memviz     a pickle in PyTorch's snapshot layout for pytorch.org/memory_viz\n"
-    "                      (each entry carries its category; use -o, it is binary)\n";
+    "                      (each entry carries its category in the profiler's words, some\n"
+    "                      'unknown' as the viewer needs; a snapshot's allocator_settings and\n"
+    "                      external_annotations kept; use -o, it is binary)\n";
 
 int cmd_export(int argc, char **argv)
 {
@@ -71,9 +74,9 @@ int cmd_export(int argc, char **argv)
 		die(EXIT_USAGE, "cannot write %s", output);
 	sym = mt_symbols_open(&t);
 	progress_end();
-	if (!strcmp(format, "folded"))
-		mt_export_folded(out, &r, sym, what);
-	else if (!strcmp(format, "memviz") ? mt_export_memviz(out, &r, sym) : mt_export_perfetto(out, &r))
+	if (!strcmp(format, "folded")	? mt_export_folded(out, &r, sym, what)
+	    : !strcmp(format, "memviz") ? mt_export_memviz(out, &r, sym)
+					: mt_export_perfetto(out, &r))
 		die(1, "cannot write the export");
 	mt_symbols_close(sym);
 	if (out != stdout && fclose(out) != 0)

@@ -11,16 +11,15 @@
 #include "script/script.h"
 #include "cli.h"
 
-static const char usage[] =
-    "usage: memtap lua SCRIPT.lua [TRACE...] [-- ARGS...]\n"
-    "Runs SCRIPT with the memtap module over the traces (memtap traces, PyTorch snapshots,\n"
-    "RMM logs): memtap.trace is the first, memtap.traces all of them; each has :events([kind]),\n"
-    ":report([top]) (the table form of `memtap report --json`), :live_at(seconds), :stack(id),\n"
-    "and .path, .nevents, .complete, .problem. memtap.format_size(bytes) prints sizes;\n"
-    "memtap.plan{...} plans capacity (docs/PLAN.md).\n"
-    "ARGS after -- are the script's `arg`. Exit status: the script's os.exit, 0 when it ends,\n"
-    "1 when it raises an error (one line on stderr), 2 for a bad script or trace, 3 when a\n"
-    "trace was cut short or damaged (the script saw what it held). Examples: lua/examples/.\n";
+const char lua_usage[] = "usage: memtap lua SCRIPT.lua [TRACE...] [-- ARGS...]\n"
+			 "Runs SCRIPT with the memtap module over the traces (memtap traces, PyTorch snapshots,\n"
+			 "RMM logs): memtap.trace is the first, memtap.traces all of them; each has :events([kind]),\n"
+			 ":report([top]) (the table form of `memtap report --json`), :live_at(seconds), :stack(id),\n"
+			 "and .path, .nevents, .complete, .problem. memtap.format_size(bytes) prints sizes;\n"
+			 "memtap.plan{...} plans capacity (docs/PLAN.md).\n"
+			 "ARGS after -- are the script's `arg`. Exit status: the script's os.exit, 0 when it ends,\n"
+			 "1 when it raises an error (one line on stderr), 2 for a bad script or trace, 3 when a\n"
+			 "trace was cut short or damaged (the script saw what it held). Examples: lua/examples/.\n";
 
 static int traceback(lua_State *L)
 {
@@ -36,7 +35,7 @@ int cmd_lua(int argc, char **argv)
 	lua_State *L;
 
 	if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
-		fputs(usage, argc < 2 ? stderr : stdout);
+		fputs(lua_usage, argc < 2 ? stderr : stdout);
 		return argc < 2 ? EXIT_USAGE : 0;
 	}
 	for (int i = 2; i < argc; i++)

@@ -1,27 +1,142 @@
 /* memtap: command-line entry. Subcommands live in their own files; bad input is one
  * line on stderr and exit status 2. A trace may also be a PyTorch memory snapshot. */
+#include <ctype.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
 
-static const char usage[] =
-    "usage: memtap COMMAND [ARGS]\n"
-    "  run [options] -- COMMAND [ARGS]   record the GPU memory of COMMAND and its children\n"
-    "  report TRACE... [--json]          the peak: what it was for and its stacks; growth per\n"
-    "                                    iteration; live at exit; OOMs (several: one row per rank)\n"
-    "  diff A B [--json]                 what changed between two traces, per category and stack\n"
-    "  export --format=F TRACE           folded stacks, perfetto (Chrome JSON) or memviz (pickle)\n"
-    "  dump TRACE [--json]               every recorded event, one per line\n"
-    "  lua SCRIPT.lua TRACE... [-- ARGS] run a Lua script over traces (custom reports, CI checks)\n"
-    "  plan MODEL SETUP [--gpu-mem SIZE] device memory per GPU of a training setup: ZeRO,\n"
-    "                                    offload, recomputation, TP/PP/SP; will it fit\n"
-    "  replay INPUT [--policy=P]         a trace's or snapshot's allocations through allocator\n"
-    "                                    policies (native, memtap, memtap-vmm, bump), simulated\n"
-    "  version                           print memtap's version\n"
-    "`memtap COMMAND --help` describes a command.\n";
+/* The commands: the usage below, `memtap --complete` (the shell completions) and the
+ * manual pages' names (tools/mkman.py) all come from this table and the commands' own
+ * usage texts. `about` lines after the first are continued under it. */
+static const struct command {
+	const char *name, *args, *about;
+	int (*fn)(int argc, char **argv);
+	const char *usage;
+	bool progress;
+	void (*help)(FILE *f); /* where the usage is made, not a text */
+} commands[] = {
+    {"run", "[options] -- COMMAND [ARGS]", "record the GPU memory of COMMAND and its children", cmd_run, run_usage,
+     false},
+    {"report", "TRACE... [--json]",
+     "the peak: what it was for and its stacks; growth per\niteration; live at exit; OOMs (several: one row per rank)",
+     cmd_report, report_usage, true},
+    {"diff", "A B [--json]", "what changed between two traces, per category and stack", cmd_diff, diff_usage, true},
+    {"export", "--format=F TRACE", "folded stacks, perfetto (Chrome JSON) or memviz (pickle)", cmd_export, export_usage,
+     true},
+    {"dump", "TRACE [--json]", "every recorded event, one per line", cmd_dump, dump_usage, false},
+    {"lua", "SCRIPT.lua TRACE... [-- ARGS]", "run a Lua script over traces (custom reports, CI checks)", cmd_lua,
+     lua_usage, false},
+    {"plan", "MODEL SETUP [--gpu-mem SIZE]",
+     "device memory per GPU of a training setup: ZeRO,\noffload, recomputation, TP/PP/SP; will it fit", cmd_plan, NULL,
+     false, plan_help},
+    {"replay", "INPUT [--policy=P]",
+     "a trace's or snapshot's allocations through allocator\npolicies (native, memtap, memtap-vmm, bump), simulated",
+     cmd_replay, replay_usage, false},
+    {"version", "", "print memtap's version", NULL, NULL, false},
+};
+enum { NCOMMANDS = sizeof commands / sizeof commands[0], ABOUT_COLUMN = 36 };
+
+static void usage(FILE *f)
+{
+	fputs("usage: memtap COMMAND [ARGS]\n", f);
+	for (size_t i = 0; i < NCOMMANDS; i++) {
+		const struct command *c = &commands[i];
+		int n = fprintf(f, "  %s %s", c->name, c->args);
+		for (const char *a = c->about, *nl; a; a = nl ? nl + 1 : NULL, n = 0) {
+			nl = strchr(a, '\n');
+			fprintf(f, "%*s%.*s\n", n < ABOUT_COLUMN ? ABOUT_COLUMN - n : 1, "",
+				nl ? (int)(nl - a) : (int)strlen(a), a);
+		}
+	}
+	fputs("`memtap COMMAND --help` describes a command.\n", f);
+}
+
+/* The options a usage text shows: the -x and --name words of its synopsis lines and of
+ * the lines that start with an option, in order, each once. */
+static void print_options(const char *text)
+{
+	char seen[4096] = "\n";
+	size_t used = 1;
+
+	for (const char *line = text; *line;) {
+		const char *end = strchr(line, '\n'), *p = line;
+		if (!end)
+			end = line + strlen(line);
+		while (p < end && *p == ' ')
+			p++;
+		bool synopsis = !strncmp(p, "usage:", 6) || !strncmp(p, "memtap ", 7) || *p == '[' || *p == '-';
+		for (; synopsis && p < end; p++) {
+			size_t n = 0;
+			if (*p != '-' || (p > line && (isalnum((unsigned char)p[-1]) || p[-1] == '-')))
+				continue;
+			if (p[1] == '-' && islower((unsigned char)p[2]))
+				for (n = 3; p + n < end && (islower((unsigned char)p[n]) ||
+							    isdigit((unsigned char)p[n]) || p[n] == '-');
+				     n++)
+					;
+			else if (isalpha((unsigned char)p[1]) && (p + 2 == end || !isalnum((unsigned char)p[2])))
+				n = 2;
+			if (!n)
+				continue;
+			char word[64];
+			snprintf(word, sizeof word, "\n%.*s\n", (int)n, p);
+			if (!strstr(seen, word) && used + n + 1 < sizeof seen) {
+				printf("%.*s\n", (int)n, p);
+				memcpy(seen + used, word + 1, n + 2);
+				used += n + 1;
+			}
+			p += n - 1;
+		}
+		line = *end ? end + 1 : end;
+	}
+}
+
+/* memtap --complete WHAT [COMMAND]: the words the shell completions offer (hidden). */
+static int complete(int argc, char **argv)
+{
+	const char *what = argc > 2 ? argv[2] : "";
+
+	if (!strcmp(what, "commands")) {
+		for (size_t i = 0; i < NCOMMANDS; i++) {
+			printf("%s\t", commands[i].name);
+			for (const char *a = commands[i].about; *a; a++)
+				putchar(*a == '\n' ? ' ' : *a);
+			putchar('\n');
+		}
+		return 0;
+	}
+	if (!strcmp(what, "options") && argc > 3) {
+		for (size_t i = 0; i < NCOMMANDS; i++)
+			if (!strcmp(commands[i].name, argv[3]) && (commands[i].usage || commands[i].help)) {
+				char *text = NULL;
+				size_t n = 0;
+				FILE *m = commands[i].usage ? NULL : open_memstream(&text, &n);
+				if (m) {
+					commands[i].help(m);
+					fclose(m);
+				}
+				print_options(commands[i].usage ? commands[i].usage : text ? text : "");
+				free(text);
+				puts("--help");
+			}
+		return 0;
+	}
+	if (!strcmp(what, "policies")) {
+		list_policies();
+		return 0;
+	}
+	if (!strcmp(what, "keys")) {
+#define OPT(key, type, dflt, help) puts(#key);
+#include "recorder/options.def"
+#undef OPT
+		return 0;
+	}
+	die(EXIT_USAGE, "--complete takes commands, options COMMAND, policies or keys");
+}
 
 void die(int status, const char *fmt, ...)
 {
@@ -39,32 +154,24 @@ void die(int status, const char *fmt, ...)
 int main(int argc, char **argv)
 {
 	if (argc < 2) {
-		fputs(usage, stderr);
+		usage(stderr);
 		return EXIT_USAGE;
 	}
-	if (strcmp(argv[1], "run") == 0)
-		return cmd_run(argc - 1, argv + 1);
-	if (strcmp(argv[1], "report") == 0)
-		return progress_start(), cmd_report(argc - 1, argv + 1);
-	if (strcmp(argv[1], "diff") == 0)
-		return progress_start(), cmd_diff(argc - 1, argv + 1);
-	if (strcmp(argv[1], "export") == 0)
-		return progress_start(), cmd_export(argc - 1, argv + 1);
-	if (strcmp(argv[1], "lua") == 0)
-		return cmd_lua(argc - 1, argv + 1);
-	if (strcmp(argv[1], "plan") == 0)
-		return cmd_plan(argc - 1, argv + 1);
-	if (strcmp(argv[1], "replay") == 0)
-		return cmd_replay(argc - 1, argv + 1);
-	if (strcmp(argv[1], "dump") == 0)
-		return cmd_dump(argc - 1, argv + 1);
+	for (size_t i = 0; i < NCOMMANDS; i++)
+		if (commands[i].fn && !strcmp(argv[1], commands[i].name)) {
+			if (commands[i].progress)
+				progress_start();
+			return commands[i].fn(argc - 1, argv + 1);
+		}
 	if (strcmp(argv[1], "version") == 0 || strcmp(argv[1], "--version") == 0) {
 		printf("memtap %s\n", PACKAGE_VERSION);
 		return 0;
 	}
 	if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0) {
-		fputs(usage, stdout);
+		usage(stdout);
 		return 0;
 	}
+	if (strcmp(argv[1], "--complete") == 0)
+		return complete(argc, argv);
 	die(EXIT_USAGE, "unknown command '%s' (see memtap --help)", argv[1]);
 }

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 
 #include "core/plan.h"
 #include "analyze/report.h"
@@ -14,66 +15,54 @@
 #include "core/units.h"
 
 static const char plan_usage[] =
-    "usage: memtap plan [MODEL] [SETUP] [--gpu-mem SIZE|GPU] [--json]\n"
+    "usage: memtap plan [--model config.json|DIR] [MODEL] [SETUP] [--deepspeed FILE] [--gpu-mem SIZE|GPU] [--json]\n"
     "       memtap plan TRACE [MODEL] [SETUP of the run] [--what-if SETUP] [--gpu-mem SIZE|GPU] [--json]\n"
-    "       memtap plan --estimator deepspeed-zero2|deepspeed-zero3|megatron [MODEL] [SETUP]\n"
+    "       memtap plan --estimator deepspeed-zero2|deepspeed-zero3|megatron [MODEL] [SETUP] [--json]\n"
     "Device memory per GPU of a training job, by component, at its peak. Counts take k, M, B, T\n"
     "(powers of 1000); sizes take GiB/GB (80GiB = 80 x 2^30 bytes, 80GB = 80 x 10^9).\n"
-    "MODEL, an architecture (GPT-style decoder, biases, learned positions):\n"
-    "  --layers N --hidden N --heads N --vocab N --seq N --micro-batch N\n"
-    "  --ffn N (default 4 x hidden)  --query-groups N (default heads)  --untied (output layer)\n"
-    "  --swiglu (gated MLP)  --rmsnorm\n"
-    "or parameter counts alone (model states only, no activations):\n"
-    "  --params N [--largest-layer N]\n"
-    "SETUP:\n"
-    "  --precision fp32|bf16|fp16   bf16/fp16 keep fp32 master weights (default bf16)\n"
-    "  --optimizer adam|adamw|adam8bit|sgd|none   sgd: with momentum (default adamw)\n"
-    "  --zero 0-3  --nodes N  --gpus-per-node N  --tp N  --pp N  --vpp N  --sp\n"
-    "  --micro-batches N   per step (gradient accumulation): fewer than pp leave stages idle\n"
-    "  --recompute none|selective|full   --offload-optimizer cpu|nvme  --offload-params cpu|nvme\n"
-    "  --overhead SIZE     framework memory per GPU (CUDA context, workspaces; default 0)\n"
-    "  --deepspeed FILE    the setup a DeepSpeed config describes (options given override it)\n"
+    "MODEL: a Hugging Face config.json (--model), an architecture (--layers N --hidden N --heads N\n"
+    "--vocab N and the options below: a GPT-style decoder with biases and learned positions\n"
+    "unless they say otherwise), or parameter counts alone (--params N [--largest-layer N]).\n"
+    "--seq N --micro-batch N add the activations; without them, model states only. Options\n"
+    "given override --model and --deepspeed. FRAMEWORK OVERHEAD (CUDA context, library\n"
+    "workspaces, the allocator's cache) is --overhead SIZE, or learned from a measured run.\n"
     "A MEASURED RUN: TRACE is a memtap trace of the job, described by the options before\n"
-    "--what-if; its composition at the peak calibrates the model, and the options after\n"
-    "--what-if change the setup it is projected to.\n"
-    "  --device N       the device whose peak to use (default: the highest peak)\n"
-    "OUTPUT:\n"
+    "--what-if; its composition at the peak calibrates the model (and what no component\n"
+    "holds becomes framework overhead), and the options after --what-if change the setup.\n";
+
+static const char plan_usage_own[] =
+    "  --model FILE|DIR    a Hugging Face config.json (or a folder with one): the architecture\n"
+    "  --deepspeed FILE    the setup a DeepSpeed config describes, read as DeepSpeed reads it\n"
+    "  --device N          the measured device whose peak to use (default: the highest peak)\n"
     "  --gpu-mem SIZE|GPU  whether it fits, the largest micro-batch and the fewest GPUs that do;\n"
     "                      GPU: a100-40gb a100-80gb h100 h200 v100-16gb v100-32gb l4 a10 l40s rtx4090\n"
-    "  --json           the same as JSON (docs/PLAN.md)\n"
+    "  --json              the same as JSON (docs/PLAN.md)\n"
     "  --estimator deepspeed-zero2|deepspeed-zero3   DeepSpeed's estimate_zero*_all_cold table\n"
     "  --estimator megatron   Megatron-LM's theoretical memory (--zero 1 = distributed optimizer)\n";
 
+/* The usage, the planner's options from their table, then the command's own */
+void plan_help(FILE *f)
+{
+	fputs(plan_usage, f);
+	fprintf(f, "OPTIONS (a memtap.plan{} table takes the same names with '_'):\n");
+	for (const struct mt_plan_option *o = mt_plan_options; o->name; o++) {
+		char name[48];
+		size_t i;
+		for (i = 0; o->name[i] && i < sizeof name - 1; i++)
+			name[i] = o->name[i] == '_' ? '-' : o->name[i];
+		name[i] = '\0';
+		fprintf(f, "  --%-18s %s\n", name, o->help);
+	}
+	fputs(plan_usage_own, f);
+}
+
 static uint64_t count(const char *opt, const char *text)
 {
-	char *end;
-	double v;
+	uint64_t v;
 
-	errno = 0;
-	v = strtod(text, &end);
-	switch (*end) {
-	case 'k':
-	case 'K':
-		v *= 1e3;
-		end++;
-		break;
-	case 'M':
-		v *= 1e6;
-		end++;
-		break;
-	case 'B':
-	case 'G':
-		v *= 1e9;
-		end++;
-		break;
-	case 'T':
-		v *= 1e12;
-		end++;
-		break;
-	}
-	if (errno || end == text || *end || !(v >= 0) || v > 1e18 || v != floor(v))
+	if (!mt_plan_parse_count(text, &v))
 		die(EXIT_USAGE, "%s takes a whole non-negative count, not '%s'", opt, text);
-	return (uint64_t)v;
+	return v;
 }
 
 static int pick(const char *opt, const char *text, const char *const *names)
@@ -113,32 +102,65 @@ static uint64_t gpu_mem(const char *text)
 struct plan_args {
 	struct mt_plan_config c; /* as given: mt_plan_check fills in the rest on a copy */
 	uint64_t mem, ds_dp;
-	bool json, gpus_given;
+	bool json, gpus_given, ds_activations; /* micro-batch or recomputation from --deepspeed only */
 	int estimator, device;
 	const char *trace;
 };
 
-/* A DeepSpeed config file onto c, or exit with why not; its notes go to stderr. */
-static void ds_config_read(const char *path, struct mt_plan_config *c, uint64_t *dp)
+/* A whole file, or exit with why not */
+static char *slurp(const char *path, size_t *len)
 {
-	struct ds_config ds;
 	FILE *f = fopen(path, "rb");
 	char *text = NULL;
-	size_t len = 0, cap = 0, n;
+	size_t cap = 0, n;
 
+	*len = 0;
 	if (!f)
 		die(EXIT_USAGE, "cannot read %s: %s", path, strerror(errno));
 	do {
-		if (len == cap && !(text = realloc(text, cap = cap ? 2 * cap : 65536)))
+		if (*len == cap && !(text = realloc(text, cap = cap ? 2 * cap : 65536)))
 			die(1, "out of memory reading %s", path);
-		len += n = fread(text + len, 1, cap - len, f);
+		*len += n = fread(text + *len, 1, cap - *len, f);
 	} while (n);
 	if (ferror(f))
 		die(EXIT_USAGE, "cannot read %s: %s", path, strerror(errno));
 	fclose(f);
-	if (ds_config_parse(path, text, len, c, &ds))
+	return text;
+}
+
+/* A Hugging Face config.json (or a folder holding one) onto c's model; dtype gets its
+ * torch_dtype ("" when none) */
+static void hf_config_read(const char *path, struct mt_plan_config *c, char *dtype, size_t n)
+{
+	struct hf_config hf;
+	struct stat st;
+	char file[4096];
+	size_t len;
+	char *text;
+
+	snprintf(file, sizeof file, "%s", path);
+	if (!stat(path, &st) && S_ISDIR(st.st_mode))
+		snprintf(file, sizeof file, "%s/config.json", path);
+	text = slurp(file, &len);
+	if (hf_config_parse(file, text, len, c, &hf))
+		die(EXIT_USAGE, "%s", hf.err);
+	free(text);
+	snprintf(dtype, n, "%s", hf.dtype);
+	fprintf(stderr, "memtap: %s: %s%s%s\n", file, hf.model_type, hf.note[0] ? ": " : "", hf.note);
+}
+
+/* A DeepSpeed config file onto c, or exit with why not; its notes go to stderr. */
+static void ds_config_read(const char *path, const struct ds_context *x, struct mt_plan_config *c, uint64_t *dp)
+{
+	struct ds_config ds;
+	size_t len;
+	char *text = slurp(path, &len);
+
+	if (ds_config_parse(path, text, len, x, c, &ds))
 		die(EXIT_USAGE, "%s", ds.err);
 	free(text);
+	if (ds.notes[0])
+		fprintf(stderr, "memtap: %s: read as DeepSpeed reads it: %s\n", path, ds.notes);
 	if (ds.ignored[0])
 		fprintf(stderr, "memtap: %s: ignoring keys that do not change the plan: %s\n", path, ds.ignored);
 	if (ds.unmodelled[0])
@@ -147,19 +169,15 @@ static void ds_config_read(const char *path, struct mt_plan_config *c, uint64_t 
 }
 
 /* The planner's options (core/plan_options.def) as --options, then the command's own. */
-enum { O_TABLE = 256, O_DS = 512, O_MEM, O_JSON, O_EST, O_DEVICE };
+enum { O_TABLE = 256, O_DS = 512, O_MEM, O_JSON, O_EST, O_DEVICE, O_MODEL };
 
 static const struct option *long_options(void)
 {
-	static struct option all[64];
-	static char dashed[64][32];
-	static const struct option own[] = {{"deepspeed", 1, 0, O_DS},
-					    {"gpu-mem", 1, 0, O_MEM},
-					    {"json", 0, 0, O_JSON},
-					    {"estimator", 1, 0, O_EST},
-					    {"device", 1, 0, O_DEVICE},
-					    {"help", 0, 0, 'h'},
-					    {0, 0, 0, 0}};
+	static struct option all[128];
+	static char dashed[128][32];
+	static const struct option own[] = {
+	    {"deepspeed", 1, 0, O_DS},	{"model", 1, 0, O_MODEL},   {"gpu-mem", 1, 0, O_MEM}, {"json", 0, 0, O_JSON},
+	    {"estimator", 1, 0, O_EST}, {"device", 1, 0, O_DEVICE}, {"help", 0, 0, 'h'},      {0, 0, 0, 0}};
 	size_t k = 0;
 
 	if (all[0].name)
@@ -173,20 +191,56 @@ static const struct option *long_options(void)
 	return all;
 }
 
-/* Parses options onto a; a DeepSpeed config first, so the options given override it. */
+/* Parses options onto a: the model's config.json first, then a DeepSpeed config (its
+ * "auto" values resolved from the options and the model), then the options given,
+ * which override both. */
 static void parse(int argc, char **argv, struct plan_args *a, bool what_if)
 {
 	const struct option *longopts = long_options();
-	struct mt_plan_config *c = &a->c;
-	char why[256], shown[64];
+	struct mt_plan_config *c = &a->c, cli = *c;
+	struct ds_context x = {0};
+	const char *model = NULL, *deepspeed = NULL;
+	char why[256], shown[64], dtype[32] = "";
 	uint64_t v;
 	int o;
 
 	opterr = 0;
 	optind = 0;
-	while ((o = getopt_long(argc, argv, ":h", longopts, NULL)) != -1)
+	while ((o = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
 		if (o == O_DS)
-			ds_config_read(optarg, c, &a->ds_dp);
+			deepspeed = optarg;
+		else if (o == O_MODEL)
+			model = optarg;
+		else if (o >= O_TABLE && o < O_DS) { /* what the command line says, for "auto" */
+			const struct mt_plan_option *p = &mt_plan_options[o - O_TABLE];
+			if (mt_plan_set(&cli, p, optarg ? optarg : "true", p->name, why, sizeof why))
+				continue; /* said in the second pass */
+			if (!strcmp(p->name, "precision")) {
+				x.precision_given = true;
+				x.precision = cli.precision == MT_FP32 ? 0 : strstr(optarg, "fp16") ? 2 : 1;
+			}
+			x.micro_batch_given |= !strcmp(p->name, "micro_batch");
+			x.recompute_given |= !strcmp(p->name, "recompute");
+			x.micro_batches_given |= !strcmp(p->name, "micro_batches");
+		}
+	}
+	if (model)
+		hf_config_read(model, c, dtype, sizeof dtype);
+	if (deepspeed) {
+		x.micro_batch = cli.micro_batch;
+		x.micro_batches = cli.micro_batches;
+		x.hidden = c->hidden ? c->hidden : cli.hidden;
+		if (dtype[0] && !x.precision_given) {
+			x.model_dtype = !strcmp(dtype, "bfloat16")  ? "the model's torch_dtype bfloat16"
+					: !strcmp(dtype, "float16") ? "the model's torch_dtype float16"
+					: !strcmp(dtype, "float32") ? "the model's torch_dtype float32"
+								    : NULL;
+			x.precision = !strcmp(dtype, "bfloat16") ? 1 : !strcmp(dtype, "float16") ? 2 : 0;
+		}
+		ds_config_read(deepspeed, &x, c, &a->ds_dp);
+		a->ds_activations = (c->micro_batch && !x.micro_batch_given) ||
+				    (c->recompute != MT_RECOMPUTE_NONE && !x.recompute_given);
+	}
 	optind = 0;
 	while ((o = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
 		if (o >= O_TABLE && o < O_DS) {
@@ -200,6 +254,7 @@ static void parse(int argc, char **argv, struct plan_args *a, bool what_if)
 		}
 		switch (o) {
 		case O_DS:
+		case O_MODEL:
 			break;
 		case O_MEM:
 			a->mem = gpu_mem(optarg);
@@ -216,7 +271,7 @@ static void parse(int argc, char **argv, struct plan_args *a, bool what_if)
 			a->device = (int)v;
 			break;
 		case 'h':
-			fputs(plan_usage, stdout);
+			plan_help(stdout);
 			exit(0);
 		case ':':
 			die(EXIT_USAGE, "%s needs a value (see memtap plan --help)", argv[optind - 1]);
@@ -236,17 +291,22 @@ static struct mt_plan_config checked(const struct plan_args *a)
 	struct mt_plan_config c = a->c;
 	const char *problem;
 
+	if (a->ds_activations && !c.layers) { /* --params: a config's micro-batch has no activations to size */
+		c.micro_batch = 0;
+		c.recompute = MT_RECOMPUTE_NONE;
+	}
 	if (a->ds_dp && !a->gpus_given) { /* the GPUs that train_batch_size implies */
 		c.nodes = 1;
-		c.gpus_per_node = a->ds_dp * (c.tp ? c.tp : 1) * (c.pp ? c.pp : 1);
+		c.gpus_per_node = a->ds_dp * (c.tp ? c.tp : 1) * (c.pp ? c.pp : 1) * (c.cp ? c.cp : 1);
 	}
 	if ((problem = mt_plan_check(&c)))
 		die(EXIT_USAGE, "%s", problem);
-	if (a->ds_dp && a->gpus_given && a->ds_dp != c.nodes * c.gpus_per_node / (c.tp * c.pp))
+	if (a->ds_dp && a->gpus_given && a->ds_dp != c.nodes * c.gpus_per_node / (c.tp * c.pp * c.cp))
 		fprintf(stderr,
 			"memtap: the DeepSpeed config's train_batch_size implies data-parallel size %llu; "
 			"planning for the %llu the options give\n",
-			(unsigned long long)a->ds_dp, (unsigned long long)(c.nodes * c.gpus_per_node / (c.tp * c.pp)));
+			(unsigned long long)a->ds_dp,
+			(unsigned long long)(c.nodes * c.gpus_per_node / (c.tp * c.pp * c.cp)));
 	return c;
 }
 
@@ -268,60 +328,96 @@ void plan_setup_from_text(const char *text, struct mt_plan_config *out)
 
 /* ---- estimators as their authors print them ---- */
 
-/* DeepSpeed's estimate_zero2/3_model_states_mem_needs_all_cold */
-static void deepspeed_table(int stage, const struct mt_plan_config *c)
+/* DeepSpeed's estimate_zero2/3_model_states_mem_needs_all_cold, as printed (or as JSON) */
+static void deepspeed_table(int stage, const struct mt_plan_config *c, bool json)
 {
-	double cpu, gpu, p = (double)c->params, l = (double)c->largest_layer;
+	double cpu, gpu, p = (double)c->params, l = (double)c->largest_layer, f = c->buffer_factor;
+	const char *sep = "";
 
-	printf("Estimated memory needed for params, optim states and gradients for a:\n"
-	       "HW: Setup with %llu node%s, %llu GPU%s per node.\n",
-	       (unsigned long long)c->nodes, c->nodes == 1 ? "" : "s", (unsigned long long)c->gpus_per_node,
-	       c->gpus_per_node == 1 ? "" : "s");
-	if (stage == 2) {
-		printf("SW: Model with %lluM total params.\n  per CPU  |  per GPU |   Options\n",
-		       (unsigned long long)(p / 1e6));
-		for (int offload = 1; offload >= 0; offload--) {
-			mt_plan_deepspeed_zero2(p, c->gpus_per_node, c->nodes, offload, 1.5, &cpu, &gpu);
-			printf(" %7.2fGB | %6.2fGB | offload_optimizer=%s\n", gib(cpu), gib(gpu),
-			       offload ? "cpu " : "none");
-		}
-		return;
+	if (stage == 3 && !c->largest_layer)
+		die(EXIT_USAGE,
+		    "DeepSpeed's estimate_zero3_model_states_mem_needs_all_cold needs the largest layer's parameters "
+		    "(it raises TypeError without largest_layer_params): give --largest-layer N or the architecture");
+	if (json) {
+		printf("{\"memtap_plan\": 1, \"estimator\": \"deepspeed-zero%d\", \"params\": %llu, ", stage,
+		       (unsigned long long)c->params);
+		if (stage == 3)
+			printf("\"largest_layer_params\": %llu, ", (unsigned long long)c->largest_layer);
+		printf("\"nodes\": %llu, \"gpus_per_node\": %llu, \"additional_buffer_factor\": %.17g, \"rows\": [",
+		       (unsigned long long)c->nodes, (unsigned long long)c->gpus_per_node, f);
+	} else {
+		printf("Estimated memory needed for params, optim states and gradients for a:\n"
+		       "HW: Setup with %llu node%s, %llu GPU%s per node.\n",
+		       (unsigned long long)c->nodes, c->nodes == 1 ? "" : "s", (unsigned long long)c->gpus_per_node,
+		       c->gpus_per_node == 1 ? "" : "s");
+		if (stage == 2)
+			printf("SW: Model with %lluM total params.\n", (unsigned long long)(p / 1e6));
+		else
+			printf("SW: Model with %lluM total params, %lluM largest layer params.\n",
+			       (unsigned long long)(p / 1e6), (unsigned long long)(l / 1e6));
+		printf("  per CPU  |  per GPU |   Options\n");
 	}
-	printf("SW: Model with %lluM total params, %lluM largest layer params.\n  per CPU  |  per GPU |   Options\n",
-	       (unsigned long long)(p / 1e6), (unsigned long long)(l / 1e6));
 	for (int offload = 1; offload >= 0; offload--)
-		for (int params = 1; params >= 0; params--) {
+		for (int params = stage == 3; params >= 0; params--) {
 			if (!offload && params)
 				continue;
-			for (int zero_init = 1; zero_init >= 0; zero_init--) {
-				mt_plan_deepspeed_zero3(p, l, c->gpus_per_node, c->nodes, offload, params, zero_init,
-							1.5, &cpu, &gpu);
-				printf(" %7.2fGB | %6.2fGB | offload_param=%s, offload_optimizer=%s, zero_init=%d\n",
-				       gib(cpu), gib(gpu), params ? "cpu " : "none", offload ? "cpu " : "none",
-				       zero_init);
+			for (int zero_init = stage == 3; zero_init >= 0; zero_init--) {
+				if (stage == 2)
+					mt_plan_deepspeed_zero2(p, c->gpus_per_node, c->nodes, offload, f, &cpu, &gpu);
+				else
+					mt_plan_deepspeed_zero3(p, l, c->gpus_per_node, c->nodes, offload, params,
+								zero_init, f, &cpu, &gpu);
+				if (json) {
+					printf("%s{\"cpu_bytes\": %.0f, \"gpu_bytes\": %.0f, \"offload_optimizer\": "
+					       "\"%s\"",
+					       sep, cpu, gpu, offload ? "cpu" : "none");
+					if (stage == 3)
+						printf(", \"offload_param\": \"%s\", \"zero_init\": %d",
+						       params ? "cpu" : "none", zero_init);
+					printf("}");
+					sep = ", ";
+				} else if (stage == 2) {
+					printf(" %7.2fGB | %6.2fGB | offload_optimizer=%s\n", gib(cpu), gib(gpu),
+					       offload ? "cpu " : "none");
+				} else {
+					printf(" %7.2fGB | %6.2fGB | offload_param=%s, offload_optimizer=%s, "
+					       "zero_init=%d\n",
+					       gib(cpu), gib(gpu), params ? "cpu " : "none", offload ? "cpu " : "none",
+					       zero_init);
+				}
 			}
 		}
+	if (json)
+		printf("]}\n");
 }
 
 /* Megatron-LM's report_theoretical_memory line, then what it assumed */
 static void megatron(const struct mt_plan_config *c, bool json)
 {
-	uint64_t vocab;
-	double w, act, mb = 1024.0 * 1024;
+	struct mt_megatron m;
+	double mb = 1024.0 * 1024;
 
 	if (!c->layers)
 		die(EXIT_USAGE, "the Megatron estimator needs the architecture (--layers ...)");
-	mt_plan_megatron(c, &vocab, &w, &act);
+	if (c->fsdp || c->lora_rank || c->precision == MT_AMP16)
+		die(EXIT_USAGE, "Megatron's estimator models neither FSDP, LoRA nor autocast; memtap plan without "
+				"--estimator does");
+	mt_plan_megatron(c, &m);
 	if (json) {
-		printf("{\"memtap_plan\": 1, \"estimator\": \"megatron\", \"padded_vocab\": %llu, "
-		       "\"weight_and_optimizer_bytes\": %.0f, \"activation_bytes\": %.0f}\n",
-		       (unsigned long long)vocab, w, act);
+		printf("{\"memtap_plan\": 1, \"estimator\": \"megatron\", \"padded_vocab\": %llu, \"ffn_hidden_size\": "
+		       "%llu, "
+		       "\"total_params\": %.0f, \"active_params\": %.0f, \"most_loaded_shard_params\": %.17g, "
+		       "\"weight_and_optimizer_bytes\": %.17g, \"activation_bytes\": %.17g}\n",
+		       (unsigned long long)m.padded_vocab, (unsigned long long)m.ffn, m.total_params, m.active_params,
+		       m.most_loaded, m.weights, m.activations);
 		return;
 	}
 	printf("Theoretical memory footprints: weight and optimizer=%.2f MB, activation=%.2f MB, total=%.2f MB\n",
-	       w / mb, act / mb, w / mb + act / mb);
-	printf("(Megatron-LM theoretical_memory_usage.py: MB = 2^20 bytes; padded vocabulary %llu; %s; %s)\n",
-	       (unsigned long long)vocab, c->zero ? "distributed optimizer" : "18 bytes per parameter",
+	       m.weights / mb, m.activations / mb, m.weights / mb + m.activations / mb);
+	printf("(Megatron-LM theoretical_memory_usage.py at %s: MB = 2^20 bytes; padded vocabulary %llu; ffn %llu; "
+	       "%s; %s)\n",
+	       MT_MEGATRON_COMMIT, (unsigned long long)m.padded_vocab, (unsigned long long)m.ffn,
+	       c->zero ? "distributed optimizer" : "18 bytes per parameter",
 	       c->sp && c->recompute == MT_RECOMPUTE_SELECTIVE ? "selective recomputation with SP"
 							       : "activations as without SP, plus 5%");
 }
@@ -349,7 +445,7 @@ static uint64_t largest_micro_batch(const struct mt_plan_config *c, const struct
 {
 	uint64_t lo = 0, hi = 65536;
 
-	if (!c->layers)
+	if (!c->layers || !c->seq) /* model states only: no micro-batch to size */
 		return 0;
 	while (lo < hi) {
 		uint64_t mid = (lo + hi + 1) / 2;
@@ -406,9 +502,9 @@ static void print_plan(const struct mt_plan_config *c, const struct mt_plan_scal
 		uint64_t b = largest_micro_batch(c, s, mem), g = fewest_gpus(c, s, mem);
 		printf("on a %.2f GiB GPU: %s (%.2f GiB %s)\n", gib(mem), p->total <= mem ? "fits" : "does not fit",
 		       gib(fabs(mem - p->total)), p->total <= mem ? "to spare" : "short");
-		if (c->layers && b)
+		if (c->layers && c->seq && b)
 			printf("  largest micro-batch that fits: %llu\n", (unsigned long long)b);
-		else if (c->layers)
+		else if (c->layers && c->seq)
 			printf("  no micro-batch fits\n");
 		if (g)
 			printf("  fewest GPUs that fit: %llu\n", (unsigned long long)g);
@@ -426,14 +522,34 @@ static void json_bytes(const char *name, const double *bytes, double framework, 
 	printf("\"framework\": %.0f, \"total\": %.0f},\n", framework, total);
 }
 
+/* Every option's value, as the planner used it: "setup": {"layers": 32, "precision": "bf16", ...} */
+static void print_setup_json(const struct mt_plan_config *c)
+{
+	const char *sep = "";
+	char text[64];
+
+	printf("  \"setup\": {");
+	for (const struct mt_plan_option *o = mt_plan_options; o->name; o++, sep = ", ") {
+		mt_plan_get(c, o, text, sizeof text);
+		if (o->kind == MT_PLAN_OPT_COUNT || o->kind == MT_PLAN_OPT_SIZE || o->kind == MT_PLAN_OPT_REAL ||
+		    o->kind == MT_PLAN_OPT_ZERO || o->kind == MT_PLAN_OPT_FLAG)
+			printf("%s\"%s\": %s", sep, o->name, text);
+		else
+			printf("%s\"%s\": \"%s\"", sep, o->name, text);
+	}
+	printf("},\n");
+}
+
 static void print_json(const struct mt_plan_config *c, const struct mt_plan_scale *s, const struct mt_plan *p,
 		       double mem)
 {
 	double table[4][3];
 
-	printf("  \"params\": %llu,\n  \"largest_layer_params\": %llu,\n  \"dp\": %llu,\n  \"moment\": \"%s\",\n",
-	       (unsigned long long)c->params, (unsigned long long)c->largest_layer, (unsigned long long)p->dp,
-	       p->moment);
+	printf("  \"params\": %llu,\n  \"largest_layer_params\": %llu,\n  \"trainable_params\": %llu,\n"
+	       "  \"expert_params\": %llu,\n  \"dp\": %llu,\n  \"moment\": \"%s\",\n",
+	       (unsigned long long)c->params, (unsigned long long)c->largest_layer, (unsigned long long)c->trainable,
+	       (unsigned long long)c->expert_params, (unsigned long long)p->dp, p->moment);
+	print_setup_json(c);
 	json_bytes("per_gpu_bytes", p->bytes, p->framework, p->total);
 	printf("  \"layer_activation_bytes\": %.0f,\n", c->layers ? mt_plan_layer_activations(c) : 0.0);
 	printf("  \"cpu_bytes_per_node\": %.0f,\n  \"nvme_bytes_per_node\": %.0f,\n  \"table\": [", p->cpu, p->nvme);
@@ -573,7 +689,7 @@ int cmd_plan(int argc, char **argv)
 		return 0;
 	}
 	if (target.estimator >= 0) {
-		deepspeed_table(target.estimator == 0 ? 2 : 3, &c);
+		deepspeed_table(target.estimator == 0 ? 2 : 3, &c, target.json);
 		return 0;
 	}
 	if (run.trace) {

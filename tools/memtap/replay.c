@@ -10,7 +10,7 @@
 #include "cli.h"
 #include "core/units.h"
 
-static const char usage[] =
+const char replay_usage[] =
     "usage: memtap replay INPUT [--policy=P[,P...]] [--conf=K:V,...] [--capacity=SIZE]\n"
     "                     [--find-min-capacity] [--device=N] [--json]\n"
     "Replays the allocations and frees of INPUT (a memtap trace, a PyTorch memory snapshot or\n"
@@ -148,10 +148,10 @@ int cmd_replay(int argc, char **argv)
 			json = true;
 			break;
 		case 'h':
-			fputs(usage, stdout);
+			fputs(replay_usage, stdout);
 			return 0;
 		default:
-			fputs(usage, stderr);
+			fputs(replay_usage, stderr);
 			return EXIT_USAGE;
 		}
 	}

@@ -13,16 +13,21 @@
 #include "cli.h"
 #include "core/units.h"
 
-static const char report_usage[] =
-    "usage: memtap report TRACE [--json | --html FILE] [--top N] [--iteration NAME] [--leak-iterations K]\n"
-    "                    [--plan 'SETUP']\n"
+const char report_usage[] =
+    "usage: memtap report TRACE [--json | --html FILE] [--top N] [--frames=all] [--iteration NAME]\n"
+    "                    [--leak-iterations K] [--plan 'SETUP']\n"
     "       memtap report TRACE TRACE... | DIRECTORY [--json]   one row per rank, and the imbalance\n"
     "Per device: the peak of allocated device memory and when it happened, the stacks live at\n"
-    "the peak; what was live at exit, grouped by stack; out-of-memory events with their stacks.\n"
+    "the peak; what was live at exit, grouped by where in the code (the first frame of the\n"
+    "user's own code); out-of-memory events with their stacks. A stack reads as PyTorch's\n"
+    "viewer shows it, less the plumbing: the Python frames first (innermost first, with\n"
+    "file:line), then the operation; the recorder's, allocator's, dispatcher's and\n"
+    "interpreter's frames are left out and long C++ names shortened.\n"
     "  --json    the stable JSON form (docs/REPORT.md)\n"
     "  --html FILE  one self-contained page: composition over time, the peak, top stacks,\n"
     "               leaks, OOMs and a map of the segments (opens offline in any browser)\n"
     "  --top N   stacks shown per list (default 10)\n"
+    "  --frames=all  every frame of every stack, names in full, each stack of a group\n"
     "  --iteration NAME        iteration boundaries: memtap_mark NAME or NVTX range NAME (default:\n"
     "                          every memtap_mark, else the range repeating at the top of a thread)\n"
     "  --leak-iterations K     a leak grows at K boundaries in a row (default 3)\n"
@@ -30,11 +35,10 @@ static const char report_usage[] =
     "                          options; the composition at the peak calibrates it (docs/PLAN.md)\n"
     "Exit status: 0, or 3 when the trace was cut short or damaged (what it held is reported).\n";
 
-static const char dump_usage[] =
-    "usage: memtap dump TRACE [--json]\n"
-    "Every event in time order: time (ns since start), thread, kind, device, address, size,\n"
-    "aux, aux2, stack, phase, tag, error. --json writes one JSON object per line, with the\n"
-    "function names of the event's stack.\n";
+const char dump_usage[] = "usage: memtap dump TRACE [--json]\n"
+			  "Every event in time order: time (ns since start), thread, kind, device, address, size,\n"
+			  "aux, aux2, stack, phase, tag, error. --json writes one JSON object per line, with the\n"
+			  "function names of the event's stack.\n";
 
 bool read_trace(const char *path, struct mt_trace *t)
 {
@@ -50,6 +54,7 @@ bool read_trace(const char *path, struct mt_trace *t)
 
 static struct mt_report_options ropt;
 static const char *html_path, *plan_setup;
+static bool all_frames;
 
 static int parse_common(int argc, char **argv, const char *usage, bool *json, size_t *top)
 {
@@ -60,6 +65,7 @@ static int parse_common(int argc, char **argv, const char *usage, bool *json, si
 						 {"leak-iterations", 1, 0, 'k'},
 						 {"html", 1, 0, 'H'},
 						 {"plan", 1, 0, 'P'},
+						 {"frames", 1, 0, 'F'},
 						 {0, 0, 0, 0}};
 	int c;
 	char *end;
@@ -82,6 +88,11 @@ static int parse_common(int argc, char **argv, const char *usage, bool *json, si
 			break;
 		case 'P':
 			plan_setup = optarg;
+			break;
+		case 'F':
+			if (strcmp(optarg, "all") && strcmp(optarg, "view"))
+				die(EXIT_USAGE, "--frames is all or view, not '%s'", optarg);
+			all_frames = !strcmp(optarg, "all");
 			break;
 		case 'k':
 			ropt.leak_iterations = (unsigned)strtoul(optarg, &end, 10);
@@ -282,6 +293,7 @@ int cmd_report(int argc, char **argv)
 	if (mt_report_build(&r, &t, &ropt))
 		die(1, "out of memory while reading %s", argv[i]);
 	r.plan = plan_setup ? &plan : NULL;
+	r.all_frames = all_frames;
 	sym = mt_symbols_open(&t);
 	status = t.problem[0] ? EXIT_DAMAGED : 0;
 	if (html_path) {

@@ -2,6 +2,7 @@
  * injection, pass its exit status through, and say in three lines what happened:
  * the peak, where the trace is, and whether events were dropped. Children that exec
  * inherit the environment and record into their own files. */
+#include <dirent.h>
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -26,7 +27,7 @@
 #define MT_PKGLIBDIR "/usr/local/lib/memtap"
 #endif
 
-static const char run_usage[] =
+const char run_usage[] =
     "usage: memtap run [options] -- COMMAND [ARGS]\n"
     "Runs COMMAND with memtap recording every device allocation and free, with stacks\n"
     "and NVTX phases, into a trace file; then prints the peak and where the trace is.\n"
@@ -80,12 +81,41 @@ static const char *find_library(const char *dir, const char *name, char *buf, si
 	return buf;
 }
 
+/* The folders bundled policies are found in, first match wins. */
+static void policy_dirs(const char *dirs[3])
+{
+	dirs[0] = getenv("MEMTAP_LUA_DIR");
+	dirs[1] = MT_SRCDIR "/lua";
+	dirs[2] = MT_PKGDATADIR "/lua";
+}
+
+void list_policies(void)
+{
+	const char *dirs[3];
+
+	policy_dirs(dirs);
+	for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
+		struct dirent *e;
+		DIR *d;
+
+		if (!dirs[i] || !*dirs[i] || !(d = opendir(dirs[i])))
+			continue;
+		while ((e = readdir(d))) {
+			size_t n = strlen(e->d_name);
+			if (n > 4 && e->d_name[0] != '.' && !strcmp(e->d_name + n - 4, ".lua"))
+				printf("%.*s\n", (int)(n - 4), e->d_name);
+		}
+		closedir(d);
+	}
+}
+
 /* A policy named on the command line: a file, or one of the bundled policies by name. */
 static void find_policy(const char *name, char *out, size_t len)
 {
-	const char *dirs[] = {getenv("MEMTAP_LUA_DIR"), MT_SRCDIR "/lua", MT_PKGDATADIR "/lua"};
+	const char *dirs[3];
 	char path[PATH_MAX];
 
+	policy_dirs(dirs);
 	if (strchr(name, '/') || access(name, F_OK) == 0) {
 		if (!realpath(name, out))
 			die(EXIT_USAGE, "cannot read policy %s: %s", name, strerror(errno));

@@ -1,0 +1,184 @@
+"""memtap plan --model: Hugging Face config.json files (the fields their published
+config.json files give, written here) counted to the published parameter counts of the
+real models, exactly; fields memtap does not model refused by name."""
+import json
+import os
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.join(os.environ["MT_SRCDIR"], "tests"))
+from tap import done, ok, scratch  # noqa: E402
+
+MEMTAP = os.path.join(os.environ["MT_BUILDDIR"], "tools/memtap/memtap")
+TMP = scratch("plan-models")
+
+
+def llama(**fields):
+    return dict({"model_type": "llama", "hidden_act": "silu", "rms_norm_eps": 1e-5, "tie_word_embeddings": False,
+                 "attention_bias": False, "max_position_embeddings": 4096, "torch_dtype": "bfloat16"}, **fields)
+
+
+# (model, config.json fields, parameters). The counts are the models' safetensors totals
+# (the Hugging Face hub's "Model size", printed exactly by PEFT's print_trainable_parameters
+# and in the model cards named); see docs/PLAN.md.
+MODELS = [
+    ("Llama-2-7B", llama(vocab_size=32000, hidden_size=4096, num_hidden_layers=32, num_attention_heads=32,
+                         num_key_value_heads=32, intermediate_size=11008, torch_dtype="float16"), 6738415616),
+    ("Llama-3.1-8B", llama(vocab_size=128256, hidden_size=4096, num_hidden_layers=32, num_attention_heads=32,
+                           num_key_value_heads=8, intermediate_size=14336, max_position_embeddings=131072),
+     8030261248),
+    ("Mistral-7B-v0.1", llama(model_type="mistral", vocab_size=32000, hidden_size=4096, num_hidden_layers=32,
+                              num_attention_heads=32, num_key_value_heads=8, intermediate_size=14336,
+                              sliding_window=4096), 7241732096),
+    ("Qwen2-7B", llama(model_type="qwen2", vocab_size=152064, hidden_size=3584, num_hidden_layers=28,
+                       num_attention_heads=28, num_key_value_heads=4, intermediate_size=18944), 7615616512),
+    ("Qwen2-0.5B (tied)", llama(model_type="qwen2", vocab_size=151936, hidden_size=896, num_hidden_layers=24,
+                                num_attention_heads=14, num_key_value_heads=2, intermediate_size=4864,
+                                tie_word_embeddings=True), 494032768),
+    ("Gemma-7B (head_dim 256, tied by default)",
+     {"model_type": "gemma", "vocab_size": 256000, "hidden_size": 3072, "num_hidden_layers": 28,
+      "num_attention_heads": 16, "num_key_value_heads": 16, "head_dim": 256, "intermediate_size": 24576,
+      "hidden_act": "gelu"}, 8537680896),
+    ("Gemma-2B (MQA)", {"model_type": "gemma", "vocab_size": 256000, "hidden_size": 2048, "num_hidden_layers": 18,
+                        "num_attention_heads": 8, "num_key_value_heads": 1, "head_dim": 256,
+                        "intermediate_size": 16384}, 2506172416),
+    ("Llama-3.2-1B (tied, head_dim)", llama(vocab_size=128256, hidden_size=2048, num_hidden_layers=16,
+                                            num_attention_heads=32, num_key_value_heads=8, head_dim=64,
+                                            intermediate_size=8192, tie_word_embeddings=True,
+                                            rope_scaling={"factor": 32.0, "rope_type": "llama3"}), 1235814400),
+    ("Phi-3-mini-4k", llama(model_type="phi3", vocab_size=32064, hidden_size=3072, num_hidden_layers=32,
+                            num_attention_heads=32, num_key_value_heads=32, intermediate_size=8192,
+                            sliding_window=2047), 3821079552),
+    ("TinyLlama-1.1B", llama(vocab_size=32000, hidden_size=2048, num_hidden_layers=22, num_attention_heads=32,
+                             num_key_value_heads=4, intermediate_size=5632), 1100048384),
+    ("GPT-2", {"model_type": "gpt2", "vocab_size": 50257, "n_positions": 1024, "n_embd": 768, "n_layer": 12,
+               "n_head": 12, "n_inner": None}, 124439808),
+    ("GPT-2 XL", {"model_type": "gpt2", "vocab_size": 50257, "n_positions": 1024, "n_embd": 1600, "n_layer": 48,
+                  "n_head": 25}, 1557611200),
+    ("GPT-NeoX-20B", {"model_type": "gpt_neox", "vocab_size": 50432, "hidden_size": 6144, "num_hidden_layers": 44,
+                      "num_attention_heads": 64, "intermediate_size": 24576, "rotary_pct": 0.25,
+                      "tie_word_embeddings": False}, 20554567680),
+    ("Pythia-1.4B", {"model_type": "gpt_neox", "vocab_size": 50304, "hidden_size": 2048, "num_hidden_layers": 24,
+                     "num_attention_heads": 16, "intermediate_size": 8192, "rotary_pct": 0.25}, 1414647808),
+    ("OPT-1.3B", {"model_type": "opt", "vocab_size": 50272, "hidden_size": 2048, "num_hidden_layers": 24,
+                  "num_attention_heads": 32, "ffn_dim": 8192, "max_position_embeddings": 2048,
+                  "word_embed_proj_dim": 2048, "do_layer_norm_before": True}, 1315758080),
+    ("BERT-base-uncased (BertModel)", {"model_type": "bert", "vocab_size": 30522, "hidden_size": 768,
+                                       "num_hidden_layers": 12, "num_attention_heads": 12, "intermediate_size": 3072,
+                                       "max_position_embeddings": 512, "type_vocab_size": 2}, 109482240),
+    ("BERT-large-uncased (BertModel)", {"model_type": "bert", "vocab_size": 30522, "hidden_size": 1024,
+                                        "num_hidden_layers": 24, "num_attention_heads": 16, "intermediate_size": 4096,
+                                        "max_position_embeddings": 512, "type_vocab_size": 2}, 335141888),
+    ("Mixtral-8x7B", llama(model_type="mixtral", vocab_size=32000, hidden_size=4096, num_hidden_layers=32,
+                           num_attention_heads=32, num_key_value_heads=8, intermediate_size=14336,
+                           num_local_experts=8, num_experts_per_tok=2), 46702792704),
+    ("Qwen1.5-MoE-A2.7B (shared expert with its gate)",
+     {"model_type": "qwen2_moe", "vocab_size": 151936, "hidden_size": 2048, "num_hidden_layers": 24,
+      "num_attention_heads": 16, "num_key_value_heads": 16, "intermediate_size": 5632, "moe_intermediate_size": 1408,
+      "shared_expert_intermediate_size": 5632, "num_experts": 60, "num_experts_per_tok": 4, "decoder_sparse_step": 1,
+      "mlp_only_layers": [], "tie_word_embeddings": False}, 14315784192),
+    ("DeepSeek-V2-Lite (MLA, shared experts, a dense first layer)",
+     {"model_type": "deepseek_v2", "vocab_size": 102400, "hidden_size": 2048, "num_hidden_layers": 27,
+      "num_attention_heads": 16, "num_key_value_heads": 16, "intermediate_size": 10944, "moe_intermediate_size": 1408,
+      "n_routed_experts": 64, "n_shared_experts": 2, "num_experts_per_tok": 6, "first_k_dense_replace": 1,
+      "moe_layer_freq": 1, "q_lora_rank": None, "kv_lora_rank": 512, "qk_nope_head_dim": 128,
+      "qk_rope_head_dim": 64, "v_head_dim": 128, "tie_word_embeddings": False}, 15706484224),
+]
+
+
+def write(name, fields, text=None):
+    path = os.path.join(TMP, name)
+    with open(path, "w") as f:
+        f.write(text if text is not None else json.dumps(fields, indent=2))
+    return path
+
+
+def plan(*args):
+    return subprocess.run([MEMTAP, "plan", *map(str, args)], capture_output=True, text=True)
+
+
+bad = []
+for i, (name, fields, want) in enumerate(MODELS):
+    p = plan("--model", write("m%d.json" % i, fields), "--json")
+    got = json.loads(p.stdout)["params"] if p.returncode == 0 else p.stderr.strip()
+    if got != want:
+        bad.append("%s: %s, published %d" % (name, got, want))
+ok(not bad, "--model counts %d published models' parameters exactly (Llama/Mistral/Qwen2/Gemma, GPT-2, "
+   "GPT-NeoX/Pythia, OPT, BERT, Mixtral, Qwen-MoE, DeepSeek-V2 MLA)" % len(MODELS), "\n".join(bad))
+
+# a directory holding config.json; the architecture it gives, with the options' setup
+d = os.path.join(TMP, "Llama-2-7b-hf")
+os.mkdir(d)
+write("Llama-2-7b-hf/config.json", MODELS[0][1])
+p = plan("--model", d, "--seq", 4096, "--micro-batch", 1, "--zero", 3, "--gpus-per-node", 8, "--json")
+got = json.loads(p.stdout) if p.returncode == 0 else {}
+s = got.get("setup", {})
+ok(got.get("params") == 6738415616 and s.get("query_groups") == 32 and s.get("ffn") == 11008 and s.get("rope") and
+   s.get("rmsnorm") and s.get("swiglu") and s.get("untied") and s.get("bias") == "none" and
+   got["largest_layer_params"] == 32000 * 4096 and got["per_gpu_bytes"]["activations"] > 0,
+   "--model DIR reads DIR/config.json: RoPE, RMSNorm, SwiGLU, no biases, untied; the largest module is the "
+   "embedding (131,072,000, DeepSpeed's _all_live)", p.stdout + p.stderr)
+p2 = plan("--model", d, "--seq", 4096, "--micro-batch", 1, "--zero", 3, "--gpus-per-node", 8, "--layers", 16,
+          "--json")
+ok(p2.returncode == 0 and json.loads(p2.stdout)["setup"]["layers"] == 16, "options given override --model",
+   p2.stderr)
+p = plan("--model", d)
+ok(p.returncode == 0 and "model states only" in p.stdout, "--model alone: model states only, said", p.stdout)
+
+# MoE: expert parameters and their sharding over expert parallelism
+mix = write("mixtral.json", [m for m in MODELS if m[0] == "Mixtral-8x7B"][0][1])
+one = json.loads(plan("--model", mix, "--seq", 4096, "--micro-batch", 1, "--gpus-per-node", 8, "--zero", 1,
+                      "--json").stdout)
+ep = json.loads(plan("--model", mix, "--seq", 4096, "--micro-batch", 1, "--gpus-per-node", 8, "--zero", 1,
+                     "--ep", 8, "--json").stdout)
+ok(one["expert_params"] == 32 * 8 * 3 * 4096 * 14336 and
+   ep["per_gpu_bytes"]["params"] < one["per_gpu_bytes"]["params"] / 4,
+   "--model mixtral: 45.1B expert parameters; --ep 8 holds one expert per layer per GPU",
+   (one["expert_params"], one["per_gpu_bytes"], ep["per_gpu_bytes"]))
+
+# what transformers does not build, or memtap does not count, named in a note
+V3 = {"model_type": "deepseek_v3", "vocab_size": 129280, "hidden_size": 7168, "num_hidden_layers": 61,
+      "num_attention_heads": 128, "num_key_value_heads": 128, "intermediate_size": 18432,
+      "moe_intermediate_size": 2048, "n_routed_experts": 256, "n_shared_experts": 1, "num_experts_per_tok": 8,
+      "first_k_dense_replace": 3, "moe_layer_freq": 1, "q_lora_rank": 1536, "kv_lora_rank": 512,
+      "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128, "tie_word_embeddings": False,
+      "topk_method": "noaux_tc", "num_nextn_predict_layers": 1}
+p = plan("--model", write("v3.json", V3), "--json")
+ok(p.returncode == 0 and json.loads(p.stdout)["params"] == 671026404352 and
+   "e_score_correction_bias" in p.stderr and "num_nextn_predict_layers" in p.stderr,
+   "--model deepseek_v3: 671,026,404,352 (the card's 671B without the MTP module), the router's correction "
+   "bias and the MTP layers named as not counted", p.stderr)
+
+# refused by name
+REFUSED = [
+    (llama(vocab_size=32000, hidden_size=4096, num_hidden_layers=32, num_attention_heads=32,
+           intermediate_size=11008, attention_bias=True), "attention_bias: true is not modelled"),
+    (llama(vocab_size=32000, hidden_size=4096, num_hidden_layers=32, num_attention_heads=32,
+           intermediate_size=11008, mlp_bias=True), "mlp_bias: true is not modelled"),
+    ({"model_type": "t5", "d_model": 512}, "model_type 't5' is not modelled"),
+    ({"model_type": "opt", "vocab_size": 50272, "hidden_size": 1024, "num_hidden_layers": 24,
+      "num_attention_heads": 16, "ffn_dim": 4096, "max_position_embeddings": 2048, "word_embed_proj_dim": 512,
+      "do_layer_norm_before": False}, "word_embed_proj_dim 512 differs from hidden_size 1024"),
+    ({"model_type": "bert", "vocab_size": 30522, "hidden_size": 768, "num_hidden_layers": 12,
+      "num_attention_heads": 12, "intermediate_size": 3072, "max_position_embeddings": 512,
+      "position_embedding_type": "relative_key"}, "position_embedding_type 'relative_key' is not modelled"),
+    (llama(hidden_size=4096, num_hidden_layers=32, num_attention_heads=32, intermediate_size=11008),
+     "has no vocab_size"),
+    ({"hidden_size": 4096}, "a Hugging Face config.json is an object with a model_type"),
+]
+bad = []
+for i, (fields, says) in enumerate(REFUSED):
+    p = plan("--model", write("r%d.json" % i, fields))
+    if p.returncode != 2 or says not in p.stderr or len(p.stderr.splitlines()) != 1:
+        bad.append("%s: %d %s" % (says, p.returncode, p.stderr))
+p = plan("--model", write("broken.json", None, '{"model_type": "llama",\n  "hidden_size": }'))
+if p.returncode != 2 or "broken.json:2:" not in p.stderr:
+    bad.append("broken: %d %s" % (p.returncode, p.stderr))
+p = plan("--model", os.path.join(TMP, "nothing-here"))
+if p.returncode != 2 or "nothing-here" not in p.stderr:
+    bad.append("missing: %d %s" % (p.returncode, p.stderr))
+ok(not bad, "--model refuses, in one line naming the field, what it does not model (attention_bias, mlp_bias, "
+   "an unknown model_type, OPT's projections, relative positions), a missing field, broken JSON, a missing file",
+   "\n".join(bad))
+
+done()

@@ -1,0 +1,144 @@
+"""memtap plan's training modes, each against the bytes its framework keeps (the sources
+are named in docs/PLAN.md): gradient accumulation, PyTorch AMP, ZeRO-Offload's gradients,
+FSDP2, LoRA and QLoRA, fp8, torchtitan's op-level checkpointing, the optimizers' states;
+and the DeepSpeed estimators' options."""
+import json
+import os
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.join(os.environ["MT_SRCDIR"], "tests"))
+from tap import done, ok, scratch  # noqa: E402
+
+MEMTAP = os.path.join(os.environ["MT_BUILDDIR"], "tools/memtap/memtap")
+TMP = scratch("plan-modes")
+
+
+def model(name, fields):
+    path = os.path.join(TMP, name + ".json")
+    with open(path, "w") as f:
+        json.dump(fields, f)
+    return path
+
+
+LLAMA2 = model("llama2-7b", {"model_type": "llama", "vocab_size": 32000, "hidden_size": 4096, "num_hidden_layers": 32,
+                             "num_attention_heads": 32, "num_key_value_heads": 32, "intermediate_size": 11008,
+                             "tie_word_embeddings": False})
+LLAMA3 = model("llama31-8b", {"model_type": "llama", "vocab_size": 128256, "hidden_size": 4096,
+                              "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
+                              "intermediate_size": 14336, "tie_word_embeddings": False})
+BERT = model("bert-large", {"model_type": "bert", "vocab_size": 30522, "hidden_size": 1024, "num_hidden_layers": 24,
+                            "num_attention_heads": 16, "intermediate_size": 4096, "max_position_embeddings": 512,
+                            "type_vocab_size": 2})
+P7 = 6738415616  # Llama-2-7B
+VH = 32000 * 4096  # its embedding, and its output layer
+
+
+def plan(*args):
+    p = subprocess.run([MEMTAP, "plan", *map(str, args), "--json"], capture_output=True, text=True)
+    if p.returncode != 0:
+        raise RuntimeError(p.stderr)
+    return json.loads(p.stdout)
+
+
+def per_gpu(*args):
+    return plan(*args)["per_gpu_bytes"]
+
+
+# optimizer state per parameter (fp32 training, model states only, at the optimizer step)
+adafactor = 4 * (32 * (4 * (4096 + 4096) + 3 * (4096 + 11008)) + 2 * (32000 + 4096) + 65 * 4096)
+WANT = {"adam": 8 * P7, "adam8bit": 2 * (1 + 4 / 256) * P7, "lion": 4 * P7, "sgd": 4 * P7, "adafactor": adafactor,
+        "none": 0}
+got = {o: per_gpu("--model", LLAMA2, "--precision", "fp32", "--optimizer", o)["optimizer"] for o in WANT}
+ok(got == WANT, "optimizer states: Adam 8 bytes/param, bitsandbytes 8-bit Adam 2 + an fp32 absmax per 256, Lion "
+   "and SGD 4, Adafactor a row and a column per matrix and every vector (11.3 MB for Llama-2-7B)", (got, WANT))
+
+# gradient accumulation: every gradient lives through the micro-batches
+P_BERT = 335141888 + 1024 * 2 + 2  # BertModel and a two-label classifier
+ga = per_gpu("--model", BERT, "--classifier", 2, "--seq", 512, "--micro-batch", 4, "--micro-batches", 4,
+             "--precision", "fp32")
+one = per_gpu("--model", BERT, "--classifier", 2, "--seq", 512, "--micro-batch", 4, "--precision", "fp32")
+ok(ga["grads"] == 4 * P_BERT and one["grads"] < P_BERT and ga["total"] - one["total"] > 3 * P_BERT,
+   "gradient accumulation: all of BERT-large's fp32 gradients live while a micro-batch's activations do "
+   "(none yet without it at that moment)", (ga, one))
+
+# PyTorch AMP: fp32 weights, gradients and Adam (no master copy), plus autocast's 16-bit
+# copy of every weight a matrix multiply used, alive until that layer's backward
+layer = 4 * (1024 * 1024 + 1024) + 2 * 1024 + (1024 * 4096 + 4096) + (4096 * 1024 + 1024) + 2 * 1024
+fp32 = per_gpu("--model", BERT, "--classifier", 2, "--seq", 512, "--micro-batch", 4, "--precision", "fp32")
+amp = per_gpu("--model", BERT, "--classifier", 2, "--seq", 512, "--micro-batch", 4, "--precision", "amp-fp16")
+ok(fp32["params"] == 4 * P_BERT and amp["params"] == 4 * P_BERT + 2 * 24 * layer and
+   amp["optimizer"] == 8 * P_BERT and amp["activations"] < fp32["activations"],
+   "PyTorch AMP: fp32 weights and Adam without a master copy, autocast's fp16 copy of the 24 layers' weights, "
+   "smaller activations", (fp32, amp))
+mixed = per_gpu("--model", BERT, "--classifier", 2, "--seq", 512, "--micro-batch", 4, "--precision", "fp16")
+ok(mixed["params"] == 2 * P_BERT and mixed["optimizer"] == 12 * P_BERT,
+   "DeepSpeed/Megatron mixed precision differs: fp16 weights, fp32 master copy with Adam (12 bytes/param)", mixed)
+
+# ZeRO-Offload (DeepSpeed's ZeRO-Offload tutorial: a 10B GPT-2 on one 32 GB V100): the
+# optimizer and the fp32 gradients on the host, the GPU keeping the 16-bit weights and its
+# reduce bucket
+GPT10B = ["--layers", 50, "--hidden", 4096, "--heads", 32, "--vocab", 50257, "--seq", 1024, "--micro-batch", 10,
+          "--recompute", "full", "--precision", "fp16", "--zero", 2, "--offload-optimizer", "cpu"]
+off = plan(*GPT10B, "--gpu-mem", "v100-32gb")
+P10 = off["params"]
+ok(off["fits"] and off["per_gpu_bytes"]["params"] == 2 * P10 and off["per_gpu_bytes"]["optimizer"] == 0 and
+   off["per_gpu_bytes"]["grads"] <= 2 * 2 * 5e8 and off["cpu_bytes_per_node"] == 16 * P10,
+   "ZeRO-Offload: the tutorial's 10B GPT-2 fits one 32 GB V100; fp32 master, Adam and gradients (16 bytes/param) "
+   "on the host, at most the reduce bucket of gradients on the GPU", off)
+
+# FSDP2 (fully_shard per block, bf16 compute, fp32 sharded states): the fp32 shard of
+# the weights, gradients and Adam over 8, two blocks gathered (this and the prefetched),
+# the root's embedding and output layer gathered, a block's unsharded gradient and its
+# fp32 reduce-scatter input
+fs = per_gpu("--model", LLAMA2, "--fsdp", "--gpus-per-node", 8)
+lp = (P7 - 2 * VH - 4096) // 32
+ok(fs["params"] == 4 * P7 / 8 and fs["optimizer"] == 8 * P7 / 8 and fs["grads"] == 4 * P7 / 8 and
+   fs["temporaries"] == 2 * 2 * lp + 2 * 2 * VH + 2 * VH + (2 + 4) * lp,
+   "FSDP2: fp32 shards over 8 GPUs, two blocks and the root gathered in bf16", fs)
+
+# LoRA and QLoRA (LitGPT's Llama-2-7B, r 8 on q and v: 4,194,304 trainable)
+lora = plan("--model", LLAMA2, "--precision", "bf16-pure", "--lora-rank", 8, "--lora-modules", "qv")
+q = plan("--model", LLAMA2, "--precision", "bf16-pure", "--lora-rank", 8, "--lora-modules", "qv", "--quantize", "nf4")
+base = P7 + 4194304
+ok(lora["trainable_params"] == 4194304 and lora["per_gpu_bytes"]["params"] == 2 * base and
+   lora["per_gpu_bytes"]["optimizer"] == 2 * 2 * 4194304 and
+   abs(q["per_gpu_bytes"]["params"] - (2 * 4194304 + (P7 - 2 * VH) * (0.5 + 4 / 64) + 2 * 2 * VH)) < 1,
+   "LoRA: 4,194,304 adapters trained on a frozen 16-bit base; QLoRA: the blocks' weights in nf4 (4 bits and an "
+   "fp32 absmax per 64), the embedding and output layer kept 16-bit", (lora, q))
+zero2 = per_gpu("--model", LLAMA2, "--precision", "bf16-pure", "--lora-rank", 8, "--zero", 2, "--gpus-per-node", 8)
+ok(zero2["params"] >= 2 * P7, "ZeRO-1/2 do not shard a frozen base", zero2)
+
+# fp8 (TransformerEngine, torchao): the blocks' linear weights cached in fp8 for the step,
+# the linear layers' saved inputs in fp8
+fp8 = plan("--model", LLAMA2, "--seq", 4096, "--micro-batch", 1, "--fp8")
+bf = plan("--model", LLAMA2, "--seq", 4096, "--micro-batch", 1)
+extra = fp8["per_gpu_bytes"]["params"] - bf["per_gpu_bytes"]["params"]
+ok(abs(extra - (P7 - 2 * VH)) < 1e-4 * P7 and fp8["layer_activation_bytes"] < bf["layer_activation_bytes"],
+   "fp8: one byte per linear weight cached, smaller saved inputs", (extra, fp8["layer_activation_bytes"],
+                                                                     bf["layer_activation_bytes"]))
+
+# torchtitan's op-level selective checkpointing (Llama-3.1-8B): a block keeps its input,
+# every other matrix multiply's output (wq, wv, w1, w2: 23,552 wide), the attention's
+# output and its fp32 log-sum-exp per head
+SEQ = ["--seq", 8192, "--micro-batch", 2, "--fsdp", "--gpus-per-node", 8]
+op = plan("--model", LLAMA3, *SEQ, "--recompute", "op")["layer_activation_bytes"]
+full = plan("--model", LLAMA3, *SEQ, "--recompute", "full")["layer_activation_bytes"]
+none = plan("--model", LLAMA3, *SEQ, "--recompute", "none")["layer_activation_bytes"]
+ok(op == 16384 * (2 * 4096 + 2 * (4096 + 1024 + 14336 + 4096 + 4096) + 4 * 32) and full < op < none,
+   "op-level checkpointing: 63,616 bytes per token per block, between full and none", (op, full, none))
+
+# DeepSpeed's estimators: the largest layer (refused without it at ZeRO-3, as DeepSpeed's
+# function cannot run without it), additional_buffer_factor, --json
+p = subprocess.run([MEMTAP, "plan", "--estimator", "deepspeed-zero3", "--params", "7B"], capture_output=True,
+                   text=True)
+ok(p.returncode == 2 and "needs the largest layer" in p.stderr and not p.stdout,
+   "--estimator deepspeed-zero3 without --largest-layer or an architecture is refused, as DeepSpeed's "
+   "function raises TypeError", p.stderr)
+est = plan("--estimator", "deepspeed-zero3", "--model", LLAMA2, "--gpus-per-node", 8, "--buffer-factor", 2)
+cpu0 = est["rows"][0]["cpu_bytes"]
+ok(est["largest_layer_params"] == VH and est["rows"][0]["gpu_bytes"] == 4 * VH and
+   cpu0 == int(P7 * 18 * 2), "--estimator deepspeed-zero3 --model: the largest module (the embedding, "
+   "131,072,000, as _all_live takes it), --buffer-factor 2 in the host column", est)
+
+done()

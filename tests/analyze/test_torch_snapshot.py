@@ -1,0 +1,205 @@
+"""PyTorch snapshots as real ones are (tests/analyze/snapshots.py: expandable segments with
+maps, unmaps and an OOM; several devices; stacks="all" stacks of C++ and Python frames;
+blocks from before recording; AdamW and autograd's engine; external annotations; no
+time_us), each figure worked out by hand from PyTorch's own rules: the end as
+torch/cuda/_memory_viz.py's segsum counts it, the OOM's verdict, the composition from the
+snapshot alone, stacks a person can read, folded stacks root first with file:line."""
+import json
+import os
+import pickle
+import re
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.join(os.environ["MT_SRCDIR"], "tests"))
+sys.path.insert(0, os.path.join(os.environ["MT_SRCDIR"], "tests/analyze"))
+from tap import done, ok, scratch  # noqa: E402
+from snapshots import MiB, expandable_oom, python_only, training  # noqa: E402
+
+B = os.environ["MT_BUILDDIR"]
+MEMTAP = os.path.join(B, "tools/memtap/memtap")
+TMP = scratch("torch-snapshot")
+
+
+def write(name, snap):
+    path = os.path.join(TMP, name + ".pickle")
+    with open(path, "wb") as f:
+        pickle.dump(snap, f, protocol=4)
+    return path
+
+
+def run(*args):
+    p = subprocess.run([MEMTAP, *args], capture_output=True, text=True)
+    return p, (json.loads(p.stdout) if "--json" in args and p.stdout.startswith("{") else None)
+
+
+def segsum(snap, device):
+    """torch/cuda/_memory_viz.py's segsum, by its rules: reserved is every segment's
+    total_size; allocated the requested bytes of active_allocated blocks; their rounding
+    free internal; every other block (inactive, active_pending_free) free external."""
+    reserved = allocated = internal = external = n = 0
+    for s in snap["segments"]:
+        if s["device"] != device:
+            continue
+        n += 1
+        reserved += s["total_size"]
+        for b in s["blocks"]:
+            if b["state"] == "active_allocated":
+                allocated += b["requested_size"]
+                internal += b["size"] - b["requested_size"]
+            else:
+                external += b["size"]
+    assert internal + external + allocated == reserved
+    return {"segments": n, "total_reserved": reserved, "total_allocated": allocated, "free_internal": internal,
+            "free_external": external}
+
+
+# ---- 1. expandable segments ----
+snap = expandable_oom()
+path = write("expandable", snap)
+p, rep = run("report", "--json", path)
+ok(p.returncode == 0 and rep, "expandable: read", p.stderr)
+for d in (0, 1):
+    dev = [x for x in (rep or {}).get("devices", []) if x["device"] == d]
+    end = dev[0]["fragmentation"]["at_exit"] if dev else {}
+    want = segsum(snap, d)
+    got = {"segments": end.get("segments"), "total_reserved": end.get("reserved_bytes"),
+           "total_allocated": end.get("requested_bytes"), "free_internal": end.get("internal_bytes"),
+           "free_external": end.get("external_bytes")}
+    ok(got == want, "expandable, device %d: the end is what PyTorch's segsum counts" % d, (got, want))
+dev = rep["devices"][0] if rep else {}
+fr = dev.get("fragmentation") or {}
+# at the peak (the 4000-byte alloc): 30 + 10 MiB from before recording, 50 MiB - 1000, 4000; mapped
+# then: 40 MiB before recording + 60 MiB + 2 MiB
+ok(dev and dev["peak_allocated_bytes"] == 90 * MiB - 1000 + 4000 and
+   dev["peak_allocated_bytes"] + dev["composition_at_peak"]["reserved_unallocated"] == 102 * MiB and
+   fr["at_peak"]["reserved_bytes"] == 102 * MiB and fr["at_peak"]["segments"] == 2,
+   "expandable: reserved at the peak is what was mapped then (pages from before the trace, the maps)", dev)
+tl = fr.get("timeline", [])
+ok(tl and max(x["reserved_bytes"] for x in tl) == 102 * MiB and
+   all(0 <= x["allocated_bytes"] <= x["reserved_bytes"] < (1 << 40) for x in tl),
+   "expandable: reserved never above what was mapped, nothing underflows", tl)
+oom = rep["oom"][0] if rep and rep["oom"] else {}
+ok(oom.get("fits_without_fragmentation") is False and oom.get("free_bytes") == 91 * MiB and
+   oom["fragmentation"]["reserved_bytes"] == 62 * MiB,
+   "expandable: the OOM was not fragmentation's (39 of 62 MiB allocated, 200 MiB asked, 91 MiB free)", oom)
+p, _ = run("report", path)
+ok("(not fragmentation: 39.00 MiB of 62.00 MiB reserved was allocated, 23.00 MiB free in segments)" in p.stdout
+   and "would have fit" not in p.stdout, "expandable: the text's verdict", p.stdout[-1500:])
+ok("as PyTorch's segsum counts the end: total_reserved 62.00 MiB, total_allocated 39.00 MiB, total_free 23.00 MiB"
+   in p.stdout, "expandable: segsum's figures in the text", p.stdout)
+ok(rep and rep["devices"][1]["peak_allocated_bytes"] == 12 * MiB, "expandable: the second device on its own")
+out = os.path.join(TMP, "expandable.viz.pickle")
+p, _ = run("export", "--format=memviz", "-o", out, path)
+viz = pickle.load(open(out, "rb")) if p.returncode == 0 else {"segments": []}
+ok([segsum(viz, d) for d in (0, 1)] == [segsum(snap, d) for d in (0, 1)] and
+   viz.get("allocator_settings") == snap["allocator_settings"] and
+   viz.get("external_annotations") == snap["external_annotations"],
+   "expandable: the memviz export sums as the snapshot does, its settings and annotations as they were",
+   ([segsum(viz, d) for d in (0, 1)], viz.get("allocator_settings")))
+
+# ---- 2. composition from the snapshot alone ----
+for name, kw in (("training", {}), ("training, no annotations", {"annotated": False}),
+                 ("training, no times", {"timed": False}), ("training, stacks=python", {"python": True}),
+                 ("training, stacks=python, no annotations", {"python": True, "annotated": False})):
+    py = kw.pop("python", False)
+    snap = python_only(training(**kw)) if py else training(**kw)
+    p, rep = run("report", "--json", write(name.replace(" ", "").replace(",", "-").replace("=", ""), snap))
+    dev = rep["devices"][0] if rep else {}
+    comp = dev.get("composition_at_peak", {})
+    # at the peak, in the first optimizer step: worked out from the frames by hand
+    want = {"params": 128 * MiB, "grads": 128 * MiB, "optimizer": 256 * MiB, "temporaries": 64 * MiB}
+    ok(dev.get("peak_allocated_bytes") == 576 * MiB and all(comp.get(k) == v for k, v in want.items()),
+       "%s: parameters, gradients, optimizer state and temporaries at the peak, read by frames" % name, comp)
+    ok(dev and all(dev["composition_source"][k] == "frames" for k in want) and
+       all(0 < dev["composition_confidence"][k] <= 1 for k in want) and
+       dev["composition_confidence"]["optimizer"] == 1.0 and
+       (dev["composition_confidence"]["grads"] < 0.9 if py else dev["composition_confidence"]["grads"] == 1.0),
+       "%s: the source is frames, with how sure each figure is (gradients made where no frames were recorded: "
+       "likely, not sure)" % name,
+       (dev.get("composition_source"), dev.get("composition_confidence")))
+p, rep = run("report", "--json", write("forward", training(iterations=1, backward=False, optimizer=False)))
+comp = rep["devices"][0]["composition_at_peak"] if rep else {}
+rest = sum(v for k, v in comp.items() if k not in ("params", "reserved_unallocated"))
+ok(comp and comp["params"] == 128 * MiB and comp["activations"] >= 0.9 * rest and comp["activations"] >= 96 * MiB,
+   "forward only: the parameters, and activations at least 90% of the rest", comp)
+p, _ = run("report", write("training-text", training()))
+ok(re.search(r"grads +128\.00 MiB +\(frames, sure\)", p.stdout) and
+   re.search(r"optimizer +256\.00 MiB +\(frames, sure\)", p.stdout),
+   "the text says the source and how sure", p.stdout[:800])
+
+# ---- 3. stacks a person can read ----
+lines = p.stdout.splitlines()
+plumbing = ("torch::unwind", "CapturedTraceback", "gather_with_cpp", "DeviceCachingAllocator", "_PyEval_EvalFrameDefault",
+            "wrap_kernel_functor_unboxed_", "c10::StorageImpl", "__libc_start_main", "Py_BytesMain", "at::_ops::")
+ok(not [l for l in lines if any(x in l for x in plumbing)] and max(len(l) for l in lines) < 160,
+   "text: no recorder, allocator, dispatcher or interpreter frames; no line longer than 160",
+   [l for l in lines if any(x in l for x in plumbing) or len(l) >= 160][:5])
+i = next((k for k, l in enumerate(lines) if "in 9 allocations from 2 stacks: train_step (train.py:88)" in l), None)
+ok(i is not None and [l.strip() for l in lines[i + 1:i + 9]] == [
+    "_init_group (adamw.py:160)", "step (adamw.py:220)", "train_step (train.py:88)", "train (train.py:120)",
+    "main (train.py:140)", "<module> (train.py:151)", "at::native::zeros_like_out_cuda",
+    "torch::autograd::THPVariable_zeros_like"],
+   "text: the optimizer state's row, grouped by the first frame of the user's code: the Python frames innermost "
+   "first with file:line (the ones after _start included), then the operation", lines[i:i + 10] if i else lines)
+ok(any(l.endswith("128.00 MiB in 4 allocations: allocated before recording started (the model's parameters and "
+                  "buffers, typically)") for l in lines), "text: blocks from before recording say so")
+ok(any("(no Python frames: autograd's engine thread)" in l for l in lines) and
+   any(l.endswith(": torch::autograd::AccumulateGrad::apply") for l in lines),
+   "text: a gradient's stack says autograd's engine made it, and which node")
+ok(len(lines) < 80, "text: the whole report in fewer than 80 lines", len(lines))
+p, _ = run("report", "--frames=all", write("training-all", training()))
+ok("torch::unwind::unwind()" in p.stdout and "wrap_kernel_functor_unboxed_<c10::impl::detail::" in p.stdout and
+   "/opt/conda/lib/python3.11/site-packages/torch/optim/adamw.py:160" in p.stdout,
+   "--frames=all: every frame, names and paths in full")
+deep = write("deep", training(iterations=1, deep=300, backward=False, optimizer=False))
+p, rep = run("report", "--json", deep)
+g = [x for x in (rep or {}).get("top_at_peak", []) if x["where"] == "recurse (model.py:77)"]
+ok(g and len(g[0]["frames"]) > 300 and g[0]["frames"][-1]["function"] == "<module>" and
+   g[0]["view"][:2] == ["recurse (model.py:77) \u00d7300", "forward (model.py:120)"] and
+   g[0]["view"][-3:-2] == ["<module> (train.py:151)"],
+   "a stack of 330 frames keeps its outermost (train, main, <module>); a recursion reads as one line",
+   g and (len(g[0]["frames"]), g[0]["view"]))
+p, _ = run("export", "--format=folded", write("training-folded", training()))
+ok("<module> (train.py:151);main (train.py:140);train (train.py:120);train_step (train.py:88);step (adamw.py:220);"
+   "_init_group (adamw.py:160);torch::autograd::THPVariable_zeros_like;at::native::zeros_like_out_cuda 268435456"
+   in p.stdout.splitlines() and "[allocated before recording] 134217728" in p.stdout.splitlines(),
+   "folded: root first, file:line kept, the plumbing left out", p.stdout)
+
+# ---- 5. iterations from the external annotations; Perfetto ----
+path = write("leak", training(iterations=5, leak=MiB))
+p, rep = run("report", "--json", path)
+ok(rep and rep["iterations"] == {"boundary": "range Optimizer.step#AdamW.step", "count": 5} and
+   [(l["growth_bytes_per_iteration"], l["where"]) for l in rep["leaks"]] == [(MiB, "train_step (train.py:95)")],
+   "growth per iteration: the optimizer step's annotation marks the iterations; the loop's 1 MiB a step found",
+   rep and (rep["iterations"], rep["leaks"]))
+p, rep = run("report", "--json", write("leak-plain", training(iterations=5, leak=MiB, annotated=False)))
+ok(rep and rep["iterations"] == {"boundary": "the optimizer's step (from the stacks)", "count": 5} and
+   [l["growth_bytes_per_iteration"] for l in rep["leaks"]] == [MiB],
+   "growth per iteration without annotations: the optimizer's step, read from the stacks, marks the iterations",
+   rep and (rep["iterations"], rep["leaks"]))
+out = os.path.join(TMP, "training.json")
+p, _ = run("export", "--format=perfetto", "-o", out, write("perfetto", training()))
+ev = json.load(open(out))["traceEvents"] if p.returncode == 0 else []
+counters = [e for e in ev if e.get("ph") == "C"]
+changes = sum(1 for e in training()["device_traces"][0] if e["action"] in ("alloc", "free_completed")) + 4
+ok(len(counters) >= changes and counters[0]["args"]["params"] > 0 and
+   max(sum(c["args"].values()) for c in counters) == 576 * MiB,
+   "perfetto: a sample at every change, the blocks from before recording included, the peak exact",
+   (len(counters), changes, counters[:1]))
+ends = [e for e in ev if e.get("ph") in ("E", "e")]
+ok(ends and all(e.get("name") for e in ends), "perfetto: every end event named", ends[:2])
+
+# ---- 5. no time_us: event order, said ----
+path = write("untimed", training(timed=False))
+p, rep = run("report", "--json", path)
+ok(rep and rep["times"] == "order", "no time_us: the JSON says times are entries' order", rep and rep["times"])
+p, _ = run("report", path)
+ok("it has no times, so entries are numbered in order" in p.stdout and re.search(r"peak 576\.00 MiB allocated at "
+   r"entry \d+;", p.stdout) and " s;" not in p.stdout.splitlines()[3], "no time_us: the text says so",
+   p.stdout[:400])
+out = os.path.join(TMP, "untimed.viz.pickle")
+p, _ = run("export", "--format=memviz", "-o", out, path)
+viz = pickle.load(open(out, "rb")) if p.returncode == 0 else {"device_traces": [[{"time_us": 0}]]}
+ok(not any("time_us" in e for e in viz["device_traces"][0]), "no time_us: the memviz export makes none up")
+done()

@@ -1,0 +1,378 @@
+/* memtap plan --model: a Hugging Face config.json read into the planner's model, per
+ * family as transformers builds the model from it (the modules, their biases, norms and
+ * embeddings): Llama-style decoders (llama, mistral, qwen2, qwen3, gemma, phi3), the
+ * GPT-2/NeoX/OPT/BERT style (learned positions, biases, LayerNorm), and mixtures of
+ * experts (mixtral, qwen2_moe, qwen3_moe, deepseek_v2/v3 with multi-latent attention).
+ * A field that changes the parameters in a way the planner does not model is refused by
+ * name. Nothing here exits or prints. */
+#include <errno.h>
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/plan.h"
+#include "cli.h"
+#include "core/text.h"
+#include "hjson.h"
+
+struct hf {
+	const char *path;
+	const json_t *root;
+	struct hf_config *out;
+};
+
+static int bad(struct hf *h, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static int bad(struct hf *h, const char *fmt, ...)
+{
+	va_list ap;
+	int n = snprintf(h->out->err, sizeof h->out->err, "%s: ", h->path);
+
+	va_start(ap, fmt);
+	if (n >= 0 && (size_t)n < sizeof h->out->err)
+		vsnprintf(h->out->err + n, sizeof h->out->err - (size_t)n, fmt, ap);
+	va_end(ap);
+	return EINVAL;
+}
+
+static void note(struct hf *h, const char *text)
+{
+	size_t n = strlen(h->out->note);
+
+	snprintf(h->out->note + n, sizeof h->out->note - n, "%s%s", n ? "; " : "", text);
+}
+
+/* A whole number field: 0 when absent or null (then def), an error when not a count */
+static int count(struct hf *h, const char *key, uint64_t def, uint64_t *out)
+{
+	const json_t *v = json_object_get(h->root, key);
+
+	*out = def;
+	if (!v || json_is_null(v))
+		return 0;
+	if (json_is_real(v) && json_real_value(v) == (double)(uint64_t)json_real_value(v) && json_real_value(v) >= 0 &&
+	    json_real_value(v) < 1e15) {
+		*out = (uint64_t)json_real_value(v);
+		return 0;
+	}
+	if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > 1000000000000ll)
+		return bad(h, "%s must be a whole number from 0 to 10^12", key);
+	*out = (uint64_t)json_integer_value(v);
+	return 0;
+}
+
+static int need(struct hf *h, const char *key, uint64_t *out)
+{
+	int r = count(h, key, 0, out);
+
+	if (!r && !*out)
+		return bad(h, "%s (%s) has no %s: memtap needs it to count the parameters", h->out->model_type, h->path,
+			   key);
+	return r;
+}
+
+static bool flag(struct hf *h, const char *key, bool def)
+{
+	const json_t *v = json_object_get(h->root, key);
+
+	return v && json_is_boolean(v) ? json_is_true(v) : def;
+}
+
+/* a dropout probability field: true when it drops something */
+static bool drops(struct hf *h, const char *key)
+{
+	const json_t *v = json_object_get(h->root, key);
+
+	return v && json_is_number(v) && json_number_value(v) > 0;
+}
+
+/* A field set to a value the planner does not model: refused by name */
+static int refuse_true(struct hf *h, const char *key, const char *why)
+{
+	if (flag(h, key, false))
+		return bad(h, "%s: true is not modelled (%s)", key, why);
+	return 0;
+}
+
+enum family { LLAMA, GPT2, NEOX, OPT, BERT, MOE_MIXTRAL, MOE_QWEN, MOE_DEEPSEEK };
+
+static const struct {
+	const char *type;
+	enum family family;
+} families[] = {{"llama", LLAMA},
+		{"mistral", LLAMA},
+		{"qwen2", LLAMA},
+		{"qwen3", LLAMA},
+		{"gemma", LLAMA},
+		{"phi3", LLAMA},
+		{"gpt2", GPT2},
+		{"gpt_neox", NEOX},
+		{"opt", OPT},
+		{"bert", BERT},
+		{"roberta", BERT},
+		{"mixtral", MOE_MIXTRAL},
+		{"qwen2_moe", MOE_QWEN},
+		{"qwen3_moe", MOE_QWEN},
+		{"deepseek_v2", MOE_DEEPSEEK},
+		{"deepseek_v3", MOE_DEEPSEEK}};
+
+/* The layers a MoE config makes MoE: Qwen's every decoder_sparse_step-th (1-based) but
+ * mlp_only_layers; DeepSeek's from first_k_dense_replace on, every moe_layer_freq-th */
+static int moe_layers(struct hf *h, enum family f, uint64_t layers, uint64_t *moe)
+{
+	uint64_t step, first;
+	const json_t *only = json_object_get(h->root, "mlp_only_layers");
+	int r;
+
+	*moe = 0;
+	if (f == MOE_MIXTRAL) {
+		*moe = layers;
+		return 0;
+	}
+	if (f == MOE_QWEN) {
+		if ((r = count(h, "decoder_sparse_step", 1, &step)))
+			return r;
+		if (only && !json_is_array(only) && !json_is_null(only))
+			return bad(h, "mlp_only_layers must be a list of layer numbers");
+		for (uint64_t i = 0; i < layers; i++) {
+			bool dense = step == 0 || (i + 1) % step != 0;
+			for (size_t j = 0; j < json_array_size(only); j++)
+				if (json_is_integer(json_array_get(only, j)) &&
+				    (uint64_t)json_integer_value(json_array_get(only, j)) == i)
+					dense = true;
+			*moe += !dense;
+		}
+		return 0;
+	}
+	if ((r = count(h, "first_k_dense_replace", 0, &first)) || (r = count(h, "moe_layer_freq", 1, &step)))
+		return r;
+	for (uint64_t i = first; i < layers; i++)
+		*moe += step && i % step == 0;
+	return 0;
+}
+
+int hf_config_parse(const char *path, const char *text, size_t len, struct mt_plan_config *c, struct hf_config *out)
+{
+	struct hjson_error err;
+	json_t *root;
+	struct hf h = {.path = path, .out = out};
+	const char *type;
+	enum family f = LLAMA;
+	bool known = false;
+	uint64_t layers, hidden, heads, groups, head_dim, ffn, vocab, positions = 0, types = 0, moe;
+	int r = 0;
+
+	memset(out, 0, sizeof *out);
+	if (!(root = hjson_load(text, len, false, &err))) {
+		mt_text_line(err.text);
+		snprintf(out->err, sizeof out->err, "%s:%d:%d: not valid JSON: %s", path, err.line, err.column,
+			 err.text);
+		return EINVAL;
+	}
+	h.root = root;
+	if (!json_is_object(root) || !(type = json_string_value(json_object_get(root, "model_type")))) {
+		r = bad(&h, "a Hugging Face config.json is an object with a model_type");
+		goto done;
+	}
+	snprintf(out->model_type, sizeof out->model_type, "%s", type);
+	for (size_t i = 0; i < sizeof families / sizeof families[0]; i++)
+		if (!strcmp(type, families[i].type))
+			f = families[i].family, known = true;
+	if (!known) {
+		r = bad(
+		    &h,
+		    "model_type '%s' is not modelled: memtap reads llama, mistral, qwen2, qwen3, gemma, phi3, gpt2, "
+		    "gpt_neox, opt, bert, roberta, mixtral, qwen2_moe, qwen3_moe, deepseek_v2, deepseek_v3 (or "
+		    "describe "
+		    "it with --layers, --hidden, ...)",
+		    type);
+		goto done;
+	}
+	/* torch_dtype (transformers <= 4.55) or dtype: what the DeepSpeed "auto" precision reads */
+	const char *dtype = json_string_value(json_object_get(root, "torch_dtype"));
+	if (!dtype)
+		dtype = json_string_value(json_object_get(root, "dtype"));
+	if (dtype)
+		snprintf(out->dtype, sizeof out->dtype, "%s", dtype);
+
+	if (f == GPT2) {
+		if ((r = need(&h, "n_layer", &layers)) || (r = need(&h, "n_embd", &hidden)) ||
+		    (r = need(&h, "n_head", &heads)) || (r = need(&h, "vocab_size", &vocab)) ||
+		    (r = need(&h, "n_positions", &positions)) || (r = count(&h, "n_inner", 4 * hidden, &ffn)))
+			goto done;
+		groups = heads;
+		head_dim = 0;
+	} else {
+		if ((r = need(&h, "num_hidden_layers", &layers)) || (r = need(&h, "hidden_size", &hidden)) ||
+		    (r = need(&h, "num_attention_heads", &heads)) || (r = need(&h, "vocab_size", &vocab)) ||
+		    (r = count(&h, "num_key_value_heads", heads, &groups)) || (r = count(&h, "head_dim", 0, &head_dim)))
+			goto done;
+		if ((r = count(&h, f == OPT ? "ffn_dim" : "intermediate_size", 0, &ffn)))
+			goto done;
+		if (!ffn && f != MOE_MIXTRAL)
+			r = bad(&h, "%s has no %s: memtap needs it to count the parameters", type,
+				f == OPT ? "ffn_dim" : "intermediate_size");
+		if (r)
+			goto done;
+	}
+	c->layers = layers;
+	c->hidden = hidden;
+	c->heads = heads;
+	c->query_groups = groups;
+	c->head_dim = head_dim;
+	c->ffn = ffn;
+	c->vocab = vocab;
+	c->experts = c->topk = c->moe_ffn = c->shared_ffn = c->dense_layers = 0;
+	c->shared_gate = c->pooler = c->qk_norm = false;
+	c->kv_lora_rank = c->q_lora_rank = c->rope_head_dim = c->v_head_dim = 0;
+	c->impl = MT_IMPL_PYTORCH;
+	c->attention = MT_ATTN_FLASH;
+	c->positions = 0;
+	c->params = c->largest_layer = 0;
+
+	switch (f) {
+	case LLAMA:
+	case MOE_MIXTRAL:
+	case MOE_QWEN:
+	case MOE_DEEPSEEK:
+		/* RoPE, RMSNorm, gated MLP, no biases but Qwen2's on q, k, v */
+		c->rope = true;
+		c->positions = 0;
+		c->rmsnorm = true;
+		c->swiglu = true;
+		c->untied = !flag(&h, "tie_word_embeddings", !strcmp(type, "gemma") ? true : false);
+		c->bias = !strcmp(type, "qwen2") || !strcmp(type, "qwen2_moe") ? MT_BIAS_QKV : MT_BIAS_NONE;
+		if ((r = refuse_true(&h, "attention_bias", "biases on q, k, v and o without the MLP's")) ||
+		    (r = refuse_true(&h, "mlp_bias", "biases on the MLP alone")))
+			goto done;
+		c->qk_norm = !strcmp(type, "qwen3") || !strcmp(type, "qwen3_moe");
+		c->no_dropout = !drops(&h, "attention_dropout") && !drops(&h, "hidden_dropout") &&
+				!drops(&h, "resid_pdrop") && !drops(&h, "embd_pdrop");
+		break;
+	case GPT2:
+		c->rope = false;
+		c->positions = positions;
+		c->rmsnorm = c->swiglu = c->untied = false;
+		c->bias = MT_BIAS_ALL;
+		if ((r = refuse_true(&h, "scale_attn_by_inverse_layer_idx", "no parameters, but not checked")))
+			goto done;
+		c->no_dropout = !drops(&h, "resid_pdrop") && !drops(&h, "attn_pdrop") && !drops(&h, "embd_pdrop");
+		c->attention = MT_ATTN_EAGER;
+		break;
+	case NEOX:
+		c->rope = true; /* rotary_pct of each head: no parameters */
+		c->positions = 0;
+		c->rmsnorm = c->swiglu = false;
+		c->untied = !flag(&h, "tie_word_embeddings", false);
+		c->bias = flag(&h, "attention_bias", true) ? MT_BIAS_ALL : MT_BIAS_NONE;
+		if (!flag(&h, "attention_bias", true)) {
+			r = bad(&h, "attention_bias: false (GPT-NeoX without attention biases) is not modelled");
+			goto done;
+		}
+		c->no_dropout = !drops(&h, "attention_dropout") && !drops(&h, "hidden_dropout");
+		break;
+	case OPT: {
+		uint64_t proj;
+		if ((r = count(&h, "word_embed_proj_dim", hidden, &proj)) ||
+		    (r = need(&h, "max_position_embeddings", &positions)))
+			goto done;
+		if (proj != hidden) {
+			r = bad(&h,
+				"word_embed_proj_dim %llu differs from hidden_size %llu: OPT's project_in/project_out "
+				"layers are not modelled",
+				(unsigned long long)proj, (unsigned long long)hidden);
+			goto done;
+		}
+		if (!flag(&h, "do_layer_norm_before", true) || !flag(&h, "enable_bias", true)) {
+			r = bad(&h, "%s: false is not modelled (OPT without its final LayerNorm or biases)",
+				!flag(&h, "enable_bias", true) ? "enable_bias" : "do_layer_norm_before");
+			goto done;
+		}
+		c->rope = false;
+		c->positions = positions + 2; /* OPT's learned positions start at offset 2 */
+		c->rmsnorm = c->swiglu = false;
+		c->untied = !flag(&h, "tie_word_embeddings", true);
+		c->bias = MT_BIAS_ALL;
+		c->no_dropout = !drops(&h, "dropout") && !drops(&h, "attention_dropout");
+		break;
+	}
+	case BERT:
+		if ((r = need(&h, "max_position_embeddings", &positions)) ||
+		    (r = count(&h, "type_vocab_size", 2, &types)))
+			goto done;
+		c->rope = false;
+		c->positions = positions + types; /* position and token-type tables, both hidden wide */
+		c->rmsnorm = c->swiglu = c->untied = false;
+		c->bias = MT_BIAS_ALL;
+		c->pooler = true; /* BertModel's; its embedding LayerNorm counts as the final norm */
+		c->no_dropout = !drops(&h, "hidden_dropout_prob") && !drops(&h, "attention_probs_dropout_prob");
+		c->attention = MT_ATTN_EAGER;
+		if (strcmp(json_string_value(json_object_get(root, "position_embedding_type")) ?: "absolute",
+			   "absolute")) {
+			r = bad(&h, "position_embedding_type '%s' is not modelled (only absolute)",
+				json_string_value(json_object_get(root, "position_embedding_type")));
+			goto done;
+		}
+		break;
+	}
+	if (f == MOE_MIXTRAL) {
+		if ((r = need(&h, "num_local_experts", &c->experts)) ||
+		    (r = count(&h, "num_experts_per_tok", 2, &c->topk)))
+			goto done;
+		c->moe_ffn = ffn;
+	} else if (f == MOE_QWEN) {
+		if ((r = need(&h, "num_experts", &c->experts)) || (r = need(&h, "num_experts_per_tok", &c->topk)) ||
+		    (r = need(&h, "moe_intermediate_size", &c->moe_ffn)) ||
+		    (r = count(&h, "shared_expert_intermediate_size", 0, &c->shared_ffn)))
+			goto done;
+		c->shared_gate = c->shared_ffn > 0; /* Qwen2-MoE: a one-output gate on the shared expert */
+	} else if (f == MOE_DEEPSEEK) {
+		uint64_t shared;
+		if ((r = need(&h, "n_routed_experts", &c->experts)) ||
+		    (r = need(&h, "num_experts_per_tok", &c->topk)) ||
+		    (r = need(&h, "moe_intermediate_size", &c->moe_ffn)) ||
+		    (r = count(&h, "n_shared_experts", 0, &shared)) ||
+		    (r = need(&h, "kv_lora_rank", &c->kv_lora_rank)) ||
+		    (r = count(&h, "q_lora_rank", 0, &c->q_lora_rank)) ||
+		    (r = need(&h, "qk_nope_head_dim", &c->head_dim)) ||
+		    (r = count(&h, "qk_rope_head_dim", 0, &c->rope_head_dim)) ||
+		    (r = need(&h, "v_head_dim", &c->v_head_dim)))
+			goto done;
+		c->shared_ffn = shared * c->moe_ffn;
+		c->query_groups = heads; /* multi-latent attention: one key and value per head */
+		if (!strcmp(json_string_value(json_object_get(root, "topk_method")) ?: "", "noaux_tc"))
+			note(&h, "e_score_correction_bias (n_routed_experts per MoE layer, fp32) not counted");
+		const json_t *mtp = json_object_get(root, "num_nextn_predict_layers");
+		if (mtp && json_is_integer(mtp) && json_integer_value(mtp) > 0)
+			note(&h, "num_nextn_predict_layers: transformers does not build the MTP layers; not counted "
+				 "(--mtp-layers "
+				 "to add them)");
+	}
+	if (c->experts) {
+		if ((r = moe_layers(&h, f, layers, &moe)))
+			goto done;
+		if (!moe) {
+			c->experts = c->topk = c->moe_ffn = c->shared_ffn = 0;
+			c->shared_gate = false;
+		} else {
+			c->dense_layers = layers - moe;
+		}
+		if (!ffn && c->dense_layers) {
+			r = bad(&h, "%s has dense layers but no intermediate_size", type);
+			goto done;
+		}
+		if (!c->ffn)
+			c->ffn = c->moe_ffn;
+		if (c->dense_layers)
+			note(&h, "dense layers counted as the first ones (only their number changes memory)");
+	}
+	note(&h, c->attention == MT_ATTN_FLASH
+		     ? "layers as Hugging Face's PyTorch modules run them, fused (sdpa) attention"
+		     : "layers as Hugging Face's PyTorch modules run them, eager attention");
+done:
+	json_decref(root);
+	mt_text_line(out->err);
+	mt_text_line(out->note);
+	return r;
+}
