@@ -1,7 +1,8 @@
 /* simgpu IPC: cuIpcGetMemHandle writes the exporting process, address, size and device
  * into the handle; cuIpcOpenMemHandle in another process maps it at an address of that
  * device's space without charging this process (the memory is the exporter's), and
- * cuIpcCloseMemHandle unmaps it. A process cannot open its own handle, as on a GPU. */
+ * cuIpcCloseMemHandle unmaps it. A process opening its own handle is refused
+ * (CUDA_ERROR_INVALID_CONTEXT; what a real driver answers was not checked on a GPU). */
 #include "sim.h"
 
 #include <stdlib.h>
