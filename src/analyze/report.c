@@ -84,11 +84,127 @@ static void compose(struct mt_report *r, const struct mt_replay *rp, int d)
 	}
 }
 
+/* A cuMemGetInfo answer, or the one memtap asked for at an out-of-memory failure: the
+ * driver's used memory beside what memtap saw live then. */
+static void driver_count(struct mt_report *r, const struct mt_event *e)
+{
+	bool info = e->kind == MT_EV_MEMINFO && !e->error;
+	bool oom = e->kind == MT_EV_ALLOC_FAILED && e->error == 2 && e->aux2;
+
+	if (!(info || oom) || e->device == MT_NO_DEVICE || e->aux > e->aux2)
+		return;
+	r->driver[e->device] = (struct mt_driver_count){true, e->time, e->aux2 - e->aux, r->end.dev[e->device].current};
+}
+
 static int add_oom(struct mt_report *r, size_t i)
 {
 	if (mt_grow((void **)&r->oom, &r->cap_oom, r->noom, sizeof *r->oom))
 		return ENOMEM;
 	r->oom[r->noom++] = i;
+	return 0;
+}
+
+/* ---- by library: the first module of each stack that is not CUDA's runtime or driver ---- */
+
+static int by_start(const void *a, const void *b)
+{
+	const struct mt_module *x = *(const struct mt_module *const *)a, *y = *(const struct mt_module *const *)b;
+
+	return x->start < y->start ? -1 : x->start > y->start;
+}
+
+static const struct mt_module *module_at(const struct mt_module *const *sorted, size_t n, uint64_t addr)
+{
+	size_t lo = 0, hi = n;
+
+	while (lo < hi) { /* the last module starting at or below addr */
+		size_t mid = lo + (hi - lo) / 2;
+		if (sorted[mid]->start <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo && addr < sorted[lo - 1]->end ? sorted[lo - 1] : NULL;
+}
+
+static const char *base_name(const char *path)
+{
+	const char *slash = path ? strrchr(path, '/') : NULL;
+
+	return slash ? slash + 1 : path && *path ? path : "(unknown)";
+}
+
+/* CUDA's runtime and driver (a static runtime is inside its library, which is named),
+ * CUPTI (whose callback the CUPTI backend's stacks start in) and memtap */
+static bool is_runtime(const char *name)
+{
+	return !strncmp(name, "libcudart.so", 12) || !strncmp(name, "libcuda.so", 10) ||
+	       !strncmp(name, "libmemtap", 9) || !strncmp(name, "libcupti.so", 11);
+}
+
+static const char *stack_library(const struct mt_trace *t, const struct mt_module *const *sorted, uint32_t stack)
+{
+	const char *first = NULL;
+
+	if (!stack || stack >= t->nstacks || !t->stacks[stack].depth)
+		return "(no stack)";
+	for (uint32_t i = 0; i < t->stacks[stack].depth; i++) {
+		uint64_t a = t->stacks[stack].frames[i];
+		const struct mt_module *m;
+		if (a & MT_PYFRAME || !(m = module_at(sorted, t->nmodules, a - 1)))
+			continue;
+		const char *name = base_name(m->path);
+		if (!is_runtime(name))
+			return name;
+		if (!first)
+			first = name;
+	}
+	return first ? first : "(unknown)"; /* all of it the runtime's: the runtime itself */
+}
+
+static int by_library_bytes(const void *a, const void *b)
+{
+	const struct mt_library *x = a, *y = b;
+
+	if (x->bytes != y->bytes)
+		return x->bytes < y->bytes ? 1 : -1;
+	return strcmp(x->name, y->name);
+}
+
+/* Each device's bytes at its peak by library, from the stacks live there. Imported
+ * traces (named frames, no module map) have none. */
+static int libraries(struct mt_report *r)
+{
+	const struct mt_trace *t = r->trace;
+	const struct mt_module **sorted;
+
+	if (t->nnamed || !t->nmodules)
+		return 0;
+	if (!(sorted = malloc(t->nmodules * sizeof *sorted)))
+		return ENOMEM;
+	for (size_t i = 0; i < t->nmodules; i++)
+		sorted[i] = &t->modules[i];
+	qsort(sorted, t->nmodules, sizeof *sorted, by_start);
+	for (int d = 0; d < MT_MAX_DEVICES; d++) {
+		struct mt_library_list *l = &r->by_library[d];
+		for (size_t g = 0; g < r->at_peak[d].n; g++) {
+			const char *name = stack_library(t, sorted, r->at_peak[d].items[g].stack);
+			size_t k;
+			for (k = 0; k < l->n && strcmp(l->items[k].name, name); k++)
+				;
+			if (k == l->n) {
+				if (mt_grow((void **)&l->items, &l->cap, l->n, sizeof *l->items)) {
+					free(sorted);
+					return ENOMEM;
+				}
+				l->items[l->n++] = (struct mt_library){name, 0};
+			}
+			l->items[k].bytes += r->at_peak[d].items[g].bytes;
+		}
+		if (l->n)
+			qsort(l->items, l->n, sizeof *l->items, by_library_bytes);
+	}
+	free(sorted);
 	return 0;
 }
 
@@ -121,6 +237,7 @@ int mt_report_build(struct mt_report *r, const struct mt_trace *t, const struct 
 		err = mt_leaks_step(&scan, &r->end, i);
 		mt_replay_apply(&r->end, &t->events[i]);
 		r->kinds[t->events[i].kind]++;
+		driver_count(r, &t->events[i]);
 		if (t->events[i].kind == MT_EV_ALLOC_FAILED && !err)
 			err = add_oom(r, i);
 		if (!err)
@@ -157,7 +274,7 @@ int mt_report_build(struct mt_report *r, const struct mt_trace *t, const struct 
 	}
 	err = mt_fragment_finish(frag, err);
 	mt_replay_free(&second);
-	return err;
+	return err ? err : libraries(r);
 }
 
 void mt_report_free(struct mt_report *r)
@@ -167,8 +284,10 @@ void mt_report_free(struct mt_report *r)
 	mt_fragment_free(&r->frag);
 	free(r->oom);
 	mt_leaks_free(&r->leaks);
-	for (int d = 0; d < MT_MAX_DEVICES; d++)
+	for (int d = 0; d < MT_MAX_DEVICES; d++) {
 		free(r->at_peak[d].items);
+		free(r->by_library[d].items);
+	}
 	free(r->at_exit.items);
 }
 
@@ -437,6 +556,25 @@ static double seconds(const struct mt_report *r, uint64_t t)
 	return t > r->start ? (double)(t - r->start) / 1e9 : 0.0;
 }
 
+static void libraries_text(FILE *out, const struct mt_report *r, int d)
+{
+	const struct mt_library_list *l = &r->by_library[d];
+	const struct mt_driver_count *c = &r->driver[d];
+	char sz[32], sz2[32], sz3[32];
+
+	if (l->n)
+		fprintf(out, "at the peak, by the library that asked:\n");
+	for (size_t i = 0; i < l->n; i++)
+		fprintf(out, "  %-24s %12s\n", l->items[i].name, size_text(l->items[i].bytes, sz));
+	if (c->known)
+		fprintf(out,
+			"the driver's count at %.3f s (cuMemGetInfo): %s used, memtap saw %s; %s%s no hook saw "
+			"(contexts, static runtimes' internals)\n",
+			seconds(r, c->time), size_text(c->used, sz), size_text(c->recorded, sz2),
+			c->used < c->recorded ? "-" : "",
+			size_text(c->used < c->recorded ? c->recorded - c->used : c->used - c->recorded, sz3));
+}
+
 static const struct mt_frag_device *fragmentation(const struct mt_report *r, int d)
 {
 	return r->frag.known && r->frag.dev[d].known ? &r->frag.dev[d] : NULL;
@@ -490,6 +628,28 @@ static void fragmentation_json(FILE *out, const struct mt_report *r, int d)
 		frag_state_json(out, r, &f->timeline[i]);
 	}
 	fputs("]}", out);
+}
+
+static void libraries_json(FILE *out, const struct mt_report *r, int d)
+{
+	const struct mt_library_list *l = &r->by_library[d];
+	const struct mt_driver_count *c = &r->driver[d];
+
+	fputs(", \"by_library_at_peak\": [", out);
+	for (size_t i = 0; i < l->n; i++) {
+		fputs(i ? ", {\"library\": " : "{\"library\": ", out);
+		mt_json_str(out, l->items[i].name);
+		fprintf(out, ", \"bytes\": %" PRIu64 "}", l->items[i].bytes);
+	}
+	fputs("], \"driver_count\": ", out);
+	if (c->known)
+		fprintf(out,
+			"{\"time_ns\": %" PRIu64 ", \"used_bytes\": %" PRIu64 ", \"recorded_bytes\": %" PRIu64
+			", \"unseen_bytes\": %" PRId64 "}",
+			c->time > r->start ? c->time - r->start : 0, c->used, c->recorded,
+			(int64_t)(c->used - c->recorded));
+	else
+		fputs("null", out);
 }
 
 /* ---- the capacity plan of a measured run (memtap report --plan) ---- */
@@ -659,6 +819,7 @@ void mt_report_text(FILE *out, const struct mt_report *r, struct mt_symbols *sym
 			if (snapshot)
 				segsum_text(out, &fragmentation(r, d)->at_end);
 		}
+		libraries_text(out, r, d);
 		if (r->at_peak[d].n) {
 			fprintf(out, "live at the peak, by where in the code:\n");
 			groups_text(&p, &r->at_peak[d], top, false);
@@ -849,6 +1010,7 @@ void mt_report_json(FILE *out, const struct mt_report *r, struct mt_symbols *sym
 			fprintf(out, "%s\"%s\": %.3f", c > 1 ? ", " : "", mt_tag_names[c], confidence(r, d, c));
 		fputs("}, \"fragmentation\": ", out);
 		fragmentation_json(out, r, d);
+		libraries_json(out, r, d);
 		fputs("}", out);
 	}
 	fprintf(out, "],\n  \"host_pinned_peak_bytes\": %" PRIu64 ",\n  \"top_at_peak\": [", e->host_peak);

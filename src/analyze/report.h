@@ -1,6 +1,7 @@
-/* `memtap report`: per device the peak and when, the stacks live at the peak, what is
- * live at exit grouped by stack, OOM events with their stacks, and event counts, as
- * text or as the stable JSON documented in docs/REPORT.md. */
+/* `memtap report`: per device the peak and when, the stacks and the libraries live at
+ * the peak, the driver's own count beside memtap's, what is live at exit grouped by
+ * stack, OOM events with their stacks, and event counts, as text or as the stable JSON
+ * documented in docs/REPORT.md. */
 #ifndef MT_REPORT_H
 #define MT_REPORT_H
 
@@ -27,11 +28,32 @@ struct mt_group_list {
 	size_t n, cap;
 };
 
+/* Device bytes of one library: the first module of a stack that is not CUDA's runtime,
+ * driver or memtap (the module's file name; "(no stack)", "(unknown)" outside every module). */
+struct mt_library {
+	const char *name;
+	uint64_t bytes;
+};
+
+struct mt_library_list {
+	struct mt_library *items; /* biggest first */
+	size_t n, cap;
+};
+
+/* The driver's own count at the last cuMemGetInfo of a device (a MEMINFO event), beside
+ * what memtap saw live there: used - recorded is memory no hook could see. */
+struct mt_driver_count {
+	bool known;
+	uint64_t time, used, recorded;
+};
+
 struct mt_report {
 	const struct mt_trace *trace;
 	struct mt_replay end;				    /* state after the last event */
 	struct mt_group_list at_peak[MT_MAX_DEVICES];	    /* per device, biggest first */
 	struct mt_group_list at_exit;			    /* every kind, biggest first */
+	struct mt_library_list by_library[MT_MAX_DEVICES];  /* at each device's peak */
+	struct mt_driver_count driver[MT_MAX_DEVICES];	    /* at its last cuMemGetInfo */
 	uint64_t kinds[MT_EV_COUNT];			    /* events by kind */
 	size_t *oom, noom, cap_oom;			    /* indices of failed allocations */
 	struct mt_composition comp;			    /* category of every allocation */

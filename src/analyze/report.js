@@ -247,6 +247,19 @@
     const points = (SERIES.timeline || {})[d] || [];
     s.append(legend(points.some((p) => p[7] > 0)));
     s.append(compositionChart(device, points));
+    const libs = device.by_library_at_peak || [], count = device.driver_count;
+    if (libs.length || count) {
+      s.append(el("h3", {}, "Which library holds the memory"));
+      s.append(el("p", { class: "sub" }, "At the peak, by the first module of each stack that is not CUDA's runtime or " +
+        "driver; the driver's own count (cuMemGetInfo) beside what memtap saw, the rest being memory no hook could see."));
+      const rows = libs.map((l) => [el("td", {}, l.library), num(l.bytes, bytes(l.bytes))]);
+      if (count) {
+        rows.push([el("td", {}, `the driver's used memory at ${seconds(count.time_ns)}`), num(count.used_bytes, bytes(count.used_bytes))]);
+        rows.push([el("td", {}, "memtap saw then"), num(count.recorded_bytes, bytes(count.recorded_bytes))]);
+        rows.push([el("td", {}, "no hook saw (contexts, static runtimes' internals)"), num(count.unseen_bytes, bytes(count.unseen_bytes))]);
+      }
+      s.append(table("libraries-" + d, ["library", { text: "bytes", num: 1 }], rows));
+    }
     const top = REPORT.top_at_peak.filter((g) => g.device === d);
     s.append(el("h3", {}, "Live at the peak, by stack"));
     s.append(top.length ? table("top-" + d, [{ text: "bytes", num: 1 }, { text: "count", num: 1 }, "kind", "stack"],

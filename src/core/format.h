@@ -35,9 +35,17 @@ enum mt_api {
 	MT_API_MANAGED,
 	MT_API_HOST,
 	MT_API_VMM,
-	MT_API_BLOCK, /* a block of a caching allocator's segment (imported, memtap's allocator):
-		       * size the request, aux2 the block's rounded size (0: unknown) */
+	MT_API_BLOCK,	 /* a block of a caching allocator's segment (imported, memtap's allocator):
+			  * size the request, aux2 the block's rounded size (0: unknown) */
+	MT_API_ARRAY,	 /* cuArrayCreate, cuArray3DCreate, cuMipmappedArrayCreate: addr the handle */
+	MT_API_REGISTER, /* cuMemHostRegister (a host_alloc): the caller's pages, pinned */
+	MT_API_IPC,	 /* cuIpcOpenMemHandle: another process's memory, on no device of this one's */
+	MT_API_GRAPH,	 /* a graph's memory node (cuGraphAddMemAllocNode) */
 };
+
+/* VMM_CREATE aux2: cuMemImportFromShareableHandle's handle, another process's memory
+ * (on no device of this one's, size 0: the mapping tells) */
+#define MT_VMM_IMPORTED 1
 
 /* ALLOC flags past the API (its low 6 bits): made before the recording began, known
  * only from the final state or a later free (imported snapshots). */

@@ -12,9 +12,35 @@
 #include "cupti/cupti_backend.h"
 #include "recorder/hooks.h"
 
+/* A free of NULL frees nothing, whatever the driver answers: not a release. */
+static bool frees_null(CUpti_CallbackId cbid, const void *params)
+{
+	switch (cbid) {
+	case CUPTI_DRIVER_TRACE_CBID_cuMemFree_v2:
+		return ((const cuMemFree_v2_params *)params)->dptr == 0;
+	case CUPTI_DRIVER_TRACE_CBID_cuMemFreeAsync:
+	case CUPTI_DRIVER_TRACE_CBID_cuMemFreeAsync_ptsz:
+		return ((const cuMemFreeAsync_params *)params)->dptr == 0;
+	case CUPTI_DRIVER_TRACE_CBID_cuMemFreeHost:
+		return ((const cuMemFreeHost_params *)params)->p == NULL;
+	case CUPTI_DRIVER_TRACE_CBID_cuArrayDestroy:
+		return ((const cuArrayDestroy_params *)params)->hArray == NULL;
+	case CUPTI_DRIVER_TRACE_CBID_cuMipmappedArrayDestroy:
+		return ((const cuMipmappedArrayDestroy_params *)params)->hMipmappedArray == NULL;
+	case CUPTI_DRIVER_TRACE_CBID_cuMemHostUnregister:
+		return ((const cuMemHostUnregister_params *)params)->p == NULL;
+	case CUPTI_DRIVER_TRACE_CBID_cuIpcCloseMemHandle:
+		return ((const cuIpcCloseMemHandle_params *)params)->dptr == 0;
+	default:
+		return false;
+	}
+}
+
 /* Releases, before the driver acts on them: the address may be reused at once. */
 static void on_enter(CUpti_CallbackId cbid, const void *params)
 {
+	if (frees_null(cbid, params))
+		return;
 	switch (cbid) {
 	case CUPTI_DRIVER_TRACE_CBID_cuMemFree_v2:
 		mtp_hook_gone(MT_EV_FREE, ((const cuMemFree_v2_params *)params)->dptr, 0, 0);
@@ -43,6 +69,19 @@ static void on_enter(CUpti_CallbackId cbid, const void *params)
 	}
 	case CUPTI_DRIVER_TRACE_CBID_cuMemPoolDestroy:
 		mtp_hook_gone(MT_EV_POOL_DESTROY, 0, 0, (uintptr_t)((const cuMemPoolDestroy_params *)params)->pool);
+		break;
+	case CUPTI_DRIVER_TRACE_CBID_cuArrayDestroy:
+		mtp_hook_gone(MT_EV_FREE, (uintptr_t)((const cuArrayDestroy_params *)params)->hArray, 0, 0);
+		break;
+	case CUPTI_DRIVER_TRACE_CBID_cuMipmappedArrayDestroy:
+		mtp_hook_gone(MT_EV_FREE, (uintptr_t)((const cuMipmappedArrayDestroy_params *)params)->hMipmappedArray,
+			      0, 0);
+		break;
+	case CUPTI_DRIVER_TRACE_CBID_cuMemHostUnregister:
+		mtp_hook_gone(MT_EV_HOST_FREE, (uintptr_t)((const cuMemHostUnregister_params *)params)->p, 0, 0);
+		break;
+	case CUPTI_DRIVER_TRACE_CBID_cuIpcCloseMemHandle:
+		mtp_hook_gone(MT_EV_FREE, ((const cuIpcCloseMemHandle_params *)params)->dptr, 0, 0);
 		break;
 	default:
 		break;
@@ -160,6 +199,54 @@ static void on_exit_(CUpti_CallbackId cbid, const void *params, CUresult r)
 		}
 		break;
 	}
+	case CUPTI_DRIVER_TRACE_CBID_cuArrayCreate_v2: {
+		const cuArrayCreate_v2_params *p = params;
+		const CUDA_ARRAY_DESCRIPTOR *d = p->pAllocateArray;
+		mtp_hook_outcome(1, r, MT_EV_ALLOC, MT_API_ARRAY, mtp_driver_device(), r ? 0 : (uintptr_t)*p->pHandle,
+				 d ? mtp_array_bytes(d->Width, d->Height, 1, d->Format, d->NumChannels, 1) : 0, 0, 0);
+		break;
+	}
+	case CUPTI_DRIVER_TRACE_CBID_cuArray3DCreate_v2: {
+		const cuArray3DCreate_v2_params *p = params;
+		const CUDA_ARRAY3D_DESCRIPTOR *d = p->pAllocateArray;
+		mtp_hook_outcome(1, r, MT_EV_ALLOC, MT_API_ARRAY, mtp_driver_device(), r ? 0 : (uintptr_t)*p->pHandle,
+				 d ? mtp_array_bytes(d->Width, d->Height, d->Depth, d->Format, d->NumChannels, 1) : 0,
+				 0, 0);
+		break;
+	}
+	case CUPTI_DRIVER_TRACE_CBID_cuMipmappedArrayCreate: {
+		const cuMipmappedArrayCreate_params *p = params;
+		const CUDA_ARRAY3D_DESCRIPTOR *d = p->pMipmappedArrayDesc;
+		mtp_hook_outcome(
+		    1, r, MT_EV_ALLOC, MT_API_ARRAY, mtp_driver_device(), r ? 0 : (uintptr_t)*p->pHandle,
+		    d ? mtp_array_bytes(d->Width, d->Height, d->Depth, d->Format, d->NumChannels, p->numMipmapLevels)
+		      : 0,
+		    0, 0);
+		break;
+	}
+	case CUPTI_DRIVER_TRACE_CBID_cuMemHostRegister_v2: {
+		const cuMemHostRegister_v2_params *p = params;
+		mtp_hook_outcome(1, r, MT_EV_HOST_ALLOC, MT_API_REGISTER, MT_NO_DEVICE, r ? 0 : (uintptr_t)p->p,
+				 p->bytesize, p->Flags, 0);
+		break;
+	}
+	case CUPTI_DRIVER_TRACE_CBID_cuIpcOpenMemHandle_v2: {
+		const cuIpcOpenMemHandle_v2_params *p = params;
+		mtp_hook_ipc_opened(r, r ? 0 : *p->pdptr, p->Flags);
+		break;
+	}
+	case CUPTI_DRIVER_TRACE_CBID_cuMemImportFromShareableHandle: {
+		const cuMemImportFromShareableHandle_params *p = params;
+		if (r == CUDA_SUCCESS)
+			mtp_hook_imported(*p->handle);
+		break;
+	}
+	case CUPTI_DRIVER_TRACE_CBID_cuMemPoolSetAttribute: {
+		const cuMemPoolSetAttribute_params *p = params;
+		if (r == CUDA_SUCCESS)
+			mtp_hook_pool_attr(p->pool, p->attr, p->value);
+		break;
+	}
 	case CUPTI_DRIVER_TRACE_CBID_cuMemFree_v2:
 	case CUPTI_DRIVER_TRACE_CBID_cuMemFreeAsync:
 	case CUPTI_DRIVER_TRACE_CBID_cuMemFreeAsync_ptsz:
@@ -167,9 +254,18 @@ static void on_exit_(CUpti_CallbackId cbid, const void *params, CUresult r)
 	case CUPTI_DRIVER_TRACE_CBID_cuMemRelease:
 	case CUPTI_DRIVER_TRACE_CBID_cuMemUnmap:
 	case CUPTI_DRIVER_TRACE_CBID_cuMemAddressFree:
+	case CUPTI_DRIVER_TRACE_CBID_cuArrayDestroy:
+	case CUPTI_DRIVER_TRACE_CBID_cuMipmappedArrayDestroy:
+	case CUPTI_DRIVER_TRACE_CBID_cuMemHostUnregister:
+	case CUPTI_DRIVER_TRACE_CBID_cuIpcCloseMemHandle:
 		/* the release recorded on entry did not happen */
-		mtp_hook_release_failed(r, cbid == CUPTI_DRIVER_TRACE_CBID_cuMemFreeHost ? MT_EV_HOST_FREE : MT_EV_FREE,
-					0);
+		if (!frees_null(cbid, params))
+			mtp_hook_release_failed(r,
+						cbid == CUPTI_DRIVER_TRACE_CBID_cuMemFreeHost ||
+							cbid == CUPTI_DRIVER_TRACE_CBID_cuMemHostUnregister
+						    ? MT_EV_HOST_FREE
+						    : MT_EV_FREE,
+						0);
 		break;
 	default:
 		break;
@@ -200,6 +296,17 @@ const CUpti_CallbackId mtp_cupti_ids[] = {
     CUPTI_DRIVER_TRACE_CBID_cuMemPoolCreate,
     CUPTI_DRIVER_TRACE_CBID_cuMemPoolDestroy,
     CUPTI_DRIVER_TRACE_CBID_cuMemPoolTrimTo,
+    CUPTI_DRIVER_TRACE_CBID_cuMemPoolSetAttribute,
+    CUPTI_DRIVER_TRACE_CBID_cuArrayCreate_v2,
+    CUPTI_DRIVER_TRACE_CBID_cuArray3DCreate_v2,
+    CUPTI_DRIVER_TRACE_CBID_cuMipmappedArrayCreate,
+    CUPTI_DRIVER_TRACE_CBID_cuArrayDestroy,
+    CUPTI_DRIVER_TRACE_CBID_cuMipmappedArrayDestroy,
+    CUPTI_DRIVER_TRACE_CBID_cuMemHostRegister_v2,
+    CUPTI_DRIVER_TRACE_CBID_cuMemHostUnregister,
+    CUPTI_DRIVER_TRACE_CBID_cuIpcOpenMemHandle_v2,
+    CUPTI_DRIVER_TRACE_CBID_cuIpcCloseMemHandle,
+    CUPTI_DRIVER_TRACE_CBID_cuMemImportFromShareableHandle,
 };
 const size_t mtp_cupti_nids = sizeof mtp_cupti_ids / sizeof mtp_cupti_ids[0];
 

@@ -97,8 +97,9 @@ void *mtp_driver_lookup(void **slot, const char *name)
 		;
 	if (i == nslots && nslots < sizeof slots / sizeof slots[0])
 		slots[nslots++] = slot;
-	if (p && !driver_hi)
-		mtp_module_of(p, &driver_lo, &driver_hi);
+	/* what libcuda.so.1 is: when a layer, its calls into the driver are part of the hook's call */
+	if (p && !driver_hi && mtp_module_of(p, &driver_lo, &driver_hi))
+		mtp_layer_library(driver_lo, driver_hi);
 	__atomic_store_n(slot, p, __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&slots_lock);
 	return p;

@@ -1,29 +1,25 @@
-/* Driver API hooks: each wrapper is exported under the real versioned name (for
- * programs linked with -lcuda) and handed out by cuGetProcAddress interception (for
- * everyone else, the runtime included). Frees are recorded before the real call:
- * the address may be reused by another thread at once. Results are returned as the
- * driver gave them. */
+/* Driver API hooks: hook_<symbol> records a call around the real function it is given.
+ * Each is exported under the real versioned name (for programs linked with -lcuda; the
+ * real function is libcuda.so.1's), and handed out by cuGetProcAddress and dlsym
+ * interception (for everyone else, the runtime included) as one of MTP_LAYERS wrappers,
+ * one per real function a caller's own handle gave (procaddr.c, layers.c): a driver
+ * layer in front of the driver is called by memtap's wrapper, and calls memtap's wrapper
+ * of the driver in turn. Frees are recorded before the real call: the address may be
+ * reused by another thread at once. Results are returned as the driver gave them. */
 #include "recorder/hooks.h"
 
-#define DRV(base, sym, ver, ptsz) PFN_##base##_v##ver mtp_real_##sym;
+#define DRV(base, sym, ver, ptsz, ...) PFN_##base##_v##ver mtp_real_##sym;
 #include "recorder/driver_hooks.def"
 #undef DRV
 
 /* The driver was unloaded: the real entry points are found again at their next use. */
 void mtp_driver_hooks_forget(void)
 {
-#define DRV(base, sym, ver, ptsz) __atomic_store_n(&mtp_real_##sym, NULL, __ATOMIC_RELAXED);
+#define DRV(base, sym, ver, ptsz, ...) __atomic_store_n(&mtp_real_##sym, NULL, __ATOMIC_RELAXED);
 #include "recorder/driver_hooks.def"
 #undef DRV
 	mtp_procaddr_forget();
 }
-
-#define REAL_OR_RETURN(var, sym)                                                                                       \
-	__typeof__(mtp_real_##sym) var = MTP_REAL(sym);                                                                \
-	if (unlikely(!var)) {                                                                                          \
-		return CUDA_ERROR_NOT_INITIALIZED;                                                                     \
-	}                                                                                                              \
-	(void)0
 
 /* A policy's cap (recorder/policy.c) judged by the driver's own count of what the device
  * has handed out, so every allocation path agrees on it. */
@@ -40,10 +36,10 @@ bool mtp_cap_check(uint64_t size)
 
 /* ---- plain, pitched, managed and pinned host memory ---- */
 
-MTP_EXPORT CUresult CUDAAPI cuMemAlloc(CUdeviceptr *dptr, size_t bytesize)
+static CUresult hook_cuMemAlloc_v2(const void *caller, __typeof__(mtp_real_cuMemAlloc_v2) real, CUdeviceptr *dptr,
+				   size_t bytesize)
 {
-	REAL_OR_RETURN(real, cuMemAlloc_v2);
-	bool rec = mtp_enter();
+	bool rec = mtp_enter_at(caller);
 	CUresult r;
 	for (int try_ = 0;; try_++) { /* once more only if out of memory and a policy's on_oom asks */
 		r = MTP_CAPPED(bytesize, real(dptr, bytesize));
@@ -55,11 +51,11 @@ MTP_EXPORT CUresult CUDAAPI cuMemAlloc(CUdeviceptr *dptr, size_t bytesize)
 	return r;
 }
 
-MTP_EXPORT CUresult CUDAAPI cuMemAllocPitch(CUdeviceptr *dptr, size_t *pitch, size_t width, size_t height,
-					    unsigned int elem)
+static CUresult hook_cuMemAllocPitch_v2(const void *caller, __typeof__(mtp_real_cuMemAllocPitch_v2) real,
+					CUdeviceptr *dptr, size_t *pitch, size_t width, size_t height,
+					unsigned int elem)
 {
-	REAL_OR_RETURN(real, cuMemAllocPitch_v2);
-	bool rec = mtp_enter();
+	bool rec = mtp_enter_at(caller);
 	CUresult r;
 	for (int try_ = 0;; try_++) { /* once more only if out of memory and a policy's on_oom asks */
 		r = MTP_CAPPED(width * height, real(dptr, pitch, width, height, elem));
@@ -71,10 +67,9 @@ MTP_EXPORT CUresult CUDAAPI cuMemAllocPitch(CUdeviceptr *dptr, size_t *pitch, si
 	return r;
 }
 
-MTP_EXPORT CUresult CUDAAPI cuMemFree(CUdeviceptr dptr)
+static CUresult hook_cuMemFree_v2(const void *caller, __typeof__(mtp_real_cuMemFree_v2) real, CUdeviceptr dptr)
 {
-	REAL_OR_RETURN(real, cuMemFree_v2);
-	bool rec = mtp_enter();
+	bool rec = mtp_enter_at(caller) && dptr; /* freeing 0 frees nothing, whatever the driver answers */
 	if (rec)
 		mtp_hook_gone(MT_EV_FREE, dptr, 0, 0);
 	CUresult r = real(dptr);
@@ -84,10 +79,10 @@ MTP_EXPORT CUresult CUDAAPI cuMemFree(CUdeviceptr dptr)
 	return r;
 }
 
-MTP_EXPORT CUresult CUDAAPI cuMemGetInfo(size_t *free_bytes, size_t *total)
+static CUresult hook_cuMemGetInfo_v2(const void *caller, __typeof__(mtp_real_cuMemGetInfo_v2) real, size_t *free_bytes,
+				     size_t *total)
 {
-	REAL_OR_RETURN(real, cuMemGetInfo_v2);
-	bool rec = mtp_enter();
+	bool rec = mtp_enter_at(caller);
 	CUresult r = real(free_bytes, total);
 	if (rec && r == CUDA_SUCCESS) {
 		struct mt_event e = {.kind = MT_EV_MEMINFO,
@@ -100,10 +95,10 @@ MTP_EXPORT CUresult CUDAAPI cuMemGetInfo(size_t *free_bytes, size_t *total)
 	return r;
 }
 
-MTP_EXPORT CUresult CUDAAPI cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
+static CUresult hook_cuMemAllocManaged(const void *caller, __typeof__(mtp_real_cuMemAllocManaged) real,
+				       CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
 {
-	REAL_OR_RETURN(real, cuMemAllocManaged);
-	bool rec = mtp_enter();
+	bool rec = mtp_enter_at(caller);
 	CUresult r;
 	for (int try_ = 0;; try_++) { /* once more only if out of memory and a policy's on_oom asks */
 		r = real(dptr, bytesize, flags);
@@ -115,10 +110,10 @@ MTP_EXPORT CUresult CUDAAPI cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize
 	return r;
 }
 
-MTP_EXPORT CUresult CUDAAPI cuMemHostAlloc(void **pp, size_t bytesize, unsigned int flags)
+static CUresult hook_cuMemHostAlloc(const void *caller, __typeof__(mtp_real_cuMemHostAlloc) real, void **pp,
+				    size_t bytesize, unsigned int flags)
 {
-	REAL_OR_RETURN(real, cuMemHostAlloc);
-	bool rec = mtp_enter();
+	bool rec = mtp_enter_at(caller);
 	CUresult r;
 	for (int try_ = 0;; try_++) { /* once more only if out of memory and a policy's on_oom asks */
 		r = real(pp, bytesize, flags);
@@ -130,10 +125,10 @@ MTP_EXPORT CUresult CUDAAPI cuMemHostAlloc(void **pp, size_t bytesize, unsigned 
 	return r;
 }
 
-MTP_EXPORT CUresult CUDAAPI cuMemAllocHost(void **pp, size_t bytesize)
+static CUresult hook_cuMemAllocHost_v2(const void *caller, __typeof__(mtp_real_cuMemAllocHost_v2) real, void **pp,
+				       size_t bytesize)
 {
-	REAL_OR_RETURN(real, cuMemAllocHost_v2);
-	bool rec = mtp_enter();
+	bool rec = mtp_enter_at(caller);
 	CUresult r;
 	for (int try_ = 0;; try_++) { /* once more only if out of memory and a policy's on_oom asks */
 		r = real(pp, bytesize);
@@ -145,10 +140,9 @@ MTP_EXPORT CUresult CUDAAPI cuMemAllocHost(void **pp, size_t bytesize)
 	return r;
 }
 
-MTP_EXPORT CUresult CUDAAPI cuMemFreeHost(void *p)
+static CUresult hook_cuMemFreeHost(const void *caller, __typeof__(mtp_real_cuMemFreeHost) real, void *p)
 {
-	REAL_OR_RETURN(real, cuMemFreeHost);
-	bool rec = mtp_enter();
+	bool rec = mtp_enter_at(caller) && p; /* freeing NULL frees nothing */
 	if (rec)
 		mtp_hook_gone(MT_EV_HOST_FREE, (uintptr_t)p, 0, 0);
 	CUresult r = real(p);
@@ -160,8 +154,8 @@ MTP_EXPORT CUresult CUDAAPI cuMemFreeHost(void *p)
 
 /* ---- stream-ordered allocation ---- */
 
-static CUresult alloc_async(const void *caller, PFN_cuMemAllocAsync_v11020 real, CUdeviceptr *dptr, size_t n,
-			    CUstream s)
+static CUresult hook_cuMemAllocAsync(const void *caller, PFN_cuMemAllocAsync_v11020 real, CUdeviceptr *dptr, size_t n,
+				     CUstream s)
 {
 	bool rec = mtp_enter_at(caller);
 	CUresult r;
@@ -174,22 +168,11 @@ static CUresult alloc_async(const void *caller, PFN_cuMemAllocAsync_v11020 real,
 	mtp_leave();
 	return r;
 }
+#define hook_cuMemAllocAsync_ptsz hook_cuMemAllocAsync /* the same call, on the per-thread stream */
 
-MTP_EXPORT CUresult CUDAAPI cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream s)
+static CUresult hook_cuMemFreeAsync(const void *caller, PFN_cuMemFreeAsync_v11020 real, CUdeviceptr dptr, CUstream s)
 {
-	REAL_OR_RETURN(real, cuMemAllocAsync);
-	return alloc_async(__builtin_return_address(0), real, dptr, bytesize, s);
-}
-
-MTP_EXPORT CUresult CUDAAPI cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream s)
-{
-	REAL_OR_RETURN(real, cuMemAllocAsync_ptsz);
-	return alloc_async(__builtin_return_address(0), real, dptr, bytesize, s);
-}
-
-static CUresult free_async(const void *caller, PFN_cuMemFreeAsync_v11020 real, CUdeviceptr dptr, CUstream s)
-{
-	bool rec = mtp_enter_at(caller);
+	bool rec = mtp_enter_at(caller) && dptr; /* freeing 0 frees nothing */
 	if (rec)
 		mtp_hook_gone(MT_EV_FREE, dptr, 0, (uintptr_t)s);
 	CUresult r = real(dptr, s);
@@ -198,21 +181,10 @@ static CUresult free_async(const void *caller, PFN_cuMemFreeAsync_v11020 real, C
 	mtp_leave();
 	return r;
 }
+#define hook_cuMemFreeAsync_ptsz hook_cuMemFreeAsync /* the same call, on the per-thread stream */
 
-MTP_EXPORT CUresult CUDAAPI cuMemFreeAsync(CUdeviceptr dptr, CUstream s)
-{
-	REAL_OR_RETURN(real, cuMemFreeAsync);
-	return free_async(__builtin_return_address(0), real, dptr, s);
-}
-
-MTP_EXPORT CUresult CUDAAPI cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream s)
-{
-	REAL_OR_RETURN(real, cuMemFreeAsync_ptsz);
-	return free_async(__builtin_return_address(0), real, dptr, s);
-}
-
-static CUresult alloc_from_pool(const void *caller, PFN_cuMemAllocFromPoolAsync_v11020 real, CUdeviceptr *dptr,
-				size_t n, CUmemoryPool pool, CUstream s)
+static CUresult hook_cuMemAllocFromPoolAsync(const void *caller, PFN_cuMemAllocFromPoolAsync_v11020 real,
+					     CUdeviceptr *dptr, size_t n, CUmemoryPool pool, CUstream s)
 {
 	bool rec = mtp_enter_at(caller);
 	CUresult r;
@@ -225,24 +197,12 @@ static CUresult alloc_from_pool(const void *caller, PFN_cuMemAllocFromPoolAsync_
 	mtp_leave();
 	return r;
 }
+#define hook_cuMemAllocFromPoolAsync_ptsz hook_cuMemAllocFromPoolAsync /* the same call, on the per-thread stream */
 
-MTP_EXPORT CUresult CUDAAPI cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream s)
+static CUresult hook_cuMemPoolCreate(const void *caller, __typeof__(mtp_real_cuMemPoolCreate) real, CUmemoryPool *pool,
+				     const CUmemPoolProps *props)
 {
-	REAL_OR_RETURN(real, cuMemAllocFromPoolAsync);
-	return alloc_from_pool(__builtin_return_address(0), real, dptr, bytesize, pool, s);
-}
-
-MTP_EXPORT CUresult CUDAAPI cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
-							 CUstream s)
-{
-	REAL_OR_RETURN(real, cuMemAllocFromPoolAsync_ptsz);
-	return alloc_from_pool(__builtin_return_address(0), real, dptr, bytesize, pool, s);
-}
-
-MTP_EXPORT CUresult CUDAAPI cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *props)
-{
-	REAL_OR_RETURN(real, cuMemPoolCreate);
-	bool rec = mtp_enter();
+	bool rec = mtp_enter_at(caller);
 	CUresult r = real(pool, props);
 	if (rec && r == CUDA_SUCCESS) {
 		struct mt_event e = {.kind = MT_EV_POOL_CREATE,
@@ -254,10 +214,9 @@ MTP_EXPORT CUresult CUDAAPI cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolP
 	return r;
 }
 
-MTP_EXPORT CUresult CUDAAPI cuMemPoolDestroy(CUmemoryPool pool)
+static CUresult hook_cuMemPoolDestroy(const void *caller, __typeof__(mtp_real_cuMemPoolDestroy) real, CUmemoryPool pool)
 {
-	REAL_OR_RETURN(real, cuMemPoolDestroy);
-	bool rec = mtp_enter();
+	bool rec = mtp_enter_at(caller);
 	if (rec)
 		mtp_hook_gone(MT_EV_POOL_DESTROY, 0, 0, (uintptr_t)pool);
 	CUresult r = real(pool);
@@ -265,10 +224,10 @@ MTP_EXPORT CUresult CUDAAPI cuMemPoolDestroy(CUmemoryPool pool)
 	return r;
 }
 
-MTP_EXPORT CUresult CUDAAPI cuMemPoolTrimTo(CUmemoryPool pool, size_t keep)
+static CUresult hook_cuMemPoolTrimTo(const void *caller, __typeof__(mtp_real_cuMemPoolTrimTo) real, CUmemoryPool pool,
+				     size_t keep)
 {
-	REAL_OR_RETURN(real, cuMemPoolTrimTo);
-	bool rec = mtp_enter();
+	bool rec = mtp_enter_at(caller);
 	CUresult r = real(pool, keep);
 	if (rec && r == CUDA_SUCCESS)
 		mtp_hook_gone(MT_EV_POOL_TRIM, 0, keep, (uintptr_t)pool);
@@ -278,11 +237,11 @@ MTP_EXPORT CUresult CUDAAPI cuMemPoolTrimTo(CUmemoryPool pool, size_t keep)
 
 /* ---- virtual memory management ---- */
 
-MTP_EXPORT CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
-					const CUmemAllocationProp *prop, unsigned long long flags)
+static CUresult hook_cuMemCreate(const void *caller, __typeof__(mtp_real_cuMemCreate) real,
+				 CUmemGenericAllocationHandle *handle, size_t size, const CUmemAllocationProp *prop,
+				 unsigned long long flags)
 {
-	REAL_OR_RETURN(real, cuMemCreate);
-	bool rec = mtp_enter();
+	bool rec = mtp_enter_at(caller);
 	uint8_t dev = mtp_location_device(prop ? &prop->location : NULL);
 	uint8_t loc = prop ? (uint8_t)prop->location.type : 0;
 	CUresult r;
@@ -300,10 +259,10 @@ MTP_EXPORT CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle *handle, si
 	return r;
 }
 
-MTP_EXPORT CUresult CUDAAPI cuMemRelease(CUmemGenericAllocationHandle handle)
+static CUresult hook_cuMemRelease(const void *caller, __typeof__(mtp_real_cuMemRelease) real,
+				  CUmemGenericAllocationHandle handle)
 {
-	REAL_OR_RETURN(real, cuMemRelease);
-	bool rec = mtp_enter();
+	bool rec = mtp_enter_at(caller);
 	if (rec)
 		mtp_hook_gone(MT_EV_VMM_RELEASE, 0, 0, handle);
 	CUresult r = real(handle);
@@ -313,11 +272,11 @@ MTP_EXPORT CUresult CUDAAPI cuMemRelease(CUmemGenericAllocationHandle handle)
 	return r;
 }
 
-MTP_EXPORT CUresult CUDAAPI cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment, CUdeviceptr addr,
-						unsigned long long flags)
+static CUresult hook_cuMemAddressReserve(const void *caller, __typeof__(mtp_real_cuMemAddressReserve) real,
+					 CUdeviceptr *ptr, size_t size, size_t alignment, CUdeviceptr addr,
+					 unsigned long long flags)
 {
-	REAL_OR_RETURN(real, cuMemAddressReserve);
-	bool rec = mtp_enter();
+	bool rec = mtp_enter_at(caller);
 	CUresult r = real(ptr, size, alignment, addr, flags);
 	if (rec && r == CUDA_SUCCESS)
 		mtp_hook_gone(MT_EV_VMM_RESERVE, *ptr, size, 0);
@@ -325,10 +284,10 @@ MTP_EXPORT CUresult CUDAAPI cuMemAddressReserve(CUdeviceptr *ptr, size_t size, s
 	return r;
 }
 
-MTP_EXPORT CUresult CUDAAPI cuMemAddressFree(CUdeviceptr ptr, size_t size)
+static CUresult hook_cuMemAddressFree(const void *caller, __typeof__(mtp_real_cuMemAddressFree) real, CUdeviceptr ptr,
+				      size_t size)
 {
-	REAL_OR_RETURN(real, cuMemAddressFree);
-	bool rec = mtp_enter();
+	bool rec = mtp_enter_at(caller);
 	if (rec)
 		mtp_hook_gone(MT_EV_VMM_ADDR_FREE, ptr, size, 0);
 	CUresult r = real(ptr, size);
@@ -338,10 +297,10 @@ MTP_EXPORT CUresult CUDAAPI cuMemAddressFree(CUdeviceptr ptr, size_t size)
 	return r;
 }
 
-MTP_EXPORT CUresult CUDAAPI cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count)
+static CUresult hook_cuMemSetAccess(const void *caller, __typeof__(mtp_real_cuMemSetAccess) real, CUdeviceptr ptr,
+				    size_t size, const CUmemAccessDesc *desc, size_t count)
 {
-	REAL_OR_RETURN(real, cuMemSetAccess);
-	bool rec = mtp_enter();
+	bool rec = mtp_enter_at(caller);
 	CUresult r = real(ptr, size, desc, count);
 	if (rec && r == CUDA_SUCCESS && desc && count) {
 		struct mt_event e = {.kind = MT_EV_VMM_ACCESS,
@@ -355,11 +314,10 @@ MTP_EXPORT CUresult CUDAAPI cuMemSetAccess(CUdeviceptr ptr, size_t size, const C
 	return r;
 }
 
-MTP_EXPORT CUresult CUDAAPI cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
-				     unsigned long long flags)
+static CUresult hook_cuMemMap(const void *caller, __typeof__(mtp_real_cuMemMap) real, CUdeviceptr ptr, size_t size,
+			      size_t offset, CUmemGenericAllocationHandle handle, unsigned long long flags)
 {
-	REAL_OR_RETURN(real, cuMemMap);
-	bool rec = mtp_enter();
+	bool rec = mtp_enter_at(caller);
 	CUresult r = real(ptr, size, offset, handle, flags);
 	if (rec) {
 		struct mt_event e = {.kind = MT_EV_VMM_MAP,
@@ -375,10 +333,9 @@ MTP_EXPORT CUresult CUDAAPI cuMemMap(CUdeviceptr ptr, size_t size, size_t offset
 	return r;
 }
 
-MTP_EXPORT CUresult CUDAAPI cuMemUnmap(CUdeviceptr ptr, size_t size)
+static CUresult hook_cuMemUnmap(const void *caller, __typeof__(mtp_real_cuMemUnmap) real, CUdeviceptr ptr, size_t size)
 {
-	REAL_OR_RETURN(real, cuMemUnmap);
-	bool rec = mtp_enter();
+	bool rec = mtp_enter_at(caller);
 	if (rec)
 		mtp_hook_gone(MT_EV_VMM_UNMAP, ptr, size, 0);
 	CUresult r = real(ptr, size);
@@ -386,4 +343,178 @@ MTP_EXPORT CUresult CUDAAPI cuMemUnmap(CUdeviceptr ptr, size_t size)
 		mtp_hook_release_failed(r, MT_EV_VMM_UNMAP, ptr);
 	mtp_leave();
 	return r;
+}
+
+/* ---- pool attributes ---- */
+
+static CUresult hook_cuMemPoolSetAttribute(const void *caller, PFN_cuMemPoolSetAttribute_v11020 real, CUmemoryPool pool,
+					   CUmemPool_attribute attr, void *value)
+{
+	bool rec = mtp_enter_at(caller);
+	CUresult r = real(pool, attr, value);
+	if (rec && r == CUDA_SUCCESS)
+		mtp_hook_pool_attr(pool, attr, value);
+	mtp_leave();
+	return r;
+}
+
+/* ---- arrays: device memory behind a handle, recorded as allocations at the handle ---- */
+
+#define ARRAY_CREATE(caller, out, bytes, call)                                                                         \
+	bool rec = mtp_enter_at(caller);                                                                               \
+	CUresult r;                                                                                                    \
+	for (int try_ = 0;; try_++) { /* once more only if out of memory and a policy's on_oom asks */                 \
+		r = MTP_CAPPED(bytes, call);                                                                           \
+		if (!rec || !mtp_hook_outcome(try_, r, MT_EV_ALLOC, MT_API_ARRAY, mtp_driver_device(),                 \
+					      r ? 0 : (uintptr_t) * (out), bytes, 0, 0))                               \
+			break;                                                                                         \
+	}                                                                                                              \
+	mtp_leave();                                                                                                   \
+	return r
+
+static CUresult hook_cuArrayCreate_v2(const void *caller, PFN_cuArrayCreate_v3020 real, CUarray *array,
+				      const CUDA_ARRAY_DESCRIPTOR *d)
+{
+	uint64_t bytes = d ? mtp_array_bytes(d->Width, d->Height, 1, d->Format, d->NumChannels, 1) : 0;
+	ARRAY_CREATE(caller, array, bytes, real(array, d));
+}
+
+static CUresult hook_cuArray3DCreate_v2(const void *caller, PFN_cuArray3DCreate_v3020 real, CUarray *array,
+					const CUDA_ARRAY3D_DESCRIPTOR *d)
+{
+	uint64_t bytes = d ? mtp_array_bytes(d->Width, d->Height, d->Depth, d->Format, d->NumChannels, 1) : 0;
+	ARRAY_CREATE(caller, array, bytes, real(array, d));
+}
+
+static CUresult hook_cuMipmappedArrayCreate(const void *caller, PFN_cuMipmappedArrayCreate_v5000 real,
+					    CUmipmappedArray *array, const CUDA_ARRAY3D_DESCRIPTOR *d, unsigned levels)
+{
+	uint64_t bytes = d ? mtp_array_bytes(d->Width, d->Height, d->Depth, d->Format, d->NumChannels, levels) : 0;
+	ARRAY_CREATE(caller, array, bytes, real(array, d, levels));
+}
+
+/* A release of `addr` recorded before the call (NULL frees nothing), and said if it failed. */
+#define RELEASE(caller, kind, addr, call)                                                                              \
+	bool rec = mtp_enter_at(caller) && (addr);                                                                     \
+	if (rec)                                                                                                       \
+		mtp_hook_gone(kind, (uintptr_t)(addr), 0, 0);                                                          \
+	CUresult r = call;                                                                                             \
+	if (rec)                                                                                                       \
+		mtp_hook_release_failed(r, kind, (uintptr_t)(addr));                                                   \
+	mtp_leave();                                                                                                   \
+	return r
+
+static CUresult hook_cuArrayDestroy(const void *caller, PFN_cuArrayDestroy_v2000 real, CUarray array)
+{
+	RELEASE(caller, MT_EV_FREE, array, real(array));
+}
+
+static CUresult hook_cuMipmappedArrayDestroy(const void *caller, PFN_cuMipmappedArrayDestroy_v5000 real,
+					     CUmipmappedArray array)
+{
+	RELEASE(caller, MT_EV_FREE, array, real(array));
+}
+
+/* ---- host registration: the caller's pages pinned, a kind of pinned host memory ---- */
+
+static CUresult hook_cuMemHostRegister_v2(const void *caller, PFN_cuMemHostRegister_v6050 real, void *p, size_t n,
+					  unsigned flags)
+{
+	bool rec = mtp_enter_at(caller);
+	CUresult r;
+	for (int try_ = 0;; try_++) { /* once more only if out of memory and a policy's on_oom asks */
+		r = real(p, n, flags);
+		if (!rec || !mtp_hook_outcome(try_, r, MT_EV_HOST_ALLOC, MT_API_REGISTER, MT_NO_DEVICE,
+					      r ? 0 : (uintptr_t)p, n, flags, 0))
+			break;
+	}
+	mtp_leave();
+	return r;
+}
+
+static CUresult hook_cuMemHostUnregister(const void *caller, PFN_cuMemHostUnregister_v4000 real, void *p)
+{
+	RELEASE(caller, MT_EV_HOST_FREE, p, real(p));
+}
+
+/* ---- imports: memory another process owns, on no device of this process's ---- */
+
+static CUresult hook_cuIpcOpenMemHandle_v2(const void *caller, PFN_cuIpcOpenMemHandle_v11000 real, CUdeviceptr *dptr,
+					   CUipcMemHandle handle, unsigned flags)
+{
+	bool rec = mtp_enter_at(caller);
+	CUresult r = real(dptr, handle, flags);
+	if (rec)
+		mtp_hook_ipc_opened(r, r ? 0 : *dptr, flags);
+	mtp_leave();
+	return r;
+}
+
+static CUresult hook_cuIpcCloseMemHandle(const void *caller, PFN_cuIpcCloseMemHandle_v4010 real, CUdeviceptr dptr)
+{
+	RELEASE(caller, MT_EV_FREE, dptr, real(dptr));
+}
+
+static CUresult hook_cuMemImportFromShareableHandle(const void *caller, PFN_cuMemImportFromShareableHandle_v10020 real,
+						    CUmemGenericAllocationHandle *handle, void *os_handle,
+						    CUmemAllocationHandleType type)
+{
+	bool rec = mtp_enter_at(caller);
+	CUresult r = real(handle, os_handle, type);
+	if (rec && r == CUDA_SUCCESS)
+		mtp_hook_imported(*handle);
+	mtp_leave();
+	return r;
+}
+
+/* ---- the exported names, and one wrapper per driver layer ---- */
+
+#define UNPAREN(...) __VA_ARGS__
+
+/* For programs linked with -lcuda: the real function is libcuda.so.1's. */
+#define DRV(base, sym, ver, ptsz, params, args)                                                                        \
+	MTP_EXPORT CUresult CUDAAPI sym params                                                                         \
+	{                                                                                                              \
+		__typeof__(mtp_real_##sym) real = MTP_REAL(sym);                                                       \
+		if (unlikely(!real))                                                                                   \
+			return CUDA_ERROR_NOT_INITIALIZED;                                                             \
+		return hook_##sym(__builtin_return_address(0), real, UNPAREN args);                                    \
+	}
+#include "recorder/driver_hooks.def"
+#undef DRV
+
+/* Wrapper k calls the real function in layer slot k; one whose library was unloaded
+ * (an empty slot) is found again by name. */
+#define LAYER(sym, params, args, k)                                                                                    \
+	static CUresult CUDAAPI sym##_at##k params                                                                     \
+	{                                                                                                              \
+		__typeof__(mtp_real_##sym) real = __atomic_load_n(&layer_##sym[k], __ATOMIC_RELAXED);                  \
+		if (unlikely(!real) && unlikely(!(real = MTP_REAL(sym))))                                              \
+			return CUDA_ERROR_NOT_INITIALIZED;                                                             \
+		return hook_##sym(__builtin_return_address(0), real, UNPAREN args);                                    \
+	}
+#define DRV(base, sym, ver, ptsz, params, args)                                                                        \
+	static __typeof__(mtp_real_##sym) layer_##sym[MTP_LAYERS];                                                     \
+	LAYER(sym, params, args, 0)                                                                                    \
+	LAYER(sym, params, args, 1)                                                                                    \
+	LAYER(sym, params, args, 2)                                                                                    \
+	LAYER(sym, params, args, 3)                                                                                    \
+	static void *const wrappers_##sym[MTP_LAYERS] = {(void *)sym##_at0, (void *)sym##_at1, (void *)sym##_at2,      \
+							 (void *)sym##_at3};
+#include "recorder/driver_hooks.def"
+#undef DRV
+_Static_assert(MTP_LAYERS == 4, "one LAYER line per slot");
+
+static const struct {
+	void **real;
+	void *const *wrappers;
+} rows[] = {
+#define DRV(base, sym, ...) {(void **)layer_##sym, wrappers_##sym},
+#include "recorder/driver_hooks.def"
+#undef DRV
+};
+
+void *mtp_drv_wrap(unsigned row, void *real)
+{
+	return row < sizeof rows / sizeof rows[0] ? mtp_layer_wrap(rows[row].real, rows[row].wrappers, real) : real;
 }

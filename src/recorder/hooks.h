@@ -12,7 +12,7 @@
 
 #define MTP_NEWEST_KNOWN 13999 /* wrappers apply to lookups up to CUDA 13.x */
 
-#define DRV(base, sym, ver, ptsz) extern MTP_HIDDEN PFN_##base##_v##ver mtp_real_##sym;
+#define DRV(base, sym, ver, ptsz, ...) extern MTP_HIDDEN PFN_##base##_v##ver mtp_real_##sym;
 #include "recorder/driver_hooks.def"
 #undef DRV
 
@@ -35,6 +35,17 @@ static inline void *mtp_lookup_once(void **slot, const char *name)
 /* The real function for a wrapper: filled by interception, else from libcuda.so.1. */
 #define MTP_REAL(sym) ((__typeof__(mtp_real_##sym))mtp_lookup_once((void **)&mtp_real_##sym, #sym))
 
+/* Driver layers (layers.c): a real function a caller's own handle gave, wrapped. Each
+ * wrapped function has MTP_LAYERS wrappers, one per real function: `real` holds theirs,
+ * `wrappers` the wrappers. Returns p itself when every slot holds another, or p is
+ * memtap's own. mtp_drv_wrap does it for row `row` of driver_hooks.def (driver.c). */
+#define MTP_LAYERS 4
+MTP_HIDDEN void *mtp_layer_wrap(void **real, void *const *wrappers, void *p);
+MTP_HIDDEN void *mtp_drv_wrap(unsigned row, void *real);
+MTP_HIDDEN void mtp_layers_forget(void); /* after an unload: empty slots into a library that went */
+/* libcuda.so.1, which the exported names call: a layer when it is one (device.c) */
+MTP_HIDDEN void mtp_layer_library(uintptr_t lo, uintptr_t hi);
+
 /* Recording helpers; `api` is an enum mt_api, `error` a CUresult or cudaError_t. */
 MTP_HIDDEN void mtp_hook_made(uint8_t kind, uint8_t api, uint8_t device, uint64_t addr, uint64_t size, uint64_t aux,
 			      uint64_t aux2);
@@ -55,6 +66,14 @@ MTP_HIDDEN bool mtp_hook_outcome(int try_, int error, uint8_t kind, uint8_t api,
 /* A release recorded before the call failed: say so. */
 MTP_HIDDEN void mtp_hook_release_failed(int error, uint8_t kind, uint64_t addr);
 MTP_HIDDEN uint8_t mtp_location_device(const CUmemLocation *loc); /* MT_NO_DEVICE unless a device */
+/* Recorded the same way by both backends: an array's bytes (its elements over `levels`
+ * mipmap levels, each halving the extents; the driver's own footprint is not known), a
+ * pool attribute set, an IPC import opened (its size asked of the driver; `error` not 0:
+ * a failure) and a shareable handle imported: memory another process owns. */
+MTP_HIDDEN uint64_t mtp_array_bytes(size_t w, size_t h, size_t d, CUarray_format f, unsigned channels, unsigned levels);
+MTP_HIDDEN void mtp_hook_pool_attr(CUmemoryPool pool, CUmemPool_attribute attr, const void *value);
+MTP_HIDDEN void mtp_hook_ipc_opened(int error, CUdeviceptr dptr, unsigned flags);
+MTP_HIDDEN void mtp_hook_imported(CUmemGenericAllocationHandle handle);
 
 /* After a library was unloaded (loader.c): forget pointers into it. */
 MTP_HIDDEN bool mtp_rt_forget(void);		 /* the runtime went: true */

@@ -91,6 +91,7 @@ MTP_EXPORT int dlclose(void *handle)
 	mtp_rt_forget();
 	if (mtp_driver_forget())
 		mtp_driver_hooks_forget();
+	mtp_layers_forget();
 	mtp_python_forget();
 	return r;
 }

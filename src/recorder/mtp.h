@@ -123,6 +123,9 @@ MTP_HIDDEN void mtp_rings_reset_child(void);
  * hook's call and is not recorded again. */
 extern MTP_HIDDEN uintptr_t mtp_rt_lo, mtp_rt_span;
 MTP_HIDDEN bool mtp_reentered(const void *caller); /* true: a re-entry from elsewhere (a signal handler) */
+/* The caller is a driver layer's code, or the driver's (layers.c): a layer calls the
+ * driver's wrapper while memtap's wrapper of the layer runs, part of that one call. */
+MTP_HIDDEN bool mtp_layer_caller(uintptr_t caller);
 
 /* The hook guard: true when this call is to be recorded: recording is on, and this is
  * the outermost hook on the thread or a hook a signal handler called while another ran

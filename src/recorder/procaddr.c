@@ -2,13 +2,16 @@
  * driver: dlsym(libcuda, "cuGetProcAddress_v2"), then cuGetProcAddress by base name,
  * version and per-thread-stream flag. memtap interposes dlsym (entry in dlsym_x86_64.S)
  * to hand back its cuGetProcAddress wrappers; those call the real one first, and for a
- * wrapped function at a version whose ABI memtap knows, keep the real pointer and
- * return memtap's wrapper. Everything else passes through untouched. */
+ * wrapped function at a version whose ABI memtap knows, return memtap's wrapper of what
+ * the real one gave. Each caller gets what its own handle gives, wrapped: a wrapper per
+ * real function (layers.c), so a driver layer in front of the driver and the driver
+ * behind it are both called. Everything else passes through untouched. */
 #include <string.h>
 
 #include "recorder/prim.h"
 #include "recorder/hooks.h"
 
+/* for the exported names (programs linked with -lcuda): libcuda.so.1's */
 static PFN_cuGetProcAddress_v12000 real_gpa2;
 static PFN_cuGetProcAddress_v11030 real_gpa1;
 
@@ -16,17 +19,36 @@ static const struct hook {
 	const char *base, *symbol;
 	int version;
 	bool ptsz;
-	void *wrapper;
-	void **real;
 } hooks[] = {
-#define DRV(base, sym, ver, ptsz) {#base, #sym, ver, ptsz, (void *)sym, (void **)&mtp_real_##sym},
+#define DRV(base, sym, ver, ptsz, ...) {#base, #sym, ver, ptsz},
 #include "recorder/driver_hooks.def"
 #undef DRV
 };
 
-static CUresult CUDAAPI gpa2(const char *symbol, void **pfn, int version, cuuint64_t flags,
-			     CUdriverProcAddressQueryResult *status);
-static CUresult CUDAAPI gpa1(const char *symbol, void **pfn, int version, cuuint64_t flags);
+static CUresult gpa2(PFN_cuGetProcAddress_v12000 real, const char *symbol, void **pfn, int version, cuuint64_t flags,
+		     CUdriverProcAddressQueryResult *status);
+static CUresult gpa1(PFN_cuGetProcAddress_v11030 real, const char *symbol, void **pfn, int version, cuuint64_t flags);
+
+/* One wrapper of each cuGetProcAddress ABI per real one (layers.c). */
+static PFN_cuGetProcAddress_v12000 gpa2_real[MTP_LAYERS];
+static PFN_cuGetProcAddress_v11030 gpa1_real[MTP_LAYERS];
+#define GPA(k)                                                                                                         \
+	static CUresult CUDAAPI gpa2_at##k(const char *symbol, void **pfn, int version, cuuint64_t flags,              \
+					   CUdriverProcAddressQueryResult *status)                                     \
+	{                                                                                                              \
+		return gpa2(__atomic_load_n(&gpa2_real[k], __ATOMIC_ACQUIRE), symbol, pfn, version, flags, status);    \
+	}                                                                                                              \
+	static CUresult CUDAAPI gpa1_at##k(const char *symbol, void **pfn, int version, cuuint64_t flags)              \
+	{                                                                                                              \
+		return gpa1(__atomic_load_n(&gpa1_real[k], __ATOMIC_ACQUIRE), symbol, pfn, version, flags);            \
+	}
+GPA(0)
+GPA(1)
+GPA(2)
+GPA(3)
+_Static_assert(MTP_LAYERS == 4, "one GPA line per slot");
+static void *const gpa2_wrappers[MTP_LAYERS] = {(void *)gpa2_at0, (void *)gpa2_at1, (void *)gpa2_at2, (void *)gpa2_at3};
+static void *const gpa1_wrappers[MTP_LAYERS] = {(void *)gpa1_at0, (void *)gpa1_at1, (void *)gpa1_at2, (void *)gpa1_at3};
 
 static bool has_ptsz_twin(const char *base)
 {
@@ -45,13 +67,10 @@ static void substitute(const char *symbol, void **pfn, int version, cuuint64_t f
 		return;
 	if (strcmp(symbol, "cuGetProcAddress") == 0) {
 		/* the runtime asks for both ABIs and serves cudaGetDriverEntryPoint* through them */
-		if (version >= 12000) {
-			__atomic_store_n(&real_gpa2, (PFN_cuGetProcAddress_v12000)*pfn, __ATOMIC_RELEASE);
-			*pfn = (void *)gpa2;
-		} else if (version >= 11030) {
-			__atomic_store_n(&real_gpa1, (PFN_cuGetProcAddress_v11030)*pfn, __ATOMIC_RELEASE);
-			*pfn = (void *)gpa1;
-		}
+		if (version >= 12000)
+			*pfn = mtp_layer_wrap((void **)gpa2_real, gpa2_wrappers, *pfn);
+		else if (version >= 11030)
+			*pfn = mtp_layer_wrap((void **)gpa1_real, gpa1_wrappers, *pfn);
 		return;
 	}
 	if (version > MTP_NEWEST_KNOWN)
@@ -63,8 +82,7 @@ static void substitute(const char *symbol, void **pfn, int version, cuuint64_t f
 		/* a function with a per-thread twin: the flag picks which one the driver returned */
 		if (h->ptsz != ptsz && (h->ptsz || has_ptsz_twin(h->base)))
 			continue;
-		__atomic_store_n(h->real, *pfn, __ATOMIC_RELEASE);
-		*pfn = h->wrapper;
+		*pfn = mtp_drv_wrap((unsigned)i, *pfn);
 		return;
 	}
 }
@@ -75,23 +93,27 @@ void mtp_procaddr_forget(void)
 	__atomic_store_n(&real_gpa1, NULL, __ATOMIC_RELEASE);
 }
 
-/* Found again by name after the driver was unloaded and loaded anew. */
-static CUresult CUDAAPI gpa2(const char *symbol, void **pfn, int version, cuuint64_t flags,
-			     CUdriverProcAddressQueryResult *status)
+/* No real one (its library was unloaded, or none was given): libcuda.so.1's, found by name. */
+static CUresult gpa2(PFN_cuGetProcAddress_v12000 real, const char *symbol, void **pfn, int version, cuuint64_t flags,
+		     CUdriverProcAddressQueryResult *status)
 {
-	PFN_cuGetProcAddress_v12000 real = mtp_lookup_once((void **)&real_gpa2, "cuGetProcAddress_v2");
-	CUresult r = real ? real(symbol, pfn, version, flags, status) : CUDA_ERROR_NOT_INITIALIZED;
+	CUresult r;
 
+	if (!real && !(real = mtp_lookup_once((void **)&real_gpa2, "cuGetProcAddress_v2")))
+		return CUDA_ERROR_NOT_INITIALIZED;
+	r = real(symbol, pfn, version, flags, status);
 	if (r == CUDA_SUCCESS)
 		substitute(symbol, pfn, version, flags);
 	return r;
 }
 
-static CUresult CUDAAPI gpa1(const char *symbol, void **pfn, int version, cuuint64_t flags)
+static CUresult gpa1(PFN_cuGetProcAddress_v11030 real, const char *symbol, void **pfn, int version, cuuint64_t flags)
 {
-	PFN_cuGetProcAddress_v11030 real = mtp_lookup_once((void **)&real_gpa1, "cuGetProcAddress");
-	CUresult r = real ? real(symbol, pfn, version, flags) : CUDA_ERROR_NOT_INITIALIZED;
+	CUresult r;
 
+	if (!real && !(real = mtp_lookup_once((void **)&real_gpa1, "cuGetProcAddress")))
+		return CUDA_ERROR_NOT_INITIALIZED;
+	r = real(symbol, pfn, version, flags);
 	if (r == CUDA_SUCCESS)
 		substitute(symbol, pfn, version, flags);
 	return r;
@@ -101,40 +123,30 @@ static CUresult CUDAAPI gpa1(const char *symbol, void **pfn, int version, cuuint
 MTP_EXPORT CUresult CUDAAPI cuGetProcAddress(const char *symbol, void **pfn, int version, cuuint64_t flags,
 					     CUdriverProcAddressQueryResult *status)
 {
-	if (!mtp_lookup_once((void **)&real_gpa2, "cuGetProcAddress_v2"))
-		return CUDA_ERROR_NOT_INITIALIZED;
-	return gpa2(symbol, pfn, version, flags, status);
+	return gpa2(NULL, symbol, pfn, version, flags, status);
 }
 
 MTP_EXPORT CUresult CUDAAPI mtp_gpa1_export(const char *symbol, void **pfn, int version,
 					    cuuint64_t flags) __asm__("cuGetProcAddress");
 CUresult CUDAAPI mtp_gpa1_export(const char *symbol, void **pfn, int version, cuuint64_t flags)
 {
-	if (!mtp_lookup_once((void **)&real_gpa1, "cuGetProcAddress"))
-		return CUDA_ERROR_NOT_INITIALIZED;
-	return gpa1(symbol, pfn, version, flags);
+	return gpa1(NULL, symbol, pfn, version, flags);
 }
 
-/* dlsym on a real handle (RTLD_NEXT and RTLD_DEFAULT never get here). */
+/* dlsym on a real handle (RTLD_NEXT and RTLD_DEFAULT never get here): what this handle
+ * gives, wrapped. */
 void *mt_dlsym_hook(void *handle, const char *name)
 {
 	void *p = mt_dlsym_resolve()(handle, name);
 
 	if (!p || !name || name[0] != 'c' || name[1] != 'u')
 		return p;
-	if (strcmp(name, "cuGetProcAddress_v2") == 0) {
-		__atomic_store_n(&real_gpa2, (PFN_cuGetProcAddress_v12000)p, __ATOMIC_RELEASE);
-		return (void *)gpa2;
-	}
-	if (strcmp(name, "cuGetProcAddress") == 0) {
-		__atomic_store_n(&real_gpa1, (PFN_cuGetProcAddress_v11030)p, __ATOMIC_RELEASE);
-		return (void *)gpa1;
-	}
-	for (size_t i = 0; i < sizeof hooks / sizeof hooks[0]; i++) {
-		if (strcmp(name, hooks[i].symbol) == 0) {
-			__atomic_store_n(hooks[i].real, p, __ATOMIC_RELEASE);
-			return hooks[i].wrapper;
-		}
-	}
+	if (strcmp(name, "cuGetProcAddress_v2") == 0)
+		return mtp_layer_wrap((void **)gpa2_real, gpa2_wrappers, p);
+	if (strcmp(name, "cuGetProcAddress") == 0)
+		return mtp_layer_wrap((void **)gpa1_real, gpa1_wrappers, p);
+	for (size_t i = 0; i < sizeof hooks / sizeof hooks[0]; i++)
+		if (strcmp(name, hooks[i].symbol) == 0)
+			return mtp_drv_wrap((unsigned)i, p);
 	return p;
 }

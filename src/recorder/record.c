@@ -41,16 +41,17 @@ void mtp_drop(enum mt_drop why, uint64_t n)
 	__atomic_add_fetch(&mtp_drops[why], n, __ATOMIC_RELAXED);
 }
 
-/* A hook entered while another hook runs on this thread: the runtime calling the driver
- * and memtap calling either are parts of the outer call; anything else (a signal
- * handler's call) is an event of its own. */
+/* A hook entered while another hook runs on this thread: the runtime calling the driver,
+ * a driver layer calling the driver, and memtap calling either are parts of the outer
+ * call; anything else (a signal handler's call) is an event of its own. */
 bool mtp_reentered(const void *caller)
 {
 	uintptr_t c = (uintptr_t)caller;
 
 	if (c >= mtp_self_start && c < mtp_self_end)
 		return false;
-	return c - __atomic_load_n(&mtp_rt_lo, __ATOMIC_RELAXED) >= __atomic_load_n(&mtp_rt_span, __ATOMIC_RELAXED);
+	return c - __atomic_load_n(&mtp_rt_lo, __ATOMIC_RELAXED) >= __atomic_load_n(&mtp_rt_span, __ATOMIC_RELAXED) &&
+	       !mtp_layer_caller(c);
 }
 
 /* A stack for first lookups (dlsym of a runtime or driver function: a few KiB of the

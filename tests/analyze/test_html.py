@@ -109,6 +109,11 @@ def common(name, rep, dom, body):
         ok(chart and find(chart, "line", "peak") and drawn and
            all(dev["composition_at_peak"][c] == 0 or c in drawn for c in cats[:-1]),
            "%s: device %d's timeline draws each category of the peak, the peak marked" % (name, d), drawn)
+        libs, count = dom.by_id.get("libraries-%d" % d), dev["driver_count"]
+        want = [l["bytes"] for l in dev["by_library_at_peak"]]
+        want += [count["used_bytes"], count["recorded_bytes"], count["unseen_bytes"]] if count else []
+        ok(values(libs) == want if libs else not want, "%s: device %d's libraries and the driver's count as in --json"
+           % (name, d), libs and values(libs))
         top = dom.by_id.get("top-%d" % d)
         want = [g["bytes"] for g in rep["top_at_peak"] if g["device"] == d]
         ok(top and values(top)[0::2] == want, "%s: device %d's stacks at the peak as in --json" % (name, d))
@@ -147,6 +152,17 @@ ok(plan and comps and values(comps) == [v for c in plan["components"] for v in (
    tab and values(tab) == [row[k] for row in plan["table"] for k in ("none", "selective", "full")] and
    plan["table"][3]["none"] < plan["table"][0]["none"],
    "plan: the measured composition and the ZeRO x recomputation table as in --json", plan)
+
+# ---- libraries named as NVIDIA's, a context no hook sees: the by-library table and the driver's count ----
+libtrace = os.path.join(TMP, "libraries.trace")
+subprocess.run([MEMTAP, "run", "-q", "-o", libtrace, "--", os.path.join(B, "tests/recorder/paths"), "libraries",
+                os.path.join(B, "tests/recorder/libs/.libs")], env=dict(env, SIMGPU_CONTEXT_MEM="300MiB"), check=True,
+               stdout=subprocess.DEVNULL)
+rep, source, dom, body = render("libraries", libtrace)
+common("libraries", rep, dom, body)
+libs = dom.by_id.get("libraries-0")
+ok(libs and "libnccl.so.2" in text(libs) and "libcublasLt.so.13" in text(libs) and values(libs)[-1] == 300 * MiB,
+   "libraries: each library's bytes, and 300 MiB no hook saw", libs and text(libs))
 
 # ---- a PyTorch snapshot: segments, an OOM, a hostile frame name ----
 SEG = 0x7f0000000000

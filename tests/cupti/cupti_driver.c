@@ -60,6 +60,35 @@ static NOINLINE void allocate_through_cupti(void)
 	FIRE(cuMemAlloc_v2, too_big, CUDA_ERROR_OUT_OF_MEMORY);
 	cuMemFree_v2_params bad_free = {0x1234};
 	FIRE(cuMemFree_v2, bad_free, CUDA_ERROR_INVALID_VALUE);
+
+	/* arrays, host registration, imports, a pool attribute (issue 22's paths) */
+	CUarray array = (CUarray)0x7a0000001000ull;
+	CUDA_ARRAY_DESCRIPTOR ad = {.Width = 1000, .Height = 100, .Format = CU_AD_FORMAT_FLOAT, .NumChannels = 4};
+	cuArrayCreate_v2_params array_create = {&array, &ad};
+	FIRE(cuArrayCreate_v2, array_create, CUDA_SUCCESS);
+	cuArrayDestroy_params array_destroy = {array};
+	FIRE(cuArrayDestroy, array_destroy, CUDA_SUCCESS);
+	cuMemHostRegister_v2_params reg = {host, 12000006, 1};
+	FIRE(cuMemHostRegister_v2, reg, CUDA_SUCCESS);
+	cuMemHostUnregister_params unreg = {host};
+	FIRE(cuMemHostUnregister, unreg, CUDA_SUCCESS);
+	CUmemGenericAllocationHandle imported = 99;
+	cuMemImportFromShareableHandle_params import = {&imported, (void *)3, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR};
+	FIRE(cuMemImportFromShareableHandle, import, CUDA_SUCCESS);
+	cuMemRelease_params release_import = {imported};
+	FIRE(cuMemRelease, release_import, CUDA_SUCCESS);
+	cuuint64_t threshold = 12000007;
+	cuMemPoolSetAttribute_params attr = {(CUmemoryPool)0x5151, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &threshold};
+	FIRE(cuMemPoolSetAttribute, attr, CUDA_SUCCESS);
+
+	/* frees of NULL free nothing, whatever the driver answers: no events */
+	cuMemFree_v2_params null_free = {0};
+	FIRE(cuMemFree_v2, null_free, CUDA_SUCCESS);
+	FIRE(cuMemFree_v2, null_free, CUDA_ERROR_INVALID_VALUE);
+	cuMemFreeAsync_params null_async = {0, stream};
+	FIRE(cuMemFreeAsync, null_async, CUDA_SUCCESS);
+	cuMemFreeHost_params null_host = {NULL};
+	FIRE(cuMemFreeHost, null_host, CUDA_SUCCESS);
 }
 
 int main(int argc, char **argv)

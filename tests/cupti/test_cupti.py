@@ -32,8 +32,11 @@ if traces:
     want = [("alloc", 12000001), ("alloc", 204800), ("free", 0), ("free", 0), ("alloc", 12000003), ("free", 0),
             ("host_alloc", 12000004), ("host_free", 0), ("vmm_create", 2 << 20), ("vmm_reserve", 4 << 20),
             ("vmm_map", 2 << 20), ("vmm_release", 0), ("vmm_unmap", 2 << 20), ("vmm_addr_free", 4 << 20),
-            ("alloc_failed", 12000005), ("free", 0), ("free", 0)]
-    ok(kinds == want, "every call becomes the same event the preload backend records, in order", kinds)
+            ("alloc_failed", 12000005), ("free", 0), ("free", 0), ("alloc", 1600000), ("free", 0),
+            ("host_alloc", 12000006), ("host_free", 0), ("vmm_create", 0), ("vmm_release", 0),
+            ("pool_attr", 12000007)]
+    ok(kinds == want, "every call becomes the same event the preload backend records, in order; frees of NULL none",
+       kinds)
     async_ = [e for e in ev if e["kind"] == "alloc" and e["size"] == 12000003]
     ok(async_ and async_[0]["aux"] == 0x5150 and async_[0]["flags"] == 4, "the stream of an async allocation")
     oom = [e for e in ev if e["kind"] == "alloc_failed"]
@@ -46,6 +49,8 @@ if traces:
     rep = json.loads(subprocess.run([MEMTAP, "report", "--json", traces[0]], capture_output=True, text=True).stdout)
     ok(rep["devices"][0]["peak_allocated_bytes"] == 12000001 + 204800 and rep["live_at_exit"] == [],
        "the report's peak and live-at-exit from CUPTI events", rep["devices"])
+    libs = [l["library"] for l in rep["devices"][0]["by_library_at_peak"]]
+    ok(libs == ["cupti_driver"], "CUPTI's own frames are not the library that asked", libs)
 
 # the real libcupti on simgpu: CUPTI refuses (no GPU); the job must run on, with one line
 work = os.path.join(B, "tests/recorder/workload")

@@ -299,7 +299,7 @@ static void proc_address(void)
 	{
 		/* what simgpu does not simulate is exported by name and refuses, never crashes */
 		CUresult (*stub)(void *, size_t, size_t) =
-		    (CUresult(*)(void *, size_t, size_t))dlsym(self, "cuArrayCreate_v2");
+		    (CUresult(*)(void *, size_t, size_t))dlsym(self, "cuTexObjectCreate");
 		CUresult (*table)(const void **, const CUuuid *) =
 		    (CUresult(*)(const void **, const CUuuid *))dlsym(self, "cuGetExportTable");
 		CUuuid id = {{0}};

@@ -99,8 +99,9 @@ for under in (False, True):
         want_wrap = under and (d[5] in HOOKED or name == "cuGetProcAddress") and int(version) <= 13999
         if want_wrap:
             wrapped += 1
-            # the wrapper for the ABI asked: memtap exports it under the driver's symbol
-            good = lib.startswith("libmemtap") and (name == "cuGetProcAddress" or symbol == d[5])
+            # the wrapper for the ABI asked: the one memtap exports under the driver's symbol,
+            # or the wrapper of that same row made for the driver handle asked (no symbol)
+            good = lib.startswith("libmemtap") and (name == "cuGetProcAddress" or symbol in (d[5], "-"))
         else:
             good = int(ptr, 16) == int(d[6], 16)
         if not good:

@@ -167,6 +167,7 @@ static CUresult init_locked(void)
 	load_attributes();
 	sim.fail_nth = env_size("SIMGPU_FAIL_NTH", 0);
 	sim.fail_above = env_size("SIMGPU_FAIL_ABOVE", 0);
+	sim.context_mem = env_size("SIMGPU_CONTEXT_MEM", 0);
 	for (int i = 0; i < sim.ndev; i++) {
 		struct sim_device *d = &sim.dev[i];
 		size_t cap = device_capacity(i);
@@ -523,7 +524,9 @@ CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
 	if (!pctx)
 		return CUDA_ERROR_INVALID_VALUE;
 	sim_lock();
-	sim.dev[dev].primary_refs++;
+	/* a context takes memory no allocation call shows, as a real one does */
+	if (sim.dev[dev].primary_refs++ == 0)
+		sim.dev[dev].used += sim.context_mem < sim.dev[dev].capacity ? sim.context_mem : 0;
 	sim_unlock();
 	*pctx = &sim.dev[dev].primary;
 	return CUDA_SUCCESS;
@@ -536,9 +539,10 @@ static CUresult primary_release(CUdevice dev)
 	if (r != CUDA_SUCCESS)
 		return r;
 	sim_lock();
-	if (sim.dev[dev].primary_refs > 0)
-		sim.dev[dev].primary_refs--;
-	else
+	if (sim.dev[dev].primary_refs > 0) {
+		if (--sim.dev[dev].primary_refs == 0)
+			sim.dev[dev].used -= sim.context_mem < sim.dev[dev].capacity ? sim.context_mem : 0;
+	} else
 		r = CUDA_ERROR_INVALID_CONTEXT;
 	sim_unlock();
 	return r;

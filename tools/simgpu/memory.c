@@ -165,7 +165,7 @@ CUresult CUDAAPI cuMemFree(CUdeviceptr ptr)
 	g = b ? NULL : sim_graph_alloc_at(ptr);
 	if (g)
 		r = sim_graph_alloc_free(g);
-	else if (!b || b->cached || b->kind == SIM_KIND_HOST)
+	else if (!b || b->cached || b->kind == SIM_KIND_HOST || b->kind == SIM_KIND_ARRAY)
 		r = CUDA_ERROR_INVALID_VALUE;
 	else if (b->kind == SIM_KIND_MANAGED)
 		host_release(b);

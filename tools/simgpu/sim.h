@@ -95,7 +95,13 @@ CUresult sim_locate(uintptr_t p, size_t n, enum sim_where *where, int *device);
 
 /* ---- memory ---------------------------------------------------------------------------- */
 
-enum sim_kind { SIM_KIND_DEVICE, SIM_KIND_POOLED, SIM_KIND_MANAGED, SIM_KIND_HOST };
+enum sim_kind {
+	SIM_KIND_DEVICE,
+	SIM_KIND_POOLED,
+	SIM_KIND_MANAGED,
+	SIM_KIND_HOST,
+	SIM_KIND_ARRAY /* cuArrayDestroy's */
+};
 
 struct sim_block {
 	uintptr_t addr;
@@ -212,6 +218,7 @@ struct sim_state {
 	uint64_t alloc_calls;	   /* for fault injection */
 	uint64_t fail_nth;	   /* SIMGPU_FAIL_NTH: 0 = off */
 	uint64_t fail_above;	   /* SIMGPU_FAIL_ABOVE: 0 = off */
+	uint64_t context_mem;	   /* SIMGPU_CONTEXT_MEM: charged while a primary context is retained */
 	uint64_t host_bytes;	   /* pinned host memory in use */
 	uint64_t launches;	   /* kernels launched (directly or by graphs) */
 	int profiler_depth;	   /* cuProfilerStart minus cuProfilerStop */

@@ -1,14 +1,21 @@
 /* simgpu virtual memory management: cuMemCreate/Release (physical handles, charged to
  * the device at creation), cuMemAddressReserve/Free (address ranges, free of charge),
- * cuMemMap/Unmap/SetAccess. Physical memory is returned to the device when the handle
+ * cuMemMap/Unmap/SetAccess, and shareable handles: an exported handle is a file
+ * descriptor whose size is the memory's, and an imported one is memory another process
+ * owns, not charged here. Physical memory is returned to the device when the handle
  * has been released and its last mapping is gone, as cuMemRelease's documentation says. */
+#define _GNU_SOURCE /* memfd_create */
 #include "sim.h"
 
 #include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 struct handle {
 	size_t size;
-	int device; /* -1: host memory */
+	int device;    /* -1: host memory */
+	bool imported; /* another process's memory: not charged */
 	bool released;
 	int refs; /* one for the handle itself, one per mapping */
 };
@@ -31,7 +38,9 @@ static void drop_ref(CUmemGenericAllocationHandle id, struct handle *h)
 {
 	if (--h->refs > 0)
 		return;
-	if (h->device >= 0)
+	if (h->imported)
+		;
+	else if (h->device >= 0)
 		sim.dev[h->device].used -= h->size;
 	else
 		sim.host_bytes -= h->size;
@@ -116,6 +125,63 @@ CUresult CUDAAPI cuMemRelease(CUmemGenericAllocationHandle id)
 	} else {
 		h->released = true;
 		drop_ref(id, h);
+	}
+	sim_unlock();
+	return r;
+}
+
+CUresult CUDAAPI cuMemExportToShareableHandle(void *out, CUmemGenericAllocationHandle id,
+					      CUmemAllocationHandleType type, unsigned long long flags)
+{
+	CUresult r = sim_check_init();
+	struct handle *h;
+	int fd = -1;
+
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (!out || flags != 0)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+		return CUDA_ERROR_NOT_SUPPORTED;
+	sim_lock();
+	h = sim_map_get(&handles, id);
+	if (!h || h->released)
+		r = CUDA_ERROR_INVALID_VALUE;
+	else if ((fd = memfd_create("simgpu-shared", 0)) < 0 || ftruncate(fd, (off_t)h->size) != 0)
+		r = CUDA_ERROR_OUT_OF_MEMORY;
+	sim_unlock();
+	if (r != CUDA_SUCCESS) {
+		if (fd >= 0)
+			close(fd);
+		return r;
+	}
+	*(int *)out = fd;
+	return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *out, void *os_handle,
+						CUmemAllocationHandleType type)
+{
+	int dev;
+	CUresult r = sim_current_device(&dev);
+	struct handle *h;
+	struct stat st;
+
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (!out)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+		return CUDA_ERROR_NOT_SUPPORTED;
+	if (fstat((int)(intptr_t)os_handle, &st) != 0 || st.st_size <= 0 || !granular((size_t)st.st_size))
+		return CUDA_ERROR_INVALID_VALUE;
+	sim_lock();
+	if (!(h = malloc(sizeof *h)) || sim_map_put(&handles, next_handle, h)) {
+		free(h);
+		r = CUDA_ERROR_OUT_OF_MEMORY;
+	} else {
+		*h = (struct handle){.size = (size_t)st.st_size, .device = dev, .imported = true, .refs = 1};
+		*out = next_handle++;
 	}
 	sim_unlock();
 	return r;

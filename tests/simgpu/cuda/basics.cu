@@ -155,6 +155,7 @@ int main(void)
 		float *dp = NULL;
 		unsigned flags = 0;
 		CHECK(cudaHostRegister(back, bytes, cudaHostRegisterMapped));
+		EXPECT(bytes); /* registered host memory is recorded, as pinned memory the job holds */
 		CHECK(cudaHostGetDevicePointer((void **)&dp, back, 0));
 		CHECK(cudaHostGetFlags(&flags, back));
 		TRUE(dp != NULL && (flags & cudaHostRegisterMapped));

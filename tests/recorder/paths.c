@@ -1,0 +1,211 @@
+/* The allocation paths of issue 22, each with sizes that say which path made it, run on
+ * simgpu under memtap: `paths MODE`.
+ *   freenull    cuMemFree(0), cudaFree(NULL), cuMemFreeHost(NULL), cuMemFreeAsync(0):
+ *               none is a free; one allocation of 22000001 bytes, freed
+ *   arrays      cuArrayCreate 1600000 bytes, cuArray3DCreate 100000, cuMipmappedArrayCreate
+ *               21504 (three levels), each destroyed
+ *   register    cuMemHostRegister of 22000003 bytes, unregistered
+ *   poolattr    the default pool's release threshold set to 64 MiB, opportunistic reuse off
+ *   ipc         exports a 22000004-byte allocation (cuIpcGetMemHandle) and a 2 MiB VMM handle
+ *               (a file descriptor), then runs `paths import HANDLE FD` by exec in a child,
+ *               which opens, maps and closes both
+ *   libraries DIR  loads DIR/libnccl.so.2 and DIR/libcublasLt.so.13 (built from memtap's
+ *               own code) and allocates 10 MiB through the first, 20 MiB through the
+ *               second, 5 MiB itself and 7 MiB through the runtime's own cudaMalloc
+ *               (found with dlsym, so the runtime calls the driver); prints cuMemGetInfo's
+ *               used memory ("used N") while all of it is live, then frees it */
+#include <cuda.h>
+#include <cudaTypedefs.h>
+#include <cuda_runtime_api.h>
+#include <dlfcn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define NOINLINE __attribute__((noinline))
+
+static int failures;
+
+static void check(int ok, const char *what)
+{
+	if (!ok) {
+		fprintf(stderr, "paths: %s failed\n", what);
+		failures++;
+	}
+}
+#define CHECK_RT(call) check((call) == cudaSuccess, #call)
+#define CHECK_DRV(call) check((call) == CUDA_SUCCESS, #call)
+
+static void driver_context(void)
+{
+	CUcontext c;
+
+	CHECK_DRV(cuInit(0));
+	CHECK_DRV(cuDevicePrimaryCtxRetain(&c, 0));
+	CHECK_DRV(cuCtxSetCurrent(c));
+}
+
+static void free_null(void)
+{
+	CUdeviceptr d;
+
+	driver_context();
+	CHECK_DRV(cuMemAlloc(&d, 22000001));
+	cuMemFree(0); /* whatever the driver answers, nothing is freed */
+	CHECK_RT(cudaFree(NULL));
+	cuMemFreeHost(NULL);
+	cuMemFreeAsync(0, NULL);
+	CHECK_DRV(cuMemFree(d));
+}
+
+static void arrays(void)
+{
+	CUarray a, b;
+	CUmipmappedArray m;
+	CUDA_ARRAY_DESCRIPTOR d2 = {.Width = 1000, .Height = 100, .Format = CU_AD_FORMAT_FLOAT, .NumChannels = 4};
+	CUDA_ARRAY3D_DESCRIPTOR d3 = {
+	    .Width = 100, .Height = 100, .Depth = 10, .Format = CU_AD_FORMAT_UNSIGNED_INT8, .NumChannels = 1};
+	CUDA_ARRAY3D_DESCRIPTOR dm = {.Width = 64, .Height = 64, .Format = CU_AD_FORMAT_HALF, .NumChannels = 2};
+
+	driver_context();
+	CHECK_DRV(cuArrayCreate(&a, &d2));
+	CHECK_DRV(cuArray3DCreate(&b, &d3));
+	CHECK_DRV(cuMipmappedArrayCreate(&m, &dm, 3));
+	CHECK_DRV(cuArrayDestroy(a));
+	CHECK_DRV(cuArrayDestroy(b));
+	CHECK_DRV(cuMipmappedArrayDestroy(m));
+}
+
+static void host_register(void)
+{
+	static char buf[22000003];
+
+	driver_context();
+	CHECK_DRV(cuMemHostRegister(buf, sizeof buf, CU_MEMHOSTREGISTER_PORTABLE));
+	check(cuMemHostRegister(buf, 1, 0) == CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED, "registering twice fails");
+	CHECK_DRV(cuMemHostUnregister(buf));
+}
+
+static void pool_attributes(void)
+{
+	CUmemoryPool pool;
+	cuuint64_t threshold = 64ull << 20;
+	int off = 0;
+
+	driver_context();
+	CHECK_DRV(cuDeviceGetDefaultMemPool(&pool, 0));
+	CHECK_DRV(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &threshold));
+	CHECK_DRV(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC, &off));
+}
+
+static void ipc_export(const char *self)
+{
+	CUdeviceptr d;
+	CUipcMemHandle h;
+	CUmemGenericAllocationHandle vmm;
+	CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+				    .requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
+				    .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0}};
+	char hex[2 * sizeof h.reserved + 1], fd_text[16];
+	int fd = -1, status;
+	pid_t pid;
+
+	driver_context();
+	CHECK_DRV(cuMemAlloc(&d, 22000004));
+	CHECK_DRV(cuIpcGetMemHandle(&h, d));
+	CHECK_DRV(cuMemCreate(&vmm, 2 << 20, &prop, 0));
+	CHECK_DRV(cuMemExportToShareableHandle(&fd, vmm, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
+	for (size_t i = 0; i < sizeof h.reserved; i++)
+		snprintf(hex + 2 * i, 3, "%02x", (unsigned char)h.reserved[i]);
+	snprintf(fd_text, sizeof fd_text, "%d", fd);
+	fflush(NULL);
+	if ((pid = fork()) == 0) {
+		execl(self, self, "import", hex, fd_text, (char *)NULL);
+		_exit(127);
+	}
+	check(pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0,
+	      "the importing child");
+	CHECK_DRV(cuMemRelease(vmm));
+	CHECK_DRV(cuMemFree(d));
+}
+
+static NOINLINE void ipc_import(const char *hex, int fd)
+{
+	CUipcMemHandle h = {{0}};
+	CUdeviceptr d, va;
+	CUmemGenericAllocationHandle vmm;
+
+	for (size_t i = 0; i < sizeof h.reserved && hex[2 * i] && hex[2 * i + 1]; i++) {
+		unsigned v;
+		sscanf(hex + 2 * i, "%2x", &v);
+		h.reserved[i] = (char)v;
+	}
+	driver_context();
+	CHECK_DRV(cuIpcOpenMemHandle(&d, h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS));
+	CHECK_DRV(cuIpcCloseMemHandle(d));
+	CHECK_DRV(cuMemImportFromShareableHandle(&vmm, (void *)(intptr_t)fd, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR));
+	CHECK_DRV(cuMemAddressReserve(&va, 2 << 20, 0, 0, 0));
+	CHECK_DRV(cuMemMap(va, 2 << 20, 0, vmm, 0));
+	CHECK_DRV(cuMemUnmap(va, 2 << 20));
+	CHECK_DRV(cuMemRelease(vmm));
+	CHECK_DRV(cuMemAddressFree(va, 2 << 20));
+}
+
+static void libraries(const char *dir)
+{
+	static const char *const names[2] = {"libnccl.so.2", "libcublasLt.so.13"};
+	static const char *const entries[2] = {"nccl_buffers", "cublaslt_workspace"};
+	CUdeviceptr d[3];
+	size_t free_bytes, total;
+	char path[4096];
+	void *rt = dlopen("libcudart.so.13", RTLD_NOW | RTLD_NOLOAD), *p = NULL;
+	cudaError_t (*rt_malloc)(void **, size_t) =
+	    rt ? (cudaError_t(*)(void **, size_t))dlsym(rt, "cudaMalloc") : NULL;
+
+	driver_context();
+	CHECK_DRV(cuMemAlloc(&d[0], 5 << 20));
+	check(rt_malloc && rt_malloc(&p, 7 << 20) == cudaSuccess, "the runtime's own cudaMalloc");
+	for (int i = 0; i < 2; i++) {
+		void *lib;
+		CUresult (*alloc)(CUdeviceptr *, size_t);
+		snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+		lib = dlopen(path, RTLD_NOW);
+		alloc = lib ? (CUresult(*)(CUdeviceptr *, size_t))dlsym(lib, entries[i]) : NULL;
+		check(alloc != NULL, path);
+		if (alloc)
+			CHECK_DRV(alloc(&d[i + 1], (size_t)(i + 1) * (10 << 20)));
+	}
+	CHECK_DRV(cuMemGetInfo(&free_bytes, &total));
+	printf("used %zu\n", total - free_bytes);
+	for (int i = 0; i < 3; i++)
+		CHECK_DRV(cuMemFree(d[i]));
+	CHECK_DRV(cuMemFree((CUdeviceptr)p));
+}
+
+int main(int argc, char **argv)
+{
+	const char *mode = argc > 1 ? argv[1] : "";
+
+	if (!strcmp(mode, "freenull"))
+		free_null();
+	else if (!strcmp(mode, "arrays"))
+		arrays();
+	else if (!strcmp(mode, "register"))
+		host_register();
+	else if (!strcmp(mode, "poolattr"))
+		pool_attributes();
+	else if (!strcmp(mode, "ipc"))
+		ipc_export(argv[0]);
+	else if (!strcmp(mode, "libraries") && argc > 2)
+		libraries(argv[2]);
+	else if (!strcmp(mode, "import") && argc > 3)
+		ipc_import(argv[2], atoi(argv[3]));
+	else {
+		fprintf(stderr, "usage: paths MODE (see the comment at the top of paths.c)\n");
+		return 2;
+	}
+	return failures ? 1 : 0;
+}
