@@ -234,6 +234,17 @@ static void settle(struct pass *p, size_t slot)
 	mt_slot_give(&p->slots, slot);
 }
 
+/* At most n - 1 bytes of s (of at most len), read no further: snprintf's "%s" reads a
+ * whole string, and a hostile snapshot's names are megabytes long. */
+static void copy_name(char *out, size_t n, const char *s, size_t len)
+{
+	size_t k = s ? strnlen(s, len < n - 1 ? len : n - 1) : 0;
+
+	if (k)
+		memcpy(out, s, k);
+	out[k] = '\0';
+}
+
 /* A frame's function and file, from the trace's own names (a snapshot's named frames,
  * a recording's Python frames "function\tfile\tline"); false for other frames. */
 static bool names(const struct mt_trace *t, uint64_t addr, char *fn, size_t nfn, char *file, size_t nfile)
@@ -243,8 +254,8 @@ static bool names(const struct mt_trace *t, uint64_t addr, char *fn, size_t nfn,
 	if (t->nnamed) {
 		if (!addr || addr > t->nnamed)
 			return false;
-		snprintf(fn, nfn, "%s", t->named[addr - 1].function);
-		snprintf(file, nfile, "%s", t->named[addr - 1].file);
+		copy_name(fn, nfn, t->named[addr - 1].function, SIZE_MAX);
+		copy_name(file, nfile, t->named[addr - 1].file, SIZE_MAX);
 		return true;
 	}
 	if (!(addr & MT_PYFRAME))
@@ -252,8 +263,8 @@ static bool names(const struct mt_trace *t, uint64_t addr, char *fn, size_t nfn,
 	s = mt_trace_string(t, addr & 0xffffffffu);
 	if (!(tab = strchr(s, '\t')) || !(tab2 = strchr(tab + 1, '\t')))
 		return false;
-	snprintf(fn, nfn, "%.*s", (int)(tab - s), s);
-	snprintf(file, nfile, "%.*s", (int)(tab2 - tab - 1), tab + 1);
+	copy_name(fn, nfn, s, (size_t)(tab - s));
+	copy_name(file, nfile, tab + 1, (size_t)(tab2 - tab - 1));
 	return true;
 }
 

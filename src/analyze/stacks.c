@@ -4,6 +4,7 @@
  * syntax alone (parameter list, template arguments, return type, compiler suffixes). */
 #include "analyze/stacks.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -196,7 +197,7 @@ const char *mt_frame_name(const char *function, char *buf, size_t n)
 
 	if (!function || n < 8)
 		return function;
-	snprintf(tmp, sizeof tmp, "%s", function);
+	snprintf(tmp, sizeof tmp, "%.*s", (int)sizeof tmp - 1, function); /* reads no further */
 	while (cut_suffix(tmp))
 		;
 	len = strlen(tmp);
@@ -266,8 +267,8 @@ const char *mt_frame_text(const struct mt_frame *f, bool full, char *buf, size_t
 
 	if (fn && !full && !mt_frame_is_python(f))
 		fn = mt_frame_name(fn, name, sizeof name);
-	if (fn)
-		k = snprintf(buf, n, "%s", fn);
+	if (fn) /* the precision bounds what is read of a name of any length */
+		k = snprintf(buf, n, "%.*s", (int)(n < INT_MAX ? n : INT_MAX), fn);
 	else if (f->module)
 		k = snprintf(buf, n, "%s+0x%llx", f->module, (unsigned long long)f->offset);
 	else
@@ -318,11 +319,14 @@ static bool is_library(const char *file)
 	return !file || contains_any(file, library, sizeof library / sizeof library[0]);
 }
 
+/* A frame's site: its function, file and line. Of a function name only the first 4 KiB
+ * count (a hostile snapshot's megabyte names made this quadratic). */
 static uint64_t site_of(const struct mt_frame *f)
 {
 	uint64_t h = 0xcbf29ce484222325ull;
+	const char *fn = f->function ? f->function : "?";
 
-	for (const char *s = f->function ? f->function : "?"; *s; s++)
+	for (const char *s = fn; *s && s - fn < 4096; s++)
 		h = (h ^ (uint8_t)*s) * 0x100000001b3ull;
 	h = (h ^ 0xff) * 0x100000001b3ull;
 	for (const char *s = f->file ? f->file : ""; *s; s++)
