@@ -210,6 +210,27 @@ static void native_rules(void)
 	mt_cache_delete(m);
 }
 
+/* PyTorch's max_split_size: a cached block of that size or more is never split for a
+ * smaller request, which takes a segment of its own */
+static void max_split(void)
+{
+	struct dev d;
+	struct mt_cache *m = make(&d, "native", 0, "max_split_size_mb:20");
+	struct mt_cache_config c;
+	const char *bad = NULL;
+	uint64_t big = alloc(m, 40 * MIB, 0), small;
+
+	mt_cache_free(m, big);
+	small = alloc(m, 5 * MIB, 0);
+	ok(small && (small < big || small >= big + 40 * MIB) && stats(m).reserved == 60 * MIB,
+	   "max_split_size 20 MiB: a 5 MiB request is not cut from a cached 40 MiB block");
+	mt_cache_delete(m);
+	mt_cache_preset(&c, "native");
+	ok(mt_cache_configure(&c, "garbage_collection_threshold:1", &bad) != 0 &&
+	       mt_cache_configure(&c, "garbage_collection_threshold:0.99", &bad) == 0 && c.gc_threshold == 0.99,
+	   "garbage_collection_threshold takes values below 1 only, as PyTorch's");
+}
+
 static void coalescing(void)
 {
 	struct dev d;
@@ -501,6 +522,7 @@ static void reconfiguring(void)
 int main(void)
 {
 	native_rules();
+	max_split();
 	coalescing();
 	oom_release_retry();
 	stitching();

@@ -310,6 +310,19 @@ projected = plan_json(os.path.join(TMP, "gpt2-small.trace"), *describe("gpt2-sma
 ok(len(got) == 5 and int(got[0]) == formula["per_gpu_bytes"]["total"] and int(got[1]) == formula["table"][-1]["total_bytes"]
    and int(got[2]) == projected["per_gpu_bytes"]["total"] and got[3] == projected["moment"] and
    "at least one node" in got[4], "memtap.plan from a Lua script: the command's numbers, calibrated and not", p.stdout + p.stderr)
+# a flag given as false is false (and as true, true): swiglu changes the MLP's parameters
+open(lua, "w").write("""
+local base = {layers=12, hidden=768, heads=12, vocab=50257, seq=1024, micro_batch=8}
+local plain = memtap.plan(base).model_params
+base.swiglu = false
+local off = memtap.plan(base).model_params
+base.swiglu = true
+print(plain, off, memtap.plan(base).model_params)
+""")
+p = subprocess.run([MEMTAP, "lua", lua], capture_output=True, text=True)
+got = p.stdout.split()
+ok(len(got) == 3 and got[0] == got[1] != got[2], "memtap.plan{swiglu=false} is the default, swiglu=true is not",
+   p.stdout + p.stderr)
 policy = os.path.join(TMP, "plan_policy.lua")
 open(policy, "w").write('memtap.on_exit(function() memtap.log("plan", memtap.plan{params=7.5e9, zero=3, '
                         'gpus_per_node=64}.total) end)\n')
