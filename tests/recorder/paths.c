@@ -1,7 +1,8 @@
 /* The allocation paths of issue 22, each with sizes that say which path made it, run on
  * simgpu under memtap: `paths MODE`.
  *   freenull    cuMemFree(0), cudaFree(NULL), cuMemFreeHost(NULL), cuMemFreeAsync(0):
- *               none is a free; one allocation of 22000001 bytes, freed
+ *               none is a free; cudaMalloc of 0 bytes: nothing made; one allocation of
+ *               22000001 bytes, freed
  *   arrays      cuArrayCreate 1600000 bytes, cuArray3DCreate 100000, cuMipmappedArrayCreate
  *               21504 (three levels), each destroyed
  *   register    cuMemHostRegister of 22000003 bytes, unregistered
@@ -54,6 +55,10 @@ static void free_null(void)
 
 	driver_context();
 	CHECK_DRV(cuMemAlloc(&d, 22000001));
+	{
+		void *none = &d;
+		CHECK_RT(cudaMalloc(&none, 0)); /* the runtime answers NULL: nothing is made */
+	}
 	cuMemFree(0); /* whatever the driver answers, nothing is freed */
 	CHECK_RT(cudaFree(NULL));
 	cuMemFreeHost(NULL);

@@ -1,6 +1,7 @@
 /* The injected library's interning tables: ids from 1, the same key the same id, full
  * tables answer 0, and a re-entry on the same thread (a signal handler interning while
  * the thread holds the table's lock) answers 0 at once instead of deadlocking. */
+#include <stdio.h>
 #include <string.h>
 
 #include "../tap.h"
@@ -33,5 +34,19 @@ int main(void)
 	mtp_table_intern(&t, "optimizer", 9);
 	is(mtp_table_intern(&t, "one too many", 12), 0, "a full table answers 0");
 	is(t.full, 2, "and counts it");
+
+	/* keys of one length told apart by their bytes (enough of them that probes meet) */
+	{
+		struct mtp_table u = {.lock = PTHREAD_MUTEX_INITIALIZER};
+		bool apart = mtp_table_init(&u, 64, 4096) == 0;
+		char key[16];
+
+		for (int round = 0; round < 2; round++)
+			for (uint32_t i = 0; i < 64; i++) {
+				snprintf(key, sizeof key, "layer.%02u", i);
+				apart &= mtp_table_intern(&u, key, 8) == i + 1;
+			}
+		ok(apart, "keys of the same length get ids of their own");
+	}
 	return done();
 }

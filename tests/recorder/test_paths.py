@@ -46,6 +46,8 @@ if one_trace("frees of NULL", traces, p):
     frees = [e for e in ev if e["kind"] in ("free", "host_free")]
     ok(len(frees) == 1 and frees[0]["addr"] != 0, "cuMemFree(0), cudaFree(NULL), cuMemFreeHost(NULL), "
        "cuMemFreeAsync(0): none recorded as a free", frees)
+    ok([e["size"] for e in ev if e["kind"] == "alloc"] == [22000001],
+       "cudaMalloc of 0 bytes (the runtime answers NULL) is no allocation", ev)
     _, rep = report(traces[0])
     ok(rep and rep["events"]["unmatched_frees"] == 0 and rep["events"]["frees"] == 1,
        "frees of NULL: no unmatched frees for a correct program", rep and rep["events"])

@@ -425,6 +425,10 @@ for out, why in ((fifo, "No such device or address"), (folder, "Is a directory")
 p, traces = record("badopt", [WORK, "nvtx"], env={"MEMTAP_DEPTH": "lots", "MEMTAP_OPTIONS": "ring=abc,nope=1"})
 ok(p.returncode == 0 and len(traces) == 1, "bad option values: the job runs and is recorded", p.stderr)
 ok(len(re.findall(r"^memtap: ignoring", p.stderr, re.M)) == 3, "one warning line per bad value", p.stderr)
+p, traces = record("tinymem", [WORK, "nvtx"], opts=["-O", "max_memory=1M"])
+ok(p.returncode == 0 and len(traces) == 1 and p.stderr.count("is less than memtap needs") == 1
+   and report(traces[0])[1]["events"]["dropped"] == 0,
+   "max_memory below what memtap needs: raised to that, said once, nothing lost", p.stderr)
 
 fixed = os.path.join(TMP, "fixed.trace")
 for i in range(2):
