@@ -258,6 +258,11 @@ got = plan_json(*MODEL, "--deepspeed", zero2)
 ok(got["dp"] == 8 and got["nvme_bytes_per_node"] > 0 and got["cpu_bytes_per_node"] == 0 and
    got["per_gpu_bytes"]["optimizer"] == 0, "--deepspeed: train_batch_size / (micro-batch x accumulation) gives dp; "
    "NVMe offload counted on NVMe", got)
+for given in (["--gpus-per-node", 4], ["--nodes", 1, "--gpus-per-node", 4]):
+    p = plan(*MODEL, "--deepspeed", zero2, *given, "--json")
+    ok(json.loads(p.stdout)["dp"] == 4 and "implies data-parallel size 8; planning for the 4" in p.stderr,
+       "--deepspeed with %s: the GPUs given win over train_batch_size's, which is said" % " ".join(map(str, given)),
+       p.stderr)
 BROKEN = [('{"zero_optimization": {"stage": 3,}}\n}', "broken.json:2:1: not valid JSON or hjson"),
           ('{\n  "bf16": {"enabled": true}\n  "zero_optimization": {"offload_param": {device: cpu}}\n}\n',
            "broken.json:5:1: not valid JSON or hjson (DeepSpeed's syntax): Bad key name (eof) (a quoteless value"),

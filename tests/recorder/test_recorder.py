@@ -425,6 +425,16 @@ for out, why in ((fifo, "No such device or address"), (folder, "Is a directory")
 p, traces = record("badopt", [WORK, "nvtx"], env={"MEMTAP_DEPTH": "lots", "MEMTAP_OPTIONS": "ring=abc,nope=1"})
 ok(p.returncode == 0 and len(traces) == 1, "bad option values: the job runs and is recorded", p.stderr)
 ok(len(re.findall(r"^memtap: ignoring", p.stderr, re.M)) == 3, "one warning line per bad value", p.stderr)
+p, traces = record("depth", [WORK, "runtime"], opts=["-O", "depth=5"])
+if one_trace("depth=5", traces, p):
+    script = os.path.join(TMP, "depth.lua")
+    open(script, "w").write("""
+local n = {}
+for e in memtap.trace:events("alloc") do n[#n + 1] = #memtap.trace:stack(e.stack) end
+print(table.concat(n, " "))""")
+    q = subprocess.run([MEMTAP, "lua", script, traces[0]], capture_output=True, text=True)
+    ok(q.stdout.split() and set(q.stdout.split()) == {"5"}, "depth=5: each stack holds exactly 5 frames",
+       q.stdout + q.stderr)
 p, traces = record("tinymem", [WORK, "nvtx"], opts=["-O", "max_memory=1M"])
 ok(p.returncode == 0 and len(traces) == 1 and p.stderr.count("is less than memtap needs") == 1
    and report(traces[0])[1]["events"]["dropped"] == 0,
