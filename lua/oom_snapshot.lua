@@ -2,9 +2,13 @@
 -- (every live allocation with its stack, the failed request included; `memtap report`
 -- reads it) and log the request and the stacks holding the most memory.
 -- MEMTAP_OOM_SNAPSHOT names the file (default memtap-oom-%p.trace, in the policy folder).
+-- In a job of several ranks with a run directory (memtap run --dir, or a launcher's job
+-- id), every rank takes a snapshot of that moment (memtap.snapshot_all) into
+-- DIR/snapshots/ID/, and the other ranks log which rank failed; `memtap report DIR`.
 
 local size = memtap.format_size
 local done = false
+local whole_job = memtap.run_dir ~= nil and (memtap.world_size or 1) > 1
 
 memtap.on_oom(function(ev)
   if done then return end
@@ -13,13 +17,26 @@ memtap.on_oom(function(ev)
     size(ev.size or 0), tostring(ev.device), ev.phase or "no range",
     ev.iteration > 0 and (", iteration " .. ev.iteration) or "",
     size(ev.allocated or 0), size(ev.free or 0), size(ev.total or 0)))
-  local path, err = memtap.snapshot(os.getenv("MEMTAP_OOM_SNAPSHOT") or "memtap-oom-%p.trace")
-  if path then
-    memtap.log("snapshot " .. path .. " (memtap report " .. path .. ")")
+  local path, err
+  if whole_job then
+    path, err = memtap.snapshot_all()
+    if path then
+      memtap.log("snapshot " .. path .. "; every rank takes one of this moment (memtap report " ..
+        memtap.run_dir .. ")")
+    end
   else
-    memtap.log("no snapshot: " .. err)
+    path, err = memtap.snapshot(os.getenv("MEMTAP_OOM_SNAPSHOT") or "memtap-oom-%p.trace")
+    if path then memtap.log("snapshot " .. path .. " (memtap report " .. path .. ")") end
   end
+  if not path then memtap.log("no snapshot: " .. err) end
   for i, t in ipairs(memtap.top(5, ev.device)) do
     memtap.log(string.format("  %d. %s in %d allocations from %s", i, size(t.bytes), t.count, t.stack[1] or "?"))
   end
 end)
+
+if whole_job then
+  memtap.on_peer_oom(function(ev)
+    memtap.log(string.format("rank %d (pid %d on %s) ran out of memory; this rank's snapshot of that moment " ..
+      "goes to %s/snapshots/%s/", ev.rank, ev.pid, ev.host or "?", memtap.run_dir, ev.id))
+  end)
+end

@@ -155,6 +155,14 @@ void mt_pol_push_event(lua_State *L, const struct mt_pol_event *ev)
 		set_int(L, "growth", ev->growth);
 	if (ev->error)
 		set_int(L, "error", (uint64_t)ev->error);
+	if (ev->peer_id) {
+		set_int(L, "rank", (uint64_t)ev->peer_rank);
+		set_int(L, "pid", (uint64_t)ev->peer_pid);
+		set_str(L, "host", ev->peer_host);
+		set_str(L, "id", ev->peer_id);
+		lua_pushnumber(L, (double)ev->peer_realtime / 1e9);
+		lua_setfield(L, -2, "realtime");
+	}
 	with_stack(L, ev->stack);
 }
 
@@ -276,6 +284,28 @@ static int snapshot(lua_State *L)
 		return fail(L, rel, r);
 	lua_pushstring(L, path);
 	return 1;
+}
+
+/* Every rank's snapshot of this moment: this rank's now, the others' at their next poll. */
+static int snapshot_all(lua_State *L)
+{
+	char id[64], path[4200];
+	int r;
+
+	mt_pol_charge(L, FILE_COST);
+	if ((r = mt_job_snapshot_all(id, sizeof id, path, sizeof path)) == ENOTCONN) {
+		lua_pushnil(L);
+		lua_pushstring(L, "not in a run directory (memtap run --dir, or a launcher's job id)");
+		return 2;
+	}
+	if (r) {
+		lua_pushnil(L);
+		lua_pushfstring(L, "%s: %s", path, strerror(r));
+		return 2;
+	}
+	lua_pushstring(L, path);
+	lua_pushstring(L, id);
+	return 2;
 }
 
 static int capture(lua_State *L, bool on)
@@ -684,6 +714,7 @@ static int devices(lua_State *L)
 int mt_pol_open_module(lua_State *L)
 {
 	static const luaL_Reg fns[] = {{"snapshot", snapshot},
+				       {"snapshot_all", snapshot_all},
 				       {"capture_start", capture_start},
 				       {"capture_stop", capture_stop},
 				       {"set_cap", set_cap},
@@ -709,5 +740,10 @@ int mt_pol_open_module(lua_State *L)
 	luaL_newlib(L, fns);
 	set_str(L, "dir", mt_pol.host->dir);
 	set_int(L, "pid", (uint64_t)getpid());
+	if (mt_job_active()) { /* a rank of a job */
+		set_str(L, "run_dir", mt_pol.host->run_dir);
+		set_int(L, "rank", (uint64_t)mt_job_rank());
+		set_int(L, "world_size", (uint64_t)(mt_pol.host->world_size > 0 ? mt_pol.host->world_size : 1));
+	}
 	return 1;
 }

@@ -42,8 +42,8 @@
 #define SAY_BURST 20	       /* lines said at once; then one a second */
 #define MAX_BLOCK (4u << 20)   /* the largest string or table part a script may make */
 
-const char *const mt_on_names[MT_ON_KINDS] = {"on_oom",	      "on_threshold", "on_peak", "on_phase",
-					      "on_iteration", "on_leak",      "on_exit", "every"};
+const char *const mt_on_names[MT_ON_KINDS] = {"on_oom",	 "on_threshold", "on_peak", "on_phase",	  "on_iteration",
+					      "on_leak", "on_exit",	 "every",   "on_peer_oom"};
 
 struct mt_policy mt_pol;
 
@@ -421,6 +421,12 @@ static int reg_oom(lua_State *L)
 	return 0;
 }
 
+static int reg_peer_oom(lua_State *L)
+{
+	add(L, MT_ON_PEER_OOM, 1);
+	return 0;
+}
+
 static int reg_exit(lua_State *L)
 {
 	add(L, MT_ON_EXIT, 1);
@@ -531,6 +537,7 @@ static const luaL_Reg registrars[] = {{"on_oom", reg_oom},
 				      {"on_leak", reg_leak},
 				      {"on_exit", reg_exit},
 				      {"every", reg_every},
+				      {"on_peer_oom", reg_peer_oom},
 				      {NULL, NULL}};
 
 /* ---- the state ---- */
@@ -733,9 +740,11 @@ static bool run_oom(const struct mt_event *e)
 	bool retry = false;
 
 	process(UINT64_MAX);
+	mt_job_oom(true); /* the other ranks hear of it at their next poll */
 	for (size_t i = 0; i < mt_pol.nh; i++)
 		if (mt_pol.h[i].kind == MT_ON_OOM && mt_pol_fire(&mt_pol.h[i], &ev, "retry"))
 			retry = true;
+	mt_job_oom(false);
 	return retry;
 }
 
@@ -748,6 +757,7 @@ static void run_exit(void)
 	for (size_t i = 0; i < mt_pol.nh; i++)
 		if (mt_pol.h[i].kind == MT_ON_EXIT)
 			mt_pol_fire(&mt_pol.h[i], &ev, NULL);
+	mt_job_stop();
 	pthread_mutex_lock(&said.lock);
 	say_held_back();
 	pthread_mutex_unlock(&said.lock);
@@ -766,6 +776,7 @@ static void start_state(void)
 	lua_atpanic(mt_pol.L, panic);
 	lua_sethook(mt_pol.L, count_hook, LUA_MASKCOUNT, HOOK_STEP);
 	mt_watch_init();
+	mt_job_start();
 	if (call_c(open_state, NULL, (int64_t)mt_pol.host->budget * LOAD_BUDGET_FACTOR) != LUA_OK) {
 		mt_pol_say("cannot open the Lua libraries (%s); policies are off", error_text(mt_pol.L));
 		q.failed = true;
@@ -793,6 +804,14 @@ static void answer(bool retry)
 	pthread_cond_broadcast(&q.answered);
 }
 
+/* The next timer, or the next look at the run directory, whichever comes first. */
+static uint64_t next_wake(uint64_t now)
+{
+	uint64_t timer = mt_watch_next_timer(now), poll = mt_job_next_poll();
+
+	return poll < timer ? poll : timer;
+}
+
 static void *policy_main(void *arg)
 {
 	(void)arg;
@@ -802,7 +821,7 @@ static void *policy_main(void *arg)
 	start_state();
 	pthread_mutex_lock(&q.lock);
 	if (!q.failed)
-		q.wake_at = mt_watch_next_timer(now_ns());
+		q.wake_at = next_wake(now_ns());
 	q.loaded = true;
 	pthread_cond_broadcast(&q.answered);
 	while (!q.failed && !mt_pol_abandoned()) {
@@ -834,7 +853,8 @@ static void *policy_main(void *arg)
 		pthread_mutex_unlock(&q.lock);
 		process(cutoff);
 		mt_watch_batch_end(now_ns());
-		next = mt_watch_next_timer(now_ns());
+		mt_job_poll(now_ns());
+		next = next_wake(now_ns());
 		pthread_mutex_lock(&q.lock);
 		q.wake_at = next;
 	}

@@ -20,6 +20,7 @@ enum mt_hook_kind {
 	MT_ON_LEAK,
 	MT_ON_EXIT,
 	MT_EVERY,
+	MT_ON_PEER_OOM,
 	MT_ON_KINDS
 };
 extern const char *const mt_on_names[MT_ON_KINDS];
@@ -70,6 +71,10 @@ struct mt_pol_event {
 	uint64_t iteration;	     /* 0: the current one */
 	uint64_t free, total;	     /* as the driver said, when it did (oom) */
 	int error;
+	/* peer_oom: the rank that failed, as its line in the run directory says */
+	int peer_rank, peer_pid;
+	const char *peer_host, *peer_id;
+	uint64_t peer_realtime; /* CLOCK_REALTIME ns: the clock ranks on other hosts share */
 };
 
 struct mt_policy {
@@ -114,6 +119,19 @@ struct mt_stack_bytes {
 	uint64_t bytes, count;
 };
 size_t mt_watch_top(struct mt_stack_bytes *out, size_t n, uint64_t since, int device);
+
+/* job.c: the ranks of a job, through the run directory (policy thread only) */
+void mt_job_start(void);
+void mt_job_stop(void);
+bool mt_job_active(void);
+int mt_job_rank(void);
+void mt_job_poll(uint64_t now);	 /* what other ranks wrote since the last poll */
+uint64_t mt_job_next_poll(void); /* when the thread must poll next (monotonic ns) */
+/* This rank's on_oom handlers begin (tell the others) or end. */
+void mt_job_oom(bool begin);
+/* Asks every rank for a snapshot (snapshots/ID/rank-R.trace) and takes this rank's;
+ * 0 or an errno (ENOTCONN: no run directory). */
+int mt_job_snapshot_all(char *id, size_t idlen, char *path, size_t len);
 
 /* actions.c */
 int mt_pol_open_module(lua_State *L); /* the memtap module in a job */

@@ -14,7 +14,7 @@
 #include "cache/cache.h"
 #include "core/format.h"
 
-#define MT_POLICY_ABI 4
+#define MT_POLICY_ABI 5
 
 struct mt_policy_host {
 	int abi;
@@ -26,6 +26,12 @@ struct mt_policy_host {
 	uint64_t deadline_ns; /* the longest a job's thread waits for the policy thread */
 	bool quiet;
 	uint64_t start_ns; /* the process's start on the monotonic clock */
+	/* the whole job: the run directory the ranks coordinate through (NULL: none), this
+	 * process's rank and the job's size (-1 and 0: not a launched job), and how often
+	 * the policy thread looks at the directory */
+	const char *run_dir;
+	int rank, world_size;
+	uint64_t poll_ns;
 	/* memtap's own pages, counted against its cap */
 	void *(*map)(size_t bytes);
 	void (*unmap)(void *p, size_t bytes);

@@ -151,6 +151,72 @@ static void check_memory(void)
 	}
 }
 
+/* The first of the environment variables that is set, or NULL. */
+static const char *first_env(const char *const *names)
+{
+	for (; *names; names++) {
+		const char *v = getenv(*names);
+		if (v && *v)
+			return v;
+	}
+	return NULL;
+}
+
+const char *mtp_rank(void)
+{
+	static const char *const names[] = {"RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "SLURM_PROCID", NULL};
+
+	return first_env(names);
+}
+
+/* A launched job with the default output records into one run directory named by the
+ * launcher's job id, beside where the trace would have gone: every rank names the same
+ * one without talking to the others. torchrun's default id "none" is the agent's pid,
+ * which all the ranks it started share. */
+static void default_dir(void)
+{
+	static const struct {
+		const char *launcher, *var;
+	} ids[] = {{"torchrun", "TORCHELASTIC_RUN_ID"}, {"slurm", "SLURM_JOB_ID"}, {"mpi", "OMPI_MCA_orte_ess_jobid"},
+		   {"mpi", "PMIX_NAMESPACE"},		{"lsf", "LSB_JOBID"},	   {"pbs", "PBS_JOBID"}};
+	const char *out = mtp_opt.output, *slash = strrchr(out, '/'), *id = NULL, *launcher = NULL;
+	char dir[1024], num[32];
+	int n;
+
+	if (mtp_opt.dir[0] || !mtp_rank() || strcmp(slash ? slash + 1 : out, "memtap-%p.trace") != 0)
+		return;
+	for (size_t i = 0; i < sizeof ids / sizeof ids[0] && !id; i++)
+		if ((id = getenv(ids[i].var)) && *id)
+			launcher = ids[i].launcher;
+		else
+			id = NULL;
+	if (!id)
+		return;
+	if (strcmp(id, "none") == 0) {
+		snprintf(num, sizeof num, "%d", (int)getppid());
+		id = num;
+	}
+	n = snprintf(dir, sizeof dir, "%.*smemtap-%s-", slash ? (int)(slash - out + 1) : 0, out, launcher);
+	for (const char *p = id; *p && n + 1 < (int)sizeof dir; p++) /* a file name: no '/' */
+		dir[n++] = (*p == '/' || *p == ' ') ? '_' : *p;
+	dir[n] = '\0';
+	set(find("dir", 3), dir, (size_t)n, "the launcher's job id");
+}
+
+/* In a run directory the trace is the rank's. */
+static void run_dir(void)
+{
+	char out[1100];
+	int n;
+
+	default_dir();
+	if (!mtp_opt.dir[0])
+		return;
+	n = snprintf(out, sizeof out, "%s/rank-%%r.trace", mtp_opt.dir);
+	if (n > 0 && (size_t)n < sizeof out)
+		set(find("output", 6), out, (size_t)n, "dir");
+}
+
 void mtp_options_load(void)
 {
 	const char *list = getenv("MEMTAP_OPTIONS");
@@ -190,5 +256,6 @@ void mtp_options_load(void)
 	}
 	if (mtp_opt.flush_ms == 0)
 		mtp_opt.flush_ms = 1;
+	run_dir();
 	check_memory();
 }

@@ -22,6 +22,9 @@ extern __attribute__((visibility("hidden"))) struct mtp_options mtp_opt;
 /* Defaults, then MEMTAP_OPTIONS, then MEMTAP_<KEY>; a bad value is one warning and the
  * default stays; memory options are checked against max_memory (options.c). */
 __attribute__((visibility("hidden"))) void mtp_options_load(void);
+/* The process's rank from its launcher's environment (RANK, OMPI_COMM_WORLD_RANK,
+ * PMIX_RANK, SLURM_PROCID), or NULL. */
+__attribute__((visibility("hidden"))) const char *mtp_rank(void);
 /* One line on stderr, "memtap: ...", unless quiet; no allocation. */
 __attribute__((visibility("hidden"))) void mtp_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

@@ -8,6 +8,7 @@
 #include <libgen.h>
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -158,6 +159,18 @@ static struct mt_policy_host host = {
 #endif
 };
 
+static int world_size(void)
+{
+	static const char *const names[] = {"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS"};
+
+	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+		const char *v = getenv(names[i]);
+		if (v && *v)
+			return atoi(v);
+	}
+	return 0;
+}
+
 /* The engine beside this library unless the policy_engine option names it. */
 static void *open_engine(void)
 {
@@ -203,6 +216,10 @@ void mtp_policy_load(void)
 	host.deadline_ns = mtp_opt.policy_deadline_ms * 1000000ull;
 	host.quiet = mtp_opt.quiet;
 	host.start_ns = mtp_start_ns;
+	host.run_dir = mtp_opt.dir[0] ? mtp_opt.dir : NULL;
+	host.rank = mtp_rank() ? atoi(mtp_rank()) : -1;
+	host.world_size = world_size();
+	host.poll_ns = mtp_opt.flush_ms * 1000000ull;
 	const struct mt_policy_engine *engine = NULL;
 	if (start && start(&host, &engine) == 0)
 		__atomic_store_n(&mtp_policy, engine, __ATOMIC_RELEASE); /* the writer reads it as it drains */

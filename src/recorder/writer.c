@@ -473,13 +473,9 @@ void mtp_writer_wake(void)
 static void expand(const char *pattern, char *out, size_t len)
 {
 	char host[256] = "", num[32];
-	const char *rank = getenv("RANK");
+	const char *rank = mtp_rank();
 	size_t k = 0;
 
-	if (!rank)
-		rank = getenv("OMPI_COMM_WORLD_RANK");
-	if (!rank)
-		rank = getenv("SLURM_PROCID");
 	if (!rank)
 		rank = "0";
 	gethostname(host, sizeof host - 1);
@@ -521,6 +517,8 @@ static int create(void)
 	struct stat st;
 
 	expand(mtp_opt.output, base, sizeof base);
+	if (mtp_opt.dir[0] && mkdir(mtp_opt.dir, 0755) != 0 && errno != EEXIST) /* the first rank makes it */
+		mtp_warn("cannot make the run directory %s: %s", mtp_opt.dir, strerror(errno));
 	if (stat(base, &st) == 0 && S_ISDIR(st.st_mode)) {
 		errno = EISDIR;
 	} else if (stat(base, &st) == 0 && !S_ISREG(st.st_mode)) {
@@ -589,6 +587,7 @@ static void write_header(void)
 						  {"rank", "OMPI_COMM_WORLD_RANK"},
 						  {"local_rank", "OMPI_COMM_WORLD_LOCAL_RANK"},
 						  {"world_size", "OMPI_COMM_WORLD_SIZE"},
+						  {"rank", "PMIX_RANK"},
 						  {"rank", "SLURM_PROCID"},
 						  {"local_rank", "SLURM_LOCALID"},
 						  {"world_size", "SLURM_NTASKS"}};
@@ -630,6 +629,8 @@ static void write_header(void)
 			seen[slot] = true;
 		}
 	}
+	if (mtp_opt.dir[0])
+		info_line(b, "run_dir", mtp_opt.dir);
 	info_line(b, "cmdline", cmd);
 	info_number(b, "start_realtime_ns",
 		    (unsigned long long)real.tv_sec * 1000000000ull + (unsigned long long)real.tv_nsec);

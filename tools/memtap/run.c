@@ -32,6 +32,11 @@ const char run_usage[] =
     "Runs COMMAND with memtap recording every device allocation and free, with stacks\n"
     "and NVTX phases, into a trace file; then prints the peak and where the trace is.\n"
     "  -o, --output PATTERN   trace path (default memtap-%p.trace; %p pid, %r rank, %h host)\n"
+    "  --dir DIR              the job's run directory: every rank (RANK, OMPI_COMM_WORLD_RANK,\n"
+    "                         SLURM_PROCID, ...) writes DIR/rank-R.trace, and the ranks' policies\n"
+    "                         act on the whole job there (memtap.snapshot_all, on_peer_oom);\n"
+    "                         memtap report DIR. Without --dir or -o, a launched job's ranks use\n"
+    "                         memtap-LAUNCHER-JOBID (torchrun, SLURM, Open MPI, LSF, PBS job ids)\n"
     "  --depth N              stack frames per allocation (default 32; 0: none)\n"
     "  --follow-fork          also record children forked without exec\n"
     "  --backend B            preload (default: LD_PRELOAD hooks) or cupti (CUPTI callbacks through\n"
@@ -182,7 +187,7 @@ static void set_option(const char *kv)
 static int find_traces(const char *pattern, pid_t pid, time_t since, char out[][PATH_MAX + 16], int max)
 {
 	char base[PATH_MAX], host[256] = "";
-	const char *rank = getenv("RANK");
+	const char *rank = mtp_rank();
 	size_t k = 0;
 	int found = 0;
 
@@ -230,6 +235,37 @@ static int find_traces(const char *pattern, pid_t pid, time_t since, char out[][
 			break;
 	}
 	return found;
+}
+
+/* A job's run directory: how many ranks wrote a trace and took snapshots, in one line. */
+static void dir_summary(const char *dir, time_t since)
+{
+	char path[PATH_MAX + 300];
+	struct dirent *e;
+	struct stat st;
+	int ranks = 0, snapshots = 0;
+	DIR *d = opendir(dir);
+
+	if (!d) {
+		fprintf(stderr, "memtap: no run directory %s: no rank allocated device memory\n", dir);
+		return;
+	}
+	while ((e = readdir(d))) {
+		snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+		if (!strncmp(e->d_name, "rank-", 5) && strstr(e->d_name, ".trace") && stat(path, &st) == 0 &&
+		    st.st_mtime >= since)
+			ranks++;
+	}
+	closedir(d);
+	snprintf(path, sizeof path, "%s/snapshots", dir);
+	if ((d = opendir(path))) {
+		while ((e = readdir(d)))
+			snapshots += e->d_name[0] != '.';
+		closedir(d);
+	}
+	fprintf(stderr,
+		"memtap: run directory %s: %d rank trace%s, %d snapshot%s of the whole job (memtap report %s)\n", dir,
+		ranks, ranks == 1 ? "" : "s", snapshots, snapshots == 1 ? "" : "s", dir);
 }
 
 /* One line: how many events are missing, why, and what to change for each reason. */
@@ -319,12 +355,19 @@ static void summary(const char *path)
 
 int cmd_run(int argc, char **argv)
 {
-	static const struct option longopts[] = {
-	    {"output", 1, 0, 'o'},  {"depth", 1, 0, 'd'},  {"follow-fork", 0, 0, 'f'}, {"option", 1, 0, 'O'},
-	    {"backend", 1, 0, 'b'}, {"policy", 1, 0, 'P'}, {"allocator", 1, 0, 'A'},   {"quiet", 0, 0, 'q'},
-	    {"help", 0, 0, 'h'},    {0, 0, 0, 0}};
+	static const struct option longopts[] = {{"output", 1, 0, 'o'},
+						 {"depth", 1, 0, 'd'},
+						 {"follow-fork", 0, 0, 'f'},
+						 {"option", 1, 0, 'O'},
+						 {"backend", 1, 0, 'b'},
+						 {"policy", 1, 0, 'P'},
+						 {"allocator", 1, 0, 'A'},
+						 {"quiet", 0, 0, 'q'},
+						 {"help", 0, 0, 'h'},
+						 {"dir", 1, 0, 'D'},
+						 {0, 0, 0, 0}};
 	char lib[PATH_MAX], output[2 * PATH_MAX], traces[8][PATH_MAX + 16], *preload, policies[8192] = "";
-	const char *pattern = "memtap-%p.trace", *old, *library;
+	const char *pattern = "memtap-%p.trace", *old, *library, *dir = NULL;
 	bool quiet = false, cupti = false;
 	uint64_t n;
 	time_t start = time(NULL);
@@ -335,6 +378,9 @@ int cmd_run(int argc, char **argv)
 		switch (c) {
 		case 'o':
 			pattern = optarg;
+			break;
+		case 'D':
+			dir = optarg;
 			break;
 		case 'd':
 			if (mt_parse_size(optarg, &n) != 0 || n > 256)
@@ -377,6 +423,18 @@ int cmd_run(int argc, char **argv)
 			: find_library("recorder", "libmemtap.so", lib, sizeof lib);
 	if (access(library, R_OK) != 0)
 		die(EXIT_USAGE, "cannot find memtap's library (%s): set MEMTAP_LIBRARY", library);
+	if (dir && strcmp(pattern, "memtap-%p.trace"))
+		die(EXIT_USAGE, "--dir names the traces itself (DIR/rank-R.trace): give --dir or -o, not both");
+	if (dir) {
+		char abs[PATH_MAX];
+		if (!*dir)
+			die(EXIT_USAGE, "--dir needs a folder");
+		if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+			die(EXIT_USAGE, "cannot make the run directory %s: %s", dir, strerror(errno));
+		if (!realpath(dir, abs))
+			die(EXIT_USAGE, "cannot use the run directory %s: %s", dir, strerror(errno));
+		setenv("MEMTAP_DIR", abs, 1);
+	}
 	/* an absolute pattern: the command may change directory */
 	if (pattern[0] != '/') {
 		char cwd[PATH_MAX];
@@ -434,8 +492,10 @@ int cmd_run(int argc, char **argv)
 	while (waitpid(pid, &status, 0) < 0)
 		if (errno != EINTR)
 			die(1, "lost the command: %s", strerror(errno));
-	if (!quiet) {
-		int n = find_traces(pattern, pid, start, traces, 8);
+	if (!quiet && mtp_opt.dir[0] && !mtp_rank()) { /* a launcher's ranks under one memtap run */
+		dir_summary(mtp_opt.dir, start);
+	} else if (!quiet) {
+		int n = find_traces(mtp_opt.output, pid, start, traces, 8);
 		for (int i = 0; i < n; i++)
 			summary(traces[i]);
 		if (n == 0 && !(WIFEXITED(status) && WEXITSTATUS(status) == 127))
