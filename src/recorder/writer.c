@@ -578,6 +578,7 @@ static void write_header(void)
 {
 	char host[256] = "", cmd[4096];
 	struct timespec real;
+	uint64_t start_real;
 	int fd;
 	ssize_t n = 0;
 	struct mt_buf *b = &w.table;
@@ -614,7 +615,7 @@ static void write_header(void)
 	cmd[n > 0 ? n - 1 : 0] = '\0';
 	clock_gettime(CLOCK_REALTIME, &real);
 	/* the wall-clock time that goes with start_monotonic_ns */
-	real.tv_sec -= (time_t)((mtp_now() - mtp_start_ns) / 1000000000ull);
+	start_real = (uint64_t)real.tv_sec * 1000000000ull + (uint64_t)real.tv_nsec - (mtp_now() - mtp_start_ns);
 	info_line(b, "memtap_version", PACKAGE_VERSION);
 	info_number(b, "format", MT_FORMAT_VERSION);
 	info_line(b, "backend", "preload");
@@ -632,8 +633,7 @@ static void write_header(void)
 	if (mtp_opt.dir[0])
 		info_line(b, "run_dir", mtp_opt.dir);
 	info_line(b, "cmdline", cmd);
-	info_number(b, "start_realtime_ns",
-		    (unsigned long long)real.tv_sec * 1000000000ull + (unsigned long long)real.tv_nsec);
+	info_number(b, "start_realtime_ns", (unsigned long long)start_real);
 	info_number(b, "start_monotonic_ns", (unsigned long long)mtp_start_ns);
 	info_number(b, "depth", (unsigned long long)mtp_opt.depth);
 	info_number(b, "ring", (unsigned long long)mtp_opt.ring);

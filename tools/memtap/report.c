@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "analyze/job.h"
 #include "analyze/report.h"
 #include "cli.h"
 #include "core/units.h"
@@ -16,7 +17,10 @@
 const char report_usage[] =
     "usage: memtap report TRACE [--json | --html FILE] [--top N] [--frames=all] [--iteration NAME]\n"
     "                    [--leak-iterations K] [--plan 'SETUP']\n"
-    "       memtap report TRACE TRACE... | DIRECTORY [--json]   one row per rank, and the imbalance\n"
+    "       memtap report TRACE TRACE... | DIRECTORY [--json | --html FILE]   one row per rank, and the\n"
+    "                 imbalance; for a job's run directory (memtap run --dir), every rank at the\n"
+    "                 moment of each out-of-memory failure next to its own peak, from the snapshots\n"
+    "                 the ranks took of it, and which ranks had exited or died before\n"
     "Per device: the peak of allocated device memory and when it happened, the stacks live at\n"
     "the peak; what was live at exit, grouped by where in the code (the first frame of the\n"
     "user's own code); out-of-memory events with their stacks. A stack reads as PyTorch's\n"
@@ -115,7 +119,7 @@ static int parse_common(int argc, char **argv, const char *usage, bool *json, si
 /* ---- several ranks: one row each, and how unequal their peaks are ---- */
 
 struct rank_row {
-	char path[4096], rank[32], host[256];
+	char path[4096], rank[32], host[256], world[32];
 	int device;
 	uint64_t peak, composition[MT_TAG_COUNT], dropped;
 	struct mt_frag_state frag; /* at the peak */
@@ -156,8 +160,11 @@ static void add_paths(const char *arg, char ***paths, size_t *n)
 		die(EXIT_USAGE, "no .trace files in %s", arg);
 }
 
-static int report_ranks(char **paths, size_t n, bool json)
+static int report_ranks(char **paths, size_t n, bool json, const char *dir)
 {
+	struct mt_job job = {0};
+	struct mt_job_rank *jr = calloc(n, sizeof *jr);
+	int world = 0;
 	struct rank_row *rows = calloc(n, sizeof *rows);
 	uint64_t max = 0, min = UINT64_MAX, sum = 0;
 	size_t imax = 0;
@@ -175,6 +182,8 @@ static int report_ranks(char **paths, size_t n, bool json)
 		snprintf(w->path, sizeof w->path, "%s", paths[i]);
 		if (!mt_trace_info(&t, "rank", w->rank, sizeof w->rank))
 			snprintf(w->rank, sizeof w->rank, "%zu", i);
+		if (!mt_trace_info(&t, "world_size", w->world, sizeof w->world))
+			w->world[0] = '\0';
 		if (!mt_trace_info(&t, "host", w->host, sizeof w->host))
 			snprintf(w->host, sizeof w->host, "?");
 		w->device = -1;
@@ -199,6 +208,30 @@ static int report_ranks(char **paths, size_t n, bool json)
 	}
 	progress_end();
 	qsort(rows, n, sizeof *rows, rows_by_rank);
+	if (!jr)
+		die(1, "out of memory");
+	for (size_t i = 0; i < n; i++) {
+		jr[i] =
+		    (struct mt_job_rank){atoi(rows[i].rank), rows[i].path, rows[i].host, rows[i].device, rows[i].peak};
+		if (atoi(rows[i].world) > world)
+			world = atoi(rows[i].world);
+	}
+	if (dir && mt_job_read(&job, dir, jr, n, world))
+		die(1, "out of memory while reading %s", dir);
+	if (html_path) {
+		FILE *out = fopen(html_path, "w");
+		int err = out ? mt_job_html(out, &job, jr, n, dir ? dir : "these traces") : errno;
+		if (out && fclose(out) && !err)
+			err = errno;
+		if (err)
+			status = 1, fprintf(stderr, "memtap: cannot write %s: %s\n", html_path, strerror(err));
+		else
+			fprintf(stderr, "memtap: wrote %s\n", html_path);
+		mt_job_free(&job);
+		free(jr);
+		free(rows);
+		return status;
+	}
 	for (size_t i = 0; i < n; i++) {
 		sum += rows[i].peak;
 		if (rows[i].peak > max) {
@@ -235,7 +268,12 @@ static int report_ranks(char **paths, size_t n, bool json)
 		       ", \"mean_peak_bytes\": %" PRIu64 ", \"spread\": %.4f, \"max_rank\": ",
 		       max, min, sum / n, sum ? (double)(max - min) / ((double)sum / (double)n) : 0.0);
 		mt_json_str(stdout, rows[imax].rank);
-		printf("}\n}\n");
+		printf("}");
+		if (dir) {
+			printf(",\n  ");
+			mt_job_json(stdout, &job);
+		}
+		printf("\n}\n");
 	} else {
 		printf("%-6s %-16s %-3s %12s", "rank", "host", "dev", "peak");
 		for (int c = 1; c < MT_TAG_COUNT; c++)
@@ -255,7 +293,10 @@ static int report_ranks(char **paths, size_t n, bool json)
 		       mt_format_size(min, a, sizeof a), mt_format_size(max, b, sizeof b),
 		       mt_format_size(sum / n, c, sizeof c),
 		       sum ? 100.0 * (double)(max - min) / ((double)sum / (double)n) : 0.0, rows[imax].rank);
+		mt_job_text(stdout, &job);
 	}
+	mt_job_free(&job);
+	free(jr);
 	free(rows);
 	return status;
 }
@@ -281,7 +322,7 @@ int cmd_report(int argc, char **argv)
 		int status;
 		for (int k = i; k < argc; k++)
 			add_paths(argv[k], &paths, &n);
-		status = report_ranks(paths, n, json);
+		status = report_ranks(paths, n, json, argc - i == 1 ? argv[i] : NULL);
 		for (size_t k = 0; k < n; k++)
 			free(paths[k]);
 		free(paths);
