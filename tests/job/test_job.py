@@ -1,0 +1,171 @@
+"""Whole jobs with plain environment variables: 8 ranks on simgpu, each under its own
+`memtap run --dir RUN` with RANK and WORLD_SIZE set as a launcher sets them. Rank 7
+dies first (SIGKILL after its trace is written), rank 5 runs out of memory against a
+cap; the bundled oom_snapshot policy then has every live rank take a snapshot of that
+moment, a policy's on_peer_oom runs once in each other live rank, and `memtap report
+RUN` shows every rank at the OOM (what it held then, from its snapshot) next to its own
+peak, rank 7 as dead. Then: a run directory named by the launcher's job id when no
+--dir is given (SLURM_JOB_ID, TORCHELASTIC_RUN_ID), snapshot_all outside a run
+directory, and --dir's bad input."""
+import glob
+import json
+import os
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.environ["MT_SRCDIR"], "tests"))
+from tap import done, ok, scratch  # noqa: E402
+
+B = os.environ["MT_BUILDDIR"]
+MEMTAP = os.path.join(B, "tools/memtap/memtap")
+RANK = os.path.join(B, "tests/job/rank")
+TMP = scratch("job")
+MiB = 1 << 20
+WORLD, OOM_RANK, DEAD_RANK = 8, 5, 7
+
+PEER = os.path.join(TMP, "peer.lua")
+open(PEER, "w").write("""
+memtap.on_peer_oom(function(ev)
+  assert(memtap.append("peer-" .. memtap.rank .. ".jsonl", memtap.json({rank = ev.rank, id = ev.id, pid = ev.pid,
+    host = ev.host, me = memtap.rank, world = memtap.world_size, run_dir = memtap.run_dir}) .. "\\n"))
+end)
+""")
+
+
+def env(rank, **extra):
+    e = dict(os.environ, RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(WORLD), SIMGPU_MEM="16GiB",
+             MEMTAP_CAP="2GiB")
+    for k in ("SLURM_JOB_ID", "TORCHELASTIC_RUN_ID", "MEMTAP_DIR", "MEMTAP_OUTPUT"):
+        e.pop(k, None)
+    e.update(extra)
+    return e
+
+
+def start(run, rank, args, **extra):
+    cmd = [MEMTAP, "run", "-q", "--dir", run, "--policy", "cap", "--policy", "oom_snapshot", "--policy", PEER,
+           "--", RANK] + args
+    return subprocess.Popen(cmd, env=env(rank, **extra), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def wait_for(paths, limit=300):
+    """The files exist; False after `limit` seconds (a hung test, not a timing check)."""
+    end = time.monotonic() + limit
+    while not all(os.path.exists(p) for p in paths):
+        if time.monotonic() > end:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+run, sync = os.path.join(TMP, "run"), os.path.join(TMP, "sync")
+os.mkdir(sync)
+dead = start(run, DEAD_RANK, ["64", "die", sync])
+_, err = dead.communicate(timeout=300)
+ok(dead.returncode == 128 + 9, "rank %d ended itself with SIGKILL before anything else" % DEAD_RANK, err)
+
+live = [r for r in range(WORLD) if r not in (OOM_RANK, DEAD_RANK)]
+held = {r: (r + 1) * 64 * MiB for r in live}
+waiters = {r: start(run, r, [str(held[r] // MiB), "wait", sync]) for r in live}
+ready = wait_for([os.path.join(sync, "ready-%d" % r) for r in live])
+ok(ready, "the %d waiting ranks are up and count as ranks (.memtap/rank-R)" % len(live),
+   sorted(os.listdir(sync)))
+failing = start(run, OOM_RANK, ["1024", "oom", "4096"])
+_, err = failing.communicate(timeout=300)
+ok(failing.returncode == 1, "rank %d's allocation past its cap failed" % OOM_RANK, err)
+ok("every rank takes one of this moment" in err, "its oom_snapshot asked every rank for a snapshot", err)
+if not wait_for([], 0) or not all(p.poll() is not None for p in waiters.values()):
+    end = time.monotonic() + 300
+    while time.monotonic() < end and any(p.poll() is None for p in waiters.values()):
+        time.sleep(0.05)
+hung = [r for r, p in waiters.items() if p.poll() is None]
+if hung:
+    open(os.path.join(sync, "stop"), "w").close()
+outs = {r: p.communicate(timeout=60) for r, p in waiters.items()}
+ok(not hung and all(p.returncode == 0 for p in waiters.values()),
+   "every live rank saw its snapshot of the OOM appear and finished", "hung: %s; %s" % (hung, outs))
+
+traces = sorted(os.path.basename(p) for p in glob.glob(os.path.join(run, "*.trace")))
+ok(traces == ["rank-%d.trace" % r for r in range(WORLD)], "one run directory holds every rank's trace, by rank",
+   traces)
+events = open(os.path.join(run, ".memtap/events")).read().split("\n")
+ooms = [line.split() for line in events if line.startswith("oom ")]
+ok(len(ooms) == 1 and ooms[0][2] == str(OOM_RANK), "the event log holds rank %d's OOM once" % OOM_RANK, events)
+oom_id = ooms[0][1] if ooms else "?"
+snaps = sorted(os.listdir(os.path.join(run, "snapshots", oom_id))) if ooms else []
+ok(snaps == sorted("rank-%d.trace" % r for r in live + [OOM_RANK]),
+   "every live rank, and only those, took a snapshot under snapshots/%s/" % oom_id, snaps)
+
+peers = {}
+for r in range(WORLD):
+    path = os.path.join(run, "peer-%d.jsonl" % r)
+    peers[r] = [json.loads(x) for x in open(path)] if os.path.exists(path) else []
+ok(all(len(peers[r]) == 1 and peers[r][0]["rank"] == OOM_RANK and peers[r][0]["id"] == oom_id for r in live),
+   "on_peer_oom ran exactly once in every other live rank, told which rank failed", peers)
+ok(not peers[OOM_RANK] and not peers[DEAD_RANK], "not in the rank that failed, nor in the dead one", peers)
+ok(all(peers[r][0]["me"] == r and peers[r][0]["world"] == WORLD and peers[r][0]["run_dir"] == os.path.realpath(run)
+       for r in live if peers[r]), "memtap.rank, memtap.world_size and memtap.run_dir are the rank's", peers)
+
+# exit status 3: rank 7's trace was cut short, which the report says on stderr
+p = subprocess.run([MEMTAP, "report", "--json", run], capture_output=True, text=True)
+rep = json.loads(p.stdout) if p.returncode == 3 else {}
+at = {x["rank"]: x for x in rep["ooms"][0]["ranks"]} if rep.get("ooms") else {}
+ok(len(rep.get("ooms", [])) == 1 and rep["ooms"][0]["rank"] == OOM_RANK and sorted(at) == list(range(WORLD)),
+   "memtap report RUN --json: the OOM, and every rank of the job at it", p.stdout[-2000:] + p.stderr)
+ok(all(at[r]["state"] == "snapshot" and at[r]["allocated_bytes"] == held[r] and
+       at[r]["peak_allocated_bytes"] == held[r] and os.path.exists(at[r]["snapshot"]) for r in live if r in at),
+   "each live rank: what it held at that moment, read from its snapshot, next to its own peak", at)
+ok(at.get(OOM_RANK, {}).get("state") == "out of memory" and at[OOM_RANK]["allocated_bytes"] == 1024 * MiB,
+   "the failing rank: what it held when its allocation failed", at.get(OOM_RANK))
+ok(at.get(DEAD_RANK, {}).get("state") == "died before" and at[DEAD_RANK]["snapshot"] is None and
+   at[DEAD_RANK]["allocated_bytes"] == 64 * MiB, "the rank that died first is reported as dead, with what it held",
+   at.get(DEAD_RANK))
+text = subprocess.run([MEMTAP, "report", run], capture_output=True, text=True).stdout
+ok("rank %d ran out of memory" % OOM_RANK in text and "died before" in text and text.count(" snapshot ") >= len(live),
+   "the text report says the same", text)
+page = os.path.join(TMP, "job.html")
+p = subprocess.run([MEMTAP, "report", "--html", page, run], capture_output=True, text=True)
+html = open(page).read() if os.path.exists(page) else ""
+ok(p.returncode == 3 and "rank %d ran out of memory" % OOM_RANK in html and html.count("<tr>") >= 2 * WORLD and
+   "died before" in html, "and the HTML page: every rank at the OOM and each rank's peak", p.stderr)
+
+# ---- a run directory from the launcher's job id, when no --dir and no -o are given ----
+for var, value, name in (("SLURM_JOB_ID", "4242", "memtap-slurm-4242"),
+                         ("TORCHELASTIC_RUN_ID", "ab/c", "memtap-torchrun-ab_c")):
+    where = os.path.join(TMP, "cwd-" + var)
+    os.mkdir(where)
+    extra = {var: value, "SLURM_PROCID": "3"} if var == "SLURM_JOB_ID" else {var: value}
+    e = env(3, **extra)
+    if var == "SLURM_JOB_ID":
+        del e["RANK"]
+    p = subprocess.run([MEMTAP, "run", "--", RANK, "16", "oom", "4096"], env=e, cwd=where, capture_output=True,
+                       text=True, timeout=300)
+    want = os.path.join(where, name, "rank-3.trace")
+    ok(os.path.exists(want) and want in p.stderr, "%s=%s: the rank's trace is %s/rank-3.trace, and said" %
+       (var, value, name), p.stderr + str(os.listdir(where)))
+
+# ---- snapshot_all outside a run directory; --dir's bad input ----
+pol = os.path.join(TMP, "alone.lua")
+open(pol, "w").write("""
+memtap.on_oom(function(ev)
+  local path, err = memtap.snapshot_all()
+  memtap.append("alone.txt", tostring(path) .. "|" .. tostring(err) .. "|" .. tostring(memtap.rank))
+end)
+""")
+alone = os.path.join(TMP, "alone")
+os.mkdir(alone)
+e = env(0)
+del e["RANK"]
+p = subprocess.run([MEMTAP, "run", "-q", "-o", os.path.join(alone, "t.trace"), "--policy", "cap", "--policy", pol,
+                    "--", RANK, "16", "oom", "4096"], env=e, capture_output=True, text=True, timeout=300)
+said = open(os.path.join(alone, "alone.txt")).read() if os.path.exists(os.path.join(alone, "alone.txt")) else ""
+ok(said.startswith("nil|not in a run directory") and said.endswith("|nil"),
+   "snapshot_all outside a run directory: nil and why; memtap.rank is nil", said + p.stderr)
+p = subprocess.run([MEMTAP, "run", "--dir", run, "-o", "x.trace", "--", "true"], capture_output=True, text=True)
+ok(p.returncode == 2 and p.stderr.count("\n") == 1 and "not both" in p.stderr, "--dir with -o: one line, status 2",
+   p.stderr)
+p = subprocess.run([MEMTAP, "run", "--dir", os.path.join(TMP, "no/such/folder"), "--", "true"], capture_output=True,
+                   text=True)
+ok(p.returncode == 2 and p.stderr.count("\n") == 1 and "run directory" in p.stderr,
+   "--dir whose parent is missing: one line, status 2", p.stderr)
+done()
