@@ -137,7 +137,7 @@ static void judge(struct mt_job_at *at, const struct mt_job_oom *o, const struct
 		snprintf(at->why, sizeof at->why, "this rank's allocation failed");
 	} else if (at->snapshot[0]) {
 		at->state = "snapshot";
-		snprintf(at->why, sizeof at->why, "snapshot taken %.0f ms after the OOM", (double)at->after_ns / 1e6);
+		snprintf(at->why, sizeof at->why, "taken %.0f ms after the OOM", (double)at->after_ns / 1e6);
 	} else if (rank_file(dir, at->rank, state, sizeof state, &said, &touched) && !strcmp(state, "exited") &&
 		   said < o->realtime) {
 		at->state = "exited before";
@@ -299,7 +299,7 @@ int mt_job_html(FILE *out, const struct mt_job *j, const struct mt_job_rank *ran
 	html_text(out, dir);
 	fputs("</title><style>body{font:14px sans-serif;margin:2em;color:#222}table{border-collapse:collapse}"
 	      "td,th{padding:3px 10px;text-align:left;border-bottom:1px solid #ddd}td.n{text-align:right;"
-	      "font-family:monospace}.bar{position:relative;width:320px;height:14px;background:#eee}"
+	      "font-family:monospace;white-space:nowrap}.bar{position:relative;width:320px;height:14px;background:#eee}"
 	      ".bar div{position:absolute;top:0;height:14px}.now{background:#4a7fd0}.oom{background:#d04a4a}"
 	      ".gone{background:#999}.peak{width:2px;background:#000;height:18px!important;top:-2px!important}"
 	      ".state-out{color:#b00;font-weight:bold}</style></head><body>\n<h1>memtap: the whole job</h1>\n<p>",

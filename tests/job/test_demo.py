@@ -1,0 +1,36 @@
+"""The demo (./quickstart demo, which is make demo): its existing parts still run (the
+single-process report and page), and it ends with the HTML report of a two-rank job
+where rank 1 runs out of memory and both ranks have a snapshot of that moment."""
+import json
+import os
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.join(os.environ["MT_SRCDIR"], "tests"))
+from tap import done, ok  # noqa: E402
+
+B = os.environ["MT_BUILDDIR"]
+MEMTAP = os.path.join(B, "tools/memtap/memtap")
+if os.environ.get("MT_SANITIZERS", "no") != "no":
+    print("1..0 # SKIP the demo is run in the plain build")
+    sys.exit(0)
+
+env = {k: v for k, v in os.environ.items() if not k.startswith("MAKE") and k not in ("MFLAGS", "RANK", "WORLD_SIZE")}
+p = subprocess.run(["make", "-s", "demo"], cwd=B, env=env, capture_output=True, text=True, timeout=600)
+out = p.stdout + p.stderr
+ok(p.returncode == 0, "make demo runs", out[-3000:])
+demo = os.path.join(B, "demo")
+ok(all(os.path.exists(os.path.join(demo, f)) for f in ("train.trace", "oom.trace", "report.html")),
+   "its single-process part: the trace, the OOM snapshot and the page", os.listdir(demo) if os.path.isdir(demo) else out)
+lines = [x for x in out.strip().split("\n") if x]
+ok(lines and "demo/job.html" in lines[-1], "it ends with the whole job's page", lines[-3:])
+q = subprocess.run([MEMTAP, "report", "--json", os.path.join(demo, "job")], capture_output=True, text=True)
+rep = json.loads(q.stdout) if q.returncode == 0 else {}
+oom = [o for o in rep.get("ooms", []) if o["rank"] == 1]
+states = {x["rank"]: x["state"] for x in oom[0]["ranks"]} if oom else {}
+ok(states == {0: "snapshot", 1: "out of memory"} and all(x["snapshot"] and os.path.exists(x["snapshot"])
+                                                        for x in oom[0]["ranks"]),
+   "two ranks: rank 1 ran out of memory, and both have a snapshot of that moment", q.stdout[-2000:] + q.stderr)
+html = open(os.path.join(demo, "job.html")).read() if os.path.exists(os.path.join(demo, "job.html")) else ""
+ok("rank 1 ran out of memory" in html and html.count("snapshots/") >= 2, "the page shows it", html[:500])
+done()
