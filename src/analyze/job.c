@@ -116,9 +116,18 @@ static void judge(struct mt_job_at *at, const struct mt_job_oom *o, const struct
 
 	for (size_t i = 0; i < nl; i++)
 		if (!strcmp(lines[i].kind, "took") && !strcmp(lines[i].id, o->id) && lines[i].rank == at->rank) {
-			snprintf(at->snapshot, sizeof at->snapshot, "%s", lines[i].path);
+			snprintf(at->snapshot, sizeof at->snapshot, "%s/%s", dir, lines[i].path);
 			at->after_ns = (int64_t)(lines[i].realtime - o->realtime);
 		}
+	if (!at->snapshot[0]) { /* taken, but its line was lost (a full disk, a mixed-up append) */
+		struct stat st;
+		snprintf(at->snapshot, sizeof at->snapshot, "%s/snapshots/%s/rank-%d.trace", dir, o->id, at->rank);
+		if (stat(at->snapshot, &st) == 0)
+			at->after_ns = (int64_t)((uint64_t)st.st_mtim.tv_sec * 1000000000ull +
+						 (uint64_t)st.st_mtim.tv_nsec - o->realtime);
+		else
+			at->snapshot[0] = '\0';
+	}
 	if (!rk) {
 		at->state = "no trace";
 		snprintf(at->why, sizeof at->why,

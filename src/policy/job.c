@@ -52,7 +52,7 @@ static uint64_t monotonic_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-/* One line into the log: KIND ID RANK PID REALTIME_NS HOST [PATH]. */
+/* One line into the log: KIND ID RANK PID REALTIME_NS HOST [PATH in the run directory]. */
 static void append(const char *kind, const char *id, const char *path)
 {
 	char line[LINE_MAX_BYTES + 1];
@@ -151,8 +151,11 @@ static int take(const char *id, char *path, size_t len)
 	r = mt_pol.host->snapshot(fd, path);
 	if (close(fd) != 0 && !r)
 		r = errno;
-	if (!r)
-		append("took", id, path);
+	if (!r) { /* the path in the run directory: a short line however deep the directory */
+		char rel[128];
+		snprintf(rel, sizeof rel, "snapshots/%s/rank-%d.trace", id, job.rank);
+		append("took", id, rel);
+	}
 	return r;
 }
 
