@@ -8,6 +8,7 @@
 #include <stdio.h>
 
 #include "analyze/composition.h"
+#include "analyze/emit.h"
 #include "analyze/fragment.h"
 #include "analyze/leaks.h"
 #include "core/plan.h"
@@ -81,8 +82,11 @@ void mt_report_free(struct mt_report *r);
 int mt_report_measured(const struct mt_report *r, int d, double measured[MT_PLAN_COMPONENTS], double *other);
 void mt_report_text(FILE *out, const struct mt_report *r, struct mt_symbols *sym, size_t top);
 void mt_report_json(FILE *out, const struct mt_report *r, struct mt_symbols *sym, size_t top);
+/* The JSON's document through any sink (analyze/emit.h): Lua's t:report() builds tables.
+ * views: the stacks' views, the caller's (made as they are needed; NULL: none). */
+void mt_report_emit(struct mt_emit *e, const struct mt_report *r, struct mt_symbols *sym, struct mt_views *views,
+		    size_t top);
 /* One self-contained HTML page (html.c): charts, tables and the JSON's numbers. 0 or errno. */
 int mt_report_html(FILE *out, const struct mt_report *r, struct mt_symbols *sym, size_t top);
-void mt_json_str(FILE *out, const char *s); /* a JSON string literal */
 
 #endif
