@@ -518,8 +518,8 @@ int mt_trace_feed(struct mt_trace *t, const uint8_t *data, size_t size, size_t b
 
 	*used = 0;
 	if (base == 0) {
-		if (size < 16)
-			return 0; /* the header is not all written yet */
+		if (size < 16) /* the header is not all written yet, or a short file */
+			return memcmp(data, MT_FILE_MAGIC, size < 8 ? size : 8) ? check_header(t, data, size) : 0;
 		if (check_header(t, data, size))
 			return EINVAL;
 		if (!t->strings && start_tables(t))

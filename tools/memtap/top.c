@@ -63,7 +63,7 @@ struct source {
 	size_t sym_modules, views_stacks;
 	char rank[32], host[256];
 	long pid; /* the recorder's process, from the trace */
-	bool local, failed;
+	bool have_info, local;
 	uint64_t peak[MT_MAX_DEVICES];
 };
 
@@ -126,6 +126,8 @@ static void add_source(const char *path, bool named)
 	if (!(s = calloc(1, sizeof *s)))
 		die(1, "out of memory");
 	snprintf(s->path, sizeof s->path, "%s", path);
+	snprintf(s->rank, sizeof s->rank, "-");
+	snprintf(s->host, sizeof s->host, "?");
 	r = mt_follow_open(&s->f, s->path);
 	if (r == ENOMEM)
 		die(1, "out of memory while reading %s", path);
@@ -261,7 +263,8 @@ static void poll_sources(bool all)
 		int r = mt_follow_poll(&s->f);
 		if (r == ENOMEM)
 			die(1, "out of memory while reading %s", s->path);
-		if (!s->rank[0] && s->f.t.info) {
+		if (!s->have_info && s->f.t.info) {
+			s->have_info = true;
 			if (!mt_trace_info(&s->f.t, "rank", s->rank, sizeof s->rank))
 				snprintf(s->rank, sizeof s->rank, "-");
 			if (!mt_trace_info(&s->f.t, "host", s->host, sizeof s->host))
@@ -318,6 +321,8 @@ static struct source *detailed(void)
 
 static const char *state(const struct source *s)
 {
+	if (!s->f.t.info)
+		return "starting";
 	if (s->f.damaged)
 		return "damaged";
 	if (s->f.t.complete)
@@ -674,7 +679,7 @@ static void json_source(struct source *s)
 		    mt_json_str(stdout, where_text(s, s->now.oom.stack, where, sizeof where)), printf("}");
 	else
 		printf("null");
-	printf(", \"events\": [");
+	printf(", \"recent_events\": [");
 	for (size_t i = 0; i < s->now.nnotes; i++) {
 		const struct mt_now_note *w = &s->now.notes[i];
 		printf("%s{\"seconds\": %.3f, \"kind\": \"%s\", \"text\": ", i ? ", " : "", seconds(s, w->time),
