@@ -34,7 +34,8 @@ struct mt_now_note {
 struct mt_now {
 	const struct mt_trace *t;
 	struct mt_replay rp;
-	size_t applied; /* events of t applied */
+	size_t applied; /* events of t applied: t->events[0 .. applied); a caller that drops
+			 * them from t (mt_follow_drop) sets it back to 0. rp.index counts all */
 	uint64_t last_time;
 	/* iterations */
 	size_t iterations;	  /* boundaries passed */

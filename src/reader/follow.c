@@ -1,7 +1,6 @@
 /* Following a growing trace: read from the last whole chunk's end, decode through the
  * reader's own chunk code, sort what is pending and hand out what is old enough. */
 #include "reader/follow.h"
-#include "core/array.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -32,41 +31,45 @@ int mt_follow_open(struct mt_follow *f, const char *path)
 		return r;
 	/* a header not yet written is a trace that is starting; a wrong one is not a trace */
 	if (f->offset == 0 && f->damaged) {
-		char why[sizeof f->t.problem];
-		memcpy(why, f->t.problem, sizeof why);
+		char why[128]; /* what the reader said: "not a memtap trace ...", one line */
+		memcpy(why, f->t.problem, sizeof why - 1);
+		why[sizeof why - 1] = '\0';
 		snprintf(f->t.problem, sizeof f->t.problem, "%s: %s", path, why);
 		return EINVAL;
 	}
 	return 0;
 }
 
+/* Read in windows: a window always holds a whole chunk (at most 4 MiB and its header),
+ * and a long trace opened late is not read into memory at once. */
+#define WINDOW (16u << 20)
+
 int mt_follow_poll(struct mt_follow *f)
 {
-	size_t have = 0, used;
-	int r;
-
-	if (f->damaged)
-		return 0;
-	/* everything new, then its whole chunks */
-	for (;;) {
-		ssize_t n;
-		if (have == f->cap && mt_grow((void **)&f->buf, &f->cap, have + 65536, 1))
-			return ENOMEM;
-		n = pread(f->fd, f->buf + have, f->cap - have, (off_t)(f->offset + have));
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return errno;
-		if (n == 0)
-			break;
-		have += (size_t)n;
-	}
-	r = mt_trace_feed(&f->t, f->buf, have, f->offset, &used);
-	f->offset += used;
-	if (r == ENOMEM)
+	if (!f->buf && !(f->buf = malloc(WINDOW)))
 		return ENOMEM;
-	if (r)
-		f->damaged = true;
+	while (!f->damaged) {
+		size_t have = 0, used;
+		int r;
+		while (have < WINDOW) {
+			ssize_t n = pread(f->fd, f->buf + have, WINDOW - have, (off_t)(f->offset + have));
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n < 0)
+				return errno;
+			if (n == 0)
+				break;
+			have += (size_t)n;
+		}
+		r = mt_trace_feed(&f->t, f->buf, have, f->offset, &used);
+		f->offset += used;
+		if (r == ENOMEM)
+			return ENOMEM;
+		if (r)
+			f->damaged = true;
+		if (have < WINDOW || !used) /* the end of the file, or of what is whole */
+			break;
+	}
 	return 0;
 }
 
@@ -88,6 +91,17 @@ size_t mt_follow_ready(struct mt_follow *f, uint64_t now_ns, uint64_t hold_ns, b
 	}
 	f->ready = end;
 	return end;
+}
+
+void mt_follow_drop(struct mt_follow *f, size_t n)
+{
+	struct mt_trace *t = &f->t;
+
+	if (n > f->ready)
+		n = f->ready;
+	memmove(t->events, t->events + n, (t->nevents - n) * sizeof *t->events);
+	t->nevents -= n;
+	f->ready -= n;
 }
 
 void mt_follow_close(struct mt_follow *f)

@@ -18,9 +18,8 @@ struct mt_follow {
 	int fd;
 	size_t offset; /* of the first byte not yet read as part of a whole chunk */
 	size_t ready;  /* events handed out */
-	uint8_t *buf;
-	size_t cap;
-	bool damaged; /* a damaged chunk: nothing after it is read */
+	uint8_t *buf;  /* a window of the file */
+	bool damaged;  /* a damaged chunk: nothing after it is read */
 };
 
 /* 0, or an errno code with t.problem saying in one line what is wrong (not a trace,
@@ -32,6 +31,9 @@ int mt_follow_poll(struct mt_follow *f);
  * now_ns (CLOCK_MONOTONIC, which the recorder's times use), all of them when the trace
  * was closed or `all`. Returns the new end of t.events' ready part. */
 size_t mt_follow_ready(struct mt_follow *f, uint64_t now_ns, uint64_t hold_ns, bool all);
+/* Forgets the first n events handed out (applied elsewhere already), so a long job's
+ * events do not pile up in memory; the rest move to the front. */
+void mt_follow_drop(struct mt_follow *f, size_t n);
 void mt_follow_close(struct mt_follow *f);
 
 #endif

@@ -104,6 +104,77 @@ for k in (17, 100, len(data) // 2 + 7, len(data) - 3):
        "a trace cut at byte %d of %d: its whole chunks are read (%d events), the rest waits, nothing said" %
        (k, len(data), n), p.stderr + p.stdout[:500])
 
+# ---- a trace growing in pieces cut inside chunks, followed from offset to offset ----
+def crc32c(data):
+    crc = 0xFFFFFFFF
+    for b in data:
+        crc ^= b
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
+    return crc ^ 0xFFFFFFFF
+
+
+def with_pid(data, pid):
+    """The trace with its INFO chunk (the first) saying another pid."""
+    import struct
+    magic, kind, _, length, _ = struct.unpack_from("<IB3sII", data, 16)
+    info = b"".join(b"pid=%d" % pid if l.startswith(b"pid=") else l
+                    for l in data[32:32 + length].splitlines(True))
+    return data[:16] + struct.pack("<IB3sII", magic, kind, b"\0\0\0", len(info), crc32c(info)) + info + \
+        data[32 + length:]
+
+
+holder = subprocess.Popen(["sleep", "120"])
+grown = os.path.join(TMP, "grown.trace")
+whole = with_pid(data, holder.pid)
+open(grown, "wb").close()
+t = subprocess.Popen([MEMTAP, "top", "--json", "--interval", "0.05", grown], stdout=subprocess.PIPE,
+                     stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+cuts = [17 + (len(whole) - 17) * k // 23 + 5 * k for k in range(23)] + [len(whole)]
+done_at = 0
+for c in cuts:
+    with open(grown, "ab") as f:
+        f.write(whole[done_at:c])
+    done_at = c
+    time.sleep(0.12)
+try:
+    out, err = t.communicate(timeout=30)
+except subprocess.TimeoutExpired:
+    t.kill()
+    out, err = t.communicate()
+holder.kill()
+holder.wait()
+frames = [json.loads(l) for l in out.splitlines() if l.startswith("{")]
+states = [f["ranks"][0]["state"] for f in frames]
+counts = [f["ranks"][0]["events"] for f in frames]
+ok(t.returncode == 0 and len(set(counts)) >= 10 and counts == sorted(counts) and states[-1] == "finished",
+   "a trace written in %d pieces cut inside chunks: read on from each piece's last whole chunk, to its end" %
+   len(cuts), (t.returncode, err, counts, states[-3:]))
+if rep and frames:
+    last = frames[-1]["ranks"][0]
+    ok(last["events"] == rep["events"]["total"] and
+       last["devices"][0]["peak_bytes"] == rep["devices"][0]["peak_allocated_bytes"] and
+       last["devices"][0]["allocated_bytes"] == rep["devices"][0]["allocated_at_exit_bytes"],
+       "... and what it shows at the end is what the whole trace holds", (last["events"], rep["events"]["total"]))
+
+# ---- the last OOM, and what a policy left in the trace ----
+oomdir = os.path.join(TMP, "oom")
+os.makedirs(oomdir)
+oom_trace, truth = os.path.join(oomdir, "oom.trace"), os.path.join(oomdir, "truth.json")
+subprocess.run([MEMTAP, "run", "-q", "-o", oom_trace, "--policy", "oom_snapshot", "--", SIMTRAIN, "--preset", "tiny",
+                "--tag", "--leak", str(LEAK), "--iters", "100", "--json", truth], capture_output=True,
+               env=dict(ENV, SIMGPU_MEM="4M"))
+want = json.load(open(truth))["oom"]
+p, frames = top("--once", "--json", oom_trace)
+r = frames[0]["ranks"][0] if frames and frames[0] else None
+ok(r and r["ooms"] == 1 and r["last_oom"]["bytes"] == want["size"] and r["last_oom"]["device"] == 0 and
+   r["last_oom"]["where"].startswith("tensor_new"), "the last OOM: simtrain's, its size and where", (r, want))
+kinds = [e["kind"] for e in r["recent_events"]] if r else []
+ok(kinds[-2:] == ["oom", "snapshot"] and r["recent_events"][-1]["text"].endswith(".trace"),
+   "the policy's snapshot at the OOM, after it", r and r["recent_events"])
+p, _ = top("--once", oom_trace)
+ok("OOMs: 1; the last at" in p.stdout and "snapshot  " in p.stdout, "the plain form says both", p.stdout[-600:])
+
 # ---- a directory of ranks: one row each, and the spread ----
 ranks_dir = os.path.join(TMP, "ranks")
 os.makedirs(ranks_dir)

@@ -62,7 +62,8 @@ struct source {
 	struct mt_views *views;
 	size_t sym_modules, views_stacks;
 	char rank[32], host[256];
-	long pid; /* the recorder's process, from the trace */
+	long pid;	/* the recorder's process, from the trace */
+	uint64_t start; /* of the recording, monotonic ns */
 	bool have_info, local;
 	uint64_t peak[MT_MAX_DEVICES];
 };
@@ -223,9 +224,12 @@ static bool process_alive(long pid)
 	return pid > 0 && (kill((pid_t)pid, 0) == 0 || errno == EPERM);
 }
 
-/* The trace's process is this machine's and still there. */
+/* The trace's process is this machine's and still there; or the trace has no INFO
+ * chunk yet (a recorder that is starting) to tell. */
 static bool running(const struct source *s)
 {
+	if (!s->have_info)
+		return !s->f.damaged;
 	return !s->f.t.complete && s->local && process_alive(s->pid);
 }
 
@@ -273,8 +277,13 @@ static void poll_sources(bool all)
 			s->local = !strcmp(s->host, top.host);
 		}
 		ready = mt_follow_ready(&s->f, now, HOLD_NS, all || !running(s));
+		if (!s->start)
+			s->start = mt_trace_start(&s->f.t);
 		if (mt_now_apply(&s->now, ready))
 			die(1, "out of memory while reading %s", s->path);
+		/* applied: the live state holds what they did; a long job's events do not pile up */
+		mt_follow_drop(&s->f, ready);
+		s->now.applied = 0;
 		for (int d = 0; d < MT_MAX_DEVICES; d++)
 			if (s->now.rp.dev[d].peak > s->peak[d])
 				s->peak[d] = s->now.rp.dev[d].peak;
@@ -334,7 +343,7 @@ static const char *state(const struct source *s)
 
 static double seconds(const struct source *s, uint64_t time)
 {
-	uint64_t start = mt_trace_start(&s->f.t);
+	uint64_t start = s->start;
 
 	return time > start ? (double)(time - start) / 1e9 : 0.0;
 }
@@ -576,7 +585,7 @@ static void make_frame(void)
 		rank_lines();
 	refresh_symbols(s);
 	put(L_HEAD, "memtap top: %s  rank %s  pid %ld  %s  %.1fs  %zu events  iteration %zu%s", s->path, s->rank,
-	    s->pid, state(s), seconds(s, s->now.last_time), s->now.applied, s->now.iterations,
+	    s->pid, state(s), seconds(s, s->now.last_time), s->now.rp.index, s->now.iterations,
 	    top.paused ? "  (paused)" : "");
 	for (int d = 0; d < MT_MAX_DEVICES; d++) {
 		const struct mt_device_state *ds = &s->now.rp.dev[d];
@@ -600,8 +609,10 @@ static void make_frame(void)
 	free(v);
 	put(L_TEXT, "%s", "");
 	if (s->now.ooms) {
-		note_text(s, &s->now.oom, line, sizeof line);
-		put(L_HEAD, "last OOM (%" PRIu64 " in all):%s", s->now.ooms, line + 9);
+		const struct mt_now_note *o = &s->now.oom;
+		put(L_HEAD, "OOMs: %" PRIu64 "; the last at %.1fs: device %d, %s requested at %s", s->now.ooms,
+		    seconds(s, o->time), o->device == MT_NO_DEVICE ? -1 : o->device, sz(o->size, a),
+		    where_text(s, o->stack, line, sizeof line));
 	} else {
 		put(L_HEAD, "no OOM");
 	}
@@ -631,7 +642,7 @@ static void json_source(struct source *s)
 	mt_json_str(stdout, s->host);
 	printf(", \"pid\": %ld, \"state\": \"%s\", \"seconds\": %.3f, \"events\": %zu, \"iterations\": %zu, "
 	       "\"devices\": [",
-	       s->pid, state(s), seconds(s, s->now.last_time), s->now.applied, s->now.iterations);
+	       s->pid, state(s), seconds(s, s->now.last_time), s->now.rp.index, s->now.iterations);
 	for (int d = 0; d < MT_MAX_DEVICES; d++) {
 		const struct mt_device_state *ds = &s->now.rp.dev[d];
 		uint64_t tags[MT_TAG_COUNT];
