@@ -976,6 +976,9 @@ int cmd_top(int argc, char **argv)
 	} else {
 		add_source(what, true);
 	}
+	/* the job first: where top and the job compete for a core, top waits */
+	if (nice(10) == -1 && errno)
+		errno = 0;
 	setlocale(LC_ALL, "");
 	top.tty = !top.once && !top.json && isatty(STDOUT_FILENO) && isatty(STDIN_FILENO);
 	if (top.once) {
