@@ -133,10 +133,12 @@ static void add_source(const char *path, bool named)
 	if (r == ENOMEM)
 		die(1, "out of memory while reading %s", path);
 	if (r) {
-		if (named)
-			die(EXIT_USAGE, "%s", s->f.t.problem);
+		char why[sizeof s->f.t.problem];
+		memcpy(why, s->f.t.problem, sizeof why);
 		mt_follow_close(&s->f);
 		free(s);
+		if (named)
+			die(EXIT_USAGE, "%s", why);
 		return;
 	}
 	if (mt_now_init(&s->now, &s->f.t))
