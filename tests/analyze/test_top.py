@@ -258,6 +258,17 @@ else:
         time.sleep(0.1)
     ok(os.path.exists(status) and open(status).read().strip() == "0", "q quits, exit status 0")
     tmux("kill-server")
+    # a directory of ranks: the rows, the details of the rank holding the most, Tab for the next
+    r = tmux("new-session", "-d", "-s", "top", "-x", "150", "-y", "45", "%s top %s; sleep 60" % (MEMTAP, ranks_dir))
+    text = screen_until(lambda t: t.startswith("rank ") and "spread: " in t)
+    head = [l for l in text.splitlines() if l.startswith("memtap top: ")]
+    ok(text.startswith("rank ") and "spread: " in text and head and " rank 1 " in head[0],
+       "ranks in the terminal: a row each, the spread, the details of the rank holding the most", text)
+    tmux("send-keys", "-t", "top", "Tab")
+    text = screen_until(lambda t: "memtap top: %s/rank0.trace  rank 0 " % ranks_dir in t)
+    ok("memtap top: %s/rank0.trace  rank 0 " % ranks_dir in text, "Tab shows the next rank's details", text)
+    tmux("send-keys", "-t", "top", "q")
+    tmux("kill-server")
 j.kill()
 j.wait()
 
