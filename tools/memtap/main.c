@@ -27,7 +27,7 @@ static const struct command {
     {"diff", "A B [--json]", "what changed between two traces, per category and stack", cmd_diff, diff_usage, true},
     {"export", "--format=F TRACE", "folded stacks, perfetto (Chrome JSON) or memviz (pickle)", cmd_export, export_usage,
      true},
-    {"top", "TRACE|DIR|PID [--once] [--json]",
+    {"top", "TRACE|DIR|PID [--once]",
      "a running job's memory, live, like nvtop: devices, what\nis live now and where, growth, OOMs; one row per rank",
      cmd_top, top_usage, false},
     {"dump", "TRACE [--json]", "every recorded event, one per line", cmd_dump, dump_usage, false},
