@@ -99,6 +99,8 @@ void mt_follow_drop(struct mt_follow *f, size_t n)
 
 	if (n > f->ready)
 		n = f->ready;
+	if (!n)
+		return;
 	memmove(t->events, t->events + n, (t->nevents - n) * sizeof *t->events);
 	t->nevents -= n;
 	f->ready -= n;
