@@ -132,65 +132,70 @@ static int by_bytes(const void *a, const void *b)
 				    : (x->device > y->device) - (x->device < y->device);
 }
 
+/* The row of a stack on a device (key: stack << 8 | device), added when new; NULL: no memory. */
+struct rows {
+	struct mt_map index; /* key -> row + 1 */
+	struct mt_now_stack *v;
+	size_t n, cap;
+};
+
+static struct mt_now_stack *row(struct rows *r, uint64_t key)
+{
+	uint64_t k;
+
+	if (mt_map_get(&r->index, key, &k))
+		return &r->v[k - 1];
+	if (mt_grow((void **)&r->v, &r->cap, r->n, sizeof *r->v) || mt_map_put(&r->index, key, r->n + 1))
+		return NULL;
+	r->v[r->n] = (struct mt_now_stack){.stack = (uint32_t)(key >> 8), .device = (uint8_t)key};
+	return &r->v[r->n++];
+}
+
 int mt_now_stacks(const struct mt_now *n, struct mt_now_stack **out, size_t *count)
 {
-	struct mt_map rows = {0}; /* key -> row + 1 */
-	struct mt_now_stack *v = NULL;
-	size_t nv = 0, cap = 0;
-	int r = ENOMEM;
+	struct rows r = {0};
+	struct mt_now_stack *x;
+	int err = ENOMEM;
 
 	for (size_t i = 0; i < n->rp.slots.n; i++) {
 		const struct mt_live *l = &n->rp.live[i];
-		uint64_t key = (uint64_t)l->stack << 8 | l->device, k;
 		if (!device_bytes(l))
 			continue;
-		if (!mt_map_get(&rows, key, &k)) {
-			if (mt_grow((void **)&v, &cap, nv, sizeof *v) || mt_map_put(&rows, key, nv + 1))
-				goto out;
-			v[nv] = (struct mt_now_stack){.stack = l->stack, .device = l->device};
-			k = ++nv;
-		}
-		v[k - 1].bytes += l->size;
-		v[k - 1].count++;
+		if (!(x = row(&r, (uint64_t)l->stack << 8 | l->device)))
+			goto out;
+		x->bytes += l->size;
+		x->count++;
 	}
 	/* growth over the last iteration; a stack gone since is a row of its own */
 	for (size_t i = 0; n->iterations >= 2 && i < n->last.cap; i++) {
-		uint64_t key = n->last.keys[i], before = 0, k;
+		uint64_t key = n->last.keys[i], before = 0;
 		if (n->last.used[i] != 1)
 			continue;
 		mt_map_get(&n->prev, key, &before);
 		if (n->last.vals[i] == before)
 			continue;
-		if (!mt_map_get(&rows, key, &k)) {
-			if (mt_grow((void **)&v, &cap, nv, sizeof *v) || mt_map_put(&rows, key, nv + 1))
-				goto out;
-			v[nv] = (struct mt_now_stack){.stack = (uint32_t)(key >> 8), .device = (uint8_t)key};
-			k = ++nv;
-		}
-		v[k - 1].grew = (int64_t)(n->last.vals[i] - before);
+		if (!(x = row(&r, key)))
+			goto out;
+		x->grew = (int64_t)(n->last.vals[i] - before);
 	}
 	for (size_t i = 0; n->iterations >= 2 && i < n->prev.cap; i++) { /* gone by the last boundary */
-		uint64_t key = n->prev.keys[i], k;
+		uint64_t key = n->prev.keys[i];
 		if (n->prev.used[i] != 1 || mt_map_get(&n->last, key, NULL))
 			continue;
-		if (!mt_map_get(&rows, key, &k)) {
-			if (mt_grow((void **)&v, &cap, nv, sizeof *v) || mt_map_put(&rows, key, nv + 1))
-				goto out;
-			v[nv] = (struct mt_now_stack){.stack = (uint32_t)(key >> 8), .device = (uint8_t)key};
-			k = ++nv;
-		}
-		v[k - 1].grew = -(int64_t)n->prev.vals[i];
+		if (!(x = row(&r, key)))
+			goto out;
+		x->grew = -(int64_t)n->prev.vals[i];
 	}
-	if (nv)
-		qsort(v, nv, sizeof *v, by_bytes);
-	*out = v;
-	*count = nv;
-	v = NULL;
-	r = 0;
+	if (r.n)
+		qsort(r.v, r.n, sizeof *r.v, by_bytes);
+	*out = r.v;
+	*count = r.n;
+	r.v = NULL;
+	err = 0;
 out:
-	free(v);
-	mt_map_free(&rows);
-	return r;
+	free(r.v);
+	mt_map_free(&r.index);
+	return err;
 }
 
 int mt_now_composition(const struct mt_now *n, int d, uint64_t tags[MT_TAG_COUNT], struct mt_map *phases)

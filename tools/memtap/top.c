@@ -737,6 +737,7 @@ static void print_frame(void)
 
 static void draw(void)
 {
+	static const attr_t attrs[] = {[L_HEAD] = A_BOLD, [L_SEL] = A_REVERSE, [L_DIM] = A_DIM};
 	int rows = LINES, cols = COLS;
 
 	erase();
@@ -744,19 +745,11 @@ static void draw(void)
 		const char *t = lines[i].text;
 		switch (lines[i].kind) {
 		case L_HEAD:
-			attron(A_BOLD);
-			mvaddnstr((int)i, 0, t, cols);
-			attroff(A_BOLD);
-			break;
 		case L_SEL:
-			attron(A_REVERSE);
-			mvaddnstr((int)i, 0, t, cols);
-			attroff(A_REVERSE);
-			break;
 		case L_DIM:
-			attron(A_DIM);
+			attron(attrs[lines[i].kind]);
 			mvaddnstr((int)i, 0, t, cols);
-			attroff(A_DIM);
+			attroff(attrs[lines[i].kind]);
 			break;
 		case L_BAR:
 			move((int)i, 0);
@@ -867,6 +860,17 @@ static int run_terminal(void)
 	return 0;
 }
 
+/* One frame on standard output, as JSON or as plain lines. */
+static void show_frame(void)
+{
+	if (top.json) {
+		json_frame();
+	} else {
+		make_frame();
+		print_frame();
+	}
+}
+
 static int run_plain(void)
 {
 	for (;;) {
@@ -875,13 +879,9 @@ static int run_plain(void)
 		closed = all_closed();
 		if (closed) /* all of it, held back or not */
 			poll_sources(true);
-		if (top.json) {
-			json_frame();
-		} else {
-			make_frame();
-			print_frame();
+		show_frame();
+		if (!top.json)
 			putchar('\n');
-		}
 		if (closed)
 			return 0;
 		usleep(top.interval * 1000u);
@@ -985,12 +985,7 @@ int cmd_top(int argc, char **argv)
 	top.tty = !top.once && !top.json && isatty(STDOUT_FILENO) && isatty(STDIN_FILENO);
 	if (top.once) {
 		poll_sources(true);
-		if (top.json) {
-			json_frame();
-		} else {
-			make_frame();
-			print_frame();
-		}
+		show_frame();
 		c = 0;
 	} else {
 		c = top.tty ? run_terminal() : run_plain();
