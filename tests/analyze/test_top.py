@@ -210,9 +210,12 @@ ok(p.returncode == 0 and frames and frames[0] and frames[0]["ranks"][0]["trace"]
 TMUX = shutil.which("tmux")
 
 
+SERVER = ["memtap-test-%d" % os.getpid()]  # a server of the test's own; a new one per session
+
+
 def tmux(*args):
-    return subprocess.run(["tmux", "-L", "memtap-test-%d" % os.getpid(), *args], capture_output=True,
-                          text=True, env=dict(os.environ, TMUX=""))
+    return subprocess.run(["tmux", "-L", SERVER[0], *args], capture_output=True, text=True,
+                          env=dict(os.environ, TMUX=""))
 
 
 def screen_until(want, timeout=20):
@@ -259,6 +262,8 @@ else:
     ok(os.path.exists(status) and open(status).read().strip() == "0", "q quits, exit status 0")
     tmux("kill-server")
     # a directory of ranks: the rows, the details of the rank holding the most, Tab for the next
+    # (a new server: the old one may still be exiting, and would take a new session with it)
+    SERVER[0] += "-ranks"
     r = tmux("new-session", "-d", "-s", "top", "-x", "150", "-y", "45", "%s top %s; sleep 60" % (MEMTAP, ranks_dir))
     text = screen_until(lambda t: t.startswith("rank ") and "spread: " in t)
     head = [l for l in text.splitlines() if l.startswith("memtap top: ")]
