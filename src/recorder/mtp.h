@@ -200,6 +200,8 @@ MTP_HIDDEN uint32_t mtp_intern(const char *s);		  /* a string's id; 0 for NULL *
 
 /* ---- stacks (stack.c) ---- */
 MTP_HIDDEN uint32_t mtp_stack_capture(void);
+/* The caller's stack interned now, for an event made later (0: none, or not wanted). */
+MTP_HIDDEN uint32_t mtp_stack_now(void);
 extern MTP_HIDDEN uint64_t mtp_stack_checks, mtp_stack_mismatches; /* check_stacks=1 */
 
 /* ---- Python frames (python.c) ---- */

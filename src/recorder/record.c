@@ -387,6 +387,21 @@ void mtp_record(struct mt_event *e, bool with_stack)
 	finish(t);
 }
 
+uint32_t mtp_stack_now(void)
+{
+	struct mtp_thread *t = &mtp_self;
+	uint32_t id = 0;
+
+	if (t->busy || !mtp_opt.depth || (mtp_opt.capture_stacks && !__atomic_load_n(&mtp_capturing, __ATOMIC_RELAXED)))
+		return 0;
+	t->busy = true;
+	SIGNAL_FENCE();
+	if (likely(t->ring) || thread_start(t))
+		id = mtp_stack_capture();
+	finish(t);
+	return id;
+}
+
 static void unmap_rings(struct mtp_ring *r, const struct mtp_ring *keep)
 {
 	while (r && r != keep) {
