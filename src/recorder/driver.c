@@ -567,24 +567,12 @@ static CUresult hook_cuGraphInstantiateWithParams(const void *caller, PFN_cuGrap
 }
 #define hook_cuGraphInstantiateWithParams_ptsz hook_cuGraphInstantiateWithParams
 
-/* A launch that ran out of memory: the bytes its allocations still needed, as a failure. */
-static void graph_ran(CUgraphExec x, CUresult r, bool upload_only)
-{
-	uint8_t dev = MT_NO_DEVICE;
-	uint64_t need;
-
-	if (r == CUDA_SUCCESS)
-		mtp_graph_launched(x, upload_only);
-	else if (r == CUDA_ERROR_OUT_OF_MEMORY && (need = mtp_graph_unbacked(x, &dev)))
-		mtp_hook_failed(MT_EV_ALLOC_FAILED, MT_API_GRAPH, dev, need, r, 1);
-}
-
 static CUresult hook_cuGraphLaunch(const void *caller, PFN_cuGraphLaunch_v10000 real, CUgraphExec x, CUstream s)
 {
 	bool rec = mtp_enter_at(caller);
 	CUresult r = real(x, s);
 	if (rec)
-		graph_ran(x, r, false);
+		mtp_graph_ran(x, r, false);
 	mtp_leave();
 	return r;
 }
@@ -595,7 +583,7 @@ static CUresult hook_cuGraphUpload(const void *caller, PFN_cuGraphUpload_v11010 
 	bool rec = mtp_enter_at(caller);
 	CUresult r = real(x, s);
 	if (rec)
-		graph_ran(x, r, true);
+		mtp_graph_ran(x, r, true);
 	mtp_leave();
 	return r;
 }

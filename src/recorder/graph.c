@@ -211,7 +211,7 @@ void mtp_graph_instantiated(CUgraph g, CUgraphExec x, bool upload)
 
 /* A launch backs every allocation node of x (the driver reserves what the graph needs,
  * at the first launch or an upload) and runs its free nodes after its allocations. */
-void mtp_graph_launched(CUgraphExec x, bool upload_only)
+static void launched(CUgraphExec x, bool upload_only)
 {
 	if (!lock())
 		return;
@@ -266,7 +266,7 @@ void mtp_graph_trimmed(int device)
 }
 
 /* A failed launch or upload that ran out of memory: what it needed and had not. */
-uint64_t mtp_graph_unbacked(CUgraphExec x, uint8_t *device)
+static uint64_t unbacked(CUgraphExec x, uint8_t *device)
 {
 	uint64_t bytes = 0;
 
@@ -279,4 +279,15 @@ uint64_t mtp_graph_unbacked(CUgraphExec x, uint8_t *device)
 		}
 	unlock();
 	return bytes;
+}
+
+void mtp_graph_ran(CUgraphExec x, int error, bool upload_only)
+{
+	uint8_t dev = MT_NO_DEVICE;
+	uint64_t need;
+
+	if (error == CUDA_SUCCESS)
+		launched(x, upload_only);
+	else if (error == CUDA_ERROR_OUT_OF_MEMORY && (need = unbacked(x, &dev)))
+		mtp_hook_failed(MT_EV_ALLOC_FAILED, MT_API_GRAPH, dev, need, error, 1);
 }

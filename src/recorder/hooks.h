@@ -88,11 +88,11 @@ MTP_HIDDEN void mtp_graph_free_node(CUgraph g, uint64_t addr);
 MTP_HIDDEN bool mtp_graph_owns(uint64_t addr);
 MTP_HIDDEN bool mtp_graph_freed(uint64_t addr);
 MTP_HIDDEN void mtp_graph_instantiated(CUgraph g, CUgraphExec x, bool upload);
-MTP_HIDDEN void mtp_graph_launched(CUgraphExec x, bool upload_only);
+/* a launch or an upload (upload_only) returned `error`; out of memory: what it needed, failed */
+MTP_HIDDEN void mtp_graph_ran(CUgraphExec x, int error, bool upload_only);
 MTP_HIDDEN void mtp_graph_exec_destroyed(CUgraphExec x);
 MTP_HIDDEN void mtp_graph_destroyed(CUgraph g);
 MTP_HIDDEN void mtp_graph_trimmed(int device);
-MTP_HIDDEN uint64_t mtp_graph_unbacked(CUgraphExec x, uint8_t *device);
 
 /* After a library was unloaded (loader.c): forget pointers into it. */
 MTP_HIDDEN bool mtp_rt_forget(void);		 /* the runtime went: true */
