@@ -84,17 +84,29 @@ static void compose(struct mt_report *r, const struct mt_replay *rp, int d)
 	}
 }
 
-/* A cuMemGetInfo answer, or the one memtap asked for at an out-of-memory failure: the
- * driver's used memory beside what memtap saw live then. */
+/* A cuMemGetInfo answer (the job's, or memtap's own at a device's first use and at exit),
+ * or the one memtap asked for at an out-of-memory failure: the driver's used memory beside
+ * what memtap saw live then. The job's and a failure's moments tell more than memtap's:
+ * a later reading replaces an earlier one of the same rank or lower. */
 static void driver_count(struct mt_report *r, const struct mt_event *e)
 {
 	bool info = e->kind == MT_EV_MEMINFO && !e->error;
 	bool oom = e->kind == MT_EV_ALLOC_FAILED && e->error == 2 && e->aux2;
+	uint8_t reading = oom				     ? MT_READING_OOM
+			  : e->flags == MT_MEMINFO_EXIT	     ? MT_READING_EXIT
+			  : e->flags == MT_MEMINFO_FIRST_USE ? MT_READING_FIRST_USE
+							     : MT_READING_JOB;
 
-	if (!(info || oom) || e->device == MT_NO_DEVICE || e->aux > e->aux2)
+	if (!(info || oom) || e->device == MT_NO_DEVICE || e->aux > e->aux2 || reading < r->driver[e->device].reading)
 		return;
-	r->driver[e->device] = (struct mt_driver_count){true, e->time, e->aux2 - e->aux, r->end.dev[e->device].current};
+	r->driver[e->device] =
+	    (struct mt_driver_count){true, reading, e->time, e->aux2 - e->aux, r->end.dev[e->device].current};
 }
+
+static const char *const reading_text[] = {"", "memtap's cuMemGetInfo at the device's first use",
+					   "memtap's cuMemGetInfo at exit", "cuMemGetInfo",
+					   "cuMemGetInfo at the out-of-memory failure"};
+static const char *const reading_json[] = {"", "first_use", "exit", "job", "oom"};
 
 static int add_oom(struct mt_report *r, size_t i)
 {
@@ -568,10 +580,10 @@ static void libraries_text(FILE *out, const struct mt_report *r, int d)
 		fprintf(out, "  %-24s %12s\n", l->items[i].name, size_text(l->items[i].bytes, sz));
 	if (c->known)
 		fprintf(out,
-			"the driver's count at %.3f s (cuMemGetInfo): %s used, memtap saw %s; %s%s no hook saw "
+			"the driver's count at %.3f s (%s): %s used, memtap saw %s; %s%s no hook saw "
 			"(contexts, static runtimes' internals)\n",
-			seconds(r, c->time), size_text(c->used, sz), size_text(c->recorded, sz2),
-			c->used < c->recorded ? "-" : "",
+			seconds(r, c->time), reading_text[c->reading], size_text(c->used, sz),
+			size_text(c->recorded, sz2), c->used < c->recorded ? "-" : "",
 			size_text(c->used < c->recorded ? c->recorded - c->used : c->used - c->recorded, sz3));
 }
 
@@ -644,9 +656,9 @@ static void libraries_json(FILE *out, const struct mt_report *r, int d)
 	fputs("], \"driver_count\": ", out);
 	if (c->known)
 		fprintf(out,
-			"{\"time_ns\": %" PRIu64 ", \"used_bytes\": %" PRIu64 ", \"recorded_bytes\": %" PRIu64
-			", \"unseen_bytes\": %" PRId64 "}",
-			c->time > r->start ? c->time - r->start : 0, c->used, c->recorded,
+			"{\"time_ns\": %" PRIu64 ", \"reading\": \"%s\", \"used_bytes\": %" PRIu64
+			", \"recorded_bytes\": %" PRIu64 ", \"unseen_bytes\": %" PRId64 "}",
+			c->time > r->start ? c->time - r->start : 0, reading_json[c->reading], c->used, c->recorded,
 			(int64_t)(c->used - c->recorded));
 	else
 		fputs("null", out);

@@ -42,8 +42,13 @@ struct mt_library_list {
 
 /* The driver's own count at the last cuMemGetInfo of a device (a MEMINFO event), beside
  * what memtap saw live there: used - recorded is memory no hook could see. */
+/* Where a driver's count came from, least telling first: memtap's own readings (the
+ * device's first use, the exit), then the job's cuMemGetInfo or an out-of-memory failure. */
+enum mt_reading { MT_READING_FIRST_USE = 1, MT_READING_EXIT, MT_READING_JOB, MT_READING_OOM };
+
 struct mt_driver_count {
 	bool known;
+	uint8_t reading; /* enum mt_reading */
 	uint64_t time, used, recorded;
 };
 
@@ -53,7 +58,7 @@ struct mt_report {
 	struct mt_group_list at_peak[MT_MAX_DEVICES];	    /* per device, biggest first */
 	struct mt_group_list at_exit;			    /* every kind, biggest first */
 	struct mt_library_list by_library[MT_MAX_DEVICES];  /* at each device's peak */
-	struct mt_driver_count driver[MT_MAX_DEVICES];	    /* at its last cuMemGetInfo */
+	struct mt_driver_count driver[MT_MAX_DEVICES];	    /* its most telling last reading */
 	uint64_t kinds[MT_EV_COUNT];			    /* events by kind */
 	size_t *oom, noom, cap_oom;			    /* indices of failed allocations */
 	struct mt_composition comp;			    /* category of every allocation */

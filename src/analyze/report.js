@@ -254,7 +254,9 @@
         "driver; the driver's own count (cuMemGetInfo) beside what memtap saw, the rest being memory no hook could see."));
       const rows = libs.map((l) => [el("td", {}, l.library), num(l.bytes, bytes(l.bytes))]);
       if (count) {
-        rows.push([el("td", {}, `the driver's used memory at ${seconds(count.time_ns)}`), num(count.used_bytes, bytes(count.used_bytes))]);
+        const when = { first_use: " (memtap's reading at the device's first use)", exit: " (memtap's reading at exit)",
+          oom: " (at the out-of-memory failure)" }[count.reading] || "";
+        rows.push([el("td", {}, `the driver's used memory at ${seconds(count.time_ns)}${when}`), num(count.used_bytes, bytes(count.used_bytes))]);
         rows.push([el("td", {}, "memtap saw then"), num(count.recorded_bytes, bytes(count.recorded_bytes))]);
         rows.push([el("td", {}, "no hook saw (contexts, static runtimes' internals)"), num(count.unseen_bytes, bytes(count.unseen_bytes))]);
       }
