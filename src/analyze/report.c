@@ -79,6 +79,9 @@ static void compose(struct mt_report *r, const struct mt_replay *rp, int d)
 			continue;
 		cat = r->comp.category[l->event] ? r->comp.category[l->event] : MT_TAG_OTHER;
 		r->composition[d][cat] += l->size;
+		if (l->kind == MT_LIVE_DEVICE && mt_api(&r->trace->events[l->event]) == MT_API_BLOCK) /* its block */
+			r->blocks_at_peak[d] +=
+			    r->trace->events[l->event].aux2 ? r->trace->events[l->event].aux2 : l->size;
 		r->sources[d][cat] |= (uint8_t)(1u << r->comp.source[l->event]);
 		r->evidence[d][cat] += l->size * r->comp.evidence[l->event];
 	}
@@ -568,6 +571,14 @@ static double seconds(const struct mt_report *r, uint64_t t)
 	return t > r->start ? (double)(t - r->start) / 1e9 : 0.0;
 }
 
+/* The caching allocator's reserve that holds no tensor at the peak: its cache. */
+static uint64_t reserve_cache(const struct mt_report *r, int d)
+{
+	uint64_t reserved = r->end.dev[d].reserved_at_peak;
+
+	return reserved > r->blocks_at_peak[d] ? reserved - r->blocks_at_peak[d] : 0;
+}
+
 static void libraries_text(FILE *out, const struct mt_report *r, int d)
 {
 	const struct mt_library_list *l = &r->by_library[d];
@@ -653,7 +664,15 @@ static void libraries_json(FILE *out, const struct mt_report *r, int d)
 		mt_json_str(out, l->items[i].name);
 		fprintf(out, ", \"bytes\": %" PRIu64 "}", l->items[i].bytes);
 	}
-	fputs("], \"driver_count\": ", out);
+	fputs("], \"caching_allocator_at_peak\": ", out);
+	if (r->end.dev[d].reserved_at_peak)
+		fprintf(out,
+			"{\"reserved_bytes\": %" PRIu64 ", \"tensor_bytes\": %" PRIu64 ", \"cache_bytes\": %" PRIu64
+			"}",
+			r->end.dev[d].reserved_at_peak, r->blocks_at_peak[d], reserve_cache(r, d));
+	else
+		fputs("null", out);
+	fputs(", \"driver_count\": ", out);
 	if (c->known)
 		fprintf(out,
 			"{\"time_ns\": %" PRIu64 ", \"reading\": \"%s\", \"used_bytes\": %" PRIu64
@@ -822,9 +841,10 @@ void mt_report_text(FILE *out, const struct mt_report *r, struct mt_symbols *sym
 			when_text(r, s->peak_time, when, sizeof when), size_text(s->current, sz3));
 		composition_text(out, r, d);
 		if (s->reserved_at_peak)
-			fprintf(out, "reserved by the caching allocator at the peak: %s (%s not allocated)\n",
-				size_text(s->reserved_at_peak, sz),
-				size_text(s->reserved_at_peak > s->peak ? s->reserved_at_peak - s->peak : 0, sz2));
+			fprintf(out,
+				"the caching allocator's reserve at the peak: %s: %s in tensors' blocks, %s cache\n",
+				size_text(s->reserved_at_peak, sz), size_text(r->blocks_at_peak[d], sz2),
+				size_text(reserve_cache(r, d), sz3));
 		if (fragmentation(r, d)) {
 			frag_text(out, "at the peak", &fragmentation(r, d)->at_peak, r->frag.estimated);
 			frag_text(out, "at the end", &fragmentation(r, d)->at_end, r->frag.estimated);

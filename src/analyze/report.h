@@ -63,14 +63,15 @@ struct mt_report {
 	size_t *oom, noom, cap_oom;			    /* indices of failed allocations */
 	struct mt_composition comp;			    /* category of every allocation */
 	uint64_t composition[MT_MAX_DEVICES][MT_TAG_COUNT]; /* at each device's peak; [0] unused */
-	uint8_t sources[MT_MAX_DEVICES][MT_TAG_COUNT];	    /* bit (1 << enum mt_source) per category */
-	uint64_t evidence[MT_MAX_DEVICES][MT_TAG_COUNT];    /* bytes times their evidence (0 to 2) */
-	struct mt_fragment frag;			    /* where segments are known */
-	struct mt_leaks leaks;				    /* growth across iterations */
-	uint64_t start;					    /* trace start, monotonic ns */
-	bool order;					    /* the trace has no times: they are entries' places */
-	const struct mt_plan_config *plan;		    /* the run's setup, checked: adds a capacity plan */
-	bool all_frames;				    /* text: every frame of every stack, unshortened */
+	uint64_t blocks_at_peak[MT_MAX_DEVICES];	 /* a caching allocator's blocks live at the peak (tensors) */
+	uint8_t sources[MT_MAX_DEVICES][MT_TAG_COUNT];	 /* bit (1 << enum mt_source) per category */
+	uint64_t evidence[MT_MAX_DEVICES][MT_TAG_COUNT]; /* bytes times their evidence (0 to 2) */
+	struct mt_fragment frag;			 /* where segments are known */
+	struct mt_leaks leaks;				 /* growth across iterations */
+	uint64_t start;					 /* trace start, monotonic ns */
+	bool order;					 /* the trace has no times: they are entries' places */
+	const struct mt_plan_config *plan;		 /* the run's setup, checked: adds a capacity plan */
+	bool all_frames;				 /* text: every frame of every stack, unshortened */
 };
 
 struct mt_report_options {
