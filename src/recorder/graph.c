@@ -291,3 +291,12 @@ void mtp_graph_ran(CUgraphExec x, int error, bool upload_only)
 	else if (error == CUDA_ERROR_OUT_OF_MEMORY && (need = unbacked(x, &dev)))
 		mtp_hook_failed(MT_EV_ALLOC_FAILED, MT_API_GRAPH, dev, need, error, 1);
 }
+
+/* A forked child: only the forking thread goes on, so no other holds the lock; the
+ * parent's graphs are not the child's (a CUDA context does not survive a fork). */
+void mtp_graph_reset_child(void)
+{
+	count = 0;
+	__atomic_store_n(&allocs, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&owner, NULL, __ATOMIC_RELAXED);
+}

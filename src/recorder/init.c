@@ -119,6 +119,7 @@ static void fork_child(void)
 		return;
 	mtp_pid = getpid();
 	mtp_rings_reset_child();
+	mtp_graph_reset_child();
 	mtp_policy_forget();
 	mtp_writer_atfork_child(mtp_opt.follow_fork);
 }

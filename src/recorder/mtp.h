@@ -246,6 +246,7 @@ static inline bool mtp_device_seen(uint8_t dev)
 	return dev >= 64 || (__atomic_load_n(&mtp_devices_seen, __ATOMIC_RELAXED) >> dev & 1);
 }
 MTP_HIDDEN void mtp_device_event(uint8_t dev, struct mt_event *e); /* first sight: fills a DEVICE event */
+MTP_HIDDEN void mtp_graph_reset_child(void);			   /* graph.c, in a forked child */
 /* memtap's own reading of the driver's count (MT_MEMINFO_*): fills a MEMINFO event when
  * dev is the current context's device and the driver answers; leaves e alone otherwise */
 MTP_HIDDEN void mtp_device_reading(uint8_t dev, uint8_t why, struct mt_event *e);
