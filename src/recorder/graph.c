@@ -182,18 +182,22 @@ static void end_use(struct gnode *n)
 		unback(n);
 }
 
+/* Memory the driver never backed is no graph memory to free: a node of a capture that
+ * failed (its graph gone without cuGraphDestroy) must not hide a later allocation there. */
 bool mtp_graph_freed(uint64_t addr)
 {
 	struct gnode *n;
+	bool held = false;
 
 	if (likely(!__atomic_load_n(&allocs, __ATOMIC_RELAXED)) || !lock())
 		return false;
-	if ((n = find_alloc(addr)) != NULL) {
+	if ((n = find_alloc(addr)) != NULL && (n->backed || n->live)) {
+		held = true;
 		end_use(n);
 		sweep();
 	}
 	unlock();
-	return n != NULL;
+	return held;
 }
 
 void mtp_graph_instantiated(CUgraph g, CUgraphExec x, bool upload)
