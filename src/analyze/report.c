@@ -79,22 +79,37 @@ static void compose(struct mt_report *r, const struct mt_replay *rp, int d)
 			continue;
 		cat = r->comp.category[l->event] ? r->comp.category[l->event] : MT_TAG_OTHER;
 		r->composition[d][cat] += l->size;
+		if (l->kind == MT_LIVE_DEVICE && mt_api(&r->trace->events[l->event]) == MT_API_BLOCK) /* its block */
+			r->blocks_at_peak[d] +=
+			    r->trace->events[l->event].aux2 ? r->trace->events[l->event].aux2 : l->size;
 		r->sources[d][cat] |= (uint8_t)(1u << r->comp.source[l->event]);
 		r->evidence[d][cat] += l->size * r->comp.evidence[l->event];
 	}
 }
 
-/* A cuMemGetInfo answer, or the one memtap asked for at an out-of-memory failure: the
- * driver's used memory beside what memtap saw live then. */
+/* A cuMemGetInfo answer (the job's, or memtap's own at a device's first use and at exit),
+ * or the one memtap asked for at an out-of-memory failure: the driver's used memory beside
+ * what memtap saw live then. The job's and a failure's moments tell more than memtap's:
+ * a later reading replaces an earlier one of the same rank or lower. */
 static void driver_count(struct mt_report *r, const struct mt_event *e)
 {
 	bool info = e->kind == MT_EV_MEMINFO && !e->error;
 	bool oom = e->kind == MT_EV_ALLOC_FAILED && e->error == 2 && e->aux2;
+	uint8_t reading = oom				     ? MT_READING_OOM
+			  : e->flags == MT_MEMINFO_EXIT	     ? MT_READING_EXIT
+			  : e->flags == MT_MEMINFO_FIRST_USE ? MT_READING_FIRST_USE
+							     : MT_READING_JOB;
 
-	if (!(info || oom) || e->device == MT_NO_DEVICE || e->aux > e->aux2)
+	if (!(info || oom) || e->device == MT_NO_DEVICE || e->aux > e->aux2 || reading < r->driver[e->device].reading)
 		return;
-	r->driver[e->device] = (struct mt_driver_count){true, e->time, e->aux2 - e->aux, r->end.dev[e->device].current};
+	r->driver[e->device] =
+	    (struct mt_driver_count){true, reading, e->time, e->aux2 - e->aux, r->end.dev[e->device].current};
 }
+
+static const char *const reading_text[] = {"", "memtap's cuMemGetInfo at the device's first use",
+					   "memtap's cuMemGetInfo at exit", "cuMemGetInfo",
+					   "cuMemGetInfo at the out-of-memory failure"};
+static const char *const reading_json[] = {"", "first_use", "exit", "job", "oom"};
 
 static int add_oom(struct mt_report *r, size_t i)
 {
@@ -557,6 +572,14 @@ static double seconds(const struct mt_report *r, uint64_t t)
 	return t > r->start ? (double)(t - r->start) / 1e9 : 0.0;
 }
 
+/* The caching allocator's reserve that holds no tensor at the peak: its cache. */
+static uint64_t reserve_cache(const struct mt_report *r, int d)
+{
+	uint64_t reserved = r->end.dev[d].reserved_at_peak;
+
+	return reserved > r->blocks_at_peak[d] ? reserved - r->blocks_at_peak[d] : 0;
+}
+
 static void libraries_text(FILE *out, const struct mt_report *r, int d)
 {
 	const struct mt_library_list *l = &r->by_library[d];
@@ -569,10 +592,10 @@ static void libraries_text(FILE *out, const struct mt_report *r, int d)
 		fprintf(out, "  %-24s %12s\n", l->items[i].name, size_text(l->items[i].bytes, sz));
 	if (c->known)
 		fprintf(out,
-			"the driver's count at %.3f s (cuMemGetInfo): %s used, memtap saw %s; %s%s no hook saw "
+			"the driver's count at %.3f s (%s): %s used, memtap saw %s; %s%s no hook saw "
 			"(contexts, static runtimes' internals)\n",
-			seconds(r, c->time), size_text(c->used, sz), size_text(c->recorded, sz2),
-			c->used < c->recorded ? "-" : "",
+			seconds(r, c->time), reading_text[c->reading], size_text(c->used, sz),
+			size_text(c->recorded, sz2), c->used < c->recorded ? "-" : "",
 			size_text(c->used < c->recorded ? c->recorded - c->used : c->used - c->recorded, sz3));
 }
 
@@ -657,12 +680,22 @@ static void libraries_json(struct mt_emit *e, const struct mt_report *r, int d)
 		mt_emit_close(e);
 	}
 	mt_emit_close(e);
+	if (r->end.dev[d].reserved_at_peak) {
+		mt_emit_open(e, "caching_allocator_at_peak", false, 0);
+		mt_emit_uint(e, "reserved_bytes", r->end.dev[d].reserved_at_peak);
+		mt_emit_uint(e, "tensor_bytes", r->blocks_at_peak[d]);
+		mt_emit_uint(e, "cache_bytes", reserve_cache(r, d));
+		mt_emit_close(e);
+	} else {
+		mt_emit_null(e, "caching_allocator_at_peak");
+	}
 	if (!c->known) {
 		mt_emit_null(e, "driver_count");
 		return;
 	}
 	mt_emit_open(e, "driver_count", false, 0);
 	mt_emit_uint(e, "time_ns", since(r, c->time));
+	mt_emit_str(e, "reading", reading_json[c->reading]);
 	mt_emit_uint(e, "used_bytes", c->used);
 	mt_emit_uint(e, "recorded_bytes", c->recorded);
 	mt_emit_int(e, "unseen_bytes", (int64_t)(c->used - c->recorded));
@@ -839,9 +872,10 @@ void mt_report_text(FILE *out, const struct mt_report *r, struct mt_symbols *sym
 			when_text(r, s->peak_time, when, sizeof when), size_text(s->current, sz3));
 		composition_text(out, r, d);
 		if (s->reserved_at_peak)
-			fprintf(out, "reserved by the caching allocator at the peak: %s (%s not allocated)\n",
-				size_text(s->reserved_at_peak, sz),
-				size_text(s->reserved_at_peak > s->peak ? s->reserved_at_peak - s->peak : 0, sz2));
+			fprintf(out,
+				"the caching allocator's reserve at the peak: %s: %s in tensors' blocks, %s cache\n",
+				size_text(s->reserved_at_peak, sz), size_text(r->blocks_at_peak[d], sz2),
+				size_text(reserve_cache(r, d), sz3));
 		if (fragmentation(r, d)) {
 			frag_text(out, "at the peak", &fragmentation(r, d)->at_peak, r->frag.estimated);
 			frag_text(out, "at the end", &fragmentation(r, d)->at_end, r->frag.estimated);
