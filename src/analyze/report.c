@@ -79,22 +79,37 @@ static void compose(struct mt_report *r, const struct mt_replay *rp, int d)
 			continue;
 		cat = r->comp.category[l->event] ? r->comp.category[l->event] : MT_TAG_OTHER;
 		r->composition[d][cat] += l->size;
+		if (l->kind == MT_LIVE_DEVICE && mt_api(&r->trace->events[l->event]) == MT_API_BLOCK) /* its block */
+			r->blocks_at_peak[d] +=
+			    r->trace->events[l->event].aux2 ? r->trace->events[l->event].aux2 : l->size;
 		r->sources[d][cat] |= (uint8_t)(1u << r->comp.source[l->event]);
 		r->evidence[d][cat] += l->size * r->comp.evidence[l->event];
 	}
 }
 
-/* A cuMemGetInfo answer, or the one memtap asked for at an out-of-memory failure: the
- * driver's used memory beside what memtap saw live then. */
+/* A cuMemGetInfo answer (the job's, or memtap's own at a device's first use and at exit),
+ * or the one memtap asked for at an out-of-memory failure: the driver's used memory beside
+ * what memtap saw live then. The job's and a failure's moments tell more than memtap's:
+ * a later reading replaces an earlier one of the same rank or lower. */
 static void driver_count(struct mt_report *r, const struct mt_event *e)
 {
 	bool info = e->kind == MT_EV_MEMINFO && !e->error;
 	bool oom = e->kind == MT_EV_ALLOC_FAILED && e->error == 2 && e->aux2;
+	uint8_t reading = oom				     ? MT_READING_OOM
+			  : e->flags == MT_MEMINFO_EXIT	     ? MT_READING_EXIT
+			  : e->flags == MT_MEMINFO_FIRST_USE ? MT_READING_FIRST_USE
+							     : MT_READING_JOB;
 
-	if (!(info || oom) || e->device == MT_NO_DEVICE || e->aux > e->aux2)
+	if (!(info || oom) || e->device == MT_NO_DEVICE || e->aux > e->aux2 || reading < r->driver[e->device].reading)
 		return;
-	r->driver[e->device] = (struct mt_driver_count){true, e->time, e->aux2 - e->aux, r->end.dev[e->device].current};
+	r->driver[e->device] =
+	    (struct mt_driver_count){true, reading, e->time, e->aux2 - e->aux, r->end.dev[e->device].current};
 }
+
+static const char *const reading_text[] = {"", "memtap's cuMemGetInfo at the device's first use",
+					   "memtap's cuMemGetInfo at exit", "cuMemGetInfo",
+					   "cuMemGetInfo at the out-of-memory failure"};
+static const char *const reading_json[] = {"", "first_use", "exit", "job", "oom"};
 
 static int add_oom(struct mt_report *r, size_t i)
 {
@@ -293,7 +308,8 @@ void mt_report_free(struct mt_report *r)
 
 /* ---- text ---- */
 
-/* What prints a report: the views of its stacks are made once, as they are needed. */
+/* What prints a report: the views of its stacks are made once, as they are needed (the
+ * text opens its own; a caller of mt_report_emit may keep them across reports). */
 struct pr {
 	FILE *out;
 	const struct mt_report *r;
@@ -302,11 +318,11 @@ struct pr {
 	bool python; /* some stack of the trace has Python frames */
 };
 
-static void pr_open(struct pr *p, FILE *out, const struct mt_report *r, struct mt_symbols *sym)
+static void pr_open(struct pr *p, FILE *out, const struct mt_report *r, struct mt_symbols *sym, struct mt_views *views)
 {
 	const struct mt_trace *t = r->trace;
 
-	*p = (struct pr){.out = out, .r = r, .sym = sym, .views = mt_views_open(t, sym)};
+	*p = (struct pr){.out = out, .r = r, .sym = sym, .views = views};
 	/* a recording's Python frames, or a snapshot's named frames in .py files (no stack's
 	   view is made for this: a view symbolizes its frames) */
 	p->python = mt_symbols_python(sym);
@@ -556,6 +572,14 @@ static double seconds(const struct mt_report *r, uint64_t t)
 	return t > r->start ? (double)(t - r->start) / 1e9 : 0.0;
 }
 
+/* The caching allocator's reserve that holds no tensor at the peak: its cache. */
+static uint64_t reserve_cache(const struct mt_report *r, int d)
+{
+	uint64_t reserved = r->end.dev[d].reserved_at_peak;
+
+	return reserved > r->blocks_at_peak[d] ? reserved - r->blocks_at_peak[d] : 0;
+}
+
 static void libraries_text(FILE *out, const struct mt_report *r, int d)
 {
 	const struct mt_library_list *l = &r->by_library[d];
@@ -568,10 +592,10 @@ static void libraries_text(FILE *out, const struct mt_report *r, int d)
 		fprintf(out, "  %-24s %12s\n", l->items[i].name, size_text(l->items[i].bytes, sz));
 	if (c->known)
 		fprintf(out,
-			"the driver's count at %.3f s (cuMemGetInfo): %s used, memtap saw %s; %s%s no hook saw "
+			"the driver's count at %.3f s (%s): %s used, memtap saw %s; %s%s no hook saw "
 			"(contexts, static runtimes' internals)\n",
-			seconds(r, c->time), size_text(c->used, sz), size_text(c->recorded, sz2),
-			c->used < c->recorded ? "-" : "",
+			seconds(r, c->time), reading_text[c->reading], size_text(c->used, sz),
+			size_text(c->recorded, sz2), c->used < c->recorded ? "-" : "",
 			size_text(c->used < c->recorded ? c->recorded - c->used : c->used - c->recorded, sz3));
 }
 
@@ -592,64 +616,90 @@ static void frag_text(FILE *out, const char *when, const struct mt_frag_state *f
 		size_text(f->reserved - f->allocated, d), size_text(f->largest_free, e));
 }
 
-static void frag_state_json(FILE *out, const struct mt_report *r, const struct mt_frag_state *f)
+static uint64_t since(const struct mt_report *r, uint64_t t)
 {
-	fprintf(out,
-		"{\"time_ns\": %" PRIu64 ", \"segments\": %" PRIu64 ", \"reserved_bytes\": %" PRIu64
-		", \"allocated_bytes\": %" PRIu64 ", \"requested_bytes\": %" PRIu64 ", \"internal_bytes\": %" PRIu64
-		", \"external_bytes\": %" PRIu64 ", \"largest_free_block_bytes\": %" PRIu64 "}",
-		f->time > r->start ? f->time - r->start : 0, f->segments, f->reserved, f->allocated, f->requested,
-		f->allocated - f->requested, f->reserved - f->allocated, f->largest_free);
+	return t > r->start ? t - r->start : 0;
 }
 
-static void fragmentation_json(FILE *out, const struct mt_report *r, int d)
+static void frag_state_json(struct mt_emit *e, const char *key, const struct mt_report *r,
+			    const struct mt_frag_state *f)
+{
+	mt_emit_open(e, key, false, 0);
+	mt_emit_uint(e, "time_ns", since(r, f->time));
+	mt_emit_uint(e, "segments", f->segments);
+	mt_emit_uint(e, "reserved_bytes", f->reserved);
+	mt_emit_uint(e, "allocated_bytes", f->allocated);
+	mt_emit_uint(e, "requested_bytes", f->requested);
+	mt_emit_uint(e, "internal_bytes", f->allocated - f->requested);
+	mt_emit_uint(e, "external_bytes", f->reserved - f->allocated);
+	mt_emit_uint(e, "largest_free_block_bytes", f->largest_free);
+	mt_emit_close(e);
+}
+
+static void fragmentation_json(struct mt_emit *e, const struct mt_report *r, int d)
 {
 	const struct mt_frag_device *f = fragmentation(r, d);
 
 	if (!f) {
-		fputs("null", out);
+		mt_emit_null(e, "fragmentation");
 		return;
 	}
-	fprintf(out, "{\"block_sizes\": \"%s\", \"at_peak\": ", r->frag.estimated ? "estimated" : "exact");
-	frag_state_json(out, r, &f->at_peak);
-	fputs(", \"at_exit\": ", out);
-	frag_state_json(out, r, &f->at_end);
-	fputs(", \"segments_at_peak\": [", out);
+	mt_emit_open(e, "fragmentation", false, 0);
+	mt_emit_str(e, "block_sizes", r->frag.estimated ? "estimated" : "exact");
+	frag_state_json(e, "at_peak", r, &f->at_peak);
+	frag_state_json(e, "at_exit", r, &f->at_end);
+	mt_emit_open(e, "segments_at_peak", true, 0);
 	for (size_t i = 0; i < f->nsegments; i++) {
 		const struct mt_frag_segment *g = &f->segments[i];
-		fprintf(out,
-			"%s{\"address\": %" PRIu64 ", \"size\": %" PRIu64 ", \"allocated_bytes\": %" PRIu64
-			", \"blocks\": %u, \"largest_free_block_bytes\": %" PRIu64 "}",
-			i ? ", " : "", g->addr, g->size, g->allocated, g->blocks, g->largest_free);
+		mt_emit_open(e, NULL, false, 0);
+		mt_emit_uint(e, "address", g->addr);
+		mt_emit_uint(e, "size", g->size);
+		mt_emit_uint(e, "allocated_bytes", g->allocated);
+		mt_emit_uint(e, "blocks", g->blocks);
+		mt_emit_uint(e, "largest_free_block_bytes", g->largest_free);
+		mt_emit_close(e);
 	}
-	fputs("], \"timeline\": [", out);
-	for (size_t i = 0; i < f->ntimeline; i++) {
-		fputs(i ? ",\n      " : "\n      ", out);
-		frag_state_json(out, r, &f->timeline[i]);
-	}
-	fputs("]}", out);
+	mt_emit_close(e);
+	mt_emit_open(e, "timeline", true, 3);
+	for (size_t i = 0; i < f->ntimeline; i++)
+		frag_state_json(e, NULL, r, &f->timeline[i]);
+	mt_emit_close(e);
+	mt_emit_close(e);
 }
 
-static void libraries_json(FILE *out, const struct mt_report *r, int d)
+static void libraries_json(struct mt_emit *e, const struct mt_report *r, int d)
 {
 	const struct mt_library_list *l = &r->by_library[d];
 	const struct mt_driver_count *c = &r->driver[d];
 
-	fputs(", \"by_library_at_peak\": [", out);
+	mt_emit_open(e, "by_library_at_peak", true, 0);
 	for (size_t i = 0; i < l->n; i++) {
-		fputs(i ? ", {\"library\": " : "{\"library\": ", out);
-		mt_json_str(out, l->items[i].name);
-		fprintf(out, ", \"bytes\": %" PRIu64 "}", l->items[i].bytes);
+		mt_emit_open(e, NULL, false, 0);
+		mt_emit_str(e, "library", l->items[i].name);
+		mt_emit_uint(e, "bytes", l->items[i].bytes);
+		mt_emit_close(e);
 	}
-	fputs("], \"driver_count\": ", out);
-	if (c->known)
-		fprintf(out,
-			"{\"time_ns\": %" PRIu64 ", \"used_bytes\": %" PRIu64 ", \"recorded_bytes\": %" PRIu64
-			", \"unseen_bytes\": %" PRId64 "}",
-			c->time > r->start ? c->time - r->start : 0, c->used, c->recorded,
-			(int64_t)(c->used - c->recorded));
-	else
-		fputs("null", out);
+	mt_emit_close(e);
+	if (r->end.dev[d].reserved_at_peak) {
+		mt_emit_open(e, "caching_allocator_at_peak", false, 0);
+		mt_emit_uint(e, "reserved_bytes", r->end.dev[d].reserved_at_peak);
+		mt_emit_uint(e, "tensor_bytes", r->blocks_at_peak[d]);
+		mt_emit_uint(e, "cache_bytes", reserve_cache(r, d));
+		mt_emit_close(e);
+	} else {
+		mt_emit_null(e, "caching_allocator_at_peak");
+	}
+	if (!c->known) {
+		mt_emit_null(e, "driver_count");
+		return;
+	}
+	mt_emit_open(e, "driver_count", false, 0);
+	mt_emit_uint(e, "time_ns", since(r, c->time));
+	mt_emit_str(e, "reading", reading_json[c->reading]);
+	mt_emit_uint(e, "used_bytes", c->used);
+	mt_emit_uint(e, "recorded_bytes", c->recorded);
+	mt_emit_int(e, "unseen_bytes", (int64_t)(c->used - c->recorded));
+	mt_emit_close(e);
 }
 
 /* ---- the capacity plan of a measured run (memtap report --plan) ---- */
@@ -718,7 +768,7 @@ static void plan_text(FILE *out, const struct mt_report *r)
 	fputc('\n', out);
 }
 
-static void plan_json(FILE *out, const struct mt_report *r)
+static void plan_json(struct mt_emit *e, const struct mt_report *r)
 {
 	double measured[MT_PLAN_COMPONENTS], other, table[4][3];
 	struct mt_plan est;
@@ -726,26 +776,38 @@ static void plan_json(FILE *out, const struct mt_report *r)
 	int d;
 
 	if (!plan_build(r, &d, measured, &other, &est, table)) {
-		fputs("null", out);
+		mt_emit_null(e, "plan");
 		return;
 	}
 	mt_plan_describe(r->plan, setup, sizeof setup);
-	fprintf(out, "{\"device\": %d, \"setup\": ", d);
-	mt_json_str(out, setup);
-	fputs(", \"components\": [", out);
-	for (int j = 0; j < MT_PLAN_COMPONENTS; j++)
-		fprintf(out, "%s{\"name\": \"%s\", \"measured\": %.0f, \"estimated\": %.0f}", j ? ", " : "",
-			mt_plan_component_names[j], measured[j], est.bytes[j]);
-	fprintf(out, "], \"other_bytes\": %.0f, \"estimated_total\": %.0f, \"moment\": \"%s\", \"table\": [", other,
-		est.total, est.moment);
-	for (int z = 0; z <= 3; z++) {
-		fprintf(out, "%s{\"zero\": %d", z ? ", " : "", z);
-		for (int k = 0; k < 3; k++)
-			fprintf(out, isinf(table[z][k]) ? ", \"%s\": null" : ", \"%s\": %.0f",
-				mt_plan_recompute_names[k], table[z][k]);
-		fputs("}", out);
+	mt_emit_open(e, "plan", false, 0);
+	mt_emit_int(e, "device", d);
+	mt_emit_str(e, "setup", setup);
+	mt_emit_open(e, "components", true, 0);
+	for (int j = 0; j < MT_PLAN_COMPONENTS; j++) {
+		mt_emit_open(e, NULL, false, 0);
+		mt_emit_str(e, "name", mt_plan_component_names[j]);
+		mt_emit_num(e, "measured", measured[j], 0);
+		mt_emit_num(e, "estimated", est.bytes[j], 0);
+		mt_emit_close(e);
 	}
-	fputs("]}", out);
+	mt_emit_close(e);
+	mt_emit_num(e, "other_bytes", other, 0);
+	mt_emit_num(e, "estimated_total", est.total, 0);
+	mt_emit_str(e, "moment", est.moment);
+	mt_emit_open(e, "table", true, 0);
+	for (int z = 0; z <= 3; z++) {
+		mt_emit_open(e, NULL, false, 0);
+		mt_emit_int(e, "zero", z);
+		for (int k = 0; k < 3; k++)
+			if (isinf(table[z][k]))
+				mt_emit_null(e, mt_plan_recompute_names[k]);
+			else
+				mt_emit_num(e, mt_plan_recompute_names[k], table[z][k], 0);
+		mt_emit_close(e);
+	}
+	mt_emit_close(e);
+	mt_emit_close(e);
 }
 
 /* A moment of the trace: seconds since its start, or an entry's place where the trace has
@@ -781,7 +843,7 @@ void mt_report_text(FILE *out, const struct mt_report *r, struct mt_symbols *sym
 	bool snapshot;
 	struct pr p;
 
-	pr_open(&p, out, r, sym);
+	pr_open(&p, out, r, sym, mt_views_open(t, sym));
 	mt_trace_info(t, "pid", pid, sizeof pid);
 	mt_trace_info(t, "host", host, sizeof host);
 	mt_trace_info(t, "backend", backend, sizeof backend);
@@ -810,9 +872,10 @@ void mt_report_text(FILE *out, const struct mt_report *r, struct mt_symbols *sym
 			when_text(r, s->peak_time, when, sizeof when), size_text(s->current, sz3));
 		composition_text(out, r, d);
 		if (s->reserved_at_peak)
-			fprintf(out, "reserved by the caching allocator at the peak: %s (%s not allocated)\n",
-				size_text(s->reserved_at_peak, sz),
-				size_text(s->reserved_at_peak > s->peak ? s->reserved_at_peak - s->peak : 0, sz2));
+			fprintf(out,
+				"the caching allocator's reserve at the peak: %s: %s in tensors' blocks, %s cache\n",
+				size_text(s->reserved_at_peak, sz), size_text(r->blocks_at_peak[d], sz2),
+				size_text(reserve_cache(r, d), sz3));
 		if (fragmentation(r, d)) {
 			frag_text(out, "at the peak", &fragmentation(r, d)->at_peak, r->frag.estimated);
 			frag_text(out, "at the end", &fragmentation(r, d)->at_end, r->frag.estimated);
@@ -864,202 +927,211 @@ void mt_report_text(FILE *out, const struct mt_report *r, struct mt_symbols *sym
 	mt_views_close(p.views);
 }
 
-/* ---- JSON ---- */
+/* ---- JSON, and any other sink ---- */
 
-void mt_json_str(FILE *out, const char *s)
-{
-	fputc('"', out);
-	for (; s && *s; s++) {
-		unsigned char c = (unsigned char)*s;
-		if (c == '"' || c == '\\')
-			fprintf(out, "\\%c", c);
-		else if (c < 0x20)
-			fprintf(out, "\\u%04x", c);
-		else
-			fputc(c, out);
-	}
-	fputc('"', out);
-}
-
-static void frames_json(FILE *out, const struct mt_report *r, struct mt_symbols *sym, uint32_t stack)
+static void frames_json(struct mt_emit *e, const struct mt_report *r, struct mt_symbols *sym, uint32_t stack)
 {
 	const struct mt_trace *t = r->trace;
+	char hex[24];
 
-	fputs("[", out);
-	if (stack && stack < t->nstacks) {
-		for (uint32_t i = 0; i < t->stacks[stack].depth; i++) {
-			const struct mt_frame *f = mt_symbols_frame(sym, t->stacks[stack].frames[i]);
-			fprintf(out, "%s{\"address\": \"0x%" PRIx64 "\", \"function\": ", i ? ", " : "", f->addr);
-			if (f->function)
-				mt_json_str(out, f->function);
-			else
-				fputs("null", out);
-			fputs(", \"file\": ", out);
-			if (f->file)
-				mt_json_str(out, f->file);
-			else
-				fputs("null", out);
-			fprintf(out, ", \"line\": %d, \"module\": ", f->line);
-			if (f->module)
-				mt_json_str(out, f->module);
-			else
-				fputs("null", out);
-			fprintf(out, ", \"offset\": \"0x%" PRIx64 "\"}", f->offset);
-		}
+	mt_emit_open(e, "frames", true, 0);
+	for (uint32_t i = 0; stack && stack < t->nstacks && i < t->stacks[stack].depth; i++) {
+		const struct mt_frame *f = mt_symbols_frame(sym, t->stacks[stack].frames[i]);
+		mt_emit_open(e, NULL, false, 0);
+		snprintf(hex, sizeof hex, "0x%" PRIx64, f->addr);
+		mt_emit_str(e, "address", hex);
+		mt_emit_str(e, "function", f->function);
+		mt_emit_str(e, "file", f->file);
+		mt_emit_int(e, "line", f->line);
+		mt_emit_str(e, "module", f->module);
+		snprintf(hex, sizeof hex, "0x%" PRIx64, f->offset);
+		mt_emit_str(e, "offset", hex);
+		mt_emit_close(e);
 	}
-	fputs("]", out);
+	mt_emit_close(e);
 }
 
 /* A stack's frames, and how it reads (docs/REPORT.md): its view's lines, where in the
  * code, whether made before recording. */
-static void stack_json(struct pr *p, uint32_t stack, bool before)
+static void stack_json(struct pr *p, struct mt_emit *e, uint32_t stack, bool before)
 {
 	const struct mt_trace *t = p->r->trace;
 	const struct mt_view *v = mt_view(p->views, stack);
 	char buf[4096];
 
-	fputs("\"frames\": ", p->out);
-	frames_json(p->out, p->r, p->sym, stack);
-	fputs(", \"where\": ", p->out);
+	frames_json(e, p->r, p->sym, stack);
 	if (before || v->where == MT_NO_FRAME)
-		fputs("null", p->out);
+		mt_emit_null(e, "where");
 	else
-		mt_json_str(p->out, where_text(p, stack, false, buf, sizeof buf));
-	fputs(", \"view\": [", p->out);
-	for (uint32_t k = 0, n; k < v->nshown && stack < t->nstacks; k += n) {
-		fputs(k ? ", " : "", p->out);
-		mt_json_str(p->out, view_line(p, stack, k, &n, buf, sizeof buf));
-	}
-	fprintf(p->out, "], \"before_recording\": %s", before ? "true" : "false");
+		mt_emit_str(e, "where", where_text(p, stack, false, buf, sizeof buf));
+	mt_emit_open(e, "view", true, 0);
+	for (uint32_t k = 0, n; k < v->nshown && stack < t->nstacks; k += n)
+		mt_emit_str(e, NULL, view_line(p, stack, k, &n, buf, sizeof buf));
+	mt_emit_close(e);
+	mt_emit_bool(e, "before_recording", before);
 }
 
-static void groups_json(struct pr *p, const struct mt_group_list *g, size_t top, bool *first)
+static void groups_json(struct pr *p, struct mt_emit *e, const struct mt_group_list *g, size_t top)
 {
 	for (size_t i = 0; i < g->n && i < top; i++) {
 		const struct mt_group *x = &g->items[i];
-		fprintf(p->out,
-			"%s\n    {\"device\": %d, \"kind\": \"%s\", \"bytes\": %" PRIu64 ", \"count\": %" PRIu64 ", ",
-			*first ? "" : ",", x->device == MT_NO_DEVICE ? -1 : x->device, mt_live_kind_names[x->kind],
-			x->bytes, x->count);
-		stack_json(p, x->stack, x->before);
-		fputs("}", p->out);
-		*first = false;
+		mt_emit_open(e, NULL, false, 0);
+		mt_emit_int(e, "device", x->device == MT_NO_DEVICE ? -1 : x->device);
+		mt_emit_str(e, "kind", mt_live_kind_names[x->kind]);
+		mt_emit_uint(e, "bytes", x->bytes);
+		mt_emit_uint(e, "count", x->count);
+		stack_json(p, e, x->stack, x->before);
+		mt_emit_close(e);
 	}
 }
 
-void mt_report_json(FILE *out, const struct mt_report *r, struct mt_symbols *sym, size_t top)
+static void events_json(struct mt_emit *e, const struct mt_report *r)
 {
 	const struct mt_trace *t = r->trace;
-	const struct mt_replay *e = &r->end;
+	const struct mt_replay *end = &r->end;
+
+	mt_emit_open(e, "events", false, 0);
+	mt_emit_uint(e, "total", t->nevents);
+	mt_emit_uint(e, "allocs", end->allocs);
+	mt_emit_uint(e, "frees", end->frees);
+	mt_emit_uint(e, "failed", end->failed);
+	mt_emit_uint(e, "dropped", t->dropped);
+	mt_emit_uint(e, "unmatched_frees", end->unmatched_frees);
+	mt_emit_open(e, "by_kind", false, 0);
+	for (int k = 0; k < MT_EV_COUNT; k++)
+		if (r->kinds[k])
+			mt_emit_uint(e, mt_kind_names[k], r->kinds[k]);
+	mt_emit_close(e);
+	/* why events are missing, where the trace says; "written": what its END chunk counted */
+	mt_emit_open(e, "dropped_by", false, 0);
+	for (int k = 0; k < MT_DROP_COUNT; k++)
+		if (t->drops[k])
+			mt_emit_uint(e, mt_drop_names[k], t->drops[k]);
+	mt_emit_close(e);
+	mt_emit_uint(e, "written", t->written);
+	mt_emit_close(e);
+}
+
+static void device_json(struct mt_emit *e, const struct mt_report *r, int d)
+{
+	const struct mt_device_state *s = &r->end.dev[d];
+
+	mt_emit_open(e, NULL, false, 0);
+	mt_emit_int(e, "device", d);
+	mt_emit_str(e, "name", s->name ? mt_trace_string(r->trace, s->name) : "");
+	mt_emit_uint(e, "capacity_bytes", s->capacity);
+	mt_emit_uint(e, "peak_allocated_bytes", s->peak);
+	mt_emit_uint(e, "peak_time_ns", since(r, s->peak_time));
+	mt_emit_uint(e, "allocated_at_exit_bytes", s->current);
+	mt_emit_open(e, "composition_at_peak", false, 0);
+	for (int c = 1; c < MT_TAG_COUNT; c++)
+		mt_emit_uint(e, mt_tag_names[c], r->composition[d][c]);
+	mt_emit_uint(e, "reserved_unallocated", s->reserved_at_peak > s->peak ? s->reserved_at_peak - s->peak : 0);
+	mt_emit_close(e);
+	mt_emit_open(e, "composition_source", false, 0);
+	for (int c = 1; c < MT_TAG_COUNT; c++)
+		mt_emit_str(e, mt_tag_names[c], source_name(r->sources[d][c]));
+	mt_emit_close(e);
+	mt_emit_open(e, "composition_confidence", false, 0);
+	for (int c = 1; c < MT_TAG_COUNT; c++)
+		mt_emit_num(e, mt_tag_names[c], confidence(r, d, c), 3);
+	mt_emit_close(e);
+	fragmentation_json(e, r, d);
+	libraries_json(e, r, d);
+	mt_emit_close(e);
+}
+
+static void oom_json(struct pr *p, struct mt_emit *e, size_t i)
+{
+	const struct mt_report *r = p->r;
+	const struct mt_event *ev = &r->trace->events[i];
+	const struct mt_frag_oom *fo = mt_fragment_oom(&r->frag, i);
+
+	mt_emit_open(e, NULL, false, 0);
+	mt_emit_int(e, "device", ev->device == MT_NO_DEVICE ? -1 : ev->device);
+	mt_emit_uint(e, "size", ev->size);
+	mt_emit_int(e, "error", ev->error);
+	mt_emit_bool(e, "out_of_memory", ev->error == 2);
+	mt_emit_uint(e, "free_bytes", ev->aux);
+	mt_emit_uint(e, "total_bytes", ev->aux2);
+	mt_emit_uint(e, "time_ns", since(r, ev->time));
+	mt_emit_str(e, "phase", mt_trace_string(r->trace, ev->phase));
+	if (!fo || fo->fits < 0) {
+		mt_emit_null(e, "fits_without_fragmentation");
+		mt_emit_null(e, "fragmentation");
+	} else {
+		mt_emit_bool(e, "fits_without_fragmentation", fo->fits);
+		frag_state_json(e, "fragmentation", r, &fo->state);
+	}
+	stack_json(p, e, ev->stack, false);
+	mt_emit_close(e);
+}
+
+void mt_report_emit(struct mt_emit *e, const struct mt_report *r, struct mt_symbols *sym, struct mt_views *views,
+		    size_t top)
+{
+	const struct mt_trace *t = r->trace;
 	char buf[4096];
-	bool first = true;
 	struct pr p;
 	static const char *const info_keys[] = {"pid",	      "host",	 "rank",	  "local_rank",
 						"world_size", "cmdline", "memtap_version"};
 
-	pr_open(&p, out, r, sym);
-	fputs("{\n  \"memtap_report\": 1,\n  \"trace\": ", out);
-	mt_json_str(out, t->path);
-	fprintf(out, ",\n  \"complete\": %s,\n  \"times\": \"%s\",\n  \"python_frames\": %s,\n  \"problem\": ",
-		t->complete ? "true" : "false", r->order ? "order" : "ns", p.python ? "true" : "false");
-	if (t->problem[0])
-		mt_json_str(out, t->problem);
-	else
-		fputs("null", out);
-	fputs(",\n  \"process\": {", out);
-	for (size_t i = 0; i < sizeof info_keys / sizeof info_keys[0]; i++) {
-		fprintf(out, "%s\"%s\": ", i ? ", " : "", info_keys[i]);
-		if (mt_trace_info(t, info_keys[i], buf, sizeof buf))
-			mt_json_str(out, buf);
-		else
-			fputs("null", out);
-	}
-	fprintf(out,
-		"},\n  \"events\": {\"total\": %zu, \"allocs\": %" PRIu64 ", \"frees\": %" PRIu64
-		", \"failed\": %" PRIu64 ", \"dropped\": %" PRIu64 ", \"unmatched_frees\": %" PRIu64 ", \"by_kind\": {",
-		t->nevents, e->allocs, e->frees, e->failed, t->dropped, e->unmatched_frees);
-	for (int k = 0, n = 0; k < MT_EV_COUNT; k++)
-		if (r->kinds[k])
-			fprintf(out, "%s\"%s\": %" PRIu64, n++ ? ", " : "", mt_kind_names[k], r->kinds[k]);
-	/* why events are missing, where the trace says; "written": what its END chunk counted */
-	fputs("}, \"dropped_by\": {", out);
-	for (int k = 0, n = 0; k < MT_DROP_COUNT; k++)
-		if (t->drops[k])
-			fprintf(out, "%s\"%s\": %" PRIu64, n++ ? ", " : "", mt_drop_names[k], t->drops[k]);
-	fprintf(out, "}, \"written\": %" PRIu64 "},\n  \"devices\": [", t->written);
-	for (int d = 0, n = 0; d < MT_MAX_DEVICES; d++) {
-		const struct mt_device_state *s = &e->dev[d];
-		if (!s->seen)
-			continue;
-		fprintf(out, "%s\n    {\"device\": %d, \"name\": ", n++ ? "," : "", d);
-		mt_json_str(out, s->name ? mt_trace_string(t, s->name) : "");
-		fprintf(out,
-			", \"capacity_bytes\": %" PRIu64 ", \"peak_allocated_bytes\": %" PRIu64
-			", \"peak_time_ns\": %" PRIu64 ", \"allocated_at_exit_bytes\": %" PRIu64
-			", \"composition_at_peak\": {",
-			s->capacity, s->peak, s->peak_time > r->start ? s->peak_time - r->start : 0, s->current);
-		for (int c = 1; c < MT_TAG_COUNT; c++)
-			fprintf(out, "\"%s\": %" PRIu64 ", ", mt_tag_names[c], r->composition[d][c]);
-		fprintf(out, "\"reserved_unallocated\": %" PRIu64 "}, \"composition_source\": {",
-			s->reserved_at_peak > s->peak ? s->reserved_at_peak - s->peak : 0);
-		for (int c = 1; c < MT_TAG_COUNT; c++)
-			fprintf(out, "%s\"%s\": \"%s\"", c > 1 ? ", " : "", mt_tag_names[c],
-				source_name(r->sources[d][c]));
-		fputs("}, \"composition_confidence\": {", out);
-		for (int c = 1; c < MT_TAG_COUNT; c++)
-			fprintf(out, "%s\"%s\": %.3f", c > 1 ? ", " : "", mt_tag_names[c], confidence(r, d, c));
-		fputs("}, \"fragmentation\": ", out);
-		fragmentation_json(out, r, d);
-		libraries_json(out, r, d);
-		fputs("}", out);
-	}
-	fprintf(out, "],\n  \"host_pinned_peak_bytes\": %" PRIu64 ",\n  \"top_at_peak\": [", e->host_peak);
+	pr_open(&p, NULL, r, sym, views);
+	mt_emit_open(e, NULL, false, 1);
+	mt_emit_int(e, "memtap_report", 1);
+	mt_emit_str(e, "trace", t->path);
+	mt_emit_bool(e, "complete", t->complete);
+	mt_emit_str(e, "times", r->order ? "order" : "ns");
+	mt_emit_bool(e, "python_frames", p.python);
+	mt_emit_str(e, "problem", t->problem[0] ? t->problem : NULL);
+	mt_emit_open(e, "process", false, 0);
+	for (size_t i = 0; i < sizeof info_keys / sizeof info_keys[0]; i++)
+		mt_emit_str(e, info_keys[i], mt_trace_info(t, info_keys[i], buf, sizeof buf) ? buf : NULL);
+	mt_emit_close(e);
+	events_json(e, r);
+	mt_emit_open(e, "devices", true, 2);
 	for (int d = 0; d < MT_MAX_DEVICES; d++)
-		groups_json(&p, &r->at_peak[d], top, &first);
-	fputs("],\n  \"live_at_exit\": [", out);
-	first = true;
-	groups_json(&p, &r->at_exit, top, &first);
-	fputs("],\n  \"iterations\": {\"boundary\": ", out);
-	mt_json_str(out, r->leaks.boundary);
-	fprintf(out, ", \"count\": %zu},\n  \"leaks\": [", r->leaks.boundaries);
+		if (r->end.dev[d].seen)
+			device_json(e, r, d);
+	mt_emit_close(e);
+	mt_emit_uint(e, "host_pinned_peak_bytes", r->end.host_peak);
+	mt_emit_open(e, "top_at_peak", true, 2);
+	for (int d = 0; d < MT_MAX_DEVICES; d++)
+		groups_json(&p, e, &r->at_peak[d], top);
+	mt_emit_close(e);
+	mt_emit_open(e, "live_at_exit", true, 2);
+	groups_json(&p, e, &r->at_exit, top);
+	mt_emit_close(e);
+	mt_emit_open(e, "iterations", false, 0);
+	mt_emit_str(e, "boundary", r->leaks.boundary);
+	mt_emit_uint(e, "count", r->leaks.boundaries);
+	mt_emit_close(e);
+	mt_emit_open(e, "leaks", true, 2);
 	for (size_t i = 0; i < r->leaks.n && i < top; i++) {
 		const struct mt_leak *l = &r->leaks.items[i];
-		fprintf(out,
-			"%s\n    {\"device\": %u, \"bytes\": %" PRIu64 ", \"growth_bytes_per_iteration\": %" PRIu64
-			", \"iterations\": %u, ",
-			i ? "," : "", l->device, l->bytes, l->growth, l->iterations);
-		stack_json(&p, l->stack, false);
-		fputs("}", out);
+		mt_emit_open(e, NULL, false, 0);
+		mt_emit_uint(e, "device", l->device);
+		mt_emit_uint(e, "bytes", l->bytes);
+		mt_emit_uint(e, "growth_bytes_per_iteration", l->growth);
+		mt_emit_uint(e, "iterations", l->iterations);
+		stack_json(&p, e, l->stack, false);
+		mt_emit_close(e);
 	}
-	fputs("],\n  \"oom\": [", out);
-	first = true;
-	for (size_t k = 0; k < r->noom; k++) {
-		size_t i = r->oom[k];
-		const struct mt_event *ev = &t->events[i];
-		fprintf(out,
-			"%s\n    {\"device\": %d, \"size\": %" PRIu64 ", \"error\": %d, \"out_of_memory\": %s"
-			", \"free_bytes\": %" PRIu64 ", \"total_bytes\": %" PRIu64 ", \"time_ns\": %" PRIu64
-			", \"phase\": ",
-			first ? "" : ",", ev->device == MT_NO_DEVICE ? -1 : ev->device, ev->size, ev->error,
-			ev->error == 2 ? "true" : "false", ev->aux, ev->aux2,
-			ev->time > r->start ? ev->time - r->start : 0);
-		mt_json_str(out, mt_trace_string(t, ev->phase));
-		const struct mt_frag_oom *fo = mt_fragment_oom(&r->frag, i);
-		fprintf(out, ", \"fits_without_fragmentation\": %s, \"fragmentation\": ",
-			!fo || fo->fits < 0 ? "null"
-			: fo->fits	    ? "true"
-					    : "false");
-		if (fo && fo->fits >= 0)
-			frag_state_json(out, r, &fo->state);
-		else
-			fputs("null", out);
-		fputs(", ", out);
-		stack_json(&p, ev->stack, false);
-		fputs("}", out);
-		first = false;
-	}
-	fputs("],\n  \"plan\": ", out);
-	plan_json(out, r);
-	fputs("\n}\n", out);
-	mt_views_close(p.views);
+	mt_emit_close(e);
+	mt_emit_open(e, "oom", true, 2);
+	for (size_t k = 0; k < r->noom; k++)
+		oom_json(&p, e, r->oom[k]);
+	mt_emit_close(e);
+	plan_json(e, r);
+	mt_emit_close(e);
+}
+
+void mt_report_json(FILE *out, const struct mt_report *r, struct mt_symbols *sym, size_t top)
+{
+	struct mt_json_sink j;
+	struct mt_emit e = mt_emit_json(&j, out);
+	struct mt_views *views = mt_views_open(r->trace, sym);
+
+	mt_report_emit(&e, r, sym, views, top);
+	mt_views_close(views);
 }

@@ -8,6 +8,7 @@
 #include <stdio.h>
 
 #include "analyze/composition.h"
+#include "analyze/emit.h"
 #include "analyze/fragment.h"
 #include "analyze/leaks.h"
 #include "core/plan.h"
@@ -42,8 +43,13 @@ struct mt_library_list {
 
 /* The driver's own count at the last cuMemGetInfo of a device (a MEMINFO event), beside
  * what memtap saw live there: used - recorded is memory no hook could see. */
+/* Where a driver's count came from, least telling first: memtap's own readings (the
+ * device's first use, the exit), then the job's cuMemGetInfo or an out-of-memory failure. */
+enum mt_reading { MT_READING_FIRST_USE = 1, MT_READING_EXIT, MT_READING_JOB, MT_READING_OOM };
+
 struct mt_driver_count {
 	bool known;
+	uint8_t reading; /* enum mt_reading */
 	uint64_t time, used, recorded;
 };
 
@@ -53,19 +59,20 @@ struct mt_report {
 	struct mt_group_list at_peak[MT_MAX_DEVICES];	    /* per device, biggest first */
 	struct mt_group_list at_exit;			    /* every kind, biggest first */
 	struct mt_library_list by_library[MT_MAX_DEVICES];  /* at each device's peak */
-	struct mt_driver_count driver[MT_MAX_DEVICES];	    /* at its last cuMemGetInfo */
+	struct mt_driver_count driver[MT_MAX_DEVICES];	    /* its most telling last reading */
 	uint64_t kinds[MT_EV_COUNT];			    /* events by kind */
 	size_t *oom, noom, cap_oom;			    /* indices of failed allocations */
 	struct mt_composition comp;			    /* category of every allocation */
 	uint64_t composition[MT_MAX_DEVICES][MT_TAG_COUNT]; /* at each device's peak; [0] unused */
-	uint8_t sources[MT_MAX_DEVICES][MT_TAG_COUNT];	    /* bit (1 << enum mt_source) per category */
-	uint64_t evidence[MT_MAX_DEVICES][MT_TAG_COUNT];    /* bytes times their evidence (0 to 2) */
-	struct mt_fragment frag;			    /* where segments are known */
-	struct mt_leaks leaks;				    /* growth across iterations */
-	uint64_t start;					    /* trace start, monotonic ns */
-	bool order;					    /* the trace has no times: they are entries' places */
-	const struct mt_plan_config *plan;		    /* the run's setup, checked: adds a capacity plan */
-	bool all_frames;				    /* text: every frame of every stack, unshortened */
+	uint64_t blocks_at_peak[MT_MAX_DEVICES];	 /* a caching allocator's blocks live at the peak (tensors) */
+	uint8_t sources[MT_MAX_DEVICES][MT_TAG_COUNT];	 /* bit (1 << enum mt_source) per category */
+	uint64_t evidence[MT_MAX_DEVICES][MT_TAG_COUNT]; /* bytes times their evidence (0 to 2) */
+	struct mt_fragment frag;			 /* where segments are known */
+	struct mt_leaks leaks;				 /* growth across iterations */
+	uint64_t start;					 /* trace start, monotonic ns */
+	bool order;					 /* the trace has no times: they are entries' places */
+	const struct mt_plan_config *plan;		 /* the run's setup, checked: adds a capacity plan */
+	bool all_frames;				 /* text: every frame of every stack, unshortened */
 };
 
 struct mt_report_options {
@@ -81,8 +88,11 @@ void mt_report_free(struct mt_report *r);
 int mt_report_measured(const struct mt_report *r, int d, double measured[MT_PLAN_COMPONENTS], double *other);
 void mt_report_text(FILE *out, const struct mt_report *r, struct mt_symbols *sym, size_t top);
 void mt_report_json(FILE *out, const struct mt_report *r, struct mt_symbols *sym, size_t top);
+/* The JSON's document through any sink (analyze/emit.h): Lua's t:report() builds tables.
+ * views: the stacks' views, the caller's (made as they are needed; NULL: none). */
+void mt_report_emit(struct mt_emit *e, const struct mt_report *r, struct mt_symbols *sym, struct mt_views *views,
+		    size_t top);
 /* One self-contained HTML page (html.c): charts, tables and the JSON's numbers. 0 or errno. */
 int mt_report_html(FILE *out, const struct mt_report *r, struct mt_symbols *sym, size_t top);
-void mt_json_str(FILE *out, const char *s); /* a JSON string literal */
 
 #endif

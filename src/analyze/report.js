@@ -247,16 +247,23 @@
     const points = (SERIES.timeline || {})[d] || [];
     s.append(legend(points.some((p) => p[7] > 0)));
     s.append(compositionChart(device, points));
-    const libs = device.by_library_at_peak || [], count = device.driver_count;
-    if (libs.length || count) {
+    const libs = device.by_library_at_peak || [], count = device.driver_count, cache = device.caching_allocator_at_peak;
+    if (libs.length || count || cache) {
       s.append(el("h3", {}, "Which library holds the memory"));
       s.append(el("p", { class: "sub" }, "At the peak, by the first module of each stack that is not CUDA's runtime or " +
         "driver; the driver's own count (cuMemGetInfo) beside what memtap saw, the rest being memory no hook could see."));
       const rows = libs.map((l) => [el("td", {}, l.library), num(l.bytes, bytes(l.bytes))]);
       if (count) {
-        rows.push([el("td", {}, `the driver's used memory at ${seconds(count.time_ns)}`), num(count.used_bytes, bytes(count.used_bytes))]);
+        const when = { first_use: " (memtap's reading at the device's first use)", exit: " (memtap's reading at exit)",
+          oom: " (at the out-of-memory failure)" }[count.reading] || "";
+        rows.push([el("td", {}, `the driver's used memory at ${seconds(count.time_ns)}${when}`), num(count.used_bytes, bytes(count.used_bytes))]);
         rows.push([el("td", {}, "memtap saw then"), num(count.recorded_bytes, bytes(count.recorded_bytes))]);
         rows.push([el("td", {}, "no hook saw (contexts, static runtimes' internals)"), num(count.unseen_bytes, bytes(count.unseen_bytes))]);
+      }
+      if (cache) {
+        rows.push([el("td", {}, "the caching allocator's reserve"), num(cache.reserved_bytes, bytes(cache.reserved_bytes))]);
+        rows.push([el("td", {}, "of it, in tensors' blocks"), num(cache.tensor_bytes, bytes(cache.tensor_bytes))]);
+        rows.push([el("td", {}, "of it, cache (no tensor)"), num(cache.cache_bytes, bytes(cache.cache_bytes))]);
       }
       s.append(table("libraries-" + d, ["library", { text: "bytes", num: 1 }], rows));
     }

@@ -52,6 +52,11 @@ enum mt_api {
 #define MT_ALLOC_UNSEEN 0x40
 #define MT_API_MASK 0x3f
 
+/* MEMINFO flags: 0 the job's own cuMemGetInfo; memtap's readings, which the job did not
+ * ask for, at a device's first use and at exit. */
+#define MT_MEMINFO_FIRST_USE 1
+#define MT_MEMINFO_EXIT 2
+
 /* SEGMENT_ALLOC flags: pages mapped into an expandable segment, which join their
  * neighbours of the same pool and stream (PyTorch's segment_map); the small pool's
  * segment (PyTorch's segment_type "small"); reserved before the recording began. */

@@ -36,21 +36,63 @@ static bool frees_null(CUpti_CallbackId cbid, const void *params)
 	}
 }
 
+/* What a call's enter leaves for its exit, in the callback's correlation word: the graph
+ * a capturing stream builds (its stream-ordered calls add memory nodes), or this mark for
+ * a free of graph memory, which graph.c records when the memory goes back. */
+#define NOT_RECORDED 1
+
+static bool ptsz_of(CUpti_CallbackId cbid)
+{
+	return cbid == CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync_ptsz ||
+	       cbid == CUPTI_DRIVER_TRACE_CBID_cuMemFreeAsync_ptsz ||
+	       cbid == CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync_ptsz;
+}
+
 /* Releases, before the driver acts on them: the address may be reused at once. */
-static void on_enter(CUpti_CallbackId cbid, const void *params)
+static void on_enter(CUpti_CallbackId cbid, const void *params, uint64_t *corr)
 {
 	if (frees_null(cbid, params))
 		return;
 	switch (cbid) {
-	case CUPTI_DRIVER_TRACE_CBID_cuMemFree_v2:
-		mtp_hook_gone(MT_EV_FREE, ((const cuMemFree_v2_params *)params)->dptr, 0, 0);
+	case CUPTI_DRIVER_TRACE_CBID_cuMemFree_v2: {
+		CUdeviceptr dptr = ((const cuMemFree_v2_params *)params)->dptr;
+		if (mtp_graph_freed(dptr))
+			*corr = NOT_RECORDED;
+		else
+			mtp_hook_gone(MT_EV_FREE, dptr, 0, 0);
 		break;
+	}
 	case CUPTI_DRIVER_TRACE_CBID_cuMemFreeAsync:
 	case CUPTI_DRIVER_TRACE_CBID_cuMemFreeAsync_ptsz: {
 		const cuMemFreeAsync_params *p = params; /* the _ptsz struct has the same layout */
-		mtp_hook_gone(MT_EV_FREE, p->dptr, 0, (uintptr_t)p->hStream);
+		CUgraph g = mtp_graph_capturing(p->hStream, ptsz_of(cbid));
+		if (g && mtp_graph_owns(p->dptr))
+			*corr = (uintptr_t)g; /* a free node, added on exit */
+		else if (mtp_graph_freed(p->dptr))
+			*corr = NOT_RECORDED;
+		else
+			mtp_hook_gone(MT_EV_FREE, p->dptr, 0, (uintptr_t)p->hStream);
 		break;
 	}
+	case CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync:
+	case CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync_ptsz:
+		*corr =
+		    (uintptr_t)mtp_graph_capturing(((const cuMemAllocAsync_params *)params)->hStream, ptsz_of(cbid));
+		break;
+	case CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync:
+	case CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync_ptsz:
+		*corr = (uintptr_t)mtp_graph_capturing(((const cuMemAllocFromPoolAsync_params *)params)->hStream,
+						       ptsz_of(cbid));
+		break;
+	case CUPTI_DRIVER_TRACE_CBID_cuGraphExecDestroy:
+		mtp_graph_exec_destroyed(((const cuGraphExecDestroy_params *)params)->hGraphExec);
+		break;
+	case CUPTI_DRIVER_TRACE_CBID_cuGraphDestroy:
+		mtp_graph_destroyed(((const cuGraphDestroy_params *)params)->hGraph);
+		break;
+	case CUPTI_DRIVER_TRACE_CBID_cuDeviceGraphMemTrim:
+		mtp_graph_trimmed(((const cuDeviceGraphMemTrim_params *)params)->device);
+		break;
 	case CUPTI_DRIVER_TRACE_CBID_cuMemFreeHost:
 		mtp_hook_gone(MT_EV_HOST_FREE, (uintptr_t)((const cuMemFreeHost_params *)params)->p, 0, 0);
 		break;
@@ -89,10 +131,13 @@ static void on_enter(CUpti_CallbackId cbid, const void *params)
 }
 
 /* Allocations and failures, read from the parameters after the driver returned. */
-static void on_exit_(CUpti_CallbackId cbid, const void *params, CUresult r)
+static void on_exit_(CUpti_CallbackId cbid, const void *params, CUresult r, uint64_t corr)
 {
+	CUgraph capturing = corr > NOT_RECORDED ? (CUgraph)(uintptr_t)corr : NULL;
 	uint8_t dev;
 
+	if (corr == NOT_RECORDED)
+		return; /* a free of graph memory: nothing was recorded on enter */
 	switch (cbid) {
 	case CUPTI_DRIVER_TRACE_CBID_cuMemAlloc_v2: {
 		const cuMemAlloc_v2_params *p = params;
@@ -127,6 +172,10 @@ static void on_exit_(CUpti_CallbackId cbid, const void *params, CUresult r)
 	case CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync:
 	case CUPTI_DRIVER_TRACE_CBID_cuMemAllocAsync_ptsz: {
 		const cuMemAllocAsync_params *p = params;
+		if (capturing && r == CUDA_SUCCESS) {
+			mtp_graph_alloc_node(capturing, *p->dptr, p->bytesize, mtp_driver_device());
+			break;
+		}
 		mtp_hook_outcome(0, r, MT_EV_ALLOC, MT_API_ASYNC, mtp_driver_device(), r ? 0 : *p->dptr, p->bytesize,
 				 (uintptr_t)p->hStream, 0);
 		break;
@@ -134,6 +183,10 @@ static void on_exit_(CUpti_CallbackId cbid, const void *params, CUresult r)
 	case CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync:
 	case CUPTI_DRIVER_TRACE_CBID_cuMemAllocFromPoolAsync_ptsz: {
 		const cuMemAllocFromPoolAsync_params *p = params;
+		if (capturing && r == CUDA_SUCCESS) {
+			mtp_graph_alloc_node(capturing, *p->dptr, p->bytesize, mtp_driver_device());
+			break;
+		}
 		mtp_hook_outcome(0, r, MT_EV_ALLOC, MT_API_POOL, mtp_driver_device(), r ? 0 : *p->dptr, p->bytesize,
 				 (uintptr_t)p->hStream, (uintptr_t)p->pool);
 		break;
@@ -247,9 +300,51 @@ static void on_exit_(CUpti_CallbackId cbid, const void *params, CUresult r)
 			mtp_hook_pool_attr(p->pool, p->attr, p->value);
 		break;
 	}
-	case CUPTI_DRIVER_TRACE_CBID_cuMemFree_v2:
+	case CUPTI_DRIVER_TRACE_CBID_cuGraphAddMemAllocNode: {
+		const cuGraphAddMemAllocNode_params *p = params;
+		if (r == CUDA_SUCCESS && p->nodeParams)
+			mtp_graph_alloc_node(p->hGraph, p->nodeParams->dptr, p->nodeParams->bytesize,
+					     mtp_location_device(&p->nodeParams->poolProps.location));
+		break;
+	}
+	case CUPTI_DRIVER_TRACE_CBID_cuGraphAddMemFreeNode: {
+		const cuGraphAddMemFreeNode_params *p = params;
+		if (r == CUDA_SUCCESS)
+			mtp_graph_free_node(p->hGraph, p->dptr);
+		break;
+	}
+	case CUPTI_DRIVER_TRACE_CBID_cuGraphInstantiateWithFlags: {
+		const cuGraphInstantiateWithFlags_params *p = params;
+		if (r == CUDA_SUCCESS)
+			mtp_graph_instantiated(p->hGraph, *p->phGraphExec, false);
+		break;
+	}
+	case CUPTI_DRIVER_TRACE_CBID_cuGraphInstantiateWithParams:
+	case CUPTI_DRIVER_TRACE_CBID_cuGraphInstantiateWithParams_ptsz: {
+		const cuGraphInstantiateWithParams_params *p = params; /* the _ptsz struct has the same layout */
+		if (r == CUDA_SUCCESS)
+			mtp_graph_instantiated(p->hGraph, *p->phGraphExec,
+					       p->instantiateParams &&
+						   (p->instantiateParams->flags & CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD));
+		break;
+	}
+	case CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch:
+	case CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz:
+		mtp_graph_ran(((const cuGraphLaunch_params *)params)->hGraph, r, false);
+		break;
+	case CUPTI_DRIVER_TRACE_CBID_cuGraphUpload:
+	case CUPTI_DRIVER_TRACE_CBID_cuGraphUpload_ptsz:
+		mtp_graph_ran(((const cuGraphUpload_params *)params)->hGraph, r, true);
+		break;
 	case CUPTI_DRIVER_TRACE_CBID_cuMemFreeAsync:
 	case CUPTI_DRIVER_TRACE_CBID_cuMemFreeAsync_ptsz:
+		if (capturing) { /* a free node, not a release */
+			if (r == CUDA_SUCCESS)
+				mtp_graph_free_node(capturing, ((const cuMemFreeAsync_params *)params)->dptr);
+			break;
+		}
+		/* fall through */
+	case CUPTI_DRIVER_TRACE_CBID_cuMemFree_v2:
 	case CUPTI_DRIVER_TRACE_CBID_cuMemFreeHost:
 	case CUPTI_DRIVER_TRACE_CBID_cuMemRelease:
 	case CUPTI_DRIVER_TRACE_CBID_cuMemUnmap:
@@ -307,6 +402,18 @@ const CUpti_CallbackId mtp_cupti_ids[] = {
     CUPTI_DRIVER_TRACE_CBID_cuIpcOpenMemHandle_v2,
     CUPTI_DRIVER_TRACE_CBID_cuIpcCloseMemHandle,
     CUPTI_DRIVER_TRACE_CBID_cuMemImportFromShareableHandle,
+    CUPTI_DRIVER_TRACE_CBID_cuGraphAddMemAllocNode,
+    CUPTI_DRIVER_TRACE_CBID_cuGraphAddMemFreeNode,
+    CUPTI_DRIVER_TRACE_CBID_cuGraphInstantiateWithFlags,
+    CUPTI_DRIVER_TRACE_CBID_cuGraphInstantiateWithParams,
+    CUPTI_DRIVER_TRACE_CBID_cuGraphInstantiateWithParams_ptsz,
+    CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch,
+    CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz,
+    CUPTI_DRIVER_TRACE_CBID_cuGraphUpload,
+    CUPTI_DRIVER_TRACE_CBID_cuGraphUpload_ptsz,
+    CUPTI_DRIVER_TRACE_CBID_cuGraphExecDestroy,
+    CUPTI_DRIVER_TRACE_CBID_cuGraphDestroy,
+    CUPTI_DRIVER_TRACE_CBID_cuDeviceGraphMemTrim,
 };
 const size_t mtp_cupti_nids = sizeof mtp_cupti_ids / sizeof mtp_cupti_ids[0];
 
@@ -319,10 +426,13 @@ void CUPTIAPI mtp_cupti_callback(void *userdata, CUpti_CallbackDomain domain, CU
 		return;
 	/* the same guard as the preload hooks: nothing recorded from inside memtap */
 	if (mtp_enter_outer()) {
-		if (cd->callbackSite == CUPTI_API_ENTER)
-			on_enter(cbid, cd->functionParams);
-		else if (cd->functionReturnValue)
-			on_exit_(cbid, cd->functionParams, *(const CUresult *)cd->functionReturnValue);
+		uint64_t none = 0, *corr = cd->correlationData ? cd->correlationData : &none;
+		if (cd->callbackSite == CUPTI_API_ENTER) {
+			*corr = 0;
+			on_enter(cbid, cd->functionParams, corr);
+		} else if (cd->functionReturnValue) {
+			on_exit_(cbid, cd->functionParams, *(const CUresult *)cd->functionReturnValue, *corr);
+		}
 	}
 	mtp_leave();
 }

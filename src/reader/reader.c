@@ -384,55 +384,46 @@ int mt_trace_finish(struct mt_trace *t)
 	return r ? r : mt_sort_events(t->events, t->nevents);
 }
 
-static int parse(struct mt_trace *t, const uint8_t *data, size_t size)
+/* Whole chunks from data (which starts at a chunk), appended to t; *used: the bytes of
+ * the whole chunks read. 0, ENOMEM, or -1 when a chunk is damaged (noted) or, with
+ * `partial`, cut short: the rest is not read. */
+static int read_chunks(struct mt_trace *t, const uint8_t *data, size_t size, size_t base, bool partial, size_t *used)
 {
-	size_t off = 16;
+	size_t off = 0;
 	int r = 0;
 
-	if (mt_is_rmm_log(data, size))
-		return mt_trace_from_rmm(data, size, t);
-	/* a pickle (protocol 2 and later start with PROTO; 0 and 1 end with STOP): a PyTorch snapshot */
-	if (size >= 2 &&
-	    (data[0] == 0x80 || (data[size - 1] == '.' && (size < 8 || memcmp(data, MT_FILE_MAGIC, 8) != 0))))
-		return mt_trace_from_torch(data, size, t);
-	if (size < 16 || memcmp(data, MT_FILE_MAGIC, 8) != 0) {
-		note(t, "not a memtap trace (no memtap header)");
-		return EINVAL;
-	}
-	if (data[8] != MT_FORMAT_VERSION) {
-		note(t, "trace format version %u; this memtap reads version %u", data[8], MT_FORMAT_VERSION);
-		return EINVAL;
-	}
-	if (start_tables(t))
-		return ENOMEM;
-	for (bool first = true, ieee = false; off < size;) {
+	while (off < size) {
 		struct mt_chunk_header h;
 		struct mt_cursor c;
 
 		if (mt_progress_hook)
-			mt_progress_hook("reading", off, size);
+			mt_progress_hook("reading", base + off, base + size);
 		if (size - off < sizeof h) {
-			note(t, "cut short: %zu stray bytes after the last whole chunk", size - off);
+			if (!partial)
+				note(t, "cut short: %zu stray bytes after the last whole chunk", size - off);
 			break;
 		}
 		memcpy(&h, data + off, sizeof h);
 		if (h.magic != MT_CHUNK_MAGIC || h.length > MT_CHUNK_MAX || h.reserved[0] || h.reserved[1] ||
 		    h.reserved[2]) {
-			note(t, "corrupt chunk header at byte %zu", off);
+			note(t, "corrupt chunk header at byte %zu", base + off);
+			r = -1;
 			break;
 		}
 		if (h.length > size - off - sizeof h) {
-			note(t, "cut short: the chunk at byte %zu is incomplete", off);
+			if (!partial)
+				note(t, "cut short: the chunk at byte %zu is incomplete", base + off);
 			break;
 		}
 		c = (struct mt_cursor){data + off + sizeof h, data + off + sizeof h + h.length, 0};
 		/* a trace's first chunk says which checksum it uses: memtap wrote IEEE CRC-32
 		 * until 2026-11-21, CRC-32C since (docs/FORMAT.md) */
-		if (first && mt_crc32(0, c.p, h.length) != h.crc && mt_crc32_ieee(0, c.p, h.length) == h.crc)
-			ieee = true;
-		first = false;
-		if ((ieee ? mt_crc32_ieee(0, c.p, h.length) : mt_crc32(0, c.p, h.length)) != h.crc) {
-			note(t, "corrupt chunk at byte %zu (checksum mismatch)", off);
+		if (!t->chunks && mt_crc32(0, c.p, h.length) != h.crc && mt_crc32_ieee(0, c.p, h.length) == h.crc)
+			t->ieee = true;
+		t->chunks++;
+		if ((t->ieee ? mt_crc32_ieee(0, c.p, h.length) : mt_crc32(0, c.p, h.length)) != h.crc) {
+			note(t, "corrupt chunk at byte %zu (checksum mismatch)", base + off);
+			r = -1;
 			break;
 		}
 		switch (h.type) {
@@ -441,16 +432,16 @@ static int parse(struct mt_trace *t, const uint8_t *data, size_t size)
 				return ENOMEM;
 			break;
 		case MT_CHUNK_STRINGS:
-			r = read_strings(t, &c, off);
+			r = read_strings(t, &c, base + off);
 			break;
 		case MT_CHUNK_STACKS:
-			r = read_stacks(t, &c, off);
+			r = read_stacks(t, &c, base + off);
 			break;
 		case MT_CHUNK_MODULES:
-			r = read_modules(t, &c, off);
+			r = read_modules(t, &c, base + off);
 			break;
 		case MT_CHUNK_EVENTS:
-			r = read_events(t, &c, off);
+			r = read_events(t, &c, base + off);
 			break;
 		case MT_CHUNK_END: {
 			uint64_t dropped = mt_get_varint(&c);
@@ -470,20 +461,75 @@ static int parse(struct mt_trace *t, const uint8_t *data, size_t size)
 			break;
 		default: /* the checksum covers the payload only: a newer memtap's kind, or damage */
 			note(t, "a chunk of unknown type %u at byte %zu (a newer memtap's, or damaged): skipped",
-			     h.type, off);
+			     h.type, base + off);
 			break;
 		}
 		if (r == ENOMEM)
 			return ENOMEM;
 		if (r) {
-			note(t, "corrupt chunk contents at byte %zu", off);
+			note(t, "corrupt chunk contents at byte %zu", base + off);
+			r = -1;
 			break;
 		}
 		off += sizeof h + h.length;
 	}
+	*used = off;
+	return r;
+}
+
+/* The file header: 0, or EINVAL with the problem noted. */
+static int check_header(struct mt_trace *t, const uint8_t *data, size_t size)
+{
+	if (size < 16 || memcmp(data, MT_FILE_MAGIC, 8) != 0) {
+		note(t, "not a memtap trace (no memtap header)");
+		return EINVAL;
+	}
+	if (data[8] != MT_FORMAT_VERSION) {
+		note(t, "trace format version %u; this memtap reads version %u", data[8], MT_FORMAT_VERSION);
+		return EINVAL;
+	}
+	return 0;
+}
+
+static int parse(struct mt_trace *t, const uint8_t *data, size_t size)
+{
+	size_t used;
+
+	if (mt_is_rmm_log(data, size))
+		return mt_trace_from_rmm(data, size, t);
+	/* a pickle (protocol 2 and later start with PROTO; 0 and 1 end with STOP): a PyTorch snapshot */
+	if (size >= 2 &&
+	    (data[0] == 0x80 || (data[size - 1] == '.' && (size < 8 || memcmp(data, MT_FILE_MAGIC, 8) != 0))))
+		return mt_trace_from_torch(data, size, t);
+	if (check_header(t, data, size))
+		return EINVAL;
+	if (start_tables(t))
+		return ENOMEM;
+	if (read_chunks(t, data + 16, size - 16, 16, false, &used) == ENOMEM)
+		return ENOMEM;
 	if (!t->complete)
 		note(t, "cut short: the trace was not closed (the process was killed or is still running)");
 	return mt_trace_finish(t);
+}
+
+int mt_trace_feed(struct mt_trace *t, const uint8_t *data, size_t size, size_t base, size_t *used)
+{
+	int r;
+
+	*used = 0;
+	if (base == 0) {
+		if (size < 16) /* the header is not all written yet, or a short file */
+			return memcmp(data, MT_FILE_MAGIC, size < 8 ? size : 8) ? check_header(t, data, size) : 0;
+		if (check_header(t, data, size))
+			return EINVAL;
+		if (!t->strings && start_tables(t))
+			return ENOMEM;
+		r = read_chunks(t, data + 16, size - 16, 16, true, used);
+		*used += 16;
+	} else {
+		r = read_chunks(t, data, size, base, true, used);
+	}
+	return r == ENOMEM ? ENOMEM : r ? EILSEQ : 0;
 }
 
 int mt_trace_read(const char *path, struct mt_trace *t)

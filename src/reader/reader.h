@@ -49,6 +49,8 @@ struct mt_trace {
 	uint64_t drops[MT_DROP_COUNT]; /* of those, by reason, where the trace says (END, DROPS chunks) */
 	uint64_t written;	       /* events the last END chunk says are in the file */
 	bool complete;		       /* an END chunk closed the file */
+	bool ieee;		       /* the chunks' checksums are IEEE CRC-32 (before 2026-11-21) */
+	size_t chunks;		       /* whole chunks read */
 	bool mapped;		       /* reading: the input is a file's private mapping, whose pages
 					* a reader may give back once past them */
 	char problem[256];	       /* empty, or what was wrong with the file */
@@ -63,6 +65,14 @@ int mt_trace_read(const char *path, struct mt_trace *t);
  * logging_resource_adaptor) are read into the same form. */
 int mt_trace_parse(const void *data, size_t size, const char *name, struct mt_trace *t);
 void mt_trace_free(struct mt_trace *t);
+/* Following a trace that is still being written (memtap top): the next bytes of the file,
+ * from byte `base` (0 for its start; then each time where the last call's *used ended),
+ * appended to a zeroed t. Only whole chunks are read: *used stops before a chunk still
+ * being written, which the next call reads from its start. Events are appended as decoded
+ * (not sorted, threads not renumbered; call mt_trace_finish to have them as
+ * mt_trace_read gives them). 0; EINVAL: not a memtap trace; EILSEQ: a damaged chunk
+ * (problem says where; nothing after it is read); ENOMEM. */
+int mt_trace_feed(struct mt_trace *t, const uint8_t *data, size_t size, size_t base, size_t *used);
 /* The value of an INFO key, copied into buf; NULL when absent. */
 const char *mt_trace_info(const struct mt_trace *t, const char *key, char *buf, size_t len);
 /* Start of the trace on the monotonic clock (INFO start_monotonic_ns, else the first event). */

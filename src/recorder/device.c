@@ -1,14 +1,14 @@
 /* What every CUDA backend needs from the driver beside the calls it watches: driver
  * functions looked up once in libcuda.so.1 (which the process has loaded by then) and
  * forgotten if it is unloaded, the current device, a device's name and capacity (a
- * DEVICE event on first sight). */
+ * DEVICE event on first sight), and memtap's own readings of the driver's count. */
 #include <dlfcn.h>
 #include <link.h>
 
 #include "recorder/prim.h"
 #include "recorder/hooks.h"
 
-static void *ctx_get_device, *device_get_name, *device_total_mem;
+static void *ctx_get_device, *device_get_name, *device_total_mem, *mem_get_info;
 uint64_t mtp_devices_seen;
 static uint64_t totals[64];
 
@@ -156,4 +156,16 @@ void mtp_device_event(uint8_t dev, struct mt_event *e)
 uint64_t mtp_device_total(uint8_t dev)
 {
 	return dev < 64 ? __atomic_load_n(&totals[dev], __ATOMIC_RELAXED) : 0;
+}
+
+void mtp_device_reading(uint8_t dev, uint8_t why, struct mt_event *e)
+{
+	PFN_cuMemGetInfo_v3020 info = (PFN_cuMemGetInfo_v3020)mtp_lookup_once(&mem_get_info, "cuMemGetInfo_v2");
+	size_t free_bytes, total;
+
+	/* cuMemGetInfo answers for the current context's device only */
+	if (dev == MT_NO_DEVICE || mtp_driver_device() != dev || !info || info(&free_bytes, &total) != CUDA_SUCCESS ||
+	    free_bytes > total)
+		return;
+	*e = (struct mt_event){.kind = MT_EV_MEMINFO, .device = dev, .flags = why, .aux = free_bytes, .aux2 = total};
 }

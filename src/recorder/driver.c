@@ -70,6 +70,8 @@ static CUresult hook_cuMemAllocPitch_v2(const void *caller, __typeof__(mtp_real_
 static CUresult hook_cuMemFree_v2(const void *caller, __typeof__(mtp_real_cuMemFree_v2) real, CUdeviceptr dptr)
 {
 	bool rec = mtp_enter_at(caller) && dptr; /* freeing 0 frees nothing, whatever the driver answers */
+	if (rec && mtp_graph_freed(dptr))
+		rec = false; /* graph memory: recorded when it goes back (graph.c) */
 	if (rec)
 		mtp_hook_gone(MT_EV_FREE, dptr, 0, 0);
 	CUresult r = real(dptr);
@@ -154,50 +156,100 @@ static CUresult hook_cuMemFreeHost(const void *caller, __typeof__(mtp_real_cuMem
 
 /* ---- stream-ordered allocation ---- */
 
-static CUresult hook_cuMemAllocAsync(const void *caller, PFN_cuMemAllocAsync_v11020 real, CUdeviceptr *dptr, size_t n,
-				     CUstream s)
+/* On a capturing stream an allocation is a graph's allocation node, which reserves only
+ * addresses (recorded when the graph's launch backs it: graph.c), and a free of graph
+ * memory a free node; no cap applies to either. */
+static CUresult alloc_async(const void *caller, bool ptsz, CUresult (*call)(void *, CUdeviceptr *, size_t, CUstream),
+			    void *real, CUdeviceptr *dptr, size_t n, CUstream s, uint8_t api, uint64_t pool)
 {
 	bool rec = mtp_enter_at(caller);
+	CUgraph g = rec ? mtp_graph_capturing(s, ptsz) : NULL;
 	CUresult r;
 	for (int try_ = 0;; try_++) { /* once more only if out of memory and a policy's on_oom asks */
-		r = MTP_CAPPED(n, real(dptr, n, s));
-		if (!rec || !mtp_hook_outcome(try_, r, MT_EV_ALLOC, MT_API_ASYNC, mtp_driver_device(), r ? 0 : *dptr, n,
-					      (uintptr_t)s, 0))
+		r = g ? call(real, dptr, n, s) : MTP_CAPPED(n, call(real, dptr, n, s));
+		if (g && r == CUDA_SUCCESS) {
+			mtp_graph_alloc_node(g, *dptr, n, mtp_driver_device());
+			break;
+		}
+		if (!rec || !mtp_hook_outcome(try_, r, MT_EV_ALLOC, api, mtp_driver_device(), r ? 0 : *dptr, n,
+					      (uintptr_t)s, pool))
 			break;
 	}
 	mtp_leave();
 	return r;
 }
-#define hook_cuMemAllocAsync_ptsz hook_cuMemAllocAsync /* the same call, on the per-thread stream */
 
-static CUresult hook_cuMemFreeAsync(const void *caller, PFN_cuMemFreeAsync_v11020 real, CUdeviceptr dptr, CUstream s)
+static CUresult call_async(void *real, CUdeviceptr *dptr, size_t n, CUstream s)
+{
+	return ((PFN_cuMemAllocAsync_v11020)real)(dptr, n, s);
+}
+
+static CUresult hook_cuMemAllocAsync(const void *caller, PFN_cuMemAllocAsync_v11020 real, CUdeviceptr *dptr, size_t n,
+				     CUstream s)
+{
+	return alloc_async(caller, false, call_async, (void *)real, dptr, n, s, MT_API_ASYNC, 0);
+}
+
+static CUresult hook_cuMemAllocAsync_ptsz(const void *caller, PFN_cuMemAllocAsync_v11020 real, CUdeviceptr *dptr,
+					  size_t n, CUstream s)
+{
+	return alloc_async(caller, true, call_async, (void *)real, dptr, n, s, MT_API_ASYNC, 0);
+}
+
+static CUresult free_async(const void *caller, bool ptsz, PFN_cuMemFreeAsync_v11020 real, CUdeviceptr dptr, CUstream s)
 {
 	bool rec = mtp_enter_at(caller) && dptr; /* freeing 0 frees nothing */
-	if (rec)
+	CUgraph g = rec ? mtp_graph_capturing(s, ptsz) : NULL;
+	bool node = g && mtp_graph_owns(dptr);
+	if (rec && !node && !mtp_graph_freed(dptr))
 		mtp_hook_gone(MT_EV_FREE, dptr, 0, (uintptr_t)s);
+	else
+		rec = false; /* graph memory: recorded when it goes back (graph.c) */
 	CUresult r = real(dptr, s);
+	if (node && r == CUDA_SUCCESS)
+		mtp_graph_free_node(g, dptr);
 	if (rec)
 		mtp_hook_release_failed(r, MT_EV_FREE, dptr);
 	mtp_leave();
 	return r;
 }
-#define hook_cuMemFreeAsync_ptsz hook_cuMemFreeAsync /* the same call, on the per-thread stream */
+
+static CUresult hook_cuMemFreeAsync(const void *caller, PFN_cuMemFreeAsync_v11020 real, CUdeviceptr dptr, CUstream s)
+{
+	return free_async(caller, false, real, dptr, s);
+}
+
+static CUresult hook_cuMemFreeAsync_ptsz(const void *caller, PFN_cuMemFreeAsync_v11020 real, CUdeviceptr dptr,
+					 CUstream s)
+{
+	return free_async(caller, true, real, dptr, s);
+}
+
+/* the pool goes through the call's own argument list: one thread at a time per call */
+struct pool_call {
+	PFN_cuMemAllocFromPoolAsync_v11020 real;
+	CUmemoryPool pool;
+};
+
+static CUresult call_pool(void *arg, CUdeviceptr *dptr, size_t n, CUstream s)
+{
+	struct pool_call *c = arg;
+	return c->real(dptr, n, c->pool, s);
+}
 
 static CUresult hook_cuMemAllocFromPoolAsync(const void *caller, PFN_cuMemAllocFromPoolAsync_v11020 real,
 					     CUdeviceptr *dptr, size_t n, CUmemoryPool pool, CUstream s)
 {
-	bool rec = mtp_enter_at(caller);
-	CUresult r;
-	for (int try_ = 0;; try_++) { /* once more only if out of memory and a policy's on_oom asks */
-		r = MTP_CAPPED(n, real(dptr, n, pool, s));
-		if (!rec || !mtp_hook_outcome(try_, r, MT_EV_ALLOC, MT_API_POOL, mtp_driver_device(), r ? 0 : *dptr, n,
-					      (uintptr_t)s, (uintptr_t)pool))
-			break;
-	}
-	mtp_leave();
-	return r;
+	struct pool_call c = {real, pool};
+	return alloc_async(caller, false, call_pool, &c, dptr, n, s, MT_API_POOL, (uintptr_t)pool);
 }
-#define hook_cuMemAllocFromPoolAsync_ptsz hook_cuMemAllocFromPoolAsync /* the same call, on the per-thread stream */
+
+static CUresult hook_cuMemAllocFromPoolAsync_ptsz(const void *caller, PFN_cuMemAllocFromPoolAsync_v11020 real,
+						  CUdeviceptr *dptr, size_t n, CUmemoryPool pool, CUstream s)
+{
+	struct pool_call c = {real, pool};
+	return alloc_async(caller, true, call_pool, &c, dptr, n, s, MT_API_POOL, (uintptr_t)pool);
+}
 
 static CUresult hook_cuMemPoolCreate(const void *caller, __typeof__(mtp_real_cuMemPoolCreate) real, CUmemoryPool *pool,
 				     const CUmemPoolProps *props)
@@ -463,6 +515,107 @@ static CUresult hook_cuMemImportFromShareableHandle(const void *caller, PFN_cuMe
 	CUresult r = real(handle, os_handle, type);
 	if (rec && r == CUDA_SUCCESS)
 		mtp_hook_imported(*handle);
+	mtp_leave();
+	return r;
+}
+
+/* ---- graph memory nodes: the shadow in graph.c, recorded as the driver holds memory ---- */
+
+static CUresult hook_cuGraphAddMemAllocNode(const void *caller, PFN_cuGraphAddMemAllocNode_v11040 real,
+					    CUgraphNode *node, CUgraph g, const CUgraphNode *deps, size_t ndeps,
+					    CUDA_MEM_ALLOC_NODE_PARAMS *p)
+{
+	bool rec = mtp_enter_at(caller);
+	CUresult r = real(node, g, deps, ndeps, p);
+	if (rec && r == CUDA_SUCCESS && p)
+		mtp_graph_alloc_node(g, p->dptr, p->bytesize, mtp_location_device(&p->poolProps.location));
+	mtp_leave();
+	return r;
+}
+
+static CUresult hook_cuGraphAddMemFreeNode(const void *caller, PFN_cuGraphAddMemFreeNode_v11040 real, CUgraphNode *node,
+					   CUgraph g, const CUgraphNode *deps, size_t ndeps, CUdeviceptr dptr)
+{
+	bool rec = mtp_enter_at(caller);
+	CUresult r = real(node, g, deps, ndeps, dptr);
+	if (rec && r == CUDA_SUCCESS)
+		mtp_graph_free_node(g, dptr);
+	mtp_leave();
+	return r;
+}
+
+static CUresult hook_cuGraphInstantiateWithFlags(const void *caller, PFN_cuGraphInstantiateWithFlags_v11040 real,
+						 CUgraphExec *x, CUgraph g, unsigned long long flags)
+{
+	bool rec = mtp_enter_at(caller);
+	CUresult r = real(x, g, flags);
+	if (rec && r == CUDA_SUCCESS)
+		mtp_graph_instantiated(g, *x, false);
+	mtp_leave();
+	return r;
+}
+
+static CUresult hook_cuGraphInstantiateWithParams(const void *caller, PFN_cuGraphInstantiateWithParams_v12000 real,
+						  CUgraphExec *x, CUgraph g, CUDA_GRAPH_INSTANTIATE_PARAMS *p)
+{
+	bool rec = mtp_enter_at(caller);
+	CUresult r = real(x, g, p);
+	if (rec && r == CUDA_SUCCESS)
+		mtp_graph_instantiated(g, *x, p && (p->flags & CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD));
+	mtp_leave();
+	return r;
+}
+#define hook_cuGraphInstantiateWithParams_ptsz hook_cuGraphInstantiateWithParams
+
+static CUresult hook_cuGraphLaunch(const void *caller, PFN_cuGraphLaunch_v10000 real, CUgraphExec x, CUstream s)
+{
+	bool rec = mtp_enter_at(caller);
+	CUresult r = real(x, s);
+	if (rec)
+		mtp_graph_ran(x, r, false);
+	mtp_leave();
+	return r;
+}
+#define hook_cuGraphLaunch_ptsz hook_cuGraphLaunch
+
+static CUresult hook_cuGraphUpload(const void *caller, PFN_cuGraphUpload_v11010 real, CUgraphExec x, CUstream s)
+{
+	bool rec = mtp_enter_at(caller);
+	CUresult r = real(x, s);
+	if (rec)
+		mtp_graph_ran(x, r, true);
+	mtp_leave();
+	return r;
+}
+#define hook_cuGraphUpload_ptsz hook_cuGraphUpload
+
+/* memory goes back with the executable graph: recorded before it does */
+static CUresult hook_cuGraphExecDestroy(const void *caller, PFN_cuGraphExecDestroy_v10000 real, CUgraphExec x)
+{
+	bool rec = mtp_enter_at(caller);
+	if (rec)
+		mtp_graph_exec_destroyed(x);
+	CUresult r = real(x);
+	mtp_leave();
+	return r;
+}
+
+static CUresult hook_cuGraphDestroy(const void *caller, PFN_cuGraphDestroy_v10000 real, CUgraph g)
+{
+	bool rec = mtp_enter_at(caller);
+	if (rec)
+		mtp_graph_destroyed(g);
+	CUresult r = real(g);
+	mtp_leave();
+	return r;
+}
+
+static CUresult hook_cuDeviceGraphMemTrim(const void *caller, PFN_cuDeviceGraphMemTrim_v11040 real, CUdevice device)
+{
+	bool rec = mtp_enter_at(caller);
+	if (rec)
+		mtp_graph_trimmed(device);
+	CUresult r = real(device);
 	mtp_leave();
 	return r;
 }

@@ -20,6 +20,9 @@
 CUresult CUDAAPI cuMemAllocAsync_ptsz(CUdeviceptr *, size_t, CUstream);
 CUresult CUDAAPI cuMemFreeAsync_ptsz(CUdeviceptr, CUstream);
 CUresult CUDAAPI cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *, size_t, CUmemoryPool, CUstream);
+CUresult CUDAAPI cuGraphInstantiateWithParams_ptsz(CUgraphExec *, CUgraph, CUDA_GRAPH_INSTANTIATE_PARAMS *);
+CUresult CUDAAPI cuGraphLaunch_ptsz(CUgraphExec, CUstream);
+CUresult CUDAAPI cuGraphUpload_ptsz(CUgraphExec, CUstream);
 
 /* A driver function looked up once in libcuda.so.1 and kept in *slot; racing threads
  * find the same pointer, and relaxed atomics keep that well-defined. The slot is
@@ -74,6 +77,22 @@ MTP_HIDDEN uint64_t mtp_array_bytes(size_t w, size_t h, size_t d, CUarray_format
 MTP_HIDDEN void mtp_hook_pool_attr(CUmemoryPool pool, CUmemPool_attribute attr, const void *value);
 MTP_HIDDEN void mtp_hook_ipc_opened(int error, CUdeviceptr dptr, unsigned flags);
 MTP_HIDDEN void mtp_hook_imported(CUmemGenericAllocationHandle handle);
+
+/* Graph memory nodes (graph.c): the shadow of allocation and free nodes, recorded as the
+ * driver holds and releases their memory. `mtp_graph_capturing`: the graph a capture on
+ * s builds (NULL: none); `mtp_graph_freed`: a free outside a graph, true when addr is
+ * graph memory (recorded there, when the memory goes back). Both backends call them. */
+MTP_HIDDEN CUgraph mtp_graph_capturing(CUstream s, bool ptsz);
+MTP_HIDDEN void mtp_graph_alloc_node(CUgraph g, uint64_t addr, uint64_t size, uint8_t device);
+MTP_HIDDEN void mtp_graph_free_node(CUgraph g, uint64_t addr);
+MTP_HIDDEN bool mtp_graph_owns(uint64_t addr);
+MTP_HIDDEN bool mtp_graph_freed(uint64_t addr);
+MTP_HIDDEN void mtp_graph_instantiated(CUgraph g, CUgraphExec x, bool upload);
+/* a launch or an upload (upload_only) returned `error`; out of memory: what it needed, failed */
+MTP_HIDDEN void mtp_graph_ran(CUgraphExec x, int error, bool upload_only);
+MTP_HIDDEN void mtp_graph_exec_destroyed(CUgraphExec x);
+MTP_HIDDEN void mtp_graph_destroyed(CUgraph g);
+MTP_HIDDEN void mtp_graph_trimmed(int device);
 
 /* After a library was unloaded (loader.c): forget pointers into it. */
 MTP_HIDDEN bool mtp_rt_forget(void);		 /* the runtime went: true */

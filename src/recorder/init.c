@@ -52,7 +52,13 @@ static void at_exit(void)
 	/* a process that recorded nothing (a shell, a launcher, a forked child that never
 	   touched the GPU) leaves no file behind */
 	if (mtp_writer_has_events() && mtp_enter()) {
-		struct mt_event e = {.kind = MT_EV_PROCESS_EXIT, .device = MT_NO_DEVICE};
+		struct mt_event e = {.kind = MT_EV_PROCESS_EXIT, .device = MT_NO_DEVICE}, m = {0};
+		/* the driver's count at the end, when the current context still answers (the
+		   runtime may have released it by now: the first use's reading stands then) */
+		if (mtp_devices_seen)
+			mtp_device_reading(mtp_driver_device(), MT_MEMINFO_EXIT, &m);
+		if (m.kind == MT_EV_MEMINFO)
+			mtp_record(&m, false);
 		mtp_record(&e, false);
 	}
 	mtp_leave();
@@ -113,6 +119,7 @@ static void fork_child(void)
 		return;
 	mtp_pid = getpid();
 	mtp_rings_reset_child();
+	mtp_graph_reset_child();
 	mtp_policy_forget();
 	mtp_writer_atfork_child(mtp_opt.follow_fork);
 }

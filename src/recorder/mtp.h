@@ -200,6 +200,8 @@ MTP_HIDDEN uint32_t mtp_intern(const char *s);		  /* a string's id; 0 for NULL *
 
 /* ---- stacks (stack.c) ---- */
 MTP_HIDDEN uint32_t mtp_stack_capture(void);
+/* The caller's stack interned now, for an event made later (0: none, or not wanted). */
+MTP_HIDDEN uint32_t mtp_stack_now(void);
 extern MTP_HIDDEN uint64_t mtp_stack_checks, mtp_stack_mismatches; /* check_stacks=1 */
 
 /* ---- Python frames (python.c) ---- */
@@ -244,10 +246,14 @@ static inline bool mtp_device_seen(uint8_t dev)
 	return dev >= 64 || (__atomic_load_n(&mtp_devices_seen, __ATOMIC_RELAXED) >> dev & 1);
 }
 MTP_HIDDEN void mtp_device_event(uint8_t dev, struct mt_event *e); /* first sight: fills a DEVICE event */
-MTP_HIDDEN uint64_t mtp_device_total(uint8_t dev);		   /* its capacity, once seen; else 0 */
-MTP_HIDDEN void *mtp_driver_symbol(const char *name);		   /* the real driver's export */
-MTP_HIDDEN void *mtp_dlsym(void *handle, const char *name);	   /* glibc's dlsym, not memtap's */
-MTP_HIDDEN int mtp_dlclose(void *handle);			   /* the next dlclose, not memtap's */
+MTP_HIDDEN void mtp_graph_reset_child(void);			   /* graph.c, in a forked child */
+/* memtap's own reading of the driver's count (MT_MEMINFO_*): fills a MEMINFO event when
+ * dev is the current context's device and the driver answers; leaves e alone otherwise */
+MTP_HIDDEN void mtp_device_reading(uint8_t dev, uint8_t why, struct mt_event *e);
+MTP_HIDDEN uint64_t mtp_device_total(uint8_t dev);	    /* its capacity, once seen; else 0 */
+MTP_HIDDEN void *mtp_driver_symbol(const char *name);	    /* the real driver's export */
+MTP_HIDDEN void *mtp_dlsym(void *handle, const char *name); /* glibc's dlsym, not memtap's */
+MTP_HIDDEN int mtp_dlclose(void *handle);		    /* the next dlclose, not memtap's */
 MTP_HIDDEN bool mtp_driver_forget(void); /* after an unload: forget pointers into a driver that went */
 MTP_HIDDEN bool mtp_module_of(const void *p, uintptr_t *lo, uintptr_t *hi); /* the loaded object holding p */
 /* an object with these bounds is loaded */

@@ -286,24 +286,28 @@ static inline void stamp(struct mtp_thread *t, struct mt_event *e)
 		e->tag = mtp_current_tag();
 }
 
+/* A device's first sight: its DEVICE event and memtap's reading of the driver's count. */
 static void *device_event(void *arg)
 {
 	struct mt_event *d = arg;
 
-	mtp_device_event(d->device, d);
+	mtp_device_event(d[0].device, &d[0]);
+	if (d[0].kind == MT_EV_DEVICE)
+		mtp_device_reading(d[0].device, MT_MEMINFO_FIRST_USE, &d[1]);
 	return NULL;
 }
 
 /* Fill and push one event; the thread has a ring. */
 static void put(struct mtp_thread *t, struct mt_event *e, bool with_stack)
 {
+	struct mt_event d[2] = {{.device = e->device}};
+
 	/* a device's first sight goes before the event, in time order too */
 	if (unlikely(!mtp_device_seen(e->device))) {
-		struct mt_event d = {.device = e->device};
-		mtp_own_stack(device_event, &d);
-		if (d.kind == MT_EV_DEVICE) {
-			stamp(t, &d);
-			deliver(t, &d);
+		mtp_own_stack(device_event, d);
+		if (d[0].kind == MT_EV_DEVICE) {
+			stamp(t, &d[0]);
+			deliver(t, &d[0]);
 		}
 	}
 	stamp(t, e);
@@ -311,6 +315,11 @@ static void put(struct mtp_thread *t, struct mt_event *e, bool with_stack)
 	    (!mtp_opt.capture_stacks || __atomic_load_n(&mtp_capturing, __ATOMIC_RELAXED)))
 		e->stack = mtp_stack_capture();
 	deliver(t, e);
+	/* the reading was taken after the call this event records: it goes after it */
+	if (unlikely(d[1].kind == MT_EV_MEMINFO)) {
+		stamp(t, &d[1]);
+		deliver(t, &d[1]);
+	}
 }
 
 /* A signal handler recorded while its thread was inside mtp_record: the ring and the
@@ -385,6 +394,21 @@ void mtp_record(struct mt_event *e, bool with_stack)
 	else
 		mtp_drop(MT_DROP_MEMORY, 1); /* no block for this thread under max_memory */
 	finish(t);
+}
+
+uint32_t mtp_stack_now(void)
+{
+	struct mtp_thread *t = &mtp_self;
+	uint32_t id = 0;
+
+	if (t->busy || !mtp_opt.depth || (mtp_opt.capture_stacks && !__atomic_load_n(&mtp_capturing, __ATOMIC_RELAXED)))
+		return 0;
+	t->busy = true;
+	SIGNAL_FENCE();
+	if (likely(t->ring) || thread_start(t))
+		id = mtp_stack_capture();
+	finish(t);
+	return id;
 }
 
 static void unmap_rings(struct mtp_ring *r, const struct mtp_ring *keep)

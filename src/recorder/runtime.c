@@ -288,11 +288,11 @@ MTP_EXPORT cudaError_t CUDARTAPI cudaFree(void *devPtr)
 	if (unlikely(mtp_allocator_on()) && cached_free(devPtr, 0, &e))
 		return e;
 	REAL_OR_RETURN(real, cudaFree);
-	bool rec = mtp_enter();
-	if (rec && devPtr)
+	bool rec = mtp_enter() && devPtr && !mtp_graph_freed((uintptr_t)devPtr); /* graph memory: graph.c */
+	if (rec)
 		mtp_hook_gone(MT_EV_FREE, (uintptr_t)devPtr, 0, 0);
 	e = real(devPtr);
-	if (rec && devPtr)
+	if (rec)
 		mtp_hook_release_failed(e, MT_EV_FREE, (uintptr_t)devPtr);
 	mtp_leave();
 	return e;
@@ -361,15 +361,21 @@ MTP_EXPORT cudaError_t CUDARTAPI cudaMemGetInfo(size_t *free_bytes, size_t *tota
 
 /* ---- stream-ordered ---- */
 
-static cudaError_t malloc_async(const void *caller, __typeof__(cudaMallocAsync) *real, void **devPtr, size_t size,
-				cudaStream_t s)
+/* On a capturing stream, stream-ordered calls add a graph's memory nodes (graph.c). */
+static cudaError_t malloc_async(const void *caller, bool ptsz, __typeof__(cudaMallocAsync) *real, void **devPtr,
+				size_t size, cudaStream_t s)
 {
 	cudaError_t e;
 	if (unlikely(mtp_allocator_on()) && cached_malloc(devPtr, size, s, &e))
 		return e;
 	bool rec = mtp_enter_at(caller);
+	CUgraph g = rec ? mtp_graph_capturing(s, ptsz) : NULL;
 	for (int try_ = 0;; try_++) { /* once more only if out of memory and a policy's on_oom asks */
 		e = real(devPtr, size, s);
+		if (g && e == cudaSuccess && devPtr) {
+			mtp_graph_alloc_node(g, (uintptr_t)*devPtr, size, runtime_device());
+			break;
+		}
 		if (!(rec && devPtr) || !mtp_hook_outcome(try_, e, MT_EV_ALLOC, MT_API_ASYNC, runtime_device(),
 							  e ? 0 : (uintptr_t)*devPtr, size, (uintptr_t)s, 0))
 			break;
@@ -382,25 +388,32 @@ static cudaError_t malloc_async(const void *caller, __typeof__(cudaMallocAsync) 
 MTP_EXPORT cudaError_t CUDARTAPI cudaMallocAsync(void **devPtr, size_t size, cudaStream_t s)
 {
 	REAL_OR_RETURN(real, cudaMallocAsync);
-	return malloc_async(__builtin_return_address(0), real, devPtr, size, s);
+	return malloc_async(__builtin_return_address(0), false, real, devPtr, size, s);
 }
 
 MTP_EXPORT cudaError_t CUDARTAPI cudaMallocAsync_ptsz(void **devPtr, size_t size, cudaStream_t s)
 {
 	REAL_OR_RETURN(real, cudaMallocAsync_ptsz);
-	return malloc_async(__builtin_return_address(0), real, devPtr, size, s);
+	return malloc_async(__builtin_return_address(0), true, real, devPtr, size, s);
 }
 
-static cudaError_t free_async(const void *caller, __typeof__(cudaFreeAsync) *real, void *devPtr, cudaStream_t s)
+static cudaError_t free_async(const void *caller, bool ptsz, __typeof__(cudaFreeAsync) *real, void *devPtr,
+			      cudaStream_t s)
 {
 	cudaError_t e;
 	if (unlikely(mtp_allocator_on()) && cached_free(devPtr, s, &e))
 		return e;
-	bool rec = mtp_enter_at(caller);
-	if (rec && devPtr)
+	bool rec = mtp_enter_at(caller) && devPtr;
+	CUgraph g = rec ? mtp_graph_capturing(s, ptsz) : NULL;
+	bool node = g && mtp_graph_owns((uintptr_t)devPtr);
+	if (rec && !node && !mtp_graph_freed((uintptr_t)devPtr))
 		mtp_hook_gone(MT_EV_FREE, (uintptr_t)devPtr, 0, (uintptr_t)s);
+	else
+		rec = false; /* graph memory: recorded when it goes back (graph.c) */
 	e = real(devPtr, s);
-	if (rec && devPtr)
+	if (node && e == cudaSuccess)
+		mtp_graph_free_node(g, (uintptr_t)devPtr);
+	if (rec)
 		mtp_hook_release_failed(e, MT_EV_FREE, (uintptr_t)devPtr);
 	mtp_leave();
 	return e;
@@ -409,22 +422,27 @@ static cudaError_t free_async(const void *caller, __typeof__(cudaFreeAsync) *rea
 MTP_EXPORT cudaError_t CUDARTAPI cudaFreeAsync(void *devPtr, cudaStream_t s)
 {
 	REAL_OR_RETURN(real, cudaFreeAsync);
-	return free_async(__builtin_return_address(0), real, devPtr, s);
+	return free_async(__builtin_return_address(0), false, real, devPtr, s);
 }
 
 MTP_EXPORT cudaError_t CUDARTAPI cudaFreeAsync_ptsz(void *devPtr, cudaStream_t s)
 {
 	REAL_OR_RETURN(real, cudaFreeAsync_ptsz);
-	return free_async(__builtin_return_address(0), real, devPtr, s);
+	return free_async(__builtin_return_address(0), true, real, devPtr, s);
 }
 
-static cudaError_t malloc_from_pool(const void *caller, __typeof__(cudaMallocFromPoolAsync) *real, void **ptr,
-				    size_t size, cudaMemPool_t pool, cudaStream_t s)
+static cudaError_t malloc_from_pool(const void *caller, bool ptsz, __typeof__(cudaMallocFromPoolAsync) *real,
+				    void **ptr, size_t size, cudaMemPool_t pool, cudaStream_t s)
 {
 	bool rec = mtp_enter_at(caller);
+	CUgraph g = rec ? mtp_graph_capturing(s, ptsz) : NULL;
 	cudaError_t e;
 	for (int try_ = 0;; try_++) { /* once more only if out of memory and a policy's on_oom asks */
 		e = real(ptr, size, pool, s);
+		if (g && e == cudaSuccess && ptr) {
+			mtp_graph_alloc_node(g, (uintptr_t)*ptr, size, runtime_device());
+			break;
+		}
 		if (!(rec && ptr) || !mtp_hook_outcome(try_, e, MT_EV_ALLOC, MT_API_POOL, runtime_device(),
 						       e ? 0 : (uintptr_t)*ptr, size, (uintptr_t)s, (uintptr_t)pool))
 			break;
@@ -437,12 +455,12 @@ static cudaError_t malloc_from_pool(const void *caller, __typeof__(cudaMallocFro
 MTP_EXPORT cudaError_t CUDARTAPI cudaMallocFromPoolAsync(void **ptr, size_t size, cudaMemPool_t pool, cudaStream_t s)
 {
 	REAL_OR_RETURN(real, cudaMallocFromPoolAsync);
-	return malloc_from_pool(__builtin_return_address(0), real, ptr, size, pool, s);
+	return malloc_from_pool(__builtin_return_address(0), false, real, ptr, size, pool, s);
 }
 
 MTP_EXPORT cudaError_t CUDARTAPI cudaMallocFromPoolAsync_ptsz(void **ptr, size_t size, cudaMemPool_t pool,
 							      cudaStream_t s)
 {
 	REAL_OR_RETURN(real, cudaMallocFromPoolAsync_ptsz);
-	return malloc_from_pool(__builtin_return_address(0), real, ptr, size, pool, s);
+	return malloc_from_pool(__builtin_return_address(0), true, real, ptr, size, pool, s);
 }

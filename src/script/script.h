@@ -13,7 +13,12 @@ int mt_lua_open(lua_State *L);
 /* Opens a trace as a memtap.trace object; on failure pushes nil and a message. Returns 2
  * values either way; *damaged says the trace was cut short or damaged but read. */
 int mt_lua_push_trace(lua_State *L, const char *path, bool *damaged);
-/* Pushes the Lua value of a JSON text; raises a Lua error on invalid text. */
-void mt_lua_push_json(lua_State *L, const char *text, size_t len);
+struct mt_report;
+struct mt_symbols;
+struct mt_views;
+/* Pushes the report as the table form of its JSON document (tables.c); the views are
+ * the caller's, so a Lua error (out of memory) leaves nothing of memtap's behind. */
+void mt_lua_push_report(lua_State *L, const struct mt_report *r, struct mt_symbols *sym, struct mt_views *views,
+			size_t top);
 
 #endif

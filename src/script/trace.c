@@ -17,6 +17,7 @@ struct ltrace {
 	struct mt_trace t;
 	struct mt_report r;
 	struct mt_symbols *sym; /* opened at the first stack asked for */
+	struct mt_views *views; /* the stacks' views, made as reports need them */
 	bool open;
 };
 
@@ -121,18 +122,11 @@ static int report(lua_State *L)
 {
 	struct ltrace *x = check(L, 1);
 	lua_Integer top = luaL_optinteger(L, 2, 10);
-	char *json = NULL;
-	size_t len = 0;
-	FILE *m = open_memstream(&json, &len);
 
 	luaL_argcheck(L, top > 0, 2, "a positive number of stacks");
-	if (!m)
+	if (!x->views && !(x->views = mt_views_open(&x->t, symbols(x))))
 		return luaL_error(L, "out of memory");
-	mt_report_json(m, &x->r, symbols(x), (size_t)top);
-	fclose(m);
-	lua_pushlstring(L, json, len); /* anchored: a JSON error unwinds without leaking */
-	free(json);
-	mt_lua_push_json(L, lua_tostring(L, -1), len);
+	mt_lua_push_report(L, &x->r, symbols(x), x->views, (size_t)top);
 	return 1;
 }
 
@@ -217,6 +211,7 @@ static int gc(lua_State *L)
 	struct ltrace *x = luaL_checkudata(L, 1, TRACE_META);
 
 	if (x->open) {
+		mt_views_close(x->views);
 		mt_symbols_close(x->sym);
 		mt_report_free(&x->r);
 		mt_trace_free(&x->t);

@@ -112,8 +112,11 @@ def common(name, rep, dom, body):
         libs, count = dom.by_id.get("libraries-%d" % d), dev["driver_count"]
         want = [l["bytes"] for l in dev["by_library_at_peak"]]
         want += [count["used_bytes"], count["recorded_bytes"], count["unseen_bytes"]] if count else []
-        ok(values(libs) == want if libs else not want, "%s: device %d's libraries and the driver's count as in --json"
-           % (name, d), libs and values(libs))
+        cache = dev["caching_allocator_at_peak"]
+        want += [cache["reserved_bytes"], cache["tensor_bytes"], cache["cache_bytes"]] if cache else []
+        ok(values(libs) == want if libs else not want,
+           "%s: device %d's libraries, the driver's count and the reserve's split as in --json" % (name, d),
+           libs and values(libs))
         top = dom.by_id.get("top-%d" % d)
         want = [g["bytes"] for g in rep["top_at_peak"] if g["device"] == d]
         ok(top and values(top)[0::2] == want, "%s: device %d's stacks at the peak as in --json" % (name, d))

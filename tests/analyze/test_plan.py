@@ -263,6 +263,17 @@ for given in (["--gpus-per-node", 4], ["--nodes", 1, "--gpus-per-node", 4]):
     ok(json.loads(p.stdout)["dp"] == 4 and "implies data-parallel size 8; planning for the 4" in p.stderr,
        "--deepspeed with %s: the GPUs given win over train_batch_size's, which is said" % " ".join(map(str, given)),
        p.stderr)
+# neither batch key: DeepSpeed refuses the config; --micro-batch stands in for the key
+nobatch = ds_config("nobatch.json", '{"bf16": {"enabled": true}, "zero_optimization": {"stage": 2}}')
+p = plan(*MODEL, "--deepspeed", nobatch, "--json", check=False)
+q = plan(*MODEL, "--deepspeed", nobatch, "--micro-batch", 2, "--json", check=False)
+ok(p.returncode == 2 and len(p.stderr.splitlines()) == 1 and "Either train_batch_size or "
+   "train_micro_batch_size_per_gpu needs to be provided" in p.stderr and q.returncode == 0 and
+   json.loads(q.stdout)["layer_activation_bytes"] == plan_json(*MODEL, "--micro-batch", 2, "--precision", "bf16",
+                                                               "--zero", 2)["layer_activation_bytes"] and
+   "planned with --micro-batch" in q.stderr,
+   "--deepspeed: a config with neither batch key is refused as DeepSpeed refuses it, unless --micro-batch is given",
+   (p.returncode, p.stderr, q.returncode, q.stderr))
 BROKEN = [('{"zero_optimization": {"stage": 3,}}\n}', "broken.json:2:1: not valid JSON or hjson"),
           ('{\n  "bf16": {"enabled": true}\n  "zero_optimization": {"offload_param": {device: cpu}}\n}\n',
            "broken.json:5:1: not valid JSON or hjson (DeepSpeed's syntax): Bad key name (eof) (a quoteless value"),

@@ -13,6 +13,72 @@ int fake_cupti_enabled(CUpti_CallbackId cbid);
 
 #define FIRE(name, params, result) fake_cupti_fire(CUPTI_DRIVER_TRACE_CBID_##name, #name, &(params), result)
 
+/* Graph memory nodes: one built, backed by its launch, freed outside the graph while its
+ * executable graph lives (no event) and released with it; one captured on a real
+ * (simulated) capturing stream, backed by an upload, freed inside the graph and released
+ * by a trim; a launch that runs out of memory. */
+static NOINLINE void graph_through_cupti(void)
+{
+	CUgraph g1 = (CUgraph)0x6100, g2 = NULL, g3 = (CUgraph)0x6300;
+	CUgraphExec x1 = (CUgraphExec)0x6200, x2 = (CUgraphExec)0x6400, x3 = (CUgraphExec)0x6500;
+	CUgraphNode node = NULL;
+	CUstream s = NULL;
+	CUdeviceptr d = 0;
+	CUDA_MEM_ALLOC_NODE_PARAMS ap = {.poolProps = {.allocType = CU_MEM_ALLOCATION_TYPE_PINNED,
+						       .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0}},
+					 .bytesize = 12000010,
+					 .dptr = 0x720000000000ull};
+	CUDA_GRAPH_INSTANTIATE_PARAMS up = {.flags = CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD};
+
+	cuGraphAddMemAllocNode_params add = {&node, g1, NULL, 0, &ap};
+	FIRE(cuGraphAddMemAllocNode, add, CUDA_SUCCESS);
+	cuGraphInstantiateWithFlags_params inst = {&x1, g1, 0};
+	FIRE(cuGraphInstantiateWithFlags, inst, CUDA_SUCCESS);
+	cuGraphLaunch_params launch = {x1, NULL};
+	FIRE(cuGraphLaunch, launch, CUDA_SUCCESS);
+	cuMemFree_v2_params outside = {ap.dptr};
+	FIRE(cuMemFree_v2, outside, CUDA_SUCCESS);
+	cuGraphExecDestroy_params xdestroy = {x1};
+	FIRE(cuGraphExecDestroy, xdestroy, CUDA_SUCCESS);
+	cuGraphDestroy_params gdestroy = {g1};
+	FIRE(cuGraphDestroy, gdestroy, CUDA_SUCCESS);
+
+	if (cuStreamCreate(&s, CU_STREAM_NON_BLOCKING) || cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL))
+		return;
+	d = 0x720000100000ull;
+	cuMemAllocAsync_params async = {&d, 12000011, s};
+	FIRE(cuMemAllocAsync, async, CUDA_SUCCESS);
+	cuMemFreeAsync_params async_free = {d, s};
+	FIRE(cuMemFreeAsync, async_free, CUDA_SUCCESS);
+	if (cuStreamEndCapture(s, &g2))
+		return;
+	cuGraphInstantiateWithParams_params inst2 = {&x2, g2, &up};
+	FIRE(cuGraphInstantiateWithParams, inst2, CUDA_SUCCESS);
+	cuGraphLaunch_params launch2 = {x2, s};
+	FIRE(cuGraphLaunch, launch2, CUDA_SUCCESS);
+	cuDeviceGraphMemTrim_params trim = {0};
+	FIRE(cuDeviceGraphMemTrim, trim, CUDA_SUCCESS);
+	cuGraphExecDestroy_params xdestroy2 = {x2};
+	FIRE(cuGraphExecDestroy, xdestroy2, CUDA_SUCCESS);
+	cuGraphDestroy_params gdestroy2 = {g2};
+	FIRE(cuGraphDestroy, gdestroy2, CUDA_SUCCESS);
+	cuGraphDestroy(g2);
+	cuStreamDestroy(s);
+
+	ap.bytesize = 12000012;
+	ap.dptr = 0x720000200000ull;
+	cuGraphAddMemAllocNode_params add3 = {&node, g3, NULL, 0, &ap};
+	FIRE(cuGraphAddMemAllocNode, add3, CUDA_SUCCESS);
+	cuGraphInstantiateWithFlags_params inst3 = {&x3, g3, 0};
+	FIRE(cuGraphInstantiateWithFlags, inst3, CUDA_SUCCESS);
+	cuGraphLaunch_params launch3 = {x3, NULL};
+	FIRE(cuGraphLaunch, launch3, CUDA_ERROR_OUT_OF_MEMORY);
+	cuGraphExecDestroy_params xdestroy3 = {x3};
+	FIRE(cuGraphExecDestroy, xdestroy3, CUDA_SUCCESS);
+	cuGraphDestroy_params gdestroy3 = {g3};
+	FIRE(cuGraphDestroy, gdestroy3, CUDA_SUCCESS);
+}
+
 static NOINLINE void allocate_through_cupti(void)
 {
 	CUdeviceptr d = 0x700000001000ull, d2 = 0x700000200000ull, va = 0x710000000000ull;
@@ -89,6 +155,8 @@ static NOINLINE void allocate_through_cupti(void)
 	FIRE(cuMemFreeAsync, null_async, CUDA_SUCCESS);
 	cuMemFreeHost_params null_host = {NULL};
 	FIRE(cuMemFreeHost, null_host, CUDA_SUCCESS);
+
+	graph_through_cupti();
 }
 
 int main(int argc, char **argv)

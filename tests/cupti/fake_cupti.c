@@ -2,6 +2,7 @@
  * the subscriber's callback and the ids enabled, and lets a test fire the callback with
  * data built from CUPTI's own header structures (fake_cupti_fire). */
 #include <cupti.h>
+#include <stdint.h>
 
 static CUpti_CallbackFunc callback;
 static void *callback_data;
@@ -41,10 +42,12 @@ int fake_cupti_enabled(CUpti_CallbackId cbid)
 /* What the real CUPTI does around a driver call: enter, (the call), exit. */
 void fake_cupti_fire(CUpti_CallbackId cbid, const char *name, void *params, CUresult result)
 {
+	uint64_t correlation = 0; /* the callback's own word from enter to exit, as CUPTI keeps one */
 	CUpti_CallbackData d = {.callbackSite = CUPTI_API_ENTER,
 				.functionName = name,
 				.functionParams = params,
-				.functionReturnValue = &result};
+				.functionReturnValue = &result,
+				.correlationData = &correlation};
 
 	if (!callback || !fake_cupti_enabled(cbid))
 		return;

@@ -29,14 +29,20 @@ if traces:
     ev = [json.loads(l) for l in subprocess.run([MEMTAP, "dump", "--json", traces[0]], capture_output=True,
                                                  text=True).stdout.splitlines()]
     kinds = [(e["kind"], e["size"]) for e in ev if e["kind"] not in ("thread", "device", "exit")]
-    want = [("alloc", 12000001), ("alloc", 204800), ("free", 0), ("free", 0), ("alloc", 12000003), ("free", 0),
+    # memtap's own readings of the driver's count: after the device's first use, and at exit
+    want = [("alloc", 12000001), ("meminfo", 0), ("alloc", 204800), ("free", 0), ("free", 0), ("alloc", 12000003), ("free", 0),
             ("host_alloc", 12000004), ("host_free", 0), ("vmm_create", 2 << 20), ("vmm_reserve", 4 << 20),
             ("vmm_map", 2 << 20), ("vmm_release", 0), ("vmm_unmap", 2 << 20), ("vmm_addr_free", 4 << 20),
             ("alloc_failed", 12000005), ("free", 0), ("free", 0), ("alloc", 1600000), ("free", 0),
             ("host_alloc", 12000006), ("host_free", 0), ("vmm_create", 0), ("vmm_release", 0),
-            ("pool_attr", 12000007)]
+            ("pool_attr", 12000007), ("alloc", 12000010), ("free", 0), ("alloc", 12000011), ("free", 0),
+            ("alloc_failed", 12000012), ("meminfo", 0)]
     ok(kinds == want, "every call becomes the same event the preload backend records, in order; frees of NULL none",
        kinds)
+    graph = [e for e in ev if e["kind"] in ("alloc", "alloc_failed") and e["size"] in (12000010, 12000011, 12000012)]
+    ok(len(graph) == 3 and all(e["flags"] == 13 for e in graph),
+       "graph memory nodes (built, captured on a capturing stream): recorded as the driver holds their memory, "
+       "API graph; a free outside the graph while its executable graph lives is none", graph)
     async_ = [e for e in ev if e["kind"] == "alloc" and e["size"] == 12000003]
     ok(async_ and async_[0]["aux"] == 0x5150 and async_[0]["flags"] == 4, "the stream of an async allocation")
     oom = [e for e in ev if e["kind"] == "alloc_failed"]

@@ -204,7 +204,10 @@ CASES = [("memtap re", ["report", "replay"], ["run"]),
          ("memtap report --html ", ["notes.txt", "run.trace"], []),
          ("memtap lua ", ["check.lua"], ["run.trace"]),
          ("memtap lua check.lua ", ["run.trace"], ["check.lua"]),
-         ("memtap run -- simgpu-r", ["simgpu-run"], [])]
+         ("memtap run -- simgpu-r", ["simgpu-run"], []),
+         ("memtap t", ["top"], ["report"]),
+         ("memtap top --o", ["--once"], []),
+         ("memtap top ", ["run.trace", "traces"], ["notes.txt"])]
 
 
 def judge(shell, line, got, want, never):

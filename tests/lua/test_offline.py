@@ -3,6 +3,7 @@
 scripts and traces fail in one line with the documented exit status."""
 import json
 import os
+import pickle
 import subprocess
 import sys
 
@@ -52,6 +53,77 @@ ok(p.returncode == 0 and p.stdout.split("\t") == [str(want["peak_allocated_bytes
    str(want["composition_at_peak"]["activations"]), str(want["composition_at_peak"]["optimizer"]),
    str(len(report["leaks"])), str(report["leaks"][0]["growth_bytes_per_iteration"]),
    report["iterations"]["boundary"] + "\n"], "report(): the table form of --json", p.stdout + p.stderr)
+
+# the whole report as a table, value for value and type for type (integer or float),
+# on the run and on snapshots with segments and expandable segments
+DUMP = """
+local function dump(v, out)
+  if type(v) ~= "table" then
+    if math.type(v) == "integer" then out[#out + 1] = "i" .. v
+    elseif type(v) == "number" then out[#out + 1] = string.format("f%.17g", v)
+    elseif type(v) == "boolean" then out[#out + 1] = v and "T" or "F"
+    else out[#out + 1] = "s" .. #v .. ":" .. v end
+  elseif next(v) == nil then out[#out + 1] = "E"
+  elseif v[1] ~= nil then
+    out[#out + 1] = "["
+    for _, x in ipairs(v) do dump(x, out) end
+    out[#out + 1] = "]"
+  else
+    local keys = {}
+    for k in pairs(v) do keys[#keys + 1] = k end
+    table.sort(keys)
+    out[#out + 1] = "{"
+    for _, k in ipairs(keys) do out[#out + 1] = "k" .. #k .. ":" .. k; dump(v[k], out) end
+    out[#out + 1] = "}"
+  end
+  return out
+end
+io.write(table.concat(dump(memtap.trace:report(3), {}), "\\n"))
+"""
+
+
+def dump(v, out):
+    if isinstance(v, dict):
+        v = {k: x for k, x in v.items() if x is not None}  # null is nil: no key
+    if isinstance(v, bool):
+        out.append("T" if v else "F")
+    elif isinstance(v, int):
+        out.append("i%d" % v)
+    elif isinstance(v, float):
+        out.append("f%.17g" % v)
+    elif isinstance(v, str):
+        b = v.encode("utf-8", "surrogateescape")
+        out.append("s%d:" % len(b) + v)
+    elif not v:
+        out.append("E")
+    elif isinstance(v, list):
+        out.append("[")
+        for x in v:
+            dump(x, out)
+        out.append("]")
+    else:
+        out.append("{")
+        for k in sorted(v):
+            out.append("k%d:%s" % (len(k.encode()), k))
+            dump(v[k], out)
+        out.append("}")
+    return out
+
+
+sys.path.insert(0, os.path.join(S, "tests/analyze"))
+import snapshots  # noqa: E402
+
+open(os.path.join(TMP, "dump.lua"), "w").write(DUMP)
+inputs = [trace, os.path.join(S, "tests/hostile/pickles/frames-cycle.pickle")]
+for name, snap in (("oom", snapshots.expandable_oom()), ("training", snapshots.training(leak=1 << 20))):
+    inputs.append(os.path.join(TMP, name + ".pickle"))
+    pickle.dump(snap, open(inputs[-1], "wb"))
+for path in inputs:
+    got = subprocess.run([MEMTAP, "lua", os.path.join(TMP, "dump.lua"), path], capture_output=True)
+    text = subprocess.run([MEMTAP, "report", "--json", "--top", "3", path], capture_output=True).stdout
+    want = "\n".join(dump(json.loads(text.decode("utf-8", "surrogateescape")), []))
+    ok(got.returncode == 0 and got.stdout.decode("utf-8", "surrogateescape") == want,
+       "report(): every value of --json with its type, " + os.path.basename(path), (got.stderr, len(want)))
 
 # live allocations at the peak's moment, and a stack's frames
 p = lua("""

@@ -14,7 +14,16 @@
  *               own code) and allocates 10 MiB through the first, 20 MiB through the
  *               second, 5 MiB itself and 7 MiB through the runtime's own cudaMalloc
  *               (found with dlsym, so the runtime calls the driver); prints cuMemGetInfo's
- *               used memory ("used N") while all of it is live, then frees it */
+ *               used memory ("used N") while all of it is live, then frees it
+ *   graph       graph memory nodes through the driver API, each size once: 22000010 (an
+ *               allocation node freed inside its graph, launched twice, then trimmed),
+ *               22000011 (instantiated with an upload, launched, cuMemFree'd while its
+ *               executable graph lives, then that is destroyed), 22000012 (outlives its
+ *               executable graph, freed by another graph's free node), 22000013 (captured
+ *               cuMemAllocAsync and cuMemFreeAsync, the executable graph destroyed) and
+ *               22000014 (captured cudaMallocAsync, freed with cudaFreeAsync after
+ *               the launch, then trimmed); a graph needing more than the
+ *               device has fails its launch with CUDA_ERROR_OUT_OF_MEMORY */
 #include <cuda.h>
 #include <cudaTypedefs.h>
 #include <cuda_runtime_api.h>
@@ -190,6 +199,109 @@ static void libraries(const char *dir)
 	CHECK_DRV(cuMemFree((CUdeviceptr)p));
 }
 
+static NOINLINE CUgraphNode alloc_node(CUgraph g, size_t size, CUdeviceptr *dptr)
+{
+	CUDA_MEM_ALLOC_NODE_PARAMS p = {.poolProps = {.allocType = CU_MEM_ALLOCATION_TYPE_PINNED,
+						      .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0}},
+					.bytesize = size};
+	CUgraphNode n = NULL;
+
+	CHECK_DRV(cuGraphAddMemAllocNode(&n, g, NULL, 0, &p));
+	*dptr = p.dptr;
+	return n;
+}
+
+static void graph_nodes(void)
+{
+	CUstream s;
+	CUgraph g1, g2, g3, g4, g5, g6, big;
+	CUgraphExec x1, x2, x3, x4, x5, x6, xbig;
+	CUgraphNode a, f;
+	CUdeviceptr d1, d2, d3, d4, huge;
+	CUDA_GRAPH_INSTANTIATE_PARAMS up = {.flags = CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD};
+	size_t free_bytes, total;
+
+	driver_context();
+	CHECK_DRV(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+
+	/* allocated and freed inside the graph: the memory stays with it until trimmed */
+	CHECK_DRV(cuGraphCreate(&g1, 0));
+	a = alloc_node(g1, 22000010, &d1);
+	CHECK_DRV(cuGraphAddMemFreeNode(&f, g1, &a, 1, d1));
+	CHECK_DRV(cuGraphInstantiateWithFlags(&x1, g1, 0));
+	CHECK_DRV(cuGraphLaunch(x1, s));
+	CHECK_DRV(cuGraphLaunch(x1, s));
+	CHECK_DRV(cuStreamSynchronize(s));
+	CHECK_DRV(cuDeviceGraphMemTrim(0));
+
+	/* reserved by the upload, freed outside the graph: the memory goes with the executable graph */
+	CHECK_DRV(cuGraphCreate(&g2, 0));
+	alloc_node(g2, 22000011, &d2);
+	up.hUploadStream = s;
+	CHECK_DRV(cuGraphInstantiateWithParams(&x2, g2, &up));
+	CHECK_DRV(cuGraphLaunch(x2, s));
+	CHECK_DRV(cuStreamSynchronize(s));
+	CHECK_DRV(cuMemFree(d2));
+	CHECK_DRV(cuGraphExecDestroy(x2));
+	CHECK_DRV(cuGraphDestroy(g2));
+
+	/* outlives its executable graph; another graph's free node frees it */
+	CHECK_DRV(cuGraphCreate(&g3, 0));
+	alloc_node(g3, 22000012, &d3);
+	CHECK_DRV(cuGraphInstantiateWithFlags(&x3, g3, 0));
+	CHECK_DRV(cuGraphLaunch(x3, s));
+	CHECK_DRV(cuStreamSynchronize(s));
+	CHECK_DRV(cuGraphExecDestroy(x3));
+	CHECK_DRV(cuGraphDestroy(g3));
+	CHECK_DRV(cuGraphCreate(&g4, 0));
+	CHECK_DRV(cuGraphAddMemFreeNode(&f, g4, NULL, 0, d3));
+	CHECK_DRV(cuGraphInstantiateWithFlags(&x4, g4, 0));
+	CHECK_DRV(cuGraphLaunch(x4, s));
+	CHECK_DRV(cuStreamSynchronize(s));
+	CHECK_DRV(cuGraphExecDestroy(x4));
+	CHECK_DRV(cuGraphDestroy(g4));
+
+	/* captured: cuMemAllocAsync and cuMemFreeAsync become nodes, not allocations */
+	CHECK_DRV(cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+	CHECK_DRV(cuMemAllocAsync(&d4, 22000013, s));
+	CHECK_DRV(cuMemFreeAsync(d4, s));
+	CHECK_DRV(cuStreamEndCapture(s, &g5));
+	CHECK_DRV(cuGraphInstantiateWithFlags(&x5, g5, 0));
+	CHECK_DRV(cuGraphLaunch(x5, s));
+	CHECK_DRV(cuStreamSynchronize(s));
+	CHECK_DRV(cuGraphExecDestroy(x5));
+	CHECK_DRV(cuGraphDestroy(g5));
+
+	/* captured through the runtime, freed after the launch */
+	{
+		void *p = NULL;
+		cudaStream_t rs = (cudaStream_t)s;
+		CHECK_RT(cudaStreamBeginCapture(rs, cudaStreamCaptureModeGlobal));
+		CHECK_RT(cudaMallocAsync(&p, 22000014, rs));
+		CHECK_RT(cudaStreamEndCapture(rs, (cudaGraph_t *)&g6));
+		CHECK_DRV(cuGraphInstantiateWithFlags(&x6, g6, 0));
+		CHECK_DRV(cuGraphLaunch(x6, s));
+		CHECK_RT(cudaFreeAsync(p, rs));
+		CHECK_RT(cudaStreamSynchronize(rs));
+		CHECK_RT(cudaDeviceGraphMemTrim(0));
+		CHECK_DRV(cuGraphExecDestroy(x6));
+		CHECK_DRV(cuGraphDestroy(g6));
+	}
+
+	/* more than the device has: the launch fails, nothing is allocated */
+	CHECK_DRV(cuMemGetInfo(&free_bytes, &total));
+	CHECK_DRV(cuGraphCreate(&big, 0));
+	alloc_node(big, total + (1 << 20), &huge);
+	CHECK_DRV(cuGraphInstantiateWithFlags(&xbig, big, 0));
+	check(cuGraphLaunch(xbig, s) == CUDA_ERROR_OUT_OF_MEMORY, "a launch past the device fails");
+	CHECK_DRV(cuGraphExecDestroy(xbig));
+	CHECK_DRV(cuGraphDestroy(big));
+
+	CHECK_DRV(cuGraphExecDestroy(x1));
+	CHECK_DRV(cuGraphDestroy(g1));
+	CHECK_DRV(cuStreamDestroy(s));
+}
+
 int main(int argc, char **argv)
 {
 	const char *mode = argc > 1 ? argv[1] : "";
@@ -202,6 +314,8 @@ int main(int argc, char **argv)
 		host_register();
 	else if (!strcmp(mode, "poolattr"))
 		pool_attributes();
+	else if (!strcmp(mode, "graph"))
+		graph_nodes();
 	else if (!strcmp(mode, "ipc"))
 		ipc_export(argv[0]);
 	else if (!strcmp(mode, "libraries") && argc > 2)

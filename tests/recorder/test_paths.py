@@ -174,4 +174,59 @@ if one_trace("an out-of-memory failure", traces, p):
     ok(c and c["used_bytes"] == 100 * MiB and c["recorded_bytes"] == 0 and c["unseen_bytes"] == 100 * MiB,
        "the driver's count at an out-of-memory failure: the context no hook saw", c)
 
+# ---- the driver's count is there without the job asking: memtap reads it itself ----
+p, traces = record("reading", [os.path.join(B, "tests/recorder/workload"), "runtime"], {"SIMGPU_CONTEXT_MEM": "100MiB"})
+if one_trace("memtap's own readings", traces, p):
+    ev = dump(traces[0])
+    mine = [(e["flags"], e["aux2"] - e["aux"]) for e in ev if e["kind"] == "meminfo"]
+    first = next((e for e in ev if e["kind"] in ("alloc", "free")), {})
+    # the driver counts the first allocation at its footprint (simgpu rounds it up)
+    ok(len(mine) == 2 and mine[0][0] == 1 and 0 <= mine[0][1] - 100 * MiB - first.get("size", 0) < MiB
+       and mine[1] == (2, 100 * MiB),
+       "memtap reads cuMemGetInfo at the device's first use (after the call that used it) and at exit, "
+       "for a job that never asks", mine)
+    _, rep = report(traces[0])
+    c = rep["devices"][0]["driver_count"]
+    ok(c and c["reading"] == "exit" and c["used_bytes"] == 100 * MiB and c["recorded_bytes"] == 0
+       and c["unseen_bytes"] == 100 * MiB, "the reconciliation line is there: at exit, the context no hook saw", c)
+    text = subprocess.run([MEMTAP, "report", traces[0]], capture_output=True, text=True).stdout
+    ok("the driver's count at" in text and "(memtap's cuMemGetInfo at exit)" in text,
+       "the text report says the reading was memtap's, at exit", text)
+p, traces = record("libraries-reading", [PATHS, "libraries", LIBS], {"SIMGPU_CONTEXT_MEM": "300MiB"})
+if one_trace("the job's reading beside memtap's", traces, p):
+    _, rep = report(traces[0])
+    c = rep["devices"][0]["driver_count"]
+    ok(c and c["reading"] == "job" and c["recorded_bytes"] == 42 * MiB,
+       "the job's own cuMemGetInfo (a chosen moment) wins over memtap's readings at first use and exit", c)
+
+# ---- graph memory nodes: recorded when the driver holds their memory, once each ----
+p, traces = record("graph", [PATHS, "graph"])
+if one_trace("graph memory nodes", traces, p):
+    ev = dump(traces[0])
+    made = [e for e in ev if e["kind"] == "alloc"]
+    ok(sorted(e["size"] for e in made) == [22000010, 22000011, 22000012, 22000013, 22000014]
+       and all(e["flags"] == 13 for e in made),
+       "graph memory nodes: each allocation node recorded once, with API graph (built, uploaded, "
+       "outliving its executable graph, captured through the driver and the runtime)",
+       [(e["size"], e["flags"]) for e in made])
+    frees = [e for e in ev if e["kind"] == "free"]
+    once = all(len([f for f in frees if f["addr"] == a["addr"] and f["time_ns"] > a["time_ns"]
+                    and not any(b["addr"] == a["addr"] and a["time_ns"] < b["time_ns"] < f["time_ns"] for b in made)])
+               == 1 for a in made)
+    ok(len(frees) == 5 and once, "graph memory nodes: each freed once (trim, executable graph destroyed, "
+       "another graph's free node), none by a free while its executable graph keeps the memory", frees)
+    first = next((e for e in made if e["size"] == 22000010), {})
+    ok("alloc_node" in first.get("functions", []), "graph memory nodes: recorded at the stack that added the node",
+       first.get("functions"))
+    _, rep = report(traces[0])
+    dev = rep and rep["devices"][0]
+    ok(rep and rep["events"]["unmatched_frees"] == 0 and dev["peak_allocated_bytes"] == 22000014
+       and dev["allocated_at_exit_bytes"] == 0,
+       "graph memory nodes: no unmatched frees, the peak is the largest node's bytes, nothing at exit",
+       rep and (rep["events"], dev["peak_allocated_bytes"], dev["allocated_at_exit_bytes"]))
+    failed = [e for e in ev if e["kind"] == "alloc_failed"]
+    ok(len(failed) == 1 and failed[0]["flags"] == 13 and failed[0]["size"] > failed[0]["aux2"]
+       and rep and len(rep["oom"]) == 1,
+       "graph memory nodes: a launch past the device is an out-of-memory failure of its node's bytes", failed)
+
 done()

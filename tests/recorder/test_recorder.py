@@ -198,9 +198,11 @@ if one_trace("64 threads", traces, p):
 
 # ---- every event made is in the trace or counted as dropped, with its reason ----
 def accounting(name, rep, made):
-    """made = in the trace + dropped; the END chunk's count is what the file holds; every drop has a reason."""
+    """made = in the trace + dropped; the END chunk's count is what the file holds; every drop has a reason.
+    memtap makes events of its own beside the program's: its readings of the driver's count at the
+    device's first use, and at exit when the exiting thread's context still answers (1 or 2)."""
     e = rep["events"]
-    ok(e["total"] + e["dropped"] == made and e["written"] == e["total"] and
+    ok(e["total"] + e["dropped"] - made in (1, 2) and e["written"] == e["total"] and
        sum(e["dropped_by"].values()) == e["dropped"] and rep["complete"],
        name + ": every event made is written or counted as dropped with its reason", (made, e, rep["complete"]))
     return e

@@ -4,8 +4,10 @@ and counted, not run), copies and memsets, events, streams, symbols, host regist
 IPC, stream capture and graphs with memory nodes, VMM, pools and a PTX module through the
 driver API. Each program checks what it can observe itself and prints an "expect SIZE"
 line for every allocation its source makes and frees; memtap must record each exactly
-once, and its free. In a sanitizer build the sanitizer's runtime is preloaded into the
-(uninstrumented) programs, so simgpu and memtap run sanitized under them."""
+once, and its free, and no free of what was never allocated (graph memory nodes are
+allocations with API "graph", recorded when the graph's launch backs them). In a
+sanitizer build the sanitizer's runtime is preloaded into the (uninstrumented)
+programs, so simgpu and memtap run sanitized under them."""
 import json
 import os
 import shutil
@@ -61,6 +63,11 @@ def recorded_once(evs, expected):
                  and e[key] == a[key] and (e["kind"] == "vmm_release") == (key == "aux")]
         if len(frees) < 1:
             problems.append("%s of %d at %#x: no free" % (a["kind"], a["size"], a["addr"]))
+    for f in evs:
+        # a free of what was never allocated (graph memory freed outside its graph, say)
+        if f["kind"] in ("free", "host_free") and not f["error"] and not any(
+                a["addr"] == f["addr"] and a["time_ns"] < f["time_ns"] for a in allocs):
+            problems.append("%s at %#x: nothing allocated there" % (f["kind"], f["addr"]))
     return problems
 
 

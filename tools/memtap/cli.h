@@ -15,8 +15,10 @@ int cmd_export(int argc, char **argv);
 int cmd_lua(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
 int cmd_replay(int argc, char **argv);
+int cmd_top(int argc, char **argv);
 /* Each command's --help text, which the completions and manual pages are made from. */
-extern const char run_usage[], report_usage[], dump_usage[], diff_usage[], export_usage[], lua_usage[], replay_usage[];
+extern const char run_usage[], report_usage[], dump_usage[], diff_usage[], export_usage[], lua_usage[], replay_usage[],
+    top_usage[];
 void plan_help(FILE *f); /* plan's usage is made from the planner's table of options */
 /* The bundled policies' names, one a line (run.c), for the shell completions. */
 void list_policies(void);

@@ -928,10 +928,15 @@ static int apply(struct ds *d, json_t *root, struct mt_plan_config *c)
 			   &has_steps)) ||
 	    (r = batch_key(d, root, "train_batch_size", false, 0, &batch, &has_batch)))
 		return r;
+	/* DeepSpeed refuses it; --micro-batch stands in for the key, as a launcher's "auto" would */
+	if (!has_batch && !has_micro && !x->micro_batch_given)
+		return bad(d,
+			   "neither train_batch_size nor train_micro_batch_size_per_gpu: DeepSpeed refuses the "
+			   "config ('Either train_batch_size or train_micro_batch_size_per_gpu needs to be provided'); "
+			   "give --micro-batch to plan it");
 	if (!has_batch && !has_micro)
-		NOTE(d, "neither train_batch_size nor train_micro_batch_size_per_gpu: DeepSpeed refuses such a config "
-			"('Either train_batch_size or train_micro_batch_size_per_gpu needs to be provided'); planned "
-			"with the command line's micro-batch");
+		NOTE(d, "neither train_batch_size nor train_micro_batch_size_per_gpu, which DeepSpeed refuses: planned "
+			"with --micro-batch");
 	/* DeepSpeed's _set_batch_related_parameters: the missing ones from the others */
 	if (micro)
 		c->micro_batch = micro;

@@ -93,6 +93,7 @@ int main(void)
 		a.poolProps.location.id = 0;
 		a.bytesize = 3 << 20;
 		CHECK(cudaGraphAddMemAllocNode(&alloc, built, NULL, 0, &a));
+		EXPECT(3 << 20);
 		TRUE(a.dptr != NULL);
 		m.dst = a.dptr;
 		m.value = 7;
