@@ -108,7 +108,7 @@ static bool is_the_rank(void)
 
 	if (job.beat >= 0)
 		return true;
-	if (!mt_pol.rp.allocs)
+	if (!mt_pol.rp.allocs && !mt_pol.rp.failed) /* a first allocation that failed counts */
 		return false;
 	snprintf(path, sizeof path, "%s/.memtap/rank-%d", mt_pol.host->run_dir, job.rank);
 	job.beat = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);

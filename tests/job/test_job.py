@@ -4,7 +4,7 @@ dies first (SIGKILL after its trace is written), rank 5 runs out of memory again
 cap; the bundled oom_snapshot policy then has every live rank take a snapshot of that
 moment, a policy's on_peer_oom runs once in each other live rank, and `memtap report
 RUN` shows every rank at the OOM (what it held then, from its snapshot) next to its own
-peak, rank 7 as dead. Then: a run directory named by the launcher's job id when no
+peak, rank 7 as dead. Then: a rank whose first allocation fails, a run directory named by the launcher's job id when no
 --dir is given (SLURM_JOB_ID, TORCHELASTIC_RUN_ID), snapshot_all outside a run
 directory, and --dir's bad input."""
 import glob
@@ -128,6 +128,24 @@ p = subprocess.run([MEMTAP, "report", "--html", page, run], capture_output=True,
 html = open(page).read() if os.path.exists(page) else ""
 ok(p.returncode == 3 and "rank %d ran out of memory" % OOM_RANK in html and html.count("<tr>") >= 2 * WORLD and
    "died before" in html, "and the HTML page: every rank at the OOM and each rank's peak", p.stderr)
+
+# ---- a rank whose very first allocation fails still counts as a rank and asks ----
+run2, sync2 = os.path.join(TMP, "run-first"), os.path.join(TMP, "sync-first")
+os.mkdir(sync2)
+waiter = start(run2, 0, ["64", "wait", sync2])
+if not wait_for([os.path.join(sync2, "ready-0")]):
+    open(os.path.join(sync2, "stop"), "w").close()
+first = start(run2, 1, ["0", "oom", "4096"])
+_, err = first.communicate(timeout=300)
+try:
+    waiter.communicate(timeout=300)
+except subprocess.TimeoutExpired:
+    open(os.path.join(sync2, "stop"), "w").close()
+    waiter.communicate(timeout=60)
+told = [x.split()[:3] for x in open(os.path.join(run2, ".memtap/events")) if x.startswith("oom ")]
+ok(first.returncode == 1 and [x[2] for x in told] == ["1"] and
+   glob.glob(os.path.join(run2, "snapshots", told[0][1], "rank-0.trace")),
+   "a rank whose first allocation fails tells the others of its OOM, and they take their snapshots", err)
 
 # ---- a run directory from the launcher's job id, when no --dir and no -o are given ----
 for var, value, name in (("SLURM_JOB_ID", "4242", "memtap-slurm-4242"),
