@@ -32,8 +32,9 @@ static struct options {
 	struct model m;
 	int iters, device;
 	uint64_t leak;
-	int leak_from;	     /* the first iteration that leaks */
-	uint64_t compute_ms; /* time each layer's forward and backward takes */
+	int leak_from;		/* the first iteration that leaks */
+	uint64_t compute_ms;	/* time each layer's forward and backward takes */
+	const char *hold_until; /* after training, memory held until this file exists */
 	bool async, teardown, tag;
 	const char *json;
 } opt = {.iters = 3, .leak_from = 1, .teardown = true};
@@ -432,6 +433,9 @@ static void train(void)
 		pop();
 	}
 	iteration = opt.iters;
+	/* a rank of a scripted job stays, its memory held, until told (at most a minute) */
+	for (int i = 0; opt.hold_until && i < 6000 && access(opt.hold_until, F_OK) != 0; i++)
+		usleep(10000);
 	if (opt.teardown)
 		teardown();
 }
@@ -511,6 +515,7 @@ static const char usage[] =
     "  --leak-from N         ... from iteration N on (default 1)\n"
     "  --iters N             training iterations (default 3)\n"
     "  --compute-ms N        each layer's forward and backward take N ms (default 0)\n"
+    "  --hold-until FILE     after training, hold the memory until FILE exists (at most 60 s)\n"
     "  --device N            CUDA device (default 0)\n"
     "  --api A               malloc (cudaMalloc) or async (cudaMallocAsync on a stream)\n"
     "  --no-teardown         exit without freeing parameters and optimizer state\n"
@@ -563,7 +568,8 @@ static void parse(int argc, char **argv)
 		O_LIST,
 		O_PRESET,
 		O_TAG,
-		O_COMPUTE
+		O_COMPUTE,
+		O_HOLD
 	};
 	static const struct option longopts[] = {{"preset", 1, 0, O_PRESET},
 						 {"layers", 1, 0, O_LAYERS},
@@ -589,6 +595,7 @@ static void parse(int argc, char **argv)
 						 {"list-presets", 0, 0, O_LIST},
 						 {"tag", 0, 0, O_TAG},
 						 {"compute-ms", 1, 0, O_COMPUTE},
+						 {"hold-until", 1, 0, O_HOLD},
 						 {"help", 0, 0, 'h'},
 						 {0, 0, 0, 0}};
 	static const char *const apis[] = {"malloc", "async"};
@@ -665,6 +672,9 @@ static void parse(int argc, char **argv)
 			break;
 		case O_COMPUTE:
 			opt.compute_ms = number("compute-ms", optarg);
+			break;
+		case O_HOLD:
+			opt.hold_until = optarg;
 			break;
 		case O_DEVICE:
 			if (mt_parse_size(optarg, &(uint64_t){0}) != 0)
