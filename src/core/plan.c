@@ -440,6 +440,15 @@ static struct kept layer_kept(const struct mt_plan_config *c, enum mt_recompute 
 		k.tp_part += e * mlp * (double)c->shared_ffn;
 		k.rep += 4 * (double)c->experts;
 	}
+	if (c->lora_rank && c->quantize) {
+		/* bitsandbytes' 4- and 8-bit matmuls keep their input for backward whenever it
+		 * needs a gradient (MatMul4Bit: ctx.tensors = (A, B)); PyTorch's own matmul with a
+		 * frozen weight keeps none (autograd saves mm's input only for the weight's
+		 * gradient). So a quantized base keeps, beyond a 16-bit one, the inputs of its
+		 * attention and MLP (h each), of the output projection and of the MLP's last */
+		k.rep += 2 * e * h;
+		k.tp_part += e * (w.o + f);
+	}
 	return k;
 }
 
