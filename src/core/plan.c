@@ -894,6 +894,7 @@ struct seq {
 	const struct mt_plan_config *c;
 	const struct mt_plan_sink *sink;
 	uint32_t next;
+	bool too_big; /* a tensor past what the simulated device addresses */
 };
 
 static uint32_t seq_alloc(struct seq *q, double bytes, uint64_t stream)
@@ -902,6 +903,10 @@ static uint32_t seq_alloc(struct seq *q, double bytes, uint64_t stream)
 
 	if (!(bytes >= 1))
 		return 0;
+	if (bytes > 0x1p50) {
+		q->too_big = true;
+		return 0;
+	}
 	id = ++q->next;
 	q->sink->alloc(q->sink->ctx, id, (uint64_t)ceil(bytes), stream);
 	return id;
@@ -1070,6 +1075,8 @@ const char *mt_plan_steps(const struct mt_plan_config *c, int steps, const struc
 		return "the replay needs the architecture and a micro-batch (--layers ..., --seq, --micro-batch)";
 	if (c->pp > 1 || c->offload_optimizer || c->offload_params)
 		return "the replay does not model pipeline parallelism or offload";
+	if (c->layers > 4096)
+		return "the replay takes at most 4096 layers";
 	nl = layer_tensors(c, lt, MAXT);
 	nt = trainable_tensors(c, tt, MAXT);
 	nk = kept_tensors(c, c->recompute, kt, MAXT, &softmax);
@@ -1237,5 +1244,5 @@ const char *mt_plan_steps(const struct mt_plan_config *c, int steps, const struc
 	}
 	mt_free(acts_all);
 	mt_free(ids);
-	return NULL;
+	return q.too_big ? "a tensor of the step is larger than 1 PiB" : NULL;
 }

@@ -89,6 +89,11 @@ for args, why in [(["--pp", 2, "--gpus-per-node", 2], "pipeline"), (["--zero", 2
                        text=True)
     ok(p.returncode == 2 and p.stderr.count("\n") == 1 and "--reserved" in p.stderr,
        "--reserved refuses a setup it cannot replay in one line (%s)" % (why or "no architecture"), p.stderr)
+for args, why in [(["--layers", 100000], "layers"), (["--seq", 10**9], "1 PiB")]:
+    p = subprocess.run([MEMTAP, "plan", *map(str, SHAPES["gpt2-small"] + args), "--reserved"], capture_output=True,
+                       text=True)
+    ok(p.returncode == 2 and p.stderr.count("\n") == 1 and why in p.stderr,
+       "--reserved refuses a step too large to replay in one line (%s)" % why, p.stderr)
 p = subprocess.run([MEMTAP, "plan", *map(str, SHAPES["gpt2-small"] + ["--pp", 2, "--gpus-per-node", 2]), "--reserved"],
                    capture_output=True, text=True)
 ok(p.returncode == 2 and "pipeline" in p.stderr, "--reserved with pipeline parallelism says so", p.stderr)
