@@ -4,6 +4,8 @@
  * formulas exactly; every other feature adds terms that are zero when it is off. */
 #include "core/plan.h"
 
+#include "core/alloc.h"
+
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -440,6 +442,15 @@ static struct kept layer_kept(const struct mt_plan_config *c, enum mt_recompute 
 		k.tp_part += e * mlp * (double)c->shared_ffn;
 		k.rep += 4 * (double)c->experts;
 	}
+	if (c->lora_rank && c->quantize) {
+		/* bitsandbytes' 4- and 8-bit matmuls keep their input for backward whenever it
+		 * needs a gradient (MatMul4Bit: ctx.tensors = (A, B)); PyTorch's own matmul with a
+		 * frozen weight keeps none (autograd saves mm's input only for the weight's
+		 * gradient). So a quantized base keeps, beyond a 16-bit one, the inputs of its
+		 * attention and MLP (h each), of the output projection and of the MLP's last */
+		k.rep += 2 * e * h;
+		k.tp_part += e * (w.o + f);
+	}
 	return k;
 }
 
@@ -871,4 +882,367 @@ void mt_plan_megatron(const struct mt_plan_config *c, struct mt_megatron *out)
 		act *= 1.05;
 	}
 	out->activations = act;
+}
+
+/* ---- one step's allocations, tensor by tensor ---- */
+
+/* The caching allocator's reserved memory depends on the order and sizes of the
+ * tensors, not only on their sum: mt_plan_steps issues the same terms the moments above
+ * add up, one tensor each, in the order a training step makes and frees them. */
+
+struct seq {
+	const struct mt_plan_config *c;
+	const struct mt_plan_sink *sink;
+	uint32_t next;
+	bool too_big; /* a tensor past what the simulated device addresses */
+};
+
+static uint32_t seq_alloc(struct seq *q, double bytes, uint64_t stream)
+{
+	uint32_t id;
+
+	if (!(bytes >= 1))
+		return 0;
+	if (bytes > 0x1p50) {
+		q->too_big = true;
+		return 0;
+	}
+	id = ++q->next;
+	q->sink->alloc(q->sink->ctx, id, (uint64_t)ceil(bytes), stream);
+	return id;
+}
+
+static void seq_free(struct seq *q, uint32_t *id)
+{
+	if (*id)
+		q->sink->free(q->sink->ctx, *id);
+	*id = 0;
+}
+
+/* A layer's weight matrices and vectors in module order (elements, before tp): the norms,
+ * q, k, v (fused under biases everywhere), the output projection, the MLP's matrices,
+ * the biases; what the count has beyond these (experts, routers, latent attention) as
+ * one more tensor. */
+static size_t layer_tensors(const struct mt_plan_config *c, double *n, size_t max)
+{
+	double h = (double)c->hidden, f = (double)c->ffn, sum = 0, layer = (double)c->layer_params;
+	struct widths w = widths(c);
+	size_t k = 0;
+
+	n[k++] = h;
+	if (!c->rmsnorm)
+		n[k++] = h;
+	if (c->bias == MT_BIAS_ALL && !is_mla(c)) {
+		n[k++] = h * (w.q + 2 * w.k);
+		n[k++] = w.q + 2 * w.k;
+	} else {
+		n[k++] = h * w.q, n[k++] = h * w.k, n[k++] = h * w.v;
+	}
+	n[k++] = w.o * h;
+	n[k++] = h;
+	if (!c->rmsnorm)
+		n[k++] = h;
+	if (!c->experts) {
+		for (int i = 0; i < (c->swiglu ? 3 : 2); i++)
+			n[k++] = h * f;
+	}
+	if (c->experts) { /* the routed experts, over etp x ep rather than tp (scaled to be divided by tp) */
+		double routed = (double)c->experts * mlp_params(c, (double)c->moe_ffn);
+		n[k++] = routed * (double)c->tp / (double)(c->etp * c->ep);
+		layer -= routed - n[k - 1];
+	}
+	for (size_t i = 0; i < k; i++)
+		sum += n[i];
+	if (layer - sum >= 1 && k < max)
+		n[k++] = layer - sum; /* biases, routers, shared experts, latent projections */
+	return k;
+}
+
+/* The step's trainable tensors per layer (LoRA: each adapter's two matrices) */
+static size_t trainable_tensors(const struct mt_plan_config *c, double *n, size_t max)
+{
+	double r = (double)c->lora_rank, h = (double)c->hidden, f = (double)c->ffn;
+	unsigned m = c->lora_modules ? c->lora_modules : MT_LORA_Q | MT_LORA_V;
+	struct widths w = widths(c);
+	size_t k = 0;
+
+	if (!c->lora_rank)
+		return layer_tensors(c, n, max);
+	if (m & MT_LORA_Q)
+		n[k++] = r * h, n[k++] = r * w.q;
+	if (m & MT_LORA_K)
+		n[k++] = r * h, n[k++] = r * w.k;
+	if (m & MT_LORA_V)
+		n[k++] = r * h, n[k++] = r * w.v;
+	if (m & MT_LORA_O)
+		n[k++] = r * w.o, n[k++] = r * h;
+	for (int i = 0; m & MT_LORA_MLP && i < (c->swiglu ? 3 : 2); i++)
+		n[k++] = r * h, n[k++] = r * f;
+	return k;
+}
+
+/* What one layer keeps for backward, tensor by tensor (bytes per token, before tp and
+ * sp): the terms layer_kept adds, with what they do not split into tensors as one. */
+static size_t kept_tensors(const struct mt_plan_config *c, enum mt_recompute rc, double *n, size_t max, size_t *softmax)
+{
+	struct kept k = layer_kept(c, rc);
+	double t = (double)c->tp, r = c->sp ? t : 1, h = (double)c->hidden, e = value_bytes(c);
+	double total = k.rep / r + k.tp_part / t + k.scores / t + k.experts / (double)c->etp, sum = 0;
+	double a = (double)c->heads, s = (double)c->seq, f = (double)c->ffn;
+	bool amp = c->precision == MT_AMP16, drop = !c->no_dropout;
+	size_t j = 0;
+
+	*softmax = SIZE_MAX;
+	if (rc == MT_RECOMPUTE_NONE || rc == MT_RECOMPUTE_SELECTIVE) {
+		struct widths w = widths(c);
+		bool pt = c->impl == MT_IMPL_PYTORCH;
+		double norm_in = (pt && c->rmsnorm ? max2(4, amp ? 4 : e) : amp ? 4 : e) * h / r;
+		double elin = c->fp8 ? 1 : e;
+		/* PyTorch repeats the keys and values of query groups for fused attention */
+		double kv = pt && c->attention == MT_ATTN_FLASH && !is_mla(c) ? w.q : w.k;
+		double vv = pt && c->attention == MT_ATTN_FLASH && !is_mla(c) ? w.q : w.v;
+		n[j++] = norm_in;
+		n[j++] = elin * h / r;
+		n[j++] = e * w.q / t;
+		n[j++] = e * kv / t;
+		n[j++] = e * vv / t;
+		if (k.scores > 0) { /* softmax output, its dropout mask and output */
+			*softmax = j;
+			n[j++] = a * s * (amp ? 4 : e) / t;
+			if (drop)
+				n[j++] = a * s / t, n[j++] = a * s * (amp ? 2 : e) / t;
+			else if (amp)
+				n[j++] = a * s * 2 / t;
+		}
+		n[j++] = elin * w.o / t;
+		if (c->attention == MT_ATTN_FLASH && pt)
+			n[j++] = e * w.o / t;
+		if (drop)
+			n[j++] = h / r;
+		n[j++] = norm_in;
+		n[j++] = elin * h / r;
+		if (!c->experts)
+			for (int i = 0; i < (c->swiglu ? (pt ? 4 : 3) : 2); i++)
+				n[j++] = e * f / t;
+		if (drop)
+			n[j++] = h / r;
+	}
+	for (size_t i = 0; i < j; i++)
+		sum += n[i];
+	/* log-sum-exp, latent attention, experts: the rest */
+	if (total - sum > 0 && j < max)
+		n[j++] = total - sum;
+	return j;
+}
+
+/* Eager attention's scores beside those kept, each a new tensor freed by the next:
+ * forward makes q·kᵀ, scales it and adds the mask before the softmax output (`kept`,
+ * Hugging Face's BertSelfAttention, GPT-2's _attn); backward makes the gradients of the
+ * dropout's output, of the softmax's and of the scores in turn. */
+static void scores(struct seq *q, double bytes, double kept, uint32_t *id)
+{
+	enum { ALLOC = 0 };
+	uint32_t a = seq_alloc(q, bytes, ALLOC), b = seq_alloc(q, bytes, ALLOC), x;
+
+	seq_free(q, &a);
+	x = seq_alloc(q, bytes, ALLOC);
+	seq_free(q, &b);
+	if (id)
+		*id = seq_alloc(q, kept, ALLOC);
+	seq_free(q, &x);
+}
+
+const char *mt_plan_steps(const struct mt_plan_config *c, int steps, const struct mt_plan_sink *sink)
+{
+	enum { MAXT = 32, ALLOC = 0, GATHER = 1, REDUCE = 2 }; /* streams: compute, FSDP's all-gather, reduce-scatter */
+	struct seq q = {c, sink, 0};
+	struct share sh = share(c);
+	double e = value_bytes(c), gb = grad_bytes(c), t = (double)c->tp, sb = tokens(c);
+	double h = (double)c->hidden, v = (double)c->vocab;
+	double lt[MAXT], tt[MAXT], kt[MAXT], rt[MAXT];
+	size_t nl, nt, nk, nr, softmax, none_softmax;
+	bool pt = c->impl == MT_IMPL_PYTORCH, fsdp = c->fsdp && sh.dp > 1;
+	uint64_t dp1 = c->zero >= 1 || c->fsdp ? sh.dp : 1, dp3 = c->zero >= 3 || c->fsdp ? sh.dp : 1;
+	uint64_t dp2 = c->zero >= 2 || c->fsdp ? sh.dp : 1, m = c->micro_batches ? c->micro_batches : 1;
+	/* micro-batches after the second repeat its allocations: a few stand for any number */
+	if (m > 4)
+		m = 4;
+	double emb = e * sb * h / (c->sp ? t : 1), head = v * h * (c->untied ? 2 : 1);
+	double trainable_layer = 0, lp = (double)c->layer_params / t, dropped = 0, scores_tok = 0;
+	uint64_t layers = c->layers;
+
+	if (!c->layers || !c->seq)
+		return "the replay needs the architecture and a micro-batch (--layers ..., --seq, --micro-batch)";
+	if (c->pp > 1 || c->offload_optimizer || c->offload_params)
+		return "the replay does not model pipeline parallelism or offload";
+	if (c->layers > 4096)
+		return "the replay takes at most 4096 layers";
+	nl = layer_tensors(c, lt, MAXT);
+	nt = trainable_tensors(c, tt, MAXT);
+	nk = kept_tensors(c, c->recompute, kt, MAXT, &softmax);
+	for (size_t i = 0; i < nt; i++)
+		trainable_layer += tt[i] / t;
+	if (c->attention == MT_ATTN_EAGER)
+		scores_tok = (double)c->heads * (double)c->seq * e / t;
+	/* what recomputation makes again: the layer's tensors, in forward order, up to what
+	 * the recomputation does not keep */
+	dropped = (kept_bytes(c, MT_RECOMPUTE_NONE) - kept_bytes(c, c->recompute)) / sb; /* per token */
+	nr = kept_tensors(c, MT_RECOMPUTE_NONE, rt, MAXT, &none_softmax);
+	for (size_t i = 0; i < nr; i++) {
+		if (dropped <= 0) {
+			nr = i;
+			break;
+		}
+		rt[i] = fmin(rt[i], dropped);
+		dropped -= rt[i];
+	}
+
+	uint32_t *ids = mt_calloc(layers * 2 * MAXT, sizeof *ids);
+	if (!ids)
+		return "out of memory";
+	uint32_t *grads = ids, *states = ids + layers * MAXT, *acts, *cast, other[2] = {0};
+	uint32_t *acts_all = mt_calloc(layers * MAXT * 2, sizeof *acts_all);
+	if (!acts_all) {
+		mt_free(ids);
+		return "out of memory";
+	}
+	acts = acts_all, cast = acts_all + layers * MAXT;
+
+	/* the model: the embedding (and output layer), then each layer's tensors */
+	double stored = stored_bytes(c), base = c->lora_rank ? frozen_bytes(c) : stored;
+	double emb_stored = c->lora_rank ? (c->precision == MT_FP32 || c->precision == MT_AMP16 ? 4 : 2) : stored;
+	seq_alloc(&q, emb_stored * shard(head / t + positions(c) * h, dp3), ALLOC);
+	for (uint64_t l = 0; l < layers; l++) {
+		for (size_t i = 0; i < nl; i++)
+			seq_alloc(&q, base * shard(lt[i] / t, c->lora_rank ? 1 : dp3), ALLOC);
+		for (size_t i = 0; c->lora_rank && i < nt; i++)
+			seq_alloc(&q, stored * shard(tt[i] / t, dp3), ALLOC);
+	}
+	if (c->fp8) /* the blocks' weights in fp8, cached for the step */
+		seq_alloc(&q, held(c, &sh, 3, false) * (1 - head / (double)c->params), ALLOC);
+
+	for (int step = 0; step < steps; step++) {
+		for (uint64_t mb = 0; mb < m; mb++) {
+			uint32_t emb_out, root = 0, gather[2] = {0}, head_in[3] = {0};
+			/* forward */
+			emb_out = seq_alloc(&q, emb, ALLOC);
+			if (fsdp) /* the root unit: embedding and output layer, gathered through the backward */
+				root = seq_alloc(&q, e * head / t, GATHER);
+			for (uint64_t l = 0; l < layers; l++) {
+				uint32_t *a = acts + l * MAXT, *cc = cast + l * MAXT, tmp[MAXT] = {0};
+				if (fsdp) { /* this block gathered, the next prefetched */
+					if (!gather[l % 2])
+						gather[l % 2] = seq_alloc(&q, e * lp, GATHER);
+					if (l + 1 < layers)
+						gather[(l + 1) % 2] = seq_alloc(&q, e * lp, GATHER);
+				} else if (c->zero >= 3 && sh.dp > 1) {
+					gather[l % 2] = seq_alloc(&q, e * lp, GATHER);
+				}
+				if (c->precision == MT_AMP16) /* autocast's 16-bit copy of each weight */
+					for (size_t i = 0; i < nl; i++)
+						cc[i] = lt[i] >= h * h ? seq_alloc(&q, 2 * lt[i] / t, ALLOC) : 0;
+				for (size_t i = 0; i < nk; i++)
+					if (i == softmax)
+						scores(&q, sb * scores_tok, sb * kt[i], &a[i]);
+					else
+						a[i] = seq_alloc(&q, sb * kt[i], ALLOC);
+				for (size_t i = 0; i < nr; i++) /* what recomputation does not keep */
+					tmp[i] = seq_alloc(&q, sb * rt[i], ALLOC);
+				for (size_t i = 0; i < nr; i++)
+					seq_free(&q, &tmp[i]);
+				seq_free(&q, &gather[l % 2]);
+			}
+			if (!c->classifier) { /* final norm and output layer inputs, fp32 logits */
+				/* PyTorch's models upcast 16-bit logits for the loss (torchtitan's
+				 * cross_entropy(pred.float()), transformers' logits.float()): the output
+				 * layer's logits and their fp32 copy live until the log-softmax is made */
+				uint32_t lg16 = 0, lg32 = 0;
+				head_in[0] = seq_alloc(&q, emb, ALLOC);
+				head_in[1] = seq_alloc(&q, emb, ALLOC);
+				if (pt && e < 4) {
+					lg16 = seq_alloc(&q, e * sb * v / t, ALLOC);
+					lg32 = seq_alloc(&q, 4 * sb * v / t, ALLOC);
+				}
+				head_in[2] = seq_alloc(&q, 4 * sb * v / t, ALLOC);
+				seq_free(&q, &lg32);
+				seq_free(&q, &lg16);
+			}
+			/* backward: the logits' fp32 gradient (PyTorch's log-softmax backward also
+			 * holds its input's), the output layer's gradient */
+			uint32_t d1 = 0, d2 = 0, bucket = 0;
+			if (!c->classifier) {
+				d1 = seq_alloc(&q, 4 * sb * v / t, ALLOC);
+				d2 = pt ? seq_alloc(&q, 4 * sb * v / t, ALLOC) : 0;
+			}
+			if (!c->lora_rank && !other[0])
+				other[0] = seq_alloc(&q, gb * shard(head / t + positions(c) * h, dp2), ALLOC);
+			if (c->zero >= 2 && sh.dp > 1 && !c->lora_rank && !c->classifier)
+				bucket = seq_alloc(&q, e * v * h / t, ALLOC);
+			seq_free(&q, &bucket);
+			if (pt && e < 4 && d1) { /* the gradient cast back to the logits' 16 bits */
+				seq_free(&q, &d1);
+				d1 = seq_alloc(&q, e * sb * v / t, ALLOC);
+			}
+			seq_free(&q, &d2);
+			seq_free(&q, &d1);
+			for (int i = 2; i >= 0; i--)
+				seq_free(&q, &head_in[i]);
+			for (uint64_t l = layers; l-- > 0;) {
+				uint32_t *a = acts + l * MAXT, *cc = cast + l * MAXT, *g = grads + l * MAXT;
+				uint32_t re[MAXT] = {0}, dx, dffn, full = 0, rs = 0, gl = 0;
+				if (fsdp || (c->zero >= 3 && sh.dp > 1))
+					gl = seq_alloc(&q, e * lp, GATHER);
+				for (size_t i = 0; i < nr; i++) /* recomputed */
+					re[i] = seq_alloc(&q, sb * rt[i], ALLOC);
+				dx = seq_alloc(&q, emb, ALLOC);
+				dffn = seq_alloc(&q, e * sb * (double)c->ffn / t, ALLOC);
+				if (fsdp) { /* the block's unsharded gradient and its fp32 reduce-scatter input */
+					full = seq_alloc(&q, e * trainable_layer, ALLOC);
+					rs = seq_alloc(&q, 4 * trainable_layer, REDUCE);
+				} else if (c->zero >= 2 && sh.dp > 1) {
+					full = seq_alloc(&q, e * trainable_layer, ALLOC);
+				}
+				scores(&q, sb * scores_tok, 0, NULL);
+				for (size_t i = 0; i < nt; i++)
+					if (!g[i])
+						g[i] = seq_alloc(&q, gb * shard(tt[i] / t, dp2), ALLOC);
+				seq_free(&q, &rs);
+				seq_free(&q, &full);
+				seq_free(&q, &dffn);
+				seq_free(&q, &dx);
+				for (size_t i = 0; i < nr; i++)
+					seq_free(&q, &re[i]);
+				for (size_t i = 0; i < MAXT; i++) {
+					seq_free(&q, &a[i]);
+					seq_free(&q, &cc[i]);
+				}
+				seq_free(&q, &gl);
+			}
+			seq_free(&q, &root);
+			seq_free(&q, &emb_out);
+		}
+		/* the optimizer: its state made by the first step and kept, an fp32 update per tensor */
+		if (c->optimizer != MT_NO_OPTIMIZER) {
+			double per = optimizer_bytes(c);
+			for (uint64_t l = 0; l < layers; l++)
+				for (size_t i = 0; i < nt; i++) {
+					uint32_t *st = states + l * MAXT + i, up;
+					double n = shard(tt[i] / t, dp1);
+					if (!*st)
+						*st = seq_alloc(&q, per * n, ALLOC);
+					up = seq_alloc(&q, 4 * n, ALLOC);
+					seq_free(&q, &up);
+				}
+			if (!c->lora_rank && !other[1])
+				other[1] = seq_alloc(&q, per * shard(head / t + positions(c) * h, dp1), ALLOC);
+		}
+		if (!c->keep_grads) { /* zero_grad(set_to_none=True) */
+			for (uint64_t l = 0; l < layers * MAXT; l++)
+				seq_free(&q, &grads[l]);
+			seq_free(&q, &other[0]);
+		}
+	}
+	mt_free(acts_all);
+	mt_free(ids);
+	return q.too_big ? "a tensor of the step is larger than 1 PiB" : NULL;
 }

@@ -171,6 +171,19 @@ struct mt_plan_count {
 };
 void mt_plan_count(const struct mt_plan_config *c, struct mt_plan_count *n);
 
+/* One training step's allocations as the model sees them, tensor by tensor, in the
+ * order the step makes and frees them (the model, then `steps` steps of forward,
+ * backward and the optimizer): what the caching allocator's replay runs. alloc names a
+ * new id (from 1) and the stream (0 compute, 1 an all-gather's, 2 a reduce-scatter's). */
+struct mt_plan_sink {
+	void *ctx;
+	void (*alloc)(void *ctx, uint32_t id, uint64_t bytes, uint64_t stream);
+	void (*free)(void *ctx, uint32_t id);
+};
+/* c must have passed mt_plan_check. NULL, or one line saying why the setup has no
+ * sequence (no architecture, pipeline parallelism, offload). */
+const char *mt_plan_steps(const struct mt_plan_config *c, int steps, const struct mt_plan_sink *sink);
+
 /* DeepSpeed's estimate_zero2/zero3_model_states_mem_needs (cpu and gpu bytes), exactly. */
 void mt_plan_deepspeed_zero2(double params, uint64_t gpus_per_node, uint64_t nodes, bool cpu_offload,
 			     double buffer_factor, double *cpu, double *gpu);

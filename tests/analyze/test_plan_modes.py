@@ -106,6 +106,14 @@ ok(lora["trainable_params"] == 4194304 and lora["per_gpu_bytes"]["params"] == 2 
    abs(q["per_gpu_bytes"]["params"] - (2 * 4194304 + (P7 - 2 * VH) * (0.5 + 4 / 64) + 2 * 2 * VH)) < 1,
    "LoRA: 4,194,304 adapters trained on a frozen 16-bit base; QLoRA: the blocks' weights in nf4 (4 bits and an "
    "fp32 absmax per 64), the embedding and output layer kept 16-bit", (lora, q))
+# bitsandbytes' matmul keeps each quantized linear's input for backward (MatMul4Bit's
+# ctx.tensors = (A, B)) where PyTorch's with a frozen weight keeps none: the attention's,
+# the output projection's, the MLP's and its last matrix's, (3h + f) 16-bit values per
+# token and layer beyond a 16-bit base
+layer = {quant: plan("--model", LLAMA2, "--precision", "bf16-pure", "--lora-rank", 8, "--seq", 1304, "--micro-batch", 1,
+                     "--quantize", quant)["layer_activation_bytes"] for quant in ("none", "nf4", "nf4-dq", "int8")}
+ok(all(layer[k] - layer["none"] == 1304 * 2 * (3 * 4096 + 11008) for k in ("nf4", "nf4-dq", "int8")),
+   "QLoRA: a bitsandbytes base keeps its linear layers' inputs, (3h + f) x 2 bytes a token and layer more", layer)
 zero2 = per_gpu("--model", LLAMA2, "--precision", "bf16-pure", "--lora-rank", 8, "--zero", 2, "--gpus-per-node", 8)
 ok(zero2["params"] >= 2 * P7, "ZeRO-1/2 do not shard a frozen base", zero2)
 

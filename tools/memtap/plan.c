@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 
 #include "core/plan.h"
+#include "analyze/plan_replay.h"
 #include "analyze/report.h"
 #include "cli.h"
 #include "core/units.h"
@@ -36,6 +37,8 @@ static const char plan_usage_own[] =
     "  --device N          the measured device whose peak to use (default: the highest peak)\n"
     "  --gpu-mem SIZE|GPU  whether it fits, the largest micro-batch and the fewest GPUs that do;\n"
     "                      GPU: a100-40gb a100-80gb h100 h200 v100-16gb v100-32gb l4 a10 l40s rtx4090\n"
+    "  --reserved          also the caching allocator's reserved peak: the modeled step's\n"
+    "                      allocations replayed through PyTorch's native policy (memtap replay)\n"
     "  --json              the same as JSON (docs/PLAN.md)\n"
     "  --estimator deepspeed-zero2|deepspeed-zero3   DeepSpeed's estimate_zero*_all_cold table\n"
     "  --estimator megatron   Megatron-LM's theoretical memory (--zero 1 = distributed optimizer)\n";
@@ -102,7 +105,7 @@ static uint64_t gpu_mem(const char *text)
 struct plan_args {
 	struct mt_plan_config c; /* as given: mt_plan_check fills in the rest on a copy */
 	uint64_t mem, ds_dp;
-	bool json, gpus_given, ds_activations; /* micro-batch or recomputation from --deepspeed only */
+	bool json, reserved, gpus_given, ds_activations; /* micro-batch or recomputation from --deepspeed only */
 	int estimator, device;
 	const char *trace;
 };
@@ -169,15 +172,21 @@ static void ds_config_read(const char *path, const struct ds_context *x, struct 
 }
 
 /* The planner's options (core/plan_options.def) as --options, then the command's own. */
-enum { O_TABLE = 256, O_DS = 512, O_MEM, O_JSON, O_EST, O_DEVICE, O_MODEL };
+enum { O_TABLE = 256, O_DS = 512, O_MEM, O_JSON, O_EST, O_DEVICE, O_MODEL, O_RESERVED };
 
 static const struct option *long_options(void)
 {
 	static struct option all[128];
 	static char dashed[128][32];
-	static const struct option own[] = {
-	    {"deepspeed", 1, 0, O_DS},	{"model", 1, 0, O_MODEL},   {"gpu-mem", 1, 0, O_MEM}, {"json", 0, 0, O_JSON},
-	    {"estimator", 1, 0, O_EST}, {"device", 1, 0, O_DEVICE}, {"help", 0, 0, 'h'},      {0, 0, 0, 0}};
+	static const struct option own[] = {{"deepspeed", 1, 0, O_DS},
+					    {"model", 1, 0, O_MODEL},
+					    {"gpu-mem", 1, 0, O_MEM},
+					    {"json", 0, 0, O_JSON},
+					    {"reserved", 0, 0, O_RESERVED},
+					    {"estimator", 1, 0, O_EST},
+					    {"device", 1, 0, O_DEVICE},
+					    {"help", 0, 0, 'h'},
+					    {0, 0, 0, 0}};
 	size_t k = 0;
 
 	if (all[0].name)
@@ -261,6 +270,9 @@ static void parse(int argc, char **argv, struct plan_args *a, bool what_if)
 			break;
 		case O_JSON:
 			a->json = true;
+			break;
+		case O_RESERVED:
+			a->reserved = true;
 			break;
 		case O_EST:
 			a->estimator = pick("--estimator", optarg, estimators);
@@ -422,6 +434,35 @@ static void megatron(const struct mt_plan_config *c, bool json)
 							       : "activations as without SP, plus 5%");
 }
 
+/* ---- the caching allocator's reserved memory ---- */
+
+struct reserved {
+	struct mt_plan_replay r;
+	double cache, total; /* the cache at the peak; the planned total with it */
+};
+
+/* The modeled step replayed through PyTorch's allocator policy: what it reserves beyond
+ * what it allocates at its peak is the cache, added to the planned peak. The device's
+ * capacity (less the framework's bytes) bounds it, as a real device makes the allocator
+ * free its cache and retry. */
+static void replay_reserved(const struct mt_plan_config *c, const struct mt_plan *p, double mem, struct reserved *out)
+{
+	double room = mem > p->framework ? mem - p->framework : 0;
+	const char *why = mt_plan_replay(c, (uint64_t)room, &out->r);
+
+	if (why)
+		die(EXIT_USAGE, "--reserved: %s", why);
+	out->cache = (double)(out->r.peak_reserved - out->r.peak_allocated);
+	out->total = p->total + out->cache;
+}
+
+static void print_reserved(const struct reserved *x)
+{
+	printf("reserved by PyTorch's caching allocator at its peak (replayed, native policy): %.2f GiB\n"
+	       "  the planned total and %.2f GiB of cache (the replay: %.2f GiB allocated, %.2f GiB reserved)\n",
+	       gib(x->total), gib(x->cache), gib((double)x->r.peak_allocated), gib((double)x->r.peak_reserved));
+}
+
 /* ---- the plan and what to change ---- */
 
 static double total_with(struct mt_plan_config c, const struct mt_plan_scale *s, uint64_t micro_batch, uint64_t gpus)
@@ -541,7 +582,7 @@ static void print_setup_json(const struct mt_plan_config *c)
 }
 
 static void print_json(const struct mt_plan_config *c, const struct mt_plan_scale *s, const struct mt_plan *p,
-		       double mem)
+		       double mem, const struct reserved *x)
 {
 	double table[4][3];
 
@@ -551,6 +592,12 @@ static void print_json(const struct mt_plan_config *c, const struct mt_plan_scal
 	       (unsigned long long)c->expert_params, (unsigned long long)p->dp, p->moment);
 	print_setup_json(c);
 	json_bytes("per_gpu_bytes", p->bytes, p->framework, p->total);
+	if (x)
+		printf(
+		    "  \"reserved\": {\"total_bytes\": %.0f, \"cache_bytes\": %.0f, \"replay_allocated_bytes\": %llu, "
+		    "\"replay_reserved_bytes\": %llu},\n",
+		    x->total, x->cache, (unsigned long long)x->r.peak_allocated,
+		    (unsigned long long)x->r.peak_reserved);
 	printf("  \"layer_activation_bytes\": %.0f,\n", c->layers ? mt_plan_layer_activations(c) : 0.0);
 	printf("  \"cpu_bytes_per_node\": %.0f,\n  \"nvme_bytes_per_node\": %.0f,\n  \"table\": [", p->cpu, p->nvme);
 	mt_plan_table(c, s, table);
@@ -668,6 +715,7 @@ int cmd_plan(int argc, char **argv)
 	struct mt_plan_config c, rc;
 	struct mt_plan_scale scale, *s = NULL;
 	struct measured m;
+	struct reserved x;
 	struct mt_plan p;
 	int split = argc;
 
@@ -698,11 +746,13 @@ int cmd_plan(int argc, char **argv)
 		s = &scale;
 	}
 	mt_plan_compute(&c, s, &p);
+	if (target.reserved)
+		replay_reserved(&c, &p, (double)target.mem, &x);
 	if (target.json) {
 		printf("{\n  \"memtap_plan\": 1,\n");
 		if (s)
 			print_measured_json(run.trace, &m, &rc);
-		print_json(&c, s, &p, (double)target.mem);
+		print_json(&c, s, &p, (double)target.mem, target.reserved ? &x : NULL);
 	} else {
 		if (s) {
 			print_measured(run.trace, &m, &rc);
@@ -714,6 +764,8 @@ int cmd_plan(int argc, char **argv)
 			print_setup("setup", &c);
 		}
 		print_plan(&c, s, &p, (double)target.mem);
+		if (target.reserved)
+			print_reserved(&x);
 	}
 	return s && m.damaged ? EXIT_DAMAGED : 0;
 }
