@@ -343,6 +343,8 @@ static struct pools *add_pools(struct mt_cache *m, uint64_t stream, uint8_t tag)
 		ps->small.stream = ps->large.stream = stream;
 		ps->small.tag = ps->large.tag = tag;
 		ps->small.small = true;
+		ps->next = m->all;
+		m->all = ps;
 		__atomic_store_n(&m->streams[i], ps, __ATOMIC_RELEASE);
 	}
 out:

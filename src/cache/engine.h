@@ -71,6 +71,7 @@ struct pool {
 
 struct pools {
 	struct pool small, large;
+	struct pools *next; /* every stream's, newest first (device lock) */
 };
 
 struct shard {
@@ -94,6 +95,7 @@ struct mt_cache {
 	pthread_mutex_t lock; /* the device: segments, streams table, pending, VMM pages */
 	struct segment *segments;
 	struct pools *streams[2 * MT_CACHE_MAX_STREAMS];
+	struct pools *all; /* the same, as a list */
 	struct block *pending;
 	int npending;
 	uint64_t *phys; /* free physical pages (stitch) */

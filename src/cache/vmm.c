@@ -293,10 +293,24 @@ int mtc_map_lazy(struct mt_cache *m, const struct mt_cache_config *c, struct blo
 		need += (uint64_t)__builtin_popcountll(w);
 	}
 	if (m->nphys < need) {
-		/* below the peak so far, new pages cost no peak: free pages elsewhere stay mapped
-		 * (no unmapping and mapping again); at the peak they move */
-		uint64_t r = __atomic_load_n(&m->st.reserved, __ATOMIC_RELAXED);
-		uint64_t room = (__atomic_load_n(&m->st.peak_reserved, __ATOMIC_RELAXED) - r) / s->page;
+		/* Free pages elsewhere move only at the peak so far and past 1/256 (and two pages)
+		 * over what is allocated: below, new pages cost no peak, or next to nothing, and
+		 * blocks that take turns on the same memory from different segments do not move
+		 * it back and forth on every call. */
+		uint64_t r = __atomic_load_n(&m->st.reserved, __ATOMIC_RELAXED), live = size, top, room;
+
+		for (struct pools *ps = m->all; ps; ps = ps->next) {
+			spin_lock(&ps->small.lock);
+			live += ps->small.allocated;
+			spin_unlock(&ps->small.lock);
+			spin_lock(&ps->large.lock);
+			live += ps->large.allocated;
+			spin_unlock(&ps->large.lock);
+		}
+		top = live + live / 256 + 2 * s->page;
+		if (top < __atomic_load_n(&m->st.peak_reserved, __ATOMIC_RELAXED))
+			top = __atomic_load_n(&m->st.peak_reserved, __ATOMIC_RELAXED);
+		room = top > r ? (top - r) / s->page : 0;
 
 		if (need - m->nphys > room && (__atomic_load_n(&m->nspare, __ATOMIC_RELAXED) || m->nexpandable) &&
 		    mtc_unmap_pages(m, need - m->nphys - room, true, stream))
