@@ -208,9 +208,13 @@ uint64_t mtc_unmap_pages(struct mt_cache *m, uint64_t want, bool keep, uint64_t 
 		bool synced = p->stream == stream;
 
 		sn = s->next;
-		if (!s->page || (s->lazy && (!s->mapped || !s->spare)))
+		if (!s->page || (s->lazy && !s->mapped))
 			continue;
 		spin_lock(&p->lock);
+		if (s->lazy && !s->spare) { /* a free, under the pool lock only, sets it */
+			spin_unlock(&p->lock);
+			continue;
+		}
 		if (s->lazy) {
 			got += unmap_lazy(m, s, want - got, keep, &synced);
 			spin_unlock(&p->lock);
@@ -293,7 +297,7 @@ int mtc_map_lazy(struct mt_cache *m, const struct mt_cache_config *c, struct blo
 		need += (uint64_t)__builtin_popcountll(w);
 	}
 	if (m->nphys < need) {
-		/* Free pages elsewhere move only at the peak so far and past 1/256 (and two pages)
+		/* Free pages elsewhere move only at the peak so far and past 1/2048 (and two pages)
 		 * over what is allocated: below, new pages cost no peak, or next to nothing, and
 		 * blocks that take turns on the same memory from different segments do not move
 		 * it back and forth on every call. */
@@ -307,7 +311,7 @@ int mtc_map_lazy(struct mt_cache *m, const struct mt_cache_config *c, struct blo
 			live += ps->large.allocated;
 			spin_unlock(&ps->large.lock);
 		}
-		top = live + live / 256 + 2 * s->page;
+		top = live + live / 2048 + 2 * s->page;
 		if (top < __atomic_load_n(&m->st.peak_reserved, __ATOMIC_RELAXED))
 			top = __atomic_load_n(&m->st.peak_reserved, __ATOMIC_RELAXED);
 		room = top > r ? (top - r) / s->page : 0;
