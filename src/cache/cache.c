@@ -657,6 +657,10 @@ static struct block *fit(struct mt_cache *m, const struct mt_cache_config *c, st
 			b = NULL;
 		} else {
 			b->state = FREE;
+			if (b->next && b->next->state == FREE) { /* freed meanwhile by another thread */
+				mtc_bin_remove(p, b->next);
+				mtc_merge_next(p, b);
+			}
 			mtc_take(m, c, p, b, size, requested, false);
 			mark_spare(m, b->seg); /* what split off may hold mapped pages no look saw */
 		}

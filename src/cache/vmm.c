@@ -288,6 +288,7 @@ int mtc_map_lazy(struct mt_cache *m, const struct mt_cache_config *c, struct blo
 	struct pool *p = s->pool;
 	uint64_t first = (b->addr - s->addr) / s->page, last = (b->addr + size - 1 - s->addr) / s->page, need = 0;
 	int err = 0;
+	bool moved = false;
 
 	for (uint64_t i = first; i <= last; i = (i | 63) + 1) {
 		uint64_t w = ~s->bits[i / 64] & (~0ull << (i % 64));
@@ -314,6 +315,8 @@ int mtc_map_lazy(struct mt_cache *m, const struct mt_cache_config *c, struct blo
 		top = live + live / 2048 + 2 * s->page;
 		if (top < __atomic_load_n(&m->st.peak_reserved, __ATOMIC_RELAXED))
 			top = __atomic_load_n(&m->st.peak_reserved, __ATOMIC_RELAXED);
+		if (c->limit && top > c->limit) /* never past the limit while pages could move */
+			top = c->limit;
 		room = top > r ? (top - r) / s->page : 0;
 
 		if (need - m->nphys > room && (__atomic_load_n(&m->nspare, __ATOMIC_RELAXED) || m->nexpandable) &&
@@ -334,12 +337,21 @@ int mtc_map_lazy(struct mt_cache *m, const struct mt_cache_config *c, struct blo
 		at = s->addr + i * s->page;
 		if (m->nphys) {
 			handle = m->phys[--m->nphys];
-		} else if (mtc_over_limit(m, c, s->page)) {
-			err = MT_CACHE_OOM;
-			break;
-		} else if ((err = m->b.phys_create(m->b.ctx, m->device, s->page, &handle)) != 0) {
+		} else if ((err = mtc_over_limit(m, c, s->page)
+				      ? MT_CACHE_OOM
+				      : m->b.phys_create(m->b.ctx, m->device, s->page, &handle)) != 0) {
 			err = mtc_backend_error(err);
-			break;
+			/* the device is full before the margin is: the rest moves after all */
+			if (err != MT_CACHE_OOM || moved)
+				break;
+			spin_unlock(&p->lock);
+			moved = mtc_unmap_pages(m, last - i + 1, true, stream) > 0;
+			spin_lock(&p->lock);
+			if (!moved)
+				break;
+			err = 0;
+			i--;
+			continue;
 		} else {
 			stat_add(&m->st.reserved, &m->st.peak_reserved, s->page);
 		}

@@ -281,6 +281,7 @@ static int fragmented(const char *policy)
 	if (got) {
 		is(stats(m).reserved, 48 * MIB, "%s: stitched without reserving more", policy);
 		ok(stats(m).stitched >= 1, "%s: counted as stitched", policy);
+		is(stats(m).retries, 0, "%s: pages moved without releasing the cache and retrying", policy);
 		mt_cache_free(m, got);
 		ok(alloc(m, 24 * MIB, 0) != 0, "%s: and again after a free", policy);
 	}
