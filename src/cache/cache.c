@@ -163,6 +163,7 @@ struct block *mtc_make_free(struct mt_cache *m, struct pool *p, struct block *b)
 {
 	mt_assert(b->state != FREE); /* used, pending, or a hole just mapped */
 	b->state = FREE;
+	mark_spare(m, b->seg);
 	/* an age for GC, not a count: racing frees may share a stamp, and no atomic RMW is paid */
 	b->freed = __atomic_load_n(&m->frees_stamp, __ATOMIC_RELAXED) + 1;
 	__atomic_store_n(&m->frees_stamp, b->freed, __ATOMIC_RELAXED);
@@ -196,7 +197,7 @@ static bool should_split(const struct mt_cache_config *c, const struct pool *p, 
 {
 	uint64_t rest = b->size - size;
 
-	if (p->small || b->seg->page)
+	if (p->small || (b->seg->page && !b->seg->lazy))
 		return rest >= c->min_block;
 	return size < c->max_split && rest > c->split_remainder && rest >= c->min_block;
 }
@@ -342,6 +343,8 @@ static struct pools *add_pools(struct mt_cache *m, uint64_t stream, uint8_t tag)
 		ps->small.stream = ps->large.stream = stream;
 		ps->small.tag = ps->large.tag = tag;
 		ps->small.small = true;
+		ps->next = m->all;
+		m->all = ps;
 		__atomic_store_n(&m->streams[i], ps, __ATOMIC_RELEASE);
 	}
 out:
@@ -361,7 +364,7 @@ static struct pool *pool_for(struct mt_cache *m, const struct mt_cache_config *c
 		ps = add_pools(m, stream, tag);
 	if (!ps)
 		return NULL;
-	return size <= c->small_size && !c->stitch ? &ps->small : &ps->large;
+	return size <= c->small_size ? &ps->small : &ps->large;
 }
 
 /* ---- segments ---- */
@@ -385,11 +388,17 @@ struct segment *mtc_new_segment(struct mt_cache *m, struct pool *p, uint64_t add
 	if (!s)
 		return NULL;
 	s->first = new_block(m, p);
-	if (page)
+	if (page) {
 		s->handles = m->b.mem_alloc(m->b.ctx, size / page * sizeof *s->handles);
-	if (!s->first || (page && !s->handles)) {
+		s->bits = m->b.mem_alloc(m->b.ctx, (size / page + 63) / 64 * sizeof *s->bits);
+	}
+	if (!s->first || (page && (!s->handles || !s->bits))) {
 		if (s->first)
 			drop_block(p, s->first);
+		if (s->handles)
+			m->b.mem_free(m->b.ctx, s->handles, size / page * sizeof *s->handles);
+		if (s->bits)
+			m->b.mem_free(m->b.ctx, s->bits, (size / page + 63) / 64 * sizeof *s->bits);
 		m->b.mem_free(m->b.ctx, s, sizeof *s);
 		return NULL;
 	}
@@ -415,11 +424,17 @@ void mtc_drop_segment(struct mt_cache *m, struct segment *s)
 		m->segments = s->next;
 	if (s->next)
 		s->next->prev = s->prev;
-	if (s->pool->expandable == s)
+	if (s->pool->expandable == s) {
 		s->pool->expandable = NULL;
+		m->nexpandable--;
+	}
+	if (s->spare)
+		__atomic_sub_fetch(&m->nspare, 1, __ATOMIC_RELAXED);
 	drop_block(s->pool, s->first);
-	if (s->handles)
+	if (s->handles) {
 		m->b.mem_free(m->b.ctx, s->handles, s->size / s->page * sizeof *s->handles);
+		m->b.mem_free(m->b.ctx, s->bits, (s->size / s->page + 63) / 64 * sizeof *s->bits);
+	}
 	m->b.mem_free(m->b.ctx, s, sizeof *s);
 	__atomic_sub_fetch(&m->st.segments, 1, __ATOMIC_RELAXED);
 }
@@ -440,11 +455,17 @@ static bool release_plain(struct mt_cache *m, struct segment *s)
 	return true;
 }
 
+/* A cached segment that is one free block goes back. Device and pool locks held. */
+static bool release_segment(struct mt_cache *m, struct segment *s)
+{
+	return s->lazy ? mtc_release_lazy(m, s) : release_plain(m, s);
+}
+
 static int grow(struct mt_cache *m, const struct mt_cache_config *c, struct pool *p, uint64_t size, uint64_t requested,
 		uint64_t stream, struct block **out)
 {
 	if (c->stitch && c->cache)
-		return mtc_grow_stitched(m, c, p, size, requested, stream, out);
+		return mtc_grow_lazy(m, c, p, size, requested, stream, out);
 	if (c->expandable && c->cache)
 		return mtc_grow_expandable(m, c, p, size, requested, out);
 	return mtc_grow_plain(m, c, p, size, requested, out);
@@ -501,9 +522,9 @@ static void release_all(struct mt_cache *m, const struct mt_cache_config *c, uin
 		struct pool *p = s->pool;
 
 		sn = s->next;
-		if (!s->page) {
+		if (!s->page || s->lazy) {
 			spin_lock(&p->lock);
-			release_plain(m, s);
+			release_segment(m, s);
 			spin_unlock(&p->lock);
 		}
 	}
@@ -530,7 +551,7 @@ static void collect(struct mt_cache *m, const struct mt_cache_config *c)
 
 		progress = 0;
 		for (struct segment *s = m->segments; s; s = s->next)
-			if (!s->page && !s->pool->small && s->first->state == FREE && !s->first->next)
+			if ((!s->page || s->lazy) && !s->pool->small && s->first->state == FREE && !s->first->next)
 				total += now - s->first->freed, n++;
 		if (!n)
 			break;
@@ -540,11 +561,11 @@ static void collect(struct mt_cache *m, const struct mt_cache_config *c)
 			struct pool *p = s->pool;
 
 			sn = s->next;
-			if (s->page || p->small)
+			if ((s->page && !s->lazy) || p->small)
 				continue;
 			spin_lock(&p->lock);
 			if (s->first->state == FREE && !s->first->next && now - s->first->freed >= avg &&
-			    release_plain(m, s))
+			    release_segment(m, s))
 				freed += size, progress = 1;
 			spin_unlock(&p->lock);
 		}
@@ -615,29 +636,62 @@ int mt_cache_new(struct mt_cache **out, const struct mt_cache_config *c, const s
 	return 0;
 }
 
+/* The cache's best fit, its pages mapped first when it lies on unmapped pages of a lazy
+ * segment; NULL when nothing fits (*err 0) or the pages could not be had (*err). Device
+ * lock held. */
+static struct block *fit(struct mt_cache *m, const struct mt_cache_config *c, struct pool *p, uint64_t size,
+			 uint64_t requested, uint64_t stream, int *err)
+{
+	struct block *b;
+
+	*err = 0;
+	spin_lock(&p->lock);
+	if ((b = find_fit(c, p, size)) != NULL && b->seg->unmapped && !mtc_lazy_mapped(b->seg, b->addr, size)) {
+		mtc_bin_remove(p, b);
+		b->state = USED; /* neither unmapped nor merged while its pages are found */
+		spin_unlock(&p->lock);
+		*err = mtc_map_lazy(m, c, b, size, stream);
+		spin_lock(&p->lock);
+		if (*err) {
+			mtc_make_free(m, p, b);
+			b = NULL;
+		} else {
+			b->state = FREE;
+			if (b->next && b->next->state == FREE) { /* freed meanwhile by another thread */
+				mtc_bin_remove(p, b->next);
+				mtc_merge_next(p, b);
+			}
+			mtc_take(m, c, p, b, size, requested, false);
+			mark_spare(m, b->seg); /* what split off may hold mapped pages no look saw */
+		}
+	} else if (b) {
+		mtc_take(m, c, p, b, size, requested, true);
+	}
+	spin_unlock(&p->lock);
+	return b;
+}
+
+/* A miss: the cache again under the device lock, else a new segment; out of memory, the
+ * cache is released and that step retried once. */
 static MT_NOINLINE int alloc_slow(struct mt_cache *m, const struct mt_cache_config *c, struct pool *p, uint64_t size,
 				  uint64_t requested, uint64_t stream, struct block **out)
 {
-	int err;
+	int err = 0;
+	bool grew = false;
 
 	pthread_mutex_lock(&m->lock);
 	process_pending(m, c);
-	if (c->cache) {
-		spin_lock(&p->lock);
-		if ((*out = find_fit(c, p, size)) != NULL)
-			mtc_take(m, c, p, *out, size, requested, true);
-		spin_unlock(&p->lock);
-		if (*out) {
-			pthread_mutex_unlock(&m->lock);
-			return 0;
-		}
+	if (!c->cache || (!(*out = fit(m, c, p, size, requested, stream, &err)) && !err)) {
+		collect(m, c);
+		err = grow(m, c, p, size, requested, stream, out);
+		grew = true;
 	}
-	collect(m, c);
-	err = grow(m, c, p, size, requested, stream, out);
 	if (err == MT_CACHE_OOM && c->cache) {
 		count(&m->st.retries);
 		release_all(m, c, stream);
-		err = grow(m, c, p, size, requested, stream, out);
+		/* PyTorch retries only the new segment; a block whose pages failed is looked for again */
+		if (grew || (!(*out = fit(m, c, p, size, requested, stream, &err)) && !err))
+			err = grow(m, c, p, size, requested, stream, out);
 	}
 	pthread_mutex_unlock(&m->lock);
 	if (err)
@@ -668,7 +722,9 @@ int mt_cache_alloc(struct mt_cache *m, uint64_t requested, uint64_t stream, uint
 	}
 	if (c->cache) {
 		spin_lock(&p->lock);
-		if ((b = find_fit(c, p, size)) != NULL) {
+		if ((b = find_fit(c, p, size)) != NULL && b->seg->unmapped && !mtc_lazy_mapped(b->seg, b->addr, size))
+			b = NULL; /* its pages are to be mapped first: the slow path */
+		if (b) {
 			mtc_take(m, c, p, b, size, requested, true);
 			p->hits++;
 		}
@@ -873,8 +929,10 @@ void mt_cache_delete(struct mt_cache *m)
 			m->b.seg_free(m->b.ctx, m->device, s->addr, s->size);
 		}
 		m->segments = s->next;
-		if (s->handles)
+		if (s->handles) {
 			m->b.mem_free(m->b.ctx, s->handles, s->size / s->page * sizeof *s->handles);
+			m->b.mem_free(m->b.ctx, s->bits, (s->size / s->page + 63) / 64 * sizeof *s->bits);
+		}
 		m->b.mem_free(m->b.ctx, s, sizeof *s);
 	}
 	while (m->nphys)

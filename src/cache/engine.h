@@ -3,8 +3,11 @@
  * configuration) and vmm.c (VMM pages: stitching and expandable segments). Blocks tile
  * each segment in address order; a free block sits in its pool's size bins, a used one in
  * the address table, a freed one waiting for other streams' events in the pending list.
- * In VMM segments unmapped pages are HOLE blocks, and a FREE block never contains one, so
- * neighbours that are both free are always both mapped and merge. */
+ * In expandable segments unmapped pages are HOLE blocks, and a FREE block never contains
+ * one, so neighbours that are both free are always both mapped and merge. memtap-vmm's
+ * segments are lazy instead: laid out exactly as plain ones, with pages mapped only where
+ * a block was handed out, so a FREE block may span unmapped pages (handles[i] == 0) and
+ * `unmapped` counts them; a block is mapped before it is handed out. */
 #ifndef MT_CACHE_ENGINE_H
 #define MT_CACHE_ENGINE_H
 
@@ -44,6 +47,10 @@ struct segment {
 	uint64_t page;	   /* VMM page; 0: a plain segment */
 	uint64_t *handles; /* VMM: per page, 0 when unmapped */
 	uint64_t mapped;   /* VMM: pages mapped */
+	uint64_t unmapped; /* lazy (memtap-vmm): pages not mapped; 0 in other segments */
+	uint64_t *bits;	   /* VMM: per page, a bit set while mapped (lazy segments) */
+	bool lazy;
+	bool spare; /* lazy: a free block may hold mapped whole pages (set by frees, cleared by a look) */
 	struct pool *pool;
 	struct block *first;
 	struct segment *prev, *next; /* the device's segments */
@@ -64,6 +71,7 @@ struct pool {
 
 struct pools {
 	struct pool small, large;
+	struct pools *next; /* every stream's, newest first (device lock) */
 };
 
 struct shard {
@@ -87,10 +95,13 @@ struct mt_cache {
 	pthread_mutex_t lock; /* the device: segments, streams table, pending, VMM pages */
 	struct segment *segments;
 	struct pools *streams[2 * MT_CACHE_MAX_STREAMS];
+	struct pools *all; /* the same, as a list */
 	struct block *pending;
 	int npending;
 	uint64_t *phys; /* free physical pages (stitch) */
 	size_t nphys, capphys;
+	uint64_t nspare;      /* lazy segments with `spare` set */
+	uint64_t nexpandable; /* expandable segments */
 	uint64_t frees_stamp;
 	struct mt_cache_stats st;
 	struct shard shards[SHARDS];
@@ -146,6 +157,15 @@ static inline void note(struct mt_cache *m, enum mt_cache_change what, uint64_t 
 		m->b.change(m->b.ctx, m->device, what, addr, size, req, stream, mapped);
 }
 
+/* a free block of lazy segment s may now hold mapped whole pages (pool lock held) */
+static inline void mark_spare(struct mt_cache *m, struct segment *s)
+{
+	if (s->lazy && !s->spare) {
+		s->spare = true;
+		__atomic_add_fetch(&m->nspare, 1, __ATOMIC_RELAXED);
+	}
+}
+
 /* ---- across the engine's files (mtc_: hidden inside memtap's libraries) ---- */
 
 int mtc_backend_error(int err);
@@ -156,10 +176,29 @@ int mtc_grow_expandable(struct mt_cache *m, const struct mt_cache_config *c, str
 			uint64_t requested, struct block **out);
 int mtc_grow_plain(struct mt_cache *m, const struct mt_cache_config *c, struct pool *p, uint64_t size,
 		   uint64_t requested, struct block **out);
-int mtc_grow_stitched(struct mt_cache *m, const struct mt_cache_config *c, struct pool *p, uint64_t size,
-		      uint64_t requested, uint64_t stream, struct block **out);
+int mtc_grow_lazy(struct mt_cache *m, const struct mt_cache_config *c, struct pool *p, uint64_t size,
+		  uint64_t requested, uint64_t stream, struct block **out);
+int mtc_map_lazy(struct mt_cache *m, const struct mt_cache_config *c, struct block *b, uint64_t size, uint64_t stream);
+bool mtc_release_lazy(struct mt_cache *m, struct segment *s);
+uint64_t mtc_segment_bytes(const struct mt_cache_config *c, const struct pool *p, uint64_t size);
 struct block *mtc_make_free(struct mt_cache *m, struct pool *p, struct block *b);
 void mtc_merge_next(struct pool *p, struct block *b);
+/* every page under [addr, addr + size) of lazy segment s is mapped; pool lock held */
+static inline bool mtc_lazy_mapped(const struct segment *s, uint64_t addr, uint64_t size)
+{
+	uint64_t i = (addr - s->addr) / s->page, e = (addr + size - 1 - s->addr) / s->page + 1;
+
+	for (; i < e; i = (i | 63) + 1) {
+		uint64_t want = ~0ull << (i % 64);
+
+		if (e - (i & ~63ull) < 64)
+			want &= ~(~0ull << (e % 64));
+		if ((s->bits[i / 64] & want) != want)
+			return false;
+	}
+	return true;
+}
+
 struct segment *mtc_new_segment(struct mt_cache *m, struct pool *p, uint64_t addr, uint64_t size, uint64_t page);
 bool mtc_over_limit(struct mt_cache *m, const struct mt_cache_config *c, uint64_t bytes);
 struct block *mtc_split(struct mt_cache *m, struct pool *p, struct block *b, uint64_t size, int state);

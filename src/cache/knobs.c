@@ -30,12 +30,16 @@ int mt_cache_preset(struct mt_cache_config *c, const char *name)
 		c->cache = false;
 		return 0;
 	}
-	if (strcmp(name, "memtap") != 0 && strcmp(name, "memtap-vmm") != 0)
+	if (strcmp(name, "memtap-vmm") == 0) {
+		/* native's segments and splits, as address ranges with pages only under blocks */
+		c->stitch = true;
+		return 0;
+	}
+	if (strcmp(name, "memtap") != 0)
 		return EINVAL;
 	/* memtap: segments no larger than the request needs, and every block splits */
 	c->mid_segment = 0;
 	c->split_remainder = 0;
-	c->stitch = strcmp(name, "memtap-vmm") == 0;
 	return 0;
 }
 

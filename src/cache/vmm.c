@@ -1,5 +1,6 @@
-/* VMM pages (cuMemCreate/cuMemMap): memtap-vmm's stitching of free pages from anywhere
- * into one new range, and PyTorch's expandable segments. Free physical pages are kept
+/* VMM pages (cuMemCreate/cuMemMap): memtap-vmm's lazy segments, laid out as native's
+ * with pages mapped only under blocks handed out and free pages from anywhere moved to
+ * where they are needed, and PyTorch's expandable segments. Free physical pages are kept
  * for reuse; a page is unmapped only when its stream's work is done. Called with the
  * device lock held. */
 #include <errno.h>
@@ -7,8 +8,15 @@
 
 #include "cache/engine.h"
 
+/* The physical pool holds pages of the engine's granule only (expandable segments' 20 MiB
+ * pages go back to the device). */
 static void phys_push(struct mt_cache *m, uint64_t handle, uint64_t page)
 {
+	if (page != m->c.granule) {
+		m->b.phys_release(m->b.ctx, m->device, handle);
+		stat_sub(&m->st.reserved, page);
+		return;
+	}
 	if (m->nphys == m->capphys) {
 		size_t cap = m->capphys ? m->capphys * 2 : 64;
 		uint64_t *a = m->b.mem_alloc(m->b.ctx, cap * sizeof *a);
@@ -40,7 +48,7 @@ static int map_pages(struct mt_cache *m, const struct mt_cache_config *c, struct
 	for (i = 0; i < n; i++) {
 		uint64_t handle;
 
-		if (m->nphys) {
+		if (m->nphys && s->page == m->c.granule) {
 			handle = m->phys[--m->nphys];
 		} else if (mtc_over_limit(m, c, s->page)) {
 			err = MT_CACHE_OOM;
@@ -133,6 +141,60 @@ static uint64_t unmap_free(struct mt_cache *m, struct segment *s, struct block *
 	return n;
 }
 
+/* Up to `want` mapped pages wholly inside free blocks of lazy segment s are unmapped, as
+ * unmap_free does; the blocks stay as they are. Device and pool locks held. */
+static uint64_t unmap_lazy(struct mt_cache *m, struct segment *s, uint64_t want, bool keep, bool *synced)
+{
+	struct pool *p = s->pool;
+	uint64_t got = 0;
+	bool all = true; /* every free page looked at */
+
+	for (struct block *b = s->first; b && all && s->mapped; b = b->next) {
+		uint64_t lo = align_up(b->addr - s->addr, s->page) / s->page;
+		uint64_t hi = (b->addr + b->size - s->addr) / s->page;
+
+		for (uint64_t i = lo; b->state == FREE && i < hi; i++) {
+			uint64_t *h, a, w = s->bits[i / 64] >> (i % 64);
+
+			if (!w) { /* the rest of this word is unmapped */
+				i |= 63;
+				continue;
+			}
+			i += (uint64_t)__builtin_ctzll(w);
+			if (i >= hi)
+				break;
+			if (got == want) {
+				all = false;
+				break;
+			}
+			h = &s->handles[i];
+			a = s->addr + i * s->page;
+			s->bits[i / 64] &= ~(1ull << (i % 64));
+			if (!*synced) {
+				m->b.stream_sync(m->b.ctx, m->device, p->stream);
+				*synced = true;
+			}
+			note(m, MT_CACHE_SEGMENT_FREE, a, s->page, 0, p->stream, true);
+			m->b.unmap(m->b.ctx, m->device, a, s->page);
+			if (keep) {
+				phys_push(m, *h, s->page);
+			} else {
+				m->b.phys_release(m->b.ctx, m->device, *h);
+				stat_sub(&m->st.reserved, s->page);
+			}
+			*h = 0;
+			s->mapped--;
+			s->unmapped++;
+			got++;
+		}
+	}
+	if (all && s->spare) { /* no free page is mapped until the next free */
+		s->spare = false;
+		__atomic_sub_fetch(&m->nspare, 1, __ATOMIC_RELAXED);
+	}
+	return got;
+}
+
 /* Free whole pages of VMM segments are unmapped, up to `want`, into the physical pool
  * (`keep`) or back to the device. Memory another stream freed may still be in use by its
  * queued work: that stream is synchronized first. A range left with nothing mapped gives
@@ -146,9 +208,18 @@ uint64_t mtc_unmap_pages(struct mt_cache *m, uint64_t want, bool keep, uint64_t 
 		bool synced = p->stream == stream;
 
 		sn = s->next;
-		if (!s->page)
+		if (!s->page || (s->lazy && !s->mapped))
 			continue;
 		spin_lock(&p->lock);
+		if (s->lazy && !s->spare) { /* a free, under the pool lock only, sets it */
+			spin_unlock(&p->lock);
+			continue;
+		}
+		if (s->lazy) {
+			got += unmap_lazy(m, s, want - got, keep, &synced);
+			spin_unlock(&p->lock);
+			continue;
+		}
 		for (struct block *b = s->first, *bn; b && got < want; b = bn) {
 			bn = b->next;
 			if (b->state != FREE)
@@ -168,14 +239,20 @@ uint64_t mtc_unmap_pages(struct mt_cache *m, uint64_t want, bool keep, uint64_t 
 	return got;
 }
 
+/* The segment a plain miss gets: PyTorch's sizes (2 MiB small, 20 MiB for mid-size
+ * requests, the rest rounded to 2 MiB), or the request itself without caching. */
+uint64_t mtc_segment_bytes(const struct mt_cache_config *c, const struct pool *p, uint64_t size)
+{
+	return !c->cache			       ? size
+	       : p->small			       ? c->small_segment
+	       : c->mid_segment && size < c->min_large ? c->mid_segment
+						       : align_up(size, c->large_round);
+}
+
 int mtc_grow_plain(struct mt_cache *m, const struct mt_cache_config *c, struct pool *p, uint64_t size,
 		   uint64_t requested, struct block **out)
 {
-	uint64_t bytes = !c->cache				 ? size
-			 : p->small				 ? c->small_segment
-			 : c->mid_segment && size < c->min_large ? c->mid_segment
-								 : align_up(size, c->large_round);
-	uint64_t addr;
+	uint64_t bytes = mtc_segment_bytes(c, p, size), addr;
 	struct segment *s;
 	int err;
 
@@ -199,34 +276,159 @@ int mtc_grow_plain(struct mt_cache *m, const struct mt_cache_config *c, struct p
 	return 0;
 }
 
-/* memtap-vmm: a new address range for the request, its pages the physical pool's (pages
- * unmapped from free space anywhere on the device when short), new ones only for the rest. */
-int mtc_grow_stitched(struct mt_cache *m, const struct mt_cache_config *c, struct pool *p, uint64_t size,
-		      uint64_t requested, uint64_t stream, struct block **out)
+/* memtap-vmm: every page under the first `size` bytes of block b (taken out of the bins
+ * and marked USED by the caller, so that nothing unmaps or merges it meanwhile) is mapped:
+ * pooled physical pages first, then whole free pages unmapped anywhere on the device
+ * (their stream synchronized), new ones only for the rest. A new page always fills a page
+ * of a segment native would hold too, so what is reserved never passes native's. Pages
+ * mapped before a failure stay mapped (free, for later). Device lock held, no pool lock. */
+int mtc_map_lazy(struct mt_cache *m, const struct mt_cache_config *c, struct block *b, uint64_t size, uint64_t stream)
 {
-	uint64_t page = c->granule, n = (size + page - 1) / page, addr;
+	struct segment *s = b->seg;
+	struct pool *p = s->pool;
+	uint64_t first = (b->addr - s->addr) / s->page, last = (b->addr + size - 1 - s->addr) / s->page, need = 0;
+	int err = 0;
+	bool moved = false;
+
+	for (uint64_t i = first; i <= last; i = (i | 63) + 1) {
+		uint64_t w = ~s->bits[i / 64] & (~0ull << (i % 64));
+
+		if (last - (i & ~63ull) < 63)
+			w &= ~(~0ull << (last % 64 + 1));
+		need += (uint64_t)__builtin_popcountll(w);
+	}
+	if (m->nphys < need) {
+		/* Free pages elsewhere move only at the peak so far and past 1/2048 (and two pages)
+		 * over what is allocated: below, new pages cost no peak, or next to nothing, and
+		 * blocks that take turns on the same memory from different segments do not move
+		 * it back and forth on every call. */
+		uint64_t r = __atomic_load_n(&m->st.reserved, __ATOMIC_RELAXED), live = size, top, room;
+
+		for (struct pools *ps = m->all; ps; ps = ps->next) {
+			spin_lock(&ps->small.lock);
+			live += ps->small.allocated;
+			spin_unlock(&ps->small.lock);
+			spin_lock(&ps->large.lock);
+			live += ps->large.allocated;
+			spin_unlock(&ps->large.lock);
+		}
+		top = live + live / 2048 + 2 * s->page;
+		if (top < __atomic_load_n(&m->st.peak_reserved, __ATOMIC_RELAXED))
+			top = __atomic_load_n(&m->st.peak_reserved, __ATOMIC_RELAXED);
+		if (c->limit && top > c->limit) /* never past the limit while pages could move */
+			top = c->limit;
+		room = top > r ? (top - r) / s->page : 0;
+
+		if (need - m->nphys > room && (__atomic_load_n(&m->nspare, __ATOMIC_RELAXED) || m->nexpandable) &&
+		    mtc_unmap_pages(m, need - m->nphys - room, true, stream))
+			count(&m->st.stitched);
+	}
+	spin_lock(&p->lock);
+	for (uint64_t i = first; i <= last && !err; i++) {
+		uint64_t handle, at, w = ~s->bits[i / 64] >> (i % 64);
+
+		if (!w) { /* the rest of this word is mapped */
+			i |= 63;
+			continue;
+		}
+		i += (uint64_t)__builtin_ctzll(w);
+		if (i > last)
+			break;
+		at = s->addr + i * s->page;
+		if (m->nphys) {
+			handle = m->phys[--m->nphys];
+		} else if ((err = mtc_over_limit(m, c, s->page)
+				      ? MT_CACHE_OOM
+				      : m->b.phys_create(m->b.ctx, m->device, s->page, &handle)) != 0) {
+			err = mtc_backend_error(err);
+			/* the device is full before the margin is: the rest moves after all */
+			if (err != MT_CACHE_OOM || moved)
+				break;
+			spin_unlock(&p->lock);
+			moved = mtc_unmap_pages(m, last - i + 1, true, stream) > 0;
+			spin_lock(&p->lock);
+			if (!moved)
+				break;
+			err = 0;
+			i--;
+			continue;
+		} else {
+			stat_add(&m->st.reserved, &m->st.peak_reserved, s->page);
+		}
+		if ((err = m->b.map(m->b.ctx, m->device, at, s->page, handle)) != 0) {
+			phys_push(m, handle, s->page);
+			err = mtc_backend_error(err);
+			break;
+		}
+		s->handles[i] = handle;
+		s->bits[i / 64] |= 1ull << (i % 64);
+		s->mapped++;
+		s->unmapped--;
+		note(m, MT_CACHE_SEGMENT_ALLOC, at, s->page, 0, p->stream, true);
+	}
+	spin_unlock(&p->lock);
+	return err;
+}
+
+/* A lazy segment that is one free block goes back: its mapped pages, then its addresses.
+ * Device and pool locks held. */
+bool mtc_release_lazy(struct mt_cache *m, struct segment *s)
+{
+	struct block *b = s->first;
+
+	if (!s->lazy || b->next || b->state != FREE)
+		return false;
+	mtc_bin_remove(s->pool, b);
+	for (uint64_t i = 0; i < s->size / s->page; i++)
+		if (s->handles[i]) {
+			note(m, MT_CACHE_SEGMENT_FREE, s->addr + i * s->page, s->page, 0, s->pool->stream, true);
+			m->b.unmap(m->b.ctx, m->device, s->addr + i * s->page, s->page);
+			m->b.phys_release(m->b.ctx, m->device, s->handles[i]);
+			stat_sub(&m->st.reserved, s->page);
+		}
+	m->b.va_free(m->b.ctx, m->device, s->addr, s->size);
+	mtc_drop_segment(m, s);
+	count(&m->st.released);
+	return true;
+}
+
+/* memtap-vmm: a segment where native would make one, as an address range whose pages are
+ * mapped only under the block handed out. */
+int mtc_grow_lazy(struct mt_cache *m, const struct mt_cache_config *c, struct pool *p, uint64_t size,
+		  uint64_t requested, uint64_t stream, struct block **out)
+{
+	uint64_t page = c->granule, bytes = align_up(mtc_segment_bytes(c, p, size), page), addr;
 	struct segment *s;
 	struct block *b;
 	int err;
 
-	if (m->nphys < n && mtc_unmap_pages(m, n - m->nphys, true, stream))
-		count(&m->st.stitched);
-	if ((err = m->b.va_reserve(m->b.ctx, m->device, n * page, &addr)) != 0)
+	if ((err = m->b.va_reserve(m->b.ctx, m->device, bytes, &addr)) != 0)
 		return mtc_backend_error(err);
 	spin_lock(&p->lock);
-	if (!(s = mtc_new_segment(m, p, addr, n * page, page)))
-		err = ENOMEM;
-	else if ((err = map_pages(m, c, s, s->first, n, &b)) != 0)
-		mtc_drop_segment(m, s);
-	else
-		mtc_take(m, c, p, b, size, requested, true);
-	spin_unlock(&p->lock);
-	if (err) {
-		m->b.va_free(m->b.ctx, m->device, addr, n * page);
-		return err;
+	if ((s = mtc_new_segment(m, p, addr, bytes, page)) != NULL) {
+		s->lazy = true;
+		s->unmapped = bytes / page;
+		s->first->state = USED; /* not FREE until mapped: nothing unmaps or merges it */
 	}
-	*out = b;
-	return 0;
+	spin_unlock(&p->lock);
+	if (!s) {
+		m->b.va_free(m->b.ctx, m->device, addr, bytes);
+		return ENOMEM;
+	}
+	b = s->first;
+	err = mtc_map_lazy(m, c, b, size, stream);
+	spin_lock(&p->lock);
+	b->state = FREE;
+	if (err) {
+		mtc_bin_insert(p, b);
+		mtc_release_lazy(m, s);
+	} else {
+		mtc_take(m, c, p, b, size, requested, false);
+		mark_spare(m, s);
+		*out = b;
+	}
+	spin_unlock(&p->lock);
+	return err;
 }
 
 /* PyTorch's expandable segments: one address range per pool, pages (2 MiB small, 20 MiB
@@ -245,6 +447,7 @@ int mtc_grow_expandable(struct mt_cache *m, const struct mt_cache_config *c, str
 			return mtc_backend_error(err);
 		spin_lock(&p->lock);
 		s = p->expandable = mtc_new_segment(m, p, addr, span, page);
+		m->nexpandable += s != NULL;
 		spin_unlock(&p->lock);
 		if (!s) {
 			m->b.va_free(m->b.ctx, m->device, addr, span);

@@ -281,6 +281,7 @@ static int fragmented(const char *policy)
 	if (got) {
 		is(stats(m).reserved, 48 * MIB, "%s: stitched without reserving more", policy);
 		ok(stats(m).stitched >= 1, "%s: counted as stitched", policy);
+		is(stats(m).retries, 0, "%s: pages moved without releasing the cache and retrying", policy);
 		mt_cache_free(m, got);
 		ok(alloc(m, 24 * MIB, 0) != 0, "%s: and again after a free", policy);
 	}
@@ -293,6 +294,60 @@ static void stitching(void)
 	ok(!fragmented("native"), "native: 24 MiB in two free 12 MiB holes of a full device fails");
 	ok(!fragmented("memtap"), "memtap without VMM: fails too");
 	ok(fragmented("memtap-vmm"), "memtap-vmm: the free pages are stitched into one range");
+}
+
+/* The peak reserved for a sequence: 0, 500 blocks of 2 MiB + 512 B, all live (issue 20:
+ * memtap-vmm gave each its own range of whole pages, 1.95 GiB against native's 1.09);
+ * 1, 4,000 calls of 1-9 MiB blocks (plus 0-3 x 512 B) freed at random from 64 slots. */
+static uint64_t peak_of(const char *policy, int sequence)
+{
+	struct dev d;
+	struct mt_cache *m = make(&d, policy, 0, NULL);
+	uint64_t live[64] = {0}, r = 20, peak;
+
+	for (int i = 0; i < (sequence ? 4000 : 500); i++) {
+		r ^= r << 13, r ^= r >> 7, r ^= r << 17;
+		if (!sequence)
+			alloc(m, 2 * MIB + 512, 0);
+		else if (live[r % 64])
+			mt_cache_free(m, live[r % 64]), live[r % 64] = 0;
+		else
+			live[r % 64] = alloc(m, (1 + (r >> 8) % 9) * MIB + (r >> 16) % 4 * 512, 0);
+	}
+	peak = stats(m).peak_reserved;
+	mt_cache_delete(m);
+	return peak;
+}
+
+/* memtap-vmm lays blocks out as native does, with pages only under blocks: it never
+ * reserves more than native. */
+static void never_above_native(void)
+{
+	for (int sequence = 0; sequence < 2; sequence++) {
+		uint64_t n = peak_of("native", sequence), v = peak_of("memtap-vmm", sequence);
+
+		ok(v <= n, "%s: memtap-vmm reserves %llu MiB at the peak, native %llu MiB",
+		   sequence ? "random 1-9 MiB blocks" : "500 x (2 MiB + 512 B)", (unsigned long long)(v / MIB),
+		   (unsigned long long)(n / MIB));
+	}
+}
+
+/* A small block and an 8 MiB one take turns, each freed before the next: they live in
+ * different segments, and their pages stay where they are instead of moving every call. */
+static void taking_turns(void)
+{
+	struct dev d;
+	struct mt_cache *m = make(&d, "memtap-vmm", 0, NULL);
+
+	for (int i = 0; i < 1000; i++) {
+		mt_cache_free(m, alloc(m, 4096, 0));
+		mt_cache_free(m, alloc(m, 8 * MIB, 0));
+	}
+	ok(stats(m).stitched <= 2, "blocks taking turns: pages moved %llu times in 2,000 calls",
+	   (unsigned long long)stats(m).stitched);
+	ok(stats(m).peak_reserved <= 12 * MIB, "and at most 12 MiB reserved (%llu MiB)",
+	   (unsigned long long)(stats(m).peak_reserved / MIB));
+	mt_cache_delete(m);
 }
 
 static void cross_stream(void)
@@ -526,6 +581,8 @@ int main(void)
 	coalescing();
 	oom_release_retry();
 	stitching();
+	never_above_native();
+	taking_turns();
 	cross_stream();
 	gc_and_bump();
 	reconfiguring();
