@@ -83,6 +83,23 @@ static int map_pages(struct mt_cache *m, const struct mt_cache_config *c, struct
 	return 0;
 }
 
+/* The page at a is unmapped: its physical page into the pool (`keep`) or back to the
+ * device. */
+static void unmap_page(struct mt_cache *m, struct segment *s, uint64_t a, bool keep)
+{
+	uint64_t *h = &s->handles[(a - s->addr) / s->page];
+
+	note(m, MT_CACHE_SEGMENT_FREE, a, s->page, 0, s->pool->stream, true);
+	m->b.unmap(m->b.ctx, m->device, a, s->page);
+	if (keep) {
+		phys_push(m, *h, s->page);
+	} else {
+		m->b.phys_release(m->b.ctx, m->device, *h);
+		stat_sub(&m->st.reserved, s->page);
+	}
+	*h = 0;
+}
+
 /* Up to `want` whole pages inside free block b are unmapped: into the physical pool
  * (`keep`), else back to the device. Returns the pages taken and, in *next, the block
  * to go on from. Device and pool locks held. */
@@ -116,19 +133,8 @@ static uint64_t unmap_free(struct mt_cache *m, struct segment *s, struct block *
 		}
 		mtc_bin_insert(p, tail);
 	}
-	for (uint64_t a = lo; a < hi; a += s->page) {
-		uint64_t *h = &s->handles[(a - s->addr) / s->page];
-
-		note(m, MT_CACHE_SEGMENT_FREE, a, s->page, 0, p->stream, true);
-		m->b.unmap(m->b.ctx, m->device, a, s->page);
-		if (keep) {
-			phys_push(m, *h, s->page);
-		} else {
-			m->b.phys_release(m->b.ctx, m->device, *h);
-			stat_sub(&m->st.reserved, s->page);
-		}
-		*h = 0;
-	}
+	for (uint64_t a = lo; a < hi; a += s->page)
+		unmap_page(m, s, a, keep);
 	s->mapped -= n;
 	mid->state = HOLE;
 	if (mid->next && mid->next->state == HOLE)
@@ -154,7 +160,7 @@ static uint64_t unmap_lazy(struct mt_cache *m, struct segment *s, uint64_t want,
 		uint64_t hi = (b->addr + b->size - s->addr) / s->page;
 
 		for (uint64_t i = lo; b->state == FREE && i < hi; i++) {
-			uint64_t *h, a, w = s->bits[i / 64] >> (i % 64);
+			uint64_t w = s->bits[i / 64] >> (i % 64);
 
 			if (!w) { /* the rest of this word is unmapped */
 				i |= 63;
@@ -167,22 +173,12 @@ static uint64_t unmap_lazy(struct mt_cache *m, struct segment *s, uint64_t want,
 				all = false;
 				break;
 			}
-			h = &s->handles[i];
-			a = s->addr + i * s->page;
 			s->bits[i / 64] &= ~(1ull << (i % 64));
 			if (!*synced) {
 				m->b.stream_sync(m->b.ctx, m->device, p->stream);
 				*synced = true;
 			}
-			note(m, MT_CACHE_SEGMENT_FREE, a, s->page, 0, p->stream, true);
-			m->b.unmap(m->b.ctx, m->device, a, s->page);
-			if (keep) {
-				phys_push(m, *h, s->page);
-			} else {
-				m->b.phys_release(m->b.ctx, m->device, *h);
-				stat_sub(&m->st.reserved, s->page);
-			}
-			*h = 0;
+			unmap_page(m, s, s->addr + i * s->page, keep);
 			s->mapped--;
 			s->unmapped++;
 			got++;
