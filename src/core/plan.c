@@ -44,6 +44,13 @@ static bool is_mla(const struct mt_plan_config *c)
 	return c->kv_lora_rank > 0;
 }
 
+/* One matrix makes q, k and v (GPT-2's c_attn, GPT-NeoX's query_key_value): where biases
+ * are on every linear layer, unless the model says three do (BERT, OPT) */
+static bool fused_qkv(const struct mt_plan_config *c)
+{
+	return c->bias == MT_BIAS_ALL && !is_mla(c) && !c->separate_qkv;
+}
+
 static struct widths widths(const struct mt_plan_config *c)
 {
 	double a = (double)c->heads, d = (double)c->head_dim;
@@ -125,7 +132,7 @@ static double largest_module(const struct mt_plan_config *c)
 	double m = (double)c->vocab * h;
 
 	m = max2(m, positions(c) * h);
-	if (c->bias == MT_BIAS_ALL && !is_mla(c)) /* GPT-2, NeoX: one fused QKV */
+	if (fused_qkv(c))
 		m = max2(m, h * (w.q + 2 * w.k) + w.q + 2 * w.k);
 	else
 		m = max2(m, h * w.q + (c->bias != MT_BIAS_NONE ? w.q : 0));
@@ -376,6 +383,24 @@ struct kept {
 	double rep, tp_part, scores, experts;
 };
 
+/* Copies of a layer's two inputs its linear layers keep, the attention's and the MLP's:
+ * one each, but autocast casts an fp32 input again for every matrix that reads it: q, k
+ * and v (unless one matrix makes them), a gated MLP's gate and up, in PyTorch's modules */
+static void input_copies(const struct mt_plan_config *c, double *attn, double *mlp)
+{
+	bool cast = c->precision == MT_AMP16 && c->impl == MT_IMPL_PYTORCH;
+
+	*attn = cast && !fused_qkv(c) ? (is_mla(c) ? 2 : 3) : 1;
+	*mlp = cast && c->swiglu && !c->experts ? 2 : 1;
+}
+
+/* PyTorch before 1.11 keeps a softmax's input for backward too (its derivative named
+ * `self`; pytorch/pytorch#65242 dropped it) */
+static bool softmax_keeps_input(const struct mt_plan_config *c)
+{
+	return c->impl == MT_IMPL_PYTORCH && c->torch && c->torch < 111;
+}
+
 static struct kept layer_kept(const struct mt_plan_config *c, enum mt_recompute rc)
 {
 	double e = value_bytes(c), h = (double)c->hidden, f = (double)c->ffn, a = (double)c->heads;
@@ -386,7 +411,7 @@ static struct kept layer_kept(const struct mt_plan_config *c, enum mt_recompute 
 	struct widths w = widths(c);
 	struct kept k = {0};
 	bool moe = c->experts > 0;
-	double mlp = c->swiglu ? (pt ? 4 : 3) : 2, kv = w.k, vv = w.v;
+	double mlp = c->swiglu ? (pt ? 4 : 3) : 2, kv = w.k, vv = w.v, attn_in, mlp_in;
 
 	if (rc == MT_RECOMPUTE_FULL) {
 		k.rep = e * h; /* the layer's input only */
@@ -396,7 +421,7 @@ static struct kept layer_kept(const struct mt_plan_config *c, enum mt_recompute 
 		/* torchtitan's policy: the block's input, every odd matrix multiply's output (q, v or
 		 * the fused qkv, the MLP's first, its last), the attention's output and log-sum-exp */
 		double mm[7], n = 0, saved = 0;
-		if (c->bias == MT_BIAS_ALL && !is_mla(c))
+		if (fused_qkv(c))
 			mm[(int)n++] = w.q + 2 * w.k;
 		else
 			mm[(int)n++] = w.q, mm[(int)n++] = w.k, mm[(int)n++] = w.v;
@@ -415,7 +440,8 @@ static struct kept layer_kept(const struct mt_plan_config *c, enum mt_recompute 
 	 * MLP's inputs, two dropout masks (Korthikanti et al.'s 10 sbh); PyTorch's RMSNorm
 	 * keeps an fp32 copy of its input */
 	double norm_in = pt && c->rmsnorm ? max2(4, erep) : erep;
-	k.rep = 2 * norm_in * h + 2 * elin * h + (drop ? 2 * h : 0) + e * w.latent;
+	input_copies(c, &attn_in, &mlp_in);
+	k.rep = 2 * norm_in * h + (attn_in + mlp_in) * elin * h + (drop ? 2 * h : 0) + e * w.latent;
 	/* split by tensor parallelism: Q and K, V, the projection's input; PyTorch repeats the
 	 * keys and values of query groups and keeps the attention output twice (the kernel's
 	 * and the projection's contiguous input) under fused attention */
@@ -433,6 +459,8 @@ static struct kept layer_kept(const struct mt_plan_config *c, enum mt_recompute 
 			k.scores = a * s * (4 + (drop ? 1 : 0) + 2);
 		else
 			k.scores = a * s * (drop ? 2 * e + 1 : e);
+		if (softmax_keeps_input(c))
+			k.scores += a * s * (amp ? 4 : e);
 	}
 	if (moe) {
 		/* the routed tokens' copies and their experts' MLPs (top-k of them), the
@@ -932,7 +960,7 @@ static size_t layer_tensors(const struct mt_plan_config *c, double *n, size_t ma
 	n[k++] = h;
 	if (!c->rmsnorm)
 		n[k++] = h;
-	if (c->bias == MT_BIAS_ALL && !is_mla(c)) {
+	if (fused_qkv(c)) {
 		n[k++] = h * (w.q + 2 * w.k);
 		n[k++] = w.q + 2 * w.k;
 	} else {
@@ -997,17 +1025,21 @@ static size_t kept_tensors(const struct mt_plan_config *c, enum mt_recompute rc,
 		struct widths w = widths(c);
 		bool pt = c->impl == MT_IMPL_PYTORCH;
 		double norm_in = (pt && c->rmsnorm ? max2(4, amp ? 4 : e) : amp ? 4 : e) * h / r;
-		double elin = c->fp8 ? 1 : e;
+		double elin = c->fp8 ? 1 : e, attn_in, mlp_in;
 		/* PyTorch repeats the keys and values of query groups for fused attention */
 		double kv = pt && c->attention == MT_ATTN_FLASH && !is_mla(c) ? w.q : w.k;
 		double vv = pt && c->attention == MT_ATTN_FLASH && !is_mla(c) ? w.q : w.v;
+		input_copies(c, &attn_in, &mlp_in);
 		n[j++] = norm_in;
-		n[j++] = elin * h / r;
+		for (int i = 0; i < (int)attn_in; i++)
+			n[j++] = elin * h / r;
 		n[j++] = e * w.q / t;
 		n[j++] = e * kv / t;
 		n[j++] = e * vv / t;
-		if (k.scores > 0) { /* softmax output, its dropout mask and output */
+		if (k.scores > 0) { /* (softmax input,) softmax output, its dropout mask and output */
 			*softmax = j;
+			if (softmax_keeps_input(c))
+				n[j++] = a * s * (amp ? 4 : e) / t;
 			n[j++] = a * s * (amp ? 4 : e) / t;
 			if (drop)
 				n[j++] = a * s / t, n[j++] = a * s * (amp ? 2 : e) / t;
@@ -1020,7 +1052,8 @@ static size_t kept_tensors(const struct mt_plan_config *c, enum mt_recompute rc,
 		if (drop)
 			n[j++] = h / r;
 		n[j++] = norm_in;
-		n[j++] = elin * h / r;
+		for (int i = 0; i < (int)mlp_in; i++)
+			n[j++] = elin * h / r;
 		if (!c->experts)
 			for (int i = 0; i < (c->swiglu ? (pt ? 4 : 3) : 2); i++)
 				n[j++] = e * f / t;
@@ -1038,17 +1071,20 @@ static size_t kept_tensors(const struct mt_plan_config *c, enum mt_recompute rc,
 /* Eager attention's scores beside those kept, each a new tensor freed by the next:
  * forward makes q·kᵀ, scales it and adds the mask before the softmax output (`kept`,
  * Hugging Face's BertSelfAttention, GPT-2's _attn); backward makes the gradients of the
- * dropout's output, of the softmax's and of the scores in turn. */
-static void scores(struct seq *q, double bytes, double kept, uint32_t *id)
+ * dropout's output, of the softmax's and of the scores in turn. With `kept_in`, the
+ * masked scores are the softmax's input kept (ids[0]) before its output (ids[1]). */
+static void scores(struct seq *q, double bytes, const double *kept, bool kept_in, uint32_t *ids)
 {
 	enum { ALLOC = 0 };
 	uint32_t a = seq_alloc(q, bytes, ALLOC), b = seq_alloc(q, bytes, ALLOC), x;
 
 	seq_free(q, &a);
-	x = seq_alloc(q, bytes, ALLOC);
+	x = seq_alloc(q, kept_in ? kept[0] : bytes, ALLOC);
 	seq_free(q, &b);
-	if (id)
-		*id = seq_alloc(q, kept, ALLOC);
+	if (kept_in)
+		ids[0] = x, x = 0;
+	if (ids)
+		ids[kept_in] = seq_alloc(q, kept[kept_in], ALLOC);
 	seq_free(q, &x);
 }
 
@@ -1061,7 +1097,7 @@ const char *mt_plan_steps(const struct mt_plan_config *c, int steps, const struc
 	double h = (double)c->hidden, v = (double)c->vocab;
 	double lt[MAXT], tt[MAXT], kt[MAXT], rt[MAXT];
 	size_t nl, nt, nk, nr, softmax, none_softmax;
-	bool pt = c->impl == MT_IMPL_PYTORCH, fsdp = c->fsdp && sh.dp > 1;
+	bool pt = c->impl == MT_IMPL_PYTORCH, fsdp = c->fsdp && sh.dp > 1, kept_in = softmax_keeps_input(c);
 	uint64_t dp1 = c->zero >= 1 || c->fsdp ? sh.dp : 1, dp3 = c->zero >= 3 || c->fsdp ? sh.dp : 1;
 	uint64_t dp2 = c->zero >= 2 || c->fsdp ? sh.dp : 1, m = c->micro_batches ? c->micro_batches : 1;
 	/* micro-batches after the second repeat its allocations: a few stand for any number */
@@ -1142,10 +1178,13 @@ const char *mt_plan_steps(const struct mt_plan_config *c, int steps, const struc
 					for (size_t i = 0; i < nl; i++)
 						cc[i] = lt[i] >= h * h ? seq_alloc(&q, 2 * lt[i] / t, ALLOC) : 0;
 				for (size_t i = 0; i < nk; i++)
-					if (i == softmax)
-						scores(&q, sb * scores_tok, sb * kt[i], &a[i]);
-					else
+					if (i == softmax) {
+						double in_out[2] = {sb * kt[i], kept_in ? sb * kt[i + 1] : 0};
+						scores(&q, sb * scores_tok, in_out, kept_in, &a[i]);
+						i += kept_in;
+					} else {
 						a[i] = seq_alloc(&q, sb * kt[i], ALLOC);
+					}
 				for (size_t i = 0; i < nr; i++) /* what recomputation does not keep */
 					tmp[i] = seq_alloc(&q, sb * rt[i], ALLOC);
 				for (size_t i = 0; i < nr; i++)
@@ -1202,7 +1241,7 @@ const char *mt_plan_steps(const struct mt_plan_config *c, int steps, const struc
 				} else if (c->zero >= 2 && sh.dp > 1) {
 					full = seq_alloc(&q, e * trainable_layer, ALLOC);
 				}
-				scores(&q, sb * scores_tok, 0, NULL);
+				scores(&q, sb * scores_tok, NULL, false, NULL);
 				for (size_t i = 0; i < nt; i++)
 					if (!g[i])
 						g[i] = seq_alloc(&q, gb * shard(tt[i] / t, dp2), ALLOC);

@@ -60,10 +60,12 @@ struct mt_plan_config {
 	bool swiglu, rmsnorm;	     /* gated MLP (three h x ffn matrices); RMSNorm (no bias) */
 	bool rope, pooler, qk_norm;  /* rotary positions; an encoder's pooler; per-head q/k norms */
 	bool no_dropout;	     /* no dropout masks kept */
+	bool separate_qkv;	     /* three matrices make q, k and v though biases are on all (BERT, OPT) */
 	uint64_t classifier;	     /* labels of a classification head instead of the output layer */
 	enum mt_bias bias;	     /* which linear layers carry biases */
 	enum mt_attention attention; /* eager (scores kept) or fused attention */
 	enum mt_impl impl;	     /* how the layers are written */
+	uint64_t torch;		     /* PyTorch's release, major * 100 + minor; 0: a current one */
 	uint64_t experts, topk, moe_ffn, shared_ffn, dense_layers; /* mixture of experts */
 	bool shared_gate;					   /* a sigmoid gate on the shared experts (Qwen-MoE) */
 	uint64_t q_lora_rank, kv_lora_rank, rope_head_dim, v_head_dim; /* multi-latent attention */
@@ -125,7 +127,8 @@ enum mt_plan_kind {
 	MT_PLAN_OPT_ATTENTION,
 	MT_PLAN_OPT_IMPL,
 	MT_PLAN_OPT_QUANT,
-	MT_PLAN_OPT_LORA
+	MT_PLAN_OPT_LORA,
+	MT_PLAN_OPT_VERSION
 };
 struct mt_plan_option {
 	const char *name; /* the field's name: --name with '-' for '_' on the command line */

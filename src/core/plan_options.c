@@ -95,6 +95,27 @@ static bool lora_targets(const char *text, unsigned *out)
 	return set != 0;
 }
 
+/* A release "MAJOR.MINOR[.PATCH]" as major * 100 + minor ("1.10.2": 110) */
+static bool release(const char *text, uint64_t *out)
+{
+	unsigned major, minor, patch;
+	int end = 0;
+
+	if (!strcmp(text, "current")) {
+		*out = 0;
+		return true;
+	}
+	if (!strchr("0123456789", *text) || !*text)
+		return false;
+	if ((sscanf(text, "%u.%u%n", &major, &minor, &end) != 2 || text[end]) &&
+	    (sscanf(text, "%u.%u.%u%n", &major, &minor, &patch, &end) != 3 || text[end]))
+		return false;
+	if (major < 1 || major > 99 || minor > 99)
+		return false;
+	*out = major * 100 + minor;
+	return true;
+}
+
 static double real(const char *text, bool *ok)
 {
 	char *end;
@@ -184,6 +205,10 @@ const char *mt_plan_set(struct mt_plan_config *c, const struct mt_plan_option *o
 		if (!lora_targets(text, (unsigned *)field))
 			goto bad;
 		return NULL;
+	case MT_PLAN_OPT_VERSION:
+		if (!release(text, (uint64_t *)field))
+			goto bad;
+		return NULL;
 	}
 bad:
 	snprintf(why, n, "%s takes %s, not '%s'", shown, mt_plan_kind_what(o->kind), text);
@@ -256,6 +281,13 @@ void mt_plan_get(const struct mt_plan_config *c, const struct mt_plan_option *o,
 		if (set & MT_LORA_MLP)
 			snprintf(buf + strlen(buf), n - strlen(buf), "%smlp", set & 15 ? "," : "");
 		return;
+	case MT_PLAN_OPT_VERSION:
+		if (*(const uint64_t *)field)
+			snprintf(buf, n, "%llu.%llu", (unsigned long long)(*(const uint64_t *)field / 100),
+				 (unsigned long long)(*(const uint64_t *)field % 100));
+		else
+			snprintf(buf, n, "current");
+		return;
 	}
 	snprintf(buf, n, "%s", name);
 }
@@ -291,6 +323,8 @@ const char *mt_plan_kind_what(enum mt_plan_kind kind)
 		return "none, int8, nf4 or nf4-dq";
 	case MT_PLAN_OPT_LORA:
 		return "a set of q, k, v, o and mlp such as qv, qkvo or all";
+	case MT_PLAN_OPT_VERSION:
+		return "a release such as 1.10 or 2.5.1";
 	}
 	return "?";
 }

@@ -48,6 +48,8 @@ static void read_config(lua_State *L, int t, struct mt_plan_config *c)
 		else
 			text = luaL_typename(L, -1);
 		snprintf(shown, sizeof shown, "memtap.plan: %s", o->name);
+		if (o->kind == MT_PLAN_OPT_VERSION && type == LUA_TNUMBER) /* 1.10 would read as 1.1 */
+			luaL_error(L, "%s takes a release as a string such as '1.10', not the number %s", shown, text);
 		if (mt_plan_set(c, o, text, shown, why, sizeof why))
 			luaL_error(L, "%s", why);
 		lua_settop(L, top);

@@ -334,11 +334,20 @@ base.swiglu = false
 local off = memtap.plan(base).model_params
 base.swiglu = true
 print(plain, off, memtap.plan(base).model_params)
+base.torch, base.impl, base.attention = "1.10", "pytorch", "eager"
+local old = memtap.plan(base).activations
+base.torch = "2.5"
+print(old - memtap.plan(base).activations)
+base.torch = 1.10
+print(select(2, pcall(memtap.plan, base)))
 """)
 p = subprocess.run([MEMTAP, "lua", lua], capture_output=True, text=True)
-got = p.stdout.split()
-ok(len(got) == 3 and got[0] == got[1] != got[2], "memtap.plan{swiglu=false} is the default, swiglu=true is not",
-   p.stdout + p.stderr)
+got = p.stdout.split("\n")
+ok(len(got) == 4 and got[0].split()[0] == got[0].split()[1] != got[0].split()[2],
+   "memtap.plan{swiglu=false} is the default, swiglu=true is not", p.stdout + p.stderr)
+ok(len(got) == 4 and got[1] == str(12 * 12 * 1024 * 2 * 8 * 1024) and "as a string such as '1.10', not the number 1.1" in got[2],
+   "memtap.plan{torch='1.10'}: each layer's softmax input kept (12 heads x 1,024 keys x 2 bytes of bf16 per token); the number "
+   "1.10 refused, as it reads 1.1", p.stdout + p.stderr)
 policy = os.path.join(TMP, "plan_policy.lua")
 open(policy, "w").write('memtap.on_exit(function() memtap.log("plan", memtap.plan{params=7.5e9, zero=3, '
                         'gpus_per_node=64}.total) end)\n')

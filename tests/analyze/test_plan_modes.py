@@ -71,6 +71,38 @@ ok(fp32["params"] == 4 * P_BERT and amp["params"] == 4 * P_BERT + 2 * 24 * layer
    amp["optimizer"] == 8 * P_BERT and amp["activations"] < fp32["activations"],
    "PyTorch AMP: fp32 weights and Adam without a master copy, autocast's fp16 copy of the 24 layers' weights, "
    "smaller activations", (fp32, amp))
+# autocast casts an fp32 input again for every matrix that reads it: BERT's query, key and
+# value each keep an fp16 copy of the attention's input, two more than one fused matrix
+# (GPT-2's c_attn) would keep: 2 x 2 bytes x 1024 per token, 2,048 tokens
+BATCH4 = ["--classifier", 2, "--seq", 512, "--micro-batch", 4]
+SHAPE = ["--layers", 24, "--hidden", 1024, "--heads", 16, "--ffn", 4096, "--vocab", 30522, "--bias", "all",
+         "--impl", "pytorch", "--attention", "eager"]
+three = plan(*SHAPE, *BATCH4, "--precision", "amp-fp16", "--separate-qkv")["layer_activation_bytes"]
+fused = plan(*SHAPE, *BATCH4, "--precision", "amp-fp16")["layer_activation_bytes"]
+same = [plan(*SHAPE, *BATCH4, "--precision", "fp32", *x)["layer_activation_bytes"] for x in ([], ["--separate-qkv"])]
+GPT2 = model("gpt2", {"model_type": "gpt2", "vocab_size": 50257, "n_layer": 12, "n_embd": 768, "n_head": 12,
+                      "n_positions": 1024})
+ok(plan("--model", BERT)["setup"]["separate_qkv"] and not plan("--model", GPT2)["setup"]["separate_qkv"],
+   "BERT's config.json: three matrices make q, k and v; GPT-2's: one (c_attn)")
+ok(three - fused == 2 * 2 * 1024 * 2048 and same[0] == same[1],
+   "autocast: query, key and value keep an fp16 copy of their input each (8 MiB more per BERT-large layer at "
+   "batch 4); without autocast one copy serves all three", (three, fused, same))
+
+# before PyTorch 1.11 a softmax also keeps its input (pytorch/pytorch#65242): BERT's
+# masked scores, 16 heads x 512 keys per token, in fp32 (also under autocast, whose
+# softmax runs in fp32) or in the 16-bit values' 2 bytes
+old = {p: plan("--model", BERT, *BATCH4, "--precision", p, "--torch", "1.10.1")["layer_activation_bytes"] -
+       plan("--model", BERT, *BATCH4, "--precision", p)["layer_activation_bytes"]
+       for p in ("fp32", "amp-fp16", "bf16-pure")}
+now = plan("--model", BERT, *BATCH4, "--torch", "2.5")
+bad = subprocess.run([MEMTAP, "plan", "--model", BERT, "--torch", "1.x"], capture_output=True, text=True)
+ok(old == {"fp32": 16 * 512 * 4 * 2048, "amp-fp16": 16 * 512 * 4 * 2048, "bf16-pure": 16 * 512 * 2 * 2048} and
+   now["layer_activation_bytes"] == plan("--model", BERT, *BATCH4)["layer_activation_bytes"] and
+   now["setup"]["torch"] == "2.5" and bad.returncode == 2 and
+   bad.stderr.strip().endswith("--torch takes a release such as 1.10 or 2.5.1, not '1.x'"),
+   "--torch 1.10: a softmax keeps its input too (64 MiB per BERT-large layer at batch 4 in fp32); 2.5 as the "
+   "default; a wrong release refused in one line", (old, now["setup"]["torch"], bad.stderr))
+
 mixed = per_gpu("--model", BERT, "--classifier", 2, "--seq", 512, "--micro-batch", 4, "--precision", "fp16")
 ok(mixed["params"] == 2 * P_BERT and mixed["optimizer"] == 12 * P_BERT,
    "DeepSpeed/Megatron mixed precision differs: fp16 weights, fp32 master copy with Adam (12 bytes/param)", mixed)

@@ -224,7 +224,7 @@ int hf_config_parse(const char *path, const char *text, size_t len, struct mt_pl
 	c->ffn = ffn;
 	c->vocab = vocab;
 	c->experts = c->topk = c->moe_ffn = c->shared_ffn = c->dense_layers = 0;
-	c->shared_gate = c->pooler = c->qk_norm = false;
+	c->shared_gate = c->pooler = c->qk_norm = c->separate_qkv = false;
 	c->kv_lora_rank = c->q_lora_rank = c->rope_head_dim = c->v_head_dim = 0;
 	c->impl = MT_IMPL_PYTORCH;
 	c->attention = MT_ATTN_FLASH;
@@ -294,6 +294,7 @@ int hf_config_parse(const char *path, const char *text, size_t len, struct mt_pl
 		c->rmsnorm = c->swiglu = false;
 		c->untied = !flag(&h, "tie_word_embeddings", true);
 		c->bias = MT_BIAS_ALL;
+		c->separate_qkv = true; /* q_proj, k_proj, v_proj */
 		c->no_dropout = !drops(&h, "dropout") && !drops(&h, "attention_dropout");
 		break;
 	}
@@ -305,7 +306,8 @@ int hf_config_parse(const char *path, const char *text, size_t len, struct mt_pl
 		c->positions = positions + types; /* position and token-type tables, both hidden wide */
 		c->rmsnorm = c->swiglu = c->untied = false;
 		c->bias = MT_BIAS_ALL;
-		c->pooler = true; /* BertModel's; its embedding LayerNorm counts as the final norm */
+		c->separate_qkv = true; /* query, key, value */
+		c->pooler = true;	/* BertModel's; its embedding LayerNorm counts as the final norm */
 		c->no_dropout = !drops(&h, "hidden_dropout_prob") && !drops(&h, "attention_probs_dropout_prob");
 		c->attention = MT_ATTN_EAGER;
 		if (strcmp(json_string_value(json_object_get(root, "position_embedding_type")) ?: "absolute",
