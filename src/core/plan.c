@@ -801,7 +801,7 @@ void mt_plan_describe(const struct mt_plan_config *c, char *buf, size_t len)
 	static const char *const precisions[] = {"fp32", "16-bit with fp32 master weights",
 						 "autocast (fp32 weights, 16-bit compute)", "pure 16-bit"};
 	uint64_t gpus = c->nodes * c->gpus_per_node;
-	char batch[64] = "", par[96] = "", extra[160] = "";
+	char batch[64] = "", par[96] = "", extra[192] = "", torch[48] = "";
 
 	if (c->layers && c->seq)
 		snprintf(batch, sizeof batch, ", micro-batch %llu, recompute %s", (unsigned long long)c->micro_batch,
@@ -810,9 +810,13 @@ void mt_plan_describe(const struct mt_plan_config *c, char *buf, size_t len)
 		snprintf(batch, sizeof batch, ", model states only (no --seq, --micro-batch)");
 	if (c->cp > 1 || c->ep > 1)
 		snprintf(par, sizeof par, " x cp %llu, ep %llu", (unsigned long long)c->cp, (unsigned long long)c->ep);
-	snprintf(extra, sizeof extra, "%s%s%s%s%s%s", c->fsdp ? ", FSDP" : "", c->fp8 ? ", fp8" : "",
+	if (softmax_keeps_input(c))
+		snprintf(torch, sizeof torch, ", PyTorch %llu.%llu (softmax keeps its input)",
+			 (unsigned long long)(c->torch / 100), (unsigned long long)(c->torch % 100));
+	snprintf(extra, sizeof extra, "%s%s%s%s%s%s%s", c->fsdp ? ", FSDP" : "", c->fp8 ? ", fp8" : "",
 		 c->lora_rank ? ", LoRA" : "", c->quantize ? " on a quantized base" : "",
-		 c->offload_optimizer ? ", optimizer offloaded" : "", c->offload_params ? ", params offloaded" : "");
+		 c->offload_optimizer ? ", optimizer offloaded" : "", c->offload_params ? ", params offloaded" : "",
+		 torch);
 	snprintf(buf, len, "%s, %s, ZeRO-%d, %llu GPUs (dp %llu x tp %llu x pp %llu%s%s)%s%s", precisions[c->precision],
 		 optimizers[c->optimizer], c->zero, (unsigned long long)gpus,
 		 (unsigned long long)(gpus / (c->tp * c->pp * c->cp)), (unsigned long long)c->tp,

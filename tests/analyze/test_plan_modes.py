@@ -96,9 +96,12 @@ old = {p: plan("--model", BERT, *BATCH4, "--precision", p, "--torch", "1.10.1")[
        for p in ("fp32", "amp-fp16", "bf16-pure")}
 now = plan("--model", BERT, *BATCH4, "--torch", "2.5")
 bad = subprocess.run([MEMTAP, "plan", "--model", BERT, "--torch", "1.x"], capture_output=True, text=True)
+text = subprocess.run([MEMTAP, "plan", "--model", BERT, *map(str, BATCH4), "--torch", "1.9"], capture_output=True,
+                      text=True)
 ok(old == {"fp32": 16 * 512 * 4 * 2048, "amp-fp16": 16 * 512 * 4 * 2048, "bf16-pure": 16 * 512 * 2 * 2048} and
    now["layer_activation_bytes"] == plan("--model", BERT, *BATCH4)["layer_activation_bytes"] and
    now["setup"]["torch"] == "2.5" and bad.returncode == 2 and
+   "recompute none, PyTorch 1.9 (softmax keeps its input)" in text.stdout and
    bad.stderr.strip().endswith("--torch takes a release such as 1.10 or 2.5.1, not '1.x'"),
    "--torch 1.10: a softmax keeps its input too (64 MiB per BERT-large layer at batch 4 in fp32); 2.5 as the "
    "default; a wrong release refused in one line", (old, now["setup"]["torch"], bad.stderr))
