@@ -401,6 +401,25 @@ static bool softmax_keeps_input(const struct mt_plan_config *c)
 	return c->impl == MT_IMPL_PYTORCH && c->torch && c->torch < 111;
 }
 
+/* What eager attention keeps per head and key of a token, in bytes, in the order it makes
+ * them: before PyTorch 1.11 the softmax's input; the softmax's output (fp32 under
+ * autocast or an upcast); the dropout's mask; the copy the product with V keeps
+ * (autocast's or the upcast's 16-bit cast, or the dropout's output). Korthikanti's 5as/h
+ * is 0 + 2 + 1 + 2. */
+enum { SCORE_PARTS = 4 };
+static double score_bytes(const struct mt_plan_config *c, double part[SCORE_PARTS])
+{
+	double e = value_bytes(c);
+	bool amp = c->precision == MT_AMP16, up = c->upcast_softmax && e < 4;
+	bool drop = !c->no_dropout && !c->no_attention_dropout;
+
+	part[0] = softmax_keeps_input(c) ? (amp ? 4 : e) : 0;
+	part[1] = amp || up ? 4 : e;
+	part[2] = drop ? 1 : 0;
+	part[3] = amp ? 2 : up || drop ? e : 0;
+	return part[0] + part[1] + part[2] + part[3];
+}
+
 static struct kept layer_kept(const struct mt_plan_config *c, enum mt_recompute rc)
 {
 	double e = value_bytes(c), h = (double)c->hidden, f = (double)c->ffn, a = (double)c->heads;
@@ -453,14 +472,8 @@ static struct kept layer_kept(const struct mt_plan_config *c, enum mt_recompute 
 	if (!moe)
 		k.tp_part += e * mlp * f;
 	if (c->attention == MT_ATTN_EAGER && rc == MT_RECOMPUTE_NONE) {
-		/* softmax output, its dropout mask and output (Korthikanti's 5as/h); autocast
-		 * runs softmax in fp32 and keeps a 16-bit copy for the product with V */
-		if (amp)
-			k.scores = a * s * (4 + (drop ? 1 : 0) + 2);
-		else
-			k.scores = a * s * (drop ? 2 * e + 1 : e);
-		if (softmax_keeps_input(c))
-			k.scores += a * s * (amp ? 4 : e);
+		double part[SCORE_PARTS];
+		k.scores = a * s * score_bytes(c, part);
 	}
 	if (moe) {
 		/* the routed tokens' copies and their experts' MLPs (top-k of them), the
@@ -1040,15 +1053,13 @@ static size_t kept_tensors(const struct mt_plan_config *c, enum mt_recompute rc,
 		n[j++] = e * w.q / t;
 		n[j++] = e * kv / t;
 		n[j++] = e * vv / t;
-		if (k.scores > 0) { /* (softmax input,) softmax output, its dropout mask and output */
+		if (k.scores > 0) { /* (softmax input,) softmax output, dropout mask, V's operand */
+			double part[SCORE_PARTS];
+			score_bytes(c, part);
 			*softmax = j;
-			if (softmax_keeps_input(c))
-				n[j++] = a * s * (amp ? 4 : e) / t;
-			n[j++] = a * s * (amp ? 4 : e) / t;
-			if (drop)
-				n[j++] = a * s / t, n[j++] = a * s * (amp ? 2 : e) / t;
-			else if (amp)
-				n[j++] = a * s * 2 / t;
+			for (int i = 0; i < SCORE_PARTS; i++)
+				if (part[i] > 0)
+					n[j++] = a * s * part[i] / t;
 		}
 		n[j++] = elin * w.o / t;
 		if (c->attention == MT_ATTN_FLASH && pt)

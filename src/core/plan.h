@@ -60,6 +60,8 @@ struct mt_plan_config {
 	bool swiglu, rmsnorm;	     /* gated MLP (three h x ffn matrices); RMSNorm (no bias) */
 	bool rope, pooler, qk_norm;  /* rotary positions; an encoder's pooler; per-head q/k norms */
 	bool no_dropout;	     /* no dropout masks kept */
+	bool no_attention_dropout;   /* none on the attention probabilities (dropout elsewhere) */
+	bool upcast_softmax;	     /* eager softmax in fp32 of 16-bit scores, then cast back */
 	bool separate_qkv;	     /* three matrices make q, k and v though biases are on all (BERT, OPT) */
 	uint64_t classifier;	     /* labels of a classification head instead of the output layer */
 	enum mt_bias bias;	     /* which linear layers carry biases */

@@ -29,15 +29,23 @@ LLAMA2_7B = {"model_type": "llama", "vocab_size": 32000, "hidden_size": 4096, "n
 LLAMA31_8B = {"model_type": "llama", "vocab_size": 128256, "hidden_size": 4096, "num_hidden_layers": 32,
               "num_attention_heads": 32, "num_key_value_heads": 8, "intermediate_size": 14336,
               "tie_word_embeddings": False, "torch_dtype": "bfloat16"}
-MODELS = {"bert-large-uncased": BERT_LARGE, "Llama-2-7b-hf": LLAMA2_7B, "Llama-3.1-8B": LLAMA31_8B}
+OPT_13B = {"model_type": "opt", "vocab_size": 50272, "hidden_size": 2048, "num_hidden_layers": 24,
+           "num_attention_heads": 32, "ffn_dim": 8192, "max_position_embeddings": 2048, "word_embed_proj_dim": 2048,
+           "do_layer_norm_before": True, "dropout": 0.1, "attention_dropout": 0.0, "enable_bias": True,
+           "activation_function": "relu", "torch_dtype": "float16"}
+MODELS = {"bert-large-uncased": BERT_LARGE, "Llama-2-7b-hf": LLAMA2_7B, "Llama-3.1-8B": LLAMA31_8B, "opt-1.3b": OPT_13B}
 
 HF = "HF anatomy"  # Hugging Face Transformers docs: model_memory_anatomy.md, perf_train_gpu_one.md (2022)
 TT = "torchtitan"  # pytorch/torchtitan benchmarks/llama3_h100_202412_torchtitan.md (9dec370)
 LG = "LitGPT"  # Lightning-AI/litgpt tutorials/resource-tables.md (8641822, 2023-10-20)
+MG = "Megatron CI"  # NVIDIA/Megatron-LM tests/functional_tests/test_cases/gpt/*/golden_values_dev_dgx_h100.json (d98e8a6)
+DS = "DS-Chat"  # deepspeedai/DeepSpeedExamples applications/DeepSpeed-Chat/training/step1_supervised_finetuning/
+#                 training_log_output/opt-1.3b-globalBatchSize128.log (3a77097, 2023-04-21)
 # the measured metric and its unit: NVML's used memory (MiB, with the CUDA context, whose
 # 1343 MiB the same page measures, passed as --overhead); the caching allocator's peak
-# reserved bytes (GiB); its peak allocated bytes (GB = 1e9)
-UNITS = {HF: 2**20, TT: 2**30, LG: 1e9}
+# reserved bytes (GiB); its peak allocated bytes (GB = 1e9); Megatron's and DeepSpeed's
+# logged max_memory_allocated (bytes, shown in GiB; DeepSpeed's "GB" divides by 1024**3)
+UNITS = {HF: 2**20, TT: 2**30, LG: 1e9, MG: 2**30, DS: 2**30}
 # NVML's used memory and torchtitan's max_reserved count what the caching allocator
 # reserved: those rows are predicted with --reserved (the modeled step replayed through
 # PyTorch's allocator policy); LitGPT's max_memory_allocated is the planned total. The
@@ -47,6 +55,14 @@ BERT = ["--classifier", 2, "--seq", 512, "--overhead", "1343MiB", "--keep-grads"
 TITAN = ["--seq", 8192, "--micro-batch", 2, "--fsdp", "--precision", "bf16", "--optimizer", "adamw", "--recompute",
          "op", "--reserved"]
 LIT = ["--seq", 1304, "--precision", "bf16-pure", "--lora-rank", 8, "--lora-modules", "qv"]
+# Megatron-LM's functional tests: 8 GPUs of one node, bf16 (fp32 main gradients), the
+# distributed optimizer (--zero 1), the vocabulary padded as Megatron pads it (to a
+# multiple of 128 x tp), measured on the last rank after several iterations
+MEGA = ["--precision", "bf16", "--grad-fp32", "--gpus-per-node", 8]
+MEGA_SMALL = MEGA + ["--layers", 12, "--hidden", 512, "--heads", 8, "--ffn", 2048, "--vocab", 50304, "--seq", 1024,
+                     "--micro-batch", 4]
+MEGA_7B = MEGA + ["--layers", 32, "--hidden", 4096, "--heads", 32, "--query-groups", 8, "--ffn", 16384, "--vocab",
+                  131584, "--untied", "--seq", 8192, "--attention", "flash", "--zero", 1]
 
 # (id, source, model, what, options, measured, why it misses where it does)
 CASES = [
@@ -89,6 +105,20 @@ CASES = [
      LIT + ["--micro-batch", 1, "--quantize", "nf4-dq"], 13.84, "as C2"),
     ("C4", LG, "Llama-2-7b-hf", "LoRA, micro-batch 2",
      LIT + ["--micro-batch", 2], 29.07, ""),
+    ("D1", MG, "GPT 7B (GQA, GELU)", "gpt3_7b_tp4_pp1_memory_speed: H100, tp 4, dp 2, micro-batch 2, seq 8192, "
+     "distributed optimizer", MEGA_7B + ["--micro-batch", 2, "--micro-batches", 2, "--tp", 4], 57143791616 / 2**30, ""),
+    ("D2", MG, "GPT 64M", "gpt3_mcore_te_tp1_pp1_dist_optimizer_no_mmap_bin_files: H100, dp 8, unfused attention",
+     MEGA_SMALL + ["--attention", "eager", "--zero", 1], 4702430720 / 2**30, ""),
+    ("D3", MG, "GPT 64M", "gpt3_mcore_te_tp1_pp1_resume_torch_dist_dist_optimizer: the same, fused attention",
+     MEGA_SMALL + ["--attention", "flash", "--zero", 1], 2691792384 / 2**30, ""),
+    ("D4", MG, "GPT 64M", "gpt3_mcore_te_tp1_pp1_resume_torch_dist_uniform_full_recompute: fused attention, full "
+     "recomputation, no distributed optimizer", MEGA_SMALL + ["--attention", "flash", "--recompute", "full"],
+     2561334272 / 2**30, ""),
+    ("E1", DS, "opt-1.3b", "16 V100 32 GB, DeepSpeed fp16, ZeRO-2, micro-batch 8, seq 512 (padded), HF eager "
+     "attention", ["--seq", 512, "--micro-batch", 8, "--precision", "fp16", "--zero", 2, "--gpus-per-node", 16,
+                   "--attention", "eager", "--upcast-softmax"], 22.95,
+     "within 10%: DeepSpeed's ZeRO-2 gradient bucket at backward start (reduce_bucket_size, 0.93 GiB in fp16) is "
+     "not planned"),
 ]
 
 
@@ -101,8 +131,8 @@ def write_model(name):
 
 def predict(case):
     ident, source, model, what, options, measured, why = case
-    p = subprocess.run([MEMTAP, "plan", "--model", write_model(model), *map(str, options), "--json"],
-                       capture_output=True, text=True)
+    described = ["--model", write_model(model)] if model in MODELS else []
+    p = subprocess.run([MEMTAP, "plan", *described, *map(str, options), "--json"], capture_output=True, text=True)
     if p.returncode != 0:
         return None, p.stderr.strip()
     plan = json.loads(p.stdout)
@@ -111,7 +141,7 @@ def predict(case):
     return total, 100 * (total - measured) / measured
 
 
-UNIT_NAMES = {HF: "MiB", TT: "GiB", LG: "GB"}
+UNIT_NAMES = {HF: "MiB", TT: "GiB", LG: "GB", MG: "GiB", DS: "GiB"}
 
 
 def row(case, got, err):

@@ -106,6 +106,26 @@ ok(old == {"fp32": 16 * 512 * 4 * 2048, "amp-fp16": 16 * 512 * 4 * 2048, "bf16-p
    "--torch 1.10: a softmax keeps its input too (64 MiB per BERT-large layer at batch 4 in fp32); 2.5 as the "
    "default; a wrong release refused in one line", (old, now["setup"]["torch"], bad.stderr))
 
+# eager attention's scores as Hugging Face's OPT keeps them under fp16: no attention
+# dropout (attention_dropout 0), the softmax run in fp32 and cast back: its fp32 output
+# and the fp16 copy (4 + 2 bytes per head and key) where a plain softmax keeps its fp16
+# output alone (2); 32 heads x 512 keys x 4,096 tokens
+OPT = model("opt-1.3b", {"model_type": "opt", "vocab_size": 50272, "hidden_size": 2048, "num_hidden_layers": 24,
+                         "num_attention_heads": 32, "ffn_dim": 8192, "max_position_embeddings": 2048,
+                         "dropout": 0.1, "attention_dropout": 0.0})
+EAGER = ["--model", OPT, "--seq", 512, "--micro-batch", 8, "--precision", "fp16", "--attention", "eager"]
+up = plan(*EAGER, "--upcast-softmax")
+plain = plan(*EAGER)
+masked = plan(*EAGER[2:], "--layers", 24, "--hidden", 2048, "--heads", 32, "--ffn", 8192, "--vocab", 50272,
+              "--impl", "pytorch", "--bias", "all", "--separate-qkv")  # attention dropout: mask and output kept
+ok(up["layer_activation_bytes"] - plain["layer_activation_bytes"] == 4 * 32 * 512 * 4096 and
+   masked["layer_activation_bytes"] - plain["layer_activation_bytes"] == (1 + 2) * 32 * 512 * 4096 and
+   plain["setup"]["no_attention_dropout"] and not plain["setup"]["no_dropout"] and
+   plan("--model", LLAMA2)["setup"]["upcast_softmax"],
+   "eager OPT in fp16: no attention-dropout mask (attention_dropout 0) and, upcast, the softmax's fp32 output and "
+   "its fp16 copy (256 MiB more per layer); a Llama config upcasts", (up["layer_activation_bytes"],
+                                                                    plain["layer_activation_bytes"], plain["setup"]))
+
 mixed = per_gpu("--model", BERT, "--classifier", 2, "--seq", 512, "--micro-batch", 4, "--precision", "fp16")
 ok(mixed["params"] == 2 * P_BERT and mixed["optimizer"] == 12 * P_BERT,
    "DeepSpeed/Megatron mixed precision differs: fp16 weights, fp32 master copy with Adam (12 bytes/param)", mixed)

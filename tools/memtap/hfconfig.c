@@ -224,7 +224,7 @@ int hf_config_parse(const char *path, const char *text, size_t len, struct mt_pl
 	c->ffn = ffn;
 	c->vocab = vocab;
 	c->experts = c->topk = c->moe_ffn = c->shared_ffn = c->dense_layers = 0;
-	c->shared_gate = c->pooler = c->qk_norm = c->separate_qkv = false;
+	c->shared_gate = c->pooler = c->qk_norm = c->separate_qkv = c->upcast_softmax = false;
 	c->kv_lora_rank = c->q_lora_rank = c->rope_head_dim = c->v_head_dim = 0;
 	c->impl = MT_IMPL_PYTORCH;
 	c->attention = MT_ATTN_FLASH;
@@ -249,6 +249,8 @@ int hf_config_parse(const char *path, const char *text, size_t len, struct mt_pl
 		c->qk_norm = !strcmp(type, "qwen3") || !strcmp(type, "qwen3_moe");
 		c->no_dropout = !drops(&h, "attention_dropout") && !drops(&h, "hidden_dropout") &&
 				!drops(&h, "resid_pdrop") && !drops(&h, "embd_pdrop");
+		c->no_attention_dropout = !drops(&h, "attention_dropout");
+		c->upcast_softmax = true; /* eager: softmax(..., dtype=torch.float32).to(query's dtype) */
 		break;
 	case GPT2:
 		c->rope = false;
@@ -258,6 +260,7 @@ int hf_config_parse(const char *path, const char *text, size_t len, struct mt_pl
 		if ((r = refuse_true(&h, "scale_attn_by_inverse_layer_idx", "no parameters, but not checked")))
 			goto done;
 		c->no_dropout = !drops(&h, "resid_pdrop") && !drops(&h, "attn_pdrop") && !drops(&h, "embd_pdrop");
+		c->no_attention_dropout = !drops(&h, "attn_pdrop");
 		c->attention = MT_ATTN_EAGER;
 		break;
 	case NEOX:
@@ -271,6 +274,7 @@ int hf_config_parse(const char *path, const char *text, size_t len, struct mt_pl
 			goto done;
 		}
 		c->no_dropout = !drops(&h, "attention_dropout") && !drops(&h, "hidden_dropout");
+		c->no_attention_dropout = !drops(&h, "attention_dropout");
 		break;
 	case OPT: {
 		uint64_t proj;
@@ -296,6 +300,7 @@ int hf_config_parse(const char *path, const char *text, size_t len, struct mt_pl
 		c->bias = MT_BIAS_ALL;
 		c->separate_qkv = true; /* q_proj, k_proj, v_proj */
 		c->no_dropout = !drops(&h, "dropout") && !drops(&h, "attention_dropout");
+		c->no_attention_dropout = !drops(&h, "attention_dropout");
 		break;
 	}
 	case BERT:
@@ -309,6 +314,7 @@ int hf_config_parse(const char *path, const char *text, size_t len, struct mt_pl
 		c->separate_qkv = true; /* query, key, value */
 		c->pooler = true;	/* BertModel's; its embedding LayerNorm counts as the final norm */
 		c->no_dropout = !drops(&h, "hidden_dropout_prob") && !drops(&h, "attention_probs_dropout_prob");
+		c->no_attention_dropout = !drops(&h, "attention_probs_dropout_prob");
 		c->attention = MT_ATTN_EAGER;
 		if (strcmp(json_string_value(json_object_get(root, "position_embedding_type")) ?: "absolute",
 			   "absolute")) {
