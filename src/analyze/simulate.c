@@ -66,15 +66,15 @@ static void sim_phys_release(void *ctx, int device, uint64_t handle)
 		d->used -= size;
 }
 
-static int sim_map(void *ctx, int device, uint64_t addr, uint64_t size, uint64_t handle)
+static int sim_map(void *ctx, int device, uint64_t addr, uint64_t page, const uint64_t *handles, uint64_t n)
 {
-	(void)ctx, (void)device, (void)addr, (void)size, (void)handle;
+	(void)ctx, (void)device, (void)addr, (void)page, (void)handles, (void)n;
 	return 0;
 }
 
-static void sim_unmap(void *ctx, int device, uint64_t addr, uint64_t size)
+static void sim_unmap(void *ctx, int device, uint64_t addr, uint64_t page, uint64_t n)
 {
-	(void)ctx, (void)device, (void)addr, (void)size;
+	(void)ctx, (void)device, (void)addr, (void)page, (void)n;
 }
 
 static uint64_t sim_event_record(void *ctx, int device, uint64_t stream)
