@@ -254,9 +254,11 @@ static uint64_t unmap_lazy(struct mt_cache *m, struct segment *s, uint64_t want,
  * its addresses back. Device lock held. */
 uint64_t mtc_unmap_pages(struct mt_cache *m, uint64_t want, bool keep, uint64_t stream)
 {
-	uint64_t got = 0;
+	/* the walk ends once every lazy segment with a spare page was seen (a free racing
+	 * with it may be missed, as one just after it would be) */
+	uint64_t got = 0, spare = __atomic_load_n(&m->nspare, __ATOMIC_RELAXED);
 
-	for (struct segment *s = m->segments, *sn; s && got < want; s = sn) {
+	for (struct segment *s = m->segments, *sn; s && got < want && (spare || m->nexpandable); s = sn) {
 		struct pool *p = s->pool;
 		bool synced = p->stream == stream;
 
@@ -269,6 +271,7 @@ uint64_t mtc_unmap_pages(struct mt_cache *m, uint64_t want, bool keep, uint64_t 
 			continue;
 		}
 		if (s->lazy) {
+			spare -= spare > 0;
 			got += unmap_lazy(m, s, want - got, keep, &synced);
 			spin_unlock(&p->lock);
 			continue;
