@@ -12,6 +12,8 @@
  * holds pages of the engine's granule only (expandable segments' 20 MiB pages go back). */
 static void phys_push(struct mt_cache *m, const uint64_t *h, uint64_t n, uint64_t page, bool keep)
 {
+	if (!n)
+		return;
 	keep = keep && page == m->c.granule;
 	if (keep && m->nphys + n > m->capphys) {
 		size_t cap = m->capphys ? m->capphys * 2 : 64;
@@ -44,6 +46,8 @@ static uint64_t phys_pop(struct mt_cache *m, uint64_t *h, uint64_t n)
 {
 	if (n > m->nphys)
 		n = m->nphys;
+	if (!n) /* the pool may not exist yet */
+		return 0;
 	m->nphys -= n;
 	memcpy(h, m->phys + m->nphys, n * sizeof *h);
 	return n;
