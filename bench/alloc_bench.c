@@ -54,6 +54,5 @@ int main(int argc, char **argv)
 	printf("cache-hit alloc+free pair (%s): %.1f ns; glibc malloc+free pair: %.1f ns; ratio %.2f\n", policy,
 	       best_cache, best_libc, best_cache / best_libc);
 	mt_cache_delete(m);
-	mt_sim_device_free(&dev);
 	return 0;
 }

@@ -17,11 +17,9 @@
  * complete at once. One thread at a time. */
 struct mt_sim_device {
 	uint64_t capacity, used, next_addr, next_handle;
-	struct mt_map handles; /* handle -> size */
 };
 
 void mt_sim_device_init(struct mt_sim_device *d, uint64_t capacity, struct mt_cache_backend *b);
-void mt_sim_device_free(struct mt_sim_device *d);
 
 /* One allocation or free, in trace order; a free names its allocation's index. */
 struct mt_sim_op {

@@ -921,7 +921,7 @@ void mt_cache_delete(struct mt_cache *m)
 		if (s->page) {
 			for (uint64_t i = 0; i < s->size / s->page; i++)
 				if (s->handles[i]) {
-					m->b.unmap(m->b.ctx, m->device, s->addr + i * s->page, s->page);
+					m->b.unmap(m->b.ctx, m->device, s->addr + i * s->page, s->page, 1);
 					m->b.phys_release(m->b.ctx, m->device, s->handles[i]);
 				}
 			m->b.va_free(m->b.ctx, m->device, s->addr, s->size);

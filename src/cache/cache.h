@@ -62,8 +62,11 @@ struct mt_cache_backend {
 	void (*va_free)(void *ctx, int device, uint64_t addr, uint64_t size);
 	int (*phys_create)(void *ctx, int device, uint64_t size, uint64_t *handle);
 	void (*phys_release)(void *ctx, int device, uint64_t handle);
-	int (*map)(void *ctx, int device, uint64_t addr, uint64_t size, uint64_t handle);
-	void (*unmap)(void *ctx, int device, uint64_t addr, uint64_t size);
+	/* n consecutive pages of `page` bytes from addr, the i-th on handles[i] (one backend
+	 * call for a run of pages: the driver's cuMemSetAccess covers the run at once); all of
+	 * them mapped, or none */
+	int (*map)(void *ctx, int device, uint64_t addr, uint64_t page, const uint64_t *handles, uint64_t n);
+	void (*unmap)(void *ctx, int device, uint64_t addr, uint64_t page, uint64_t n); /* n pages mapped so */
 	/* Cross-stream reuse: an event recorded on a stream (0: none could be made, and the
 	 * stream is synchronized instead); whether it completed (then it is gone). */
 	uint64_t (*event_record)(void *ctx, int device, uint64_t stream);

@@ -8,32 +8,136 @@
 
 #include "cache/engine.h"
 
-/* The physical pool holds pages of the engine's granule only (expandable segments' 20 MiB
- * pages go back to the device). */
-static void phys_push(struct mt_cache *m, uint64_t handle, uint64_t page)
+/* n physical pages (handles h) into the pool (`keep`), else back to the device. The pool
+ * holds pages of the engine's granule only (expandable segments' 20 MiB pages go back). */
+static void phys_push(struct mt_cache *m, const uint64_t *h, uint64_t n, uint64_t page, bool keep)
 {
-	if (page != m->c.granule) {
-		m->b.phys_release(m->b.ctx, m->device, handle);
-		stat_sub(&m->st.reserved, page);
+	if (!n)
+		return;
+	keep = keep && page == m->c.granule;
+	if (keep && m->nphys + n > m->capphys) {
+		size_t cap = m->capphys ? m->capphys * 2 : 64;
+		uint64_t *a;
+
+		while (cap < m->nphys + n)
+			cap *= 2;
+		if ((a = m->b.mem_alloc(m->b.ctx, cap * sizeof *a)) != NULL) {
+			if (m->nphys)
+				memcpy(a, m->phys, m->nphys * sizeof *a);
+			if (m->capphys)
+				m->b.mem_free(m->b.ctx, m->phys, m->capphys * sizeof *a);
+			m->phys = a;
+			m->capphys = cap;
+		}
+		keep = a != NULL;
+	}
+	if (!keep) {
+		for (uint64_t k = 0; k < n; k++)
+			m->b.phys_release(m->b.ctx, m->device, h[k]);
+		stat_sub(&m->st.reserved, n * page);
 		return;
 	}
-	if (m->nphys == m->capphys) {
-		size_t cap = m->capphys ? m->capphys * 2 : 64;
-		uint64_t *a = m->b.mem_alloc(m->b.ctx, cap * sizeof *a);
+	memcpy(m->phys + m->nphys, h, n * sizeof *h);
+	m->nphys += n;
+}
 
-		if (!a) {
-			m->b.phys_release(m->b.ctx, m->device, handle);
-			stat_sub(&m->st.reserved, page);
-			return;
+/* Up to n pooled physical pages into h[]; how many. */
+static uint64_t phys_pop(struct mt_cache *m, uint64_t *h, uint64_t n)
+{
+	if (n > m->nphys)
+		n = m->nphys;
+	if (!n) /* the pool may not exist yet */
+		return 0;
+	m->nphys -= n;
+	memcpy(h, m->phys + m->nphys, n * sizeof *h);
+	return n;
+}
+
+/* The first page at or after i and before end whose bit is set (`set`) or clear; end
+ * when there is none. */
+static uint64_t next_bit(const uint64_t *bits, uint64_t i, uint64_t end, bool set)
+{
+	while (i < end) {
+		uint64_t w = (set ? bits[i / 64] : ~bits[i / 64]) >> (i % 64);
+
+		if (w) {
+			i += (uint64_t)__builtin_ctzll(w);
+			return i < end ? i : end;
 		}
-		if (m->nphys)
-			memcpy(a, m->phys, m->nphys * sizeof *a);
-		if (m->capphys)
-			m->b.mem_free(m->b.ctx, m->phys, m->capphys * sizeof *a);
-		m->phys = a;
-		m->capphys = cap;
+		i = (i | 63) + 1;
 	}
-	m->phys[m->nphys++] = handle;
+	return end;
+}
+
+/* Bits [i, j) set (`set`) or cleared, a word at a time. */
+static void set_bits(uint64_t *bits, uint64_t i, uint64_t j, bool set)
+{
+	while (i < j) {
+		uint64_t e = (i | 63) + 1 < j ? (i | 63) + 1 : j;
+		uint64_t mask = (e - i == 64 ? ~0ull : (1ull << (e - i)) - 1) << (i % 64);
+
+		if (set)
+			bits[i / 64] |= mask;
+		else
+			bits[i / 64] &= ~mask;
+		i = e;
+	}
+}
+
+/* Pages [i, i + n) of segment s, all mapped, are unmapped in one backend call: their
+ * physical pages into the pool (`keep`) or back to the device. The caller keeps the
+ * segment's counts. */
+static void unmap_run(struct mt_cache *m, struct segment *s, uint64_t i, uint64_t n, bool keep)
+{
+	uint64_t a = s->addr + i * s->page, *h = &s->handles[i];
+
+	if (m->b.change)
+		for (uint64_t k = 0; k < n; k++)
+			note(m, MT_CACHE_SEGMENT_FREE, a + k * s->page, s->page, 0, s->pool->stream, true);
+	m->b.unmap(m->b.ctx, m->device, a, s->page, n);
+	phys_push(m, h, n, s->page, keep);
+	memset(h, 0, n * sizeof *h);
+}
+
+/* Pages [i, i + n) of segment s are mapped, in one backend call, on the physical pages
+ * already in handles[i..]; recorded (each page its own segment_alloc). 0 or the backend's
+ * answer, and then the physical pages go back to the pool. */
+static int map_run(struct mt_cache *m, struct segment *s, uint64_t i, uint64_t n)
+{
+	uint64_t a = s->addr + i * s->page, *h = &s->handles[i];
+	int err = m->b.map(m->b.ctx, m->device, a, s->page, h, n);
+
+	if (err) {
+		phys_push(m, h, n, s->page, true);
+		memset(h, 0, n * sizeof *h);
+		return mtc_backend_error(err);
+	}
+	if (m->b.change)
+		for (uint64_t k = 0; k < n; k++)
+			note(m, MT_CACHE_SEGMENT_ALLOC, a + k * s->page, s->page, 0, s->pool->stream, true);
+	s->mapped += n;
+	return 0;
+}
+
+/* n physical pages into h[]: pooled ones first (pages of the granule), new ones only once
+ * the pool is empty; how many h[] holds in the end (n, or fewer and *err). */
+static uint64_t phys_get(struct mt_cache *m, const struct mt_cache_config *c, uint64_t page, uint64_t *h, uint64_t n,
+			 int *err)
+{
+	uint64_t got = page == m->c.granule ? phys_pop(m, h, n) : 0;
+
+	for (*err = 0; got < n; got++) {
+		if (mtc_over_limit(m, c, page)) {
+			*err = MT_CACHE_OOM;
+			break;
+		}
+		if ((*err = m->b.phys_create(m->b.ctx, m->device, page, &h[got])) != 0) {
+			*err = mtc_backend_error(*err);
+			break;
+		}
+		stat_add(&m->st.reserved, &m->st.peak_reserved, page);
+	}
+	return got;
 }
 
 /* n pages mapped at the start of hole h: pooled physical pages first, then new ones.
@@ -42,62 +146,24 @@ static void phys_push(struct mt_cache *m, uint64_t handle, uint64_t page)
 static int map_pages(struct mt_cache *m, const struct mt_cache_config *c, struct segment *s, struct block *h,
 		     uint64_t n, struct block **out)
 {
-	uint64_t at = h->addr, first = (h->addr - s->addr) / s->page, i;
-	int err = 0;
+	uint64_t first = (h->addr - s->addr) / s->page, got;
+	int err;
 
-	for (i = 0; i < n; i++) {
-		uint64_t handle;
-
-		if (m->nphys && s->page == m->c.granule) {
-			handle = m->phys[--m->nphys];
-		} else if (mtc_over_limit(m, c, s->page)) {
-			err = MT_CACHE_OOM;
-			break;
-		} else if ((err = m->b.phys_create(m->b.ctx, m->device, s->page, &handle)) != 0) {
-			err = mtc_backend_error(err);
-			break;
-		} else {
-			stat_add(&m->st.reserved, &m->st.peak_reserved, s->page);
-		}
-		if ((err = m->b.map(m->b.ctx, m->device, at + i * s->page, s->page, handle)) != 0) {
-			phys_push(m, handle, s->page);
-			err = mtc_backend_error(err);
-			break;
-		}
-		s->handles[first + i] = handle;
-	}
-	if (!err && h->size > n * s->page && !mtc_split(m, s->pool, h, n * s->page, HOLE))
-		err = ENOMEM;
+	got = phys_get(m, c, s->page, &s->handles[first], n, &err);
 	if (err) {
-		while (i-- > 0) {
-			m->b.unmap(m->b.ctx, m->device, at + i * s->page, s->page);
-			phys_push(m, s->handles[first + i], s->page);
-			s->handles[first + i] = 0;
-		}
+		phys_push(m, &s->handles[first], got, s->page, true);
+		memset(&s->handles[first], 0, got * sizeof *s->handles);
 		return err;
 	}
-	for (i = 0; i < n; i++)
-		note(m, MT_CACHE_SEGMENT_ALLOC, at + i * s->page, s->page, 0, s->pool->stream, true);
-	s->mapped += n;
+	if ((err = map_run(m, s, first, n)) != 0)
+		return err;
+	if (h->size > n * s->page && !mtc_split(m, s->pool, h, n * s->page, HOLE)) {
+		unmap_run(m, s, first, n, true);
+		s->mapped -= n;
+		return ENOMEM;
+	}
 	*out = mtc_make_free(m, s->pool, h);
 	return 0;
-}
-
-/* The page at a is unmapped: its physical page into the pool (`keep`) or back to the
- * device. */
-static void unmap_page(struct mt_cache *m, struct segment *s, uint64_t a, bool keep)
-{
-	uint64_t *h = &s->handles[(a - s->addr) / s->page];
-
-	note(m, MT_CACHE_SEGMENT_FREE, a, s->page, 0, s->pool->stream, true);
-	m->b.unmap(m->b.ctx, m->device, a, s->page);
-	if (keep) {
-		phys_push(m, *h, s->page);
-	} else {
-		m->b.phys_release(m->b.ctx, m->device, *h);
-		stat_sub(&m->st.reserved, s->page);
-	}
-	*h = 0;
 }
 
 /* Up to `want` whole pages inside free block b are unmapped: into the physical pool
@@ -133,8 +199,7 @@ static uint64_t unmap_free(struct mt_cache *m, struct segment *s, struct block *
 		}
 		mtc_bin_insert(p, tail);
 	}
-	for (uint64_t a = lo; a < hi; a += s->page)
-		unmap_page(m, s, a, keep);
+	unmap_run(m, s, (lo - s->addr) / s->page, n, keep);
 	s->mapped -= n;
 	mid->state = HOLE;
 	if (mid->next && mid->next->state == HOLE)
@@ -156,32 +221,28 @@ static uint64_t unmap_lazy(struct mt_cache *m, struct segment *s, uint64_t want,
 	bool all = true; /* every free page looked at */
 
 	for (struct block *b = s->first; b && all && s->mapped; b = b->next) {
-		uint64_t lo = align_up(b->addr - s->addr, s->page) / s->page;
-		uint64_t hi = (b->addr + b->size - s->addr) / s->page;
+		uint64_t hi = (b->addr + b->size - s->addr) / s->page, i, j;
 
-		for (uint64_t i = lo; b->state == FREE && i < hi; i++) {
-			uint64_t w = s->bits[i / 64] >> (i % 64);
-
-			if (!w) { /* the rest of this word is unmapped */
-				i |= 63;
-				continue;
-			}
-			i += (uint64_t)__builtin_ctzll(w);
-			if (i >= hi)
-				break;
+		if (b->state != FREE)
+			continue;
+		for (i = align_up(b->addr - s->addr, s->page) / s->page; (i = next_bit(s->bits, i, hi, true)) < hi;
+		     i = j) {
 			if (got == want) {
 				all = false;
 				break;
 			}
-			s->bits[i / 64] &= ~(1ull << (i % 64));
+			j = next_bit(s->bits, i, hi, false); /* [i, j) mapped */
+			if (j - i > want - got)
+				j = i + want - got;
 			if (!*synced) {
 				m->b.stream_sync(m->b.ctx, m->device, p->stream);
 				*synced = true;
 			}
-			unmap_page(m, s, s->addr + i * s->page, keep);
-			s->mapped--;
-			s->unmapped++;
-			got++;
+			set_bits(s->bits, i, j, false);
+			unmap_run(m, s, i, j - i, keep);
+			s->mapped -= j - i;
+			s->unmapped += j - i;
+			got += j - i;
 		}
 	}
 	if (all && s->spare) { /* no free page is mapped until the next free */
@@ -197,9 +258,11 @@ static uint64_t unmap_lazy(struct mt_cache *m, struct segment *s, uint64_t want,
  * its addresses back. Device lock held. */
 uint64_t mtc_unmap_pages(struct mt_cache *m, uint64_t want, bool keep, uint64_t stream)
 {
-	uint64_t got = 0;
+	/* the walk ends once every lazy segment with a spare page was seen (a free racing
+	 * with it may be missed, as one just after it would be) */
+	uint64_t got = 0, spare = __atomic_load_n(&m->nspare, __ATOMIC_RELAXED);
 
-	for (struct segment *s = m->segments, *sn; s && got < want; s = sn) {
+	for (struct segment *s = m->segments, *sn; s && got < want && (spare || m->nexpandable); s = sn) {
 		struct pool *p = s->pool;
 		bool synced = p->stream == stream;
 
@@ -212,6 +275,7 @@ uint64_t mtc_unmap_pages(struct mt_cache *m, uint64_t want, bool keep, uint64_t 
 			continue;
 		}
 		if (s->lazy) {
+			spare -= spare > 0;
 			got += unmap_lazy(m, s, want - got, keep, &synced);
 			spin_unlock(&p->lock);
 			continue;
@@ -320,47 +384,30 @@ int mtc_map_lazy(struct mt_cache *m, const struct mt_cache_config *c, struct blo
 			count(&m->st.stitched);
 	}
 	spin_lock(&p->lock);
-	for (uint64_t i = first; i <= last && !err; i++) {
-		uint64_t handle, at, w = ~s->bits[i / 64] >> (i % 64);
+	for (uint64_t i = first, j; !err && (i = next_bit(s->bits, i, last + 1, false)) <= last; i = j) {
+		uint64_t n;
 
-		if (!w) { /* the rest of this word is mapped */
-			i |= 63;
-			continue;
-		}
-		i += (uint64_t)__builtin_ctzll(w);
-		if (i > last)
-			break;
-		at = s->addr + i * s->page;
-		if (m->nphys) {
-			handle = m->phys[--m->nphys];
-		} else if ((err = mtc_over_limit(m, c, s->page)
-				      ? MT_CACHE_OOM
-				      : m->b.phys_create(m->b.ctx, m->device, s->page, &handle)) != 0) {
-			err = mtc_backend_error(err);
-			/* the device is full before the margin is: the rest moves after all */
-			if (err != MT_CACHE_OOM || moved)
+		j = next_bit(s->bits, i, last + 1, true); /* [i, j) unmapped */
+		n = phys_get(m, c, s->page, &s->handles[i], j - i, &err);
+		if (n) {
+			int e = map_run(m, s, i, n);
+
+			if (e) {
+				err = e;
 				break;
+			}
+			set_bits(s->bits, i, i + n, true);
+			s->unmapped -= n;
+		}
+		j = i + n;
+		/* the device is full before the margin is: the rest moves after all */
+		if (err == MT_CACHE_OOM && !moved) {
 			spin_unlock(&p->lock);
-			moved = mtc_unmap_pages(m, last - i + 1, true, stream) > 0;
+			moved = mtc_unmap_pages(m, last - j + 1, true, stream) > 0;
 			spin_lock(&p->lock);
-			if (!moved)
-				break;
-			err = 0;
-			i--;
-			continue;
-		} else {
-			stat_add(&m->st.reserved, &m->st.peak_reserved, s->page);
+			if (moved)
+				err = 0;
 		}
-		if ((err = m->b.map(m->b.ctx, m->device, at, s->page, handle)) != 0) {
-			phys_push(m, handle, s->page);
-			err = mtc_backend_error(err);
-			break;
-		}
-		s->handles[i] = handle;
-		s->bits[i / 64] |= 1ull << (i % 64);
-		s->mapped++;
-		s->unmapped--;
-		note(m, MT_CACHE_SEGMENT_ALLOC, at, s->page, 0, p->stream, true);
 	}
 	spin_unlock(&p->lock);
 	return err;
@@ -375,13 +422,10 @@ bool mtc_release_lazy(struct mt_cache *m, struct segment *s)
 	if (!s->lazy || b->next || b->state != FREE)
 		return false;
 	mtc_bin_remove(s->pool, b);
-	for (uint64_t i = 0; i < s->size / s->page; i++)
-		if (s->handles[i]) {
-			note(m, MT_CACHE_SEGMENT_FREE, s->addr + i * s->page, s->page, 0, s->pool->stream, true);
-			m->b.unmap(m->b.ctx, m->device, s->addr + i * s->page, s->page);
-			m->b.phys_release(m->b.ctx, m->device, s->handles[i]);
-			stat_sub(&m->st.reserved, s->page);
-		}
+	for (uint64_t i = 0, j, end = s->size / s->page; (i = next_bit(s->bits, i, end, true)) < end; i = j) {
+		j = next_bit(s->bits, i, end, false);
+		unmap_run(m, s, i, j - i, false);
+	}
 	m->b.va_free(m->b.ctx, m->device, s->addr, s->size);
 	mtc_drop_segment(m, s);
 	count(&m->st.released);

@@ -111,22 +111,31 @@ static void drv_phys_release(void *ctx, int device, uint64_t handle)
 	MTP_REAL(cuMemRelease)(handle);
 }
 
-static int drv_map(void *ctx, int device, uint64_t addr, uint64_t size, uint64_t handle)
+/* A run of pages: one cuMemMap per page (a mapping is one handle) and one cuMemSetAccess
+ * for the whole run, as PyTorch's expandable segments do. */
+static int drv_map(void *ctx, int device, uint64_t addr, uint64_t page, const uint64_t *handles, uint64_t n)
 {
 	CUmemAccessDesc access = {.location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = device},
 				  .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
-	CUresult r = MTP_REAL(cuMemMap)(addr, size, 0, handle, 0);
+	CUresult r = CUDA_SUCCESS;
+	uint64_t i = 0;
 
 	(void)ctx;
-	if (r == CUDA_SUCCESS && (r = MTP_REAL(cuMemSetAccess)(addr, size, &access, 1)) != CUDA_SUCCESS)
-		MTP_REAL(cuMemUnmap)(addr, size);
+	while (i < n && (r = MTP_REAL(cuMemMap)(addr + i * page, page, 0, handles[i], 0)) == CUDA_SUCCESS)
+		i++;
+	if (r == CUDA_SUCCESS)
+		r = MTP_REAL(cuMemSetAccess)(addr, n * page, &access, 1);
+	if (r != CUDA_SUCCESS)
+		while (i-- > 0)
+			MTP_REAL(cuMemUnmap)(addr + i * page, page);
 	return result(r);
 }
 
-static void drv_unmap(void *ctx, int device, uint64_t addr, uint64_t size)
+static void drv_unmap(void *ctx, int device, uint64_t addr, uint64_t page, uint64_t n)
 {
 	(void)ctx, (void)device;
-	MTP_REAL(cuMemUnmap)(addr, size);
+	for (uint64_t i = 0; i < n; i++)
+		MTP_REAL(cuMemUnmap)(addr + i * page, page);
 }
 
 static void drv_stream_sync(void *ctx, int device, uint64_t stream)
