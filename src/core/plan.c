@@ -580,6 +580,19 @@ static double held(const struct mt_plan_config *c, const struct share *s, int st
 	return shard(s->dense, sharded ? s->dp : 1) + shard(s->expert, sharded ? s->edp : 1);
 }
 
+/* DeepSpeed's contiguous gradient bucket: reduce_bucket values of the model's type (twice
+ * with overlap_comm: reduce_bucket says so), made as backward begins and released after
+ * it at stages 1 and 2 (stage_1_and_2.py's setup_buckets), made once and kept at stage 3
+ * (stage3.py). Under ZeRO-Offload it is the gradient buffer moments() plans already. */
+static double ipg_bucket(const struct mt_plan_config *c)
+{
+	bool offloaded = c->offload_optimizer && !c->fsdp && c->optimizer != MT_NO_OPTIMIZER;
+
+	if (!c->contiguous_gradients || c->zero < 1 || c->fsdp || offloaded)
+		return 0;
+	return value_bytes(c) * (double)c->reduce_bucket;
+}
+
 /* Each moment's components, unscaled. */
 static void moments(const struct mt_plan_config *c, double m[MOMENTS][MT_PLAN_COMPONENTS], double *cpu, double *nvme)
 {
@@ -709,6 +722,9 @@ void mt_plan_compute(const struct mt_plan_config *c, const struct mt_plan_scale 
 				.total = -1,
 				.framework = c->overhead + (s ? s->other : 0)};
 	moments(c, m, &out->cpu, &out->nvme);
+	for (int i = first; i < last; i++)
+		if (i != AT_OPTIMIZER || c->zero >= 3)
+			m[i][MT_PLAN_TEMPORARIES] += ipg_bucket(c);
 	/* the peak is where backward begins (every activation alive), in the backward of the
 	 * last or the first layer (recomputation), or in the optimizer step (every gradient
 	 * alive) */
@@ -1151,7 +1167,7 @@ const char *mt_plan_steps(const struct mt_plan_config *c, int steps, const struc
 	uint32_t *ids = mt_calloc(layers * 2 * MAXT, sizeof *ids);
 	if (!ids)
 		return "out of memory";
-	uint32_t *grads = ids, *states = ids + layers * MAXT, *acts, *cast, other[2] = {0};
+	uint32_t *grads = ids, *states = ids + layers * MAXT, *acts, *cast, other[2] = {0}, ipg = 0;
 	uint32_t *acts_all = mt_calloc(layers * MAXT * 2, sizeof *acts_all);
 	if (!acts_all) {
 		mt_free(ids);
@@ -1171,6 +1187,8 @@ const char *mt_plan_steps(const struct mt_plan_config *c, int steps, const struc
 	}
 	if (c->fp8) /* the blocks' weights in fp8, cached for the step */
 		seq_alloc(&q, held(c, &sh, 3, false) * (1 - head / (double)c->params), ALLOC);
+	if (c->zero >= 3) /* DeepSpeed's gradient bucket, kept */
+		ipg = seq_alloc(&q, ipg_bucket(c), ALLOC);
 
 	for (int step = 0; step < steps; step++) {
 		for (uint64_t mb = 0; mb < m; mb++) {
@@ -1230,6 +1248,8 @@ const char *mt_plan_steps(const struct mt_plan_config *c, int steps, const struc
 			}
 			if (!c->lora_rank && !other[0])
 				other[0] = seq_alloc(&q, gb * shard(head / t + positions(c) * h, dp2), ALLOC);
+			if (c->zero < 3) /* DeepSpeed's gradient bucket, for the backward */
+				ipg = seq_alloc(&q, ipg_bucket(c), ALLOC);
 			if (c->zero >= 2 && sh.dp > 1 && !c->lora_rank && !c->classifier)
 				bucket = seq_alloc(&q, e * v * h / t, ALLOC);
 			seq_free(&q, &bucket);
@@ -1274,6 +1294,8 @@ const char *mt_plan_steps(const struct mt_plan_config *c, int steps, const struc
 			}
 			seq_free(&q, &root);
 			seq_free(&q, &emb_out);
+			if (c->zero < 3)
+				seq_free(&q, &ipg);
 		}
 		/* the optimizer: its state made by the first step and kept, an fp32 update per tensor */
 		if (c->optimizer != MT_NO_OPTIMIZER) {

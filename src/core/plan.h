@@ -87,12 +87,13 @@ struct mt_plan_config {
 	bool grad_fp32;			   /* gradients accumulated in fp32 (Megatron's main_grad) */
 	bool keep_grads;		   /* gradients live through forward and backward */
 	enum mt_offload offload_optimizer, offload_params;
-	uint64_t reduce_bucket; /* DeepSpeed's gradient bucket in elements; 0: 5e8 */
-	uint64_t lora_rank;	/* LoRA adapters of this rank on a frozen base (0: full training) */
-	unsigned lora_modules;	/* MT_LORA_* targets; 0: q and v */
-	enum mt_quant quantize; /* the frozen base's storage */
-	double overhead;	/* framework bytes per GPU: CUDA context, library workspaces */
-	double buffer_factor;	/* DeepSpeed estimators' additional_buffer_factor; 0: 1.5 */
+	uint64_t reduce_bucket;	   /* DeepSpeed's gradient bucket in elements; 0: 5e8 */
+	bool contiguous_gradients; /* ... kept on the GPU through backward (stages 1-2) or always (3) */
+	uint64_t lora_rank;	   /* LoRA adapters of this rank on a frozen base (0: full training) */
+	unsigned lora_modules;	   /* MT_LORA_* targets; 0: q and v */
+	enum mt_quant quantize;	   /* the frozen base's storage */
+	double overhead;	   /* framework bytes per GPU: CUDA context, library workspaces */
+	double buffer_factor;	   /* DeepSpeed estimators' additional_buffer_factor; 0: 1.5 */
 	/* derived by mt_plan_check */
 	uint64_t expert_params, trainable, layer_params;
 };

@@ -142,6 +142,26 @@ ok(off["fits"] and off["per_gpu_bytes"]["params"] == 2 * P10 and off["per_gpu_by
    "ZeRO-Offload: the tutorial's 10B GPT-2 fits one 32 GB V100; fp32 master, Adam and gradients (16 bytes/param) "
    "on the host, at most the reduce bucket of gradients on the GPU", off)
 
+# DeepSpeed's contiguous gradient bucket (reduce_bucket_size in the model's type): made as
+# backward begins and released after it at stages 1 and 2, kept at stage 3; under offload
+# it is the gradient buffer above, not a second one; a DeepSpeed config sets it
+SMALL = ["--model", LLAMA2, "--seq", 1024, "--micro-batch", 1, "--gpus-per-node", 8]
+bucket = {z: [plan(*SMALL, "--zero", z, *x) for x in ([], ["--contiguous-gradients"])] for z in (2, 3)}
+step = {z: [b["per_gpu_bytes"]["temporaries"] for b in bucket[z]] for z in (2, 3)}
+ok(all(b[1]["per_gpu_bytes"]["total"] - b[0]["per_gpu_bytes"]["total"] == 2 * 5e8 for b in bucket.values()) and
+   plan(*GPT10B, "--contiguous-gradients")["per_gpu_bytes"] == off["per_gpu_bytes"],
+   "DeepSpeed's gradient bucket: 5e8 bf16 values more at the peak at ZeRO-2 and ZeRO-3; none more under "
+   "ZeRO-Offload", step)
+cfg = model("ds-zero2.json", {"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": True},
+                              "zero_optimization": {"stage": 2, "reduce_bucket_size": 2e8, "overlap_comm": True}})
+off_cfg = model("ds-zero2-plain.json", {"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": True},
+                                        "zero_optimization": {"stage": 2, "contiguous_gradients": False}})
+got = plan("--model", LLAMA2, "--seq", 1024, "--deepspeed", cfg, "--gpus-per-node", 8)["setup"]
+plain = plan("--model", LLAMA2, "--seq", 1024, "--deepspeed", off_cfg, "--gpus-per-node", 8)["setup"]
+ok(got["contiguous_gradients"] and got["reduce_bucket"] == 4e8 and not plain["contiguous_gradients"],
+   "a DeepSpeed config: contiguous_gradients by default, 2e8 twice with overlap_comm at stage 2; off when it says "
+   "so", (got, plain))
+
 # FSDP2 (fully_shard per block, bf16 compute, fp32 sharded states): the fp32 shard of
 # the weights, gradients and Adam over 8, two blocks gathered (this and the prefetched),
 # the root's embedding and output layer gathered, a block's unsharded gradient and its

@@ -691,8 +691,9 @@ static int zero_section(struct ds *d, const json_t *root, struct mt_plan_config 
 	}
 	c->offload_optimizer = opt;
 	c->offload_params = par;
-	/* the GPU's gradient buffer under ZeRO-Offload: reduce_bucket_size, twice with
-	 * overlap_comm and contiguous gradients (stage_1_and_2.py's double IPG buffer) */
+	/* the GPU's gradient buffer (ZeRO-Offload's, or contiguous_gradients'):
+	 * reduce_bucket_size, twice with overlap_comm at stages 1 and 2 (stage_1_and_2.py's
+	 * double IPG buffer; stage3.py keeps one) */
 	{
 		int i_rb = field_index(&zero_model, "reduce_bucket_size"),
 		    i_ov = field_index(&zero_model, "overlap_comm");
@@ -715,7 +716,8 @@ static int zero_section(struct ds *d, const json_t *root, struct mt_plan_config 
 			}
 		}
 		if (bucket > 0)
-			c->reduce_bucket = (uint64_t)bucket * (overlap && contiguous ? 2 : 1);
+			c->reduce_bucket = (uint64_t)bucket * (overlap && contiguous && stage < 3 ? 2 : 1);
+		c->contiguous_gradients = stage >= 1 && contiguous;
 	}
 	json_object_foreach((json_t *)zero, k, v)
 	{
