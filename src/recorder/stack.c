@@ -16,7 +16,9 @@
 #include "recorder/mtp.h"
 
 #define MAX_FRAMES 256
-#define OWN_FRAMES 12	   /* at most this many of memtap's frames sit above the caller */
+/* At most this many of memtap's frames sit above the caller; past it, a full unwind. The
+ * TSan build has 14 when memtap-vmm maps a page under memtap_alloc. */
+#define OWN_FRAMES 32
 #define FRESH_MAX 16	   /* new frames walked before giving up on the cache */
 #define VARIABLE INT32_MIN /* a return address whose frame size is not fixed (alloca) */
 
