@@ -581,11 +581,12 @@ static int segment(struct importer *im, struct pk_reader *r, uint32_t list, stru
 		offset += (uint64_t)size;
 		if (!state || strncmp(state, "active", 6) != 0)
 			continue;
-		if (pk_len(history)) { /* the oldest layout: the last handout says who and how much */
-			const struct pk_value *last = pk_at(history, pk_len(history) - 1);
-			if ((err = num(im, pk_get(last, "real_size"), "real_size", &requested)))
+		if (pk_len(history)) { /* the oldest layout: the newest handout, first (PyTorch puts
+					* each at the front; _memory_viz.py reads history[0]) */
+			const struct pk_value *now = pk_at(history, 0);
+			if ((err = num(im, pk_get(now, "real_size"), "real_size", &requested)))
 				return err;
-			bframes = pk_get(last, "frames");
+			bframes = pk_get(now, "frames");
 		}
 		if (mt_grow((void **)&im->blk, &im->cap_blk, im->nblk, sizeof *im->blk))
 			return ENOMEM;

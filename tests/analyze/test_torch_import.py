@@ -59,11 +59,13 @@ CURRENT = {
                            "roundup_power2_divisions": {"1": 0}},
     "external_annotations": [],
 }
-# The oldest layout: a bare list of segments whose blocks carry history.
+# The oldest layout: a bare list of segments whose blocks carry history, newest first
+# (an earlier, merged-away handout of the same block after it).
 OLD = [{
     "device": 1, "address": SEG, "total_size": 10 * MiB, "stream": 0, "segment_type": "large",
     "blocks": [
-        {"size": 3 * MiB, "state": "active_allocated", "history": [{"addr": SEG, "real_size": 3 * MiB - 8, "frames": F_MODEL}]},
+        {"size": 3 * MiB, "state": "active_allocated", "history": [{"addr": SEG, "real_size": 3 * MiB - 8, "frames": F_MODEL},
+                                                                     {"addr": SEG, "real_size": MiB, "frames": F_OPT}]},
         {"size": 7 * MiB, "state": "inactive", "history": []}]}]
 # Expandable segments: pages mapped next to each other join, a block spans them, unmapping
 # pages shrinks the segment; a free whose alloc fell out of the ring buffer.
@@ -154,7 +156,8 @@ ok(p.returncode == 0 and rep and rep["devices"][0]["peak_allocated_bytes"] == 14
 p, rep = report("old", OLD, 4)
 ok(p.returncode == 0 and rep and rep["devices"][0]["device"] == 1, "the oldest layout (segments with history)", p.stderr)
 if rep:
-    ok(rep["devices"][0]["peak_allocated_bytes"] == 3 * MiB - 8, "history's real_size is the block's request")
+    ok(rep["devices"][0]["peak_allocated_bytes"] == 3 * MiB - 8, "history's first (newest) real_size is the block's "
+       "request, as _memory_viz.py's history[0]")
     fr = rep["devices"][0]["fragmentation"]
     ok(fr["block_sizes"] == "exact" and without_time(fr["at_exit"]) == frag(1, 10 * MiB, 3 * MiB, 3 * MiB - 8, 7 * MiB),
        "its fragmentation", fr)
