@@ -54,6 +54,7 @@
     }
     const view = g.view && g.view.length ? g.view : frames.slice(0, 8).map(fullFrame);
     const lines = [...view];
+    if (g.stacks > 1) lines.unshift(`from ${g.stacks} stacks; the biggest:`);
     if (REPORT.python_frames && !frames.some((f) => f.module === "python" || /\.py$/.test(f.file || "")))
       lines.unshift("(no Python frames: " + (frames.some((f) => /autograd::Engine::thread_main/.test(f.function || ""))
         ? "autograd's engine thread)" : "a thread without Python)"));
@@ -72,9 +73,34 @@
     for (const r of rows) t.append(el("tr", {}, ...r));
     return t;
   }
+  // Rows grouped by where in the code (the first user frame), as the text report groups
+  // them, apart by device, kind and whether made before recording: bytes, allocations
+  // and growth summed, the biggest stack shown; biggest first.
+  function bySite(list) {
+    const weight = (g) => (g.growth_bytes_per_iteration || 0) + g.bytes;
+    const sites = new Map();
+    for (const g of list) {
+      const key = [g.device, g.kind, g.before_recording, g.before_recording ? "" : g.where].join("\u0000");
+      const s = sites.get(key);
+      if (!s) {
+        sites.set(key, { ...g, stacks: 1, biggest: weight(g) });
+        continue;
+      }
+      if (weight(g) > s.biggest) Object.assign(s, { frames: g.frames, view: g.view, biggest: weight(g) });
+      s.bytes += g.bytes;
+      s.count += g.count || 0;
+      s.stacks++;
+      if ("growth_bytes_per_iteration" in g) {
+        s.growth_bytes_per_iteration += g.growth_bytes_per_iteration;
+        s.iterations = Math.max(s.iterations, g.iterations);
+      }
+    }
+    return [...sites.values()].sort((a, b) => (b.growth_bytes_per_iteration || 0) - (a.growth_bytes_per_iteration || 0) ||
+                                               b.bytes - a.bytes);
+  }
   function stackRows(list) {
-    return list.map((g) => [num(g.bytes, bytes(g.bytes)), num(g.count, g.count), el("td", {}, g.kind),
-                            frameText(g)]);
+    return bySite(list).map((g) => [num(g.bytes, bytes(g.bytes)), num(g.count, g.count), el("td", {}, g.kind),
+                                    frameText(g)]);
   }
 
   // A chart: x in seconds over [0, xmax], y in bytes over [0, ymax].
@@ -308,7 +334,7 @@
     root.append(el("h2", {}, "Growing from iteration to iteration"));
     root.append(el("p", { class: "sub" }, `Iteration boundaries: ${REPORT.iterations.boundary} (${REPORT.iterations.count}).`));
     root.append(REPORT.leaks.length ? table("leaks", [{ text: "growth per iteration", num: 1 }, { text: "live", num: 1 },
-      { text: "iterations", num: 1 }, "device", "stack"], REPORT.leaks.map((l) => [
+      { text: "iterations", num: 1 }, "device", "stack"], bySite(REPORT.leaks).map((l) => [
         num(l.growth_bytes_per_iteration, bytes(l.growth_bytes_per_iteration)), num(l.bytes, bytes(l.bytes)),
         num(l.iterations, l.iterations), el("td", {}, l.device), frameText(l)]))
       : el("p", { class: "none", id: "leaks" }, "no stack grew"));

@@ -50,6 +50,18 @@ class Dom(HTMLParser):
         self.stack[-1]["text"] += data
 
 
+def by_site(rows):
+    """--json's rows (one a stack) grouped as the text report and the page group them: by
+    device, kind, before recording and where in the code (the first user frame)."""
+    sites = {}
+    for g in rows:
+        key = (g["device"], g.get("kind"), g["before_recording"], None if g["before_recording"] else g["where"])
+        s = sites.setdefault(key, {"device": g["device"], "bytes": 0, "growth_bytes_per_iteration": 0})
+        s["bytes"] += g["bytes"]
+        s["growth_bytes_per_iteration"] += g.get("growth_bytes_per_iteration", 0)
+    return sorted(sites.values(), key=lambda s: (-s["growth_bytes_per_iteration"], -s["bytes"]))
+
+
 def find(node, tag, cls=None):
     out = []
     for c in node["children"]:
@@ -118,11 +130,12 @@ def common(name, rep, dom, body):
            "%s: device %d's libraries, the driver's count and the reserve's split as in --json" % (name, d),
            libs and values(libs))
         top = dom.by_id.get("top-%d" % d)
-        want = [g["bytes"] for g in rep["top_at_peak"] if g["device"] == d]
-        ok(top and values(top)[0::2] == want, "%s: device %d's stacks at the peak as in --json" % (name, d))
+        want = [g["bytes"] for g in by_site(rep["top_at_peak"]) if g["device"] == d]
+        ok(top and values(top)[0::2] == want, "%s: device %d's stacks at the peak as in --json, by where in the code"
+           % (name, d), top and (values(top)[0::2], want))
     leaks = dom.by_id.get("leaks")
-    ok(leaks and (values(leaks)[0::3] == [l["growth_bytes_per_iteration"] for l in rep["leaks"]] if rep["leaks"]
-                  else "no stack grew" in text(leaks)), "%s: leaks as in --json" % name)
+    ok(leaks and (values(leaks)[0::3] == [l["growth_bytes_per_iteration"] for l in by_site(rep["leaks"])]
+                  if rep["leaks"] else "no stack grew" in text(leaks)), "%s: leaks as in --json" % name)
     oom = dom.by_id.get("oom")
     ok(oom and (values(oom)[0::3] == [o["size"] for o in rep["oom"]] if rep["oom"] else text(oom) == "none"),
        "%s: OOMs as in --json" % name)
@@ -229,10 +242,12 @@ common("training", rep, dom, body)
 top = dom.by_id.get("top-0")
 views = [text(d) for d in find(top, "div", "view")] if top else []
 alls = find(top, "details", "all-frames") if top else []
-ok(views and views[0].startswith("_init_group (adamw.py:160)\nstep (adamw.py:220)") and
+ok(views and views[0].startswith("from 2 stacks; the biggest:\n_init_group (adamw.py:160)\nstep (adamw.py:220)") and
+   values(top)[0] == 320 * MiB and
    "torch::unwind" not in "".join(views) and alls and "torch::unwind::unwind()" in text(alls[0]) and
    any("allocated before recording started" in text(td) for td in find(top, "td", "frames")),
-   "training: stacks read as the text report reads them, every frame on a click", views[:2])
+   "training: stacks read and grouped as the text report groups them (320 MiB from 2 stacks at train_step), "
+   "every frame on a click", views[:2])
 
 # ---- errors: one line, non-zero ----
 p = subprocess.run([MEMTAP, "report", "--html", os.path.join(TMP, "no/such/dir/x.html"), trace], capture_output=True,
