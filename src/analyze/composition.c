@@ -93,6 +93,7 @@ struct pass {
 	uint32_t finstance; /* that phase's run */
 	uint32_t oom_run;   /* the run an allocation failed in: what it frees after is not its temporaries */
 	bool python;	    /* some stack has Python frames */
+	bool forward_only;  /* no stack says backward or an optimizer: inference */
 };
 
 /* What a stack's frames say. */
@@ -168,7 +169,7 @@ static uint8_t infer(const struct life *l)
 	return MT_TAG_OTHER;
 }
 
-static uint8_t infer_frames(const struct life *l, uint8_t *evidence)
+static uint8_t infer_frames(const struct life *l, bool forward_only, uint8_t *evidence)
 {
 	bool within = l->freed && l->freed_in_instance;
 
@@ -199,7 +200,7 @@ static uint8_t infer_frames(const struct life *l, uint8_t *evidence)
 	case PH_FORWARD:
 		if (l->freed && l->freed_phase == PH_BACKWARD)
 			return MT_TAG_ACTIVATIONS;
-		if (within)
+		if (within && !forward_only) /* inference: a layer's output, freed by the next */
 			return MT_TAG_TEMPORARIES;
 		*evidence = 1;
 		return MT_TAG_ACTIVATIONS;
@@ -224,7 +225,7 @@ static void settle(struct pass *p, size_t slot)
 		p->c->source[l->event] = MT_SOURCE_TAG;
 		p->c->evidence[l->event] = 2;
 	} else if (p->c->frames) {
-		p->c->category[l->event] = infer_frames(l, &p->c->evidence[l->event]);
+		p->c->category[l->event] = infer_frames(l, p->forward_only, &p->c->evidence[l->event]);
 		p->c->source[l->event] = MT_SOURCE_FRAMES;
 	} else {
 		p->c->category[l->event] = p->c->has_phases ? infer(l) : MT_TAG_OTHER;
@@ -473,6 +474,19 @@ int mt_composition_start(struct mt_composition_scan **out, struct mt_composition
 	for (size_t i = 1; i < t->nstacks && c->frames && !t->nnamed && !p->python; i++)
 		for (uint32_t k = 0; k < t->stacks[i].depth && !p->python; k++)
 			p->python = t->stacks[i].frames[k] & MT_PYFRAME;
+	/* no stack says backward, an optimizer or zero_grad, and none is bare in a trace of
+	 * Python stacks (autograd's engine thread): a forward-only run, whose forward frees
+	 * its layers' outputs itself */
+	p->forward_only = c->frames;
+	for (size_t i = 1; i < t->nstacks && p->forward_only; i++) {
+		enum said s = stack_says(p, (uint32_t)i);
+		p->forward_only = s != SAYS_BACKWARD && s != SAYS_OPTIMIZER && s != SAYS_ZERO_GRAD;
+	}
+	for (size_t i = 0; i < t->nevents && p->forward_only && p->python; i++) {
+		const struct mt_event *e = &t->events[i];
+		p->forward_only = e->kind != MT_EV_ALLOC || (e->flags & MT_ALLOC_UNSEEN) ||
+				  (e->stack && e->stack < t->nstacks && t->stacks[e->stack].depth);
+	}
 	return 0;
 }
 

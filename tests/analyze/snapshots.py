@@ -312,6 +312,28 @@ def training(iterations=2, timed=True, annotated=True, backward=True, optimizer=
     return snap
 
 
+def inference(passes=2):
+    """Forward passes under no_grad of the same model (four 32 MiB parameters made before
+    recording): six layers, each output (16 MiB) freed once the next layer has made its
+    own, the last freed at the end of the pass. The peak: params 128 MiB, two outputs,
+    activations 32 MiB, nothing else."""
+    P, BASE, SEG = 0x7e0000000000, 0x7f0000000000, 4 << 30
+    d = Trace(BASE)
+    d.add("segment_alloc", BASE, SEG, LOOP)
+    segs = [block(P + k * PARAMS, PARAMS, PARAMS, "active_allocated", []) for k in range(4)]
+    for _ in range(passes):
+        prev = None
+        for k in range(6):
+            out = d.alloc(ACT, forward_stack(k, ["mm", "gelu", "softmax"][k % 3]))
+            if prev is not None:
+                d.free(prev)
+            prev = out
+        d.free(prev)
+    blocks = [block(BASE, SEG, 0, "inactive", [])]
+    return {"segments": [segment(0, P, segs, expandable=False), segment(0, BASE, blocks, expandable=False)],
+            "device_traces": [d.entries], "allocator_settings": settings(False), "external_annotations": []}
+
+
 def python_only(snap):
     """The same snapshot as _record_memory_history(stacks="python") records it: only the
     Python frames, so allocations on autograd's engine thread have frames == []."""

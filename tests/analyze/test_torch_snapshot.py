@@ -14,7 +14,7 @@ import sys
 sys.path.insert(0, os.path.join(os.environ["MT_SRCDIR"], "tests"))
 sys.path.insert(0, os.path.join(os.environ["MT_SRCDIR"], "tests/analyze"))
 from tap import done, ok, scratch  # noqa: E402
-from snapshots import MiB, expandable_oom, python_only, training  # noqa: E402
+from snapshots import MiB, expandable_oom, inference, python_only, training  # noqa: E402
 
 B = os.environ["MT_BUILDDIR"]
 MEMTAP = os.path.join(B, "tools/memtap/memtap")
@@ -123,6 +123,11 @@ comp = rep["devices"][0]["composition_at_peak"] if rep else {}
 rest = sum(v for k, v in comp.items() if k not in ("params", "reserved_unallocated"))
 ok(comp and comp["params"] == 128 * MiB and comp["activations"] >= 0.9 * rest and comp["activations"] >= 96 * MiB,
    "forward only: the parameters, and activations at least 90% of the rest", comp)
+p, rep = run("report", "--json", write("inference", inference()))
+comp = rep["devices"][0]["composition_at_peak"] if rep else {}
+ok(comp and comp["params"] == 128 * MiB and comp["activations"] == 32 * MiB and comp["temporaries"] == 0,
+   "inference (forward passes that free each layer's output): the parameters and two layers' outputs, activations",
+   comp)
 p, _ = run("report", write("training-text", training()))
 ok(re.search(r"grads +128\.00 MiB +\(frames, sure\)", p.stdout) and
    re.search(r"optimizer +256\.00 MiB +\(frames, sure\)", p.stdout),
