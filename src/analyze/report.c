@@ -355,6 +355,13 @@ static const char *view_line(struct pr *p, uint32_t stack, uint32_t k, uint32_t 
 	return buf;
 }
 
+/* No frames: in a trace of Python stacks (stacks="python") a thread without Python,
+ * autograd's engine thread most often; else nothing was recorded. */
+static const char *no_stack(const struct pr *p)
+{
+	return p->python ? "(no frames: a thread without Python, autograd's engine thread likely)" : "(no stack)";
+}
+
 /* A stack as a person reads it (its view), or every frame with full names (--frames=all). */
 static void stack_text(struct pr *p, uint32_t stack, bool before, const char *indent)
 {
@@ -366,7 +373,7 @@ static void stack_text(struct pr *p, uint32_t stack, bool before, const char *in
 		fprintf(p->out, "%s%s\n", indent, MT_BEFORE_RECORDING);
 	if (stack == 0 || stack >= t->nstacks || !t->stacks[stack].depth) {
 		if (!before)
-			fprintf(p->out, "%s(no stack)\n", indent);
+			fprintf(p->out, "%s%s\n", indent, no_stack(p));
 		return;
 	}
 	if (p->r->all_frames) {
@@ -394,7 +401,7 @@ static const char *where_text(struct pr *p, uint32_t stack, bool before, char *b
 	if (before)
 		return MT_BEFORE_RECORDING;
 	if (v->where == MT_NO_FRAME)
-		return "(no stack)";
+		return no_stack(p);
 	return mt_frame_text(mt_symbols_frame(p->sym, p->r->trace->stacks[stack].frames[v->where]), false, buf, n);
 }
 

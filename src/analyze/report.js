@@ -49,7 +49,8 @@
     if (g.before_recording) td.append(el("div", {}, "allocated before recording started (the model's parameters " +
                                                     "and buffers, typically)"));
     if (!frames.length) {
-      if (!g.before_recording) td.append(el("div", {}, "(no stack)"));
+      if (!g.before_recording) td.append(el("div", {}, REPORT.python_frames
+        ? "(no frames: a thread without Python, autograd's engine thread likely)" : "(no stack)"));
       return td;
     }
     const view = g.view && g.view.length ? g.view : frames.slice(0, 8).map(fullFrame);

@@ -123,6 +123,10 @@ comp = rep["devices"][0]["composition_at_peak"] if rep else {}
 rest = sum(v for k, v in comp.items() if k not in ("params", "reserved_unallocated"))
 ok(comp and comp["params"] == 128 * MiB and comp["activations"] >= 0.9 * rest and comp["activations"] >= 96 * MiB,
    "forward only: the parameters, and activations at least 90% of the rest", comp)
+p, _ = run("report", write("python-text", python_only(training())))
+ok("128.00 MiB in 4 allocations: (no frames: a thread without Python, autograd's engine thread likely)" in p.stdout
+   and "(no stack)" not in p.stdout, "stacks=\"python\": the gradients' empty stacks say whose thread they were on",
+   p.stdout)
 p, rep = run("report", "--json", write("inference", inference()))
 comp = rep["devices"][0]["composition_at_peak"] if rep else {}
 ok(comp and comp["params"] == 128 * MiB and comp["activations"] == 32 * MiB and comp["temporaries"] == 0,
