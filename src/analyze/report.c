@@ -830,13 +830,13 @@ static const char *when_text(const struct mt_report *r, uint64_t t, char *buf, s
 
 /* The end as torch/cuda/_memory_viz.py's segsum counts it: allocated is what was asked for
  * (requested), free is everything else, the part lost to rounding internal. */
-static void segsum_text(FILE *out, const struct mt_frag_state *f)
+static void segsum_text(FILE *out, const char *what, const struct mt_frag_state *f)
 {
 	char a[32], b[32], c[32];
 	uint64_t free = f->reserved - f->requested, internal = f->allocated - f->requested;
 
-	fprintf(out, "as PyTorch's segsum counts the end: total_reserved %s, total_allocated %s, total_free %s",
-		size_text(f->reserved, a), size_text(f->requested, b), size_text(free, c));
+	fprintf(out, "%s: total_reserved %s, total_allocated %s, total_free %s", what, size_text(f->reserved, a),
+		size_text(f->requested, b), size_text(free, c));
 	if (free)
 		fprintf(out, " (%.1f%% internal)", 100.0 * (double)internal / (double)free);
 	fputc('\n', out);
@@ -887,12 +887,27 @@ void mt_report_text(FILE *out, const struct mt_report *r, struct mt_symbols *sym
 			frag_text(out, "at the peak", &fragmentation(r, d)->at_peak, r->frag.estimated);
 			frag_text(out, "at the end", &fragmentation(r, d)->at_end, r->frag.estimated);
 			if (snapshot)
-				segsum_text(out, &fragmentation(r, d)->at_end);
+				segsum_text(out, "as PyTorch's segsum counts the end", &fragmentation(r, d)->at_end);
 		}
 		libraries_text(out, r, d);
 		if (r->at_peak[d].n) {
 			fprintf(out, "live at the peak, by where in the code:\n");
 			groups_text(&p, &r->at_peak[d], top, false);
+		}
+	}
+	if (snapshot) { /* segsum sums every device of the file */
+		struct mt_frag_state all = {0};
+		int n = 0;
+		for (int d = 0; d < MT_MAX_DEVICES; d++)
+			if (e->dev[d].seen && fragmentation(r, d)) {
+				const struct mt_frag_state *f = &fragmentation(r, d)->at_end;
+				all.reserved += f->reserved, all.allocated += f->allocated,
+				    all.requested += f->requested;
+				n++;
+			}
+		if (n > 1) {
+			fputc('\n', out);
+			segsum_text(out, "every device, as PyTorch's segsum sums the file", &all);
 		}
 	}
 	if (e->host_peak)

@@ -88,6 +88,10 @@ ok("(not fragmentation: 39.00 MiB of 62.00 MiB reserved was allocated, 23.00 MiB
    and "would have fit" not in p.stdout, "expandable: the text's verdict", p.stdout[-1500:])
 ok("as PyTorch's segsum counts the end: total_reserved 62.00 MiB, total_allocated 39.00 MiB, total_free 23.00 MiB"
    in p.stdout, "expandable: segsum's figures in the text", p.stdout)
+both = [segsum(snap, d) for d in (0, 1)]
+line = "every device, as PyTorch's segsum sums the file: total_reserved %.2f MiB, total_allocated %.2f MiB" % (
+    sum(x["total_reserved"] for x in both) / MiB, sum(x["total_allocated"] for x in both) / MiB)
+ok(line in p.stdout, "expandable: segsum's sum over both devices, as it sums the whole file", (line, p.stdout[-800:]))
 ok(rep and rep["devices"][1]["peak_allocated_bytes"] == 12 * MiB, "expandable: the second device on its own")
 out = os.path.join(TMP, "expandable.viz.pickle")
 p, _ = run("export", "--format=memviz", "-o", out, path)
