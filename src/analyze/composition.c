@@ -14,6 +14,7 @@
 
 #include "core/map.h"
 #include "core/array.h"
+#include "core/replay.h"
 #include "reader/progress.h"
 
 enum phase { PH_NONE, PH_FORWARD, PH_BACKWARD, PH_OPTIMIZER, PH_ZERO_GRAD };
@@ -88,12 +89,14 @@ struct pass {
 	struct mt_composition *c;
 	uint8_t *phase_of; /* per string id: its phase + 1, 0 until classified */
 	/* read by frames */
-	uint8_t *said;	    /* per stack: what its frames say (enum said) + 1, 0 until read */
-	uint8_t fphase;	    /* the phase the last stack that said one said */
-	uint32_t finstance; /* that phase's run */
-	uint32_t oom_run;   /* the run an allocation failed in: what it frees after is not its temporaries */
-	bool python;	    /* some stack has Python frames */
-	bool forward_only;  /* no stack says backward or an optimizer: inference */
+	uint8_t *said; /* per stack: what its frames say (enum said) + 1, 0 until read */
+	/* per device (its own sequence: devices run side by side, or one after another in a
+	 * snapshot without times): the phase the last stack that said one said, and its run */
+	uint8_t fphase[MT_MAX_DEVICES];
+	uint32_t finstance[MT_MAX_DEVICES];
+	uint32_t oom_run;  /* the run an allocation failed in: what it frees after is not its temporaries */
+	bool python;	   /* some stack has Python frames */
+	bool forward_only; /* no stack says backward or an optimizer: inference */
 };
 
 /* What a stack's frames say. */
@@ -347,18 +350,18 @@ static enum said stack_says(struct pass *p, uint32_t stack)
 	return (enum said)(p->said[stack] - 1);
 }
 
-/* The phase read by frames changes: its run ends, another begins. */
-static int frame_phase(struct pass *p, uint8_t phase)
+/* The phase read by frames on device d changes: its run ends, another begins. */
+static int frame_phase(struct pass *p, unsigned d, uint8_t phase)
 {
-	if (phase == p->fphase && p->finstance != UINT32_MAX)
+	if (phase == p->fphase[d] && p->finstance[d] != UINT32_MAX)
 		return 0;
-	if (p->finstance != UINT32_MAX)
-		p->open[p->finstance] = 0;
+	if (p->finstance[d] != UINT32_MAX)
+		p->open[p->finstance[d]] = 0;
 	if (mt_grow((void **)&p->open, &p->capinst, p->ninstances, 1))
 		return ENOMEM;
-	p->finstance = (uint32_t)p->ninstances;
+	p->finstance[d] = (uint32_t)p->ninstances;
 	p->open[p->ninstances++] = 1;
-	p->fphase = phase;
+	p->fphase[d] = phase;
 	if (phase == PH_OPTIMIZER)
 		p->opt_begun++;
 	return 0;
@@ -370,7 +373,7 @@ static struct frame frames_now(struct pass *p, const struct mt_event *e)
 {
 	struct frame f = current(p, thread_stack(p, e->thread));
 
-	return f.phase != PH_NONE ? f : (struct frame){p->fphase, p->finstance};
+	return f.phase != PH_NONE ? f : (struct frame){p->fphase[e->device], p->finstance[e->device]};
 }
 
 static int made(struct pass *p, const struct mt_event *e, size_t i, uint64_t key)
@@ -396,7 +399,7 @@ static int made(struct pass *p, const struct mt_event *e, size_t i, uint64_t key
 			s = SAYS_BACKWARD;
 		builds = s == SAYS_BUILDS;
 		if (s != SAYS_NOTHING && s != SAYS_BUILDS) {
-			if ((r = frame_phase(p, phase_said[s])))
+			if ((r = frame_phase(p, e->device, phase_said[s])))
 				return r;
 			own = !bare;
 		}
@@ -454,7 +457,9 @@ int mt_composition_start(struct mt_composition_scan **out, struct mt_composition
 	c->source = calloc(t->nevents + 1, 1);
 	c->evidence = calloc(t->nevents + 1, 1);
 	p->said = calloc(t->nstacks + 1, 1);
-	p->finstance = p->oom_run = UINT32_MAX;
+	p->oom_run = UINT32_MAX;
+	for (unsigned d = 0; d < MT_MAX_DEVICES; d++)
+		p->finstance[d] = UINT32_MAX;
 	p->phase_of = calloc(t->nstrings + 1, 1);
 	p->threads = calloc(t->nthreads + 1, sizeof *p->threads);
 	p->nthreads = t->nthreads;
@@ -511,7 +516,7 @@ int mt_composition_step(struct mt_composition_scan *scan, size_t i)
 		int r = push(p, &p->ranges, phase);
 		/* read by frames, an annotation's phase (Optimizer.step#..., zero_grad) ends the run
 		   of the phase the stacks said before it */
-		return r || !p->c->frames || phase == PH_NONE ? r : frame_phase(p, phase);
+		return r || !p->c->frames || phase == PH_NONE ? r : frame_phase(p, e->device, phase);
 	}
 	case MT_EV_RANGE_END:
 		pop(p, &p->ranges);

@@ -14,7 +14,8 @@ import sys
 sys.path.insert(0, os.path.join(os.environ["MT_SRCDIR"], "tests"))
 sys.path.insert(0, os.path.join(os.environ["MT_SRCDIR"], "tests/analyze"))
 from tap import done, ok, scratch  # noqa: E402
-from snapshots import MiB, expandable_oom, inference, python_only, training  # noqa: E402
+from snapshots import (ALLOCATOR, LOOP, RECORDER, MiB, Trace, backward_stack, expandable_oom, forward_stack,  # noqa: E402
+                       frame, grad_stack, inference, op, python_only, python_stack, settings, training)
 
 B = os.environ["MT_BUILDDIR"]
 MEMTAP = os.path.join(B, "tools/memtap/memtap")
@@ -127,6 +128,32 @@ comp = rep["devices"][0]["composition_at_peak"] if rep else {}
 rest = sum(v for k, v in comp.items() if k not in ("params", "reserved_unallocated"))
 ok(comp and comp["params"] == 128 * MiB and comp["activations"] >= 0.9 * rest and comp["activations"] >= 96 * MiB,
    "forward only: the parameters, and activations at least 90% of the rest", comp)
+
+
+def side_by_side(timed):
+    """Two devices stepping side by side (DataParallel's replicas), device 0 a little ahead:
+    it is in backward when device 1, still in forward, makes the loss (a stack that says
+    no phase: 100 MiB), which device 1's backward frees."""
+    d0, d1 = Trace(0x7e0000000000, timed=timed, device=0), Trace(0x7f0000000000, timed=timed, device=1)
+    d1.t += 3  # device 1's entries fall between device 0's
+    loss = python_stack([frame("train_step", "/home/me/train.py", 95)] + LOOP[1:], RECORDER + ALLOCATOR + op("cat"))
+    d0.alloc(16 * MiB, forward_stack(0, "mm"))
+    d1.alloc(16 * MiB, forward_stack(0, "mm"))
+    d0.alloc(8 * MiB, backward_stack("MmBackward0", "mm"))
+    kept = d1.alloc(100 * MiB, loss)
+    d1.alloc(32 * MiB, grad_stack())
+    d1.free(kept)
+    return {"segments": [], "device_traces": [d0.entries, d1.entries], "allocator_settings": settings(False),
+            "external_annotations": []}
+
+
+for timed in (True, False):
+    p, rep = run("report", "--json", write("side-by-side-%s" % timed, side_by_side(timed)))
+    comp = rep["devices"][1]["composition_at_peak"] if rep and len(rep["devices"]) == 2 else {}
+    ok(comp.get("activations") == 116 * MiB and comp.get("grads") == 32 * MiB,
+       "two devices side by side (%s): device 1's loss, made in its forward while device 0 was in backward and "
+       "freed in its own backward, is an activation (phases per device)" % ("timed" if timed else "no times"), comp)
+
 p, _ = run("report", write("python-text", python_only(training())))
 ok("128.00 MiB in 4 allocations: (no frames: a thread without Python, autograd's engine thread likely)" in p.stdout
    and "(no stack)" not in p.stdout, "stacks=\"python\": the gradients' empty stacks say whose thread they were on",
