@@ -136,6 +136,15 @@ ok(one["expert_params"] == 32 * 8 * 3 * 4096 * 14336 and
    "--model mixtral: 45.1B expert parameters; --ep 8 holds one expert per layer per GPU",
    (one["expert_params"], one["per_gpu_bytes"], ep["per_gpu_bytes"]))
 
+# GPT-2's scale_attn_by_inverse_layer_idx divides the scores by a number: the same
+# parameters and the same memory (stanford-crfm's GPT-2 configs set it)
+g2 = [m for m in MODELS if m[0] == "GPT-2"][0][1]
+runs = [plan("--model", write("g2-%d.json" % i, dict(g2, scale_attn_by_inverse_layer_idx=bool(i))), "--seq", 1024,
+             "--micro-batch", 4, "--json") for i in range(2)]
+got = [json.loads(p.stdout) if p.returncode == 0 else p.stderr for p in runs]
+ok(runs[1].returncode == 0 and got[1]["params"] == 124439808 and got[1]["per_gpu_bytes"] == got[0]["per_gpu_bytes"],
+   "--model gpt2 with scale_attn_by_inverse_layer_idx: true: 124,439,808 parameters, the same plan", got[1])
+
 # what transformers does not build, or memtap does not count, named in a note
 V3 = {"model_type": "deepseek_v3", "vocab_size": 129280, "hidden_size": 7168, "num_hidden_layers": 61,
       "num_attention_heads": 128, "num_key_value_heads": 128, "intermediate_size": 18432,

@@ -257,8 +257,8 @@ int hf_config_parse(const char *path, const char *text, size_t len, struct mt_pl
 		c->positions = positions;
 		c->rmsnorm = c->swiglu = c->untied = false;
 		c->bias = MT_BIAS_ALL;
-		if ((r = refuse_true(&h, "scale_attn_by_inverse_layer_idx", "no parameters, but not checked")))
-			goto done;
+		/* scale_attn_by_inverse_layer_idx divides the scores by the layer's number:
+		 * no parameters, no tensor kept that eager attention does not keep anyway */
 		c->no_dropout = !drops(&h, "resid_pdrop") && !drops(&h, "attn_pdrop") && !drops(&h, "embd_pdrop");
 		c->no_attention_dropout = !drops(&h, "attn_pdrop");
 		c->attention = MT_ATTN_EAGER;
