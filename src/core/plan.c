@@ -112,8 +112,10 @@ void mt_plan_count(const struct mt_plan_config *c, struct mt_plan_count *n)
 	n->dense_layer = attn + norms + mlp_params(c, (double)c->ffn);
 	n->moe_layer = attn + norms + routed + other;
 	n->moe_layer_active = attn + norms + active + other;
+	/* a classifier has a bias under an encoder's pooler (BERT's, RoBERTa's heads), none on
+	 * a decoder (transformers' score layer for Llama, GPT-2, OPT, GPT-NeoX) */
 	n->embedding = v * h * (c->untied ? 2 : 1) + positions(c) * h + norm_size(c) * h + (c->pooler ? h * h + h : 0) +
-		       (double)c->classifier * (h + 1);
+		       (double)c->classifier * (h + (c->pooler ? 1 : 0));
 	/* a multi-token prediction layer is a MoE layer when the last layer is (Megatron) */
 	n->total = (layers - moe) * n->dense_layer + moe * n->moe_layer + n->embedding +
 		   mtp * (moe > 0 ? n->moe_layer : n->dense_layer);

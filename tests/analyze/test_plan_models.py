@@ -145,6 +145,70 @@ got = [json.loads(p.stdout) if p.returncode == 0 else p.stderr for p in runs]
 ok(runs[1].returncode == 0 and got[1]["params"] == 124439808 and got[1]["per_gpu_bytes"] == got[0]["per_gpu_bytes"],
    "--model gpt2 with scale_attn_by_inverse_layer_idx: true: 124,439,808 parameters, the same plan", got[1])
 
+# quantization_config (bitsandbytes) read as the planner's --quantize, with LoRA adapters;
+# other methods named in a note. The config is Llama-3-8B's with the block a
+# BitsAndBytesConfig writes (transformers 4.40).
+L3 = [m for m in MODELS if m[0] == "Llama-3.1-8B"][0][1]
+BNB = {"_load_in_4bit": True, "_load_in_8bit": False, "bnb_4bit_compute_dtype": "bfloat16",
+       "bnb_4bit_quant_storage": "uint8", "bnb_4bit_quant_type": "nf4", "bnb_4bit_use_double_quant": True,
+       "llm_int8_enable_fp32_cpu_offload": False, "llm_int8_has_fp16_weight": False, "llm_int8_skip_modules": None,
+       "llm_int8_threshold": 6.0, "load_in_4bit": True, "load_in_8bit": False, "quant_method": "bitsandbytes"}
+LORA = ["--lora-rank", 16, "--lora-modules", "all", "--seq", 2048, "--micro-batch", 1, "--json"]
+plain = write("l3.json", L3)
+
+
+def lora_plan(path, *extra):
+    p = plan("--model", path, *LORA, *extra)
+    return (json.loads(p.stdout)["per_gpu_bytes"] if p.returncode == 0 else None), p.stderr
+
+
+QUANT = [("nf4, double quantization", {}, "nf4-dq", "4-bit nf4 with double quantization as --quantize nf4-dq"),
+         ("nf4", {"bnb_4bit_use_double_quant": False}, "nf4", "4-bit nf4 as --quantize nf4"),
+         ("fp4 (stored as nf4 is)", {"bnb_4bit_quant_type": "fp4"}, "nf4-dq", "fp4 is stored as nf4 is"),
+         ("8-bit", {"_load_in_4bit": False, "load_in_4bit": False, "_load_in_8bit": True, "load_in_8bit": True,
+                    "bnb_4bit_use_double_quant": False}, "int8", "8-bit as --quantize int8"),
+         ("gptq (not modelled)", {"quant_method": "gptq", "bits": 4}, "none",
+          "quant_method 'gptq' is not modelled")]
+bad = []
+for i, (name, change, option, says) in enumerate(QUANT):
+    got, err = lora_plan(write("q%d.json" % i, dict(L3, quantization_config=dict(BNB, **change))))
+    want, _ = lora_plan(plain, "--quantize", option)
+    if got is None or got != want or says not in err:
+        bad.append("%s: %s against --quantize %s %s; %s" % (name, got, option, want, err))
+got, err = lora_plan(write("q0.json", dict(L3, quantization_config=BNB)), "--quantize", "none")
+if got != lora_plan(plain)[0]:
+    bad.append("--quantize none does not override: %s" % got)
+p = plan("--model", write("q0.json", dict(L3, quantization_config=BNB)), "--json")
+full = plan("--model", plain, "--json")
+if p.returncode or json.loads(p.stdout) != json.loads(full.stdout) or "applies with LoRA adapters" not in p.stderr:
+    bad.append("without --lora-rank: %d %s" % (p.returncode, p.stderr))
+ok(not bad, "--model reads quantization_config: bitsandbytes 4-bit nf4/fp4 with or without double quantization "
+   "and 8-bit as --quantize nf4-dq, nf4, int8 under LoRA (without --lora-rank planned unquantized, said); "
+   "other methods named as not modelled", "\n".join(bad))
+
+# architectures [*ForSequenceClassification]: the head of num_labels (len(id2label), else
+# num_labels, else 2) instead of the output layer; no bias on a decoder's score layer.
+# Skywork-Reward-Llama-3.1-8B-v0.2 (one label): Llama-3.1-8B's 8,030,261,248 less its
+# lm_head (128256 x 4096) plus the 4096 x 1 score; GPT-2 and BERT-base (MNLI's 3 labels)
+# likewise from their counts above
+CLS = [("Skywork-Reward-Llama-3.1-8B", dict(L3, architectures=["LlamaForSequenceClassification"],
+                                            id2label={"0": "LABEL_0"}, label2id={"LABEL_0": 0}),
+        8030261248 - 128256 * 4096 + 4096, 1),
+       ("GPT-2, the default 2 labels", dict(g2, architectures=["GPT2ForSequenceClassification"]),
+        124439808 + 768 * 2, 2),
+       ("BERT-base, num_labels 3", dict([m for m in MODELS if m[0].startswith("BERT-base")][0][1],
+                                        architectures=["BertForSequenceClassification"], num_labels=3),
+        109482240 + 768 * 3 + 3, 3)]
+bad = []
+for i, (name, fields, want, labels) in enumerate(CLS):
+    p = plan("--model", write("c%d.json" % i, fields), "--seq", 512, "--micro-batch", 1, "--json")
+    got = json.loads(p.stdout) if p.returncode == 0 else {}
+    if (got.get("params") != want or got["setup"].get("classifier") != labels or got["setup"].get("untied") or
+            "--classifier %d" % labels not in p.stderr):
+        bad.append("%s: %s, want %d with %d labels; %s" % (name, got.get("params"), want, labels, p.stderr))
+ok(not bad, "--model reads architectures *ForSequenceClassification as --classifier num_labels instead of the "
+   "output layer (a reward model's 1 label, the default 2, num_labels), said in the note", "\n".join(bad))
+
 # what transformers does not build, or memtap does not count, named in a note
 V3 = {"model_type": "deepseek_v3", "vocab_size": 129280, "hidden_size": 7168, "num_hidden_layers": 61,
       "num_attention_heads": 128, "num_key_value_heads": 128, "intermediate_size": 18432,
