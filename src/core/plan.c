@@ -151,10 +151,22 @@ static double largest_module(const struct mt_plan_config *c)
 	return m;
 }
 
+/* The adapters of a MoE layer's MLPs: PEFT wraps every expert's matrices (Mixtral's w1,
+ * w2, w3, Qwen-MoE's and DeepSeek's gate/up/down_proj) and the shared experts', not the
+ * router */
+static double lora_moe_mlp(const struct mt_plan_config *c)
+{
+	double h = (double)c->hidden, r = (double)c->lora_rank, mats = c->swiglu ? 3 : 2;
+
+	return (double)c->experts * mats * r * (h + (double)c->moe_ffn) +
+	       (c->shared_ffn ? mats * r * (h + (double)c->shared_ffn) : 0);
+}
+
 /* LoRA adapters: rank x (in + out) per adapted matrix, per layer */
 static double lora_params(const struct mt_plan_config *c)
 {
-	double h = (double)c->hidden, r = (double)c->lora_rank, f = (double)c->ffn, per = 0;
+	double h = (double)c->hidden, r = (double)c->lora_rank, f = (double)c->ffn, per = 0, mlp = 0;
+	double layers = (double)c->layers, dense = c->experts ? (double)c->dense_layers : layers;
 	unsigned m = c->lora_modules ? c->lora_modules : MT_LORA_Q | MT_LORA_V;
 	struct widths w = widths(c);
 
@@ -169,8 +181,8 @@ static double lora_params(const struct mt_plan_config *c)
 	if (m & MT_LORA_O)
 		per += r * (w.o + h);
 	if (m & MT_LORA_MLP)
-		per += (c->swiglu ? 3 : 2) * r * (h + f);
-	return per * (double)c->layers;
+		mlp = dense * (c->swiglu ? 3 : 2) * r * (h + f) + (layers - dense) * lora_moe_mlp(c);
+	return per * layers + mlp;
 }
 
 const char *mt_plan_check(struct mt_plan_config *c)
@@ -1039,8 +1051,10 @@ static size_t trainable_tensors(const struct mt_plan_config *c, double *n, size_
 		n[k++] = r * h, n[k++] = r * w.v;
 	if (m & MT_LORA_O)
 		n[k++] = r * w.o, n[k++] = r * h;
-	for (int i = 0; m & MT_LORA_MLP && i < (c->swiglu ? 3 : 2); i++)
+	for (int i = 0; m & MT_LORA_MLP && !c->experts && i < (c->swiglu ? 3 : 2); i++)
 		n[k++] = r * h, n[k++] = r * f;
+	if (m & MT_LORA_MLP && c->experts && k < max) /* the experts' adapters as one */
+		n[k++] = lora_moe_mlp(c);
 	return k;
 }
 

@@ -136,6 +136,30 @@ ok(one["expert_params"] == 32 * 8 * 3 * 4096 * 14336 and
    "--model mixtral: 45.1B expert parameters; --ep 8 holds one expert per layer per GPU",
    (one["expert_params"], one["per_gpu_bytes"], ep["per_gpu_bytes"]))
 
+# LoRA on MoE: PEFT wraps every expert's matrices (Mixtral's w1, w2, w3; gate/up/down_proj
+# of Qwen-MoE's and DeepSeek's experts and shared experts), not the router; rank x (in +
+# out) each. Mixtral-8x7B, r 8 on q, k, v, o, w1, w2, w3: 32 x (8 x (4096 + 4096) x 2 +
+# 8 x (4096 + 1024) x 2 + 8 experts x 3 x 8 x (4096 + 14336)) = 120,061,952.
+# Qwen1.5-MoE-A2.7B, all: 24 x 8 x (4 x 4096 + 60 x 3 x 3456 + 3 x 7680) = 127,008,768.
+# DeepSeek-V2-Lite, the MLPs: 26 x 8 x (64 x 3 x 3456 + 3 x 4864) + 8 x 3 x 12992 (its
+# dense first layer) = 141,365,760.
+LORA_MOE = [("Mixtral-8x7B", "q,k,v,o,mlp", 120061952), ("Qwen1.5-MoE-A2.7B (shared expert with its gate)", "all",
+                                                          127008768),
+            ("DeepSeek-V2-Lite (MLA, shared experts, a dense first layer)", "mlp", 141365760)]
+bad = []
+for i, (name, modules, want) in enumerate(LORA_MOE):
+    path = write("lm%d.json" % i, [m for m in MODELS if m[0] == name][0][1])
+    p = plan("--model", path, "--lora-rank", 8, "--lora-modules", modules, "--json")
+    got = json.loads(p.stdout)["trainable_params"] if p.returncode == 0 else p.stderr
+    if got != want:
+        bad.append("%s: %s, PEFT %d" % (name, got, want))
+p = plan("--model", write("lm0.json", MODELS[[m[0] for m in MODELS].index("Mixtral-8x7B")][1]), "--lora-rank", 8,
+         "--lora-modules", "all", "--seq", 256, "--micro-batch", 1, "--reserved", "--json")
+if p.returncode:
+    bad.append("--reserved: %s" % p.stderr)
+ok(not bad, "LoRA on MoE adapts every expert's and the shared experts' matrices as PEFT does (Mixtral 120,061,952 "
+   "at r 8), --reserved replays them", "\n".join(bad))
+
 # GPT-2's scale_attn_by_inverse_layer_idx divides the scores by a number: the same
 # parameters and the same memory (stanford-crfm's GPT-2 configs set it)
 g2 = [m for m in MODELS if m[0] == "GPT-2"][0][1]
