@@ -45,10 +45,17 @@ static bool is_mla(const struct mt_plan_config *c)
 }
 
 /* One matrix makes q, k and v (GPT-2's c_attn, GPT-NeoX's query_key_value): where biases
- * are on every linear layer, unless the model says three do (BERT, OPT) */
+ * are on every linear layer, unless the model says three do (BERT, OPT); or where it
+ * says one does (Phi-3's qkv_proj) */
 static bool fused_qkv(const struct mt_plan_config *c)
 {
-	return c->bias == MT_BIAS_ALL && !is_mla(c) && !c->separate_qkv;
+	return !is_mla(c) && (c->fused_proj || (c->bias == MT_BIAS_ALL && !c->separate_qkv));
+}
+
+/* One matrix makes a gated MLP's gate and up (Phi-3's gate_up_proj) */
+static bool fused_gate_up(const struct mt_plan_config *c)
+{
+	return c->fused_proj && c->swiglu;
 }
 
 static struct widths widths(const struct mt_plan_config *c)
@@ -141,7 +148,7 @@ static double largest_module(const struct mt_plan_config *c)
 	m = max2(m, w.o * h + biased * h);
 	if (is_mla(c))
 		m = max2(m, (double)c->kv_lora_rank * (double)c->heads * ((double)c->head_dim + (double)c->v_head_dim));
-	m = max2(m, h * (double)c->ffn + biased * (double)c->ffn);
+	m = max2(m, (fused_gate_up(c) ? 2 : 1) * (h * (double)c->ffn + biased * (double)c->ffn));
 	if (c->experts)
 		m = max2(m, h * (double)c->moe_ffn + biased * (double)c->moe_ffn);
 	if (c->shared_ffn)
@@ -172,15 +179,19 @@ static double lora_params(const struct mt_plan_config *c)
 
 	if (!c->lora_rank)
 		return 0;
-	if (m & MT_LORA_Q)
+	if (fused_qkv(c) && m & (MT_LORA_Q | MT_LORA_K | MT_LORA_V)) /* one module: one adapter */
+		per += r * (h + w.q + w.k + w.v);
+	if (!fused_qkv(c) && m & MT_LORA_Q)
 		per += r * (h + w.q);
-	if (m & MT_LORA_K)
+	if (!fused_qkv(c) && m & MT_LORA_K)
 		per += r * (h + w.k);
-	if (m & MT_LORA_V)
+	if (!fused_qkv(c) && m & MT_LORA_V)
 		per += r * (h + w.v);
 	if (m & MT_LORA_O)
 		per += r * (w.o + h);
-	if (m & MT_LORA_MLP)
+	if (m & MT_LORA_MLP && fused_gate_up(c))
+		mlp = dense * r * (h + 2 * f + f + h) + (layers - dense) * lora_moe_mlp(c);
+	else if (m & MT_LORA_MLP)
 		mlp = dense * (c->swiglu ? 3 : 2) * r * (h + f) + (layers - dense) * lora_moe_mlp(c);
 	return per * layers + mlp;
 }
@@ -266,6 +277,9 @@ const char *mt_plan_check(struct mt_plan_config *c)
 			return "with sequence parallelism the tensor-parallel size must divide the sequence";
 		if (c->cp > 1 && c->seq % (2 * c->cp))
 			return "with context parallelism the sequence must be a multiple of 2 x cp";
+		if (c->fused_proj && (is_mla(c) || c->separate_qkv || c->bias != MT_BIAS_NONE))
+			return "fused projections (--fused-proj, Phi-3's) come without biases, separate q, k, v or "
+			       "multi-latent attention";
 		if (is_mla(c) && c->query_groups != c->heads)
 			return "multi-latent attention has no query groups (--query-groups)";
 		if (!is_mla(c) && (c->q_lora_rank || c->rope_head_dim || c->v_head_dim))
@@ -405,7 +419,7 @@ static void input_copies(const struct mt_plan_config *c, double *attn, double *m
 	bool cast = c->precision == MT_AMP16 && c->impl == MT_IMPL_PYTORCH;
 
 	*attn = cast && !fused_qkv(c) ? (is_mla(c) ? 2 : 3) : 1;
-	*mlp = cast && c->swiglu && !c->experts ? 2 : 1;
+	*mlp = cast && c->swiglu && !c->experts && !fused_gate_up(c) ? 2 : 1;
 }
 
 /* PyTorch before 1.11 keeps a softmax's input for backward too (its derivative named
@@ -459,8 +473,11 @@ static struct kept layer_kept(const struct mt_plan_config *c, enum mt_recompute 
 		else
 			mm[(int)n++] = w.q, mm[(int)n++] = w.k, mm[(int)n++] = w.v;
 		mm[(int)n++] = h;
-		mm[(int)n++] = f;
-		if (c->swiglu)
+		if (fused_gate_up(c))
+			mm[(int)n++] = 2 * f;
+		else
+			mm[(int)n++] = f;
+		if (c->swiglu && !fused_gate_up(c))
 			mm[(int)n++] = f;
 		mm[(int)n++] = h;
 		for (int i = 0; i < (int)n; i += 2)
@@ -1017,7 +1034,9 @@ static size_t layer_tensors(const struct mt_plan_config *c, double *n, size_t ma
 	n[k++] = h;
 	if (!c->rmsnorm)
 		n[k++] = h;
-	if (!c->experts) {
+	if (!c->experts && fused_gate_up(c))
+		n[k++] = 2 * h * f, n[k++] = h * f;
+	else if (!c->experts) {
 		for (int i = 0; i < (c->swiglu ? 3 : 2); i++)
 			n[k++] = h * f;
 	}
@@ -1043,15 +1062,19 @@ static size_t trainable_tensors(const struct mt_plan_config *c, double *n, size_
 
 	if (!c->lora_rank)
 		return layer_tensors(c, n, max);
-	if (m & MT_LORA_Q)
+	if (fused_qkv(c) && m & (MT_LORA_Q | MT_LORA_K | MT_LORA_V))
+		n[k++] = r * h, n[k++] = r * (w.q + w.k + w.v);
+	if (!fused_qkv(c) && m & MT_LORA_Q)
 		n[k++] = r * h, n[k++] = r * w.q;
-	if (m & MT_LORA_K)
+	if (!fused_qkv(c) && m & MT_LORA_K)
 		n[k++] = r * h, n[k++] = r * w.k;
-	if (m & MT_LORA_V)
+	if (!fused_qkv(c) && m & MT_LORA_V)
 		n[k++] = r * h, n[k++] = r * w.v;
 	if (m & MT_LORA_O)
 		n[k++] = r * w.o, n[k++] = r * h;
-	for (int i = 0; m & MT_LORA_MLP && !c->experts && i < (c->swiglu ? 3 : 2); i++)
+	if (m & MT_LORA_MLP && !c->experts && fused_gate_up(c))
+		n[k++] = r * h, n[k++] = 2 * r * f, n[k++] = r * f, n[k++] = r * h;
+	for (int i = 0; m & MT_LORA_MLP && !c->experts && !fused_gate_up(c) && i < (c->swiglu ? 3 : 2); i++)
 		n[k++] = r * h, n[k++] = r * f;
 	if (m & MT_LORA_MLP && c->experts && k < max) /* the experts' adapters as one */
 		n[k++] = lora_moe_mlp(c);

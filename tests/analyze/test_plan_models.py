@@ -49,6 +49,9 @@ MODELS = [
     ("Phi-3-mini-4k", llama(model_type="phi3", vocab_size=32064, hidden_size=3072, num_hidden_layers=32,
                             num_attention_heads=32, num_key_value_heads=32, intermediate_size=8192,
                             sliding_window=2047), 3821079552),
+    ("Phi-3-medium-4k", llama(model_type="phi3", vocab_size=32064, hidden_size=5120, num_hidden_layers=40,
+                              num_attention_heads=40, num_key_value_heads=10, intermediate_size=17920,
+                              sliding_window=2047), 13960238080),
     ("TinyLlama-1.1B", llama(vocab_size=32000, hidden_size=2048, num_hidden_layers=22, num_attention_heads=32,
                              num_key_value_heads=4, intermediate_size=5632), 1100048384),
     ("GPT-2", {"model_type": "gpt2", "vocab_size": 50257, "n_positions": 1024, "n_embd": 768, "n_layer": 12,
@@ -160,9 +163,46 @@ if p.returncode:
 ok(not bad, "LoRA on MoE adapts every expert's and the shared experts' matrices as PEFT does (Mixtral 120,061,952 "
    "at r 8), --reserved replays them", "\n".join(bad))
 
+# Phi-3's qkv_proj and gate_up_proj are one module each: DeepSpeed's _all_live takes
+# gate_up_proj (5120 x 35840) as Phi-3-medium's largest; the same shape as a Llama keeps
+# the embedding (32064 x 5120), as Phi-3-mini's embedding stays. A LoRA adapter on a fused module is one (PEFT's GPT-2 on
+# c_attn at r 8, q, k and v named: 294,912 trainable; Phi-3-mini on qkv_proj, o_proj, gate_up_proj and
+# down_proj: 32 x 8 x ((3072 + 9216) + (3072 + 3072) + (3072 + 16384) + (8192 + 3072)) =
+# 12,582,912); autocast casts a fused module's input once.
+PHI = {name: fields for name, fields, _ in MODELS if name.startswith("Phi-3")}
+g2 = [m for m in MODELS if m[0] == "GPT-2"][0][1]
+bad = []
+for name, want, as_llama in (("Phi-3-medium-4k", 5120 * 35840, 32064 * 5120), ("Phi-3-mini-4k", 32064 * 3072,
+                                                                                32064 * 3072)):
+    got = [json.loads(plan("--model", write("phi%d.json" % i, dict(PHI[name], model_type=t)), "--json").stdout)
+           for i, t in enumerate(("phi3", "llama"))]
+    if got[0]["largest_layer_params"] != want or got[1]["largest_layer_params"] != as_llama:
+        bad.append("%s: largest %d (as llama %d), want %d (%d)" % (name, got[0]["largest_layer_params"],
+                                                                   got[1]["largest_layer_params"], want, as_llama))
+mini = write("phi-mini.json", PHI["Phi-3-mini-4k"])
+for path, modules, want in ((write("g2.json", g2), "qkv", 294912), (mini, "all", 12582912)):
+    p = plan("--model", path, "--lora-rank", 8, "--lora-modules", modules, "--json")
+    got = json.loads(p.stdout)["trainable_params"] if p.returncode == 0 else p.stderr
+    if got != want:
+        bad.append("LoRA %s %s: %s, PEFT %d" % (path, modules, got, want))
+amp = [json.loads(plan("--model", write("phi-amp%d.json" % i, dict(PHI["Phi-3-mini-4k"], model_type=t)), "--seq",
+                       4096, "--micro-batch", 1, "--precision", "amp-bf16", "--json").stdout)
+       for i, t in enumerate(("phi3", "llama"))]
+if not amp[0]["layer_activation_bytes"] < amp[1]["layer_activation_bytes"]:
+    bad.append("autocast: phi3 keeps %s, as llama %s" % (amp[0]["layer_activation_bytes"],
+                                                         amp[1]["layer_activation_bytes"]))
+p = plan("--model", mini, "--lora-rank", 8, "--lora-modules", "all", "--seq", 512, "--micro-batch", 1, "--reserved")
+if p.returncode:
+    bad.append("--reserved: %s" % p.stderr)
+p = plan("--layers", 2, "--hidden", 64, "--heads", 4, "--vocab", 100, "--fused-proj", "--swiglu")
+if p.returncode != 2 or "--fused-proj, Phi-3's) come without biases" not in p.stderr:
+    bad.append("--fused-proj with biases: %d %s" % (p.returncode, p.stderr))
+ok(not bad, "Phi-3's fused qkv_proj and gate_up_proj: the largest module 183,500,800 for Phi-3-medium (a Llama "
+   "unchanged), one LoRA adapter per fused module as PEFT (GPT-2 294,912, Phi-3-mini 12,582,912), one autocast "
+   "copy, --reserved; --fused-proj refused with biases", "\n".join(bad))
+
 # GPT-2's scale_attn_by_inverse_layer_idx divides the scores by a number: the same
 # parameters and the same memory (stanford-crfm's GPT-2 configs set it)
-g2 = [m for m in MODELS if m[0] == "GPT-2"][0][1]
 runs = [plan("--model", write("g2-%d.json" % i, dict(g2, scale_attn_by_inverse_layer_idx=bool(i))), "--seq", 1024,
              "--micro-batch", 4, "--json") for i in range(2)]
 got = [json.loads(p.stdout) if p.returncode == 0 else p.stderr for p in runs]

@@ -307,7 +307,7 @@ int hf_config_parse(const char *path, const char *text, size_t len, struct mt_pl
 	c->ffn = ffn;
 	c->vocab = vocab;
 	c->experts = c->topk = c->moe_ffn = c->shared_ffn = c->dense_layers = 0;
-	c->shared_gate = c->pooler = c->qk_norm = c->separate_qkv = c->upcast_softmax = false;
+	c->shared_gate = c->pooler = c->qk_norm = c->separate_qkv = c->upcast_softmax = c->fused_proj = false;
 	c->kv_lora_rank = c->q_lora_rank = c->rope_head_dim = c->v_head_dim = 0;
 	c->impl = MT_IMPL_PYTORCH;
 	c->attention = MT_ATTN_FLASH;
@@ -331,6 +331,7 @@ int hf_config_parse(const char *path, const char *text, size_t len, struct mt_pl
 		    (r = refuse_true(&h, "mlp_bias", "biases on the MLP alone")))
 			goto done;
 		c->qk_norm = !strcmp(type, "qwen3") || !strcmp(type, "qwen3_moe");
+		c->fused_proj = !strcmp(type, "phi3"); /* qkv_proj and gate_up_proj */
 		c->no_dropout = !drops(&h, "attention_dropout") && !drops(&h, "hidden_dropout") &&
 				!drops(&h, "resid_pdrop") && !drops(&h, "embd_pdrop");
 		c->no_attention_dropout = !drops(&h, "attention_dropout");
