@@ -270,8 +270,13 @@ for i, (name, fields, want, labels) in enumerate(CLS):
     if (got.get("params") != want or got["setup"].get("classifier") != labels or got["setup"].get("untied") or
             "--classifier %d" % labels not in p.stderr):
         bad.append("%s: %s, want %d with %d labels; %s" % (name, got.get("params"), want, labels, p.stderr))
+p = plan("--model", write("tok.json", dict(L3, architectures=["LlamaForTokenClassification"])), "--json")
+if p.returncode or json.loads(p.stdout)["params"] != 8030261248 or "LlamaForTokenClassification: its head is not " \
+        "modelled" not in p.stderr:
+    bad.append("token classification: %d %s" % (p.returncode, p.stderr))
 ok(not bad, "--model reads architectures *ForSequenceClassification as --classifier num_labels instead of the "
-   "output layer (a reward model's 1 label, the default 2, num_labels), said in the note", "\n".join(bad))
+   "output layer (a reward model's 1 label, the default 2, num_labels), said in the note; token "
+   "classification, question answering and multiple choice heads named as not modelled", "\n".join(bad))
 
 # what transformers does not build, or memtap does not count, named in a note
 V3 = {"model_type": "deepseek_v3", "vocab_size": 129280, "hidden_size": 7168, "num_hidden_layers": 61,

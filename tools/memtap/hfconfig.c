@@ -168,6 +168,12 @@ static int read_head(struct hf *h, struct mt_plan_config *c)
 		size_t n = a ? strlen(a) : 0;
 		if (n >= sizeof suffix - 1 && !strcmp(a + n - (sizeof suffix - 1), suffix))
 			head = a;
+		else if (a && (strstr(a, "ForTokenClassification") || strstr(a, "ForQuestionAnswering") ||
+			       strstr(a, "ForMultipleChoice"))) {
+			snprintf(text, sizeof text,
+				 "architectures %s: its head is not modelled (planned with the output layer)", a);
+			note(h, text);
+		}
 	}
 	if (!head)
 		return 0;
