@@ -422,6 +422,22 @@ static void input_copies(const struct mt_plan_config *c, double *attn, double *m
 	*mlp = cast && c->swiglu && !c->experts && !fused_gate_up(c) ? 2 : 1;
 }
 
+/* The keys and values fused attention keeps per token: PyTorch's modules repeat those of
+ * query groups (copies); where one matrix makes q, k and v and nothing copies v, sdpa
+ * keeps v as a view of that matrix's output, so the whole output stays (GPT-NeoX,
+ * Phi-3-mini) */
+static void kept_kv(const struct mt_plan_config *c, double *kv, double *vv)
+{
+	struct widths w = widths(c);
+
+	*kv = w.k, *vv = w.v;
+	if (c->impl != MT_IMPL_PYTORCH || c->attention != MT_ATTN_FLASH || is_mla(c))
+		return;
+	*kv = *vv = w.q;
+	if (fused_qkv(c) && c->query_groups == c->heads)
+		*vv = w.q + w.k + w.v;
+}
+
 /* PyTorch before 1.11 keeps a softmax's input for backward too (its derivative named
  * `self`; pytorch/pytorch#65242 dropped it) */
 static bool softmax_keeps_input(const struct mt_plan_config *c)
@@ -458,7 +474,7 @@ static struct kept layer_kept(const struct mt_plan_config *c, enum mt_recompute 
 	struct widths w = widths(c);
 	struct kept k = {0};
 	bool moe = c->experts > 0;
-	double mlp = c->swiglu ? (pt ? 4 : 3) : 2, kv = w.k, vv = w.v, attn_in, mlp_in;
+	double mlp = c->swiglu ? (pt ? 4 : 3) : 2, kv, vv, attn_in, mlp_in;
 
 	if (rc == MT_RECOMPUTE_FULL) {
 		k.rep = e * h; /* the layer's input only */
@@ -492,11 +508,10 @@ static struct kept layer_kept(const struct mt_plan_config *c, enum mt_recompute 
 	double norm_in = pt && c->rmsnorm ? max2(4, erep) : erep;
 	input_copies(c, &attn_in, &mlp_in);
 	k.rep = 2 * norm_in * h + (attn_in + mlp_in) * elin * h + (drop ? 2 * h : 0) + e * w.latent;
-	/* split by tensor parallelism: Q and K, V, the projection's input; PyTorch repeats the
-	 * keys and values of query groups and keeps the attention output twice (the kernel's
-	 * and the projection's contiguous input) under fused attention */
-	if (pt && c->attention == MT_ATTN_FLASH && !is_mla(c))
-		kv = vv = w.q;
+	/* split by tensor parallelism: Q and K, V, the projection's input (kept_kv); PyTorch
+	 * keeps the attention output twice (the kernel's and the projection's contiguous
+	 * input) under fused attention */
+	kept_kv(c, &kv, &vv);
 	k.tp_part = e * (w.q + kv + vv) + elin * w.o;
 	if (c->attention == MT_ATTN_FLASH)
 		k.tp_part += 4 * a + (pt ? e * w.o : 0); /* log-sum-exp in fp32 */
@@ -1098,9 +1113,8 @@ static size_t kept_tensors(const struct mt_plan_config *c, enum mt_recompute rc,
 		bool pt = c->impl == MT_IMPL_PYTORCH;
 		double norm_in = (pt && c->rmsnorm ? max2(4, amp ? 4 : e) : amp ? 4 : e) * h / r;
 		double elin = c->fp8 ? 1 : e, attn_in, mlp_in;
-		/* PyTorch repeats the keys and values of query groups for fused attention */
-		double kv = pt && c->attention == MT_ATTN_FLASH && !is_mla(c) ? w.q : w.k;
-		double vv = pt && c->attention == MT_ATTN_FLASH && !is_mla(c) ? w.q : w.v;
+		double kv, vv;
+		kept_kv(c, &kv, &vv);
 		input_copies(c, &attn_in, &mlp_in);
 		n[j++] = norm_in;
 		for (int i = 0; i < (int)attn_in; i++)

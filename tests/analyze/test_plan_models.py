@@ -191,6 +191,15 @@ amp = [json.loads(plan("--model", write("phi-amp%d.json" % i, dict(PHI["Phi-3-mi
 if not amp[0]["layer_activation_bytes"] < amp[1]["layer_activation_bytes"]:
     bad.append("autocast: phi3 keeps %s, as llama %s" % (amp[0]["layer_activation_bytes"],
                                                          amp[1]["layer_activation_bytes"]))
+# sdpa keeps v as a view of qkv_proj's output when nothing copies it (no query groups to
+# repeat): the whole output stays, 2 x 3072 more values a token in Phi-3-mini; Phi-3-medium's
+# 10 groups are repeated (copies), as a Llama's
+for name, more in (("Phi-3-mini-4k", 2 * 3072 * 2 * 4096), ("Phi-3-medium-4k", 0)):
+    kept = [json.loads(plan("--model", write("phi-kv%d.json" % i, dict(PHI[name], model_type=t)), "--seq", 4096,
+                            "--micro-batch", 1, "--json").stdout)["layer_activation_bytes"]
+            for i, t in enumerate(("phi3", "llama"))]
+    if kept[0] - kept[1] != more:
+        bad.append("%s keeps %s, as llama %s: %d more, want %d" % (name, kept[0], kept[1], kept[0] - kept[1], more))
 p = plan("--model", mini, "--lora-rank", 8, "--lora-modules", "all", "--seq", 512, "--micro-batch", 1, "--reserved")
 if p.returncode:
     bad.append("--reserved: %s" % p.stderr)
@@ -199,7 +208,7 @@ if p.returncode != 2 or "--fused-proj, Phi-3's) come without biases" not in p.st
     bad.append("--fused-proj with biases: %d %s" % (p.returncode, p.stderr))
 ok(not bad, "Phi-3's fused qkv_proj and gate_up_proj: the largest module 183,500,800 for Phi-3-medium (a Llama "
    "unchanged), one LoRA adapter per fused module as PEFT (GPT-2 294,912, Phi-3-mini 12,582,912), one autocast "
-   "copy, --reserved; --fused-proj refused with biases", "\n".join(bad))
+   "copy, sdpa's v a view of the fused output, --reserved; --fused-proj refused with biases", "\n".join(bad))
 
 # GPT-2's scale_attn_by_inverse_layer_idx divides the scores by a number: the same
 # parameters and the same memory (stanford-crfm's GPT-2 configs set it)
