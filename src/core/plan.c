@@ -45,10 +45,17 @@ static bool is_mla(const struct mt_plan_config *c)
 }
 
 /* One matrix makes q, k and v (GPT-2's c_attn, GPT-NeoX's query_key_value): where biases
- * are on every linear layer, unless the model says three do (BERT, OPT) */
+ * are on every linear layer, unless the model says three do (BERT, OPT); or where it
+ * says one does (Phi-3's qkv_proj) */
 static bool fused_qkv(const struct mt_plan_config *c)
 {
-	return c->bias == MT_BIAS_ALL && !is_mla(c) && !c->separate_qkv;
+	return !is_mla(c) && (c->fused_proj || (c->bias == MT_BIAS_ALL && !c->separate_qkv));
+}
+
+/* One matrix makes a gated MLP's gate and up (Phi-3's gate_up_proj) */
+static bool fused_gate_up(const struct mt_plan_config *c)
+{
+	return c->fused_proj && c->swiglu;
 }
 
 static struct widths widths(const struct mt_plan_config *c)
@@ -112,8 +119,10 @@ void mt_plan_count(const struct mt_plan_config *c, struct mt_plan_count *n)
 	n->dense_layer = attn + norms + mlp_params(c, (double)c->ffn);
 	n->moe_layer = attn + norms + routed + other;
 	n->moe_layer_active = attn + norms + active + other;
+	/* a classifier has a bias under an encoder's pooler (BERT's, RoBERTa's heads), none on
+	 * a decoder (transformers' score layer for Llama, GPT-2, OPT, GPT-NeoX) */
 	n->embedding = v * h * (c->untied ? 2 : 1) + positions(c) * h + norm_size(c) * h + (c->pooler ? h * h + h : 0) +
-		       (double)c->classifier * (h + 1);
+		       (double)c->classifier * (h + (c->pooler ? 1 : 0));
 	/* a multi-token prediction layer is a MoE layer when the last layer is (Megatron) */
 	n->total = (layers - moe) * n->dense_layer + moe * n->moe_layer + n->embedding +
 		   mtp * (moe > 0 ? n->moe_layer : n->dense_layer);
@@ -139,7 +148,7 @@ static double largest_module(const struct mt_plan_config *c)
 	m = max2(m, w.o * h + biased * h);
 	if (is_mla(c))
 		m = max2(m, (double)c->kv_lora_rank * (double)c->heads * ((double)c->head_dim + (double)c->v_head_dim));
-	m = max2(m, h * (double)c->ffn + biased * (double)c->ffn);
+	m = max2(m, (fused_gate_up(c) ? 2 : 1) * (h * (double)c->ffn + biased * (double)c->ffn));
 	if (c->experts)
 		m = max2(m, h * (double)c->moe_ffn + biased * (double)c->moe_ffn);
 	if (c->shared_ffn)
@@ -149,26 +158,42 @@ static double largest_module(const struct mt_plan_config *c)
 	return m;
 }
 
+/* The adapters of a MoE layer's MLPs: PEFT wraps every expert's matrices (Mixtral's w1,
+ * w2, w3, Qwen-MoE's and DeepSeek's gate/up/down_proj) and the shared experts', not the
+ * router */
+static double lora_moe_mlp(const struct mt_plan_config *c)
+{
+	double h = (double)c->hidden, r = (double)c->lora_rank, mats = c->swiglu ? 3 : 2;
+
+	return (double)c->experts * mats * r * (h + (double)c->moe_ffn) +
+	       (c->shared_ffn ? mats * r * (h + (double)c->shared_ffn) : 0);
+}
+
 /* LoRA adapters: rank x (in + out) per adapted matrix, per layer */
 static double lora_params(const struct mt_plan_config *c)
 {
-	double h = (double)c->hidden, r = (double)c->lora_rank, f = (double)c->ffn, per = 0;
+	double h = (double)c->hidden, r = (double)c->lora_rank, f = (double)c->ffn, per = 0, mlp = 0;
+	double layers = (double)c->layers, dense = c->experts ? (double)c->dense_layers : layers;
 	unsigned m = c->lora_modules ? c->lora_modules : MT_LORA_Q | MT_LORA_V;
 	struct widths w = widths(c);
 
 	if (!c->lora_rank)
 		return 0;
-	if (m & MT_LORA_Q)
+	if (fused_qkv(c) && m & (MT_LORA_Q | MT_LORA_K | MT_LORA_V)) /* one module: one adapter */
+		per += r * (h + w.q + w.k + w.v);
+	if (!fused_qkv(c) && m & MT_LORA_Q)
 		per += r * (h + w.q);
-	if (m & MT_LORA_K)
+	if (!fused_qkv(c) && m & MT_LORA_K)
 		per += r * (h + w.k);
-	if (m & MT_LORA_V)
+	if (!fused_qkv(c) && m & MT_LORA_V)
 		per += r * (h + w.v);
 	if (m & MT_LORA_O)
 		per += r * (w.o + h);
-	if (m & MT_LORA_MLP)
-		per += (c->swiglu ? 3 : 2) * r * (h + f);
-	return per * (double)c->layers;
+	if (m & MT_LORA_MLP && fused_gate_up(c))
+		mlp = dense * r * (h + 2 * f + f + h) + (layers - dense) * lora_moe_mlp(c);
+	else if (m & MT_LORA_MLP)
+		mlp = dense * (c->swiglu ? 3 : 2) * r * (h + f) + (layers - dense) * lora_moe_mlp(c);
+	return per * layers + mlp;
 }
 
 const char *mt_plan_check(struct mt_plan_config *c)
@@ -252,6 +277,9 @@ const char *mt_plan_check(struct mt_plan_config *c)
 			return "with sequence parallelism the tensor-parallel size must divide the sequence";
 		if (c->cp > 1 && c->seq % (2 * c->cp))
 			return "with context parallelism the sequence must be a multiple of 2 x cp";
+		if (c->fused_proj && (is_mla(c) || c->separate_qkv || c->bias != MT_BIAS_NONE))
+			return "fused projections (--fused-proj, Phi-3's) come without biases, separate q, k, v or "
+			       "multi-latent attention";
 		if (is_mla(c) && c->query_groups != c->heads)
 			return "multi-latent attention has no query groups (--query-groups)";
 		if (!is_mla(c) && (c->q_lora_rank || c->rope_head_dim || c->v_head_dim))
@@ -391,7 +419,23 @@ static void input_copies(const struct mt_plan_config *c, double *attn, double *m
 	bool cast = c->precision == MT_AMP16 && c->impl == MT_IMPL_PYTORCH;
 
 	*attn = cast && !fused_qkv(c) ? (is_mla(c) ? 2 : 3) : 1;
-	*mlp = cast && c->swiglu && !c->experts ? 2 : 1;
+	*mlp = cast && c->swiglu && !c->experts && !fused_gate_up(c) ? 2 : 1;
+}
+
+/* The keys and values fused attention keeps per token: PyTorch's modules repeat those of
+ * query groups (copies); where one matrix makes q, k and v and nothing copies v, sdpa
+ * keeps v as a view of that matrix's output, so the whole output stays (GPT-NeoX,
+ * Phi-3-mini) */
+static void kept_kv(const struct mt_plan_config *c, double *kv, double *vv)
+{
+	struct widths w = widths(c);
+
+	*kv = w.k, *vv = w.v;
+	if (c->impl != MT_IMPL_PYTORCH || c->attention != MT_ATTN_FLASH || is_mla(c))
+		return;
+	*kv = *vv = w.q;
+	if (fused_qkv(c) && c->query_groups == c->heads)
+		*vv = w.q + w.k + w.v;
 }
 
 /* PyTorch before 1.11 keeps a softmax's input for backward too (its derivative named
@@ -430,7 +474,7 @@ static struct kept layer_kept(const struct mt_plan_config *c, enum mt_recompute 
 	struct widths w = widths(c);
 	struct kept k = {0};
 	bool moe = c->experts > 0;
-	double mlp = c->swiglu ? (pt ? 4 : 3) : 2, kv = w.k, vv = w.v, attn_in, mlp_in;
+	double mlp = c->swiglu ? (pt ? 4 : 3) : 2, kv, vv, attn_in, mlp_in;
 
 	if (rc == MT_RECOMPUTE_FULL) {
 		k.rep = e * h; /* the layer's input only */
@@ -445,8 +489,11 @@ static struct kept layer_kept(const struct mt_plan_config *c, enum mt_recompute 
 		else
 			mm[(int)n++] = w.q, mm[(int)n++] = w.k, mm[(int)n++] = w.v;
 		mm[(int)n++] = h;
-		mm[(int)n++] = f;
-		if (c->swiglu)
+		if (fused_gate_up(c))
+			mm[(int)n++] = 2 * f;
+		else
+			mm[(int)n++] = f;
+		if (c->swiglu && !fused_gate_up(c))
 			mm[(int)n++] = f;
 		mm[(int)n++] = h;
 		for (int i = 0; i < (int)n; i += 2)
@@ -461,11 +508,10 @@ static struct kept layer_kept(const struct mt_plan_config *c, enum mt_recompute 
 	double norm_in = pt && c->rmsnorm ? max2(4, erep) : erep;
 	input_copies(c, &attn_in, &mlp_in);
 	k.rep = 2 * norm_in * h + (attn_in + mlp_in) * elin * h + (drop ? 2 * h : 0) + e * w.latent;
-	/* split by tensor parallelism: Q and K, V, the projection's input; PyTorch repeats the
-	 * keys and values of query groups and keeps the attention output twice (the kernel's
-	 * and the projection's contiguous input) under fused attention */
-	if (pt && c->attention == MT_ATTN_FLASH && !is_mla(c))
-		kv = vv = w.q;
+	/* split by tensor parallelism: Q and K, V, the projection's input (kept_kv); PyTorch
+	 * keeps the attention output twice (the kernel's and the projection's contiguous
+	 * input) under fused attention */
+	kept_kv(c, &kv, &vv);
 	k.tp_part = e * (w.q + kv + vv) + elin * w.o;
 	if (c->attention == MT_ATTN_FLASH)
 		k.tp_part += 4 * a + (pt ? e * w.o : 0); /* log-sum-exp in fp32 */
@@ -1003,7 +1049,9 @@ static size_t layer_tensors(const struct mt_plan_config *c, double *n, size_t ma
 	n[k++] = h;
 	if (!c->rmsnorm)
 		n[k++] = h;
-	if (!c->experts) {
+	if (!c->experts && fused_gate_up(c))
+		n[k++] = 2 * h * f, n[k++] = h * f;
+	else if (!c->experts) {
 		for (int i = 0; i < (c->swiglu ? 3 : 2); i++)
 			n[k++] = h * f;
 	}
@@ -1029,16 +1077,22 @@ static size_t trainable_tensors(const struct mt_plan_config *c, double *n, size_
 
 	if (!c->lora_rank)
 		return layer_tensors(c, n, max);
-	if (m & MT_LORA_Q)
+	if (fused_qkv(c) && m & (MT_LORA_Q | MT_LORA_K | MT_LORA_V))
+		n[k++] = r * h, n[k++] = r * (w.q + w.k + w.v);
+	if (!fused_qkv(c) && m & MT_LORA_Q)
 		n[k++] = r * h, n[k++] = r * w.q;
-	if (m & MT_LORA_K)
+	if (!fused_qkv(c) && m & MT_LORA_K)
 		n[k++] = r * h, n[k++] = r * w.k;
-	if (m & MT_LORA_V)
+	if (!fused_qkv(c) && m & MT_LORA_V)
 		n[k++] = r * h, n[k++] = r * w.v;
 	if (m & MT_LORA_O)
 		n[k++] = r * w.o, n[k++] = r * h;
-	for (int i = 0; m & MT_LORA_MLP && i < (c->swiglu ? 3 : 2); i++)
+	if (m & MT_LORA_MLP && !c->experts && fused_gate_up(c))
+		n[k++] = r * h, n[k++] = 2 * r * f, n[k++] = r * f, n[k++] = r * h;
+	for (int i = 0; m & MT_LORA_MLP && !c->experts && !fused_gate_up(c) && i < (c->swiglu ? 3 : 2); i++)
 		n[k++] = r * h, n[k++] = r * f;
+	if (m & MT_LORA_MLP && c->experts && k < max) /* the experts' adapters as one */
+		n[k++] = lora_moe_mlp(c);
 	return k;
 }
 
@@ -1059,9 +1113,8 @@ static size_t kept_tensors(const struct mt_plan_config *c, enum mt_recompute rc,
 		bool pt = c->impl == MT_IMPL_PYTORCH;
 		double norm_in = (pt && c->rmsnorm ? max2(4, amp ? 4 : e) : amp ? 4 : e) * h / r;
 		double elin = c->fp8 ? 1 : e, attn_in, mlp_in;
-		/* PyTorch repeats the keys and values of query groups for fused attention */
-		double kv = pt && c->attention == MT_ATTN_FLASH && !is_mla(c) ? w.q : w.k;
-		double vv = pt && c->attention == MT_ATTN_FLASH && !is_mla(c) ? w.q : w.v;
+		double kv, vv;
+		kept_kv(c, &kv, &vv);
 		input_copies(c, &attn_in, &mlp_in);
 		n[j++] = norm_in;
 		for (int i = 0; i < (int)attn_in; i++)

@@ -63,6 +63,7 @@ struct mt_plan_config {
 	bool no_attention_dropout;   /* none on the attention probabilities (dropout elsewhere) */
 	bool upcast_softmax;	     /* eager softmax in fp32 of 16-bit scores, then cast back */
 	bool separate_qkv;	     /* three matrices make q, k and v though biases are on all (BERT, OPT) */
+	bool fused_proj;	     /* one matrix makes q, k and v, one a gated MLP's gate and up (Phi-3) */
 	uint64_t classifier;	     /* labels of a classification head instead of the output layer */
 	enum mt_bias bias;	     /* which linear layers carry biases */
 	enum mt_attention attention; /* eager (scores kept) or fused attention */

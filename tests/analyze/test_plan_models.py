@@ -49,6 +49,9 @@ MODELS = [
     ("Phi-3-mini-4k", llama(model_type="phi3", vocab_size=32064, hidden_size=3072, num_hidden_layers=32,
                             num_attention_heads=32, num_key_value_heads=32, intermediate_size=8192,
                             sliding_window=2047), 3821079552),
+    ("Phi-3-medium-4k", llama(model_type="phi3", vocab_size=32064, hidden_size=5120, num_hidden_layers=40,
+                              num_attention_heads=40, num_key_value_heads=10, intermediate_size=17920,
+                              sliding_window=2047), 13960238080),
     ("TinyLlama-1.1B", llama(vocab_size=32000, hidden_size=2048, num_hidden_layers=22, num_attention_heads=32,
                              num_key_value_heads=4, intermediate_size=5632), 1100048384),
     ("GPT-2", {"model_type": "gpt2", "vocab_size": 50257, "n_positions": 1024, "n_embd": 768, "n_layer": 12,
@@ -135,6 +138,154 @@ ok(one["expert_params"] == 32 * 8 * 3 * 4096 * 14336 and
    ep["per_gpu_bytes"]["params"] < one["per_gpu_bytes"]["params"] / 4,
    "--model mixtral: 45.1B expert parameters; --ep 8 holds one expert per layer per GPU",
    (one["expert_params"], one["per_gpu_bytes"], ep["per_gpu_bytes"]))
+
+# LoRA on MoE: PEFT wraps every expert's matrices (Mixtral's w1, w2, w3; gate/up/down_proj
+# of Qwen-MoE's and DeepSeek's experts and shared experts), not the router; rank x (in +
+# out) each. Mixtral-8x7B, r 8 on q, k, v, o, w1, w2, w3: 32 x (8 x (4096 + 4096) x 2 +
+# 8 x (4096 + 1024) x 2 + 8 experts x 3 x 8 x (4096 + 14336)) = 120,061,952.
+# Qwen1.5-MoE-A2.7B, all: 24 x 8 x (4 x 4096 + 60 x 3 x 3456 + 3 x 7680) = 127,008,768.
+# DeepSeek-V2-Lite, the MLPs: 26 x 8 x (64 x 3 x 3456 + 3 x 4864) + 8 x 3 x 12992 (its
+# dense first layer) = 141,365,760.
+LORA_MOE = [("Mixtral-8x7B", "q,k,v,o,mlp", 120061952), ("Qwen1.5-MoE-A2.7B (shared expert with its gate)", "all",
+                                                          127008768),
+            ("DeepSeek-V2-Lite (MLA, shared experts, a dense first layer)", "mlp", 141365760)]
+bad = []
+for i, (name, modules, want) in enumerate(LORA_MOE):
+    path = write("lm%d.json" % i, [m for m in MODELS if m[0] == name][0][1])
+    p = plan("--model", path, "--lora-rank", 8, "--lora-modules", modules, "--json")
+    got = json.loads(p.stdout)["trainable_params"] if p.returncode == 0 else p.stderr
+    if got != want:
+        bad.append("%s: %s, PEFT %d" % (name, got, want))
+p = plan("--model", write("lm0.json", MODELS[[m[0] for m in MODELS].index("Mixtral-8x7B")][1]), "--lora-rank", 8,
+         "--lora-modules", "all", "--seq", 256, "--micro-batch", 1, "--reserved", "--json")
+if p.returncode:
+    bad.append("--reserved: %s" % p.stderr)
+ok(not bad, "LoRA on MoE adapts every expert's and the shared experts' matrices as PEFT does (Mixtral 120,061,952 "
+   "at r 8), --reserved replays them", "\n".join(bad))
+
+# Phi-3's qkv_proj and gate_up_proj are one module each: DeepSpeed's _all_live takes
+# gate_up_proj (5120 x 35840) as Phi-3-medium's largest; the same shape as a Llama keeps
+# the embedding (32064 x 5120), as Phi-3-mini's embedding stays. A LoRA adapter on a fused module is one (PEFT's GPT-2 on
+# c_attn at r 8, q, k and v named: 294,912 trainable; Phi-3-mini on qkv_proj, o_proj, gate_up_proj and
+# down_proj: 32 x 8 x ((3072 + 9216) + (3072 + 3072) + (3072 + 16384) + (8192 + 3072)) =
+# 12,582,912); autocast casts a fused module's input once.
+PHI = {name: fields for name, fields, _ in MODELS if name.startswith("Phi-3")}
+g2 = [m for m in MODELS if m[0] == "GPT-2"][0][1]
+bad = []
+for name, want, as_llama in (("Phi-3-medium-4k", 5120 * 35840, 32064 * 5120), ("Phi-3-mini-4k", 32064 * 3072,
+                                                                                32064 * 3072)):
+    got = [json.loads(plan("--model", write("phi%d.json" % i, dict(PHI[name], model_type=t)), "--json").stdout)
+           for i, t in enumerate(("phi3", "llama"))]
+    if got[0]["largest_layer_params"] != want or got[1]["largest_layer_params"] != as_llama:
+        bad.append("%s: largest %d (as llama %d), want %d (%d)" % (name, got[0]["largest_layer_params"],
+                                                                   got[1]["largest_layer_params"], want, as_llama))
+mini = write("phi-mini.json", PHI["Phi-3-mini-4k"])
+for path, modules, want in ((write("g2.json", g2), "qkv", 294912), (mini, "all", 12582912)):
+    p = plan("--model", path, "--lora-rank", 8, "--lora-modules", modules, "--json")
+    got = json.loads(p.stdout)["trainable_params"] if p.returncode == 0 else p.stderr
+    if got != want:
+        bad.append("LoRA %s %s: %s, PEFT %d" % (path, modules, got, want))
+amp = [json.loads(plan("--model", write("phi-amp%d.json" % i, dict(PHI["Phi-3-mini-4k"], model_type=t)), "--seq",
+                       4096, "--micro-batch", 1, "--precision", "amp-bf16", "--json").stdout)
+       for i, t in enumerate(("phi3", "llama"))]
+if not amp[0]["layer_activation_bytes"] < amp[1]["layer_activation_bytes"]:
+    bad.append("autocast: phi3 keeps %s, as llama %s" % (amp[0]["layer_activation_bytes"],
+                                                         amp[1]["layer_activation_bytes"]))
+# sdpa keeps v as a view of qkv_proj's output when nothing copies it (no query groups to
+# repeat): the whole output stays, 2 x 3072 more values a token in Phi-3-mini; Phi-3-medium's
+# 10 groups are repeated (copies), as a Llama's
+for name, more in (("Phi-3-mini-4k", 2 * 3072 * 2 * 4096), ("Phi-3-medium-4k", 0)):
+    kept = [json.loads(plan("--model", write("phi-kv%d.json" % i, dict(PHI[name], model_type=t)), "--seq", 4096,
+                            "--micro-batch", 1, "--json").stdout)["layer_activation_bytes"]
+            for i, t in enumerate(("phi3", "llama"))]
+    if kept[0] - kept[1] != more:
+        bad.append("%s keeps %s, as llama %s: %d more, want %d" % (name, kept[0], kept[1], kept[0] - kept[1], more))
+p = plan("--model", mini, "--lora-rank", 8, "--lora-modules", "all", "--seq", 512, "--micro-batch", 1, "--reserved")
+if p.returncode:
+    bad.append("--reserved: %s" % p.stderr)
+p = plan("--layers", 2, "--hidden", 64, "--heads", 4, "--vocab", 100, "--fused-proj", "--swiglu")
+if p.returncode != 2 or "--fused-proj, Phi-3's) come without biases" not in p.stderr:
+    bad.append("--fused-proj with biases: %d %s" % (p.returncode, p.stderr))
+ok(not bad, "Phi-3's fused qkv_proj and gate_up_proj: the largest module 183,500,800 for Phi-3-medium (a Llama "
+   "unchanged), one LoRA adapter per fused module as PEFT (GPT-2 294,912, Phi-3-mini 12,582,912), one autocast "
+   "copy, sdpa's v a view of the fused output, --reserved; --fused-proj refused with biases", "\n".join(bad))
+
+# GPT-2's scale_attn_by_inverse_layer_idx divides the scores by a number: the same
+# parameters and the same memory (stanford-crfm's GPT-2 configs set it)
+runs = [plan("--model", write("g2-%d.json" % i, dict(g2, scale_attn_by_inverse_layer_idx=bool(i))), "--seq", 1024,
+             "--micro-batch", 4, "--json") for i in range(2)]
+got = [json.loads(p.stdout) if p.returncode == 0 else p.stderr for p in runs]
+ok(runs[1].returncode == 0 and got[1]["params"] == 124439808 and got[1]["per_gpu_bytes"] == got[0]["per_gpu_bytes"],
+   "--model gpt2 with scale_attn_by_inverse_layer_idx: true: 124,439,808 parameters, the same plan", got[1])
+
+# quantization_config (bitsandbytes) read as the planner's --quantize, with LoRA adapters;
+# other methods named in a note. The config is Llama-3-8B's with the block a
+# BitsAndBytesConfig writes (transformers 4.40).
+L3 = [m for m in MODELS if m[0] == "Llama-3.1-8B"][0][1]
+BNB = {"_load_in_4bit": True, "_load_in_8bit": False, "bnb_4bit_compute_dtype": "bfloat16",
+       "bnb_4bit_quant_storage": "uint8", "bnb_4bit_quant_type": "nf4", "bnb_4bit_use_double_quant": True,
+       "llm_int8_enable_fp32_cpu_offload": False, "llm_int8_has_fp16_weight": False, "llm_int8_skip_modules": None,
+       "llm_int8_threshold": 6.0, "load_in_4bit": True, "load_in_8bit": False, "quant_method": "bitsandbytes"}
+LORA = ["--lora-rank", 16, "--lora-modules", "all", "--seq", 2048, "--micro-batch", 1, "--json"]
+plain = write("l3.json", L3)
+
+
+def lora_plan(path, *extra):
+    p = plan("--model", path, *LORA, *extra)
+    return (json.loads(p.stdout)["per_gpu_bytes"] if p.returncode == 0 else None), p.stderr
+
+
+QUANT = [("nf4, double quantization", {}, "nf4-dq", "4-bit nf4 with double quantization as --quantize nf4-dq"),
+         ("nf4", {"bnb_4bit_use_double_quant": False}, "nf4", "4-bit nf4 as --quantize nf4"),
+         ("fp4 (stored as nf4 is)", {"bnb_4bit_quant_type": "fp4"}, "nf4-dq", "fp4 is stored as nf4 is"),
+         ("8-bit", {"_load_in_4bit": False, "load_in_4bit": False, "_load_in_8bit": True, "load_in_8bit": True,
+                    "bnb_4bit_use_double_quant": False}, "int8", "8-bit as --quantize int8"),
+         ("gptq (not modelled)", {"quant_method": "gptq", "bits": 4}, "none",
+          "quant_method 'gptq' is not modelled")]
+bad = []
+for i, (name, change, option, says) in enumerate(QUANT):
+    got, err = lora_plan(write("q%d.json" % i, dict(L3, quantization_config=dict(BNB, **change))))
+    want, _ = lora_plan(plain, "--quantize", option)
+    if got is None or got != want or says not in err:
+        bad.append("%s: %s against --quantize %s %s; %s" % (name, got, option, want, err))
+got, err = lora_plan(write("q0.json", dict(L3, quantization_config=BNB)), "--quantize", "none")
+if got != lora_plan(plain)[0]:
+    bad.append("--quantize none does not override: %s" % got)
+p = plan("--model", write("q0.json", dict(L3, quantization_config=BNB)), "--json")
+full = plan("--model", plain, "--json")
+if p.returncode or json.loads(p.stdout) != json.loads(full.stdout) or "applies with LoRA adapters" not in p.stderr:
+    bad.append("without --lora-rank: %d %s" % (p.returncode, p.stderr))
+ok(not bad, "--model reads quantization_config: bitsandbytes 4-bit nf4/fp4 with or without double quantization "
+   "and 8-bit as --quantize nf4-dq, nf4, int8 under LoRA (without --lora-rank planned unquantized, said); "
+   "other methods named as not modelled", "\n".join(bad))
+
+# architectures [*ForSequenceClassification]: the head of num_labels (len(id2label), else
+# num_labels, else 2) instead of the output layer; no bias on a decoder's score layer.
+# Skywork-Reward-Llama-3.1-8B-v0.2 (one label): Llama-3.1-8B's 8,030,261,248 less its
+# lm_head (128256 x 4096) plus the 4096 x 1 score; GPT-2 and BERT-base (MNLI's 3 labels)
+# likewise from their counts above
+CLS = [("Skywork-Reward-Llama-3.1-8B", dict(L3, architectures=["LlamaForSequenceClassification"],
+                                            id2label={"0": "LABEL_0"}, label2id={"LABEL_0": 0}),
+        8030261248 - 128256 * 4096 + 4096, 1),
+       ("GPT-2, the default 2 labels", dict(g2, architectures=["GPT2ForSequenceClassification"]),
+        124439808 + 768 * 2, 2),
+       ("BERT-base, num_labels 3", dict([m for m in MODELS if m[0].startswith("BERT-base")][0][1],
+                                        architectures=["BertForSequenceClassification"], num_labels=3),
+        109482240 + 768 * 3 + 3, 3)]
+bad = []
+for i, (name, fields, want, labels) in enumerate(CLS):
+    p = plan("--model", write("c%d.json" % i, fields), "--seq", 512, "--micro-batch", 1, "--json")
+    got = json.loads(p.stdout) if p.returncode == 0 else {}
+    if (got.get("params") != want or got["setup"].get("classifier") != labels or got["setup"].get("untied") or
+            "--classifier %d" % labels not in p.stderr):
+        bad.append("%s: %s, want %d with %d labels; %s" % (name, got.get("params"), want, labels, p.stderr))
+p = plan("--model", write("tok.json", dict(L3, architectures=["LlamaForTokenClassification"])), "--json")
+if p.returncode or json.loads(p.stdout)["params"] != 8030261248 or "LlamaForTokenClassification: its head is not " \
+        "modelled" not in p.stderr:
+    bad.append("token classification: %d %s" % (p.returncode, p.stderr))
+ok(not bad, "--model reads architectures *ForSequenceClassification as --classifier num_labels instead of the "
+   "output layer (a reward model's 1 label, the default 2, num_labels), said in the note; token "
+   "classification, question answering and multiple choice heads named as not modelled", "\n".join(bad))
 
 # what transformers does not build, or memtap does not count, named in a note
 V3 = {"model_type": "deepseek_v3", "vocab_size": 129280, "hidden_size": 7168, "num_hidden_layers": 61,

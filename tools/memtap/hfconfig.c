@@ -152,6 +152,95 @@ static int moe_layers(struct hf *h, enum family f, uint64_t layers, uint64_t *mo
 	return 0;
 }
 
+/* architectures [*ForSequenceClassification]: the head transformers puts in place of the
+ * output layer, of len(id2label) labels, else num_labels, else its default 2 */
+static int read_head(struct hf *h, struct mt_plan_config *c)
+{
+	const json_t *archs = json_object_get(h->root, "architectures"), *ids = json_object_get(h->root, "id2label");
+	static const char suffix[] = "ForSequenceClassification";
+	const char *head = NULL;
+	char text[256];
+	uint64_t labels;
+	int r;
+
+	for (size_t i = 0; i < json_array_size(archs); i++) {
+		const char *a = json_string_value(json_array_get(archs, i));
+		size_t n = a ? strlen(a) : 0;
+		if (n >= sizeof suffix - 1 && !strcmp(a + n - (sizeof suffix - 1), suffix))
+			head = a;
+		else if (a && (strstr(a, "ForTokenClassification") || strstr(a, "ForQuestionAnswering") ||
+			       strstr(a, "ForMultipleChoice"))) {
+			snprintf(text, sizeof text,
+				 "architectures %s: its head is not modelled (planned with the output layer)", a);
+			note(h, text);
+		}
+	}
+	if (!head)
+		return 0;
+	if (json_is_object(ids) && json_object_size(ids))
+		labels = json_object_size(ids);
+	else if ((r = count(h, "num_labels", 2, &labels)))
+		return r;
+	if (!labels)
+		return bad(h, "num_labels: 0 labels make no classification head");
+	c->classifier = labels;
+	c->untied = false;
+	snprintf(text, sizeof text, "%s: a head of %llu labels (--classifier %llu) instead of the output layer", head,
+		 (unsigned long long)labels, (unsigned long long)labels);
+	note(h, text);
+	return 0;
+}
+
+static bool qflag(const json_t *q, const char *key)
+{
+	return json_is_true(json_object_get(q, key));
+}
+
+/* quantization_config: bitsandbytes' 4-bit (nf4 or fp4, stored alike: 4 bits and an
+ * absmax per 64; double quantization) and 8-bit loads as the planner's --quantize, which
+ * the CLI applies with LoRA adapters; any other method named in a note */
+static int read_quantization(struct hf *h, struct mt_plan_config *c)
+{
+	const json_t *q = json_object_get(h->root, "quantization_config"), *skip;
+	const char *method, *type;
+	char text[256];
+
+	if (!q || json_is_null(q))
+		return 0;
+	if (!json_is_object(q))
+		return bad(h, "quantization_config must be an object");
+	method = json_string_value(json_object_get(q, "quant_method"));
+	if (!method || strcmp(method, "bitsandbytes")) {
+		snprintf(text, sizeof text,
+			 "quantization_config: quant_method '%s' is not modelled (weights planned at the precision's "
+			 "bytes)",
+			 method ? method : "(none)");
+		note(h, text);
+		return 0;
+	}
+	if (qflag(q, "load_in_4bit") || qflag(q, "_load_in_4bit")) {
+		type = json_string_value(json_object_get(q, "bnb_4bit_quant_type")) ?: "fp4";
+		if (strcmp(type, "nf4") && strcmp(type, "fp4"))
+			return bad(h, "quantization_config: bnb_4bit_quant_type '%s' is not nf4 or fp4", type);
+		c->quantize = qflag(q, "bnb_4bit_use_double_quant") ? MT_QUANT_NF4_DQ : MT_QUANT_NF4;
+		snprintf(text, sizeof text, "quantization_config: bitsandbytes 4-bit %s%s as --quantize %s%s", type,
+			 c->quantize == MT_QUANT_NF4_DQ ? " with double quantization" : "",
+			 mt_plan_quant_names[c->quantize], strcmp(type, "fp4") ? "" : " (fp4 is stored as nf4 is)");
+	} else if (qflag(q, "load_in_8bit") || qflag(q, "_load_in_8bit")) {
+		c->quantize = MT_QUANT_INT8;
+		snprintf(text, sizeof text, "quantization_config: bitsandbytes 8-bit as --quantize int8");
+	} else {
+		snprintf(text, sizeof text,
+			 "quantization_config: bitsandbytes loads neither 4- nor 8-bit: not quantized");
+	}
+	note(h, text);
+	skip = json_object_get(q, "llm_int8_skip_modules");
+	if (json_array_size(skip))
+		note(h, "quantization_config: llm_int8_skip_modules not modelled (the blocks' linear layers planned "
+			"quantized, the embeddings and output layer not)");
+	return 0;
+}
+
 int hf_config_parse(const char *path, const char *text, size_t len, struct mt_plan_config *c, struct hf_config *out)
 {
 	struct hjson_error err;
@@ -224,11 +313,12 @@ int hf_config_parse(const char *path, const char *text, size_t len, struct mt_pl
 	c->ffn = ffn;
 	c->vocab = vocab;
 	c->experts = c->topk = c->moe_ffn = c->shared_ffn = c->dense_layers = 0;
-	c->shared_gate = c->pooler = c->qk_norm = c->separate_qkv = c->upcast_softmax = false;
+	c->shared_gate = c->pooler = c->qk_norm = c->separate_qkv = c->upcast_softmax = c->fused_proj = false;
 	c->kv_lora_rank = c->q_lora_rank = c->rope_head_dim = c->v_head_dim = 0;
 	c->impl = MT_IMPL_PYTORCH;
 	c->attention = MT_ATTN_FLASH;
-	c->positions = 0;
+	c->positions = c->classifier = 0;
+	c->quantize = MT_QUANT_NONE;
 	c->params = c->largest_layer = 0;
 
 	switch (f) {
@@ -247,6 +337,7 @@ int hf_config_parse(const char *path, const char *text, size_t len, struct mt_pl
 		    (r = refuse_true(&h, "mlp_bias", "biases on the MLP alone")))
 			goto done;
 		c->qk_norm = !strcmp(type, "qwen3") || !strcmp(type, "qwen3_moe");
+		c->fused_proj = !strcmp(type, "phi3"); /* qkv_proj and gate_up_proj */
 		c->no_dropout = !drops(&h, "attention_dropout") && !drops(&h, "hidden_dropout") &&
 				!drops(&h, "resid_pdrop") && !drops(&h, "embd_pdrop");
 		c->no_attention_dropout = !drops(&h, "attention_dropout");
@@ -257,8 +348,8 @@ int hf_config_parse(const char *path, const char *text, size_t len, struct mt_pl
 		c->positions = positions;
 		c->rmsnorm = c->swiglu = c->untied = false;
 		c->bias = MT_BIAS_ALL;
-		if ((r = refuse_true(&h, "scale_attn_by_inverse_layer_idx", "no parameters, but not checked")))
-			goto done;
+		/* scale_attn_by_inverse_layer_idx divides the scores by the layer's number:
+		 * no parameters, no tensor kept that eager attention does not keep anyway */
 		c->no_dropout = !drops(&h, "resid_pdrop") && !drops(&h, "attn_pdrop") && !drops(&h, "embd_pdrop");
 		c->no_attention_dropout = !drops(&h, "attn_pdrop");
 		c->attention = MT_ATTN_EAGER;
@@ -375,6 +466,8 @@ int hf_config_parse(const char *path, const char *text, size_t len, struct mt_pl
 		if (c->dense_layers)
 			note(&h, "dense layers counted as the first ones (only their number changes memory)");
 	}
+	if ((r = read_head(&h, c)) || (r = read_quantization(&h, c)))
+		goto done;
 	note(&h, c->attention == MT_ATTN_FLASH
 		     ? "layers as Hugging Face's PyTorch modules run them, fused (sdpa) attention"
 		     : "layers as Hugging Face's PyTorch modules run them, eager attention");

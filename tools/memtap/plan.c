@@ -211,6 +211,7 @@ static void parse(int argc, char **argv, struct plan_args *a, bool what_if)
 	const char *model = NULL, *deepspeed = NULL;
 	char why[256], shown[64], dtype[32] = "";
 	uint64_t v;
+	bool quantize_given = false;
 	int o;
 
 	opterr = 0;
@@ -231,6 +232,7 @@ static void parse(int argc, char **argv, struct plan_args *a, bool what_if)
 			x.micro_batch_given |= !strcmp(p->name, "micro_batch");
 			x.recompute_given |= !strcmp(p->name, "recompute");
 			x.micro_batches_given |= !strcmp(p->name, "micro_batches");
+			quantize_given |= !strcmp(p->name, "quantize");
 		}
 	}
 	if (model)
@@ -290,6 +292,15 @@ static void parse(int argc, char **argv, struct plan_args *a, bool what_if)
 		default:
 			die(EXIT_USAGE, "memtap plan does not know '%s' (see --help)", argv[optind - 1]);
 		}
+	}
+	/* transformers trains a quantized model only through adapters (its Trainer refuses
+	 * "purely quantized models"): the config's quantization waits for --lora-rank */
+	if (model && c->quantize && !quantize_given && !c->lora_rank) {
+		fprintf(stderr,
+			"memtap: %s: its quantization_config applies with LoRA adapters (--lora-rank): "
+			"planned unquantized\n",
+			model);
+		c->quantize = MT_QUANT_NONE;
 	}
 	if (optind < argc && (what_if || a->trace || optind + 1 < argc))
 		die(EXIT_USAGE, "memtap plan takes one trace and options, not '%s' (see --help)", argv[argc - 1]);
