@@ -1,5 +1,6 @@
 """Whole jobs through a real launcher: `memtap run --policy cap --policy oom_snapshot --
-torchrun --standalone --nproc_per_node 8 job.py`, Debian's python3-torch on the gloo
+torchrun --nproc_per_node 8 job.py` with --standalone's rendezvous (on a free port),
+Debian's python3-torch on the gloo
 backend, each rank allocating through simgpu with ctypes. No --dir: the ranks name the
 run directory from torchrun's job id (TORCHELASTIC_RUN_ID). Rank 3 runs out of memory;
 every other rank takes a snapshot of that moment and runs its on_peer_oom, and `memtap
@@ -8,8 +9,10 @@ import glob
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
+import uuid
 
 sys.path.insert(0, os.path.join(os.environ["MT_SRCDIR"], "tests"))
 from tap import done, ok, scratch  # noqa: E402
@@ -76,8 +79,14 @@ for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "TORCHELASTIC_RUN_ID", "SLURM_JOB_
 # --redirects/--tee given as mappings: torch 1.13's default "0" reads as no setting under
 # Python 3.11 (an IntFlag's zero member is not iterated) and torchrun fails; rank 0's
 # stderr teed to torchrun's log folder is harmless
+# --standalone's rendezvous, but on a free port: --standalone's fixed 29400 collides with
+# another torchrun on the machine (a second test suite running beside this one)
+with socket.socket() as s:
+    s.bind(("localhost", 0))
+    port = s.getsockname()[1]
 p = subprocess.run([MEMTAP, "run", "--policy", "cap", "--policy", "oom_snapshot", "--policy", PEER, "--", SIMGPU,
-                    "torchrun", "--standalone", "--nproc_per_node", str(WORLD), "--redirects", "0:2", "--tee", "0:2",
+                    "torchrun", "--nnodes", "1", "--rdzv_backend", "c10d", "--rdzv_endpoint", "localhost:%d" % port,
+                    "--rdzv_id", str(uuid.uuid4()), "--nproc_per_node", str(WORLD), "--redirects", "0:2", "--tee", "0:2",
                     "--log_dir", os.path.join(TMP, "logs"), JOB], cwd=TMP, env=env,
                    capture_output=True, text=True, timeout=600)
 ok(p.returncode == 0, "torchrun ran 8 ranks on gloo under memtap, one of them out of memory",
