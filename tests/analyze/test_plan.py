@@ -242,7 +242,7 @@ zero3 = ds_config("zero3.json", json.dumps({
 p = plan(*MODEL, "--deepspeed", zero3, "--gpus-per-node", 8, "--json")
 same = plan_json(*MODEL, "--micro-batch", 4, "--zero", 3, "--offload-optimizer", "cpu", "--offload-params", "cpu",
                  "--gpus-per-node", 8, "--reduce-bucket", "500M",  # stage3.py keeps one bucket, overlap_comm or not
-                 "--contiguous-gradients")
+                 "--contiguous-gradients", "--micro-batches", 1)  # DeepSpeed's steps without the key: 1
 notes = p.stderr.splitlines()
 ok(json.loads(p.stdout) == same and len(notes) == 3 and 'fp16.enabled "auto" is false' in notes[0] and
    "steps_per_print" in notes[1] and "gradient_clipping" in notes[1] and
@@ -259,11 +259,63 @@ got = plan_json(*MODEL, "--deepspeed", zero2)
 ok(got["dp"] == 8 and got["nvme_bytes_per_node"] > 0 and got["cpu_bytes_per_node"] == 0 and
    got["per_gpu_bytes"]["optimizer"] == 0, "--deepspeed: train_batch_size / (micro-batch x accumulation) gives dp; "
    "NVMe offload counted on NVMe", got)
-for given in (["--gpus-per-node", 4], ["--nodes", 1, "--gpus-per-node", 4]):
-    p = plan(*MODEL, "--deepspeed", zero2, *given, "--json")
-    ok(json.loads(p.stdout)["dp"] == 4 and "implies data-parallel size 8; planning for the 4" in p.stderr,
-       "--deepspeed with %s: the GPUs given win over train_batch_size's, which is said" % " ".join(map(str, given)),
-       p.stderr)
+for given in (["--gpus-per-node", 4], ["--nodes", 2, "--gpus-per-node", 2]):
+    p = plan(*MODEL, "--deepspeed", zero2, *given, check=False)
+    ok(p.returncode == 2 and "train_batch_size is not equal to micro_batch_per_gpu * gradient_acc_step * world_size "
+       "256 != 4 * 8 * 4" in p.stderr.splitlines()[-1],
+       "--deepspeed with %s: train_batch_size that the GPUs given do not multiply out to is refused with "
+       "DeepSpeed's _batch_assertion, one line" % " ".join(map(str, given)), p.stderr)
+# DeepSpeed's _set_batch_related_parameters: the missing keys from the others over the world size (floor
+# divisions), then _batch_assertion
+derive = [({"train_batch_size": 32, "train_micro_batch_size_per_gpu": 2}, [], (2, 16)),
+          ({"train_batch_size": 32, "train_micro_batch_size_per_gpu": 2}, ["--gpus-per-node", 8], (2, 2)),
+          ({"train_batch_size": 32, "gradient_accumulation_steps": 4}, [], (8, 4)),
+          ({"train_batch_size": 32, "gradient_accumulation_steps": 4}, ["--nodes", 2, "--gpus-per-node", 2], (2, 4)),
+          ({"train_batch_size": 8}, ["--gpus-per-node", 8], (1, 1)),
+          ({"train_batch_size": 16}, ["--gpus-per-node", 8, "--tp", 2], (4, 1)),
+          ({"train_micro_batch_size_per_gpu": 3}, ["--gpus-per-node", 8], (3, 1))]
+bad = []
+for keys, given, want in derive:
+    cfg = ds_config("derive.json", json.dumps(dict(keys, bf16={"enabled": True})))
+    p = plan(*MODEL, "--deepspeed", cfg, *given, "--json", check=False)
+    got = json.loads(p.stdout)["setup"] if p.returncode == 0 else p.stderr
+    if p.returncode or (got["micro_batch"], got["micro_batches"]) != want:
+        bad.append("%s %s: %s" % (keys, given, got))
+refused = [({"train_batch_size": 8}, ["--gpus-per-node", 16], "Micro batch size per gpu: 0 has to be greater than 0"),
+           ({"train_batch_size": 32, "train_micro_batch_size_per_gpu": 3}, [],
+            "world_size 32 != 3 * 10 * 1"),
+           ({"train_batch_size": 4, "train_micro_batch_size_per_gpu": 2}, ["--gpus-per-node", 4],
+            "Gradient accumulation steps: 0 has to be greater than 0")]
+for keys, given, says in refused:
+    cfg = ds_config("derive.json", json.dumps(dict(keys, bf16={"enabled": True})))
+    p = plan(*MODEL, "--deepspeed", cfg, *given, check=False)
+    if p.returncode != 2 or p.stderr.count("\n") != 1 or says not in p.stderr:
+        bad.append("%s %s: exit %d %s" % (keys, given, p.returncode, p.stderr))
+steps16 = plan_json(*MODEL, "--micro-batch", 2, "--micro-batches", 16, "--precision", "bf16")
+got = plan_json(*MODEL, "--deepspeed", ds_config("derive.json", '{"train_batch_size": 32, '
+                '"train_micro_batch_size_per_gpu": 2, "bf16": {"enabled": true}}'))
+ok(not bad and got["per_gpu_bytes"] == steps16["per_gpu_bytes"],
+   "--deepspeed: micro-batch and accumulation steps derived from train_batch_size over the GPUs as DeepSpeed "
+   "does (32 / 2 on 1 GPU: 16 steps, gradients kept across them), refused where its _batch_assertion fails",
+   "\n".join(bad))
+# a config's micro-batch without --seq: model states only, said; --seq with the micro-batch "auto": refused
+nos = ds_config("noseq.json", '{"train_micro_batch_size_per_gpu": 4, "bf16": {"enabled": true}, '
+                '"zero_optimization": {"stage": 2}}')
+p = plan(*MODEL[:-2], "--deepspeed", nos, "--json", check=False)
+states = plan_json(*MODEL[:-2], "--precision", "bf16", "--zero", 2, "--contiguous-gradients", "--micro-batches", 1)
+ok(p.returncode == 0 and json.loads(p.stdout)["per_gpu_bytes"] == states["per_gpu_bytes"] and
+   "micro-batch 4: give --seq N for its activations; model states only" in p.stderr and
+   p.stderr.count("give --seq") == 1,
+   "--deepspeed without --seq: the config's micro-batch plans model states only, and one note asks for --seq",
+   p.stderr)
+hf = ds_config("hfauto.json", '{"train_micro_batch_size_per_gpu": "auto", "train_batch_size": "auto", '
+               '"gradient_accumulation_steps": "auto", "bf16": {"enabled": true}}')
+p = plan(*MODEL, "--deepspeed", hf, check=False)
+q = plan(*MODEL[:-2], "--deepspeed", hf, check=False)
+ok(p.returncode == 2 and p.stderr.splitlines()[-1] == "memtap: --seq 2048 needs a micro-batch: %s leaves it \"auto\" "
+   "(the Hugging Face Trainer fills it from --per_device_train_batch_size): give --micro-batch N" % hf and
+   q.returncode == 0, "--deepspeed: --seq with the micro-batch left \"auto\" asks for --micro-batch; without --seq "
+   "model states are planned", p.stderr + q.stderr)
 # neither batch key: DeepSpeed refuses the config; --micro-batch stands in for the key
 nobatch = ds_config("nobatch.json", '{"bf16": {"enabled": true}, "zero_optimization": {"stage": 2}}')
 p = plan(*MODEL, "--deepspeed", nobatch, "--json", check=False)

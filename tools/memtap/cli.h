@@ -37,16 +37,27 @@ struct ds_context {
 	uint64_t micro_batch, micro_batches, hidden;
 };
 /* A DeepSpeed config's text (dsconfig.c) applied onto c: 0, or EINVAL with err saying in
- * one line what is wrong. dp: the data-parallel size its batch sizes imply (0: none);
+ * one line what is wrong. batch: its train_batch_size (0: none, or "auto" not filled);
+ * micro_auto: no micro-batch where train_micro_batch_size_per_gpu or train_batch_size is
+ * "auto" (the Hugging Face Trainer fills them: nothing to derive without --micro-batch);
  * ignored and unmodelled: the keys it names without using them; notes: how "auto",
  * deprecated spellings and ineffective sections were read; "" when none. ctx may be NULL. */
 struct ds_config {
-	uint64_t dp;
+	uint64_t batch;
+	bool micro_auto;
 	char ignored[1024], unmodelled[1024], notes[2048];
 	char err[512];
 };
 int ds_config_parse(const char *path, const char *text, size_t len, const struct ds_context *ctx,
 		    struct mt_plan_config *c, struct ds_config *out);
+/* DeepSpeed's batch sizes (runtime/config.py: _set_batch_related_parameters, then
+ * _batch_assertion) from ds's train_batch_size and the micro-batch and accumulation
+ * steps as c has them (the config's, or the command line's in their place; 0: not
+ * given), over world data-parallel GPUs (0: not given: what the config's three keys
+ * imply, else 1). Sets c->micro_batch, c->micro_batches and *world; note says what was
+ * derived ("" when nothing). 0, or EINVAL with err (DeepSpeed's reason, one line). */
+int ds_config_batch(const char *path, const struct ds_config *ds, struct mt_plan_config *c, uint64_t *world, char *note,
+		    size_t note_size, char *err, size_t err_size);
 /* A Hugging Face config.json (hfconfig.c) onto c's model fields: 0, or EINVAL with err in
  * one line naming the field memtap does not model. note: what it assumed; dtype: the
  * torch_dtype it names, "" when none. */

@@ -939,20 +939,14 @@ static int apply(struct ds *d, json_t *root, struct mt_plan_config *c)
 	if (!has_batch && !has_micro)
 		NOTE(d, "neither train_batch_size nor train_micro_batch_size_per_gpu, which DeepSpeed refuses: planned "
 			"with --micro-batch");
-	/* DeepSpeed's _set_batch_related_parameters: the missing ones from the others */
+	/* the missing ones are derived with the world size, once it is known (ds_config_batch) */
 	if (micro)
 		c->micro_batch = micro;
 	if (steps)
 		c->micro_batches = steps;
-	if (batch && micro && steps) {
-		if (batch % (micro * steps))
-			return bad(d,
-				   "train_batch_size %llu is not a multiple of train_micro_batch_size_per_gpu x "
-				   "gradient_accumulation_steps (%llu): DeepSpeed's check that train_batch_size = "
-				   "micro-batch x steps x data-parallel size fails",
-				   (unsigned long long)batch, (unsigned long long)(micro * steps));
-		d->out->dp = batch / (micro * steps);
-	}
+	d->out->batch = batch;
+	d->out->micro_auto = !micro && (is_auto(json_object_get(root, "train_micro_batch_size_per_gpu")) ||
+					is_auto(json_object_get(root, "train_batch_size")));
 	json_object_foreach(root, k, v)
 	{
 		bool known = false;
@@ -992,4 +986,86 @@ int ds_config_parse(const char *path, const char *text, size_t len, const struct
 	mt_text_line(out->unmodelled);
 	mt_text_line(out->notes);
 	return r;
+}
+
+/* DeepSpeed's runtime/config.py: _set_batch_related_parameters derives what is missing
+ * (floor divisions), then _batch_assertion refuses what does not multiply out. */
+int ds_config_batch(const char *path, const struct ds_config *ds, struct mt_plan_config *c, uint64_t *world, char *note,
+		    size_t note_size, char *err, size_t err_size)
+{
+	uint64_t batch = ds->batch, micro = c->micro_batch, steps = c->micro_batches, w = *world, product;
+	const char *derived = NULL;
+
+	note[0] = err[0] = '\0';
+	if (ds->micro_auto && !micro) /* the Trainer fills all three together: nothing to derive */
+		return 0;
+	if (!w && batch && micro && steps) { /* no GPU count given: the one the three keys imply */
+		if (batch % (micro * steps)) {
+			snprintf(
+			    err, err_size,
+			    "%s: train_batch_size %llu is not a multiple of train_micro_batch_size_per_gpu x "
+			    "gradient_accumulation_steps (%llu x %llu): DeepSpeed's _batch_assertion fails for any "
+			    "number of GPUs",
+			    path, (unsigned long long)batch, (unsigned long long)micro, (unsigned long long)steps);
+			return EINVAL;
+		}
+		w = batch / (micro * steps);
+	}
+	if (!w)
+		w = 1; /* memtap's default: one GPU */
+	if (batch && micro && steps) {
+	} else if (batch && micro) {
+		steps = batch / micro / w;
+		derived = "gradient_accumulation_steps";
+	} else if (batch && steps) {
+		micro = batch / w / steps;
+		derived = "train_micro_batch_size_per_gpu";
+	} else if (micro && steps) {
+		batch = micro * steps * w;
+	} else if (batch) {
+		steps = 1;
+		micro = batch / w;
+		derived = "train_micro_batch_size_per_gpu";
+	} else if (micro) {
+		batch = micro * w;
+		steps = 1;
+	} else {
+		snprintf(err, err_size,
+			 "%s: neither train_batch_size nor train_micro_batch_size_per_gpu: DeepSpeed refuses the "
+			 "config ('Either train_batch_size or train_micro_batch_size_per_gpu needs to be provided')",
+			 path);
+		return EINVAL;
+	}
+	if (!micro || !steps) {
+		snprintf(err, err_size,
+			 "%s: %s: %llu has to be greater than 0 (DeepSpeed's _batch_assertion: "
+			 "train_batch_size %llu over %llu data-parallel GPUs%s)",
+			 path, !micro ? "Micro batch size per gpu" : "Gradient accumulation steps",
+			 (unsigned long long)(!micro ? micro : steps), (unsigned long long)batch, (unsigned long long)w,
+			 !micro ? "" : " and the micro-batch");
+		return EINVAL;
+	}
+	if (__builtin_mul_overflow(micro, steps, &product) || __builtin_mul_overflow(product, w, &product) ||
+	    product != batch) {
+		snprintf(err, err_size,
+			 "%s: Check batch related parameters. train_batch_size is not equal to micro_batch_per_gpu * "
+			 "gradient_acc_step * world_size %llu != %llu * %llu * %llu (DeepSpeed's _batch_assertion; "
+			 "world_size: the data-parallel GPUs)",
+			 path, (unsigned long long)batch, (unsigned long long)micro, (unsigned long long)steps,
+			 (unsigned long long)w);
+		return EINVAL;
+	}
+	if (derived)
+		snprintf(note, note_size,
+			 "%s is %llu: train_batch_size %llu over %llu data-parallel GPU%s%s, as DeepSpeed derives it "
+			 "(runtime/config.py _set_batch_related_parameters)",
+			 derived, (unsigned long long)(derived[0] == 'g' ? steps : micro), (unsigned long long)batch,
+			 (unsigned long long)w, w == 1 ? "" : "s",
+			 derived[0] == 'g' ? " and the micro-batch"
+			 : steps > 1	   ? " and the accumulation steps"
+					   : "");
+	c->micro_batch = micro;
+	c->micro_batches = steps;
+	*world = w;
+	return 0;
 }
