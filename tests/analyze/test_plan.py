@@ -327,6 +327,19 @@ ok(p.returncode == 2 and len(p.stderr.splitlines()) == 1 and "Either train_batch
    "planned with --micro-batch" in q.stderr,
    "--deepspeed: a config with neither batch key is refused as DeepSpeed refuses it, unless --micro-batch is given",
    (p.returncode, p.stderr, q.returncode, q.stderr))
+# fp16 off and bf16 "auto": bf16 whatever the model's torch_dtype (float16 cannot be the run's type)
+fp16m = ds_config("llama-fp16.json", json.dumps({
+    "model_type": "llama", "vocab_size": 32000, "hidden_size": 1024, "num_hidden_layers": 4, "num_attention_heads": 8,
+    "intermediate_size": 2816, "torch_dtype": "float16"}))
+offauto = ds_config("offauto.json", '{"train_micro_batch_size_per_gpu": 1, "fp16": {"enabled": false}, '
+                    '"bf16": {"enabled": "auto"}, "zero_optimization": {"stage": 3}}')
+p = plan("--model", fp16m, "--seq", 512, "--deepspeed", offauto, "--json")
+as16 = plan_json("--model", fp16m, "--seq", 512, "--deepspeed", offauto, "--precision", "bf16")
+as32 = plan_json("--model", fp16m, "--seq", 512, "--deepspeed", offauto, "--precision", "fp32")
+ok(json.loads(p.stdout)["per_gpu_bytes"] == as16["per_gpu_bytes"] != as32["per_gpu_bytes"] and
+   'bf16.enabled "auto" is true: fp16 is off' in p.stderr and "give --precision fp32 if it runs without --bf16"
+   in p.stderr, "--deepspeed: fp16 off and bf16 \"auto\" plan bf16 though the model's torch_dtype is float16, "
+   "saying --precision fp32 is the other choice", p.stderr)
 BROKEN = [('{"zero_optimization": {"stage": 3,}}\n}', "broken.json:2:1: not valid JSON or hjson"),
           ('{\n  "bf16": {"enabled": true}\n  "zero_optimization": {"offload_param": {device: cpu}}\n}\n',
            "broken.json:5:1: not valid JSON or hjson (DeepSpeed's syntax): Bad key name (eof) (a quoteless value"),

@@ -568,8 +568,10 @@ static int batch_key(struct ds *d, const json_t *root, const char *key, bool giv
 }
 
 /* The precision a section's "enabled" asks for: 1, 0; "auto" resolved as the Hugging Face
- * Trainer fills it from the run's precision (the command line's, else the model's) */
-static int enabled_flag(struct ds *d, const json_t *section, const char *name, struct section *s, int want, int *out)
+ * Trainer fills it from the run's precision (the command line's, else the model's; bf16
+ * where the config turns fp16 off: no 16-bit type left but bf16) */
+static int enabled_flag(struct ds *d, const json_t *section, const char *name, struct section *s, int want,
+			bool fp16_off, int *out)
 {
 	const json_t *v = json_object_get(section, "enabled");
 	const struct ds_context *x = d->ctx;
@@ -577,6 +579,15 @@ static int enabled_flag(struct ds *d, const json_t *section, const char *name, s
 	*out = s->set[0] ? s->b[0] : 0;
 	if (!is_auto(v))
 		return 0;
+	if (want == 1 && fp16_off && !x->precision_given) {
+		bool other = x->model_dtype && x->precision != 1;
+		*out = 1;
+		NOTE(d,
+		     "bf16.enabled \"auto\" is true: fp16 is off, so the 16-bit run the Hugging Face Trainer fills it "
+		     "for is bf16 (its --bf16)%s%s%s; give --precision fp32 if it runs without --bf16",
+		     other ? ", though " : "", other ? x->model_dtype : "", other ? " says otherwise" : "");
+		return 0;
+	}
 	if (x->precision_given || x->model_dtype) {
 		*out = x->precision == want;
 		if (x->precision_given)
@@ -765,9 +776,9 @@ static int precision_sections(struct ds *d, const json_t *root, struct mt_plan_c
 	if ((fp16 && (r = validate(d, &fp16_model, fp16, "fp16.", &s16))) ||
 	    (bf16 && (r = validate(d, &bf16_model, bf16, !strcmp(bf16_name, "bf16") ? "bf16." : "bfloat16.", &sb))))
 		return r;
-	if (fp16 && (r = enabled_flag(d, fp16, "fp16", &s16, 2, &f16)))
+	if (fp16 && (r = enabled_flag(d, fp16, "fp16", &s16, 2, false, &f16)))
 		return r;
-	if (bf16 && (r = enabled_flag(d, bf16, bf16_name, &sb, 1, &b16)))
+	if (bf16 && (r = enabled_flag(d, bf16, bf16_name, &sb, 1, fp16 && s16.set[0] && !s16.b[0], &b16)))
 		return r;
 	if (f16) { /* dynamic loss scaling needs a window and a floor */
 		int i_ls = field_index(&fp16_model, "loss_scale"), i_w = field_index(&fp16_model, "loss_scale_window");
