@@ -340,6 +340,24 @@ ok(json.loads(p.stdout)["per_gpu_bytes"] == as16["per_gpu_bytes"] != as32["per_g
    'bf16.enabled "auto" is true: fp16 is off' in p.stderr and "give --precision fp32 if it runs without --bf16"
    in p.stderr, "--deepspeed: fp16 off and bf16 \"auto\" plan bf16 though the model's torch_dtype is float16, "
    "saying --precision fp32 is the other choice", p.stderr)
+# sections that change memory when on are named as not modelled, not as ignored; elastic training with
+# the batch keys is refused as DeepSpeed refuses it (ElasticityConfigError)
+on = {"sparse_attention": {"mode": "fixed"}, "hybrid_engine": {"enabled": True}, "data_efficiency": {"enabled": True},
+      "compile": {"deepcompile": True},
+      "elasticity": {"enabled": True, "ignore_non_elastic_batch_info": True, "max_train_batch_size": 2000}}
+p = plan("--params", "1B", "--deepspeed", ds_config("on.json", json.dumps(dict(on, train_micro_batch_size_per_gpu=2))))
+lines = {line.split(": ")[2]: line for line in p.stderr.splitlines()}
+off = plan("--params", "1B", "--deepspeed", ds_config("off.json", json.dumps(
+    {"train_micro_batch_size_per_gpu": 2, "hybrid_engine": {"enabled": False}, "compile": {"deepcompile": False}})))
+el = plan("--params", "1B", check=False, *["--deepspeed", ds_config("elastic.json", json.dumps(
+    {"train_micro_batch_size_per_gpu": 2, "elasticity": {"enabled": True, "max_train_batch_size": 2000}}))])
+ok(all(k in lines.get("not modelled (memory counted without them)", "") for k in on) and
+   "ignoring keys" not in p.stderr and "ignoring keys that do not change the plan: hybrid_engine, compile" in off.stderr
+   and el.returncode == 2 and el.stderr.count("\n") == 1 and "ElasticityConfigError: One or more batch related "
+   "parameters were found" in el.stderr,
+   "--deepspeed: sparse_attention, hybrid_engine, data_efficiency, deepcompile and elasticity when on are named "
+   "not modelled (when off, ignored); elasticity with batch keys refused as DeepSpeed refuses it",
+   p.stderr + off.stderr + el.stderr)
 BROKEN = [('{"zero_optimization": {"stage": 3,}}\n}', "broken.json:2:1: not valid JSON or hjson"),
           ('{\n  "bf16": {"enabled": true}\n  "zero_optimization": {"offload_param": {device: cpu}}\n}\n',
            "broken.json:5:1: not valid JSON or hjson (DeepSpeed's syntax): Bad key name (eof) (a quoteless value"),

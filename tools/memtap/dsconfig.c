@@ -882,6 +882,14 @@ static int tensor_parallel_section(struct ds *d, const json_t *root, struct mt_p
 	return 0;
 }
 
+/* Python's truth of a JSON value, as DeepSpeed's dict.get(...) tests read it */
+static bool truthy(const json_t *v)
+{
+	return v && !json_is_false(v) && !json_is_null(v) && !(json_is_integer(v) && !json_integer_value(v)) &&
+	       !(json_is_real(v) && json_real_value(v) == 0) && !(json_is_string(v) && !json_string_length(v)) &&
+	       !(json_is_object(v) && !json_object_size(v)) && !(json_is_array(v) && !json_array_size(v));
+}
+
 /* Sections apply in a fixed order, whatever the file's key order. */
 static int apply(struct ds *d, json_t *root, struct mt_plan_config *c)
 {
@@ -900,6 +908,17 @@ static int apply(struct ds *d, json_t *root, struct mt_plan_config *c)
 						"train_micro_batch_size_per_gpu",
 						"gradient_accumulation_steps",
 						NULL};
+	/* what each turns on, and how DeepSpeed reads that it is on (NULL: the section's presence) */
+	static const struct {
+		const char *key, *flag, *what;
+	} changing[] = {
+	    {"sparse_attention", NULL,
+	     "sparse_attention (block-sparse attention layers, config.py get_sparse_attention)"},
+	    {"hybrid_engine", "enabled", "hybrid_engine (inference containers and their cache beside training)"},
+	    {"data_efficiency", "enabled", "data_efficiency (random-LTD drops tokens from layers, data routing)"},
+	    {"compile", "deepcompile", "compile.deepcompile (DeepCompile's own ZeRO schedule and buffers)"},
+	    {"elasticity", "enabled", "elasticity (DeepSpeed picks the batch sizes: compute_elastic_config)"},
+	    {NULL, NULL, NULL}};
 	const struct ds_context *x = d->ctx;
 	uint64_t batch, micro, steps;
 	bool zero_on, has_batch, has_micro, has_steps;
@@ -935,6 +954,20 @@ static int apply(struct ds *d, json_t *root, struct mt_plan_config *c)
 			return bad(d, "sequence_parallel_size must be a whole number from 1 to %llu", MAX_COUNT);
 		c->cp = (uint64_t)json_integer_value(v);
 	}
+	/* runtime/config.py DeepSpeedConfig.__init__: elastic training picks the batch sizes itself
+	 * (elasticity.py compute_elastic_config) and refuses the config's unless told to ignore them */
+	if ((v = json_object_get(root, "elasticity")) && json_is_object(v) && truthy(json_object_get(v, "enabled"))) {
+		if (!truthy(json_object_get(v, "ignore_non_elastic_batch_info")) &&
+		    (json_object_get(root, "train_batch_size") ||
+		     json_object_get(root, "train_micro_batch_size_per_gpu") ||
+		     json_object_get(root, "gradient_accumulation_steps")))
+			return bad(d, "ElasticityConfigError: One or more batch related parameters were found in your "
+				      "ds_config (train_batch_size, train_micro_batch_size_per_gpu, and/or "
+				      "gradient_accumulation_steps). These parameters *will not be used* since elastic "
+				      "training is enabled, which takes control of these parameters. If you want to "
+				      "suppress this error (the parameters will be silently ignored) please set "
+				      "ignore_non_elastic_batch_info':true in your elasticity config.");
+	}
 	if ((r = batch_key(d, root, "train_micro_batch_size_per_gpu", x->micro_batch_given, x->micro_batch, &micro,
 			   &has_micro)) ||
 	    (r = batch_key(d, root, "gradient_accumulation_steps", x->micro_batches_given, x->micro_batches, &steps,
@@ -963,6 +996,12 @@ static int apply(struct ds *d, json_t *root, struct mt_plan_config *c)
 		bool known = false;
 		for (int i = 0; read_here[i]; i++)
 			known |= !strcmp(k, read_here[i]);
+		for (int i = 0; changing[i].key && !known; i++) /* sections that change memory when on */
+			if (!strcmp(k, changing[i].key) && json_is_object(v) &&
+			    (!changing[i].flag || truthy(json_object_get(v, changing[i].flag)))) {
+				add_name(d->out->unmodelled, sizeof d->out->unmodelled, "", changing[i].what);
+				known = true;
+			}
 		if (!known)
 			add_name(d->out->ignored, sizeof d->out->ignored, "", k);
 	}
