@@ -210,6 +210,10 @@ const char *mt_plan_check(struct mt_plan_config *c)
 		return "expert parallelism needs experts (--experts)";
 	if (c->offload_params && c->zero != 3)
 		return "parameter offload needs ZeRO stage 3";
+	/* DeepSpeed's engine.py builds its ZeRO optimizer (what moves states and gradients to
+	 * the host) at stages 1-3 only; at stage 0 its CPU Adam would keep them on the GPU */
+	if (c->offload_optimizer && !c->zero && !c->fsdp)
+		return "optimizer offload needs ZeRO stage 1, 2 or 3 (DeepSpeed does not offload at stage 0)";
 	if (c->fsdp && c->zero)
 		return "FSDP and ZeRO are two ways of sharding: give one (--fsdp, or --zero)";
 	if (c->sp && c->tp < 2)
@@ -806,6 +810,8 @@ void mt_plan_table(const struct mt_plan_config *c, const struct mt_plan_scale *s
 
 			x.zero = z;
 			x.fsdp = false;
+			if (!z) /* no offload without a ZeRO optimizer */
+				x.offload_optimizer = MT_OFFLOAD_NONE;
 			x.recompute = (enum mt_recompute)r;
 			table[z][r] = INFINITY;
 			if (!mt_plan_check(&x)) {

@@ -142,6 +142,17 @@ ok(off["fits"] and off["per_gpu_bytes"]["params"] == 2 * P10 and off["per_gpu_by
    "ZeRO-Offload: the tutorial's 10B GPT-2 fits one 32 GB V100; fp32 master, Adam and gradients (16 bytes/param) "
    "on the host, at most the reduce bucket of gradients on the GPU", off)
 
+# no ZeRO-Offload at stage 0 (DeepSpeed's ZeRO optimizer is what offloads): refused on the command line,
+# and the table's ZeRO-0 row plans without offload
+z0 = subprocess.run([MEMTAP, "plan", "--params", "7B", "--zero", "0", "--offload-optimizer", "cpu"], capture_output=True,
+                    text=True)
+rows = {r["zero"]: r["total_bytes"] for r in off["table"] if r["recompute"] == "full"}
+plain0 = plan(*GPT10B[:-2], "--zero", 0)["per_gpu_bytes"]["total"]
+ok(z0.returncode == 2 and z0.stderr == "memtap: optimizer offload needs ZeRO stage 1, 2 or 3 (DeepSpeed does not "
+   "offload at stage 0)\n" and rows[0] == plain0 and rows[2] == off["per_gpu_bytes"]["total"],
+   "--offload-optimizer at --zero 0 refused in one line; the ZeRO-0 row of an offload plan's table without offload",
+   (z0.stderr, rows, plain0))
+
 # DeepSpeed's contiguous gradient bucket (reduce_bucket_size in the model's type): made as
 # backward begins and released after it at stages 1 and 2, kept at stage 3; under offload
 # it is the gradient buffer above, not a second one; a DeepSpeed config sets it
