@@ -358,6 +358,49 @@ ok(all(k in lines.get("not modelled (memory counted without them)", "") for k in
    "--deepspeed: sparse_attention, hybrid_engine, data_efficiency, deepcompile and elasticity when on are named "
    "not modelled (when off, ignored); elasticity with batch keys refused as DeepSpeed refuses it",
    p.stderr + off.stderr + el.stderr)
+# what DeepSpeed's engine refuses (engine.py _do_sanity_check, _configure_basic_optimizer,
+# _do_optimizer_sanity_check; runtime/config.py DtypeEnum), and what it accepts
+M1 = {"train_micro_batch_size_per_gpu": 1}
+ENGINE_NO = [({"bf16": {"enabled": True}, "data_types": {"grad_accum_dtype": "fp32"}},
+              "unsupported mix of model_dtype=torch.bfloat16 and grad_accum_dtype=torch.float32"),
+             ({"data_types": {"grad_accum_dtype": "fp16"}},
+              "unsupported mix of model_dtype=torch.float32 and grad_accum_dtype=torch.float16"),
+             ({"fp16": {"enabled": True}, "amp": {"enabled": True}},
+              "Cannot enable both amp with (legacy) fp16 or bfloat16 mode"),
+             ({"amp": {"enabled": True}, "data_types": {"grad_accum_dtype": "bf16"}},
+              "Model data type and gradient accumulation data type must be equal to use Amp"),
+             ({"bf16": {"enabled": True}, "zero_optimization": {"stage": 1},
+               "data_types": {"grad_accum_dtype": "fp64"}}, "'fp64' is not a valid DtypeEnum"),
+             ({"optimizer": {"type": "SGD"}, "zero_optimization": {"stage": 2}}, "You are using an untested ZeRO "
+              "Optimizer. Please add <\"zero_allow_untested_optimizer\": true>"),
+             ({"optimizer": {"type": "Lamb"}, "zero_optimization": {"stage": 1}}, "untested ZeRO Optimizer"),
+             ({"optimizer": {"type": "OneBitAdam"}, "zero_optimization": {"stage": 1}},
+              "1bit-Adam is not compatible with ZeRO")]
+ENGINE_NO += [({"optimizer": {"type": t}}, "%s is not a supported DeepSpeed Optimizer" % t)
+              for t in ("FusedAdam", "CPUAdam", "FusedLion", "sgd", "adam8bit")]
+ENGINE_OK = [({"bf16": {"enabled": True}, "zero_optimization": {"stage": 1},
+               "data_types": {"grad_accum_dtype": "float"}}, True),
+             ({"fp16": {"enabled": True}, "zero_optimization": {"stage": 2},
+               "data_types": {"grad_accum_dtype": "torch.float32"}}, True),
+             ({"bf16": {"enabled": True}, "data_types": {"grad_accum_dtype": "bfloat16"}}, False),
+             ({"optimizer": {"type": "SGD"}, "zero_optimization": {"stage": 2}, "zero_allow_untested_optimizer": True},
+              False),
+             ({"optimizer": {"type": "ADAMW"}, "zero_optimization": {"stage": 3}}, False),
+             ({"optimizer": {"type": "RAdam"}}, False)]
+bad = []
+for keys, says in ENGINE_NO:
+    p = plan("--params", "1B", "--deepspeed", ds_config("engine.json", json.dumps(dict(M1, **keys))), check=False)
+    if p.returncode != 2 or p.stderr.count("\n") != 1 or says not in p.stderr:
+        bad.append("%s: exit %d %s" % (keys, p.returncode, p.stderr))
+for keys, fp32 in ENGINE_OK:
+    p = plan("--params", "1B", "--deepspeed", ds_config("engine.json", json.dumps(dict(M1, **keys))), "--json",
+             check=False)
+    if p.returncode or json.loads(p.stdout)["setup"]["grad_fp32"] != fp32:
+        bad.append("%s: exit %d %s" % (keys, p.returncode, p.stderr))
+ok(not bad, "--deepspeed refuses what DeepSpeed's engine refuses, with its reason in one line: a gradient type "
+   "unlike the model's without ZeRO, apex amp with fp16, an unknown grad_accum_dtype, optimizers ZeRO has not "
+   "tested, names it does not know (its own in any case, torch.optim's exactly); accepts its spellings (\"float\")",
+   "\n".join(bad))
 BROKEN = [('{"zero_optimization": {"stage": 3,}}\n}', "broken.json:2:1: not valid JSON or hjson"),
           ('{\n  "bf16": {"enabled": true}\n  "zero_optimization": {"offload_param": {device: cpu}}\n}\n',
            "broken.json:5:1: not valid JSON or hjson (DeepSpeed's syntax): Bad key name (eof) (a quoteless value"),

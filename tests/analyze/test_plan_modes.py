@@ -48,10 +48,21 @@ def per_gpu(*args):
 # optimizer state per parameter (fp32 training, model states only, at the optimizer step)
 adafactor = 4 * (32 * (4 * (4096 + 4096) + 3 * (4096 + 11008)) + 2 * (32000 + 4096) + 65 * 4096)
 WANT = {"adam": 8 * P7, "adam8bit": 2 * (1 + 4 / 256) * P7, "lion": 4 * P7, "sgd": 4 * P7, "adafactor": adafactor,
-        "none": 0}
+        "none": 0, "sgd-nomomentum": 0}
 got = {o: per_gpu("--model", LLAMA2, "--precision", "fp32", "--optimizer", o)["optimizer"] for o in WANT}
 ok(got == WANT, "optimizer states: Adam 8 bytes/param, bitsandbytes 8-bit Adam 2 + an fp32 absmax per 256, Lion "
    "and SGD 4, Adafactor a row and a column per matrix and every vector (11.3 MB for Llama-2-7B)", (got, WANT))
+
+# DeepSpeed's "SGD" is torch.optim.SGD: a momentum buffer only with params.momentum > 0; under
+# bf16 its fp32 master copy alone
+sgd = {m: model("ds-sgd%s.json" % m, {"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": True},
+                                      "optimizer": {"type": "SGD", "params": dict({"lr": 0.1}, **({"momentum": m} if m else {}))}})
+       for m in (0, 0.9)}
+got = [per_gpu("--model", LLAMA2, "--deepspeed", sgd[m])["optimizer"] for m in (0, 0.9)]
+mixed0 = per_gpu("--model", LLAMA2, "--precision", "bf16", "--optimizer", "sgd-nomomentum")["optimizer"]
+ok(got == [4 * P7, 8 * P7] and mixed0 == 4 * P7,
+   "plain SGD keeps no state: --optimizer sgd-nomomentum 0 bytes (fp32), the fp32 master copy alone (4 bytes/param) "
+   "under bf16; a DeepSpeed \"SGD\" without params.momentum is it, with momentum 0.9 it keeps a buffer", (got, mixed0))
 
 # gradient accumulation: every gradient lives through the micro-batches
 P_BERT = 335141888 + 1024 * 2 + 2  # BertModel and a two-label classifier

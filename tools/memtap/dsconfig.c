@@ -29,6 +29,8 @@ struct ds {
 	const char *path;
 	const struct ds_context *ctx;
 	struct ds_config *out;
+	int dtype; /* the model's, as engine.py get_data_types has it: 0 fp32, 1 bf16, 2 fp16 */
+	bool amp;  /* apex amp enabled */
 };
 
 static int bad(struct ds *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -509,32 +511,94 @@ static int validate(struct ds *d, const struct model *m, const json_t *obj, cons
 
 /* ---- the sections memtap reads ---- */
 
-static int optimizer_section(struct ds *d, const json_t *opt, struct mt_plan_config *c)
+/* Python's truth of a JSON value, as DeepSpeed's dict.get(...) tests read it */
+static bool truthy(const json_t *v)
 {
-	static const char *const adam_like[] = {
-	    "adam", "adamw",	 "fusedadam",  "cpuadam", "deepspeedcpuadam", "onebitadam", "zerooneadam",
-	    "lamb", "fusedlamb", "onebitlamb", NULL};
-	const json_t *type = json_object_get(opt, "type");
+	return v && !json_is_false(v) && !json_is_null(v) && !(json_is_integer(v) && !json_integer_value(v)) &&
+	       !(json_is_real(v) && json_real_value(v) == 0) && !(json_is_string(v) && !json_string_length(v)) &&
+	       !(json_is_object(v) && !json_object_size(v)) && !(json_is_array(v) && !json_array_size(v));
+}
+
+/* The optimizers a config can name, as DeepSpeed takes them: its own (runtime/config.py
+ * DEEPSPEED_OPTIMIZERS, any case, lowercased), else a torch.optim class by its exact name
+ * (engine.py _is_supported_optimizer: getattr(torch.optim, name)). zero: 0 when the class
+ * it builds is in zero/utils.py ZERO_SUPPORTED_OPTIMIZERS, 1 when ZeRO needs
+ * zero_allow_untested_optimizer, 2 when engine.py _configure_basic_optimizer refuses ZeRO
+ * with it (the reason). SGD-like ones keep a momentum buffer only with params.momentum > 0. */
+static const struct {
+	const char *name;
+	bool torch; /* a torch.optim class: matched exactly */
+	enum mt_optimizer opt;
+	int zero;
+	const char *why, *unmodelled;
+} optimizers[] = {
+    {"adagrad", false, MT_SGD_MOMENTUM, 0, NULL, NULL}, /* its state "sum": one fp32 value */
+    {"adam", false, MT_ADAM, 0, NULL, NULL},
+    {"adamw", false, MT_ADAM, 0, NULL, NULL},
+    {"lamb", false, MT_ADAM, 1, NULL, NULL}, /* FusedLamb */
+    {"onebitadam", false, MT_ADAM, 2, "1bit-Adam is not compatible with ZeRO", NULL},
+    {"onebitlamb", false, MT_ADAM, 2, "1bit-Lamb is not compatible with ZeRO", NULL},
+    {"zerooneadam", false, MT_ADAM, 2, "0/1 Adam is not compatible with ZeRO", NULL},
+    {"muadam", false, MT_ADAM, 1, NULL, NULL},
+    {"muadamw", false, MT_ADAM, 1, NULL, NULL},
+    {"musgd", false, MT_SGD, 1, NULL, NULL},
+    {"lion", false, MT_LION, 0, NULL, NULL},
+    {"muon", false, MT_ADAM, 0, NULL, "optimizer.type muon (Muon's one momentum on its matrices; planned as Adam)"},
+    {"SGD", true, MT_SGD, 1, NULL, NULL},
+    {"Adadelta", true, MT_ADAM, 1, NULL, NULL}, /* square_avg, acc_delta */
+    {"Adafactor", true, MT_ADAFACTOR, 1, NULL, NULL},
+    {"Adamax", true, MT_ADAM, 1, NULL, NULL},	    /* exp_avg, exp_inf */
+    {"ASGD", true, MT_SGD_MOMENTUM, 1, NULL, NULL}, /* ax */
+    {"LBFGS", true, MT_ADAM, 1, NULL, "optimizer.type LBFGS (its history; planned as Adam)"},
+    {"NAdam", true, MT_ADAM, 1, NULL, NULL},
+    {"RAdam", true, MT_ADAM, 1, NULL, NULL},
+    {"RMSprop", true, MT_SGD_MOMENTUM, 1, NULL, NULL}, /* square_avg (more with momentum, centered) */
+    {"Rprop", true, MT_ADAM, 1, NULL, NULL},	       /* prev, step_size */
+    {"SparseAdam", true, MT_ADAM, 1, NULL, NULL},
+    {NULL, false, MT_ADAM, 0, NULL, NULL}};
+
+static int optimizer_section(struct ds *d, const json_t *root, const json_t *opt, struct mt_plan_config *c)
+{
+	const json_t *type = json_object_get(opt, "type"), *params;
+	const char *name;
+	double momentum = 0;
+	int i;
 
 	if (!json_is_object(opt))
 		return bad(d, "optimizer must be an object with a \"type\"");
-	if (!type) /* DeepSpeed: no optimizer name; the client's optimizer */
+	if (!type || json_is_null(type)) /* DeepSpeed: no optimizer name; the client's optimizer */
 		return 0;
 	if (!json_is_string(type))
 		return bad(d, "optimizer.type must be a string such as \"AdamW\"");
-	for (int i = 0; adam_like[i]; i++)
-		if (!strcasecmp(json_string_value(type), adam_like[i])) {
-			c->optimizer = MT_ADAM;
-			return 0;
-		}
-	if (!strcasecmp(json_string_value(type), "sgd") || !strcasecmp(json_string_value(type), "adagrad"))
-		c->optimizer = MT_SGD_MOMENTUM; /* one fp32 state per parameter */
-	else if (!strcasecmp(json_string_value(type), "lion") || !strcasecmp(json_string_value(type), "fusedlion"))
-		c->optimizer = MT_LION;
-	else if (!strcasecmp(json_string_value(type), "adafactor"))
-		c->optimizer = MT_ADAFACTOR;
-	else
-		add_name(d->out->unmodelled, sizeof d->out->unmodelled, "optimizer.type ", json_string_value(type));
+	name = json_string_value(type);
+	for (i = 0; optimizers[i].name; i++)
+		if (optimizers[i].torch ? !strcmp(name, optimizers[i].name) : !strcasecmp(name, optimizers[i].name))
+			break;
+	if (!optimizers[i].name)
+		return bad(
+		    d,
+		    "optimizer.type: %s is not a supported DeepSpeed Optimizer (engine.py: DeepSpeed's own names "
+		    "in any case, or a torch.optim class by its exact name such as \"SGD\")",
+		    name);
+	if (c->zero && optimizers[i].zero == 2)
+		return bad(d, "optimizer.type %s: %s", name, optimizers[i].why);
+	if (c->zero && optimizers[i].zero == 1 && !truthy(json_object_get(root, "zero_allow_untested_optimizer")))
+		return bad(d,
+			   "optimizer.type %s: You are using an untested ZeRO Optimizer. Please add "
+			   "<\"zero_allow_untested_optimizer\": true> in the configuration file to use it.",
+			   name);
+	params = json_object_get(opt, "params");
+	if (json_is_object(params) && to_float(json_object_get(params, "momentum"), &momentum))
+		momentum = 0;
+	c->optimizer = optimizers[i].opt;
+	if (c->optimizer == MT_SGD && momentum > 0)
+		c->optimizer = MT_SGD_MOMENTUM;
+	if (optimizers[i].unmodelled)
+		add_name(d->out->unmodelled, sizeof d->out->unmodelled, "", optimizers[i].unmodelled);
+	if (!strcmp(optimizers[i].name, "RMSprop") &&
+	    (momentum > 0 || (json_is_object(params) && truthy(json_object_get(params, "centered")))))
+		add_name(d->out->unmodelled, sizeof d->out->unmodelled, "",
+			 "optimizer.params momentum/centered of RMSprop (a state each)");
 	return 0;
 }
 
@@ -836,6 +900,8 @@ static int precision_sections(struct ds *d, const json_t *root, struct mt_plan_c
 	if (amp && zero_on)
 		return bad(d, "Amp and ZeRO are not currently compatible, please use (legacy) fp16 mode which performs "
 			      "similar to amp opt_mode=O2");
+	if (amp && (f16 || b16)) /* engine.py _do_optimizer_sanity_check */
+		return bad(d, "Cannot enable both amp with (legacy) fp16 or bfloat16 mode");
 	const json_t *ta = json_object_get(root, "torch_autocast");
 	if (ta) {
 		const json_t *en = json_object_get(ta, "enabled");
@@ -843,6 +909,8 @@ static int precision_sections(struct ds *d, const json_t *root, struct mt_plan_c
 			return bad(d, "torch_autocast must be an object");
 		autocast = en && !(json_is_false(en) || json_is_null(en));
 	}
+	d->dtype = f16 ? 2 : b16 ? 1 : 0;
+	d->amp = amp;
 	if (f16 || b16)
 		c->precision = MT_MIXED16;
 	else if (amp || autocast)
@@ -882,12 +950,52 @@ static int tensor_parallel_section(struct ds *d, const json_t *root, struct mt_p
 	return 0;
 }
 
-/* Python's truth of a JSON value, as DeepSpeed's dict.get(...) tests read it */
-static bool truthy(const json_t *v)
+/* data_types.grad_accum_dtype as runtime/config.py's DtypeEnum reads it, then
+ * engine.py _do_optimizer_sanity_check: under ZeRO any mix runs (bf16 with fp32 at stage
+ * 1 is its BF16_Optimizer); without, apex amp needs one type and fp32 values, and
+ * otherwise the model's type and the accumulation's must be the same. */
+static int data_types(struct ds *d, const json_t *root, struct mt_plan_config *c)
 {
-	return v && !json_is_false(v) && !json_is_null(v) && !(json_is_integer(v) && !json_integer_value(v)) &&
-	       !(json_is_real(v) && json_real_value(v) == 0) && !(json_is_string(v) && !json_string_length(v)) &&
-	       !(json_is_object(v) && !json_object_size(v)) && !(json_is_array(v) && !json_array_size(v));
+	static const struct {
+		const char *name;
+		int dtype; /* 0 fp32, 1 bf16, 2 fp16, 3 int8 */
+	} names[] = {{"torch.float16", 2},  {"fp16", 2},    {"float16", 2},  {"half", 2},	{"torch.float32", 0},
+		     {"fp32", 0},	    {"float32", 0}, {"float", 0},    {"torch.int8", 3}, {"int8", 3},
+		     {"torch.bfloat16", 1}, {"bf16", 1},    {"bfloat16", 1}, {NULL, 0}};
+	static const char *const torch_name[] = {"torch.float32", "torch.bfloat16", "torch.float16", "torch.int8"};
+	const json_t *v = json_object_get(root, "data_types"), *g;
+	int grad = -1;
+
+	if (!v || json_is_null(v))
+		return 0;
+	if (!json_is_object(v))
+		return bad(d, "data_types must be an object (DeepSpeed reads grad_accum_dtype from it)");
+	g = json_object_get(v, "grad_accum_dtype");
+	if (!g || json_is_null(g))
+		grad = d->dtype; /* None: the model's */
+	else
+		for (int i = 0; names[i].name && grad < 0; i++)
+			if (json_is_string(g) && !strcmp(json_string_value(g), names[i].name))
+				grad = names[i].dtype;
+	if (grad < 0)
+		return bad(d,
+			   "data_types.grad_accum_dtype: %s%s%s is not a valid DtypeEnum (runtime/config.py: fp32, "
+			   "float32, float, fp16, float16, half, bf16, bfloat16, int8, or torch.float32 ...)",
+			   json_is_string(g) ? "'" : "", json_is_string(g) ? json_string_value(g) : type_name(g),
+			   json_is_string(g) ? "'" : "");
+	if (c->zero) {
+		c->grad_fp32 = grad == 0 && d->dtype != 0;
+		return 0;
+	}
+	if (d->amp && grad != d->dtype)
+		return bad(d, "Model data type and gradient accumulation data type must be equal to use Amp "
+			      "(engine.py _do_optimizer_sanity_check)");
+	if (!d->amp && grad != d->dtype)
+		return bad(d,
+			   "unsupported mix of model_dtype=%s and grad_accum_dtype=%s (engine.py "
+			   "_do_optimizer_sanity_check: without ZeRO the gradients accumulate in the model's type)",
+			   torch_name[d->dtype], torch_name[grad]);
+	return 0;
 }
 
 /* Sections apply in a fixed order, whatever the file's key order. */
@@ -932,7 +1040,7 @@ static int apply(struct ds *d, json_t *root, struct mt_plan_config *c)
 	if ((r = zero_section(d, root, c, &zero_on)) || (r = precision_sections(d, root, c, zero_on, c->zero)) ||
 	    (r = tensor_parallel_section(d, root, c)))
 		return r;
-	if ((v = json_object_get(root, "optimizer")) && (r = optimizer_section(d, v, c)))
+	if ((v = json_object_get(root, "optimizer")) && (r = optimizer_section(d, root, v, c)))
 		return r;
 	if ((v = json_object_get(root, "activation_checkpointing"))) {
 		/* the model decides what it checkpoints; this section is there when it does */
@@ -944,11 +1052,8 @@ static int apply(struct ds *d, json_t *root, struct mt_plan_config *c)
 			add_name(d->out->unmodelled, sizeof d->out->unmodelled, "",
 				 "activation_checkpointing.cpu_checkpointing");
 	}
-	if ((v = json_object_get(root, "data_types")) && json_is_object(v)) {
-		const char *g = json_string_value(json_object_get(v, "grad_accum_dtype"));
-		if (g && (!strcmp(g, "fp32") || !strcmp(g, "float32")) && c->precision == MT_MIXED16)
-			c->grad_fp32 = true;
-	}
+	if ((r = data_types(d, root, c)))
+		return r;
 	if ((v = json_object_get(root, "sequence_parallel_size"))) { /* DeepSpeed-Ulysses splits the sequence */
 		if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > (json_int_t)MAX_COUNT)
 			return bad(d, "sequence_parallel_size must be a whole number from 1 to %llu", MAX_COUNT);
