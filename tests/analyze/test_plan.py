@@ -401,6 +401,16 @@ ok(not bad, "--deepspeed refuses what DeepSpeed's engine refuses, with its reaso
    "unlike the model's without ZeRO, apex amp with fp16, an unknown grad_accum_dtype, optimizers ZeRO has not "
    "tested, names it does not know (its own in any case, torch.optim's exactly); accepts its spellings (\"float\")",
    "\n".join(bad))
+# "auto" notes say what is planned: a stage from --zero, autocast from --precision amp-bf16
+st = ds_config("stageauto.json", '{"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": "auto"}}')
+p = plan("--params", "1B", "--deepspeed", st, "--zero", 2, "--json")
+au = ds_config("bf16auto.json", '{"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": "auto"}}')
+q = plan("--params", "1B", "--deepspeed", au, "--precision", "amp-bf16", "--json")
+ok(json.loads(p.stdout)["setup"]["zero"] == 2 and 'zero_optimization.stage "auto" is 2, from --zero' in p.stderr and
+   json.loads(q.stdout)["setup"]["precision"] == "amp-bf16" and
+   "but planned as --precision amp-bf16 says: PyTorch autocast, not DeepSpeed's bf16" in q.stderr,
+   "--deepspeed: \"stage\": \"auto\" with --zero 2 is said to be 2; bf16 \"auto\" with --precision amp-bf16 is "
+   "said to plan autocast", p.stderr + q.stderr)
 BROKEN = [('{"zero_optimization": {"stage": 3,}}\n}', "broken.json:2:1: not valid JSON or hjson"),
           ('{\n  "bf16": {"enabled": true}\n  "zero_optimization": {"offload_param": {device: cpu}}\n}\n',
            "broken.json:5:1: not valid JSON or hjson (DeepSpeed's syntax): Bad key name (eof) (a quoteless value"),

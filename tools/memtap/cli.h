@@ -31,9 +31,11 @@ void plan_setup_from_text(const char *text, struct mt_plan_config *out);
 /* What the command line and the model give, for the "auto" values of a DeepSpeed config
  * (the Hugging Face Trainer fills them from its arguments and the model). */
 struct ds_context {
-	bool precision_given, micro_batch_given, micro_batches_given, recompute_given;
-	int precision;		 /* 0 fp32, 1 bf16, 2 fp16 */
-	const char *model_dtype; /* the model's torch_dtype when it names one ("bfloat16"), else NULL */
+	bool precision_given, micro_batch_given, micro_batches_given, recompute_given, zero_given;
+	int precision;		    /* 0 fp32, 1 bf16, 2 fp16 */
+	const char *precision_text; /* --precision's value as given ("amp-bf16") */
+	int zero;		    /* --zero's stage */
+	const char *model_dtype;    /* the model's torch_dtype when it names one ("bfloat16"), else NULL */
 	uint64_t micro_batch, micro_batches, hidden;
 };
 /* A DeepSpeed config's text (dsconfig.c) applied onto c: 0, or EINVAL with err saying in

@@ -654,7 +654,12 @@ static int enabled_flag(struct ds *d, const json_t *section, const char *name, s
 	}
 	if (x->precision_given || x->model_dtype) {
 		*out = x->precision == want;
-		if (x->precision_given)
+		if (*out && x->precision_given && x->precision_text && !strncmp(x->precision_text, "amp-", 4))
+			NOTE(d,
+			     "%s.enabled \"auto\" is %s, as the Hugging Face Trainer fills it from its --bf16/--fp16, "
+			     "but planned as --precision %s says: PyTorch autocast, not DeepSpeed's %s",
+			     name, *out ? "true" : "false", x->precision_text, name);
+		else if (x->precision_given)
 			NOTE(d,
 			     "%s.enabled \"auto\" is %s, from --precision, as the Hugging Face Trainer fills it from "
 			     "its --bf16/--fp16",
@@ -702,10 +707,17 @@ static int zero_section(struct ds *d, const json_t *root, struct mt_plan_config 
 		return r;
 	if (s.set[i_stage])
 		stage = (int)s.i[i_stage];
-	else if (is_auto(json_object_get(zero, "stage")))
+	else if (is_auto(json_object_get(zero, "stage")) && d->ctx->zero_given) {
+		stage = d->ctx->zero;
+		NOTE(d,
+		     "zero_optimization.stage \"auto\" is %d, from --zero (DeepSpeed would drop \"auto\" and take its "
+		     "default, 0; the Hugging Face Trainer does not fill it)",
+		     stage);
+	} else if (is_auto(json_object_get(zero, "stage"))) {
 		NOTE(d,
 		     "zero_optimization.stage \"auto\" is 0: DeepSpeed drops \"auto\" and takes its default, and the "
 		     "Hugging Face Trainer does not fill it");
+	}
 	/* the offload sections, and the deprecated booleans DeepSpeed turns into them */
 	for (int which = 0; which < 2; which++) {
 		const char *name = which ? "offload_param" : "offload_optimizer";

@@ -228,6 +228,11 @@ static void parse(int argc, char **argv, struct plan_args *a, bool what_if)
 			if (!strcmp(p->name, "precision")) {
 				x.precision_given = true;
 				x.precision = cli.precision == MT_FP32 ? 0 : strstr(optarg, "fp16") ? 2 : 1;
+				x.precision_text = optarg;
+			}
+			if (!strcmp(p->name, "zero")) {
+				x.zero_given = true;
+				x.zero = cli.zero;
 			}
 			x.micro_batch_given |= !strcmp(p->name, "micro_batch");
 			x.recompute_given |= !strcmp(p->name, "recompute");
