@@ -34,7 +34,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			__builtin_trap(); /* a refusal is one line, never none */
 		return 0;
 	}
-	if (ds_config_batch("fuzz.json", &ds, &c, &world, note, sizeof note, err, sizeof err)) {
+	if (ds_config_batch("fuzz.json", &ds, &world, &c.micro_batch, &c.micro_batches, note, sizeof note, err,
+			    sizeof err)) {
 		if (!err[0] || strchr(err, '\n'))
 			__builtin_trap();
 		return 0;

@@ -45,7 +45,7 @@ struct ds_context {
  * ignored and unmodelled: the keys it names without using them; notes: how "auto",
  * deprecated spellings and ineffective sections were read; "" when none. ctx may be NULL. */
 struct ds_config {
-	uint64_t batch;
+	uint64_t batch, micro, steps; /* the batch keys as read ("auto" filled), 0 where absent */
 	bool micro_auto;
 	char ignored[1024], unmodelled[1024], notes[2048];
 	char err[512];
@@ -53,13 +53,12 @@ struct ds_config {
 int ds_config_parse(const char *path, const char *text, size_t len, const struct ds_context *ctx,
 		    struct mt_plan_config *c, struct ds_config *out);
 /* DeepSpeed's batch sizes (runtime/config.py: _set_batch_related_parameters, then
- * _batch_assertion) from ds's train_batch_size and the micro-batch and accumulation
- * steps as c has them (the config's, or the command line's in their place; 0: not
- * given), over world data-parallel GPUs (0: not given: what the config's three keys
- * imply, else 1). Sets c->micro_batch, c->micro_batches and *world; note says what was
- * derived ("" when nothing). 0, or EINVAL with err (DeepSpeed's reason, one line). */
-int ds_config_batch(const char *path, const struct ds_config *ds, struct mt_plan_config *c, uint64_t *world, char *note,
-		    size_t note_size, char *err, size_t err_size);
+ * _batch_assertion) from ds's keys over world data-parallel GPUs (0: not given: what the
+ * config's three keys imply, else 1): the micro-batch and accumulation steps (0 and 0
+ * where the micro-batch is an "auto" not filled) and *world. note says what was derived
+ * ("" when nothing). 0, or EINVAL with err (DeepSpeed's reason, one line). */
+int ds_config_batch(const char *path, const struct ds_config *ds, uint64_t *world, uint64_t *micro, uint64_t *steps,
+		    char *note, size_t note_size, char *err, size_t err_size);
 /* A Hugging Face config.json (hfconfig.c) onto c's model fields: 0, or EINVAL with err in
  * one line naming the field memtap does not model. note: what it assumed; dtype: the
  * torch_dtype it names, "" when none. */

@@ -1101,11 +1101,15 @@ static int apply(struct ds *d, json_t *root, struct mt_plan_config *c)
 		NOTE(d, "neither train_batch_size nor train_micro_batch_size_per_gpu, which DeepSpeed refuses: planned "
 			"with --micro-batch");
 	/* the missing ones are derived with the world size, once it is known (ds_config_batch) */
+	if (!has_batch && !has_micro)
+		micro = x->micro_batch;
 	if (micro)
 		c->micro_batch = micro;
 	if (steps)
 		c->micro_batches = steps;
 	d->out->batch = batch;
+	d->out->micro = micro;
+	d->out->steps = steps;
 	d->out->micro_auto = !micro && (is_auto(json_object_get(root, "train_micro_batch_size_per_gpu")) ||
 					is_auto(json_object_get(root, "train_batch_size")));
 	json_object_foreach(root, k, v)
@@ -1157,13 +1161,14 @@ int ds_config_parse(const char *path, const char *text, size_t len, const struct
 
 /* DeepSpeed's runtime/config.py: _set_batch_related_parameters derives what is missing
  * (floor divisions), then _batch_assertion refuses what does not multiply out. */
-int ds_config_batch(const char *path, const struct ds_config *ds, struct mt_plan_config *c, uint64_t *world, char *note,
-		    size_t note_size, char *err, size_t err_size)
+int ds_config_batch(const char *path, const struct ds_config *ds, uint64_t *world, uint64_t *micro_out,
+		    uint64_t *steps_out, char *note, size_t note_size, char *err, size_t err_size)
 {
-	uint64_t batch = ds->batch, micro = c->micro_batch, steps = c->micro_batches, w = *world, product;
+	uint64_t batch = ds->batch, micro = ds->micro, steps = ds->steps, w = *world, product;
 	const char *derived = NULL;
 
 	note[0] = err[0] = '\0';
+	*micro_out = *steps_out = 0;
 	if (ds->micro_auto && !micro) /* the Trainer fills all three together: nothing to derive */
 		return 0;
 	if (!w && batch && micro && steps) { /* no GPU count given: the one the three keys imply */
@@ -1231,8 +1236,8 @@ int ds_config_batch(const char *path, const struct ds_config *ds, struct mt_plan
 			 derived[0] == 'g' ? " and the micro-batch"
 			 : steps > 1	   ? " and the accumulation steps"
 					   : "");
-	c->micro_batch = micro;
-	c->micro_batches = steps;
+	*micro_out = micro;
+	*steps_out = steps;
 	*world = w;
 	return 0;
 }

@@ -108,7 +108,7 @@ struct plan_args {
 	bool json, reserved, gpus_given;
 	const char *ds_path; /* --deepspeed, read into ds */
 	struct ds_config ds;
-	bool micro_given, recompute_given; /* on the command line, over the DeepSpeed config's */
+	bool micro_given, micro_batches_given, recompute_given; /* on the command line, over the DeepSpeed config's */
 	int estimator, device;
 	const char *trace;
 };
@@ -155,7 +155,8 @@ static void hf_config_read(const char *path, struct mt_plan_config *c, char *dty
 	fprintf(stderr, "memtap: %s: %s%s%s\n", file, hf.model_type, hf.note[0] ? ": " : "", hf.note);
 }
 
-/* A DeepSpeed config file onto c, or exit with why not; its notes go to stderr. */
+/* A DeepSpeed config file onto c, or exit with why not; its notes wait for its batch
+ * sizes (ds_batch), so that a refused config is one line. */
 static void ds_config_read(const char *path, const struct ds_context *x, struct mt_plan_config *c, struct ds_config *ds)
 {
 	size_t len;
@@ -164,12 +165,6 @@ static void ds_config_read(const char *path, const struct ds_context *x, struct 
 	if (ds_config_parse(path, text, len, x, c, ds))
 		die(EXIT_USAGE, "%s", ds->err);
 	free(text);
-	if (ds->notes[0])
-		fprintf(stderr, "memtap: %s: read as DeepSpeed reads it: %s\n", path, ds->notes);
-	if (ds->ignored[0])
-		fprintf(stderr, "memtap: %s: ignoring keys that do not change the plan: %s\n", path, ds->ignored);
-	if (ds->unmodelled[0])
-		fprintf(stderr, "memtap: %s: not modelled (memory counted without them): %s\n", path, ds->unmodelled);
 }
 
 /* The planner's options (core/plan_options.def) as --options, then the command's own. */
@@ -255,6 +250,7 @@ static void parse(int argc, char **argv, struct plan_args *a, bool what_if)
 		ds_config_read(deepspeed, &x, c, &a->ds);
 		a->ds_path = deepspeed;
 		a->micro_given = x.micro_batch_given;
+		a->micro_batches_given = x.micro_batches_given;
 		a->recompute_given = x.recompute_given;
 	}
 	optind = 0;
@@ -310,12 +306,25 @@ static void parse(int argc, char **argv, struct plan_args *a, bool what_if)
 static void ds_batch(const struct plan_args *a, struct mt_plan_config *c, bool say)
 {
 	uint64_t world = 0, gpus, div = (c->tp ? c->tp : 1) * (c->pp ? c->pp : 1) * (c->cp ? c->cp : 1);
+	uint64_t micro, steps;
 	char note[512], err[512];
 
 	if (a->gpus_given && !__builtin_mul_overflow(c->nodes, c->gpus_per_node, &gpus) && div && gpus >= div)
 		world = gpus / div;
-	if (ds_config_batch(a->ds_path, &a->ds, c, &world, note, sizeof note, err, sizeof err))
+	if (ds_config_batch(a->ds_path, &a->ds, &world, &micro, &steps, note, sizeof note, err, sizeof err))
 		die(EXIT_USAGE, "%s", err);
+	if (micro && !a->micro_given) /* the command line's, given, override the config's */
+		c->micro_batch = micro;
+	if (steps && !a->micro_batches_given)
+		c->micro_batches = steps;
+	if (say && a->ds.notes[0])
+		fprintf(stderr, "memtap: %s: read as DeepSpeed reads it: %s\n", a->ds_path, a->ds.notes);
+	if (say && a->ds.ignored[0])
+		fprintf(stderr, "memtap: %s: ignoring keys that do not change the plan: %s\n", a->ds_path,
+			a->ds.ignored);
+	if (say && a->ds.unmodelled[0])
+		fprintf(stderr, "memtap: %s: not modelled (memory counted without them): %s\n", a->ds_path,
+			a->ds.unmodelled);
 	if (note[0] && say)
 		fprintf(stderr, "memtap: %s: %s\n", a->ds_path, note);
 	if (!a->gpus_given && world > 1) { /* the GPUs that train_batch_size implies */
