@@ -273,6 +273,8 @@ derive = [({"train_batch_size": 32, "train_micro_batch_size_per_gpu": 2}, [], (2
           ({"train_batch_size": 32, "gradient_accumulation_steps": 4}, ["--nodes", 2, "--gpus-per-node", 2], (2, 4)),
           ({"train_batch_size": 8}, ["--gpus-per-node", 8], (1, 1)),
           ({"train_batch_size": 16}, ["--gpus-per-node", 8, "--tp", 2], (4, 1)),
+          # AutoTP's groups come after DeepSpeedConfig: its world_size counts every rank
+          ({"train_batch_size": 16, "tensor_parallel": {"autotp_size": 2}}, ["--gpus-per-node", 8], (2, 1)),
           ({"train_micro_batch_size_per_gpu": 3}, ["--gpus-per-node", 8], (3, 1))]
 bad = []
 for keys, given, want in derive:

@@ -1211,7 +1211,7 @@ int ds_config_batch(const char *path, const struct ds_config *ds, uint64_t *worl
 	if (!micro || !steps) {
 		snprintf(err, err_size,
 			 "%s: %s: %llu has to be greater than 0 (DeepSpeed's _batch_assertion: "
-			 "train_batch_size %llu over %llu data-parallel GPUs%s)",
+			 "train_batch_size %llu over world_size %llu%s)",
 			 path, !micro ? "Micro batch size per gpu" : "Gradient accumulation steps",
 			 (unsigned long long)(!micro ? micro : steps), (unsigned long long)batch, (unsigned long long)w,
 			 !micro ? "" : " and the micro-batch");
@@ -1222,17 +1222,17 @@ int ds_config_batch(const char *path, const struct ds_config *ds, uint64_t *worl
 		snprintf(err, err_size,
 			 "%s: Check batch related parameters. train_batch_size is not equal to micro_batch_per_gpu * "
 			 "gradient_acc_step * world_size %llu != %llu * %llu * %llu (DeepSpeed's _batch_assertion; "
-			 "world_size: the data-parallel GPUs)",
+			 "world_size: the GPUs over --tp, pp and sequence_parallel_size)",
 			 path, (unsigned long long)batch, (unsigned long long)micro, (unsigned long long)steps,
 			 (unsigned long long)w);
 		return EINVAL;
 	}
 	if (derived)
 		snprintf(note, note_size,
-			 "%s is %llu: train_batch_size %llu over %llu data-parallel GPU%s%s, as DeepSpeed derives it "
+			 "%s is %llu: train_batch_size %llu over world_size %llu%s, as DeepSpeed derives it "
 			 "(runtime/config.py _set_batch_related_parameters)",
 			 derived, (unsigned long long)(derived[0] == 'g' ? steps : micro), (unsigned long long)batch,
-			 (unsigned long long)w, w == 1 ? "" : "s",
+			 (unsigned long long)w,
 			 derived[0] == 'g' ? " and the micro-batch"
 			 : steps > 1	   ? " and the accumulation steps"
 					   : "");

@@ -105,7 +105,7 @@ static uint64_t gpu_mem(const char *text)
 struct plan_args {
 	struct mt_plan_config c; /* as given: mt_plan_check fills in the rest on a copy */
 	uint64_t mem;
-	bool json, reserved, gpus_given;
+	bool json, reserved, gpus_given, tp_given;
 	const char *ds_path; /* --deepspeed, read into ds */
 	struct ds_config ds;
 	bool micro_given, micro_batches_given, recompute_given; /* on the command line, over the DeepSpeed config's */
@@ -262,6 +262,7 @@ static void parse(int argc, char **argv, struct plan_args *a, bool what_if)
 				die(EXIT_USAGE, "%s", why);
 			if (!strcmp(p->name, "nodes") || !strcmp(p->name, "gpus_per_node"))
 				a->gpus_given = true;
+			a->tp_given |= !strcmp(p->name, "tp");
 			continue;
 		}
 		switch (o) {
@@ -305,7 +306,10 @@ static void parse(int argc, char **argv, struct plan_args *a, bool what_if)
  * recomputation becomes without an architecture or a sequence: model states only. */
 static void ds_batch(const struct plan_args *a, struct mt_plan_config *c, bool say)
 {
-	uint64_t world = 0, gpus, div = (c->tp ? c->tp : 1) * (c->pp ? c->pp : 1) * (c->cp ? c->cp : 1);
+	/* DeepSpeedConfig's world_size (runtime/config.py): a model-parallel unit's data-parallel
+	 * size (Megatron's --tp, a pipeline's stages), else every rank over sequence_parallel_size:
+	 * AutoTP's ranks (tensor_parallel.autotp_size) count, its groups being made later */
+	uint64_t world = 0, gpus, div = (a->tp_given && c->tp ? c->tp : 1) * (c->pp ? c->pp : 1) * (c->cp ? c->cp : 1);
 	uint64_t micro, steps;
 	char note[512], err[512];
 
