@@ -350,7 +350,7 @@ on = {"sparse_attention": {"mode": "fixed"}, "hybrid_engine": {"enabled": True},
 p = plan("--params", "1B", "--deepspeed", ds_config("on.json", json.dumps(dict(on, train_micro_batch_size_per_gpu=2))))
 lines = {line.split(": ")[2]: line for line in p.stderr.splitlines()}
 off = plan("--params", "1B", "--deepspeed", ds_config("off.json", json.dumps(
-    {"train_micro_batch_size_per_gpu": 2, "hybrid_engine": {"enabled": False}, "compile": {"deepcompile": False}})))
+    {"train_micro_batch_size_per_gpu": 2, "hybrid_engine": {"enabled": False}, "compile": {"deepcompile": "auto"}})))
 el = plan("--params", "1B", check=False, *["--deepspeed", ds_config("elastic.json", json.dumps(
     {"train_micro_batch_size_per_gpu": 2, "elasticity": {"enabled": True, "max_train_batch_size": 2000}}))])
 ok(all(k in lines.get("not modelled (memory counted without them)", "") for k in on) and

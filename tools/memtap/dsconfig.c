@@ -1028,17 +1028,20 @@ static int apply(struct ds *d, json_t *root, struct mt_plan_config *c)
 						"train_micro_batch_size_per_gpu",
 						"gradient_accumulation_steps",
 						NULL};
-	/* what each turns on, and how DeepSpeed reads that it is on (NULL: the section's presence) */
+	/* what each turns on, and how DeepSpeed reads that it is on (NULL: the section's presence;
+	 * model: a pydantic model's field, where "auto" is its default, off) */
 	static const struct {
 		const char *key, *flag, *what;
+		bool model;
 	} changing[] = {
 	    {"sparse_attention", NULL,
-	     "sparse_attention (block-sparse attention layers, config.py get_sparse_attention)"},
-	    {"hybrid_engine", "enabled", "hybrid_engine (inference containers and their cache beside training)"},
-	    {"data_efficiency", "enabled", "data_efficiency (random-LTD drops tokens from layers, data routing)"},
-	    {"compile", "deepcompile", "compile.deepcompile (DeepCompile's own ZeRO schedule and buffers)"},
-	    {"elasticity", "enabled", "elasticity (DeepSpeed picks the batch sizes: compute_elastic_config)"},
-	    {NULL, NULL, NULL}};
+	     "sparse_attention (block-sparse attention layers, config.py get_sparse_attention)", false},
+	    {"hybrid_engine", "enabled", "hybrid_engine (inference containers and their cache beside training)", true},
+	    {"data_efficiency", "enabled", "data_efficiency (random-LTD drops tokens from layers, data routing)",
+	     false},
+	    {"compile", "deepcompile", "compile.deepcompile (DeepCompile's own ZeRO schedule and buffers)", true},
+	    {"elasticity", "enabled", "elasticity (DeepSpeed picks the batch sizes: compute_elastic_config)", false},
+	    {NULL, NULL, NULL, false}};
 	const struct ds_context *x = d->ctx;
 	uint64_t batch, micro, steps;
 	bool zero_on, has_batch, has_micro, has_steps;
@@ -1119,7 +1122,9 @@ static int apply(struct ds *d, json_t *root, struct mt_plan_config *c)
 			known |= !strcmp(k, read_here[i]);
 		for (int i = 0; changing[i].key && !known; i++) /* sections that change memory when on */
 			if (!strcmp(k, changing[i].key) && json_is_object(v) &&
-			    (!changing[i].flag || truthy(json_object_get(v, changing[i].flag)))) {
+			    (!changing[i].flag ||
+			     (truthy(json_object_get(v, changing[i].flag)) &&
+			      !(changing[i].model && is_auto(json_object_get(v, changing[i].flag)))))) {
 				add_name(d->out->unmodelled, sizeof d->out->unmodelled, "", changing[i].what);
 				known = true;
 			}
