@@ -314,8 +314,8 @@ hf = ds_config("hfauto.json", '{"train_micro_batch_size_per_gpu": "auto", "train
                '"gradient_accumulation_steps": "auto", "bf16": {"enabled": true}}')
 p = plan(*MODEL, "--deepspeed", hf, check=False)
 q = plan(*MODEL[:-2], "--deepspeed", hf, check=False)
-ok(p.returncode == 2 and p.stderr.splitlines()[-1] == "memtap: --seq 2048 needs a micro-batch: %s leaves it \"auto\" "
-   "(the Hugging Face Trainer fills it from --per_device_train_batch_size): give --micro-batch N" % hf and
+ok(p.returncode == 2 and p.stderr == "memtap: --seq 2048 needs a micro-batch: %s leaves it \"auto\" "
+   "(the Hugging Face Trainer fills it from --per_device_train_batch_size): give --micro-batch N\n" % hf and
    q.returncode == 0, "--deepspeed: --seq with the micro-batch left \"auto\" asks for --micro-batch; without --seq "
    "model states are planned", p.stderr + q.stderr)
 # neither batch key: DeepSpeed refuses the config; --micro-batch stands in for the key

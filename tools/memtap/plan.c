@@ -309,11 +309,12 @@ static void ds_batch(const struct plan_args *a, struct mt_plan_config *c, bool s
 	/* DeepSpeedConfig's world_size (runtime/config.py): a model-parallel unit's data-parallel
 	 * size (Megatron's --tp, a pipeline's stages), else every rank over sequence_parallel_size:
 	 * AutoTP's ranks (tensor_parallel.autotp_size) count, its groups being made later */
-	uint64_t world = 0, gpus, div = (a->tp_given && c->tp ? c->tp : 1) * (c->pp ? c->pp : 1) * (c->cp ? c->cp : 1);
-	uint64_t micro, steps;
+	uint64_t world = 0, gpus, div, micro, steps;
+	bool wraps = __builtin_mul_overflow(a->tp_given && c->tp ? c->tp : 1, c->pp ? c->pp : 1, &div) ||
+		     __builtin_mul_overflow(div, c->cp ? c->cp : 1, &div) || !div; /* refused by mt_plan_check */
 	char note[512], err[512];
 
-	if (a->gpus_given && !__builtin_mul_overflow(c->nodes, c->gpus_per_node, &gpus) && div && gpus >= div)
+	if (a->gpus_given && !wraps && !__builtin_mul_overflow(c->nodes, c->gpus_per_node, &gpus) && gpus >= div)
 		world = gpus / div;
 	if (ds_config_batch(a->ds_path, &a->ds, &world, &micro, &steps, note, sizeof note, err, sizeof err))
 		die(EXIT_USAGE, "%s", err);
@@ -321,6 +322,11 @@ static void ds_batch(const struct plan_args *a, struct mt_plan_config *c, bool s
 		c->micro_batch = micro;
 	if (steps && !a->micro_batches_given)
 		c->micro_batches = steps;
+	if (c->layers && c->seq && !c->micro_batch && !a->micro_given)
+		die(EXIT_USAGE,
+		    "--seq %llu needs a micro-batch: %s leaves it \"auto\" (the Hugging Face Trainer fills it from "
+		    "--per_device_train_batch_size): give --micro-batch N",
+		    (unsigned long long)c->seq, a->ds_path);
 	if (say && a->ds.notes[0])
 		fprintf(stderr, "memtap: %s: read as DeepSpeed reads it: %s\n", a->ds_path, a->ds.notes);
 	if (say && a->ds.ignored[0])
@@ -331,9 +337,10 @@ static void ds_batch(const struct plan_args *a, struct mt_plan_config *c, bool s
 			a->ds.unmodelled);
 	if (note[0] && say)
 		fprintf(stderr, "memtap: %s: %s\n", a->ds_path, note);
-	if (!a->gpus_given && world > 1) { /* the GPUs that train_batch_size implies */
+	if (!a->gpus_given && world > 1 && !wraps && !__builtin_mul_overflow(world, div, &gpus)) {
+		/* the GPUs that train_batch_size implies */
 		c->nodes = 1;
-		c->gpus_per_node = world * div;
+		c->gpus_per_node = gpus;
 	}
 	if (!c->layers) { /* --params: a config's micro-batch has no activations to size */
 		if (!a->micro_given)
@@ -350,11 +357,6 @@ static void ds_batch(const struct plan_args *a, struct mt_plan_config *c, bool s
 		c->micro_batch = 0;
 		if (!a->recompute_given)
 			c->recompute = MT_RECOMPUTE_NONE;
-	} else if (c->seq && !c->micro_batch) {
-		die(EXIT_USAGE,
-		    "--seq %llu needs a micro-batch: %s leaves it \"auto\" (the Hugging Face Trainer fills it from "
-		    "--per_device_train_batch_size): give --micro-batch N",
-		    (unsigned long long)c->seq, a->ds_path);
 	}
 }
 
