@@ -22,9 +22,10 @@ const char *const mt_plan_precision_names[8] = {"fp32",	    "bf16",	 "fp16",    
 						"amp-fp16", "bf16-pure", "fp16-pure", NULL};
 const enum mt_precision mt_plan_precision_values[7] = {MT_FP32,	 MT_MIXED16, MT_MIXED16, MT_AMP16,
 						       MT_AMP16, MT_PURE16,  MT_PURE16};
-const char *const mt_plan_optimizer_names[8] = {"adam", "adamw", "adam8bit", "sgd", "none", "adafactor", "lion", NULL};
-const enum mt_optimizer mt_plan_optimizer_values[7] = {MT_ADAM,		MT_ADAM,      MT_ADAM8BIT, MT_SGD_MOMENTUM,
-						       MT_NO_OPTIMIZER, MT_ADAFACTOR, MT_LION};
+const char *const mt_plan_optimizer_names[9] = {"adam",	     "adamw", "adam8bit",	"sgd", "none",
+						"adafactor", "lion",  "sgd-nomomentum", NULL};
+const enum mt_optimizer mt_plan_optimizer_values[8] = {MT_ADAM,		MT_ADAM,      MT_ADAM8BIT, MT_SGD_MOMENTUM,
+						       MT_NO_OPTIMIZER, MT_ADAFACTOR, MT_LION,	   MT_SGD};
 const char *const mt_plan_bias_names[4] = {"all", "qkv", "none", NULL};
 const char *const mt_plan_attention_names[3] = {"eager", "flash", NULL};
 const char *const mt_plan_impl_names[3] = {"megatron", "pytorch", NULL};
@@ -235,6 +236,10 @@ const char *mt_plan_check(struct mt_plan_config *c)
 		return "expert parallelism needs experts (--experts)";
 	if (c->offload_params && c->zero != 3)
 		return "parameter offload needs ZeRO stage 3";
+	/* DeepSpeed's engine.py builds its ZeRO optimizer (what moves states and gradients to
+	 * the host) at stages 1-3 only; at stage 0 its CPU Adam would keep them on the GPU */
+	if (c->offload_optimizer && !c->zero && !c->fsdp)
+		return "optimizer offload needs ZeRO stage 1, 2 or 3 (DeepSpeed does not offload at stage 0)";
 	if (c->fsdp && c->zero)
 		return "FSDP and ZeRO are two ways of sharding: give one (--fsdp, or --zero)";
 	if (c->sp && c->tp < 2)
@@ -382,6 +387,8 @@ static double optimizer_bytes(const struct mt_plan_config *c)
 		return state + master;
 	case MT_ADAFACTOR:
 		return 4 * adafactor_per_param(c) + master;
+	case MT_SGD: /* torch.optim.SGD with momentum 0 keeps no momentum_buffer */
+		return master;
 	default:
 		return 0;
 	}
@@ -852,6 +859,8 @@ void mt_plan_table(const struct mt_plan_config *c, const struct mt_plan_scale *s
 
 			x.zero = z;
 			x.fsdp = false;
+			if (!z) /* no offload without a ZeRO optimizer */
+				x.offload_optimizer = MT_OFFLOAD_NONE;
 			x.recompute = (enum mt_recompute)r;
 			table[z][r] = INFINITY;
 			if (!mt_plan_check(&x)) {
@@ -871,8 +880,8 @@ double mt_plan_params_on_gpu(const struct mt_plan_config *c, enum mt_component j
 
 void mt_plan_describe(const struct mt_plan_config *c, char *buf, size_t len)
 {
-	static const char *const optimizers[] = {"Adam/AdamW",	 "8-bit Adam", "SGD with momentum",
-						 "no optimizer", "Adafactor",  "Lion"};
+	static const char *const optimizers[] = {"Adam/AdamW", "8-bit Adam", "SGD with momentum",   "no optimizer",
+						 "Adafactor",  "Lion",	     "SGD without momentum"};
 	static const char *const precisions[] = {"fp32", "16-bit with fp32 master weights",
 						 "autocast (fp32 weights, 16-bit compute)", "pure 16-bit"};
 	uint64_t gpus = c->nodes * c->gpus_per_node;

@@ -16,7 +16,8 @@
  * copies of the weights made in the forward pass; MT_PURE16: bf16/fp16 everything,
  * optimizer state included, no master copy. */
 enum mt_precision { MT_FP32, MT_MIXED16, MT_AMP16, MT_PURE16 };
-enum mt_optimizer { MT_ADAM, MT_ADAM8BIT, MT_SGD_MOMENTUM, MT_NO_OPTIMIZER, MT_ADAFACTOR, MT_LION };
+/* MT_SGD: plain SGD (momentum 0): no state of its own, an fp32 master copy under MT_MIXED16 */
+enum mt_optimizer { MT_ADAM, MT_ADAM8BIT, MT_SGD_MOMENTUM, MT_NO_OPTIMIZER, MT_ADAFACTOR, MT_LION, MT_SGD };
 /* MT_RECOMPUTE_OP: torchtitan's op-level selective checkpointing (saves matmul outputs
  * but every second one, and the attention's; recomputes the rest) */
 enum mt_recompute { MT_RECOMPUTE_NONE, MT_RECOMPUTE_SELECTIVE, MT_RECOMPUTE_FULL, MT_RECOMPUTE_OP };
@@ -45,8 +46,8 @@ extern const char *const mt_plan_recompute_names[5];
 extern const char *const mt_plan_offload_names[4];
 extern const char *const mt_plan_precision_names[8];
 extern const enum mt_precision mt_plan_precision_values[7];
-extern const char *const mt_plan_optimizer_names[8];
-extern const enum mt_optimizer mt_plan_optimizer_values[7];
+extern const char *const mt_plan_optimizer_names[9];
+extern const enum mt_optimizer mt_plan_optimizer_values[8];
 extern const char *const mt_plan_bias_names[4];
 extern const char *const mt_plan_attention_names[3];
 extern const char *const mt_plan_impl_names[3];

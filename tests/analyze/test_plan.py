@@ -242,7 +242,7 @@ zero3 = ds_config("zero3.json", json.dumps({
 p = plan(*MODEL, "--deepspeed", zero3, "--gpus-per-node", 8, "--json")
 same = plan_json(*MODEL, "--micro-batch", 4, "--zero", 3, "--offload-optimizer", "cpu", "--offload-params", "cpu",
                  "--gpus-per-node", 8, "--reduce-bucket", "500M",  # stage3.py keeps one bucket, overlap_comm or not
-                 "--contiguous-gradients")
+                 "--contiguous-gradients", "--micro-batches", 1)  # DeepSpeed's steps without the key: 1
 notes = p.stderr.splitlines()
 ok(json.loads(p.stdout) == same and len(notes) == 3 and 'fp16.enabled "auto" is false' in notes[0] and
    "steps_per_print" in notes[1] and "gradient_clipping" in notes[1] and
@@ -259,11 +259,65 @@ got = plan_json(*MODEL, "--deepspeed", zero2)
 ok(got["dp"] == 8 and got["nvme_bytes_per_node"] > 0 and got["cpu_bytes_per_node"] == 0 and
    got["per_gpu_bytes"]["optimizer"] == 0, "--deepspeed: train_batch_size / (micro-batch x accumulation) gives dp; "
    "NVMe offload counted on NVMe", got)
-for given in (["--gpus-per-node", 4], ["--nodes", 1, "--gpus-per-node", 4]):
-    p = plan(*MODEL, "--deepspeed", zero2, *given, "--json")
-    ok(json.loads(p.stdout)["dp"] == 4 and "implies data-parallel size 8; planning for the 4" in p.stderr,
-       "--deepspeed with %s: the GPUs given win over train_batch_size's, which is said" % " ".join(map(str, given)),
-       p.stderr)
+for given in (["--gpus-per-node", 4], ["--nodes", 2, "--gpus-per-node", 2]):
+    p = plan(*MODEL, "--deepspeed", zero2, *given, check=False)
+    ok(p.returncode == 2 and "train_batch_size is not equal to micro_batch_per_gpu * gradient_acc_step * world_size "
+       "256 != 4 * 8 * 4" in p.stderr.splitlines()[-1],
+       "--deepspeed with %s: train_batch_size that the GPUs given do not multiply out to is refused with "
+       "DeepSpeed's _batch_assertion, one line" % " ".join(map(str, given)), p.stderr)
+# DeepSpeed's _set_batch_related_parameters: the missing keys from the others over the world size (floor
+# divisions), then _batch_assertion
+derive = [({"train_batch_size": 32, "train_micro_batch_size_per_gpu": 2}, [], (2, 16)),
+          ({"train_batch_size": 32, "train_micro_batch_size_per_gpu": 2}, ["--gpus-per-node", 8], (2, 2)),
+          ({"train_batch_size": 32, "gradient_accumulation_steps": 4}, [], (8, 4)),
+          ({"train_batch_size": 32, "gradient_accumulation_steps": 4}, ["--nodes", 2, "--gpus-per-node", 2], (2, 4)),
+          ({"train_batch_size": 8}, ["--gpus-per-node", 8], (1, 1)),
+          ({"train_batch_size": 16}, ["--gpus-per-node", 8, "--tp", 2], (4, 1)),
+          # AutoTP's groups come after DeepSpeedConfig: its world_size counts every rank
+          ({"train_batch_size": 16, "tensor_parallel": {"autotp_size": 2}}, ["--gpus-per-node", 8], (2, 1)),
+          ({"train_micro_batch_size_per_gpu": 3}, ["--gpus-per-node", 8], (3, 1))]
+bad = []
+for keys, given, want in derive:
+    cfg = ds_config("derive.json", json.dumps(dict(keys, bf16={"enabled": True})))
+    p = plan(*MODEL, "--deepspeed", cfg, *given, "--json", check=False)
+    got = json.loads(p.stdout)["setup"] if p.returncode == 0 else p.stderr
+    if p.returncode or (got["micro_batch"], got["micro_batches"]) != want:
+        bad.append("%s %s: %s" % (keys, given, got))
+refused = [({"train_batch_size": 8}, ["--gpus-per-node", 16], "Micro batch size per gpu: 0 has to be greater than 0"),
+           ({"train_batch_size": 32, "train_micro_batch_size_per_gpu": 3}, [],
+            "world_size 32 != 3 * 10 * 1"),
+           ({"train_batch_size": 4, "train_micro_batch_size_per_gpu": 2}, ["--gpus-per-node", 4],
+            "Gradient accumulation steps: 0 has to be greater than 0")]
+for keys, given, says in refused:
+    cfg = ds_config("derive.json", json.dumps(dict(keys, bf16={"enabled": True})))
+    p = plan(*MODEL, "--deepspeed", cfg, *given, check=False)
+    if p.returncode != 2 or p.stderr.count("\n") != 1 or says not in p.stderr:
+        bad.append("%s %s: exit %d %s" % (keys, given, p.returncode, p.stderr))
+steps16 = plan_json(*MODEL, "--micro-batch", 2, "--micro-batches", 16, "--precision", "bf16")
+got = plan_json(*MODEL, "--deepspeed", ds_config("derive.json", '{"train_batch_size": 32, '
+                '"train_micro_batch_size_per_gpu": 2, "bf16": {"enabled": true}}'))
+ok(not bad and got["per_gpu_bytes"] == steps16["per_gpu_bytes"],
+   "--deepspeed: micro-batch and accumulation steps derived from train_batch_size over the GPUs as DeepSpeed "
+   "does (32 / 2 on 1 GPU: 16 steps, gradients kept across them), refused where its _batch_assertion fails",
+   "\n".join(bad))
+# a config's micro-batch without --seq: model states only, said; --seq with the micro-batch "auto": refused
+nos = ds_config("noseq.json", '{"train_micro_batch_size_per_gpu": 4, "bf16": {"enabled": true}, '
+                '"zero_optimization": {"stage": 2}}')
+p = plan(*MODEL[:-2], "--deepspeed", nos, "--json", check=False)
+states = plan_json(*MODEL[:-2], "--precision", "bf16", "--zero", 2, "--contiguous-gradients", "--micro-batches", 1)
+ok(p.returncode == 0 and json.loads(p.stdout)["per_gpu_bytes"] == states["per_gpu_bytes"] and
+   "micro-batch 4: give --seq N for its activations; model states only" in p.stderr and
+   p.stderr.count("give --seq") == 1,
+   "--deepspeed without --seq: the config's micro-batch plans model states only, and one note asks for --seq",
+   p.stderr)
+hf = ds_config("hfauto.json", '{"train_micro_batch_size_per_gpu": "auto", "train_batch_size": "auto", '
+               '"gradient_accumulation_steps": "auto", "bf16": {"enabled": true}}')
+p = plan(*MODEL, "--deepspeed", hf, check=False)
+q = plan(*MODEL[:-2], "--deepspeed", hf, check=False)
+ok(p.returncode == 2 and p.stderr == "memtap: --seq 2048 needs a micro-batch: %s leaves it \"auto\" "
+   "(the Hugging Face Trainer fills it from --per_device_train_batch_size): give --micro-batch N\n" % hf and
+   q.returncode == 0, "--deepspeed: --seq with the micro-batch left \"auto\" asks for --micro-batch; without --seq "
+   "model states are planned", p.stderr + q.stderr)
 # neither batch key: DeepSpeed refuses the config; --micro-batch stands in for the key
 nobatch = ds_config("nobatch.json", '{"bf16": {"enabled": true}, "zero_optimization": {"stage": 2}}')
 p = plan(*MODEL, "--deepspeed", nobatch, "--json", check=False)
@@ -275,6 +329,90 @@ ok(p.returncode == 2 and len(p.stderr.splitlines()) == 1 and "Either train_batch
    "planned with --micro-batch" in q.stderr,
    "--deepspeed: a config with neither batch key is refused as DeepSpeed refuses it, unless --micro-batch is given",
    (p.returncode, p.stderr, q.returncode, q.stderr))
+# fp16 off and bf16 "auto": bf16 whatever the model's torch_dtype (float16 cannot be the run's type)
+fp16m = ds_config("llama-fp16.json", json.dumps({
+    "model_type": "llama", "vocab_size": 32000, "hidden_size": 1024, "num_hidden_layers": 4, "num_attention_heads": 8,
+    "intermediate_size": 2816, "torch_dtype": "float16"}))
+offauto = ds_config("offauto.json", '{"train_micro_batch_size_per_gpu": 1, "fp16": {"enabled": false}, '
+                    '"bf16": {"enabled": "auto"}, "zero_optimization": {"stage": 3}}')
+p = plan("--model", fp16m, "--seq", 512, "--deepspeed", offauto, "--json")
+as16 = plan_json("--model", fp16m, "--seq", 512, "--deepspeed", offauto, "--precision", "bf16")
+as32 = plan_json("--model", fp16m, "--seq", 512, "--deepspeed", offauto, "--precision", "fp32")
+ok(json.loads(p.stdout)["per_gpu_bytes"] == as16["per_gpu_bytes"] != as32["per_gpu_bytes"] and
+   'bf16.enabled "auto" is true: fp16 is off' in p.stderr and "give --precision fp32 if it runs without --bf16"
+   in p.stderr, "--deepspeed: fp16 off and bf16 \"auto\" plan bf16 though the model's torch_dtype is float16, "
+   "saying --precision fp32 is the other choice", p.stderr)
+# sections that change memory when on are named as not modelled, not as ignored; elastic training with
+# the batch keys is refused as DeepSpeed refuses it (ElasticityConfigError)
+on = {"sparse_attention": {"mode": "fixed"}, "hybrid_engine": {"enabled": True}, "data_efficiency": {"enabled": True},
+      "compile": {"deepcompile": True},
+      "elasticity": {"enabled": True, "ignore_non_elastic_batch_info": True, "max_train_batch_size": 2000}}
+p = plan("--params", "1B", "--deepspeed", ds_config("on.json", json.dumps(dict(on, train_micro_batch_size_per_gpu=2))))
+lines = {line.split(": ")[2]: line for line in p.stderr.splitlines()}
+off = plan("--params", "1B", "--deepspeed", ds_config("off.json", json.dumps(
+    {"train_micro_batch_size_per_gpu": 2, "hybrid_engine": {"enabled": False}, "compile": {"deepcompile": "auto"}})))
+el = plan("--params", "1B", check=False, *["--deepspeed", ds_config("elastic.json", json.dumps(
+    {"train_micro_batch_size_per_gpu": 2, "elasticity": {"enabled": True, "max_train_batch_size": 2000}}))])
+ok(all(k in lines.get("not modelled (memory counted without them)", "") for k in on) and
+   "ignoring keys" not in p.stderr and "ignoring keys that do not change the plan: hybrid_engine, compile" in off.stderr
+   and el.returncode == 2 and el.stderr.count("\n") == 1 and "ElasticityConfigError: One or more batch related "
+   "parameters were found" in el.stderr,
+   "--deepspeed: sparse_attention, hybrid_engine, data_efficiency, deepcompile and elasticity when on are named "
+   "not modelled (when off, ignored); elasticity with batch keys refused as DeepSpeed refuses it",
+   p.stderr + off.stderr + el.stderr)
+# what DeepSpeed's engine refuses (engine.py _do_sanity_check, _configure_basic_optimizer,
+# _do_optimizer_sanity_check; runtime/config.py DtypeEnum), and what it accepts
+M1 = {"train_micro_batch_size_per_gpu": 1}
+ENGINE_NO = [({"bf16": {"enabled": True}, "data_types": {"grad_accum_dtype": "fp32"}},
+              "unsupported mix of model_dtype=torch.bfloat16 and grad_accum_dtype=torch.float32"),
+             ({"data_types": {"grad_accum_dtype": "fp16"}},
+              "unsupported mix of model_dtype=torch.float32 and grad_accum_dtype=torch.float16"),
+             ({"fp16": {"enabled": True}, "amp": {"enabled": True}},
+              "Cannot enable both amp with (legacy) fp16 or bfloat16 mode"),
+             ({"amp": {"enabled": True}, "data_types": {"grad_accum_dtype": "bf16"}},
+              "Model data type and gradient accumulation data type must be equal to use Amp"),
+             ({"bf16": {"enabled": True}, "zero_optimization": {"stage": 1},
+               "data_types": {"grad_accum_dtype": "fp64"}}, "'fp64' is not a valid DtypeEnum"),
+             ({"optimizer": {"type": "SGD"}, "zero_optimization": {"stage": 2}}, "You are using an untested ZeRO "
+              "Optimizer. Please add <\"zero_allow_untested_optimizer\": true>"),
+             ({"optimizer": {"type": "Lamb"}, "zero_optimization": {"stage": 1}}, "untested ZeRO Optimizer"),
+             ({"optimizer": {"type": "OneBitAdam"}, "zero_optimization": {"stage": 1}},
+              "1bit-Adam is not compatible with ZeRO")]
+ENGINE_NO += [({"optimizer": {"type": t}}, "%s is not a supported DeepSpeed Optimizer" % t)
+              for t in ("FusedAdam", "CPUAdam", "FusedLion", "sgd", "adam8bit")]
+ENGINE_OK = [({"bf16": {"enabled": True}, "zero_optimization": {"stage": 1},
+               "data_types": {"grad_accum_dtype": "float"}}, True),
+             ({"fp16": {"enabled": True}, "zero_optimization": {"stage": 2},
+               "data_types": {"grad_accum_dtype": "torch.float32"}}, True),
+             ({"bf16": {"enabled": True}, "data_types": {"grad_accum_dtype": "bfloat16"}}, False),
+             ({"optimizer": {"type": "SGD"}, "zero_optimization": {"stage": 2}, "zero_allow_untested_optimizer": True},
+              False),
+             ({"optimizer": {"type": "ADAMW"}, "zero_optimization": {"stage": 3}}, False),
+             ({"optimizer": {"type": "RAdam"}}, False)]
+bad = []
+for keys, says in ENGINE_NO:
+    p = plan("--params", "1B", "--deepspeed", ds_config("engine.json", json.dumps(dict(M1, **keys))), check=False)
+    if p.returncode != 2 or p.stderr.count("\n") != 1 or says not in p.stderr:
+        bad.append("%s: exit %d %s" % (keys, p.returncode, p.stderr))
+for keys, fp32 in ENGINE_OK:
+    p = plan("--params", "1B", "--deepspeed", ds_config("engine.json", json.dumps(dict(M1, **keys))), "--json",
+             check=False)
+    if p.returncode or json.loads(p.stdout)["setup"]["grad_fp32"] != fp32:
+        bad.append("%s: exit %d %s" % (keys, p.returncode, p.stderr))
+ok(not bad, "--deepspeed refuses what DeepSpeed's engine refuses, with its reason in one line: a gradient type "
+   "unlike the model's without ZeRO, apex amp with fp16, an unknown grad_accum_dtype, optimizers ZeRO has not "
+   "tested, names it does not know (its own in any case, torch.optim's exactly); accepts its spellings (\"float\")",
+   "\n".join(bad))
+# "auto" notes say what is planned: a stage from --zero, autocast from --precision amp-bf16
+st = ds_config("stageauto.json", '{"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": "auto"}}')
+p = plan("--params", "1B", "--deepspeed", st, "--zero", 2, "--json")
+au = ds_config("bf16auto.json", '{"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": "auto"}}')
+q = plan("--params", "1B", "--deepspeed", au, "--precision", "amp-bf16", "--json")
+ok(json.loads(p.stdout)["setup"]["zero"] == 2 and 'zero_optimization.stage "auto" is 2, from --zero' in p.stderr and
+   json.loads(q.stdout)["setup"]["precision"] == "amp-bf16" and
+   "but planned as --precision amp-bf16 says: PyTorch autocast, not DeepSpeed's bf16" in q.stderr,
+   "--deepspeed: \"stage\": \"auto\" with --zero 2 is said to be 2; bf16 \"auto\" with --precision amp-bf16 is "
+   "said to plan autocast", p.stderr + q.stderr)
 BROKEN = [('{"zero_optimization": {"stage": 3,}}\n}', "broken.json:2:1: not valid JSON or hjson"),
           ('{\n  "bf16": {"enabled": true}\n  "zero_optimization": {"offload_param": {device: cpu}}\n}\n',
            "broken.json:5:1: not valid JSON or hjson (DeepSpeed's syntax): Bad key name (eof) (a quoteless value"),

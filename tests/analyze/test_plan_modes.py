@@ -48,10 +48,21 @@ def per_gpu(*args):
 # optimizer state per parameter (fp32 training, model states only, at the optimizer step)
 adafactor = 4 * (32 * (4 * (4096 + 4096) + 3 * (4096 + 11008)) + 2 * (32000 + 4096) + 65 * 4096)
 WANT = {"adam": 8 * P7, "adam8bit": 2 * (1 + 4 / 256) * P7, "lion": 4 * P7, "sgd": 4 * P7, "adafactor": adafactor,
-        "none": 0}
+        "none": 0, "sgd-nomomentum": 0}
 got = {o: per_gpu("--model", LLAMA2, "--precision", "fp32", "--optimizer", o)["optimizer"] for o in WANT}
 ok(got == WANT, "optimizer states: Adam 8 bytes/param, bitsandbytes 8-bit Adam 2 + an fp32 absmax per 256, Lion "
    "and SGD 4, Adafactor a row and a column per matrix and every vector (11.3 MB for Llama-2-7B)", (got, WANT))
+
+# DeepSpeed's "SGD" is torch.optim.SGD: a momentum buffer only with params.momentum > 0; under
+# bf16 its fp32 master copy alone
+sgd = {m: model("ds-sgd%s.json" % m, {"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": True},
+                                      "optimizer": {"type": "SGD", "params": dict({"lr": 0.1}, **({"momentum": m} if m else {}))}})
+       for m in (0, 0.9)}
+got = [per_gpu("--model", LLAMA2, "--deepspeed", sgd[m])["optimizer"] for m in (0, 0.9)]
+mixed0 = per_gpu("--model", LLAMA2, "--precision", "bf16", "--optimizer", "sgd-nomomentum")["optimizer"]
+ok(got == [4 * P7, 8 * P7] and mixed0 == 4 * P7,
+   "plain SGD keeps no state: --optimizer sgd-nomomentum 0 bytes (fp32), the fp32 master copy alone (4 bytes/param) "
+   "under bf16; a DeepSpeed \"SGD\" without params.momentum is it, with momentum 0.9 it keeps a buffer", (got, mixed0))
 
 # gradient accumulation: every gradient lives through the micro-batches
 P_BERT = 335141888 + 1024 * 2 + 2  # BertModel and a two-label classifier
@@ -141,6 +152,17 @@ ok(off["fits"] and off["per_gpu_bytes"]["params"] == 2 * P10 and off["per_gpu_by
    off["per_gpu_bytes"]["grads"] <= 2 * 2 * 5e8 and off["cpu_bytes_per_node"] == 16 * P10,
    "ZeRO-Offload: the tutorial's 10B GPT-2 fits one 32 GB V100; fp32 master, Adam and gradients (16 bytes/param) "
    "on the host, at most the reduce bucket of gradients on the GPU", off)
+
+# no ZeRO-Offload at stage 0 (DeepSpeed's ZeRO optimizer is what offloads): refused on the command line,
+# and the table's ZeRO-0 row plans without offload
+z0 = subprocess.run([MEMTAP, "plan", "--params", "7B", "--zero", "0", "--offload-optimizer", "cpu"], capture_output=True,
+                    text=True)
+rows = {r["zero"]: r["total_bytes"] for r in off["table"] if r["recompute"] == "full"}
+plain0 = plan(*GPT10B[:-2], "--zero", 0)["per_gpu_bytes"]["total"]
+ok(z0.returncode == 2 and z0.stderr == "memtap: optimizer offload needs ZeRO stage 1, 2 or 3 (DeepSpeed does not "
+   "offload at stage 0)\n" and rows[0] == plain0 and rows[2] == off["per_gpu_bytes"]["total"],
+   "--offload-optimizer at --zero 0 refused in one line; the ZeRO-0 row of an offload plan's table without offload",
+   (z0.stderr, rows, plain0))
 
 # DeepSpeed's contiguous gradient bucket (reduce_bucket_size in the model's type): made as
 # backward begins and released after it at stages 1 and 2, kept at stage 3; under offload

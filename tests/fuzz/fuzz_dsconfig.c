@@ -26,15 +26,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct ds_config ds;
 	struct mt_plan p;
 	double table[4][3];
-	char describe[512];
+	char describe[512], note[512], err[512];
+	uint64_t world = 0;
 
 	if (ds_config_parse("fuzz.json", (const char *)data, size, NULL, &c, &ds)) {
 		if (!ds.err[0] || strchr(ds.err, '\n'))
 			__builtin_trap(); /* a refusal is one line, never none */
 		return 0;
 	}
-	if (ds.dp)
-		c.gpus_per_node = ds.dp;
+	if (ds_config_batch("fuzz.json", &ds, &world, &c.micro_batch, &c.micro_batches, note, sizeof note, err,
+			    sizeof err)) {
+		if (!err[0] || strchr(err, '\n'))
+			__builtin_trap();
+		return 0;
+	}
+	c.gpus_per_node = world ? world : 1;
+	if (!c.micro_batch)
+		c.seq = 0; /* "auto" not filled: model states only */
 	if (!mt_plan_check(&c)) {
 		mt_plan_compute(&c, NULL, &p);
 		mt_plan_table(&c, NULL, table);

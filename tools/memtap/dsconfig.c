@@ -29,6 +29,8 @@ struct ds {
 	const char *path;
 	const struct ds_context *ctx;
 	struct ds_config *out;
+	int dtype; /* the model's, as engine.py get_data_types has it: 0 fp32, 1 bf16, 2 fp16 */
+	bool amp;  /* apex amp enabled */
 };
 
 static int bad(struct ds *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -509,32 +511,94 @@ static int validate(struct ds *d, const struct model *m, const json_t *obj, cons
 
 /* ---- the sections memtap reads ---- */
 
-static int optimizer_section(struct ds *d, const json_t *opt, struct mt_plan_config *c)
+/* Python's truth of a JSON value, as DeepSpeed's dict.get(...) tests read it */
+static bool truthy(const json_t *v)
 {
-	static const char *const adam_like[] = {
-	    "adam", "adamw",	 "fusedadam",  "cpuadam", "deepspeedcpuadam", "onebitadam", "zerooneadam",
-	    "lamb", "fusedlamb", "onebitlamb", NULL};
-	const json_t *type = json_object_get(opt, "type");
+	return v && !json_is_false(v) && !json_is_null(v) && !(json_is_integer(v) && !json_integer_value(v)) &&
+	       !(json_is_real(v) && json_real_value(v) == 0) && !(json_is_string(v) && !json_string_length(v)) &&
+	       !(json_is_object(v) && !json_object_size(v)) && !(json_is_array(v) && !json_array_size(v));
+}
+
+/* The optimizers a config can name, as DeepSpeed takes them: its own (runtime/config.py
+ * DEEPSPEED_OPTIMIZERS, any case, lowercased), else a torch.optim class by its exact name
+ * (engine.py _is_supported_optimizer: getattr(torch.optim, name)). zero: 0 when the class
+ * it builds is in zero/utils.py ZERO_SUPPORTED_OPTIMIZERS, 1 when ZeRO needs
+ * zero_allow_untested_optimizer, 2 when engine.py _configure_basic_optimizer refuses ZeRO
+ * with it (the reason). SGD-like ones keep a momentum buffer only with params.momentum > 0. */
+static const struct {
+	const char *name;
+	bool torch; /* a torch.optim class: matched exactly */
+	enum mt_optimizer opt;
+	int zero;
+	const char *why, *unmodelled;
+} optimizers[] = {
+    {"adagrad", false, MT_SGD_MOMENTUM, 0, NULL, NULL}, /* its state "sum": one fp32 value */
+    {"adam", false, MT_ADAM, 0, NULL, NULL},
+    {"adamw", false, MT_ADAM, 0, NULL, NULL},
+    {"lamb", false, MT_ADAM, 1, NULL, NULL}, /* FusedLamb */
+    {"onebitadam", false, MT_ADAM, 2, "1bit-Adam is not compatible with ZeRO", NULL},
+    {"onebitlamb", false, MT_ADAM, 2, "1bit-Lamb is not compatible with ZeRO", NULL},
+    {"zerooneadam", false, MT_ADAM, 2, "0/1 Adam is not compatible with ZeRO", NULL},
+    {"muadam", false, MT_ADAM, 1, NULL, NULL},
+    {"muadamw", false, MT_ADAM, 1, NULL, NULL},
+    {"musgd", false, MT_SGD, 1, NULL, NULL},
+    {"lion", false, MT_LION, 0, NULL, NULL},
+    {"muon", false, MT_ADAM, 0, NULL, "optimizer.type muon (Muon's one momentum on its matrices; planned as Adam)"},
+    {"SGD", true, MT_SGD, 1, NULL, NULL},
+    {"Adadelta", true, MT_ADAM, 1, NULL, NULL}, /* square_avg, acc_delta */
+    {"Adafactor", true, MT_ADAFACTOR, 1, NULL, NULL},
+    {"Adamax", true, MT_ADAM, 1, NULL, NULL},	    /* exp_avg, exp_inf */
+    {"ASGD", true, MT_SGD_MOMENTUM, 1, NULL, NULL}, /* ax */
+    {"LBFGS", true, MT_ADAM, 1, NULL, "optimizer.type LBFGS (its history; planned as Adam)"},
+    {"NAdam", true, MT_ADAM, 1, NULL, NULL},
+    {"RAdam", true, MT_ADAM, 1, NULL, NULL},
+    {"RMSprop", true, MT_SGD_MOMENTUM, 1, NULL, NULL}, /* square_avg (more with momentum, centered) */
+    {"Rprop", true, MT_ADAM, 1, NULL, NULL},	       /* prev, step_size */
+    {"SparseAdam", true, MT_ADAM, 1, NULL, NULL},
+    {NULL, false, MT_ADAM, 0, NULL, NULL}};
+
+static int optimizer_section(struct ds *d, const json_t *root, const json_t *opt, struct mt_plan_config *c)
+{
+	const json_t *type = json_object_get(opt, "type"), *params;
+	const char *name;
+	double momentum = 0;
+	int i;
 
 	if (!json_is_object(opt))
 		return bad(d, "optimizer must be an object with a \"type\"");
-	if (!type) /* DeepSpeed: no optimizer name; the client's optimizer */
+	if (!type || json_is_null(type)) /* DeepSpeed: no optimizer name; the client's optimizer */
 		return 0;
 	if (!json_is_string(type))
 		return bad(d, "optimizer.type must be a string such as \"AdamW\"");
-	for (int i = 0; adam_like[i]; i++)
-		if (!strcasecmp(json_string_value(type), adam_like[i])) {
-			c->optimizer = MT_ADAM;
-			return 0;
-		}
-	if (!strcasecmp(json_string_value(type), "sgd") || !strcasecmp(json_string_value(type), "adagrad"))
-		c->optimizer = MT_SGD_MOMENTUM; /* one fp32 state per parameter */
-	else if (!strcasecmp(json_string_value(type), "lion") || !strcasecmp(json_string_value(type), "fusedlion"))
-		c->optimizer = MT_LION;
-	else if (!strcasecmp(json_string_value(type), "adafactor"))
-		c->optimizer = MT_ADAFACTOR;
-	else
-		add_name(d->out->unmodelled, sizeof d->out->unmodelled, "optimizer.type ", json_string_value(type));
+	name = json_string_value(type);
+	for (i = 0; optimizers[i].name; i++)
+		if (optimizers[i].torch ? !strcmp(name, optimizers[i].name) : !strcasecmp(name, optimizers[i].name))
+			break;
+	if (!optimizers[i].name)
+		return bad(
+		    d,
+		    "optimizer.type: %s is not a supported DeepSpeed Optimizer (engine.py: DeepSpeed's own names "
+		    "in any case, or a torch.optim class by its exact name such as \"SGD\")",
+		    name);
+	if (c->zero && optimizers[i].zero == 2)
+		return bad(d, "optimizer.type %s: %s", name, optimizers[i].why);
+	if (c->zero && optimizers[i].zero == 1 && !truthy(json_object_get(root, "zero_allow_untested_optimizer")))
+		return bad(d,
+			   "optimizer.type %s: You are using an untested ZeRO Optimizer. Please add "
+			   "<\"zero_allow_untested_optimizer\": true> in the configuration file to use it.",
+			   name);
+	params = json_object_get(opt, "params");
+	if (json_is_object(params) && to_float(json_object_get(params, "momentum"), &momentum))
+		momentum = 0;
+	c->optimizer = optimizers[i].opt;
+	if (c->optimizer == MT_SGD && momentum > 0)
+		c->optimizer = MT_SGD_MOMENTUM;
+	if (optimizers[i].unmodelled)
+		add_name(d->out->unmodelled, sizeof d->out->unmodelled, "", optimizers[i].unmodelled);
+	if (!strcmp(optimizers[i].name, "RMSprop") &&
+	    (momentum > 0 || (json_is_object(params) && truthy(json_object_get(params, "centered")))))
+		add_name(d->out->unmodelled, sizeof d->out->unmodelled, "",
+			 "optimizer.params momentum/centered of RMSprop (a state each)");
 	return 0;
 }
 
@@ -568,8 +632,10 @@ static int batch_key(struct ds *d, const json_t *root, const char *key, bool giv
 }
 
 /* The precision a section's "enabled" asks for: 1, 0; "auto" resolved as the Hugging Face
- * Trainer fills it from the run's precision (the command line's, else the model's) */
-static int enabled_flag(struct ds *d, const json_t *section, const char *name, struct section *s, int want, int *out)
+ * Trainer fills it from the run's precision (the command line's, else the model's; bf16
+ * where the config turns fp16 off: no 16-bit type left but bf16) */
+static int enabled_flag(struct ds *d, const json_t *section, const char *name, struct section *s, int want,
+			bool fp16_off, int *out)
 {
 	const json_t *v = json_object_get(section, "enabled");
 	const struct ds_context *x = d->ctx;
@@ -577,9 +643,23 @@ static int enabled_flag(struct ds *d, const json_t *section, const char *name, s
 	*out = s->set[0] ? s->b[0] : 0;
 	if (!is_auto(v))
 		return 0;
+	if (want == 1 && fp16_off && !x->precision_given) {
+		bool other = x->model_dtype && x->precision != 1;
+		*out = 1;
+		NOTE(d,
+		     "bf16.enabled \"auto\" is true: fp16 is off, so the 16-bit run the Hugging Face Trainer fills it "
+		     "for is bf16 (its --bf16)%s%s%s; give --precision fp32 if it runs without --bf16",
+		     other ? ", though " : "", other ? x->model_dtype : "", other ? " says otherwise" : "");
+		return 0;
+	}
 	if (x->precision_given || x->model_dtype) {
 		*out = x->precision == want;
-		if (x->precision_given)
+		if (*out && x->precision_given && x->precision_text && !strncmp(x->precision_text, "amp-", 4))
+			NOTE(d,
+			     "%s.enabled \"auto\" is %s, as the Hugging Face Trainer fills it from its --bf16/--fp16, "
+			     "but planned as --precision %s says: PyTorch autocast, not DeepSpeed's %s",
+			     name, *out ? "true" : "false", x->precision_text, name);
+		else if (x->precision_given)
 			NOTE(d,
 			     "%s.enabled \"auto\" is %s, from --precision, as the Hugging Face Trainer fills it from "
 			     "its --bf16/--fp16",
@@ -627,10 +707,17 @@ static int zero_section(struct ds *d, const json_t *root, struct mt_plan_config 
 		return r;
 	if (s.set[i_stage])
 		stage = (int)s.i[i_stage];
-	else if (is_auto(json_object_get(zero, "stage")))
+	else if (is_auto(json_object_get(zero, "stage")) && d->ctx->zero_given) {
+		stage = d->ctx->zero;
+		NOTE(d,
+		     "zero_optimization.stage \"auto\" is %d, from --zero (DeepSpeed would drop \"auto\" and take its "
+		     "default, 0; the Hugging Face Trainer does not fill it)",
+		     stage);
+	} else if (is_auto(json_object_get(zero, "stage"))) {
 		NOTE(d,
 		     "zero_optimization.stage \"auto\" is 0: DeepSpeed drops \"auto\" and takes its default, and the "
 		     "Hugging Face Trainer does not fill it");
+	}
 	/* the offload sections, and the deprecated booleans DeepSpeed turns into them */
 	for (int which = 0; which < 2; which++) {
 		const char *name = which ? "offload_param" : "offload_optimizer";
@@ -765,9 +852,9 @@ static int precision_sections(struct ds *d, const json_t *root, struct mt_plan_c
 	if ((fp16 && (r = validate(d, &fp16_model, fp16, "fp16.", &s16))) ||
 	    (bf16 && (r = validate(d, &bf16_model, bf16, !strcmp(bf16_name, "bf16") ? "bf16." : "bfloat16.", &sb))))
 		return r;
-	if (fp16 && (r = enabled_flag(d, fp16, "fp16", &s16, 2, &f16)))
+	if (fp16 && (r = enabled_flag(d, fp16, "fp16", &s16, 2, false, &f16)))
 		return r;
-	if (bf16 && (r = enabled_flag(d, bf16, bf16_name, &sb, 1, &b16)))
+	if (bf16 && (r = enabled_flag(d, bf16, bf16_name, &sb, 1, fp16 && s16.set[0] && !s16.b[0], &b16)))
 		return r;
 	if (f16) { /* dynamic loss scaling needs a window and a floor */
 		int i_ls = field_index(&fp16_model, "loss_scale"), i_w = field_index(&fp16_model, "loss_scale_window");
@@ -825,6 +912,8 @@ static int precision_sections(struct ds *d, const json_t *root, struct mt_plan_c
 	if (amp && zero_on)
 		return bad(d, "Amp and ZeRO are not currently compatible, please use (legacy) fp16 mode which performs "
 			      "similar to amp opt_mode=O2");
+	if (amp && (f16 || b16)) /* engine.py _do_optimizer_sanity_check */
+		return bad(d, "Cannot enable both amp with (legacy) fp16 or bfloat16 mode");
 	const json_t *ta = json_object_get(root, "torch_autocast");
 	if (ta) {
 		const json_t *en = json_object_get(ta, "enabled");
@@ -832,6 +921,8 @@ static int precision_sections(struct ds *d, const json_t *root, struct mt_plan_c
 			return bad(d, "torch_autocast must be an object");
 		autocast = en && !(json_is_false(en) || json_is_null(en));
 	}
+	d->dtype = f16 ? 2 : b16 ? 1 : 0;
+	d->amp = amp;
 	if (f16 || b16)
 		c->precision = MT_MIXED16;
 	else if (amp || autocast)
@@ -871,6 +962,54 @@ static int tensor_parallel_section(struct ds *d, const json_t *root, struct mt_p
 	return 0;
 }
 
+/* data_types.grad_accum_dtype as runtime/config.py's DtypeEnum reads it, then
+ * engine.py _do_optimizer_sanity_check: under ZeRO any mix runs (bf16 with fp32 at stage
+ * 1 is its BF16_Optimizer); without, apex amp needs one type and fp32 values, and
+ * otherwise the model's type and the accumulation's must be the same. */
+static int data_types(struct ds *d, const json_t *root, struct mt_plan_config *c)
+{
+	static const struct {
+		const char *name;
+		int dtype; /* 0 fp32, 1 bf16, 2 fp16, 3 int8 */
+	} names[] = {{"torch.float16", 2},  {"fp16", 2},    {"float16", 2},  {"half", 2},	{"torch.float32", 0},
+		     {"fp32", 0},	    {"float32", 0}, {"float", 0},    {"torch.int8", 3}, {"int8", 3},
+		     {"torch.bfloat16", 1}, {"bf16", 1},    {"bfloat16", 1}, {NULL, 0}};
+	static const char *const torch_name[] = {"torch.float32", "torch.bfloat16", "torch.float16", "torch.int8"};
+	const json_t *v = json_object_get(root, "data_types"), *g;
+	int grad = -1;
+
+	if (!v || json_is_null(v))
+		return 0;
+	if (!json_is_object(v))
+		return bad(d, "data_types must be an object (DeepSpeed reads grad_accum_dtype from it)");
+	g = json_object_get(v, "grad_accum_dtype");
+	if (!g || json_is_null(g))
+		grad = d->dtype; /* None: the model's */
+	else
+		for (int i = 0; names[i].name && grad < 0; i++)
+			if (json_is_string(g) && !strcmp(json_string_value(g), names[i].name))
+				grad = names[i].dtype;
+	if (grad < 0)
+		return bad(d,
+			   "data_types.grad_accum_dtype: %s%s%s is not a valid DtypeEnum (runtime/config.py: fp32, "
+			   "float32, float, fp16, float16, half, bf16, bfloat16, int8, or torch.float32 ...)",
+			   json_is_string(g) ? "'" : "", json_is_string(g) ? json_string_value(g) : type_name(g),
+			   json_is_string(g) ? "'" : "");
+	if (c->zero) {
+		c->grad_fp32 = grad == 0 && d->dtype != 0;
+		return 0;
+	}
+	if (d->amp && grad != d->dtype)
+		return bad(d, "Model data type and gradient accumulation data type must be equal to use Amp "
+			      "(engine.py _do_optimizer_sanity_check)");
+	if (!d->amp && grad != d->dtype)
+		return bad(d,
+			   "unsupported mix of model_dtype=%s and grad_accum_dtype=%s (engine.py "
+			   "_do_optimizer_sanity_check: without ZeRO the gradients accumulate in the model's type)",
+			   torch_name[d->dtype], torch_name[grad]);
+	return 0;
+}
+
 /* Sections apply in a fixed order, whatever the file's key order. */
 static int apply(struct ds *d, json_t *root, struct mt_plan_config *c)
 {
@@ -889,6 +1028,20 @@ static int apply(struct ds *d, json_t *root, struct mt_plan_config *c)
 						"train_micro_batch_size_per_gpu",
 						"gradient_accumulation_steps",
 						NULL};
+	/* what each turns on, and how DeepSpeed reads that it is on (NULL: the section's presence;
+	 * model: a pydantic model's field, where "auto" is its default, off) */
+	static const struct {
+		const char *key, *flag, *what;
+		bool model;
+	} changing[] = {
+	    {"sparse_attention", NULL,
+	     "sparse_attention (block-sparse attention layers, config.py get_sparse_attention)", false},
+	    {"hybrid_engine", "enabled", "hybrid_engine (inference containers and their cache beside training)", true},
+	    {"data_efficiency", "enabled", "data_efficiency (random-LTD drops tokens from layers, data routing)",
+	     false},
+	    {"compile", "deepcompile", "compile.deepcompile (DeepCompile's own ZeRO schedule and buffers)", true},
+	    {"elasticity", "enabled", "elasticity (DeepSpeed picks the batch sizes: compute_elastic_config)", false},
+	    {NULL, NULL, NULL, false}};
 	const struct ds_context *x = d->ctx;
 	uint64_t batch, micro, steps;
 	bool zero_on, has_batch, has_micro, has_steps;
@@ -902,7 +1055,7 @@ static int apply(struct ds *d, json_t *root, struct mt_plan_config *c)
 	if ((r = zero_section(d, root, c, &zero_on)) || (r = precision_sections(d, root, c, zero_on, c->zero)) ||
 	    (r = tensor_parallel_section(d, root, c)))
 		return r;
-	if ((v = json_object_get(root, "optimizer")) && (r = optimizer_section(d, v, c)))
+	if ((v = json_object_get(root, "optimizer")) && (r = optimizer_section(d, root, v, c)))
 		return r;
 	if ((v = json_object_get(root, "activation_checkpointing"))) {
 		/* the model decides what it checkpoints; this section is there when it does */
@@ -914,15 +1067,26 @@ static int apply(struct ds *d, json_t *root, struct mt_plan_config *c)
 			add_name(d->out->unmodelled, sizeof d->out->unmodelled, "",
 				 "activation_checkpointing.cpu_checkpointing");
 	}
-	if ((v = json_object_get(root, "data_types")) && json_is_object(v)) {
-		const char *g = json_string_value(json_object_get(v, "grad_accum_dtype"));
-		if (g && (!strcmp(g, "fp32") || !strcmp(g, "float32")) && c->precision == MT_MIXED16)
-			c->grad_fp32 = true;
-	}
+	if ((r = data_types(d, root, c)))
+		return r;
 	if ((v = json_object_get(root, "sequence_parallel_size"))) { /* DeepSpeed-Ulysses splits the sequence */
 		if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > (json_int_t)MAX_COUNT)
 			return bad(d, "sequence_parallel_size must be a whole number from 1 to %llu", MAX_COUNT);
 		c->cp = (uint64_t)json_integer_value(v);
+	}
+	/* runtime/config.py DeepSpeedConfig.__init__: elastic training picks the batch sizes itself
+	 * (elasticity.py compute_elastic_config) and refuses the config's unless told to ignore them */
+	if ((v = json_object_get(root, "elasticity")) && json_is_object(v) && truthy(json_object_get(v, "enabled"))) {
+		if (!truthy(json_object_get(v, "ignore_non_elastic_batch_info")) &&
+		    (json_object_get(root, "train_batch_size") ||
+		     json_object_get(root, "train_micro_batch_size_per_gpu") ||
+		     json_object_get(root, "gradient_accumulation_steps")))
+			return bad(d, "ElasticityConfigError: One or more batch related parameters were found in your "
+				      "ds_config (train_batch_size, train_micro_batch_size_per_gpu, and/or "
+				      "gradient_accumulation_steps). These parameters *will not be used* since elastic "
+				      "training is enabled, which takes control of these parameters. If you want to "
+				      "suppress this error (the parameters will be silently ignored) please set "
+				      "ignore_non_elastic_batch_info':true in your elasticity config.");
 	}
 	if ((r = batch_key(d, root, "train_micro_batch_size_per_gpu", x->micro_batch_given, x->micro_batch, &micro,
 			   &has_micro)) ||
@@ -939,25 +1103,31 @@ static int apply(struct ds *d, json_t *root, struct mt_plan_config *c)
 	if (!has_batch && !has_micro)
 		NOTE(d, "neither train_batch_size nor train_micro_batch_size_per_gpu, which DeepSpeed refuses: planned "
 			"with --micro-batch");
-	/* DeepSpeed's _set_batch_related_parameters: the missing ones from the others */
+	/* the missing ones are derived with the world size, once it is known (ds_config_batch) */
+	if (!has_batch && !has_micro)
+		micro = x->micro_batch;
 	if (micro)
 		c->micro_batch = micro;
 	if (steps)
 		c->micro_batches = steps;
-	if (batch && micro && steps) {
-		if (batch % (micro * steps))
-			return bad(d,
-				   "train_batch_size %llu is not a multiple of train_micro_batch_size_per_gpu x "
-				   "gradient_accumulation_steps (%llu): DeepSpeed's check that train_batch_size = "
-				   "micro-batch x steps x data-parallel size fails",
-				   (unsigned long long)batch, (unsigned long long)(micro * steps));
-		d->out->dp = batch / (micro * steps);
-	}
+	d->out->batch = batch;
+	d->out->micro = micro;
+	d->out->steps = steps;
+	d->out->micro_auto = !micro && (is_auto(json_object_get(root, "train_micro_batch_size_per_gpu")) ||
+					is_auto(json_object_get(root, "train_batch_size")));
 	json_object_foreach(root, k, v)
 	{
 		bool known = false;
 		for (int i = 0; read_here[i]; i++)
 			known |= !strcmp(k, read_here[i]);
+		for (int i = 0; changing[i].key && !known; i++) /* sections that change memory when on */
+			if (!strcmp(k, changing[i].key) && json_is_object(v) &&
+			    (!changing[i].flag ||
+			     (truthy(json_object_get(v, changing[i].flag)) &&
+			      !(changing[i].model && is_auto(json_object_get(v, changing[i].flag)))))) {
+				add_name(d->out->unmodelled, sizeof d->out->unmodelled, "", changing[i].what);
+				known = true;
+			}
 		if (!known)
 			add_name(d->out->ignored, sizeof d->out->ignored, "", k);
 	}
@@ -992,4 +1162,87 @@ int ds_config_parse(const char *path, const char *text, size_t len, const struct
 	mt_text_line(out->unmodelled);
 	mt_text_line(out->notes);
 	return r;
+}
+
+/* DeepSpeed's runtime/config.py: _set_batch_related_parameters derives what is missing
+ * (floor divisions), then _batch_assertion refuses what does not multiply out. */
+int ds_config_batch(const char *path, const struct ds_config *ds, uint64_t *world, uint64_t *micro_out,
+		    uint64_t *steps_out, char *note, size_t note_size, char *err, size_t err_size)
+{
+	uint64_t batch = ds->batch, micro = ds->micro, steps = ds->steps, w = *world, product;
+	const char *derived = NULL;
+
+	note[0] = err[0] = '\0';
+	*micro_out = *steps_out = 0;
+	if (ds->micro_auto && !micro) /* the Trainer fills all three together: nothing to derive */
+		return 0;
+	if (!w && batch && micro && steps) { /* no GPU count given: the one the three keys imply */
+		if (batch % (micro * steps)) {
+			snprintf(
+			    err, err_size,
+			    "%s: train_batch_size %llu is not a multiple of train_micro_batch_size_per_gpu x "
+			    "gradient_accumulation_steps (%llu x %llu): DeepSpeed's _batch_assertion fails for any "
+			    "number of GPUs",
+			    path, (unsigned long long)batch, (unsigned long long)micro, (unsigned long long)steps);
+			return EINVAL;
+		}
+		w = batch / (micro * steps);
+	}
+	if (!w)
+		w = 1; /* memtap's default: one GPU */
+	if (batch && micro && steps) {
+	} else if (batch && micro) {
+		steps = batch / micro / w;
+		derived = "gradient_accumulation_steps";
+	} else if (batch && steps) {
+		micro = batch / w / steps;
+		derived = "train_micro_batch_size_per_gpu";
+	} else if (micro && steps) {
+		batch = micro * steps * w;
+	} else if (batch) {
+		steps = 1;
+		micro = batch / w;
+		derived = "train_micro_batch_size_per_gpu";
+	} else if (micro) {
+		batch = micro * w;
+		steps = 1;
+	} else {
+		snprintf(err, err_size,
+			 "%s: neither train_batch_size nor train_micro_batch_size_per_gpu: DeepSpeed refuses the "
+			 "config ('Either train_batch_size or train_micro_batch_size_per_gpu needs to be provided')",
+			 path);
+		return EINVAL;
+	}
+	if (!micro || !steps) {
+		snprintf(err, err_size,
+			 "%s: %s: %llu has to be greater than 0 (DeepSpeed's _batch_assertion: "
+			 "train_batch_size %llu over world_size %llu%s)",
+			 path, !micro ? "Micro batch size per gpu" : "Gradient accumulation steps",
+			 (unsigned long long)(!micro ? micro : steps), (unsigned long long)batch, (unsigned long long)w,
+			 !micro ? "" : " and the micro-batch");
+		return EINVAL;
+	}
+	if (__builtin_mul_overflow(micro, steps, &product) || __builtin_mul_overflow(product, w, &product) ||
+	    product != batch) {
+		snprintf(err, err_size,
+			 "%s: Check batch related parameters. train_batch_size is not equal to micro_batch_per_gpu * "
+			 "gradient_acc_step * world_size %llu != %llu * %llu * %llu (DeepSpeed's _batch_assertion; "
+			 "world_size: the GPUs over --tp, pp and sequence_parallel_size)",
+			 path, (unsigned long long)batch, (unsigned long long)micro, (unsigned long long)steps,
+			 (unsigned long long)w);
+		return EINVAL;
+	}
+	if (derived)
+		snprintf(note, note_size,
+			 "%s is %llu: train_batch_size %llu over world_size %llu%s, as DeepSpeed derives it "
+			 "(runtime/config.py _set_batch_related_parameters)",
+			 derived, (unsigned long long)(derived[0] == 'g' ? steps : micro), (unsigned long long)batch,
+			 (unsigned long long)w,
+			 derived[0] == 'g' ? " and the micro-batch"
+			 : steps > 1	   ? " and the accumulation steps"
+					   : "");
+	*micro_out = micro;
+	*steps_out = steps;
+	*world = w;
+	return 0;
 }

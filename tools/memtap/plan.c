@@ -104,8 +104,11 @@ static uint64_t gpu_mem(const char *text)
 
 struct plan_args {
 	struct mt_plan_config c; /* as given: mt_plan_check fills in the rest on a copy */
-	uint64_t mem, ds_dp;
-	bool json, reserved, gpus_given, ds_activations; /* micro-batch or recomputation from --deepspeed only */
+	uint64_t mem;
+	bool json, reserved, gpus_given, tp_given;
+	const char *ds_path; /* --deepspeed, read into ds */
+	struct ds_config ds;
+	bool micro_given, micro_batches_given, recompute_given; /* on the command line, over the DeepSpeed config's */
 	int estimator, device;
 	const char *trace;
 };
@@ -152,23 +155,16 @@ static void hf_config_read(const char *path, struct mt_plan_config *c, char *dty
 	fprintf(stderr, "memtap: %s: %s%s%s\n", file, hf.model_type, hf.note[0] ? ": " : "", hf.note);
 }
 
-/* A DeepSpeed config file onto c, or exit with why not; its notes go to stderr. */
-static void ds_config_read(const char *path, const struct ds_context *x, struct mt_plan_config *c, uint64_t *dp)
+/* A DeepSpeed config file onto c, or exit with why not; its notes wait for its batch
+ * sizes (ds_batch), so that a refused config is one line. */
+static void ds_config_read(const char *path, const struct ds_context *x, struct mt_plan_config *c, struct ds_config *ds)
 {
-	struct ds_config ds;
 	size_t len;
 	char *text = slurp(path, &len);
 
-	if (ds_config_parse(path, text, len, x, c, &ds))
-		die(EXIT_USAGE, "%s", ds.err);
+	if (ds_config_parse(path, text, len, x, c, ds))
+		die(EXIT_USAGE, "%s", ds->err);
 	free(text);
-	if (ds.notes[0])
-		fprintf(stderr, "memtap: %s: read as DeepSpeed reads it: %s\n", path, ds.notes);
-	if (ds.ignored[0])
-		fprintf(stderr, "memtap: %s: ignoring keys that do not change the plan: %s\n", path, ds.ignored);
-	if (ds.unmodelled[0])
-		fprintf(stderr, "memtap: %s: not modelled (memory counted without them): %s\n", path, ds.unmodelled);
-	*dp = ds.dp;
 }
 
 /* The planner's options (core/plan_options.def) as --options, then the command's own. */
@@ -228,6 +224,11 @@ static void parse(int argc, char **argv, struct plan_args *a, bool what_if)
 			if (!strcmp(p->name, "precision")) {
 				x.precision_given = true;
 				x.precision = cli.precision == MT_FP32 ? 0 : strstr(optarg, "fp16") ? 2 : 1;
+				x.precision_text = optarg;
+			}
+			if (!strcmp(p->name, "zero")) {
+				x.zero_given = true;
+				x.zero = cli.zero;
 			}
 			x.micro_batch_given |= !strcmp(p->name, "micro_batch");
 			x.recompute_given |= !strcmp(p->name, "recompute");
@@ -248,9 +249,11 @@ static void parse(int argc, char **argv, struct plan_args *a, bool what_if)
 								    : NULL;
 			x.precision = !strcmp(dtype, "bfloat16") ? 1 : !strcmp(dtype, "float16") ? 2 : 0;
 		}
-		ds_config_read(deepspeed, &x, c, &a->ds_dp);
-		a->ds_activations = (c->micro_batch && !x.micro_batch_given) ||
-				    (c->recompute != MT_RECOMPUTE_NONE && !x.recompute_given);
+		ds_config_read(deepspeed, &x, c, &a->ds);
+		a->ds_path = deepspeed;
+		a->micro_given = x.micro_batch_given;
+		a->micro_batches_given = x.micro_batches_given;
+		a->recompute_given = x.recompute_given;
 	}
 	optind = 0;
 	while ((o = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
@@ -261,6 +264,7 @@ static void parse(int argc, char **argv, struct plan_args *a, bool what_if)
 				die(EXIT_USAGE, "%s", why);
 			if (!strcmp(p->name, "nodes") || !strcmp(p->name, "gpus_per_node"))
 				a->gpus_given = true;
+			a->tp_given |= !strcmp(p->name, "tp");
 			continue;
 		}
 		switch (o) {
@@ -308,28 +312,76 @@ static void parse(int argc, char **argv, struct plan_args *a, bool what_if)
 		a->trace = argv[optind];
 }
 
-/* The description with what the architecture implies, or exit with why it is impossible. */
-static struct mt_plan_config checked(const struct plan_args *a)
+/* A DeepSpeed config's batch sizes as DeepSpeed derives and checks them over the GPUs
+ * given (else those its batch keys imply), and what a config's micro-batch or
+ * recomputation becomes without an architecture or a sequence: model states only. */
+static void ds_batch(const struct plan_args *a, struct mt_plan_config *c, bool say)
+{
+	/* DeepSpeedConfig's world_size (runtime/config.py): a model-parallel unit's data-parallel
+	 * size (Megatron's --tp, a pipeline's stages), else every rank over sequence_parallel_size:
+	 * AutoTP's ranks (tensor_parallel.autotp_size) count, its groups being made later */
+	uint64_t world = 0, gpus, div, micro, steps;
+	bool wraps = __builtin_mul_overflow(a->tp_given && c->tp ? c->tp : 1, c->pp ? c->pp : 1, &div) ||
+		     __builtin_mul_overflow(div, c->cp ? c->cp : 1, &div) || !div; /* refused by mt_plan_check */
+	char note[512], err[512];
+
+	if (a->gpus_given && !wraps && !__builtin_mul_overflow(c->nodes, c->gpus_per_node, &gpus) && gpus >= div)
+		world = gpus / div;
+	if (ds_config_batch(a->ds_path, &a->ds, &world, &micro, &steps, note, sizeof note, err, sizeof err))
+		die(EXIT_USAGE, "%s", err);
+	if (micro && !a->micro_given) /* the command line's, given, override the config's */
+		c->micro_batch = micro;
+	if (steps && !a->micro_batches_given)
+		c->micro_batches = steps;
+	if (c->layers && c->seq && !c->micro_batch && !a->micro_given)
+		die(EXIT_USAGE,
+		    "--seq %llu needs a micro-batch: %s leaves it \"auto\" (the Hugging Face Trainer fills it from "
+		    "--per_device_train_batch_size): give --micro-batch N",
+		    (unsigned long long)c->seq, a->ds_path);
+	if (say && a->ds.notes[0])
+		fprintf(stderr, "memtap: %s: read as DeepSpeed reads it: %s\n", a->ds_path, a->ds.notes);
+	if (say && a->ds.ignored[0])
+		fprintf(stderr, "memtap: %s: ignoring keys that do not change the plan: %s\n", a->ds_path,
+			a->ds.ignored);
+	if (say && a->ds.unmodelled[0])
+		fprintf(stderr, "memtap: %s: not modelled (memory counted without them): %s\n", a->ds_path,
+			a->ds.unmodelled);
+	if (note[0] && say)
+		fprintf(stderr, "memtap: %s: %s\n", a->ds_path, note);
+	if (!a->gpus_given && world > 1 && !wraps && !__builtin_mul_overflow(world, div, &gpus)) {
+		/* the GPUs that train_batch_size implies */
+		c->nodes = 1;
+		c->gpus_per_node = gpus;
+	}
+	if (!c->layers) { /* --params: a config's micro-batch has no activations to size */
+		if (!a->micro_given)
+			c->micro_batch = 0;
+		if (!a->recompute_given)
+			c->recompute = MT_RECOMPUTE_NONE;
+	} else if (!c->seq && c->micro_batch && !a->micro_given) {
+		if (say)
+			fprintf(
+			    stderr,
+			    "memtap: %s: micro-batch %llu: give --seq N for its activations; model states only without "
+			    "it\n",
+			    a->ds_path, (unsigned long long)c->micro_batch);
+		c->micro_batch = 0;
+		if (!a->recompute_given)
+			c->recompute = MT_RECOMPUTE_NONE;
+	}
+}
+
+/* The description with what the architecture implies, or exit with why it is impossible;
+ * say: print the notes on how a DeepSpeed config's batch was read (once per setup). */
+static struct mt_plan_config checked(const struct plan_args *a, bool say)
 {
 	struct mt_plan_config c = a->c;
 	const char *problem;
 
-	if (a->ds_activations && !c.layers) { /* --params: a config's micro-batch has no activations to size */
-		c.micro_batch = 0;
-		c.recompute = MT_RECOMPUTE_NONE;
-	}
-	if (a->ds_dp && !a->gpus_given) { /* the GPUs that train_batch_size implies */
-		c.nodes = 1;
-		c.gpus_per_node = a->ds_dp * (c.tp ? c.tp : 1) * (c.pp ? c.pp : 1) * (c.cp ? c.cp : 1);
-	}
+	if (a->ds_path)
+		ds_batch(a, &c, say);
 	if ((problem = mt_plan_check(&c)))
 		die(EXIT_USAGE, "%s", problem);
-	if (a->ds_dp && a->gpus_given && a->ds_dp != c.nodes * c.gpus_per_node / (c.tp * c.pp * c.cp))
-		fprintf(stderr,
-			"memtap: the DeepSpeed config's train_batch_size implies data-parallel size %llu; "
-			"planning for the %llu the options give\n",
-			(unsigned long long)a->ds_dp,
-			(unsigned long long)(c.nodes * c.gpus_per_node / (c.tp * c.pp * c.cp)));
 	return c;
 }
 
@@ -346,7 +398,7 @@ void plan_setup_from_text(const char *text, struct mt_plan_config *out)
 			argv[argc++] = w;
 	parse(argc, argv, &a, true);
 	free(copy); /* nothing in a points into it */
-	*out = checked(&a);
+	*out = checked(&a, true);
 }
 
 /* ---- estimators as their authors print them ---- */
@@ -741,8 +793,8 @@ int cmd_plan(int argc, char **argv)
 		parse(argc - split, argv + split, &target, true);
 	if (split < argc && !run.trace)
 		die(EXIT_USAGE, "--what-if projects a measured run: give its trace first (see --help)");
-	rc = checked(&run);
-	c = checked(&target);
+	rc = checked(&run, split < argc); /* without --what-if, target is run: said once */
+	c = checked(&target, true);
 	if (target.estimator == 2) {
 		megatron(&c, target.json);
 		return 0;
