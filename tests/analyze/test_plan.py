@@ -443,6 +443,11 @@ w0 = json.loads(plan("--estimator", "megatron", *args, "--json").stdout)["weight
 w1 = json.loads(plan("--estimator", "megatron", *args[:-1], 64, "--zero", 1, "--json").stdout)
 ok(math.isclose(w1["weight_and_optimizer_bytes"] / w0, (6 + 12 / 8) / 18, rel_tol=1e-12) and w1["padded_vocab"] == 51200,
    "Megatron dist_optimizer.md: 18 bytes per parameter, 6 + 12/d with the distributed optimizer (d = 8)")
+off = plan("--estimator", "megatron", *args, "--zero", 1, "--offload-optimizer", "cpu", check=False)
+ok(w1["total_bytes"] == w1["weight_and_optimizer_bytes"] + w1["activation_bytes"] and off.returncode == 2 and
+   "nor offload" in off.stderr and off.stderr.count("\n") == 1,
+   "the Megatron estimator's --json has its total; offload, which it does not model, is refused in one line",
+   off.stderr)
 
 # memtap.plan in Lua: offline the same numbers as the command, calibrated on a report's
 # composition; inside a job, from a policy

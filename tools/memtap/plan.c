@@ -474,17 +474,17 @@ static void megatron(const struct mt_plan_config *c, bool json)
 
 	if (!c->layers)
 		die(EXIT_USAGE, "the Megatron estimator needs the architecture (--layers ...)");
-	if (c->fsdp || c->lora_rank || c->precision == MT_AMP16)
-		die(EXIT_USAGE, "Megatron's estimator models neither FSDP, LoRA nor autocast; memtap plan without "
-				"--estimator does");
+	if (c->fsdp || c->lora_rank || c->precision == MT_AMP16 || c->offload_optimizer || c->offload_params)
+		die(EXIT_USAGE, "Megatron's estimator models neither FSDP, LoRA, autocast nor offload; memtap plan "
+				"without --estimator does");
 	mt_plan_megatron(c, &m);
 	if (json) {
 		printf("{\"memtap_plan\": 1, \"estimator\": \"megatron\", \"padded_vocab\": %llu, \"ffn_hidden_size\": "
 		       "%llu, "
 		       "\"total_params\": %.0f, \"active_params\": %.0f, \"most_loaded_shard_params\": %.17g, "
-		       "\"weight_and_optimizer_bytes\": %.17g, \"activation_bytes\": %.17g}\n",
+		       "\"weight_and_optimizer_bytes\": %.17g, \"activation_bytes\": %.17g, \"total_bytes\": %.17g}\n",
 		       (unsigned long long)m.padded_vocab, (unsigned long long)m.ffn, m.total_params, m.active_params,
-		       m.most_loaded, m.weights, m.activations);
+		       m.most_loaded, m.weights, m.activations, m.weights + m.activations);
 		return;
 	}
 	printf("Theoretical memory footprints: weight and optimizer=%.2f MB, activation=%.2f MB, total=%.2f MB\n",
