@@ -31,8 +31,19 @@ def record(name, argv, opts=(), env=None, **kw):
     os.makedirs(d, exist_ok=True)
     # simgpu's libraries come from LD_LIBRARY_PATH (set by the test environment), not simgpu-run:
     # a shell would load memtap too, which a ThreadSanitizer build of memtap cannot be loaded into
-    p = subprocess.run([MEMTAP, "run", "-o", os.path.join(d, "t-%p.trace"), *opts, "--", *argv],
-                       capture_output=True, text=True, env=dict(os.environ, **(env or {})), **kw)
+    # in its own process group, killed whole after 5 minutes: a hung child (a sanitizer's
+    # allocator lock inherited across fork) fails this test instead of the whole suite
+    kw.setdefault("timeout", 300)
+    with subprocess.Popen([MEMTAP, "run", "-o", os.path.join(d, "t-%p.trace"), *opts, "--", *argv],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                          env=dict(os.environ, **(env or {})), **{k: v for k, v in kw.items() if k != "timeout"}) as q:
+        try:
+            out, err = q.communicate(timeout=kw["timeout"])
+        except subprocess.TimeoutExpired:
+            os.killpg(q.pid, signal.SIGKILL)
+            out, err = q.communicate()
+            err += "\n(killed: still running after %d s)" % kw["timeout"]
+    p = subprocess.CompletedProcess(q.args, q.returncode, out, err)
     return p, sorted(glob.glob(os.path.join(d, "*.trace*")))
 
 
