@@ -218,6 +218,17 @@ got = [json.loads(p.stdout) if p.returncode == 0 else p.stderr for p in runs]
 ok(runs[1].returncode == 0 and got[1]["params"] == 124439808 and got[1]["per_gpu_bytes"] == got[0]["per_gpu_bytes"],
    "--model gpt2 with scale_attn_by_inverse_layer_idx: true: 124,439,808 parameters, the same plan", got[1])
 
+# GPT-2's reorder_and_upcast_attn: the scores and their softmax in fp32, cast back to
+# 16 bits for the product with V (transformers' _upcast_and_reordered_attn): as
+# --upcast-softmax: its fp32 output and the 16-bit copy (4 + 2 bytes per head and key of a
+# token) where a 16-bit softmax keeps its output alone (2; no attention dropout here)
+up = [plan("--model", write("g2-up-%d.json" % i, dict(g2, reorder_and_upcast_attn=bool(i))), "--seq", 1024,
+           "--micro-batch", 4, "--precision", "bf16-pure", "--attention", "eager", "--json") for i in range(2)]
+got = [json.loads(p.stdout)["layer_activation_bytes"] if p.returncode == 0 else p.stderr for p in up]
+ok(up[1].returncode == 0 and got[1] - got[0] == 4 * 12 * 1024 * 4096,
+   "--model gpt2 with reorder_and_upcast_attn: true keeps the fp32 softmax output and its 16-bit copy (4 more bytes "
+   "per head, key and token)", got)
+
 # quantization_config (bitsandbytes) read as the planner's --quantize, with LoRA adapters;
 # other methods named in a note. The config is Llama-3-8B's with the block a
 # BitsAndBytesConfig writes (transformers 4.40).

@@ -349,9 +349,12 @@ int hf_config_parse(const char *path, const char *text, size_t len, struct mt_pl
 		c->rmsnorm = c->swiglu = c->untied = false;
 		c->bias = MT_BIAS_ALL;
 		/* scale_attn_by_inverse_layer_idx divides the scores by the layer's number:
-		 * no parameters, no tensor kept that eager attention does not keep anyway */
+		 * no parameters, no tensor kept that eager attention does not keep anyway;
+		 * reorder_and_upcast_attn makes the scores and their softmax in fp32, cast back
+		 * to the values' type (_upcast_and_reordered_attn) */
 		c->no_dropout = !drops(&h, "resid_pdrop") && !drops(&h, "attn_pdrop") && !drops(&h, "embd_pdrop");
 		c->no_attention_dropout = !drops(&h, "attn_pdrop");
+		c->upcast_softmax = flag(&h, "reorder_and_upcast_attn", false);
 		c->attention = MT_ATTN_EAGER;
 		break;
 	case NEOX:
