@@ -224,6 +224,11 @@ MTP_HIDDEN void mtp_python_forget(void); /* after an unload: stop if the interpr
 
 /* ---- writer (writer.c) ---- */
 MTP_HIDDEN int mtp_writer_start(void);
+/* A forked child that goes on recording starts its writer on its first event, not inside
+ * fork(): a thread made in fork's child handlers may wait on a lock another thread held
+ * at the fork (AddressSanitizer's allocator did). */
+MTP_HIDDEN extern bool mtp_writer_pending;
+MTP_HIDDEN void mtp_writer_start_pending(void);
 MTP_HIDDEN void mtp_writer_stop(void);			  /* final flush, END chunk */
 MTP_HIDDEN void mtp_write_late(const struct mt_event *e); /* after stop: synchronous */
 MTP_HIDDEN void mtp_writer_wake(void);

@@ -387,6 +387,8 @@ void mtp_record(struct mt_event *e, bool with_stack)
 		record_nested(t, e);
 		return;
 	}
+	if (unlikely(__atomic_load_n(&mtp_writer_pending, __ATOMIC_RELAXED)))
+		mtp_writer_start_pending();
 	t->busy = true;
 	SIGNAL_FENCE();
 	if (likely(t->ring) || thread_start(t))

@@ -811,10 +811,18 @@ void mtp_writer_atfork_child(bool keep)
 	w.nmodules = 0;
 	w.adds = w.subs = 0;
 	if (keep) {
-		mtp_writer_start();
+		__atomic_store_n(&mtp_writer_pending, true, __ATOMIC_RELEASE);
 		return;
 	}
 	__atomic_store_n(&mtp_state, MTP_OFF, __ATOMIC_RELEASE);
+}
+
+bool mtp_writer_pending;
+
+void mtp_writer_start_pending(void)
+{
+	if (__atomic_exchange_n(&mtp_writer_pending, false, __ATOMIC_ACQ_REL))
+		mtp_writer_start();
 }
 
 void mtp_writer_sync(void)

@@ -267,7 +267,8 @@ if len(traces) == 2:
 
 p, traces = record("forkidle", [WORK, "forkidle"], opts=["--follow-fork"])
 if not TSAN:
-    ok(p.returncode == 0 and len(traces) == 1, "--follow-fork: a child that never touches the GPU writes no file",
+    ok(p.returncode == 0 and len(traces) == 1,
+       "--follow-fork: a child that never touches the GPU writes no file, and no thread was made inside fork()",
        traces)
 
 # an image that execs itself: its events are all in its trace, closed, before the kernel replaces it

@@ -36,6 +36,7 @@
 #include <cuda.h>
 #include <cudaTypedefs.h>
 #include <cuda_runtime_api.h>
+#include <dirent.h>
 #include <dlfcn.h>
 #include <nvtx3/nvToolsExt.h>
 #include <pthread.h>
@@ -628,10 +629,17 @@ static void fork_idle(void)
 
 	alloc_free(17000001);
 	pid = fork();
-	if (pid == 0)
-		exit(0); /* never touches the GPU */
+	if (pid == 0) { /* never touches the GPU; nothing made a thread inside fork() */
+		int threads = 0;
+		DIR *d = opendir("/proc/self/task");
+		for (struct dirent *e; d && (e = readdir(d)) != NULL;)
+			threads += e->d_name[0] != '.';
+		if (d)
+			closedir(d);
+		exit(threads == 1 ? 0 : 3);
+	}
 	waitpid(pid, &status, 0);
-	check(WIFEXITED(status) && WEXITSTATUS(status) == 0, "idle child");
+	check(WIFEXITED(status) && WEXITSTATUS(status) == 0, "idle child, with one thread after fork");
 }
 
 static void *early;
