@@ -31,9 +31,10 @@ def record(name, argv, opts=(), env=None, **kw):
     os.makedirs(d, exist_ok=True)
     # simgpu's libraries come from LD_LIBRARY_PATH (set by the test environment), not simgpu-run:
     # a shell would load memtap too, which a ThreadSanitizer build of memtap cannot be loaded into
-    # in its own process group, killed whole after 5 minutes: a hung child (a sanitizer's
-    # allocator lock inherited across fork) fails this test instead of the whole suite
-    kw.setdefault("timeout", 300)
+    # in its own process group, killed whole after 15 minutes (the signals workload takes 4
+    # under ThreadSanitizer on two busy cores): a hung child fails this test instead of the
+    # whole suite
+    kw.setdefault("timeout", 900)
     with subprocess.Popen([MEMTAP, "run", "-o", os.path.join(d, "t-%p.trace"), *opts, "--", *argv],
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
                           env=dict(os.environ, **(env or {})), **{k: v for k, v in kw.items() if k != "timeout"}) as q:
