@@ -633,15 +633,21 @@ static double held(const struct mt_plan_config *c, const struct share *s, int st
 	return shard(s->dense, sharded ? s->dp : 1) + shard(s->expert, sharded ? s->edp : 1);
 }
 
+/* ZeRO-Offload reduces gradients bucket by bucket into the optimizer's memory: the GPU
+ * keeps its gradient buffer, the host (or NVMe) an fp32 partition (DeepSpeed
+ * stage_1_and_2.py, stage3.py) */
+static bool offloads_grads(const struct mt_plan_config *c)
+{
+	return c->offload_optimizer && !c->fsdp && c->optimizer != MT_NO_OPTIMIZER;
+}
+
 /* DeepSpeed's contiguous gradient bucket: reduce_bucket values of the model's type (twice
  * with overlap_comm: reduce_bucket says so), made as backward begins and released after
  * it at stages 1 and 2 (stage_1_and_2.py's setup_buckets), made once and kept at stage 3
  * (stage3.py). Under ZeRO-Offload it is the gradient buffer moments() plans already. */
 static double ipg_bucket(const struct mt_plan_config *c)
 {
-	bool offloaded = c->offload_optimizer && !c->fsdp && c->optimizer != MT_NO_OPTIMIZER;
-
-	if (!c->contiguous_gradients || c->zero < 1 || c->fsdp || offloaded)
+	if (!c->contiguous_gradients || c->zero < 1 || c->fsdp || offloads_grads(c))
 		return 0;
 	return value_bytes(c) * (double)c->reduce_bucket;
 }
@@ -652,7 +658,7 @@ static void moments(const struct mt_plan_config *c, double m[MOMENTS][MT_PLAN_CO
 	struct share sh = share(c);
 	double e = value_bytes(c), t = (double)c->tp, gb = grad_bytes(c);
 	double h = (double)c->hidden, v = (double)c->vocab, sb = tokens(c);
-	bool sharded2 = c->fsdp || c->zero >= 2, offload_grads = false;
+	bool sharded2 = c->fsdp || c->zero >= 2, offload_grads = offloads_grads(c);
 	double params = stored_bytes(c) * held(c, &sh, 3, true);
 	double grads = gb * held(c, &sh, 2, true);
 	double optim = optimizer_bytes(c) * held(c, &sh, 1, true);
@@ -675,13 +681,8 @@ static void moments(const struct mt_plan_config *c, double m[MOMENTS][MT_PLAN_CO
 		to = c->offload_optimizer == MT_OFFLOAD_NVME ? nvme : cpu;
 		*to += optim * (double)c->gpus_per_node;
 		optim = 0;
-		/* ZeRO-Offload reduces gradients bucket by bucket into the optimizer's memory: the
-		 * GPU keeps its gradient buffer, the host (or NVMe) an fp32 partition (DeepSpeed
-		 * stage_1_and_2.py, stage3.py) */
-		if (!c->fsdp && c->optimizer != MT_NO_OPTIMIZER) {
+		if (offload_grads)
 			*to += 4 * held(c, &sh, 2, true) * (double)c->gpus_per_node;
-			offload_grads = true;
-		}
 	}
 	if (c->offload_params) {
 		to = c->offload_params == MT_OFFLOAD_NVME ? nvme : cpu;
