@@ -139,6 +139,10 @@ int mt_sim_input(const struct mt_trace *t, uint8_t device, struct mt_sim_input *
 	struct mt_map live = {0}, segs = {0};
 	uint64_t reserved = 0, v;
 	size_t cap = 0;
+	char backend[32];
+	/* a snapshot's segment frees are the job's releases; memtap's own allocator frees
+	 * segments (and VMM pages) by its policy, which the replay's policies decide anew */
+	bool releases = mt_trace_info(t, "backend", backend, sizeof backend) && !strcmp(backend, "pytorch-snapshot");
 	int err = 0;
 
 	memset(in, 0, sizeof *in);
@@ -156,9 +160,11 @@ int mt_sim_input(const struct mt_trace *t, uint8_t device, struct mt_sim_input *
 		}
 		if (e->kind == MT_EV_SEGMENT_FREE && mt_map_del(&segs, e->addr, &v)) {
 			reserved -= v;
-			continue;
-		}
-		if (is_device_alloc(e) && e->device == device && (mt_api(e) == MT_API_BLOCK) == in->blocks) {
+			if (!releases || !in->blocks || (in->nops && in->ops[in->nops - 1].release))
+				continue;
+			op.release = true; /* one per run of segment frees */
+			in->releases++;
+		} else if (is_device_alloc(e) && e->device == device && (mt_api(e) == MT_API_BLOCK) == in->blocks) {
 			op.size = e->size;
 			op.stream = e->aux;
 			err = mt_map_put(&live, e->addr, in->nops);
@@ -244,7 +250,9 @@ int mt_sim_run(const struct mt_sim_input *in, const struct mt_cache_config *c, u
 		const struct mt_sim_op *op = &in->ops[i];
 
 		t0 = now_ns();
-		if (op->free) {
+		if (op->release) {
+			mt_cache_release(m);
+		} else if (op->free) {
 			if (addrs[op->alloc])
 				mt_cache_free(m, addrs[op->alloc]);
 		} else if ((err = mt_cache_alloc(m, op->size, op->stream, 0, &addrs[i])) == MT_CACHE_OOM) {
@@ -256,7 +264,7 @@ int mt_sim_run(const struct mt_sim_input *in, const struct mt_cache_config *c, u
 		if (op->free && addrs[op->alloc]) {
 			requested -= in->ops[op->alloc].size;
 			allocated -= sizes[op->alloc];
-		} else if (!op->free && addrs[i]) {
+		} else if (!op->free && !op->release && addrs[i]) {
 			uint64_t req;
 
 			mt_cache_block(m, addrs[i], &req, &sizes[i]);

@@ -21,18 +21,21 @@ struct mt_sim_device {
 
 void mt_sim_device_init(struct mt_sim_device *d, uint64_t capacity, struct mt_cache_backend *b);
 
-/* One allocation or free, in trace order; a free names its allocation's index. */
+/* One allocation, free or release, in trace order; a free names its allocation's index.
+ * A release is the job's own return of cached memory (empty_cache, an OOM's retry): in a
+ * PyTorch snapshot, where the allocator freed segments. */
 struct mt_sim_op {
-	uint64_t size; /* allocation: bytes asked for; free: 0 */
+	uint64_t size; /* allocation: bytes asked for; free, release: 0 */
 	uint64_t stream;
 	uint32_t alloc; /* free: index of the op that allocated it */
-	bool free;
+	bool free, release;
 };
 
 struct mt_sim_input {
 	struct mt_sim_op *ops;
 	size_t nops;
 	uint64_t final_segments; /* reserved at the end as the trace says (0: unknown) */
+	size_t releases;	 /* release ops */
 	bool blocks;		 /* the trace's allocations are a caching allocator's blocks */
 };
 

@@ -296,6 +296,28 @@ ok(pol and pol["native"]["segments"] == 3, "in as many segments", pol and pol["n
 text = subprocess.run([MEMTAP, "replay", path, "--policy", "native"], capture_output=True, text=True).stdout
 ok("52.00 MiB in the trace, 52.00 MiB in the native replay (the same)" in text, "said in the text", text)
 
+# The job's own empty_cache (a run of segment_free entries) is replayed: a 40 MiB segment
+# freed and released, then 36 MiB asked for, gets a segment of its own (88 MiB at the end,
+# 92 at the peak); without the release it would be split from the cached 40 (92 and 92).
+R = S + 256 * MiB
+released = ENTRIES + [{"action": a, "addr": addr, "size": size} for a, addr, size in (
+    ("segment_alloc", R, 40 * MiB), ("alloc", R, 40 * MiB), ("free_requested", R, 40 * MiB),
+    ("free_completed", R, 40 * MiB), ("segment_free", R, 40 * MiB),
+    ("segment_alloc", R + 64 * MiB, 36 * MiB), ("alloc", R + 64 * MiB, 36 * MiB))]
+rpath = os.path.join(TMP, "released.pickle")
+with open(rpath, "wb") as f:
+    pickle.dump(snapshot(released, [seg(S, 2 * MiB), seg(S + 64 * MiB, 20 * MiB), seg(S + 128 * MiB, 30 * MiB),
+                                    seg(R + 64 * MiB, 36 * MiB)]), f)
+p, pol, raw = replay(rpath, "--policy", "native,memtap-vmm")
+ok(raw and raw["releases"] == 1 and raw["final_segments"] == 88 * MiB, "a release in the snapshot",
+   raw and (raw["releases"], raw["final_segments"]))
+ok(pol and pol["native"]["final_reserved"] == 88 * MiB and pol["native"]["peak_reserved"] == 92 * MiB,
+   "native replay releases where the job did", pol and pol["native"])
+ok(pol and pol["memtap-vmm"]["final_reserved"] <= 88 * MiB, "so does memtap-vmm", pol and pol["memtap-vmm"])
+text = subprocess.run([MEMTAP, "replay", rpath, "--policy", "native"], capture_output=True, text=True).stdout
+ok("released its cached segments once" in text and "88.00 MiB in the trace, 88.00 MiB in the native replay (the same)"
+   in text, "said in the text", text)
+
 # expandable_segments:True: one growing range of 20 MiB pages for the large pool
 p, pol, _ = replay(path, "--policy", "native", "--conf", "expandable_segments:True")
 ok(pol and pol["native"]["peak_reserved"] % (2 * MiB) == 0 and pol["native"]["peak_reserved"] <= 62 * MiB,

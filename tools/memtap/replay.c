@@ -29,7 +29,8 @@ const char replay_usage[] =
     "smallest capacity that serves the whole sequence (--find-min-capacity, to 2 MiB) and the\n"
     "engine's time per operation (an input under a million operations timed on a second run,\n"
     "the first warming the process). A PyTorch snapshot's own segments at the end are shown\n"
-    "beside native's. --json prints all of it with the timeline.\n";
+    "beside native's; where the job released its cache (empty_cache, an OOM's retry), every\n"
+    "policy releases at the same point. --json prints all of it with the timeline.\n";
 
 struct row {
 	const char *policy;
@@ -41,13 +42,19 @@ struct row {
 static void print_text(const char *path, int device, const struct mt_sim_input *in, const struct row *rows,
 		       size_t nrows, uint64_t capacity, bool find_min)
 {
-	char a[32], b[32], c[32], d[32], cap[32];
+	char a[32], b[32], c[32], d[32], cap[32], times[32] = "once";
 	size_t frees = 0;
 
 	for (size_t i = 0; i < in->nops; i++)
 		frees += in->ops[i].free;
-	printf("%s, device %d: %zu allocations and %zu frees (%s)\n", path, device, in->nops - frees, frees,
-	       in->blocks ? "a caching allocator's blocks" : "device allocations");
+	printf("%s, device %d: %zu allocations and %zu frees (%s)\n", path, device, in->nops - frees - in->releases,
+	       frees, in->blocks ? "a caching allocator's blocks" : "device allocations");
+	if (in->releases > 1)
+		snprintf(times, sizeof times, "%zu times", in->releases);
+	if (in->releases)
+		printf("the job released its cached segments %s (empty_cache or an OOM's retry); every policy releases "
+		       "at the same points\n",
+		       times);
 	if (capacity)
 		mt_format_size(capacity, cap, sizeof cap);
 	printf("%-11s %14s %14s %14s %10s", "policy", "peak reserved", "peak allocated", "peak requested", "res/alloc");
@@ -86,8 +93,9 @@ static void print_json(const char *path, int device, const struct mt_sim_input *
 {
 	printf("{\"input\":");
 	mt_json_str(stdout, path);
-	printf(",\"device\":%d,\"ops\":%zu,\"blocks\":%s,\"final_segments\":%llu,\"capacity\":%llu,\"policies\":[",
-	       device, in->nops, in->blocks ? "true" : "false", (unsigned long long)in->final_segments,
+	printf(",\"device\":%d,\"ops\":%zu,\"blocks\":%s,\"releases\":%zu,\"final_segments\":%llu,\"capacity\":%llu,"
+	       "\"policies\":[",
+	       device, in->nops, in->blocks ? "true" : "false", in->releases, (unsigned long long)in->final_segments,
 	       (unsigned long long)capacity);
 	for (size_t i = 0; i < nrows; i++) {
 		const struct mt_sim_result *r = &rows[i].r;
