@@ -240,7 +240,9 @@ int mt_report_build(struct mt_report *r, const struct mt_trace *t, const struct 
 	r->start = mt_trace_start(t);
 	{
 		char order[16];
-		r->order = mt_trace_info(t, "time", order, sizeof order) && !strcmp(order, "order");
+		mt_trace_info(t, "time", order, sizeof order);
+		r->untraced = !strcmp(order, "none");
+		r->order = r->untraced || !strcmp(order, "order");
 	}
 	if ((err = mt_leaks_start(&scan, &r->leaks, t, o ? o->iteration : NULL)))
 		return err;
@@ -357,6 +359,13 @@ static const char *view_line(struct pr *p, uint32_t stack, uint32_t k, uint32_t 
 
 /* No frames: in a trace of Python stacks (stacks="python") a thread without Python,
  * autograd's engine thread most often; else nothing was recorded. */
+/* What a block made before recording is, in words: a snapshot with no trace at all was
+ * taken without history, so nothing says when its blocks were made. */
+static const char *before_text(const struct pr *p)
+{
+	return p->r->untraced ? MT_NO_HISTORY : MT_BEFORE_RECORDING;
+}
+
 static const char *no_stack(const struct pr *p)
 {
 	return p->python ? "(no frames: a thread without Python, autograd's engine thread likely)" : "(no stack)";
@@ -370,7 +379,7 @@ static void stack_text(struct pr *p, uint32_t stack, bool before, const char *in
 	char buf[4096];
 
 	if (before)
-		fprintf(p->out, "%s%s\n", indent, MT_BEFORE_RECORDING);
+		fprintf(p->out, "%s%s\n", indent, before_text(p));
 	if (stack == 0 || stack >= t->nstacks || !t->stacks[stack].depth) {
 		if (!before)
 			fprintf(p->out, "%s%s\n", indent, no_stack(p));
@@ -399,7 +408,7 @@ static const char *where_text(struct pr *p, uint32_t stack, bool before, char *b
 	const struct mt_view *v = mt_view(p->views, stack);
 
 	if (before)
-		return MT_BEFORE_RECORDING;
+		return before_text(p);
 	if (v->where == MT_NO_FRAME)
 		return no_stack(p);
 	return mt_frame_text(mt_symbols_frame(p->sym, p->r->trace->stacks[stack].frames[v->where]), false, buf, n);
@@ -821,7 +830,9 @@ static void plan_json(struct mt_emit *e, const struct mt_report *r)
  * no times (a snapshot without time_us). */
 static const char *when_text(const struct mt_report *r, uint64_t t, char *buf, size_t n)
 {
-	if (r->order)
+	if (r->untraced)
+		snprintf(buf, n, "the snapshot");
+	else if (r->order)
 		snprintf(buf, n, "entry %" PRIu64, t > r->start ? t - r->start : 0);
 	else
 		snprintf(buf, n, "%.3f s", seconds(r, t));
@@ -858,7 +869,9 @@ void mt_report_text(FILE *out, const struct mt_report *r, struct mt_symbols *sym
 	/* imports say what they were; a memtap trace names its process */
 	if (snapshot)
 		fprintf(out, "memtap report: %s (a PyTorch memory snapshot%s)\n", t->path,
-			r->order ? "; it has no times, so entries are numbered in order" : "");
+			r->untraced ? " with no trace: taken without memory history, it holds only what was live then"
+			: r->order  ? "; it has no times, so entries are numbered in order"
+				    : "");
 	else if (!strcmp(backend, "rmm-log"))
 		fprintf(out, "memtap report: %s (an RMM log)\n", t->path);
 	else if (!mt_trace_info(t, "pid", pid, sizeof pid))
@@ -1103,7 +1116,7 @@ void mt_report_emit(struct mt_emit *e, const struct mt_report *r, struct mt_symb
 	mt_emit_int(e, "memtap_report", 1);
 	mt_emit_str(e, "trace", t->path);
 	mt_emit_bool(e, "complete", t->complete);
-	mt_emit_str(e, "times", r->order ? "order" : "ns");
+	mt_emit_str(e, "times", r->untraced ? "none" : r->order ? "order" : "ns");
 	mt_emit_bool(e, "python_frames", p.python);
 	mt_emit_str(e, "problem", t->problem[0] ? t->problem : NULL);
 	mt_emit_open(e, "process", false, 0);

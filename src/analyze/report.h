@@ -71,6 +71,7 @@ struct mt_report {
 	struct mt_leaks leaks;				 /* growth across iterations */
 	uint64_t start;					 /* trace start, monotonic ns */
 	bool order;					 /* the trace has no times: they are entries' places */
+	bool untraced;					 /* a snapshot with no entries: one moment */
 	const struct mt_plan_config *plan;		 /* the run's setup, checked: adds a capacity plan */
 	bool all_frames;				 /* text: every frame of every stack, unshortened */
 };

@@ -46,8 +46,9 @@
   function frameText(g) {
     const frames = g.frames || [];
     const td = el("td", { class: "frames" });
-    if (g.before_recording) td.append(el("div", {}, "allocated before recording started (the model's parameters " +
-                                                    "and buffers, typically)"));
+    if (g.before_recording) td.append(el("div", {}, REPORT.times === "none"
+      ? "no stack: the snapshot was taken without torch.cuda.memory._record_memory_history"
+      : "allocated before recording started (the model's parameters and buffers, typically)"));
     if (!frames.length) {
       if (!g.before_recording) td.append(el("div", {}, REPORT.python_frames
         ? "(no frames: a thread without Python, autograd's engine thread likely)" : "(no stack)"));

@@ -47,5 +47,6 @@ bool mt_frame_is_python(const struct mt_frame *f);
 /* What a block made before recording began says instead of frames, as PyTorch's viewer
  * says it. */
 #define MT_BEFORE_RECORDING "allocated before recording started (the model's parameters and buffers, typically)"
+#define MT_NO_HISTORY "no stack: the snapshot was taken without torch.cuda.memory._record_memory_history"
 
 #endif

@@ -1106,6 +1106,8 @@ static int finish(struct importer *im, const struct pk_value *root)
 		(unsigned long long)(im->untimed && !im->timed ? 1 : base));
 	if (im->untimed && !im->timed)
 		fputs("time=order\n", out);
+	else if (!im->untimed && !im->timed) /* no entries: taken without memory history */
+		fputs("time=none\n", out);
 	if (root->type == PK_DICT)
 		settings(out, "torch.", pk_get(root, "allocator_settings"), 0);
 	if (fclose(out) || !(t->info = mt_trace_own(t, ninfo + 1))) {

@@ -242,4 +242,20 @@ out = os.path.join(TMP, "untimed.viz.pickle")
 p, _ = run("export", "--format=memviz", "-o", out, path)
 viz = pickle.load(open(out, "rb")) if p.returncode == 0 else {"device_traces": [[{"time_us": 0}]]}
 ok(not any("time_us" in e for e in viz["device_traces"][0]), "no time_us: the memviz export makes none up")
+
+# a snapshot taken without _record_memory_history: no entries, blocks without frames (as
+# torch.cuda.memory._snapshot() gives then); one moment, not a timeline
+bare = training(timed=False)
+bare["device_traces"] = [[] for _ in bare["device_traces"]]
+for s in bare["segments"]:
+    s["frames"] = []
+    for b in s["blocks"]:
+        b["frames"] = []
+path = write("no-history", bare)
+p, rep = run("report", "--json", path)
+ok(rep and rep["times"] == "none", "no history: the JSON says there are no times", rep and rep["times"])
+p, _ = run("report", path)
+ok("with no trace: taken without memory history" in p.stdout and re.search(r"allocated at the snapshot;", p.stdout)
+   and "taken without torch.cuda.memory._record_memory_history" in p.stdout
+   and "allocated before recording started" not in p.stdout, "no history: the text says so", p.stdout[:900])
 done()
