@@ -18,7 +18,10 @@
     while (Math.abs(v) >= 1024 && u < units.length - 1) { v /= 1024; u++; }
     return (u ? v.toFixed(2) : String(v)) + " " + units[u];
   }
-  function seconds(ns, scale) {
+  // A moment of the trace: its time, or an entry's place in a snapshot without times.
+  function moment(ns, scale) {
+    if (REPORT.times === "none") return "the snapshot";
+    if (REPORT.times === "order") return "entry " + Math.round(ns);
     const s = scale || ns;
     if (s >= 1e9) return (ns / 1e9).toFixed(3) + " s";
     if (s >= 1e6) return (ns / 1e6).toFixed(3) + " ms";
@@ -105,7 +108,7 @@
                                     frameText(g)]);
   }
 
-  // A chart: x in seconds over [0, xmax], y in bytes over [0, ymax].
+  // A chart: x in time (or entries) over [0, xmax], y in bytes over [0, ymax].
   function axes(width, height, xmax, ymax) {
     const m = { l: 70, r: 20, t: 10, b: 24 };
     const root = svg("svg", { width: width, height: height, viewBox: `0 0 ${width} ${height}` });
@@ -119,7 +122,7 @@
       ty.textContent = bytes(Math.round(ymax * i / 4));
       g.append(ty);
       const tx = svg("text", { x: x(xmax * i / 4), y: height - 6, "text-anchor": "middle" });
-      tx.textContent = seconds(xmax * i / 4, xmax);
+      tx.textContent = moment(xmax * i / 4, xmax);
       g.append(tx);
     }
     root.append(g);
@@ -263,7 +266,7 @@
     s.append(el("h2", {}, `Device ${d}: ${device.name}`));
     s.append(table("summary-" + d, ["", { text: "bytes", num: 1 }], [
       [el("td", {}, "peak allocated"), num(device.peak_allocated_bytes, bytes(device.peak_allocated_bytes))],
-      [el("td", {}, "peak at"), num(device.peak_time_ns, seconds(device.peak_time_ns))],
+      [el("td", {}, "peak at"), num(device.peak_time_ns, moment(device.peak_time_ns))],
       [el("td", {}, "capacity"), num(device.capacity_bytes, device.capacity_bytes ? bytes(device.capacity_bytes) : "unknown")],
       [el("td", {}, "allocated at exit"), num(device.allocated_at_exit_bytes, bytes(device.allocated_at_exit_bytes))]]));
     const comp = device.composition_at_peak;
@@ -284,7 +287,7 @@
       if (count) {
         const when = { first_use: " (memtap's reading at the device's first use)", exit: " (memtap's reading at exit)",
           oom: " (at the out-of-memory failure)" }[count.reading] || "";
-        rows.push([el("td", {}, `the driver's used memory at ${seconds(count.time_ns)}${when}`), num(count.used_bytes, bytes(count.used_bytes))]);
+        rows.push([el("td", {}, `the driver's used memory at ${moment(count.time_ns)}${when}`), num(count.used_bytes, bytes(count.used_bytes))]);
         rows.push([el("td", {}, "memtap saw then"), num(count.recorded_bytes, bytes(count.recorded_bytes))]);
         rows.push([el("td", {}, "no hook saw (contexts, static runtimes' internals)"), num(count.unseen_bytes, bytes(count.unseen_bytes))]);
       }
@@ -349,7 +352,7 @@
     root.append(REPORT.oom.length ? table("oom", [{ text: "requested", num: 1 }, { text: "free", num: 1 }, "device",
       { text: "at", num: 1 }, "verdict", "stack"], REPORT.oom.map((o) => [
         num(o.size, bytes(o.size)), num(o.free_bytes, bytes(o.free_bytes)), el("td", {}, o.device),
-        num(o.time_ns, seconds(o.time_ns)),
+        num(o.time_ns, moment(o.time_ns)),
         el("td", {}, o.fits_without_fragmentation === true ? "would have fit without fragmentation"
           : o.fits_without_fragmentation === false ? "would not have fit" : ""),
         frameText(o)]))

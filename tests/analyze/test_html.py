@@ -249,6 +249,18 @@ ok(views and views[0].startswith("from 2 stacks; the biggest:\n_init_group (adam
    "training: stacks read and grouped as the text report groups them (320 MiB from 2 stacks at train_step), "
    "every frame on a click", views[:2])
 
+# ---- a snapshot without time_us: entries' places, not a made-up microsecond axis ----
+untimed = os.path.join(TMP, "untimed.pickle")
+with open(untimed, "wb") as f:
+    pickle.dump(training(timed=False), f, protocol=4)
+rep, source, dom, body = render("untimed", untimed)
+common("untimed", rep, dom, body)
+summary, chart = dom.by_id.get("summary-0"), dom.by_id.get("composition-0")
+ticks = [text(t) for t in find(chart, "text")] if chart else []
+ok(summary and "entry %d" % rep["devices"][0]["peak_time_ns"] in text(summary) and "\u00b5s" not in text(summary)
+   and any(t.startswith("entry ") for t in ticks) and not any(t.endswith("s") for t in ticks),
+   "untimed: the peak and the time axis in entries, as the text says", (summary and text(summary), ticks))
+
 # ---- errors: one line, non-zero ----
 p = subprocess.run([MEMTAP, "report", "--html", os.path.join(TMP, "no/such/dir/x.html"), trace], capture_output=True,
                    text=True)
