@@ -444,7 +444,7 @@ int mt_composition_start(struct mt_composition_scan **out, struct mt_composition
 {
 	struct pass *p = calloc(1, sizeof *p);
 	char backend[32];
-	bool snapshot;
+	bool snapshot, untraced;
 
 	memset(c, 0, sizeof *c);
 	*out = (struct mt_composition_scan *)p;
@@ -470,7 +470,9 @@ int mt_composition_start(struct mt_composition_scan **out, struct mt_composition
 	for (size_t i = 0; i < t->nevents && !c->has_phases; i++)
 		c->has_phases =
 		    t->events[i].kind == MT_EV_RANGE_PUSH || (t->events[i].kind == MT_EV_RANGE_START && !snapshot);
-	for (size_t i = 1; i < t->nstacks && !c->has_phases && !c->frames; i++)
+	/* a snapshot with no entries (taken without history) has no frames to read */
+	untraced = snapshot && mt_trace_info(t, "time", backend, sizeof backend) && !strcmp(backend, "none");
+	for (size_t i = 1; i < t->nstacks && !c->has_phases && !c->frames && !untraced; i++)
 		for (uint32_t k = 0; k < t->stacks[i].depth && !c->frames; k++)
 			c->frames = t->nnamed || (t->stacks[i].frames[k] & MT_PYFRAME);
 	for (size_t i = 0; i < t->nnamed && c->frames && !p->python; i++) /* a snapshot's .py frames */

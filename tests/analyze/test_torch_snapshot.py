@@ -244,16 +244,19 @@ viz = pickle.load(open(out, "rb")) if p.returncode == 0 else {"device_traces": [
 ok(not any("time_us" in e for e in viz["device_traces"][0]), "no time_us: the memviz export makes none up")
 
 # a snapshot taken without _record_memory_history: no entries, blocks without frames (as
-# torch.cuda.memory._snapshot() gives then); one moment, not a timeline
+# torch.cuda.memory._snapshot() gives then; segments made while it was on keep theirs);
+# one moment, not a timeline, and no composition to infer
 bare = training(timed=False)
+bare["segments"][0]["frames"] = next(e["frames"] for e in bare["device_traces"][0] if e["action"] == "alloc")
 bare["device_traces"] = [[] for _ in bare["device_traces"]]
 for s in bare["segments"]:
-    s["frames"] = []
     for b in s["blocks"]:
         b["frames"] = []
 path = write("no-history", bare)
 p, rep = run("report", "--json", path)
 ok(rep and rep["times"] == "none", "no history: the JSON says there are no times", rep and rep["times"])
+comp = rep and {k: v for k, v in rep["devices"][0]["composition_at_peak"].items() if v and k != "reserved_unallocated"}
+ok(comp and list(comp) == ["other"], "no history: nothing to infer a composition from", comp)
 p, _ = run("report", path)
 ok("with no trace: taken without memory history" in p.stdout and re.search(r"allocated at the snapshot;", p.stdout)
    and "taken without torch.cuda.memory._record_memory_history" in p.stdout
