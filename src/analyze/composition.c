@@ -182,7 +182,11 @@ static uint8_t infer_frames(const struct life *l, bool forward_only, uint8_t *ev
 			return MT_TAG_PARAMS;
 		if (l->freed_phase == PH_BACKWARD)
 			return MT_TAG_ACTIVATIONS;
-		if (l->freed_phase == PH_OPTIMIZER || l->freed_phase == PH_ZERO_GRAD)
+		/* an optimizer that writes new state tensors frees the old ones in its step
+		   (exp_avg = beta1 * exp_avg + ...); zero_grad frees gradients */
+		if (l->freed_phase == PH_OPTIMIZER)
+			return MT_TAG_OPTIMIZER;
+		if (l->freed_phase == PH_ZERO_GRAD)
 			return MT_TAG_GRADS;
 		*evidence = 0;
 		return MT_TAG_OTHER;

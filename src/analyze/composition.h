@@ -26,7 +26,8 @@
  *   made in forward and freed in backward, or kept to the end           -> activations
  *   freed in the phase run that made it                                 -> temporaries
  *   made before recording and freed in backward (activations), in an optimizer step
- *   or zero_grad (grads); anything else                                 -> other
+ *   (optimizer: the old state an optimizer replaced) or zero_grad (grads); anything
+ *   else                                                                -> other
  * Each allocation's evidence (`evidence`: 2 its own frames, 1 a phase carried over or a
  * lifetime alone, 0 nothing) says how sure its category is. */
 #ifndef MT_COMPOSITION_H

@@ -312,6 +312,39 @@ def training(iterations=2, timed=True, annotated=True, backward=True, optimizer=
     return snap
 
 
+def warm_step():
+    """One training step recorded after warm-up steps, with a hand-written Adam that writes
+    new state tensors (m = beta1 * m + ..., as CS336's does) instead of updating in place.
+    Made before recording: four 32 MiB parameters and their eight 32 MiB states. The step:
+    6 activations of 16 MiB freed in backward, then 4 gradients of 32 MiB, per parameter a
+    new m and v (/home/me/optimizer.py:73, 74), each old one freed once the new is made.
+    The peak, at the first new state: params 128 MiB, grads 128 MiB, optimizer 288 MiB
+    (the eight old states and one new one)."""
+    P, S, BASE, SEG = 0x7e0000000000, 0x7d0000000000, 0x7f0000000000, 1 << 30
+    d = Trace(BASE)
+    d.add("segment_alloc", BASE, SEG, LOOP)
+    acts = [d.alloc(ACT, forward_stack(k, "mm")) for k in range(6)]
+    for k in range(6):
+        d.free(acts.pop())
+    grads = [d.alloc(PARAMS, grad_stack()) for k in range(4)]
+    step = [frame("step", "/home/me/optimizer.py", 0)] + OPTIM + LOOP
+    for k in range(8):
+        at = [dict(f, line=73 + k % 2) if f["name"] == "step" else f for f in step]
+        d.alloc(PARAMS, python_stack(at, RECORDER + ALLOCATOR + op("mul")))
+        d.live[S + k * PARAMS] = (PARAMS, python_stack(at, RECORDER))
+        d.free(S + k * PARAMS)  # the old state, made before recording
+    blocks, at = [], BASE
+    for addr, (size, frames) in sorted(d.live.items()):
+        if addr > at:
+            blocks.append(block(at, addr - at, 0, "inactive", []))
+        blocks.append(block(addr, size, size, "active_allocated", frames))
+        at = addr + size
+    blocks.append(block(at, BASE + SEG - at, 0, "inactive", []))
+    params = [block(P + k * PARAMS, PARAMS, PARAMS, "active_allocated", []) for k in range(4)]
+    return {"segments": [segment(0, P, params, expandable=False), segment(0, BASE, blocks, expandable=False)],
+            "device_traces": [d.entries], "allocator_settings": settings(False), "external_annotations": []}
+
+
 def inference(passes=2):
     """Forward passes under no_grad of the same model (four 32 MiB parameters made before
     recording): six layers, each output (16 MiB) freed once the next layer has made its

@@ -15,7 +15,8 @@ sys.path.insert(0, os.path.join(os.environ["MT_SRCDIR"], "tests"))
 sys.path.insert(0, os.path.join(os.environ["MT_SRCDIR"], "tests/analyze"))
 from tap import done, ok, scratch  # noqa: E402
 from snapshots import (ALLOCATOR, LOOP, RECORDER, MiB, Trace, backward_stack, expandable_oom, forward_stack,  # noqa: E402
-                       frame, grad_stack, inference, op, python_only, python_stack, settings, training)
+                       frame, grad_stack, inference, op, python_only, python_stack, settings, training,
+                       warm_step)
 
 B = os.environ["MT_BUILDDIR"]
 MEMTAP = os.path.join(B, "tools/memtap/memtap")
@@ -153,6 +154,15 @@ for timed in (True, False):
     ok(comp.get("activations") == 116 * MiB and comp.get("grads") == 32 * MiB,
        "two devices side by side (%s): device 1's loss, made in its forward while device 0 was in backward and "
        "freed in its own backward, is an activation (phases per device)" % ("timed" if timed else "no times"), comp)
+
+# recorded after warm-up steps, under an optimizer that writes new state tensors: the old
+# states, made before recording and freed in its step, are optimizer state, not gradients
+p, rep = run("report", "--json", write("warm-step", warm_step()))
+dev = rep["devices"][0] if rep else {}
+comp = {k: v for k, v in dev.get("composition_at_peak", {}).items() if v and k != "reserved_unallocated"}
+ok(dev.get("peak_allocated_bytes") == 544 * MiB and comp == {"params": 128 * MiB, "grads": 128 * MiB,
+                                                             "optimizer": 288 * MiB},
+   "warm step: old optimizer states freed in the step are optimizer state", comp)
 
 p, _ = run("report", write("python-text", python_only(training())))
 ok("128.00 MiB in 4 allocations: (no frames: a thread without Python, autograd's engine thread likely)" in p.stdout
