@@ -87,6 +87,11 @@ static size_t *boundaries(const struct mt_trace *t, const char *name, struct mt_
 			idx = steps;
 			k = nsteps;
 			snprintf(out->boundary, sizeof out->boundary, "the optimizer's step (from the stacks)");
+		} else if (nsteps) { /* too few to tell growth from what a step makes */
+			free(steps);
+			snprintf(out->boundary, sizeof out->boundary,
+				 "none found: the stacks show %zu optimizer step%s, growth needs 3", nsteps,
+				 nsteps == 1 ? "" : "s");
 		} else {
 			free(steps);
 			snprintf(out->boundary, sizeof out->boundary, "none found");

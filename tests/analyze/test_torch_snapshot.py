@@ -228,6 +228,9 @@ ok(rep and rep["iterations"] == {"boundary": "the optimizer's step (from the sta
    [l["growth_bytes_per_iteration"] for l in rep["leaks"]] == [MiB],
    "growth per iteration without annotations: the optimizer's step, read from the stacks, marks the iterations",
    rep and (rep["iterations"], rep["leaks"]))
+p, rep = run("report", "--json", write("two-steps", training(iterations=2, annotated=False)))
+ok(rep and rep["iterations"] == {"boundary": "none found: the stacks show 2 optimizer steps, growth needs 3",
+                                 "count": 0}, "two steps: too few for growth, said", rep and rep["iterations"])
 out = os.path.join(TMP, "training.json")
 p, _ = run("export", "--format=perfetto", "-o", out, write("perfetto", training()))
 ev = json.load(open(out))["traceEvents"] if p.returncode == 0 else []
