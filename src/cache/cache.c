@@ -535,6 +535,25 @@ static void release_all(struct mt_cache *m, const struct mt_cache_config *c, uin
 	}
 }
 
+/* memtap's trim: a new plain segment that would raise the peak reserved first frees every
+ * cached segment nothing uses (none fits the request, or it would not be growing). Only
+ * past the peak, so a job that frees and reallocates below it pays no cudaFree. */
+static void trim(struct mt_cache *m, const struct mt_cache_config *c, const struct pool *p, uint64_t size)
+{
+	if (!c->trim || !c->cache || c->stitch || c->expandable ||
+	    __atomic_load_n(&m->st.reserved, __ATOMIC_RELAXED) + mtc_segment_bytes(c, p, size) <=
+		__atomic_load_n(&m->st.peak_reserved, __ATOMIC_RELAXED))
+		return;
+	for (struct segment *s = m->segments, *sn; s; s = sn) {
+		struct pool *q = s->pool;
+
+		sn = s->next;
+		spin_lock(&q->lock);
+		release_plain(m, s);
+		spin_unlock(&q->lock);
+	}
+}
+
 /* PyTorch's garbage_collect_cached_blocks: once reserved passes the threshold, unsplit
  * cached large segments at least as old as the average go, until it is back under. */
 static void collect(struct mt_cache *m, const struct mt_cache_config *c)
@@ -683,6 +702,7 @@ static MT_NOINLINE int alloc_slow(struct mt_cache *m, const struct mt_cache_conf
 	process_pending(m, c);
 	if (!c->cache || (!(*out = fit(m, c, p, size, requested, stream, &err)) && !err)) {
 		collect(m, c);
+		trim(m, c, p, size);
 		err = grow(m, c, p, size, requested, stream, out);
 		grew = true;
 	}

@@ -37,9 +37,9 @@ int mt_cache_preset(struct mt_cache_config *c, const char *name)
 	}
 	if (strcmp(name, "memtap") != 0)
 		return EINVAL;
-	/* memtap: segments no larger than the request needs, and every block splits */
-	c->mid_segment = 0;
-	c->split_remainder = 0;
+	/* memtap: native's segments and splits; cached segments nothing uses go back before
+	 * a new one would raise the peak */
+	c->trim = true;
 	return 0;
 }
 
@@ -69,11 +69,13 @@ static int set_key(struct mt_cache_config *c, const char *k, size_t kn, const ch
 	double x;
 	bool f;
 #define KEY(s) (kn == sizeof(s) - 1 && strncmp(k, s, kn) == 0)
-	if (KEY("expandable_segments") || KEY("stitch") || KEY("tag_pools") || KEY("caching")) {
+	if (KEY("expandable_segments") || KEY("stitch") || KEY("tag_pools") || KEY("caching") || KEY("trim")) {
 		if (!parse_bool(v, vn, &f))
 			return EINVAL;
 		if (KEY("stitch"))
 			c->stitch = f;
+		else if (KEY("trim"))
+			c->trim = f;
 		else if (KEY("tag_pools"))
 			c->tag_pools = f;
 		else if (KEY("caching"))
@@ -120,10 +122,10 @@ int mt_cache_describe(const struct mt_cache_config *c, char *buf, size_t n)
 {
 	static const char *const tf[2] = {"False", "True"};
 	int k = snprintf(buf, n,
-			 "caching:%s,expandable_segments:%s,stitch:%s,tag_pools:%s,roundup_power2_divisions:%u,"
+			 "caching:%s,expandable_segments:%s,stitch:%s,tag_pools:%s,trim:%s,roundup_power2_divisions:%u,"
 			 "garbage_collection_threshold:%.15g,limit_mb:%.15g",
-			 tf[c->cache], tf[c->expandable], tf[c->stitch], tf[c->tag_pools], c->power2_divisions,
-			 c->gc_threshold, (double)c->limit / MIB);
+			 tf[c->cache], tf[c->expandable], tf[c->stitch], tf[c->tag_pools], tf[c->trim],
+			 c->power2_divisions, c->gc_threshold, (double)c->limit / MIB);
 
 	if (c->max_split != UINT64_MAX && k >= 0 && (size_t)k < n)
 		k += snprintf(buf + k, n - (size_t)k, ",max_split_size_mb:%.15g", (double)c->max_split / MIB);

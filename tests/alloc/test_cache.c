@@ -298,6 +298,34 @@ static int fragmented(const char *policy)
 	return got != 0;
 }
 
+/* memtap (without VMM): a new segment that would raise the peak reserved first frees the
+ * cached segments nothing uses; below the peak they stay for reuse. */
+static void trimming(void)
+{
+	struct dev d;
+	struct mt_cache *m;
+	uint64_t x;
+
+	for (int memtap = 0; memtap < 2; memtap++) {
+		m = make(&d, memtap ? "memtap" : "native", 0, NULL);
+		mt_cache_free(m, alloc(m, 40 * MIB, 0));
+		alloc(m, 50 * MIB, 0);
+		is(stats(m).peak_reserved, memtap ? 50 * MIB : 90 * MIB,
+		   "%s: 50 MiB after a freed 40: the cached segment %s", memtap ? "memtap" : "native",
+		   memtap ? "goes back first" : "stays");
+		mt_cache_delete(m);
+	}
+	m = make(&d, "memtap", 0, NULL);
+	mt_cache_free(m, alloc(m, 100 * MIB, 0));
+	mt_cache_release(m);
+	x = alloc(m, 30 * MIB, 0);
+	mt_cache_free(m, x);
+	alloc(m, 40 * MIB, 0);
+	is(stats(m).reserved, 70 * MIB, "memtap: below the peak the cached 30 MiB stays (70 MiB reserved)");
+	ok(alloc(m, 30 * MIB, 0) == x, "and is reused");
+	mt_cache_delete(m);
+}
+
 static void stitching(void)
 {
 	ok(!fragmented("native"), "native: 24 MiB in two free 12 MiB holes of a full device fails");
@@ -573,13 +601,13 @@ static void reconfiguring(void)
 	mt_cache_delete(m);
 
 	mt_cache_preset(&c, "memtap-vmm");
-	mt_cache_configure(&c, "max_split_size_mb:300,garbage_collection_threshold:0.8,limit_mb:81920,tag_pools:1",
-			   &bad);
+	mt_cache_configure(
+	    &c, "max_split_size_mb:300,garbage_collection_threshold:0.8,limit_mb:81920,tag_pools:1,trim:1", &bad);
 	mt_cache_describe(&c, text, sizeof text);
 	mt_cache_preset(&back, "native");
 	ok(mt_cache_configure(&back, text, &bad) == 0 && back.max_split == c.max_split &&
-	       back.gc_threshold == c.gc_threshold && back.limit == c.limit && back.tag_pools && back.stitch &&
-	       !back.expandable && back.power2_divisions == c.power2_divisions && back.cache,
+	       back.gc_threshold == c.gc_threshold && back.limit == c.limit && back.tag_pools && back.trim &&
+	       back.stitch && !back.expandable && back.power2_divisions == c.power2_divisions && back.cache,
 	   "a described config reads back the same: %s", text);
 }
 
@@ -614,6 +642,7 @@ int main(void)
 	max_split();
 	coalescing();
 	oom_release_retry();
+	trimming();
 	stitching();
 	never_above_native();
 	taking_turns();

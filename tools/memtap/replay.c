@@ -21,7 +21,7 @@ const char replay_usage[] =
     "              mid-size segments, split rules; --conf takes PYTORCH_CUDA_ALLOC_CONF's keys\n"
     "              expandable_segments, max_split_size_mb, roundup_power2_divisions,\n"
     "              garbage_collection_threshold)\n"
-    "  memtap      memtap's allocator: segments sized to the request, every block splits\n"
+    "  memtap      native's layout; a new segment past the peak first frees unused cached ones\n"
     "  memtap-vmm  memtap's allocator with VMM stitching of free 2 MiB pages\n"
     "  bump        no caching: every request its own device allocation (the lower bound)\n"
     "Default: all four. Per policy: peak reserved, allocated and requested, their ratio,\n"
