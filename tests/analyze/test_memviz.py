@@ -2,7 +2,10 @@
 pickle module: blocks tile each segment; free internal + free external + allocated is
 each segment's total; requested never exceeds size; replaying device_traces gives the
 live blocks; only opcodes and integer sizes the viewer's JavaScript unpickler accepts;
-categories in the profiler's words, some 'unknown', and read back as memtap's."""
+categories in the profiler's words, some 'unknown', and read back as memtap's. Imported
+snapshots go back out as they came in: a block whose free waits on other streams
+(active_pending_free) stays pending; segsum's figures and memtap's report are the same on the original and on
+the export read back."""
 import json
 import os
 import pickle
@@ -12,6 +15,9 @@ import sys
 
 sys.path.insert(0, os.path.join(os.environ["MT_SRCDIR"], "tests"))
 from tap import done, ok, scratch  # noqa: E402
+
+sys.path.insert(0, os.path.join(os.environ["MT_SRCDIR"], "tests/analyze"))
+from snapshots import block, frame, segment  # noqa: E402
 
 B = os.environ["MT_BUILDDIR"]
 MEMTAP = os.path.join(B, "tools/memtap/memtap")
@@ -95,4 +101,94 @@ for args in (["--preset", "tiny", "--leak", "64K"], ["--preset", "gpt2-small", "
        (back.get("composition_at_peak"), orig["composition_at_peak"]))
     ok(all(isinstance(f, dict) and set(f) == {"filename", "line", "name"} for e in snap["device_traces"][0][:50]
            for f in e["frames"]), name + ": frames as PyTorch writes them")
+# ---- imported snapshots: back out as they came in ----
+MiB = 1 << 20
+T0 = 1718000000000000
+F = [frame("f", "/home/me/t.py", 3), frame("<module>", "/home/me/t.py", 9)]  # no category to infer
+
+
+def segsum(snap):
+    """torch/cuda/_memory_viz.py's segsum: reserved is every segment; an active_allocated
+    block's requested size is allocated, the rest of it free internal; every other block
+    (inactive and active_pending_free alike) free external. Also the viewer's active
+    bytes (active_size: allocated and pending blocks)."""
+    segs = snap if isinstance(snap, list) else snap["segments"]
+    out = {"reserved": 0, "allocated": 0, "free_internal": 0, "free_external": 0, "active": 0}
+    for s in segs:
+        out["reserved"] += s["total_size"]
+        for b in s["blocks"]:
+            if b["state"] == "active_allocated":
+                req = b["requested_size"] if "frames" in b else b["history"][0]["real_size"]
+                out["allocated"] += req
+                out["free_internal"] += b["size"] - req
+            else:
+                out["free_external"] += b["size"]
+            out["active"] += b["size"] if b["state"].startswith("active") else 0
+    return out
+
+
+def roundtrip(name, snap):
+    """The snapshot, its export and memtap's reports of both (the trace's name left out)."""
+    orig, out = os.path.join(TMP, name + ".pickle"), os.path.join(TMP, name + ".viz.pickle")
+    with open(orig, "wb") as f:
+        pickle.dump(snap, f, protocol=4)
+    p = subprocess.run([MEMTAP, "export", "--format=memviz", "-o", out, orig], capture_output=True, text=True)
+    if not ok(p.returncode == 0, name + ": exported", p.stderr):
+        return None, None, None
+    reports = []
+    for path in (orig, out):
+        r = subprocess.run([MEMTAP, "report", "--json", path], capture_output=True, text=True)
+        rep = json.loads(r.stdout) if r.returncode == 0 else {}
+        rep.pop("trace", None)
+        reports.append(rep)
+    return pickle.load(open(out, "rb")), reports[0], reports[1]
+
+
+def entries(trace):
+    return [(e["action"], e["addr"], e["size"], e["stream"], e.get("time_us")) for e in trace]
+
+
+# A 20 MiB segment: A (6 MiB) freed while another stream still used it (record_stream): its
+# free_requested recorded, its free_completed not yet, so the block is active_pending_free at
+# the end; B (4 MiB - 100) allocated; C (2 MiB) pending too, asked for in the last entry.
+# By hand (segsum): reserved 20 MiB, allocated 4 MiB - 100, free internal 100, free external
+# 6 + 2 + 8 MiB; active 12 MiB. A, B and C are live until the end as the viewer's timeline
+# draws them: peak 12 MiB - 100; at the end 4 MiB - 100.
+S = 0x7f3000000000
+trace = [
+    {"action": "segment_alloc", "addr": S, "size": 20 * MiB, "stream": 0, "time_us": T0 + 1, "frames": F},
+    {"action": "alloc", "addr": S, "size": 6 * MiB, "stream": 0, "time_us": T0 + 2, "frames": F},
+    {"action": "alloc", "addr": S + 6 * MiB, "size": 4 * MiB - 100, "stream": 0, "time_us": T0 + 3, "frames": F},
+    {"action": "free_requested", "addr": S, "size": 6 * MiB, "stream": 0, "time_us": T0 + 4, "frames": F},
+    {"action": "alloc", "addr": S + 10 * MiB, "size": 2 * MiB, "stream": 0, "time_us": T0 + 6, "frames": F},
+    {"action": "free_requested", "addr": S + 10 * MiB, "size": 2 * MiB, "stream": 0, "time_us": T0 + 7, "frames": F}]
+pending = {"segments": [segment(0, S, [block(S, 6 * MiB, 6 * MiB, "active_pending_free", F),
+                                        block(S + 6 * MiB, 4 * MiB, 4 * MiB - 100, "active_allocated", F),
+                                        block(S + 10 * MiB, 2 * MiB, 2 * MiB, "active_pending_free", F),
+                                        block(S + 12 * MiB, 8 * MiB, 0, "inactive", [])], expandable=False)],
+           "device_traces": [trace]}
+snap, orig, back = roundtrip("pending", pending)
+if snap:
+    got = snap["device_traces"][0]
+    ok([e for e in entries(got) if e[0] == "free_completed"] == [] and
+       [e[1] for e in entries(got) if e[0] == "free_requested"] == [S, S + 10 * MiB],
+       "pending: each free still waiting on other streams is a free_requested with no free_completed", entries(got))
+    ok([b["state"] for b in snap["segments"][0]["blocks"]] ==
+       ["active_pending_free", "active_allocated", "active_pending_free", "inactive"],
+       "pending: their blocks stay active_pending_free", snap["segments"][0]["blocks"])
+    seg = snap["segments"][0]
+    ok((seg["allocated_size"], seg["active_size"], seg["requested_size"]) == (4 * MiB, 12 * MiB, 12 * MiB - 100),
+       "pending: the segment's allocated, active and requested sizes as PyTorch's snapshot() sums them",
+       (seg["allocated_size"], seg["active_size"], seg["requested_size"]))
+    ok(entries(got) == entries(trace), "pending: the trace's entries come back in place (free_requested where it "
+       "was asked)", (entries(got), entries(trace)))
+    want = {"reserved": 20 * MiB, "allocated": 4 * MiB - 100, "free_internal": 100, "free_external": 16 * MiB,
+            "active": 12 * MiB}
+    ok(segsum(pending) == want and segsum(snap) == want, "pending: segsum's figures, worked out by hand, on the "
+       "original and the export", (segsum(pending), segsum(snap)))
+    dev = (orig.get("devices") or [{}])[0]
+    ok(dev.get("peak_allocated_bytes") == 12 * MiB - 100 and dev.get("allocated_at_exit_bytes") == 4 * MiB - 100,
+       "pending: memtap's peak (the pending blocks live until the end) and what is allocated at the end", dev)
+    ok(orig and orig == back, "pending: memtap's report of the export read back is the original's")
+
 done()
