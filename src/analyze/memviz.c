@@ -11,7 +11,8 @@
  * at the end: as PyTorch reports expandable segments, one segment per run of mapped
  * pages, never overlapping. A free still waiting on other streams at the end (an
  * imported active_pending_free block) is a free_requested where it was asked, with no
- * free_completed, and its block stays active_pending_free. Each trace entry carries its category in the
+ * free_completed, and its block stays active_pending_free; an imported snapshot
+ * entry stays where it was. Each trace entry carries its category in the
  * profiler's words (parameter, gradient, optimizer_state, activation, temporary),
  * anything else 'unknown', and some entry always says 'unknown': the viewer's
  * annotate_snapshot throws, leaving a blank page, when entries have categories and none
@@ -165,6 +166,7 @@ static void frames(struct writer *w, const struct mt_report *r, struct mt_symbol
 	}
 }
 
+/* One trace entry; a snapshot entry has no frames, as PyTorch writes it. */
 static void entry(struct writer *w, const struct mt_report *r, struct mt_symbols *sym, const char *action,
 		  uint64_t addr, uint64_t size, uint64_t stream, uint64_t time, uint32_t stack, uint8_t cat)
 {
@@ -186,8 +188,10 @@ static void entry(struct writer *w, const struct mt_report *r, struct mt_symbols
 	cat = cat < MT_TAG_COUNT ? cat : 0;
 	w->unknown |= cat == MT_TAG_NONE || cat == MT_TAG_OTHER;
 	str(w, category_names[cat], true);
-	key(w, "frames");
-	frames(w, r, sym, stack);
+	if (strcmp(action, "snapshot")) {
+		key(w, "frames");
+		frames(w, r, sym, stack);
+	}
 	op(w, 'u');
 	if (++w->batch == 1000) { /* APPENDS in batches, as Python's pickler does: a reader's stack stays short */
 		op(w, 'e');
@@ -610,6 +614,8 @@ static int device_trace(struct writer *w, const struct mt_report *r, struct mt_s
 			      e->addr, e->size, e->aux, e->time, e->stack, 0);
 		} else if (e->kind == MT_EV_ALLOC_FAILED && e->error == 2 && e->device == d) {
 			entry(w, r, sym, "oom", e->aux, e->size, 0, e->time, e->stack, 0);
+		} else if (e->kind == MT_EV_SNAPSHOT && e->device == d) { /* an imported snapshot entry */
+			entry(w, r, sym, "snapshot", 0, e->size, 0, e->time, 0, 0);
 		}
 	}
 	for (; next < *npend && (*pend)[next].asked != UINT64_MAX; next++)

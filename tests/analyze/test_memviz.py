@@ -4,8 +4,8 @@ each segment's total; requested never exceeds size; replaying device_traces give
 live blocks; only opcodes and integer sizes the viewer's JavaScript unpickler accepts;
 categories in the profiler's words, some 'unknown', and read back as memtap's. Imported
 snapshots go back out as they came in: a block whose free waits on other streams
-(active_pending_free) stays pending; segsum's figures and memtap's report are the same on the original and on
-the export read back."""
+(active_pending_free) stays pending, snapshot entries stay where they were; segsum's
+figures and memtap's report are the same on the original and on the export read back."""
 import json
 import os
 import pickle
@@ -150,7 +150,8 @@ def entries(trace):
 
 # A 20 MiB segment: A (6 MiB) freed while another stream still used it (record_stream): its
 # free_requested recorded, its free_completed not yet, so the block is active_pending_free at
-# the end; B (4 MiB - 100) allocated; C (2 MiB) pending too, asked for in the last entry.
+# the end; B (4 MiB - 100) allocated; C (2 MiB) pending too, asked for just before the last
+# entry. A snapshot entry in the middle, one last (a _snapshot() taken earlier: no frames).
 # By hand (segsum): reserved 20 MiB, allocated 4 MiB - 100, free internal 100, free external
 # 6 + 2 + 8 MiB; active 12 MiB. A, B and C are live until the end as the viewer's timeline
 # draws them: peak 12 MiB - 100; at the end 4 MiB - 100.
@@ -160,8 +161,10 @@ trace = [
     {"action": "alloc", "addr": S, "size": 6 * MiB, "stream": 0, "time_us": T0 + 2, "frames": F},
     {"action": "alloc", "addr": S + 6 * MiB, "size": 4 * MiB - 100, "stream": 0, "time_us": T0 + 3, "frames": F},
     {"action": "free_requested", "addr": S, "size": 6 * MiB, "stream": 0, "time_us": T0 + 4, "frames": F},
+    {"action": "snapshot", "addr": 0, "size": 10 * MiB, "stream": 0, "time_us": T0 + 5},
     {"action": "alloc", "addr": S + 10 * MiB, "size": 2 * MiB, "stream": 0, "time_us": T0 + 6, "frames": F},
-    {"action": "free_requested", "addr": S + 10 * MiB, "size": 2 * MiB, "stream": 0, "time_us": T0 + 7, "frames": F}]
+    {"action": "free_requested", "addr": S + 10 * MiB, "size": 2 * MiB, "stream": 0, "time_us": T0 + 7, "frames": F},
+    {"action": "snapshot", "addr": 0, "size": 12 * MiB, "stream": 0, "time_us": T0 + 8}]
 pending = {"segments": [segment(0, S, [block(S, 6 * MiB, 6 * MiB, "active_pending_free", F),
                                         block(S + 6 * MiB, 4 * MiB, 4 * MiB - 100, "active_allocated", F),
                                         block(S + 10 * MiB, 2 * MiB, 2 * MiB, "active_pending_free", F),
@@ -181,7 +184,9 @@ if snap:
        "pending: the segment's allocated, active and requested sizes as PyTorch's snapshot() sums them",
        (seg["allocated_size"], seg["active_size"], seg["requested_size"]))
     ok(entries(got) == entries(trace), "pending: the trace's entries come back in place (free_requested where it "
-       "was asked)", (entries(got), entries(trace)))
+       "was asked, snapshot entries in the middle and last)", (entries(got), entries(trace)))
+    ok(got[-1]["action"] == "snapshot" and "frames" not in got[-1], "pending: the trailing snapshot entry is kept, "
+       "with no frames as PyTorch writes it", got[-1])
     want = {"reserved": 20 * MiB, "allocated": 4 * MiB - 100, "free_internal": 100, "free_external": 16 * MiB,
             "active": 12 * MiB}
     ok(segsum(pending) == want and segsum(snap) == want, "pending: segsum's figures, worked out by hand, on the "
