@@ -11,15 +11,16 @@
  * at the end: as PyTorch reports expandable segments, one segment per run of mapped
  * pages, never overlapping. A free still waiting on other streams at the end (an
  * imported active_pending_free block) is a free_requested where it was asked, with no
- * free_completed, and its block stays active_pending_free; an imported snapshot
- * entry stays where it was. Each trace entry carries its category in the
+ * free_completed, and its block stays active_pending_free; an imported snapshot entry
+ * stays where it was; no entry is made up. Each trace entry carries its category in the
  * profiler's words (parameter, gradient, optimizer_state, activation, temporary),
- * anything else 'unknown', and some entry always says 'unknown': the viewer's
+ * anything else 'unknown' (segments, ooms and snapshot entries too): the viewer's
  * annotate_snapshot throws, leaving a blank page, when entries have categories and none
- * is 'unknown'. An imported snapshot's allocator_settings and external_annotations are
- * written back as they were read; a snapshot without times gets none. Only opcodes the
- * viewer's JavaScript unpickler knows are written (protocol 4, integers of at most 8
- * bytes); repeated strings and stacks are memoized. */
+ * is 'unknown', so where every entry would name another, none carries a category. An
+ * imported snapshot's allocator_settings and external_annotations are written back as
+ * they were read; a snapshot without times gets none. Only opcodes the viewer's
+ * JavaScript unpickler knows are written (protocol 4, integers of at most 8 bytes);
+ * repeated strings and stacks are memoized. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
@@ -40,7 +41,10 @@ struct writer {
 	struct mt_map memo_str;	  /* string hash -> memo index + 1 */
 	uint32_t memo;		  /* next memo index */
 	unsigned batch;		  /* entries since the device list's last MARK */
+	bool dry;		  /* a first pass: only which categories entries say */
 	bool unknown;		  /* an entry said category 'unknown' */
+	bool named;		  /* an entry said another category */
+	bool uncategorized;	  /* entries say no category (they would all be named) */
 };
 
 static void op(struct writer *w, uint8_t c)
@@ -170,6 +174,13 @@ static void frames(struct writer *w, const struct mt_report *r, struct mt_symbol
 static void entry(struct writer *w, const struct mt_report *r, struct mt_symbols *sym, const char *action,
 		  uint64_t addr, uint64_t size, uint64_t stream, uint64_t time, uint32_t stack, uint8_t cat)
 {
+	cat = cat < MT_TAG_COUNT ? cat : 0;
+	if (cat == MT_TAG_NONE || cat == MT_TAG_OTHER)
+		w->unknown = true;
+	else
+		w->named = true;
+	if (w->dry)
+		return;
 	op(w, '}');
 	op(w, '(');
 	key(w, "action");
@@ -184,10 +195,10 @@ static void entry(struct writer *w, const struct mt_report *r, struct mt_symbols
 	str(w, "", true);
 	key(w, "user_metadata");
 	str(w, "", true);
-	key(w, "category");
-	cat = cat < MT_TAG_COUNT ? cat : 0;
-	w->unknown |= cat == MT_TAG_NONE || cat == MT_TAG_OTHER;
-	str(w, category_names[cat], true);
+	if (!w->uncategorized) {
+		key(w, "category");
+		str(w, category_names[cat], true);
+	}
 	if (strcmp(action, "snapshot")) {
 		key(w, "frames");
 		frames(w, r, sym, stack);
@@ -587,7 +598,7 @@ static int device_trace(struct writer *w, const struct mt_report *r, struct mt_s
 			if (e->flags & MT_ALLOC_UNSEEN)
 				continue;
 			if (mt_api(e) != MT_API_BLOCK || segless) /* no allocator in between: its own segment */
-				entry(w, r, sym, "segment_alloc", e->addr, e->size, e->aux, e->time, e->stack, cat);
+				entry(w, r, sym, "segment_alloc", e->addr, e->size, e->aux, e->time, e->stack, 0);
 			entry(w, r, sym, "alloc", e->addr, e->size, e->aux, e->time, e->stack, cat);
 		} else if (e->kind == MT_EV_FREE && !e->error && mt_map_get(&live, e->addr, &k)) { /* this device's */
 			const struct mt_event *a = &t->events[k - 1];
@@ -604,7 +615,7 @@ static int device_trace(struct writer *w, const struct mt_report *r, struct mt_s
 			entry(w, r, sym, "free_requested", a->addr, a->size, e->aux, e->time, a->stack, cat);
 			entry(w, r, sym, "free_completed", a->addr, a->size, e->aux, e->time, a->stack, cat);
 			if (mt_api(a) != MT_API_BLOCK || segless)
-				entry(w, r, sym, "segment_free", a->addr, a->size, e->aux, e->time, a->stack, cat);
+				entry(w, r, sym, "segment_free", a->addr, a->size, e->aux, e->time, a->stack, 0);
 		} else if ((e->kind == MT_EV_SEGMENT_ALLOC || e->kind == MT_EV_SEGMENT_FREE) && e->device == d &&
 			   !e->error && !(e->flags & MT_SEG_UNSEEN)) {
 			bool mapped = (e->flags & MT_SEG_MAPPED);
@@ -627,7 +638,7 @@ static int device_trace(struct writer *w, const struct mt_report *r, struct mt_s
 int mt_export_memviz(FILE *out, const struct mt_report *r, struct mt_symbols *sym)
 {
 	const struct mt_trace *t = r->trace;
-	struct writer w = {.out = out};
+	struct writer w = {.out = out, .dry = true};
 	struct pend *pend = NULL;
 	size_t npend = 0, cap = 0;
 	int ndev = 0, err = 0;
@@ -635,6 +646,13 @@ int mt_export_memviz(FILE *out, const struct mt_report *r, struct mt_symbols *sy
 	for (int d = 0; d < MT_MAX_DEVICES; d++)
 		if (r->end.dev[d].seen)
 			ndev = d + 1;
+	/* a first pass sees the categories: when entries have some and none is 'unknown', the
+	   viewer's annotate_snapshot throws (a blank page), so then they say none */
+	for (int d = 0; d < ndev && !err; d++)
+		err = device_trace(&w, r, sym, d, &pend, &npend, &cap);
+	w.uncategorized = w.named && !w.unknown;
+	w.dry = false;
+	npend = 0;
 	op(&w, 0x80);
 	op(&w, 4);
 	op(&w, '}');
@@ -648,9 +666,6 @@ int mt_export_memviz(FILE *out, const struct mt_report *r, struct mt_symbols *sy
 		op(&w, '(');
 		w.batch = 0;
 		err = device_trace(&w, r, sym, d, &pend, &npend, &cap);
-		if (d == ndev - 1 && !w.unknown) /* a snapshot taken: says 'unknown', so the viewer opens */
-			entry(&w, r, sym, "snapshot", 0, r->end.dev[d].current, 0,
-			      t->nevents ? t->events[t->nevents - 1].time : 0, 0, 0);
 		op(&w, 'e');
 		op(&w, 'a'); /* APPEND the device's list to device_traces */
 	}

@@ -4,8 +4,9 @@ each segment's total; requested never exceeds size; replaying device_traces give
 live blocks; only opcodes and integer sizes the viewer's JavaScript unpickler accepts;
 categories in the profiler's words, some 'unknown', and read back as memtap's. Imported
 snapshots go back out as they came in: a block whose free waits on other streams
-(active_pending_free) stays pending, snapshot entries stay where they were; segsum's
-figures and memtap's report are the same on the original and on the export read back."""
+(active_pending_free) stays pending, snapshot entries stay where they were, and nothing
+is added (a legacy list of segments gets no entries); segsum's figures and memtap's
+report are the same on the original and on the export read back."""
 import json
 import os
 import pickle
@@ -17,7 +18,7 @@ sys.path.insert(0, os.path.join(os.environ["MT_SRCDIR"], "tests"))
 from tap import done, ok, scratch  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.environ["MT_SRCDIR"], "tests/analyze"))
-from snapshots import block, frame, segment  # noqa: E402
+from snapshots import PLAIN, block, legacy_list, pending_free, segment  # noqa: E402
 
 B = os.environ["MT_BUILDDIR"]
 MEMTAP = os.path.join(B, "tools/memtap/memtap")
@@ -101,10 +102,10 @@ for args in (["--preset", "tiny", "--leak", "64K"], ["--preset", "gpt2-small", "
        (back.get("composition_at_peak"), orig["composition_at_peak"]))
     ok(all(isinstance(f, dict) and set(f) == {"filename", "line", "name"} for e in snap["device_traces"][0][:50]
            for f in e["frames"]), name + ": frames as PyTorch writes them")
+
 # ---- imported snapshots: back out as they came in ----
 MiB = 1 << 20
-T0 = 1718000000000000
-F = [frame("f", "/home/me/t.py", 3), frame("<module>", "/home/me/t.py", 9)]  # no category to infer
+S, T0, F = 0x7f3000000000, 1718000000000000, PLAIN
 
 
 def segsum(snap):
@@ -148,28 +149,7 @@ def entries(trace):
     return [(e["action"], e["addr"], e["size"], e["stream"], e.get("time_us")) for e in trace]
 
 
-# A 20 MiB segment: A (6 MiB) freed while another stream still used it (record_stream): its
-# free_requested recorded, its free_completed not yet, so the block is active_pending_free at
-# the end; B (4 MiB - 100) allocated; C (2 MiB) pending too, asked for just before the last
-# entry. A snapshot entry in the middle, one last (a _snapshot() taken earlier: no frames).
-# By hand (segsum): reserved 20 MiB, allocated 4 MiB - 100, free internal 100, free external
-# 6 + 2 + 8 MiB; active 12 MiB. A, B and C are live until the end as the viewer's timeline
-# draws them: peak 12 MiB - 100; at the end 4 MiB - 100.
-S = 0x7f3000000000
-trace = [
-    {"action": "segment_alloc", "addr": S, "size": 20 * MiB, "stream": 0, "time_us": T0 + 1, "frames": F},
-    {"action": "alloc", "addr": S, "size": 6 * MiB, "stream": 0, "time_us": T0 + 2, "frames": F},
-    {"action": "alloc", "addr": S + 6 * MiB, "size": 4 * MiB - 100, "stream": 0, "time_us": T0 + 3, "frames": F},
-    {"action": "free_requested", "addr": S, "size": 6 * MiB, "stream": 0, "time_us": T0 + 4, "frames": F},
-    {"action": "snapshot", "addr": 0, "size": 10 * MiB, "stream": 0, "time_us": T0 + 5},
-    {"action": "alloc", "addr": S + 10 * MiB, "size": 2 * MiB, "stream": 0, "time_us": T0 + 6, "frames": F},
-    {"action": "free_requested", "addr": S + 10 * MiB, "size": 2 * MiB, "stream": 0, "time_us": T0 + 7, "frames": F},
-    {"action": "snapshot", "addr": 0, "size": 12 * MiB, "stream": 0, "time_us": T0 + 8}]
-pending = {"segments": [segment(0, S, [block(S, 6 * MiB, 6 * MiB, "active_pending_free", F),
-                                        block(S + 6 * MiB, 4 * MiB, 4 * MiB - 100, "active_allocated", F),
-                                        block(S + 10 * MiB, 2 * MiB, 2 * MiB, "active_pending_free", F),
-                                        block(S + 12 * MiB, 8 * MiB, 0, "inactive", [])], expandable=False)],
-           "device_traces": [trace]}
+pending = pending_free()
 snap, orig, back = roundtrip("pending", pending)
 if snap:
     got = snap["device_traces"][0]
@@ -183,8 +163,8 @@ if snap:
     ok((seg["allocated_size"], seg["active_size"], seg["requested_size"]) == (4 * MiB, 12 * MiB, 12 * MiB - 100),
        "pending: the segment's allocated, active and requested sizes as PyTorch's snapshot() sums them",
        (seg["allocated_size"], seg["active_size"], seg["requested_size"]))
-    ok(entries(got) == entries(trace), "pending: the trace's entries come back in place (free_requested where it "
-       "was asked, snapshot entries in the middle and last)", (entries(got), entries(trace)))
+    ok(entries(got) == entries(pending["device_traces"][0]), "pending: the trace's entries come back in place "
+       "(free_requested where it was asked, snapshot entries in the middle and last)", entries(got))
     ok(got[-1]["action"] == "snapshot" and "frames" not in got[-1], "pending: the trailing snapshot entry is kept, "
        "with no frames as PyTorch writes it", got[-1])
     want = {"reserved": 20 * MiB, "allocated": 4 * MiB - 100, "free_internal": 100, "free_external": 16 * MiB,
@@ -196,4 +176,28 @@ if snap:
        "pending: memtap's peak (the pending blocks live until the end) and what is allocated at the end", dev)
     ok(orig and orig == back, "pending: memtap's report of the export read back is the original's")
 
+legacy = legacy_list()
+snap, orig, back = roundtrip("legacy", legacy)
+if snap:
+    ok([len(t) for t in snap["device_traces"]] == [0, 0], "legacy: no trace entries made up (it had no trace)",
+       snap["device_traces"])
+    want = {"reserved": 22 * MiB, "allocated": 11 * MiB - 96, "free_internal": MiB + 608,
+            "free_external": 10 * MiB - 512, "active": 12 * MiB + 512}
+    ok(segsum(snap) == segsum(legacy) == want, "legacy: segsum's figures on the original (history[0]'s real_size) "
+       "and the export", (segsum(legacy), segsum(snap)))
+    ok(orig and orig == back, "legacy: memtap's report of the export read back is the original's")
+
+# Every entry with a category and none 'unknown', all in a segment reserved before the trace
+# (no segment entries): the export adds nothing; its entries say no category, so the
+# viewer (whose annotate_snapshot throws on categories without 'unknown') opens it.
+tagged = {"segments": [segment(0, S, [block(S, 4 * MiB, 4 * MiB, "active_allocated", F),
+                                       block(S + 4 * MiB, 16 * MiB, 0, "inactive", [])], expandable=False)],
+          "device_traces": [[{"action": "alloc", "addr": S, "size": 4 * MiB, "stream": 0, "time_us": T0 + 1,
+                              "frames": F, "category": "parameter"}]]}
+snap, orig, back = roundtrip("tagged", tagged)
+if snap:
+    got = snap["device_traces"][0]
+    ok(entries(got) == entries(tagged["device_traces"][0]), "tagged: no entry made up", entries(got))
+    cats = {e["category"] for e in got if "category" in e}
+    ok(not cats or "unknown" in cats, "tagged: the viewer can open it (no categories, or some 'unknown')", cats)
 done()
