@@ -9,14 +9,18 @@
  * device_traces (segment_alloc + alloc, free_requested + free_completed + segment_free;
  * segment_map and segment_unmap add and take away exactly their pages) gives the segments
  * at the end: as PyTorch reports expandable segments, one segment per run of mapped
- * pages, never overlapping. Each trace entry carries its category in the profiler's
- * words (parameter, gradient, optimizer_state, activation, temporary), anything else
- * 'unknown', and some entry always says 'unknown': the viewer's annotate_snapshot throws,
- * leaving a blank page, when entries have categories and none is 'unknown'. An imported
- * snapshot's allocator_settings and external_annotations are written back as they were
- * read; a snapshot without times gets none. Only opcodes the viewer's JavaScript
- * unpickler knows are written (protocol 4, integers of at most 8 bytes); repeated
- * strings and stacks are memoized. */
+ * pages, never overlapping. A free still waiting on other streams at the end (an
+ * imported active_pending_free block) is a free_requested where it was asked, with no
+ * free_completed, and its block stays active_pending_free; an imported snapshot entry
+ * stays where it was; no entry is made up. Each trace entry carries its category in the
+ * profiler's words (parameter, gradient, optimizer_state, activation, temporary),
+ * anything else 'unknown' (segments, ooms and snapshot entries too): the viewer's
+ * annotate_snapshot throws, leaving a blank page, when entries have categories and none
+ * is 'unknown', so where every entry would name another, none carries a category. An
+ * imported snapshot's allocator_settings and external_annotations are written back as
+ * they were read; a snapshot without times gets none. Only opcodes the viewer's
+ * JavaScript unpickler knows are written (protocol 4, integers of at most 8 bytes);
+ * repeated strings and stacks are memoized. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
@@ -37,7 +41,10 @@ struct writer {
 	struct mt_map memo_str;	  /* string hash -> memo index + 1 */
 	uint32_t memo;		  /* next memo index */
 	unsigned batch;		  /* entries since the device list's last MARK */
+	bool dry;		  /* a first pass: only which categories entries say */
 	bool unknown;		  /* an entry said category 'unknown' */
+	bool named;		  /* an entry said another category */
+	bool uncategorized;	  /* entries say no category (they would all be named) */
 };
 
 static void op(struct writer *w, uint8_t c)
@@ -163,9 +170,17 @@ static void frames(struct writer *w, const struct mt_report *r, struct mt_symbol
 	}
 }
 
+/* One trace entry; a snapshot entry has no frames, as PyTorch writes it. */
 static void entry(struct writer *w, const struct mt_report *r, struct mt_symbols *sym, const char *action,
 		  uint64_t addr, uint64_t size, uint64_t stream, uint64_t time, uint32_t stack, uint8_t cat)
 {
+	cat = cat < MT_TAG_COUNT ? cat : 0;
+	if (cat == MT_TAG_NONE || cat == MT_TAG_OTHER)
+		w->unknown = true;
+	else
+		w->named = true;
+	if (w->dry)
+		return;
 	op(w, '}');
 	op(w, '(');
 	key(w, "action");
@@ -180,12 +195,14 @@ static void entry(struct writer *w, const struct mt_report *r, struct mt_symbols
 	str(w, "", true);
 	key(w, "user_metadata");
 	str(w, "", true);
-	key(w, "category");
-	cat = cat < MT_TAG_COUNT ? cat : 0;
-	w->unknown |= cat == MT_TAG_NONE || cat == MT_TAG_OTHER;
-	str(w, category_names[cat], true);
-	key(w, "frames");
-	frames(w, r, sym, stack);
+	if (!w->uncategorized) {
+		key(w, "category");
+		str(w, category_names[cat], true);
+	}
+	if (strcmp(action, "snapshot")) {
+		key(w, "frames");
+		frames(w, r, sym, stack);
+	}
 	op(w, 'u');
 	if (++w->batch == 1000) { /* APPENDS in batches, as Python's pickler does: a reader's stack stays short */
 		op(w, 'e');
@@ -205,6 +222,16 @@ struct seg {
 struct block {
 	uint64_t addr, size, requested;
 	uint32_t stack;
+	bool pending; /* freed, the free waiting on other streams: active_pending_free */
+};
+
+/* A free still pending at the end (MT_FREE_PENDING, imported): its free_requested is
+ * written where it was asked for, with no free_completed; its block stays in its segment. */
+struct pend {
+	uint64_t asked; /* when its free was requested; UINT64_MAX: not in the trace */
+	uint64_t addr, stream;
+	size_t alloc; /* its alloc's event index + 1, once the trace reached its free */
+	int device;
 };
 
 static int by_addr(const void *a, const void *b)
@@ -215,7 +242,7 @@ static int by_addr(const void *a, const void *b)
 }
 
 static void block_dict(struct writer *w, const struct mt_report *r, struct mt_symbols *sym, uint64_t addr,
-		       uint64_t size, uint64_t requested, bool active, uint32_t stack)
+		       uint64_t size, uint64_t requested, const char *state, uint32_t stack)
 {
 	op(w, '}');
 	op(w, '(');
@@ -223,31 +250,35 @@ static void block_dict(struct writer *w, const struct mt_report *r, struct mt_sy
 	int_item(w, "size", (int64_t)size);
 	int_item(w, "requested_size", (int64_t)requested);
 	key(w, "state");
-	str(w, active ? "active_allocated" : "inactive", true);
+	str(w, state, true);
 	key(w, "frames");
-	frames(w, r, sym, active ? stack : 0);
+	frames(w, r, sym, strcmp(state, "inactive") ? stack : 0);
 	op(w, 'u');
 	op(w, 'a');
 }
 
-/* One segment with its blocks (b: the live blocks from this segment on, by address);
- * free space between them is an inactive block, so blocks tile the segment. Returns how
- * many blocks it held. */
+/* One segment with its blocks (b: the active blocks from this segment on, by address);
+ * free space between them is an inactive block, so blocks tile the segment. As PyTorch
+ * counts them: allocated_size the allocated blocks, active_size and requested_size
+ * those and the pending ones. Returns how many blocks it held. */
 static size_t segment_dict(struct writer *w, const struct mt_report *r, struct mt_symbols *sym, int device,
 			   const struct seg *g, const struct block *b, size_t nb)
 {
-	uint64_t allocated = 0, requested = 0, at = g->addr, end = g->addr + g->size;
+	uint64_t allocated = 0, active = 0, requested = 0, at = g->addr, end = g->addr + g->size;
 	size_t n = 0;
 
-	for (; n < nb && b[n].addr < end; n++)
-		allocated += b[n].size, requested += b[n].requested;
+	for (; n < nb && b[n].addr < end; n++) {
+		allocated += b[n].pending ? 0 : b[n].size;
+		active += b[n].size;
+		requested += b[n].requested;
+	}
 	op(w, '}');
 	op(w, '(');
 	int_item(w, "device", device);
 	int_item(w, "address", (int64_t)g->addr);
 	int_item(w, "total_size", (int64_t)g->size);
 	int_item(w, "allocated_size", (int64_t)allocated);
-	int_item(w, "active_size", (int64_t)allocated);
+	int_item(w, "active_size", (int64_t)active);
 	int_item(w, "requested_size", (int64_t)requested);
 	int_item(w, "stream", (int64_t)g->stream);
 	key(w, "segment_type");
@@ -263,21 +294,23 @@ static size_t segment_dict(struct writer *w, const struct mt_report *r, struct m
 	op(w, ']');
 	for (size_t i = 0; i < n; i++) {
 		if (b[i].addr > at)
-			block_dict(w, r, sym, at, b[i].addr - at, 0, false, 0);
-		block_dict(w, r, sym, b[i].addr, b[i].size, b[i].requested, true, b[i].stack);
+			block_dict(w, r, sym, at, b[i].addr - at, 0, "inactive", 0);
+		block_dict(w, r, sym, b[i].addr, b[i].size, b[i].requested,
+			   b[i].pending ? "active_pending_free" : "active_allocated", b[i].stack);
 		at = b[i].addr + b[i].size;
 	}
 	if (at < end)
-		block_dict(w, r, sym, at, end - at, 0, false, 0);
+		block_dict(w, r, sym, at, end - at, 0, "inactive", 0);
 	op(w, 'u');
 	op(w, 'a'); /* the segment into segments */
 	return n;
 }
 
 /* The device's segments at the end, by address: the caching allocator's (live SEGMENT
- * events) with the blocks inside them, and every other live allocation as a segment of
- * its own block. ENOMEM or 0. */
-static int write_segments(struct writer *w, const struct mt_report *r, struct mt_symbols *sym, int device, bool segless)
+ * events) with the blocks inside them, and every other live allocation (or one whose
+ * free is pending) as a segment of its own block. ENOMEM or 0. */
+static int write_segments(struct writer *w, const struct mt_report *r, struct mt_symbols *sym, int device, bool segless,
+			  const struct pend *pend, size_t npend)
 {
 	const struct mt_trace *t = r->trace;
 	struct seg *segs = NULL;
@@ -287,6 +320,7 @@ static int write_segments(struct writer *w, const struct mt_report *r, struct mt
 
 	for (size_t i = 0; i < r->end.slots.n; i++)
 		nblocks += r->end.live[i].in_use;
+	nblocks += npend;
 	if (!(blocks = calloc(nblocks + 1, sizeof *blocks)))
 		return ENOMEM;
 	nsegs = 0;
@@ -352,9 +386,20 @@ static int write_segments(struct writer *w, const struct mt_report *r, struct mt
 		if (!l->in_use || l->kind != MT_LIVE_DEVICE || l->device != device)
 			continue;
 		blocks[nblocks++] = (struct block){l->addr, mt_api(e) == MT_API_BLOCK && e->aux2 ? e->aux2 : l->size,
-						   l->size, l->stack};
+						   l->size, l->stack, false};
 		if (mt_api(e) != MT_API_BLOCK || segless) /* no allocator in between (or none known): its own */
 			segs[nsegs++] = (struct seg){l->addr, l->size, e->aux, l->stack, false};
+	}
+	for (size_t i = 0; i < npend; i++) {
+		const struct mt_event *e;
+
+		if (pend[i].device != device || !pend[i].alloc)
+			continue;
+		e = &t->events[pend[i].alloc - 1];
+		blocks[nblocks++] = (struct block){e->addr, mt_api(e) == MT_API_BLOCK && e->aux2 ? e->aux2 : e->size,
+						   e->size, e->stack, true};
+		if (mt_api(e) != MT_API_BLOCK || segless)
+			segs[nsegs++] = (struct seg){e->addr, e->size, e->aux, e->stack, false};
 	}
 	qsort(segs, nsegs, sizeof *segs, by_addr);
 	qsort(blocks, nblocks, sizeof *blocks, by_addr);
@@ -497,16 +542,117 @@ static bool no_segments(const struct mt_trace *t, int device)
 	return true;
 }
 
+static int by_asked(const void *a, const void *b)
+{
+	uint64_t x = ((const struct pend *)a)->asked, y = ((const struct pend *)b)->asked;
+
+	return x < y ? -1 : x > y;
+}
+
+/* The free_requested of a free still pending at the end, where it was asked for. */
+static void asked(struct writer *w, const struct mt_report *r, struct mt_symbols *sym, const struct pend *p,
+		  const struct mt_map *live)
+{
+	const struct mt_event *a;
+	uint64_t k;
+
+	if (p->alloc)
+		k = p->alloc; /* asked for at the trace's very end, after its free */
+	else if (!mt_map_get(live, p->addr, &k))
+		return;
+	a = &r->trace->events[k - 1];
+	entry(w, r, sym, "free_requested", a->addr, a->size, p->stream, p->asked, a->stack,
+	      r->comp.category[k - 1] ? r->comp.category[k - 1] : MT_TAG_OTHER);
+}
+
+/* Device d's trace entries, in the trace's order. Frees still pending at the end are
+ * added to *pend (with their allocs, for the segments). ENOMEM or 0. */
+static int device_trace(struct writer *w, const struct mt_report *r, struct mt_symbols *sym, int d, struct pend **pend,
+			size_t *npend, size_t *cap)
+{
+	const struct mt_trace *t = r->trace;
+	struct mt_map live = {0}; /* address -> its alloc's event index + 1 */
+	bool segless = no_segments(t, d);
+	size_t first = *npend, next = first;
+	int err = 0;
+
+	for (size_t i = 0; i < t->nevents; i++) {
+		const struct mt_event *e = &t->events[i];
+		if (e->kind != MT_EV_FREE || e->device != d || e->error || !(e->flags & MT_FREE_PENDING))
+			continue;
+		if ((err = mt_grow((void **)pend, cap, *npend, sizeof **pend)))
+			return err;
+		(*pend)[(*npend)++] =
+		    (struct pend){e->flags & MT_FREE_REQUESTED ? e->aux2 : UINT64_MAX, e->addr, e->aux, 0, d};
+	}
+	qsort(*pend + first, *npend - first, sizeof **pend, by_asked);
+	for (size_t i = 0; i < t->nevents && !err; i++) {
+		const struct mt_event *e = &t->events[i];
+		uint64_t k;
+		uint8_t cat;
+		for (; next < *npend && (*pend)[next].asked < e->time; next++)
+			asked(w, r, sym, &(*pend)[next], &live);
+		if (e->kind == MT_EV_ALLOC && !e->error && e->device == d) {
+			cat = r->comp.category[i] ? r->comp.category[i] : MT_TAG_OTHER;
+			err = mt_map_put(&live, e->addr, i + 1);
+			if (e->flags & MT_ALLOC_UNSEEN)
+				continue;
+			if (mt_api(e) != MT_API_BLOCK || segless) /* no allocator in between: its own segment */
+				entry(w, r, sym, "segment_alloc", e->addr, e->size, e->aux, e->time, e->stack, 0);
+			entry(w, r, sym, "alloc", e->addr, e->size, e->aux, e->time, e->stack, cat);
+		} else if (e->kind == MT_EV_FREE && !e->error && mt_map_get(&live, e->addr, &k)) { /* this device's */
+			const struct mt_event *a = &t->events[k - 1];
+			cat = r->comp.category[k - 1] ? r->comp.category[k - 1] : MT_TAG_OTHER;
+			mt_map_del(&live, e->addr, NULL);
+			if (e->flags & MT_FREE_PENDING) { /* its free_requested is written where it was asked */
+				for (size_t j = first; j < *npend; j++)
+					if ((*pend)[j].addr == e->addr && !(*pend)[j].alloc) {
+						(*pend)[j].alloc = k;
+						break;
+					}
+				continue;
+			}
+			entry(w, r, sym, "free_requested", a->addr, a->size, e->aux, e->time, a->stack, cat);
+			entry(w, r, sym, "free_completed", a->addr, a->size, e->aux, e->time, a->stack, cat);
+			if (mt_api(a) != MT_API_BLOCK || segless)
+				entry(w, r, sym, "segment_free", a->addr, a->size, e->aux, e->time, a->stack, 0);
+		} else if ((e->kind == MT_EV_SEGMENT_ALLOC || e->kind == MT_EV_SEGMENT_FREE) && e->device == d &&
+			   !e->error && !(e->flags & MT_SEG_UNSEEN)) {
+			bool mapped = (e->flags & MT_SEG_MAPPED);
+			entry(w, r, sym,
+			      e->kind == MT_EV_SEGMENT_ALLOC ? (mapped ? "segment_map" : "segment_alloc")
+							     : (mapped ? "segment_unmap" : "segment_free"),
+			      e->addr, e->size, e->aux, e->time, e->stack, 0);
+		} else if (e->kind == MT_EV_ALLOC_FAILED && e->error == 2 && e->device == d) {
+			entry(w, r, sym, "oom", e->aux, e->size, 0, e->time, e->stack, 0);
+		} else if (e->kind == MT_EV_SNAPSHOT && e->device == d) { /* an imported snapshot entry */
+			entry(w, r, sym, "snapshot", 0, e->size, 0, e->time, 0, 0);
+		}
+	}
+	for (; next < *npend && (*pend)[next].asked != UINT64_MAX; next++)
+		asked(w, r, sym, &(*pend)[next], &live);
+	mt_map_free(&live);
+	return err;
+}
+
 int mt_export_memviz(FILE *out, const struct mt_report *r, struct mt_symbols *sym)
 {
 	const struct mt_trace *t = r->trace;
-	struct writer w = {.out = out};
-	struct mt_map live = {0}; /* address -> event index + 1, per device trace pass */
+	struct writer w = {.out = out, .dry = true};
+	struct pend *pend = NULL;
+	size_t npend = 0, cap = 0;
 	int ndev = 0, err = 0;
 
 	for (int d = 0; d < MT_MAX_DEVICES; d++)
 		if (r->end.dev[d].seen)
 			ndev = d + 1;
+	/* a first pass sees the categories: when entries have some and none is 'unknown', the
+	   viewer's annotate_snapshot throws (a blank page), so then they say none */
+	for (int d = 0; d < ndev && !err; d++)
+		err = device_trace(&w, r, sym, d, &pend, &npend, &cap);
+	w.uncategorized = w.named && !w.unknown;
+	w.dry = false;
+	npend = 0;
 	op(&w, 0x80);
 	op(&w, 4);
 	op(&w, '}');
@@ -515,61 +661,24 @@ int mt_export_memviz(FILE *out, const struct mt_report *r, struct mt_symbols *sy
 	   (blocks, mapped pages) is in segments only, as in PyTorch's snapshots */
 	key(&w, "device_traces");
 	op(&w, ']');
-	for (int d = 0; d < ndev; d++) {
-		bool segless = no_segments(t, d);
+	for (int d = 0; d < ndev && !err; d++) {
 		op(&w, ']');
 		op(&w, '(');
 		w.batch = 0;
-		for (size_t i = 0; i < t->nevents; i++) {
-			const struct mt_event *e = &t->events[i];
-			uint64_t k;
-			uint8_t cat;
-			if (e->kind == MT_EV_ALLOC && !e->error && e->device == d) {
-				cat = r->comp.category[i] ? r->comp.category[i] : MT_TAG_OTHER;
-				mt_map_put(&live, e->addr, i + 1);
-				if (e->flags & MT_ALLOC_UNSEEN)
-					continue;
-				if (mt_api(e) != MT_API_BLOCK || segless) /* no allocator in between: its own segment */
-					entry(&w, r, sym, "segment_alloc", e->addr, e->size, e->aux, e->time, e->stack,
-					      cat);
-				entry(&w, r, sym, "alloc", e->addr, e->size, e->aux, e->time, e->stack, cat);
-			} else if (e->kind == MT_EV_FREE && !e->error && mt_map_get(&live, e->addr, &k) &&
-				   t->events[k - 1].device == d) {
-				const struct mt_event *a = &t->events[k - 1];
-				cat = r->comp.category[k - 1] ? r->comp.category[k - 1] : MT_TAG_OTHER;
-				mt_map_del(&live, e->addr, NULL);
-				entry(&w, r, sym, "free_requested", a->addr, a->size, e->aux, e->time, a->stack, cat);
-				entry(&w, r, sym, "free_completed", a->addr, a->size, e->aux, e->time, a->stack, cat);
-				if (mt_api(a) != MT_API_BLOCK || segless)
-					entry(&w, r, sym, "segment_free", a->addr, a->size, e->aux, e->time, a->stack,
-					      cat);
-			} else if ((e->kind == MT_EV_SEGMENT_ALLOC || e->kind == MT_EV_SEGMENT_FREE) &&
-				   e->device == d && !e->error && !(e->flags & MT_SEG_UNSEEN)) {
-				bool mapped = (e->flags & MT_SEG_MAPPED);
-				entry(&w, r, sym,
-				      e->kind == MT_EV_SEGMENT_ALLOC ? (mapped ? "segment_map" : "segment_alloc")
-								     : (mapped ? "segment_unmap" : "segment_free"),
-				      e->addr, e->size, e->aux, e->time, e->stack, 0);
-			} else if (e->kind == MT_EV_ALLOC_FAILED && e->error == 2 && e->device == d) {
-				entry(&w, r, sym, "oom", e->aux, e->size, 0, e->time, e->stack, 0);
-			}
-		}
-		if (d == ndev - 1 && !w.unknown) /* a snapshot taken: says 'unknown', so the viewer opens */
-			entry(&w, r, sym, "snapshot", 0, r->end.dev[d].current, 0,
-			      t->nevents ? t->events[t->nevents - 1].time : 0, 0, 0);
+		err = device_trace(&w, r, sym, d, &pend, &npend, &cap);
 		op(&w, 'e');
 		op(&w, 'a'); /* APPEND the device's list to device_traces */
 	}
 	key(&w, "segments");
 	op(&w, ']');
 	for (int d = 0; d < ndev && !err; d++)
-		err = write_segments(&w, r, sym, d, no_segments(t, d));
+		err = write_segments(&w, r, sym, d, no_segments(t, d), pend, npend);
 	allocator_settings(&w, t);
 	external_annotations(&w, r);
 	op(&w, 'u'); /* the top-level SETITEMS */
 	op(&w, '.');
 	mt_map_free(&w.memo_stack);
 	mt_map_free(&w.memo_str);
-	mt_map_free(&live);
+	free(pend);
 	return err ? err : ferror(out) ? EIO : 0;
 }

@@ -52,6 +52,13 @@ enum mt_api {
 #define MT_ALLOC_UNSEEN 0x40
 #define MT_API_MASK 0x3f
 
+/* FREE flags (imported snapshots): freed by the program, but the caching allocator's free
+ * still waits on other streams' work (PyTorch's active_pending_free block at the end: a
+ * free_requested without its free_completed), dated at the trace's end; with
+ * MT_FREE_REQUESTED, aux2 is when the free was requested (its free_requested entry). */
+#define MT_FREE_PENDING 1
+#define MT_FREE_REQUESTED 2
+
 /* MEMINFO flags: 0 the job's own cuMemGetInfo; memtap's readings, which the job did not
  * ask for, at a device's first use and at exit. */
 #define MT_MEMINFO_FIRST_USE 1

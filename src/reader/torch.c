@@ -81,6 +81,7 @@ struct importer {
 	struct mt_map live;   /* (list, address) -> its ALLOC's event index + 1 while allocated */
 	struct mt_map segs;   /* (list, address) -> 1 while a plain segment is reserved */
 	struct mt_map seen;   /* (list, address) allocated at least once in the trace */
+	struct mt_map asked;  /* (list, address) -> time its live block's free was requested */
 	struct mt_map lists;  /* a list's address -> its number + 1 */
 	const void *list_at[MAX_LISTS + 2];
 	size_t nlists;
@@ -356,8 +357,10 @@ static int apply(struct importer *im, uint32_t list, struct mt_event e, bool seg
 	e.device = (uint8_t)list;
 	switch (e.kind) {
 	case MT_EV_ALLOC:
+		mt_map_del(&im->asked, key, NULL);
 		return add_block(im, list, e.time, e, false, at);
 	case MT_EV_FREE:
+		mt_map_del(&im->asked, key, NULL);
 		if (!mt_map_get(&im->seen, key, NULL)) /* allocated before recording began */
 			r = add_block(im, list, BEFORE, (struct mt_event){.addr = e.addr, .size = e.size, .aux = e.aux},
 				      true, NULL);
@@ -481,6 +484,9 @@ static int entry(struct importer *im, struct pk_reader *r, uint32_t list, struct
 	} else if (!strcmp(a, "snapshot")) {
 		e = (struct mt_event){.kind = MT_EV_SNAPSHOT, .time = time, .size = (uint64_t)size};
 	} else { /* free_requested (its free_completed follows), user_defined, annotate ... */
+		if (!strcmp(a, "free_requested") && mt_map_get(&im->live, key_of(list, e.addr), NULL) &&
+		    mt_map_put(&im->asked, key_of(list, e.addr), time))
+			return ENOMEM; /* when a free still pending at the end was asked for */
 		pk_token(r, d, TOKEN_NOTHING, 0);
 		return 0;
 	}
@@ -905,24 +911,32 @@ static int pages(struct importer *im, uint32_t segments, uint8_t d, uint64_t *fi
 }
 
 /* Blocks live at the end: the exact size of those the trace made, the rest were made
- * before it; blocks freed but waiting on another stream are free, as PyTorch's segsum
- * counts them. */
+ * before it. A block freed but waiting on another stream (active_pending_free) was live
+ * until the end, as the viewer's timeline draws it, and is free at the end, as PyTorch's
+ * segsum counts it: its free is dated at the end and flagged pending, with when the free
+ * was requested, so an export writes its free_requested alone, where it was. */
 static int final_blocks(struct importer *im, const struct seg_rec *g, uint32_t list, uint64_t end)
 {
+	if (im->last_time[list] > end) /* the last entry made no event (a free_requested) */
+		end = im->last_time[list];
 	for (size_t k = g->first; k < g->first + g->n; k++) {
 		const struct blk_rec *b = &im->blk[k];
-		uint64_t event;
+		uint64_t event, asked = 0;
 		int err;
 		if (mt_map_get(&im->live, key_of(list, b->addr), &event)) {
+			bool requested = mt_map_get(&im->asked, key_of(list, b->addr), &asked);
 			im->t->events[event - 1].aux2 = b->size;
-			if (b->state == PENDING && (err = add(im,
-							      (struct mt_event){.kind = MT_EV_FREE,
-										.device = g->device,
-										.time = end,
-										.addr = b->addr,
-										.size = im->t->events[event - 1].size,
-										.aux = g->stream},
-							      NULL)))
+			if (b->state == PENDING &&
+			    (err = add(im,
+				       (struct mt_event){.kind = MT_EV_FREE,
+							 .device = g->device,
+							 .flags = MT_FREE_PENDING | (requested ? MT_FREE_REQUESTED : 0),
+							 .time = end,
+							 .addr = b->addr,
+							 .size = im->t->events[event - 1].size,
+							 .aux = g->stream,
+							 .aux2 = asked},
+				       NULL)))
 				return err;
 			continue;
 		}
@@ -1139,6 +1153,7 @@ int mt_trace_from_torch(const uint8_t *data, size_t size, struct mt_trace *t)
 	mt_map_free(&im.live);
 	mt_map_free(&im.segs);
 	mt_map_free(&im.seen);
+	mt_map_free(&im.asked);
 	mt_map_free(&im.lists);
 	mt_map_free(&im.open);
 	mt_map_free(&im.strings);

@@ -381,3 +381,52 @@ def python_only(snap):
         for b in s["blocks"]:
             b["frames"] = keep(b["frames"])
     return snap
+
+
+PLAIN = [frame("f", "/home/me/t.py", 3), frame("<module>", "/home/me/t.py", 9)]  # nothing to infer a category from
+
+
+def pending_free():
+    """One 20 MiB segment: A (6 MiB) freed while another stream still used it
+    (record_stream): its free_requested recorded, its free_completed not yet, so the block
+    is active_pending_free at the end; B (4 MiB - 100) allocated; C (2 MiB) pending too,
+    asked for just before the last entry. A snapshot entry in the middle, one last (an
+    earlier _snapshot(): no frames). By segsum's rules: reserved 20 MiB, allocated 4 MiB -
+    100, free internal 100, free external 6 + 2 + 8 MiB; active 12 MiB. A, B and C are
+    live until the end, as the viewer's timeline draws them: peak 12 MiB - 100, 4 MiB - 100
+    at the end."""
+    S, F = 0x7f3000000000, PLAIN
+
+    def e(action, addr, size, t):
+        return {"action": action, "addr": addr, "size": size, "stream": 0, "time_us": T0 + t, "frames": F}
+    trace = [e("segment_alloc", S, 20 * MiB, 1), e("alloc", S, 6 * MiB, 2), e("alloc", S + 6 * MiB, 4 * MiB - 100, 3),
+             e("free_requested", S, 6 * MiB, 4),
+             {"action": "snapshot", "addr": 0, "size": 10 * MiB, "stream": 0, "time_us": T0 + 5},
+             e("alloc", S + 10 * MiB, 2 * MiB, 6), e("free_requested", S + 10 * MiB, 2 * MiB, 7),
+             {"action": "snapshot", "addr": 0, "size": 12 * MiB, "stream": 0, "time_us": T0 + 8}]
+    blocks = [block(S, 6 * MiB, 6 * MiB, "active_pending_free", F),
+              block(S + 6 * MiB, 4 * MiB, 4 * MiB - 100, "active_allocated", F),
+              block(S + 10 * MiB, 2 * MiB, 2 * MiB, "active_pending_free", F),
+              block(S + 12 * MiB, 8 * MiB, 0, "inactive", [])]
+    return {"segments": [segment(0, S, blocks, expandable=False)], "device_traces": [trace]}
+
+
+def legacy_list():
+    """The oldest layout (torch.cuda.memory_snapshot() of 2022): a list of segments whose
+    blocks carry history (newest first), no trace. By segsum's rules (history[0]'s
+    real_size): reserved 22 MiB, allocated 11 MiB - 96, free internal 1 MiB + 608, free
+    external 10 MiB - 512; active 12 MiB + 512."""
+    L, F = 0x7f5000000000, PLAIN
+
+    def h(addr, real, frames=F):
+        return {"addr": addr, "frames": frames, "real_size": real}
+    return [{"device": 0, "address": L, "total_size": 20 * MiB, "allocated_size": 12 * MiB, "active_size": 12 * MiB,
+             "segment_type": "large", "stream": 0,
+             "blocks": [{"size": 8 * MiB, "state": "active_allocated", "history": [h(L, 8 * MiB - 100)]},
+                        {"size": 4 * MiB, "state": "active_allocated",
+                         "history": [h(L + 8 * MiB, 3 * MiB), h(L + 9 * MiB, MiB - 512)]},
+                        {"size": 8 * MiB, "state": "inactive", "history": [h(L + 12 * MiB, 5 * MiB)]}]},
+            {"device": 1, "address": L + 64 * MiB, "total_size": 2 * MiB, "allocated_size": 512, "active_size": 512,
+             "segment_type": "small", "stream": 0,
+             "blocks": [{"size": 512, "state": "active_allocated", "history": [h(L + 64 * MiB, 4, [])]},
+                        {"size": 2 * MiB - 512, "state": "inactive"}]}]

@@ -2,7 +2,11 @@
 pickle module: blocks tile each segment; free internal + free external + allocated is
 each segment's total; requested never exceeds size; replaying device_traces gives the
 live blocks; only opcodes and integer sizes the viewer's JavaScript unpickler accepts;
-categories in the profiler's words, some 'unknown', and read back as memtap's."""
+categories in the profiler's words, some 'unknown', and read back as memtap's. Imported
+snapshots go back out as they came in: a block whose free waits on other streams
+(active_pending_free) stays pending, snapshot entries stay where they were, and nothing
+is added (a legacy list of segments gets no entries); segsum's figures and memtap's
+report are the same on the original and on the export read back."""
 import json
 import os
 import pickle
@@ -12,6 +16,9 @@ import sys
 
 sys.path.insert(0, os.path.join(os.environ["MT_SRCDIR"], "tests"))
 from tap import done, ok, scratch  # noqa: E402
+
+sys.path.insert(0, os.path.join(os.environ["MT_SRCDIR"], "tests/analyze"))
+from snapshots import PLAIN, block, legacy_list, pending_free, segment  # noqa: E402
 
 B = os.environ["MT_BUILDDIR"]
 MEMTAP = os.path.join(B, "tools/memtap/memtap")
@@ -95,4 +102,102 @@ for args in (["--preset", "tiny", "--leak", "64K"], ["--preset", "gpt2-small", "
        (back.get("composition_at_peak"), orig["composition_at_peak"]))
     ok(all(isinstance(f, dict) and set(f) == {"filename", "line", "name"} for e in snap["device_traces"][0][:50]
            for f in e["frames"]), name + ": frames as PyTorch writes them")
+
+# ---- imported snapshots: back out as they came in ----
+MiB = 1 << 20
+S, T0, F = 0x7f3000000000, 1718000000000000, PLAIN
+
+
+def segsum(snap):
+    """torch/cuda/_memory_viz.py's segsum: reserved is every segment; an active_allocated
+    block's requested size is allocated, the rest of it free internal; every other block
+    (inactive and active_pending_free alike) free external. Also the viewer's active
+    bytes (active_size: allocated and pending blocks)."""
+    segs = snap if isinstance(snap, list) else snap["segments"]
+    out = {"reserved": 0, "allocated": 0, "free_internal": 0, "free_external": 0, "active": 0}
+    for s in segs:
+        out["reserved"] += s["total_size"]
+        for b in s["blocks"]:
+            if b["state"] == "active_allocated":
+                req = b["requested_size"] if "frames" in b else b["history"][0]["real_size"]
+                out["allocated"] += req
+                out["free_internal"] += b["size"] - req
+            else:
+                out["free_external"] += b["size"]
+            out["active"] += b["size"] if b["state"].startswith("active") else 0
+    return out
+
+
+def roundtrip(name, snap):
+    """The snapshot, its export and memtap's reports of both (the trace's name left out)."""
+    orig, out = os.path.join(TMP, name + ".pickle"), os.path.join(TMP, name + ".viz.pickle")
+    with open(orig, "wb") as f:
+        pickle.dump(snap, f, protocol=4)
+    p = subprocess.run([MEMTAP, "export", "--format=memviz", "-o", out, orig], capture_output=True, text=True)
+    if not ok(p.returncode == 0, name + ": exported", p.stderr):
+        return None, None, None
+    reports = []
+    for path in (orig, out):
+        r = subprocess.run([MEMTAP, "report", "--json", path], capture_output=True, text=True)
+        rep = json.loads(r.stdout) if r.returncode == 0 else {}
+        rep.pop("trace", None)
+        reports.append(rep)
+    return pickle.load(open(out, "rb")), reports[0], reports[1]
+
+
+def entries(trace):
+    return [(e["action"], e["addr"], e["size"], e["stream"], e.get("time_us")) for e in trace]
+
+
+pending = pending_free()
+snap, orig, back = roundtrip("pending", pending)
+if snap:
+    got = snap["device_traces"][0]
+    ok([e for e in entries(got) if e[0] == "free_completed"] == [] and
+       [e[1] for e in entries(got) if e[0] == "free_requested"] == [S, S + 10 * MiB],
+       "pending: each free still waiting on other streams is a free_requested with no free_completed", entries(got))
+    ok([b["state"] for b in snap["segments"][0]["blocks"]] ==
+       ["active_pending_free", "active_allocated", "active_pending_free", "inactive"],
+       "pending: their blocks stay active_pending_free", snap["segments"][0]["blocks"])
+    seg = snap["segments"][0]
+    ok((seg["allocated_size"], seg["active_size"], seg["requested_size"]) == (4 * MiB, 12 * MiB, 12 * MiB - 100),
+       "pending: the segment's allocated, active and requested sizes as PyTorch's snapshot() sums them",
+       (seg["allocated_size"], seg["active_size"], seg["requested_size"]))
+    ok(entries(got) == entries(pending["device_traces"][0]), "pending: the trace's entries come back in place "
+       "(free_requested where it was asked, snapshot entries in the middle and last)", entries(got))
+    ok(got[-1]["action"] == "snapshot" and "frames" not in got[-1], "pending: the trailing snapshot entry is kept, "
+       "with no frames as PyTorch writes it", got[-1])
+    want = {"reserved": 20 * MiB, "allocated": 4 * MiB - 100, "free_internal": 100, "free_external": 16 * MiB,
+            "active": 12 * MiB}
+    ok(segsum(pending) == want and segsum(snap) == want, "pending: segsum's figures, worked out by hand, on the "
+       "original and the export", (segsum(pending), segsum(snap)))
+    dev = (orig.get("devices") or [{}])[0]
+    ok(dev.get("peak_allocated_bytes") == 12 * MiB - 100 and dev.get("allocated_at_exit_bytes") == 4 * MiB - 100,
+       "pending: memtap's peak (the pending blocks live until the end) and what is allocated at the end", dev)
+    ok(orig and orig == back, "pending: memtap's report of the export read back is the original's")
+
+legacy = legacy_list()
+snap, orig, back = roundtrip("legacy", legacy)
+if snap:
+    ok([len(t) for t in snap["device_traces"]] == [0, 0], "legacy: no trace entries made up (it had no trace)",
+       snap["device_traces"])
+    want = {"reserved": 22 * MiB, "allocated": 11 * MiB - 96, "free_internal": MiB + 608,
+            "free_external": 10 * MiB - 512, "active": 12 * MiB + 512}
+    ok(segsum(snap) == segsum(legacy) == want, "legacy: segsum's figures on the original (history[0]'s real_size) "
+       "and the export", (segsum(legacy), segsum(snap)))
+    ok(orig and orig == back, "legacy: memtap's report of the export read back is the original's")
+
+# Every entry with a category and none 'unknown', all in a segment reserved before the trace
+# (no segment entries): the export adds nothing; its entries say no category, so the
+# viewer (whose annotate_snapshot throws on categories without 'unknown') opens it.
+tagged = {"segments": [segment(0, S, [block(S, 4 * MiB, 4 * MiB, "active_allocated", F),
+                                       block(S + 4 * MiB, 16 * MiB, 0, "inactive", [])], expandable=False)],
+          "device_traces": [[{"action": "alloc", "addr": S, "size": 4 * MiB, "stream": 0, "time_us": T0 + 1,
+                              "frames": F, "category": "parameter"}]]}
+snap, orig, back = roundtrip("tagged", tagged)
+if snap:
+    got = snap["device_traces"][0]
+    ok(entries(got) == entries(tagged["device_traces"][0]), "tagged: no entry made up", entries(got))
+    cats = {e["category"] for e in got if "category" in e}
+    ok(not cats or "unknown" in cats, "tagged: the viewer can open it (no categories, or some 'unknown')", cats)
 done()

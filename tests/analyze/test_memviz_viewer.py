@@ -5,7 +5,9 @@ Allocator State History), and each view must show memtap's numbers: reserved aft
 event never above what was mapped, equal to memtap's reserved at the peak there and to
 the segments at the end; allocated as memtap's peak. Inputs: an imported snapshot with
 expandable segments (pages mapped before the trace, maps, an unmap on the OOM's retry),
-a recorded simtrain run, and a snapshot whose every allocation has a category. A
+a recorded simtrain run, a snapshot whose every allocation has a category, one with
+blocks whose free waits on other streams (active_pending_free) and snapshot entries, and
+the oldest layout (a list of segments). A
 snapshot whose entries have categories but none 'unknown' must not open (the viewer's
 bug), so the check is known to see a blank page."""
 import base64
@@ -31,7 +33,7 @@ if not CHROMIUM:
     sys.exit(0)
 
 sys.path.insert(0, os.path.join(S, "tests/analyze"))
-from snapshots import expandable_oom, frame  # noqa: E402
+from snapshots import expandable_oom, frame, legacy_list, pending_free  # noqa: E402
 
 
 def page(files):
@@ -90,19 +92,27 @@ tagged_path = os.path.join(TMP, "tagged.pickle")
 with open(tagged_path, "wb") as f:
     pickle.dump(tagged, f, protocol=4)
 
+more = {}
+for name, snap in (("pending", pending_free()), ("legacy", legacy_list())):
+    more[name] = os.path.join(TMP, name + ".pickle")
+    with open(more[name], "wb") as f:
+        pickle.dump(snap, f, protocol=4)
+
 files, reports = {}, {}
-for name, path in (("expandable", exp), ("train", trace), ("tagged", tagged_path)):
+for name, path in (("expandable", exp), ("train", trace), ("tagged", tagged_path), ("pending", more["pending"]),
+                   ("legacy", more["legacy"])):
     files[name], reports[name] = export(name, path)
 files["tagged-original"] = tagged_path  # categories, none 'unknown': the viewer's blank page
 got = page(files)
 
 ok("error" in got.get("tagged-original", {}) and "unknown" in got["tagged-original"]["error"],
    "the check sees the viewer's blank page: categories without 'unknown' throw", got.get("tagged-original"))
-for name in ("expandable", "train", "tagged"):
+for name in ("expandable", "train", "tagged", "pending", "legacy"):
     r = got.get(name, {})
     ok("error" not in r and r.get("devices"), "%s: the viewer opens memtap's export (unpickled, annotated, every "
        "step of the state history drawn)" % name, r.get("error"))
-    ok("unknown" in r.get("categories", []), "%s: some entry says 'unknown'" % name, r.get("categories"))
+    if name != "legacy":
+        ok("unknown" in r.get("categories", []), "%s: some entry says 'unknown'" % name, r.get("categories"))
 
 # expandable segments: each state as memtap counts it
 r, rep = got.get("expandable", {}), reports["expandable"]
@@ -125,4 +135,16 @@ r, rep = got.get("train", {}), reports["train"]
 dev = (r.get("devices") or [{}])[0]
 ok(dev.get("active", {}).get("max") == rep["devices"][0]["peak_allocated_bytes"],
    "train: the active memory timeline peaks at memtap's peak", (dev.get("active"), rep["devices"][0]))
+# pending frees: blocks drawn (pending) to the end, where the state history ends at the segment
+r, rep = got.get("pending", {}), reports["pending"]
+dev = (r.get("devices") or [{}])[0]
+ok(dev.get("active", {}).get("max") == rep["devices"][0]["peak_allocated_bytes"] == 12 * MiB - 100 and
+   (dev.get("history") or [None])[-1] == [20 * MiB, 12 * MiB - 100],
+   "pending: the active memory timeline peaks at memtap's peak; the state history ends with the pending blocks",
+   (dev.get("active"), (dev.get("history") or [None])[-1]))
+# the oldest layout: no entries, each device's segment as it was
+r = got.get("legacy", {})
+ok([(d["device"], d["entries"], d["start"]) for d in r.get("devices", [])] ==
+   [(0, 0, [20 * MiB, 11 * MiB - 100]), (1, 0, [2 * MiB, 4])],
+   "legacy: no entries; each device's segment and blocks as the list had them", r.get("devices"))
 done()
