@@ -446,7 +446,8 @@ static void setting(struct writer *w, const char *v)
 
 /* allocator_settings: an imported snapshot's as it had them (its torch.* INFO lines, a
  * dict's keys as torch.KEY.SUBKEY); else what memtap knows: expandable segments where
- * pages were mapped. */
+ * pages were mapped, and recorded_by "memtap": its segment frees are a recording's own
+ * (cudaFree, memtap's allocator), not a caching allocator's releases (memtap replay). */
 static void allocator_settings(struct writer *w, const struct mt_trace *t)
 {
 	char outer[1200] = "";
@@ -494,6 +495,8 @@ static void allocator_settings(struct writer *w, const struct mt_trace *t)
 		int_item(w, "max_split_size", -1);
 		key(w, "expandable_segments");
 		op(w, mapped ? 0x88 : 0x89);
+		key(w, "recorded_by");
+		str(w, "memtap", true);
 	}
 	op(w, 'u');
 }

@@ -139,10 +139,12 @@ int mt_sim_input(const struct mt_trace *t, uint8_t device, struct mt_sim_input *
 	struct mt_map live = {0}, segs = {0};
 	uint64_t reserved = 0, v;
 	size_t cap = 0;
-	char backend[32];
-	/* a snapshot's segment frees are the job's releases; memtap's own allocator frees
-	 * segments (and VMM pages) by its policy, which the replay's policies decide anew */
-	bool releases = mt_trace_info(t, "backend", backend, sizeof backend) && !strcmp(backend, "pytorch-snapshot");
+	char backend[32], by[32];
+	/* a PyTorch snapshot's segment frees are the job's releases; a memtap recording's (and
+	 * its export's) are cudaFree of plain allocations or memtap's allocator's own, which
+	 * the replay's policies decide anew */
+	bool releases = mt_trace_info(t, "backend", backend, sizeof backend) && !strcmp(backend, "pytorch-snapshot") &&
+			!(mt_trace_info(t, "torch.recorded_by", by, sizeof by) && !strcmp(by, "memtap"));
 	int err = 0;
 
 	memset(in, 0, sizeof *in);

@@ -217,6 +217,13 @@ for preset in ("gpt2-small", "gpt-1.3b"):
     ok(small and small["native"]["ooms"] > 0, preset + ": below native's smallest capacity, native fails", cap)
     text = subprocess.run([MEMTAP, "replay", traces[0]], capture_output=True, text=True).stdout
     ok("memtap-vmm" in text and "peak reserved" in text, preset + ": a table as text")
+    # exported as a PyTorch snapshot, its cudaFree's segment frees are no releases
+    snap = traces[0] + ".pickle"
+    subprocess.run([MEMTAP, "export", "--format=memviz", "-o", snap, traces[0]], capture_output=True)
+    _, spol, sraw = replay(snap)
+    ok(sraw and sraw["releases"] == 0 and {k: v["peak_reserved"] for k, v in spol.items()} ==
+       {k: v["peak_reserved"] for k, v in pol.items()}, preset + ": its export replays alike, without releases",
+       sraw and (sraw["releases"], {k: v["peak_reserved"] for k, v in spol.items()}))
 
 # ---- memtap-vmm never above native: 500 live blocks of 2 MiB + 512 B (an RMM log) ----
 # (issue 20: each block had its own range of whole pages, 1.95 GiB against native's 1.09)
