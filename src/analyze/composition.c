@@ -68,10 +68,13 @@ struct life {
 	bool alive_past_forward;
 	uint8_t tag; /* set later by memtap_tag_range */
 	/* read by frames */
-	bool unseen; /* made before recording began */
-	bool builds; /* its frames build the model */
-	bool own;    /* its phase came from its own frames (or an open annotation) */
-	bool to_end; /* alive at the end of the trace */
+	bool unseen;	/* made before recording began */
+	bool workspace; /* its frames make a library's workspace (cuBLAS), not a tensor */
+	bool kept_grad; /* made before recording, no frames: one of a parameter's two copies */
+	uint8_t said;	/* made before recording: what its own frames say (enum said), if any */
+	bool builds;	/* its frames build the model */
+	bool own;	/* its phase came from its own frames (or an open annotation) */
+	bool to_end;	/* alive at the end of the trace */
 };
 
 struct pass {
@@ -89,14 +92,18 @@ struct pass {
 	struct mt_composition *c;
 	uint8_t *phase_of; /* per string id: its phase + 1, 0 until classified */
 	/* read by frames */
-	uint8_t *said; /* per stack: what its frames say (enum said) + 1, 0 until read */
+	uint8_t *said;	    /* per stack: what its frames say (enum said) + 1, 0 until read */
+	uint8_t *workspace; /* per stack, read with said: 1 if a library's workspace (cuBLAS) */
 	/* per device (its own sequence: devices run side by side, or one after another in a
 	 * snapshot without times): the phase the last stack that said one said, and its run */
 	uint8_t fphase[MT_MAX_DEVICES];
 	uint32_t finstance[MT_MAX_DEVICES];
-	uint32_t oom_run;  /* the run an allocation failed in: what it frees after is not its temporaries */
-	bool python;	   /* some stack has Python frames */
-	bool forward_only; /* no stack says backward or an optimizer: inference */
+	uint32_t oom_run;	   /* the run an allocation failed in: what it frees after is not its temporaries */
+	bool python;		   /* some stack has Python frames */
+	bool backward_ran;	   /* an allocation was made in a backward phase */
+	bool grads_known;	   /* some allocation's category is gradients */
+	struct mt_map state_sizes; /* size -> optimizer state made before recording of that size */
+	bool forward_only;	   /* no stack says backward or an optimizer: inference */
 };
 
 /* What a stack's frames say. */
@@ -177,7 +184,19 @@ static uint8_t infer_frames(const struct life *l, bool forward_only, uint8_t *ev
 	bool within = l->freed && l->freed_in_instance;
 
 	*evidence = 1;
+	if (l->workspace) { /* made in whatever phase first needed it, kept for the handle's life */
+		*evidence = 2;
+		return MT_TAG_OTHER;
+	}
 	if (l->unseen) {
+		/* a snapshot keeps the frames of blocks still live at its end, even those made
+		   before its trace began: an optimizer's state or a kept .grad says so itself */
+		if (!l->freed && l->said == SAYS_OPTIMIZER)
+			return MT_TAG_OPTIMIZER;
+		if (!l->freed && l->said == SAYS_BACKWARD)
+			return MT_TAG_GRADS;
+		if (!l->freed && l->kept_grad)
+			return MT_TAG_GRADS;
 		if (!l->freed)
 			return MT_TAG_PARAMS;
 		if (l->freed_phase == PH_BACKWARD)
@@ -221,6 +240,21 @@ static uint8_t infer_frames(const struct life *l, bool forward_only, uint8_t *ev
 	}
 }
 
+/* What the end needs to know of a settled allocation: gradients were seen; the sizes of
+ * the optimizer state made before recording. */
+static void note(struct pass *p, const struct life *l, uint8_t category)
+{
+	uint64_t n = 0, size = p->t->events[l->event].size;
+
+	if (category == MT_TAG_GRADS && !l->kept_grad)
+		p->grads_known = true;
+	if (category == MT_TAG_OPTIMIZER && l->unseen) {
+		mt_map_get(&p->state_sizes, size, &n);
+		/* out of memory: the pairing at the end sees fewer sizes, nothing worse */
+		(void)mt_map_put(&p->state_sizes, size, n + 1);
+	}
+}
+
 /* An allocation's life is over (or the trace is): its category is known. */
 static void settle(struct pass *p, size_t slot)
 {
@@ -234,6 +268,7 @@ static void settle(struct pass *p, size_t slot)
 	} else if (p->c->frames) {
 		p->c->category[l->event] = infer_frames(l, p->forward_only, &p->c->evidence[l->event]);
 		p->c->source[l->event] = MT_SOURCE_FRAMES;
+		note(p, l, p->c->category[l->event]);
 	} else {
 		p->c->category[l->event] = p->c->has_phases ? infer(l) : MT_TAG_OTHER;
 		p->c->source[l->event] = p->c->has_phases ? MT_SOURCE_INFERRED : MT_SOURCE_NONE;
@@ -330,6 +365,8 @@ static enum said stack_says(struct pass *p, uint32_t stack)
 	for (uint32_t i = 0; i < t->stacks[stack].depth; i++) {
 		if (!names(t, t->stacks[stack].frames[i], fn, sizeof fn, file, sizeof file))
 			continue;
+		if (p->workspace && (strstr(fn, "getNewWorkspace") || strstr(fn, "getCUDABlasLtWorkspace")))
+			p->workspace[stack] = 1;
 		if (in_file(file, "torch/optim/") || (!strcmp(fn, "step") && strstr(file, "optim")))
 			*(!strcmp(fn, "zero_grad") ? &zero : &opt) = true;
 		if (strstr(fn, "autograd::Engine::") || strstr(fn, "AccumulateGrad") ||
@@ -352,6 +389,15 @@ static enum said stack_says(struct pass *p, uint32_t stack)
 					: fwd	 ? SAYS_FORWARD
 						 : SAYS_NOTHING));
 	return (enum said)(p->said[stack] - 1);
+}
+
+/* Whether a stack's frames make a library's workspace (read with what they say). */
+static bool is_workspace(struct pass *p, uint32_t stack)
+{
+	if (!stack || stack >= p->t->nstacks)
+		return false;
+	stack_says(p, stack);
+	return p->workspace[stack];
 }
 
 /* The phase read by frames on device d changes: its run ends, another begins. */
@@ -388,6 +434,8 @@ static int made(struct pass *p, const struct mt_event *e, size_t i, uint64_t key
 	bool own = f.phase != PH_NONE, builds = false;
 	int r;
 
+	if (f.phase == PH_BACKWARD)
+		p->backward_ran = true;
 	if (p->c->frames && !own) {
 		enum said s =
 		    e->kind == MT_EV_ALLOC && !(e->flags & MT_ALLOC_UNSEEN) ? stack_says(p, e->stack) : SAYS_NOTHING;
@@ -408,21 +456,28 @@ static int made(struct pass *p, const struct mt_event *e, size_t i, uint64_t key
 			own = !bare;
 		}
 		f = frames_now(p, e);
+		if (f.phase == PH_BACKWARD)
+			p->backward_ran = true;
 	}
 
 	if (mt_map_get(&p->live, key, &old)) /* made again without a free seen: the first one's life is over */
 		settle(p, old - 1);
 	if ((slot = mt_slot_take(&p->slots, (void **)&p->life, sizeof *p->life)) == SIZE_MAX)
 		return ENOMEM;
-	p->life[slot] = (struct life){.event = i,
-				      .phase = f.phase,
-				      .instance = f.instance,
-				      .before_forward = p->forward_begun == 0,
-				      .first_optimizer = f.phase == PH_OPTIMIZER && f.instance == p->first_opt_instance,
-				      .opt_seen = p->opt_begun,
-				      .unseen = e->kind == MT_EV_ALLOC && (e->flags & MT_ALLOC_UNSEEN),
-				      .builds = builds,
-				      .own = own};
+	p->life[slot] =
+	    (struct life){.event = i,
+			  .said = (uint8_t)(p->c->frames && e->kind == MT_EV_ALLOC && (e->flags & MT_ALLOC_UNSEEN)
+						? stack_says(p, e->stack)
+						: SAYS_NOTHING),
+			  .phase = f.phase,
+			  .instance = f.instance,
+			  .before_forward = p->forward_begun == 0,
+			  .first_optimizer = f.phase == PH_OPTIMIZER && f.instance == p->first_opt_instance,
+			  .opt_seen = p->opt_begun,
+			  .unseen = e->kind == MT_EV_ALLOC && (e->flags & MT_ALLOC_UNSEEN),
+			  .builds = builds,
+			  .workspace = p->c->frames && e->kind == MT_EV_ALLOC && is_workspace(p, e->stack),
+			  .own = own};
 	return mt_map_put(&p->live, key, slot + 1);
 }
 
@@ -461,13 +516,14 @@ int mt_composition_start(struct mt_composition_scan **out, struct mt_composition
 	c->source = calloc(t->nevents + 1, 1);
 	c->evidence = calloc(t->nevents + 1, 1);
 	p->said = calloc(t->nstacks + 1, 1);
+	p->workspace = calloc(t->nstacks + 1, 1);
 	p->oom_run = UINT32_MAX;
 	for (unsigned d = 0; d < MT_MAX_DEVICES; d++)
 		p->finstance[d] = UINT32_MAX;
 	p->phase_of = calloc(t->nstrings + 1, 1);
 	p->threads = calloc(t->nthreads + 1, sizeof *p->threads);
 	p->nthreads = t->nthreads;
-	if (!c->category || !c->source || !c->evidence || !p->phase_of || !p->threads || !p->said)
+	if (!c->category || !c->source || !c->evidence || !p->phase_of || !p->threads || !p->said || !p->workspace)
 		return ENOMEM;
 	/* NVTX phases, or frames to read (a snapshot's annotations are ranges too, not NVTX) */
 	snapshot = mt_trace_info(t, "backend", backend, sizeof backend) && !strcmp(backend, "pytorch-snapshot");
@@ -553,12 +609,74 @@ int mt_composition_step(struct mt_composition_scan *scan, size_t i)
 	}
 }
 
+/* A backward ran, an optimizer stepped, yet no gradient was made or freed: the gradients
+ * were there before recording and backward added into them (zero_grad(set_to_none=False),
+ * or none). They are among the blocks made before recording that have no frames and live
+ * to the end, which the rules call parameters: of each size the optimizer keeps state
+ * for, there are then two copies per parameter, and half of them are gradients - when
+ * there are at least as many as state tensors of that size (AdamW's two per parameter;
+ * SGD's one with gradients kept elsewhere, a flat buffer, would be mistaken). */
+static int pair_kept_grads(struct pass *p)
+{
+	struct mt_map count = {0}, marked = {0};
+	uint64_t n, half, states = 0;
+	int err = 0;
+
+	for (size_t i = 0; i < p->live.cap; i++) { /* what the end will settle, as the rules will */
+		const struct life *l;
+		if (p->live.used[i] != 1)
+			continue;
+		l = &p->life[p->live.vals[i] - 1];
+		if (!l->workspace && (l->unseen ? l->said == SAYS_BACKWARD : l->phase == PH_BACKWARD))
+			p->grads_known = true;
+		if (l->unseen && l->said == SAYS_OPTIMIZER)
+			note(p, l, MT_TAG_OPTIMIZER);
+	}
+	if (!p->backward_ran || !p->opt_begun || p->grads_known || !p->state_sizes.count)
+		return 0;
+	for (size_t i = 0; i < p->live.cap && !err; i++) {
+		const struct life *l;
+		uint64_t size;
+		if (p->live.used[i] != 1)
+			continue;
+		l = &p->life[p->live.vals[i] - 1];
+		size = p->t->events[l->event].size;
+		if (!l->unseen || l->said != SAYS_NOTHING || l->workspace || !mt_map_get(&p->state_sizes, size, &n))
+			continue;
+		n = 0;
+		mt_map_get(&count, size, &n);
+		err = mt_map_put(&count, size, n + 1);
+	}
+	for (size_t i = 0; i < p->live.cap && !err; i++) { /* half of each size: counted down */
+		struct life *l;
+		uint64_t size;
+		if (p->live.used[i] != 1)
+			continue;
+		l = &p->life[p->live.vals[i] - 1];
+		size = p->t->events[l->event].size;
+		if (!l->unseen || l->said != SAYS_NOTHING || l->workspace || !mt_map_get(&count, size, &n))
+			continue;
+		if (!mt_map_get(&marked, size, &half))
+			half = 0;
+		mt_map_get(&p->state_sizes, size, &states);
+		if (n >= states && half < n / 2) { /* fewer: the state outnumbers them, no copies */
+			l->kept_grad = true;
+			err = mt_map_put(&marked, size, half + 1);
+		}
+	}
+	mt_map_free(&marked);
+	mt_map_free(&count);
+	return err;
+}
+
 int mt_composition_finish(struct mt_composition_scan *scan, int err)
 {
 	struct pass *p = (struct pass *)scan;
 
 	if (!p)
 		return err ? err : ENOMEM;
+	if (!err && p->c->frames)
+		err = pair_kept_grads(p);
 	for (size_t i = 0; i < p->live.cap && !err; i++) /* alive at the end */
 		if (p->live.used[i] == 1) {
 			p->life[p->live.vals[i] - 1].to_end = true;
@@ -573,6 +691,8 @@ int mt_composition_finish(struct mt_composition_scan *scan, int err)
 	mt_slots_free(&p->slots);
 	free(p->phase_of);
 	free(p->said);
+	free(p->workspace);
+	mt_map_free(&p->state_sizes);
 	mt_map_free(&p->live);
 	if (err)
 		mt_composition_free(p->c);

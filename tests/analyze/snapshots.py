@@ -345,6 +345,40 @@ def warm_step():
             "device_traces": [d.entries], "allocator_settings": settings(False), "external_annotations": []}
 
 
+def later_step(grads_kept=True, workspace=True):
+    """A training step recorded after warm-up, under torch's AdamW (state updated in place).
+    Made before recording and live to the end: four 32 MiB parameters (frames []), their
+    eight 32 MiB states (the block keeps its frames: _init_group's), a 32 MiB cuBLAS
+    workspace made on autograd's engine thread (its frames: getNewWorkspace), and - the
+    loop calls zero_grad(set_to_none=False), backward adds into them - four 32 MiB
+    gradients (frames [], as the parameters). The step: 6 activations of 16 MiB freed in
+    backward (which makes only 8 MiB temporaries), a 64 MiB temporary of the update. The
+    peak, at backward's first temporary: params 128 MiB, grads 128 MiB, optimizer 256 MiB,
+    activations 96 MiB, temporaries 8 MiB, other 32 MiB (the workspace)."""
+    P, BASE, SEG = 0x7e0000000000, 0x7f0000000000, 1 << 30
+    d = Trace(BASE)
+    d.add("segment_alloc", BASE, SEG, LOOP)
+    acts = [d.alloc(ACT, forward_stack(k, "mm")) for k in range(6)]
+    for k in range(6):
+        tmp = d.alloc(TMP, backward_stack("MmBackward0", "mm"))
+        d.free(acts.pop())
+        d.free(tmp)
+    d.free(d.alloc(64 * MiB, optimizer_stack(False)))
+    wsp = RECORDER + ALLOCATOR[:3] + [frame("at::cuda::getNewWorkspace()"),
+                                      frame("at::cuda::getCurrentCUDABlasHandle()")] + op("mm") + [
+        frame("torch::autograd::generated::MmBackward0::apply(std::vector<at::Tensor, std::allocator<at::Tensor> >&&)")
+    ] + ENGINE
+    made = [block(P + k * PARAMS, PARAMS, PARAMS, "active_allocated", []) for k in range(4)]
+    made += [block(P + (4 + k) * PARAMS, PARAMS, PARAMS, "active_allocated", optimizer_stack(True)) for k in range(8)]
+    if grads_kept:
+        made += [block(P + (12 + k) * PARAMS, PARAMS, PARAMS, "active_allocated", []) for k in range(4)]
+    if workspace:
+        made.append(block(P + 16 * PARAMS, PARAMS, PARAMS, "active_allocated", wsp))
+    free = block(BASE, SEG, 0, "inactive", [])
+    return {"segments": [segment(0, P, made, expandable=False), segment(0, BASE, [free], expandable=False)],
+            "device_traces": [d.entries], "allocator_settings": settings(False), "external_annotations": []}
+
+
 def inference(passes=2):
     """Forward passes under no_grad of the same model (four 32 MiB parameters made before
     recording): six layers, each output (16 MiB) freed once the next layer has made its

@@ -15,8 +15,8 @@ sys.path.insert(0, os.path.join(os.environ["MT_SRCDIR"], "tests"))
 sys.path.insert(0, os.path.join(os.environ["MT_SRCDIR"], "tests/analyze"))
 from tap import done, ok, scratch  # noqa: E402
 from snapshots import (ALLOCATOR, LOOP, RECORDER, MiB, Trace, backward_stack, expandable_oom, forward_stack,  # noqa: E402
-                       frame, grad_stack, inference, op, python_only, python_stack, settings, training,
-                       warm_step)
+                       frame, grad_stack, inference, later_step, op, python_only, python_stack, settings,
+                       training, warm_step)
 
 B = os.environ["MT_BUILDDIR"]
 MEMTAP = os.path.join(B, "tools/memtap/memtap")
@@ -163,6 +163,23 @@ comp = {k: v for k, v in dev.get("composition_at_peak", {}).items() if v and k !
 ok(dev.get("peak_allocated_bytes") == 544 * MiB and comp == {"params": 128 * MiB, "grads": 128 * MiB,
                                                              "optimizer": 288 * MiB},
    "warm step: old optimizer states freed in the step are optimizer state", comp)
+
+# recorded after warm-up under an in-place optimizer: the state, made before recording,
+# keeps its frames in the snapshot's blocks; gradients kept across steps (set_to_none=False)
+# have none, but backward made none and the optimizer stepped: of each size the optimizer
+# keeps state for, half the frameless blocks are gradients; a cuBLAS workspace is neither
+for kept in (True, False):
+    p, rep = run("report", "--json", write("later-step-%s" % kept, later_step(grads_kept=kept)))
+    dev = rep["devices"][0] if rep else {}
+    comp = {k: v for k, v in dev.get("composition_at_peak", {}).items() if v and k != "reserved_unallocated"}
+    want = {"params": 128 * MiB, "optimizer": 256 * MiB, "activations": 96 * MiB, "temporaries": 8 * MiB,
+            "other": 32 * MiB}
+    if kept:
+        want["grads"] = 128 * MiB
+    ok(comp == want, "later step, %s: state made before recording is optimizer state by its own frames; %s; a "
+       "cuBLAS workspace is other" % ("gradients kept across steps" if kept else "no gradients kept",
+                                      "the kept gradients paired with the parameters by size" if kept else
+                                      "the parameters stay parameters"), comp)
 
 p, _ = run("report", write("python-text", python_only(training())))
 ok("128.00 MiB in 4 allocations: (no frames: a thread without Python, autograd's engine thread likely)" in p.stdout
