@@ -357,8 +357,6 @@ static const char *view_line(struct pr *p, uint32_t stack, uint32_t k, uint32_t 
 	return buf;
 }
 
-/* No frames: in a trace of Python stacks (stacks="python") a thread without Python,
- * autograd's engine thread most often; else nothing was recorded. */
 /* What a block made before recording is, in words: a snapshot with no trace at all was
  * taken without history, so nothing says when its blocks were made. */
 static const char *before_text(const struct pr *p)
@@ -366,6 +364,15 @@ static const char *before_text(const struct pr *p)
 	return p->r->untraced ? MT_NO_HISTORY : MT_BEFORE_RECORDING;
 }
 
+/* Whether a stack has frames: a snapshot keeps those of blocks made before its trace that
+ * live to its end, and these read as any other stack. */
+static bool framed(const struct pr *p, uint32_t stack)
+{
+	return stack && stack < p->r->trace->nstacks && p->r->trace->stacks[stack].depth;
+}
+
+/* No frames: in a trace of Python stacks (stacks="python") a thread without Python,
+ * autograd's engine thread most often; else nothing was recorded. */
 static const char *no_stack(const struct pr *p)
 {
 	return p->python ? "(no frames: a thread without Python, autograd's engine thread likely)" : "(no stack)";
@@ -378,11 +385,8 @@ static void stack_text(struct pr *p, uint32_t stack, bool before, const char *in
 	const struct mt_view *v = mt_view(p->views, stack);
 	char buf[4096];
 
-	if (before)
-		fprintf(p->out, "%s%s\n", indent, before_text(p));
-	if (stack == 0 || stack >= t->nstacks || !t->stacks[stack].depth) {
-		if (!before)
-			fprintf(p->out, "%s%s\n", indent, no_stack(p));
+	if (!framed(p, stack)) {
+		fprintf(p->out, "%s%s\n", indent, before ? before_text(p) : no_stack(p));
 		return;
 	}
 	if (p->r->all_frames) {
@@ -402,16 +406,21 @@ static void stack_text(struct pr *p, uint32_t stack, bool before, const char *in
 			indent, v->depth - v->nshown);
 }
 
-/* Where in the code a stack was, in a few words: its first user frame. */
+/* Where in the code a stack was, in a few words: its first user frame (and whether before
+ * recording). */
 static const char *where_text(struct pr *p, uint32_t stack, bool before, char *buf, size_t n)
 {
 	const struct mt_view *v = mt_view(p->views, stack);
+	size_t k;
 
-	if (before)
+	if (before && !framed(p, stack))
 		return before_text(p);
 	if (v->where == MT_NO_FRAME)
 		return no_stack(p);
-	return mt_frame_text(mt_symbols_frame(p->sym, p->r->trace->stacks[stack].frames[v->where]), false, buf, n);
+	mt_frame_text(mt_symbols_frame(p->sym, p->r->trace->stacks[stack].frames[v->where]), false, buf, n);
+	if (before && (k = strlen(buf)) < n)
+		snprintf(buf + k, n - k, " (made before recording started)");
+	return buf;
 }
 
 /* Rows of a table grouped by where in the code (the first user frame), apart by device,
@@ -436,9 +445,9 @@ static int by_site_bytes(const void *a, const void *b)
 
 static uint64_t site_key(struct pr *p, uint32_t stack, bool before, uint8_t device, uint8_t kind)
 {
-	uint64_t site = before ? 1 : stack ? mt_view(p->views, stack)->site : 2;
+	uint64_t site = before && !framed(p, stack) ? 1 : stack ? mt_view(p->views, stack)->site : 2;
 
-	return (site ^ ((uint64_t)device << 8 | kind) * 0x9e3779b97f4a7c15ull) | 1;
+	return (site ^ ((uint64_t)before << 16 | (uint64_t)device << 8 | kind) * 0x9e3779b97f4a7c15ull) | 1;
 }
 
 /* One row more (or into its site's row): stack's bytes, allocations and growth. */
@@ -499,8 +508,8 @@ static void groups_text(struct pr *p, const struct mt_group_list *g, size_t top,
 			fprintf(p->out, " from %u stacks", x->stacks);
 		fprintf(p->out, ": %s\n", where_text(p, x->stack, x->before, where, sizeof where));
 		if (!p->r->all_frames) {
-			if (!x->before)
-				stack_text(p, x->stack, false, "      ");
+			if (!x->before || framed(p, x->stack))
+				stack_text(p, x->stack, x->before, "      ");
 			continue;
 		}
 		for (size_t k = 0; k < g->n; k++) { /* every stack of the row, every frame */
@@ -995,7 +1004,7 @@ static void stack_json(struct pr *p, struct mt_emit *e, uint32_t stack, bool bef
 	char buf[4096];
 
 	frames_json(e, p->r, p->sym, stack);
-	if (before || v->where == MT_NO_FRAME)
+	if ((before && !framed(p, stack)) || v->where == MT_NO_FRAME)
 		mt_emit_null(e, "where");
 	else
 		mt_emit_str(e, "where", where_text(p, stack, false, buf, sizeof buf));

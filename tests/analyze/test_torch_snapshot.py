@@ -181,6 +181,13 @@ for kept in (True, False):
                                       "the kept gradients paired with the parameters by size" if kept else
                                       "the parameters stay parameters"), comp)
 
+p, _ = run("report", write("later-step-text", later_step()))
+ok(re.search(r"256\.00 MiB in 8 allocations: allocated before recording started", p.stdout) and
+   re.search(r"256\.00 MiB in 8 allocations: train_step \(train\.py:88\) \(made before recording started\)\n"
+             r" +_init_group \(adamw\.py:160\)", p.stdout),
+   "blocks made before recording with frames are shown by their stacks; only the frameless ones are one row",
+   p.stdout)
+
 p, _ = run("report", write("python-text", python_only(training())))
 ok("128.00 MiB in 4 allocations: (no frames: a thread without Python, autograd's engine thread likely)" in p.stdout
    and "(no stack)" not in p.stdout, "stacks=\"python\": the gradients' empty stacks say whose thread they were on",
