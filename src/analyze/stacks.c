@@ -146,6 +146,19 @@ static bool ends_with(const char *s, const char *end)
 	return n >= k && !strcmp(s + n - k, end);
 }
 
+/* s ends with path `end`, a '/' in it matching a Windows '\\' too. */
+static bool ends_with_path(const char *s, const char *end)
+{
+	size_t n = strlen(s), k = strlen(end);
+
+	if (n < k)
+		return false;
+	for (s += n - k; *end; s++, end++)
+		if (*s != *end && !(*end == '/' && *s == '\\'))
+			return false;
+	return true;
+}
+
 static bool contains_any(const char *s, const char *const *list, size_t n)
 {
 	for (size_t i = 0; s && i < n; i++)
@@ -293,7 +306,7 @@ static enum role role_of(const struct mt_frame *f)
 	if (mt_frame_is_python(f)) {
 		for (size_t i = 0; i < sizeof python_plumbing / sizeof python_plumbing[0]; i++)
 			if (f->function && !strcmp(f->function, python_plumbing[i].function) && f->file &&
-			    ends_with(f->file, python_plumbing[i].file))
+			    ends_with_path(f->file, python_plumbing[i].file))
 				return PYTHON_PLUMBING;
 		return PYTHON;
 	}
