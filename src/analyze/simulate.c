@@ -155,12 +155,16 @@ int mt_sim_input(const struct mt_trace *t, uint8_t device, struct mt_sim_input *
 		const struct mt_event *e = &t->events[i];
 		struct mt_sim_op op = {0};
 
+		/* an expandable segment's maps and unmaps are the exact pages each changed (the
+		   reader makes them so), not one address per range */
+		bool pages = (e->flags & MT_SEG_MAPPED) && e->device == device;
+
 		if (e->kind == MT_EV_SEGMENT_ALLOC && e->device == device) {
 			reserved += e->size;
-			err = mt_map_put(&segs, e->addr, e->size);
+			err = pages ? 0 : mt_map_put(&segs, e->addr, e->size);
 			continue;
 		}
-		if (e->kind == MT_EV_SEGMENT_FREE && mt_map_del(&segs, e->addr, &v)) {
+		if (e->kind == MT_EV_SEGMENT_FREE && ((pages && (v = e->size)) || mt_map_del(&segs, e->addr, &v))) {
 			reserved -= v;
 			if (!releases || !in->blocks || (in->nops && in->ops[in->nops - 1].release))
 				continue;

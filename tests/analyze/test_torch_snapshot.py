@@ -95,6 +95,11 @@ line = "every device, as PyTorch's segsum sums the file: total_reserved %.2f MiB
     sum(x["total_reserved"] for x in both) / MiB, sum(x["total_allocated"] for x in both) / MiB)
 ok(line in p.stdout, "expandable: segsum's sum over both devices, as it sums the whole file", (line, p.stdout[-800:]))
 ok(rep and rep["devices"][1]["peak_allocated_bytes"] == 12 * MiB, "expandable: the second device on its own")
+# replay: native with the job's own settings; the snapshot's end summed page by page
+p, rp = run("replay", "--json", "--policy=native", path)
+ok(rp and rp["job_conf"] == "expandable_segments:True" and rp["final_segments"] == segsum(snap, 0)["total_reserved"],
+   "expandable: replay's native runs with the job's settings, the end is segsum's (maps and unmaps by pages)",
+   rp and (rp["job_conf"], rp["final_segments"], segsum(snap, 0)["total_reserved"]))
 out = os.path.join(TMP, "expandable.viz.pickle")
 p, _ = run("export", "--format=memviz", "-o", out, path)
 viz = pickle.load(open(out, "rb")) if p.returncode == 0 else {"segments": []}

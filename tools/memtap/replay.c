@@ -12,6 +12,33 @@
 
 enum { WARM_OPS = 1000000 }; /* inputs shorter than this are replayed once untimed first */
 
+/* A snapshot's own allocator_settings (its torch.* INFO lines) as knobs for native:
+ * expandable segments, max_split_size, and roundup_power2_divisions where one value holds
+ * for every interval. Empty where there are none; other settings are not modelled. */
+static void job_conf(const struct mt_trace *t, char *out, size_t n)
+{
+	char v[64], key[64];
+	long long split = 0, div = -1, d;
+	size_t k = 0;
+
+	out[0] = '\0';
+	if (mt_trace_info(t, "torch.expandable_segments", v, sizeof v) && !strcmp(v, "True"))
+		k += (size_t)snprintf(out + k, n - k, ",expandable_segments:True");
+	if (mt_trace_info(t, "torch.max_split_size", v, sizeof v) && (split = atoll(v)) > 0 && split < 1ll << 50)
+		k += (size_t)snprintf(out + k, n - k, ",max_split_size_mb:%lld", split >> 20);
+	if (mt_trace_info(t, "torch.roundup_power2_divisions", v, sizeof v))
+		div = atoll(v);					   /* one value (before PyTorch 2.1) */
+	for (long long i = 1; i <= 1 << 15 && div != -2; i *= 2) { /* per interval: one value for all */
+		snprintf(key, sizeof key, "torch.roundup_power2_divisions.%lld", i);
+		if (mt_trace_info(t, key, v, sizeof v))
+			div = div == -1 || div == (d = atoll(v)) ? atoll(v) : -2;
+	}
+	if (div > 1 && k < n)
+		k += (size_t)snprintf(out + k, n - k, ",roundup_power2_divisions:%lld", div);
+	if (out[0]) /* the leading comma goes */
+		memmove(out, out + 1, strlen(out));
+}
+
 const char replay_usage[] =
     "usage: memtap replay INPUT [--policy=P[,P...]] [--conf=K:V,...] [--capacity=SIZE]\n"
     "                     [--find-min-capacity] [--device=N] [--json]\n"
@@ -30,7 +57,9 @@ const char replay_usage[] =
     "engine's time per operation (an input under a million operations timed on a second run,\n"
     "the first warming the process). A PyTorch snapshot's own segments at the end are shown\n"
     "beside native's; where the job released its cache (empty_cache, an OOM's retry), every\n"
-    "policy releases at the same point. --json prints all of it with the timeline.\n";
+    "policy releases at the same point; native runs with the job's own allocator_settings\n"
+    "(expandable segments, max_split_size, roundup_power2_divisions), then --conf's.\n"
+    "--json prints all of it with the timeline.\n";
 
 struct row {
 	const char *policy;
@@ -39,8 +68,8 @@ struct row {
 	uint64_t min_capacity;
 };
 
-static void print_text(const char *path, int device, const struct mt_sim_input *in, const struct row *rows,
-		       size_t nrows, uint64_t capacity, bool find_min)
+static void print_text(const char *path, int device, const struct mt_sim_input *in, const char *job,
+		       const struct row *rows, size_t nrows, uint64_t capacity, bool find_min)
 {
 	char a[32], b[32], c[32], d[32], cap[32], times[32] = "once";
 	size_t frees = 0;
@@ -55,6 +84,8 @@ static void print_text(const char *path, int device, const struct mt_sim_input *
 		printf("the job released its cached segments %s (empty_cache or an OOM's retry); every policy releases "
 		       "at the same points\n",
 		       times);
+	if (job[0])
+		printf("native runs with the job's own allocator settings: %s\n", job);
 	if (capacity)
 		mt_format_size(capacity, cap, sizeof cap);
 	printf("%-11s %14s %14s %14s %10s", "policy", "peak reserved", "peak allocated", "peak requested", "res/alloc");
@@ -88,11 +119,13 @@ static void print_text(const char *path, int device, const struct mt_sim_input *
 		}
 }
 
-static void print_json(const char *path, int device, const struct mt_sim_input *in, const struct row *rows,
-		       size_t nrows, uint64_t capacity)
+static void print_json(const char *path, int device, const struct mt_sim_input *in, const char *job,
+		       const struct row *rows, size_t nrows, uint64_t capacity)
 {
 	printf("{\"input\":");
 	mt_json_str(stdout, path);
+	printf(",\"job_conf\":");
+	mt_json_str(stdout, job);
 	printf(",\"device\":%d,\"ops\":%zu,\"blocks\":%s,\"releases\":%zu,\"final_segments\":%llu,\"capacity\":%llu,"
 	       "\"policies\":[",
 	       device, in->nops, in->blocks ? "true" : "false", in->releases, (unsigned long long)in->final_segments,
@@ -133,7 +166,7 @@ int cmd_replay(int argc, char **argv)
 	size_t nrows = 0;
 	struct mt_trace t;
 	struct mt_sim_input in;
-	char *end, *list;
+	char *end, *list, job[128];
 
 	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
 		switch (c) {
@@ -168,15 +201,19 @@ int cmd_replay(int argc, char **argv)
 	}
 	if (optind + 1 != argc)
 		die(EXIT_USAGE, "replay takes one input (see memtap replay --help)");
+	damaged = read_trace(argv[optind], &t);
+	job_conf(&t, job, sizeof job);
 	list = strdup(policies);
 	for (char *save = NULL, *p = strtok_r(list, ",", &save); p; p = strtok_r(NULL, ",", &save)) {
 		if (nrows == sizeof rows / sizeof *rows || mt_cache_preset(&rows[nrows].cfg, p))
 			die(EXIT_USAGE, "--policy: unknown policy '%s' (native, memtap, memtap-vmm, bump)", p);
+		/* native is the job's allocator: its settings first, then --conf's */
+		if (!strcmp(p, "native") && job[0] && mt_cache_configure(&rows[nrows].cfg, job, &bad))
+			die(1, "%s: its allocator_settings give '%s', which memtap cannot use", argv[optind], bad);
 		if (conf && mt_cache_configure(&rows[nrows].cfg, conf, &bad))
 			die(EXIT_USAGE, "--conf: cannot use '%s'", bad);
 		rows[nrows++].policy = p;
 	}
-	damaged = read_trace(argv[optind], &t);
 	if (mt_sim_input(&t, (uint8_t)device, &in))
 		die(1, "out of memory reading %s", argv[optind]);
 	if (!in.nops && !damaged) /* a damaged trace's one line already gave its count of events */
@@ -189,9 +226,9 @@ int cmd_replay(int argc, char **argv)
 		    (find_min && mt_sim_min_capacity(&in, &rows[i].cfg, 2u << 20, &rows[i].min_capacity)))
 			die(1, "out of memory replaying %s", argv[optind]);
 	if (json)
-		print_json(argv[optind], device, &in, rows, nrows, capacity);
+		print_json(argv[optind], device, &in, job, rows, nrows, capacity);
 	else
-		print_text(argv[optind], device, &in, rows, nrows, capacity, find_min);
+		print_text(argv[optind], device, &in, job, rows, nrows, capacity, find_min);
 	mt_sim_input_free(&in);
 	mt_trace_free(&t);
 	free(list);
