@@ -100,6 +100,13 @@ p, rp = run("replay", "--json", "--policy=native", path)
 ok(rp and rp["job_conf"] == "expandable_segments:True" and rp["final_segments"] == segsum(snap, 0)["total_reserved"],
    "expandable: replay's native runs with the job's settings, the end is segsum's (maps and unmaps by pages)",
    rp and (rp["job_conf"], rp["final_segments"], segsum(snap, 0)["total_reserved"]))
+for divisions, want in (({"1": 4, "2": 4, "4": 4}, "max_split_size_mb:200,roundup_power2_divisions:4"),
+                        ({"1": 4, "2": 8}, "max_split_size_mb:200")):
+    tuned = training()
+    tuned["allocator_settings"].update(max_split_size=200 * MiB, roundup_power2_divisions=divisions)
+    p, rp = run("replay", "--json", "--policy=native", write("tuned", tuned))
+    ok(rp and rp["job_conf"] == want, "replay takes max_split_size, and roundup_power2_divisions where one value "
+       "holds for every interval", rp and rp["job_conf"])
 out = os.path.join(TMP, "expandable.viz.pickle")
 p, _ = run("export", "--format=memviz", "-o", out, path)
 viz = pickle.load(open(out, "rb")) if p.returncode == 0 else {"segments": []}

@@ -30,8 +30,10 @@ static void job_conf(const struct mt_trace *t, char *out, size_t n)
 		div = atoll(v);					   /* one value (before PyTorch 2.1) */
 	for (long long i = 1; i <= 1 << 15 && div != -2; i *= 2) { /* per interval: one value for all */
 		snprintf(key, sizeof key, "torch.roundup_power2_divisions.%lld", i);
-		if (mt_trace_info(t, key, v, sizeof v))
-			div = div == -1 || div == (d = atoll(v)) ? atoll(v) : -2;
+		if (!mt_trace_info(t, key, v, sizeof v))
+			continue;
+		d = atoll(v);
+		div = div == -1 || div == d ? d : -2; /* -2: the intervals differ */
 	}
 	if (div > 1 && k < n)
 		k += (size_t)snprintf(out + k, n - k, ",roundup_power2_divisions:%lld", div);
@@ -57,8 +59,9 @@ const char replay_usage[] =
     "engine's time per operation (an input under a million operations timed on a second run,\n"
     "the first warming the process). A PyTorch snapshot's own segments at the end are shown\n"
     "beside native's; where the job released its cache (empty_cache, an OOM's retry), every\n"
-    "policy releases at the same point; native runs with the job's own allocator_settings\n"
-    "(expandable segments, max_split_size, roundup_power2_divisions), then --conf's.\n"
+    "policy releases at the same point; native and memtap run with the job's own\n"
+    "allocator_settings (expandable segments, max_split_size, roundup_power2_divisions),\n"
+    "then --conf's.\n"
     "--json prints all of it with the timeline.\n";
 
 struct row {
@@ -85,7 +88,7 @@ static void print_text(const char *path, int device, const struct mt_sim_input *
 		       "at the same points\n",
 		       times);
 	if (job[0])
-		printf("native runs with the job's own allocator settings: %s\n", job);
+		printf("native and memtap run with the job's own allocator settings: %s\n", job);
 	if (capacity)
 		mt_format_size(capacity, cap, sizeof cap);
 	printf("%-11s %14s %14s %14s %10s", "policy", "peak reserved", "peak allocated", "peak requested", "res/alloc");
@@ -207,8 +210,10 @@ int cmd_replay(int argc, char **argv)
 	for (char *save = NULL, *p = strtok_r(list, ",", &save); p; p = strtok_r(NULL, ",", &save)) {
 		if (nrows == sizeof rows / sizeof *rows || mt_cache_preset(&rows[nrows].cfg, p))
 			die(EXIT_USAGE, "--policy: unknown policy '%s' (native, memtap, memtap-vmm, bump)", p);
-		/* native is the job's allocator: its settings first, then --conf's */
-		if (!strcmp(p, "native") && job[0] && mt_cache_configure(&rows[nrows].cfg, job, &bad))
+		/* native is the job's allocator, memtap its layout with trim: the job's settings
+		 * first, then --conf's */
+		if ((!strcmp(p, "native") || !strcmp(p, "memtap")) && job[0] &&
+		    mt_cache_configure(&rows[nrows].cfg, job, &bad))
 			die(1, "%s: its allocator_settings give '%s', which memtap cannot use", argv[optind], bad);
 		if (conf && mt_cache_configure(&rows[nrows].cfg, conf, &bad))
 			die(EXIT_USAGE, "--conf: cannot use '%s'", bad);
