@@ -229,6 +229,10 @@ static uint8_t infer_frames(const struct life *l, bool forward_only, uint8_t *ev
 		if (within && !forward_only) /* inference: a layer's output, freed by the next */
 			return MT_TAG_TEMPORARIES;
 		*evidence = 1;
+		/* made by the loop, not the model (its frames say no phase), and kept past the
+		   backward that followed: a loss kept for logging, not something backward needs */
+		if (!l->own && !forward_only && l->alive_past_instance)
+			return MT_TAG_OTHER;
 		return MT_TAG_ACTIVATIONS;
 	default:
 		*evidence = 0;
@@ -679,7 +683,10 @@ int mt_composition_finish(struct mt_composition_scan *scan, int err)
 		err = pair_kept_grads(p);
 	for (size_t i = 0; i < p->live.cap && !err; i++) /* alive at the end */
 		if (p->live.used[i] == 1) {
-			p->life[p->live.vals[i] - 1].to_end = true;
+			struct life *l = &p->life[p->live.vals[i] - 1];
+
+			l->to_end = true;
+			l->alive_past_instance = l->instance != UINT32_MAX && !p->open[l->instance];
 			settle(p, p->live.vals[i] - 1);
 		}
 	for (size_t i = 0; p->threads && i < p->nthreads; i++)

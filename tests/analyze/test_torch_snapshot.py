@@ -193,6 +193,13 @@ for kept in (True, False):
                                       "the kept gradients paired with the parameters by size" if kept else
                                       "the parameters stay parameters"), comp)
 
+# the loop keeps each step's loss for logging (train_step, train.py:95: no model frames):
+# not an activation, as backward does not free it (the peak, in the second step, holds two)
+p, rep = run("report", "--json", write("loss-history", training(leak=4 * MiB)))
+comp = rep["devices"][0]["composition_at_peak"] if rep else {}
+ok(comp.get("other") == 8 * MiB and comp.get("activations") == 0, "a loss kept by the loop past backward is other",
+   comp)
+
 p, _ = run("report", write("later-step-text", later_step()))
 ok(re.search(r"256\.00 MiB in 8 allocations: allocated before recording started", p.stdout) and
    re.search(r"256\.00 MiB in 8 allocations: train_step \(train\.py:88\) \(made before recording started\)\n"
