@@ -164,8 +164,8 @@ int mt_sim_input(const struct mt_trace *t, uint8_t device, struct mt_sim_input *
 			err = pages ? 0 : mt_map_put(&segs, e->addr, e->size);
 			continue;
 		}
-		if (e->kind == MT_EV_SEGMENT_FREE && ((pages && (v = e->size)) || mt_map_del(&segs, e->addr, &v))) {
-			reserved -= v;
+		if (e->kind == MT_EV_SEGMENT_FREE && (pages || mt_map_del(&segs, e->addr, &v))) {
+			reserved -= pages ? e->size : v;
 			if (!releases || !in->blocks || (in->nops && in->ops[in->nops - 1].release))
 				continue;
 			op.release = true; /* one per run of segment frees */

@@ -36,7 +36,7 @@ struct mt_cache_config {
 	bool expandable;	   /* PyTorch's expandable segments: one growing range per pool */
 	bool stitch;		   /* memtap-vmm: free physical granules mapped into new ranges */
 	bool tag_pools;		   /* blocks of different tags never share a segment */
-	bool trim;		   /* a new segment past the peak reserved first frees the wholly free ones */
+	bool trim;		   /* a new segment past the peak first frees cached ones unused for long */
 	uint64_t granule;	   /* VMM page of stitched ranges (2 MiB) */
 };
 

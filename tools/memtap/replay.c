@@ -12,7 +12,7 @@
 
 enum { WARM_OPS = 1000000 }; /* inputs shorter than this are replayed once untimed first */
 
-/* A snapshot's own allocator_settings (its torch.* INFO lines) as knobs for native:
+/* A snapshot's own allocator_settings (its torch.* INFO lines) as knobs for native and memtap:
  * expandable segments, max_split_size, and roundup_power2_divisions where one value holds
  * for every interval. Empty where there are none; other settings are not modelled. */
 static void job_conf(const struct mt_trace *t, char *out, size_t n)
