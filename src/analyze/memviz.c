@@ -370,7 +370,8 @@ static int write_segments(struct writer *w, const struct mt_report *r, struct mt
 	}
 	if (err || (err = mt_grow((void **)&segs, &cap, nsegs + nblocks, sizeof *segs)))
 		goto out;
-	qsort(segs, nsegs, sizeof *segs, by_addr);
+	if (nsegs)
+		qsort(segs, nsegs, sizeof *segs, by_addr);
 	k = nblocks = 0;
 	for (size_t i = 0; i < nsegs; i++) /* mapped pages of one range make one expandable segment */
 		if (k && segs[k - 1].expandable && segs[i].expandable && segs[k - 1].stream == segs[i].stream &&
@@ -401,8 +402,10 @@ static int write_segments(struct writer *w, const struct mt_report *r, struct mt
 		if (mt_api(e) != MT_API_BLOCK || segless)
 			segs[nsegs++] = (struct seg){e->addr, e->size, e->aux, e->stack, false};
 	}
-	qsort(segs, nsegs, sizeof *segs, by_addr);
-	qsort(blocks, nblocks, sizeof *blocks, by_addr);
+	if (nsegs)
+		qsort(segs, nsegs, sizeof *segs, by_addr);
+	if (nblocks)
+		qsort(blocks, nblocks, sizeof *blocks, by_addr);
 	k = 0;
 	for (size_t i = 0; i < nsegs; i++) {
 		while (k < nblocks && blocks[k].addr < segs[i].addr)
@@ -588,7 +591,8 @@ static int device_trace(struct writer *w, const struct mt_report *r, struct mt_s
 		(*pend)[(*npend)++] =
 		    (struct pend){e->flags & MT_FREE_REQUESTED ? e->aux2 : UINT64_MAX, e->addr, e->aux, 0, d};
 	}
-	qsort(*pend + first, *npend - first, sizeof **pend, by_asked);
+	if (*npend > first) /* qsort takes no null base, even for nothing */
+		qsort(*pend + first, *npend - first, sizeof **pend, by_asked);
 	for (size_t i = 0; i < t->nevents && !err; i++) {
 		const struct mt_event *e = &t->events[i];
 		uint64_t k;
