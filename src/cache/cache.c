@@ -549,17 +549,26 @@ static void trim(struct mt_cache *m, const struct mt_cache_config *c, const stru
 {
 	uint64_t now = __atomic_load_n(&m->frees_stamp, __ATOMIC_RELAXED);
 
-	if (!c->trim || !c->cache || c->stitch || c->expandable ||
+	if (!c->trim || !c->cache || c->stitch || c->expandable || now < m->trim_next ||
 	    __atomic_load_n(&m->st.reserved, __ATOMIC_RELAXED) + mtc_segment_bytes(c, p, size) <=
 		__atomic_load_n(&m->st.peak_reserved, __ATOMIC_RELAXED))
 		return;
+	/* what becomes free from now on is stale TRIM_AGE frees later at the soonest, so the
+	 * next walk waits for that or for the soonest cached segment kept now (a walk per
+	 * growing miss made memtap's replay four times native's cost) */
+	m->trim_next = now + TRIM_AGE;
 	for (struct segment *s = m->segments, *sn; s; s = sn) {
 		struct pool *q = s->pool;
+		const struct block *b = s->first;
 
 		sn = s->next;
 		spin_lock(&q->lock);
-		if (s->first->state == FREE && now - s->first->freed >= TRIM_AGE)
-			release_plain(m, s);
+		if (!s->page && b->state == FREE && !b->next) {
+			if (now - b->freed >= TRIM_AGE)
+				release_plain(m, s);
+			else if (b->freed + TRIM_AGE < m->trim_next)
+				m->trim_next = b->freed + TRIM_AGE;
+		}
 		spin_unlock(&q->lock);
 	}
 }

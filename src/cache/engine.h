@@ -103,6 +103,7 @@ struct mt_cache {
 	uint64_t nspare;      /* lazy segments with `spare` set */
 	uint64_t nexpandable; /* expandable segments */
 	uint64_t frees_stamp;
+	uint64_t trim_next; /* trim: no cached segment can be stale before this stamp (device lock) */
 	struct mt_cache_stats st;
 	struct shard shards[SHARDS];
 };
