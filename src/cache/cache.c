@@ -429,8 +429,7 @@ void mtc_drop_segment(struct mt_cache *m, struct segment *s)
 		s->pool->expandable = NULL;
 		m->nexpandable--;
 	}
-	if (s->spare)
-		__atomic_sub_fetch(&m->nspare, 1, __ATOMIC_RELAXED);
+	clear_spare(m, s);
 	drop_block(s->pool, s->first);
 	if (s->handles) {
 		m->b.mem_free(m->b.ctx, s->handles, s->size / s->page * sizeof *s->handles);

@@ -53,7 +53,8 @@ struct segment {
 	bool spare; /* lazy: a free block may hold mapped whole pages (set by frees, cleared by a look) */
 	struct pool *pool;
 	struct block *first;
-	struct segment *prev, *next; /* the device's segments */
+	struct segment *prev, *next;		 /* the device's segments */
+	struct segment *spare_prev, *spare_next; /* its pool's, while `spare` (pool lock) */
 };
 
 struct pool {
@@ -63,6 +64,7 @@ struct pool {
 	bool small;
 	uint64_t hits, allocs, frees, allocated, requested; /* under the lock, summed by mt_cache_stats */
 	struct segment *expandable;
+	struct segment *spares; /* lazy segments with `spare` set, last marked first */
 	struct block *spare;
 	void *chunks; /* spare-block allocations, linked through their first word */
 	uint64_t bitmap[BIN_WORDS];
@@ -159,12 +161,34 @@ static inline void note(struct mt_cache *m, enum mt_cache_change what, uint64_t 
 }
 
 /* a free block of lazy segment s may now hold mapped whole pages (pool lock held) */
+/* Lazy segment s may have whole free pages mapped: on its pool's list of them, for
+ * mtc_unmap_pages to find without walking every segment. Pool lock held. */
 static inline void mark_spare(struct mt_cache *m, struct segment *s)
 {
 	if (s->lazy && !s->spare) {
 		s->spare = true;
+		s->spare_prev = NULL;
+		s->spare_next = s->pool->spares;
+		if (s->spare_next)
+			s->spare_next->spare_prev = s;
+		s->pool->spares = s;
 		__atomic_add_fetch(&m->nspare, 1, __ATOMIC_RELAXED);
 	}
+}
+
+/* s is off its pool's list of spare segments. Pool lock held. */
+static inline void clear_spare(struct mt_cache *m, struct segment *s)
+{
+	if (!s->spare)
+		return;
+	s->spare = false;
+	if (s->spare_prev)
+		s->spare_prev->spare_next = s->spare_next;
+	else
+		s->pool->spares = s->spare_next;
+	if (s->spare_next)
+		s->spare_next->spare_prev = s->spare_prev;
+	__atomic_sub_fetch(&m->nspare, 1, __ATOMIC_RELAXED);
 }
 
 /* ---- across the engine's files (mtc_: hidden inside memtap's libraries) ---- */
