@@ -12,9 +12,9 @@
 #include "reader/progress.h"
 #include "core/units.h"
 
-static int add_group(struct mt_group_list *g, struct mt_map *index, const struct mt_live *l, bool before)
+static int add_group(struct mt_group_list *g, struct mt_map *index, const struct mt_live *l, uint8_t before)
 {
-	uint64_t key = (uint64_t)l->stack << 17 | (uint64_t)before << 16 | (uint64_t)l->kind << 8 | l->device, i;
+	uint64_t key = (uint64_t)l->stack << 20 | (uint64_t)before << 16 | (uint64_t)l->kind << 8 | l->device, i;
 
 	if (!mt_map_get(index, key, &i)) {
 		/* lists grow by doubling: one more item at a time copies the list each time wherever
@@ -40,8 +40,10 @@ static int by_bytes(const void *a, const void *b)
 	return x->stack < y->stack ? -1 : x->stack > y->stack;
 }
 
-/* Groups the live entries of one device (or of all, for device < 0). */
-static int group(const struct mt_trace *t, const struct mt_replay *rp, int device, struct mt_group_list *out)
+/* Groups the live entries of one device (or of all, for device < 0); those made before
+ * recording apart by what the composition (`category`, per event) read them as. */
+static int group(const struct mt_trace *t, const uint8_t *category, const struct mt_replay *rp, int device,
+		 struct mt_group_list *out)
 {
 	struct mt_map index = {0};
 	int r = 0;
@@ -54,7 +56,9 @@ static int group(const struct mt_trace *t, const struct mt_replay *rp, int devic
 			continue;
 		r = add_group(out, &index, l,
 			      l->kind == MT_LIVE_DEVICE && t->events[l->event].kind == MT_EV_ALLOC &&
-				  (t->events[l->event].flags & MT_ALLOC_UNSEEN));
+				      (t->events[l->event].flags & MT_ALLOC_UNSEEN)
+				  ? (uint8_t)(1 + (category ? category[l->event] : MT_TAG_NONE))
+				  : 0);
 	}
 	mt_map_free(&index);
 	if (out->n)
@@ -262,7 +266,7 @@ int mt_report_build(struct mt_report *r, const struct mt_trace *t, const struct 
 	}
 	err = mt_composition_finish(comp, err);
 	int found = mt_leaks_finish(&scan, &r->leaks, o && o->leak_iterations ? o->leak_iterations : 3);
-	if (err || (err = found) || (err = group(t, &r->end, -1, &r->at_exit)))
+	if (err || (err = found) || (err = group(t, r->comp.category, &r->end, -1, &r->at_exit)))
 		return err;
 	/* the events that made a device's peak, in order: the second replay stops at each */
 	size_t peaks[MT_MAX_DEVICES], npeaks = 0, next = 0;
@@ -285,7 +289,7 @@ int mt_report_build(struct mt_report *r, const struct mt_trace *t, const struct 
 		for (int d = 0; d < MT_MAX_DEVICES && !err; d++) {
 			if (!r->end.dev[d].peak || r->end.dev[d].peak_event != i)
 				continue;
-			err = group(t, &second, d, &r->at_peak[d]);
+			err = group(t, r->comp.category, &second, d, &r->at_peak[d]);
 			compose(r, &second, d);
 		}
 	}
@@ -357,11 +361,21 @@ static const char *view_line(struct pr *p, uint32_t stack, uint32_t k, uint32_t 
 	return buf;
 }
 
-/* What a block made before recording is, in words: a snapshot with no trace at all was
- * taken without history, so nothing says when its blocks were made. */
-static const char *before_text(const struct pr *p)
+/* What a block made before recording (`before`: 1 + its category) is, in words: a
+ * snapshot with no trace at all was taken without history, so nothing says when its
+ * blocks were made; else what the composition read it as, parameters by default. */
+static const char *before_text(const struct pr *p, uint8_t before)
 {
-	return p->r->untraced ? MT_NO_HISTORY : MT_BEFORE_RECORDING;
+	static const char *const as[MT_TAG_COUNT] = {
+	    [MT_TAG_GRADS] = "allocated before recording started, read as gradients",
+	    [MT_TAG_OPTIMIZER] = "allocated before recording started, read as optimizer state",
+	    [MT_TAG_ACTIVATIONS] = "allocated before recording started, read as activations (freed in backward)",
+	    [MT_TAG_TEMPORARIES] = "allocated before recording started, read as temporaries",
+	    [MT_TAG_OTHER] = "allocated before recording started (nothing says what it is)"};
+
+	if (p->r->untraced)
+		return MT_NO_HISTORY;
+	return before > 1 && before - 1 < MT_TAG_COUNT && as[before - 1] ? as[before - 1] : MT_BEFORE_RECORDING;
 }
 
 /* Whether a stack has frames: a snapshot keeps those of blocks made before its trace that
@@ -379,14 +393,14 @@ static const char *no_stack(const struct pr *p)
 }
 
 /* A stack as a person reads it (its view), or every frame with full names (--frames=all). */
-static void stack_text(struct pr *p, uint32_t stack, bool before, const char *indent)
+static void stack_text(struct pr *p, uint32_t stack, uint8_t before, const char *indent)
 {
 	const struct mt_trace *t = p->r->trace;
 	const struct mt_view *v = mt_view(p->views, stack);
 	char buf[4096];
 
 	if (!framed(p, stack)) {
-		fprintf(p->out, "%s%s\n", indent, before ? before_text(p) : no_stack(p));
+		fprintf(p->out, "%s%s\n", indent, before ? before_text(p, before) : no_stack(p));
 		return;
 	}
 	if (p->r->all_frames) {
@@ -408,13 +422,13 @@ static void stack_text(struct pr *p, uint32_t stack, bool before, const char *in
 
 /* Where in the code a stack was, in a few words: its first user frame (and whether before
  * recording). */
-static const char *where_text(struct pr *p, uint32_t stack, bool before, char *buf, size_t n)
+static const char *where_text(struct pr *p, uint32_t stack, uint8_t before, char *buf, size_t n)
 {
 	const struct mt_view *v = mt_view(p->views, stack);
 	size_t k;
 
 	if (before && !framed(p, stack))
-		return before_text(p);
+		return before_text(p, before);
 	if (v->where == MT_NO_FRAME)
 		return no_stack(p);
 	mt_frame_text(mt_symbols_frame(p->sym, p->r->trace->stacks[stack].frames[v->where]), false, buf, n);
@@ -429,7 +443,7 @@ struct site {
 	uint64_t key, bytes, count, growth, biggest;
 	uint32_t stack, stacks, iterations; /* the biggest stack; how many */
 	uint8_t device, kind;
-	bool before;
+	uint8_t before;
 };
 
 static int by_site_bytes(const void *a, const void *b)
@@ -443,7 +457,7 @@ static int by_site_bytes(const void *a, const void *b)
 	return x->stack < y->stack ? -1 : x->stack > y->stack;
 }
 
-static uint64_t site_key(struct pr *p, uint32_t stack, bool before, uint8_t device, uint8_t kind)
+static uint64_t site_key(struct pr *p, uint32_t stack, uint8_t before, uint8_t device, uint8_t kind)
 {
 	uint64_t site = before && !framed(p, stack) ? 1 : stack ? mt_view(p->views, stack)->site : 2;
 
@@ -452,7 +466,7 @@ static uint64_t site_key(struct pr *p, uint32_t stack, bool before, uint8_t devi
 
 /* One row more (or into its site's row): stack's bytes, allocations and growth. */
 static int site_add(struct site **s, size_t *n, size_t *cap, struct mt_map *index, struct pr *p, uint32_t stack,
-		    bool before, uint8_t device, uint8_t kind, uint64_t bytes, uint64_t count, uint64_t growth,
+		    uint8_t before, uint8_t device, uint8_t kind, uint64_t bytes, uint64_t count, uint64_t growth,
 		    uint32_t iterations)
 {
 	uint64_t key = site_key(p, stack, before, device, kind), i;
@@ -997,7 +1011,7 @@ static void frames_json(struct mt_emit *e, const struct mt_report *r, struct mt_
 
 /* A stack's frames, and how it reads (docs/REPORT.md): its view's lines, where in the
  * code, whether made before recording. */
-static void stack_json(struct pr *p, struct mt_emit *e, uint32_t stack, bool before)
+static void stack_json(struct pr *p, struct mt_emit *e, uint32_t stack, uint8_t before)
 {
 	const struct mt_trace *t = p->r->trace;
 	const struct mt_view *v = mt_view(p->views, stack);
@@ -1013,6 +1027,8 @@ static void stack_json(struct pr *p, struct mt_emit *e, uint32_t stack, bool bef
 		mt_emit_str(e, NULL, view_line(p, stack, k, &n, buf, sizeof buf));
 	mt_emit_close(e);
 	mt_emit_bool(e, "before_recording", before);
+	if (before) /* what the composition read it as (only here: old reports stay as they were) */
+		mt_emit_str(e, "read_as", mt_tag_names[before - 1 < MT_TAG_COUNT ? before - 1 : 0]);
 }
 
 static void groups_json(struct pr *p, struct mt_emit *e, const struct mt_group_list *g, size_t top)

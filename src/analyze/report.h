@@ -20,7 +20,8 @@
 struct mt_group {
 	uint32_t stack;
 	uint8_t device, kind;
-	bool before; /* made before the recording began (imported snapshots) */
+	uint8_t before; /* made before the recording began (imported snapshots): 1 + what the
+			 * composition read it as (MT_TAG_*); 0: made while recording */
 	uint64_t bytes, count;
 };
 

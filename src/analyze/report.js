@@ -49,8 +49,12 @@
   function frameText(g) {
     const frames = g.frames || [];
     const td = el("td", { class: "frames" });
+    const readAs = { grads: "gradients", optimizer: "optimizer state", activations: "activations (freed in backward)",
+                     temporaries: "temporaries" };
     if (g.before_recording) td.append(el("div", {}, frames.length ? "made before recording started:"
       : REPORT.times === "none" ? "no stack: the snapshot was taken without torch.cuda.memory._record_memory_history"
+      : readAs[g.read_as] ? "allocated before recording started, read as " + readAs[g.read_as]
+      : g.read_as === "other" ? "allocated before recording started (nothing says what it is)"
       : "allocated before recording started (the model's parameters and buffers, typically)"));
     if (!frames.length) {
       if (!g.before_recording) td.append(el("div", {}, REPORT.python_frames
@@ -85,7 +89,7 @@
     const weight = (g) => (g.growth_bytes_per_iteration || 0) + g.bytes;
     const sites = new Map();
     for (const g of list) {
-      const key = [g.device, g.kind, g.before_recording, g.where].join("\u0000");
+      const key = [g.device, g.kind, g.before_recording, g.read_as, g.where].join("\u0000");
       const s = sites.get(key);
       if (!s) {
         sites.set(key, { ...g, stacks: 1, biggest: weight(g) });

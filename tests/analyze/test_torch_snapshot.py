@@ -175,6 +175,10 @@ comp = {k: v for k, v in dev.get("composition_at_peak", {}).items() if v and k !
 ok(dev.get("peak_allocated_bytes") == 544 * MiB and comp == {"params": 128 * MiB, "grads": 128 * MiB,
                                                              "optimizer": 288 * MiB},
    "warm step: old optimizer states freed in the step are optimizer state", comp)
+p, _ = run("report", write("warm-step", warm_step()))
+ok("256.00 MiB in 8 allocations: allocated before recording started, read as optimizer state" in p.stdout and
+   "128.00 MiB in 4 allocations: allocated before recording started (the model's parameters" in p.stdout,
+   "warm step: the stacks' rows of blocks made before recording say what each was read as", p.stdout[:1500])
 
 # recorded after warm-up under an in-place optimizer: the state, made before recording,
 # keeps its frames in the snapshot's blocks; gradients kept across steps (set_to_none=False)
@@ -201,10 +205,11 @@ ok(comp.get("other") == 8 * MiB and comp.get("activations") == 0, "a loss kept b
    comp)
 
 p, _ = run("report", write("later-step-text", later_step()))
-ok(re.search(r"256\.00 MiB in 8 allocations: allocated before recording started", p.stdout) and
+ok("128.00 MiB in 4 allocations: allocated before recording started (the model's parameters" in p.stdout and
+   "128.00 MiB in 4 allocations: allocated before recording started, read as gradients" in p.stdout and
    re.search(r"256\.00 MiB in 8 allocations: train_step \(train\.py:88\) \(made before recording started\)\n"
              r" +_init_group \(adamw\.py:160\)", p.stdout),
-   "blocks made before recording with frames are shown by their stacks; only the frameless ones are one row",
+   "blocks made before recording with frames are shown by their stacks; the frameless ones a row per category",
    p.stdout)
 
 # a Windows job's paths: torch's plumbing (module.py's _call_impl) is left out there too
