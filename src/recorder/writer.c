@@ -26,8 +26,10 @@
 static struct writer {
 	pthread_mutex_t lock; /* one drain at a time; guards everything below */
 	pthread_cond_t cond;
+	pthread_cond_t ready; /* the writer thread reached its loop (fork waits for it) */
 	pthread_t thread;
 	bool running, stop, wake;
+	bool starting; /* a writer thread was made and is not in its loop yet (atomic) */
 	int fd;
 	bool failed;  /* a write failed (or the file could not be made): nothing more is written */
 	bool warned;  /* the failure was said */
@@ -41,7 +43,8 @@ static struct writer {
 	unsigned long long adds, subs;	    /* dl_iterate_phdr counters at the last module scan */
 	uint64_t module_key[MAX_MODULES];
 	size_t nmodules;
-} w = {.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER, .fd = -1};
+} w = {
+    .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER, .ready = PTHREAD_COND_INITIALIZER, .fd = -1};
 
 /* Says once that the trace cannot be written, and where. */
 static void write_failed(int err)
@@ -443,6 +446,8 @@ static void *writer_main(void *arg)
 
 	(void)arg;
 	pthread_mutex_lock(&w.lock);
+	__atomic_store_n(&w.starting, false, __ATOMIC_RELEASE);
+	pthread_cond_broadcast(&w.ready);
 	while (!w.stop) {
 		struct timespec until;
 		clock_gettime(CLOCK_REALTIME, &until);
@@ -674,8 +679,11 @@ int mtp_writer_start(void)
 	w.stop = false;
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
+	__atomic_store_n(&w.starting, true, __ATOMIC_RELEASE);
 	r = pthread_create(&w.thread, NULL, writer_main, NULL);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (r)
+		__atomic_store_n(&w.starting, false, __ATOMIC_RELEASE);
 	w.running = r == 0;
 	if (r)
 		mtp_warn("cannot start the writer thread: %s; events are written at exit only", strerror(r));
@@ -783,6 +791,12 @@ void mtp_writer_exec_failed(void)
 void mtp_writer_atfork_prepare(void)
 {
 	pthread_mutex_lock(&w.lock);
+	/* a writer thread still starting may hold the C library's or a sanitizer's locks (its
+	 * stack, its thread-local memory): a child forked then can block on them for good
+	 * (ASan CI: the fork workload's child hung, forked just after its writer was made).
+	 * Holding w.lock, the writer is waiting for work, inside no allocator. */
+	while (__atomic_load_n(&w.starting, __ATOMIC_ACQUIRE))
+		pthread_cond_wait(&w.ready, &w.lock);
 	pthread_mutex_lock(&mtp_stacks.lock);
 	pthread_mutex_lock(&mtp_strings.lock);
 }
@@ -800,6 +814,8 @@ void mtp_writer_atfork_child(bool keep)
 	pthread_mutex_init(&mtp_stacks.lock, NULL);
 	pthread_mutex_init(&w.lock, NULL);
 	pthread_cond_init(&w.cond, NULL);
+	pthread_cond_init(&w.ready, NULL);
+	w.starting = false;
 	if (w.fd >= 0)
 		close(w.fd);
 	w.fd = -1;
