@@ -1027,8 +1027,11 @@ static void stack_json(struct pr *p, struct mt_emit *e, uint32_t stack, uint8_t 
 		mt_emit_str(e, NULL, view_line(p, stack, k, &n, buf, sizeof buf));
 	mt_emit_close(e);
 	mt_emit_bool(e, "before_recording", before);
-	if (before) /* what the composition read it as (only here: old reports stay as they were) */
+	if (before) { /* what the composition read it as, and the text's words for it (only
+		       * here: old reports stay as they were) */
 		mt_emit_str(e, "read_as", mt_tag_names[before - 1 < MT_TAG_COUNT ? before - 1 : 0]);
+		mt_emit_str(e, "before_text", before_text(p, before));
+	}
 }
 
 static void groups_json(struct pr *p, struct mt_emit *e, const struct mt_group_list *g, size_t top)

@@ -49,13 +49,7 @@
   function frameText(g) {
     const frames = g.frames || [];
     const td = el("td", { class: "frames" });
-    const readAs = { grads: "gradients", optimizer: "optimizer state", activations: "activations (freed in backward)",
-                     temporaries: "temporaries" };
-    if (g.before_recording) td.append(el("div", {}, frames.length ? "made before recording started:"
-      : REPORT.times === "none" ? "no stack: the snapshot was taken without torch.cuda.memory._record_memory_history"
-      : readAs[g.read_as] ? "allocated before recording started, read as " + readAs[g.read_as]
-      : g.read_as === "other" ? "allocated before recording started (nothing says what it is)"
-      : "allocated before recording started (the model's parameters and buffers, typically)"));
+    if (g.before_recording) td.append(el("div", {}, frames.length ? "made before recording started:" : g.before_text));
     if (!frames.length) {
       if (!g.before_recording) td.append(el("div", {}, REPORT.python_frames
         ? "(no frames: a thread without Python, autograd's engine thread likely)" : "(no stack)"));

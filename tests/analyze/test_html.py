@@ -52,10 +52,11 @@ class Dom(HTMLParser):
 
 def by_site(rows):
     """--json's rows (one a stack) grouped as the text report and the page group them: by
-    device, kind, before recording and where in the code (the first user frame)."""
+    device, kind, before recording (and then what it was read as) and where in the code
+    (the first user frame; none for blocks made before recording without frames)."""
     sites = {}
     for g in rows:
-        key = (g["device"], g.get("kind"), g["before_recording"], None if g["before_recording"] else g["where"])
+        key = (g["device"], g.get("kind"), g["before_recording"], g.get("read_as"), g["where"])
         s = sites.setdefault(key, {"device": g["device"], "bytes": 0, "growth_bytes_per_iteration": 0})
         s["bytes"] += g["bytes"]
         s["growth_bytes_per_iteration"] += g.get("growth_bytes_per_iteration", 0)
@@ -248,6 +249,19 @@ ok(views and views[0].startswith("from 2 stacks; the biggest:\n_init_group (adam
    any("allocated before recording started" in text(td) for td in find(top, "td", "frames")),
    "training: stacks read and grouped as the text report groups them (320 MiB from 2 stacks at train_step), "
    "every frame on a click", views[:2])
+
+# ---- blocks made before recording: a row per what they were read as, in the text's words ----
+from snapshots import warm_step  # noqa: E402
+warm = os.path.join(TMP, "warm.pickle")
+with open(warm, "wb") as f:
+    pickle.dump(warm_step(), f, protocol=4)
+rep, source, dom, body = render("warm", warm)
+common("warm", rep, dom, body)
+top = dom.by_id.get("top-0")
+cells = [text(td) for td in find(top, "td", "frames")] if top else []
+ok(any("allocated before recording started, read as optimizer state" in c for c in cells) and
+   any("the model's parameters and buffers, typically" in c for c in cells),
+   "warm step: blocks made before recording apart by what they were read as, as the text says", cells)
 
 # ---- a snapshot without time_us: entries' places, not a made-up microsecond axis ----
 untimed = os.path.join(TMP, "untimed.pickle")
