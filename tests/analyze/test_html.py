@@ -234,12 +234,20 @@ ok(len(drawn) == 400 and drawn == sorted(drawn) and drawn[0] == MiB and note and
 
 # ---- a training step's stacks: as the text reads them, every frame a click away ----
 sys.path.insert(0, os.path.join(os.environ["MT_SRCDIR"], "tests/analyze"))
-from snapshots import training  # noqa: E402
-step = os.path.join(TMP, "training.pickle")
-with open(step, "wb") as f:
-    pickle.dump(training(), f, protocol=4)
-rep, source, dom, body = render("training", step)
-common("training", rep, dom, body)
+from snapshots import training, warm_step  # noqa: E402
+
+
+def snapshot_page(name, snap):
+    """A snapshot of tests/analyze/snapshots.py, its page drawn and checked against --json."""
+    path = os.path.join(TMP, name + ".pickle")
+    with open(path, "wb") as f:
+        pickle.dump(snap, f, protocol=4)
+    rep, source, dom, body = render(name, path)
+    common(name, rep, dom, body)
+    return rep, dom
+
+
+rep, dom = snapshot_page("training", training())
 top = dom.by_id.get("top-0")
 views = [text(d) for d in find(top, "div", "view")] if top else []
 alls = find(top, "details", "all-frames") if top else []
@@ -251,12 +259,7 @@ ok(views and views[0].startswith("from 2 stacks; the biggest:\n_init_group (adam
    "every frame on a click", views[:2])
 
 # ---- blocks made before recording: a row per what they were read as, in the text's words ----
-from snapshots import warm_step  # noqa: E402
-warm = os.path.join(TMP, "warm.pickle")
-with open(warm, "wb") as f:
-    pickle.dump(warm_step(), f, protocol=4)
-rep, source, dom, body = render("warm", warm)
-common("warm", rep, dom, body)
+rep, dom = snapshot_page("warm", warm_step())
 top = dom.by_id.get("top-0")
 cells = [text(td) for td in find(top, "td", "frames")] if top else []
 ok(any("allocated before recording started, read as optimizer state" in c for c in cells) and
@@ -264,11 +267,7 @@ ok(any("allocated before recording started, read as optimizer state" in c for c 
    "warm step: blocks made before recording apart by what they were read as, as the text says", cells)
 
 # ---- a snapshot without time_us: entries' places, not a made-up microsecond axis ----
-untimed = os.path.join(TMP, "untimed.pickle")
-with open(untimed, "wb") as f:
-    pickle.dump(training(timed=False), f, protocol=4)
-rep, source, dom, body = render("untimed", untimed)
-common("untimed", rep, dom, body)
+rep, dom = snapshot_page("untimed", training(timed=False))
 summary, chart = dom.by_id.get("summary-0"), dom.by_id.get("composition-0")
 ticks = [text(t) for t in find(chart, "text")] if chart else []
 ok(summary and "entry %d" % rep["devices"][0]["peak_time_ns"] in text(summary) and "\u00b5s" not in text(summary)
