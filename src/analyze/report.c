@@ -493,22 +493,34 @@ static int site_add(struct site **s, size_t *n, size_t *cap, struct mt_map *inde
 	return 0;
 }
 
-static void groups_text(struct pr *p, const struct mt_group_list *g, size_t top, bool show_kind)
+/* The rows of a table of stacks, biggest first (*n 0 when out of memory); `index` maps
+ * a site's key to its row + 1 before the sort. */
+static struct site *sites_of(struct pr *p, const struct mt_group_list *g, size_t *n, struct mt_map *index)
 {
 	struct site *s = NULL;
-	size_t n = 0, cap = 0;
-	struct mt_map index = {0};
-	char sz[32], where[4096];
+	size_t cap = 0;
 
+	*n = 0;
 	for (size_t i = 0; i < g->n; i++)
-		if (site_add(&s, &n, &cap, &index, p, g->items[i].stack, g->items[i].before, g->items[i].device,
+		if (site_add(&s, n, &cap, index, p, g->items[i].stack, g->items[i].before, g->items[i].device,
 			     g->items[i].kind, g->items[i].bytes, g->items[i].count, 0, 0)) {
-			fprintf(p->out, "  (out of memory grouping the stacks)\n");
-			n = 0;
+			*n = 0;
 			break;
 		}
-	if (n)
-		qsort(s, n, sizeof *s, by_site_bytes);
+	if (*n)
+		qsort(s, *n, sizeof *s, by_site_bytes);
+	return s;
+}
+
+static void groups_text(struct pr *p, const struct mt_group_list *g, size_t top, bool show_kind)
+{
+	struct mt_map index = {0};
+	size_t n;
+	struct site *s = sites_of(p, g, &n, &index);
+	char sz[32], where[4096];
+
+	if (!n && g->n)
+		fprintf(p->out, "  (out of memory grouping the stacks)\n");
 	for (size_t i = 0; i < n && i < top; i++) {
 		const struct site *x = &s[i];
 		fprintf(p->out, "  %s in %" PRIu64 " allocation%s", size_text(x->bytes, sz), x->count,
@@ -1034,10 +1046,21 @@ static void stack_json(struct pr *p, struct mt_emit *e, uint32_t stack, uint8_t 
 	}
 }
 
+/* The first `top` stacks, and every other stack of the text's first `top` rows, so that
+ * the HTML, which groups the stacks into rows as the text does, sums the same rows. */
 static void groups_json(struct pr *p, struct mt_emit *e, const struct mt_group_list *g, size_t top)
 {
-	for (size_t i = 0; i < g->n && i < top; i++) {
+	struct mt_map index = {0}, shown = {0};
+	size_t n;
+	struct site *s = sites_of(p, g, &n, &index);
+
+	for (size_t i = 0; i < n && i < top; i++)
+		if (mt_map_put(&shown, s[i].key, 1))
+			break;
+	for (size_t i = 0; i < g->n; i++) {
 		const struct mt_group *x = &g->items[i];
+		if (i >= top && !mt_map_get(&shown, site_key(p, x->stack, x->before, x->device, x->kind), NULL))
+			continue;
 		mt_emit_open(e, NULL, false, 0);
 		mt_emit_int(e, "device", x->device == MT_NO_DEVICE ? -1 : x->device);
 		mt_emit_str(e, "kind", mt_live_kind_names[x->kind]);
@@ -1046,6 +1069,9 @@ static void groups_json(struct pr *p, struct mt_emit *e, const struct mt_group_l
 		stack_json(p, e, x->stack, x->before);
 		mt_emit_close(e);
 	}
+	free(s);
+	mt_map_free(&index);
+	mt_map_free(&shown);
 }
 
 static void events_json(struct mt_emit *e, const struct mt_report *r)

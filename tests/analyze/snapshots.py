@@ -401,6 +401,28 @@ def inference(passes=2):
             "device_traces": [d.entries], "allocator_settings": settings(False), "external_annotations": []}
 
 
+def many_places(places=12):
+    """A forward pass with more places in the code than a report's tables show (12, each
+    one allocation of 20 MiB + k MiB, k = 1..12), and one place more (layer 0's forward)
+    that allocates 100 MiB through mm and 1 MiB through each of gelu, softmax and add:
+    four stacks, the three small ones below the 10 biggest stacks. Its row: 103 MiB in 4
+    allocations from 4 stacks, the biggest."""
+    BASE, SEG = 0x7f0000000000, 1 << 30
+    d = Trace(BASE)
+    d.add("segment_alloc", BASE, SEG, LOOP)
+    d.alloc(100 * MiB, forward_stack(0, "mm"))
+    for k in range(1, places + 1):
+        py = [frame("block%d" % k, "/home/me/model.py", 200 + k)] + MODULE + LOOP
+        d.alloc((20 + k) * MiB, python_stack(py, RECORDER + ALLOCATOR + op("mm")))
+    for name in ("gelu", "softmax", "add"):
+        d.alloc(MiB, forward_stack(0, name))
+    used = d.at - BASE
+    blocks = [block(a, (s + 511) // 512 * 512, s, "active_allocated", f) for a, (s, f) in sorted(d.live.items())]
+    blocks.append(block(d.at, SEG - used, 0, "inactive", []))
+    return {"segments": [segment(0, BASE, blocks, expandable=False)], "device_traces": [d.entries],
+            "allocator_settings": settings(False), "external_annotations": []}
+
+
 def python_only(snap):
     """The same snapshot as _record_memory_history(stacks="python") records it: only the
     Python frames, so allocations on autograd's engine thread have frames == []."""

@@ -234,7 +234,7 @@ ok(len(drawn) == 400 and drawn == sorted(drawn) and drawn[0] == MiB and note and
 
 # ---- a training step's stacks: as the text reads them, every frame a click away ----
 sys.path.insert(0, os.path.join(os.environ["MT_SRCDIR"], "tests/analyze"))
-from snapshots import training, warm_step  # noqa: E402
+from snapshots import many_places, training, warm_step  # noqa: E402
 
 
 def snapshot_page(name, snap):
@@ -265,6 +265,18 @@ cells = [text(td) for td in find(top, "td", "frames")] if top else []
 ok(any("allocated before recording started, read as optimizer state" in c for c in cells) and
    any("the model's parameters and buffers, typically" in c for c in cells),
    "warm step: blocks made before recording apart by what they were read as, as the text says", cells)
+
+# ---- a place whose small stacks are not among the biggest: its row sums every stack, as the text's ----
+rep, dom = snapshot_page("places", many_places())
+top = dom.by_id.get("top-0")
+row = values(top)[:2] if top else []
+text_row = next((line for line in subprocess.run([MEMTAP, "report", os.path.join(TMP, "places.pickle")],
+                                                capture_output=True, text=True).stdout.splitlines()
+                 if line.endswith(": forward (model.py:30)")), "")
+ok(row == [103 * MiB, 4] and text_row == "  103.00 MiB in 4 allocations from 4 stacks: forward (model.py:30)" and
+   [text(d) for d in find(top, "div", "view")][0].startswith("from 4 stacks; the biggest:"),
+   "many places: the biggest row holds all 4 of its stacks (3 below the 10 biggest stacks), as the text's row",
+   (row, text_row))
 
 # ---- a snapshot without time_us: entries' places, not a made-up microsecond axis ----
 rep, dom = snapshot_page("untimed", training(timed=False))
