@@ -351,10 +351,21 @@
       { text: "at", num: 1 }, "verdict", "stack"], REPORT.oom.map((o) => [
         num(o.size, bytes(o.size)), num(o.free_bytes, bytes(o.free_bytes)), el("td", {}, o.device),
         num(o.time_ns, moment(o.time_ns)),
-        el("td", {}, o.fits_without_fragmentation === true ? "would have fit without fragmentation"
-          : o.fits_without_fragmentation === false ? "would not have fit" : ""),
+        el("td", {}, verdict(o)),
         frameText(o)]))
       : el("p", { class: "none", id: "oom" }, "none"));
+  }
+
+  // An OOM's verdict in the text's words: would it have fit in the segments' free space.
+  function verdict(o) {
+    const f = o.fragmentation;
+    if (o.fits_without_fragmentation === true)
+      return `it would have fit without fragmentation: ${bytes(f.external_bytes)} free in segments, ` +
+        `the largest block ${bytes(f.largest_free_block_bytes)}`;
+    if (o.fits_without_fragmentation === false)
+      return `not fragmentation: ${bytes(f.allocated_bytes)} of ${bytes(f.reserved_bytes)} reserved was allocated, ` +
+        `${bytes(f.external_bytes)} free in segments`;
+    return "";
   }
 
   function done() {

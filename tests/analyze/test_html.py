@@ -234,7 +234,7 @@ ok(len(drawn) == 400 and drawn == sorted(drawn) and drawn[0] == MiB and note and
 
 # ---- a training step's stacks: as the text reads them, every frame a click away ----
 sys.path.insert(0, os.path.join(os.environ["MT_SRCDIR"], "tests/analyze"))
-from snapshots import many_places, training, warm_step  # noqa: E402
+from snapshots import expandable_oom, many_places, training, warm_step  # noqa: E402
 
 
 def snapshot_page(name, snap):
@@ -277,6 +277,12 @@ ok(row == [103 * MiB, 4] and text_row == "  103.00 MiB in 4 allocations from 4 s
    [text(d) for d in find(top, "div", "view")][0].startswith("from 4 stacks; the biggest:"),
    "many places: the biggest row holds all 4 of its stacks (3 below the 10 biggest stacks), as the text's row",
    (row, text_row))
+
+# ---- an OOM that was not fragmentation's: the verdict in the text's words ----
+rep, dom = snapshot_page("expandable", expandable_oom())
+verdict = [text(td) for td in find(dom.by_id.get("oom"), "td")] if dom.by_id.get("oom") else []
+ok("not fragmentation: 39.00 MiB of 62.00 MiB reserved was allocated, 23.00 MiB free in segments" in verdict,
+   "expandable OOM: the page's verdict says why, as the text does", verdict)
 
 # ---- a snapshot without time_us: entries' places, not a made-up microsecond axis ----
 rep, dom = snapshot_page("untimed", training(timed=False))
