@@ -81,7 +81,7 @@ struct importer {
 	struct mt_map live;   /* (list, address) -> its ALLOC's event index + 1 while allocated */
 	struct mt_map segs;   /* (list, address) -> 1 while a plain segment is reserved */
 	struct mt_map seen;   /* (list, address) allocated at least once in the trace */
-	struct mt_map asked;  /* (list, address) -> time its live block's free was requested */
+	struct mt_map asked;  /* (list, address) -> time a block's free was requested */
 	struct mt_map lists;  /* a list's address -> its number + 1 */
 	const void *list_at[MAX_LISTS + 2];
 	size_t nlists;
@@ -484,8 +484,7 @@ static int entry(struct importer *im, struct pk_reader *r, uint32_t list, struct
 	} else if (!strcmp(a, "snapshot")) {
 		e = (struct mt_event){.kind = MT_EV_SNAPSHOT, .time = time, .size = (uint64_t)size};
 	} else { /* free_requested (its free_completed follows), user_defined, annotate ... */
-		if (!strcmp(a, "free_requested") && mt_map_get(&im->live, key_of(list, e.addr), NULL) &&
-		    mt_map_put(&im->asked, key_of(list, e.addr), time))
+		if (!strcmp(a, "free_requested") && mt_map_put(&im->asked, key_of(list, e.addr), time))
 			return ENOMEM; /* when a free still pending at the end was asked for */
 		pk_token(r, d, TOKEN_NOTHING, 0);
 		return 0;
@@ -921,38 +920,37 @@ static int final_blocks(struct importer *im, const struct seg_rec *g, uint32_t l
 		end = im->last_time[list];
 	for (size_t k = g->first; k < g->first + g->n; k++) {
 		const struct blk_rec *b = &im->blk[k];
-		uint64_t event, asked = 0;
-		int err;
+		uint64_t event, asked = 0, size = b->requested;
+		bool requested = mt_map_get(&im->asked, key_of(list, b->addr), &asked);
+		int err = 0;
 		if (mt_map_get(&im->live, key_of(list, b->addr), &event)) {
-			bool requested = mt_map_get(&im->asked, key_of(list, b->addr), &asked);
 			im->t->events[event - 1].aux2 = b->size;
-			if (b->state == PENDING &&
-			    (err = add(im,
-				       (struct mt_event){.kind = MT_EV_FREE,
-							 .device = g->device,
-							 .flags = MT_FREE_PENDING | (requested ? MT_FREE_REQUESTED : 0),
-							 .time = end,
-							 .addr = b->addr,
-							 .size = im->t->events[event - 1].size,
-							 .aux = g->stream,
-							 .aux2 = asked},
-				       NULL)))
-				return err;
-			continue;
+			size = im->t->events[event - 1].size;
+		} else {
+			err = add(im,
+				  (struct mt_event){.kind = MT_EV_ALLOC,
+						    .flags = MT_API_BLOCK | MT_ALLOC_UNSEEN,
+						    .device = g->device,
+						    .time = BEFORE,
+						    .addr = b->addr,
+						    .size = size,
+						    .aux = g->stream,
+						    .aux2 = b->size,
+						    .stack = b->stack},
+				  NULL);
 		}
-		if (b->state == PENDING)
-			continue;
-		if ((err = add(im,
-			       (struct mt_event){.kind = MT_EV_ALLOC,
-						 .flags = MT_API_BLOCK | MT_ALLOC_UNSEEN,
-						 .device = g->device,
-						 .time = BEFORE,
-						 .addr = b->addr,
-						 .size = b->requested,
-						 .aux = g->stream,
-						 .aux2 = b->size,
-						 .stack = b->stack},
-			       NULL)))
+		if (!err && b->state == PENDING)
+			err = add(im,
+				  (struct mt_event){.kind = MT_EV_FREE,
+						    .device = g->device,
+						    .flags = MT_FREE_PENDING | (requested ? MT_FREE_REQUESTED : 0),
+						    .time = end,
+						    .addr = b->addr,
+						    .size = size,
+						    .aux = g->stream,
+						    .aux2 = asked},
+				  NULL);
+		if (err)
 			return err;
 	}
 	return 0;

@@ -442,7 +442,7 @@ def python_only(snap):
 PLAIN = [frame("f", "/home/me/t.py", 3), frame("<module>", "/home/me/t.py", 9)]  # nothing to infer a category from
 
 
-def pending_free():
+def pending_free(before=False):
     """One 20 MiB segment: A (6 MiB) freed while another stream still used it
     (record_stream): its free_requested recorded, its free_completed not yet, so the block
     is active_pending_free at the end; B (4 MiB - 100) allocated; C (2 MiB) pending too,
@@ -450,7 +450,9 @@ def pending_free():
     earlier _snapshot(): no frames). By segsum's rules: reserved 20 MiB, allocated 4 MiB -
     100, free internal 100, free external 6 + 2 + 8 MiB; active 12 MiB. A, B and C are
     live until the end, as the viewer's timeline draws them: peak 12 MiB - 100, 4 MiB - 100
-    at the end."""
+    at the end. With `before`, the last 8 MiB is D, made before recording and pending
+    too (asked for between A and C): active 20 MiB, free external 16 MiB as before, peak
+    20 MiB - 100."""
     S, F = 0x7f3000000000, PLAIN
 
     def e(action, addr, size, t):
@@ -464,6 +466,9 @@ def pending_free():
               block(S + 6 * MiB, 4 * MiB, 4 * MiB - 100, "active_allocated", F),
               block(S + 10 * MiB, 2 * MiB, 2 * MiB, "active_pending_free", F),
               block(S + 12 * MiB, 8 * MiB, 0, "inactive", [])]
+    if before:
+        trace.insert(5, e("free_requested", S + 12 * MiB, 8 * MiB, 5))
+        blocks[3] = block(S + 12 * MiB, 8 * MiB, 8 * MiB, "active_pending_free", [])
     return {"segments": [segment(0, S, blocks, expandable=False)], "device_traces": [trace]}
 
 

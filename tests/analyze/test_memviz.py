@@ -176,6 +176,25 @@ if snap:
        "pending: memtap's peak (the pending blocks live until the end) and what is allocated at the end", dev)
     ok(orig and orig == back, "pending: memtap's report of the export read back is the original's")
 
+# A block made before recording, freed while another stream used it: live from the start
+# until the end (it was missing from memtap's figures), its free_requested kept in place.
+pending = pending_free(before=True)
+snap, orig, back = roundtrip("pending-before", pending)
+if snap:
+    got = snap["device_traces"][0]
+    ok(entries(got) == entries(pending["device_traces"][0]) and
+       snap["segments"][0]["blocks"][3]["state"] == "active_pending_free",
+       "pending before recording: no alloc made up, its free_requested where it was, its block still pending",
+       (entries(got), snap["segments"][0]["blocks"]))
+    want = {"reserved": 20 * MiB, "allocated": 4 * MiB - 100, "free_internal": 100, "free_external": 16 * MiB,
+            "active": 20 * MiB}
+    ok(segsum(pending) == want and segsum(snap) == want, "pending before recording: segsum's figures, worked out "
+       "by hand, on the original and the export", (segsum(pending), segsum(snap)))
+    dev = (orig.get("devices") or [{}])[0]
+    ok(dev.get("peak_allocated_bytes") == 20 * MiB - 100 and dev.get("allocated_at_exit_bytes") == 4 * MiB - 100,
+       "pending before recording: counted in memtap's peak, free at the end", dev)
+    ok(orig and orig == back, "pending before recording: memtap's report of the export read back is the original's")
+
 legacy = legacy_list()
 snap, orig, back = roundtrip("legacy", legacy)
 if snap:
