@@ -149,17 +149,15 @@ static void frames(struct writer *w, const struct mt_report *r, struct mt_symbol
 		for (uint32_t i = 0; i < t->stacks[stack].depth; i++) {
 			const struct mt_frame *f = mt_symbols_frame(sym, t->stacks[stack].frames[i]);
 			char name[512];
-			if (f->function)
-				snprintf(name, sizeof name, "%s", f->function);
-			else
+			if (!f->function)
 				snprintf(name, sizeof name, "%s+0x%" PRIx64, f->module ? f->module : "??", f->offset);
 			op(w, '}');
 			op(w, '(');
-			key(w, "filename");
-			str(w, f->file ? f->file : (f->module ? f->module : "??"), true);
+			key(w, "filename"); /* an imported frame's as it was, '' too */
+			str(w, f->file ? f->file : t->nnamed ? "" : f->module ? f->module : "??", true);
 			int_item(w, "line", f->line);
 			key(w, "name");
-			str(w, name, true);
+			str(w, f->function ? f->function : name, true);
 			op(w, 'u'); /* SETITEMS */
 		}
 		op(w, 'e'); /* APPENDS */

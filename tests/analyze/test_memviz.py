@@ -18,7 +18,7 @@ sys.path.insert(0, os.path.join(os.environ["MT_SRCDIR"], "tests"))
 from tap import done, ok, scratch  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.environ["MT_SRCDIR"], "tests/analyze"))
-from snapshots import PLAIN, block, legacy_list, pending_free, segment  # noqa: E402
+from snapshots import PLAIN, block, frame, legacy_list, pending_free, segment  # noqa: E402
 
 B = os.environ["MT_BUILDDIR"]
 MEMTAP = os.path.join(B, "tools/memtap/memtap")
@@ -194,6 +194,20 @@ if snap:
     ok(dev.get("peak_allocated_bytes") == 20 * MiB - 100 and dev.get("allocated_at_exit_bytes") == 4 * MiB - 100,
        "pending before recording: counted in memtap's peak, free at the end", dev)
     ok(orig and orig == back, "pending before recording: memtap's report of the export read back is the original's")
+
+# Frames come back as they were: a filename '' (PyTorch writes it for some C++ frames) stays
+# '', a 600-character kernel name is not cut.
+framed = pending_free()
+odd = [frame("c10::cuda::CUDACachingAllocator::Native::DeviceCachingAllocator::malloc", "", 0),
+       frame("x" * 700, "??", 0), frame("forward", "/home/me/model.py", 31)]
+for e in framed["device_traces"][0]:
+    if "frames" in e:
+        e["frames"] = odd
+snap, orig, back = roundtrip("frames", framed)
+if snap:
+    got = [e["frames"] for e in snap["device_traces"][0] if e.get("frames")]
+    ok(got and all(f == odd for f in got), "frames: '' filenames and long names come back unchanged",
+       got[:1] and [(f["filename"], len(f["name"])) for f in got[0]])
 
 legacy = legacy_list()
 snap, orig, back = roundtrip("legacy", legacy)
