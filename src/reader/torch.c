@@ -72,8 +72,9 @@ struct ranges {
 struct importer {
 	struct mt_trace *t;
 	const uint8_t *data;
-	size_t budget;	      /* entries, segments and blocks still allowed */
-	char where[64];	      /* the item being read, for messages */
+	size_t budget;	   /* entries, segments and blocks still allowed */
+	const char *where; /* the item being read, for messages: a format of where_at's */
+	size_t where_at[2];
 	int err;	      /* what a hook stopped with */
 	struct mt_map names;  /* a string's hash -> its copy in the trace */
 	struct mt_map frames; /* hash of (function, file, line) -> named index */
@@ -105,10 +106,23 @@ struct importer {
 
 static int refuse(struct importer *im, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* The item being read, said only when a message needs it (formatting it for each entry
+ * cost a tenth of the import). */
+static void reading(struct importer *im, const char *where, size_t i, size_t j)
+{
+	im->where = where;
+	im->where_at[0] = i;
+	im->where_at[1] = j;
+}
+
 static int refuse(struct importer *im, const char *fmt, ...)
 {
 	va_list ap;
-	int n = snprintf(im->t->problem, sizeof im->t->problem, "PyTorch snapshot, %s: ", im->where);
+	char where[96];
+	int n;
+
+	snprintf(where, sizeof where, im->where, im->where_at[0], im->where_at[1]);
+	n = snprintf(im->t->problem, sizeof im->t->problem, "PyTorch snapshot, %s: ", where);
 
 	va_start(ap, fmt);
 	if (n >= 0 && (size_t)n < sizeof im->t->problem)
@@ -403,7 +417,7 @@ static int entry(struct importer *im, struct pk_reader *r, uint32_t list, struct
 	uint64_t time;
 	int err = 0;
 
-	snprintf(im->where, sizeof im->where, "trace entry %zu", im->entries[list]);
+	reading(im, "trace entry %zu", im->entries[list], 0);
 	if ((err = visit(im)))
 		return err;
 	if (d->type == PK_TOKEN && d->tag == TOKEN_ENTRY) { /* one entry in several places: made again */
@@ -509,7 +523,7 @@ static int segment(struct importer *im, struct pk_reader *r, uint32_t list, stru
 	uint64_t offset = 0;
 	int err = 0;
 
-	snprintf(im->where, sizeof im->where, "segments[%zu]", im->nseg);
+	reading(im, "segments[%zu]", im->nseg, 0);
 	if ((err = visit(im)))
 		return err;
 	if (s->type == PK_TOKEN) { /* one segment in several places: it costs what reading it did */
@@ -562,7 +576,7 @@ static int segment(struct importer *im, struct pk_reader *r, uint32_t list, stru
 		const char *state = NULL;
 		int64_t baddr = (int64_t)((uint64_t)address + offset), size = 0, requested = 0;
 
-		snprintf(im->where, sizeof im->where, "segments[%zu].blocks[%zu]", im->nseg, k);
+		reading(im, "segments[%zu].blocks[%zu]", im->nseg, k);
 		if ((err = visit(im)))
 			return err;
 		for (size_t i = 0; b->type == PK_DICT && i + 1 < b->seq.n; i += 2) {
@@ -640,7 +654,7 @@ static int annotation(struct importer *im, struct pk_value *d)
 	uint32_t str;
 	int err;
 
-	snprintf(im->where, sizeof im->where, "external_annotations");
+	reading(im, "external_annotations", 0, 0);
 	if ((err = visit(im)) || (err = num(im, pk_get(d, "device"), "device", &device)) ||
 	    (err = num(im, pk_get(d, "time_us"), "time_us", &time_us)))
 		return err;
@@ -1002,7 +1016,7 @@ static int finish(struct importer *im, const struct pk_value *root)
 	FILE *out;
 	int err = 0;
 
-	snprintf(im->where, sizeof im->where, "top");
+	reading(im, "top", 0, 0);
 	if (!segments && !traces) {
 		snprintf(t->problem, sizeof t->problem,
 			 "a pickle, but not a PyTorch memory snapshot (no segments or device_traces)");
@@ -1054,7 +1068,7 @@ static int finish(struct importer *im, const struct pk_value *root)
 		uint32_t list = list_of[d] == UINT32_MAX ? MAX_LISTS : list_of[d];
 		if (!devices[d])
 			continue;
-		snprintf(im->where, sizeof im->where, "segments of device %d", d);
+		reading(im, "segments of device %zu", (size_t)d, 0);
 		for (size_t i = 0; i < im->nseg && !err; i++) {
 			const struct seg_rec *g = &im->seg[i];
 			if (g->list != seglist || !seglist || g->device != d)
