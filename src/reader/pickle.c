@@ -390,18 +390,11 @@ static int memo_set(struct pk_reader *m, uint64_t index, uintptr_t slot)
 	return 0;
 }
 
-/* A memo index can be any number: an index far past the entries stored costs memory
- * per entry, never per index. */
-static int memo_put(struct pk_reader *m, uint64_t index)
+/* v goes into the memo at index, holding a reference. */
+static int remember(struct pk_reader *m, uint64_t index, struct pk_value *v)
 {
-	struct pk_value *v;
 	int r;
 
-	if (!m->n)
-		return fail(m, EINVAL, "memo store with an empty stack");
-	if (index > MAX_MEMO)
-		return fail(m, EINVAL, "memo index %" PRIu64 " too large", index);
-	v = m->stack[m->n - 1];
 	ref(v);
 	if ((r = memo_set(m, index, (uintptr_t)v))) {
 		unref(m, v);
@@ -409,6 +402,17 @@ static int memo_put(struct pk_reader *m, uint64_t index)
 	}
 	v->memo = (uint32_t)(index + 1 <= UINT32_MAX ? index + 1 : 0);
 	return 0;
+}
+
+/* A memo index can be any number: an index far past the entries stored costs memory
+ * per entry, never per index. */
+static int memo_put(struct pk_reader *m, uint64_t index)
+{
+	if (!m->n)
+		return fail(m, EINVAL, "memo store with an empty stack");
+	if (index > MAX_MEMO)
+		return fail(m, EINVAL, "memo index %" PRIu64 " too large", index);
+	return remember(m, index, m->stack[m->n - 1]);
 }
 
 static int memo_get(struct pk_reader *m, uint64_t index)
@@ -424,6 +428,9 @@ static int memo_get(struct pk_reader *m, uint64_t index)
 		return ENOMEM;
 	v->tag = (uint8_t)(slot >> 1);
 	v->i = (int64_t)(slot >> 9);
+	/* the memo keeps it for the next look: a stack of 100 frames, each fetched from the
+	 * memo, was 100 new values per trace entry, a thousand entries waiting in a batch */
+	remember(m, index, v); /* out of memory: the next look makes another */
 	return push(m, v);
 }
 
@@ -901,7 +908,7 @@ static void drop_read(struct pk_reader *m, size_t *dropped)
 	       to = ((uintptr_t)m->p - (uintptr_t)m->start) & ~(page - 1);
 	uintptr_t base = (uintptr_t)m->start;
 
-	if (base & (page - 1) || to < from + (4u << 20))
+	if (base & (page - 1) || to < from + (1u << 20))
 		return;
 	madvise((void *)(base + from), to - from, MADV_DONTNEED);
 	*dropped = to;

@@ -730,10 +730,14 @@ static int items(void *ctx, struct pk_reader *r, const struct pk_value *list, st
 	size_t k;
 	int err = 0;
 
+	/* lists not ours (lists of lists, blocks, frames) stay; a block's frames (or a legacy
+	 * history entry's) become a stack now, not when its segment is read, so that a batch
+	 * of segments holds no frame lists */
 	for (k = 0; k < n && kind_of(v[k]) == OTHER; k++)
-		;
-	if (k == n)
-		return 0; /* not ours: lists of lists, blocks, frames */
+		if (v[k]->type == PK_DICT && !err)
+			stack_of(im, r, pk_get(v[k], "frames"), &err);
+	if (k == n || err)
+		goto out;
 	*taken = true;
 	if (kind_of(v[k]) != ANNOTATION)
 		number = list_number(im, list, &err);
@@ -752,6 +756,7 @@ static int items(void *ctx, struct pk_reader *r, const struct pk_value *list, st
 			break;
 		}
 	}
+out:
 	if (err == ENOMEM)
 		snprintf(im->t->problem, sizeof im->t->problem, "out of memory importing the snapshot");
 	im->err = err;
