@@ -334,6 +334,8 @@ static int fill_from_mark(struct pk_reader *m, struct pk_value *seq, size_t from
 		if ((r = seq_add(m, seq, m->stack[i])))
 			return r;
 	m->n = from;
+	if (seq->type == PK_DICT && m->hooks && m->hooks->dict)
+		return m->hooks->dict(m->hooks->ctx, m, seq);
 	return 0;
 }
 
@@ -908,7 +910,7 @@ static void drop_read(struct pk_reader *m, size_t *dropped)
 	       to = ((uintptr_t)m->p - (uintptr_t)m->start) & ~(page - 1);
 	uintptr_t base = (uintptr_t)m->start;
 
-	if (base & (page - 1) || to < from + (1u << 20))
+	if (base & (page - 1) || to < from + (256u << 10))
 		return;
 	madvise((void *)(base + from), to - from, MADV_DONTNEED);
 	*dropped = to;

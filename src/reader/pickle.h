@@ -54,14 +54,16 @@ struct pk_arena {
 
 struct pk_reader;
 
-/* Items about to be appended to `list` (APPEND, APPENDS, LIST): setting *taken keeps them
- * out of it, the hook has used them. Nonzero stops the read with that code (the hook
- * writes the message). */
+/* items: those about to be appended to `list` (APPEND, APPENDS, LIST): setting *taken
+ * keeps them out of it, the hook has used them. dict: a dict whose items were just set
+ * (SETITEMS, DICT), to turn what it holds into tokens. Nonzero from either stops the read
+ * with that code (the hook writes the message). */
 struct pk_hooks {
 	void *ctx;
 	bool mapped; /* the input is a file's private mapping: pages read are given back as the reader passes them */
 	int (*items)(void *ctx, struct pk_reader *r, const struct pk_value *list, struct pk_value *const *items,
 		     size_t n, bool *taken);
+	int (*dict)(void *ctx, struct pk_reader *r, struct pk_value *dict);
 };
 
 /* 0, or an errno-style code with err saying what was wrong in one line. */

@@ -730,14 +730,10 @@ static int items(void *ctx, struct pk_reader *r, const struct pk_value *list, st
 	size_t k;
 	int err = 0;
 
-	/* lists not ours (lists of lists, blocks, frames) stay; a block's frames (or a legacy
-	 * history entry's) become a stack now, not when its segment is read, so that a batch
-	 * of segments holds no frame lists */
 	for (k = 0; k < n && kind_of(v[k]) == OTHER; k++)
-		if (v[k]->type == PK_DICT && !err)
-			stack_of(im, r, pk_get(v[k], "frames"), &err);
-	if (k == n || err)
-		goto out;
+		;
+	if (k == n)
+		return 0; /* not ours: lists of lists, blocks, frames */
 	*taken = true;
 	if (kind_of(v[k]) != ANNOTATION)
 		number = list_number(im, list, &err);
@@ -756,10 +752,25 @@ static int items(void *ctx, struct pk_reader *r, const struct pk_value *list, st
 			break;
 		}
 	}
-out:
 	if (err == ENOMEM)
 		snprintf(im->t->problem, sizeof im->t->problem, "out of memory importing the snapshot");
 	im->err = err;
+	return err;
+}
+
+/* A dict just read: its frames (a trace entry's, a block's, a legacy history entry's)
+ * become a stack now, not when its list's batch of up to a thousand is read, so that a
+ * batch holds no frame lists. */
+static int dict_read(void *ctx, struct pk_reader *r, struct pk_value *d)
+{
+	struct importer *im = ctx;
+	int err = 0;
+
+	stack_of(im, r, pk_get(d, "frames"), &err);
+	if (err) {
+		snprintf(im->t->problem, sizeof im->t->problem, "out of memory importing the snapshot");
+		im->err = err;
+	}
 	return err;
 }
 
@@ -1155,7 +1166,7 @@ int mt_trace_from_torch(const uint8_t *data, size_t size, struct mt_trace *t)
 	struct pk_arena arena = {0};
 	struct pk_value *root = NULL;
 	struct importer im = {.t = t, .data = data, .budget = size / BYTES_PER_ITEM + 1024, .where = "top"};
-	struct pk_hooks hooks = {.ctx = &im, .items = items, .mapped = t->mapped};
+	struct pk_hooks hooks = {.ctx = &im, .items = items, .dict = dict_read, .mapped = t->mapped};
 	int r = pk_stream(data, size, &arena, &hooks, &root, t->problem, sizeof t->problem);
 
 	if (!r)
