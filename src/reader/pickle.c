@@ -141,6 +141,16 @@ void pk_arena_free(struct pk_arena *a)
 
 /* ---- the machine ---- */
 
+/* Values made for tokens the memo gives, by token: a frame fetched again shares one
+ * (a trace entry's stack of 100 frames, each from the memo, was 100 new values, with a
+ * thousand entries waiting for their batch), and what is fetched once leaves no value
+ * behind. */
+#define TOKEN_CACHE 4093
+struct token_cache {
+	uintptr_t slot[TOKEN_CACHE];
+	struct pk_value *value[TOKEN_CACHE];
+};
+
 struct pk_reader {
 	const uint8_t *p, *end, *start;
 	struct pk_arena *a;
@@ -155,6 +165,7 @@ struct pk_reader {
 	size_t memo_len;	/* entries stored, as len(memo) in Python */
 	struct pk_value **work; /* values being given back */
 	size_t nwork, capwork;
+	struct token_cache *tokens; /* values lately made for the memo's tokens */
 	char *err;
 	size_t errlen;
 };
@@ -392,11 +403,18 @@ static int memo_set(struct pk_reader *m, uint64_t index, uintptr_t slot)
 	return 0;
 }
 
-/* v goes into the memo at index, holding a reference. */
-static int remember(struct pk_reader *m, uint64_t index, struct pk_value *v)
+/* A memo index can be any number: an index far past the entries stored costs memory
+ * per entry, never per index. */
+static int memo_put(struct pk_reader *m, uint64_t index)
 {
+	struct pk_value *v;
 	int r;
 
+	if (!m->n)
+		return fail(m, EINVAL, "memo store with an empty stack");
+	if (index > MAX_MEMO)
+		return fail(m, EINVAL, "memo index %" PRIu64 " too large", index);
+	v = m->stack[m->n - 1];
 	ref(v);
 	if ((r = memo_set(m, index, (uintptr_t)v))) {
 		unref(m, v);
@@ -404,17 +422,6 @@ static int remember(struct pk_reader *m, uint64_t index, struct pk_value *v)
 	}
 	v->memo = (uint32_t)(index + 1 <= UINT32_MAX ? index + 1 : 0);
 	return 0;
-}
-
-/* A memo index can be any number: an index far past the entries stored costs memory
- * per entry, never per index. */
-static int memo_put(struct pk_reader *m, uint64_t index)
-{
-	if (!m->n)
-		return fail(m, EINVAL, "memo store with an empty stack");
-	if (index > MAX_MEMO)
-		return fail(m, EINVAL, "memo index %" PRIu64 " too large", index);
-	return remember(m, index, m->stack[m->n - 1]);
 }
 
 static int memo_get(struct pk_reader *m, uint64_t index)
@@ -426,13 +433,20 @@ static int memo_get(struct pk_reader *m, uint64_t index)
 		return fail(m, EINVAL, "memo entry %" PRIu64 " was never stored", index);
 	if (!is_mark(slot))
 		return push(m, (struct pk_value *)slot);
+	if (m->tokens && m->tokens->slot[slot % TOKEN_CACHE] == slot)
+		return push(m, m->tokens->value[slot % TOKEN_CACHE]);
 	if (!(v = value(m, PK_TOKEN)))
 		return ENOMEM;
 	v->tag = (uint8_t)(slot >> 1);
 	v->i = (int64_t)(slot >> 9);
-	/* the memo keeps it for the next look: a stack of 100 frames, each fetched from the
-	 * memo, was 100 new values per trace entry, a thousand entries waiting in a batch */
-	remember(m, index, v); /* out of memory: the next look makes another */
+	if (m->tokens || (m->tokens = calloc(1, sizeof *m->tokens))) {
+		struct token_cache *c = m->tokens;
+		if (c->value[slot % TOKEN_CACHE])
+			unref(m, c->value[slot % TOKEN_CACHE]);
+		ref(v);
+		c->slot[slot % TOKEN_CACHE] = slot;
+		c->value[slot % TOKEN_CACHE] = v;
+	}
 	return push(m, v);
 }
 
@@ -950,6 +964,10 @@ int pk_stream(const uint8_t *data, size_t size, struct pk_arena *arena, const st
 	free(m.stack);
 	free(m.marks);
 	free(m.memo);
+	for (size_t i = 0; m.tokens && i < TOKEN_CACHE; i++)
+		if (m.tokens->value[i])
+			unref(&m, m.tokens->value[i]);
+	free(m.tokens);
 	free(m.work);
 	mt_map_free(&m.far);
 	return r;
