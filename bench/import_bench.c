@@ -1,7 +1,8 @@
 /* memtap's import of one input (a PyTorch snapshot, a trace, an RMM log) alone: the
  * reader, nothing after it. Prints one JSON line: seconds, this program's own peak
  * resident memory (VmHWM: getrusage's also counts the process it was forked from, before
- * the exec), events and stacks.
+ * the exec), events, stacks and the pickle reader's own peak of held values (0 for other
+ * inputs).
  *   bench/import_bench FILE */
 #include <stdio.h>
 #include <time.h>
@@ -47,8 +48,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "import_bench: %s\n", t.problem);
 		return 1;
 	}
-	printf("{\"seconds\": %.4f, \"max_rss_kib\": %ld, \"events\": %zu, \"stacks\": %zu}\n", now() - start,
-	       peak_kib(), t.nevents, t.nstacks);
+	printf("{\"seconds\": %.4f, \"max_rss_kib\": %ld, \"events\": %zu, \"stacks\": %zu, \"held_peak\": %zu}\n",
+	       now() - start, peak_kib(), t.nevents, t.nstacks, t.held_peak);
 	mt_trace_free(&t);
 	return 0;
 }

@@ -141,10 +141,10 @@ void pk_arena_free(struct pk_arena *a)
 
 /* ---- the machine ---- */
 
-/* Values made for tokens the memo gives, by token: a frame fetched again shares one
- * (a trace entry's stack of 100 frames, each from the memo, was 100 new values, with a
- * thousand entries waiting for their batch), and what is fetched once leaves no value
- * behind. */
+/* Values made for tokens the memo gives, by token: a frame fetched again shares one (a
+ * real trace entry's stack fetches 100 frames from the memo: a new value for each, made
+ * and given back, was a third of the import's instructions), and what is fetched once
+ * leaves no value behind. */
 #define TOKEN_CACHE 4093
 struct token_cache {
 	uintptr_t slot[TOKEN_CACHE];

@@ -53,6 +53,7 @@ struct mt_trace {
 	size_t chunks;		       /* whole chunks read */
 	bool mapped;		       /* reading: the input is a file's private mapping, whose pages
 					* a reader may give back once past them */
+	size_t held_peak;	       /* a pickle's import: the most bytes its reader held at once */
 	char problem[256];	       /* empty, or what was wrong with the file */
 	void *mem;		       /* owned allocations */
 	size_t cap_events, cap_strings, cap_stacks, cap_modules, cap_named;

@@ -1174,6 +1174,7 @@ int mt_trace_from_torch(const uint8_t *data, size_t size, struct mt_trace *t)
 	t->complete = r == 0;
 	if (r == ENOMEM)
 		snprintf(t->problem, sizeof t->problem, "out of memory importing the snapshot");
+	t->held_peak = arena.peak;
 	pk_arena_free(&arena);
 	mt_map_free(&im.names);
 	mt_map_free(&im.frames);
