@@ -197,6 +197,10 @@ static uint8_t infer_frames(const struct life *l, bool forward_only, uint8_t *ev
 			return MT_TAG_GRADS;
 		if (!l->freed && l->kept_grad)
 			return MT_TAG_GRADS;
+		/* a layer's output a module's forward made and something kept (a KV cache, the
+		   saved activations of a pass still to go back), not the model */
+		if (!l->freed && l->said == SAYS_FORWARD)
+			return MT_TAG_ACTIVATIONS;
 		if (!l->freed)
 			return MT_TAG_PARAMS;
 		if (l->freed_phase == PH_BACKWARD)

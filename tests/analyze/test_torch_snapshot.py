@@ -14,9 +14,9 @@ import sys
 sys.path.insert(0, os.path.join(os.environ["MT_SRCDIR"], "tests"))
 sys.path.insert(0, os.path.join(os.environ["MT_SRCDIR"], "tests/analyze"))
 from tap import done, ok, scratch  # noqa: E402
-from snapshots import (ALLOCATOR, LOOP, RECORDER, MiB, Trace, backward_stack, expandable_oom, forward_stack,  # noqa: E402
-                       frame, grad_stack, inference, later_step, op, python_only, python_stack, settings,
-                       training, warm_step)
+from snapshots import (ALLOCATOR, LOOP, RECORDER, MiB, Trace, backward_stack, block, expandable_oom,  # noqa: E402
+                       forward_stack, frame, grad_stack, inference, later_step, op, python_only, python_stack,
+                       segment, settings, training, warm_step)
 
 B = os.environ["MT_BUILDDIR"]
 MEMTAP = os.path.join(B, "tools/memtap/memtap")
@@ -229,6 +229,18 @@ p, rep = run("report", "--json", write("inference", inference()))
 comp = rep["devices"][0]["composition_at_peak"] if rep else {}
 ok(comp and comp["params"] == 128 * MiB and comp["activations"] == 32 * MiB and comp["temporaries"] == 0,
    "inference (forward passes that free each layer's output): the parameters and two layers' outputs, activations",
+   comp)
+# the same passes recorded after an earlier one made a KV cache (64 MiB, a module's forward
+# in its frames) and kept it: made before recording and live to the end, yet its own
+# frames say a forward made it, not the model's building (real ones: a Llama's cache, a
+# diffusion model's kept attention outputs, 2.7 and 7.9 GiB read as parameters)
+kv = inference()
+kv["segments"].append(segment(0, 0x7d0000000000, [block(0x7d0000000000, 64 * MiB, 64 * MiB, "active_allocated",
+                                                        forward_stack(3, "cat"))], expandable=False))
+p, rep = run("report", "--json", write("inference-kv", kv))
+comp = rep["devices"][0]["composition_at_peak"] if rep else {}
+ok(comp and comp["params"] == 128 * MiB and comp["activations"] == 96 * MiB,
+   "a block made before recording whose frames say a module's forward made it is an activation, not a parameter",
    comp)
 p, _ = run("report", write("training-text", training()))
 ok(re.search(r"grads +128\.00 MiB +\(frames, sure\)", p.stdout) and
