@@ -107,6 +107,18 @@ for divisions, want in (({"1": 4, "2": 4, "4": 4}, "max_split_size_mb:200,roundu
     p, rp = run("replay", "--json", "--policy=native", write("tuned", tuned))
     ok(rp and rp["job_conf"] == want, "replay takes max_split_size, and roundup_power2_divisions where one value "
        "holds for every interval", rp and rp["job_conf"])
+# a job on cuda:1 alone (device_traces [[], [...]], every segment on device 1): replay
+# replays device 1 unless told otherwise, not an empty device 0
+one = training()
+one["device_traces"] = [[]] + one["device_traces"][:1]
+for s in one["segments"]:
+    s["device"] = 1
+p, rp = run("replay", "--json", "--policy=native", write("cuda1", one))
+ok(rp and rp["device"] == 1 and rp["ops"] > 0 and rp["final_segments"] == segsum(one, 1)["total_reserved"],
+   "replay of a job on cuda:1 alone: device 1 by default", rp and (rp["device"], rp["ops"], p.stderr))
+p, rp = run("replay", "--json", "--policy=native", "--device=0", write("cuda1", one))
+ok(rp and rp["device"] == 0 and rp["ops"] == 0 and "no device allocations on device 0" in p.stderr,
+   "replay --device=0 of it: device 0, which has nothing, and says so", rp and (rp["device"], p.stderr))
 out = os.path.join(TMP, "expandable.viz.pickle")
 p, _ = run("export", "--format=memviz", "-o", out, path)
 viz = pickle.load(open(out, "rb")) if p.returncode == 0 else {"segments": []}
