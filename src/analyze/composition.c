@@ -364,6 +364,7 @@ static enum said stack_says(struct pass *p, uint32_t stack)
 					      NULL};
 	const struct mt_trace *t = p->t;
 	bool fwd = false, bwd = false, opt = false, zero = false, builds = false;
+	unsigned inits = 0; /* Python __init__ frames: a module built of modules builds each */
 	char fn[512], file[1024];
 
 	if (!stack || stack >= t->nstacks)
@@ -386,10 +387,15 @@ static enum said stack_says(struct pass *p, uint32_t stack)
 		    in_file(file, "torch/nn/init.py") || in_file(file, "torch/nn/parallel/replicate.py") ||
 		    is_one_of(fn, loaders) || (!strcmp(fn, "__init__") && in_file(file, "torch/nn/modules/")))
 			builds = true;
+		if (!strcmp(fn, "__init__") && strstr(file, ".py"))
+			inits++;
 		if ((!strcmp(fn, "forward") && strstr(file, ".py")) ||
 		    (in_file(file, "torch/nn/modules/module.py") && !strcmp(fn, "_call_impl")))
 			fwd = true;
 	}
+	/* a model's own modules (a hand-written Linear under its Block under the model) make
+	   their parameters in __init__ called from __init__ */
+	builds = builds || inits >= 2;
 	p->said[stack] = (uint8_t)(1 + (opt	 ? SAYS_OPTIMIZER
 					: zero	 ? SAYS_ZERO_GRAD
 					: bwd	 ? SAYS_BACKWARD

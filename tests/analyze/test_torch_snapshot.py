@@ -254,6 +254,33 @@ comp = rep["devices"][0]["composition_at_peak"] if rep else {}
 ok(comp and comp["params"] == 128 * MiB and comp["activations"] == 96 * MiB,
    "a block made before recording whose frames say a module's forward made it is an activation, not a parameter",
    comp)
+# the model built while recording, of the user's own modules (a hand-written Linear's
+# __init__ under its Block's under the model's, torch.empty: no torch.nn frame), then two
+# forward passes as above: the four 32 MiB weights are parameters, not "other"
+BASE, SEG = 0x7f0000000000, 4 << 30
+d = Trace(BASE)
+d.add("segment_alloc", BASE, SEG, LOOP)
+for k in range(4):
+    py = [frame("__init__", "/home/me/layers.py", 19), frame("__init__", "/home/me/block.py", 30),
+          frame("__init__", "/home/me/model.py", 37), frame("main", "/home/me/run.py", 11),
+          frame("<module>", "/home/me/run.py", 58)]
+    d.alloc(32 * MiB, python_stack(py, RECORDER + ALLOCATOR + op("empty")))
+for _ in range(2):
+    prev = None
+    for k in range(6):
+        out = d.alloc(16 * MiB, forward_stack(k, ["mm", "gelu", "softmax"][k % 3]))
+        if prev is not None:
+            d.free(prev)
+        prev = out
+    d.free(prev)
+blocks = [block(a, size, size, "active_allocated", frames) for a, (size, frames) in sorted(d.live.items())]
+blocks.append(block(BASE + 128 * MiB, SEG - 128 * MiB, 0, "inactive", []))
+built = {"segments": [segment(0, BASE, blocks, expandable=False)], "device_traces": [d.entries],
+         "allocator_settings": settings(False), "external_annotations": []}
+p, rep = run("report", "--json", write("built-own-modules", built))
+comp = rep["devices"][0]["composition_at_peak"] if rep else {}
+ok(comp and comp["params"] == 128 * MiB and comp["activations"] == 32 * MiB and comp["other"] == 0,
+   "a model of the user's own modules built while recording (__init__ under __init__): parameters", comp)
 p, _ = run("report", write("training-text", training()))
 ok(re.search(r"grads +128\.00 MiB +\(frames, sure\)", p.stdout) and
    re.search(r"optimizer +256\.00 MiB +\(frames, sure\)", p.stdout),
