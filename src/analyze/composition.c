@@ -73,6 +73,8 @@ struct life {
 	bool kept_grad; /* made before recording, no frames: one of a parameter's two copies */
 	uint8_t said;	/* made before recording: what its own frames say (enum said), if any */
 	bool builds;	/* its frames build the model */
+	bool heir;	/* made in an optimizer step that then freed a parameter of its size: the
+			   parameter's new value (p.data = p.data - lr * ...) */
 	bool own;	/* its phase came from its own frames (or an open annotation) */
 	bool to_end;	/* alive at the end of the trace */
 };
@@ -103,6 +105,8 @@ struct pass {
 	bool backward_ran;	   /* an allocation was made in a backward phase */
 	bool grads_known;	   /* some allocation's category is gradients */
 	struct mt_map state_sizes; /* size -> optimizer state made before recording of that size */
+	struct mt_map opt_made;	   /* read by frames: size -> the last allocation of that size made in
+				      an optimizer step (its event + 1) */
 	bool forward_only;	   /* no stack says backward or an optimizer: inference */
 };
 
@@ -218,6 +222,8 @@ static uint8_t infer_frames(const struct life *l, bool forward_only, uint8_t *ev
 		*evidence = 2;
 		return MT_TAG_PARAMS;
 	}
+	if (l->heir)
+		return MT_TAG_PARAMS;
 	*evidence = l->own ? 2 : 1;
 	switch (l->phase) {
 	case PH_OPTIMIZER:
@@ -376,7 +382,8 @@ static enum said stack_says(struct pass *p, uint32_t stack)
 			continue;
 		if (p->workspace && (strstr(fn, "getNewWorkspace") || strstr(fn, "getCUDABlasLtWorkspace")))
 			p->workspace[stack] = 1;
-		if (in_file(file, "torch/optim/") || (!strcmp(fn, "step") && strstr(file, "optim")))
+		if (in_file(file, "torch/optim/") ||
+		    ((!strcmp(fn, "step") || !strcmp(fn, "__init__")) && strstr(file, "optim")))
 			*(!strcmp(fn, "zero_grad") ? &zero : &opt) = true;
 		if (strstr(fn, "autograd::Engine::") || strstr(fn, "AccumulateGrad") ||
 		    (strstr(fn, "Backward") && strstr(fn, "::apply")) || !strcmp(fn, "_engine_run_backward") ||
@@ -492,7 +499,29 @@ static int made(struct pass *p, const struct mt_event *e, size_t i, uint64_t key
 			  .builds = builds,
 			  .workspace = p->c->frames && e->kind == MT_EV_ALLOC && is_workspace(p, e->stack),
 			  .own = own};
+	if (p->c->frames && f.phase == PH_OPTIMIZER && e->kind == MT_EV_ALLOC &&
+	    mt_map_put(&p->opt_made, e->size, i + 1))
+		return ENOMEM;
 	return mt_map_put(&p->live, key, slot + 1);
+}
+
+/* An optimizer that writes a parameter anew (p.data = p.data - lr * ...) makes the new
+ * value, then frees the old one: the last allocation of its size that step made, still
+ * live, is the parameter now. */
+static void inherit(struct pass *p, const struct mt_event *e, const struct life *old)
+{
+	struct frame f;
+	uint64_t made, k;
+
+	if (!p->c->frames || p->c->category[old->event] != MT_TAG_PARAMS ||
+	    !mt_map_get(&p->opt_made, p->t->events[old->event].size, &made))
+		return;
+	f = frames_now(p, e);
+	made--;
+	if (f.phase != PH_OPTIMIZER || !mt_map_get(&p->live, p->t->events[made].addr, &k) ||
+	    p->life[k - 1].event != made || p->life[k - 1].instance != f.instance)
+		return;
+	p->life[k - 1].heir = true;
 }
 
 static void freed(struct pass *p, const struct mt_event *e, uint64_t key)
@@ -511,6 +540,7 @@ static void freed(struct pass *p, const struct mt_event *e, uint64_t key)
 	l->alive_into_optimizer = p->opt_begun > l->opt_seen;
 	l->alive_past_forward = p->first_forward_done;
 	settle(p, k - 1);
+	inherit(p, e, l);
 }
 
 int mt_composition_start(struct mt_composition_scan **out, struct mt_composition *c, const struct mt_trace *t)
@@ -710,6 +740,7 @@ int mt_composition_finish(struct mt_composition_scan *scan, int err)
 	free(p->said);
 	free(p->workspace);
 	mt_map_free(&p->state_sizes);
+	mt_map_free(&p->opt_made);
 	mt_map_free(&p->live);
 	if (err)
 		mt_composition_free(p->c);

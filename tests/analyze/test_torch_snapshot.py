@@ -281,6 +281,48 @@ p, rep = run("report", "--json", write("built-own-modules", built))
 comp = rep["devices"][0]["composition_at_peak"] if rep else {}
 ok(comp and comp["params"] == 128 * MiB and comp["activations"] == 32 * MiB and comp["other"] == 0,
    "a model of the user's own modules built while recording (__init__ under __init__): parameters", comp)
+# a hand-written AdamW (optimizer.py, no torch.optim frame) that makes its two states per
+# parameter in its __init__ and writes each parameter anew in its step (p.data = p.data -
+# lr * ...: the new value made, then the old freed); a step, then a longer forward: at the
+# peak, the parameters are the step's new values (128 MiB), not optimizer state; the
+# states (256 MiB) made in __init__ are optimizer state, not other; gradients 128 MiB,
+# the second forward's seven outputs 112 MiB
+d = Trace(BASE)
+d.add("segment_alloc", BASE, SEG, LOOP)
+own = [frame("main", "/home/me/run.py", 11), frame("<module>", "/home/me/run.py", 58)]
+params = [d.alloc(32 * MiB, python_stack([frame("__init__", "/home/me/layers.py", 19),
+                                          frame("__init__", "/home/me/model.py", 37)] + own,
+                                         RECORDER + ALLOCATOR + op("empty"))) for _ in range(4)]
+for k in range(8):
+    d.alloc(32 * MiB, python_stack([frame("__init__", "/home/me/optimizer.py", 27 + k % 2)] + own,
+                                   RECORDER + ALLOCATOR + op("zeros_like")))
+acts = [d.alloc(16 * MiB, forward_stack(k, "mm")) for k in range(6)]
+for k in range(4):
+    d.alloc(32 * MiB, grad_stack())
+for a in acts:
+    d.free(a)
+for old in params:
+    d.alloc(32 * MiB, python_stack([frame("step", "/home/me/optimizer.py", 64)] + own,
+                                   RECORDER + ALLOCATOR + op("sub")))
+    d.free(old)
+for k in range(7):
+    d.alloc(16 * MiB, forward_stack(k, "mm"))
+blocks, at = [], BASE
+for a, (size, frames) in sorted(d.live.items()):
+    if a > at:
+        blocks.append(block(at, a - at, 0, "inactive", []))
+    blocks.append(block(a, size, size, "active_allocated", frames))
+    at = a + size
+blocks.append(block(at, BASE + SEG - at, 0, "inactive", []))
+own_adamw = {"segments": [segment(0, BASE, blocks, expandable=False)], "device_traces": [d.entries],
+             "allocator_settings": settings(False), "external_annotations": []}
+p, rep = run("report", "--json", write("own-adamw", own_adamw))
+dev = rep["devices"][0] if rep else {}
+comp = {k: v for k, v in dev.get("composition_at_peak", {}).items() if v and k != "reserved_unallocated"}
+ok(dev.get("peak_allocated_bytes") == 624 * MiB and
+   comp == {"params": 128 * MiB, "optimizer": 256 * MiB, "grads": 128 * MiB, "activations": 112 * MiB},
+   "a hand-written optimizer: states made in its __init__ are optimizer state, a parameter it writes anew in "
+   "its step stays a parameter", (dev.get("peak_allocated_bytes"), comp))
 p, _ = run("report", write("training-text", training()))
 ok(re.search(r"grads +128\.00 MiB +\(frames, sure\)", p.stdout) and
    re.search(r"optimizer +256\.00 MiB +\(frames, sure\)", p.stdout),
