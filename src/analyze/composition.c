@@ -574,8 +574,10 @@ int mt_composition_start(struct mt_composition_scan **out, struct mt_composition
 	for (size_t i = 0; i < t->nevents && !c->has_phases; i++)
 		c->has_phases =
 		    t->events[i].kind == MT_EV_RANGE_PUSH || (t->events[i].kind == MT_EV_RANGE_START && !snapshot);
-	/* a snapshot with no entries (taken without history) has no frames to read */
-	untraced = snapshot && mt_trace_info(t, "time", backend, sizeof backend) && !strcmp(backend, "none");
+	/* a snapshot with no entries (taken without history) has no frames to read, unless its
+	   blocks have theirs (a segments-only snapshot taken with history on) */
+	untraced = snapshot && mt_trace_info(t, "time", backend, sizeof backend) && !strcmp(backend, "none") &&
+		   !mt_trace_info(t, "history", backend, sizeof backend);
 	for (size_t i = 1; i < t->nstacks && !c->has_phases && !c->frames && !untraced; i++)
 		for (uint32_t k = 0; k < t->stacks[i].depth && !c->frames; k++)
 			c->frames = t->nnamed || (t->stacks[i].frames[k] & MT_PYFRAME);

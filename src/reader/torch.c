@@ -958,6 +958,18 @@ static int final_blocks(struct importer *im, const struct seg_rec *g, uint32_t l
 	return 0;
 }
 
+/* Whether a block live at the end has frames (memory history was on when it was made). */
+static bool blocks_framed(const struct mt_trace *t)
+{
+	for (size_t i = 0; i < t->nevents; i++) {
+		const struct mt_event *e = &t->events[i];
+		if (e->kind == MT_EV_ALLOC && (e->flags & MT_ALLOC_UNSEEN) && e->stack && e->stack < t->nstacks &&
+		    t->stacks[e->stack].depth)
+			return true;
+	}
+	return false;
+}
+
 /* INFO lines from allocator_settings: torch.KEY=VALUE, a dict's keys as torch.KEY.SUBKEY. */
 static void settings(FILE *info, const char *prefix, const struct pk_value *d, int depth)
 {
@@ -1120,8 +1132,13 @@ static int finish(struct importer *im, const struct pk_value *root)
 		(unsigned long long)(im->untimed && !im->timed ? 1 : base));
 	if (im->untimed && !im->timed)
 		fputs("time=order\n", out);
-	else if (!im->untimed && !im->timed) /* no entries: taken without memory history */
+	else if (!im->untimed && !im->timed) { /* no entries: taken without memory history */
 		fputs("time=none\n", out);
+		/* ...or a segments-only snapshot (torch.cuda.memory_snapshot(), the bare list)
+		   taken with it on: blocks made while it was on kept their frames */
+		if (blocks_framed(t))
+			fputs("history=blocks\n", out);
+	}
 	if (root->type == PK_DICT)
 		settings(out, "torch.", pk_get(root, "allocator_settings"), 0);
 	if (fclose(out) || !(t->info = mt_trace_own(t, ninfo + 1))) {

@@ -424,4 +424,24 @@ p, _ = run("report", path)
 ok("with no trace: taken without memory history" in p.stdout and re.search(r"allocated at the snapshot;", p.stdout)
    and "taken without torch.cuda.memory._record_memory_history" in p.stdout
    and "allocated before recording started" not in p.stdout, "no history: the text says so", p.stdout[:900])
+
+# torch.cuda.memory_snapshot() (a bare list of segments, never a trace) taken with memory
+# history on: the blocks made while it was on keep their frames (a layer's outputs a
+# module's forward made, 48 MiB), the model's weights made before it have none (128
+# MiB); no entries, yet not "taken without memory history": the frames are read, the
+# frameless blocks are the model's as in any snapshot
+S = 0x7f6000000000
+blocks = [block(S + k * 32 * MiB, 32 * MiB, 32 * MiB, "active_allocated", []) for k in range(4)]
+blocks += [block(S + 128 * MiB + k * 16 * MiB, 16 * MiB, 16 * MiB, "active_allocated", forward_stack(k, "mm"))
+           for k in range(3)]
+blocks.append(block(S + 176 * MiB, 16 * MiB, 0, "inactive", []))
+path = write("bare-list-history", [segment(0, S, blocks, expandable=False)])
+p, rep = run("report", "--json", path)
+comp = rep and {k: v for k, v in rep["devices"][0]["composition_at_peak"].items() if v and k != "reserved_unallocated"}
+ok(rep and rep["times"] == "none" and comp == {"params": 128 * MiB, "activations": 48 * MiB},
+   "a bare list taken with history on: its blocks' frames read, the frameless ones the model's", comp)
+p, _ = run("report", path)
+ok("taken without memory history" not in p.stdout and "taken without torch.cuda.memory._record_memory_history"
+   not in p.stdout and "allocated before recording started (the model's parameters" in p.stdout,
+   "a bare list taken with history on: the text does not say it was taken without", p.stdout[:900])
 done()
