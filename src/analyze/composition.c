@@ -369,7 +369,7 @@ static enum said stack_says(struct pass *p, uint32_t stack)
 					      "load_checkpoint_and_dispatch",
 					      NULL};
 	const struct mt_trace *t = p->t;
-	bool fwd = false, bwd = false, opt = false, zero = false, builds = false;
+	bool fwd = false, bwd = false, opt = false, zero = false, builds = false, kv = false;
 	unsigned inits = 0; /* Python __init__ frames: a module built of modules builds each */
 	char fn[512], file[1024];
 
@@ -396,6 +396,13 @@ static enum said stack_says(struct pass *p, uint32_t stack)
 			builds = true;
 		if (!strcmp(fn, "__init__") && strstr(file, ".py"))
 			inits++;
+		/* an inference engine's KV cache (vLLM's CacheEngine and _allocate_kv_cache,
+		   SGLang's mem_cache pools, transformers' StaticCache), made up front in __init__:
+		   what the forward passes keep, not the model */
+		if (has_word(fn, "kv_cache") || has_word(fn, "kvcache") || has_word(file, "kv_cache") ||
+		    in_file(file, "cache_engine.py") || in_file(file, "/mem_cache/") ||
+		    in_file(file, "transformers/cache_utils.py"))
+			kv = true;
 		if ((!strcmp(fn, "forward") && strstr(file, ".py")) ||
 		    (in_file(file, "torch/nn/modules/module.py") && !strcmp(fn, "_call_impl")))
 			fwd = true;
@@ -406,6 +413,7 @@ static enum said stack_says(struct pass *p, uint32_t stack)
 	p->said[stack] = (uint8_t)(1 + (opt	 ? SAYS_OPTIMIZER
 					: zero	 ? SAYS_ZERO_GRAD
 					: bwd	 ? SAYS_BACKWARD
+					: kv	 ? SAYS_FORWARD
 					: builds ? SAYS_BUILDS
 					: fwd	 ? SAYS_FORWARD
 						 : SAYS_NOTHING));

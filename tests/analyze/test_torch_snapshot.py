@@ -254,6 +254,21 @@ comp = rep["devices"][0]["composition_at_peak"] if rep else {}
 ok(comp and comp["params"] == 128 * MiB and comp["activations"] == 96 * MiB,
    "a block made before recording whose frames say a module's forward made it is an activation, not a parameter",
    comp)
+# an inference engine's KV cache, made up front by its cache engine's __init__ (vLLM's
+# CacheEngine._allocate_kv_cache under the worker's __init__, no forward): what the passes
+# keep, not the model (a public verl job's 20.3 GiB were read as parameters)
+vllm = inference()
+kv_py = [frame("_allocate_kv_cache", "/usr/lib/python3/site-packages/vllm/worker/cache_engine.py", 83),
+         frame("__init__", "/usr/lib/python3/site-packages/vllm/worker/cache_engine.py", 64),
+         frame("_init_cache_engine", "/usr/lib/python3/site-packages/vllm/worker/worker.py", 312),
+         frame("__init__", "/home/me/rollout.py", 114), frame("main", "/home/me/run.py", 9)]
+vllm["segments"].append(segment(0, 0x7d0000000000, [block(0x7d0000000000, 64 * MiB, 64 * MiB, "active_allocated",
+                                                          python_stack(kv_py, RECORDER + ALLOCATOR + op("zeros")))],
+                                expandable=False))
+p, rep = run("report", "--json", write("inference-vllm-kv", vllm))
+comp = rep["devices"][0]["composition_at_peak"] if rep else {}
+ok(comp and comp["params"] == 128 * MiB and comp["activations"] == 96 * MiB,
+   "an inference engine's KV cache, made in its cache engine's __init__, is an activation, not a parameter", comp)
 # the model built while recording, of the user's own modules (a hand-written Linear's
 # __init__ under its Block's under the model's, torch.empty: no torch.nn frame), then two
 # forward passes as above: the four 32 MiB weights are parameters, not "other"
