@@ -107,6 +107,27 @@ for divisions, want in (({"1": 4, "2": 4, "4": 4}, "max_split_size_mb:200,roundu
     p, rp = run("replay", "--json", "--policy=native", write("tuned", tuned))
     ok(rp and rp["job_conf"] == want, "replay takes max_split_size, and roundup_power2_divisions where one value "
        "holds for every interval", rp and rp["job_conf"])
+# CUDA graphs' private pools (segment_pool_id (1, 0), (0, 2)): one reserved before the
+# trace, one by a segment_alloc in it, beside the default pool's; the memviz export keeps
+# each segment's pool (PyTorch's viewer draws private pools apart)
+X, Y, Z = 0x7f1000000000, 0x7f2000000000, 0x7f3000000000
+d = Trace(Y)
+d.add("segment_alloc", Y, 20 * MiB, LOOP)
+d.alloc(4 * MiB, forward_stack(0, "mm"))
+pools = {"segments": [
+    segment(0, X, [block(X, 2 * MiB, 2 * MiB, "active_allocated", []),
+                   block(X + 2 * MiB, 18 * MiB, 0, "inactive", [])], expandable=False),
+    dict(segment(0, Y, [block(Y, 4 * MiB, 4 * MiB, "active_allocated", forward_stack(0, "mm")),
+                        block(Y + 4 * MiB, 16 * MiB, 0, "inactive", [])], expandable=False), segment_pool_id=(1, 0)),
+    dict(segment(0, Z, [block(Z, 2 * MiB, 2 * MiB, "active_allocated", [])], small=True, expandable=False),
+         segment_pool_id=(0, 2))],
+    "device_traces": [d.entries], "allocator_settings": settings(False), "external_annotations": []}
+out = os.path.join(TMP, "pools.viz.pickle")
+p, _ = run("export", "--format=memviz", "-o", out, write("pools", pools))
+viz = pickle.load(open(out, "rb")) if p.returncode == 0 else {"segments": []}
+got = {s["address"]: tuple(s["segment_pool_id"]) for s in viz["segments"]}
+ok(got == {X: (0, 0), Y: (1, 0), Z: (0, 2)} and segsum(viz, 0) == segsum(pools, 0),
+   "memviz export: each segment in its own pool, a private pool's as the snapshot had it", (got, p.stderr))
 # a job on cuda:1 alone (device_traces [[], [...]], every segment on device 1): replay
 # replays device 1 unless told otherwise, not an empty device 0
 one = training()
