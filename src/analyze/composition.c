@@ -73,6 +73,8 @@ struct life {
 	bool kept_grad; /* made before recording, no frames: one of a parameter's two copies */
 	uint8_t said;	/* made before recording: what its own frames say (enum said), if any */
 	bool builds;	/* its frames build the model */
+	bool heir;	/* made in an optimizer step that then freed a parameter of its size: the
+			   parameter's new value (p.data = p.data - lr * ...) */
 	bool own;	/* its phase came from its own frames (or an open annotation) */
 	bool to_end;	/* alive at the end of the trace */
 };
@@ -103,6 +105,8 @@ struct pass {
 	bool backward_ran;	   /* an allocation was made in a backward phase */
 	bool grads_known;	   /* some allocation's category is gradients */
 	struct mt_map state_sizes; /* size -> optimizer state made before recording of that size */
+	struct mt_map opt_made;	   /* read by frames: size -> the last allocation of that size made in
+				      an optimizer step (its event + 1) */
 	bool forward_only;	   /* no stack says backward or an optimizer: inference */
 };
 
@@ -197,6 +201,10 @@ static uint8_t infer_frames(const struct life *l, bool forward_only, uint8_t *ev
 			return MT_TAG_GRADS;
 		if (!l->freed && l->kept_grad)
 			return MT_TAG_GRADS;
+		/* a layer's output a module's forward made and something kept (a KV cache, the
+		   saved activations of a pass still to go back), not the model */
+		if (!l->freed && l->said == SAYS_FORWARD)
+			return MT_TAG_ACTIVATIONS;
 		if (!l->freed)
 			return MT_TAG_PARAMS;
 		if (l->freed_phase == PH_BACKWARD)
@@ -214,6 +222,8 @@ static uint8_t infer_frames(const struct life *l, bool forward_only, uint8_t *ev
 		*evidence = 2;
 		return MT_TAG_PARAMS;
 	}
+	if (l->heir)
+		return MT_TAG_PARAMS;
 	*evidence = l->own ? 2 : 1;
 	switch (l->phase) {
 	case PH_OPTIMIZER:
@@ -359,7 +369,8 @@ static enum said stack_says(struct pass *p, uint32_t stack)
 					      "load_checkpoint_and_dispatch",
 					      NULL};
 	const struct mt_trace *t = p->t;
-	bool fwd = false, bwd = false, opt = false, zero = false, builds = false;
+	bool fwd = false, bwd = false, opt = false, zero = false, builds = false, kv = false;
+	unsigned inits = 0; /* Python __init__ frames: a module built of modules builds each */
 	char fn[512], file[1024];
 
 	if (!stack || stack >= t->nstacks)
@@ -371,7 +382,8 @@ static enum said stack_says(struct pass *p, uint32_t stack)
 			continue;
 		if (p->workspace && (strstr(fn, "getNewWorkspace") || strstr(fn, "getCUDABlasLtWorkspace")))
 			p->workspace[stack] = 1;
-		if (in_file(file, "torch/optim/") || (!strcmp(fn, "step") && strstr(file, "optim")))
+		if (in_file(file, "torch/optim/") ||
+		    ((!strcmp(fn, "step") || !strcmp(fn, "__init__")) && strstr(file, "optim")))
 			*(!strcmp(fn, "zero_grad") ? &zero : &opt) = true;
 		if (strstr(fn, "autograd::Engine::") || strstr(fn, "AccumulateGrad") ||
 		    (strstr(fn, "Backward") && strstr(fn, "::apply")) || !strcmp(fn, "_engine_run_backward") ||
@@ -382,13 +394,26 @@ static enum said stack_says(struct pass *p, uint32_t stack)
 		    in_file(file, "torch/nn/init.py") || in_file(file, "torch/nn/parallel/replicate.py") ||
 		    is_one_of(fn, loaders) || (!strcmp(fn, "__init__") && in_file(file, "torch/nn/modules/")))
 			builds = true;
+		if (!strcmp(fn, "__init__") && strstr(file, ".py"))
+			inits++;
+		/* an inference engine's KV cache (vLLM's CacheEngine and _allocate_kv_cache,
+		   SGLang's mem_cache pools, transformers' StaticCache), made up front in __init__:
+		   what the forward passes keep, not the model */
+		if (has_word(fn, "kv_cache") || has_word(fn, "kvcache") || has_word(file, "kv_cache") ||
+		    in_file(file, "cache_engine.py") || in_file(file, "/mem_cache/") ||
+		    in_file(file, "transformers/cache_utils.py"))
+			kv = true;
 		if ((!strcmp(fn, "forward") && strstr(file, ".py")) ||
 		    (in_file(file, "torch/nn/modules/module.py") && !strcmp(fn, "_call_impl")))
 			fwd = true;
 	}
+	/* a model's own modules (a hand-written Linear under its Block under the model) make
+	   their parameters in __init__ called from __init__ */
+	builds = builds || inits >= 2;
 	p->said[stack] = (uint8_t)(1 + (opt	 ? SAYS_OPTIMIZER
 					: zero	 ? SAYS_ZERO_GRAD
 					: bwd	 ? SAYS_BACKWARD
+					: kv	 ? SAYS_FORWARD
 					: builds ? SAYS_BUILDS
 					: fwd	 ? SAYS_FORWARD
 						 : SAYS_NOTHING));
@@ -482,7 +507,29 @@ static int made(struct pass *p, const struct mt_event *e, size_t i, uint64_t key
 			  .builds = builds,
 			  .workspace = p->c->frames && e->kind == MT_EV_ALLOC && is_workspace(p, e->stack),
 			  .own = own};
+	if (p->c->frames && f.phase == PH_OPTIMIZER && e->kind == MT_EV_ALLOC &&
+	    mt_map_put(&p->opt_made, e->size, i + 1))
+		return ENOMEM;
 	return mt_map_put(&p->live, key, slot + 1);
+}
+
+/* An optimizer that writes a parameter anew (p.data = p.data - lr * ...) makes the new
+ * value, then frees the old one: the last allocation of its size that step made, still
+ * live, is the parameter now. */
+static void inherit(struct pass *p, const struct mt_event *e, const struct life *old)
+{
+	struct frame f;
+	uint64_t made, k;
+
+	if (!p->c->frames || p->c->category[old->event] != MT_TAG_PARAMS ||
+	    !mt_map_get(&p->opt_made, p->t->events[old->event].size, &made))
+		return;
+	f = frames_now(p, e);
+	made--;
+	if (f.phase != PH_OPTIMIZER || !mt_map_get(&p->live, p->t->events[made].addr, &k) ||
+	    p->life[k - 1].event != made || p->life[k - 1].instance != f.instance)
+		return;
+	p->life[k - 1].heir = true;
 }
 
 static void freed(struct pass *p, const struct mt_event *e, uint64_t key)
@@ -501,6 +548,7 @@ static void freed(struct pass *p, const struct mt_event *e, uint64_t key)
 	l->alive_into_optimizer = p->opt_begun > l->opt_seen;
 	l->alive_past_forward = p->first_forward_done;
 	settle(p, k - 1);
+	inherit(p, e, l);
 }
 
 int mt_composition_start(struct mt_composition_scan **out, struct mt_composition *c, const struct mt_trace *t)
@@ -534,8 +582,10 @@ int mt_composition_start(struct mt_composition_scan **out, struct mt_composition
 	for (size_t i = 0; i < t->nevents && !c->has_phases; i++)
 		c->has_phases =
 		    t->events[i].kind == MT_EV_RANGE_PUSH || (t->events[i].kind == MT_EV_RANGE_START && !snapshot);
-	/* a snapshot with no entries (taken without history) has no frames to read */
-	untraced = snapshot && mt_trace_info(t, "time", backend, sizeof backend) && !strcmp(backend, "none");
+	/* a snapshot with no entries (taken without history) has no frames to read, unless its
+	   blocks have theirs (a segments-only snapshot taken with history on) */
+	untraced = snapshot && mt_trace_info(t, "time", backend, sizeof backend) && !strcmp(backend, "none") &&
+		   !mt_trace_info(t, "history", backend, sizeof backend);
 	for (size_t i = 1; i < t->nstacks && !c->has_phases && !c->frames && !untraced; i++)
 		for (uint32_t k = 0; k < t->stacks[i].depth && !c->frames; k++)
 			c->frames = t->nnamed || (t->stacks[i].frames[k] & MT_PYFRAME);
@@ -700,6 +750,7 @@ int mt_composition_finish(struct mt_composition_scan *scan, int err)
 	free(p->said);
 	free(p->workspace);
 	mt_map_free(&p->state_sizes);
+	mt_map_free(&p->opt_made);
 	mt_map_free(&p->live);
 	if (err)
 		mt_composition_free(p->c);

@@ -213,6 +213,7 @@ static void entry(struct writer *w, const struct mt_report *r, struct mt_symbols
  * pages of one range joined), or a plain allocation standing alone. */
 struct seg {
 	uint64_t addr, size, stream;
+	uint64_t pool; /* segment_pool_id as a << 32 | b */
 	uint32_t stack;
 	bool expandable, small;
 };
@@ -281,8 +282,8 @@ static size_t segment_dict(struct writer *w, const struct mt_report *r, struct m
 	int_item(w, "stream", (int64_t)g->stream);
 	key(w, "segment_type");
 	str(w, g->small || (g->size <= (2u << 20) && !g->expandable) ? "small" : "large", true);
-	int_item(w, "segment_pool_id", 0);
-	integer(w, 0);
+	int_item(w, "segment_pool_id", (int64_t)(g->pool >> 32));
+	integer(w, (int64_t)(g->pool & 0xffffffffu));
 	op(w, 0x86); /* TUPLE2 */
 	key(w, "is_expandable");
 	op(w, g->expandable ? 0x88 : 0x89); /* NEWTRUE, NEWFALSE */
@@ -331,8 +332,13 @@ static int write_segments(struct writer *w, const struct mt_report *r, struct mt
 		if (e->kind == MT_EV_SEGMENT_ALLOC) {
 			if ((err = mt_grow((void **)&segs, &cap, nsegs, sizeof *segs)))
 				break;
-			segs[nsegs++] = (struct seg){
-			    e->addr, e->size, e->aux, e->stack, e->flags & MT_SEG_MAPPED, e->flags & MT_SEG_SMALL};
+			segs[nsegs++] = (struct seg){e->addr,
+						     e->size,
+						     e->aux,
+						     e->aux2,
+						     e->stack,
+						     e->flags & MT_SEG_MAPPED,
+						     e->flags & MT_SEG_SMALL};
 		} else if (!(e->flags & MT_SEG_MAPPED)) {
 			for (size_t j = nsegs; j-- > 0;)
 				if (segs[j].addr == e->addr && !segs[j].expandable) {

@@ -246,6 +246,7 @@ int mt_report_build(struct mt_report *r, const struct mt_trace *t, const struct 
 		char order[16];
 		mt_trace_info(t, "time", order, sizeof order);
 		r->untraced = !strcmp(order, "none");
+		r->block_history = r->untraced && mt_trace_info(t, "history", order, sizeof order);
 		r->order = r->untraced || !strcmp(order, "order");
 	}
 	if ((err = mt_leaks_start(&scan, &r->leaks, t, o ? o->iteration : NULL)))
@@ -373,7 +374,7 @@ static const char *before_text(const struct pr *p, uint8_t before)
 	    [MT_TAG_TEMPORARIES] = "allocated before recording started, read as temporaries",
 	    [MT_TAG_OTHER] = "allocated before recording started (nothing says what it is)"};
 
-	if (p->r->untraced)
+	if (p->r->untraced && !p->r->block_history)
 		return MT_NO_HISTORY;
 	return before > 1 && before - 1 < MT_TAG_COUNT && as[before - 1] ? as[before - 1] : MT_BEFORE_RECORDING;
 }
@@ -904,9 +905,12 @@ void mt_report_text(FILE *out, const struct mt_report *r, struct mt_symbols *sym
 	/* imports say what they were; a memtap trace names its process */
 	if (snapshot)
 		fprintf(out, "memtap report: %s (a PyTorch memory snapshot%s)\n", t->path,
-			r->untraced ? " with no trace: taken without memory history, it holds only what was live then"
-			: r->order  ? "; it has no times, so entries are numbered in order"
-				    : "");
+			r->untraced && r->block_history
+			    ? " with no trace: it holds only what was live then, the blocks made while memory "
+			      "history was on with their stacks"
+			: r->untraced ? " with no trace: taken without memory history, it holds only what was live then"
+			: r->order    ? "; it has no times, so entries are numbered in order"
+				      : "");
 	else if (!strcmp(backend, "rmm-log"))
 		fprintf(out, "memtap report: %s (an RMM log)\n", t->path);
 	else if (!mt_trace_info(t, "pid", pid, sizeof pid))

@@ -73,8 +73,9 @@ struct mt_report {
 	uint64_t start;					 /* trace start, monotonic ns */
 	bool order;					 /* the trace has no times: they are entries' places */
 	bool untraced;					 /* a snapshot with no entries: one moment */
-	const struct mt_plan_config *plan;		 /* the run's setup, checked: adds a capacity plan */
-	bool all_frames;				 /* text: every frame of every stack, unshortened */
+	bool block_history;		   /* ...whose blocks made while memory history was on kept their frames */
+	const struct mt_plan_config *plan; /* the run's setup, checked: adds a capacity plan */
+	bool all_frames;		   /* text: every frame of every stack, unshortened */
 };
 
 struct mt_report_options {

@@ -134,6 +134,17 @@ static bool is_device_alloc(const struct mt_event *e)
 	return e->kind == MT_EV_ALLOC && mt_api(e) != MT_API_MANAGED && mt_api(e) != MT_API_HOST;
 }
 
+int mt_sim_first_device(const struct mt_trace *t)
+{
+	int first = -1;
+
+	for (size_t i = 0; i < t->nevents; i++)
+		if (is_device_alloc(&t->events[i]) && t->events[i].device != MT_NO_DEVICE &&
+		    (first < 0 || t->events[i].device < first))
+			first = t->events[i].device;
+	return first < 0 ? 0 : first;
+}
+
 int mt_sim_input(const struct mt_trace *t, uint8_t device, struct mt_sim_input *in)
 {
 	struct mt_map live = {0}, segs = {0};

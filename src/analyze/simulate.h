@@ -54,6 +54,8 @@ struct mt_sim_result {
 
 /* The device's allocations and frees in `t` (its caching allocator's blocks when it has
  * them, else every device allocation). 0 or ENOMEM. */
+/* The lowest device the trace allocated on (a snapshot taken on cuda:1 alone), else 0. */
+int mt_sim_first_device(const struct mt_trace *t);
 int mt_sim_input(const struct mt_trace *t, uint8_t device, struct mt_sim_input *in);
 void mt_sim_input_free(struct mt_sim_input *in);
 /* The sequence through config `c` on a device of `capacity` bytes (0: unlimited).

@@ -51,6 +51,7 @@ enum block_state { INACTIVE, ALLOCATED, PENDING };
 
 struct seg_rec {
 	uint64_t addr, size, stream;
+	uint64_t pool;	      /* segment_pool_id (a, b) as a << 32 | b: 0 the default pool */
 	uint32_t stack, list; /* the list it came from (number + 1) */
 	size_t first, n;      /* its live blocks in blocks[] */
 	size_t all;	      /* blocks it listed: what reading it again costs */
@@ -385,7 +386,7 @@ static int apply(struct importer *im, uint32_t list, struct mt_event e, bool seg
 			return add(im, e, at);
 		if ((r = add(im, e, at)))
 			return r;
-		return mt_map_put(&im->segs, key, 1);
+		return mt_map_put(&im->segs, key, im->t->nevents); /* its event + 1 */
 	case MT_EV_SEGMENT_FREE:
 		if (!segment_plain)
 			return add(im, e, at);
@@ -517,8 +518,8 @@ static int entry(struct importer *im, struct pk_reader *r, uint32_t list, struct
 static int segment(struct importer *im, struct pk_reader *r, uint32_t list, struct pk_value *s)
 {
 	const struct pk_value *blocks = NULL, *frames = NULL, *dv = NULL, *av = NULL, *tv = NULL, *sv = NULL,
-			      *type = NULL, *expandable = NULL;
-	int64_t device = 0, address = 0, total = 0, stream = 0;
+			      *type = NULL, *expandable = NULL, *pool = NULL;
+	int64_t device = 0, address = 0, total = 0, stream = 0, pa = 0, pb = 0;
 	struct seg_rec g = {.list = list + 1};
 	uint64_t offset = 0;
 	int err = 0;
@@ -556,6 +557,8 @@ static int segment(struct importer *im, struct pk_reader *r, uint32_t list, stru
 			type = v;
 		else if (KEY(k, "is_expandable"))
 			expandable = v;
+		else if (KEY(k, "segment_pool_id"))
+			pool = v;
 	}
 	if ((err = num(im, dv, "device", &device)) || (err = num(im, av, "address", &address)) ||
 	    (err = num(im, tv, "total_size", &total)) || (err = num(im, sv, "stream", &stream)))
@@ -568,6 +571,10 @@ static int segment(struct importer *im, struct pk_reader *r, uint32_t list, stru
 	g.stream = (uint64_t)stream;
 	g.flags = (pk_str(type) && !strcmp(pk_str(type), "small") ? MT_SEG_SMALL : 0) |
 		  (expandable && expandable->type == PK_BOOL && expandable->b ? MT_SEG_MAPPED : 0);
+	/* a private pool's (CUDA graphs, torch.cuda.MemPool): the pair, each half 32 bits */
+	if (pool && pool->type == PK_TUPLE && pk_len(pool) == 2 && pk_int(pk_at(pool, 0), &pa) &&
+	    pk_int(pk_at(pool, 1), &pb))
+		g.pool = (uint64_t)(uint32_t)pa << 32 | (uint32_t)pb;
 	g.stack = stack_of(im, r, frames, &err);
 	g.first = im->nblk;
 	for (size_t k = 0; !err && k < pk_len(blocks); k++) {
@@ -904,6 +911,7 @@ static int pages(struct importer *im, uint32_t segments, uint8_t d, uint64_t *fi
 						    .addr = a,
 						    .size = b - a,
 						    .aux = g ? g->stream : 0,
+						    .aux2 = g ? g->pool : 0,
 						    .stack = g ? g->stack : 0,
 						    .flags = MT_SEG_MAPPED | MT_SEG_UNSEEN |
 							     (g ? g->flags & MT_SEG_SMALL : 0)},
@@ -984,6 +992,18 @@ static int final_blocks(struct importer *im, const struct seg_rec *g, uint32_t l
 			return err;
 	}
 	return 0;
+}
+
+/* Whether a block live at the end has frames (memory history was on when it was made). */
+static bool blocks_framed(const struct mt_trace *t)
+{
+	for (size_t i = 0; i < t->nevents; i++) {
+		const struct mt_event *e = &t->events[i];
+		if (e->kind == MT_EV_ALLOC && (e->flags & MT_ALLOC_UNSEEN) && e->stack && e->stack < t->nstacks &&
+		    t->stacks[e->stack].depth)
+			return true;
+	}
+	return false;
 }
 
 /* INFO lines from allocator_settings: torch.KEY=VALUE, a dict's keys as torch.KEY.SUBKEY. */
@@ -1094,7 +1114,9 @@ static int finish(struct importer *im, const struct pk_value *root)
 					err = ENOMEM;
 				else
 					fin[2 * nfin] = g->addr, fin[2 * nfin + 1] = g->addr + g->size, nfin++;
-			} else if (!mt_map_get(&im->segs, key_of(list, g->addr), NULL)) {
+			} else if (mt_map_get(&im->segs, key_of(list, g->addr), &number)) {
+				im->t->events[number - 1].aux2 = g->pool; /* reserved in the trace */
+			} else {
 				err = add(
 				    im,
 				    (struct mt_event){.kind = MT_EV_SEGMENT_ALLOC,
@@ -1103,6 +1125,7 @@ static int finish(struct importer *im, const struct pk_value *root)
 						      .addr = g->addr,
 						      .size = g->size,
 						      .aux = g->stream,
+						      .aux2 = g->pool,
 						      .stack = g->stack,
 						      .flags = (uint8_t)((g->flags & MT_SEG_SMALL) | MT_SEG_UNSEEN)},
 				    NULL);
@@ -1148,8 +1171,13 @@ static int finish(struct importer *im, const struct pk_value *root)
 		(unsigned long long)(im->untimed && !im->timed ? 1 : base));
 	if (im->untimed && !im->timed)
 		fputs("time=order\n", out);
-	else if (!im->untimed && !im->timed) /* no entries: taken without memory history */
+	else if (!im->untimed && !im->timed) { /* no entries: taken without memory history */
 		fputs("time=none\n", out);
+		/* ...or a segments-only snapshot (torch.cuda.memory_snapshot(), the bare list)
+		   taken with it on: blocks made while it was on kept their frames */
+		if (blocks_framed(t))
+			fputs("history=blocks\n", out);
+	}
 	if (root->type == PK_DICT)
 		settings(out, "torch.", pk_get(root, "allocator_settings"), 0);
 	if (fclose(out) || !(t->info = mt_trace_own(t, ninfo + 1))) {

@@ -107,6 +107,39 @@ for divisions, want in (({"1": 4, "2": 4, "4": 4}, "max_split_size_mb:200,roundu
     p, rp = run("replay", "--json", "--policy=native", write("tuned", tuned))
     ok(rp and rp["job_conf"] == want, "replay takes max_split_size, and roundup_power2_divisions where one value "
        "holds for every interval", rp and rp["job_conf"])
+# CUDA graphs' private pools (segment_pool_id (1, 0), (0, 2)): one reserved before the
+# trace, one by a segment_alloc in it, beside the default pool's; the memviz export keeps
+# each segment's pool (PyTorch's viewer draws private pools apart)
+X, Y, Z = 0x7f1000000000, 0x7f2000000000, 0x7f3000000000
+d = Trace(Y)
+d.add("segment_alloc", Y, 20 * MiB, LOOP)
+d.alloc(4 * MiB, forward_stack(0, "mm"))
+pools = {"segments": [
+    segment(0, X, [block(X, 2 * MiB, 2 * MiB, "active_allocated", []),
+                   block(X + 2 * MiB, 18 * MiB, 0, "inactive", [])], expandable=False),
+    dict(segment(0, Y, [block(Y, 4 * MiB, 4 * MiB, "active_allocated", forward_stack(0, "mm")),
+                        block(Y + 4 * MiB, 16 * MiB, 0, "inactive", [])], expandable=False), segment_pool_id=(1, 0)),
+    dict(segment(0, Z, [block(Z, 2 * MiB, 2 * MiB, "active_allocated", [])], small=True, expandable=False),
+         segment_pool_id=(0, 2))],
+    "device_traces": [d.entries], "allocator_settings": settings(False), "external_annotations": []}
+out = os.path.join(TMP, "pools.viz.pickle")
+p, _ = run("export", "--format=memviz", "-o", out, write("pools", pools))
+viz = pickle.load(open(out, "rb")) if p.returncode == 0 else {"segments": []}
+got = {s["address"]: tuple(s["segment_pool_id"]) for s in viz["segments"]}
+ok(got == {X: (0, 0), Y: (1, 0), Z: (0, 2)} and segsum(viz, 0) == segsum(pools, 0),
+   "memviz export: each segment in its own pool, a private pool's as the snapshot had it", (got, p.stderr))
+# a job on cuda:1 alone (device_traces [[], [...]], every segment on device 1): replay
+# replays device 1 unless told otherwise, not an empty device 0
+one = training()
+one["device_traces"] = [[]] + one["device_traces"][:1]
+for s in one["segments"]:
+    s["device"] = 1
+p, rp = run("replay", "--json", "--policy=native", write("cuda1", one))
+ok(rp and rp["device"] == 1 and rp["ops"] > 0 and rp["final_segments"] == segsum(one, 1)["total_reserved"],
+   "replay of a job on cuda:1 alone: device 1 by default", rp and (rp["device"], rp["ops"], p.stderr))
+p, rp = run("replay", "--json", "--policy=native", "--device=0", write("cuda1", one))
+ok(rp and rp["device"] == 0 and rp["ops"] == 0 and "no device allocations on device 0" in p.stderr,
+   "replay --device=0 of it: device 0, which has nothing, and says so", rp and (rp["device"], p.stderr))
 out = os.path.join(TMP, "expandable.viz.pickle")
 p, _ = run("export", "--format=memviz", "-o", out, path)
 viz = pickle.load(open(out, "rb")) if p.returncode == 0 else {"segments": []}
@@ -230,6 +263,102 @@ comp = rep["devices"][0]["composition_at_peak"] if rep else {}
 ok(comp and comp["params"] == 128 * MiB and comp["activations"] == 32 * MiB and comp["temporaries"] == 0,
    "inference (forward passes that free each layer's output): the parameters and two layers' outputs, activations",
    comp)
+# the same passes recorded after an earlier one made a KV cache (64 MiB, a module's forward
+# in its frames) and kept it: made before recording and live to the end, yet its own
+# frames say a forward made it, not the model's building (real ones: a Llama's cache, a
+# diffusion model's kept attention outputs, 2.7 and 7.9 GiB read as parameters)
+kv = inference()
+kv["segments"].append(segment(0, 0x7d0000000000, [block(0x7d0000000000, 64 * MiB, 64 * MiB, "active_allocated",
+                                                        forward_stack(3, "cat"))], expandable=False))
+p, rep = run("report", "--json", write("inference-kv", kv))
+comp = rep["devices"][0]["composition_at_peak"] if rep else {}
+ok(comp and comp["params"] == 128 * MiB and comp["activations"] == 96 * MiB,
+   "a block made before recording whose frames say a module's forward made it is an activation, not a parameter",
+   comp)
+# an inference engine's KV cache, made up front by its cache engine's __init__ (vLLM's
+# CacheEngine._allocate_kv_cache under the worker's __init__, no forward): what the passes
+# keep, not the model (a public verl job's 20.3 GiB were read as parameters)
+vllm = inference()
+kv_py = [frame("_allocate_kv_cache", "/usr/lib/python3/site-packages/vllm/worker/cache_engine.py", 83),
+         frame("__init__", "/usr/lib/python3/site-packages/vllm/worker/cache_engine.py", 64),
+         frame("_init_cache_engine", "/usr/lib/python3/site-packages/vllm/worker/worker.py", 312),
+         frame("__init__", "/home/me/rollout.py", 114), frame("main", "/home/me/run.py", 9)]
+vllm["segments"].append(segment(0, 0x7d0000000000, [block(0x7d0000000000, 64 * MiB, 64 * MiB, "active_allocated",
+                                                          python_stack(kv_py, RECORDER + ALLOCATOR + op("zeros")))],
+                                expandable=False))
+p, rep = run("report", "--json", write("inference-vllm-kv", vllm))
+comp = rep["devices"][0]["composition_at_peak"] if rep else {}
+ok(comp and comp["params"] == 128 * MiB and comp["activations"] == 96 * MiB,
+   "an inference engine's KV cache, made in its cache engine's __init__, is an activation, not a parameter", comp)
+# the model built while recording, of the user's own modules (a hand-written Linear's
+# __init__ under its Block's under the model's, torch.empty: no torch.nn frame), then two
+# forward passes as above: the four 32 MiB weights are parameters, not "other"
+BASE, SEG = 0x7f0000000000, 4 << 30
+d = Trace(BASE)
+d.add("segment_alloc", BASE, SEG, LOOP)
+for k in range(4):
+    py = [frame("__init__", "/home/me/layers.py", 19), frame("__init__", "/home/me/block.py", 30),
+          frame("__init__", "/home/me/model.py", 37), frame("main", "/home/me/run.py", 11),
+          frame("<module>", "/home/me/run.py", 58)]
+    d.alloc(32 * MiB, python_stack(py, RECORDER + ALLOCATOR + op("empty")))
+for _ in range(2):
+    prev = None
+    for k in range(6):
+        out = d.alloc(16 * MiB, forward_stack(k, ["mm", "gelu", "softmax"][k % 3]))
+        if prev is not None:
+            d.free(prev)
+        prev = out
+    d.free(prev)
+blocks = [block(a, size, size, "active_allocated", frames) for a, (size, frames) in sorted(d.live.items())]
+blocks.append(block(BASE + 128 * MiB, SEG - 128 * MiB, 0, "inactive", []))
+built = {"segments": [segment(0, BASE, blocks, expandable=False)], "device_traces": [d.entries],
+         "allocator_settings": settings(False), "external_annotations": []}
+p, rep = run("report", "--json", write("built-own-modules", built))
+comp = rep["devices"][0]["composition_at_peak"] if rep else {}
+ok(comp and comp["params"] == 128 * MiB and comp["activations"] == 32 * MiB and comp["other"] == 0,
+   "a model of the user's own modules built while recording (__init__ under __init__): parameters", comp)
+# a hand-written AdamW (optimizer.py, no torch.optim frame) that makes its two states per
+# parameter in its __init__ and writes each parameter anew in its step (p.data = p.data -
+# lr * ...: the new value made, then the old freed); a step, then a longer forward: at the
+# peak, the parameters are the step's new values (128 MiB), not optimizer state; the
+# states (256 MiB) made in __init__ are optimizer state, not other; gradients 128 MiB,
+# the second forward's seven outputs 112 MiB
+d = Trace(BASE)
+d.add("segment_alloc", BASE, SEG, LOOP)
+own = [frame("main", "/home/me/run.py", 11), frame("<module>", "/home/me/run.py", 58)]
+params = [d.alloc(32 * MiB, python_stack([frame("__init__", "/home/me/layers.py", 19),
+                                          frame("__init__", "/home/me/model.py", 37)] + own,
+                                         RECORDER + ALLOCATOR + op("empty"))) for _ in range(4)]
+for k in range(8):
+    d.alloc(32 * MiB, python_stack([frame("__init__", "/home/me/optimizer.py", 27 + k % 2)] + own,
+                                   RECORDER + ALLOCATOR + op("zeros_like")))
+acts = [d.alloc(16 * MiB, forward_stack(k, "mm")) for k in range(6)]
+for k in range(4):
+    d.alloc(32 * MiB, grad_stack())
+for a in acts:
+    d.free(a)
+for old in params:
+    d.alloc(32 * MiB, python_stack([frame("step", "/home/me/optimizer.py", 64)] + own,
+                                   RECORDER + ALLOCATOR + op("sub")))
+    d.free(old)
+for k in range(7):
+    d.alloc(16 * MiB, forward_stack(k, "mm"))
+blocks, at = [], BASE
+for a, (size, frames) in sorted(d.live.items()):
+    if a > at:
+        blocks.append(block(at, a - at, 0, "inactive", []))
+    blocks.append(block(a, size, size, "active_allocated", frames))
+    at = a + size
+blocks.append(block(at, BASE + SEG - at, 0, "inactive", []))
+own_adamw = {"segments": [segment(0, BASE, blocks, expandable=False)], "device_traces": [d.entries],
+             "allocator_settings": settings(False), "external_annotations": []}
+p, rep = run("report", "--json", write("own-adamw", own_adamw))
+dev = rep["devices"][0] if rep else {}
+comp = {k: v for k, v in dev.get("composition_at_peak", {}).items() if v and k != "reserved_unallocated"}
+ok(dev.get("peak_allocated_bytes") == 624 * MiB and
+   comp == {"params": 128 * MiB, "optimizer": 256 * MiB, "grads": 128 * MiB, "activations": 112 * MiB},
+   "a hand-written optimizer: states made in its __init__ are optimizer state, a parameter it writes anew in "
+   "its step stays a parameter", (dev.get("peak_allocated_bytes"), comp))
 p, _ = run("report", write("training-text", training()))
 ok(re.search(r"grads +128\.00 MiB +\(frames, sure\)", p.stdout) and
    re.search(r"optimizer +256\.00 MiB +\(frames, sure\)", p.stdout),
@@ -358,4 +487,24 @@ for n in (40, 1000):
 per = (held[1] - held[0]) / 1000 if None not in held else None  # pickle appends a thousand at a time
 ok(per is not None and per < 420, "the import holds under 420 bytes per trace entry of a batch (339 measured; each "
    "entry's frames kept as a list until its batch is read: 542)", (held, per))
+
+# torch.cuda.memory_snapshot() (a bare list of segments, never a trace) taken with memory
+# history on: the blocks made while it was on keep their frames (a layer's outputs a
+# module's forward made, 48 MiB), the model's weights made before it have none (128
+# MiB); no entries, yet not "taken without memory history": the frames are read, the
+# frameless blocks are the model's as in any snapshot
+S = 0x7f6000000000
+blocks = [block(S + k * 32 * MiB, 32 * MiB, 32 * MiB, "active_allocated", []) for k in range(4)]
+blocks += [block(S + 128 * MiB + k * 16 * MiB, 16 * MiB, 16 * MiB, "active_allocated", forward_stack(k, "mm"))
+           for k in range(3)]
+blocks.append(block(S + 176 * MiB, 16 * MiB, 0, "inactive", []))
+path = write("bare-list-history", [segment(0, S, blocks, expandable=False)])
+p, rep = run("report", "--json", path)
+comp = rep and {k: v for k, v in rep["devices"][0]["composition_at_peak"].items() if v and k != "reserved_unallocated"}
+ok(rep and rep["times"] == "none" and comp == {"params": 128 * MiB, "activations": 48 * MiB},
+   "a bare list taken with history on: its blocks' frames read, the frameless ones the model's", comp)
+p, _ = run("report", path)
+ok("taken without memory history" not in p.stdout and "taken without torch.cuda.memory._record_memory_history"
+   not in p.stdout and "allocated before recording started (the model's parameters" in p.stdout,
+   "a bare list taken with history on: the text does not say it was taken without", p.stdout[:900])
 done()

@@ -17,8 +17,8 @@ const char export_usage[] =
     "                      counter track per device split by category, OOMs, NVTX ranges\n"
     "  --format memviz     a pickle in PyTorch's snapshot layout for pytorch.org/memory_viz\n"
     "                      (each entry carries its category in the profiler's words, some\n"
-    "                      'unknown' as the viewer needs; a snapshot's allocator_settings and\n"
-    "                      external_annotations kept; use -o, it is binary)\n";
+    "                      'unknown' as the viewer needs; a snapshot's allocator_settings,\n"
+    "                      external_annotations and private pools kept; use -o, it is binary)\n";
 
 int cmd_export(int argc, char **argv)
 {

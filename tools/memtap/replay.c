@@ -61,7 +61,7 @@ const char replay_usage[] =
     "beside native's; where the job released its cache (empty_cache, an OOM's retry), every\n"
     "policy releases at the same point; native and memtap run with the job's own\n"
     "allocator_settings (expandable segments, max_split_size, roundup_power2_divisions),\n"
-    "then --conf's.\n"
+    "then --conf's. --device=N replays device N (default: the lowest device with allocations).\n"
     "--json prints all of it with the timeline.\n";
 
 struct row {
@@ -164,7 +164,7 @@ int cmd_replay(int argc, char **argv)
 	const char *policies = "native,memtap,memtap-vmm,bump", *conf = NULL, *bad;
 	uint64_t capacity = 0;
 	bool json = false, find_min = false, damaged;
-	int device = 0, c;
+	int device = -1, c;
 	struct row rows[8];
 	size_t nrows = 0;
 	struct mt_trace t;
@@ -219,6 +219,8 @@ int cmd_replay(int argc, char **argv)
 			die(EXIT_USAGE, "--conf: cannot use '%s'", bad);
 		rows[nrows++].policy = p;
 	}
+	if (device < 0) /* a job on cuda:1 alone has nothing on device 0 */
+		device = mt_sim_first_device(&t);
 	if (mt_sim_input(&t, (uint8_t)device, &in))
 		die(1, "out of memory reading %s", argv[optind]);
 	if (!in.nops && !damaged) /* a damaged trace's one line already gave its count of events */
