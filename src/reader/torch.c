@@ -964,6 +964,8 @@ static int final_blocks(struct importer *im, const struct seg_rec *g, uint32_t l
 		if (mt_map_get(&im->live, key_of(list, b->addr), &event)) {
 			im->t->events[event - 1].aux2 = b->size;
 			size = im->t->events[event - 1].size;
+		} else if (b->state == PENDING && !requested) {
+			continue; /* made before, its free asked where no entry says: free, as segsum counts it */
 		} else {
 			err = add(im,
 				  (struct mt_event){.kind = MT_EV_ALLOC,

@@ -195,6 +195,24 @@ if snap:
        "pending before recording: counted in memtap's peak, free at the end", dev)
     ok(orig and orig == back, "pending before recording: memtap's report of the export read back is the original's")
 
+# The same taken without memory history (no entries, as a public verl snapshot was): the
+# pending block is free at the snapshot's moment, as segsum counts it; with no free_requested
+# to say when it was asked, the export writes it as free space.
+bare = {"segments": [segment(0, S, [block(S, 6 * MiB, 6 * MiB, "active_pending_free", []),
+                                    block(S + 6 * MiB, 4 * MiB, 4 * MiB - 100, "active_allocated", []),
+                                    block(S + 10 * MiB, 10 * MiB, 0, "inactive", [])], expandable=False)],
+        "device_traces": [[]]}
+snap, orig, back = roundtrip("pending-untraced", bare)
+if snap:
+    want = {"reserved": 20 * MiB, "allocated": 4 * MiB - 100, "free_internal": 100, "free_external": 16 * MiB,
+            "active": 10 * MiB}
+    ok(segsum(bare) == want and segsum(snap) == dict(want, active=4 * MiB),
+       "pending without a trace: segsum's figures on the original and the export (active: its block is free space "
+       "there)", (segsum(bare), segsum(snap)))
+    dev = (orig.get("devices") or [{}])[0]
+    ok(dev.get("peak_allocated_bytes") == dev.get("allocated_at_exit_bytes") == 4 * MiB - 100,
+       "pending without a trace: free at the snapshot, not allocated", dev)
+
 # Frames come back as they were: a filename '' (PyTorch writes it for some C++ frames) stays
 # '', a 600-character kernel name is not cut.
 framed = pending_free()
