@@ -480,6 +480,12 @@ static int read_chunks(struct mt_trace *t, const uint8_t *data, size_t size, siz
 /* The file header: 0, or EINVAL with the problem noted. */
 static int check_header(struct mt_trace *t, const uint8_t *data, size_t size)
 {
+	static const char lfs[] = "version https://git-lfs.github.com/spec/";
+
+	if (size >= sizeof lfs - 1 && memcmp(data, lfs, sizeof lfs - 1) == 0) {
+		note(t, "a Git LFS pointer, not the file it stands for (git lfs pull fetches it)");
+		return EINVAL;
+	}
 	if (size < 16 || memcmp(data, MT_FILE_MAGIC, 8) != 0) {
 		note(t, "not a memtap trace (no memtap header)");
 		return EINVAL;

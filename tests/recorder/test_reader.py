@@ -37,6 +37,11 @@ other = os.path.join(TMP, "other.trace")
 open(other, "wb").write(b"PK\x03\x04" + b"\0" * 100)
 p = run("report", other)
 ok(p.returncode == 2 and "not a memtap trace" in p.stderr, "a file of another format", p.stderr)
+lfs = os.path.join(TMP, "snapshot.pickle")  # a repository's snapshot cloned without git lfs
+open(lfs, "w").write("version https://git-lfs.github.com/spec/v1\noid sha256:4d7a2146f0e5c5d0b1\nsize 48204512\n")
+p = run("report", lfs)
+ok(p.returncode == 2 and p.stderr.count("\n") == 1 and "a Git LFS pointer, not the file" in p.stderr,
+   "a Git LFS pointer: said so, in one line", p.stderr)
 
 cut = os.path.join(TMP, "cut.trace")
 crashes, prev, monotone, one_line = [], 0, True, True
