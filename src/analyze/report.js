@@ -119,6 +119,7 @@
       const ty = svg("text", { x: m.l - 6, y: y(ymax * i / 4) + 4, "text-anchor": "end" });
       ty.textContent = bytes(Math.round(ymax * i / 4));
       g.append(ty);
+      if (REPORT.times === "none" && i !== 2) continue; // one moment: one label
       const tx = svg("text", { x: x(xmax * i / 4), y: height - 6, "text-anchor": "middle" });
       tx.textContent = moment(xmax * i / 4, xmax);
       g.append(tx);
@@ -130,6 +131,8 @@
   // Stacked areas of each category over time; the peak marked.
   function compositionChart(device, points) {
     const total = (p) => CATEGORIES.reduce((s, _, i) => s + p[1 + i], 0);
+    if (REPORT.times === "none" && points.length) // one moment: what it held, the chart's width
+      points = [[0, ...points[points.length - 1].slice(1)]];
     const xmax = Math.max(1, ...points.map((p) => p[0]), device.peak_time_ns);
     const ymax = Math.max(1, device.peak_allocated_bytes, ...points.map((p) => Math.max(total(p), p[7])));
     const c = axes(900, 260, xmax, ymax);

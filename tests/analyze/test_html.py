@@ -234,7 +234,7 @@ ok(len(drawn) == 400 and drawn == sorted(drawn) and drawn[0] == MiB and note and
 
 # ---- a training step's stacks: as the text reads them, every frame a click away ----
 sys.path.insert(0, os.path.join(os.environ["MT_SRCDIR"], "tests/analyze"))
-from snapshots import expandable_oom, many_places, training, warm_step  # noqa: E402
+from snapshots import block, expandable_oom, forward_stack, many_places, segment, training, warm_step  # noqa: E402
 
 
 def snapshot_page(name, snap):
@@ -291,6 +291,25 @@ ticks = [text(t) for t in find(chart, "text")] if chart else []
 ok(summary and "entry %d" % rep["devices"][0]["peak_time_ns"] in text(summary) and "\u00b5s" not in text(summary)
    and any(t.startswith("entry ") for t in ticks) and not any(t.endswith("s") for t in ticks),
    "untimed: the peak and the time axis in entries, as the text says", (summary and text(summary), ticks))
+
+# ---- a snapshot with no trace (one moment): what it held drawn across the chart, one time label ----
+S = 0x7f6000000000
+blocks = [block(S + k * 32 * MiB, 32 * MiB, 32 * MiB, "active_allocated", []) for k in range(4)]
+blocks += [block(S + 128 * MiB + k * 16 * MiB, 16 * MiB, 16 * MiB, "active_allocated", forward_stack(k, "mm"))
+           for k in range(3)]
+rep, dom = snapshot_page("one-moment", [segment(0, S, blocks, expandable=False)])
+chart = dom.by_id.get("composition-0")
+areas = find(chart, "path", "area") if chart else []
+# each area's height at the chart's left edge (a moment drawn at the right edge alone has none)
+left = []
+for a in areas:
+    pts = [(float(x), float(y)) for x, y in re.findall(r"[ML]([\d.]+),([\d.]+)", a["attrs"]["d"])]
+    edge = min(x for x, _ in pts)
+    left.append(max(y for x, y in pts if x == edge) - min(y for x, y in pts if x == edge))
+labels = [text(t) for t in find(chart, "text")] if chart else []
+ok(rep["times"] == "none" and len(areas) == 2 and all(h > 10 for h in left) and
+   labels.count("the snapshot") == 1, "one moment: its parameters and activations drawn across the chart, "
+   "one time label", (left, labels))
 
 # ---- errors: one line, non-zero ----
 p = subprocess.run([MEMTAP, "report", "--html", os.path.join(TMP, "no/such/dir/x.html"), trace], capture_output=True,
