@@ -8,6 +8,39 @@
 #include "analyze/simulate.h"
 #include "core/map.h"
 
+/* An address for a segment of `size`: the job's next segment of that size that overlaps
+ * none the replay holds, else a new one past every other. */
+static uint64_t address(struct mt_sim_device *d, uint64_t size)
+{
+	uint64_t addr = d->next_addr;
+
+	while (d->first_free < d->nplaces && d->taken[d->first_free])
+		d->first_free++;
+	for (size_t k = d->first_free; k < d->nplaces; k++) {
+		const struct mt_sim_place *p = &d->places[k];
+		bool clear = !d->taken[k] && p->size == size;
+
+		for (size_t j = 0; clear && j < d->nplaces; j++)
+			clear = d->taken[j] != 1 || d->places[j].addr >= p->addr + p->size ||
+				p->addr >= d->places[j].addr + d->places[j].size;
+		if (clear) {
+			d->taken[k] = 1;
+			return p->addr;
+		}
+	}
+	d->next_addr += (size + (2u << 20) - 1) & ~(uint64_t)((2u << 20) - 1);
+	return addr;
+}
+
+static void give_address(struct mt_sim_device *d, uint64_t addr)
+{
+	for (size_t k = 0; k < d->nplaces; k++)
+		if (d->taken[k] == 1 && d->places[k].addr == addr) {
+			d->taken[k] = 2;
+			return;
+		}
+}
+
 static int sim_seg_alloc(void *ctx, int device, uint64_t size, uint64_t *addr)
 {
 	struct mt_sim_device *d = ctx;
@@ -16,30 +49,28 @@ static int sim_seg_alloc(void *ctx, int device, uint64_t size, uint64_t *addr)
 	if (d->capacity && d->used + size > d->capacity)
 		return MT_CACHE_OOM;
 	d->used += size;
-	*addr = d->next_addr;
-	d->next_addr += (size + (2u << 20) - 1) & ~(uint64_t)((2u << 20) - 1);
+	*addr = address(d, size);
 	return 0;
 }
 
 static void sim_seg_free(void *ctx, int device, uint64_t addr, uint64_t size)
 {
-	(void)device, (void)addr;
+	(void)device;
 	((struct mt_sim_device *)ctx)->used -= size;
+	give_address(ctx, addr);
 }
 
 static int sim_va_reserve(void *ctx, int device, uint64_t size, uint64_t *addr)
 {
-	struct mt_sim_device *d = ctx;
-
 	(void)device;
-	*addr = d->next_addr;
-	d->next_addr += (size + (2u << 20) - 1) & ~(uint64_t)((2u << 20) - 1);
+	*addr = address(ctx, size);
 	return 0;
 }
 
 static void sim_va_free(void *ctx, int device, uint64_t addr, uint64_t size)
 {
-	(void)ctx, (void)device, (void)addr, (void)size;
+	(void)device, (void)size;
+	give_address(ctx, addr);
 }
 
 /* A physical page's handle carries its size in MiB in its low 24 bits, so a release needs
@@ -173,6 +204,13 @@ int mt_sim_input(const struct mt_trace *t, uint8_t device, struct mt_sim_input *
 		if (e->kind == MT_EV_SEGMENT_ALLOC && e->device == device) {
 			reserved += e->size;
 			err = pages ? 0 : mt_map_put(&segs, e->addr, e->size);
+			if (!err && !pages && releases) {
+				struct mt_sim_place *v = realloc(in->places, (in->nplaces + 1) * sizeof *v);
+				if (!v)
+					err = ENOMEM;
+				else
+					(in->places = v)[in->nplaces++] = (struct mt_sim_place){e->addr, e->size};
+			}
 			continue;
 		}
 		if (e->kind == MT_EV_SEGMENT_FREE && (pages || mt_map_del(&segs, e->addr, &v))) {
@@ -213,6 +251,7 @@ int mt_sim_input(const struct mt_trace *t, uint8_t device, struct mt_sim_input *
 
 void mt_sim_input_free(struct mt_sim_input *in)
 {
+	free(in->places);
 	free(in->ops);
 	memset(in, 0, sizeof *in);
 }
@@ -254,13 +293,17 @@ int mt_sim_run(const struct mt_sim_input *in, const struct mt_cache_config *c, u
 
 	memset(r, 0, sizeof *r);
 	mt_sim_device_init(&dev, capacity, &b);
-	if (!addrs || !sizes)
+	dev.places = in->places;
+	dev.nplaces = in->nplaces;
+	dev.taken = calloc(in->nplaces + 1, 1);
+	if (!addrs || !sizes || !dev.taken)
 		err = ENOMEM;
 	else
 		err = mt_cache_new(&m, c, &b, 0);
 	if (err) {
 		free(addrs);
 		free(sizes);
+		free(dev.taken);
 		return err;
 	}
 	for (size_t i = 0; i < in->nops && !err; i++) {
@@ -296,6 +339,7 @@ int mt_sim_run(const struct mt_sim_input *in, const struct mt_cache_config *c, u
 	mt_cache_stats(m, &r->stats);
 	r->ns_per_op = in->nops ? (double)spent / (double)in->nops : 0;
 	mt_cache_delete(m);
+	free(dev.taken);
 	free(addrs);
 	free(sizes);
 	return err;

@@ -15,8 +15,18 @@
 /* A simulated device for the engine: segments and physical pages are charged against
  * `capacity` (0: unlimited), addresses come from a counter and are never reused, events
  * complete at once. One thread at a time. */
+/* A segment the job itself reserved, in trace order: where a replay's segment of its size
+ * goes, so that a best fit breaks ties between blocks of one size (by address) as the
+ * job's allocator did. */
+struct mt_sim_place {
+	uint64_t addr, size;
+};
+
 struct mt_sim_device {
 	uint64_t capacity, used, next_addr, next_handle;
+	const struct mt_sim_place *places; /* the job's segments (none: addresses counted up) */
+	size_t nplaces, first_free;
+	uint8_t *taken; /* per place: 0 not yet, 1 held by the replay now, 2 held and given back */
 };
 
 void mt_sim_device_init(struct mt_sim_device *d, uint64_t capacity, struct mt_cache_backend *b);
@@ -34,6 +44,8 @@ struct mt_sim_op {
 struct mt_sim_input {
 	struct mt_sim_op *ops;
 	size_t nops;
+	struct mt_sim_place *places; /* a PyTorch snapshot's segments, in the job's order */
+	size_t nplaces;
 	uint64_t final_segments; /* reserved at the end as the trace says (0: unknown) */
 	size_t releases;	 /* release ops */
 	bool blocks;		 /* the trace's allocations are a caching allocator's blocks */

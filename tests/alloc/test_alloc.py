@@ -325,6 +325,27 @@ text = subprocess.run([MEMTAP, "replay", rpath, "--policy", "native"], capture_o
 ok("released its cached segments once" in text and "88.00 MiB in the trace, 88.00 MiB in the native replay (the same)"
    in text, "said in the text", text)
 
+# Ties go as in the job. A (60 MiB, made for a0) holds p (20) and q (40); B (40 MiB, made
+# for b0) comes next, at a lower address (as CUDA gave it). q and b0 freed: two free 40 MiB
+# blocks; x (20 MiB) takes the one at the lower address, B's. p freed, A is all free, so y
+# (60 MiB) takes A: 100 MiB. With addresses of its own, counting up, the replay put x in
+# A and needed a third segment for y (160 MiB): PyTorch's best fit breaks a tie by address.
+A, B = S + (4 << 30), S + (2 << 30)
+ties = [{"action": a, "addr": addr, "size": size} for a, addr, size in (
+    ("segment_alloc", A, 60 * MiB), ("alloc", A, 60 * MiB), ("free_requested", A, 60 * MiB),
+    ("free_completed", A, 60 * MiB), ("alloc", A, 20 * MiB), ("alloc", A + 20 * MiB, 40 * MiB),
+    ("segment_alloc", B, 40 * MiB), ("alloc", B, 40 * MiB),
+    ("free_requested", A + 20 * MiB, 40 * MiB), ("free_completed", A + 20 * MiB, 40 * MiB),
+    ("free_requested", B, 40 * MiB), ("free_completed", B, 40 * MiB), ("alloc", B, 20 * MiB),
+    ("free_requested", A, 20 * MiB), ("free_completed", A, 20 * MiB), ("alloc", A, 60 * MiB))]
+tpath = os.path.join(TMP, "ties.pickle")
+with open(tpath, "wb") as f:
+    pickle.dump(snapshot(ties, [seg(B, 40 * MiB), seg(A, 60 * MiB)]), f)
+p, pol, raw = replay(tpath, "--policy", "native,memtap-vmm")
+ok(pol and pol["native"]["peak_reserved"] == 100 * MiB and pol["native"]["final_reserved"] == 100 * MiB and
+   pol["memtap-vmm"]["peak_reserved"] <= 100 * MiB, "a tie between equal free blocks goes to the job's lowest "
+   "address", pol and {k: v["peak_reserved"] >> 20 for k, v in pol.items()})
+
 # expandable_segments:True: one growing range of 20 MiB pages for the large pool
 p, pol, _ = replay(path, "--policy", "native", "--conf", "expandable_segments:True")
 ok(pol and pol["native"]["peak_reserved"] % (2 * MiB) == 0 and pol["native"]["peak_reserved"] <= 62 * MiB,
