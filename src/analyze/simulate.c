@@ -7,24 +7,116 @@
 
 #include "analyze/simulate.h"
 #include "core/map.h"
+#include "core/ordered.h"
 
-/* An address for a segment of `size`: the job's next segment of that size that overlaps
- * none the replay holds, else a new one past every other. */
+/* The job's segments as the replay takes them: by size, each size's in the trace's order
+ * (a cursor past those taken), and the ranges the replay holds now, to take none that
+ * overlaps one (by end: the first held range ending past an address). */
+struct mt_sim_places {
+	const struct mt_sim_place *place;
+	size_t n;
+	uint32_t *order; /* place indices by (size, index) */
+	size_t *next;	 /* per place, read at its size's first: the size's first not yet taken */
+	uint8_t *taken;
+	bool overlap;		/* two of the job's segments overlap (an address used again) */
+	struct mt_ordered ends; /* of the held ranges, where two overlap */
+	struct mt_map held;	/* end -> index + 1 of the place held there, the same */
+};
+
+struct keyed {
+	uint64_t key; /* a size, or an address */
+	uint32_t index;
+};
+
+static int by_key(const void *a, const void *b)
+{
+	const struct keyed *x = a, *y = b;
+
+	if (x->key != y->key)
+		return x->key < y->key ? -1 : 1;
+	return x->index < y->index ? -1 : x->index > y->index;
+}
+
+static struct mt_sim_places *places_new(const struct mt_sim_place *place, size_t n)
+{
+	struct mt_sim_places *ps = calloc(1, sizeof *ps);
+	struct keyed *k = malloc((n + 1) * sizeof *k);
+
+	if (!ps || !k || !(ps->order = malloc((n + 1) * sizeof *ps->order)) ||
+	    !(ps->next = malloc((n + 1) * sizeof *ps->next)) || !(ps->taken = calloc(n + 1, 1))) {
+		if (ps)
+			free(ps->order), free(ps->next);
+		free(ps);
+		free(k);
+		return NULL;
+	}
+	for (size_t i = 0; i < n; i++) /* by address: does one overlap the next? */
+		k[i] = (struct keyed){place[i].addr, (uint32_t)i};
+	qsort(k, n, sizeof *k, by_key);
+	for (size_t i = 0; i + 1 < n; i++)
+		ps->overlap |= place[k[i].index].addr + place[k[i].index].size > place[k[i + 1].index].addr;
+	for (size_t i = 0; i < n; i++)
+		k[i] = (struct keyed){place[i].size, (uint32_t)i};
+	qsort(k, n, sizeof *k, by_key);
+	for (size_t i = 0; i < n; i++)
+		ps->order[i] = k[i].index, ps->next[i] = i;
+	free(k);
+	ps->place = place;
+	ps->n = n;
+	return ps;
+}
+
+static void places_free(struct mt_sim_places *ps)
+{
+	if (!ps)
+		return;
+	mt_ordered_free(&ps->ends);
+	mt_map_free(&ps->held);
+	free(ps->order);
+	free(ps->next);
+	free(ps->taken);
+	free(ps);
+}
+
+/* Whether [a, a + size) overlaps a range the replay holds. */
+static bool held_over(const struct mt_sim_places *ps, uint64_t a, uint64_t size)
+{
+	uint64_t end, k;
+
+	return mt_ordered_next(&ps->ends, a + 1, &end) && mt_map_get(&ps->held, end, &k) &&
+	       ps->place[k - 1].addr < a + size;
+}
+
+/* An address for a segment of `size`: the job's first segment of that size not yet taken
+ * that overlaps none the replay holds, else a new one past the job's. */
 static uint64_t address(struct mt_sim_device *d, uint64_t size)
 {
+	struct mt_sim_places *ps = d->places;
 	uint64_t addr = d->next_addr;
+	size_t lo = 0, hi = ps ? ps->n : 0;
 
-	while (d->first_free < d->nplaces && d->taken[d->first_free])
-		d->first_free++;
-	for (size_t k = d->first_free; k < d->nplaces; k++) {
-		const struct mt_sim_place *p = &d->places[k];
-		bool clear = !d->taken[k] && p->size == size;
-
-		for (size_t j = 0; clear && j < d->nplaces; j++)
-			clear = d->taken[j] != 1 || d->places[j].addr >= p->addr + p->size ||
-				p->addr >= d->places[j].addr + d->places[j].size;
-		if (clear) {
-			d->taken[k] = 1;
+	while (lo < hi) { /* the first of this size in `order` */
+		size_t mid = (lo + hi) / 2;
+		if (ps->place[ps->order[mid]].size < size)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (ps && lo < ps->n && ps->place[ps->order[lo]].size == size) {
+		size_t first = lo, k = ps->next[first];
+		while (k < ps->n && ps->place[ps->order[k]].size == size && ps->taken[ps->order[k]])
+			k++;
+		ps->next[first] = k;
+		for (; k < ps->n && ps->place[ps->order[k]].size == size; k++) {
+			const struct mt_sim_place *p = &ps->place[ps->order[k]];
+			if (ps->taken[ps->order[k]] || (ps->overlap && held_over(ps, p->addr, size)))
+				continue;
+			if (ps->overlap && (mt_ordered_add(&ps->ends, p->addr + size) ||
+					    mt_map_put(&ps->held, p->addr + size, ps->order[k] + 1ull))) {
+				mt_ordered_del(&ps->ends, p->addr + size);
+				break; /* out of memory: an address of its own */
+			}
+			ps->taken[ps->order[k]] = 1;
 			return p->addr;
 		}
 	}
@@ -32,13 +124,12 @@ static uint64_t address(struct mt_sim_device *d, uint64_t size)
 	return addr;
 }
 
-static void give_address(struct mt_sim_device *d, uint64_t addr)
+static void give_address(struct mt_sim_device *d, uint64_t addr, uint64_t size)
 {
-	for (size_t k = 0; k < d->nplaces; k++)
-		if (d->taken[k] == 1 && d->places[k].addr == addr) {
-			d->taken[k] = 2;
-			return;
-		}
+	struct mt_sim_places *ps = d->places;
+
+	if (ps && ps->overlap && mt_map_del(&ps->held, addr + size, NULL))
+		mt_ordered_del(&ps->ends, addr + size);
 }
 
 static int sim_seg_alloc(void *ctx, int device, uint64_t size, uint64_t *addr)
@@ -57,7 +148,7 @@ static void sim_seg_free(void *ctx, int device, uint64_t addr, uint64_t size)
 {
 	(void)device;
 	((struct mt_sim_device *)ctx)->used -= size;
-	give_address(ctx, addr);
+	give_address(ctx, addr, size);
 }
 
 static int sim_va_reserve(void *ctx, int device, uint64_t size, uint64_t *addr)
@@ -69,8 +160,8 @@ static int sim_va_reserve(void *ctx, int device, uint64_t size, uint64_t *addr)
 
 static void sim_va_free(void *ctx, int device, uint64_t addr, uint64_t size)
 {
-	(void)device, (void)size;
-	give_address(ctx, addr);
+	(void)device;
+	give_address(ctx, addr, size);
 }
 
 /* A physical page's handle carries its size in MiB in its low 24 bits, so a release needs
@@ -293,17 +384,15 @@ int mt_sim_run(const struct mt_sim_input *in, const struct mt_cache_config *c, u
 
 	memset(r, 0, sizeof *r);
 	mt_sim_device_init(&dev, capacity, &b);
-	dev.places = in->places;
-	dev.nplaces = in->nplaces;
-	dev.taken = calloc(in->nplaces + 1, 1);
-	if (!addrs || !sizes || !dev.taken)
+	dev.places = places_new(in->places, in->nplaces);
+	if (!addrs || !sizes || !dev.places)
 		err = ENOMEM;
 	else
 		err = mt_cache_new(&m, c, &b, 0);
 	if (err) {
 		free(addrs);
 		free(sizes);
-		free(dev.taken);
+		places_free(dev.places);
 		return err;
 	}
 	for (size_t i = 0; i < in->nops && !err; i++) {
@@ -339,7 +428,7 @@ int mt_sim_run(const struct mt_sim_input *in, const struct mt_cache_config *c, u
 	mt_cache_stats(m, &r->stats);
 	r->ns_per_op = in->nops ? (double)spent / (double)in->nops : 0;
 	mt_cache_delete(m);
-	free(dev.taken);
+	places_free(dev.places);
 	free(addrs);
 	free(sizes);
 	return err;

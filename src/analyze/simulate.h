@@ -22,11 +22,11 @@ struct mt_sim_place {
 	uint64_t addr, size;
 };
 
+struct mt_sim_places;
+
 struct mt_sim_device {
 	uint64_t capacity, used, next_addr, next_handle;
-	const struct mt_sim_place *places; /* the job's segments (none: addresses counted up) */
-	size_t nplaces, first_free;
-	uint8_t *taken; /* per place: 0 not yet, 1 held by the replay now, 2 held and given back */
+	struct mt_sim_places *places; /* the job's segments to place the replay's at (NULL: none) */
 };
 
 void mt_sim_device_init(struct mt_sim_device *d, uint64_t capacity, struct mt_cache_backend *b);
