@@ -341,12 +341,14 @@ static int fill_from_mark(struct pk_reader *m, struct pk_value *seq, size_t from
 		return fail(m, EINVAL, "an odd number of items for a dict");
 	if (seq->type == PK_LIST && (r = offer(m, seq, from)))
 		return r < 0 ? -r : 0;
+	size_t first = seq->seq.n;
+
 	for (size_t i = from; i < m->n; i++)
 		if ((r = seq_add(m, seq, m->stack[i])))
 			return r;
 	m->n = from;
 	if (seq->type == PK_DICT && m->hooks && m->hooks->dict)
-		return m->hooks->dict(m->hooks->ctx, m, seq);
+		return m->hooks->dict(m->hooks->ctx, m, seq, first);
 	return 0;
 }
 
@@ -448,6 +450,16 @@ static int memo_get(struct pk_reader *m, uint64_t index)
 		c->value[slot % TOKEN_CACHE] = v;
 	}
 	return push(m, v);
+}
+
+void pk_hold(struct pk_value *v)
+{
+	ref(v);
+}
+
+void pk_release(struct pk_reader *m, struct pk_value *v)
+{
+	unref(m, v);
 }
 
 void pk_token(struct pk_reader *m, struct pk_value *v, uint8_t tag, int64_t payload)

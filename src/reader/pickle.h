@@ -55,15 +55,16 @@ struct pk_arena {
 struct pk_reader;
 
 /* items: those about to be appended to `list` (APPEND, APPENDS, LIST): setting *taken
- * keeps them out of it, the hook has used them. dict: a dict whose items were just set
- * (SETITEMS, DICT), to turn what it holds into tokens. Nonzero from either stops the read
- * with that code (the hook writes the message). */
+ * keeps them out of it, the hook has used them. dict: a dict whose pairs from `first` (an
+ * index of its items) were just set (SETITEMS, DICT; not SETITEM's single pair), to turn
+ * what they hold into tokens. Nonzero from either stops the read with that code (the
+ * hook writes the message). */
 struct pk_hooks {
 	void *ctx;
 	bool mapped; /* the input is a file's private mapping: pages read are given back as the reader passes them */
 	int (*items)(void *ctx, struct pk_reader *r, const struct pk_value *list, struct pk_value *const *items,
 		     size_t n, bool *taken);
-	int (*dict)(void *ctx, struct pk_reader *r, struct pk_value *dict);
+	int (*dict)(void *ctx, struct pk_reader *r, struct pk_value *dict, size_t first);
 };
 
 /* 0, or an errno-style code with err saying what was wrong in one line. */
@@ -74,6 +75,10 @@ int pk_stream(const uint8_t *data, size_t size, struct pk_arena *arena, const st
 /* From a hook: v has been read. It becomes a token (tag, payload) — itself, and what the
  * memo gives for it from now on — and what it held is given back. */
 void pk_token(struct pk_reader *r, struct pk_value *v, uint8_t tag, int64_t payload);
+/* From a hook: v is kept while the hook looks through it (a token made of what it holds
+ * may give back the last other reference to it), then let go. */
+void pk_hold(struct pk_value *v);
+void pk_release(struct pk_reader *r, struct pk_value *v);
 void pk_arena_free(struct pk_arena *arena);
 
 /* Lookups for readers of the result: NULL when absent or of another type. */

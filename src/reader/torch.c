@@ -248,7 +248,7 @@ static uint32_t frame_of(struct importer *im, struct pk_reader *r, struct pk_val
 static uint32_t stack_of(struct importer *im, struct pk_reader *r, const struct pk_value *cframes, int *err)
 {
 	struct pk_value *frames = (struct pk_value *)cframes; /* it is ours to turn into a token */
-	uint64_t h = 0x9e3779b97f4a7c15ull, id;
+	uint64_t h = 0x9e3779b97f4a7c15ull, id = 0;
 	size_t n;
 
 	if (!frames)
@@ -259,6 +259,7 @@ static uint32_t stack_of(struct importer *im, struct pk_reader *r, const struct 
 		return 0;
 	if (!(n = frames->seq.n) || n > UINT32_MAX)
 		return 0;
+	pk_hold(frames); /* a frame made a token may let go of the list (a dict that holds it) */
 	if (n > im->cap_ids) {
 		uint64_t *v = realloc(im->ids, n * sizeof *v);
 		if (!v)
@@ -281,8 +282,6 @@ static uint32_t stack_of(struct importer *im, struct pk_reader *r, const struct 
 		const struct mt_stack *s = &im->t->stacks[id];
 		if (s->depth != n || memcmp(s->frames, im->ids, n * sizeof *im->ids))
 			id = 0;
-	} else {
-		id = 0;
 	}
 	if (!id) {
 		bool put = !mt_map_get(&im->stacks, h, NULL);
@@ -290,8 +289,10 @@ static uint32_t stack_of(struct importer *im, struct pk_reader *r, const struct 
 			goto nomem;
 	}
 	pk_token(r, frames, TOKEN_STACK, (int64_t)id);
+	pk_release(r, frames);
 	return (uint32_t)id;
 nomem:
+	pk_release(r, frames);
 	*err = ENOMEM;
 	return 0;
 }
@@ -767,13 +768,16 @@ static int items(void *ctx, struct pk_reader *r, const struct pk_value *list, st
 
 /* A dict just read: its frames (a trace entry's, a block's, a legacy history entry's)
  * become a stack now, not when its list's batch of up to a thousand is read, so that a
- * batch holds no frame lists. */
-static int dict_read(void *ctx, struct pk_reader *r, struct pk_value *d)
+ * batch holds no frame lists. Only the pairs just set are looked at (a dict read in many
+ * batches is looked through once). */
+static int dict_read(void *ctx, struct pk_reader *r, struct pk_value *d, size_t first)
 {
 	struct importer *im = ctx;
 	int err = 0;
 
-	stack_of(im, r, pk_get(d, "frames"), &err);
+	for (size_t i = first; i + 1 < d->seq.n && !err; i += 2)
+		if (KEY(d->seq.items[i], "frames"))
+			stack_of(im, r, d->seq.items[i + 1], &err);
 	if (err) {
 		snprintf(im->t->problem, sizeof im->t->problem, "out of memory importing the snapshot");
 		im->err = err;

@@ -193,6 +193,11 @@ def pickles():
     loop.append(loop)
     write("pickles", "frames-cycle.pickle", pickle.dumps({"segments": [], "device_traces": [[
         entry("alloc", 0x7F0000000000, 512, 1, frames=loop)]]}, protocol=4))
+    # a dict whose frames list holds the dict itself, the list not memoized (hand-written
+    # opcodes: Python's pickler memoizes every list): making the dict a frame gave back the
+    # list's last reference while its stack was being read (a use after free)
+    write("pickles", "frames-holds-its-dict.pickle", b"\x80\x04}\x94(\x8c\x06frames](h\x00h\x00eu.")
+    write("pickles", "frames-holds-its-dict-1.pickle", b"\x80\x04}\x94(\x8c\x06frames](h\x00eu.")
     # numbers where integers belong (issue 26 item 10: float-to-integer conversion)
     for name, value in (("nan", float("nan")), ("inf", float("inf")), ("1e300", 1e300)):
         write("pickles", "time-%s.pickle" % name, pickle.dumps({"segments": [], "device_traces": [[

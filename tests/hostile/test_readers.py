@@ -67,6 +67,8 @@ EXPECT = {
     "pickles/expansion-segments.pickle": (REFUSED, "more entries than the file's size can hold"),
     "pickles/shared-long-name.pickle": (0, None),
     "pickles/frames-cycle.pickle": (0, None),
+    "pickles/frames-holds-its-dict.pickle": (REFUSED, "not a PyTorch memory snapshot"),
+    "pickles/frames-holds-its-dict-1.pickle": (REFUSED, "not a PyTorch memory snapshot"),
     "pickles/time-nan.pickle": (REFUSED, "'time_us' is not a whole number"),
     "pickles/time-inf.pickle": (REFUSED, "'time_us' is not a whole number"),
     "pickles/time-1e300.pickle": (REFUSED, "'time_us' is not a whole number"),
