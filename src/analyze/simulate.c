@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "analyze/simulate.h"
+#include "core/array.h"
 #include "core/map.h"
 #include "core/ordered.h"
 
@@ -18,6 +19,7 @@ struct mt_sim_places {
 	uint32_t *order; /* place indices by (size, index) */
 	size_t *next;	 /* per place, read at its size's first: the size's first not yet taken */
 	uint8_t *taken;
+	uint64_t top;		/* the highest end of the job's segments */
 	bool overlap;		/* two of the job's segments overlap (an address used again) */
 	struct mt_ordered ends; /* of the held ranges, where two overlap */
 	struct mt_map held;	/* end -> index + 1 of the place held there, the same */
@@ -53,8 +55,11 @@ static struct mt_sim_places *places_new(const struct mt_sim_place *place, size_t
 	for (size_t i = 0; i < n; i++) /* by address: does one overlap the next? */
 		k[i] = (struct keyed){place[i].addr, (uint32_t)i};
 	qsort(k, n, sizeof *k, by_key);
-	for (size_t i = 0; i + 1 < n; i++)
-		ps->overlap |= place[k[i].index].addr + place[k[i].index].size > place[k[i + 1].index].addr;
+	for (size_t i = 0; i < n; i++) {
+		const struct mt_sim_place *p = &place[k[i].index];
+		ps->overlap |= i + 1 < n && p->addr + p->size > place[k[i + 1].index].addr;
+		ps->top = p->addr + p->size > ps->top ? p->addr + p->size : ps->top;
+	}
 	for (size_t i = 0; i < n; i++)
 		k[i] = (struct keyed){place[i].size, (uint32_t)i};
 	qsort(k, n, sizeof *k, by_key);
@@ -88,7 +93,8 @@ static bool held_over(const struct mt_sim_places *ps, uint64_t a, uint64_t size)
 }
 
 /* An address for a segment of `size`: the job's first segment of that size not yet taken
- * that overlaps none the replay holds, else a new one past the job's. */
+ * that overlaps none the replay holds, else a new one from the counter, which starts past
+ * all of the job's. */
 static uint64_t address(struct mt_sim_device *d, uint64_t size)
 {
 	struct mt_sim_places *ps = d->places;
@@ -271,7 +277,7 @@ int mt_sim_input(const struct mt_trace *t, uint8_t device, struct mt_sim_input *
 {
 	struct mt_map live = {0}, segs = {0};
 	uint64_t reserved = 0, v;
-	size_t cap = 0;
+	size_t cap = 0, cap_places = 0;
 	char backend[32], by[32];
 	/* a PyTorch snapshot's segment frees are the job's releases; a memtap recording's (and
 	 * its export's) are cudaFree of plain allocations or memtap's allocator's own, which
@@ -295,13 +301,11 @@ int mt_sim_input(const struct mt_trace *t, uint8_t device, struct mt_sim_input *
 		if (e->kind == MT_EV_SEGMENT_ALLOC && e->device == device) {
 			reserved += e->size;
 			err = pages ? 0 : mt_map_put(&segs, e->addr, e->size);
-			if (!err && !pages && releases) {
-				struct mt_sim_place *v = realloc(in->places, (in->nplaces + 1) * sizeof *v);
-				if (!v)
-					err = ENOMEM;
-				else
-					(in->places = v)[in->nplaces++] = (struct mt_sim_place){e->addr, e->size};
-			}
+			/* the job's segments, where a counter past them cannot wrap: none at 0, the
+			 * engine's empty key, nor past 2^56 */
+			if (!err && !pages && releases && e->addr >= (2u << 20) && e->addr + e->size <= (1ull << 56) &&
+			    !(err = mt_grow((void **)&in->places, &cap_places, in->nplaces, sizeof *in->places)))
+				in->places[in->nplaces++] = (struct mt_sim_place){e->addr, e->size};
 			continue;
 		}
 		if (e->kind == MT_EV_SEGMENT_FREE && (pages || mt_map_del(&segs, e->addr, &v))) {
@@ -385,6 +389,8 @@ int mt_sim_run(const struct mt_sim_input *in, const struct mt_cache_config *c, u
 	memset(r, 0, sizeof *r);
 	mt_sim_device_init(&dev, capacity, &b);
 	dev.places = places_new(in->places, in->nplaces);
+	if (dev.places && dev.places->top > dev.next_addr) /* the counter's addresses past the job's */
+		dev.next_addr = (dev.places->top + (2u << 20) - 1) & ~(uint64_t)((2u << 20) - 1);
 	if (!addrs || !sizes || !dev.places)
 		err = ENOMEM;
 	else

@@ -12,9 +12,6 @@
 
 #define MT_SIM_SAMPLES 64
 
-/* A simulated device for the engine: segments and physical pages are charged against
- * `capacity` (0: unlimited), addresses come from a counter and are never reused, events
- * complete at once. One thread at a time. */
 /* A segment the job itself reserved, in trace order: where a replay's segment of its size
  * goes, so that a best fit breaks ties between blocks of one size (by address) as the
  * job's allocator did. */
@@ -24,9 +21,13 @@ struct mt_sim_place {
 
 struct mt_sim_places;
 
+/* A simulated device for the engine: segments and physical pages are charged against
+ * `capacity` (0: unlimited); a segment (or address range) goes at one of the job's own
+ * `places` of its size that overlaps none held, else at a counter's address past all of
+ * them, so no two held ever overlap; events complete at once. One thread at a time. */
 struct mt_sim_device {
 	uint64_t capacity, used, next_addr, next_handle;
-	struct mt_sim_places *places; /* the job's segments to place the replay's at (NULL: none) */
+	struct mt_sim_places *places; /* the job's segments (NULL: none) */
 };
 
 void mt_sim_device_init(struct mt_sim_device *d, uint64_t capacity, struct mt_cache_backend *b);
@@ -64,10 +65,10 @@ struct mt_sim_result {
 	size_t nsamples;
 };
 
-/* The device's allocations and frees in `t` (its caching allocator's blocks when it has
- * them, else every device allocation). 0 or ENOMEM. */
 /* The lowest device the trace allocated on (a snapshot taken on cuda:1 alone), else 0. */
 int mt_sim_first_device(const struct mt_trace *t);
+/* The device's allocations and frees in `t` (its caching allocator's blocks when it has
+ * them, else every device allocation), and a PyTorch snapshot's segments. 0 or ENOMEM. */
 int mt_sim_input(const struct mt_trace *t, uint8_t device, struct mt_sim_input *in);
 void mt_sim_input_free(struct mt_sim_input *in);
 /* The sequence through config `c` on a device of `capacity` bytes (0: unlimited).

@@ -346,6 +346,20 @@ ok(pol and pol["native"]["peak_reserved"] == 100 * MiB and pol["native"]["final_
    pol["memtap-vmm"]["peak_reserved"] <= 100 * MiB, "a tie between equal free blocks goes to the job's lowest "
    "address", pol and {k: v["peak_reserved"] >> 20 for k, v in pol.items()})
 
+# The job's segments where the replay's own addresses would fall (at 1 TiB, where its
+# counter began) or at 0 (the engine's empty key): none of them overlaps a segment of the
+# replay's own, none is at 0. Each block counts: 512 B, 30 MiB and 512 B.
+odd = [{"action": a, "addr": addr, "size": size} for a, addr, size in (
+    ("segment_alloc", 1 << 40, 2 * MiB), ("alloc", 1 << 40, 512), ("segment_alloc", S, 40 * MiB),
+    ("alloc", S, 30 * MiB), ("segment_alloc", 0, 2 * MiB), ("alloc", 0, 512))]
+opath = os.path.join(TMP, "odd-places.pickle")
+with open(opath, "wb") as f:
+    pickle.dump(snapshot(odd, [seg(0, 2 * MiB), seg(S, 40 * MiB), seg(1 << 40, 2 * MiB)]), f)
+p, pol, raw = replay(opath, "--policy", "native,memtap-vmm")
+ok(pol and all(v["peak_allocated"] == 30 * MiB + 1024 for v in pol.values()),
+   "the job's segments at the replay's own addresses or at 0: every block counted",
+   pol and {k: v["peak_allocated"] for k, v in pol.items()})
+
 # expandable_segments:True: one growing range of 20 MiB pages for the large pool
 p, pol, _ = replay(path, "--policy", "native", "--conf", "expandable_segments:True")
 ok(pol and pol["native"]["peak_reserved"] % (2 * MiB) == 0 and pol["native"]["peak_reserved"] <= 62 * MiB,
