@@ -1027,19 +1027,24 @@ static void frames_json(struct mt_emit *e, const struct mt_report *r, struct mt_
 
 /* A stack's frames, and how it reads (docs/REPORT.md): its view's lines, where in the
  * code, whether made before recording. */
-static void stack_json(struct pr *p, struct mt_emit *e, uint32_t stack, uint8_t before)
+static void stack_json(struct pr *p, struct mt_emit *e, uint32_t stack, uint8_t before, bool whole)
 {
 	const struct mt_trace *t = p->r->trace;
 	const struct mt_view *v = mt_view(p->views, stack);
 	char buf[4096];
 
-	frames_json(e, p->r, p->sym, stack);
+	if (whole) {
+		frames_json(e, p->r, p->sym, stack);
+	} else {
+		mt_emit_open(e, "frames", true, 0);
+		mt_emit_close(e);
+	}
 	if ((before && !framed(p, stack)) || v->where == MT_NO_FRAME)
 		mt_emit_null(e, "where");
 	else
 		mt_emit_str(e, "where", where_text(p, stack, false, buf, sizeof buf));
 	mt_emit_open(e, "view", true, 0);
-	for (uint32_t k = 0, n; k < v->nshown && stack < t->nstacks; k += n)
+	for (uint32_t k = 0, n; whole && k < v->nshown && stack < t->nstacks; k += n)
 		mt_emit_str(e, NULL, view_line(p, stack, k, &n, buf, sizeof buf));
 	mt_emit_close(e);
 	mt_emit_bool(e, "before_recording", before);
@@ -1051,7 +1056,8 @@ static void stack_json(struct pr *p, struct mt_emit *e, uint32_t stack, uint8_t 
 }
 
 /* The first `top` stacks, and every other stack of the text's first `top` rows, so that
- * the HTML, which groups the stacks into rows as the text does, sums the same rows. */
+ * the HTML, which groups the stacks into rows as the text does, sums the same rows; those
+ * others without their frames, but a row's biggest stack, which the HTML shows. */
 static void groups_json(struct pr *p, struct mt_emit *e, const struct mt_group_list *g, size_t top)
 {
 	struct mt_map index = {0}, shown = {0};
@@ -1059,18 +1065,20 @@ static void groups_json(struct pr *p, struct mt_emit *e, const struct mt_group_l
 	struct site *s = sites_of(p, g, &n, &index);
 
 	for (size_t i = 0; i < n && i < top; i++)
-		if (mt_map_put(&shown, s[i].key, 1))
+		if (mt_map_put(&shown, s[i].key, s[i].stack + 1ull))
 			break;
 	for (size_t i = 0; i < g->n; i++) {
 		const struct mt_group *x = &g->items[i];
-		if (i >= top && !mt_map_get(&shown, site_key(p, x->stack, x->before, x->device, x->kind), NULL))
+		uint64_t biggest = 0;
+		bool row = mt_map_get(&shown, site_key(p, x->stack, x->before, x->device, x->kind), &biggest);
+		if (i >= top && !row)
 			continue;
 		mt_emit_open(e, NULL, false, 0);
 		mt_emit_int(e, "device", x->device == MT_NO_DEVICE ? -1 : x->device);
 		mt_emit_str(e, "kind", mt_live_kind_names[x->kind]);
 		mt_emit_uint(e, "bytes", x->bytes);
 		mt_emit_uint(e, "count", x->count);
-		stack_json(p, e, x->stack, x->before);
+		stack_json(p, e, x->stack, x->before, i < top || biggest == x->stack + 1ull);
 		mt_emit_close(e);
 	}
 	free(s);
@@ -1156,7 +1164,7 @@ static void oom_json(struct pr *p, struct mt_emit *e, size_t i)
 		mt_emit_bool(e, "fits_without_fragmentation", fo->fits);
 		frag_state_json(e, "fragmentation", r, &fo->state);
 	}
-	stack_json(p, e, ev->stack, false);
+	stack_json(p, e, ev->stack, false, true);
 	mt_emit_close(e);
 }
 
@@ -1207,7 +1215,7 @@ void mt_report_emit(struct mt_emit *e, const struct mt_report *r, struct mt_symb
 		mt_emit_uint(e, "bytes", l->bytes);
 		mt_emit_uint(e, "growth_bytes_per_iteration", l->growth);
 		mt_emit_uint(e, "iterations", l->iterations);
-		stack_json(&p, e, l->stack, false);
+		stack_json(&p, e, l->stack, false, true);
 		mt_emit_close(e);
 	}
 	mt_emit_close(e);
