@@ -277,6 +277,11 @@ ok(row == [103 * MiB, 4] and text_row == "  103.00 MiB in 4 allocations from 4 s
    [text(d) for d in find(top, "div", "view")][0].startswith("from 4 stacks; the biggest:"),
    "many places: the biggest row holds all 4 of its stacks (3 below the 10 biggest stacks), as the text's row",
    (row, text_row))
+extra = rep["top_at_peak"][10:]
+ok(len(extra) == 3 and all(g["frames"] == [] and g["view"] == [] and g["where"] == "forward (model.py:30)"
+                           for g in extra) and rep["top_at_peak"][0]["frames"],
+   "many places: --json's 3 stacks past the 10 biggest come without frames, their row's biggest with them",
+   [(g["bytes"], len(g["frames"])) for g in rep["top_at_peak"]])
 
 # ---- an OOM that was not fragmentation's: the verdict in the text's words ----
 rep, dom = snapshot_page("expandable", expandable_oom())
