@@ -155,6 +155,18 @@ class Trace:
         self.add("free_requested", addr, size, frames)
         self.add("free_completed", addr, size, frames)
 
+    def blocks(self, total):
+        """The range's blocks at the end (`total` bytes from base): the live ones, their
+        sizes rounded to 512 B, and the free space between them."""
+        blocks, at = [], self.base
+        for addr, (size, frames) in sorted(self.live.items()):
+            if addr > at:
+                blocks.append(block(at, addr - at, 0, "inactive", []))
+            rounded = (size + 511) // 512 * 512
+            blocks.append(block(addr, rounded, size, "active_allocated", frames))
+            at = addr + rounded
+        return blocks + [block(at, self.base + total - at, 0, "inactive", [])]
+
 
 def settings(expandable):
     return {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True" if expandable else "", "max_split_size": -1,
@@ -298,15 +310,7 @@ def training(iterations=2, timed=True, annotated=True, backward=True, optimizer=
                           "time_us": d.t + 1})
     # the end: the parameters' segment, and the trace's segment with its live blocks and
     # the free space between them
-    blocks, at = [], BASE
-    for addr, (size, frames) in sorted(d.live.items()):
-        if addr > at:
-            blocks.append(block(at, addr - at, 0, "inactive", []))
-        rounded = (size + 511) // 512 * 512
-        blocks.append(block(addr, rounded, size, "active_allocated", frames))
-        at = addr + rounded
-    blocks.append(block(at, BASE + SEG - at, 0, "inactive", []))
-    segments = [segment(0, P, segs, expandable=False), segment(0, BASE, blocks, expandable=False)]
+    segments = [segment(0, P, segs, expandable=False), segment(0, BASE, d.blocks(SEG), expandable=False)]
     snap = {"segments": segments, "device_traces": [d.entries], "allocator_settings": settings(False),
             "external_annotations": notes if timed else []}
     return snap
@@ -333,15 +337,8 @@ def warm_step():
         d.alloc(PARAMS, python_stack(at, RECORDER + ALLOCATOR + op("mul")))
         d.live[S + k * PARAMS] = (PARAMS, python_stack(at, RECORDER))
         d.free(S + k * PARAMS)  # the old state, made before recording
-    blocks, at = [], BASE
-    for addr, (size, frames) in sorted(d.live.items()):
-        if addr > at:
-            blocks.append(block(at, addr - at, 0, "inactive", []))
-        blocks.append(block(addr, size, size, "active_allocated", frames))
-        at = addr + size
-    blocks.append(block(at, BASE + SEG - at, 0, "inactive", []))
     params = [block(P + k * PARAMS, PARAMS, PARAMS, "active_allocated", []) for k in range(4)]
-    return {"segments": [segment(0, P, params, expandable=False), segment(0, BASE, blocks, expandable=False)],
+    return {"segments": [segment(0, P, params, expandable=False), segment(0, BASE, d.blocks(SEG), expandable=False)],
             "device_traces": [d.entries], "allocator_settings": settings(False), "external_annotations": []}
 
 

@@ -343,14 +343,7 @@ for old in params:
     d.free(old)
 for k in range(7):
     d.alloc(16 * MiB, forward_stack(k, "mm"))
-blocks, at = [], BASE
-for a, (size, frames) in sorted(d.live.items()):
-    if a > at:
-        blocks.append(block(at, a - at, 0, "inactive", []))
-    blocks.append(block(a, size, size, "active_allocated", frames))
-    at = a + size
-blocks.append(block(at, BASE + SEG - at, 0, "inactive", []))
-own_adamw = {"segments": [segment(0, BASE, blocks, expandable=False)], "device_traces": [d.entries],
+own_adamw = {"segments": [segment(0, BASE, d.blocks(SEG), expandable=False)], "device_traces": [d.entries],
              "allocator_settings": settings(False), "external_annotations": []}
 p, rep = run("report", "--json", write("own-adamw", own_adamw))
 dev = rep["devices"][0] if rep else {}
