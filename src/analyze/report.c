@@ -925,11 +925,15 @@ void mt_report_text(FILE *out, const struct mt_report *r, struct mt_symbols *sym
 		const struct mt_device_state *s = &e->dev[d];
 		if (!s->seen)
 			continue;
-		fprintf(out, "\ndevice %d (%s, %s): peak %s allocated at %s; %s allocated at exit\n", d,
-			s->name ? mt_trace_string(t, s->name) : "unnamed",
-			s->capacity ? size_text(s->capacity, sz2) : "capacity unknown", size_text(s->peak, sz),
-			when_text(r, s->peak_time, when, sizeof when), size_text(s->current, sz3));
-		composition_text(out, r, d);
+		fprintf(out, "\ndevice %d (%s, %s): ", d, s->name ? mt_trace_string(t, s->name) : "unnamed",
+			s->capacity ? size_text(s->capacity, sz2) : "capacity unknown");
+		if (!s->peak) { /* a device the trace names, or a snapshot's list of snapshot entries */
+			fprintf(out, "nothing allocated\n");
+		} else {
+			fprintf(out, "peak %s allocated at %s; %s allocated at exit\n", size_text(s->peak, sz),
+				when_text(r, s->peak_time, when, sizeof when), size_text(s->current, sz3));
+			composition_text(out, r, d);
+		}
 		if (s->reserved_at_peak)
 			fprintf(out,
 				"the caching allocator's reserve at the peak: %s: %s in tensors' blocks, %s cache\n",

@@ -14,9 +14,9 @@ import sys
 sys.path.insert(0, os.path.join(os.environ["MT_SRCDIR"], "tests"))
 sys.path.insert(0, os.path.join(os.environ["MT_SRCDIR"], "tests/analyze"))
 from tap import done, ok, scratch  # noqa: E402
-from snapshots import (ALLOCATOR, LOOP, RECORDER, MiB, Trace, backward_stack, block, expandable_oom,  # noqa: E402
-                       forward_stack, frame, grad_stack, inference, later_step, op, python_only, python_stack,
-                       segment, settings, training, warm_step)
+from snapshots import (ALLOCATOR, LOOP, RECORDER, T0, MiB, Trace, backward_stack, block,  # noqa: E402
+                       expandable_oom, forward_stack, frame, grad_stack, inference, later_step, op, python_only,
+                       python_stack, segment, settings, training, warm_step)
 
 B = os.environ["MT_BUILDDIR"]
 MEMTAP = os.path.join(B, "tools/memtap/memtap")
@@ -500,4 +500,14 @@ p, _ = run("report", path)
 ok("taken without memory history" not in p.stdout and "taken without torch.cuda.memory._record_memory_history"
    not in p.stdout and "allocated before recording started (the model's parameters" in p.stdout,
    "a bare list taken with history on: the text does not say it was taken without", p.stdout[:900])
+# A job on cuda:1 whose device_traces hold a list for cuda:0 with only a snapshot entry
+# (as a public diffusion job's does): cuda:0 had nothing allocated, and the text says so
+# in one line rather than a peak of 0 B and an empty composition.
+one = inference()
+one["segments"] = [dict(s, device=1) for s in one["segments"]]
+one["device_traces"] = [[{"action": "snapshot", "addr": 0, "size": 0, "stream": 0, "time_us": T0}],
+                        one["device_traces"][0]]
+p, _ = run("report", write("cuda1", one))
+ok("device 0 (cuda:0 (PyTorch snapshot), capacity unknown): nothing allocated\n\ndevice 1" in p.stdout and
+   "peak 0 B" not in p.stdout, "a device with nothing allocated: one line", p.stdout[:600])
 done()
