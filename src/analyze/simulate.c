@@ -39,6 +39,18 @@ static int by_key(const void *a, const void *b)
 	return x->index < y->index ? -1 : x->index > y->index;
 }
 
+static void places_free(struct mt_sim_places *ps)
+{
+	if (!ps)
+		return;
+	mt_ordered_free(&ps->ends);
+	mt_map_free(&ps->held);
+	free(ps->order);
+	free(ps->next);
+	free(ps->taken);
+	free(ps);
+}
+
 static struct mt_sim_places *places_new(const struct mt_sim_place *place, size_t n)
 {
 	struct mt_sim_places *ps = calloc(1, sizeof *ps);
@@ -46,9 +58,7 @@ static struct mt_sim_places *places_new(const struct mt_sim_place *place, size_t
 
 	if (!ps || !k || !(ps->order = malloc((n + 1) * sizeof *ps->order)) ||
 	    !(ps->next = malloc((n + 1) * sizeof *ps->next)) || !(ps->taken = calloc(n + 1, 1))) {
-		if (ps)
-			free(ps->order), free(ps->next);
-		free(ps);
+		places_free(ps);
 		free(k);
 		return NULL;
 	}
@@ -71,18 +81,6 @@ static struct mt_sim_places *places_new(const struct mt_sim_place *place, size_t
 	return ps;
 }
 
-static void places_free(struct mt_sim_places *ps)
-{
-	if (!ps)
-		return;
-	mt_ordered_free(&ps->ends);
-	mt_map_free(&ps->held);
-	free(ps->order);
-	free(ps->next);
-	free(ps->taken);
-	free(ps);
-}
-
 /* Whether [a, a + size) overlaps a range the replay holds. */
 static bool held_over(const struct mt_sim_places *ps, uint64_t a, uint64_t size)
 {
@@ -90,6 +88,11 @@ static bool held_over(const struct mt_sim_places *ps, uint64_t a, uint64_t size)
 
 	return mt_ordered_next(&ps->ends, a + 1, &end) && mt_map_get(&ps->held, end, &k) &&
 	       ps->place[k - 1].addr < a + size;
+}
+
+static uint64_t round_page(uint64_t bytes)
+{
+	return (bytes + (2u << 20) - 1) & ~(uint64_t)((2u << 20) - 1);
 }
 
 /* An address for a segment of `size`: the job's first segment of that size not yet taken
@@ -126,7 +129,7 @@ static uint64_t address(struct mt_sim_device *d, uint64_t size)
 			return p->addr;
 		}
 	}
-	d->next_addr += (size + (2u << 20) - 1) & ~(uint64_t)((2u << 20) - 1);
+	d->next_addr += round_page(size);
 	return addr;
 }
 
@@ -390,7 +393,7 @@ int mt_sim_run(const struct mt_sim_input *in, const struct mt_cache_config *c, u
 	mt_sim_device_init(&dev, capacity, &b);
 	dev.places = places_new(in->places, in->nplaces);
 	if (dev.places && dev.places->top > dev.next_addr) /* the counter's addresses past the job's */
-		dev.next_addr = (dev.places->top + (2u << 20) - 1) & ~(uint64_t)((2u << 20) - 1);
+		dev.next_addr = round_page(dev.places->top);
 	if (!addrs || !sizes || !dev.places)
 		err = ENOMEM;
 	else

@@ -141,10 +141,9 @@ void pk_arena_free(struct pk_arena *a)
 
 /* ---- the machine ---- */
 
-/* Values made for tokens the memo gives, by token: a frame fetched again shares one (a
+/* Values made for tokens the memo gives, kept by token: a frame fetched again shares one (a
  * real trace entry's stack fetches 100 frames from the memo: a new value for each, made
- * and given back, was a third of the import's instructions), and what is fetched once
- * leaves no value behind. */
+ * and given back, was a third of the import's instructions); at most TOKEN_CACHE kept. */
 #define TOKEN_CACHE 4093
 struct token_cache {
 	uintptr_t slot[TOKEN_CACHE];
@@ -442,12 +441,12 @@ static int memo_get(struct pk_reader *m, uint64_t index)
 	v->tag = (uint8_t)(slot >> 1);
 	v->i = (int64_t)(slot >> 9);
 	if (m->tokens || (m->tokens = calloc(1, sizeof *m->tokens))) {
-		struct token_cache *c = m->tokens;
-		if (c->value[slot % TOKEN_CACHE])
-			unref(m, c->value[slot % TOKEN_CACHE]);
+		struct pk_value **kept = &m->tokens->value[slot % TOKEN_CACHE];
+		if (*kept)
+			unref(m, *kept);
 		ref(v);
-		c->slot[slot % TOKEN_CACHE] = slot;
-		c->value[slot % TOKEN_CACHE] = v;
+		*kept = v;
+		m->tokens->slot[slot % TOKEN_CACHE] = slot;
 	}
 	return push(m, v);
 }

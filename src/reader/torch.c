@@ -730,6 +730,15 @@ static enum kind kind_of(const struct pk_value *v)
 	return OTHER;
 }
 
+/* What a hook ends with: the read stops on an error, which the importer keeps (its
+ * message already written, or out of memory). */
+static int stop(struct importer *im, int err)
+{
+	if (err == ENOMEM)
+		snprintf(im->t->problem, sizeof im->t->problem, "out of memory importing the snapshot");
+	return im->err = err;
+}
+
 static int items(void *ctx, struct pk_reader *r, const struct pk_value *list, struct pk_value *const *v, size_t n,
 		 bool *taken)
 {
@@ -760,10 +769,7 @@ static int items(void *ctx, struct pk_reader *r, const struct pk_value *list, st
 			break;
 		}
 	}
-	if (err == ENOMEM)
-		snprintf(im->t->problem, sizeof im->t->problem, "out of memory importing the snapshot");
-	im->err = err;
-	return err;
+	return stop(im, err);
 }
 
 /* A dict just read: its frames (a trace entry's, a block's, a legacy history entry's)
@@ -778,11 +784,7 @@ static int dict_read(void *ctx, struct pk_reader *r, struct pk_value *d, size_t 
 	for (size_t i = first; i + 1 < d->seq.n && !err; i += 2)
 		if (KEY(d->seq.items[i], "frames"))
 			stack_of(im, r, d->seq.items[i + 1], &err);
-	if (err) {
-		snprintf(im->t->problem, sizeof im->t->problem, "out of memory importing the snapshot");
-		im->err = err;
-	}
-	return err;
+	return stop(im, err);
 }
 
 /* ---- the end: lists named, pages made exact, what was there before ---- */

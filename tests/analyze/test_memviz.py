@@ -149,6 +149,20 @@ def entries(trace):
     return [(e["action"], e["addr"], e["size"], e["stream"], e.get("time_us")) for e in trace]
 
 
+def pending_figures(name, original, snap, orig, back, active):
+    """pending_free()'s figures: segsum's worked out by hand on the original and the export
+    (its pending blocks `active` bytes in all), memtap's peak with every pending block live
+    until the end and what is allocated at the end, and the export read back."""
+    want = {"reserved": 20 * MiB, "allocated": 4 * MiB - 100, "free_internal": 100, "free_external": 16 * MiB,
+            "active": active}
+    ok(segsum(original) == want and segsum(snap) == want, name + ": segsum's figures, worked out by hand, on the "
+       "original and the export", (segsum(original), segsum(snap)))
+    dev = (orig.get("devices") or [{}])[0]
+    ok(dev.get("peak_allocated_bytes") == active - 100 and dev.get("allocated_at_exit_bytes") == 4 * MiB - 100,
+       name + ": memtap's peak (the pending blocks live until the end) and what is allocated at the end", dev)
+    ok(orig and orig == back, name + ": memtap's report of the export read back is the original's")
+
+
 pending = pending_free()
 snap, orig, back = roundtrip("pending", pending)
 if snap:
@@ -167,14 +181,7 @@ if snap:
        "(free_requested where it was asked, snapshot entries in the middle and last)", entries(got))
     ok(got[-1]["action"] == "snapshot" and "frames" not in got[-1], "pending: the trailing snapshot entry is kept, "
        "with no frames as PyTorch writes it", got[-1])
-    want = {"reserved": 20 * MiB, "allocated": 4 * MiB - 100, "free_internal": 100, "free_external": 16 * MiB,
-            "active": 12 * MiB}
-    ok(segsum(pending) == want and segsum(snap) == want, "pending: segsum's figures, worked out by hand, on the "
-       "original and the export", (segsum(pending), segsum(snap)))
-    dev = (orig.get("devices") or [{}])[0]
-    ok(dev.get("peak_allocated_bytes") == 12 * MiB - 100 and dev.get("allocated_at_exit_bytes") == 4 * MiB - 100,
-       "pending: memtap's peak (the pending blocks live until the end) and what is allocated at the end", dev)
-    ok(orig and orig == back, "pending: memtap's report of the export read back is the original's")
+    pending_figures("pending", pending, snap, orig, back, 12 * MiB)
 
 # A block made before recording, freed while another stream used it: live from the start
 # until the end (it was missing from memtap's figures), its free_requested kept in place.
@@ -186,14 +193,7 @@ if snap:
        snap["segments"][0]["blocks"][3]["state"] == "active_pending_free",
        "pending before recording: no alloc made up, its free_requested where it was, its block still pending",
        (entries(got), snap["segments"][0]["blocks"]))
-    want = {"reserved": 20 * MiB, "allocated": 4 * MiB - 100, "free_internal": 100, "free_external": 16 * MiB,
-            "active": 20 * MiB}
-    ok(segsum(pending) == want and segsum(snap) == want, "pending before recording: segsum's figures, worked out "
-       "by hand, on the original and the export", (segsum(pending), segsum(snap)))
-    dev = (orig.get("devices") or [{}])[0]
-    ok(dev.get("peak_allocated_bytes") == 20 * MiB - 100 and dev.get("allocated_at_exit_bytes") == 4 * MiB - 100,
-       "pending before recording: counted in memtap's peak, free at the end", dev)
-    ok(orig and orig == back, "pending before recording: memtap's report of the export read back is the original's")
+    pending_figures("pending before recording", pending, snap, orig, back, 20 * MiB)
 
 # The same taken without memory history (no entries, as a public verl snapshot was): the
 # pending block is free at the snapshot's moment, as segsum counts it; with no free_requested
