@@ -165,6 +165,7 @@ struct pk_reader {
 	struct pk_value **work; /* values being given back */
 	size_t nwork, capwork;
 	struct token_cache *tokens; /* values lately made for the memo's tokens */
+	struct mt_map strings;	    /* a string's hash -> a live value of those bytes, shared by the next like it */
 	char *err;
 	size_t errlen;
 };
@@ -219,6 +220,9 @@ static void unref(struct pk_reader *m, struct pk_value *v)
 static void empty(struct pk_reader *m, struct pk_value *v)
 {
 	if (v->type == PK_STR || v->type == PK_BYTES) {
+		uint64_t shared;
+		if (mt_map_get(&m->strings, v->str.hash, &shared) && shared == (uintptr_t)v)
+			mt_map_del(&m->strings, v->str.hash, NULL);
 		give_back(m->a, (void *)v->str.s, v->str.len + 1);
 	} else if (v->type == PK_LIST || v->type == PK_TUPLE || v->type == PK_DICT) {
 		struct pk_value **items = v->seq.items;
@@ -532,24 +536,43 @@ static int text_line(struct pk_reader *m, const char **s, size_t *len)
 	return 0;
 }
 
+/* A string of len bytes at s. Equal strings are one value: a real snapshot's frames write
+ * each file name anew, not through the memo (4,089 copies of one in a 3 MB file), and the
+ * memo keeps every copy to the end. */
+static int string_of(struct pk_reader *m, uint8_t type, const char *s, size_t len)
+{
+	uint64_t h = hash(s, len), at;
+	struct pk_value *v;
+	char *copy;
+
+	if (mt_map_get(&m->strings, h, &at)) {
+		v = (struct pk_value *)(uintptr_t)at;
+		if (v->type == type && v->str.len == len && !memcmp(v->str.s, s, len))
+			return push(m, v);
+	}
+	v = value(m, type);
+	copy = alloc(m->a, len + 1);
+	if (!v || !copy)
+		return ENOMEM;
+	memcpy(copy, s, len);
+	copy[len] = '\0';
+	v->str.s = copy;
+	v->str.len = len;
+	v->str.hash = h;
+	if (!mt_map_get(&m->strings, h, NULL) && mt_map_put(&m->strings, h, (uintptr_t)v))
+		return ENOMEM;
+	return push(m, v);
+}
+
 static int string(struct pk_reader *m, uint8_t type, size_t len)
 {
-	struct pk_value *v;
-	char *s;
+	int r;
 
 	if (need(m, len))
 		return EINVAL;
-	v = value(m, type);
-	s = alloc(m->a, len + 1);
-	if (!v || !s)
-		return ENOMEM;
-	memcpy(s, m->p, len);
-	s[len] = '\0';
-	v->str.s = s;
-	v->str.len = len;
-	v->str.hash = hash(s, len);
+	r = string_of(m, type, (const char *)m->p, len);
 	m->p += len;
-	return push(m, v);
+	return r;
 }
 
 static int integer(struct pk_reader *m, int64_t i)
@@ -797,26 +820,14 @@ static int step(struct pk_reader *m, uint8_t op)
 			return fail(m, EINVAL, "cut short");
 		return string(m, op == 0x8e ? PK_BYTES : PK_STR, len);
 	case 'V':
-	case 'S': { /* UNICODE, STRING (protocol 0 text; escapes are kept as written) */
-		struct pk_value *str;
-		char *copy;
+	case 'S': /* UNICODE, STRING (protocol 0 text; escapes are kept as written) */
 		if ((r = text_line(m, &s, &len)))
 			return r;
 		if (op == 'S' && len >= 2 && (s[0] == '\'' || s[0] == '"') && s[len - 1] == s[0]) {
 			s++;
 			len -= 2;
 		}
-		str = value(m, PK_STR);
-		copy = alloc(m->a, len + 1);
-		if (!str || !copy)
-			return ENOMEM;
-		memcpy(copy, s, len);
-		copy[len] = '\0';
-		str->str.s = copy;
-		str->str.len = len;
-		str->str.hash = hash(copy, len);
-		return push(m, str);
-	}
+		return string_of(m, PK_STR, s, len);
 	case 'p': { /* PUT (text) */
 		uint64_t index;
 		if ((r = text_line(m, &s, &len)) || (r = text_index(m, s, len, &index)))
@@ -981,6 +992,7 @@ int pk_stream(const uint8_t *data, size_t size, struct pk_arena *arena, const st
 	free(m.tokens);
 	free(m.work);
 	mt_map_free(&m.far);
+	mt_map_free(&m.strings);
 	return r;
 }
 

@@ -72,8 +72,9 @@ int pk_parse(const uint8_t *data, size_t size, struct pk_arena *arena, struct pk
 /* The same with a hook (NULL: none). */
 int pk_stream(const uint8_t *data, size_t size, struct pk_arena *arena, const struct pk_hooks *hooks,
 	      struct pk_value **out, char *err, size_t errlen);
-/* From a hook: v has been read. It becomes a token (tag, payload) — itself, and what the
- * memo gives for it from now on — and what it held is given back. */
+/* From a hook: v, a list, tuple or dict, has been read (not a string: equal strings are
+ * one value, shared wherever they were written). It becomes a token (tag, payload) —
+ * itself, and what the memo gives for it from now on — and what it held is given back. */
 void pk_token(struct pk_reader *r, struct pk_value *v, uint8_t tag, int64_t payload);
 /* From a hook: v is kept while the hook looks through it (a token made of what it holds
  * may give back the last other reference to it), then let go. */

@@ -44,8 +44,9 @@
 #define BYTES_PER_ITEM 4
 #define TEXT_CHUNK (64u << 10)
 
-/* What a value read became (pk_token): its payload is an event, a stack, a frame, a segment. */
-enum { TOKEN_ENTRY = 1, TOKEN_NOTHING, TOKEN_STACK, TOKEN_FRAME, TOKEN_SEGMENT };
+/* What a value read became (pk_token): its payload is an event, a stack, a frame, a segment,
+ * a block; a segment's list of blocks and pool id: the segment. */
+enum { TOKEN_ENTRY = 1, TOKEN_NOTHING, TOKEN_STACK, TOKEN_FRAME, TOKEN_SEGMENT, TOKEN_BLOCK, TOKEN_BLOCKS, TOKEN_POOL };
 
 enum block_state { INACTIVE, ALLOCATED, PENDING };
 
@@ -53,8 +54,7 @@ struct seg_rec {
 	uint64_t addr, size, stream;
 	uint64_t pool;	      /* segment_pool_id (a, b) as a << 32 | b: 0 the default pool */
 	uint32_t stack, list; /* the list it came from (number + 1) */
-	size_t first, n;      /* its live blocks in blocks[] */
-	size_t all;	      /* blocks it listed: what reading it again costs */
+	size_t first, n;      /* its blocks in blocks[] (n: what reading it again costs) */
 	uint8_t device, flags;
 };
 
@@ -62,6 +62,7 @@ struct blk_rec {
 	uint64_t addr, size, requested;
 	uint32_t stack;
 	uint8_t state;
+	bool placed; /* its dict gave its address (older ones: the segment's, plus the blocks before it) */
 };
 
 /* Ranges of an expandable segment's mapped pages: end -> start, ends in order. */
@@ -257,7 +258,11 @@ static uint32_t stack_of(struct importer *im, struct pk_reader *r, const struct 
 		return frames->tag == TOKEN_STACK ? (uint32_t)frames->i : 0;
 	if (frames->type != PK_LIST && frames->type != PK_TUPLE)
 		return 0;
-	if (!(n = frames->seq.n) || n > UINT32_MAX)
+	if (!(n = frames->seq.n)) { /* a segment's or an old block's: the memo would keep each */
+		pk_token(r, frames, TOKEN_STACK, 0);
+		return 0;
+	}
+	if (n > UINT32_MAX)
 		return 0;
 	pk_hold(frames); /* a frame made a token may let go of the list (a dict that holds it) */
 	if (n > im->cap_ids) {
@@ -516,12 +521,57 @@ static int entry(struct importer *im, struct pk_reader *r, uint32_t list, struct
 
 /* ---- segments ---- */
 
+/* A segment's block dict: its size, and what the report needs of a live one. */
+static int block(struct importer *im, struct pk_reader *r, const struct pk_value *b, struct blk_rec *rec)
+{
+	const struct pk_value *history = NULL, *frames = NULL, *av = NULL, *sv = NULL, *rv = NULL;
+	const char *state = NULL;
+	int64_t addr = 0, size = 0, requested = 0;
+	int err = 0;
+
+	for (size_t i = 0; b->type == PK_DICT && i + 1 < b->seq.n; i += 2) {
+		const struct pk_value *key = b->seq.items[i], *v = b->seq.items[i + 1];
+		if (KEY(key, "address"))
+			av = v;
+		else if (KEY(key, "size"))
+			sv = v;
+		else if (KEY(key, "requested_size"))
+			rv = v;
+		else if (KEY(key, "state"))
+			state = pk_str(v);
+		else if (KEY(key, "frames"))
+			frames = v;
+		else if (KEY(key, "history"))
+			history = v;
+	}
+	if ((err = num(im, av, "address", &addr)) || (err = num(im, sv, "size", &size)) ||
+	    (err = num(im, rv, "requested_size", &requested)))
+		return err;
+	*rec = (struct blk_rec){.addr = (uint64_t)addr, .size = (uint64_t)size, .placed = av != NULL};
+	if (!state || strncmp(state, "active", 6) != 0)
+		return 0;
+	if (pk_len(history)) { /* the oldest layout: the newest handout, first (PyTorch puts
+				* each at the front; _memory_viz.py reads history[0]) */
+		const struct pk_value *now = pk_at(history, 0);
+		if ((err = num(im, pk_get(now, "real_size"), "real_size", &requested)))
+			return err;
+		frames = pk_get(now, "frames");
+	}
+	rec->requested = (uint64_t)(requested ? requested : size);
+	rec->stack = stack_of(im, r, frames, &err);
+	rec->state = strcmp(state, "active_pending_free") ? ALLOCATED : PENDING;
+	return err;
+}
+
+/* A segment of list `list` (its number + 1; 0: read as its dict was, the list not yet
+ * known). It becomes a token for its record. */
 static int segment(struct importer *im, struct pk_reader *r, uint32_t list, struct pk_value *s)
 {
 	const struct pk_value *blocks = NULL, *frames = NULL, *dv = NULL, *av = NULL, *tv = NULL, *sv = NULL,
 			      *type = NULL, *expandable = NULL, *pool = NULL;
 	int64_t device = 0, address = 0, total = 0, stream = 0, pa = 0, pb = 0;
-	struct seg_rec g = {.list = list + 1};
+	struct seg_rec g = {.list = list};
+	const struct seg_rec *same = NULL;
 	uint64_t offset = 0;
 	int err = 0;
 
@@ -531,13 +581,17 @@ static int segment(struct importer *im, struct pk_reader *r, uint32_t list, stru
 	if (s->type == PK_TOKEN) { /* one segment in several places: it costs what reading it did */
 		if (s->tag != TOKEN_SEGMENT)
 			return 0;
-		for (size_t k = 0; k < im->seg[s->i].all; k++)
+		if (!im->seg[s->i].list) { /* read as its dict was: now its list is known */
+			im->seg[s->i].list = list;
+			return 0;
+		}
+		for (size_t k = 0; k < im->seg[s->i].n; k++)
 			if ((err = visit(im)))
 				return err;
 		if (mt_grow((void **)&im->seg, &im->cap_seg, im->nseg, sizeof *im->seg))
 			return ENOMEM;
 		im->seg[im->nseg] = im->seg[s->i];
-		im->seg[im->nseg++].list = list + 1;
+		im->seg[im->nseg++].list = list;
 		return 0;
 	}
 	for (size_t i = 0; s->type == PK_DICT && i + 1 < s->seq.n; i += 2) {
@@ -573,64 +627,48 @@ static int segment(struct importer *im, struct pk_reader *r, uint32_t list, stru
 	g.flags = (pk_str(type) && !strcmp(pk_str(type), "small") ? MT_SEG_SMALL : 0) |
 		  (expandable && expandable->type == PK_BOOL && expandable->b ? MT_SEG_MAPPED : 0);
 	/* a private pool's (CUDA graphs, torch.cuda.MemPool): the pair, each half 32 bits */
-	if (pool && pool->type == PK_TUPLE && pk_len(pool) == 2 && pk_int(pk_at(pool, 0), &pa) &&
-	    pk_int(pk_at(pool, 1), &pb))
+	if (pool && pool->type == PK_TOKEN && pool->tag == TOKEN_POOL)
+		g.pool = im->seg[pool->i].pool;
+	else if (pool && pool->type == PK_TUPLE && pk_len(pool) == 2 && pk_int(pk_at(pool, 0), &pa) &&
+		 pk_int(pk_at(pool, 1), &pb))
 		g.pool = (uint64_t)(uint32_t)pa << 32 | (uint32_t)pb;
 	g.stack = stack_of(im, r, frames, &err);
 	g.first = im->nblk;
-	for (size_t k = 0; !err && k < pk_len(blocks); k++) {
-		const struct pk_value *b = pk_at(blocks, k), *history = NULL, *bframes = NULL, *bav = NULL, *bsv = NULL,
-				      *brv = NULL;
-		const char *state = NULL;
-		int64_t baddr = (int64_t)((uint64_t)address + offset), size = 0, requested = 0;
+	if (blocks && blocks->type == PK_TOKEN && blocks->tag == TOKEN_BLOCKS)
+		same = &im->seg[blocks->i]; /* one list of blocks in several segments */
+	g.n = same ? same->n : pk_len(blocks);
+	for (size_t k = 0; !err && k < g.n; k++) {
+		struct pk_value *b = same ? NULL : (struct pk_value *)pk_at(blocks, k); /* ours to turn into a token */
+		struct blk_rec rec;
 
 		reading(im, "segments[%zu].blocks[%zu]", im->nseg, k);
 		if ((err = visit(im)))
 			return err;
-		for (size_t i = 0; b->type == PK_DICT && i + 1 < b->seq.n; i += 2) {
-			const struct pk_value *key = b->seq.items[i], *v = b->seq.items[i + 1];
-			if (KEY(key, "address"))
-				bav = v;
-			else if (KEY(key, "size"))
-				bsv = v;
-			else if (KEY(key, "requested_size"))
-				brv = v;
-			else if (KEY(key, "state"))
-				state = pk_str(v);
-			else if (KEY(key, "frames"))
-				bframes = v;
-			else if (KEY(key, "history"))
-				history = v;
-		}
-		if ((err = num(im, bav, "address", &baddr)) || (err = num(im, bsv, "size", &size)) ||
-		    (err = num(im, brv, "requested_size", &requested)))
+		if (same)
+			rec = im->blk[same->first + k];
+		else if (b->type == PK_TOKEN && b->tag == TOKEN_BLOCK)
+			rec = im->blk[b->i]; /* one block in several places */
+		else if ((err = block(im, r, b, &rec)))
 			return err;
-		offset += (uint64_t)size;
-		if (!state || strncmp(state, "active", 6) != 0)
-			continue;
-		if (pk_len(history)) { /* the oldest layout: the newest handout, first (PyTorch puts
-					* each at the front; _memory_viz.py reads history[0]) */
-			const struct pk_value *now = pk_at(history, 0);
-			if ((err = num(im, pk_get(now, "real_size"), "real_size", &requested)))
-				return err;
-			bframes = pk_get(now, "frames");
-		}
+		if (!rec.placed)
+			rec.addr = (uint64_t)address + offset;
+		offset += rec.size;
 		if (mt_grow((void **)&im->blk, &im->cap_blk, im->nblk, sizeof *im->blk))
 			return ENOMEM;
-		im->blk[im->nblk++] =
-		    (struct blk_rec){.addr = (uint64_t)baddr,
-				     .size = (uint64_t)size,
-				     .requested = (uint64_t)(requested ? requested : size),
-				     .stack = stack_of(im, r, bframes, &err),
-				     .state = strcmp(state, "active_pending_free") ? ALLOCATED : PENDING};
+		im->blk[im->nblk++] = rec;
+		if (b && b->type == PK_DICT)
+			pk_token(r, b, TOKEN_BLOCK, (int64_t)im->nblk - 1);
 	}
 	if (err)
 		return err;
-	g.n = im->nblk - g.first;
-	g.all = pk_len(blocks);
 	if (mt_grow((void **)&im->seg, &im->cap_seg, im->nseg, sizeof *im->seg))
 		return ENOMEM;
 	im->seg[im->nseg++] = g;
+	/* the memo keeps every value of the file to its end: what was read of these, a token's room */
+	if (blocks && blocks->type == PK_LIST)
+		pk_token(r, (struct pk_value *)blocks, TOKEN_BLOCKS, (int64_t)im->nseg - 1);
+	if (pool && pool->type == PK_TUPLE)
+		pk_token(r, (struct pk_value *)pool, TOKEN_POOL, (int64_t)im->nseg - 1);
 	if (s->type == PK_DICT)
 		pk_token(r, s, TOKEN_SEGMENT, (int64_t)im->nseg - 1);
 	return 0;
@@ -760,7 +798,7 @@ static int items(void *ctx, struct pk_reader *r, const struct pk_value *list, st
 			err = entry(im, r, number, v[k]);
 			break;
 		case SEGMENT:
-			err = segment(im, r, number, v[k]);
+			err = segment(im, r, number + 1, v[k]);
 			break;
 		case ANNOTATION:
 			err = annotation(im, v[k]);
@@ -773,17 +811,27 @@ static int items(void *ctx, struct pk_reader *r, const struct pk_value *list, st
 }
 
 /* A dict just read: its frames (a trace entry's, a block's, a legacy history entry's)
- * become a stack now, not when its list's batch of up to a thousand is read, so that a
- * batch holds no frame lists. Only the pairs just set are looked at (a dict read in many
- * batches is looked through once). */
+ * become a stack now, and a segment its record, not when its list's batch of up to a
+ * thousand is read, so that a batch holds neither frame lists nor blocks (a thousand
+ * segments of a real snapshot were 1 MB). Only the pairs just set are looked at (a dict
+ * read in many batches is looked through once). */
 static int dict_read(void *ctx, struct pk_reader *r, struct pk_value *d, size_t first)
 {
 	struct importer *im = ctx;
+	bool is_segment = false;
 	int err = 0;
 
-	for (size_t i = first; i + 1 < d->seq.n && !err; i += 2)
-		if (KEY(d->seq.items[i], "frames"))
+	for (size_t i = first; i + 1 < d->seq.n && !err; i += 2) {
+		const struct pk_value *k = d->seq.items[i];
+		if (KEY(k, "frames"))
 			stack_of(im, r, d->seq.items[i + 1], &err);
+		else if (KEY(k, "blocks") || KEY(k, "total_size"))
+			is_segment = true;
+	}
+	if (is_segment && !err && (err = segment(im, r, 0, d)) != ENOMEM) {
+		err = 0; /* said again if it is in a list of segments; a dict elsewhere is not one */
+		im->t->problem[0] = '\0';
+	}
 	return stop(im, err);
 }
 
@@ -965,8 +1013,11 @@ static int final_blocks(struct importer *im, const struct seg_rec *g, uint32_t l
 	for (size_t k = g->first; k < g->first + g->n; k++) {
 		const struct blk_rec *b = &im->blk[k];
 		uint64_t event, asked = 0, size = b->requested;
-		bool requested = mt_map_get(&im->asked, key_of(list, b->addr), &asked);
+		bool requested;
 		int err = 0;
+		if (b->state == INACTIVE)
+			continue;
+		requested = mt_map_get(&im->asked, key_of(list, b->addr), &asked);
 		if (mt_map_get(&im->live, key_of(list, b->addr), &event)) {
 			im->t->events[event - 1].aux2 = b->size;
 			size = im->t->events[event - 1].size;
@@ -1194,7 +1245,7 @@ static int finish(struct importer *im, const struct pk_value *root)
 	}
 	memcpy(t->info, info, ninfo + 1);
 	free(info);
-	return mt_trace_finish(t);
+	return 0;
 }
 
 int mt_trace_from_torch(const uint8_t *data, size_t size, struct mt_trace *t)
@@ -1207,11 +1258,8 @@ int mt_trace_from_torch(const uint8_t *data, size_t size, struct mt_trace *t)
 
 	if (!r)
 		r = finish(&im, root);
-	t->complete = r == 0;
-	if (r == ENOMEM)
-		snprintf(t->problem, sizeof t->problem, "out of memory importing the snapshot");
 	t->held_peak = arena.peak;
-	pk_arena_free(&arena);
+	pk_arena_free(&arena); /* before the events are sorted: the import's peak is here */
 	mt_map_free(&im.names);
 	mt_map_free(&im.frames);
 	mt_map_free(&im.stacks);
@@ -1225,5 +1273,10 @@ int mt_trace_from_torch(const uint8_t *data, size_t size, struct mt_trace *t)
 	free(im.ids);
 	free(im.seg);
 	free(im.blk);
+	if (!r)
+		r = mt_trace_finish(t);
+	t->complete = r == 0;
+	if (r == ENOMEM)
+		snprintf(t->problem, sizeof t->problem, "out of memory importing the snapshot");
 	return r;
 }
