@@ -22,6 +22,13 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#else /* a value given back is poisoned under AddressSanitizer: a use after it shows */
+#define ASAN_POISON_MEMORY_REGION(p, n) ((void)(p), (void)(n))
+#define ASAN_UNPOISON_MEMORY_REGION(p, n) ((void)(p), (void)(n))
+#endif
+
 #define MAX_STACK (1u << 24)
 #define MAX_MEMO UINT32_MAX /* LONG_BINPUT's largest; text PUT may say more */
 #define MAX_TEXT 64	    /* digits of a protocol 0 number */
@@ -81,6 +88,7 @@ static void *alloc(struct pk_arena *a, size_t n)
 		p = l->data;
 	} else if (a->free[c]) {
 		p = a->free[c];
+		ASAN_UNPOISON_MEMORY_REGION(p, size);
 		memcpy(&a->free[c], p, sizeof(void *));
 	} else {
 		if (!a->blocks || a->used + size > a->cap) {
@@ -122,6 +130,7 @@ static void give_back(struct pk_arena *a, void *p, size_t n)
 		return;
 	}
 	memcpy(p, &a->free[c], sizeof(void *));
+	ASAN_POISON_MEMORY_REGION(p, size);
 	a->free[c] = p;
 	a->bytes -= size;
 }
@@ -671,11 +680,12 @@ static int step(struct pk_reader *m, uint8_t op)
 		v = value(m, op == 'd' ? PK_DICT : op == 'l' ? PK_LIST : PK_TUPLE);
 		if (!v)
 			return ENOMEM;
-		if ((r = fill_from_mark(m, v, pop_mark(m)))) {
-			give_back(m->a, v, sizeof *v); /* any items it took stay in the arena */
-			return r;
-		}
-		return push(m, v);
+		ref(v); /* held while filled: a hook may make it a token */
+		if ((r = fill_from_mark(m, v, pop_mark(m))))
+			return r; /* it and any items it took stay in the arena */
+		r = push(m, v);
+		unref(m, v);
+		return r;
 	case 0x85:
 		return tuple_of(m, 1);
 	case 0x86:

@@ -563,16 +563,52 @@ static int block(struct importer *im, struct pk_reader *r, const struct pk_value
 	return err;
 }
 
+/* A segment's blocks, at the end of blocks[] (g->first on): from its list, or from the
+ * segment that read that list first. */
+static int blocks_of(struct importer *im, struct pk_reader *r, struct seg_rec *g, const struct pk_value *blocks,
+		     uint64_t address)
+{
+	const struct seg_rec *same = NULL;
+	uint64_t offset = 0;
+	int err = 0;
+
+	if (blocks && blocks->type == PK_TOKEN && blocks->tag == TOKEN_BLOCKS)
+		same = &im->seg[blocks->i]; /* one list of blocks in several segments */
+	g->n = same ? same->n : pk_len(blocks);
+	for (size_t k = 0; k < g->n; k++) {
+		struct pk_value *b = same ? NULL : (struct pk_value *)pk_at(blocks, k); /* ours to turn into a token */
+		struct blk_rec rec;
+
+		reading(im, "segments[%zu].blocks[%zu]", im->nseg, k);
+		if ((err = visit(im)))
+			return err;
+		if (same)
+			rec = im->blk[same->first + k];
+		else if (b->type == PK_TOKEN && b->tag == TOKEN_BLOCK)
+			rec = im->blk[b->i]; /* one block in several places */
+		else if ((err = block(im, r, b, &rec)))
+			return err;
+		if (!rec.placed)
+			rec.addr = address + offset;
+		offset += rec.size;
+		if (mt_grow((void **)&im->blk, &im->cap_blk, im->nblk, sizeof *im->blk))
+			return ENOMEM;
+		im->blk[im->nblk++] = rec;
+		if (b && b->type == PK_DICT)
+			pk_token(r, b, TOKEN_BLOCK, (int64_t)im->nblk - 1);
+	}
+	return 0;
+}
+
 /* A segment of list `list` (its number + 1; 0: read as its dict was, the list not yet
  * known). It becomes a token for its record. */
 static int segment(struct importer *im, struct pk_reader *r, uint32_t list, struct pk_value *s)
 {
-	const struct pk_value *blocks = NULL, *frames = NULL, *dv = NULL, *av = NULL, *tv = NULL, *sv = NULL,
-			      *type = NULL, *expandable = NULL, *pool = NULL;
+	const struct pk_value *frames = NULL, *dv = NULL, *av = NULL, *tv = NULL, *sv = NULL, *type = NULL,
+			      *expandable = NULL;
+	struct pk_value *blocks = NULL, *pool = NULL; /* become tokens once read */
 	int64_t device = 0, address = 0, total = 0, stream = 0, pa = 0, pb = 0;
 	struct seg_rec g = {.list = list};
-	const struct seg_rec *same = NULL;
-	uint64_t offset = 0;
 	int err = 0;
 
 	reading(im, "segments[%zu]", im->nseg, 0);
@@ -595,7 +631,7 @@ static int segment(struct importer *im, struct pk_reader *r, uint32_t list, stru
 		return 0;
 	}
 	for (size_t i = 0; s->type == PK_DICT && i + 1 < s->seq.n; i += 2) {
-		const struct pk_value *k = s->seq.items[i], *v = s->seq.items[i + 1];
+		struct pk_value *k = s->seq.items[i], *v = s->seq.items[i + 1];
 		if (KEY(k, "blocks"))
 			blocks = v;
 		else if (KEY(k, "frames"))
@@ -634,44 +670,30 @@ static int segment(struct importer *im, struct pk_reader *r, uint32_t list, stru
 		g.pool = (uint64_t)(uint32_t)pa << 32 | (uint32_t)pb;
 	g.stack = stack_of(im, r, frames, &err);
 	g.first = im->nblk;
-	if (blocks && blocks->type == PK_TOKEN && blocks->tag == TOKEN_BLOCKS)
-		same = &im->seg[blocks->i]; /* one list of blocks in several segments */
-	g.n = same ? same->n : pk_len(blocks);
-	for (size_t k = 0; !err && k < g.n; k++) {
-		struct pk_value *b = same ? NULL : (struct pk_value *)pk_at(blocks, k); /* ours to turn into a token */
-		struct blk_rec rec;
-
-		reading(im, "segments[%zu].blocks[%zu]", im->nseg, k);
-		if ((err = visit(im)))
-			return err;
-		if (same)
-			rec = im->blk[same->first + k];
-		else if (b->type == PK_TOKEN && b->tag == TOKEN_BLOCK)
-			rec = im->blk[b->i]; /* one block in several places */
-		else if ((err = block(im, r, b, &rec)))
-			return err;
-		if (!rec.placed)
-			rec.addr = (uint64_t)address + offset;
-		offset += rec.size;
-		if (mt_grow((void **)&im->blk, &im->cap_blk, im->nblk, sizeof *im->blk))
-			return ENOMEM;
-		im->blk[im->nblk++] = rec;
-		if (b && b->type == PK_DICT)
-			pk_token(r, b, TOKEN_BLOCK, (int64_t)im->nblk - 1);
+	/* held while read: a block made a token may let go of what its segment held (a dict
+	   that is its own block) */
+	if (blocks)
+		pk_hold(blocks);
+	if (pool)
+		pk_hold(pool);
+	if (!err)
+		err = blocks_of(im, r, &g, blocks, (uint64_t)address);
+	if (!err && mt_grow((void **)&im->seg, &im->cap_seg, im->nseg, sizeof *im->seg))
+		err = ENOMEM;
+	if (!err) { /* the memo keeps every value of the file to its end: what was read of these, a token's room */
+		im->seg[im->nseg++] = g;
+		if (blocks && blocks->type == PK_LIST)
+			pk_token(r, blocks, TOKEN_BLOCKS, (int64_t)im->nseg - 1);
+		if (pool && pool->type == PK_TUPLE)
+			pk_token(r, pool, TOKEN_POOL, (int64_t)im->nseg - 1);
 	}
-	if (err)
-		return err;
-	if (mt_grow((void **)&im->seg, &im->cap_seg, im->nseg, sizeof *im->seg))
-		return ENOMEM;
-	im->seg[im->nseg++] = g;
-	/* the memo keeps every value of the file to its end: what was read of these, a token's room */
-	if (blocks && blocks->type == PK_LIST)
-		pk_token(r, (struct pk_value *)blocks, TOKEN_BLOCKS, (int64_t)im->nseg - 1);
-	if (pool && pool->type == PK_TUPLE)
-		pk_token(r, (struct pk_value *)pool, TOKEN_POOL, (int64_t)im->nseg - 1);
-	if (s->type == PK_DICT)
+	if (blocks)
+		pk_release(r, blocks);
+	if (pool)
+		pk_release(r, pool);
+	if (!err && s->type == PK_DICT)
 		pk_token(r, s, TOKEN_SEGMENT, (int64_t)im->nseg - 1);
-	return 0;
+	return err;
 }
 
 /* ---- external annotations: start/end ranges ---- */

@@ -555,6 +555,21 @@ viz = pickle.load(open(out, "rb")) if p.returncode == 0 else {"segments": []}
 ok([(g["address"], g["segment_pool_id"]) for g in viz["segments"]] == [(S + k * 64 * MiB, pool) for k in range(3)],
    "one pool id in several segments: each keeps it", viz["segments"])
 
+# A segment dict made by MARK ... DICT (hand-written; Python's own pickler writes
+# EMPTY_DICT and SETITEMS): read as its dict is, it became a token before the reader
+# held it, was given back and lost (no segment, nothing allocated)
+raw = (b"\x80\x04}(\x8c\x08segments]((\x8c\x06deviceK\x00\x8c\x07addressJ\x00\x00\x00\x10\x8c\x0atotal_size"
+       b"J\x00\x00\x20\x00\x8c\x06blocks](\x8c\x04sizeJ\x00\x00\x20\x00\x8c\x0erequested_sizeJ\x00\x00\x20\x00"
+       b"\x8c\x05state\x8c\x10active_allocateddadeu.")
+path = os.path.join(TMP, "dict-opcode.pickle")
+with open(path, "wb") as f:
+    f.write(raw)
+p, rep = run("report", "--json", path)
+fe = rep and rep["devices"] and rep["devices"][0]["fragmentation"]["at_exit"]
+ok(fe and (fe["reserved_bytes"], fe["requested_bytes"], fe["segments"]) ==
+   tuple(segsum(pickle.loads(raw), 0)[k] for k in ("total_reserved", "total_allocated", "segments")) == (2 * MiB,) * 2 +
+   (1,), "a segment made by the DICT opcode is read", (p.stderr, fe))
+
 # torch.cuda.memory_snapshot() (a bare list of segments, never a trace) taken with memory
 # history on: the blocks made while it was on keep their frames (a layer's outputs a
 # module's forward made, 48 MiB), the model's weights made before it have none (128

@@ -198,6 +198,13 @@ def pickles():
     # list's last reference while its stack was being read (a use after free)
     write("pickles", "frames-holds-its-dict.pickle", b"\x80\x04}\x94(\x8c\x06frames](h\x00h\x00eu.")
     write("pickles", "frames-holds-its-dict-1.pickle", b"\x80\x04}\x94(\x8c\x06frames](h\x00eu.")
+    # a segment that is its own block, its list of blocks not memoized: making the block a
+    # token gave back the list while it was being read (seen under ASan's poisoning of
+    # the pickle reader's free values); alone, and in a list of segments with a pool id
+    write("pickles", "segment-is-its-block.pickle", b"\x80\x04}\x94(\x8c\x06blocks](h\x00e\x8c\x0atotal_sizeK\x00u.")
+    write("pickles", "segment-is-its-block-listed.pickle",
+          b"\x80\x04}\x94(\x8c\x08segments](}\x94(\x8c\x06blocks](h\x01e\x8c\x0fsegment_pool_id(K\x01K\x02t"
+          b"\x8c\x0atotal_sizeK\x00ueu.")
     # numbers where integers belong (issue 26 item 10: float-to-integer conversion)
     for name, value in (("nan", float("nan")), ("inf", float("inf")), ("1e300", 1e300)):
         write("pickles", "time-%s.pickle" % name, pickle.dumps({"segments": [], "device_traces": [[

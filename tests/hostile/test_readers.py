@@ -69,6 +69,8 @@ EXPECT = {
     "pickles/frames-cycle.pickle": (0, None),
     "pickles/frames-holds-its-dict.pickle": (REFUSED, "not a PyTorch memory snapshot"),
     "pickles/frames-holds-its-dict-1.pickle": (REFUSED, "not a PyTorch memory snapshot"),
+    "pickles/segment-is-its-block.pickle": (REFUSED, "not a PyTorch memory snapshot"),
+    "pickles/segment-is-its-block-listed.pickle": (0, None),
     "pickles/time-nan.pickle": (REFUSED, "'time_us' is not a whole number"),
     "pickles/time-inf.pickle": (REFUSED, "'time_us' is not a whole number"),
     "pickles/time-1e300.pickle": (REFUSED, "'time_us' is not a whole number"),
