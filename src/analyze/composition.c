@@ -68,15 +68,16 @@ struct life {
 	bool alive_past_forward;
 	uint8_t tag; /* set later by memtap_tag_range */
 	/* read by frames */
-	bool unseen;	/* made before recording began */
-	bool workspace; /* its frames make a library's workspace (cuBLAS), not a tensor */
-	bool kept_grad; /* made before recording, no frames: one of a parameter's two copies */
-	uint8_t said;	/* made before recording: what its own frames say (enum said), if any */
-	bool builds;	/* its frames build the model */
-	bool heir;	/* made in an optimizer step that then freed a parameter of its size: the
-			   parameter's new value (p.data = p.data - lr * ...) */
-	bool own;	/* its phase came from its own frames (or an open annotation) */
-	bool to_end;	/* alive at the end of the trace */
+	bool unseen;	  /* made before recording began */
+	bool workspace;	  /* its frames make a library's workspace (cuBLAS), not a tensor */
+	bool kept_grad;	  /* made before recording, no frames: one of a parameter's two copies */
+	uint8_t said;	  /* made before recording: what its own frames say (enum said), if any */
+	bool builds;	  /* its frames build the model */
+	bool grad_buffer; /* its frames make a flat buffer of gradients (Megatron's) */
+	bool heir;	  /* made in an optimizer step that then freed a parameter of its size: the
+			     parameter's new value (p.data = p.data - lr * ...) */
+	bool own;	  /* its phase came from its own frames (or an open annotation) */
+	bool to_end;	  /* alive at the end of the trace */
 };
 
 struct pass {
@@ -108,10 +109,11 @@ struct pass {
 	struct mt_map opt_made;	   /* read by frames: size -> the last allocation of that size made in
 				      an optimizer step (its event + 1) */
 	bool forward_only;	   /* no stack says backward or an optimizer: inference */
+	int grad_buffer_line;	   /* Megatron's _ParamAndGradBuffer.__init__: the line making its grad_data */
 };
 
 /* What a stack's frames say. */
-enum said { SAYS_NOTHING, SAYS_FORWARD, SAYS_BACKWARD, SAYS_OPTIMIZER, SAYS_ZERO_GRAD, SAYS_BUILDS };
+enum said { SAYS_NOTHING, SAYS_FORWARD, SAYS_BACKWARD, SAYS_OPTIMIZER, SAYS_ZERO_GRAD, SAYS_BUILDS, SAYS_GRADS };
 
 static uint8_t phase_of(struct pass *p, uint64_t name)
 {
@@ -197,7 +199,7 @@ static uint8_t infer_frames(const struct life *l, bool forward_only, uint8_t *ev
 		   before its trace began: an optimizer's state or a kept .grad says so itself */
 		if (!l->freed && l->said == SAYS_OPTIMIZER)
 			return MT_TAG_OPTIMIZER;
-		if (!l->freed && l->said == SAYS_BACKWARD)
+		if (!l->freed && (l->said == SAYS_BACKWARD || l->said == SAYS_GRADS))
 			return MT_TAG_GRADS;
 		if (!l->freed && l->kept_grad)
 			return MT_TAG_GRADS;
@@ -218,9 +220,9 @@ static uint8_t infer_frames(const struct life *l, bool forward_only, uint8_t *ev
 		*evidence = 0;
 		return MT_TAG_OTHER;
 	}
-	if (l->builds) {
+	if (l->builds || l->grad_buffer) {
 		*evidence = 2;
-		return MT_TAG_PARAMS;
+		return l->builds ? MT_TAG_PARAMS : MT_TAG_GRADS;
 	}
 	if (l->heir)
 		return MT_TAG_PARAMS;
@@ -302,9 +304,9 @@ static void copy_name(char *out, size_t n, const char *s, size_t len)
 	out[k] = '\0';
 }
 
-/* A frame's function and file, from the trace's own names (a snapshot's named frames,
- * a recording's Python frames "function\tfile\tline"); false for other frames. */
-static bool names(const struct mt_trace *t, uint64_t addr, char *fn, size_t nfn, char *file, size_t nfile)
+/* A frame's function, file and line, from the trace's own names (a snapshot's named
+ * frames, a recording's Python frames "function\tfile\tline"); false for other frames. */
+static bool names(const struct mt_trace *t, uint64_t addr, char *fn, size_t nfn, char *file, size_t nfile, int *line)
 {
 	const char *s, *tab, *tab2;
 
@@ -313,6 +315,7 @@ static bool names(const struct mt_trace *t, uint64_t addr, char *fn, size_t nfn,
 			return false;
 		copy_name(fn, nfn, t->named[addr - 1].function, SIZE_MAX);
 		copy_name(file, nfile, t->named[addr - 1].file, SIZE_MAX);
+		*line = t->named[addr - 1].line;
 		return true;
 	}
 	if (!(addr & MT_PYFRAME))
@@ -322,6 +325,7 @@ static bool names(const struct mt_trace *t, uint64_t addr, char *fn, size_t nfn,
 		return false;
 	copy_name(fn, nfn, s, (size_t)(tab - s));
 	copy_name(file, nfile, tab + 1, (size_t)(tab2 - tab - 1));
+	*line = atoi(tab2 + 1);
 	return true;
 }
 
@@ -344,6 +348,32 @@ static bool is_one_of(const char *s, const char *const *list)
 		if (!strcmp(s, *list))
 			return true;
 	return false;
+}
+
+static bool is_param_and_grad_buffer(const char *fn, const char *file)
+{
+	return !strcmp(fn, "__init__") && in_file(file, "distributed/param_and_grad_buffer.py") &&
+	       !in_file(file, "fsdp");
+}
+
+/* The line of Megatron's _ParamAndGradBuffer.__init__ that makes its grad_data: the last
+ * of the lines there that allocate (param_data comes first, with the distributed
+ * optimizer), read from the trace's distinct frames; 0: none. */
+static int grad_buffer_line(const struct mt_trace *t)
+{
+	char fn[64], file[1024];
+	int line, last = 0;
+
+	for (size_t i = 1; i <= t->nnamed; i++)
+		if (names(t, i, fn, sizeof fn, file, sizeof file, &line) && is_param_and_grad_buffer(fn, file) &&
+		    line > last)
+			last = line;
+	for (size_t i = 1; !t->nnamed && i < t->nstrings; i++)
+		if (!strncmp(mt_trace_string(t, i), "__init__\t", 9) &&
+		    names(t, MT_PYFRAME | i, fn, sizeof fn, file, sizeof file, &line) &&
+		    is_param_and_grad_buffer(fn, file) && line > last)
+			last = line;
+	return last;
 }
 
 /* What a stack's frames say, read once. */
@@ -369,16 +399,17 @@ static enum said stack_says(struct pass *p, uint32_t stack)
 					      "load_checkpoint_and_dispatch",
 					      NULL};
 	const struct mt_trace *t = p->t;
-	bool fwd = false, bwd = false, opt = false, zero = false, builds = false, kv = false;
+	bool fwd = false, bwd = false, opt = false, zero = false, builds = false, kv = false, grads = false;
 	unsigned inits = 0; /* Python __init__ frames: a module built of modules builds each */
 	char fn[512], file[1024];
+	int line;
 
 	if (!stack || stack >= t->nstacks)
 		return SAYS_NOTHING;
 	if (p->said[stack])
 		return (enum said)(p->said[stack] - 1);
 	for (uint32_t i = 0; i < t->stacks[stack].depth; i++) {
-		if (!names(t, t->stacks[stack].frames[i], fn, sizeof fn, file, sizeof file))
+		if (!names(t, t->stacks[stack].frames[i], fn, sizeof fn, file, sizeof file, &line))
 			continue;
 		if (p->workspace && (strstr(fn, "getNewWorkspace") || strstr(fn, "getCUDABlasLtWorkspace")))
 			p->workspace[stack] = 1;
@@ -403,6 +434,13 @@ static enum said stack_says(struct pass *p, uint32_t stack)
 		    in_file(file, "cache_engine.py") || in_file(file, "/mem_cache/") ||
 		    in_file(file, "transformers/cache_utils.py"))
 			kv = true;
+		/* Megatron's flat buffers: _ParamAndGradBuffer makes its param_data (with the
+		   distributed optimizer) and then its grad_data; older ones only gradients */
+		if (is_param_and_grad_buffer(fn, file))
+			*(line == p->grad_buffer_line ? &grads : &builds) = true;
+		if (!strcmp(fn, "__init__") &&
+		    (in_file(file, "distributed/grad_buffer.py") || in_file(file, "megatron/model/distributed.py")))
+			grads = true;
 		if ((!strcmp(fn, "forward") && strstr(file, ".py")) ||
 		    (in_file(file, "torch/nn/modules/module.py") && !strcmp(fn, "_call_impl")))
 			fwd = true;
@@ -413,6 +451,7 @@ static enum said stack_says(struct pass *p, uint32_t stack)
 	p->said[stack] = (uint8_t)(1 + (opt	 ? SAYS_OPTIMIZER
 					: zero	 ? SAYS_ZERO_GRAD
 					: bwd	 ? SAYS_BACKWARD
+					: grads	 ? SAYS_GRADS
 					: kv	 ? SAYS_FORWARD
 					: builds ? SAYS_BUILDS
 					: fwd	 ? SAYS_FORWARD
@@ -460,7 +499,7 @@ static int made(struct pass *p, const struct mt_event *e, size_t i, uint64_t key
 	struct frame f = current(p, thread_stack(p, e->thread));
 	size_t slot;
 	uint64_t old;
-	bool own = f.phase != PH_NONE, builds = false;
+	bool own = f.phase != PH_NONE, builds = false, grad_buffer = false;
 	int r;
 
 	if (f.phase == PH_BACKWARD)
@@ -479,7 +518,8 @@ static int made(struct pass *p, const struct mt_event *e, size_t i, uint64_t key
 		if (bare)
 			s = SAYS_BACKWARD;
 		builds = s == SAYS_BUILDS;
-		if (s != SAYS_NOTHING && s != SAYS_BUILDS) {
+		grad_buffer = s == SAYS_GRADS;
+		if (s != SAYS_NOTHING && s != SAYS_BUILDS && s != SAYS_GRADS) {
 			if ((r = frame_phase(p, e->device, phase_said[s])))
 				return r;
 			own = !bare;
@@ -505,6 +545,7 @@ static int made(struct pass *p, const struct mt_event *e, size_t i, uint64_t key
 			  .opt_seen = p->opt_begun,
 			  .unseen = e->kind == MT_EV_ALLOC && (e->flags & MT_ALLOC_UNSEEN),
 			  .builds = builds,
+			  .grad_buffer = grad_buffer,
 			  .workspace = p->c->frames && e->kind == MT_EV_ALLOC && is_workspace(p, e->stack),
 			  .own = own};
 	if (p->c->frames && f.phase == PH_OPTIMIZER && e->kind == MT_EV_ALLOC &&
@@ -598,6 +639,8 @@ int mt_composition_start(struct mt_composition_scan **out, struct mt_composition
 	/* no stack says backward, an optimizer or zero_grad, and none is bare in a trace of
 	 * Python stacks (autograd's engine thread): a forward-only run, whose forward frees
 	 * its layers' outputs itself */
+	if (c->frames)
+		p->grad_buffer_line = grad_buffer_line(t);
 	p->forward_only = c->frames;
 	for (size_t i = 1; i < t->nstacks && p->forward_only; i++) {
 		enum said s = stack_says(p, (uint32_t)i);
@@ -681,7 +724,8 @@ static int pair_kept_grads(struct pass *p)
 		if (p->live.used[i] != 1)
 			continue;
 		l = &p->life[p->live.vals[i] - 1];
-		if (!l->workspace && (l->unseen ? l->said == SAYS_BACKWARD : l->phase == PH_BACKWARD))
+		if (!l->workspace && (l->unseen ? l->said == SAYS_BACKWARD || l->said == SAYS_GRADS
+						: l->phase == PH_BACKWARD || l->grad_buffer))
 			p->grads_known = true;
 		if (l->unseen && l->said == SAYS_OPTIMIZER)
 			note(p, l, MT_TAG_OPTIMIZER);
@@ -793,7 +837,7 @@ size_t *mt_composition_optimizer_steps(const struct mt_trace *t, size_t *n)
 		if (e->kind != MT_EV_ALLOC || e->error || (e->flags & MT_ALLOC_UNSEEN))
 			continue;
 		s = stack_says(&p, e->stack);
-		if (s == SAYS_NOTHING || s == SAYS_BUILDS)
+		if (s == SAYS_NOTHING || s == SAYS_BUILDS || s == SAYS_GRADS)
 			continue;
 		if (s == SAYS_OPTIMIZER && last != SAYS_OPTIMIZER) {
 			if (mt_grow((void **)&idx, &cap, *n, sizeof *idx)) {

@@ -15,8 +15,8 @@ sys.path.insert(0, os.path.join(os.environ["MT_SRCDIR"], "tests"))
 sys.path.insert(0, os.path.join(os.environ["MT_SRCDIR"], "tests/analyze"))
 from tap import done, ok, scratch  # noqa: E402
 from snapshots import (ALLOCATOR, LOOP, RECORDER, T0, MiB, Trace, backward_stack, block,  # noqa: E402
-                       expandable_oom, forward_stack, frame, grad_stack, inference, later_step, op, python_only,
-                       python_stack, segment, settings, training, warm_step)
+                       expandable_oom, forward_stack, frame, grad_stack, inference, later_step, op, optimizer_stack,
+                       python_only, python_stack, segment, settings, training, warm_step)
 
 B = os.environ["MT_BUILDDIR"]
 MEMTAP = os.path.join(B, "tools/memtap/memtap")
@@ -352,6 +352,58 @@ ok(dev.get("peak_allocated_bytes") == 624 * MiB and
    comp == {"params": 128 * MiB, "optimizer": 256 * MiB, "grads": 128 * MiB, "activations": 112 * MiB},
    "a hand-written optimizer: states made in its __init__ are optimizer state, a parameter it writes anew in "
    "its step stays a parameter", (dev.get("peak_allocated_bytes"), comp))
+
+# Megatron's DistributedDataParallel with the distributed optimizer (frames as in
+# megatron/core/distributed/param_and_grad_buffer.py): _ParamAndGradBuffer.__init__ makes
+# param_data (bf16, the parameters are then views of it: their own storage goes) and,
+# 6 lines later, grad_data (fp32): backward accumulates into it, nothing allocated. The
+# two are made on neighbouring lines of one __init__ under the model's setup; grad_data,
+# the last, is gradients. At the peak, in the first step: params 64 MiB, grads 128 MiB,
+# the optimizer's fp32 state 256 MiB. Recorded from the start, or its trace rolled over
+# (max_entries) so that the buffers are blocks from before it, with their frames.
+def megatron(recorded):
+    MEG = "/workspace/Megatron-LM/megatron/"
+    setup = [frame("get_model", MEG + "training/training.py", 1020),
+             frame("setup_model_and_optimizer", MEG + "training/training.py", 1170),
+             frame("pretrain", MEG + "training/training.py", 640), frame("<module>", "/workspace/pretrain_gpt.py", 310)]
+    def buffer(line):
+        return python_stack([frame("__init__", MEG + "core/distributed/param_and_grad_buffer.py", line),
+                             frame("_allocate_buffers_for_parameters", MEG +
+                                   "core/distributed/distributed_data_parallel.py", 280),
+                             frame("__init__", MEG + "core/distributed/distributed_data_parallel.py", 330)] + setup,
+                            RECORDER + ALLOCATOR + op("zeros"))
+    d = Trace(BASE)
+    d.add("segment_alloc", BASE, SEG, LOOP)
+    weights = [d.alloc(16 * MiB, python_stack([frame("__init__", MEG + "core/tensor_parallel/layers.py", 760),
+                                               frame("__init__", MEG + "core/transformer/mlp.py", 90),
+                                               frame("__init__", MEG + "core/models/gpt/gpt_model.py", 120),
+                                               frame("model_provider", "/workspace/pretrain_gpt.py", 80)] + setup,
+                                              RECORDER + ALLOCATOR + op("empty"))) for _ in range(4)]
+    d.alloc(64 * MiB, buffer(1184))
+    d.alloc(128 * MiB, buffer(1190))
+    for w in weights:
+        d.free(w)
+    made = len(d.entries)
+    acts = [d.alloc(16 * MiB, forward_stack(k, "mm")) for k in range(6)]
+    for a in acts:
+        tmp = d.alloc(8 * MiB, backward_stack("MmBackward0", "mm"))
+        d.free(a)
+        d.free(tmp)
+    for k in range(8):
+        d.alloc(32 * MiB, optimizer_stack(True))
+    blocks = d.blocks(SEG)
+    entries = d.entries if recorded else d.entries[made:]
+    return {"segments": [segment(0, BASE, blocks, expandable=False)], "device_traces": [entries],
+            "allocator_settings": settings(False), "external_annotations": []}
+
+
+for recorded in (True, False):
+    p, rep = run("report", "--json", write("megatron-%d" % recorded, megatron(recorded)))
+    dev = rep["devices"][0] if rep else {}
+    comp = {k: v for k, v in dev.get("composition_at_peak", {}).items() if v and k != "reserved_unallocated"}
+    ok(comp == {"params": 64 * MiB, "grads": 128 * MiB, "optimizer": 256 * MiB},
+       "Megatron's flat buffers (%s): grad_data is gradients, param_data parameters" %
+       ("made while recording" if recorded else "made before the trace, their frames kept"), comp)
 p, _ = run("report", write("training-text", training()))
 ok(re.search(r"grads +128\.00 MiB +\(frames, sure\)", p.stdout) and
    re.search(r"optimizer +256\.00 MiB +\(frames, sure\)", p.stdout),
