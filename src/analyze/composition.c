@@ -352,27 +352,30 @@ static bool is_one_of(const char *s, const char *const *list)
 
 static bool is_param_and_grad_buffer(const char *fn, const char *file)
 {
-	return !strcmp(fn, "__init__") && in_file(file, "distributed/param_and_grad_buffer.py") &&
-	       !in_file(file, "fsdp");
+	return !strcmp(fn, "__init__") && in_file(file, "distributed/param_and_grad_buffer.py");
 }
 
 /* The line of Megatron's _ParamAndGradBuffer.__init__ that makes its grad_data: the last
  * of the lines there that allocate (param_data comes first, with the distributed
- * optimizer), read from the trace's distinct frames; 0: none. */
+ * optimizer; frees there, of the parameters' old storage, come after), read from the
+ * stacks of allocations, each stack once; 0: none. */
 static int grad_buffer_line(const struct mt_trace *t)
 {
+	uint8_t *seen = calloc(t->nstacks + 1, 1);
 	char fn[64], file[1024];
 	int line, last = 0;
 
-	for (size_t i = 1; i <= t->nnamed; i++)
-		if (names(t, i, fn, sizeof fn, file, sizeof file, &line) && is_param_and_grad_buffer(fn, file) &&
-		    line > last)
-			last = line;
-	for (size_t i = 1; !t->nnamed && i < t->nstrings; i++)
-		if (!strncmp(mt_trace_string(t, i), "__init__\t", 9) &&
-		    names(t, MT_PYFRAME | i, fn, sizeof fn, file, sizeof file, &line) &&
-		    is_param_and_grad_buffer(fn, file) && line > last)
-			last = line;
+	for (size_t i = 0; seen && i < t->nevents; i++) {
+		const struct mt_event *e = &t->events[i];
+		if (e->kind != MT_EV_ALLOC || !e->stack || e->stack >= t->nstacks || seen[e->stack])
+			continue;
+		seen[e->stack] = 1;
+		for (uint32_t k = 0; k < t->stacks[e->stack].depth; k++)
+			if (names(t, t->stacks[e->stack].frames[k], fn, sizeof fn, file, sizeof file, &line) &&
+			    is_param_and_grad_buffer(fn, file) && line > last)
+				last = line;
+	}
+	free(seen);
 	return last;
 }
 
@@ -436,8 +439,8 @@ static enum said stack_says(struct pass *p, uint32_t stack)
 			kv = true;
 		/* Megatron's flat buffers: _ParamAndGradBuffer makes its param_data (with the
 		   distributed optimizer) and then its grad_data; older ones only gradients */
-		if (is_param_and_grad_buffer(fn, file))
-			*(line == p->grad_buffer_line ? &grads : &builds) = true;
+		if (is_param_and_grad_buffer(fn, file)) /* a line unknown (0) is not the last one */
+			*(line && line == p->grad_buffer_line ? &grads : &builds) = true;
 		if (!strcmp(fn, "__init__") &&
 		    (in_file(file, "distributed/grad_buffer.py") || in_file(file, "megatron/model/distributed.py")))
 			grads = true;

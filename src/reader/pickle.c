@@ -364,6 +364,17 @@ static int fill_from_mark(struct pk_reader *m, struct pk_value *seq, size_t from
 	return 0;
 }
 
+/* Items for a value that cannot take them: said as such, or, for a list or dict a hook
+ * already read (a token), that it changed after it looked complete. */
+static int wrong_kind(struct pk_reader *m, const struct pk_value *v, const char *what)
+{
+	if (v && v->type == PK_TOKEN)
+		return fail(m, EINVAL,
+			    "a list or dict given more items after it was read (Python's pickler writes each "
+			    "whole, once)");
+	return fail(m, EINVAL, "%s", what);
+}
+
 /* ---- the memo ---- */
 
 static bool is_mark(uintptr_t slot)
@@ -694,7 +705,7 @@ static int step(struct pk_reader *m, uint8_t op)
 		return tuple_of(m, 3);
 	case 'a': /* APPEND */
 		if (m->n < 2 || m->stack[m->n - 2]->type != PK_LIST)
-			return fail(m, EINVAL, "APPEND to something not a list");
+			return wrong_kind(m, m->n < 2 ? NULL : m->stack[m->n - 2], "APPEND to something not a list");
 		if ((r = offer(m, m->stack[m->n - 2], m->n - 1)))
 			return r < 0 ? -r : 0;
 		m->n--;
@@ -706,12 +717,14 @@ static int step(struct pk_reader *m, uint8_t op)
 			return fail(m, EINVAL, "%s without a mark", op == 'e' ? "APPENDS" : "SETITEMS");
 		v = m->stack[from - 1];
 		if (v->type != (op == 'e' ? PK_LIST : PK_DICT))
-			return fail(m, EINVAL, "%s to the wrong kind of value", op == 'e' ? "APPENDS" : "SETITEMS");
+			return wrong_kind(m, v,
+					  op == 'e' ? "APPENDS to the wrong kind of value"
+						    : "SETITEMS to the wrong kind of value");
 		return fill_from_mark(m, v, from);
 	}
 	case 's': /* SETITEM */
 		if (m->n < 3 || m->stack[m->n - 3]->type != PK_DICT)
-			return fail(m, EINVAL, "SETITEM to something not a dict");
+			return wrong_kind(m, m->n < 3 ? NULL : m->stack[m->n - 3], "SETITEM to something not a dict");
 		if ((r = seq_add(m, m->stack[m->n - 3], m->stack[m->n - 2])) ||
 		    (r = seq_add(m, m->stack[m->n - 3], m->stack[m->n - 1])))
 			return r;

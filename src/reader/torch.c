@@ -43,6 +43,7 @@
  * reading on would take time and memory out of all proportion to the file. */
 #define BYTES_PER_ITEM 4
 #define TEXT_CHUNK (64u << 10)
+#define PICKLER_BATCH 1000 /* Python's pickler sets a dict's pairs (appends a list's items) a thousand at a time */
 
 /* What a value read became (pk_token): its payload is an event, a stack, a frame, a segment,
  * a block; a segment's list of blocks and pool id: the segment. */
@@ -258,11 +259,7 @@ static uint32_t stack_of(struct importer *im, struct pk_reader *r, const struct 
 		return frames->tag == TOKEN_STACK ? (uint32_t)frames->i : 0;
 	if (frames->type != PK_LIST && frames->type != PK_TUPLE)
 		return 0;
-	if (!(n = frames->seq.n)) { /* a segment's or an old block's: the memo would keep each */
-		pk_token(r, frames, TOKEN_STACK, 0);
-		return 0;
-	}
-	if (n > UINT32_MAX)
+	if (!(n = frames->seq.n) || n > UINT32_MAX)
 		return 0;
 	pk_hold(frames); /* a frame made a token may let go of the list (a dict that holds it) */
 	if (n > im->cap_ids) {
@@ -521,6 +518,14 @@ static int entry(struct importer *im, struct pk_reader *r, uint32_t list, struct
 
 /* ---- segments ---- */
 
+/* An empty list of frames of a block or segment being read: the memo would keep it to
+ * the end (not one a block's dict gave as it was read: the list may not be whole yet). */
+static void drop_empty(struct pk_reader *r, const struct pk_value *frames)
+{
+	if (frames && frames->type == PK_LIST && !frames->seq.n)
+		pk_token(r, (struct pk_value *)frames, TOKEN_STACK, 0);
+}
+
 /* A segment's block dict: its size, and what the report needs of a live one. */
 static int block(struct importer *im, struct pk_reader *r, const struct pk_value *b, struct blk_rec *rec)
 {
@@ -548,6 +553,7 @@ static int block(struct importer *im, struct pk_reader *r, const struct pk_value
 	    (err = num(im, rv, "requested_size", &requested)))
 		return err;
 	*rec = (struct blk_rec){.addr = (uint64_t)addr, .size = (uint64_t)size, .placed = av != NULL};
+	drop_empty(r, frames);
 	if (!state || strncmp(state, "active", 6) != 0)
 		return 0;
 	if (pk_len(history)) { /* the oldest layout: the newest handout, first (PyTorch puts
@@ -565,17 +571,20 @@ static int block(struct importer *im, struct pk_reader *r, const struct pk_value
 
 /* A segment's blocks, at the end of blocks[] (g->first on): from its list, or from the
  * segment that read that list first. */
-static int blocks_of(struct importer *im, struct pk_reader *r, struct seg_rec *g, const struct pk_value *blocks,
-		     uint64_t address)
+static int blocks_of(struct importer *im, struct pk_reader *r, struct seg_rec *g, const struct pk_value *s,
+		     const struct pk_value *blocks, uint64_t address)
 {
 	const struct seg_rec *same = NULL;
 	uint64_t offset = 0;
+	size_t n;
 	int err = 0;
 
 	if (blocks && blocks->type == PK_TOKEN && blocks->tag == TOKEN_BLOCKS)
 		same = &im->seg[blocks->i]; /* one list of blocks in several segments */
-	g->n = same ? same->n : pk_len(blocks);
-	for (size_t k = 0; k < g->n; k++) {
+	else if (blocks && blocks->type == PK_TOKEN)
+		return refuse(im, "its list of blocks is also a block's list of frames");
+	n = same ? same->n : pk_len(blocks);
+	for (size_t k = 0; k < n; k++) {
 		struct pk_value *b = same ? NULL : (struct pk_value *)pk_at(blocks, k); /* ours to turn into a token */
 		struct blk_rec rec;
 
@@ -588,15 +597,18 @@ static int blocks_of(struct importer *im, struct pk_reader *r, struct seg_rec *g
 			rec = im->blk[b->i]; /* one block in several places */
 		else if ((err = block(im, r, b, &rec)))
 			return err;
+		if (!same && pk_len(blocks) != n) /* read as a block's frames: it is a stack now */
+			return refuse(im, "its list of blocks is also a block's list of frames");
 		if (!rec.placed)
 			rec.addr = address + offset;
 		offset += rec.size;
 		if (mt_grow((void **)&im->blk, &im->cap_blk, im->nblk, sizeof *im->blk))
 			return ENOMEM;
 		im->blk[im->nblk++] = rec;
-		if (b && b->type == PK_DICT)
+		if (b && b != s && b->type == PK_DICT) /* (a segment that is its own block stays one) */
 			pk_token(r, b, TOKEN_BLOCK, (int64_t)im->nblk - 1);
 	}
+	g->n = n;
 	return 0;
 }
 
@@ -669,6 +681,8 @@ static int segment(struct importer *im, struct pk_reader *r, uint32_t list, stru
 		 pk_int(pk_at(pool, 1), &pb))
 		g.pool = (uint64_t)(uint32_t)pa << 32 | (uint32_t)pb;
 	g.stack = stack_of(im, r, frames, &err);
+	if (frames != blocks)
+		drop_empty(r, frames);
 	g.first = im->nblk;
 	/* held while read: a block made a token may let go of what its segment held (a dict
 	   that is its own block) */
@@ -677,7 +691,7 @@ static int segment(struct importer *im, struct pk_reader *r, uint32_t list, stru
 	if (pool)
 		pk_hold(pool);
 	if (!err)
-		err = blocks_of(im, r, &g, blocks, (uint64_t)address);
+		err = blocks_of(im, r, &g, s, blocks, (uint64_t)address);
 	if (!err && mt_grow((void **)&im->seg, &im->cap_seg, im->nseg, sizeof *im->seg))
 		err = ENOMEM;
 	if (!err) { /* the memo keeps every value of the file to its end: what was read of these, a token's room */
@@ -840,17 +854,23 @@ static int items(void *ctx, struct pk_reader *r, const struct pk_value *list, st
 static int dict_read(void *ctx, struct pk_reader *r, struct pk_value *d, size_t first)
 {
 	struct importer *im = ctx;
-	bool is_segment = false;
+	unsigned keys = 0; /* 1 blocks, 2 total_size, 4 action */
 	int err = 0;
 
 	for (size_t i = first; i + 1 < d->seq.n && !err; i += 2) {
 		const struct pk_value *k = d->seq.items[i];
 		if (KEY(k, "frames"))
 			stack_of(im, r, d->seq.items[i + 1], &err);
-		else if (KEY(k, "blocks") || KEY(k, "total_size"))
-			is_segment = true;
+		else
+			keys |= KEY(k, "blocks") ? 1 : KEY(k, "total_size") ? 2 : KEY(k, "action") ? 4 : 0;
 	}
-	if (is_segment && !err && (err = segment(im, r, 0, d)) != ENOMEM) {
+	if (!err && d->type != PK_DICT) { /* made a frame by its own frames: read as one, it would be lost */
+		reading(im, "frames", 0, 0);
+		return stop(im, refuse(im, "a dict that is one of its own frames"));
+	}
+	/* a segment, whole: its pairs set at once, fewer than the pickler's batch (a bigger dict
+	   comes in several, read when its list is) */
+	if (keys == 3 && !first && d->seq.n / 2 < PICKLER_BATCH && !err && (err = segment(im, r, 0, d)) != ENOMEM) {
 		err = 0; /* said again if it is in a list of segments; a dict elsewhere is not one */
 		im->t->problem[0] = '\0';
 	}

@@ -381,8 +381,10 @@ def megatron(recorded):
                                               RECORDER + ALLOCATOR + op("empty"))) for _ in range(4)]
     d.alloc(64 * MiB, buffer(1184))
     d.alloc(128 * MiB, buffer(1190))
-    for w in weights:
-        d.free(w)
+    for w in weights:  # the old storage goes at `del old_param_data`, a later line (context="all" records it)
+        size, _ = d.live.pop(w)
+        for action in ("free_requested", "free_completed"):
+            d.add(action, w, size, buffer(1225))
     made = len(d.entries)
     acts = [d.alloc(16 * MiB, forward_stack(k, "mm")) for k in range(6)]
     for a in acts:

@@ -166,6 +166,15 @@ def shared_long_name(length, frames):
         for i in range(frames)]]}, protocol=4)
 
 
+def segment_keys_again(times):
+    """A dict not a segment (its address is no number) given a segment's keys again and
+    again, each time by SETITEMS: it was read as a segment at each, all its pairs each time."""
+    head = (b"\x80\x04}(\x8c\x08segments]\x8c\x0ddevice_traces]]a\x8c\x04meta}\x94"  # meta: memo 0
+            b"(\x8c\x07address\x8c\x01x\x8c\x0atotal_size\x94K\x01\x8c\x06blocks\x94]\x94u")  # memo 1, 2, 3
+    again = b"h\x00(h\x01K\x01h\x02h\x03u0"  # meta, MARK, total_size 1, blocks [], SETITEMS, POP
+    return head + again * times + b"u."
+
+
 def pickles():
     # issue 26 item 9: a 9-byte memo bomb (LONG_BINPUT at 2^26 - 1) took 514 MB
     write("pickles", "memo-bomb.pickle", b"\x80\x04N" + b"r" + struct.pack("<I", (1 << 26) - 1) + b".")
@@ -202,6 +211,26 @@ def pickles():
     # token gave back the list while it was being read (seen under ASan's poisoning of
     # the pickle reader's free values); alone, and in a list of segments with a pool id
     write("pickles", "segment-is-its-block.pickle", b"\x80\x04}\x94(\x8c\x06blocks](h\x00e\x8c\x0atotal_sizeK\x00u.")
+    # a block whose frames are its segment's own list of blocks (protocol 0: the list is
+    # read whole as the block's frames while the segment's blocks were read: a crash), a
+    # segment that is its own block and also has its list of blocks as its frames, and a
+    # segment dict given a pair after it looked whole
+    def self_referencing(protocol, frames_is_blocks=True):
+        blocks = []
+        blocks += [{"address": 0x10000000 + i * (1 << 20), "size": 1 << 20, "requested_size": (1 << 20) - 1,
+                    "state": "active_allocated", "frames": blocks if i == 0 and frames_is_blocks else []}
+                   for i in range(2)]
+        seg = {"device": 0, "address": 0x10000000, "total_size": 2 << 20, "stream": 0, "segment_type": "large",
+               "segment_pool_id": (0, 0), "is_expandable": False, "frames": [], "blocks": blocks}
+        return pickle.dumps({"segments": [seg], "device_traces": [[]], "allocator_settings": {}}, protocol=protocol)
+    write("pickles", "block-frames-are-its-blocks-p0.pickle", self_referencing(0))
+    write("pickles", "block-frames-are-its-blocks-p4.pickle", self_referencing(4))
+    seg = {"device": 0, "address": 0x10000000, "total_size": 2 << 20, "size": 1 << 20, "requested_size": 100,
+           "state": "active_allocated"}
+    seg["blocks"] = seg["frames"] = [seg]
+    write("pickles", "segment-its-own-block-and-frames.pickle", pickle.dumps({"segments": [seg]}, protocol=4))
+    write("pickles", "segment-given-a-pair-after.pickle",
+          b"\x80\x04}(\x8c\x08segments]}(\x8c\x0atotal_sizeJ\x00\x00\x20\x00\x8c\x06blocks]u\x8c\x07addressK\x00sau.")
     write("pickles", "segment-is-its-block-listed.pickle",
           b"\x80\x04}\x94(\x8c\x08segments](}\x94(\x8c\x06blocks](h\x01e\x8c\x0fsegment_pool_id(K\x01K\x02t"
           b"\x8c\x0atotal_sizeK\x00ueu.")

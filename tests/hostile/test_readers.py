@@ -67,8 +67,12 @@ EXPECT = {
     "pickles/expansion-segments.pickle": (REFUSED, "more entries than the file's size can hold"),
     "pickles/shared-long-name.pickle": (0, None),
     "pickles/frames-cycle.pickle": (0, None),
-    "pickles/frames-holds-its-dict.pickle": (REFUSED, "not a PyTorch memory snapshot"),
-    "pickles/frames-holds-its-dict-1.pickle": (REFUSED, "not a PyTorch memory snapshot"),
+    "pickles/frames-holds-its-dict.pickle": (REFUSED, "a dict that is one of its own frames"),
+    "pickles/frames-holds-its-dict-1.pickle": (REFUSED, "a dict that is one of its own frames"),
+    "pickles/block-frames-are-its-blocks-p0.pickle": (REFUSED, "its list of blocks is also a block's list of frames"),
+    "pickles/block-frames-are-its-blocks-p4.pickle": (REFUSED, "its list of blocks is also a block's list of frames"),
+    "pickles/segment-its-own-block-and-frames.pickle": (REFUSED, "a dict that is one of its own frames"),
+    "pickles/segment-given-a-pair-after.pickle": (REFUSED, "a list or dict given more items after it was read"),
     "pickles/segment-is-its-block.pickle": (REFUSED, "not a PyTorch memory snapshot"),
     "pickles/segment-is-its-block-listed.pickle": (0, None),
     "pickles/time-nan.pickle": (REFUSED, "'time_us' is not a whole number"),
@@ -247,7 +251,9 @@ import make_corpus  # noqa: E402
 BIG = {"shared-dict-2MB.pickle": (make_corpus.shared_dict(100000, 300000), 0, None),
        "expansion-devices-2MB.pickle": (make_corpus.expansion_devices(40000), REFUSED,
                                         "more entries than the file's size can hold"),
-       "shared-long-name-1MB.pickle": (make_corpus.shared_long_name(1 << 20, 2000), 0, None)}
+       "shared-long-name-1MB.pickle": (make_corpus.shared_long_name(1 << 20, 2000), 0, None),
+       # read as a segment at each SETITEMS, its growing pairs each time: 17 s for 2.9 MB
+       "segment-keys-again-5MB.pickle": (make_corpus.segment_keys_again(400000), 0, None)}
 # A trace of 200000 stacks, each live at the peak, in a module (so each prints apart as
 # module+offset): diff matched stacks against every row (quadratic, minutes); by hash it
 # is linear.
