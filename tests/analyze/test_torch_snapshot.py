@@ -540,6 +540,19 @@ one["device_traces"] = [[{"action": "snapshot", "addr": 0, "size": 0, "stream": 
 p, _ = run("report", write("cuda1", one))
 ok("device 0 (cuda:0 (PyTorch snapshot), capacity unknown): nothing allocated\n\ndevice 1" in p.stdout and
    "peak 0 B" not in p.stdout, "a device with nothing allocated: one line", p.stdout[:600])
+# memtap diff of two snapshots reads its stacks as the report does: the user's frames first,
+# the recorder's and allocator's plumbing left out (it printed every frame in full, 600
+# characters of a kernel's template name among them); --frames=all prints them all
+a, b = write("diff-a", training()), write("diff-b", training(leak=4 * MiB))
+p, _ = run("diff", a, b)
+rows = p.stdout.split("live at the peak, by stack, biggest changes first:\n")[-1]
+ok(p.returncode == 0 and re.match(r"  \+8\.00 MiB  \(0 B -> 8\.00 MiB\)\n      train_step \(train\.py:95\)\n", rows) and
+   "torch::unwind" not in p.stdout and "+ " in rows and "frames of the allocator" in rows,
+   "memtap diff: a stack reads as in the report", p.stdout[-1500:])
+p, _ = run("diff", "--frames=all", a, b)
+ok(p.returncode == 0 and "      torch::unwind::unwind() (??:0)" in p.stdout, "memtap diff --frames=all: every frame",
+   p.stdout[-800:])
+
 # PyTorch keeps external annotations in a ring buffer of their own, which outlasts the
 # entries': a public training snapshot held ten optimizer steps' ranges from 5.65 s before
 # its 0.13 s of entries. Ranges that ended before the first entry cover nothing the trace
