@@ -270,7 +270,7 @@ ok(comp.get("other") == 8 * MiB and comp.get("activations") == 0, "a loss kept b
 p, _ = run("report", write("later-step-text", later_step()))
 ok("128.00 MiB in 4 allocations: allocated before recording started (the model's parameters" in p.stdout and
    "128.00 MiB in 4 allocations: allocated before recording started, read as gradients" in p.stdout and
-   re.search(r"256\.00 MiB in 8 allocations: train_step \(train\.py:88\) \(made before recording started\)\n"
+   re.search(r"256\.00 MiB in 8 allocations: train_step \(train\.py:88\) \(made before the trace's first entry\)\n"
              r" +_init_group \(adamw\.py:160\)", p.stdout),
    "blocks made before recording with frames are shown by their stacks; the frameless ones a row per category",
    p.stdout)
