@@ -540,6 +540,25 @@ one["device_traces"] = [[{"action": "snapshot", "addr": 0, "size": 0, "stream": 
 p, _ = run("report", write("cuda1", one))
 ok("device 0 (cuda:0 (PyTorch snapshot), capacity unknown): nothing allocated\n\ndevice 1" in p.stdout and
    "peak 0 B" not in p.stdout, "a device with nothing allocated: one line", p.stdout[:600])
+# Several ranks' snapshots (torchtitan writes rank{N}_memory_snapshot.pickle into one
+# folder): a directory of them is read (it asked for .trace files), and each row's rank is
+# the one its file name gives, not its place in the arguments (a shell's rank0, rank1,
+# rank10 order, or rank0, rank10, rank1, made rank10's snapshot rank 1 or 2)
+ranks = os.path.join(TMP, "ranks")
+os.makedirs(ranks, exist_ok=True)
+for r, snap in ((0, inference(passes=1)), (1, training()), (10, expandable_oom())):
+    with open(os.path.join(ranks, "rank%d_memory_snapshot.pickle" % r), "wb") as f:
+        pickle.dump(snap, f, protocol=4)
+_, one = run("report", "--json", os.path.join(ranks, "rank10_memory_snapshot.pickle"))
+want = {"0": "rank0_memory_snapshot.pickle", "1": "rank1_memory_snapshot.pickle", "10": "rank10_memory_snapshot.pickle"}
+for args in ([ranks], [os.path.join(ranks, "rank%d_memory_snapshot.pickle" % r) for r in (0, 10, 1)]):
+    p, rep = run("report", "--json", *args)
+    got = rep and {r["rank"]: os.path.basename(r["trace"]) for r in rep["ranks"]}
+    peak10 = rep and [r["peak_allocated_bytes"] for r in rep["ranks"] if r["rank"] == "10"]
+    ok(p.returncode == 0 and got == want and one and peak10 == [max(d["peak_allocated_bytes"] for d in one["devices"])],
+       "several snapshots (%s): each rank from its file's name" % ("a directory" if len(args) == 1 else "files"),
+       (p.stderr, got, peak10))
+
 # memtap diff of two snapshots reads its stacks as the report does: the user's frames first,
 # the recorder's and allocator's plumbing left out (it printed every frame in full, 600
 # characters of a kernel's template name among them); --frames=all prints them all
