@@ -104,7 +104,7 @@ struct pass {
 	bool python;		   /* some stack has Python frames */
 	bool backward_ran;	   /* an allocation was made in a backward phase */
 	bool grads_known;	   /* some allocation's category is gradients */
-	bool adam;		   /* some stack is in torch's Adam or AdamW (state updated in place) */
+	bool adam;		   /* some stack is in torch's Adam family (two states per parameter, in place) */
 	bool state_seen;	   /* some allocation's category is optimizer state */
 	struct mt_map state_sizes; /* size -> optimizer state made before recording of that size */
 	struct mt_map opt_made;	   /* read by frames: size -> the last allocation of that size made in
@@ -386,7 +386,9 @@ static enum said stack_says(struct pass *p, uint32_t stack)
 			continue;
 		if (p->workspace && (strstr(fn, "getNewWorkspace") || strstr(fn, "getCUDABlasLtWorkspace")))
 			p->workspace[stack] = 1;
-		if (in_file(file, "torch/optim/adam.py") || in_file(file, "torch/optim/adamw.py"))
+		if (in_file(file, "torch/optim/adam.py") || in_file(file, "torch/optim/adamw.py") ||
+		    in_file(file, "torch/optim/nadam.py") || in_file(file, "torch/optim/radam.py") ||
+		    in_file(file, "torch/optim/adamax.py"))
 			p->adam = true;
 		if (in_file(file, "torch/optim/") ||
 		    ((!strcmp(fn, "step") || !strcmp(fn, "__init__")) && strstr(file, "optim")))
@@ -675,7 +677,8 @@ static bool mute(const struct life *l)
 	return l->unseen && l->said == SAYS_NOTHING && !l->workspace;
 }
 
-/* torch's Adam or AdamW (exp_avg and exp_avg_sq per parameter, updated in place) stepped,
+/* torch's Adam, AdamW, NAdam, RAdam or Adamax (two state tensors per parameter, exp_avg and
+ * exp_avg_sq or exp_inf, updated in place) stepped,
  * yet no optimizer state was made, freed or said in the trace: warm-up steps made it before
  * recording, and it is among the blocks made before recording that have no frames and live
  * to the end, which the rules call parameters (a public CS336 step of torch's Adam read

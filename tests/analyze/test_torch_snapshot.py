@@ -236,8 +236,11 @@ for kept in (True, False):
 # blocks, four copies per parameter (parameter, gradient kept, two states), two of each
 # four are the state, then the gradients pair off. With one state fewer the counts are no
 # multiple of four, and nothing is guessed.
-for states in (8, 7):
+for states, optim in ((8, "adamw"), (7, "adamw"), (8, "nadam")):
     snap = later_step()
+    for e in snap["device_traces"][0]:  # NAdam's step: the same two states per parameter
+        for f in e["frames"]:
+            f["filename"] = f["filename"].replace("optim/adamw.py", "optim/%s.py" % optim)
     blocks = snap["segments"][0]["blocks"]
     for b in blocks:
         if b["frames"] and "_init_group" in str(b["frames"]):
@@ -248,7 +251,7 @@ for states in (8, 7):
     end = blocks[-1]["address"] + blocks[-1]["size"]
     blocks += [block(end, MiB, MiB, "active_allocated", []), block(end + MiB, 3 * MiB, 3 * MiB, "active_allocated", [])]
     snap["segments"][0] = segment(0, snap["segments"][0]["address"], blocks, expandable=False)
-    p, rep = run("report", "--json", write("later-step-mute-%d" % states, snap))
+    p, rep = run("report", "--json", write("later-step-mute-%d-%s" % (states, optim), snap))
     dev = rep["devices"][0] if rep else {}
     comp = {k: v for k, v in dev.get("composition_at_peak", {}).items() if v and k != "reserved_unallocated"}
     want = {"params": 132 * MiB, "grads": 128 * MiB, "optimizer": 256 * MiB, "activations": 96 * MiB,
@@ -256,8 +259,8 @@ for states in (8, 7):
     if states == 7:
         want = dict(want, params=(4 + 7 + 4) * 32 * MiB + 4 * MiB, grads=0, optimizer=0)
         want = {k: v for k, v in want.items() if v}
-    ok(comp == want, "later step, %d states of torch's AdamW made before recording with no frames: %s" %
-       (states, "two of each four copies of a size are the state, the kept gradients pair off" if states == 8 else
+    ok(comp == want, "later step, %d states of torch's %s made before recording with no frames: %s" %
+       (states, optim, "two of each four copies of a size are the state, the kept gradients pair off" if states == 8 else
         "the counts are no multiple of four copies, all parameters as before"), comp)
 
 # the loop keeps each step's loss for logging (train_step, train.py:95: no model frames):
