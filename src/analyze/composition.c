@@ -695,7 +695,7 @@ static int adam_state(struct pass *p)
 
 	if (!p->adam || !p->opt_begun || p->state_seen || p->state_sizes.count)
 		return 0;
-	for (int pass = 0; pass < 3 && !err; pass++)
+	for (int round = 0; round < 3 && !err; round++) /* count, weigh, mark */
 		for (size_t i = 0; i < p->live.cap && !err; i++) {
 			struct life *l;
 			uint64_t size;
@@ -707,9 +707,9 @@ static int adam_state(struct pass *p)
 				continue;
 			n = 0;
 			mt_map_get(&count, size, &n);
-			if (pass == 0) {
+			if (round == 0) {
 				err = mt_map_put(&count, size, n + 1);
-			} else if (pass == 1) {
+			} else if (round == 1) {
 				all += size;
 				fit += n % copies == 0 ? size : 0;
 			} else if (n % copies == 0 && fit >= all - all / 16) {
