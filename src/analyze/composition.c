@@ -105,6 +105,8 @@ struct pass {
 	bool python;		   /* some stack has Python frames */
 	bool backward_ran;	   /* an allocation was made in a backward phase */
 	bool grads_known;	   /* some allocation's category is gradients */
+	bool adam;		   /* some stack is in torch's Adam family (two states per parameter, in place) */
+	bool state_seen;	   /* some allocation's category is optimizer state */
 	struct mt_map state_sizes; /* size -> optimizer state made before recording of that size */
 	struct mt_map opt_made;	   /* read by frames: size -> the last allocation of that size made in
 				      an optimizer step (its event + 1) */
@@ -264,6 +266,8 @@ static void note(struct pass *p, const struct life *l, uint8_t category)
 
 	if (category == MT_TAG_GRADS && !l->kept_grad)
 		p->grads_known = true;
+	if (category == MT_TAG_OPTIMIZER)
+		p->state_seen = true;
 	if (category == MT_TAG_OPTIMIZER && l->unseen) {
 		mt_map_get(&p->state_sizes, size, &n);
 		/* out of memory: the pairing at the end sees fewer sizes, nothing worse */
@@ -416,6 +420,10 @@ static enum said stack_says(struct pass *p, uint32_t stack)
 			continue;
 		if (p->workspace && (strstr(fn, "getNewWorkspace") || strstr(fn, "getCUDABlasLtWorkspace")))
 			p->workspace[stack] = 1;
+		if (in_file(file, "torch/optim/adam.py") || in_file(file, "torch/optim/adamw.py") ||
+		    in_file(file, "torch/optim/nadam.py") || in_file(file, "torch/optim/radam.py") ||
+		    in_file(file, "torch/optim/adamax.py"))
+			p->adam = true;
 		if (in_file(file, "torch/optim/") ||
 		    ((!strcmp(fn, "step") || !strcmp(fn, "__init__")) && strstr(file, "optim")))
 			*(!strcmp(fn, "zero_grad") ? &zero : &opt) = true;
@@ -709,6 +717,62 @@ int mt_composition_step(struct mt_composition_scan *scan, size_t i)
 	}
 }
 
+/* A block made before recording that nothing said anything of: no frames, or none that say */
+static bool mute(const struct life *l)
+{
+	return l->unseen && l->said == SAYS_NOTHING && !l->workspace;
+}
+
+/* torch's Adam, AdamW, NAdam, RAdam or Adamax (two state tensors per parameter, exp_avg and
+ * exp_avg_sq or exp_inf, updated in place) stepped,
+ * yet no optimizer state was made, freed or said in the trace: warm-up steps made it before
+ * recording, and it is among the blocks made before recording that have no frames and live
+ * to the end, which the rules call parameters (a public CS336 step of torch's Adam read
+ * 38.09 GiB of parameters for a model of 12.70 GiB). Each parameter has then two state
+ * tensors of its size, three copies of it in all, four where the gradients are among them
+ * too (backward ran but made none: zero_grad(set_to_none=False)). Where the sizes whose
+ * count is a multiple of that hold all but a sixteenth of those bytes (buffers aside), two
+ * of each three (four) are the state; pair_kept_grads then finds the gradients. */
+static int adam_state(struct pass *p)
+{
+	struct mt_map count = {0}, marked = {0};
+	uint64_t copies = !p->grads_known && p->backward_ran ? 4 : 3, n, m, all = 0, fit = 0;
+	int err = 0;
+
+	if (!p->adam || !p->opt_begun || p->state_seen || p->state_sizes.count)
+		return 0;
+	for (int round = 0; round < 3 && !err; round++) /* count, weigh, mark */
+		for (size_t i = 0; i < p->live.cap && !err; i++) {
+			struct life *l;
+			uint64_t size;
+			if (p->live.used[i] != 1)
+				continue;
+			l = &p->life[p->live.vals[i] - 1];
+			size = p->t->events[l->event].size;
+			if (!mute(l))
+				continue;
+			n = 0;
+			mt_map_get(&count, size, &n);
+			if (round == 0) {
+				err = mt_map_put(&count, size, n + 1);
+			} else if (round == 1) {
+				all += size;
+				fit += n % copies == 0 ? size : 0;
+			} else if (n % copies == 0 && fit >= all - all / 16) {
+				m = 0;
+				mt_map_get(&marked, size, &m);
+				if (m < n / copies * 2) {
+					l->said = SAYS_OPTIMIZER;
+					note(p, l, MT_TAG_OPTIMIZER);
+					err = mt_map_put(&marked, size, m + 1);
+				}
+			}
+		}
+	mt_map_free(&marked);
+	mt_map_free(&count);
+	return err;
+}
+
 /* A backward ran, an optimizer stepped, yet no gradient was made or freed: the gradients
  * were there before recording and backward added into them (zero_grad(set_to_none=False),
  * or none). They are among the blocks made before recording that have no frames and live
@@ -732,7 +796,11 @@ static int pair_kept_grads(struct pass *p)
 			p->grads_known = true;
 		if (l->unseen && l->said == SAYS_OPTIMIZER)
 			note(p, l, MT_TAG_OPTIMIZER);
+		if (!l->unseen && l->phase == PH_OPTIMIZER && !l->heir && !l->builds && !l->workspace)
+			p->state_seen = true; /* made in a step and kept: its state */
 	}
+	if ((err = adam_state(p)))
+		return err;
 	if (!p->backward_ran || !p->opt_begun || p->grads_known || !p->state_sizes.count)
 		return 0;
 	for (size_t i = 0; i < p->live.cap && !err; i++) {
@@ -742,7 +810,7 @@ static int pair_kept_grads(struct pass *p)
 			continue;
 		l = &p->life[p->live.vals[i] - 1];
 		size = p->t->events[l->event].size;
-		if (!l->unseen || l->said != SAYS_NOTHING || l->workspace || !mt_map_get(&p->state_sizes, size, &n))
+		if (!mute(l) || !mt_map_get(&p->state_sizes, size, &n))
 			continue;
 		n = 0;
 		mt_map_get(&count, size, &n);
@@ -755,7 +823,7 @@ static int pair_kept_grads(struct pass *p)
 			continue;
 		l = &p->life[p->live.vals[i] - 1];
 		size = p->t->events[l->event].size;
-		if (!l->unseen || l->said != SAYS_NOTHING || l->workspace || !mt_map_get(&count, size, &n))
+		if (!mute(l) || !mt_map_get(&count, size, &n))
 			continue;
 		if (!mt_map_get(&marked, size, &half))
 			half = 0;

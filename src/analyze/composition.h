@@ -28,6 +28,9 @@
  *   made before recording and freed in backward (activations), in an optimizer step
  *   (optimizer: the old state an optimizer replaced) or zero_grad (grads); anything
  *   else                                                                -> other
+ * and where torch's Adam family stepped with no state made, freed or said in the
+ * trace, two of each three (four, gradients kept) frameless never-freed blocks of a
+ * size made before recording are its state.
  * Each allocation's evidence (`evidence`: 2 its own frames, 1 a phase carried over or a
  * lifetime alone, 0 nothing) says how sure its category is. */
 #ifndef MT_COMPOSITION_H

@@ -18,7 +18,8 @@
  * annotate_snapshot throws, leaving a blank page, when entries have categories and none
  * is 'unknown', so where every entry would name another, none carries a category. An
  * imported snapshot's allocator_settings and external_annotations are written back as
- * they were read; a snapshot without times gets none. Only opcodes the viewer's
+ * they were read (less the ranges the import left out, which ended before the first
+ * entry); a snapshot without times gets none. Only opcodes the viewer's
  * JavaScript unpickler knows are written (protocol 4, integers of at most 8 bytes);
  * repeated strings and stacks are memoized. */
 #include <errno.h>

@@ -433,8 +433,10 @@ static const char *where_text(struct pr *p, uint32_t stack, uint8_t before, char
 	if (v->where == MT_NO_FRAME)
 		return no_stack(p);
 	mt_frame_text(mt_symbols_frame(p->sym, p->r->trace->stacks[stack].frames[v->where]), false, buf, n);
+	/* its frames were recorded, so recording was on: the ring buffer of trace entries
+	   lost its entry, or recording stopped and began again */
 	if (before && (k = strlen(buf)) < n)
-		snprintf(buf + k, n - k, " (made before recording started)");
+		snprintf(buf + k, n - k, " (made before the trace's first entry)");
 	return buf;
 }
 

@@ -49,7 +49,7 @@
   function frameText(g) {
     const frames = g.frames || [];
     const td = el("td", { class: "frames" });
-    if (g.before_recording) td.append(el("div", {}, frames.length ? "made before recording started:" : g.before_text));
+    if (g.before_recording) td.append(el("div", {}, frames.length ? "made before the trace's first entry:" : g.before_text));
     if (!frames.length) {
       if (!g.before_recording) td.append(el("div", {}, REPORT.python_frames
         ? "(no frames: a thread without Python, autograd's engine thread likely)" : "(no stack)"));

@@ -234,7 +234,8 @@ ok(len(drawn) == 400 and drawn == sorted(drawn) and drawn[0] == MiB and note and
 
 # ---- a training step's stacks: as the text reads them, every frame a click away ----
 sys.path.insert(0, os.path.join(os.environ["MT_SRCDIR"], "tests/analyze"))
-from snapshots import block, expandable_oom, forward_stack, many_places, segment, training, warm_step  # noqa: E402
+from snapshots import (block, expandable_oom, forward_stack, later_step, many_places, segment, training,  # noqa: E402
+                       warm_step)
 
 
 def snapshot_page(name, snap):
@@ -265,6 +266,14 @@ cells = [text(td) for td in find(top, "td", "frames")] if top else []
 ok(any("allocated before recording started, read as optimizer state" in c for c in cells) and
    any("the model's parameters and buffers, typically" in c for c in cells),
    "warm step: blocks made before recording apart by what they were read as, as the text says", cells)
+# blocks the trace did not see made but whose frames were recorded: recording was on, the
+# ring buffer lost their entries (they read 'made before recording started')
+rep, dom = snapshot_page("later", later_step())
+top = dom.by_id.get("top-0")
+cells = [text(td) for td in find(top, "td", "frames")] if top else []
+ok(any(c.startswith("made before the trace's first entry:") and "_init_group (adamw.py:160)" in c for c in cells) and
+   not any("made before recording started" in c for c in cells),
+   "later step: a framed block the trace did not see made is said to be made before its first entry", cells)
 
 # ---- a place whose small stacks are not among the biggest: its row sums every stack, as the text's ----
 rep, dom = snapshot_page("places", many_places())

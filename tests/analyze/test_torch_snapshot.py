@@ -230,6 +230,39 @@ for kept in (True, False):
                                       "the kept gradients paired with the parameters by size" if kept else
                                       "the parameters stay parameters"), comp)
 
+# The same step where the warm-up's AdamW state has no frames either (recording began after
+# it, as in a public CS336 step of torch's Adam, which read 38.09 GiB of parameters for a
+# model of 12.70 GiB), and two buffers of sizes of their own (1 and 3 MiB): of the 32 MiB
+# blocks, four copies per parameter (parameter, gradient kept, two states), two of each
+# four are the state, then the gradients pair off. With one state fewer the counts are no
+# multiple of four, and nothing is guessed.
+for states, optim in ((8, "adamw"), (7, "adamw"), (8, "nadam")):
+    snap = later_step()
+    for e in snap["device_traces"][0]:  # NAdam's step: the same two states per parameter
+        for f in e["frames"]:
+            f["filename"] = f["filename"].replace("optim/adamw.py", "optim/%s.py" % optim)
+    blocks = snap["segments"][0]["blocks"]
+    for b in blocks:
+        if b["frames"] and "_init_group" in str(b["frames"]):
+            b["frames"] = []
+    if states == 7:
+        gone = [b for b in blocks if b["frames"] == []][5]
+        gone.update(state="inactive", requested_size=0)
+    end = blocks[-1]["address"] + blocks[-1]["size"]
+    blocks += [block(end, MiB, MiB, "active_allocated", []), block(end + MiB, 3 * MiB, 3 * MiB, "active_allocated", [])]
+    snap["segments"][0] = segment(0, snap["segments"][0]["address"], blocks, expandable=False)
+    p, rep = run("report", "--json", write("later-step-mute-%d-%s" % (states, optim), snap))
+    dev = rep["devices"][0] if rep else {}
+    comp = {k: v for k, v in dev.get("composition_at_peak", {}).items() if v and k != "reserved_unallocated"}
+    want = {"params": 132 * MiB, "grads": 128 * MiB, "optimizer": 256 * MiB, "activations": 96 * MiB,
+            "temporaries": 8 * MiB, "other": 32 * MiB}
+    if states == 7:
+        want = dict(want, params=(4 + 7 + 4) * 32 * MiB + 4 * MiB, grads=0, optimizer=0)
+        want = {k: v for k, v in want.items() if v}
+    ok(comp == want, "later step, %d states of torch's %s made before recording with no frames: %s" %
+       (states, optim, "two of each four copies of a size are the state, the kept gradients pair off" if states == 8 else
+        "the counts are no multiple of four copies, all parameters as before"), comp)
+
 # the loop keeps each step's loss for logging (train_step, train.py:95: no model frames):
 # not an activation, as backward does not free it (the peak, in the second step, holds two)
 p, rep = run("report", "--json", write("loss-history", training(leak=4 * MiB)))
@@ -240,7 +273,7 @@ ok(comp.get("other") == 8 * MiB and comp.get("activations") == 0, "a loss kept b
 p, _ = run("report", write("later-step-text", later_step()))
 ok("128.00 MiB in 4 allocations: allocated before recording started (the model's parameters" in p.stdout and
    "128.00 MiB in 4 allocations: allocated before recording started, read as gradients" in p.stdout and
-   re.search(r"256\.00 MiB in 8 allocations: train_step \(train\.py:88\) \(made before recording started\)\n"
+   re.search(r"256\.00 MiB in 8 allocations: train_step \(train\.py:88\) \(made before the trace's first entry\)\n"
              r" +_init_group \(adamw\.py:160\)", p.stdout),
    "blocks made before recording with frames are shown by their stacks; the frameless ones a row per category",
    p.stdout)
@@ -653,4 +686,63 @@ one["device_traces"] = [[{"action": "snapshot", "addr": 0, "size": 0, "stream": 
 p, _ = run("report", write("cuda1", one))
 ok("device 0 (cuda:0 (PyTorch snapshot), capacity unknown): nothing allocated\n\ndevice 1" in p.stdout and
    "peak 0 B" not in p.stdout, "a device with nothing allocated: one line", p.stdout[:600])
+# Several ranks' snapshots (torchtitan writes rank{N}_memory_snapshot.pickle into one
+# folder): a directory of them is read (it asked for .trace files), and each row's rank is
+# the one its file name gives, not its place in the arguments (a shell's rank0, rank1,
+# rank10 order, or rank0, rank10, rank1, made rank10's snapshot rank 1 or 2)
+ranks = os.path.join(TMP, "ranks")
+os.makedirs(ranks, exist_ok=True)
+for r, snap in ((0, inference(passes=1)), (1, training()), (10, expandable_oom())):
+    with open(os.path.join(ranks, "rank%d_memory_snapshot.pickle" % r), "wb") as f:
+        pickle.dump(snap, f, protocol=4)
+_, one = run("report", "--json", os.path.join(ranks, "rank10_memory_snapshot.pickle"))
+want = {"0": "rank0_memory_snapshot.pickle", "1": "rank1_memory_snapshot.pickle", "10": "rank10_memory_snapshot.pickle"}
+for args in ([ranks], [os.path.join(ranks, "rank%d_memory_snapshot.pickle" % r) for r in (0, 10, 1)]):
+    p, rep = run("report", "--json", *args)
+    got = rep and {r["rank"]: os.path.basename(r["trace"]) for r in rep["ranks"]}
+    peak10 = rep and [r["peak_allocated_bytes"] for r in rep["ranks"] if r["rank"] == "10"]
+    ok(p.returncode == 0 and got == want and one and peak10 == [max(d["peak_allocated_bytes"] for d in one["devices"])],
+       "several snapshots (%s): each rank from its file's name" % ("a directory" if len(args) == 1 else "files"),
+       (p.stderr, got, peak10))
+
+# memtap diff of two snapshots reads its stacks as the report does: the user's frames first,
+# the recorder's and allocator's plumbing left out (it printed every frame in full, 600
+# characters of a kernel's template name among them); --frames=all prints them all
+a, b = write("diff-a", training()), write("diff-b", training(leak=4 * MiB))
+p, _ = run("diff", a, b)
+rows = p.stdout.split("live at the peak, by stack, biggest changes first:\n")[-1]
+ok(p.returncode == 0 and re.match(r"  \+8\.00 MiB  \(0 B -> 8\.00 MiB\)\n      train_step \(train\.py:95\)\n", rows) and
+   "torch::unwind" not in p.stdout and "+ " in rows and "frames of the allocator" in rows,
+   "memtap diff: a stack reads as in the report", p.stdout[-1500:])
+p, _ = run("diff", "--frames=all", a, b)
+ok(p.returncode == 0 and "      torch::unwind::unwind() (??:0)" in p.stdout, "memtap diff --frames=all: every frame",
+   p.stdout[-800:])
+
+# PyTorch keeps external annotations in a ring buffer of their own, which outlasts the
+# entries': a public training snapshot held ten optimizer steps' ranges from 5.65 s before
+# its 0.13 s of entries. Ranges that ended before the first entry cover nothing the trace
+# holds: the report is the one without them (it had the peak 5 s late, the time axis drawn
+# flat before it, and their zero_grads as iterations with nothing in them), and the
+# Perfetto export leaves them out.
+snap = training(iterations=2)
+first = snap["device_traces"][0][0]["time_us"]
+early = []
+for k in range(4):
+    at = first - 5000000 + k * 400000
+    early += [{"stage": "START", "name": "Optimizer.step#AdamW.step", "device": 0, "time_us": at},
+              {"stage": "END", "name": "Optimizer.step#AdamW.step", "device": 0, "time_us": at + 200000},
+              {"stage": "START", "name": "Optimizer.zero_grad#AdamW.zero_grad", "device": 0, "time_us": at + 210000},
+              {"stage": "END", "name": "Optimizer.zero_grad#AdamW.zero_grad", "device": 0, "time_us": at + 220000}]
+_, plain = run("report", "--json", write("notes-plain", snap))
+p, kept = run("report", "--json", write("notes-early", dict(snap, external_annotations=early +
+                                                             snap["external_annotations"])))
+same = plain and kept and all(plain[k] == kept[k] for k in ("devices", "iterations", "leaks", "top_at_peak"))
+ok(same and kept["devices"][0]["peak_time_ns"] < 10 ** 6, "annotation ranges that ended before the first entry are "
+   "left out: the report is the one without them, the peak within the entries' millisecond",
+   (kept and kept["devices"][0]["peak_time_ns"], kept and kept["iterations"], plain and plain["iterations"]))
+out = os.path.join(TMP, "notes-early.pf.json")
+p, _ = run("export", "--format=perfetto", "-o", out, os.path.join(TMP, "notes-early.pickle"))
+slices = p.returncode == 0 and [e for e in json.load(open(out))["traceEvents"] if e.get("ph") in ("b", "e", "B", "E")]
+ok(slices is not False and len(slices) == len(snap["external_annotations"]),
+   "the Perfetto export has the ranges inside the trace only", slices and len(slices))
 done()

@@ -1,7 +1,9 @@
 /* memtap diff A B: what changed between two runs, per category and per stack, at the
  * peak and at exit. Stacks are matched by their symbolized frames (function, file and
  * line, else module and offset), since addresses differ from run to run; byte counts
- * stay unsigned, their differences are printed with a sign, never computed signed. */
+ * stay unsigned, their differences are printed with a sign, never computed signed. The
+ * text shows a stack as the report does (its view: the user's frames first, the plumbing
+ * left out), every frame with --frames=all; --json has every frame. */
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -9,19 +11,23 @@
 #include <string.h>
 
 #include "analyze/report.h"
+#include "analyze/stacks.h"
 #include "cli.h"
 #include "core/map.h"
 #include "core/units.h"
 
-const char diff_usage[] = "usage: memtap diff A B [--json] [--top N]\n"
+const char diff_usage[] = "usage: memtap diff A B [--json] [--top N] [--frames=all]\n"
 			  "Compares two traces: each device's peak, the composition at the peak, and the bytes\n"
-			  "live per stack at the peak and at exit, biggest changes first.\n"
+			  "live per stack at the peak and at exit, biggest changes first. A stack reads as in\n"
+			  "memtap report: the user's Python frames first, the plumbing left out, long C++ names\n"
+			  "shortened; --frames=all prints every frame in full (--json always has them all).\n"
 			  "Exit status: 0, or 3 when a trace was cut short or damaged (what it held is compared).\n";
 
 struct side {
 	struct mt_trace t;
 	struct mt_report r;
 	struct mt_symbols *sym;
+	struct mt_views *views;	  /* how each stack reads */
 	struct mt_map frame_hash; /* a frame's address -> the hash of its text */
 	struct mt_map text_hash;  /* a string's address -> its hash: a name shared by frames is hashed once */
 };
@@ -188,7 +194,25 @@ static const char *signed_size(uint64_t a, uint64_t b, char *buf)
 	return buf;
 }
 
-static void table_text(const struct table *tb, struct side *s, size_t top, const char *title)
+/* A stack as the report reads it: its view, then how many frames it leaves out. */
+static void view_text(struct side *s, uint32_t stack)
+{
+	const struct mt_view *v = mt_view(s->views, stack);
+	char buf[4096];
+
+	if (!v->depth) {
+		printf("      (no frames)\n");
+		return;
+	}
+	for (uint32_t k = 0; k < v->nshown; k++)
+		printf("      %s\n", mt_frame_text(mt_symbols_frame(s->sym, s->t.stacks[stack].frames[v->shown[k]]),
+						   false, buf, sizeof buf));
+	if (v->depth > v->nshown)
+		printf("      + %u frames of the allocator, PyTorch, the interpreter or memtap (--frames=all)\n",
+		       v->depth - v->nshown);
+}
+
+static void table_text(const struct table *tb, struct side *s, size_t top, bool all, const char *title)
 {
 	char d[40], a[32], b[32];
 	size_t shown = 0;
@@ -201,6 +225,11 @@ static void table_text(const struct table *tb, struct side *s, size_t top, const
 			continue;
 		printf("  %s  (%s -> %s)\n", signed_size(r->bytes[0], r->bytes[1], d),
 		       mt_format_size(r->bytes[0], a, sizeof a), mt_format_size(r->bytes[1], b, sizeof b));
+		shown++;
+		if (!all) {
+			view_text(&s[r->side], r->stack);
+			continue;
+		}
 		key = stack_key(&s[r->side], r->stack);
 		for (const char *p = key; *p;) {
 			const char *nl = strchr(p, '\n');
@@ -208,7 +237,6 @@ static void table_text(const struct table *tb, struct side *s, size_t top, const
 			p = nl ? nl + 1 : p + strlen(p);
 		}
 		free(key);
-		shown++;
 	}
 	if (!shown)
 		printf("  no change\n");
@@ -254,15 +282,17 @@ static void load(struct side *s, const char *path)
 	if (mt_report_build(&s->r, &s->t, NULL))
 		die(1, "out of memory while reading %s", path);
 	s->sym = mt_symbols_open(&s->t);
+	if (!(s->views = mt_views_open(&s->t, s->sym)))
+		die(1, "out of memory while reading %s", path);
 }
 
 int cmd_diff(int argc, char **argv)
 {
 	static const struct option longopts[] = {
-	    {"json", 0, 0, 'j'}, {"top", 1, 0, 't'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+	    {"json", 0, 0, 'j'}, {"top", 1, 0, 't'}, {"frames", 1, 0, 'f'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
 	struct side s[2];
 	struct table peak = {0}, exit_ = {0};
-	bool json = false;
+	bool json = false, all = false;
 	int status = 0;
 	size_t top = 10;
 	char *end;
@@ -277,6 +307,11 @@ int cmd_diff(int argc, char **argv)
 			top = strtoul(optarg, &end, 10);
 			if (end == optarg || *end || !top)
 				die(EXIT_USAGE, "--top needs a positive number, not '%s'", optarg);
+			break;
+		case 'f':
+			if (strcmp(optarg, "all") && strcmp(optarg, "view"))
+				die(EXIT_USAGE, "--frames is all or view, not '%s'", optarg);
+			all = !strcmp(optarg, "all");
 			break;
 		case 'h':
 			fputs(diff_usage, stdout);
@@ -342,11 +377,12 @@ int cmd_diff(int argc, char **argv)
 		table_json(&exit_, s, top);
 		printf("\n}\n");
 	} else {
-		table_text(&peak, s, top, "live at the peak, by stack, biggest changes first");
-		table_text(&exit_, s, top, "live at exit, by stack, biggest changes first");
+		table_text(&peak, s, top, all, "live at the peak, by stack, biggest changes first");
+		table_text(&exit_, s, top, all, "live at exit, by stack, biggest changes first");
 	}
 	for (int k = 0; k < 2; k++) {
 		status = s[k].t.problem[0] ? EXIT_DAMAGED : status;
+		mt_views_close(s[k].views);
 		mt_symbols_close(s[k].sym);
 		mt_map_free(&s[k].frame_hash);
 		mt_map_free(&s[k].text_hash);

@@ -1,5 +1,6 @@
 /* memtap report and memtap dump: read a trace (all of what survived, if it was cut
  * short), then print. A damaged trace still reports; the exit status says it was. */
+#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <getopt.h>
@@ -18,7 +19,9 @@ const char report_usage[] =
     "usage: memtap report TRACE [--json | --html FILE] [--top N] [--frames=all] [--iteration NAME]\n"
     "                    [--leak-iterations K] [--plan 'SETUP']\n"
     "       memtap report TRACE TRACE... | DIRECTORY [--json | --html FILE]   one row per rank, and the\n"
-    "                 imbalance; for a job's run directory (memtap run --dir), every rank at the\n"
+    "                 imbalance (a directory's .trace files, else its PyTorch snapshots, .pickle or\n"
+    "                 .pkl: a rank from a file name such as rank3_memory_snapshot.pickle where the\n"
+    "                 trace names none); for a job's run directory (memtap run --dir), every rank at the\n"
     "                 moment of each out-of-memory failure next to its own peak, from the snapshots\n"
     "                 the ranks took of it, and which ranks had exited or died before\n"
     "Per device: the peak of allocated device memory and when it happened, the stacks live at\n"
@@ -135,29 +138,66 @@ static int rows_by_rank(const void *a, const void *b)
 	return rx != ry ? (rx < ry ? -1 : 1) : strcmp(x->path, y->path);
 }
 
+static bool ends_with(const char *s, const char *end)
+{
+	size_t n = strlen(s), k = strlen(end);
+
+	return n > k && strcmp(s + n - k, end) == 0;
+}
+
+static int by_path(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* A directory's .trace files, else its PyTorch snapshots (.pickle, .pkl: torchtitan and
+ * others write one per rank into a folder), in name order; any other argument as given. */
 static void add_paths(const char *arg, char ***paths, size_t *n)
 {
-	DIR *dir = opendir(arg);
-	struct dirent *de;
+	size_t first = *n;
 
-	if (!dir) {
-		*paths = realloc(*paths, (*n + 1) * sizeof **paths);
-		(*paths)[(*n)++] = strdup(arg);
-		return;
-	}
-	while ((de = readdir(dir))) {
-		size_t len = strlen(de->d_name);
-		if (len > 6 && strcmp(de->d_name + len - 6, ".trace") == 0) {
-			char *p;
-			if (asprintf(&p, "%s/%s", arg, de->d_name) < 0)
-				die(1, "out of memory");
+	for (int pass = 0; pass < 2 && *n == first; pass++) {
+		DIR *dir = opendir(arg);
+		struct dirent *de;
+
+		if (!dir) {
 			*paths = realloc(*paths, (*n + 1) * sizeof **paths);
+			(*paths)[(*n)++] = strdup(arg);
+			return;
+		}
+		while ((de = readdir(dir))) {
+			char *p;
+			if (pass == 0 ? !ends_with(de->d_name, ".trace")
+				      : !ends_with(de->d_name, ".pickle") && !ends_with(de->d_name, ".pkl"))
+				continue;
+			if (asprintf(&p, "%s/%s", arg, de->d_name) < 0 ||
+			    !(*paths = realloc(*paths, (*n + 1) * sizeof **paths)))
+				die(1, "out of memory");
 			(*paths)[(*n)++] = p;
 		}
+		closedir(dir);
 	}
-	closedir(dir);
-	if (!*n)
-		die(EXIT_USAGE, "no .trace files in %s", arg);
+	if (*n == first)
+		die(EXIT_USAGE, "no .trace files or PyTorch snapshots (.pickle, .pkl) in %s", arg);
+	qsort(*paths + first, *n - first, sizeof **paths, by_path);
+}
+
+/* The rank a file's name gives ("rank3_memory_snapshot.pickle", "rank-3/", "rank_3"): the
+ * last "rank" followed by digits in the path, as torchtitan and others name a rank's
+ * snapshot. False where none does. */
+static bool rank_in_name(const char *path, char *out, size_t n)
+{
+	bool found = false;
+
+	for (const char *p = path; (p = strstr(p, "rank")); p += 4) {
+		const char *d = p + 4 + (p[4] == '_' || p[4] == '-');
+		size_t k = strspn(d, "0123456789");
+		if (k && k < 10 && (p == path || !isalpha((unsigned char)p[-1]))) { /* not "frank3" */
+			snprintf(out, n, "%.*s", (int)k, d);
+			found = true;
+		}
+	}
+	return found;
 }
 
 static int report_ranks(char **paths, size_t n, bool json, const char *dir)
@@ -180,7 +220,8 @@ static int report_ranks(char **paths, size_t n, bool json, const char *dir)
 		if (mt_report_build(&r, &t, &ropt))
 			die(1, "out of memory while reading %s", paths[i]);
 		snprintf(w->path, sizeof w->path, "%s", paths[i]);
-		if (!mt_trace_info(&t, "rank", w->rank, sizeof w->rank))
+		if (!mt_trace_info(&t, "rank", w->rank, sizeof w->rank) &&
+		    !rank_in_name(paths[i], w->rank, sizeof w->rank))
 			snprintf(w->rank, sizeof w->rank, "%zu", i);
 		if (!mt_trace_info(&t, "world_size", w->world, sizeof w->world))
 			w->world[0] = '\0';
