@@ -565,6 +565,12 @@ static int made(struct pass *p, const struct mt_event *e, size_t i, uint64_t key
 	return mt_map_put(&p->live, key, slot + 1);
 }
 
+/* The allocation in slot i of the live map, NULL for an empty slot. */
+static struct life *live_life(struct pass *p, size_t i)
+{
+	return p->live.used[i] == 1 ? &p->life[p->live.vals[i] - 1] : NULL;
+}
+
 /* An optimizer that writes a parameter anew (p.data = p.data - lr * ...) makes the new
  * value, then frees the old one: the last allocation of its size that step made, still
  * live, is the parameter now. */
@@ -745,9 +751,8 @@ static int adam_state(struct pass *p)
 		for (size_t i = 0; i < p->live.cap && !err; i++) {
 			struct life *l;
 			uint64_t size;
-			if (p->live.used[i] != 1)
+			if (!(l = live_life(p, i)))
 				continue;
-			l = &p->life[p->live.vals[i] - 1];
 			size = p->t->events[l->event].size;
 			if (!mute(l))
 				continue;
@@ -788,9 +793,8 @@ static int pair_kept_grads(struct pass *p)
 
 	for (size_t i = 0; i < p->live.cap; i++) { /* what the end will settle, as the rules will */
 		const struct life *l;
-		if (p->live.used[i] != 1)
+		if (!(l = live_life(p, i)))
 			continue;
-		l = &p->life[p->live.vals[i] - 1];
 		if (!l->workspace && (l->unseen ? l->said == SAYS_BACKWARD || l->said == SAYS_GRADS
 						: l->phase == PH_BACKWARD || l->grad_buffer))
 			p->grads_known = true;
@@ -806,9 +810,8 @@ static int pair_kept_grads(struct pass *p)
 	for (size_t i = 0; i < p->live.cap && !err; i++) {
 		const struct life *l;
 		uint64_t size;
-		if (p->live.used[i] != 1)
+		if (!(l = live_life(p, i)))
 			continue;
-		l = &p->life[p->live.vals[i] - 1];
 		size = p->t->events[l->event].size;
 		if (!mute(l) || !mt_map_get(&p->state_sizes, size, &n))
 			continue;
@@ -819,9 +822,8 @@ static int pair_kept_grads(struct pass *p)
 	for (size_t i = 0; i < p->live.cap && !err; i++) { /* half of each size: counted down */
 		struct life *l;
 		uint64_t size;
-		if (p->live.used[i] != 1)
+		if (!(l = live_life(p, i)))
 			continue;
-		l = &p->life[p->live.vals[i] - 1];
 		size = p->t->events[l->event].size;
 		if (!mute(l) || !mt_map_get(&count, size, &n))
 			continue;
