@@ -360,6 +360,32 @@ ok(pol and all(v["peak_allocated"] == 30 * MiB + 1024 for v in pol.values()),
    "the job's segments at the replay's own addresses or at 0: every block counted",
    pol and {k: v["peak_allocated"] for k, v in pol.items()})
 
+# ---- a job with expandable_segments:True: memtap-vmm runs in it too, never above native ----
+# (a CS336 model's forward passes: 294 parameters, each just over a multiple of 2 MiB, had
+# memtap-vmm in native's own segments, each ending in a page partly used, above native)
+r, ents, at = random.Random(3), [], S
+for i in range(294):
+    ents.append({"action": "alloc", "addr": at, "size": r.randrange(3, 40) * 2 * MiB + 4096})
+    at += 1 << 30
+for i in range(200):  # activations, freed as they go
+    size = r.randrange(1, 200) * MiB + r.randrange(8) * 65536
+    ents += [{"action": "alloc", "addr": at, "size": size}, {"action": "free_requested", "addr": at, "size": size},
+             {"action": "free_completed", "addr": at, "size": size}][:1 if i % 3 else 3]
+    at += 1 << 30
+xsnap = snapshot(ents, [])
+xsnap["allocator_settings"] = {"expandable_segments": True, "max_split_size": -1}
+xpath = os.path.join(TMP, "expandable-params.pickle")
+with open(xpath, "wb") as f:
+    pickle.dump(xsnap, f)
+p, pol, raw = replay(xpath, "--policy", "native,memtap-vmm")
+ok(raw and raw["job_conf"] == "expandable_segments:True" and "memtap-vmm" in p.stdout and
+   "native, memtap and memtap-vmm run with the job's own" in subprocess.run(
+       [MEMTAP, "replay", xpath], capture_output=True, text=True).stdout,
+   "expandable segments: every caching policy runs with the job's setting, and says so", raw and raw["job_conf"])
+ok(pol and pol["memtap-vmm"]["peak_reserved"] <= pol["native"]["peak_reserved"],
+   "parameters just over a page multiple in expandable segments: memtap-vmm reserves no more than native",
+   pol and {k: v["peak_reserved"] / MiB for k, v in pol.items()})
+
 # expandable_segments:True: one growing range of 20 MiB pages for the large pool
 p, pol, _ = replay(path, "--policy", "native", "--conf", "expandable_segments:True")
 ok(pol and pol["native"]["peak_reserved"] % (2 * MiB) == 0 and pol["native"]["peak_reserved"] <= 62 * MiB,
