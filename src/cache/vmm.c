@@ -534,7 +534,11 @@ int mtc_grow_expandable(struct mt_cache *m, const struct mt_cache_config *c, str
 		page = p->small ? c->small_segment : c->mid_segment ? c->mid_segment : c->large_round;
 		lazy = c->stitch && page % c->granule == 0;
 		span = align_up(c->limit ? c->limit + c->limit / 8 : 256ull << 30, page);
-		if ((err = m->b.va_reserve(m->b.ctx, m->device, span, &addr)) != 0)
+		/* a device whose address space is smaller (simgpu's: four times its memory) gets
+		 * the largest half that fits, the same for native and memtap-vmm */
+		while ((err = m->b.va_reserve(m->b.ctx, m->device, span, &addr)) != 0 && span > page)
+			span = align_up(span / 2, page);
+		if (err)
 			return mtc_backend_error(err);
 		spin_lock(&p->lock);
 		s = p->expandable = mtc_new_segment(m, p, addr, span, lazy ? c->granule : page);

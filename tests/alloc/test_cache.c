@@ -589,13 +589,15 @@ static void *worker(void *arg)
 	return (void *)failures;
 }
 
-static void stress(const char *policy)
+static void stress(const char *policy, const char *conf)
 {
 	struct dev d;
 	pthread_t t[THREADS];
 	long failures = 0;
 
-	shared = make(&d, policy, 0, NULL);
+	const char *in = conf ? " in expandable segments" : "";
+
+	shared = make(&d, policy, 0, conf);
 	d.events_done = true; /* blocks other streams used still wait for the next call */
 	memset(handoff, 0, sizeof handoff);
 	overlaps = nowned = 0;
@@ -610,13 +612,13 @@ static void stress(const char *policy)
 	for (int i = 0; i < THREADS; i++)
 		if (handoff[i])
 			unclaim(handoff[i]), failures += mt_cache_free(shared, handoff[i]) != 0;
-	is(failures, 0, "%s stress: every free found its block", policy);
-	is(overlaps, 0, "%s stress: no two live blocks overlapped", policy);
-	is(stats(shared).allocated, 0, "%s stress: nothing allocated at the end", policy);
-	is(stats(shared).allocs, stats(shared).frees, "%s stress: as many frees as allocations", policy);
+	is(failures, 0, "%s%s stress: every free found its block", policy, in);
+	is(overlaps, 0, "%s%s stress: no two live blocks overlapped", policy, in);
+	is(stats(shared).allocated, 0, "%s%s stress: nothing allocated at the end", policy, in);
+	is(stats(shared).allocs, stats(shared).frees, "%s%s stress: as many frees as allocations", policy, in);
 	mt_cache_release(shared);
-	is(stats(shared).reserved, 0, "%s stress: release gives every segment back", policy);
-	is(d.used, 0, "%s stress: the device has all its memory back", policy);
+	is(stats(shared).reserved, 0, "%s%s stress: release gives every segment back", policy, in);
+	is(d.used, 0, "%s%s stress: the device has all its memory back", policy, in);
 	mt_cache_delete(shared);
 }
 
@@ -718,7 +720,8 @@ int main(void)
 	cross_stream();
 	gc_and_bump();
 	reconfiguring();
-	stress("native");
-	stress("memtap-vmm");
+	stress("native", NULL);
+	stress("memtap-vmm", NULL);
+	stress("memtap-vmm", "expandable_segments:True");
 	return done();
 }
