@@ -1,13 +1,14 @@
 """memtap replay on random RMM logs: memtap-vmm and memtap against native (issue 20).
 
-  python3 bench/replay_fuzz.py BUILD_DIR [FROM TO]     (default: seeds 0 to 119)
+  python3 bench/replay_fuzz.py BUILD_DIR [FROM TO] [--conf=K:V,...]   (default: seeds 0 to 119)
 
 Each seed writes a log of 3,000 calls: sizes log-uniform from 512 B to 512 MiB, or
 multiples of 1 MiB plus 0, 512 B, 4 KiB or 1.5 MiB; frees at random or nearly last-in
 first-out (the seed picks which of the four). Prints, per policy, peak reserved over peak
 requested (median, largest, how many above 1.02) and on how many logs it reserved more
 than native; the targets: memtap-vmm never above native, and within 1.02 where the peak
-is above 1 GiB.
+is above 1 GiB. --conf goes to every policy (e.g. --conf=expandable_segments:True: native
+in expandable segments, memtap-vmm in native's expandable layout, mapped lazily).
 """
 import json
 import os
@@ -17,8 +18,10 @@ import subprocess
 import sys
 import tempfile
 
-B = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else "build")
-FIRST, LAST = (int(sys.argv[2]), int(sys.argv[3])) if len(sys.argv) > 3 else (0, 119)
+CONF = [a for a in sys.argv[1:] if a.startswith("--conf=")]
+ARGS = [a for a in sys.argv[1:] if not a.startswith("--conf=")]
+B = os.path.abspath(ARGS[0] if ARGS else "build")
+FIRST, LAST = (int(ARGS[1]), int(ARGS[2])) if len(ARGS) > 2 else (0, 119)
 MEMTAP = os.path.join(B, "tools/memtap/memtap")
 TMP = tempfile.mkdtemp(prefix="memtap-fuzz-")
 
@@ -51,7 +54,7 @@ big = 0
 for seed in range(FIRST, LAST + 1):
     path = os.path.join(TMP, "%d.csv" % seed)
     open(path, "w").write(log(seed))
-    p = subprocess.run([MEMTAP, "replay", "--json", "--policy=native,memtap,memtap-vmm", path],
+    p = subprocess.run([MEMTAP, "replay", "--json", "--policy=native,memtap,memtap-vmm", path] + CONF,
                        capture_output=True, text=True)
     pol = {x["policy"]: x for x in json.loads(p.stdout)["policies"]}
     req = pol["native"]["peak_requested"]
@@ -61,8 +64,8 @@ for seed in range(FIRST, LAST + 1):
     for k in above:
         above[k] += pol[k]["peak_reserved"] > pol["native"]["peak_reserved"]
     os.unlink(path)
-print("%d random RMM logs (seeds %d-%d), %d with a peak above 1 GiB; peak reserved / peak requested:"
-      % (LAST - FIRST + 1, FIRST, LAST, big))
+print("%d random RMM logs (seeds %d-%d%s), %d with a peak above 1 GiB; peak reserved / peak requested:"
+      % (LAST - FIRST + 1, FIRST, LAST, "".join(", " + c for c in CONF), big))
 for k, v in ratios.items():
     print("  %-10s median %.4f, largest %.4f, above 1.02 on %d%s" % (
         k, statistics.median(v), max(v), sum(x > 1.02 for x in v),

@@ -198,7 +198,7 @@ static bool should_split(const struct mt_cache_config *c, const struct pool *p, 
 {
 	uint64_t rest = b->size - size;
 
-	if (p->small || (b->seg->page && !b->seg->lazy))
+	if (p->small || b->seg->xpage) /* expandable segments split every remainder */
 		return rest >= c->min_block;
 	return size < c->max_split && rest > c->split_remainder && rest >= c->min_block;
 }
@@ -464,10 +464,10 @@ static bool release_segment(struct mt_cache *m, struct segment *s)
 static int grow(struct mt_cache *m, const struct mt_cache_config *c, struct pool *p, uint64_t size, uint64_t requested,
 		uint64_t stream, struct block **out)
 {
+	if (c->expandable && c->cache) /* with stitch too: native's layout, mapped lazily */
+		return mtc_grow_expandable(m, c, p, size, requested, stream, out);
 	if (c->stitch && c->cache)
 		return mtc_grow_lazy(m, c, p, size, requested, stream, out);
-	if (c->expandable && c->cache)
-		return mtc_grow_expandable(m, c, p, size, requested, out);
 	return mtc_grow_plain(m, c, p, size, requested, out);
 }
 
@@ -522,7 +522,7 @@ static void release_all(struct mt_cache *m, const struct mt_cache_config *c, uin
 		struct pool *p = s->pool;
 
 		sn = s->next;
-		if (!s->page || s->lazy) {
+		if (!s->xpage) {
 			spin_lock(&p->lock);
 			release_segment(m, s);
 			spin_unlock(&p->lock);
@@ -588,7 +588,7 @@ static void collect(struct mt_cache *m, const struct mt_cache_config *c)
 
 		progress = 0;
 		for (struct segment *s = m->segments; s; s = s->next)
-			if ((!s->page || s->lazy) && !s->pool->small && s->first->state == FREE && !s->first->next)
+			if (!s->xpage && !s->pool->small && s->first->state == FREE && !s->first->next)
 				total += now - s->first->freed, n++;
 		if (!n)
 			break;
@@ -598,7 +598,7 @@ static void collect(struct mt_cache *m, const struct mt_cache_config *c)
 			struct pool *p = s->pool;
 
 			sn = s->next;
-			if ((s->page && !s->lazy) || p->small)
+			if (s->xpage || p->small)
 				continue;
 			spin_lock(&p->lock);
 			if (s->first->state == FREE && !s->first->next && now - s->first->freed >= avg &&

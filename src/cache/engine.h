@@ -7,7 +7,10 @@
  * one, so neighbours that are both free are always both mapped and merge. memtap-vmm's
  * segments are lazy instead: laid out exactly as plain ones, with pages mapped only where
  * a block was handed out, so a FREE block may span unmapped pages (handles[i] == 0) and
- * `unmapped` counts them; a block is mapped before it is handed out. */
+ * `unmapped` counts them; a block is mapped before it is handed out. With expandable
+ * segments memtap-vmm's range is both: its HOLEs are native's unmapped pages (`xpage`),
+ * and its FREE and USED blocks are lazy, 2 MiB granules (`page`) mapped only under blocks
+ * handed out. */
 #ifndef MT_CACHE_ENGINE_H
 #define MT_CACHE_ENGINE_H
 
@@ -49,6 +52,7 @@ struct segment {
 	uint64_t mapped;   /* VMM: pages mapped */
 	uint64_t unmapped; /* lazy (memtap-vmm): pages not mapped; 0 in other segments */
 	uint64_t *bits;	   /* VMM: per page, a bit set while mapped (lazy segments) */
+	uint64_t xpage;	   /* expandable segments: native's page (its holes' unit); 0 elsewhere */
 	bool lazy;
 	bool spare; /* lazy: a free block may hold mapped whole pages (set by frees, cleared by a look) */
 	struct pool *pool;
@@ -198,7 +202,7 @@ void mtc_bin_insert(struct pool *p, struct block *b);
 void mtc_bin_remove(struct pool *p, struct block *b);
 void mtc_drop_segment(struct mt_cache *m, struct segment *s);
 int mtc_grow_expandable(struct mt_cache *m, const struct mt_cache_config *c, struct pool *p, uint64_t size,
-			uint64_t requested, struct block **out);
+			uint64_t requested, uint64_t stream, struct block **out);
 int mtc_grow_plain(struct mt_cache *m, const struct mt_cache_config *c, struct pool *p, uint64_t size,
 		   uint64_t requested, struct block **out);
 int mtc_grow_lazy(struct mt_cache *m, const struct mt_cache_config *c, struct pool *p, uint64_t size,

@@ -141,14 +141,22 @@ static uint64_t phys_get(struct mt_cache *m, const struct mt_cache_config *c, ui
 }
 
 /* n pages mapped at the start of hole h: pooled physical pages first, then new ones.
- * The range becomes a free block joined with free neighbours (returned, binned).
- * Device and pool locks held. */
+ * The range becomes a free block joined with free neighbours (returned, binned). In
+ * memtap-vmm's range (lazy) nothing is mapped: the range only becomes free, its granules
+ * unmapped until a block on them is handed out. Device and pool locks held. */
 static int map_pages(struct mt_cache *m, const struct mt_cache_config *c, struct segment *s, struct block *h,
 		     uint64_t n, struct block **out)
 {
 	uint64_t first = (h->addr - s->addr) / s->page, got;
 	int err;
 
+	if (s->lazy) {
+		if (h->size > n * s->xpage && !mtc_split(m, s->pool, h, n * s->xpage, HOLE))
+			return ENOMEM;
+		s->unmapped += n * s->xpage / s->page;
+		*out = mtc_make_free(m, s->pool, h);
+		return 0;
+	}
 	got = phys_get(m, c, s->page, &s->handles[first], n, &err);
 	if (err) {
 		phys_push(m, &s->handles[first], got, s->page, true);
@@ -166,22 +174,23 @@ static int map_pages(struct mt_cache *m, const struct mt_cache_config *c, struct
 	return 0;
 }
 
-/* Up to `want` whole pages inside free block b are unmapped: into the physical pool
- * (`keep`), else back to the device. Returns the pages taken and, in *next, the block
- * to go on from. Device and pool locks held. */
+/* Up to `want` whole pages (native's, `xpage`) inside free block b of an expandable
+ * segment become a hole: unmapped, their physical pages into the pool (`keep`), else back
+ * to the device; in memtap-vmm's range (lazy), whatever granules are mapped there. Returns
+ * the pages taken and, in *next, the block to go on from. Device and pool locks held. */
 static uint64_t unmap_free(struct mt_cache *m, struct segment *s, struct block *b, uint64_t want, bool keep,
 			   struct block **next)
 {
 	struct pool *p = s->pool;
-	uint64_t lo = s->addr + align_up(b->addr - s->addr, s->page);
-	uint64_t hi = s->addr + (b->addr + b->size - s->addr) / s->page * s->page, n;
+	uint64_t u = s->xpage, lo = s->addr + align_up(b->addr - s->addr, u);
+	uint64_t hi = s->addr + (b->addr + b->size - s->addr) / u * u, n;
 	struct block *mid = b;
 
 	*next = b->next;
 	if (hi <= lo)
 		return 0;
-	n = (hi - lo) / s->page < want ? (hi - lo) / s->page : want;
-	hi = lo + n * s->page;
+	n = (hi - lo) / u < want ? (hi - lo) / u : want;
+	hi = lo + n * u;
 	mtc_bin_remove(p, b);
 	if (lo > b->addr) {
 		if (!(mid = mtc_split(m, p, b, lo - b->addr, FREE))) {
@@ -199,8 +208,21 @@ static uint64_t unmap_free(struct mt_cache *m, struct segment *s, struct block *
 		}
 		mtc_bin_insert(p, tail);
 	}
-	unmap_run(m, s, (lo - s->addr) / s->page, n, keep);
-	s->mapped -= n;
+	if (s->lazy) {
+		uint64_t i = (lo - s->addr) / s->page, end = (hi - s->addr) / s->page, j, k = 0;
+
+		for (; (i = next_bit(s->bits, i, end, true)) < end; i = j) {
+			j = next_bit(s->bits, i, end, false); /* [i, j) mapped */
+			set_bits(s->bits, i, j, false);
+			unmap_run(m, s, i, j - i, keep);
+			s->mapped -= j - i;
+			k += j - i;
+		}
+		s->unmapped -= (hi - lo) / s->page - k; /* a hole's granules are not counted */
+	} else {
+		unmap_run(m, s, (lo - s->addr) / s->page, n, keep);
+		s->mapped -= n;
+	}
 	mid->state = HOLE;
 	if (mid->next && mid->next->state == HOLE)
 		mtc_merge_next(p, mid);
@@ -212,39 +234,53 @@ static uint64_t unmap_free(struct mt_cache *m, struct segment *s, struct block *
 	return n;
 }
 
+/* The mapped pages wholly inside free block b of lazy segment s are unmapped, as
+ * unmap_free does, until *got reaches want; false when it did with some left. */
+static bool unmap_block(struct mt_cache *m, struct segment *s, const struct block *b, uint64_t want, uint64_t *got,
+			bool keep, bool *synced)
+{
+	uint64_t hi = (b->addr + b->size - s->addr) / s->page, i, j;
+
+	for (i = align_up(b->addr - s->addr, s->page) / s->page; (i = next_bit(s->bits, i, hi, true)) < hi; i = j) {
+		if (*got == want)
+			return false;
+		j = next_bit(s->bits, i, hi, false); /* [i, j) mapped */
+		if (j - i > want - *got)
+			j = i + want - *got;
+		if (!*synced) {
+			m->b.stream_sync(m->b.ctx, m->device, s->pool->stream);
+			*synced = true;
+		}
+		set_bits(s->bits, i, j, false);
+		unmap_run(m, s, i, j - i, keep);
+		s->mapped -= j - i;
+		s->unmapped += j - i;
+		*got += j - i;
+	}
+	return true;
+}
+
 /* Up to `want` mapped pages wholly inside free blocks of lazy segment s are unmapped, as
- * unmap_free does; the blocks stay as they are. Device and pool locks held. */
+ * unmap_free does; the blocks stay as they are. Native's expandable range holds every
+ * block of its pool, so its free ones are found in the pool's bins instead: walking all
+ * its blocks cost a real snapshot's replay 2,000 instructions an operation. Device and
+ * pool locks held. */
 static uint64_t unmap_lazy(struct mt_cache *m, struct segment *s, uint64_t want, bool keep, bool *synced)
 {
 	struct pool *p = s->pool;
 	uint64_t got = 0;
 	bool all = true; /* every free page looked at */
 
-	for (struct block *b = s->first; b && all && s->mapped; b = b->next) {
-		uint64_t hi = (b->addr + b->size - s->addr) / s->page, i, j;
-
-		if (b->state != FREE)
-			continue;
-		for (i = align_up(b->addr - s->addr, s->page) / s->page; (i = next_bit(s->bits, i, hi, true)) < hi;
-		     i = j) {
-			if (got == want) {
-				all = false;
-				break;
-			}
-			j = next_bit(s->bits, i, hi, false); /* [i, j) mapped */
-			if (j - i > want - got)
-				j = i + want - got;
-			if (!*synced) {
-				m->b.stream_sync(m->b.ctx, m->device, p->stream);
-				*synced = true;
-			}
-			set_bits(s->bits, i, j, false);
-			unmap_run(m, s, i, j - i, keep);
-			s->mapped -= j - i;
-			s->unmapped += j - i;
-			got += j - i;
-		}
-	}
+	if (s->xpage)
+		for (unsigned w = 0; w < BIN_WORDS && all && s->mapped; w++)
+			for (uint64_t bits = p->bitmap[w]; bits && all && s->mapped; bits &= bits - 1)
+				for (struct block *b = p->bins[w * 64 + (unsigned)__builtin_ctzll(bits)]; b && all;
+				     b = b->fnext)
+					if (b->seg == s)
+						all = unmap_block(m, s, b, want, &got, keep, synced);
+	for (struct block *b = s->first; !s->xpage && b && all && s->mapped; b = b->next)
+		if (b->state == FREE)
+			all = unmap_block(m, s, b, want, &got, keep, synced);
 	if (all) /* no free page is mapped until the next free */
 		clear_spare(m, s);
 	return got;
@@ -277,26 +313,29 @@ uint64_t mtc_unmap_pages(struct mt_cache *m, uint64_t want, bool keep, uint64_t 
 			}
 			spin_unlock(&p->lock);
 		}
-	/* expandable segments: their free blocks' whole pages */
+	/* expandable segments: their free blocks' whole pages become holes. memtap-vmm's range
+	 * only where native's would (its release, not to move pages: keep): its layout stays
+	 * native's, and its free granules were taken above */
 	for (struct segment *s = m->segments, *sn; s && got < want && m->nexpandable; s = sn) {
 		struct pool *p = s->pool;
 		bool synced = p->stream == stream;
 
 		sn = s->next;
-		if (!s->page || s->lazy)
+		if (!s->xpage || (s->lazy && keep))
 			continue;
 		spin_lock(&p->lock);
 		for (struct block *b = s->first, *bn; b && got < want; b = bn) {
 			bn = b->next;
 			if (b->state != FREE)
 				continue;
-			if (!synced && align_up(b->addr - s->addr, s->page) + s->page <= b->addr + b->size - s->addr) {
+			if (!synced &&
+			    align_up(b->addr - s->addr, s->xpage) + s->xpage <= b->addr + b->size - s->addr) {
 				m->b.stream_sync(m->b.ctx, m->device, p->stream);
 				synced = true;
 			}
 			got += unmap_free(m, s, b, want - got, keep, &bn);
 		}
-		if (!s->mapped && p->expandable != s) {
+		if (s->first->state == HOLE && !s->first->next && p->expandable != s) {
 			m->b.va_free(m->b.ctx, m->device, s->addr, s->size);
 			mtc_drop_segment(m, s);
 		}
@@ -478,21 +517,35 @@ int mtc_grow_lazy(struct mt_cache *m, const struct mt_cache_config *c, struct po
 }
 
 /* PyTorch's expandable segments: one address range per pool, pages (2 MiB small, 20 MiB
- * large) mapped at the lowest hole where they extend a free block far enough. */
+ * large) mapped at the lowest hole where they extend a free block far enough. With stitch
+ * (memtap-vmm) the range is also lazy: native's pages only turn holes into free blocks,
+ * and the block handed out gets its granules mapped, as mtc_map_lazy maps any block's. */
 int mtc_grow_expandable(struct mt_cache *m, const struct mt_cache_config *c, struct pool *p, uint64_t size,
-			uint64_t requested, struct block **out)
+			uint64_t requested, uint64_t stream, struct block **out)
 {
-	uint64_t page = p->small ? c->small_segment : c->mid_segment ? c->mid_segment : c->large_round;
 	struct segment *s = p->expandable;
+	uint64_t page;
 	int err;
 
 	if (!s) {
-		uint64_t span = align_up(c->limit ? c->limit + c->limit / 8 : 256ull << 30, page), addr;
+		uint64_t addr, span;
+		bool lazy;
 
-		if ((err = m->b.va_reserve(m->b.ctx, m->device, span, &addr)) != 0)
+		page = p->small ? c->small_segment : c->mid_segment ? c->mid_segment : c->large_round;
+		lazy = c->stitch && page % c->granule == 0;
+		span = align_up(c->limit ? c->limit + c->limit / 8 : 256ull << 30, page);
+		/* a device whose address space is smaller (simgpu's: four times its memory) gets
+		 * the largest half that fits, the same for native and memtap-vmm */
+		while ((err = m->b.va_reserve(m->b.ctx, m->device, span, &addr)) != 0 && span > page)
+			span = align_up(span / 2, page);
+		if (err)
 			return mtc_backend_error(err);
 		spin_lock(&p->lock);
-		s = p->expandable = mtc_new_segment(m, p, addr, span, page);
+		s = p->expandable = mtc_new_segment(m, p, addr, span, lazy ? c->granule : page);
+		if (s) {
+			s->xpage = page;
+			s->lazy = lazy;
+		}
 		m->nexpandable += s != NULL;
 		spin_unlock(&p->lock);
 		if (!s) {
@@ -500,6 +553,7 @@ int mtc_grow_expandable(struct mt_cache *m, const struct mt_cache_config *c, str
 			return ENOMEM;
 		}
 	}
+	page = s->xpage;
 	err = MT_CACHE_OOM; /* no hole is large enough */
 	spin_lock(&p->lock);
 	for (struct block *h = s->first; h; h = h->next) {
@@ -509,10 +563,29 @@ int mtc_grow_expandable(struct mt_cache *m, const struct mt_cache_config *c, str
 
 		if (h->state != HOLE || n * page > h->size)
 			continue;
-		if ((err = map_pages(m, c, s, h, n, &b)) == 0)
+		if ((err = map_pages(m, c, s, h, n, &b)) != 0)
+			break;
+		if (s->lazy) {
+			mtc_bin_remove(p, b);
+			b->state = USED; /* neither unmapped nor merged while its granules are mapped */
+			spin_unlock(&p->lock);
+			err = mtc_map_lazy(m, c, b, size, stream);
+			spin_lock(&p->lock);
+			if (err) {
+				mtc_make_free(m, p, b);
+				break;
+			}
+			b->state = FREE;
+			if (b->next && b->next->state == FREE) { /* freed meanwhile by another thread */
+				mtc_bin_remove(p, b->next);
+				mtc_merge_next(p, b);
+			}
+			mtc_take(m, c, p, b, size, requested, false);
+			mark_spare(m, s); /* what split off may hold mapped granules */
+		} else {
 			mtc_take(m, c, p, b, size, requested, true);
-		if (!err)
-			*out = b;
+		}
+		*out = b;
 		break;
 	}
 	spin_unlock(&p->lock);

@@ -379,6 +379,63 @@ static void never_above_native(void)
 	}
 }
 
+/* With expandable segments memtap-vmm makes native's decisions in native's one growing
+ * range (the same offsets for every block, across a release too) and maps 2 MiB pages only
+ * under blocks, so at every step it reserves no more than native does (before, it kept
+ * its own segments: parameters just over a page multiple each left a page partly used). */
+static void expandable_never_above_native(void)
+{
+	struct dev dn, dv;
+	struct mt_cache *n = make(&dn, "native", 0, "expandable_segments:True");
+	struct mt_cache *v = make(&dv, "memtap-vmm", 0, "expandable_segments:True");
+	uint64_t ln[64] = {0}, lv[64] = {0}, pn[300], pv[300], bn = 0, bv = 0, r = 7, steps = 0, same = 0, below = 0;
+
+	for (int i = 0; i < 4000; i++) {
+		uint64_t k;
+
+		r ^= r << 13, r ^= r >> 7, r ^= r << 17;
+		k = r % 64;
+		if (i == 2000) { /* torch.cuda.empty_cache(): free pages become holes in both */
+			mt_cache_release(n);
+			mt_cache_release(v);
+		}
+		if (i < 300) { /* parameters: just over a page multiple, never freed */
+			pn[i] = alloc(n, (5 + r % 40) * 2 * MIB + 4096, 0);
+			pv[i] = alloc(v, (5 + r % 40) * 2 * MIB + 4096, 0);
+			bn = bn ? bn : pn[i], bv = bv ? bv : pv[i];
+			same += pn[i] - bn == pv[i] - bv;
+		} else if (ln[k]) {
+			mt_cache_free(n, ln[k]), mt_cache_free(v, lv[k]);
+			ln[k] = lv[k] = 0;
+			same++;
+		} else {
+			ln[k] = alloc(n, (2 + (r >> 8) % 300) * MIB + (r >> 16) % 8 * 512 * 1024, 0);
+			lv[k] = alloc(v, (2 + (r >> 8) % 300) * MIB + (r >> 16) % 8 * 512 * 1024, 0);
+			same += ln[k] && lv[k] && ln[k] - bn == lv[k] - bv;
+		}
+		steps++;
+		below += stats(v).reserved <= stats(n).reserved;
+	}
+	is(same, steps, "expandable segments: memtap-vmm hands out every block at native's offset (%llu steps)",
+	   (unsigned long long)steps);
+	is(below, steps, "and at every step reserves no more than native");
+	ok(stats(v).peak_reserved < stats(n).peak_reserved, "its peak: %llu MiB, native %llu MiB",
+	   (unsigned long long)(stats(v).peak_reserved / MIB), (unsigned long long)(stats(n).peak_reserved / MIB));
+	ok(stats(v).stitched > 0, "free pages moved to where blocks needed them (%llu times)",
+	   (unsigned long long)stats(v).stitched);
+	for (int k = 0; k < 64; k++)
+		if (lv[k])
+			mt_cache_free(v, lv[k]);
+	for (int i = 0; i < 300; i++)
+		mt_cache_free(v, pv[i]);
+	mt_cache_release(v);
+	ok(stats(v).reserved == 0 && dv.used == 0, "released, memtap-vmm gives every page back");
+	is(dv.pages_unmapped, dv.pages_mapped, "every page it mapped was unmapped (%llu)",
+	   (unsigned long long)dv.pages_mapped);
+	mt_cache_delete(n);
+	mt_cache_delete(v);
+}
+
 /* A small block and an 8 MiB one take turns, each freed before the next: they live in
  * different segments, and their pages stay where they are instead of moving every call. */
 static void taking_turns(void)
@@ -532,13 +589,15 @@ static void *worker(void *arg)
 	return (void *)failures;
 }
 
-static void stress(const char *policy)
+static void stress(const char *policy, const char *conf)
 {
 	struct dev d;
 	pthread_t t[THREADS];
 	long failures = 0;
 
-	shared = make(&d, policy, 0, NULL);
+	const char *in = conf ? " in expandable segments" : "";
+
+	shared = make(&d, policy, 0, conf);
 	d.events_done = true; /* blocks other streams used still wait for the next call */
 	memset(handoff, 0, sizeof handoff);
 	overlaps = nowned = 0;
@@ -553,13 +612,13 @@ static void stress(const char *policy)
 	for (int i = 0; i < THREADS; i++)
 		if (handoff[i])
 			unclaim(handoff[i]), failures += mt_cache_free(shared, handoff[i]) != 0;
-	is(failures, 0, "%s stress: every free found its block", policy);
-	is(overlaps, 0, "%s stress: no two live blocks overlapped", policy);
-	is(stats(shared).allocated, 0, "%s stress: nothing allocated at the end", policy);
-	is(stats(shared).allocs, stats(shared).frees, "%s stress: as many frees as allocations", policy);
+	is(failures, 0, "%s%s stress: every free found its block", policy, in);
+	is(overlaps, 0, "%s%s stress: no two live blocks overlapped", policy, in);
+	is(stats(shared).allocated, 0, "%s%s stress: nothing allocated at the end", policy, in);
+	is(stats(shared).allocs, stats(shared).frees, "%s%s stress: as many frees as allocations", policy, in);
 	mt_cache_release(shared);
-	is(stats(shared).reserved, 0, "%s stress: release gives every segment back", policy);
-	is(d.used, 0, "%s stress: the device has all its memory back", policy);
+	is(stats(shared).reserved, 0, "%s%s stress: release gives every segment back", policy, in);
+	is(d.used, 0, "%s%s stress: the device has all its memory back", policy, in);
 	mt_cache_delete(shared);
 }
 
@@ -655,12 +714,14 @@ int main(void)
 	trimming();
 	stitching();
 	never_above_native();
+	expandable_never_above_native();
 	taking_turns();
 	large_runs();
 	cross_stream();
 	gc_and_bump();
 	reconfiguring();
-	stress("native");
-	stress("memtap-vmm");
+	stress("native", NULL);
+	stress("memtap-vmm", NULL);
+	stress("memtap-vmm", "expandable_segments:True");
 	return done();
 }

@@ -12,7 +12,7 @@
 
 enum { WARM_OPS = 1000000 }; /* inputs shorter than this are replayed once untimed first */
 
-/* A snapshot's own allocator_settings (its torch.* INFO lines) as knobs for native and memtap:
+/* A snapshot's own allocator_settings (its torch.* INFO lines) as knobs for the caching policies:
  * expandable segments, max_split_size, and roundup_power2_divisions where one value holds
  * for every interval. Empty where there are none; other settings are not modelled. */
 static void job_conf(const struct mt_trace *t, char *out, size_t n)
@@ -51,7 +51,8 @@ const char replay_usage[] =
     "              expandable_segments, max_split_size_mb, roundup_power2_divisions,\n"
     "              garbage_collection_threshold)\n"
     "  memtap      native's layout; a new segment past the peak first frees unused cached ones\n"
-    "  memtap-vmm  memtap's allocator with VMM stitching of free 2 MiB pages\n"
+    "  memtap-vmm  native's layout with 2 MiB pages mapped only under blocks in use and free\n"
+    "              pages moved where needed (VMM stitching); never reserves more than native\n"
     "  bump        no caching: every request its own device allocation (the lower bound)\n"
     "Default: all four. Per policy: peak reserved, allocated and requested, their ratio,\n"
     "allocations that fail (after the cache is released) at --capacity, the\n"
@@ -59,7 +60,7 @@ const char replay_usage[] =
     "engine's time per operation (an input under a million operations timed on a second run,\n"
     "the first warming the process). A PyTorch snapshot's own segments at the end are shown\n"
     "beside native's; where the job released its cache (empty_cache, an OOM's retry), every\n"
-    "policy releases at the same point; native and memtap run with the job's own\n"
+    "policy releases at the same point; every caching policy runs with the job's own\n"
     "allocator_settings (expandable segments, max_split_size, roundup_power2_divisions),\n"
     "then --conf's. --device=N replays device N (default: the lowest device with allocations).\n"
     "--json prints all of it with the timeline.\n";
@@ -88,7 +89,7 @@ static void print_text(const char *path, int device, const struct mt_sim_input *
 		       "at the same points\n",
 		       times);
 	if (job[0])
-		printf("native and memtap run with the job's own allocator settings: %s\n", job);
+		printf("native, memtap and memtap-vmm run with the job's own allocator settings: %s\n", job);
 	if (capacity)
 		mt_format_size(capacity, cap, sizeof cap);
 	printf("%-11s %14s %14s %14s %10s", "policy", "peak reserved", "peak allocated", "peak requested", "res/alloc");
@@ -210,10 +211,9 @@ int cmd_replay(int argc, char **argv)
 	for (char *save = NULL, *p = strtok_r(list, ",", &save); p; p = strtok_r(NULL, ",", &save)) {
 		if (nrows == sizeof rows / sizeof *rows || mt_cache_preset(&rows[nrows].cfg, p))
 			die(EXIT_USAGE, "--policy: unknown policy '%s' (native, memtap, memtap-vmm, bump)", p);
-		/* native is the job's allocator, memtap its layout with trim: the job's settings
-		 * first, then --conf's */
-		if ((!strcmp(p, "native") || !strcmp(p, "memtap")) && job[0] &&
-		    mt_cache_configure(&rows[nrows].cfg, job, &bad))
+		/* native is the job's allocator, memtap and memtap-vmm its layout (with trim, with
+		 * pages mapped only under blocks): the job's settings first, then --conf's */
+		if (strcmp(p, "bump") && job[0] && mt_cache_configure(&rows[nrows].cfg, job, &bad))
 			die(1, "%s: its allocator_settings give '%s', which memtap cannot use", argv[optind], bad);
 		if (conf && mt_cache_configure(&rows[nrows].cfg, conf, &bad))
 			die(EXIT_USAGE, "--conf: cannot use '%s'", bad);
