@@ -313,15 +313,16 @@ uint64_t mtc_unmap_pages(struct mt_cache *m, uint64_t want, bool keep, uint64_t 
 			}
 			spin_unlock(&p->lock);
 		}
-	/* expandable segments: their free blocks' whole pages become holes. memtap-vmm's range
-	 * only where native's would (its release, not to move pages: keep): its layout stays
-	 * native's, and its free granules were taken above */
+	/* expandable segments: their free blocks' whole pages become holes, only where native's
+	 * would (its release), never to move pages (keep, memtap-vmm's alone): its ranges stay
+	 * native's, lazy or not (a granule that does not divide a pool's page leaves that
+	 * range mapped as native's), and its free granules were taken above */
 	for (struct segment *s = m->segments, *sn; s && got < want && m->nexpandable; s = sn) {
 		struct pool *p = s->pool;
 		bool synced = p->stream == stream;
 
 		sn = s->next;
-		if (!s->xpage || (s->lazy && keep))
+		if (!s->xpage || keep)
 			continue;
 		spin_lock(&p->lock);
 		for (struct block *b = s->first, *bn; b && got < want; b = bn) {

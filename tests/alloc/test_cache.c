@@ -436,6 +436,34 @@ static void expandable_never_above_native(void)
 	mt_cache_delete(v);
 }
 
+/* A granule that does not divide a pool's page (4 MiB against the small pool's 2 MiB)
+ * leaves that pool's range mapped as native's; moving granules for a large block made
+ * holes in it, which native never does, and the next small block went elsewhere. */
+static void expandable_odd_granule(void)
+{
+	struct dev dn, dv;
+	const char *conf = "expandable_segments:True,granule_mb:4";
+	struct mt_cache *n = make(&dn, "native", 0, conf);
+	struct mt_cache *v = make(&dv, "memtap-vmm", 0, conf);
+	uint64_t an[40], av[40], bn, bv;
+
+	for (int i = 0; i < 40; i++)
+		an[i] = alloc(n, 512 * 1024, 0), av[i] = alloc(v, 512 * 1024, 0);
+	for (int i = 0; i < 40; i++)
+		mt_cache_free(n, an[i]), mt_cache_free(v, av[i]);
+	alloc(n, 24 * MIB, 0);
+	alloc(v, 24 * MIB, 0);
+	ok(stats(v).reserved <= stats(n).reserved,
+	   "odd granule: 24 MiB after 20 MiB of small blocks freed: memtap-vmm "
+	   "%llu MiB, native %llu MiB",
+	   (unsigned long long)(stats(v).reserved / MIB), (unsigned long long)(stats(n).reserved / MIB));
+	bn = alloc(n, 512 * 1024, 0);
+	bv = alloc(v, 512 * 1024, 0);
+	is(bv - av[0], bn - an[0], "and the next small block goes where native puts it");
+	mt_cache_delete(n);
+	mt_cache_delete(v);
+}
+
 /* A small block and an 8 MiB one take turns, each freed before the next: they live in
  * different segments, and their pages stay where they are instead of moving every call. */
 static void taking_turns(void)
@@ -715,6 +743,7 @@ int main(void)
 	stitching();
 	never_above_native();
 	expandable_never_above_native();
+	expandable_odd_granule();
 	taking_turns();
 	large_runs();
 	cross_stream();
