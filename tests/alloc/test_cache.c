@@ -388,7 +388,8 @@ static void expandable_never_above_native(void)
 	struct dev dn, dv;
 	struct mt_cache *n = make(&dn, "native", 0, "expandable_segments:True");
 	struct mt_cache *v = make(&dv, "memtap-vmm", 0, "expandable_segments:True");
-	uint64_t ln[64] = {0}, lv[64] = {0}, pn[300], pv[300], bn = 0, bv = 0, r = 7, steps = 0, same = 0, below = 0;
+	uint64_t ln[64] = {0}, lv[64] = {0}, pn[300], pv[300], bn = 0, bv = 0, sn = 0, sv = 0, r = 7, steps = 0,
+		 same = 0, below = 0;
 
 	for (int i = 0; i < 4000; i++) {
 		uint64_t k;
@@ -409,9 +410,14 @@ static void expandable_never_above_native(void)
 			ln[k] = lv[k] = 0;
 			same++;
 		} else {
-			ln[k] = alloc(n, (2 + (r >> 8) % 300) * MIB + (r >> 16) % 8 * 512 * 1024, 0);
-			lv[k] = alloc(v, (2 + (r >> 8) % 300) * MIB + (r >> 16) % 8 * 512 * 1024, 0);
-			same += ln[k] && lv[k] && ln[k] - bn == lv[k] - bv;
+			/* a third small (the small pool's range), the rest large */
+			uint64_t size = k % 3 ? (2 + (r >> 8) % 300) * MIB + (r >> 16) % 8 * 512 * 1024
+					      : 512 + (r >> 8) % (1024 * 1024 - 512);
+			ln[k] = alloc(n, size, 0);
+			lv[k] = alloc(v, size, 0);
+			if (k % 3 == 0) /* offsets in the small pool's range */
+				sn = sn ? sn : ln[k], sv = sv ? sv : lv[k];
+			same += ln[k] && lv[k] && ln[k] - (k % 3 ? bn : sn) == lv[k] - (k % 3 ? bv : sv);
 		}
 		steps++;
 		below += stats(v).reserved <= stats(n).reserved;
