@@ -12,20 +12,9 @@
 
 /* ---- bins ---- */
 
-static unsigned bin_of(uint64_t size)
-{
-	uint64_t u = size >> 9;
-	unsigned lg;
-
-	if (u < 128)
-		return (unsigned)u;
-	lg = 63 - (unsigned)__builtin_clzll(u);
-	return 128 + (lg - 7) * 16 + (unsigned)((u >> (lg - 4)) & 15);
-}
-
 void mtc_bin_insert(struct pool *p, struct block *b)
 {
-	unsigned i = bin_of(b->size);
+	unsigned i = mtc_bin_of(b->size);
 
 	b->bin = (uint16_t)i;
 	b->fprev = NULL;
@@ -46,17 +35,6 @@ void mtc_bin_remove(struct pool *p, struct block *b)
 		b->fnext->fprev = b->fprev;
 }
 
-static int next_bin(const struct pool *p, unsigned from)
-{
-	for (unsigned w = from / 64; w < BIN_WORDS; w++) {
-		uint64_t bits = p->bitmap[w] & (w == from / 64 ? ~0ull << (from % 64) : ~0ull);
-
-		if (bits)
-			return (int)(w * 64 + (unsigned)__builtin_ctzll(bits));
-	}
-	return -1;
-}
-
 /* PyTorch's get_free_block rules, then best fit (lowest address among equals). */
 static bool usable(const struct mt_cache_config *c, uint64_t size, uint64_t cand)
 {
@@ -67,7 +45,7 @@ static bool usable(const struct mt_cache_config *c, uint64_t size, uint64_t cand
 
 static struct block *find_fit(const struct mt_cache_config *c, struct pool *p, uint64_t size)
 {
-	for (int i = next_bin(p, bin_of(size)); i >= 0; i = next_bin(p, (unsigned)i + 1)) {
+	for (int i = mtc_next_bin(p, mtc_bin_of(size)); i >= 0; i = mtc_next_bin(p, (unsigned)i + 1)) {
 		struct block *best = NULL;
 
 		for (struct block *b = p->bins[i]; b; b = b->fnext)
@@ -109,22 +87,29 @@ static void drop_block(struct pool *p, struct block *b)
 	p->spare = b;
 }
 
-/* b shrinks to `size`; the rest becomes a new block after it in `state`. NULL: no memory. */
 /* The segment's blocks tile it in address order; no two free neighbours (they merge) and,
- * in a VMM segment, a hole only where a page is unmapped. For mt_assert_walk. */
+ * in a VMM segment, a hole only where a page is unmapped; an expandable segment's list of
+ * holes is its HOLE blocks in order. For mt_assert_walk. */
 static bool tiled(const struct segment *s)
 {
+	const struct block *h = s->holes;
 	uint64_t at = s->addr;
 
 	for (const struct block *b = s->first; b; b = b->next) {
 		if (b->addr != at || b->seg != s || (b->prev && b->prev->next != b) ||
 		    (b->state == FREE && b->next && b->next->state == FREE) || (b->state == HOLE && !s->page))
 			return false;
+		if (s->xpage && b->state == HOLE) {
+			if (h != b)
+				return false;
+			h = h->fnext;
+		}
 		at += b->size;
 	}
-	return at == s->addr + s->size;
+	return at == s->addr + s->size && (!s->xpage || !h);
 }
 
+/* b shrinks to `size`; the rest becomes a new block after it in `state`. NULL: no memory. */
 struct block *mtc_split(struct mt_cache *m, struct pool *p, struct block *b, uint64_t size, int state)
 {
 	struct block *r;
@@ -136,6 +121,7 @@ struct block *mtc_split(struct mt_cache *m, struct pool *p, struct block *b, uin
 	r->size = b->size - size;
 	r->seg = b->seg;
 	r->state = (uint8_t)state;
+	r->spare = true;
 	r->prev = b;
 	r->next = b->next;
 	if (b->next)
@@ -152,6 +138,7 @@ void mtc_merge_next(struct pool *p, struct block *b)
 
 	mt_assert(n && n->seg == b->seg && b->addr + b->size == n->addr);
 	b->size += n->size;
+	b->spare = true;
 	b->next = n->next;
 	if (n->next)
 		n->next->prev = b;
@@ -179,6 +166,7 @@ struct block *mtc_make_free(struct mt_cache *m, struct pool *p, struct block *b)
 		mtc_merge_next(p, q);
 		b = q;
 	}
+	b->spare = true;
 	mtc_bin_insert(p, b);
 	mt_assert((!b->prev || b->prev->state != FREE) && (!b->next || b->next->state != FREE));
 	mt_assert_walk(tiled(b->seg));

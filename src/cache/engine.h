@@ -34,13 +34,14 @@ enum state { FREE, USED, HOLE, PENDING };
 struct block {
 	uint64_t addr, size, requested;
 	struct block *prev, *next;   /* address order in the segment */
-	struct block *fprev, *fnext; /* its bin, the pending list or the spare list */
+	struct block *fprev, *fnext; /* its bin, the pending list, the spare list or its segment's holes */
 	struct segment *seg;
 	uint64_t uses[MT_CACHE_USES]; /* other streams (record_stream); their events once pending */
 	uint64_t freed;		      /* the engine's free count when it was freed (GC age) */
 	uint16_t bin;
 	uint8_t state, nuses;
 	bool sync_all; /* used by more streams than uses[] holds */
+	bool spare;    /* lazy segments, free: may hold whole pages mapped (set by a change, cleared by a look) */
 };
 
 struct pool;
@@ -57,6 +58,7 @@ struct segment {
 	bool spare; /* lazy: a free block may hold mapped whole pages (set by frees, cleared by a look) */
 	struct pool *pool;
 	struct block *first;
+	struct block *holes;			 /* expandable segments: the HOLE blocks, in address order */
 	struct segment *prev, *next;		 /* the device's segments */
 	struct segment *spare_prev, *spare_next; /* its pool's, while `spare` (pool lock) */
 };
@@ -193,6 +195,30 @@ static inline void clear_spare(struct mt_cache *m, struct segment *s)
 	if (s->spare_next)
 		s->spare_next->spare_prev = s->spare_prev;
 	__atomic_sub_fetch(&m->nspare, 1, __ATOMIC_RELAXED);
+}
+
+/* The bin of a block of `size`. */
+static inline unsigned mtc_bin_of(uint64_t size)
+{
+	uint64_t u = size >> 9;
+	unsigned lg;
+
+	if (u < 128)
+		return (unsigned)u;
+	lg = 63 - (unsigned)__builtin_clzll(u);
+	return 128 + (lg - 7) * 16 + (unsigned)((u >> (lg - 4)) & 15);
+}
+
+/* The first bin from `from` on that holds a block, or -1. */
+static inline int mtc_next_bin(const struct pool *p, unsigned from)
+{
+	for (unsigned w = from / 64; w < BIN_WORDS; w++) {
+		uint64_t bits = p->bitmap[w] & (w == from / 64 ? ~0ull << (from % 64) : ~0ull);
+
+		if (bits)
+			return (int)(w * 64 + (unsigned)__builtin_ctzll(bits));
+	}
+	return -1;
 }
 
 /* ---- across the engine's files (mtc_: hidden inside memtap's libraries) ---- */

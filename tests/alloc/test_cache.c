@@ -442,6 +442,47 @@ static void expandable_never_above_native(void)
 	mt_cache_delete(v);
 }
 
+/* Expandable segments: a block that needs pages goes at the lowest hole where they extend
+ * a free block far enough, as PyTorch's find_expandable_block does. Holes a release makes
+ * below others, between others and joining two others are found in address order (the
+ * offsets worked by hand: 20 MiB pages of the large pool's range). */
+static void expandable_holes(void)
+{
+	for (int k = 0; k < 2; k++) {
+		const char *policy = k ? "memtap-vmm" : "native";
+		struct dev d;
+		struct mt_cache *m = make(&d, policy, 0, "expandable_segments:True");
+		uint64_t a[4], got[5], want[5] = {80, 0, 40, 0, 60}, x, y, z;
+		int same = 0;
+
+		for (int i = 0; i < 4; i++) /* [0, 20) [20, 40) [40, 60) [60, 80) */
+			a[i] = alloc(m, 20 * MIB, 0);
+		mt_cache_free(m, a[0]), mt_cache_release(m); /* a hole below the range's tail */
+		mt_cache_free(m, a[2]), mt_cache_release(m); /* and one between */
+		got[0] = x = alloc(m, 40 * MIB, 0);	     /* neither 20 MiB hole holds it: the tail's */
+		got[1] = y = alloc(m, 20 * MIB, 0);	     /* the lowest hole */
+		got[2] = z = alloc(m, 20 * MIB, 0);	     /* the next */
+		mt_cache_free(m, y), mt_cache_release(m);
+		mt_cache_free(m, z), mt_cache_release(m);
+		mt_cache_free(m, a[1]), mt_cache_release(m); /* joins the two around it: [0, 60) */
+		got[3] = alloc(m, 60 * MIB, 0);
+		mt_cache_free(m, a[3]);
+		mt_cache_free(m, x); /* free [60, 120) before the tail's hole: one more page makes 70 */
+		got[4] = alloc(m, 70 * MIB, 0);
+		for (int i = 0; i < 5; i++)
+			same += got[i] - a[0] == want[i] * MIB;
+		is(same, 5,
+		   "expandable segments, %s: blocks at the lowest hole that fits, in address order "
+		   "(offsets %llu %llu %llu %llu %llu MiB)",
+		   policy, (unsigned long long)((got[0] - a[0]) / MIB), (unsigned long long)((got[1] - a[0]) / MIB),
+		   (unsigned long long)((got[2] - a[0]) / MIB), (unsigned long long)((got[3] - a[0]) / MIB),
+		   (unsigned long long)((got[4] - a[0]) / MIB));
+		/* native's pages [0, 140 MiB); memtap-vmm's granules only under the two blocks */
+		is(stats(m).reserved, (k ? 130 : 140) * MIB, "and %s then holds %llu MiB", policy, k ? 130ull : 140ull);
+		mt_cache_delete(m);
+	}
+}
+
 /* A granule that does not divide a pool's page (4 MiB against the small pool's 2 MiB)
  * leaves that pool's range mapped as native's; moving granules for a large block made
  * holes in it, which native never does, and the next small block went elsewhere. */
@@ -749,6 +790,7 @@ int main(void)
 	stitching();
 	never_above_native();
 	expandable_never_above_native();
+	expandable_holes();
 	expandable_odd_granule();
 	taking_turns();
 	large_runs();
