@@ -2,6 +2,7 @@
  * sequences `memtap replay` runs through it. */
 #include <errno.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <string.h>
 #include <time.h>
 
@@ -225,16 +226,29 @@ static void sim_stream_sync(void *ctx, int device, uint64_t stream)
 	(void)ctx, (void)device, (void)stream;
 }
 
+/* The engine's own tables, as a job's backend maps them: fresh zero pages, touched only
+ * where used. From the heap, a second run's calloc of the 1 MiB of page handles for an
+ * expandable range cleared it all first: 180 instructions an operation on a log of 3,000. */
+enum { SIM_MAP_BYTES = 64 * 1024 };
+
 static void *sim_mem_alloc(void *ctx, size_t bytes)
 {
+	void *p;
+
 	(void)ctx;
-	return calloc(1, bytes);
+	if (bytes < SIM_MAP_BYTES)
+		return calloc(1, bytes);
+	p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	return p == MAP_FAILED ? NULL : p;
 }
 
 static void sim_mem_free(void *ctx, void *p, size_t bytes)
 {
-	(void)ctx, (void)bytes;
-	free(p);
+	(void)ctx;
+	if (bytes < SIM_MAP_BYTES)
+		free(p);
+	else if (p)
+		munmap(p, bytes);
 }
 
 void mt_sim_device_init(struct mt_sim_device *d, uint64_t capacity, struct mt_cache_backend *b)
