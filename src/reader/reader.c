@@ -486,6 +486,10 @@ static int check_header(struct mt_trace *t, const uint8_t *data, size_t size)
 		note(t, "a Git LFS pointer, not the file it stands for (git lfs pull fetches it)");
 		return EINVAL;
 	}
+	if (size >= 2 && data[0] == 0x80) { /* only a follower gets here: parse reads pickles */
+		note(t, "a PyTorch snapshot, not a trace being written: memtap report, export and replay read it");
+		return EINVAL;
+	}
 	if (size < 16 || memcmp(data, MT_FILE_MAGIC, 8) != 0) {
 		note(t, "not a memtap trace (no memtap header)");
 		return EINVAL;

@@ -4,6 +4,7 @@ of a chunk, a directory of ranks, a PID, bad input; and the terminal view driven
 (send-keys, capture-pane), skipped when tmux is absent."""
 import json
 import os
+import pickle
 import shutil
 import subprocess
 import sys
@@ -284,7 +285,10 @@ dead = subprocess.Popen(["true"])
 dead.wait()
 empty = os.path.join(TMP, "empty")
 os.makedirs(empty)
+snap = os.path.join(TMP, "snapshot.pickle")  # what torch.cuda.memory._dump_snapshot writes
+pickle.dump({"segments": [], "device_traces": [[]]}, open(snap, "wb"), protocol=2)
 for args, says in (((notes,), "not a memtap trace"),
+                   ((snap,), "a PyTorch snapshot, not a trace being written: memtap report"),
                    ((os.path.join(TMP, "absent.trace"),), "cannot read"),
                    ((str(os.getpid()),), "has no memtap trace open"),
                    ((str(dead.pid),), "no process %d" % dead.pid),
