@@ -14,7 +14,7 @@ import sys
 sys.path.insert(0, os.path.join(os.environ["MT_SRCDIR"], "tests"))
 sys.path.insert(0, os.path.join(os.environ["MT_SRCDIR"], "tests/analyze"))
 from tap import done, ok, scratch  # noqa: E402
-from snapshots import (ALLOCATOR, LOOP, RECORDER, T0, MiB, Trace, backward_stack, block,  # noqa: E402
+from snapshots import (ALLOCATOR, LOOP, MODULE, RECORDER, T0, TORCH, MiB, Trace, backward_stack, block,  # noqa: E402
                        expandable_oom, forward_stack, frame, grad_stack, inference, later_step, op, optimizer_stack,
                        python_only, python_stack, segment, settings, training, warm_step)
 
@@ -476,6 +476,39 @@ ok(g and len(g[0]["frames"]) > 300 and g[0]["frames"][-1]["function"] == "<modul
    g[0]["view"][-3:-2] == ["<module> (train.py:151)"],
    "a stack of 330 frames keeps its outermost (train, main, <module>); a recursion reads as one line",
    g and (len(g[0]["frames"]), g[0]["view"]))
+# a torch.compile'd forward: its buffers are made by Inductor's generated wrapper (call in
+# /tmp/torchinductor_<user>/<xx>/c<hash>.py, buf3 = empty_strided_cuda(...)) under AOTAutograd
+# and dynamo, or by an FX GraphModule's generated forward (<eval_with_key>.N): neither is the
+# user's code, which is the model's forward that was compiled and the loop that called it
+GEN = "/tmp/torchinductor_me/xk/cxkq3b7yzr6o2ahbd4xv5fbmrpj5t3b6kc6cw4ztx2ddhq4uy5l3q.py"
+AOT = [frame("run", TORCH + "_inductor/output_code.py", 460), frame("__call__", TORCH + "_inductor/output_code.py", 584),
+       frame("call_func_at_runtime_with_args", TORCH + "_functorch/_aot_autograd/utils.py", 126),
+       frame("runtime_wrapper", TORCH + "_functorch/_aot_autograd/runtime_wrappers.py", 343),
+       frame("forward", TORCH + "_functorch/_aot_autograd/runtime_wrappers.py", 1790),
+       frame("apply", TORCH + "autograd/function.py", 575), frame("_fn", TORCH + "_dynamo/eval_frame.py", 838)]
+d = Trace(BASE)
+for k in range(4):
+    d.alloc(24 * MiB, python_stack([frame("call", GEN, 412 + 9 * k)] + AOT + [frame("forward", "/home/me/model.py", 120)]
+                                   + MODULE + LOOP, RECORDER + ALLOCATOR + op("empty_strided")))
+for k in range(2):
+    d.alloc(8 * MiB, python_stack([frame("forward", "<eval_with_key>.12", 33 + k), frame("_call_impl", TORCH +
+                                   "fx/graph_module.py", 393)] + [frame("forward", "/home/me/model.py", 120)] + MODULE
+                                  + LOOP, RECORDER + ALLOCATOR + op("mm")))
+compiled = {"segments": [segment(0, BASE, d.blocks(SEG), expandable=False)], "device_traces": [d.entries],
+            "allocator_settings": settings(False)}
+p, rep = run("report", "--json", write("compiled", compiled))
+g = (rep or {}).get("top_at_peak", [])
+ok(len(g) == 6 and {x["where"] for x in g} == {"forward (model.py:120)"} and
+   all(x["view"][2] == "forward (model.py:120)" and
+       (x["view"][:2] == ["call (cxkq3b7yzr6o2ahbd4xv5fbmrpj5t3b6kc6cw4ztx2ddhq4uy5l3q.py:%d)" % (412 + 9 * k),
+                          "apply (function.py:575)"] or
+        x["view"][:2] == ["forward (<eval_with_key>.12:%d)" % (29 + k), "_call_impl (graph_module.py:393)"])
+       for k, x in enumerate(sorted(g, key=lambda x: x["view"][0]))),
+   "torch.compile: buffers made by Inductor's generated code or an FX graph read as the model's forward that was "
+   "compiled (the generated line shown first in the stack)", [(x["where"], x["view"][:3]) for x in g])
+p, _ = run("report", write("compiled-text", compiled))
+ok("112.00 MiB in 6 allocations from 6 stacks: forward (model.py:120)" in p.stdout,
+   "torch.compile: the text groups the compiled forward's buffers by the model's line", p.stdout[:1500])
 p, _ = run("export", "--format=folded", write("training-folded", training()))
 ok("<module> (train.py:151);main (train.py:140);train (train.py:120);train_step (train.py:88);step (adamw.py:220);"
    "_init_group (adamw.py:160);torch::autograd::THPVariable_zeros_like;at::native::zeros_like_out_cuda 268435456"
