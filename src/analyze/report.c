@@ -365,7 +365,7 @@ static const char *view_line(struct pr *p, uint32_t stack, uint32_t k, uint32_t 
 /* What a block made before recording (`before`: 1 + its category) is, in words: a
  * snapshot with no trace at all was taken without history, so nothing says when its
  * blocks were made; else what the composition read it as, parameters by default. */
-static const char *before_text(const struct pr *p, uint8_t before)
+const char *mt_report_before_text(const struct mt_report *r, uint8_t before)
 {
 	static const char *const as[MT_TAG_COUNT] = {
 	    [MT_TAG_GRADS] = "allocated before recording started, read as gradients",
@@ -374,9 +374,14 @@ static const char *before_text(const struct pr *p, uint8_t before)
 	    [MT_TAG_TEMPORARIES] = "allocated before recording started, read as temporaries",
 	    [MT_TAG_OTHER] = "allocated before recording started (nothing says what it is)"};
 
-	if (p->r->untraced && !p->r->block_history)
+	if (r->untraced && !r->block_history)
 		return MT_NO_HISTORY;
 	return before > 1 && before - 1 < MT_TAG_COUNT && as[before - 1] ? as[before - 1] : MT_BEFORE_RECORDING;
+}
+
+static const char *before_text(const struct pr *p, uint8_t before)
+{
+	return mt_report_before_text(p->r, before);
 }
 
 /* Whether a stack has frames: a snapshot keeps those of blocks made before its trace that

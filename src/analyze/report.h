@@ -84,6 +84,9 @@ struct mt_report_options {
 };
 
 int mt_report_build(struct mt_report *r, const struct mt_trace *t, const struct mt_report_options *o);
+/* A block made before recording (an mt_group's `before`, nonzero) in words: what the
+ * composition read it as, or that the snapshot had no history at all. */
+const char *mt_report_before_text(const struct mt_report *r, uint8_t before);
 void mt_report_free(struct mt_report *r);
 /* The composition at device d's peak (d < 0: the highest peak) as plan components and
  * the rest; returns the device, or -1 when it was not used or nothing at its peak is

@@ -750,6 +750,22 @@ ok(p.returncode == 0 and re.match(r"  \+8\.00 MiB  \(0 B -> 8\.00 MiB\)\n      t
 p, _ = run("diff", "--frames=all", a, b)
 ok(p.returncode == 0 and "      torch::unwind::unwind() (??:0)" in p.stdout, "memtap diff --frames=all: every frame",
    p.stdout[-800:])
+# blocks made before recording say what they are, as in the report (two public compiled
+# forwards' diff led with '+12.21 GiB (no frames)': the bigger model's parameters)
+bigger = training()
+bigger["segments"].append(segment(0, 0x7c0000000000, [block(0x7c0000000000, 32 * MiB, 32 * MiB, "active_allocated",
+                                                            [])], expandable=False))
+b = write("diff-bigger", bigger)
+p, _ = run("diff", a, b)
+rows = p.stdout.split("live at the peak, by stack, biggest changes first:\n")[-1]
+ok(p.returncode == 0 and rows.startswith("  +32.00 MiB  (128.00 MiB -> 160.00 MiB)\n      allocated before recording "
+                                         "started (the model's parameters and buffers, typically)\n") and
+   "(no frames)" not in p.stdout, "memtap diff: blocks made before recording say so, in the report's words", rows[:400])
+p, d = run("diff", "--json", a, b)
+row = (d or {}).get("at_peak", [{}])[0]
+ok(row.get("delta_bytes") == 32 * MiB and row.get("frames") == [] and
+   row.get("before_recording") == "allocated before recording started (the model's parameters and buffers, typically)",
+   "memtap diff --json: such a row says it too", row)
 
 # PyTorch keeps external annotations in a ring buffer of their own, which outlasts the
 # entries': a public training snapshot held ten optimizer steps' ranges from 5.65 s before
