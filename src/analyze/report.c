@@ -243,11 +243,16 @@ int mt_report_build(struct mt_report *r, const struct mt_trace *t, const struct 
 	r->trace = t;
 	r->start = mt_trace_start(t);
 	{
-		char order[16];
+		char order[16], backend[32];
 		mt_trace_info(t, "time", order, sizeof order);
 		r->untraced = !strcmp(order, "none");
 		r->block_history = r->untraced && mt_trace_info(t, "history", order, sizeof order);
 		r->order = r->untraced || !strcmp(order, "order");
+		/* a snapshot's times are whole microseconds: entries within one are one moment */
+		r->one_moment =
+		    r->untraced ||
+		    (!r->order && t->nevents && mt_trace_info(t, "backend", backend, sizeof backend) &&
+		     !strcmp(backend, "pytorch-snapshot") && t->events[t->nevents - 1].time < r->start + 1000);
 	}
 	if ((err = mt_leaks_start(&scan, &r->leaks, t, o ? o->iteration : NULL)))
 		return err;
@@ -873,7 +878,7 @@ static void plan_json(struct mt_emit *e, const struct mt_report *r)
  * no times (a snapshot without time_us). */
 static const char *when_text(const struct mt_report *r, uint64_t t, char *buf, size_t n)
 {
-	if (r->untraced)
+	if (r->one_moment)
 		snprintf(buf, n, "the snapshot");
 	else if (r->order)
 		snprintf(buf, n, "entry %" PRIu64, t > r->start ? t - r->start : 0);
@@ -917,7 +922,8 @@ void mt_report_text(FILE *out, const struct mt_report *r, struct mt_symbols *sym
 			      "history was on with their stacks"
 			: r->untraced ? " with no trace: taken without memory history, it holds only what was live then"
 			: r->order    ? "; it has no times, so entries are numbered in order"
-				      : "");
+			: r->one_moment ? "; its entries all fall in one microsecond: one moment, no time axis"
+					: "");
 	else if (!strcmp(backend, "rmm-log"))
 		fprintf(out, "memtap report: %s (an RMM log)\n", t->path);
 	else if (!mt_trace_info(t, "pid", pid, sizeof pid))
@@ -1193,7 +1199,7 @@ void mt_report_emit(struct mt_emit *e, const struct mt_report *r, struct mt_symb
 	mt_emit_int(e, "memtap_report", 1);
 	mt_emit_str(e, "trace", t->path);
 	mt_emit_bool(e, "complete", t->complete);
-	mt_emit_str(e, "times", r->untraced ? "none" : r->order ? "order" : "ns");
+	mt_emit_str(e, "times", r->one_moment ? "none" : r->order ? "order" : "ns");
 	mt_emit_bool(e, "python_frames", p.python);
 	mt_emit_str(e, "problem", t->problem[0] ? t->problem : NULL);
 	mt_emit_open(e, "process", false, 0);

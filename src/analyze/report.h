@@ -73,6 +73,8 @@ struct mt_report {
 	uint64_t start;					 /* trace start, monotonic ns */
 	bool order;					 /* the trace has no times: they are entries' places */
 	bool untraced;					 /* a snapshot with no entries: one moment */
+	bool one_moment;		   /* untraced, or a snapshot whose entries all fall in one microsecond (one
+					      entry, or state-mode recording's one per device): no time axis */
 	bool block_history;		   /* ...whose blocks made while memory history was on kept their frames */
 	const struct mt_plan_config *plan; /* the run's setup, checked: adds a capacity plan */
 	bool all_frames;		   /* text: every frame of every stack, unshortened */

@@ -325,6 +325,21 @@ ok(rep["times"] == "none" and len(areas) == 2 and all(h > 10 for h in left) and
    labels.count("the snapshot") == 1, "one moment: its parameters and activations drawn across the chart, "
    "one time label", (left, labels))
 
+# ---- a trace of one entry (a public 15 GiB snapshot held one free_completed, the rest made
+# before recording; state-mode recording writes one entry per device): one moment too, not a
+# time axis of five "0.0 µs" labels with the memory drawn from its middle ----
+one = [{"action": "alloc", "addr": S + 128 * MiB, "size": 16 * MiB, "stream": 0, "time_us": 1748730219000000,
+        "frames": forward_stack(0, "mm")}]
+rep, dom = snapshot_page("one-entry", {"segments": [segment(0, S, blocks, expandable=False)], "device_traces": [one]})
+chart = dom.by_id.get("composition-0")
+labels = [text(t) for t in find(chart, "text")] if chart else []
+summary = dom.by_id.get("summary-0")
+txt = subprocess.run([MEMTAP, "report", os.path.join(TMP, "one-entry.pickle")], capture_output=True, text=True).stdout
+ok(rep["times"] == "none" and labels.count("the snapshot") == 1 and not any("\u00b5s" in t for t in labels) and
+   summary and "the snapshot" in text(summary) and "peak 176.00 MiB allocated at the snapshot" in txt and
+   "taken without memory history" not in txt, "one entry: one moment, as a snapshot without a trace, its history kept",
+   (rep["times"], labels, txt[:300]))
+
 # ---- a peak shorter than a pixel, after a long flat stretch (a public snapshot of a compiled
 # cross-entropy: 250 MiB for 1.46 s, then 1000 MiB for 0.1 ms at the end): both charts reach it ----
 S, BIG = 0x7f4000000000, 250 * MiB
