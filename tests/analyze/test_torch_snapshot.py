@@ -14,7 +14,7 @@ import sys
 sys.path.insert(0, os.path.join(os.environ["MT_SRCDIR"], "tests"))
 sys.path.insert(0, os.path.join(os.environ["MT_SRCDIR"], "tests/analyze"))
 from tap import done, ok, scratch  # noqa: E402
-from snapshots import (ALLOCATOR, LOOP, MODULE, RECORDER, T0, TORCH, MiB, Trace, backward_stack, block,  # noqa: E402
+from snapshots import (ALLOCATOR, LOOP, MODULE, RECORDER, T0, TORCH, MiB, Trace, backward_stack, block, jit_dumps,  # noqa: E402
                        expandable_oom, forward_stack, frame, grad_stack, inference, later_step, op, optimizer_stack,
                        python_only, python_stack, segment, settings, training, warm_step)
 
@@ -600,6 +600,24 @@ for n in (40, 1000):
 per = (held[1] - held[0]) / 1000 if None not in held else None  # pickle appends a thousand at a time
 ok(per is not None and per < 420, "the import holds under 420 bytes per trace entry of a batch (339 measured; each "
    "entry's frames kept as a list until its batch is read: 542)", (held, per))
+
+
+# A snapshot written by torch::cuda::_memory_snapshot_pickled (C++ libtorch, R's torch) puts
+# a device's whole trace in one APPENDS: its entries are read a thousand at a time all the
+# same, not held to the end of the list (561 bytes an entry, 13 times a Python-written one's)
+held = []
+for n in (40, 3000):
+    path = os.path.join(TMP, "jit-%d.pickle" % n)
+    with open(path, "wb") as f:
+        f.write(jit_dumps(batch_snapshot(n)))
+    p = subprocess.run([os.path.join(B, "bench/import_bench"), path], capture_output=True, text=True)
+    held.append(json.loads(p.stdout)["held_peak"] if p.returncode == 0 else None)
+per = (held[1] - held[0]) / 2960 if None not in held else None
+_, want = run("report", "--json", write("jit-python", batch_snapshot(3000)))
+_, got = run("report", "--json", os.path.join(TMP, "jit-3000.pickle"))
+ok(per is not None and per < 200 and want and got and got["devices"] == want["devices"],
+   "a snapshot written by C++ (one APPENDS per list) reads as the same file written by Python, its entries not held "
+   "to the end of their list", (held, per))
 
 
 def held_peak(name, snap):
