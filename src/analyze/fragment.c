@@ -243,25 +243,32 @@ static int measure(struct pass *p, int device, uint64_t time, struct mt_frag_sta
 	return 0;
 }
 
+/* One moment of device d in its timeline. */
+static int sample(struct pass *p, int d, uint64_t time)
+{
+	struct mt_frag_device *fd = &p->f->dev[d];
+	struct mt_frag_state *v;
+
+	if (!(fd->ntimeline & (fd->ntimeline + 1))) { /* 0, 1, 3, 7...: grow */
+		v = realloc(fd->timeline, (2 * fd->ntimeline + 1) * sizeof *v);
+		if (!v)
+			return ENOMEM;
+		fd->timeline = v;
+	}
+	int r = measure(p, d, time, &fd->timeline[fd->ntimeline], NULL);
+	if (!r)
+		fd->ntimeline++;
+	return r;
+}
+
 static int sample_all(struct pass *p, uint64_t time)
 {
-	for (int d = 0; d < MT_MAX_DEVICES; d++) {
-		struct mt_frag_device *fd = &p->f->dev[d];
-		struct mt_frag_state *v;
-		int r;
-		if (!p->dev[d].known)
-			continue;
-		if (!(fd->ntimeline & (fd->ntimeline + 1))) { /* 0, 1, 3, 7...: grow */
-			v = realloc(fd->timeline, (2 * fd->ntimeline + 1) * sizeof *v);
-			if (!v)
-				return ENOMEM;
-			fd->timeline = v;
-		}
-		if ((r = measure(p, d, time, &fd->timeline[fd->ntimeline], NULL)))
-			return r;
-		fd->ntimeline++;
-	}
-	return 0;
+	int r = 0;
+
+	for (int d = 0; d < MT_MAX_DEVICES && !r; d++)
+		if (p->dev[d].known)
+			r = sample(p, d, time);
+	return r;
 }
 
 static int oom(struct pass *p, const struct mt_event *e)
@@ -342,8 +349,13 @@ int mt_fragment_step(struct mt_fragment_scan *scan, size_t i)
 	if (!r)
 		r = apply(p, e);
 	if (!r && e->device != MT_NO_DEVICE && p->dev[e->device].known && p->peaks->dev[e->device].peak &&
-	    p->peaks->dev[e->device].peak_event == i)
+	    p->peaks->dev[e->device].peak_event == i) {
 		r = measure(p, e->device, e->time, &p->f->dev[e->device].at_peak, &p->f->dev[e->device]);
+		/* the peak is a moment of the timeline too: a bucket's sample is its end, and a
+		   peak shorter than a bucket would be missing from it */
+		if (!r)
+			r = sample(p, e->device, e->time);
+	}
 	return r;
 }
 

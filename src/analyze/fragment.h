@@ -15,7 +15,7 @@
 #include "core/replay.h"
 #include "reader/reader.h"
 
-#define MT_FRAG_SAMPLES 256 /* moments in the timeline */
+#define MT_FRAG_SAMPLES 256 /* buckets of the timeline, each sampled at its end */
 #define MT_FRAG_GRANULE 512 /* PyTorch's kMinBlockSize */
 
 struct mt_frag_state {
@@ -40,7 +40,7 @@ struct mt_frag_device {
 	size_t nsegments;
 	struct mt_frag_block *blocks; /* live at the peak, by address */
 	size_t nblocks;
-	struct mt_frag_state *timeline;
+	struct mt_frag_state *timeline; /* each bucket's end and the peak, in time order */
 	size_t ntimeline;
 };
 

@@ -243,11 +243,16 @@ int mt_report_build(struct mt_report *r, const struct mt_trace *t, const struct 
 	r->trace = t;
 	r->start = mt_trace_start(t);
 	{
-		char order[16];
+		char order[16], backend[32];
 		mt_trace_info(t, "time", order, sizeof order);
 		r->untraced = !strcmp(order, "none");
 		r->block_history = r->untraced && mt_trace_info(t, "history", order, sizeof order);
 		r->order = r->untraced || !strcmp(order, "order");
+		/* a snapshot's times are whole microseconds: entries within one are one moment */
+		r->one_moment =
+		    r->untraced ||
+		    (!r->order && t->nevents && mt_trace_info(t, "backend", backend, sizeof backend) &&
+		     !strcmp(backend, "pytorch-snapshot") && t->events[t->nevents - 1].time < r->start + 1000);
 	}
 	if ((err = mt_leaks_start(&scan, &r->leaks, t, o ? o->iteration : NULL)))
 		return err;
@@ -365,7 +370,7 @@ static const char *view_line(struct pr *p, uint32_t stack, uint32_t k, uint32_t 
 /* What a block made before recording (`before`: 1 + its category) is, in words: a
  * snapshot with no trace at all was taken without history, so nothing says when its
  * blocks were made; else what the composition read it as, parameters by default. */
-static const char *before_text(const struct pr *p, uint8_t before)
+const char *mt_report_before_text(const struct mt_report *r, uint8_t before)
 {
 	static const char *const as[MT_TAG_COUNT] = {
 	    [MT_TAG_GRADS] = "allocated before recording started, read as gradients",
@@ -374,9 +379,14 @@ static const char *before_text(const struct pr *p, uint8_t before)
 	    [MT_TAG_TEMPORARIES] = "allocated before recording started, read as temporaries",
 	    [MT_TAG_OTHER] = "allocated before recording started (nothing says what it is)"};
 
-	if (p->r->untraced && !p->r->block_history)
+	if (r->untraced && !r->block_history)
 		return MT_NO_HISTORY;
 	return before > 1 && before - 1 < MT_TAG_COUNT && as[before - 1] ? as[before - 1] : MT_BEFORE_RECORDING;
+}
+
+static const char *before_text(const struct pr *p, uint8_t before)
+{
+	return mt_report_before_text(p->r, before);
 }
 
 /* Whether a stack has frames: a snapshot keeps those of blocks made before its trace that
@@ -868,7 +878,7 @@ static void plan_json(struct mt_emit *e, const struct mt_report *r)
  * no times (a snapshot without time_us). */
 static const char *when_text(const struct mt_report *r, uint64_t t, char *buf, size_t n)
 {
-	if (r->untraced)
+	if (r->one_moment)
 		snprintf(buf, n, "the snapshot");
 	else if (r->order)
 		snprintf(buf, n, "entry %" PRIu64, t > r->start ? t - r->start : 0);
@@ -912,7 +922,8 @@ void mt_report_text(FILE *out, const struct mt_report *r, struct mt_symbols *sym
 			      "history was on with their stacks"
 			: r->untraced ? " with no trace: taken without memory history, it holds only what was live then"
 			: r->order    ? "; it has no times, so entries are numbered in order"
-				      : "");
+			: r->one_moment ? "; its entries all fall in one microsecond: one moment, no time axis"
+					: "");
 	else if (!strcmp(backend, "rmm-log"))
 		fprintf(out, "memtap report: %s (an RMM log)\n", t->path);
 	else if (!mt_trace_info(t, "pid", pid, sizeof pid))
@@ -1188,7 +1199,7 @@ void mt_report_emit(struct mt_emit *e, const struct mt_report *r, struct mt_symb
 	mt_emit_int(e, "memtap_report", 1);
 	mt_emit_str(e, "trace", t->path);
 	mt_emit_bool(e, "complete", t->complete);
-	mt_emit_str(e, "times", r->untraced ? "none" : r->order ? "order" : "ns");
+	mt_emit_str(e, "times", r->one_moment ? "none" : r->order ? "order" : "ns");
 	mt_emit_bool(e, "python_frames", p.python);
 	mt_emit_str(e, "problem", t->problem[0] ? t->problem : NULL);
 	mt_emit_open(e, "process", false, 0);

@@ -73,6 +73,8 @@ struct mt_report {
 	uint64_t start;					 /* trace start, monotonic ns */
 	bool order;					 /* the trace has no times: they are entries' places */
 	bool untraced;					 /* a snapshot with no entries: one moment */
+	bool one_moment;		   /* untraced, or a snapshot whose entries all fall in one microsecond (one
+					      entry, or state-mode recording's one per device): no time axis */
 	bool block_history;		   /* ...whose blocks made while memory history was on kept their frames */
 	const struct mt_plan_config *plan; /* the run's setup, checked: adds a capacity plan */
 	bool all_frames;		   /* text: every frame of every stack, unshortened */
@@ -84,6 +86,9 @@ struct mt_report_options {
 };
 
 int mt_report_build(struct mt_report *r, const struct mt_trace *t, const struct mt_report_options *o);
+/* A block made before recording (an mt_group's `before`, nonzero) in words: what the
+ * composition read it as, or that the snapshot had no history at all. */
+const char *mt_report_before_text(const struct mt_report *r, uint8_t before);
 void mt_report_free(struct mt_report *r);
 /* The composition at device d's peak (d < 0: the highest peak) as plan components and
  * the rest; returns the device, or -1 when it was not used or nothing at its peak is

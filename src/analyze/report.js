@@ -137,26 +137,39 @@
     const ymax = Math.max(1, device.peak_allocated_bytes, ...points.map((p) => Math.max(total(p), p[7])));
     const c = axes(900, 260, xmax, ymax);
     c.root.setAttribute("id", "composition-" + device.device);
-    const base = points.map(() => 0);
+    // Each pixel column holds the highest moment that touches it (and the most reserved), so
+    // that a peak shorter than a pixel is still drawn, a pixel wide.
+    const cols = [], res = [], right = Math.ceil(c.x(xmax));
+    points.forEach((p, i) => {
+      const next = i + 1 < points.length ? points[i + 1][0] : xmax;
+      const a = Math.min(Math.floor(c.x(p[0])), right - 1), b = Math.max(a, Math.ceil(c.x(next)) - 1);
+      for (let k = a; k <= b; k++) {
+        if (!cols[k] || total(p) > total(cols[k])) cols[k] = p;
+        if (res[k] === undefined || p[7] > res[k]) res[k] = p[7];
+      }
+    });
+    const runs = []; // [first column, past the last, moment, reserved]
+    cols.forEach((p, k) => {
+      const last = runs[runs.length - 1];
+      if (last && last[1] === k && last[2] === p && last[3] === res[k]) last[1] = k + 1;
+      else runs.push([k, k + 1, p, res[k]]);
+    });
+    const base = runs.map(() => 0);
     CATEGORIES.forEach((cat, k) => {
-      if (!points.some((p) => p[1 + k] > 0)) return;
+      if (!runs.some((r) => r[2][1 + k] > 0)) return;
       let top = "", bottom = "";
-      points.forEach((p, i) => {
-        const next = i + 1 < points.length ? points[i + 1][0] : xmax;
+      runs.forEach(([a, b, p], i) => {
         const lo = base[i], hi = base[i] + p[1 + k];
-        top += `${i ? "L" : "M"}${c.x(p[0])},${c.y(hi)}L${c.x(next)},${c.y(hi)}`;
-        bottom = `L${c.x(next)},${c.y(lo)}L${c.x(p[0])},${c.y(lo)}` + bottom;
+        top += `${i ? "L" : "M"}${a},${c.y(hi)}L${b},${c.y(hi)}`;
+        bottom = `L${b},${c.y(lo)}L${a},${c.y(lo)}` + bottom;
         base[i] = hi;
       });
       c.root.append(svg("path", { d: top + bottom + "Z", fill: COLOURS[cat], "fill-opacity": 0.85,
                                   class: "area", "data-category": cat }));
     });
-    if (points.some((p) => p[7] > 0)) {
+    if (runs.some((r) => r[3] > 0)) {
       let d = "";
-      points.forEach((p, i) => {
-        const next = i + 1 < points.length ? points[i + 1][0] : xmax;
-        d += `${i ? "L" : "M"}${c.x(p[0])},${c.y(p[7])}L${c.x(next)},${c.y(p[7])}`;
-      });
+      runs.forEach(([a, b, , reserved], i) => { d += `${i ? "L" : "M"}${a},${c.y(reserved)}L${b},${c.y(reserved)}`; });
       c.root.append(svg("path", { d: d, fill: "none", stroke: COLOURS.reserved, "stroke-dasharray": "4 3",
                                   class: "reserved" }));
     }
@@ -184,8 +197,12 @@
     const c = axes(900, 180, xmax, ymax);
     c.root.setAttribute("id", "fragmentation-" + device.device);
     [["reserved_bytes", "#222"], ["allocated_bytes", "#e15759"], ["requested_bytes", "#4e79a7"]].forEach(([k, colour]) => {
+      // steps: a sample holds until the next (a slope would say it changed in between)
       let d = "";
-      tl.forEach((s, i) => { d += `${i ? "L" : "M"}${c.x(s.time_ns)},${c.y(s[k])}`; });
+      tl.forEach((s, i) => {
+        d += i ? `L${c.x(s.time_ns)},${c.y(tl[i - 1][k])}L${c.x(s.time_ns)},${c.y(s[k])}`
+               : `M${c.x(s.time_ns)},${c.y(s[k])}`;
+      });
       c.root.append(svg("path", { d: d, fill: "none", stroke: colour, "stroke-width": 1.5, class: "line", "data-key": k }));
     });
     return c.root;

@@ -99,9 +99,12 @@ static const struct {
 		       {"torch/_tensor.py", "wrapped"},
 		       {"torch/_dynamo/eval_frame.py", "_fn"},
 		       {"torch/_compile.py", "inner"}};
-/* where a Python file is not the user's own */
+/* where a Python file is not the user's own: libraries, and code torch.compile generated
+ * (Inductor's wrappers in /tmp/torchinductor_<user>/, an FX GraphModule's <eval_with_key>.N),
+ * whose allocations are the compiled model's forward's, the user's frame further out */
 static const char *const library[] = {"/site-packages/", "/dist-packages/", "\\site-packages\\", "/lib/python3",
-				      "\\Lib\\",	 "/torch/",	    "\\torch\\",	 "<frozen"};
+				      "\\Lib\\",	 "/torch/",	    "\\torch\\",	 "<frozen",
+				      "torchinductor_",	 "<eval_with_key>"};
 
 struct mt_views {
 	const struct mt_trace *t;

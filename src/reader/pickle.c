@@ -166,6 +166,7 @@ struct pk_reader {
 	struct pk_value **stack;
 	size_t n, cap;
 	size_t *marks;
+	size_t *ahead; /* per mark: the stack's size when its items were last offered ahead */
 	size_t nmarks, capmarks;
 	uintptr_t *memo;	/* index -> a value, a token (odd: see mark_of), or 0 */
 	size_t memo_cap;	/* of the array */
@@ -675,8 +676,12 @@ static int step(struct pk_reader *m, uint8_t op)
 			if (!(k = realloc(m->marks, cap * sizeof *k)))
 				return ENOMEM;
 			m->marks = k;
+			if (!(k = realloc(m->ahead, cap * sizeof *k)))
+				return ENOMEM;
+			m->ahead = k;
 			m->capmarks = cap;
 		}
+		m->ahead[m->nmarks] = m->n;
 		m->marks[m->nmarks++] = m->n;
 		return 0;
 	case '}':
@@ -961,6 +966,35 @@ static int sort_dict(struct pk_value *d)
 	return 0;
 }
 
+/* Items piling up above a mark right over a list (one batch of a pickler that does not
+ * batch) are offered to the hook ahead of their APPENDS, a thousand at a time; those it
+ * took leave the stack. What it left (the top, a dict not yet filled) comes again with
+ * the next thousand, unless it took none: each item is looked at a bounded number of times. */
+#define AHEAD 1000
+static int offer_ahead(struct pk_reader *m)
+{
+	size_t top = m->nmarks - 1, from = m->ahead[top], mark = m->marks[top], used = 0;
+	int r;
+
+	if (!mark || mark > m->n || m->stack[mark - 1]->type != PK_LIST)
+		return 0;
+	if (from > m->n || from < mark) /* items popped since: those in their place are new */
+		from = m->ahead[top] = m->n > mark ? m->n : mark;
+	if (m->n - from < AHEAD)
+		return 0;
+	r = m->hooks->ahead(m->hooks->ctx, m, m->stack[mark - 1], m->stack + from, m->n - from, &used);
+	if (r || !used || used > m->n - from) {
+		m->ahead[top] = m->n;
+		return r;
+	}
+	for (size_t i = from; i < from + used; i++)
+		unref(m, m->stack[i]);
+	memmove(m->stack + from, m->stack + from + used, (m->n - from - used) * sizeof *m->stack);
+	m->n -= used;
+	m->ahead[top] = from;
+	return 0;
+}
+
 /* The pages of a mapped input behind the cursor go back to the kernel: nothing read is
  * looked at again (strings are copied), and a file's pages come back if it were. */
 static void drop_read(struct pk_reader *m, size_t *dropped)
@@ -1003,11 +1037,14 @@ int pk_stream(const uint8_t *data, size_t size, struct pk_arena *arena, const st
 			break;
 		}
 		r = step(&m, op);
+		if (!r && m.nmarks && hooks && hooks->ahead)
+			r = offer_ahead(&m);
 		if (r == ENOMEM)
 			snprintf(err, errlen, "out of memory reading the pickle");
 	}
 	free(m.stack);
 	free(m.marks);
+	free(m.ahead);
 	free(m.memo);
 	for (size_t i = 0; m.tokens && i < TOKEN_CACHE; i++)
 		if (m.tokens->value[i])

@@ -65,6 +65,13 @@ struct pk_hooks {
 	int (*items)(void *ctx, struct pk_reader *r, const struct pk_value *list, struct pk_value *const *items,
 		     size_t n, bool *taken);
 	int (*dict)(void *ctx, struct pk_reader *r, struct pk_value *dict, size_t first);
+	/* ahead: items above a mark right over a list, a thousand at a time while they come,
+	   before the APPENDS that would append them (a pickler other than Python's writes a
+	   list in one batch, however long). *used: how many of the first it took (whole
+	   values it has read); they leave the stack (should the mark turn out to be another's,
+	   a TUPLE's, they are not in it), the rest come again with the next thousand. */
+	int (*ahead)(void *ctx, struct pk_reader *r, const struct pk_value *list, struct pk_value *const *items,
+		     size_t n, size_t *used);
 };
 
 /* 0, or an errno-style code with err saying what was wrong in one line. */

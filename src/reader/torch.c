@@ -883,6 +883,26 @@ static int items(void *ctx, struct pk_reader *r, const struct pk_value *list, st
 	return stop(im, err);
 }
 
+/* Trace entries of a list still being read (C++'s pickler writes a device's whole trace in
+ * one APPENDS): those whole (up to the first that is not a trace entry, the top a dict
+ * still being filled) are read now, as Python's batches of a thousand are, so that they
+ * are not all held to the list's end. */
+static int ahead(void *ctx, struct pk_reader *r, const struct pk_value *list, struct pk_value *const *v, size_t n,
+		 size_t *used)
+{
+	bool taken = false;
+	size_t k;
+	int err;
+
+	for (k = 0; k < n && kind_of(v[k]) == ENTRY; k++) /* a dict with an action, or an entry read already */
+		;
+	*used = 0;
+	if (!k || (err = items(ctx, r, list, v, k, &taken)))
+		return k ? err : 0;
+	*used = taken ? k : 0;
+	return 0;
+}
+
 /* A dict just read: its frames (a trace entry's, a block's, a legacy history entry's)
  * become a stack now, and a segment its record, not when its list's batch of up to a
  * thousand is read, so that a batch holds neither frame lists nor blocks (a thousand
@@ -1334,7 +1354,7 @@ int mt_trace_from_torch(const uint8_t *data, size_t size, struct mt_trace *t)
 	struct pk_arena arena = {0};
 	struct pk_value *root = NULL;
 	struct importer im = {.t = t, .data = data, .budget = size / BYTES_PER_ITEM + 1024, .where = "top"};
-	struct pk_hooks hooks = {.ctx = &im, .items = items, .dict = dict_read, .mapped = t->mapped};
+	struct pk_hooks hooks = {.ctx = &im, .items = items, .dict = dict_read, .ahead = ahead, .mapped = t->mapped};
 	int r = pk_stream(data, size, &arena, &hooks, &root, t->problem, sizeof t->problem);
 
 	if (!r)

@@ -488,3 +488,57 @@ def legacy_list():
              "segment_type": "small", "stream": 0,
              "blocks": [{"size": 512, "state": "active_allocated", "history": [h(L + 64 * MiB, 4, [])]},
                         {"size": 2 * MiB - 512, "state": "inactive"}]}]
+
+
+def jit_dumps(obj):
+    """obj pickled as torch::cuda::_memory_snapshot_pickled writes a snapshot (C++ libtorch,
+    R's torch, backends' copies of it): torch::jit::Pickler's protocol 2 without type tags,
+    each dict EMPTY_DICT MARK ... SETITEMS and each list EMPTY_LIST MARK ... APPENDS in one
+    batch however long, strings BINUNICODE memoized by value, ints BININT1/2, BININT or an
+    8-byte LONG1, floats BINFLOAT, a tuple of two TUPLE2."""
+    import struct
+    out, memo, strings = bytearray(b"\x80\x02"), [0], {}
+
+    def put():
+        out.extend(b"q" + bytes([memo[0]]) if memo[0] < 256 else b"r" + struct.pack("<I", memo[0]))
+        memo[0] += 1
+        return memo[0] - 1
+
+    def write(x):
+        if isinstance(x, bool):
+            out.extend(b"\x88" if x else b"\x89")
+        elif isinstance(x, int):
+            out.extend(b"K" + bytes([x]) if 0 <= x < 256 else b"M" + struct.pack("<H", x) if 0 <= x < 65536 else
+                       b"J" + struct.pack("<i", x) if -2 ** 31 <= x < 2 ** 31 else b"\x8a\x08" + struct.pack("<q", x))
+        elif isinstance(x, float):
+            out.extend(b"G" + struct.pack(">d", x))
+        elif x is None:
+            out.extend(b"N")
+        elif isinstance(x, str):
+            if x in strings:
+                k = strings[x]
+                out.extend(b"h" + bytes([k]) if k < 256 else b"j" + struct.pack("<I", k))
+            else:
+                b = x.encode()
+                out.extend(b"X" + struct.pack("<I", len(b)) + b)
+                strings[x] = put()
+        elif isinstance(x, tuple):
+            out.extend(b"(" if len(x) > 3 else b"")
+            for y in x:
+                write(y)
+            out.extend(bytes([0x84 + len(x)]) if 0 < len(x) <= 3 else b")" if not x else b"t")
+        elif isinstance(x, dict):
+            out.extend(b"}(")
+            for k, y in x.items():
+                write(k)
+                write(y)
+            out.extend(b"u")
+        elif isinstance(x, list):
+            out.extend(b"](")
+            for y in x:
+                write(y)
+            out.extend(b"e")
+        else:
+            raise TypeError(type(x))
+    write(obj)
+    return bytes(out + b".")

@@ -325,6 +325,68 @@ ok(rep["times"] == "none" and len(areas) == 2 and all(h > 10 for h in left) and
    labels.count("the snapshot") == 1, "one moment: its parameters and activations drawn across the chart, "
    "one time label", (left, labels))
 
+# ---- a trace of one entry (a public 15 GiB snapshot held one free_completed, the rest made
+# before recording; state-mode recording writes one entry per device): one moment too, not a
+# time axis of five "0.0 µs" labels with the memory drawn from its middle ----
+one = [{"action": "alloc", "addr": S + 128 * MiB, "size": 16 * MiB, "stream": 0, "time_us": 1748730219000000,
+        "frames": forward_stack(0, "mm")}]
+rep, dom = snapshot_page("one-entry", {"segments": [segment(0, S, blocks, expandable=False)], "device_traces": [one]})
+chart = dom.by_id.get("composition-0")
+labels = [text(t) for t in find(chart, "text")] if chart else []
+summary = dom.by_id.get("summary-0")
+txt = subprocess.run([MEMTAP, "report", os.path.join(TMP, "one-entry.pickle")], capture_output=True, text=True).stdout
+ok(rep["times"] == "none" and labels.count("the snapshot") == 1 and not any("\u00b5s" in t for t in labels) and
+   summary and "the snapshot" in text(summary) and "peak 176.00 MiB allocated at the snapshot" in txt and
+   "taken without memory history" not in txt, "one entry: one moment, as a snapshot without a trace, its history kept",
+   (rep["times"], labels, txt[:300]))
+
+# ---- a peak shorter than a pixel, after a long flat stretch (a public snapshot of a compiled
+# cross-entropy: 250 MiB for 1.46 s, then 1000 MiB for 0.1 ms at the end): both charts reach it ----
+S, BIG = 0x7f4000000000, 250 * MiB
+t0 = 1748730219000000
+spike, segs = [], []
+for k, (start, end) in enumerate([(0, None), (1461811, 1495143), (1494188, 1495128), (1495037, None)]):
+    a = S + k * 512 * MiB
+    spike += [{"action": "segment_alloc", "addr": a, "size": BIG, "stream": 0, "time_us": t0 + start, "frames": []},
+              {"action": "alloc", "addr": a, "size": BIG, "stream": 0, "time_us": t0 + start + 1,
+               "frames": forward_stack(k, "mm")}]
+    if end:
+        spike += [{"action": act, "addr": a, "size": BIG, "stream": 0, "time_us": t0 + end, "frames": []}
+                  for act in ("free_requested", "free_completed")]
+    segs.append(segment(0, a, [block(a, BIG, BIG, "active_allocated" if end is None else "inactive",
+                                     forward_stack(k, "mm") if end is None else [])], expandable=False))
+spike.sort(key=lambda e: e["time_us"])
+rep, dom = snapshot_page("spike", {"segments": segs, "device_traces": [spike]})
+
+
+def chart_points(d):
+    return [(float(x), float(y)) for x, y in re.findall(r"[ML]([\d.]+),([\d.]+)", d)]
+
+
+def axis_top(chart):
+    """y of the chart's highest value (the vertical axis line's top) and of 0"""
+    line = find(chart, "line")[1]["attrs"]
+    return float(line["y2"]), float(line["y1"])
+
+
+chart = dom.by_id.get("composition-0")
+areas = find(chart, "path", "area") if chart else []
+pts = [p for a in areas for p in chart_points(a["attrs"]["d"])]
+top, zero = axis_top(chart) if chart else (0, 0)
+high = min((y for _, y in pts), default=zero)
+wide = [x for x, y in pts if abs(y - high) < 0.01]
+ok(rep["devices"][0]["peak_allocated_bytes"] == 4 * BIG and abs(high - top) < 0.5 and max(wide) - min(wide) >= 1,
+   "spike: the stacked areas reach the 1000 MiB peak, at least a pixel wide, though it lasted 0.1 ms of 1.5 s",
+   (high, top, wide))
+fchart = dom.by_id.get("fragmentation-0")
+lines = {p["attrs"]["data-key"]: chart_points(p["attrs"]["d"]) for p in find(fchart, "path", "line")} if fchart else {}
+top, zero = axis_top(fchart) if fchart else (0, 0)
+alloc = lines.get("allocated_bytes", [])
+ok(alloc and abs(min(y for _, y in alloc) - top) < 0.5 and
+   all(a[0] == b[0] or a[1] == b[1] for pts in lines.values() for a, b in zip(pts, pts[1:])),
+   "spike: reserved, allocated and requested over time drawn as steps (no slope where nothing changed), "
+   "allocated reaching the peak's 1000 MiB", (min((y for _, y in alloc), default=None), top, alloc[:8]))
+
 # ---- errors: one line, non-zero ----
 p = subprocess.run([MEMTAP, "report", "--html", os.path.join(TMP, "no/such/dir/x.html"), trace], capture_output=True,
                    text=True)

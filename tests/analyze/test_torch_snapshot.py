@@ -14,7 +14,7 @@ import sys
 sys.path.insert(0, os.path.join(os.environ["MT_SRCDIR"], "tests"))
 sys.path.insert(0, os.path.join(os.environ["MT_SRCDIR"], "tests/analyze"))
 from tap import done, ok, scratch  # noqa: E402
-from snapshots import (ALLOCATOR, LOOP, RECORDER, T0, MiB, Trace, backward_stack, block,  # noqa: E402
+from snapshots import (ALLOCATOR, LOOP, MODULE, RECORDER, T0, TORCH, MiB, Trace, backward_stack, block, jit_dumps,  # noqa: E402
                        expandable_oom, forward_stack, frame, grad_stack, inference, later_step, op, optimizer_stack,
                        python_only, python_stack, segment, settings, training, warm_step)
 
@@ -476,6 +476,39 @@ ok(g and len(g[0]["frames"]) > 300 and g[0]["frames"][-1]["function"] == "<modul
    g[0]["view"][-3:-2] == ["<module> (train.py:151)"],
    "a stack of 330 frames keeps its outermost (train, main, <module>); a recursion reads as one line",
    g and (len(g[0]["frames"]), g[0]["view"]))
+# a torch.compile'd forward: its buffers are made by Inductor's generated wrapper (call in
+# /tmp/torchinductor_<user>/<xx>/c<hash>.py, buf3 = empty_strided_cuda(...)) under AOTAutograd
+# and dynamo, or by an FX GraphModule's generated forward (<eval_with_key>.N): neither is the
+# user's code, which is the model's forward that was compiled and the loop that called it
+GEN = "/tmp/torchinductor_me/xk/cxkq3b7yzr6o2ahbd4xv5fbmrpj5t3b6kc6cw4ztx2ddhq4uy5l3q.py"
+AOT = [frame("run", TORCH + "_inductor/output_code.py", 460), frame("__call__", TORCH + "_inductor/output_code.py", 584),
+       frame("call_func_at_runtime_with_args", TORCH + "_functorch/_aot_autograd/utils.py", 126),
+       frame("runtime_wrapper", TORCH + "_functorch/_aot_autograd/runtime_wrappers.py", 343),
+       frame("forward", TORCH + "_functorch/_aot_autograd/runtime_wrappers.py", 1790),
+       frame("apply", TORCH + "autograd/function.py", 575), frame("_fn", TORCH + "_dynamo/eval_frame.py", 838)]
+d = Trace(BASE)
+for k in range(4):
+    d.alloc(24 * MiB, python_stack([frame("call", GEN, 412 + 9 * k)] + AOT + [frame("forward", "/home/me/model.py", 120)]
+                                   + MODULE + LOOP, RECORDER + ALLOCATOR + op("empty_strided")))
+for k in range(2):
+    d.alloc(8 * MiB, python_stack([frame("forward", "<eval_with_key>.12", 33 + k), frame("_call_impl", TORCH +
+                                   "fx/graph_module.py", 393)] + [frame("forward", "/home/me/model.py", 120)] + MODULE
+                                  + LOOP, RECORDER + ALLOCATOR + op("mm")))
+compiled = {"segments": [segment(0, BASE, d.blocks(SEG), expandable=False)], "device_traces": [d.entries],
+            "allocator_settings": settings(False)}
+p, rep = run("report", "--json", write("compiled", compiled))
+g = (rep or {}).get("top_at_peak", [])
+ok(len(g) == 6 and {x["where"] for x in g} == {"forward (model.py:120)"} and
+   all(x["view"][2] == "forward (model.py:120)" and
+       (x["view"][:2] == ["call (cxkq3b7yzr6o2ahbd4xv5fbmrpj5t3b6kc6cw4ztx2ddhq4uy5l3q.py:%d)" % (412 + 9 * k),
+                          "apply (function.py:575)"] or
+        x["view"][:2] == ["forward (<eval_with_key>.12:%d)" % (29 + k), "_call_impl (graph_module.py:393)"])
+       for k, x in enumerate(sorted(g, key=lambda x: x["view"][0]))),
+   "torch.compile: buffers made by Inductor's generated code or an FX graph read as the model's forward that was "
+   "compiled (the generated line shown first in the stack)", [(x["where"], x["view"][:3]) for x in g])
+p, _ = run("report", write("compiled-text", compiled))
+ok("112.00 MiB in 6 allocations from 6 stacks: forward (model.py:120)" in p.stdout,
+   "torch.compile: the text groups the compiled forward's buffers by the model's line", p.stdout[:1500])
 p, _ = run("export", "--format=folded", write("training-folded", training()))
 ok("<module> (train.py:151);main (train.py:140);train (train.py:120);train_step (train.py:88);step (adamw.py:220);"
    "_init_group (adamw.py:160);torch::autograd::THPVariable_zeros_like;at::native::zeros_like_out_cuda 268435456"
@@ -567,6 +600,24 @@ for n in (40, 1000):
 per = (held[1] - held[0]) / 1000 if None not in held else None  # pickle appends a thousand at a time
 ok(per is not None and per < 420, "the import holds under 420 bytes per trace entry of a batch (339 measured; each "
    "entry's frames kept as a list until its batch is read: 542)", (held, per))
+
+
+# A snapshot written by torch::cuda::_memory_snapshot_pickled (C++ libtorch, R's torch) puts
+# a device's whole trace in one APPENDS: its entries are read a thousand at a time all the
+# same, not held to the end of the list (561 bytes an entry, 13 times a Python-written one's)
+held = []
+for n in (40, 3000):
+    path = os.path.join(TMP, "jit-%d.pickle" % n)
+    with open(path, "wb") as f:
+        f.write(jit_dumps(batch_snapshot(n)))
+    p = subprocess.run([os.path.join(B, "bench/import_bench"), path], capture_output=True, text=True)
+    held.append(json.loads(p.stdout)["held_peak"] if p.returncode == 0 else None)
+per = (held[1] - held[0]) / 2960 if None not in held else None
+_, want = run("report", "--json", write("jit-python", batch_snapshot(3000)))
+_, got = run("report", "--json", os.path.join(TMP, "jit-3000.pickle"))
+ok(per is not None and per < 200 and want and got and got["devices"] == want["devices"],
+   "a snapshot written by C++ (one APPENDS per list) reads as the same file written by Python, its entries not held "
+   "to the end of their list", (held, per))
 
 
 def held_peak(name, snap):
@@ -717,6 +768,22 @@ ok(p.returncode == 0 and re.match(r"  \+8\.00 MiB  \(0 B -> 8\.00 MiB\)\n      t
 p, _ = run("diff", "--frames=all", a, b)
 ok(p.returncode == 0 and "      torch::unwind::unwind() (??:0)" in p.stdout, "memtap diff --frames=all: every frame",
    p.stdout[-800:])
+# blocks made before recording say what they are, as in the report (two public compiled
+# forwards' diff led with '+12.21 GiB (no frames)': the bigger model's parameters)
+bigger = training()
+bigger["segments"].append(segment(0, 0x7c0000000000, [block(0x7c0000000000, 32 * MiB, 32 * MiB, "active_allocated",
+                                                            [])], expandable=False))
+b = write("diff-bigger", bigger)
+p, _ = run("diff", a, b)
+rows = p.stdout.split("live at the peak, by stack, biggest changes first:\n")[-1]
+ok(p.returncode == 0 and rows.startswith("  +32.00 MiB  (128.00 MiB -> 160.00 MiB)\n      allocated before recording "
+                                         "started (the model's parameters and buffers, typically)\n") and
+   "(no frames)" not in p.stdout, "memtap diff: blocks made before recording say so, in the report's words", rows[:400])
+p, d = run("diff", "--json", a, b)
+row = (d or {}).get("at_peak", [{}])[0]
+ok(row.get("delta_bytes") == 32 * MiB and row.get("frames") == [] and
+   row.get("before_recording") == "allocated before recording started (the model's parameters and buffers, typically)",
+   "memtap diff --json: such a row says it too", row)
 
 # PyTorch keeps external annotations in a ring buffer of their own, which outlasts the
 # entries': a public training snapshot held ten optimizer steps' ranges from 5.65 s before

@@ -39,6 +39,7 @@ struct row {
 	uint64_t key; /* hash of the stack's frames */
 	int side;     /* where the stack was first seen, to print it */
 	uint32_t stack;
+	uint8_t before;	   /* blocks made before recording, without frames: 1 + what they were read as */
 	uint64_t bytes[2]; /* A, B */
 };
 
@@ -125,12 +126,17 @@ static char *stack_key(struct side *s, uint32_t stack)
 	return k;
 }
 
-static void add(struct table *tb, struct side *s, int side, uint32_t stack, uint64_t bytes)
+static void add(struct table *tb, struct side *s, int side, uint32_t stack, uint8_t before, uint64_t bytes)
 {
 	uint64_t key = 0x9e3779b97f4a7c15ull, i;
+	bool framed = stack && stack < s->t.nstacks && s->t.stacks[stack].depth;
 
-	for (uint32_t f = 0; stack && stack < s->t.nstacks && f < s->t.stacks[stack].depth; f++)
+	for (uint32_t f = 0; framed && f < s->t.stacks[stack].depth; f++)
 		key = mix(key, frame_hash(s, s->t.stacks[stack].frames[f]));
+	if (framed)
+		before = 0;
+	else /* made before recording: apart by what each was read as, as the report's rows */
+		key = mix(key, before);
 	if (mt_map_get(&tb->index, key, &i)) {
 		tb->rows[i - 1].bytes[side] += bytes; /* sums of unsigned sizes: a wrap is defined, never a trap */
 		return;
@@ -140,7 +146,7 @@ static void add(struct table *tb, struct side *s, int side, uint32_t stack, uint
 		if (!(tb->rows = realloc(tb->rows, tb->cap * sizeof *tb->rows)))
 			die(1, "out of memory");
 	}
-	tb->rows[tb->n] = (struct row){key, side, stack, {0, 0}};
+	tb->rows[tb->n] = (struct row){key, side, stack, before, {0, 0}};
 	tb->rows[tb->n++].bytes[side] = bytes;
 	if (mt_map_put(&tb->index, key, tb->n))
 		die(1, "out of memory");
@@ -177,10 +183,12 @@ static void fill(struct table *tb, struct side *s, int side, bool at_peak)
 	if (at_peak) {
 		for (int d = 0; d < MT_MAX_DEVICES; d++)
 			for (size_t i = 0; i < s->r.at_peak[d].n; i++)
-				add(tb, s, side, s->r.at_peak[d].items[i].stack, s->r.at_peak[d].items[i].bytes);
+				add(tb, s, side, s->r.at_peak[d].items[i].stack, s->r.at_peak[d].items[i].before,
+				    s->r.at_peak[d].items[i].bytes);
 	} else {
 		for (size_t i = 0; i < s->r.at_exit.n; i++)
-			add(tb, s, side, s->r.at_exit.items[i].stack, s->r.at_exit.items[i].bytes);
+			add(tb, s, side, s->r.at_exit.items[i].stack, s->r.at_exit.items[i].before,
+			    s->r.at_exit.items[i].bytes);
 	}
 }
 
@@ -194,14 +202,15 @@ static const char *signed_size(uint64_t a, uint64_t b, char *buf)
 	return buf;
 }
 
-/* A stack as the report reads it: its view, then how many frames it leaves out. */
-static void view_text(struct side *s, uint32_t stack)
+/* A stack as the report reads it: its view, then how many frames it leaves out; blocks
+ * made before recording say so. */
+static void view_text(struct side *s, uint32_t stack, uint8_t before)
 {
 	const struct mt_view *v = mt_view(s->views, stack);
 	char buf[4096];
 
 	if (!v->depth) {
-		printf("      (no frames)\n");
+		printf("      %s\n", before ? mt_report_before_text(&s->r, before) : "(no frames)");
 		return;
 	}
 	for (uint32_t k = 0; k < v->nshown; k++)
@@ -226,8 +235,8 @@ static void table_text(const struct table *tb, struct side *s, size_t top, bool 
 		printf("  %s  (%s -> %s)\n", signed_size(r->bytes[0], r->bytes[1], d),
 		       mt_format_size(r->bytes[0], a, sizeof a), mt_format_size(r->bytes[1], b, sizeof b));
 		shown++;
-		if (!all) {
-			view_text(&s[r->side], r->stack);
+		if (!all || r->before) {
+			view_text(&s[r->side], r->stack, r->before);
 			continue;
 		}
 		key = stack_key(&s[r->side], r->stack);
@@ -267,7 +276,12 @@ static void table_json(const struct table *tb, struct side *s, size_t top)
 			p = nl ? nl + 1 : p + strlen(p);
 		}
 		free(key);
-		fputs("]}", stdout);
+		putchar(']');
+		if (r->before) {
+			fputs(", \"before_recording\": ", stdout);
+			mt_json_str(stdout, mt_report_before_text(&s[r->side].r, r->before));
+		}
+		putchar('}');
 		shown++;
 	}
 	putchar(']');
