@@ -249,7 +249,12 @@ static uint64_t unmap_free(struct mt_cache *m, struct segment *s, struct block *
 	if (mid->addr + mid->size > hi) {
 		struct block *tail = mtc_split(m, p, mid, hi - mid->addr, FREE);
 
-		if (!tail) {
+		if (!tail) { /* the first cut is undone: no two free neighbours */
+			if (mid != b) {
+				mtc_bin_remove(p, b);
+				mtc_merge_next(p, b);
+				mid = b;
+			}
 			mtc_bin_insert(p, mid);
 			return 0;
 		}
