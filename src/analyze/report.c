@@ -384,11 +384,6 @@ const char *mt_report_before_text(const struct mt_report *r, uint8_t before)
 	return before > 1 && before - 1 < MT_TAG_COUNT && as[before - 1] ? as[before - 1] : MT_BEFORE_RECORDING;
 }
 
-static const char *before_text(const struct pr *p, uint8_t before)
-{
-	return mt_report_before_text(p->r, before);
-}
-
 /* Whether a stack has frames: a snapshot keeps those of blocks made before its trace that
  * live to its end, and these read as any other stack. */
 static bool framed(const struct pr *p, uint32_t stack)
@@ -411,7 +406,7 @@ static void stack_text(struct pr *p, uint32_t stack, uint8_t before, const char 
 	char buf[4096];
 
 	if (!framed(p, stack)) {
-		fprintf(p->out, "%s%s\n", indent, before ? before_text(p, before) : no_stack(p));
+		fprintf(p->out, "%s%s\n", indent, before ? mt_report_before_text(p->r, before) : no_stack(p));
 		return;
 	}
 	if (p->r->all_frames) {
@@ -439,7 +434,7 @@ static const char *where_text(struct pr *p, uint32_t stack, uint8_t before, char
 	size_t k;
 
 	if (before && !framed(p, stack))
-		return before_text(p, before);
+		return mt_report_before_text(p->r, before);
 	if (v->where == MT_NO_FRAME)
 		return no_stack(p);
 	mt_frame_text(mt_symbols_frame(p->sym, p->r->trace->stacks[stack].frames[v->where]), false, buf, n);
@@ -1068,7 +1063,7 @@ static void stack_json(struct pr *p, struct mt_emit *e, uint32_t stack, uint8_t 
 	if (before) { /* what the composition read it as, and the text's words for it (only
 		       * here: old reports stay as they were) */
 		mt_emit_str(e, "read_as", mt_tag_names[before - 1 < MT_TAG_COUNT ? before - 1 : 0]);
-		mt_emit_str(e, "before_text", before_text(p, before));
+		mt_emit_str(e, "before_text", mt_report_before_text(p->r, before));
 	}
 }
 

@@ -185,11 +185,10 @@ static int map_pages(struct mt_cache *m, const struct mt_cache_config *c, struct
 		     uint64_t n, struct block **out)
 {
 	uint64_t first = (h->addr - s->addr) / s->page, got;
+	struct block *r = NULL; /* the hole left after them */
 	int err;
 
 	if (s->lazy) {
-		struct block *r = NULL;
-
 		if (h->size > n * s->xpage && !(r = mtc_split(m, s->pool, h, n * s->xpage, HOLE)))
 			return ENOMEM;
 		hole_replace(s, h, r);
@@ -205,18 +204,12 @@ static int map_pages(struct mt_cache *m, const struct mt_cache_config *c, struct
 	}
 	if ((err = map_run(m, s, first, n)) != 0)
 		return err;
-	if (h->size > n * s->page) {
-		struct block *r = mtc_split(m, s->pool, h, n * s->page, HOLE);
-
-		if (!r) {
-			unmap_run(m, s, first, n, true);
-			s->mapped -= n;
-			return ENOMEM;
-		}
-		hole_replace(s, h, r);
-	} else {
-		hole_replace(s, h, NULL);
+	if (h->size > n * s->page && !(r = mtc_split(m, s->pool, h, n * s->page, HOLE))) {
+		unmap_run(m, s, first, n, true);
+		s->mapped -= n;
+		return ENOMEM;
 	}
+	hole_replace(s, h, r);
 	*out = mtc_make_free(m, s->pool, h);
 	return 0;
 }
@@ -298,10 +291,10 @@ static uint64_t unmap_free(struct mt_cache *m, struct segment *s, struct block *
 static bool unmap_block(struct mt_cache *m, struct segment *s, struct block *b, uint64_t want, uint64_t *got, bool keep,
 			bool *synced)
 {
-	if (!b->spare)
-		return true;
 	uint64_t hi = (b->addr + b->size - s->addr) / s->page, i, j;
 
+	if (!b->spare)
+		return true;
 	for (i = align_up(b->addr - s->addr, s->page) / s->page; (i = next_bit(s->bits, i, hi, true)) < hi; i = j) {
 		if (*got == want)
 			return false;
