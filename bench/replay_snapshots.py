@@ -7,7 +7,8 @@ public repositories the measured ones came from. Per snapshot: peak requested, e
 policy's peak reserved over it, memtap's and memtap-vmm's over native's, and whether
 native's replay ends with the snapshot's own segments. Then the targets: memtap-vmm never
 above native and within 1.02 where the peak is above 1 GiB; memtap never above native.
-A snapshot taken without history (no trace entries) has no sequence to replay: skipped.
+A snapshot taken without history (no trace entries), or whose entries are one moment (one
+entry, or all within a microsecond), has no sequence to replay: skipped.
 """
 import json
 import os
@@ -30,7 +31,7 @@ for path in sys.argv[2:]:
     req = pol["native"]["peak_requested"]
     rep = subprocess.run([MEMTAP, "report", "--json", path], capture_output=True, text=True)
     if not req or json.loads(rep.stdout).get("times") == "none":
-        print("%-52s no trace entries: skipped" % os.path.basename(path)[:52])
+        print("%-52s no sequence (no trace entries, or one moment): skipped" % os.path.basename(path)[:52])
         continue
     n, m, v = (pol[k]["peak_reserved"] for k in ("native", "memtap", "memtap-vmm"))
     same = d["final_segments"] == pol["native"]["final_reserved"]

@@ -248,11 +248,11 @@ int mt_report_build(struct mt_report *r, const struct mt_trace *t, const struct 
 		r->untraced = !strcmp(order, "none");
 		r->block_history = r->untraced && mt_trace_info(t, "history", order, sizeof order);
 		r->order = r->untraced || !strcmp(order, "order");
-		/* a snapshot's times are whole microseconds: entries within one are one moment */
-		r->one_moment =
-		    r->untraced ||
-		    (!r->order && t->nevents && mt_trace_info(t, "backend", backend, sizeof backend) &&
-		     !strcmp(backend, "pytorch-snapshot") && t->events[t->nevents - 1].time < r->start + 1000);
+		/* a snapshot's times are whole microseconds, entries within one one moment; without
+		 * times, a trace's place, a snapshot of one entry is one (blocks before it at 0) */
+		r->one_moment = r->untraced || (t->nevents && mt_trace_info(t, "backend", backend, sizeof backend) &&
+						!strcmp(backend, "pytorch-snapshot") &&
+						t->events[t->nevents - 1].time < r->start + (r->order ? 2 : 1000));
 	}
 	if ((err = mt_leaks_start(&scan, &r->leaks, t, o ? o->iteration : NULL)))
 		return err;
@@ -916,7 +916,8 @@ void mt_report_text(FILE *out, const struct mt_report *r, struct mt_symbols *sym
 			    ? " with no trace: it holds only what was live then, the blocks made while memory "
 			      "history was on with their stacks"
 			: r->untraced ? " with no trace: taken without memory history, it holds only what was live then"
-			: r->order    ? "; it has no times, so entries are numbered in order"
+			: r->order && r->one_moment ? "; it has no times and one entry: one moment, no time axis"
+			: r->order		    ? "; it has no times, so entries are numbered in order"
 			: r->one_moment ? "; its entries all fall in one microsecond: one moment, no time axis"
 					: "");
 	else if (!strcmp(backend, "rmm-log"))

@@ -340,6 +340,19 @@ ok(rep["times"] == "none" and labels.count("the snapshot") == 1 and not any("\u0
    "taken without memory history" not in txt, "one entry: one moment, as a snapshot without a trace, its history kept",
    (rep["times"], labels, txt[:300]))
 
+# ...and without time_us (PyTorch 2.1's FlexGen snapshots: one free_completed): entry 0 and
+# entry 1 were a time axis of two places
+del one[0]["time_us"]
+rep, dom = snapshot_page("one-entry-untimed",
+                         {"segments": [segment(0, S, blocks, expandable=False)], "device_traces": [one]})
+chart = dom.by_id.get("composition-0")
+labels = [text(t) for t in find(chart, "text")] if chart else []
+txt = subprocess.run([MEMTAP, "report", os.path.join(TMP, "one-entry-untimed.pickle")], capture_output=True,
+                     text=True).stdout
+ok(rep["times"] == "none" and labels.count("the snapshot") == 1 and not any(t.startswith("entry") for t in labels) and
+   "at the snapshot" in txt and "no times and one entry" in txt, "one entry without time_us: one moment too",
+   (rep["times"], labels, txt[:300]))
+
 # ---- a peak shorter than a pixel, after a long flat stretch (a public snapshot of a compiled
 # cross-entropy: 250 MiB for 1.46 s, then 1000 MiB for 0.1 ms at the end): both charts reach it ----
 S, BIG = 0x7f4000000000, 250 * MiB
