@@ -133,7 +133,10 @@
     const total = (p) => CATEGORIES.reduce((s, _, i) => s + p[1 + i], 0);
     if (REPORT.times === "none" && points.length) // one moment: what it held, the chart's width
       points = [[0, ...points[points.length - 1].slice(1)]];
-    const xmax = Math.max(1, ...points.map((p) => p[0]), device.peak_time_ns);
+    // to the trace's end, as the fragmentation chart below it: a device that went quiet
+    // before another device's last entry keeps what it held until then
+    const tl = device.fragmentation ? device.fragmentation.timeline : [];
+    const xmax = Math.max(1, ...points.map((p) => p[0]), device.peak_time_ns, ...tl.map((s) => s.time_ns));
     const ymax = Math.max(1, device.peak_allocated_bytes, ...points.map((p) => Math.max(total(p), p[7])));
     const c = axes(900, 260, xmax, ymax);
     c.root.setAttribute("id", "composition-" + device.device);

@@ -298,6 +298,19 @@ verdict = [text(td) for td in find(dom.by_id.get("oom"), "td")] if dom.by_id.get
 ok("not fragmentation: 39.00 MiB of 62.00 MiB reserved was allocated, 23.00 MiB free in segments" in verdict,
    "expandable OOM: the page's verdict says why, as the text does", verdict)
 
+
+# ---- one time axis per device: a device whose last entry came before another device's (a
+# public 3-GPU job: cuda:0's composition ended at 2.056 s, its fragmentation at 2.735 s) ----
+def last_tick(chart):
+    axis = find(chart, "g", "axis") if chart else []
+    return [text(t) for t in find(axis[0], "text")][-1] if axis else None
+
+
+ends = [(last_tick(dom.by_id.get("composition-%d" % d)), last_tick(dom.by_id.get("fragmentation-%d" % d)))
+        for d in (0, 1)]
+ok(all(c and c == f for c, f in ends) and ends[0] == ends[1],
+   "two devices: each composition chart runs to the trace's end, as its fragmentation chart", ends)
+
 # ---- a snapshot without time_us: entries' places, not a made-up microsecond axis ----
 rep, dom = snapshot_page("untimed", training(timed=False))
 summary, chart = dom.by_id.get("summary-0"), dom.by_id.get("composition-0")
