@@ -248,8 +248,8 @@ int mt_report_build(struct mt_report *r, const struct mt_trace *t, const struct 
 		r->untraced = !strcmp(order, "none");
 		r->block_history = r->untraced && mt_trace_info(t, "history", order, sizeof order);
 		r->order = r->untraced || !strcmp(order, "order");
-		/* a snapshot's times are whole microseconds, entries within one one moment; without
-		 * times, a trace's place, a snapshot of one entry is one (blocks before it at 0) */
+		/* a snapshot's times are whole microseconds: entries within one are one moment; so is
+		 * a snapshot of one entry without times (entries' places: blocks before it at 0) */
 		r->one_moment = r->untraced || (t->nevents && mt_trace_info(t, "backend", backend, sizeof backend) &&
 						!strcmp(backend, "pytorch-snapshot") &&
 						t->events[t->nevents - 1].time < r->start + (r->order ? 2 : 1000));
