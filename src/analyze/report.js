@@ -129,14 +129,10 @@
   }
 
   // Stacked areas of each category over time; the peak marked.
-  function compositionChart(device, points) {
+  function compositionChart(device, points, xmax) {
     const total = (p) => CATEGORIES.reduce((s, _, i) => s + p[1 + i], 0);
     if (REPORT.times === "none" && points.length) // one moment: what it held, the chart's width
       points = [[0, ...points[points.length - 1].slice(1)]];
-    // to the trace's end, as the fragmentation chart below it: a device that went quiet
-    // before another device's last entry keeps what it held until then
-    const tl = device.fragmentation ? device.fragmentation.timeline : [];
-    const xmax = Math.max(1, ...points.map((p) => p[0]), device.peak_time_ns, ...tl.map((s) => s.time_ns));
     const ymax = Math.max(1, device.peak_allocated_bytes, ...points.map((p) => Math.max(total(p), p[7])));
     const c = axes(900, 260, xmax, ymax);
     c.root.setAttribute("id", "composition-" + device.device);
@@ -193,9 +189,8 @@
   }
 
   // Reserved, allocated and requested bytes in segments over time.
-  function fragmentationChart(device, f) {
+  function fragmentationChart(device, f, xmax) {
     const tl = f.timeline;
-    const xmax = Math.max(1, ...tl.map((s) => s.time_ns));
     const ymax = Math.max(1, ...tl.map((s) => s.reserved_bytes));
     const c = axes(900, 180, xmax, ymax);
     c.root.setAttribute("id", "fragmentation-" + device.device);
@@ -256,7 +251,7 @@
     return lo;
   }
 
-  function fragmentationSection(device, f, blocks) {
+  function fragmentationSection(device, f, blocks, xmax) {
     const s = el("div", { id: "fragmentation-section-" + device.device });
     s.append(el("h3", {}, "Fragmentation"));
     const rows = [["at the peak", f.at_peak], ["at the end", f.at_exit]].map(([when, st]) => [
@@ -269,7 +264,7 @@
     if (f.block_sizes === "estimated")
       s.append(el("p", { class: "sub" }, "Block sizes estimated: requests rounded up to 512 bytes where the trace gives only the request."));
     s.append(el("p", { class: "sub" }, "Over time: reserved (black), allocated in blocks (red), requested (blue)."));
-    s.append(fragmentationChart(device, f));
+    s.append(fragmentationChart(device, f, xmax));
     s.append(el("p", { class: "sub" }, "Segments at the peak (live blocks in red, free space white):"));
     s.append(segmentMap(device, f, blocks || []));
     return s;
@@ -298,7 +293,11 @@
         num(comp[c], bytes(comp[c])), el("td", {}, sourceText(device, c))])));
     const points = (SERIES.timeline || {})[d] || [];
     s.append(legend(points.some((p) => p[7] > 0)));
-    s.append(compositionChart(device, points));
+    // one time axis for the device's charts, to the trace's end where segments are known: a
+    // device that went quiet before another's last entry keeps what it held until then
+    const tl = device.fragmentation ? device.fragmentation.timeline : [];
+    const xmax = Math.max(1, ...points.map((p) => p[0]), device.peak_time_ns, ...tl.map((t) => t.time_ns));
+    s.append(compositionChart(device, points, xmax));
     const libs = device.by_library_at_peak || [], count = device.driver_count, cache = device.caching_allocator_at_peak;
     if (libs.length || count || cache) {
       s.append(el("h3", {}, "Which library holds the memory"));
@@ -323,7 +322,8 @@
     s.append(el("h3", {}, "Live at the peak, by stack"));
     s.append(top.length ? table("top-" + d, [{ text: "bytes", num: 1 }, { text: "count", num: 1 }, "kind", "stack"],
                                 stackRows(top)) : el("p", { class: "none" }, "nothing"));
-    if (device.fragmentation) s.append(fragmentationSection(device, device.fragmentation, (SERIES.blocks || {})[d]));
+    if (device.fragmentation)
+      s.append(fragmentationSection(device, device.fragmentation, (SERIES.blocks || {})[d], xmax));
     return s;
   }
 
