@@ -124,7 +124,8 @@ enum mt_chunk_type {
 	X(RING_FULL, "ring_full", "a thread's buffer stayed full for 10 ms: the writer did not keep up")               \
 	X(MEMORY, "memory", "memtap's memory cap (max_memory) left no buffer for the thread")                          \
 	X(WRITE, "write", "the trace file could not be created or written (a full disk, a size limit)")                \
-	X(NESTED, "nested", "signal handlers nested inside memtap's recording more deeply than it holds")
+	X(NESTED, "nested", "signal handlers nested inside memtap's recording more deeply than it holds")              \
+	X(INVALID, "invalid", "an event no trace may hold (a size past any address space): refused, not written")
 enum mt_drop {
 #define X(name, text, doc) MT_DROP_##name,
 	MT_DROP_REASONS(X)
@@ -165,6 +166,10 @@ struct mt_encoder {
 };
 
 void mt_encode_event(struct mt_buf *b, struct mt_encoder *st, const struct mt_event *e);
+/* Why no trace may hold this event, whatever its tables (a size past any address space,
+ * an unknown kind): the reason in buf (len > 0), or NULL when it is valid. The writer
+ * refuses such an event and counts it (MT_DROP_INVALID); the reader rejects it. */
+const char *mt_event_invalid(const struct mt_event *e, char *buf, size_t len);
 
 /* Decoding: a cursor over a payload; `bad` is set on malformed input. */
 struct mt_cursor {

@@ -10,7 +10,7 @@ MTP_EXPORT int InitializeInjection(void)
 	const char *why = NULL;
 	CUptiResult r;
 
-	if (mtp_state != MTP_ON)
+	if (mtp_state_now() != MTP_ON)
 		return 0;
 	r = cuptiSubscribe(&sub, (CUpti_CallbackFunc)mtp_cupti_callback, NULL);
 	if (r != CUPTI_SUCCESS) {

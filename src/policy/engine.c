@@ -931,7 +931,6 @@ __attribute__((visibility("default"))) int memtap_policy_start(const struct mt_p
 							       const struct mt_policy_engine **out)
 {
 	uint64_t until;
-	sigset_t all, old;
 	int r;
 
 	if (host->abi != MT_POLICY_ABI)
@@ -939,10 +938,7 @@ __attribute__((visibility("default"))) int memtap_policy_start(const struct mt_p
 	mt_pol.host = host;
 	mt_heap_init(host, host->memory);
 	init_conditions();
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	r = pthread_create(&q.thread, NULL, policy_main, NULL);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	r = host->spawn(&q.thread, 0, policy_main, NULL);
 	if (r) {
 		mt_pol_say("cannot start the policy thread: %s; policies are off", strerror(r));
 		return r;

@@ -7,6 +7,7 @@
 #ifndef MT_POLICY_H
 #define MT_POLICY_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -14,7 +15,7 @@
 #include "cache/cache.h"
 #include "core/format.h"
 
-#define MT_POLICY_ABI 5
+#define MT_POLICY_ABI 6
 
 struct mt_policy_host {
 	int abi;
@@ -32,6 +33,10 @@ struct mt_policy_host {
 	const char *run_dir;
 	int rank, world_size;
 	uint64_t poll_ns;
+	/* the policy thread, made by memtap's writer so that it shares its own descriptor
+	 * table (nothing the job does to its descriptors reaches the policies' files), with
+	 * every signal blocked and `stack` bytes of stack (0: the default); 0 or an errno */
+	int (*spawn)(pthread_t *thread, size_t stack, void *(*fn)(void *), void *arg);
 	/* memtap's own pages, counted against its cap */
 	void *(*map)(size_t bytes);
 	void (*unmap)(void *p, size_t bytes);

@@ -166,19 +166,11 @@ static int read_modules(struct mt_trace *t, struct mt_cursor *c, size_t off)
 	return c->bad ? -1 : 0;
 }
 
-/* Kinds whose aux is a string id, and kinds whose addr and size are a range of memory. */
+/* Kinds whose aux is a string id. */
 static bool aux_is_string(uint8_t kind)
 {
 	return kind == MT_EV_RANGE_PUSH || kind == MT_EV_RANGE_START || kind == MT_EV_NVTX_MARK || kind == MT_EV_MARK ||
 	       kind == MT_EV_SNAPSHOT || kind == MT_EV_DEVICE;
-}
-
-static bool is_range(uint8_t kind)
-{
-	return kind == MT_EV_ALLOC || kind == MT_EV_MANAGED_ALLOC || kind == MT_EV_HOST_ALLOC ||
-	       kind == MT_EV_VMM_RESERVE || kind == MT_EV_VMM_ADDR_FREE || kind == MT_EV_VMM_MAP ||
-	       kind == MT_EV_VMM_UNMAP || kind == MT_EV_TAG_RANGE || kind == MT_EV_VMM_ACCESS ||
-	       kind == MT_EV_SEGMENT_ALLOC || kind == MT_EV_SEGMENT_FREE;
 }
 
 static size_t count(size_t ids) /* entries of a table whose id 0 is "none" */
@@ -191,9 +183,9 @@ const char *mt_trace_check_event(const struct mt_trace *t, const struct mt_event
 	const char *kind = e->kind < MT_EV_COUNT ? mt_kind_names[e->kind] : "unknown";
 	const char *a = strchr("aeiou", kind[0]) ? "an" : "a";
 
-	if (e->kind >= MT_EV_COUNT || e->tag >= MT_TAG_COUNT)
-		snprintf(buf, len, "an event of kind %u with tag %u", e->kind, e->tag);
-	else if (e->stack && e->stack >= t->nstacks) /* 0 is none */
+	if (mt_event_invalid(e, buf, len))
+		return buf;
+	if (e->stack && e->stack >= t->nstacks) /* 0 is none */
 		snprintf(buf, len, "%s %s event refers to stack %u; the trace has %zu", a, kind, e->stack,
 			 count(t->nstacks));
 	else if (e->phase && e->phase >= t->nstrings)
@@ -202,12 +194,6 @@ const char *mt_trace_check_event(const struct mt_trace *t, const struct mt_event
 	else if (aux_is_string(e->kind) && e->aux && e->aux >= t->nstrings)
 		snprintf(buf, len, "%s %s event refers to string %llu; the trace has %zu", a, kind,
 			 (unsigned long long)e->aux, count(t->nstrings));
-	else if (e->size > MT_MAX_SIZE)
-		snprintf(buf, len, "%s %s event of %llu bytes, more than any address space", a, kind,
-			 (unsigned long long)e->size);
-	else if (is_range(e->kind) && e->addr + e->size < e->addr)
-		snprintf(buf, len, "%s %s event of %llu bytes at 0x%llx runs past the end of the address space", a,
-			 kind, (unsigned long long)e->size, (unsigned long long)e->addr);
 	else
 		return NULL;
 	return buf;

@@ -185,7 +185,7 @@ static void drv_change(void *ctx, int device, enum mt_cache_change what, uint64_
 		       uint64_t requested, uint64_t stream, bool mapped)
 {
 	(void)ctx;
-	if (mtp_state < MTP_ON)
+	if (mtp_state_now() < MTP_ON)
 		return;
 	switch (what) {
 	case MT_CACHE_BLOCK_ALLOC:
@@ -371,8 +371,8 @@ int mtp_allocator_malloc(void **ptr, size_t size, int device, uint64_t stream)
 	for (int try_ = 0; m; try_++) {
 		if ((err = mt_cache_alloc(m, size, stream, mtp_current_tag(), &addr)) == 0 || size == 0)
 			break;
-		if (mtp_state < MTP_ON || !mtp_hook_failed(MT_EV_ALLOC_FAILED, MT_API_BLOCK, (uint8_t)device, size,
-							   CUDA_ERROR_OUT_OF_MEMORY, try_))
+		if (mtp_state_now() < MTP_ON || !mtp_hook_failed(MT_EV_ALLOC_FAILED, MT_API_BLOCK, (uint8_t)device,
+								 size, CUDA_ERROR_OUT_OF_MEMORY, try_))
 			break;
 	}
 	*ptr = (void *)(uintptr_t)addr;

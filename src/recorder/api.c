@@ -9,7 +9,7 @@
 
 static bool recording(void)
 {
-	return mtp_state == MTP_ON || mtp_state == MTP_CLOSED;
+	return mtp_state_now() == MTP_ON || mtp_state_now() == MTP_CLOSED;
 }
 
 static int event(uint8_t kind, uint8_t tag, uint64_t addr, uint64_t size, uint64_t aux)
@@ -50,7 +50,9 @@ MTP_EXPORT int memtap_tag_pop(void)
 
 MTP_EXPORT int memtap_tag_range(const void *ptr, size_t size, int category)
 {
-	if (!ptr || !size || category <= MT_TAG_NONE || category >= MT_TAG_COUNT)
+	/* a range past the end of the address space names no memory: refused, never recorded */
+	if (!ptr || !size || size > MT_MAX_SIZE || (uintptr_t)ptr + size < (uintptr_t)ptr || category <= MT_TAG_NONE ||
+	    category >= MT_TAG_COUNT)
 		return EINVAL;
 	return event(MT_EV_TAG_RANGE, (uint8_t)category, (uintptr_t)ptr, size, 0);
 }
@@ -76,5 +78,5 @@ MTP_EXPORT int memtap_snapshot(const char *path)
 
 MTP_EXPORT int memtap_active(void)
 {
-	return mtp_state == MTP_ON;
+	return mtp_state_now() == MTP_ON;
 }

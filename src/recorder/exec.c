@@ -9,7 +9,6 @@
 #include <stdarg.h>
 #include <unistd.h>
 
-#include "recorder/prim.h"
 #include "recorder/mtp.h"
 
 int execvpe(const char *file, char *const argv[], char *const envp[]);
@@ -34,12 +33,7 @@ static int after(bool held, int r)
 }
 
 #define NEXT(name)                                                                                                     \
-	static __typeof__(name) *next;                                                                                 \
-	__typeof__(name) *fn = __atomic_load_n(&next, __ATOMIC_RELAXED);                                               \
-	if (!fn) {                                                                                                     \
-		fn = (__typeof__(name) *)mt_dlsym_resolve()(RTLD_NEXT, #name);                                         \
-		__atomic_store_n(&next, fn, __ATOMIC_RELAXED);                                                         \
-	}                                                                                                              \
+	MTP_NEXT(name)                                                                                                 \
 	if (!fn) {                                                                                                     \
 		errno = ENOSYS;                                                                                        \
 		return -1;                                                                                             \

@@ -4,9 +4,7 @@
  * execs loads memtap afresh through the inherited LD_PRELOAD and records into its own
  * file. Hooks pass straight through until start-up has finished. A fatal signal flushes
  * the buffers before the process dies. */
-#define UNW_LOCAL_ONLY
 #include <dlfcn.h>
-#include <libunwind.h>
 #include <link.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -45,28 +43,67 @@ static int find_self(struct dl_phdr_info *info, size_t size, void *arg)
 	return 1;
 }
 
+/* The end of recording: what the rings hold is written, with the END chunk. It may run
+ * in a signal handler that interrupted a hook (exit() there is the usual way to end on
+ * SIGTERM), so it calls nothing that hooks may hold locks in: not the driver, not
+ * memtap's tables; the writer is asked, not locked. */
 static void at_exit(void)
 {
-	if (mtp_state != MTP_ON)
+	static bool once;
+	struct mtp_thread *t = &mtp_self;
+
+	if (mtp_state_now() != MTP_ON || __atomic_exchange_n(&once, true, __ATOMIC_ACQ_REL))
 		return;
-	/* a process that recorded nothing (a shell, a launcher, a forked child that never
-	   touched the GPU) leaves no file behind */
-	if (mtp_writer_has_events() && mtp_enter()) {
-		struct mt_event e = {.kind = MT_EV_PROCESS_EXIT, .device = MT_NO_DEVICE}, m = {0};
-		/* the driver's count at the end, when the current context still answers (the
-		   runtime may have released it by now: the first use's reading stands then) */
-		if (mtp_devices_seen)
-			mtp_device_reading(mtp_driver_device(), MT_MEMINFO_EXIT, &m);
-		if (m.kind == MT_EV_MEMINFO)
-			mtp_record(&m, false);
+	if (t->busy) {
+		/* interrupted inside its own record, which will never end: that event and the
+		   handlers' ones waiting behind it are lost, and counted */
+		mtp_drop(MT_DROP_NESTED, 1 + t->nested_head - t->nested_tail);
+	} else if (mtp_writer_has_events()) {
+		/* a process that recorded nothing (a shell, a launcher, a forked child that never
+		   touched the GPU) leaves no file behind */
+		struct mt_event e = {.kind = MT_EV_PROCESS_EXIT, .device = MT_NO_DEVICE};
 		mtp_record(&e, false);
 	}
-	mtp_leave();
-	mtp_policy_stop(); /* on_exit handlers see everything, and may still take a snapshot */
+	/* on_exit handlers see everything, and may still take a snapshot; not from inside a
+	   hook, whose locks (the policy engine's among them) the interrupted call may hold */
+	if (t->depth == 0)
+		mtp_policy_stop();
+	else if (mtp_policy)
+		mtp_warn("the process ended inside a CUDA call (from a signal handler): on_exit handlers did not run");
 	mtp_writer_stop();
 	if (mtp_opt.check_stacks)
 		mtp_warn("check_stacks: %llu of %llu cached stacks differed from a full unwind",
 			 (unsigned long long)mtp_stack_mismatches, (unsigned long long)mtp_stack_checks);
+}
+
+/* _exit and _Exit end the process without atexit handlers (Python's os._exit, a worker's
+ * end, a signal handler's): the rings are written first, as at exit. quick_exit calls
+ * _exit inside the C library, past these: its at_quick_exit handler does the same. A
+ * vfork child, which shares its parent's memory and writer, passes straight through. */
+static void fast_exit(void)
+{
+	if (getpid() == mtp_pid)
+		at_exit();
+}
+
+MTP_EXPORT void _exit(int status)
+{
+	MTP_NEXT(_exit)
+	fast_exit();
+	if (fn)
+		fn(status);
+	syscall(SYS_exit_group, status);
+	__builtin_unreachable();
+}
+
+MTP_EXPORT void _Exit(int status)
+{
+	MTP_NEXT(_Exit)
+	fast_exit();
+	if (fn)
+		fn(status);
+	syscall(SYS_exit_group, status);
+	__builtin_unreachable();
 }
 
 /* A fatal signal: write what the buffers hold (the events just before a crash are the
@@ -81,7 +118,7 @@ static void on_fatal(int sig)
 	for (size_t i = 0; i < sizeof fatal / sizeof fatal[0]; i++)
 		if (fatal[i] == sig)
 			sigaction(sig, &previous[i], NULL);
-	if (!__atomic_exchange_n(&once, 1, __ATOMIC_ACQ_REL) && mtp_state == MTP_ON)
+	if (!__atomic_exchange_n(&once, 1, __ATOMIC_ACQ_REL) && mtp_state_now() == MTP_ON)
 		mtp_writer_crash_flush();
 	raise(sig); /* delivered when the handler returns, to the handler that was there before */
 }
@@ -103,19 +140,19 @@ static void catch_fatal_signals(void)
 
 static void fork_prepare(void)
 {
-	if (mtp_state == MTP_ON)
+	if (mtp_state_now() == MTP_ON)
 		mtp_writer_atfork_prepare();
 }
 
 static void fork_parent(void)
 {
-	if (mtp_state == MTP_ON)
+	if (mtp_state_now() == MTP_ON)
 		mtp_writer_atfork_parent();
 }
 
 static void fork_child(void)
 {
-	if (mtp_state != MTP_ON)
+	if (mtp_state_now() != MTP_ON)
 		return;
 	mtp_pid = getpid();
 	mtp_rings_reset_child();
@@ -132,18 +169,18 @@ __attribute__((constructor)) static void mtp_init(void)
 	if (!mtp_opt.enabled)
 		return;
 	dl_iterate_phdr(find_self, (void *)(uintptr_t)&mtp_init);
-	unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
 	if (mtp_table_init(&mtp_stacks, 1u << 18, 64u << 20) || mtp_table_init(&mtp_strings, 1u << 16, 4u << 20)) {
 		mtp_warn("cannot reserve memory for stack and string tables; recording is off");
 		return;
 	}
-	mtp_state = MTP_STARTING;
+	__atomic_store_n(&mtp_state, MTP_STARTING, __ATOMIC_RELEASE);
 	if (mtp_writer_start()) {
-		mtp_state = MTP_OFF;
+		__atomic_store_n(&mtp_state, MTP_OFF, __ATOMIC_RELEASE);
 		return;
 	}
 	pthread_atfork(fork_prepare, fork_parent, fork_child);
 	atexit(at_exit);
+	at_quick_exit(fast_exit);
 	catch_fatal_signals();
 	__atomic_store_n(&mtp_state, MTP_ON, __ATOMIC_RELEASE);
 	mtp_policy_load();

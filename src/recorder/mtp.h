@@ -28,6 +28,16 @@
 #define likely(x) __builtin_expect(!!(x), 1)
 #define unlikely(x) __builtin_expect(!!(x), 0)
 
+/* The next definition of a function memtap exports in the C library's name (exec*,
+ * _exit): `fn`, found once, NULL when there is none. */
+#define MTP_NEXT(name)                                                                                                 \
+	static __typeof__(name) *next;                                                                                 \
+	__typeof__(name) *fn = __atomic_load_n(&next, __ATOMIC_RELAXED);                                               \
+	if (!fn) {                                                                                                     \
+		fn = (__typeof__(name) *)mtp_dlsym(RTLD_NEXT, #name);                                                  \
+		__atomic_store_n(&next, fn, __ATOMIC_RELAXED);                                                         \
+	}
+
 /* ---- own memory (arena.c): mmap-backed, capped, never the application's heap ---- */
 MTP_HIDDEN void *mtp_map(size_t bytes); /* zeroed pages, or NULL past the cap */
 MTP_HIDDEN void mtp_unmap(void *p, size_t bytes);
@@ -36,7 +46,11 @@ MTP_HIDDEN size_t mtp_mapped_bytes(void);
 
 /* ---- recording state (record.c) ---- */
 enum mtp_state { MTP_OFF, MTP_STARTING, MTP_ON, MTP_CLOSED };
-extern MTP_HIDDEN int mtp_state;
+extern MTP_HIDDEN int mtp_state; /* written by the writer thread too (MTP_CLOSED) */
+static inline int mtp_state_now(void)
+{
+	return __atomic_load_n(&mtp_state, __ATOMIC_RELAXED);
+}
 
 /* What memtap reserves for itself, so that options can be checked against max_memory
  * before anything runs (options.c) with the same figures the code maps (intern.c,
@@ -86,6 +100,10 @@ struct mtp_stack_cache;
 struct mtp_py_cache;
 
 #define MTP_NESTED 32 /* events a signal handler may make while this thread is inside mtp_record */
+/* NVTX push stacks of any depth keep the innermost MTP_PHASE_SLOTS names: each slot says
+ * which level it holds, so a level whose name a deeper push overwrote is known as such
+ * (the phase is then mtp_phase_cut's string, never another range's name) */
+#define MTP_PHASE_SLOTS 64
 
 struct mtp_thread {
 	struct mtp_ring *ring; /* the newest ring of its log: where events go */
@@ -104,9 +122,10 @@ struct mtp_thread {
 	bool busy, nesting;
 	bool waiting; /* in push_full between two tries: a handler may push too */
 	uint32_t nested_head, nested_tail;
-	int phase_depth, tag_depth;
-	uint32_t phase[64]; /* NVTX push stack of string ids */
-	uint8_t tag[32];    /* memtap_tag_push stack */
+	int tag_depth;
+	uint64_t phase_depth;		 /* NVTX ranges pushed and not popped: any number */
+	uint64_t phase[MTP_PHASE_SLOTS]; /* level << 32 | string id, at level % MTP_PHASE_SLOTS */
+	uint8_t tag[32];		 /* memtap_tag_push stack */
 	struct mt_event nested[MTP_NESTED];
 };
 extern MTP_HIDDEN __thread struct mtp_thread mtp_self MTP_TLS;
@@ -133,18 +152,18 @@ MTP_HIDDEN bool mtp_layer_caller(uintptr_t caller);
 static inline bool mtp_enter_at(const void *caller)
 {
 	if (likely(mtp_self.depth++ == 0))
-		return mtp_state >= MTP_ON;
+		return mtp_state_now() >= MTP_ON;
 	if (likely((uintptr_t)caller - __atomic_load_n(&mtp_rt_lo, __ATOMIC_RELAXED) <
 		   __atomic_load_n(&mtp_rt_span, __ATOMIC_RELAXED)))
 		return false;
-	return mtp_state >= MTP_ON && mtp_reentered(caller);
+	return mtp_state_now() >= MTP_ON && mtp_reentered(caller);
 }
 #define mtp_enter() mtp_enter_at(__builtin_return_address(0))
 
 /* The outermost only (the CUPTI callback, which sees memtap's own driver calls nested). */
 static inline bool mtp_enter_outer(void)
 {
-	return mtp_self.depth++ == 0 && mtp_state >= MTP_ON;
+	return mtp_self.depth++ == 0 && mtp_state_now() >= MTP_ON;
 }
 
 static inline void mtp_leave(void)
@@ -175,6 +194,7 @@ MTP_HIDDEN void *mtp_slow_stack(void *(*fn)(void *), void *arg);
 MTP_HIDDEN void mtp_record(struct mt_event *e, bool with_stack);
 MTP_HIDDEN uint8_t mtp_current_tag(void);
 MTP_HIDDEN void mtp_set_open_range(uint32_t string_id);
+extern MTP_HIDDEN uint32_t mtp_phase_cut; /* the name of a phase not kept (nvtx.c) */
 MTP_HIDDEN uint64_t mtp_now(void);
 extern MTP_HIDDEN uint64_t mtp_start_ns; /* when the process loaded memtap */
 extern MTP_HIDDEN pid_t mtp_pid;	 /* this process's (a vfork child's differs) */
@@ -222,23 +242,27 @@ static inline bool mtp_python_maybe(void)
 MTP_HIDDEN void mtp_python_thread_gone(void);
 MTP_HIDDEN void mtp_python_forget(void); /* after an unload: stop if the interpreter went */
 
-/* ---- writer (writer.c) ---- */
+/* ---- writer (writer.c): the only code that touches memtap's files, on a thread with a
+ * descriptor table of its own; other threads ask it, and none of them takes a lock it holds ---- */
 MTP_HIDDEN int mtp_writer_start(void);
 /* A forked child that goes on recording starts its writer on its first event, not inside
  * fork(): a thread made in fork's child handlers may wait on a lock another thread held
  * at the fork (AddressSanitizer's allocator did). */
 MTP_HIDDEN extern bool mtp_writer_pending;
 MTP_HIDDEN void mtp_writer_start_pending(void);
-MTP_HIDDEN void mtp_writer_stop(void);			  /* final flush, END chunk */
-MTP_HIDDEN void mtp_write_late(const struct mt_event *e); /* after stop: synchronous */
-MTP_HIDDEN void mtp_writer_wake(void);
+MTP_HIDDEN void mtp_writer_stop(void);		      /* every ring drained, then the END chunk */
+MTP_HIDDEN void mtp_writer_late(void);		      /* an event made after the END: waits until it is written */
+MTP_HIDDEN void mtp_writer_wake(void);		      /* a ring is half full */
 MTP_HIDDEN void mtp_writer_crash_flush(void);	      /* from a fatal signal's handler */
-MTP_HIDDEN int mtp_writer_snapshot(const char *path); /* the trace so far, closed, into path */
-MTP_HIDDEN int mtp_writer_snapshot_fd(int fd);	      /* the same into a file already open */
+MTP_HIDDEN int mtp_writer_snapshot(const char *path); /* the trace so far, closed, into the job's path */
+MTP_HIDDEN int mtp_writer_snapshot_fd(int fd);	      /* the same into a file of memtap's own threads */
 MTP_HIDDEN void mtp_writer_sync(void);		      /* drain every ring now */
 MTP_HIDDEN bool mtp_writer_has_events(void);	      /* something was recorded (or dropped) */
 MTP_HIDDEN void mtp_writer_exec_begin(void);	      /* before exec: all written, END; holds the writer */
 MTP_HIDDEN void mtp_writer_exec_failed(void);	      /* exec returned: the END goes, recording goes on */
+/* A thread of memtap's (the policy thread): made by the writer, it shares its descriptor
+ * table; every signal blocked; stack bytes (0: the default). 0 or an errno. */
+MTP_HIDDEN int mtp_writer_spawn(pthread_t *thread, size_t stack, void *(*fn)(void *), void *arg);
 MTP_HIDDEN void mtp_writer_atfork_prepare(void);
 MTP_HIDDEN void mtp_writer_atfork_parent(void);
 MTP_HIDDEN void mtp_writer_atfork_child(bool keep);

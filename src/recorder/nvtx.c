@@ -4,12 +4,16 @@
  * ranges form each thread's phase stack (the innermost names an allocation's phase);
  * start/end ranges and marks are recorded as events. Domains share the thread's stack. */
 #include <nvtx3/nvToolsExt.h>
+#include <limits.h>
 #include <string.h>
 
 #include "recorder/mtp.h"
 
 static uint64_t next_range = 1;
-static uint32_t range_names[256]; /* range id % 256 -> name, to end what was started */
+/* range id % 256 -> id << 32 | name, to name what ends; a range whose slot a later one
+ * took ends without a name rather than with the other's */
+static uint64_t range_names[256];
+uint32_t mtp_phase_cut;
 
 /* The text of an event's message; registered strings are memtap string ids. */
 static uint32_t message_id(const nvtxEventAttributes_t *a)
@@ -44,16 +48,26 @@ static void record_simple(uint8_t kind, uint64_t aux, uint64_t aux2)
 	mtp_leave();
 }
 
+/* NVTX's answer: the level, or a negative number for an error */
+static int level_of(uint64_t depth)
+{
+	return depth < INT_MAX ? (int)depth : INT_MAX;
+}
+
 static int push(uint32_t name)
 {
 	struct mtp_thread *t = &mtp_self;
-	int level = t->phase_depth;
+	uint64_t level = t->phase_depth;
 
-	if (level < (int)(sizeof t->phase / sizeof t->phase[0]))
-		t->phase[level] = name;
+	/* a push past the slots (a loop that never pops) overwrites the name of the level
+	   MTP_PHASE_SLOTS below: that level's phase reads as "not kept" from then on */
+	if (level >= MTP_PHASE_SLOTS && !__atomic_load_n(&mtp_phase_cut, __ATOMIC_RELAXED))
+		__atomic_store_n(&mtp_phase_cut, mtp_intern("(an NVTX range nested more than 64 deep: name not kept)"),
+				 __ATOMIC_RELAXED);
+	t->phase[level % MTP_PHASE_SLOTS] = (uint64_t)(uint32_t)level << 32 | name;
 	t->phase_depth = level + 1;
 	record_simple(MT_EV_RANGE_PUSH, name, 0);
-	return level;
+	return level_of(level);
 }
 
 static int pop(void)
@@ -63,14 +77,14 @@ static int pop(void)
 	if (t->phase_depth == 0)
 		return -1;
 	record_simple(MT_EV_RANGE_POP, 0, 0);
-	return --t->phase_depth;
+	return level_of(--t->phase_depth);
 }
 
 static nvtxRangeId_t start(uint32_t name)
 {
 	nvtxRangeId_t id = __atomic_fetch_add(&next_range, 1, __ATOMIC_RELAXED);
 
-	__atomic_store_n(&range_names[id % 256], name, __ATOMIC_RELAXED);
+	__atomic_store_n(&range_names[id % 256], (uint64_t)(uint32_t)id << 32 | name, __ATOMIC_RELAXED);
 	mtp_set_open_range(name);
 	record_simple(MT_EV_RANGE_START, name, id);
 	return id;
@@ -78,7 +92,9 @@ static nvtxRangeId_t start(uint32_t name)
 
 static void end(nvtxRangeId_t id)
 {
-	record_simple(MT_EV_RANGE_END, __atomic_load_n(&range_names[id % 256], __ATOMIC_RELAXED), id);
+	uint64_t slot = __atomic_load_n(&range_names[id % 256], __ATOMIC_RELAXED);
+
+	record_simple(MT_EV_RANGE_END, slot >> 32 == (uint32_t)id ? (uint32_t)slot : 0, id);
 	mtp_set_open_range(0);
 }
 
@@ -162,7 +178,7 @@ MTP_EXPORT int NVTX_API InitializeInjectionNvtx2(NvtxGetExportTableFunc_t get)
 	NvtxFunctionTable core = NULL, core2 = NULL;
 	unsigned n1 = 0, n2 = 0;
 
-	if (!cb || cb->struct_size < sizeof *cb || mtp_state == MTP_OFF)
+	if (!cb || cb->struct_size < sizeof *cb || mtp_state_now() == MTP_OFF)
 		return 0;
 	if (!cb->GetModuleFunctionTable(NVTX_CB_MODULE_CORE, &core, &n1) ||
 	    !cb->GetModuleFunctionTable(NVTX_CB_MODULE_CORE2, &core2, &n2))

@@ -3,10 +3,13 @@
  * A bad value is one warning on stderr and the default stays. */
 #include "recorder/mtp.h"
 
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "core/units.h"
@@ -29,11 +32,36 @@ static const struct option_def {
 static char strings[4096];
 static size_t strings_used;
 
+__thread bool mtp_warn_privately;
+
+/* The job's stderr, from a thread with a descriptor table of its own: a duplicate of its
+ * descriptor 2 (pidfd_getfd: the same open file, offset included, so a line goes where
+ * the job's next one would); without pidfds, the file reopened, only where no offset is
+ * shared (a pipe, a terminal). -1: nowhere. */
+static int job_stderr(void)
+{
+	int pidfd = (int)syscall(SYS_pidfd_open, getpid(), 0), fd;
+	struct stat st;
+
+	if (pidfd >= 0) {
+		fd = (int)syscall(SYS_pidfd_getfd, pidfd, 2, 0);
+		close(pidfd);
+		if (fd >= 0)
+			return fd;
+	}
+	fd = open("/proc/self/fd/2", O_WRONLY | O_NOCTTY | O_CLOEXEC | O_NONBLOCK);
+	if (fd >= 0 && (fstat(fd, &st) != 0 || S_ISREG(st.st_mode))) {
+		close(fd);
+		fd = -1;
+	}
+	return fd;
+}
+
 void mtp_warn(const char *fmt, ...)
 {
 	char line[512];
 	va_list ap;
-	int n;
+	int n, fd = 2;
 
 	if (mtp_opt.quiet)
 		return;
@@ -47,9 +75,13 @@ void mtp_warn(const char *fmt, ...)
 	if (n > (int)sizeof line - 2)
 		n = sizeof line - 2;
 	line[n++] = '\n';
-	if (write(2, line, (size_t)n) < 0) {
+	if (mtp_warn_privately && (fd = job_stderr()) < 0)
+		return; /* the job's stderr is closed, or out of reach */
+	if (write(fd, line, (size_t)n) < 0) {
 		/* nowhere left to say it */
 	}
+	if (fd != 2)
+		close(fd);
 }
 
 /* `memtap run` checks the options once and says what is wrong; its children stay quiet. */

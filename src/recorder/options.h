@@ -25,7 +25,10 @@ __attribute__((visibility("hidden"))) void mtp_options_load(void);
 /* The process's rank from its launcher's environment (RANK, OMPI_COMM_WORLD_RANK,
  * PMIX_RANK, SLURM_PROCID), or NULL. */
 __attribute__((visibility("hidden"))) const char *mtp_rank(void);
-/* One line on stderr, "memtap: ...", unless quiet; no allocation. */
+/* One line on stderr, "memtap: ...", unless quiet; no allocation. On memtap's own threads
+ * (mtp_warn_privately: they have a descriptor table of their own) the job's stderr as it
+ * is at that moment, through a duplicate of its descriptor (options.c). */
+extern __attribute__((visibility("hidden"))) __thread bool mtp_warn_privately;
 __attribute__((visibility("hidden"))) void mtp_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 #endif

@@ -43,7 +43,7 @@ static void record_named(uint8_t kind, const char *name)
 {
 	struct mt_event e = {.kind = kind, .device = MT_NO_DEVICE, .aux = mtp_intern(name)};
 
-	if (mtp_state == MTP_ON)
+	if (mtp_state_now() == MTP_ON)
 		mtp_record(&e, false);
 }
 
@@ -143,6 +143,7 @@ static int allocator(int device, const char *policy, const char *conf, char *why
 
 static struct mt_policy_host host = {
     .abi = MT_POLICY_ABI,
+    .spawn = mtp_writer_spawn,
     .map = mtp_map,
     .unmap = mtp_unmap,
     .string = string,

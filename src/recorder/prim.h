@@ -7,14 +7,21 @@
  *    running C, safely before constructors and sanitizer initialisation;
  *  - a call on another stack whose frame unwinders follow back (onstack_x86_64.S);
  *  - a spin-wait hint, the kernel's thread id, and the frame-pointer frame's layout
- *    (saved frame pointer, then the return address) that stack.c walks.
+ *    (saved frame pointer, then the return address) that stack.c walks;
+ *  - futexes (a wait and a wake a signal handler may use), and a thread's own
+ *    descriptor table, working directory and root (writer.c).
  * Standalone (no other memtap header): a test's spy library links the dlsym entry too. */
 #ifndef MTP_PRIM_H
 #define MTP_PRIM_H
 
+#include <limits.h>
+#include <linux/futex.h>
+#include <sched.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/eventfd.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #define MT_HIDDEN __attribute__((visibility("hidden")))
@@ -44,6 +51,46 @@ static inline void mtp_cpu_relax(void)
 static inline long mtp_gettid(void)
 {
 	return syscall(SYS_gettid);
+}
+
+/* Sleeps while *word holds `seen`, at most ns nanoseconds (0: no limit); a wake, a
+ * signal or a changed word ends it early. */
+static inline void mtp_futex_wait(uint32_t *word, uint32_t seen, uint64_t ns)
+{
+	struct timespec t = {(time_t)(ns / 1000000000u), (long)(ns % 1000000000u)};
+
+	syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, seen, ns ? &t : NULL, NULL, 0);
+}
+
+static inline void mtp_futex_wake(uint32_t *word)
+{
+	syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+}
+
+/* Gives the calling thread a descriptor table, working directory and root of its own
+ * (unshare(2)): nothing the process's other threads do to theirs (close_range, dup2,
+ * chdir, chroot) reaches it, and what it opens takes no number in theirs. Threads it
+ * makes share them. The copy of the process's descriptors is closed at once (an end
+ * of a pipe kept open here would keep its reader waiting for good); 0, 1 and 2 become
+ * eventfds, which refuse what a stray write to standard error would put into a file of
+ * memtap's there, or, in sanitizer builds, stay the process's: sanitizer reports from
+ * this thread go there. false when the kernel refused: the thread shares the process's. */
+static inline bool mtp_own_files(void)
+{
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+	const int keep = 3;
+#else
+	const int keep = 0;
+#endif
+
+	if (unshare(CLONE_FILES | CLONE_FS) != 0)
+		return false;
+	if (syscall(SYS_close_range, keep, ~0u, 0) != 0)
+		for (int fd = keep; fd < 65536; fd++)
+			close(fd);
+	for (int fd = keep; fd < 3; fd++)
+		eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC); /* the lowest numbers free: 0, 1, 2 in turn */
+	return true;
 }
 
 /* A frame-pointer frame: fp[0] the caller's frame pointer, fp[1] the return address. */

@@ -54,23 +54,36 @@ bool mtp_reentered(const void *caller)
 	       !mtp_layer_caller(c);
 }
 
-/* A stack for first lookups (dlsym of a runtime or driver function: a few KiB of the
+/* A stack for first lookups (dlsym of a runtime or driver function: several KiB of the
  * loader's) on threads that have no block yet. One thread at a time: another finds it
- * taken and runs on its own stack, never waiting (a wait could invert the loader's lock). */
+ * taken and maps a stack of its own for the lookup, never waiting (a wait could invert
+ * the loader's lock), and never using the caller's stack, which may have less than the
+ * loader needs (16 threads of 16 KiB making their first call together crashed). */
 static char lookup_stack[MTP_OWN_STACK] __attribute__((aligned(64)));
 static bool lookup_taken;
 
 void *mtp_slow_stack(void *(*fn)(void *), void *arg)
 {
 	struct mtp_thread *t = &mtp_self;
+	char *mapped = NULL, *top = lookup_stack + sizeof lookup_stack;
 	void *r;
 
-	if (t->own_stack || t->on_own_stack || __atomic_exchange_n(&lookup_taken, true, __ATOMIC_ACQUIRE))
+	if (t->own_stack || t->on_own_stack)
 		return mtp_own_stack(fn, arg);
+	if (__atomic_exchange_n(&lookup_taken, true, __ATOMIC_ACQUIRE)) {
+		/* a guard page below, as for a thread's own stack; past max_memory, the caller's */
+		if (!(mapped = mtp_map(MTP_PAGE + MTP_OWN_STACK)))
+			return fn(arg);
+		mprotect(mapped, MTP_PAGE, PROT_NONE);
+		top = mapped + MTP_PAGE + MTP_OWN_STACK;
+	}
 	t->on_own_stack = true;
-	r = mtp_on_stack(fn, arg, lookup_stack + sizeof lookup_stack);
+	r = mtp_on_stack(fn, arg, top);
 	t->on_own_stack = false;
-	__atomic_store_n(&lookup_taken, false, __ATOMIC_RELEASE);
+	if (mapped)
+		mtp_unmap(mapped, MTP_PAGE + MTP_OWN_STACK);
+	else
+		__atomic_store_n(&lookup_taken, false, __ATOMIC_RELEASE);
 	return r;
 }
 
@@ -252,19 +265,13 @@ static inline void push(struct mtp_thread *t, const struct mt_event *e)
 		half_full(t);
 }
 
-static void *write_late(void *e)
-{
-	mtp_write_late(e);
-	return NULL;
-}
-
-/* The event goes to the ring, or straight to the file once the writer has stopped. */
+/* The event goes to the ring; once the END is written (the process is exiting), the
+ * thread waits until it is in the file too. */
 static inline void deliver(struct mtp_thread *t, struct mt_event *e)
 {
-	if (unlikely(mtp_state == MTP_CLOSED))
-		mtp_own_stack(write_late, e);
-	else
-		push(t, e);
+	push(t, e);
+	if (unlikely(mtp_state_now() == MTP_CLOSED))
+		mtp_writer_late();
 }
 
 uint8_t mtp_current_tag(void)
@@ -277,11 +284,22 @@ void mtp_set_open_range(uint32_t id)
 	__atomic_store_n(&open_range, id, __ATOMIC_RELAXED);
 }
 
+/* The innermost NVTX range pushed on the thread, or else the process's open start/end range. */
+static inline uint32_t phase(const struct mtp_thread *t)
+{
+	uint64_t level = t->phase_depth - 1, slot;
+
+	if (t->phase_depth == 0)
+		return __atomic_load_n(&open_range, __ATOMIC_RELAXED);
+	slot = t->phase[level % MTP_PHASE_SLOTS];
+	return slot >> 32 == (uint32_t)level ? (uint32_t)slot : __atomic_load_n(&mtp_phase_cut, __ATOMIC_RELAXED);
+}
+
 static inline void stamp(struct mtp_thread *t, struct mt_event *e)
 {
 	e->thread = t->index;
 	e->time = mtp_now();
-	e->phase = t->phase_depth > 0 ? t->phase[t->phase_depth - 1] : __atomic_load_n(&open_range, __ATOMIC_RELAXED);
+	e->phase = phase(t);
 	if (!e->tag)
 		e->tag = mtp_current_tag();
 }

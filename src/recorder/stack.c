@@ -4,12 +4,13 @@
  * new stack reaches one of those slots holding the same value, and every slot beyond
  * it still holds its value, those frames have not changed and are reused (bytehound's
  * and memray's idea). Only the new frames are walked, with each return address's
- * frame size learned earlier. Anything unexpected falls back to libunwind's
- * unw_backtrace; frame sizes are learned from the compiler's unwind tables through
- * _Unwind_Backtrace, once per new return address. The result is interned: a repeated
- * stack costs one id. Symbols are resolved offline from the trace's module map. */
-#define UNW_LOCAL_ONLY
-#include <libunwind.h>
+ * frame size learned earlier. Anything unexpected falls back to a full unwind; frame
+ * sizes are learned from the compiler's unwind tables, once per new return address.
+ * Both go through libgcc's _Unwind_Backtrace, which keeps no state but its caches:
+ * libunwind (1.6) validates memory through a pipe it keeps in the process's descriptor
+ * table and reads, writes and closes by number, so a job that closes its descriptors
+ * would hand it its own files. The result is interned: a repeated stack costs one id.
+ * Symbols are resolved offline from the trace's module map. */
 #include <string.h>
 #include <unwind.h>
 
@@ -93,6 +94,8 @@ static _Unwind_Reason_Code learn_frame(struct _Unwind_Context *ctx, void *arg)
 	struct learn *l = arg;
 	uintptr_t ip = _Unwind_GetIP(ctx), cfa = _Unwind_GetCFA(ctx);
 
+	if (ip == 0) /* libgcc's last frame, past _start */
+		return _URC_END_OF_STACK;
 	if (!l->started) {
 		if (ip != l->ip0)
 			return _URC_NO_REASON;
@@ -198,25 +201,39 @@ STALE_READS static uint32_t walk_to_cache(struct mtp_stack_cache *c, uintptr_t i
 	return c->id ? c->id : 0;
 }
 
-/* The plain way: every frame from libunwind, memtap's own dropped. */
-static uint32_t full_unwind(uintptr_t *out)
-{
-	void *frames[MAX_FRAMES + OWN_FRAMES];
-	int n = unw_backtrace(frames, (int)mtp_opt.depth + OWN_FRAMES), first = 0;
+/* The plain way: every frame from the unwind tables, memtap's own dropped. */
+struct full {
+	uintptr_t *out;
+	int n, max;
+	bool in_own; /* past libgcc's own frame, in memtap's */
+};
 
-	while (first < n && (uintptr_t)frames[first] >= mtp_self_start && (uintptr_t)frames[first] < mtp_self_end)
-		first++;
-	n -= first;
-	if (n > (int)mtp_opt.depth)
-		n = (int)mtp_opt.depth;
-	if (n < 0)
-		n = 0;
-	memcpy(out, frames + first, (size_t)n * sizeof *out);
-	return (uint32_t)n;
+static _Unwind_Reason_Code full_frame(struct _Unwind_Context *ctx, void *arg)
+{
+	struct full *f = arg;
+	uintptr_t ip = _Unwind_GetIP(ctx);
+	bool own = ip >= mtp_self_start && ip < mtp_self_end;
+
+	if (ip == 0) /* libgcc's last frame, past _start */
+		return _URC_END_OF_STACK;
+	f->in_own |= own;
+	if (f->n == 0 && (own || !f->in_own))
+		return _URC_NO_REASON;
+	f->out[f->n++] = ip;
+	return f->n < f->max ? _URC_NO_REASON : _URC_END_OF_STACK;
 }
 
-/* The slow paths below run on the thread's own stack (mtp_own_stack): libgcc's and
- * libunwind's unwinders, Python frames and interning need kilobytes, which a program
+static uint32_t full_unwind(uintptr_t *out)
+{
+	struct full f = {out, 0, (int)mtp_opt.depth, false};
+
+	if (f.max > 0)
+		_Unwind_Backtrace(full_frame, &f);
+	return (uint32_t)f.n;
+}
+
+/* The slow paths below run on the thread's own stack (mtp_own_stack): libgcc's
+ * unwinder, Python frames and interning need kilobytes, which a program
  * allocating on a small fiber or signal stack does not have. */
 struct slow_args {
 	struct mtp_stack_cache *c;

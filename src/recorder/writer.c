@@ -1,11 +1,22 @@
 /* The writer thread: drains every thread's ring at least every flush_ms, encodes the
  * events with the strings, stacks and modules they refer to into checksummed chunks,
- * and appends them to the trace file. It blocks all signals. At exit (and before an
- * exec) the final drain writes an END chunk with the events written and those dropped,
- * by reason; anything recorded after that is written synchronously, with a new END.
- * Its two buffers are mapped once at start and never grow, so a drain cannot fail for
- * memory. A write that fails (full disk) is said once, with the file's name; the partial
- * chunk is cut off again, and later events are counted as dropped for the write. */
+ * and appends them to the trace file. It is the only code that touches memtap's files,
+ * and it has a descriptor table, working directory and root of its own (prim.h,
+ * mtp_own_files): nothing the job does to its descriptors or directories (close_range,
+ * dup2, chdir, chroot) reaches the trace, and nothing memtap opens takes a number in the
+ * job's table; threads it makes for memtap (the policy thread) share its table.
+ * Other threads ask it for work (a drain now, a snapshot, the final END, a crash's
+ * flush, an exec's END) through atomic counters and futexes, which a signal handler may
+ * use: no thread of the job ever holds a lock the writer waits for, nor waits for one a
+ * hook may hold. It blocks all signals. At exit (and before an exec) it writes an END
+ * chunk with the events written and those dropped, by reason; anything recorded later
+ * is drained the same way, and each such drain ends with a new END. Its two buffers are
+ * mapped once at start and never grow, so a drain cannot fail for memory. A write that
+ * fails (full disk) is said once, with the file's name; the partial chunk is cut off
+ * again, and later events are counted as dropped for the write. When the job's own
+ * threads have all ended (main called pthread_exit) it ends the process, as glibc would
+ * once the last thread was gone. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <link.h>
@@ -22,19 +33,55 @@
 #include "recorder/mtp.h"
 
 #define MAX_MODULES 4096
+#define MAX_OWN 8 /* threads of memtap's: the writer, the policy thread, the one that ends the process */
+/* The writer's stack, whatever the job's ulimit -s (threads take theirs from it): its
+ * deepest road (a drain that feeds the policy engine, the header's lines) takes tens of KiB. */
+#define WRITER_STACK (2u << 20)
+/* The thread that ends the process runs the job's exit handlers: a main thread's room. */
+#define ENDER_STACK (8u << 20)
+
+/* What a thread asks of the writer beyond a drain; one at a time (w.post). */
+enum ask_kind { ASK_NONE, ASK_SNAPSHOT, ASK_EXEC, ASK_EXEC_FAILED, ASK_SPAWN };
+
+struct ask {
+	int fd; /* a snapshot into this descriptor of memtap's own table, or -1: into path */
+	const char *path;
+	void *(*fn)(void *); /* a thread of memtap's: fn(arg) on a stack of `stack` bytes */
+	void *arg;
+	size_t stack;
+	pthread_t *thread;
+	int result; /* 0 or an errno */
+};
 
 static struct writer {
-	pthread_mutex_t lock; /* one drain at a time; guards everything below */
-	pthread_cond_t cond;
+	/* held by the writer thread while it works, and by a fork (which thus finds it idle);
+	   no other thread takes it, except to do the writer's work when there is no writer */
+	pthread_mutex_t lock;
 	pthread_cond_t ready; /* the writer thread reached its loop (fork waits for it) */
 	pthread_t thread;
-	bool running, stop, wake;
-	bool starting; /* a writer thread was made and is not in its loop yet (atomic) */
+	bool running;	/* a writer thread was made */
+	bool starting;	/* it was made and is not in its loop yet (atomic) */
+	bool own_table; /* it has its own descriptor table (else it shares the job's) */
+	/* asking: a thread bumps `asked` (its round), rings `bell` and sleeps on `served`
+	   until the writer has done that round */
+	uint32_t bell, asked, served;
+	bool stop_asked;      /* the process is exiting: the END chunk */
+	pthread_mutex_t post; /* one ask with arguments at a time */
+	struct ask ask;
+	int asking;  /* its kind: set by the asker (release), back to ASK_NONE once done */
+	bool parked; /* an exec is under way: nothing more is written unless it fails */
+	uint64_t end_at;
+	bool closed;   /* the END chunk is written: later drains end with a new one */
+	bool sleeping; /* the writer waits for its bell (a wake rings it only then) */
+	bool any;      /* something was recorded, or dropped (atomic: at_exit reads it) */
+	/* the file */
 	int fd;
 	bool failed;  /* a write failed (or the file could not be made): nothing more is written */
 	bool warned;  /* the failure was said */
 	bool regular; /* a regular file: a failed write can be cut off again */
+	bool opened;  /* the file was made (atomic: at_exit reads it) */
 	char path[4096];
+	char problem[256]; /* what kept the trace from the disk, for memtap run's status */
 	struct mt_buf events, table;
 	uint32_t strings_done, stacks_done;
 	uint64_t written;		    /* events in the file */
@@ -43,8 +90,10 @@ static struct writer {
 	unsigned long long adds, subs;	    /* dl_iterate_phdr counters at the last module scan */
 	uint64_t module_key[MAX_MODULES];
 	size_t nmodules;
+	/* memtap's own threads, by kernel id: the job's are the others */
+	long own[MAX_OWN];
 } w = {
-    .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER, .ready = PTHREAD_COND_INITIALIZER, .fd = -1};
+    .lock = PTHREAD_MUTEX_INITIALIZER, .ready = PTHREAD_COND_INITIALIZER, .post = PTHREAD_MUTEX_INITIALIZER, .fd = -1};
 
 /* Says once that the trace cannot be written, and where. */
 static void write_failed(int err)
@@ -52,6 +101,8 @@ static void write_failed(int err)
 	w.failed = true;
 	if (!w.warned)
 		mtp_warn("cannot write %s: %s; events from now on are counted as lost", w.path, strerror(err));
+	if (!w.problem[0])
+		snprintf(w.problem, sizeof w.problem, "could not be written: %s", strerror(err));
 	w.warned = true;
 }
 
@@ -379,6 +430,11 @@ static void take(struct drain *d, struct mtp_ring *r)
 	}
 	for (; tail != head; tail++) {
 		size_t before = w.events.len;
+		/* what the reader would reject is refused here, so that it poisons nothing after it */
+		if (mt_event_invalid(&r->slot[tail & r->mask], NULL, 0)) {
+			mtp_drop(MT_DROP_INVALID, 1);
+			continue;
+		}
 		mt_encode_event(&w.events, &d->st, &r->slot[tail & r->mask]);
 		if (w.events.len > before)
 			d->count++;
@@ -397,7 +453,7 @@ static void take(struct drain *d, struct mtp_ring *r)
 	__atomic_store_n(&r->tail, tail, __ATOMIC_RELEASE);
 }
 
-/* Returns how many events it wrote. Called with w.lock held. */
+/* Returns how many events it wrote. Called by the writer (w.lock held). */
 static size_t drain(void)
 {
 	struct drain d = {.now = mtp_now()};
@@ -439,41 +495,6 @@ static size_t drain(void)
 		policy->feed(NULL, 0, d.now); /* the drain is complete */
 	return d.total;
 }
-
-static void *writer_main(void *arg)
-{
-	uint64_t pause_ms = mtp_opt.flush_ms;
-
-	(void)arg;
-	pthread_mutex_lock(&w.lock);
-	__atomic_store_n(&w.starting, false, __ATOMIC_RELEASE);
-	pthread_cond_broadcast(&w.ready);
-	while (!w.stop) {
-		struct timespec until;
-		clock_gettime(CLOCK_REALTIME, &until);
-		until.tv_nsec += (long)(pause_ms * 1000000ull % 1000000000ull);
-		until.tv_sec += (time_t)(pause_ms / 1000) + until.tv_nsec / 1000000000;
-		until.tv_nsec %= 1000000000;
-		while (!w.stop && !__atomic_load_n(&w.wake, __ATOMIC_RELAXED) &&
-		       pthread_cond_timedwait(&w.cond, &w.lock, &until) == 0)
-			;
-		__atomic_store_n(&w.wake, false, __ATOMIC_RELAXED);
-		/* busy rings: come back soon; quiet ones: the full interval */
-		pause_ms = drain() > mtp_opt.ring / 8 ? 1 : mtp_opt.flush_ms;
-	}
-	pthread_mutex_unlock(&w.lock);
-	return NULL;
-}
-
-void mtp_writer_wake(void)
-{
-	if (!__atomic_load_n(&w.wake, __ATOMIC_RELAXED)) {
-		__atomic_store_n(&w.wake, true, __ATOMIC_RELAXED);
-		pthread_cond_signal(&w.cond);
-	}
-}
-
-/* ---- the file ---- */
 
 static void expand(const char *pattern, char *out, size_t len)
 {
@@ -556,6 +577,8 @@ static int create(void)
 				break;
 		}
 	}
+	snprintf(w.path, sizeof w.path, "%s", base);
+	snprintf(w.problem, sizeof w.problem, "could not be created: %s", strerror(errno));
 	mtp_warn("cannot create trace %s: %s; recording is off, and what it records is counted as lost", base,
 		 strerror(errno));
 	w.warned = true;
@@ -656,39 +679,13 @@ static bool file_ready(void)
 		w.failed = true;
 		return false;
 	}
+	__atomic_store_n(&w.opened, true, __ATOMIC_RELEASE);
 	write_header();
 	scan_modules();
 	return true;
 }
 
-int mtp_writer_start(void)
-{
-	sigset_t all, old;
-	int r;
-
-	/* both buffers at once, before any thread's ring: a drain never runs out of memory */
-	if (!w.events.data) {
-		w.events = (struct mt_buf){.data = mtp_map(MT_CHUNK_MAX), .cap = MT_CHUNK_MAX};
-		w.table = (struct mt_buf){.data = mtp_map(MT_CHUNK_MAX), .cap = MT_CHUNK_MAX};
-		if (!w.events.data || !w.table.data) {
-			mtp_warn("max_memory=%llu leaves no room for the writer's buffers; recording is off",
-				 (unsigned long long)mtp_opt.max_memory);
-			return -1;
-		}
-	}
-	w.stop = false;
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	__atomic_store_n(&w.starting, true, __ATOMIC_RELEASE);
-	r = pthread_create(&w.thread, NULL, writer_main, NULL);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (r)
-		__atomic_store_n(&w.starting, false, __ATOMIC_RELEASE);
-	w.running = r == 0;
-	if (r)
-		mtp_warn("cannot start the writer thread: %s; events are written at exit only", strerror(r));
-	return 0;
-}
+/* ---- the END chunk, and what memtap run learns of it ---- */
 
 /* The totals: events dropped in all, events written, then the drops by reason. An END
  * chunk is tried even after a failed write: cutting off the partial chunk made room. */
@@ -704,86 +701,424 @@ static bool write_end_to(int fd)
 	return put_chunk(fd, MT_CHUNK_END, &w.table, &n);
 }
 
-/* Called with w.lock held: END in the trace. A process whose events were all dropped
- * still gets a file, which says so. Returns the file's size before the END chunk. */
+/* One line for memtap run (the status option): what this process recorded and where it
+ * went, even when the trace itself is gone (never made, or deleted while written). */
+static void write_status(void)
+{
+	char path[4096], line[sizeof w.path + sizeof w.problem + 128];
+	int fd, n;
+
+	if (!mtp_opt.status[0])
+		return;
+	snprintf(path, sizeof path, "%s/%d", mtp_opt.status, (int)getpid());
+	n = snprintf(line, sizeof line, "written=%llu\ndropped=%llu\ntrace=%s\nproblem=%s\n",
+		     (unsigned long long)w.written, (unsigned long long)dropped_now(), w.path, w.problem);
+	if ((fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600)) < 0)
+		return;
+	if (write(fd, line, (size_t)(n < (int)sizeof line ? n : (int)sizeof line - 1)) < 0) {
+		/* memtap run then summarizes from the trace alone */
+	}
+	close(fd);
+}
+
+/* Called by the writer: END in the trace. A process whose events were all dropped still
+ * gets a file, which says so. Returns the file's size before the END chunk. */
 static uint64_t write_end(void)
 {
 	uint64_t at = w.size;
+	struct stat st;
 
 	if (w.fd < 0 && !w.failed && dropped_now())
 		file_ready();
 	if (w.fd >= 0 && w.size >= 16 && write_end_to(w.fd))
 		w.size = at + sizeof(struct mt_chunk_header) + w.table.len;
+	if (w.regular && !w.problem[0] && fstat(w.fd, &st) == 0 && st.st_nlink == 0) {
+		snprintf(w.problem, sizeof w.problem, "was deleted while it was written");
+		mtp_warn("the trace %s was deleted while it was written: its events are gone with it", w.path);
+	}
+	write_status();
 	return at;
 }
 
-void mtp_writer_stop(void)
+/* ---- what other threads ask of the writer ---- */
+
+/* A path the job gave (memtap_snapshot), opened as the job would: from its working
+ * directory or root as they are now, not the writer's, which are as they were at start. */
+static int open_as_job(const char *path)
 {
-	pthread_mutex_lock(&w.lock);
-	w.stop = true;
-	pthread_cond_signal(&w.cond);
-	pthread_mutex_unlock(&w.lock);
-	if (w.running)
-		pthread_join(w.thread, NULL);
-	w.running = false;
-	pthread_mutex_lock(&w.lock);
-	__atomic_store_n(&mtp_state, MTP_CLOSED, __ATOMIC_RELEASE);
-	drain();
-	write_end();
-	pthread_mutex_unlock(&w.lock);
+	const int flags = O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC;
+	int base = open(path[0] == '/' ? "/proc/self/root" : "/proc/self/cwd", O_PATH | O_DIRECTORY | O_CLOEXEC), fd,
+	    err;
+
+	if (base < 0) /* no /proc: the writer's own view of the file system */
+		return open(path, flags, 0600);
+	while (*path == '/')
+		path++;
+	fd = openat(base, *path ? path : ".", flags, 0600);
+	err = errno;
+	close(base);
+	errno = err;
+	return fd;
 }
 
-/* After the END chunk: the event, then a new END, so the last END's totals hold. */
-void mtp_write_late(const struct mt_event *e)
+/* The trace so far, with an END chunk of its own, into a descriptor of memtap's (-1:
+ * into the job's path); the running trace is left as it is. */
+static int snapshot(int out, const char *path)
 {
-	struct mt_encoder st = {0, 0};
-	size_t count = 1;
+	int r = 0, mine = -1;
+	off_t off = 0;
+	ssize_t n;
 
-	pthread_mutex_lock(&w.lock);
-	if (file_ready()) {
-		start_events();
-		mt_encode_event(&w.events, &st, e);
-		flush_events(&st, &count);
-		write_end();
-	} else {
-		mtp_drop(MT_DROP_WRITE, 1);
+	if (w.fd < 0 || !w.regular)
+		return EIO;
+	if (out < 0 && (out = mine = open_as_job(path)) < 0)
+		return errno;
+	/* copied through the table buffer, free between drains */
+	while ((n = pread(w.fd, w.table.data, w.table.cap, off)) > 0) {
+		if (write(out, w.table.data, (size_t)n) != n) {
+			r = errno ? errno : EIO;
+			break;
+		}
+		off += n;
 	}
+	if (n < 0)
+		r = errno;
+	if (r == 0 && !write_end_to(out))
+		r = errno ? errno : EIO;
+	if (mine >= 0 && close(mine) != 0 && r == 0)
+		r = errno;
+	return r;
+}
+
+/* memtap's own threads: made by the writer, they share its descriptor table. */
+static struct {
+	void *(*fn)(void *);
+	void *arg;
+} spawned[MAX_OWN];
+
+static void *own_thread(void *arg)
+{
+	size_t i = (size_t)(uintptr_t)arg;
+	void *r;
+
+	__atomic_store_n(&w.own[i], mtp_gettid(), __ATOMIC_RELEASE);
+	mtp_warn_privately = w.own_table;
+	r = spawned[i].fn(spawned[i].arg);
+	__atomic_store_n(&w.own[i], 0, __ATOMIC_RELEASE);
+	__atomic_store_n(&spawned[i].fn, NULL, __ATOMIC_RELEASE);
+	return r;
+}
+
+/* Runs with every signal blocked (the writer's mask, or the caller's for the moment). */
+static int spawn(pthread_t *thread, size_t stack, void *(*fn)(void *), void *arg)
+{
+	pthread_attr_t a;
+	sigset_t all, old;
+	size_t i;
+	int r;
+
+	for (i = 1; i < MAX_OWN; i++) {
+		void *(*none)(void *) = NULL;
+		if (__atomic_compare_exchange_n(&spawned[i].fn, &none, fn, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+			break;
+	}
+	if (i == MAX_OWN)
+		return EAGAIN;
+	spawned[i].arg = arg;
+	pthread_attr_init(&a);
+	if (stack)
+		pthread_attr_setstacksize(&a, stack);
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	r = pthread_create(thread, &a, own_thread, (void *)(uintptr_t)i);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	pthread_attr_destroy(&a);
+	if (r)
+		__atomic_store_n(&spawned[i].fn, NULL, __ATOMIC_RELEASE);
+	return r;
+}
+
+static void answer(int result)
+{
+	w.ask.result = result;
+	__atomic_store_n(&w.asking, ASK_NONE, __ATOMIC_RELEASE);
+}
+
+/* One round of the writer's work, with w.lock held: a drain, then what was asked. False
+ * while an exec is under way: nothing is done, and those waiting for a drain wait on. */
+static bool serve(size_t *wrote)
+{
+	int kind = __atomic_load_n(&w.asking, __ATOMIC_ACQUIRE);
+	uint64_t size = w.size, dropped;
+
+	if (w.parked) {
+		if (kind != ASK_EXEC_FAILED)
+			return false;
+		/* the exec failed: the END goes again, and recording goes on */
+		if (w.fd >= 0 && w.size > w.end_at && w.regular && ftruncate(w.fd, (off_t)w.end_at) == 0)
+			w.size = w.end_at;
+		w.parked = false;
+		answer(0);
+		return true;
+	}
+	dropped = dropped_now();
+	*wrote = drain();
+	if (!w.any && (w.fd >= 0 || dropped))
+		__atomic_store_n(&w.any, true, __ATOMIC_RELEASE);
+	switch (kind) {
+	case ASK_SNAPSHOT:
+		answer(snapshot(w.ask.fd, w.ask.path));
+		break;
+	case ASK_SPAWN:
+		answer(spawn(w.ask.thread, w.ask.stack, w.ask.fn, w.ask.arg));
+		break;
+	case ASK_EXEC:
+		/* the image is about to go, and no atexit handler will run: END now, and
+		   nothing after it unless the exec fails */
+		w.end_at = w.fd >= 0 || dropped ? write_end() : w.size;
+		w.parked = true;
+		answer(0);
+		return true;
+	}
+	if (__atomic_load_n(&w.stop_asked, __ATOMIC_ACQUIRE) && !w.closed) {
+		write_end();
+		w.closed = true;
+		__atomic_store_n(&mtp_state, MTP_CLOSED, __ATOMIC_RELEASE);
+	} else if (w.closed && (w.size != size || dropped_now() != dropped)) {
+		write_end(); /* after the END: what came later, then a new END, so the last END's totals hold */
+	}
+	return true;
+}
+
+/* ---- the job's threads all gone ---- */
+
+static bool own_tid(long tid)
+{
+	for (size_t i = 0; i < MAX_OWN; i++)
+		if (__atomic_load_n(&w.own[i], __ATOMIC_ACQUIRE) == tid)
+			return true;
+	return false;
+}
+
+/* The job's own threads have all ended, the main one with pthread_exit (it stays a zombie
+ * until the process ends): glibc would end the process now, with status 0, but memtap's
+ * threads would keep it alive for good. Read from /proc in the writer's own table. */
+static bool job_gone(void)
+{
+	char buf[4096];
+	const char *state;
+	long pid = getpid(), others = 0;
+	ssize_t n;
+	int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return false;
+	n = read(fd, buf, sizeof buf - 1);
+	close(fd);
+	buf[n > 0 ? n : 0] = '\0';
+	/* "pid (name) state ...": the name may hold anything, the state follows the last ')' */
+	if (!(state = strrchr(buf, ')')) || state[1] != ' ' || state[2] != 'Z')
+		return false;
+	if ((fd = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
+		return false;
+	while ((n = syscall(SYS_getdents64, fd, buf, sizeof buf)) > 0) {
+		for (ssize_t at = 0; at < n;) {
+			const struct dirent64 *d = (const void *)(buf + at);
+			long tid = strtol(d->d_name, NULL, 10);
+			at += d->d_reclen;
+			others += tid > 0 && tid != pid && !own_tid(tid);
+		}
+	}
+	close(fd);
+	return n == 0 && others == 0;
+}
+
+static void *end_process(void *arg)
+{
+	(void)arg;
+	exit(0);
+}
+
+/* ---- the writer thread ---- */
+
+static void *writer_main(void *arg)
+{
+	uint64_t pause_ms = mtp_opt.flush_ms, looked = mtp_now();
+	pthread_t ender;
+	bool ending = false;
+
+	(void)arg;
+	w.own_table = mtp_own_files();
+	mtp_warn_privately = w.own_table;
+	__atomic_store_n(&w.own[0], mtp_gettid(), __ATOMIC_RELEASE);
+	pthread_mutex_lock(&w.lock);
+	__atomic_store_n(&w.starting, false, __ATOMIC_RELEASE);
+	pthread_cond_broadcast(&w.ready);
+	for (;;) {
+		uint32_t bell = __atomic_load_n(&w.bell, __ATOMIC_SEQ_CST);
+		uint32_t want = __atomic_load_n(&w.asked, __ATOMIC_ACQUIRE);
+		size_t wrote = 0;
+		if (serve(&wrote)) {
+			__atomic_store_n(&w.served, want, __ATOMIC_RELEASE);
+			mtp_futex_wake(&w.served);
+		}
+		/* busy rings: come back soon; quiet ones: the full interval */
+		pause_ms = wrote > mtp_opt.ring / 8 ? 1 : mtp_opt.flush_ms;
+		if (mtp_now() - looked >= mtp_opt.flush_ms * 1000000ull) {
+			looked = mtp_now();
+			if (!ending && w.own_table && job_gone())
+				ending = spawn(&ender, ENDER_STACK, end_process, NULL) == 0;
+		}
+		pthread_mutex_unlock(&w.lock);
+		if (want == __atomic_load_n(&w.asked, __ATOMIC_ACQUIRE)) {
+			__atomic_store_n(&w.sleeping, true, __ATOMIC_SEQ_CST);
+			mtp_futex_wait(&w.bell, bell, pause_ms * 1000000ull);
+			__atomic_store_n(&w.sleeping, false, __ATOMIC_SEQ_CST);
+		}
+		pthread_mutex_lock(&w.lock);
+	}
+	return NULL;
+}
+
+void mtp_writer_wake(void)
+{
+	__atomic_add_fetch(&w.bell, 1, __ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&w.sleeping, __ATOMIC_SEQ_CST))
+		mtp_futex_wake(&w.bell);
+}
+
+static bool on_writer(void)
+{
+	return w.running && pthread_equal(pthread_self(), w.thread);
+}
+
+/* Asks the writer for a round and waits until it is done, at most ns nanoseconds (0: no
+ * limit): true when it was done. Without a writer thread the caller does the round. */
+static bool await_round(uint64_t ns)
+{
+	uint64_t until = ns ? mtp_now() + ns : 0;
+	uint32_t n;
+
+	if (!w.running) {
+		size_t wrote;
+		pthread_mutex_lock(&w.lock);
+		serve(&wrote);
+		pthread_mutex_unlock(&w.lock);
+		return true;
+	}
+	if (on_writer())
+		return false; /* it cannot wait for itself: its next round takes what is there */
+	n = __atomic_add_fetch(&w.asked, 1, __ATOMIC_ACQ_REL);
+	mtp_writer_wake();
+	for (;;) {
+		uint32_t s = __atomic_load_n(&w.served, __ATOMIC_ACQUIRE);
+		uint64_t now;
+		if ((int32_t)(s - n) >= 0)
+			return true;
+		if (ns && (now = mtp_now()) >= until)
+			return false;
+		mtp_futex_wait(&w.served, s, ns ? until - now : 0);
+	}
+}
+
+/* An ask with arguments: w.post is held by the caller. */
+static int ask(int kind, struct ask a)
+{
+	w.ask = a;
+	__atomic_store_n(&w.asking, kind, __ATOMIC_RELEASE);
+	while (__atomic_load_n(&w.asking, __ATOMIC_ACQUIRE) != ASK_NONE)
+		await_round(0);
+	return w.ask.result;
+}
+
+int mtp_writer_start(void)
+{
+	pthread_attr_t a;
+	sigset_t all, old;
+	int r;
+
+	/* both buffers at once, before any thread's ring: a drain never runs out of memory */
+	if (!w.events.data) {
+		w.events = (struct mt_buf){.data = mtp_map(MT_CHUNK_MAX), .cap = MT_CHUNK_MAX};
+		w.table = (struct mt_buf){.data = mtp_map(MT_CHUNK_MAX), .cap = MT_CHUNK_MAX};
+		if (!w.events.data || !w.table.data) {
+			mtp_warn("max_memory=%llu leaves no room for the writer's buffers; recording is off",
+				 (unsigned long long)mtp_opt.max_memory);
+			return -1;
+		}
+	}
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	__atomic_store_n(&w.starting, true, __ATOMIC_RELEASE);
+	pthread_attr_init(&a);
+	pthread_attr_setstacksize(&a, WRITER_STACK);
+	r = pthread_create(&w.thread, &a, writer_main, NULL);
+	pthread_attr_destroy(&a);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (r)
+		__atomic_store_n(&w.starting, false, __ATOMIC_RELEASE);
+	w.running = r == 0;
+	/* its own table, directory and root are copies of the job's as they are now, before
+	   the job's main runs and perhaps changes them (chroot) */
+	pthread_mutex_lock(&w.lock);
+	while (__atomic_load_n(&w.starting, __ATOMIC_ACQUIRE))
+		pthread_cond_wait(&w.ready, &w.lock);
 	pthread_mutex_unlock(&w.lock);
+	if (r)
+		mtp_warn("cannot start the writer thread: %s; events are written when a thread asks, and at exit",
+			 strerror(r));
+	return 0;
+}
+
+/* The END chunk: every ring drained, the totals written. Events made later still reach
+ * the file (each late record waits for a drain: mtp_writer_late). No lock is taken: an
+ * exit from a signal handler that interrupted a hook finds nothing held. */
+void mtp_writer_stop(void)
+{
+	__atomic_store_n(&w.stop_asked, true, __ATOMIC_RELEASE);
+	await_round(0);
+}
+
+void mtp_writer_late(void)
+{
+	await_round(0);
+}
+
+void mtp_writer_sync(void)
+{
+	await_round(0);
 }
 
 bool mtp_writer_has_events(void)
 {
-	bool any;
+	await_round(0);
+	return __atomic_load_n(&w.any, __ATOMIC_ACQUIRE);
+}
 
-	pthread_mutex_lock(&w.lock);
-	any = w.fd >= 0 || dropped_now() > 0;
-	for (struct mtp_log *l = __atomic_load_n(&mtp_logs, __ATOMIC_ACQUIRE); l && !any; l = l->next)
-		any = __atomic_load_n(&l->first->newer, __ATOMIC_ACQUIRE) ||
-		      __atomic_load_n(&l->first->head, __ATOMIC_ACQUIRE) != l->first->tail;
-	pthread_mutex_unlock(&w.lock);
-	return any;
+int mtp_writer_spawn(pthread_t *thread, size_t stack, void *(*fn)(void *), void *arg)
+{
+	int r;
+
+	if (!w.running)
+		return spawn(thread, stack, fn, arg);
+	pthread_mutex_lock(&w.post);
+	r = ask(ASK_SPAWN, (struct ask){.fn = fn, .arg = arg, .stack = stack, .thread = thread});
+	pthread_mutex_unlock(&w.post);
+	return r;
 }
 
 /* ---- exec: the image is about to be replaced; no atexit handler will run ---- */
 
-static uint64_t end_at;
-
 void mtp_writer_exec_begin(void)
 {
-	pthread_mutex_lock(&w.lock);
-	drain();
-	end_at = w.size;
-	if (w.fd >= 0 || dropped_now())
-		end_at = write_end();
-	/* w.lock stays held: nothing may follow the END chunk if the exec succeeds */
+	pthread_mutex_lock(&w.post); /* held until the exec fails: nothing may follow the END */
+	ask(ASK_EXEC, (struct ask){0});
 }
 
 void mtp_writer_exec_failed(void)
 {
-	/* recording goes on: the END chunk goes, the next one will close the file */
-	if (w.fd >= 0 && w.size > end_at && w.regular && ftruncate(w.fd, (off_t)end_at) == 0)
-		w.size = end_at;
-	pthread_mutex_unlock(&w.lock);
+	ask(ASK_EXEC_FAILED, (struct ask){0});
+	pthread_mutex_unlock(&w.post);
 }
 
 /* ---- fork: the child inherits a copy of everything but the writer thread ---- */
@@ -813,14 +1148,23 @@ void mtp_writer_atfork_child(bool keep)
 	pthread_mutex_init(&mtp_strings.lock, NULL);
 	pthread_mutex_init(&mtp_stacks.lock, NULL);
 	pthread_mutex_init(&w.lock, NULL);
-	pthread_cond_init(&w.cond, NULL);
+	pthread_mutex_init(&w.post, NULL);
 	pthread_cond_init(&w.ready, NULL);
-	w.starting = false;
-	if (w.fd >= 0)
+	/* the parent's trace is in the writer's own table, not in this one: its number may
+	   be one of the job's here, never to be closed (without a table of its own, the
+	   writer shared the job's: that copy is the child's to give back) */
+	if (w.fd >= 0 && !w.own_table)
 		close(w.fd);
 	w.fd = -1;
-	w.running = false;
+	w.running = w.starting = w.own_table = w.sleeping = false;
+	w.bell = w.asked = w.served = 0;
+	w.stop_asked = w.parked = w.closed = w.any = w.opened = false;
+	memset(&w.ask, 0, sizeof w.ask);
+	w.asking = ASK_NONE;
+	memset(w.own, 0, sizeof w.own);
+	memset(spawned, 0, sizeof spawned);
 	w.failed = w.warned = w.regular = false;
+	w.path[0] = w.problem[0] = '\0';
 	w.written = w.size = 0;
 	memset(w.drops_said, 0, sizeof w.drops_said);
 	w.strings_done = w.stacks_done = 0;
@@ -841,72 +1185,35 @@ void mtp_writer_start_pending(void)
 		mtp_writer_start();
 }
 
-void mtp_writer_sync(void)
-{
-	pthread_mutex_lock(&w.lock);
-	drain();
-	pthread_mutex_unlock(&w.lock);
-}
-
 /* ---- a crash: write what the buffers hold ---- */
 
-/* The process ends when the signal handler returns, the writer thread with it: a drain
- * the writer is in the middle of (perhaps before the file exists) is waited for, a
- * second at most, since the crashing thread may hold the lock itself. A crash on the
- * writer thread leaves its buffers as they are. */
+/* The process ends when the signal handler returns, the writer thread with it: the
+ * handler waits for one round of the writer's, a second at most (the writer may be in
+ * the middle of a long write). A crash on the writer thread leaves its buffers as they are. */
 void mtp_writer_crash_flush(void)
 {
-	struct timespec until;
-
-	if (w.running && pthread_equal(pthread_self(), w.thread))
-		return;
-	clock_gettime(CLOCK_REALTIME, &until);
-	until.tv_sec += 1;
-	if (pthread_mutex_timedlock(&w.lock, &until) != 0)
-		return;
-	drain();
-	pthread_mutex_unlock(&w.lock);
+	if (!on_writer())
+		await_round(1000000000ull);
 }
 
 /* ---- snapshots: the trace so far, with an END chunk, in a file of its own ---- */
 
-int mtp_writer_snapshot_fd(int out)
+int mtp_writer_snapshot_fd(int fd)
 {
-	off_t off = 0;
-	int r = 0;
-	ssize_t n;
+	int r;
 
-	pthread_mutex_lock(&w.lock);
-	drain();
-	if (w.fd < 0 || !w.regular) {
-		pthread_mutex_unlock(&w.lock);
-		return EIO;
-	}
-	/* copied through the table buffer (free between drains): no 64 KiB on the caller's stack */
-	while ((n = pread(w.fd, w.table.data, w.table.cap, off)) > 0) {
-		if (write(out, w.table.data, (size_t)n) != n) {
-			r = errno ? errno : EIO;
-			break;
-		}
-		off += n;
-	}
-	if (n < 0)
-		r = errno;
-	/* the END chunk goes to the copy, not to the running trace */
-	if (r == 0 && !write_end_to(out))
-		r = errno ? errno : EIO;
-	pthread_mutex_unlock(&w.lock);
+	pthread_mutex_lock(&w.post);
+	r = ask(ASK_SNAPSHOT, (struct ask){.fd = fd});
+	pthread_mutex_unlock(&w.post);
 	return r;
 }
 
 int mtp_writer_snapshot(const char *path)
 {
-	int out = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600), r;
+	int r;
 
-	if (out < 0)
-		return errno;
-	r = mtp_writer_snapshot_fd(out);
-	if (close(out) != 0 && r == 0)
-		r = errno;
+	pthread_mutex_lock(&w.post);
+	r = ask(ASK_SNAPSHOT, (struct ask){.fd = -1, .path = path});
+	pthread_mutex_unlock(&w.post);
 	return r;
 }

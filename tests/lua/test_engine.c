@@ -6,6 +6,7 @@
  * The engine is $MT_BUILDDIR/src/policy/.libs/libmemtap-policy.so. */
 #include <dlfcn.h>
 #include <pthread.h>
+#include <signal.h>
 #include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -102,6 +103,24 @@ static uint64_t now_ns(void)
 
 static const char *dir, *argv_engine;
 
+/* memtap's writer makes the policy thread; here, a plain thread with every signal blocked */
+static int spawn(pthread_t *thread, size_t stack, void *(*fn)(void *), void *arg)
+{
+	pthread_attr_t a;
+	sigset_t all, old;
+	int r;
+
+	pthread_attr_init(&a);
+	if (stack)
+		pthread_attr_setstacksize(&a, stack);
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	r = pthread_create(thread, &a, fn, arg);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	pthread_attr_destroy(&a);
+	return r;
+}
+
 /* A fresh engine (a fresh dlopen of a private copy: the engine is a singleton) running `source`. */
 static int start(const char *engine_so, const char *source, const struct mt_policy_engine **e, int n)
 {
@@ -129,6 +148,7 @@ static int start(const char *engine_so, const char *source, const struct mt_poli
 					.memory = 64 << 20,
 					.deadline_ns = 300000000ull,
 					.start_ns = now_ns(),
+					.spawn = spawn,
 					.map = map,
 					.unmap = unmap,
 					.string = no_table,

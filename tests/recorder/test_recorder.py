@@ -1,6 +1,5 @@
 """The recorder, end to end: memtap run over simtrain and over workloads that reach
 device memory by every path, checked against what each program knows it did."""
-import glob
 import json
 import os
 import re
@@ -12,59 +11,10 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.environ["MT_SRCDIR"], "tests"))
-from tap import done, ok, scratch  # noqa: E402
-
-B = os.environ["MT_BUILDDIR"]
-S = os.environ["MT_SRCDIR"]
-MEMTAP = os.path.join(B, "tools/memtap/memtap")
-WORK = os.path.join(B, "tests/recorder/workload")
-SIMTRAIN = os.path.join(B, "tools/simtrain/simtrain")
-LIB = os.path.join(B, "src/recorder/.libs/libmemtap.so")
-TMP = scratch("test")
-TSAN = "thread" in os.environ.get("MT_SANITIZERS", "")
-
-
-
-def record(name, argv, opts=(), env=None, **kw):
-    """memtap run ARGV on simgpu; returns (process, [trace paths])."""
-    d = os.path.join(TMP, name)
-    os.makedirs(d, exist_ok=True)
-    # simgpu's libraries come from LD_LIBRARY_PATH (set by the test environment), not simgpu-run:
-    # a shell would load memtap too, which a ThreadSanitizer build of memtap cannot be loaded into
-    # in its own process group, killed whole after 15 minutes (the signals workload takes 4
-    # under ThreadSanitizer on two busy cores): a hung child fails this test instead of the
-    # whole suite
-    kw.setdefault("timeout", 900)
-    with subprocess.Popen([MEMTAP, "run", "-o", os.path.join(d, "t-%p.trace"), *opts, "--", *argv],
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
-                          env=dict(os.environ, **(env or {})), **{k: v for k, v in kw.items() if k != "timeout"}) as q:
-        try:
-            out, err = q.communicate(timeout=kw["timeout"])
-        except subprocess.TimeoutExpired:
-            os.killpg(q.pid, signal.SIGKILL)
-            out, err = q.communicate()
-            err += "\n(killed: still running after %d s)" % kw["timeout"]
-    p = subprocess.CompletedProcess(q.args, q.returncode, out, err)
-    return p, sorted(glob.glob(os.path.join(d, "*.trace*")))
-
-
-def dump(path):
-    p = subprocess.run([MEMTAP, "dump", "--json", path], capture_output=True, text=True)
-    return [json.loads(line) for line in p.stdout.splitlines()]
-
-
-def report(path):
-    p = subprocess.run([MEMTAP, "report", "--json", "--top", "1000", path], capture_output=True, text=True)
-    return p, (json.loads(p.stdout) if p.stdout.startswith("{") else None)
-
-
-def sizes(events, kind):
-    return sorted(e["size"] for e in events if e["kind"] == kind and not e["error"])
-
-
-def one_trace(name, traces, p):
-    return ok(len(traces) == 1 and p.returncode == 0, name + ": ran, one trace", p.stderr)
-
+sys.path.insert(0, os.path.join(os.environ["MT_SRCDIR"], "tests", "recorder"))
+from tap import done, ok  # noqa: E402
+from recording import (B, LIB, MEMTAP, SIMTRAIN, TMP, TSAN, WORK, dump, one_trace, record,  # noqa: E402
+                       report, sizes)
 
 # ---- simtrain: counts and peak equal the ground truth; stacks name the allocating function ----
 SIMTRAIN_FUNCS = {"alloc_params", "stash_debug_tensor", "embedding_forward", "layer_forward", "head_forward",
@@ -486,12 +436,8 @@ ok(len(lines) == 3 and "peak" in lines[0] and traces and traces[0] in lines[1] a
    "memtap run ends with three lines: peak, trace, drops", p.stderr)
 
 # ---- the stack cache agrees with a full unwind, allocation by allocation ----
-# (not with threads under ThreadSanitizer: libunwind's per-thread cache destructor crashes in
-# TSan's interceptors at thread exit; the full unwinds check_stacks adds are what reach it)
 for argv in ([SIMTRAIN, "--preset", "gpt2-small", "--zero", "3", "--dp", "4", "--recompute", "selective"],
              [WORK, "threads", "8"], [WORK, "signals"], [WORK, "procaddr"]):
-    if TSAN and argv[1] == "threads":
-        continue
     p, traces = record("check", argv, env={"MEMTAP_CHECK_STACKS": "1"})
     m = re.search(r"check_stacks: (\d+) of (\d+)", p.stderr)
     ok(p.returncode == 0 and m and m.group(1) == "0" and int(m.group(2)) > 0,

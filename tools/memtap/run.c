@@ -1,7 +1,10 @@
 /* memtap run: start a command with memtap preloaded (LD_PRELOAD) and as its NVTX
- * injection, pass its exit status through, and say in three lines what happened:
- * the peak, where the trace is, and whether events were dropped. Children that exec
- * inherit the environment and record into their own files. */
+ * injection, pass on the signals a launcher sends it, pass its exit status through, and
+ * say in three lines what happened: the peak, where the trace is, and whether events
+ * were dropped. Children that exec inherit the environment and record into their own
+ * files; each process also leaves a line in a status folder of memtap run's, so a trace
+ * that could not be made or was deleted is said, not taken for a job that never
+ * touched the GPU. */
 #include <dirent.h>
 #include <errno.h>
 #include <getopt.h>
@@ -289,6 +292,7 @@ static void say_drops(const struct mt_trace *t)
 			"memtap's memory cap was reached (raise -O max_memory=SIZE, now %s, or lower -O ring)",
 		    [MT_DROP_WRITE] = "the trace could not be written (a full disk or a file size limit; see above)",
 		    [MT_DROP_NESTED] = "signal handlers nested too deep inside memtap's recording",
+		    [MT_DROP_INVALID] = "they held values no trace may hold (a size past any address space)",
 		};
 		char text[256];
 		if (!t->drops[i])
@@ -353,6 +357,74 @@ static void summary(const char *path)
 	mt_trace_free(&t);
 }
 
+/* The processes that recorded something but whose trace is not there to be read: one
+ * line each, when `say`. Returns how many processes left a status (the folder goes). */
+static int status_summary(const char *dir, bool say)
+{
+	char path[PATH_MAX + 300], text[PATH_MAX + 512];
+	struct dirent *e;
+	int n = 0;
+	DIR *d = opendir(dir);
+
+	while (d && (e = readdir(d))) {
+		char trace[PATH_MAX + 16] = "", problem[300] = "";
+		unsigned long long written = 0, dropped = 0;
+		FILE *f;
+		size_t len;
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+		if (!(f = fopen(path, "r")))
+			continue;
+		len = fread(text, 1, sizeof text - 1, f);
+		fclose(f);
+		unlink(path);
+		text[len] = '\0';
+		n++;
+		for (char *save = NULL, *l = strtok_r(text, "\n", &save); l; l = strtok_r(NULL, "\n", &save))
+			if (!strncmp(l, "written=", 8))
+				written = strtoull(l + 8, NULL, 10);
+			else if (!strncmp(l, "dropped=", 8))
+				dropped = strtoull(l + 8, NULL, 10);
+			else if (!strncmp(l, "trace=", 6))
+				snprintf(trace, sizeof trace, "%s", l + 6);
+			else if (!strncmp(l, "problem=", 8))
+				snprintf(problem, sizeof problem, "%s", l + 8);
+		if (say && problem[0])
+			fprintf(stderr, "memtap: process %s made %llu events, but its trace %s %s\n", e->d_name,
+				written + dropped, trace, problem);
+	}
+	if (d)
+		closedir(d);
+	rmdir(dir);
+	return n;
+}
+
+/* Signals a launcher sends memtap run (kill, Popen.terminate, torchrun, SLURM) go on to
+ * the job, which ends as it will; memtap run then ends with its status. A terminal's
+ * signals (sent by the kernel to the whole foreground group) reached the job already.
+ * They are taken synchronously (sigwaitinfo), with SIGCHLD: the job's end. */
+static const int forwarded[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGCHLD};
+
+static void wait_forwarding(pid_t job, int *status)
+{
+	sigset_t set;
+	siginfo_t info;
+
+	sigemptyset(&set);
+	for (size_t i = 0; i < sizeof forwarded / sizeof forwarded[0]; i++)
+		sigaddset(&set, forwarded[i]);
+	for (;;) {
+		pid_t r = waitpid(job, status, WNOHANG);
+		if (r == job)
+			return;
+		if (r < 0 && errno != EINTR)
+			die(1, "lost the command: %s", strerror(errno));
+		if (sigwaitinfo(&set, &info) > 0 && info.si_signo != SIGCHLD && info.si_code <= 0)
+			kill(job, info.si_signo); /* SI_USER, SI_QUEUE, SI_TKILL: sent by a process */
+	}
+}
+
 int cmd_run(int argc, char **argv)
 {
 	static const struct option longopts[] = {{"output", 1, 0, 'o'},
@@ -366,7 +438,9 @@ int cmd_run(int argc, char **argv)
 						 {"help", 0, 0, 'h'},
 						 {"dir", 1, 0, 'D'},
 						 {0, 0, 0, 0}};
-	char lib[PATH_MAX], output[2 * PATH_MAX], traces[8][PATH_MAX + 16], *preload, policies[8192] = "";
+	char lib[PATH_MAX], output[2 * PATH_MAX], traces[8][PATH_MAX + 16], *preload, policies[8192] = "",
+										      status_dir[PATH_MAX];
+	sigset_t forwarding, unblocked;
 	const char *pattern = "memtap-%p.trace", *old, *library, *dir = NULL;
 	bool quiet = false, cupti = false;
 	uint64_t n;
@@ -479,28 +553,42 @@ int cmd_run(int argc, char **argv)
 	else
 		setenv("NVTX_INJECTION64_PATH", library, 1);
 
+	snprintf(status_dir, sizeof status_dir, "%s/memtap-run-XXXXXX",
+		 getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+	if (mkdtemp(status_dir))
+		setenv("MEMTAP_STATUS", status_dir, 1);
+	else
+		status_dir[0] = '\0';
+
+	/* blocked from before the fork, so that none is lost: wait_forwarding takes them */
+	sigemptyset(&forwarding);
+	for (size_t i = 0; i < sizeof forwarded / sizeof forwarded[0]; i++)
+		sigaddset(&forwarding, forwarded[i]);
+	sigprocmask(SIG_BLOCK, &forwarding, &unblocked);
 	pid = fork();
 	if (pid < 0)
 		die(1, "cannot start %s: %s", argv[optind], strerror(errno));
 	if (pid == 0) {
+		sigprocmask(SIG_SETMASK, &unblocked, NULL);
 		execvp(argv[optind], argv + optind);
 		fprintf(stderr, "memtap: cannot run %s: %s\n", argv[optind], strerror(errno));
 		_exit(127);
 	}
-	signal(SIGINT, SIG_IGN); /* the child gets the terminal's signals; we wait for it */
-	signal(SIGQUIT, SIG_IGN);
-	while (waitpid(pid, &status, 0) < 0)
-		if (errno != EINTR)
-			die(1, "lost the command: %s", strerror(errno));
+	wait_forwarding(pid, &status);
+	sigprocmask(SIG_SETMASK, &unblocked, NULL);
 	if (!quiet && mtp_opt.dir[0] && !mtp_rank()) { /* a launcher's ranks under one memtap run */
 		dir_summary(mtp_opt.dir, start);
 	} else if (!quiet) {
 		int n = find_traces(mtp_opt.output, pid, start, traces, 8);
 		for (int i = 0; i < n; i++)
 			summary(traces[i]);
-		if (n == 0 && !(WIFEXITED(status) && WEXITSTATUS(status) == 127))
+		if (status_dir[0] && status_summary(status_dir, true))
+			status_dir[0] = '\0';
+		else if (n == 0 && !(WIFEXITED(status) && WEXITSTATUS(status) == 127))
 			fprintf(stderr, "memtap: %s made no GPU allocation: no trace was written\n", argv[optind]);
 	}
+	if (status_dir[0])
+		status_summary(status_dir, false);
 	if (WIFSIGNALED(status))
 		return 128 + WTERMSIG(status);
 	return WEXITSTATUS(status);

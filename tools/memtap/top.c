@@ -170,49 +170,57 @@ static void scan_dir(const char *dir, bool first)
 		die(EXIT_USAGE, "no .trace files in %s", dir);
 }
 
-/* The memtap traces a process has open: each /proc/PID/fd entry that is a file starting
- * with a trace's header (whatever its name: output= may be anything), then its children's,
- * recursively (memtap run, a launcher, a shell). */
+/* The memtap traces open in one descriptor table (/proc/PID/task/TID/fd): each entry that
+ * is a file starting with a trace's header (whatever its name: output= may be anything).
+ * False when the table cannot be read. */
+static bool scan_fds(const char *dir)
+{
+	char target[PATH_MAX];
+	DIR *d = opendir(dir);
+	struct dirent *de;
+
+	if (!d)
+		return false;
+	while ((de = readdir(d))) {
+		char fd[PATH_MAX];
+		ssize_t n;
+		struct stat st;
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(fd, sizeof fd, "%s/%s", dir, de->d_name);
+		n = readlink(fd, target, sizeof target - 1);
+		if (n <= 0 || target[0] != '/')
+			continue;
+		target[n] = '\0';
+		if (stat(target, &st) == 0 && S_ISREG(st.st_mode) && is_trace_file(target))
+			add_source(target, false);
+	}
+	closedir(d);
+	return true;
+}
+
+/* The memtap traces a process has open, in the tables of all its threads (memtap's writer
+ * has one of its own), then its children's, recursively (memtap run, a launcher, a shell). */
 static void scan_pid(long pid, int depth)
 {
-	char path[64], target[PATH_MAX];
+	char path[64];
 	DIR *d;
 	struct dirent *de;
-	FILE *kids;
 
-	snprintf(path, sizeof path, "/proc/%ld/fd", pid);
-	if ((d = opendir(path))) {
-		while ((de = readdir(d))) {
-			char fd[320];
-			ssize_t n;
-			struct stat st;
-			if (de->d_name[0] == '.')
-				continue;
-			snprintf(fd, sizeof fd, "%s/%s", path, de->d_name);
-			n = readlink(fd, target, sizeof target - 1);
-			if (n <= 0 || target[0] != '/')
-				continue;
-			target[n] = '\0';
-			if (stat(target, &st) == 0 && S_ISREG(st.st_mode) && is_trace_file(target))
-				add_source(target, false);
-		}
-		closedir(d);
-	} else if (depth == 0 && errno == EACCES) {
-		die(EXIT_USAGE, "cannot see the files process %ld has open: it is another user's", pid);
-	}
-	if (depth >= 8)
-		return;
-	/* children of every thread */
 	snprintf(path, sizeof path, "/proc/%ld/task", pid);
 	if (!(d = opendir(path)))
 		return;
 	while ((de = readdir(d))) {
-		char file[400];
+		char sub[400];
+		FILE *kids;
 		long kid;
 		if (de->d_name[0] == '.')
 			continue;
-		snprintf(file, sizeof file, "%s/%s/children", path, de->d_name);
-		if (!(kids = fopen(file, "r")))
+		snprintf(sub, sizeof sub, "%s/%s/fd", path, de->d_name);
+		if (!scan_fds(sub) && depth == 0 && errno == EACCES)
+			die(EXIT_USAGE, "cannot see the files process %ld has open: it is another user's", pid);
+		snprintf(sub, sizeof sub, "%s/%s/children", path, de->d_name);
+		if (depth >= 8 || !(kids = fopen(sub, "r")))
 			continue;
 		while (fscanf(kids, "%ld", &kid) == 1)
 			scan_pid(kid, depth + 1);
