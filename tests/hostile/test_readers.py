@@ -7,6 +7,7 @@ legitimately valid; otherwise the given non-zero status with exactly one line on
 that names the file and says what is wrong. Never a signal; never a hang (the timeout
 only detects one, no duration is asserted); never more memory than a fixed bound
 (RLIMIT_AS, or ASan's RSS limit under the sanitizers)."""
+import json
 import os
 import resource
 import shutil
@@ -93,6 +94,7 @@ EXPECT = {
     "pickles/frame-huge.pickle": (REFUSED, "not a PyTorch memory snapshot"),
     "pickles/dict-duplicate-keys.pickle": (0, None),
     "pickles/not-a-snapshot.pickle": (REFUSED, "not a PyTorch memory snapshot"),
+    "pickles/alloc-2-52.pickle": (0, None),
     # RMM logs
     "rmm/time-nan.csv": (REFUSED, "line 3: the time is not HH:MM:SS.ffffff"),
     "rmm/time-1e308.csv": (REFUSED, "line 3: the time is not HH:MM:SS.ffffff"),
@@ -111,6 +113,8 @@ EXPECT = {
     "rmm/unknown-action.csv": (REFUSED, "line 3: unknown action 'reallocate'"),
     "rmm/too-few-fields.csv": (REFUSED, "line 3: not Thread,Time,Action,Pointer,Size,Stream"),
     "rmm/header-only.csv": (0, None),
+    "rmm/size-2-52.csv": (0, None),
+    "rmm/live-2.25-tib.csv": (0, None),
     "rmm/crlf-past-midnight.csv": (0, None),
     "rmm/threads-2000.csv": (0, None),
     "rmm/midnight-flapping.csv": (0, None),
@@ -372,6 +376,33 @@ for size in (3 << 30, (16 << 20) + 1):
            p.stderr == "memtap: %s is %d bytes, more than a config file memtap reads (16 MiB)\n" % (big, size),
            "%s: a config file of %d bytes refused unread" % (what, size),
            "a hang" if p is None else "exit %d\n%s" % (p.returncode, p.stderr))
+
+# One allocation of 2^52 bytes, more than any device holds (a snapshot of 133 bytes, an RMM
+# log of one line): memtap-vmm's replay mapped it 2 MiB page by page (30 s, 4.7 GB; here,
+# out of memory). Every policy fails it at once, in segments and in expandable segments.
+for name in ("pickles/alloc-2-52.pickle", "rmm/size-2-52.csv"):
+    for conf in ("expandable_segments:False", "expandable_segments:True"):
+        p = run(["replay", "--json", "--conf=" + conf, os.path.join(HERE, name)])
+        pol = json.loads(p.stdout)["policies"] if p and p.returncode == 0 else []
+        ok([(x["policy"], x["ooms"], x["peak_reserved"]) for x in pol] ==
+           [(x, 1, 0) for x in ("native", "memtap", "memtap-vmm", "bump")],
+           "replay --conf=%s: %s fails in every policy, as an OOM" % (conf, name),
+           "a hang" if p is None else "exit %d\n%s%s" % (p.returncode, p.stdout[:500], p.stderr))
+# Three live allocations of 768 GiB: without --capacity the device holds 1 TiB, so the
+# second and third fail in every policy, and nothing past 1 TiB is ever reserved.
+p = run(["replay", "--json", os.path.join(HERE, "rmm/live-2.25-tib.csv")])
+pol = json.loads(p.stdout)["policies"] if p and p.returncode == 0 else []
+ok([(x["ooms"], x["first_oom"]) for x in pol] == [(2, 1)] * 4 and all(x["peak_reserved"] <= 1 << 40 for x in pol),
+   "replay: allocations a device holds one at a time, not together, fail past 1 TiB in every policy",
+   "a hang" if p is None else "exit %d\n%s%s" % (p.returncode, p.stdout[:500], p.stderr))
+p = run(["replay", os.path.join(HERE, "rmm/size-2-52.csv")])
+ok(p is not None and p.returncode == 0 and
+   "OOMs: allocations that fail on a device of 1.00 TiB, more than any holds (no --capacity given)" in p.stdout,
+   "replay says why an allocation failed without --capacity", p and p.stdout + p.stderr)
+p = run(["replay", "--capacity=2TiB", os.path.join(HERE, "rmm/size-2-52.csv")])
+ok(p is not None and p.returncode == REFUSED and
+   p.stderr == "memtap: --capacity: 2TiB is more than any device holds (1.00 TiB)\n",
+   "replay --capacity past what any device holds is refused", p and p.stderr)
 
 # What valid hostile inputs read as: the recorder's thread numbers, Python's last value for
 # a key given twice, a label that says what the input was.
