@@ -8,12 +8,26 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "analyze/job.h"
 #include "analyze/report.h"
 #include "core/units.h"
+#include "reader/file.h"
 
 #define GONE_NS 3000000000ull /* a rank file not touched for this long before the OOM: gone */
+
+/* A file of the run directory to read, NULL where there is none or it is not a regular
+ * file: the ranks write regular files there, and a FIFO would wait for a writer. */
+static FILE *open_file(const char *path)
+{
+	FILE *f = NULL;
+	int fd;
+
+	if (mt_file_open(path, &fd, NULL, NULL, 0) == 0 && !(f = fdopen(fd, "r")))
+		close(fd);
+	return f;
+}
 
 struct line {
 	char kind[16], id[64], host[128], path[4200];
@@ -29,7 +43,7 @@ static size_t read_lines(const char *dir, struct line **out)
 
 	snprintf(path, sizeof path, "%s/.memtap/events", dir);
 	*out = NULL;
-	if (!(f = fopen(path, "r")))
+	if (!(f = open_file(path)))
 		return 0;
 	while (fgets(buf, sizeof buf, f)) {
 		struct line l = {.path = ""};
@@ -91,7 +105,7 @@ static bool rank_file(const char *dir, int rank, char *state, size_t len, uint64
 	int ok;
 
 	snprintf(path, sizeof path, "%s/.memtap/rank-%d", dir, rank);
-	if (!(f = fopen(path, "r")))
+	if (!(f = open_file(path)))
 		return false;
 	ok = fscanf(f, "%*d %*s %31s %llu", s, &rt) == 2;
 	if (fstat(fileno(f), &st) == 0)

@@ -408,7 +408,7 @@ int mt_sim_run(const struct mt_sim_input *in, const struct mt_cache_config *c, u
 	int err;
 
 	memset(r, 0, sizeof *r);
-	mt_sim_device_init(&dev, capacity, &b);
+	mt_sim_device_init(&dev, capacity ? capacity : MT_CACHE_DEVICE_MAX, &b);
 	dev.places = places_new(in->places, in->nplaces);
 	if (dev.places && dev.places->top > dev.next_addr) /* the counter's addresses past the job's */
 		dev.next_addr = round_page(dev.places->top);

@@ -71,8 +71,10 @@ int mt_sim_first_device(const struct mt_trace *t);
  * them, else every device allocation), and a PyTorch snapshot's segments. 0 or ENOMEM. */
 int mt_sim_input(const struct mt_trace *t, uint8_t device, struct mt_sim_input *in);
 void mt_sim_input_free(struct mt_sim_input *in);
-/* The sequence through config `c` on a device of `capacity` bytes (0: unlimited).
- * An allocation that fails is skipped, with its free. 0, ENOMEM or EINVAL. */
+/* The sequence through config `c` on a device of `capacity` bytes (0: MT_CACHE_DEVICE_MAX,
+ * more than any device holds: the engine's work stays bounded by what a device could hold,
+ * memtap-vmm's pages included). An allocation that fails is skipped, with its free. 0,
+ * ENOMEM or EINVAL. */
 int mt_sim_run(const struct mt_sim_input *in, const struct mt_cache_config *c, uint64_t capacity,
 	       struct mt_sim_result *r);
 /* The smallest capacity, to `step` bytes, at which no allocation fails: bisection between

@@ -739,6 +739,8 @@ int mt_cache_alloc(struct mt_cache *m, uint64_t requested, uint64_t stream, uint
 		return 0; /* as cudaMalloc: no memory, no address */
 	if (size < requested)
 		return MT_CACHE_OOM; /* rounding up wrapped: larger than any device */
+	if (size > MT_CACHE_DEVICE_MAX)
+		return MT_CACHE_OOM;
 	if (!p)
 		return ENOMEM;
 	if (__atomic_load_n(&m->npending, __ATOMIC_RELAXED)) {

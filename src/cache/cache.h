@@ -18,6 +18,9 @@
 #define MT_CACHE_OOM 2 /* a backend's "out of memory" answer; other nonzero: failure */
 #define MT_CACHE_MAX_STREAMS 1024
 #define MT_CACHE_USES 4 /* streams a block may be recorded on before a free syncs the device */
+/* More than any device holds (the largest, 2026: 288 GB): a request past it fails at
+ * once, in every policy, before a segment or a table of its pages is made for it */
+#define MT_CACHE_DEVICE_MAX (1ull << 40)
 
 struct mt_cache_config {
 	uint64_t min_block;	   /* every size rounds up to a multiple of this (512) */
@@ -96,7 +99,8 @@ struct mt_cache;
 int mt_cache_new(struct mt_cache **out, const struct mt_cache_config *c, const struct mt_cache_backend *b, int device);
 /* Every segment back to the backend, then the engine's memory. */
 void mt_cache_delete(struct mt_cache *m);
-/* 0 and the block's address, or MT_CACHE_OOM (after releasing the cache and one retry). */
+/* 0 and the block's address, or MT_CACHE_OOM (after releasing the cache and one retry;
+ * at once for a request past MT_CACHE_DEVICE_MAX, which no release could make room for). */
 int mt_cache_alloc(struct mt_cache *m, uint64_t size, uint64_t stream, uint8_t tag, uint64_t *addr);
 /* 0, or ENOENT when addr is not a block this engine handed out. */
 int mt_cache_free(struct mt_cache *m, uint64_t addr);

@@ -1,32 +1,22 @@
 /* Following a growing trace: read from the last whole chunk's end, decode through the
  * reader's own chunk code, sort what is pending and hand out what is old enough. */
 #include "reader/follow.h"
+#include "reader/file.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 int mt_follow_open(struct mt_follow *f, const char *path)
 {
-	struct stat st;
 	int r;
 
 	memset(f, 0, sizeof *f);
 	f->t.path = path;
-	f->fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (f->fd < 0 || fstat(f->fd, &st) != 0) {
-		r = errno;
-		snprintf(f->t.problem, sizeof f->t.problem, "cannot read %s: %s", path, strerror(r));
+	if ((r = mt_file_open(path, &f->fd, NULL, f->t.problem, sizeof f->t.problem)) != 0)
 		return r;
-	}
-	if (S_ISDIR(st.st_mode)) {
-		snprintf(f->t.problem, sizeof f->t.problem, "%s is a directory", path);
-		return EISDIR;
-	}
 	if ((r = mt_follow_poll(f)))
 		return r;
 	/* a header not yet written is a trace that is starting; a wrong one is not a trace */

@@ -5,16 +5,15 @@
 #include "core/assert.h"
 #include "core/array.h"
 #include "core/map.h"
+#include "reader/file.h"
 #include "reader/progress.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 /* Every block the trace owns hangs off one list, freed together. */
@@ -530,26 +529,20 @@ int mt_trace_feed(struct mt_trace *t, const uint8_t *data, size_t size, size_t b
 
 int mt_trace_read(const char *path, struct mt_trace *t)
 {
-	struct stat st;
+	uint64_t size;
 	void *data;
 	int fd, r;
 
 	memset(t, 0, sizeof *t);
 	t->path = path;
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0 || fstat(fd, &st) != 0) {
-		r = errno;
-		note(t, "cannot read %s: %s", path, strerror(r));
-		if (fd >= 0)
-			close(fd);
+	if ((r = mt_file_open(path, &fd, &size, t->problem, sizeof t->problem)) != 0)
 		return r;
-	}
-	if (st.st_size == 0) {
+	if (size == 0) {
 		close(fd);
 		note(t, "%s is empty", path);
 		return EINVAL;
 	}
-	data = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+	data = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
 	close(fd);
 	if (data == MAP_FAILED) {
 		r = errno;
@@ -557,9 +550,9 @@ int mt_trace_read(const char *path, struct mt_trace *t)
 		return r;
 	}
 	t->mapped = true;
-	r = parse(t, data, (size_t)st.st_size);
+	r = parse(t, data, size);
 	t->mapped = false;
-	munmap(data, (size_t)st.st_size);
+	munmap(data, size);
 	if (r) { /* refused: the one line names the file (a damaged trace's note is said with its counts) */
 		char why[sizeof t->problem];
 		memcpy(why, t->problem, sizeof why);

@@ -13,6 +13,7 @@
 #include "analyze/simulate.h"
 #include "analyze/export.h"
 #include "analyze/report.h"
+#include "checksums.h"
 #include "reader/reader.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -44,27 +45,6 @@ static void analyse(const uint8_t *data, size_t size)
 		mt_report_free(&r);
 	}
 	mt_trace_free(&t);
-}
-
-/* A copy whose chunks, as far as their headers hold together, carry their right CRC. */
-static uint8_t *with_checksums(const uint8_t *data, size_t size)
-{
-	uint8_t *copy;
-	size_t off = 16;
-
-	if (size < 16 || memcmp(data, MT_FILE_MAGIC, 8) != 0 || !(copy = malloc(size)))
-		return NULL;
-	memcpy(copy, data, size);
-	while (size - off >= sizeof(struct mt_chunk_header)) {
-		struct mt_chunk_header h;
-		memcpy(&h, copy + off, sizeof h);
-		if (h.length > size - off - sizeof h)
-			break;
-		h.crc = mt_crc32(0, copy + off + sizeof h, h.length);
-		memcpy(copy + off, &h, sizeof h);
-		off += sizeof h + h.length;
-	}
-	return copy;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -266,6 +266,10 @@ def pickles():
           k("free") + k("action") + k("alloc") + k("addr") + b"J\x00\x10\x00\x00" + k("size") + b"M\x00\x02uee" +
           k("segments") + b"]u.")
     write("pickles", "not-a-snapshot.pickle", pickle.dumps({"hello": [1, 2, 3]}, protocol=4))
+    # issue 36 item 16: one allocation of 2^52 bytes, more than any device holds, which
+    # memtap-vmm's replay mapped 2 MiB page by page (30 s, 4.7 GB); report reads it at once
+    write("pickles", "alloc-2-52.pickle", pickle.dumps({"segments": [], "device_traces": [[
+        entry("alloc", 0x7F0000000000, 1 << 52, 0)]]}, protocol=4))
 
 
 # ---- RMM logs ----
@@ -292,6 +296,10 @@ def rmm():
                       ("too-few-fields", "1,10:00:00.0,allocate\n")):
         write("rmm", name + ".csv", HEADER + row + bad)
     write("rmm", "header-only.csv", HEADER)
+    write("rmm", "size-2-52.csv", HEADER + "1,10:00:00.000001,allocate,0x7f0000000000,%d,0x0\n" % (1 << 52))
+    # three live allocations of 768 GiB, each one a device could hold, not together
+    write("rmm", "live-2.25-tib.csv", HEADER + "".join(
+        "1,10:00:00.%06d,allocate,0x%x,%d,0x0\n" % (i + 1, 0x7f0000000000 + (i << 40), 768 << 30) for i in range(3)))
     write("rmm", "crlf-past-midnight.csv", (HEADER + "1,23:59:59.999999,allocate,0x1000,4096,0x0\n"
                                              "1,00:00:00.000001,free,0x1000,4096,0x0\n").replace("\n", "\r\n"))
     write("rmm", "threads-2000.csv", HEADER + "".join(

@@ -1,13 +1,16 @@
 """Every reader entry point of memtap on every file of the hostile corpus (make_corpus.py
 writes it): report (text, --json, --html), export in each format, dump, diff (against a
 good trace), lua and replay on each trace, pickle and RMM log; plan --deepspeed on each
-config. Each run must end as EXPECT says for its input: exit 0 where the input is
+config; every command that takes a path on a FIFO, a device and a directory, and the
+config readers on a file past their bound. Each run must end as EXPECT says for its input: exit 0 where the input is
 legitimately valid; otherwise the given non-zero status with exactly one line on stderr
 that names the file and says what is wrong. Never a signal; never a hang (the timeout
 only detects one, no duration is asserted); never more memory than a fixed bound
 (RLIMIT_AS, or ASan's RSS limit under the sanitizers)."""
+import json
 import os
 import resource
+import shutil
 import subprocess
 import sys
 
@@ -91,6 +94,7 @@ EXPECT = {
     "pickles/frame-huge.pickle": (REFUSED, "not a PyTorch memory snapshot"),
     "pickles/dict-duplicate-keys.pickle": (0, None),
     "pickles/not-a-snapshot.pickle": (REFUSED, "not a PyTorch memory snapshot"),
+    "pickles/alloc-2-52.pickle": (0, None),
     # RMM logs
     "rmm/time-nan.csv": (REFUSED, "line 3: the time is not HH:MM:SS.ffffff"),
     "rmm/time-1e308.csv": (REFUSED, "line 3: the time is not HH:MM:SS.ffffff"),
@@ -109,6 +113,8 @@ EXPECT = {
     "rmm/unknown-action.csv": (REFUSED, "line 3: unknown action 'reallocate'"),
     "rmm/too-few-fields.csv": (REFUSED, "line 3: not Thread,Time,Action,Pointer,Size,Stream"),
     "rmm/header-only.csv": (0, None),
+    "rmm/size-2-52.csv": (0, None),
+    "rmm/live-2.25-tib.csv": (0, None),
     "rmm/crlf-past-midnight.csv": (0, None),
     "rmm/threads-2000.csv": (0, None),
     "rmm/midnight-flapping.csv": (0, None),
@@ -307,6 +313,96 @@ for what, args in trace_readers(path):
     p = run(args)
     ok(p is not None and p.returncode == 0, "%s: a module that is a FIFO (made here)" % what,
        "a hang" if p is None else p.stderr)
+
+# Paths that are not files, given where a file is read: a FIFO nobody writes to (opening it
+# waited forever), /dev/zero and /dev/urandom (a config reader read them until memory ran
+# out), a directory. Every entry point refuses each in one line naming it, exit 2.
+good = os.path.join(HERE, "traces", "healthy.trace")
+nowriter = os.path.join(TMP, "no-writer.trace")
+os.mkfifo(nowriter)
+ranks = os.path.join(TMP, "ranks")  # a folder of ranks, one of them a FIFO
+os.makedirs(ranks)
+shutil.copy(good, os.path.join(ranks, "rank0.trace"))
+os.mkfifo(os.path.join(ranks, "rank1.trace"))
+
+
+def path_readers(path):
+    return trace_readers(path) + [
+        ("lua SCRIPT", ["lua", path, good]), ("top --once", ["top", "--once", path]), ("plan TRACE", ["plan", path, *MODEL]),
+        ("plan --model", ["plan", "--model", path]), ("plan --deepspeed", ["plan", *MODEL, "--deepspeed", path]),
+        ("run --policy", ["run", "--policy", path, "--", "true"])]
+
+
+for path, kind in ((nowriter, "a FIFO"), ("/dev/zero", "a character device"), ("/dev/urandom", "a character device"),
+                   (ranks, "a directory")):
+    for what, args in path_readers(path):
+        if path == ranks and what in ("report", "report --json", "report --html", "top --once", "plan --model"):
+            continue  # a folder (of ranks, or holding config.json) is what these take
+        p = run(args)
+        lines = p.stderr.splitlines() if p else []
+        said = os.path.realpath(path) if what == "run --policy" else path  # run names a policy by its real path
+        ok(p is not None and p.returncode == REFUSED and len(lines) == 1 and
+           lines[0] == "memtap: %s is %s, not a regular file" % (said, kind), "%s: %s refused" % (what, path),
+           "a hang" if p is None else "exit %d\n%s" % (p.returncode, p.stderr))
+fifo_rank = os.path.join(ranks, "rank1.trace")
+for what, args in (("report DIR", ["report", ranks]), ("top --once DIR", ["top", "--once", "--json", ranks])):
+    p = run(args)
+    if what == "top --once DIR":  # a file found in a folder is skipped when it cannot be followed
+        ok(p is not None and p.returncode == 0 and p.stdout.count('"rank"') == 1, what + ": its FIFO skipped",
+           "a hang" if p is None else "exit %d\n%s%s" % (p.returncode, p.stdout[:300], p.stderr))
+    else:
+        ok(p is not None and p.returncode == REFUSED and
+           p.stderr == "memtap: %s is a FIFO, not a regular file\n" % fifo_rank, what + ": its FIFO refused",
+           "a hang" if p is None else "exit %d\n%s" % (p.returncode, p.stderr))
+# A job's run directory whose event log and rank file are FIFOs: read as absent, not waited on.
+rundir = os.path.join(TMP, "rundir")
+os.makedirs(os.path.join(rundir, ".memtap"))
+shutil.copy(good, os.path.join(rundir, "rank-0.trace"))
+os.mkfifo(os.path.join(rundir, ".memtap", "events"))
+os.mkfifo(os.path.join(rundir, ".memtap", "rank-0"))
+p = run(["report", rundir])
+ok(p is not None and p.returncode == 0, "report RUNDIR: a FIFO event log and rank file are not waited on",
+   "a hang" if p is None else "exit %d\n%s" % (p.returncode, p.stderr))
+# A config reader reads at most 16 MiB: a 3 GiB file (sparse: no disk) is refused before a
+# byte of it is read, within the test's memory limit, as is one a byte past the bound.
+for size in (3 << 30, (16 << 20) + 1):
+    big = os.path.join(TMP, "config-%d.json" % size)
+    with open(big, "wb") as f:
+        f.truncate(size)
+    for what, args in (("plan --model", ["plan", "--model", big]),
+                       ("plan --deepspeed", ["plan", *MODEL, "--deepspeed", big])):
+        p = run(args)
+        ok(p is not None and p.returncode == REFUSED and
+           p.stderr == "memtap: %s is %d bytes, more than a config file memtap reads (16 MiB)\n" % (big, size),
+           "%s: a config file of %d bytes refused unread" % (what, size),
+           "a hang" if p is None else "exit %d\n%s" % (p.returncode, p.stderr))
+
+# One allocation of 2^52 bytes, more than any device holds (a snapshot of 133 bytes, an RMM
+# log of one line): memtap-vmm's replay mapped it 2 MiB page by page (30 s, 4.7 GB; here,
+# out of memory). Every policy fails it at once, in segments and in expandable segments.
+for name in ("pickles/alloc-2-52.pickle", "rmm/size-2-52.csv"):
+    for conf in ("expandable_segments:False", "expandable_segments:True"):
+        p = run(["replay", "--json", "--conf=" + conf, os.path.join(HERE, name)])
+        pol = json.loads(p.stdout)["policies"] if p and p.returncode == 0 else []
+        ok([(x["policy"], x["ooms"], x["peak_reserved"]) for x in pol] ==
+           [(x, 1, 0) for x in ("native", "memtap", "memtap-vmm", "bump")],
+           "replay --conf=%s: %s fails in every policy, as an OOM" % (conf, name),
+           "a hang" if p is None else "exit %d\n%s%s" % (p.returncode, p.stdout[:500], p.stderr))
+# Three live allocations of 768 GiB: without --capacity the device holds 1 TiB, so the
+# second and third fail in every policy, and nothing past 1 TiB is ever reserved.
+p = run(["replay", "--json", os.path.join(HERE, "rmm/live-2.25-tib.csv")])
+pol = json.loads(p.stdout)["policies"] if p and p.returncode == 0 else []
+ok([(x["ooms"], x["first_oom"]) for x in pol] == [(2, 1)] * 4 and all(x["peak_reserved"] <= 1 << 40 for x in pol),
+   "replay: allocations a device holds one at a time, not together, fail past 1 TiB in every policy",
+   "a hang" if p is None else "exit %d\n%s%s" % (p.returncode, p.stdout[:500], p.stderr))
+p = run(["replay", os.path.join(HERE, "rmm/size-2-52.csv")])
+ok(p is not None and p.returncode == 0 and
+   "OOMs: allocations that fail on a device of 1.00 TiB, more than any holds (no --capacity given)" in p.stdout,
+   "replay says why an allocation failed without --capacity", p and p.stdout + p.stderr)
+p = run(["replay", "--capacity=2TiB", os.path.join(HERE, "rmm/size-2-52.csv")])
+ok(p is not None and p.returncode == REFUSED and
+   p.stderr == "memtap: --capacity: 2TiB is more than any device holds (1.00 TiB)\n",
+   "replay --capacity past what any device holds is refused", p and p.stderr)
 
 # What valid hostile inputs read as: the recorder's thread numbers, Python's last value for
 # a key given twice, a label that says what the input was.

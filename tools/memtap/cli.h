@@ -67,6 +67,9 @@ struct hf_config {
 };
 int hf_config_parse(const char *path, const char *text, size_t len, struct mt_plan_config *c, struct hf_config *out);
 void die(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
+/* Exits with one line unless path is a regular file: for a file another library opens by
+ * its path (Lua's loadfile), where a FIFO would wait for a writer (reader/file.h). */
+void need_regular_file(const char *path);
 /* The progress bar of long analyses (progress.c): start before reading, clear it before a
  * note on stderr, end it before printing results. */
 void progress_start(void);

@@ -43,6 +43,7 @@ int cmd_lua(int argc, char **argv)
 			script_args = i;
 			break;
 		}
+	need_regular_file(argv[1]);
 	if (!(L = luaL_newstate()))
 		die(1, "out of memory");
 	luaL_openlibs(L);

@@ -6,8 +6,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
+#include "reader/file.h"
 
 /* The commands: the usage below, `memtap --complete` (the shell completions) and the
  * manual pages' names (tools/mkman.py) all come from this table and the commands' own
@@ -152,6 +154,16 @@ void die(int status, const char *fmt, ...)
 	va_end(ap);
 	fputc('\n', stderr);
 	exit(status);
+}
+
+void need_regular_file(const char *path)
+{
+	char why[4400];
+	int fd;
+
+	if (mt_file_open(path, &fd, NULL, why, sizeof why))
+		die(EXIT_USAGE, "%s", why);
+	close(fd);
 }
 
 int main(int argc, char **argv)

@@ -14,6 +14,7 @@
 #include "analyze/report.h"
 #include "cli.h"
 #include "core/units.h"
+#include "reader/file.h"
 
 static const char plan_usage[] =
     "usage: memtap plan [--model config.json|DIR] [MODEL] [SETUP] [--deepspeed FILE] [--gpu-mem SIZE|GPU] [--json]\n"
@@ -113,24 +114,14 @@ struct plan_args {
 	const char *trace;
 };
 
-/* A whole file, or exit with why not */
+/* A whole config file, or exit with why not */
 static char *slurp(const char *path, size_t *len)
 {
-	FILE *f = fopen(path, "rb");
-	char *text = NULL;
-	size_t cap = 0, n;
+	char *text, why[4400];
+	int r = mt_file_read_config(path, &text, len, why, sizeof why);
 
-	*len = 0;
-	if (!f)
-		die(EXIT_USAGE, "cannot read %s: %s", path, strerror(errno));
-	do {
-		if (*len == cap && !(text = realloc(text, cap = cap ? 2 * cap : 65536)))
-			die(1, "out of memory reading %s", path);
-		*len += n = fread(text + *len, 1, cap - *len, f);
-	} while (n);
-	if (ferror(f))
-		die(EXIT_USAGE, "cannot read %s: %s", path, strerror(errno));
-	fclose(f);
+	if (r)
+		die(r == ENOMEM ? 1 : EXIT_USAGE, "%s", why);
 	return text;
 }
 

@@ -53,11 +53,12 @@ const char replay_usage[] =
     "  memtap      native's layout; a new segment past the peak first frees unused cached ones\n"
     "  memtap-vmm  native's layout, physical pages (2 MiB) mapped only under blocks handed\n"
     "              out, free ones moved where needed (VMM stitching); never reserves more\n"
-    "              than native with the same settings (under --capacity: until native\n"
-    "              first runs out)\n"
+    "              than native with the same settings (until native first runs out of\n"
+    "              the device)\n"
     "  bump        no caching: every request its own device allocation (the lower bound)\n"
     "Default: all four. Per policy: peak reserved, allocated and requested, their ratio,\n"
-    "allocations that fail (after the cache is released) at --capacity, the\n"
+    "allocations that fail (after the cache is released) at --capacity (at most 1 TiB;\n"
+    "without it the device holds 1 TiB, more than any GPU, and a request past it fails), the\n"
     "smallest capacity that serves the whole sequence (--find-min-capacity, to 2 MiB) and the\n"
     "engine's time per operation (an input under a million operations timed on a second run,\n"
     "the first warming the process). A PyTorch snapshot's own segments at the end are shown\n"
@@ -79,9 +80,12 @@ static void print_text(const char *path, int device, const struct mt_sim_input *
 {
 	char a[32], b[32], c[32], d[32], cap[32], times[32] = "once";
 	size_t frees = 0;
+	bool ooms = capacity != 0; /* the column: at a capacity given, else where some allocation failed */
 
 	for (size_t i = 0; i < in->nops; i++)
 		frees += in->ops[i].free;
+	for (size_t i = 0; i < nrows; i++)
+		ooms |= rows[i].r.ooms != 0;
 	printf("%s, device %d: %zu allocations and %zu frees (%s)\n", path, device, in->nops - frees - in->releases,
 	       frees, in->blocks ? "a caching allocator's blocks" : "device allocations");
 	if (in->releases > 1)
@@ -92,10 +96,9 @@ static void print_text(const char *path, int device, const struct mt_sim_input *
 		       times);
 	if (job[0])
 		printf("native, memtap and memtap-vmm run with the job's own allocator settings: %s\n", job);
-	if (capacity)
-		mt_format_size(capacity, cap, sizeof cap);
+	mt_format_size(capacity ? capacity : MT_CACHE_DEVICE_MAX, cap, sizeof cap);
 	printf("%-11s %14s %14s %14s %10s", "policy", "peak reserved", "peak allocated", "peak requested", "res/alloc");
-	if (capacity)
+	if (ooms)
 		printf(" %14s", "OOMs");
 	if (find_min)
 		printf(" %14s", "min capacity");
@@ -108,7 +111,7 @@ static void print_text(const char *path, int device, const struct mt_sim_input *
 		mt_format_size(rows[i].r.peak_requested, c, sizeof c);
 		printf("%-11s %14s %14s %14s %10.4f", rows[i].policy, a, b, c,
 		       rows[i].r.peak_allocated ? (double)s->peak_reserved / (double)rows[i].r.peak_allocated : 0);
-		if (capacity)
+		if (ooms)
 			printf(" %14llu", (unsigned long long)rows[i].r.ooms);
 		if (find_min)
 			mt_format_size(rows[i].min_capacity, d, sizeof d), printf(" %14s", d);
@@ -116,6 +119,9 @@ static void print_text(const char *path, int device, const struct mt_sim_input *
 	}
 	if (capacity)
 		printf("OOMs: allocations that fail on a %s device after the policy released its cache\n", cap);
+	else if (ooms)
+		printf("OOMs: allocations that fail on a device of %s, more than any holds (no --capacity given)\n",
+		       cap);
 	for (size_t i = 0; i < nrows && in->final_segments; i++)
 		if (strcmp(rows[i].policy, "native") == 0) {
 			mt_format_size(in->final_segments, a, sizeof a);
@@ -172,7 +178,7 @@ int cmd_replay(int argc, char **argv)
 	size_t nrows = 0;
 	struct mt_trace t;
 	struct mt_sim_input in;
-	char *end, *list, job[128];
+	char *end, *list, job[128], max[32];
 
 	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
 		switch (c) {
@@ -185,6 +191,9 @@ int cmd_replay(int argc, char **argv)
 		case 'C':
 			if (mt_parse_size(optarg, &capacity) || !capacity)
 				die(EXIT_USAGE, "--capacity: '%s' is not a size (e.g. 80GiB)", optarg);
+			if (capacity > MT_CACHE_DEVICE_MAX)
+				die(EXIT_USAGE, "--capacity: %s is more than any device holds (%s)", optarg,
+				    mt_format_size(MT_CACHE_DEVICE_MAX, max, sizeof max));
 			break;
 		case 'f':
 			find_min = true;

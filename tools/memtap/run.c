@@ -143,9 +143,10 @@ static void find_policy(const char *name, char *out, size_t len)
 /* A policy that does not compile stops the run before the job starts: file, line, what. */
 static void check_policy(const char *path)
 {
-	lua_State *L = luaL_newstate();
+	lua_State *L;
 
-	if (!L)
+	need_regular_file(path);
+	if (!(L = luaL_newstate()))
 		die(1, "out of memory");
 	if (luaL_loadfilex(L, path, "t") != LUA_OK) {
 		char msg[1024];
