@@ -26,6 +26,7 @@ enum mt_hook_kind {
 extern const char *const mt_on_names[MT_ON_KINDS];
 
 #define MT_DEVICE_WORDS (MT_MAX_DEVICES / 64)
+#define MT_POL_MAX_BYTES 4e18 /* the most bytes a script may name: below 2^63, a uint64_t however converted */
 
 struct mt_handler {
 	enum mt_hook_kind kind;
@@ -138,5 +139,7 @@ int mt_pol_open_module(lua_State *L); /* the memtap module in a job */
 void mt_pol_push_event(lua_State *L, const struct mt_pol_event *ev);
 /* A level argument: a fraction of a device (0.9, "90%") or bytes (32e9, "30GiB"). */
 double mt_pol_level(lua_State *L, int i);
+/* A device argument: nil (or -1) for none given, -1; else a device number; raises. */
+int mt_pol_device(lua_State *L, int i);
 
 #endif
