@@ -790,6 +790,8 @@ int mt_pol_open_module(lua_State *L)
 	luaL_newmetatable(L, EVENT_META);
 	lua_pushcfunction(L, lazy_stack);
 	lua_setfield(L, -2, "__index");
+	lua_pushliteral(L, EVENT_META); /* out of a script's reach: a __gc there would finalize every event */
+	lua_setfield(L, -2, "__metatable");
 	lua_pop(L, 1);
 	luaL_newlib(L, fns);
 	set_str(L, "dir", mt_pol.host->dir);

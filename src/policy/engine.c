@@ -41,6 +41,7 @@
 #define CALL_SHARE 4	       /* one call may run a quarter of the deadline */
 #define SAY_BURST 20	       /* lines said at once; then one a second */
 #define MAX_BLOCK (4u << 20)   /* the largest string or table part a script may make */
+#define TRACEBACK_LEVELS 12    /* frames an error's traceback shows */
 #define MAX_SECONDS 1e9	       /* the longest period or interval a handler may ask for */
 #define MAX_FACTOR 1e9	       /* the largest growth on_peak may ask for */
 
@@ -184,7 +185,8 @@ const char *mt_pol_string(uint32_t id)
 static void count_hook(lua_State *L, lua_Debug *ar);
 
 /* Once a call is over its budget or time, or policies are off, every instruction fails,
- * in whichever coroutine runs: a pcall in the script catches one error, not the next. */
+ * in whichever coroutine runs: a pcall in the script catches one error, not the next, and
+ * the main thread's next instruction fails when a coroutine's error comes back to it. */
 static void check(lua_State *L)
 {
 	if (!stopped_by) {
@@ -199,6 +201,7 @@ static void check(lua_State *L)
 	}
 	mt_pol.budget_left = 0;
 	lua_sethook(L, count_hook, LUA_MASKCOUNT, 1);
+	lua_sethook(mt_pol.L, count_hook, LUA_MASKCOUNT, 1);
 	luaL_error(L, "%s", stopped_by);
 }
 
@@ -221,11 +224,40 @@ void mt_pol_charge(lua_State *L, double instructions)
 	check(L);
 }
 
+/* The message handler of every call. It runs where the error was raised, with hooks off
+ * when the error is a budget's from the count hook, so its work must not grow with what a
+ * script made: luaL_traceback's layout, but a function is named from the calling code
+ * only (luaL_traceback looks for a global name in every loaded module's table). */
 static int traceback(lua_State *L)
 {
-	const char *msg = lua_type(L, 1) == LUA_TSTRING ? lua_tostring(L, 1) : NULL;
+	luaL_Buffer b;
+	lua_Debug ar;
+	int level = 1;
 
-	luaL_traceback(L, L, msg ? msg : "an error that is not a string", 1);
+	luaL_buffinit(L, &b);
+	luaL_addstring(&b, lua_type(L, 1) == LUA_TSTRING ? lua_tostring(L, 1) : "an error that is not a string");
+	luaL_addstring(&b, "\nstack traceback:");
+	for (; lua_getstack(L, level, &ar) && level <= TRACEBACK_LEVELS; level++) {
+		char line[LUA_IDSIZE + 160], name[128];
+
+		lua_getinfo(L, "Sln", &ar);
+		if (*ar.namewhat)
+			snprintf(name, sizeof name, "%s '%s'", ar.namewhat, ar.name);
+		else if (*ar.what == 'm')
+			snprintf(name, sizeof name, "main chunk");
+		else if (*ar.what != 'C')
+			snprintf(name, sizeof name, "function <%s:%d>", ar.short_src, ar.linedefined);
+		else
+			snprintf(name, sizeof name, "?");
+		if (ar.currentline > 0)
+			snprintf(line, sizeof line, "\n\t%s:%d: in %s", ar.short_src, ar.currentline, name);
+		else
+			snprintf(line, sizeof line, "\n\t%s: in %s", ar.short_src, name);
+		luaL_addstring(&b, line);
+	}
+	if (lua_getstack(L, level, &ar))
+		luaL_addstring(&b, "\n\t...");
+	luaL_pushresult(&b);
 	return 1;
 }
 
