@@ -32,18 +32,19 @@
 #include "core/array.h"
 #include "core/units.h"
 
-#define HOOK_STEP 1000	       /* instructions between budget checks */
-#define POLICY_NICE 10	       /* the policy thread's nice value */
-#define QUEUE_MAX (1u << 20)   /* events waiting for the policy thread */
-#define MAX_ERRORS 3	       /* a handler that fails this often is switched off */
-#define LOAD_BUDGET_FACTOR 100 /* a policy file's top level may run this many budgets */
-#define MAX_HANDLERS 256       /* handlers all policy files may register together */
-#define CALL_SHARE 4	       /* one call may run a quarter of the deadline */
-#define SAY_BURST 20	       /* lines said at once; then one a second */
-#define MAX_BLOCK (4u << 20)   /* the largest string or table part a script may make */
-#define TRACEBACK_LEVELS 12    /* frames an error's traceback shows */
-#define MAX_SECONDS 1e9	       /* the longest period or interval a handler may ask for */
-#define MAX_FACTOR 1e9	       /* the largest growth on_peak may ask for */
+#define HOOK_STEP 1000		/* instructions between budget checks */
+#define POLICY_NICE 10		/* the policy thread's nice value */
+#define POLICY_STACK (4u << 20) /* its stack: Lua's 200 nested C calls take under 400 KiB here */
+#define QUEUE_MAX (1u << 20)	/* events waiting for the policy thread */
+#define MAX_ERRORS 3		/* a handler that fails this often is switched off */
+#define LOAD_BUDGET_FACTOR 100	/* a policy file's top level may run this many budgets */
+#define MAX_HANDLERS 256	/* handlers all policy files may register together */
+#define CALL_SHARE 4		/* one call may run a quarter of the deadline */
+#define SAY_BURST 20		/* lines said at once; then one a second */
+#define MAX_BLOCK (4u << 20)	/* the largest string or table part a script may make */
+#define TRACEBACK_LEVELS 12	/* frames an error's traceback shows */
+#define MAX_SECONDS 1e9		/* the longest period or interval a handler may ask for */
+#define MAX_FACTOR 1e9		/* the largest growth on_peak may ask for */
 
 const char *const mt_on_names[MT_ON_KINDS] = {"on_oom",	 "on_threshold", "on_peak", "on_phase",	  "on_iteration",
 					      "on_leak", "on_exit",	 "every",   "on_peer_oom"};
@@ -960,6 +961,7 @@ static void init_conditions(void)
 __attribute__((visibility("default"))) int memtap_policy_start(const struct mt_policy_host *host,
 							       const struct mt_policy_engine **out)
 {
+	pthread_attr_t attr;
 	uint64_t until;
 	sigset_t all, old;
 	int r;
@@ -971,7 +973,10 @@ __attribute__((visibility("default"))) int memtap_policy_start(const struct mt_p
 	init_conditions();
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
-	r = pthread_create(&q.thread, NULL, policy_main, NULL);
+	pthread_attr_init(&attr);
+	pthread_attr_setstacksize(&attr, POLICY_STACK); /* not the job's ulimit -s, which threads take by default */
+	r = pthread_create(&q.thread, &attr, policy_main, NULL);
+	pthread_attr_destroy(&attr);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (r) {
 		mt_pol_say("cannot start the policy thread: %s; policies are off", strerror(r));

@@ -3,11 +3,13 @@ must leave the job's exit status and output (its CUDA results) as they are witho
 memtap, every event recorded, and memtap's messages few and clear. Each file says how in
 its header: `job:` the workload, `options:` memtap options, `env:` variables, `bundled:`
 a bundled policy to run instead of the file, `plant:` what to put in the policy folder
-first (link NAME, dirlink NAME: symbolic links out of it; fifo NAME), `expect:` and
-`expect-not:` text on stderr, `max-lines:` and `max-files:` bounds."""
+first (link NAME, dirlink NAME: symbolic links out of it; fifo NAME), `stack:` the job's
+stack limit in KiB (ulimit -s), `expect:` and `expect-not:` text on stderr, `max-lines:`
+and `max-files:` bounds."""
 import glob
 import json
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -37,7 +39,7 @@ def headers(path):
             h["env"].update(kv.split("=", 1) for kv in value.split())
         elif key in ("plant", "expect", "expect-not"):
             h[key].append(value)
-        elif key in ("job", "bundled", "max-lines", "max-files"):
+        elif key in ("job", "bundled", "max-lines", "max-files", "stack"):
             h[key] = value
     return h
 
@@ -47,16 +49,26 @@ def job(h):
     return [WORKLOAD] + words[1:]
 
 
+def limits(h):
+    """What the job's process starts with: the header's stack limit, if any."""
+    def apply():
+        if "stack" in h:
+            hard = resource.getrlimit(resource.RLIMIT_STACK)[1]
+            resource.setrlimit(resource.RLIMIT_STACK, (int(h["stack"]) << 10, hard))
+    return apply
+
+
 references = {}
 
 
-def reference(cmd):
+def reference(cmd, h):
     """The job alone, and under memtap without a policy: its status, output, allocations."""
-    key = tuple(cmd)
+    key = (tuple(cmd), h.get("stack"))
     if key not in references:
-        alone = subprocess.run(cmd, capture_output=True, text=True, timeout=HANG)
+        alone = subprocess.run(cmd, capture_output=True, text=True, timeout=HANG, preexec_fn=limits(h))
         trace = os.path.join(TMP, "ref%d.trace" % len(references))
-        subprocess.run([MEMTAP, "run", "-q", "-o", trace, "--"] + cmd, capture_output=True, timeout=HANG)
+        subprocess.run([MEMTAP, "run", "-q", "-o", trace, "--"] + cmd, capture_output=True, timeout=HANG,
+                       preexec_fn=limits(h))
         references[key] = (alone.returncode, alone.stdout, events(trace))
     return references[key]
 
@@ -84,7 +96,7 @@ for path in sorted(glob.glob(os.path.join(S, "tests/hostile/policies/*.lua"))):
     name = os.path.basename(path)
     h = headers(path)
     cmd = job(h)
-    status, stdout, counts = reference(cmd)
+    status, stdout, counts = reference(cmd, h)
     folder = os.path.join(TMP, name[:-4])
     os.mkdir(folder)
     for what in h["plant"]:
@@ -94,7 +106,7 @@ for path in sorted(glob.glob(os.path.join(S, "tests/hostile/policies/*.lua"))):
     for o in h["options"]:
         args += ["-O", o]
     p = subprocess.Popen(args + ["--"] + cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         env=dict(os.environ, **h["env"]), start_new_session=True)
+                         env=dict(os.environ, **h["env"]), start_new_session=True, preexec_fn=limits(h))
     try:
         p.stdout, p.stderr = p.communicate(timeout=HANG)
     except subprocess.TimeoutExpired:
