@@ -1,8 +1,7 @@
 /* What a policy can do inside the job (the `memtap` module's actions) and the tables its
  * handlers are given. Files are written only under the policy directory: a path with a
- * ".." component, or an absolute one outside it, is refused, and the file is reached
- * from the directory's descriptor without following a symbolic link anywhere on the way,
- * and only if it is a regular file. Each action charges its work to the call's budget.
+ * ".." component, or an absolute one outside it, is refused, and files.c opens the rest.
+ * Each action charges its work to the call's budget.
  * A stack is symbolized with dladdr when a script first reads `ev.stack`, not before. */
 #include <dlfcn.h>
 #include <errno.h>
@@ -21,9 +20,8 @@
 #include "core/units.h"
 
 #define EVENT_META "memtap.event"
-#define FILE_COST 10000	 /* instructions an action that opens and writes a file is charged */
-#define LINE_COST 1000	 /* a line said, a mark recorded */
-#define NOT_REGULAR (-1) /* open_under: the path names something other than a regular file */
+#define FILE_COST 10000 /* instructions an action that opens and writes a file is charged */
+#define LINE_COST 1000	/* a line said, a mark recorded */
 
 static void set_int(lua_State *L, const char *k, uint64_t v)
 {
@@ -207,63 +205,10 @@ static const char *path_arg(lua_State *L, int i, const char *dflt, char *rel, si
 	return rel;
 }
 
-/* Opens `rel` under the policy directory, one component at a time from the directory's
- * descriptor with O_NOFOLLOW, so no symbolic link is followed on the way; then only a
- * regular file is kept (a FIFO could block, a device reach elsewhere). A descriptor, or
- * -errno, or NOT_REGULAR. */
-static int open_under(const char *rel, int flags, mode_t mode)
-{
-	int fd = open(mt_pol.host->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), next, err;
-	const char *p = rel, *slash;
-	char part[1024];
-	struct stat st;
-
-	while (fd >= 0 && (slash = strchr(p, '/'))) {
-		size_t n = (size_t)(slash - p);
-		if (n >= sizeof part) {
-			close(fd);
-			return -ENAMETOOLONG;
-		}
-		memcpy(part, p, n);
-		part[n] = '\0';
-		p = slash + 1;
-		if (!n || strcmp(part, ".") == 0)
-			continue;
-		next = openat(fd, part, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		err = errno;
-		close(fd);
-		fd = next;
-		errno = err;
-	}
-	if (fd < 0)
-		return -errno;
-	if (fstatat(fd, p, &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISREG(st.st_mode)) {
-		close(fd);
-		return S_ISLNK(st.st_mode) ? -ELOOP : NOT_REGULAR;
-	}
-	next = openat(fd, p, flags | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, mode);
-	err = errno;
-	close(fd);
-	if (next < 0)
-		return -err;
-	if (fstat(next, &st) != 0 || !S_ISREG(st.st_mode)) {
-		close(next);
-		return NOT_REGULAR;
-	}
-	return next;
-}
-
 static int fail(lua_State *L, const char *what, int err)
 {
 	lua_pushnil(L);
-	if (err == NOT_REGULAR)
-		lua_pushfstring(L, "%s/%s: not a regular file; policies write only regular files", mt_pol.host->dir,
-				what);
-	else if (err == -ELOOP || err == -ENOTDIR)
-		lua_pushfstring(L, "%s/%s: a symbolic link on the way (not followed) or not a folder", mt_pol.host->dir,
-				what);
-	else
-		lua_pushfstring(L, "%s/%s: %s", mt_pol.host->dir, what, strerror(err < 0 ? -err : err));
+	lua_pushfstring(L, "%s/%s: %s", mt_pol.host->dir, what, mt_pol_why(err));
 	return 2;
 }
 
@@ -277,7 +222,7 @@ static int snapshot(lua_State *L)
 
 	mt_pol_charge(L, FILE_COST);
 	path_arg(L, 1, "memtap-%p-snapshot-%n.trace", rel, sizeof rel);
-	if ((fd = open_under(rel, O_WRONLY | O_CREAT | O_EXCL, 0600)) < 0)
+	if ((fd = mt_pol_open_in(mt_pol.host->dir, rel, O_WRONLY | O_CREAT | O_EXCL, 0600, false)) < 0)
 		return fail(L, rel, fd);
 	snprintf(path, sizeof path, "%s/%s", mt_pol.host->dir, rel);
 	r = mt_pol.host->snapshot(fd, path);
@@ -305,7 +250,7 @@ static int snapshot_all(lua_State *L)
 	}
 	if (r) {
 		lua_pushnil(L);
-		lua_pushfstring(L, "%s: %s", path, strerror(r));
+		lua_pushfstring(L, "%s: %s", path, mt_pol_why(r));
 		return 2;
 	}
 	lua_pushstring(L, path);
@@ -569,7 +514,7 @@ static int append(lua_State *L)
 	path_arg(L, 1, NULL, rel, sizeof rel);
 	text = luaL_checklstring(L, 2, &len);
 	mt_pol_charge(L, FILE_COST + (double)len / 16);
-	if ((fd = open_under(rel, O_WRONLY | O_APPEND | O_CREAT, 0644)) < 0)
+	if ((fd = mt_pol_open_in(mt_pol.host->dir, rel, O_WRONLY | O_APPEND | O_CREAT, 0644, false)) < 0)
 		return fail(L, rel, fd);
 	while (done < len) {
 		ssize_t w = write(fd, text + done, len - done);

@@ -1,12 +1,14 @@
 /* Inside libmemtap-policy.so: the Lua state and its handlers (engine.c), what a script
  * may reach and what its calls into C cost (sandbox.c), the live view of memory that
- * decides when handlers fire (watch.c), and what scripts can do (actions.c). Lua and the
+ * decides when handlers fire (watch.c), what scripts can do (actions.c) and where they
+ * may write (files.c). Lua and the
  * live view belong to the policy thread alone: the job's threads hand it requests. */
 #ifndef MT_ENGINE_H
 #define MT_ENGINE_H
 
 #include <lua.h>
 #include <pthread.h>
+#include <sys/types.h>
 
 #include "core/replay.h"
 #include "policy/policy.h"
@@ -131,8 +133,17 @@ uint64_t mt_job_next_poll(void); /* when the thread must poll next (monotonic ns
 /* This rank's on_oom handlers begin (tell the others) or end. */
 void mt_job_oom(bool begin);
 /* Asks every rank for a snapshot (snapshots/ID/rank-R.trace) and takes this rank's;
- * 0 or an errno (ENOTCONN: no run directory). */
+ * 0, ENOTCONN (no run directory) or a code for mt_pol_why. */
 int mt_job_snapshot_all(char *id, size_t idlen, char *path, size_t len);
+
+/* files.c: where policies write */
+#define MT_POL_NOT_REGULAR (-1000) /* the path names something other than a regular file */
+#define MT_POL_LINKED (-1001)	   /* a regular file with another name */
+/* Opens `rel` under `dir` (making its folders when asked) if it is a regular file with
+ * one name, reached without following a symbolic link: a descriptor, or -errno, or one
+ * of the codes above. */
+int mt_pol_open_in(const char *dir, const char *rel, int flags, mode_t mode, bool make_folders);
+const char *mt_pol_why(int code); /* a code above, -errno or errno, in words */
 
 /* actions.c */
 int mt_pol_open_module(lua_State *L); /* the memtap module in a job */
