@@ -217,19 +217,14 @@ static int fail(lua_State *L, const char *what, int err)
 static int snapshot(lua_State *L)
 {
 	char rel[2048], path[4200];
-	struct stat st;
-	int fd, r;
+	uint64_t bytes;
+	int r;
 
 	mt_pol_charge(L, FILE_COST);
 	path_arg(L, 1, "memtap-%p-snapshot-%n.trace", rel, sizeof rel);
-	if ((fd = mt_pol_open_in(mt_pol.host->dir, rel, O_WRONLY | O_CREAT | O_EXCL, 0600, false)) < 0)
-		return fail(L, rel, fd);
 	snprintf(path, sizeof path, "%s/%s", mt_pol.host->dir, rel);
-	r = mt_pol.host->snapshot(fd, path);
-	if (!r && fstat(fd, &st) == 0) /* the copy's bytes, seen by the next budget check: the path is returned */
-		mt_pol.budget_left -= st.st_size / 16;
-	if (close(fd) != 0 && !r)
-		r = errno;
+	r = mt_pol_snapshot_in(mt_pol.host->dir, rel, path, 0600, false, &bytes);
+	mt_pol.budget_left -= (int64_t)(bytes / 16); /* the copy, seen by the next budget check: the path is returned */
 	if (r)
 		return fail(L, rel, r);
 	lua_pushstring(L, path);
@@ -419,6 +414,7 @@ static int stats(lua_State *L)
 	set_memory(L, d, 0, 0);
 	set_int(L, "iteration", mt_pol.iteration);
 	set_int(L, "policy_memory", mt_heap_used());
+	set_int(L, "policy_output", mt_pol_output_written());
 	lua_pushboolean(L, mt_pol.dropped == 0);
 	lua_setfield(L, -2, "complete");
 	return 1;
@@ -509,24 +505,27 @@ static int append(lua_State *L)
 	char rel[2048];
 	size_t len, done = 0;
 	const char *text;
-	int fd;
+	int fd, err;
 
 	path_arg(L, 1, NULL, rel, sizeof rel);
 	text = luaL_checklstring(L, 2, &len);
 	mt_pol_charge(L, FILE_COST + (double)len / 16);
+	if ((err = mt_pol_output_fits(len)))
+		return fail(L, rel, err);
 	if ((fd = mt_pol_open_in(mt_pol.host->dir, rel, O_WRONLY | O_APPEND | O_CREAT, 0644, false)) < 0)
 		return fail(L, rel, fd);
-	while (done < len) {
+	while (done < len && !err) {
 		ssize_t w = write(fd, text + done, len - done);
-		if (w <= 0) {
-			int err = w < 0 ? errno : ENOSPC;
-			close(fd);
-			return fail(L, rel, err);
-		}
-		done += (size_t)w;
+		if (w <= 0)
+			err = w < 0 ? errno : ENOSPC;
+		else
+			done += (size_t)w;
 	}
-	if (close(fd) != 0)
-		return fail(L, rel, errno);
+	mt_pol_output_wrote(done);
+	if (close(fd) != 0 && !err)
+		err = errno;
+	if (err)
+		return fail(L, rel, err);
 	lua_pushboolean(L, 1);
 	return 1;
 }

@@ -789,6 +789,7 @@ static void run_exit(void)
 		if (mt_pol.h[i].kind == MT_ON_EXIT)
 			mt_pol_fire(&mt_pol.h[i], &ev, NULL);
 	mt_job_stop();
+	mt_pol_output_said();
 	pthread_mutex_lock(&said.lock);
 	say_held_back();
 	pthread_mutex_unlock(&said.lock);

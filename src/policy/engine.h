@@ -139,11 +139,23 @@ int mt_job_snapshot_all(char *id, size_t idlen, char *path, size_t len);
 /* files.c: where policies write */
 #define MT_POL_NOT_REGULAR (-1000) /* the path names something other than a regular file */
 #define MT_POL_LINKED (-1001)	   /* a regular file with another name */
+#define MT_POL_OVER_QUOTA (-1002)  /* past policy_output */
 /* Opens `rel` under `dir` (making its folders when asked) if it is a regular file with
  * one name, reached without following a symbolic link: a descriptor, or -errno, or one
  * of the codes above. */
 int mt_pol_open_in(const char *dir, const char *rel, int flags, mode_t mode, bool make_folders);
-const char *mt_pol_why(int code); /* a code above, -errno or errno, in words */
+void mt_pol_remove_in(const char *dir, const char *rel); /* found as mt_pol_open_in finds it */
+const char *mt_pol_why(int code);			 /* a code above, -errno or errno, in words */
+/* Whether `bytes` more fit policy_output: 0, or MT_POL_OVER_QUOTA (counted as refused). */
+int mt_pol_output_fits(uint64_t bytes);
+void mt_pol_output_wrote(uint64_t bytes);
+/* The trace so far (the host's snapshot) into a new file `rel` under `dir`, `path` in the
+ * trace; counted against policy_output, and removed when it does not fit or fails. 0 or
+ * a code for mt_pol_why; `bytes` its size. */
+int mt_pol_snapshot_in(const char *dir, const char *rel, const char *path, mode_t mode, bool make_folders,
+		       uint64_t *bytes);
+uint64_t mt_pol_output_written(void);
+void mt_pol_output_said(void); /* at exit: what was written and refused, if any was refused */
 
 /* actions.c */
 int mt_pol_open_module(lua_State *L); /* the memtap module in a job */

@@ -3,7 +3,9 @@
  * folder's descriptor one component at a time without following a symbolic link, and is
  * written only when it is a regular file with one name: a FIFO could block, a device or
  * a symbolic link reach elsewhere, and a second name (a hard link planted in the folder)
- * could be a file outside it. Nothing a policy writes lands outside its folder. */
+ * could be a file outside it. Nothing a policy writes lands outside its folder, and
+ * what policies write in all is counted against a quota (policy_output): a write past it
+ * is refused, counted, and said once at once and once at exit. */
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
@@ -11,6 +13,7 @@
 #include <unistd.h>
 
 #include "policy/engine.h"
+#include "core/units.h"
 
 /* A file's problem, or 0 when policies may write it. */
 static int unfit(const struct stat *st)
@@ -22,12 +25,14 @@ static int unfit(const struct stat *st)
 	return st->st_nlink > 1 ? MT_POL_LINKED : 0;
 }
 
-int mt_pol_open_in(const char *dir, const char *rel, int flags, mode_t mode, bool make_folders)
+/* The folder that holds `rel`'s last component, reached from `dir` one component at a
+ * time without following a symbolic link: its descriptor (the last component in `*last`),
+ * or -errno. */
+static int walk(const char *dir, const char *rel, bool make_folders, const char **last)
 {
 	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), next, err;
 	const char *p = rel, *slash;
 	char part[1024];
-	struct stat st;
 
 	while (fd >= 0 && (slash = strchr(p, '/'))) {
 		size_t n = (size_t)(slash - p);
@@ -48,23 +53,110 @@ int mt_pol_open_in(const char *dir, const char *rel, int flags, mode_t mode, boo
 		fd = next;
 		errno = err;
 	}
+	*last = p;
+	return fd < 0 ? -errno : fd;
+}
+
+int mt_pol_open_in(const char *dir, const char *rel, int flags, mode_t mode, bool make_folders)
+{
+	const char *name;
+	int fd = walk(dir, rel, make_folders, &name), file, err;
+	struct stat st;
+
 	if (fd < 0)
-		return -errno;
+		return fd;
 	/* looked at before it is opened (a FIFO's open could block), and again after */
-	if (fstatat(fd, p, &st, AT_SYMLINK_NOFOLLOW) == 0 && (err = unfit(&st))) {
+	if (fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && (err = unfit(&st))) {
 		close(fd);
 		return err;
 	}
-	next = openat(fd, p, flags | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, mode);
+	file = openat(fd, name, flags | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, mode);
 	err = errno;
 	close(fd);
-	if (next < 0)
+	if (file < 0)
 		return -err;
-	if (fstat(next, &st) != 0 || (err = unfit(&st))) {
-		close(next);
+	if (fstat(file, &st) != 0 || (err = unfit(&st))) {
+		close(file);
 		return err ? err : MT_POL_NOT_REGULAR;
 	}
-	return next;
+	return file;
+}
+
+void mt_pol_remove_in(const char *dir, const char *rel)
+{
+	const char *name;
+	int fd = walk(dir, rel, false, &name);
+
+	if (fd >= 0) {
+		unlinkat(fd, name, 0);
+		close(fd);
+	}
+}
+
+/* ---- the output quota (policy_output), on the policy thread ---- */
+
+static struct {
+	uint64_t written, refused, refused_bytes;
+} out;
+
+int mt_pol_snapshot_in(const char *dir, const char *rel, const char *path, mode_t mode, bool make_folders,
+		       uint64_t *bytes)
+{
+	struct stat st;
+	int fd, r;
+
+	*bytes = 0;
+	if ((r = mt_pol_output_fits(1)))
+		return r;
+	if ((fd = mt_pol_open_in(dir, rel, O_WRONLY | O_CREAT | O_EXCL, mode, make_folders)) < 0)
+		return fd;
+	r = mt_pol.host->snapshot(fd, path);
+	if (!r && fstat(fd, &st) != 0)
+		r = errno;
+	if (close(fd) != 0 && !r)
+		r = errno;
+	/* its size is known once it is written: one that does not fit goes again */
+	if (!r && !(r = mt_pol_output_fits((uint64_t)st.st_size))) {
+		*bytes = (uint64_t)st.st_size;
+		mt_pol_output_wrote(*bytes);
+		return 0;
+	}
+	mt_pol_remove_in(dir, rel);
+	return r;
+}
+
+int mt_pol_output_fits(uint64_t bytes)
+{
+	uint64_t quota = mt_pol.host->output;
+	char q[32];
+
+	if (!quota || (bytes <= quota && out.written <= quota - bytes))
+		return 0;
+	if (!out.refused++)
+		mt_pol_say("policies reached policy_output=%s: what they write from now on is refused",
+			   mt_format_size(quota, q, sizeof q));
+	out.refused_bytes += bytes;
+	return MT_POL_OVER_QUOTA;
+}
+
+void mt_pol_output_wrote(uint64_t bytes)
+{
+	out.written += bytes;
+}
+
+uint64_t mt_pol_output_written(void)
+{
+	return out.written;
+}
+
+void mt_pol_output_said(void)
+{
+	char w[32], r[32];
+
+	if (out.refused)
+		mt_pol_say("policies wrote %s into files; %llu writes (%s) refused past policy_output",
+			   mt_format_size(out.written, w, sizeof w), (unsigned long long)out.refused,
+			   mt_format_size(out.refused_bytes, r, sizeof r));
 }
 
 const char *mt_pol_why(int code)
@@ -74,6 +166,8 @@ const char *mt_pol_why(int code)
 		return "not a regular file; policies write only regular files";
 	case MT_POL_LINKED:
 		return "a hard link (the file has another name, maybe outside the folder): not written";
+	case MT_POL_OVER_QUOTA:
+		return "over the quota of what policies may write (policy_output)";
 	case -ELOOP:
 	case -ENOTDIR:
 		return "a symbolic link on the way (not followed) or not a folder";

@@ -146,18 +146,14 @@ static bool is_id(const char *id)
 static int take(const char *id, char *path, size_t len)
 {
 	char rel[128]; /* the path in the run directory: a short line however deep the directory */
-	int fd, r;
+	uint64_t bytes;
+	int r;
 
 	snprintf(rel, sizeof rel, "snapshots/%s/rank-%d.trace", id, job.rank);
 	snprintf(path, len, "%s/%s", mt_pol.host->run_dir, rel);
 	if (!is_id(id))
 		return -EINVAL;
-	if ((fd = mt_pol_open_in(mt_pol.host->run_dir, rel, O_WRONLY | O_CREAT | O_EXCL, 0644, true)) < 0)
-		return fd;
-	r = mt_pol.host->snapshot(fd, path);
-	if (close(fd) != 0 && !r)
-		r = errno;
-	if (!r)
+	if (!(r = mt_pol_snapshot_in(mt_pol.host->run_dir, rel, path, 0644, true, &bytes)))
 		append("took", id, rel);
 	return r;
 }

@@ -14,7 +14,7 @@
 #include "cache/cache.h"
 #include "core/format.h"
 
-#define MT_POLICY_ABI 5
+#define MT_POLICY_ABI 6
 
 struct mt_policy_host {
 	int abi;
@@ -24,6 +24,7 @@ struct mt_policy_host {
 	uint64_t budget;      /* Lua instructions per handler call */
 	uint64_t memory;      /* bytes the Lua state and the engine's tables may hold */
 	uint64_t deadline_ns; /* the longest a job's thread waits for the policy thread */
+	uint64_t output;      /* bytes scripts may write into files, in all; 0: no limit */
 	bool quiet;
 	uint64_t start_ns; /* the process's start on the monotonic clock */
 	/* the whole job: the run directory the ranks coordinate through (NULL: none), this

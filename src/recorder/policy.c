@@ -214,6 +214,7 @@ void mtp_policy_load(void)
 	host.budget = mtp_opt.policy_budget;
 	host.memory = mtp_opt.policy_memory;
 	host.deadline_ns = mtp_opt.policy_deadline_ms * 1000000ull;
+	host.output = mtp_opt.policy_output;
 	host.quiet = mtp_opt.quiet;
 	host.start_ns = mtp_start_ns;
 	host.run_dir = mtp_opt.dir[0] ? mtp_opt.dir : NULL;

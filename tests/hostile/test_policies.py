@@ -6,8 +6,9 @@ a bundled policy to run instead of the file (`{folder}` in options is the policy
 `dir={folder}` makes it the job's run directory), `plant:` what to put in the policy
 folder first (link NAME, dirlink NAME: symbolic links out of it; hardlink NAME: a second
 name of an empty file outside it; fifo NAME), `stack:` the job's stack limit in KiB
-(ulimit -s), `expect:` and `expect-not:` text on stderr, `max-lines:` and `max-files:`
-bounds. Nothing may be written outside the folder."""
+(ulimit -s), `expect:` and `expect-not:` text on stderr, `max-lines:`, `max-files:` and
+`max-bytes:` (what the policy wrote: the folder less the job's trace) bounds. Nothing may
+be written outside the folder."""
 import glob
 import json
 import os
@@ -41,7 +42,7 @@ def headers(path):
             h["env"].update(kv.split("=", 1) for kv in value.split())
         elif key in ("plant", "expect", "expect-not"):
             h[key].append(value)
-        elif key in ("job", "bundled", "max-lines", "max-files", "stack"):
+        elif key in ("job", "bundled", "max-lines", "max-files", "max-bytes", "stack"):
             h[key] = value
     return h
 
@@ -144,6 +145,11 @@ for path in sorted(glob.glob(os.path.join(S, "tests/hostile/policies/*.lua"))):
         problems.append("%d lines on stderr" % len(err.splitlines()))
     if len(os.listdir(folder)) > int(h.get("max-files", 10)):
         problems.append("%d files in the policy folder" % len(os.listdir(folder)))
+    if "max-bytes" in h:
+        written = sum(os.lstat(os.path.join(root, n)).st_size for root, _, names in os.walk(folder) for n in names
+                      if os.path.join(root, n) != trace)
+        if written > int(h["max-bytes"]):
+            problems.append("the policy wrote %d bytes" % written)
     outside = written_outside()
     if outside:
         problems.append("wrote outside the policy folder: %s" % outside)

@@ -3,9 +3,10 @@
 -- each returns or raises a Lua error; none crashes the job or leaves a half-registered
 -- handler behind for the iteration boundaries that follow.
 -- job: workload sleep 300
--- options: policy_budget=1G policy_deadline_ms=60000
+-- options: policy_budget=1G policy_deadline_ms=60000 policy_output=64K
 -- max-lines: 100
--- max-files: 700
+-- max-files: 80
+-- max-bytes: 65536
 -- expect: memtap: policy: called every function at the top level and in a handler
 local function noop() end
 local loud = setmetatable({}, {
