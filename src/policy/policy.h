@@ -36,7 +36,8 @@ struct mt_policy_host {
 	/* memtap's own pages, counted against its cap */
 	void *(*map)(size_t bytes);
 	void (*unmap)(void *p, size_t bytes);
-	/* interned strings and stacks (frames: uint64_t return addresses, innermost first) */
+	/* interned strings and stacks (frames: uint64_t return addresses, innermost first);
+	 * NULL for an id the host does not have (a script may have written it) */
 	const void *(*string)(uint32_t id, size_t *len);
 	const void *(*stack)(uint32_t id, size_t *len);
 	void (*say)(const char *line);		   /* one line on stderr unless quiet */

@@ -1,6 +1,7 @@
 -- Every function of the memtap table (as the policy finds it: new ones are called too)
--- with wrong types, nils, huge numbers and tables, at the top level and in a handler:
--- each returns or raises a Lua error; none crashes the job or leaves a half-registered
+-- with wrong types, nils, huge numbers and tables, at the top level and in a handler,
+-- and the tables memtap gives a handler with their fields set to those values: each
+-- returns or raises a Lua error; none crashes the job or leaves a half-registered
 -- handler behind for the iteration boundaries that follow.
 -- job: workload sleep 300
 -- options: policy_budget=1G policy_deadline_ms=60000 policy_output=64K
@@ -57,11 +58,24 @@ local function call_all()
   end
 end
 
+-- the tables memtap gives a handler (an event, memtap.top's), every field set to a value,
+-- then the stack they name read
+local function tables_all(ev)
+  for i = 1, values.n do
+    for _, t in ipairs({ev, memtap.top(1)[1]}) do
+      for k in pairs(t) do t[k] = values[i] end
+      pcall(function() return t.stack end)
+    end
+  end
+end
+
 local done = false
 memtap.every(0.01, function(ev)
   memtap.mark("iteration") -- boundaries, for whatever the calls registered
-  if done then return end
+  if done or not memtap.top(1)[1] then return end -- once the job's allocation is seen
   done = true
+  ev.stack_id = math.maxinteger
+  tables_all(ev)
   call_all()
   local t = os.clock() -- memtap says a line a second once the calls' lines used its first twenty
   while os.clock() < t + 1.2 do end
