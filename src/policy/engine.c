@@ -553,7 +553,7 @@ static int reg_every(lua_State *L)
 	double s = luaL_checknumber(L, 1);
 	struct mt_handler h = {.kind = MT_EVERY, .device = -1};
 
-	luaL_argcheck(L, s >= 0.01 && s <= MAX_SECONDS, 1, "the period is from 0.01 seconds to 10^9");
+	luaL_argcheck(L, s >= 0.01 && s <= MAX_SECONDS, 1, "the period is from 0.01 to 10^9 seconds");
 	h.period_ns = (uint64_t)(s * 1e9);
 	h.next_ns = now_ns() + h.period_ns;
 	add(L, &h, 2, NULL);

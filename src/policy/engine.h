@@ -144,8 +144,7 @@ int mt_job_snapshot_all(char *id, size_t idlen, char *path, size_t len);
  * one name, reached without following a symbolic link: a descriptor, or -errno, or one
  * of the codes above. */
 int mt_pol_open_in(const char *dir, const char *rel, int flags, mode_t mode, bool make_folders);
-void mt_pol_remove_in(const char *dir, const char *rel); /* found as mt_pol_open_in finds it */
-const char *mt_pol_why(int code);			 /* a code above, -errno or errno, in words */
+const char *mt_pol_why(int code); /* a code above, -errno or errno, in words */
 /* Whether `bytes` more fit policy_output: 0, or MT_POL_OVER_QUOTA (counted as refused). */
 int mt_pol_output_fits(uint64_t bytes);
 void mt_pol_output_wrote(uint64_t bytes);

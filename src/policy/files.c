@@ -3,9 +3,9 @@
  * folder's descriptor one component at a time without following a symbolic link, and is
  * written only when it is a regular file with one name: a FIFO could block, a device or
  * a symbolic link reach elsewhere, and a second name (a hard link planted in the folder)
- * could be a file outside it. Nothing a policy writes lands outside its folder, and
- * what policies write in all is counted against a quota (policy_output): a write past it
- * is refused, counted, and said once at once and once at exit. */
+ * could be a file outside it. Nothing a policy writes lands outside its folder. What
+ * policies write in all is counted against a quota (policy_output): a write past it is
+ * refused and counted, said when the quota is first reached and again at exit. */
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
@@ -82,7 +82,7 @@ int mt_pol_open_in(const char *dir, const char *rel, int flags, mode_t mode, boo
 	return file;
 }
 
-void mt_pol_remove_in(const char *dir, const char *rel)
+static void remove_in(const char *dir, const char *rel)
 {
 	const char *name;
 	int fd = walk(dir, rel, false, &name);
@@ -96,7 +96,7 @@ void mt_pol_remove_in(const char *dir, const char *rel)
 /* ---- the output quota (policy_output), on the policy thread ---- */
 
 static struct {
-	uint64_t written, refused, refused_bytes;
+	uint64_t written, refused;
 } out;
 
 int mt_pol_snapshot_in(const char *dir, const char *rel, const char *path, mode_t mode, bool make_folders,
@@ -115,13 +115,13 @@ int mt_pol_snapshot_in(const char *dir, const char *rel, const char *path, mode_
 		r = errno;
 	if (close(fd) != 0 && !r)
 		r = errno;
-	/* its size is known once it is written: one that does not fit goes again */
+	/* its size is known once it is written: one that does not fit is removed */
 	if (!r && !(r = mt_pol_output_fits((uint64_t)st.st_size))) {
 		*bytes = (uint64_t)st.st_size;
 		mt_pol_output_wrote(*bytes);
 		return 0;
 	}
-	mt_pol_remove_in(dir, rel);
+	remove_in(dir, rel);
 	return r;
 }
 
@@ -135,7 +135,6 @@ int mt_pol_output_fits(uint64_t bytes)
 	if (!out.refused++)
 		mt_pol_say("policies reached policy_output=%s: what they write from now on is refused",
 			   mt_format_size(quota, q, sizeof q));
-	out.refused_bytes += bytes;
 	return MT_POL_OVER_QUOTA;
 }
 
@@ -151,12 +150,11 @@ uint64_t mt_pol_output_written(void)
 
 void mt_pol_output_said(void)
 {
-	char w[32], r[32];
+	char w[32];
 
 	if (out.refused)
-		mt_pol_say("policies wrote %s into files; %llu writes (%s) refused past policy_output",
-			   mt_format_size(out.written, w, sizeof w), (unsigned long long)out.refused,
-			   mt_format_size(out.refused_bytes, r, sizeof r));
+		mt_pol_say("policies wrote %s into files; %llu writes refused past policy_output",
+			   mt_format_size(out.written, w, sizeof w), (unsigned long long)out.refused);
 }
 
 const char *mt_pol_why(int code)
