@@ -140,9 +140,10 @@ int mt_job_snapshot_all(char *id, size_t idlen, char *path, size_t len);
 #define MT_POL_NOT_REGULAR (-1000) /* the path names something other than a regular file */
 #define MT_POL_LINKED (-1001)	   /* a regular file with another name */
 #define MT_POL_OVER_QUOTA (-1002)  /* past policy_output */
+#define MT_POL_CLIMBS (-1003)	   /* a ".." on the way */
 /* Opens `rel` under `dir` (making its folders when asked) if it is a regular file with
- * one name, reached without following a symbolic link: a descriptor, or -errno, or one
- * of the codes above. */
+ * one name, reached without following a symbolic link or a "..": a descriptor, or
+ * -errno, or one of the codes above. */
 int mt_pol_open_in(const char *dir, const char *rel, int flags, mode_t mode, bool make_folders);
 const char *mt_pol_why(int code); /* a code above, -errno or errno, in words */
 /* Whether `bytes` more fit policy_output: 0, or MT_POL_OVER_QUOTA (counted as refused). */

@@ -26,8 +26,8 @@ static int unfit(const struct stat *st)
 }
 
 /* The folder that holds `rel`'s last component, reached from `dir` one component at a
- * time without following a symbolic link: its descriptor (the last component in `*last`),
- * or -errno. */
+ * time without following a symbolic link or climbing out (..): its descriptor (the last
+ * component in `*last`), or -errno or MT_POL_CLIMBS. */
 static int walk(const char *dir, const char *rel, bool make_folders, const char **last)
 {
 	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), next, err;
@@ -45,6 +45,10 @@ static int walk(const char *dir, const char *rel, bool make_folders, const char 
 		p = slash + 1;
 		if (!n || strcmp(part, ".") == 0)
 			continue;
+		if (strcmp(part, "..") == 0) {
+			close(fd);
+			return MT_POL_CLIMBS;
+		}
 		if (make_folders)
 			mkdirat(fd, part, 0755); /* if it is there already, or cannot be, the open says */
 		next = openat(fd, part, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -166,6 +170,8 @@ const char *mt_pol_why(int code)
 		return "a hard link (the file has another name, maybe outside the folder): not written";
 	case MT_POL_OVER_QUOTA:
 		return "over the quota of what policies may write (policy_output)";
+	case MT_POL_CLIMBS:
+		return "a path that climbs out of its folder (..)";
 	case -ELOOP:
 	case -ENOTDIR:
 		return "a symbolic link on the way (not followed) or not a folder";
