@@ -1,8 +1,7 @@
 /* What a policy can do inside the job (the `memtap` module's actions) and the tables its
  * handlers are given. Files are written only under the policy directory: a path with a
- * ".." component, or an absolute one outside it, is refused, and the file is reached
- * from the directory's descriptor without following a symbolic link anywhere on the way,
- * and only if it is a regular file. Each action charges its work to the call's budget.
+ * ".." component, or an absolute one outside it, is refused, and files.c opens the rest.
+ * Each action charges its work to the call's budget.
  * A stack is symbolized with dladdr when a script first reads `ev.stack`, not before. */
 #include <dlfcn.h>
 #include <errno.h>
@@ -21,9 +20,8 @@
 #include "core/units.h"
 
 #define EVENT_META "memtap.event"
-#define FILE_COST 10000	 /* instructions an action that opens and writes a file is charged */
-#define LINE_COST 1000	 /* a line said, a mark recorded */
-#define NOT_REGULAR (-1) /* open_under: the path names something other than a regular file */
+#define FILE_COST 10000 /* instructions an action that opens and writes a file is charged */
+#define LINE_COST 1000	/* a line said, a mark recorded */
 
 static void set_int(lua_State *L, const char *k, uint64_t v)
 {
@@ -173,11 +171,14 @@ void mt_pol_push_event(lua_State *L, const struct mt_pol_event *ev)
 static const char *path_arg(lua_State *L, int i, const char *dflt, char *rel, size_t len)
 {
 	static unsigned sequence;
-	const char *p = luaL_optstring(L, i, dflt), *dir = mt_pol.host->dir;
-	size_t k = 0, n = strlen(dir);
+	const char *dir = mt_pol.host->dir, *p;
+	size_t given, k = 0, n = strlen(dir);
 
+	p = dflt ? luaL_optlstring(L, i, dflt, &given) : luaL_checklstring(L, i, &given);
 	if (!*p)
 		luaL_argerror(L, i, "an empty path");
+	if (strlen(p) != given)
+		luaL_argerror(L, i, "a path with a NUL byte in it");
 	for (const char *s = p; *s; s++)
 		if (s[0] == '.' && s[1] == '.' && (s == p || s[-1] == '/') && (s[2] == '/' || !s[2]))
 			luaL_argerror(L, i, "a path with '..' in it");
@@ -197,68 +198,17 @@ static const char *path_arg(lua_State *L, int i, const char *dflt, char *rel, si
 				       : snprintf(rel + k, len - k, "%u", *p == 'p' ? (unsigned)getpid() : ++sequence));
 	}
 	rel[k] = '\0';
+	if (*p)
+		luaL_argerror(L, i, "a path too long");
 	if (!k || rel[k - 1] == '/')
 		luaL_argerror(L, i, "a path that names no file");
 	return rel;
 }
 
-/* Opens `rel` under the policy directory, one component at a time from the directory's
- * descriptor with O_NOFOLLOW, so no symbolic link is followed on the way; then only a
- * regular file is kept (a FIFO could block, a device reach elsewhere). A descriptor, or
- * -errno, or NOT_REGULAR. */
-static int open_under(const char *rel, int flags, mode_t mode)
-{
-	int fd = open(mt_pol.host->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), next, err;
-	const char *p = rel, *slash;
-	char part[1024];
-	struct stat st;
-
-	while (fd >= 0 && (slash = strchr(p, '/'))) {
-		size_t n = (size_t)(slash - p);
-		if (n >= sizeof part) {
-			close(fd);
-			return -ENAMETOOLONG;
-		}
-		memcpy(part, p, n);
-		part[n] = '\0';
-		p = slash + 1;
-		if (!n || strcmp(part, ".") == 0)
-			continue;
-		next = openat(fd, part, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		err = errno;
-		close(fd);
-		fd = next;
-		errno = err;
-	}
-	if (fd < 0)
-		return -errno;
-	if (fstatat(fd, p, &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISREG(st.st_mode)) {
-		close(fd);
-		return S_ISLNK(st.st_mode) ? -ELOOP : NOT_REGULAR;
-	}
-	next = openat(fd, p, flags | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, mode);
-	err = errno;
-	close(fd);
-	if (next < 0)
-		return -err;
-	if (fstat(next, &st) != 0 || !S_ISREG(st.st_mode)) {
-		close(next);
-		return NOT_REGULAR;
-	}
-	return next;
-}
-
 static int fail(lua_State *L, const char *what, int err)
 {
 	lua_pushnil(L);
-	if (err == NOT_REGULAR)
-		lua_pushfstring(L, "%s/%s: not a regular file; policies write only regular files", mt_pol.host->dir,
-				what);
-	else if (err == -ELOOP || err == -ENOTDIR)
-		lua_pushfstring(L, "%s/%s: a symbolic link on the way (not followed) or not a folder", mt_pol.host->dir,
-				what);
-	else
-		lua_pushfstring(L, "%s/%s: %s", mt_pol.host->dir, what, strerror(err < 0 ? -err : err));
+	lua_pushfstring(L, "%s/%s: %s", mt_pol.host->dir, what, mt_pol_why(err));
 	return 2;
 }
 
@@ -267,19 +217,14 @@ static int fail(lua_State *L, const char *what, int err)
 static int snapshot(lua_State *L)
 {
 	char rel[2048], path[4200];
-	struct stat st;
-	int fd, r;
+	uint64_t bytes;
+	int r;
 
 	mt_pol_charge(L, FILE_COST);
 	path_arg(L, 1, "memtap-%p-snapshot-%n.trace", rel, sizeof rel);
-	if ((fd = open_under(rel, O_WRONLY | O_CREAT | O_EXCL, 0600)) < 0)
-		return fail(L, rel, fd);
 	snprintf(path, sizeof path, "%s/%s", mt_pol.host->dir, rel);
-	r = mt_pol.host->snapshot(fd, path);
-	if (!r && fstat(fd, &st) == 0) /* the copy's bytes, seen by the next budget check: the path is returned */
-		mt_pol.budget_left -= st.st_size / 16;
-	if (close(fd) != 0 && !r)
-		r = errno;
+	r = mt_pol_snapshot_in(mt_pol.host->dir, rel, path, 0600, false, &bytes);
+	mt_pol.budget_left -= (int64_t)(bytes / 16); /* the copy, seen by the next budget check: the path is returned */
 	if (r)
 		return fail(L, rel, r);
 	lua_pushstring(L, path);
@@ -300,7 +245,7 @@ static int snapshot_all(lua_State *L)
 	}
 	if (r) {
 		lua_pushnil(L);
-		lua_pushfstring(L, "%s: %s", path, strerror(r));
+		lua_pushfstring(L, "%s: %s", path, mt_pol_why(r));
 		return 2;
 	}
 	lua_pushstring(L, path);
@@ -310,7 +255,7 @@ static int snapshot_all(lua_State *L)
 
 static int capture(lua_State *L, bool on)
 {
-	int d = mt_watch_device((int)luaL_optinteger(L, 1, -1));
+	int d = mt_watch_device(mt_pol_device(L, 1));
 	int r = mt_pol.host->capture(on, d < 0 ? 0 : (uint8_t)d);
 
 	if (r) {
@@ -345,26 +290,33 @@ double mt_pol_level(lua_State *L, int i)
 			double pct = strtod(s, &end);
 			if (end == s + n - 1 && pct > 0 && pct <= 100)
 				return pct / 100;
-		} else if (mt_parse_size(s, &bytes) == 0 && bytes > 1) {
+		} else if (mt_parse_size(s, &bytes) == 0 && bytes > 1 && (double)bytes <= MT_POL_MAX_BYTES) {
 			return (double)bytes;
 		}
 		luaL_argerror(L, i, msg);
 	}
 	double v = luaL_checknumber(L, i);
-	luaL_argcheck(L, v > 0 && isfinite(v), i, msg);
+	luaL_argcheck(L, v > 0 && v <= MT_POL_MAX_BYTES, i, msg);
 	return v;
+}
+
+int mt_pol_device(lua_State *L, int i)
+{
+	lua_Integer d = luaL_opt(L, luaL_checkinteger, i, -1);
+
+	luaL_argcheck(L, d >= -1 && d < MT_NO_DEVICE, i, "a device number, or nil");
+	return (int)d;
 }
 
 /* memtap.set_cap(device, level): device nil for every device; level nil or 0 to lift it */
 static int set_cap(lua_State *L)
 {
-	lua_Integer d = luaL_opt(L, luaL_checkinteger, 1, -1);
+	int d = mt_pol_device(L, 1);
 	double v = 0;
 
-	luaL_argcheck(L, d >= -1 && d < MT_NO_DEVICE, 1, "a device number, or nil for every device");
 	if (!lua_isnoneornil(L, 2) && !(lua_isinteger(L, 2) && lua_tointeger(L, 2) == 0))
 		v = mt_pol_level(L, 2);
-	mt_pol.host->set_cap((int)d, v > 1 ? (uint64_t)v : 0, v <= 1 ? v : 0);
+	mt_pol.host->set_cap(d, v > 1 ? (uint64_t)v : 0, v <= 1 ? v : 0);
 	mt_watch_forget_capacity();
 	return 0;
 }
@@ -426,7 +378,7 @@ static int allocator(lua_State *L)
  * while the device has none (memtap run --allocator=caching, python memtap.use_allocator) */
 static int allocator_stats(lua_State *L)
 {
-	int d = mt_watch_device((int)luaL_optinteger(L, 1, -1));
+	int d = mt_watch_device(mt_pol_device(L, 1));
 	struct mt_cache_stats s;
 	uint64_t largest;
 	char conf[512];
@@ -456,12 +408,13 @@ static int allocator_stats(lua_State *L)
 
 static int stats(lua_State *L)
 {
-	int d = mt_watch_device((int)luaL_optinteger(L, 1, -1));
+	int d = mt_watch_device(mt_pol_device(L, 1));
 
 	lua_createtable(L, 0, 10);
 	set_memory(L, d, 0, 0);
 	set_int(L, "iteration", mt_pol.iteration);
 	set_int(L, "policy_memory", mt_heap_used());
+	set_int(L, "policy_output", mt_pol_output_written());
 	lua_pushboolean(L, mt_pol.dropped == 0);
 	lua_setfield(L, -2, "complete");
 	return 1;
@@ -480,7 +433,7 @@ static void add_bytes(lua_State *L, const char *key, uint64_t bytes)
  * they were allocated in; `memtap report` infers categories where nothing was tagged. */
 static int composition(lua_State *L)
 {
-	int d = (int)luaL_optinteger(L, 1, -1);
+	int d = mt_pol_device(L, 1);
 	const struct mt_replay *rp = &mt_pol.rp;
 
 	mt_pol_charge(L, (double)rp->slots.n); /* a walk over every live allocation */
@@ -504,7 +457,7 @@ static int composition(lua_State *L)
 static int top(lua_State *L)
 {
 	lua_Integer n = luaL_optinteger(L, 1, 10);
-	int d = (int)luaL_optinteger(L, 2, -1);
+	int d = mt_pol_device(L, 2);
 	struct mt_stack_bytes buf[100];
 	size_t got;
 
@@ -552,98 +505,144 @@ static int append(lua_State *L)
 	char rel[2048];
 	size_t len, done = 0;
 	const char *text;
-	int fd;
+	int fd, err;
 
 	path_arg(L, 1, NULL, rel, sizeof rel);
 	text = luaL_checklstring(L, 2, &len);
 	mt_pol_charge(L, FILE_COST + (double)len / 16);
-	if ((fd = open_under(rel, O_WRONLY | O_APPEND | O_CREAT, 0644)) < 0)
+	if ((err = mt_pol_output_fits(len)))
+		return fail(L, rel, err);
+	if ((fd = mt_pol_open_in(mt_pol.host->dir, rel, O_WRONLY | O_APPEND | O_CREAT, 0644, false)) < 0)
 		return fail(L, rel, fd);
-	while (done < len) {
+	while (done < len && !err) {
 		ssize_t w = write(fd, text + done, len - done);
-		if (w <= 0) {
-			int err = w < 0 ? errno : ENOSPC;
-			close(fd);
-			return fail(L, rel, err);
-		}
-		done += (size_t)w;
+		if (w <= 0)
+			err = w < 0 ? errno : ENOSPC;
+		else
+			done += (size_t)w;
 	}
-	if (close(fd) != 0)
-		return fail(L, rel, errno);
+	mt_pol_output_wrote(done);
+	if (close(fd) != 0 && !err)
+		err = errno;
+	if (err)
+		return fail(L, rel, err);
 	lua_pushboolean(L, 1);
 	return 1;
 }
 
 /* ---- JSON out, for JSON-lines files ---- */
 
-static void json_string(luaL_Buffer *b, const char *s, size_t n)
+/* The text so far, in a userdata at a fixed place on the stack: a luaL_Buffer must be on
+ * top whenever it grows, which a walk that holds keys and values above it cannot promise.
+ * A larger block replaces it as it grows (no block passes the largest a script may make). */
+struct out {
+	lua_State *L;
+	int slot;
+	char *p;
+	size_t n, cap;
+};
+
+static void put(struct out *o, const char *s, size_t len)
 {
-	luaL_addchar(b, '"');
+	if (!len)
+		return;
+	if (len > o->cap - o->n) {
+		size_t cap = o->cap ? o->cap : 256;
+		char *p;
+
+		while (cap - o->n < len)
+			cap *= 2;
+		p = lua_newuserdatauv(o->L, cap, 0);
+		if (o->n)
+			memcpy(p, o->p, o->n);
+		lua_replace(o->L, o->slot);
+		o->p = p;
+		o->cap = cap;
+	}
+	memcpy(o->p + o->n, s, len);
+	o->n += len;
+}
+
+static void put_str(struct out *o, const char *s)
+{
+	put(o, s, strlen(s));
+}
+
+static void json_string(struct out *o, const char *s, size_t n)
+{
+	size_t plain = 0;
+
+	put(o, "\"", 1);
 	for (size_t i = 0; i < n; i++) {
 		unsigned char c = (unsigned char)s[i];
 		char esc[8];
-		if (c == '"' || c == '\\') {
-			luaL_addchar(b, '\\');
-			luaL_addchar(b, (char)c);
-		} else if (c < 0x20) {
+
+		if (c != '"' && c != '\\' && c >= 0x20)
+			continue;
+		put(o, s + plain, i - plain);
+		plain = i + 1;
+		if (c < 0x20)
 			snprintf(esc, sizeof esc, "\\u%04x", c);
-			luaL_addstring(b, esc);
-		} else {
-			luaL_addchar(b, (char)c);
-		}
+		else
+			snprintf(esc, sizeof esc, "\\%c", c);
+		put_str(o, esc);
 	}
-	luaL_addchar(b, '"');
+	put(o, s + plain, n - plain);
+	put(o, "\"", 1);
 }
 
-static void json_value(lua_State *L, luaL_Buffer *b, int i, int depth);
+static void json_value(struct out *o, int i, int depth);
 
-static void json_table(lua_State *L, luaL_Buffer *b, int i, int depth)
+static void json_table(struct out *o, int i, int depth)
 {
+	lua_State *L = o->L;
 	lua_Integer n = (lua_Integer)lua_rawlen(L, i);
 	bool first = true;
 
 	if (n > 0) {
-		luaL_addchar(b, '[');
+		put(o, "[", 1);
 		for (lua_Integer k = 1; k <= n; k++) {
 			if (k > 1)
-				luaL_addchar(b, ',');
+				put(o, ",", 1);
 			lua_rawgeti(L, i, k);
-			json_value(L, b, lua_gettop(L), depth + 1);
+			json_value(o, lua_gettop(L), depth + 1);
 			lua_pop(L, 1);
 		}
-		luaL_addchar(b, ']');
+		put(o, "]", 1);
 		return;
 	}
-	luaL_addchar(b, '{');
+	put(o, "{", 1);
 	lua_pushnil(L);
 	while (lua_next(L, i)) {
 		size_t len;
 		const char *k;
 		if (!first)
-			luaL_addchar(b, ',');
+			put(o, ",", 1);
 		first = false;
 		lua_pushvalue(L, -2);
 		k = luaL_tolstring(L, -1, &len);
-		json_string(b, k, len);
+		json_string(o, k, len);
 		lua_pop(L, 2);
-		luaL_addchar(b, ':');
-		json_value(L, b, lua_gettop(L), depth + 1);
+		put(o, ":", 1);
+		json_value(o, lua_gettop(L), depth + 1);
 		lua_pop(L, 1);
 	}
-	luaL_addchar(b, '}');
+	put(o, "}", 1);
 }
 
-static void json_value(lua_State *L, luaL_Buffer *b, int i, int depth)
+static void json_value(struct out *o, int i, int depth)
 {
+	lua_State *L = o->L;
 	char num[64];
 	size_t len;
 	const char *s;
 
 	if (depth > 64)
 		luaL_error(L, "memtap.json: nested too deep");
+	luaL_checkstack(L, 8, "memtap.json: nested too deep"); /* a level's key, value, name and a new block */
 	switch (lua_type(L, i)) {
 	case LUA_TBOOLEAN:
-		luaL_addstring(b, lua_toboolean(L, i) ? "true" : "false");
+		put_str(o, lua_toboolean(L, i) ? "true" : "false");
 		break;
 	case LUA_TNUMBER:
 		if (lua_isinteger(L, i))
@@ -652,31 +651,30 @@ static void json_value(lua_State *L, luaL_Buffer *b, int i, int depth)
 			snprintf(num, sizeof num, "%.17g", lua_tonumber(L, i));
 		else
 			snprintf(num, sizeof num, "null");
-		luaL_addstring(b, num);
+		put_str(o, num);
 		break;
 	case LUA_TSTRING:
 		s = lua_tolstring(L, i, &len);
-		json_string(b, s, len);
+		json_string(o, s, len);
 		break;
 	case LUA_TTABLE:
-		json_table(L, b, i, depth);
+		json_table(o, i, depth);
 		break;
 	default:
-		luaL_addstring(b, "null");
+		put_str(o, "null");
 	}
 }
 
-/* The buffer lives on the Lua stack: values are pushed and popped above it, never below. */
 static int json(lua_State *L)
 {
-	luaL_Buffer b;
+	struct out o = {.L = L, .slot = 2};
 
 	luaL_checkany(L, 1);
 	lua_settop(L, 1);
-	luaL_buffinit(L, &b);
-	json_value(L, &b, 1, 0);
-	luaL_pushresult(&b);
-	mt_pol_charge(L, (double)lua_rawlen(L, -1) / 16); /* the walk was about as long as what it wrote */
+	lua_pushnil(L); /* the slot of the text */
+	json_value(&o, 1, 0);
+	lua_pushlstring(L, o.p ? o.p : "", o.n);
+	mt_pol_charge(L, (double)o.n / 16); /* the walk was about as long as what it wrote */
 	return 1;
 }
 
@@ -736,6 +734,8 @@ int mt_pol_open_module(lua_State *L)
 	luaL_newmetatable(L, EVENT_META);
 	lua_pushcfunction(L, lazy_stack);
 	lua_setfield(L, -2, "__index");
+	lua_pushliteral(L, EVENT_META); /* out of a script's reach: a __gc there would finalize every event */
+	lua_setfield(L, -2, "__metatable");
 	lua_pop(L, 1);
 	luaL_newlib(L, fns);
 	set_str(L, "dir", mt_pol.host->dir);

@@ -32,15 +32,19 @@
 #include "core/array.h"
 #include "core/units.h"
 
-#define HOOK_STEP 1000	       /* instructions between budget checks */
-#define POLICY_NICE 10	       /* the policy thread's nice value */
-#define QUEUE_MAX (1u << 20)   /* events waiting for the policy thread */
-#define MAX_ERRORS 3	       /* a handler that fails this often is switched off */
-#define LOAD_BUDGET_FACTOR 100 /* a policy file's top level may run this many budgets */
-#define MAX_HANDLERS 256       /* handlers all policy files may register together */
-#define CALL_SHARE 4	       /* one call may run a quarter of the deadline */
-#define SAY_BURST 20	       /* lines said at once; then one a second */
-#define MAX_BLOCK (4u << 20)   /* the largest string or table part a script may make */
+#define HOOK_STEP 1000		/* instructions between budget checks */
+#define POLICY_NICE 10		/* the policy thread's nice value */
+#define POLICY_STACK (4u << 20) /* its stack: Lua's 200 nested C calls take under 400 KiB here */
+#define QUEUE_MAX (1u << 20)	/* events waiting for the policy thread */
+#define MAX_ERRORS 3		/* a handler that fails this often is switched off */
+#define LOAD_BUDGET_FACTOR 100	/* a policy file's top level may run this many budgets */
+#define MAX_HANDLERS 256	/* handlers all policy files may register together */
+#define CALL_SHARE 4		/* one call may run a quarter of the deadline */
+#define SAY_BURST 20		/* lines said at once; then one a second */
+#define MAX_BLOCK (4u << 20)	/* the largest string or table part a script may make */
+#define TRACEBACK_LEVELS 12	/* frames an error's traceback shows */
+#define MAX_SECONDS 1e9		/* the longest period or interval a handler may ask for */
+#define MAX_FACTOR 1e9		/* the largest growth on_peak may ask for */
 
 const char *const mt_on_names[MT_ON_KINDS] = {"on_oom",	 "on_threshold", "on_peak", "on_phase",	  "on_iteration",
 					      "on_leak", "on_exit",	 "every",   "on_peer_oom"};
@@ -182,7 +186,8 @@ const char *mt_pol_string(uint32_t id)
 static void count_hook(lua_State *L, lua_Debug *ar);
 
 /* Once a call is over its budget or time, or policies are off, every instruction fails,
- * in whichever coroutine runs: a pcall in the script catches one error, not the next. */
+ * in whichever coroutine runs: a pcall in the script catches one error, not the next, and
+ * the main thread's next instruction fails when a coroutine's error comes back to it. */
 static void check(lua_State *L)
 {
 	if (!stopped_by) {
@@ -197,6 +202,7 @@ static void check(lua_State *L)
 	}
 	mt_pol.budget_left = 0;
 	lua_sethook(L, count_hook, LUA_MASKCOUNT, 1);
+	lua_sethook(mt_pol.L, count_hook, LUA_MASKCOUNT, 1);
 	luaL_error(L, "%s", stopped_by);
 }
 
@@ -219,11 +225,40 @@ void mt_pol_charge(lua_State *L, double instructions)
 	check(L);
 }
 
+/* The message handler of every call. It runs where the error was raised, with hooks off
+ * when the error is a budget's from the count hook, so its work must not grow with what a
+ * script made: luaL_traceback's layout, but a function is named from the calling code
+ * only (luaL_traceback looks for a global name in every loaded module's table). */
 static int traceback(lua_State *L)
 {
-	const char *msg = lua_type(L, 1) == LUA_TSTRING ? lua_tostring(L, 1) : NULL;
+	luaL_Buffer b;
+	lua_Debug ar;
+	int level = 1;
 
-	luaL_traceback(L, L, msg ? msg : "an error that is not a string", 1);
+	luaL_buffinit(L, &b);
+	luaL_addstring(&b, lua_type(L, 1) == LUA_TSTRING ? lua_tostring(L, 1) : "an error that is not a string");
+	luaL_addstring(&b, "\nstack traceback:");
+	for (; lua_getstack(L, level, &ar) && level <= TRACEBACK_LEVELS; level++) {
+		char line[LUA_IDSIZE + 160], name[128];
+
+		lua_getinfo(L, "Sln", &ar);
+		if (*ar.namewhat)
+			snprintf(name, sizeof name, "%s '%s'", ar.namewhat, ar.name);
+		else if (*ar.what == 'm')
+			snprintf(name, sizeof name, "main chunk");
+		else if (*ar.what != 'C')
+			snprintf(name, sizeof name, "function <%s:%d>", ar.short_src, ar.linedefined);
+		else
+			snprintf(name, sizeof name, "?");
+		if (ar.currentline > 0)
+			snprintf(line, sizeof line, "\n\t%s:%d: in %s", ar.short_src, ar.currentline, name);
+		else
+			snprintf(line, sizeof line, "\n\t%s: in %s", ar.short_src, name);
+		luaL_addstring(&b, line);
+	}
+	if (lua_getstack(L, level, &ar))
+		luaL_addstring(&b, "\n\t...");
+	luaL_pushresult(&b);
 	return 1;
 }
 
@@ -355,25 +390,57 @@ bool mt_pol_match(const char *name, const char *pattern)
 
 /* ---- registering handlers ---- */
 
-static double opt_number(lua_State *L, int opts, const char *key, double dflt)
+/* A registrar reads and checks every argument and option into a handler of its own;
+ * add() then registers it, raising before anything joins the table: a call that raises,
+ * caught by pcall or not, leaves nothing behind for the events to find. */
+
+/* An option of the table at `opts` (nil: no options), a number from min to max; NaN,
+ * infinities and other types raise. */
+static double opt_number(lua_State *L, int opts, const char *key, double dflt, double min, double max)
 {
 	double v = dflt;
 
-	if (lua_istable(L, opts)) {
-		lua_getfield(L, opts, key);
-		if (!lua_isnil(L, -1)) {
-			if (!lua_isnumber(L, -1))
-				luaL_error(L, "option '%s' must be a number", key);
-			v = lua_tonumber(L, -1);
+	if (lua_isnoneornil(L, opts))
+		return dflt;
+	luaL_checktype(L, opts, LUA_TTABLE);
+	if (lua_getfield(L, opts, key) != LUA_TNIL) {
+		if (lua_type(L, -1) != LUA_TNUMBER)
+			luaL_error(L, "option '%s' must be a number", key);
+		v = lua_tonumber(L, -1);
+		if (!(v >= min && v <= max)) {
+			char range[64]; /* %g, which Lua's own formatting lacks */
+			snprintf(range, sizeof range, "from %g to %g", min, max);
+			luaL_error(L, "option '%s' is %s", key, range);
 		}
-		lua_pop(L, 1);
 	}
+	lua_pop(L, 1);
 	return v;
 }
 
-static struct mt_handler *add(lua_State *L, enum mt_hook_kind kind, int fn_index)
+static int opt_device(lua_State *L, int opts)
 {
-	struct mt_handler *h;
+	double d = opt_number(L, opts, "device", -1, -1, MT_NO_DEVICE - 1);
+
+	if (d != (int)d)
+		luaL_error(L, "option 'device' is a device number");
+	return (int)d;
+}
+
+/* What a handler holds, let go. */
+static void release(lua_State *L, struct mt_handler *h)
+{
+	luaL_unref(L, LUA_REGISTRYINDEX, h->fn);
+	mt_free(h->name);
+	mt_free(h->reported);
+	mt_free(h->leak);
+	mt_map_free(&h->matches);
+}
+
+/* Registers t, its settings checked, with the function at fn_index and the name (NULL:
+ * none) the registrar has on the stack; raises, registering nothing, when it cannot. */
+static void add(lua_State *L, struct mt_handler *t, int fn_index, const char *name)
+{
+	size_t n = name ? strlen(name) + 1 : 0;
 	lua_Debug ar;
 
 	luaL_checktype(L, fn_index, LUA_TFUNCTION);
@@ -381,151 +448,115 @@ static struct mt_handler *add(lua_State *L, enum mt_hook_kind kind, int fn_index
 		luaL_error(L, "too many handlers: policies may register %d in all", MAX_HANDLERS);
 	if (mt_grow((void **)&mt_pol.h, &mt_pol.cap, mt_pol.nh, sizeof *mt_pol.h))
 		luaL_error(L, "not enough memory for another handler");
-	h = &mt_pol.h[mt_pol.nh];
-	memset(h, 0, sizeof *h);
-	h->kind = kind;
-	h->device = -1;
 	if (lua_getstack(L, 1, &ar) && lua_getinfo(L, "Sl", &ar))
-		snprintf(h->where, sizeof h->where, "%s:%d", ar.short_src, ar.currentline);
+		snprintf(t->where, sizeof t->where, "%s:%d", ar.short_src, ar.currentline);
 	lua_pushvalue(L, fn_index);
-	h->fn = luaL_ref(L, LUA_REGISTRYINDEX);
-	mt_pol.nh++;
-	mt_pol.count[kind]++;
-	return h;
-}
-
-static void device_opt(lua_State *L, int opts, struct mt_handler *h)
-{
-	double d = opt_number(L, opts, "device", -1);
-
-	if (d < -1 || d >= MT_MAX_DEVICES - 1)
-		luaL_error(L, "option 'device' is a device number");
-	h->device = (int)d;
-}
-
-static char *copy_name(lua_State *L, int i)
-{
-	size_t n;
-	const char *s = luaL_checklstring(L, i, &n);
-	char *c = mt_malloc(n + 1);
-
-	if (!c)
-		luaL_error(L, "not enough memory");
-	memcpy(c, s, n + 1);
-	return c;
+	t->fn = luaL_ref(L, LUA_REGISTRYINDEX); /* may raise: before anything is held */
+	if ((name && !(t->name = mt_malloc(n))) ||
+	    (t->kind == MT_ON_PEAK && !(t->reported = mt_calloc(2 * MT_MAX_DEVICES, sizeof *t->reported))) ||
+	    (t->kind == MT_ON_LEAK && !(t->leak = mt_calloc(MT_MAX_DEVICES, sizeof *t->leak)))) {
+		release(L, t);
+		luaL_error(L, "not enough memory for another handler");
+	}
+	if (name)
+		memcpy(t->name, name, n);
+	mt_pol.h[mt_pol.nh++] = *t;
+	mt_pol.count[t->kind]++;
 }
 
 static int reg_oom(lua_State *L)
 {
-	add(L, MT_ON_OOM, 1);
+	add(L, &(struct mt_handler){.kind = MT_ON_OOM, .device = -1}, 1, NULL);
 	return 0;
 }
 
 static int reg_peer_oom(lua_State *L)
 {
-	add(L, MT_ON_PEER_OOM, 1);
+	add(L, &(struct mt_handler){.kind = MT_ON_PEER_OOM, .device = -1}, 1, NULL);
 	return 0;
 }
 
 static int reg_exit(lua_State *L)
 {
-	add(L, MT_ON_EXIT, 1);
+	add(L, &(struct mt_handler){.kind = MT_ON_EXIT, .device = -1}, 1, NULL);
 	return 0;
 }
 
 static int reg_threshold(lua_State *L)
 {
-	double up = mt_pol_level(L, 1), down;
-	struct mt_handler *h;
+	struct mt_handler h = {.kind = MT_ON_THRESHOLD, .up = mt_pol_level(L, 1)};
 
-	luaL_checktype(L, 2, LUA_TFUNCTION);
-	down = up * 0.95;
-	if (lua_istable(L, 3)) {
-		lua_getfield(L, 3, "below");
-		if (!lua_isnil(L, -1)) {
-			down = mt_pol_level(L, -1);
-			if ((down <= 1) != (up <= 1) || down >= up)
-				luaL_error(L, "option 'below' must be a level of the same kind below the threshold");
-		}
-		lua_pop(L, 1);
+	h.down = h.up * 0.95;
+	h.device = opt_device(L, 3);
+	if (lua_istable(L, 3) && lua_getfield(L, 3, "below") != LUA_TNIL) {
+		h.down = mt_pol_level(L, -1);
+		h.report_down = true;
+		if ((h.down <= 1) != (h.up <= 1) || h.down >= h.up)
+			luaL_error(L, "option 'below' must be a level of the same kind below the threshold");
 	}
-	h = add(L, MT_ON_THRESHOLD, 2);
-	h->up = up;
-	h->down = down;
-	if (lua_istable(L, 3)) {
-		lua_getfield(L, 3, "below");
-		h->report_down = !lua_isnil(L, -1);
-		lua_pop(L, 1);
-	}
-	device_opt(L, 3, h);
+	add(L, &h, 2, NULL);
 	return 0;
 }
 
 static int reg_peak(lua_State *L)
 {
-	struct mt_handler *h = add(L, MT_ON_PEAK, 1);
+	struct mt_handler h = {.kind = MT_ON_PEAK};
 
-	h->growth = opt_number(L, 2, "growth", 0.01);
-	h->interval_ns = (uint64_t)(opt_number(L, 2, "interval", 1.0) * 1e9);
-	if (!(h->reported = mt_calloc(2 * MT_MAX_DEVICES, sizeof *h->reported)))
-		luaL_error(L, "not enough memory");
-	device_opt(L, 2, h);
+	h.growth = opt_number(L, 2, "growth", 0.01, 0, MAX_FACTOR);
+	h.interval_ns = (uint64_t)(opt_number(L, 2, "interval", 1.0, 0, MAX_SECONDS) * 1e9);
+	h.device = opt_device(L, 2);
+	add(L, &h, 1, NULL);
 	return 0;
 }
 
 static int reg_phase(lua_State *L)
 {
-	struct mt_handler *h;
-
 	luaL_checkstring(L, 1);
 	lua_rawgeti(L, LUA_REGISTRYINDEX, find_ref); /* a bad pattern is an error now, not at each range */
 	lua_pushliteral(L, "");
 	lua_pushvalue(L, 1);
 	if (lua_pcall(L, 2, 0, 0) != LUA_OK)
 		luaL_error(L, "bad name pattern: %s", error_text(L));
-	h = add(L, MT_ON_PHASE, 2);
-
-	h->name = copy_name(L, 1);
+	add(L, &(struct mt_handler){.kind = MT_ON_PHASE, .device = -1}, 2, lua_tostring(L, 1));
 	return 0;
 }
 
 static int reg_iteration(lua_State *L)
 {
-	struct mt_handler *h = add(L, MT_ON_ITERATION, 1);
+	const char *name = NULL;
 
-	if (lua_istable(L, 2)) {
-		lua_getfield(L, 2, "name");
-		if (!lua_isnil(L, -1))
-			h->name = copy_name(L, -1);
-		lua_pop(L, 1);
+	if (!lua_isnoneornil(L, 2)) {
+		luaL_checktype(L, 2, LUA_TTABLE);
+		if (lua_getfield(L, 2, "name") != LUA_TNIL && !(name = lua_tostring(L, -1)))
+			luaL_error(L, "option 'name' must be a string");
 	}
+	add(L, &(struct mt_handler){.kind = MT_ON_ITERATION, .device = -1}, 1, name);
 	return 0;
 }
 
 static int reg_leak(lua_State *L)
 {
-	struct mt_handler *h = add(L, MT_ON_LEAK, 1);
-	double window = opt_number(L, 2, "iterations", 3), min = opt_number(L, 2, "min_bytes", 1 << 20);
+	struct mt_handler h = {.kind = MT_ON_LEAK};
+	double window = opt_number(L, 2, "iterations", 3, 2, 64);
 
-	if (window < 2 || window > 64)
-		luaL_error(L, "option 'iterations' is from 2 to 64");
-	h->window = (unsigned)window;
-	h->min_bytes = min > 0 ? (uint64_t)min : 0;
-	device_opt(L, 2, h);
-	if (!(h->leak = mt_calloc(MT_MAX_DEVICES, sizeof *h->leak)))
-		luaL_error(L, "not enough memory");
+	if (window != (unsigned)window)
+		luaL_error(L, "option 'iterations' is a whole number");
+	h.window = (unsigned)window;
+	h.min_bytes = (uint64_t)opt_number(L, 2, "min_bytes", 1 << 20, 0, MT_POL_MAX_BYTES);
+	h.device = opt_device(L, 2);
+	add(L, &h, 1, NULL);
 	return 0;
 }
 
 static int reg_every(lua_State *L)
 {
 	double s = luaL_checknumber(L, 1);
-	struct mt_handler *h;
+	struct mt_handler h = {.kind = MT_EVERY, .device = -1};
 
-	luaL_argcheck(L, s >= 0.01, 1, "the period is at least 0.01 seconds");
-	h = add(L, MT_EVERY, 2);
-	h->period_ns = (uint64_t)(s * 1e9);
-	h->next_ns = now_ns() + h->period_ns;
+	luaL_argcheck(L, s >= 0.01 && s <= MAX_SECONDS, 1, "the period is from 0.01 to 10^9 seconds");
+	h.period_ns = (uint64_t)(s * 1e9);
+	h.next_ns = now_ns() + h.period_ns;
+	add(L, &h, 2, NULL);
 	return 0;
 }
 
@@ -619,8 +650,8 @@ static void load(const char *path)
 		mt_pol_say("%s; this policy is not run", error_text(L));
 		while (mt_pol.nh > before) {
 			struct mt_handler *h = &mt_pol.h[--mt_pol.nh];
-			luaL_unref(L, LUA_REGISTRYINDEX, h->fn);
 			mt_pol.count[h->kind]--;
+			release(L, h);
 		}
 	}
 	lua_pop(L, 1);
@@ -758,6 +789,7 @@ static void run_exit(void)
 		if (mt_pol.h[i].kind == MT_ON_EXIT)
 			mt_pol_fire(&mt_pol.h[i], &ev, NULL);
 	mt_job_stop();
+	mt_pol_output_said();
 	pthread_mutex_lock(&said.lock);
 	say_held_back();
 	pthread_mutex_unlock(&said.lock);
@@ -938,7 +970,9 @@ __attribute__((visibility("default"))) int memtap_policy_start(const struct mt_p
 	mt_pol.host = host;
 	mt_heap_init(host, host->memory);
 	init_conditions();
-	r = host->spawn(&q.thread, 0, policy_main, NULL);
+	/* made by memtap's writer, in its descriptor table; not the job's ulimit -s, which
+	   threads take by default */
+	r = host->spawn(&q.thread, POLICY_STACK, policy_main, NULL);
 	if (r) {
 		mt_pol_say("cannot start the policy thread: %s; policies are off", strerror(r));
 		return r;

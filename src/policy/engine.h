@@ -1,12 +1,14 @@
 /* Inside libmemtap-policy.so: the Lua state and its handlers (engine.c), what a script
  * may reach and what its calls into C cost (sandbox.c), the live view of memory that
- * decides when handlers fire (watch.c), and what scripts can do (actions.c). Lua and the
+ * decides when handlers fire (watch.c), what scripts can do (actions.c) and where they
+ * may write (files.c). Lua and the
  * live view belong to the policy thread alone: the job's threads hand it requests. */
 #ifndef MT_ENGINE_H
 #define MT_ENGINE_H
 
 #include <lua.h>
 #include <pthread.h>
+#include <sys/types.h>
 
 #include "core/replay.h"
 #include "policy/policy.h"
@@ -26,6 +28,7 @@ enum mt_hook_kind {
 extern const char *const mt_on_names[MT_ON_KINDS];
 
 #define MT_DEVICE_WORDS (MT_MAX_DEVICES / 64)
+#define MT_POL_MAX_BYTES 4e18 /* the most bytes a script may name: below 2^63, a uint64_t however converted */
 
 struct mt_handler {
 	enum mt_hook_kind kind;
@@ -130,13 +133,36 @@ uint64_t mt_job_next_poll(void); /* when the thread must poll next (monotonic ns
 /* This rank's on_oom handlers begin (tell the others) or end. */
 void mt_job_oom(bool begin);
 /* Asks every rank for a snapshot (snapshots/ID/rank-R.trace) and takes this rank's;
- * 0 or an errno (ENOTCONN: no run directory). */
+ * 0, ENOTCONN (no run directory) or a code for mt_pol_why. */
 int mt_job_snapshot_all(char *id, size_t idlen, char *path, size_t len);
+
+/* files.c: where policies write */
+#define MT_POL_NOT_REGULAR (-1000) /* the path names something other than a regular file */
+#define MT_POL_LINKED (-1001)	   /* a regular file with another name */
+#define MT_POL_OVER_QUOTA (-1002)  /* past policy_output */
+#define MT_POL_CLIMBS (-1003)	   /* a ".." on the way */
+/* Opens `rel` under `dir` (making its folders when asked) if it is a regular file with
+ * one name, reached without following a symbolic link or a "..": a descriptor, or
+ * -errno, or one of the codes above. */
+int mt_pol_open_in(const char *dir, const char *rel, int flags, mode_t mode, bool make_folders);
+const char *mt_pol_why(int code); /* a code above, -errno or errno, in words */
+/* Whether `bytes` more fit policy_output: 0, or MT_POL_OVER_QUOTA (counted as refused). */
+int mt_pol_output_fits(uint64_t bytes);
+void mt_pol_output_wrote(uint64_t bytes);
+/* The trace so far (the host's snapshot) into a new file `rel` under `dir`, `path` in the
+ * trace; counted against policy_output, and removed when it does not fit or fails. 0 or
+ * a code for mt_pol_why; `bytes` its size. */
+int mt_pol_snapshot_in(const char *dir, const char *rel, const char *path, mode_t mode, bool make_folders,
+		       uint64_t *bytes);
+uint64_t mt_pol_output_written(void);
+void mt_pol_output_said(void); /* at exit: what was written and refused, if any was refused */
 
 /* actions.c */
 int mt_pol_open_module(lua_State *L); /* the memtap module in a job */
 void mt_pol_push_event(lua_State *L, const struct mt_pol_event *ev);
 /* A level argument: a fraction of a device (0.9, "90%") or bytes (32e9, "30GiB"). */
 double mt_pol_level(lua_State *L, int i);
+/* A device argument: nil (or -1) for none given, -1; else a device number; raises. */
+int mt_pol_device(lua_State *L, int i);
 
 #endif

@@ -6,7 +6,9 @@
  * Each rank keeps .memtap/rank-R current (its pid and host, touched every second, and
  * "exited" at the end), so readers can tell a rank that is gone. Nobody waits for
  * anybody: a rank that is gone simply writes nothing. A line is one write() of less
- * than PIPE_BUF bytes with O_APPEND, so lines never interleave on a local file system. */
+ * than PIPE_BUF bytes with O_APPEND, so lines never interleave on a local file system.
+ * A policy may write lines there too (memtap.append, when the policy folder is the run
+ * directory): what a line asks is checked, and files are opened as files.c opens them. */
 #include <errno.h>
 #include <fcntl.h>
 #include <lauxlib.h>
@@ -76,7 +78,6 @@ static void beat(const char *state)
 void mt_job_start(void)
 {
 	const struct mt_policy_host *host = mt_pol.host;
-	char path[4200];
 	struct stat st;
 
 	if (!host->run_dir)
@@ -86,13 +87,11 @@ void mt_job_start(void)
 	for (char *p = job.host; *p; p++)
 		if (*p == ' ')
 			*p = '_';
-	snprintf(path, sizeof path, "%s/.memtap", host->run_dir);
-	mkdir(host->run_dir, 0755); /* the first rank makes them */
-	mkdir(path, 0755);
-	snprintf(path, sizeof path, "%s/.memtap/events", host->run_dir);
-	job.events = open(path, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+	mkdir(host->run_dir, 0755); /* the first rank makes it */
+	job.events = mt_pol_open_in(host->run_dir, ".memtap/events", O_RDWR | O_CREAT | O_APPEND, 0644, true);
 	if (job.events < 0) {
-		mt_pol_say("cannot open %s: %s; this rank does not coordinate with the others", path, strerror(errno));
+		mt_pol_say("cannot open %s/.memtap/events: %s; this rank does not coordinate with the others",
+			   host->run_dir, mt_pol_why(job.events));
 		return;
 	}
 	/* what was written before this rank started is not its business (an earlier attempt) */
@@ -104,14 +103,14 @@ void mt_job_start(void)
  * same policies has no trace, takes no snapshot and keeps no rank file. */
 static bool is_the_rank(void)
 {
-	char path[4200];
+	char rel[64];
 
 	if (job.beat >= 0)
 		return true;
 	if (!mt_pol.rp.allocs && !mt_pol.rp.failed) /* a first allocation that failed counts */
 		return false;
-	snprintf(path, sizeof path, "%s/.memtap/rank-%d", mt_pol.host->run_dir, job.rank);
-	job.beat = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	snprintf(rel, sizeof rel, ".memtap/rank-%d", job.rank);
+	job.beat = mt_pol_open_in(mt_pol.host->run_dir, rel, O_RDWR | O_CREAT, 0644, false);
 	beat("running");
 	return job.beat >= 0;
 }
@@ -135,27 +134,27 @@ int mt_job_rank(void)
 	return job.rank;
 }
 
-/* This rank's snapshot for request `id`: snapshots/ID/rank-R.trace in the run directory. */
+/* A request's id as ranks make them (RANK-PID-SEQUENCE): any line of the log may have
+ * been written by a policy, and an id names a folder of the run directory. */
+static bool is_id(const char *id)
+{
+	return *id && strspn(id, "0123456789-") == strlen(id);
+}
+
+/* This rank's snapshot for request `id`: snapshots/ID/rank-R.trace in the run directory.
+ * 0, or a code for mt_pol_why. */
 static int take(const char *id, char *path, size_t len)
 {
-	const char *dir = mt_pol.host->run_dir;
-	int fd, r;
+	char rel[128]; /* the path in the run directory: a short line however deep the directory */
+	uint64_t bytes;
+	int r;
 
-	snprintf(path, len, "%s/snapshots", dir);
-	mkdir(path, 0755);
-	snprintf(path, len, "%s/snapshots/%s", dir, id);
-	mkdir(path, 0755);
-	snprintf(path, len, "%s/snapshots/%s/rank-%d.trace", dir, id, job.rank);
-	if ((fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644)) < 0)
-		return errno;
-	r = mt_pol.host->snapshot(fd, path);
-	if (close(fd) != 0 && !r)
-		r = errno;
-	if (!r) { /* the path in the run directory: a short line however deep the directory */
-		char rel[128];
-		snprintf(rel, sizeof rel, "snapshots/%s/rank-%d.trace", id, job.rank);
+	snprintf(rel, sizeof rel, "snapshots/%s/rank-%d.trace", id, job.rank);
+	snprintf(path, len, "%s/%s", mt_pol.host->run_dir, rel);
+	if (!is_id(id))
+		return -EINVAL;
+	if (!(r = mt_pol_snapshot_in(mt_pol.host->run_dir, rel, path, 0644, true, &bytes)))
 		append("took", id, rel);
-	}
 	return r;
 }
 
@@ -213,7 +212,8 @@ static void act(char *line)
 		char path[4200];
 		int r = take(id, path, sizeof path);
 		if (r)
-			mt_pol_say("no snapshot for rank %d's request %s: %s", rank, id, strerror(r));
+			mt_pol_say("no snapshot for rank %d's request %s: %s", rank, id,
+				   r == -EINVAL ? "not a request's id" : mt_pol_why(r));
 	}
 }
 

@@ -25,6 +25,7 @@ struct mt_policy_host {
 	uint64_t budget;      /* Lua instructions per handler call */
 	uint64_t memory;      /* bytes the Lua state and the engine's tables may hold */
 	uint64_t deadline_ns; /* the longest a job's thread waits for the policy thread */
+	uint64_t output;      /* bytes scripts may write into files, in all; 0: no limit */
 	bool quiet;
 	uint64_t start_ns; /* the process's start on the monotonic clock */
 	/* the whole job: the run directory the ranks coordinate through (NULL: none), this
@@ -40,7 +41,8 @@ struct mt_policy_host {
 	/* memtap's own pages, counted against its cap */
 	void *(*map)(size_t bytes);
 	void (*unmap)(void *p, size_t bytes);
-	/* interned strings and stacks (frames: uint64_t return addresses, innermost first) */
+	/* interned strings and stacks (frames: uint64_t return addresses, innermost first);
+	 * NULL for an id the host does not have (a script may have written it) */
 	const void *(*string)(uint32_t id, size_t *len);
 	const void *(*stack)(uint32_t id, size_t *len);
 	void (*say)(const char *line);		   /* one line on stderr unless quiet */

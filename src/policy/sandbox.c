@@ -3,8 +3,10 @@
  * sees only Lua instructions, so every library function whose work in C grows with its
  * arguments is wrapped: before the call it charges its worst case to the handler's
  * instruction budget (a pattern's backtracking, rep's copies, table shifts and moves,
- * sorts, full collections), after it the bytes it returned. Finalizers (__gc) are refused:
- * Lua runs them with hooks off, where no budget can stop them. */
+ * sorts, full collections), after it the bytes it returned. Lua runs some code with its
+ * hooks off, where no budget can stop it: finalizers (__gc, refused), message handlers
+ * (xpcall's runs after the unwinding) and the close methods of a coroutine a budget
+ * error ended (every coroutine's body catches that error first). */
 #include <lauxlib.h>
 #include <lualib.h>
 #include <math.h>
@@ -206,17 +208,16 @@ static void guard_library(lua_State *L, const char *lib, const struct cost *cost
 	lua_pop(L, 1);
 }
 
-/* setmetatable, less __gc and __close: Lua runs finalizers with hooks off, and the close
- * methods of a coroutine that a budget error ended with its hooks still off. */
+/* setmetatable, less __gc: Lua runs finalizers with hooks off. An object is finalized
+ * only if its metatable had __gc when it was set, so this one check holds, with the
+ * metatables memtap sets from C out of reach (__metatable). */
 static int set_metatable(lua_State *L)
 {
-	static const char *const refused[] = {"__gc", "__close", NULL};
-
-	for (const char *const *k = refused; lua_type(L, 2) == LUA_TTABLE && *k; k++) {
-		lua_pushstring(L, *k);
+	lua_settop(L, 2);
+	if (lua_type(L, 2) == LUA_TTABLE) {
+		lua_pushliteral(L, "__gc");
 		if (lua_rawget(L, 2) != LUA_TNIL)
-			return luaL_error(L, "a policy cannot set %s: Lua would run it where no budget can stop it",
-					  *k);
+			return luaL_error(L, "a policy cannot set __gc: Lua would run it where no budget can stop it");
 		lua_pop(L, 1);
 	}
 	lua_pushvalue(L, lua_upvalueindex(1));
@@ -250,6 +251,39 @@ static int x_pcall(lua_State *L)
 	return 2;
 }
 
+/* The body of every coroutine a policy makes: its function, in a yieldable pcall. The
+ * budget's error is raised inside the count hook, where Lua has turned hooks off; a
+ * coroutine that error ends keeps them off, and Lua would close its pending
+ * to-be-closed variables (coroutine.close, coroutine.wrap's error path) where no budget
+ * can stop them. Caught here, the error gives the coroutine its hooks back first, as
+ * every pcall does, the close methods run under the budget, and it goes on from here. */
+static int body_end(lua_State *L, int status, lua_KContext ctx)
+{
+	(void)ctx;
+	if (status != LUA_OK && status != LUA_YIELD)
+		return lua_error(L);
+	return lua_gettop(L);
+}
+
+static int body(lua_State *L)
+{
+	lua_pushvalue(L, lua_upvalueindex(1));
+	lua_insert(L, 1);
+	return body_end(L, lua_pcallk(L, lua_gettop(L) - 1, LUA_MULTRET, 0, 0, body_end), 0);
+}
+
+/* coroutine.create or coroutine.wrap (upvalue 1) of the function in its body */
+static int co_make(lua_State *L)
+{
+	luaL_checktype(L, 1, LUA_TFUNCTION);
+	lua_settop(L, 1);
+	lua_pushcclosure(L, body, 1);
+	lua_pushvalue(L, lua_upvalueindex(1));
+	lua_insert(L, 1);
+	lua_call(L, 1, 1);
+	return 1;
+}
+
 void mt_pol_open_sandbox(lua_State *L)
 {
 	static const luaL_Reg libs[] = {{LUA_GNAME, luaopen_base},	 {LUA_COLIBNAME, luaopen_coroutine},
@@ -266,6 +300,7 @@ void mt_pol_open_sandbox(lua_State *L)
 	    {"concat", concat_cost}, {"unpack", unpack_cost}, {"move", move_cost}, {"insert", shift_cost},
 	    {"remove", shift_cost},  {"sort", sort_cost},     {NULL, NULL}};
 	static const struct cost none[] = {{NULL, NULL}};
+	static const char *const made[] = {"create", "wrap", NULL}; /* coroutines, over body */
 
 	for (const luaL_Reg *l = libs; l->name; l++) {
 		luaL_requiref(L, l->name, l->func, 1);
@@ -298,5 +333,12 @@ void mt_pol_open_sandbox(lua_State *L)
 	lua_setfield(L, -2, "setmetatable");
 	lua_pushcfunction(L, x_pcall);
 	lua_setfield(L, -2, "xpcall");
+	lua_pop(L, 1);
+	lua_getglobal(L, "coroutine");
+	for (const char *const *k = made; *k; k++) {
+		lua_getfield(L, -1, *k);
+		lua_pushcclosure(L, co_make, 1);
+		lua_setfield(L, -2, *k);
+	}
 	lua_pop(L, 1);
 }

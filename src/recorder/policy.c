@@ -22,14 +22,22 @@ static uint64_t caps[MT_NO_DEVICE];    /* bytes */
 static double fractions[MT_NO_DEVICE]; /* or a fraction of the device */
 static char dir[PATH_MAX];
 
+/* An id from the engine may come from a script (an event table's stack_id): NULL unless
+ * the table has it. */
+static const void *entry(struct mtp_table *t, uint32_t id, size_t *len)
+{
+	*len = 0;
+	return id && id <= mtp_table_count(t) ? mtp_table_get(t, id, len) : NULL;
+}
+
 static const void *string(uint32_t id, size_t *len)
 {
-	return mtp_table_get(&mtp_strings, id, len);
+	return entry(&mtp_strings, id, len);
 }
 
 static const void *stack(uint32_t id, size_t *len)
 {
-	return mtp_table_get(&mtp_stacks, id, len);
+	return entry(&mtp_stacks, id, len);
 }
 
 static void say(const char *line)
@@ -215,6 +223,7 @@ void mtp_policy_load(void)
 	host.budget = mtp_opt.policy_budget;
 	host.memory = mtp_opt.policy_memory;
 	host.deadline_ns = mtp_opt.policy_deadline_ms * 1000000ull;
+	host.output = mtp_opt.policy_output;
 	host.quiet = mtp_opt.quiet;
 	host.start_ns = mtp_start_ns;
 	host.run_dir = mtp_opt.dir[0] ? mtp_opt.dir : NULL;
