@@ -79,7 +79,6 @@ static struct writer {
 	bool failed;  /* a write failed (or the file could not be made): nothing more is written */
 	bool warned;  /* the failure was said */
 	bool regular; /* a regular file: a failed write can be cut off again */
-	bool opened;  /* the file was made (atomic: at_exit reads it) */
 	char path[4096];
 	char problem[256]; /* what kept the trace from the disk, for memtap run's status */
 	struct mt_buf events, table;
@@ -679,7 +678,6 @@ static bool file_ready(void)
 		w.failed = true;
 		return false;
 	}
-	__atomic_store_n(&w.opened, true, __ATOMIC_RELEASE);
 	write_header();
 	scan_modules();
 	return true;
@@ -1158,7 +1156,7 @@ void mtp_writer_atfork_child(bool keep)
 	w.fd = -1;
 	w.running = w.starting = w.own_table = w.sleeping = false;
 	w.bell = w.asked = w.served = 0;
-	w.stop_asked = w.parked = w.closed = w.any = w.opened = false;
+	w.stop_asked = w.parked = w.closed = w.any = false;
 	memset(&w.ask, 0, sizeof w.ask);
 	w.asking = ASK_NONE;
 	memset(w.own, 0, sizeof w.own);

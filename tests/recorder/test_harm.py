@@ -89,11 +89,9 @@ else:
 
 # ---- the job's descriptors: closed all and reopened, or put over memtap's ----
 # (check_stacks=1 unwinds every stack in full: that is where an unwinder's own descriptors
-# would be used. Not under ThreadSanitizer, which keeps one table of descriptors for the
-# process and takes the job's close of a number for a race with the writer's own.)
-for mode, says, allocs, env in () if TSAN else (("closefds", "files intact", 402, None),
-                                                ("dup2", "log intact", 401, None),
-                                                ("closefds", "files intact", 402, {"MEMTAP_CHECK_STACKS": "1"})):
+# would be used)
+for mode, says, allocs, env in (("closefds", "files intact", 402, None), ("dup2", "log intact", 401, None),
+                                ("closefds", "files intact", 402, {"MEMTAP_CHECK_STACKS": "1"})):
     what = mode + (" (full unwinds)" if env else "")
     d = os.path.join(TMP, what.replace(" ", "-") + "-files")
     os.makedirs(d, exist_ok=True)
