@@ -25,37 +25,22 @@ const char *const mt_tag_names[MT_TAG_COUNT] = {"none",	       "params",      "g
 
 /* ---- what a valid event is: the writer refuses (and counts) what the reader would reject ---- */
 
-/* A size is memory held, mapped or named unless it is the job's own number: a failed
- * request, a pool's attribute or its bytes to keep may be anything the job passed. */
-static bool size_is_memory(uint8_t kind)
-{
-	return kind != MT_EV_ALLOC_FAILED && kind != MT_EV_POOL_ATTR && kind != MT_EV_POOL_TRIM;
-}
-
-/* Kinds whose addr and size are a range of memory. */
-static bool is_range(uint8_t kind)
-{
-	return kind == MT_EV_ALLOC || kind == MT_EV_MANAGED_ALLOC || kind == MT_EV_HOST_ALLOC ||
-	       kind == MT_EV_VMM_RESERVE || kind == MT_EV_VMM_ADDR_FREE || kind == MT_EV_VMM_MAP ||
-	       kind == MT_EV_VMM_UNMAP || kind == MT_EV_TAG_RANGE || kind == MT_EV_VMM_ACCESS ||
-	       kind == MT_EV_SEGMENT_ALLOC || kind == MT_EV_SEGMENT_FREE;
-}
-
 const char *mt_event_invalid(const struct mt_event *e, char *buf, size_t len)
 {
-	const char *kind = e->kind < MT_EV_COUNT ? mt_kind_names[e->kind] : "unknown";
-	const char *a = strchr("aeiou", kind[0]) ? "an" : "a";
+	const char *kind, *a;
 
+	if (mt_event_valid(e))
+		return NULL;
+	kind = e->kind < MT_EV_COUNT ? mt_kind_names[e->kind] : "unknown";
+	a = strchr("aeiou", kind[0]) ? "an" : "a";
 	if (e->kind >= MT_EV_COUNT || e->tag >= MT_TAG_COUNT)
 		snprintf(buf, len, "an event of kind %u with tag %u", e->kind, e->tag);
-	else if (size_is_memory(e->kind) && e->size > MT_MAX_SIZE)
+	else if (e->size > MT_MAX_SIZE && !(mt_kind_bit(e->kind) & MT_ANY_SIZE_KINDS))
 		snprintf(buf, len, "%s %s event of %llu bytes, more than any address space", a, kind,
 			 (unsigned long long)e->size);
-	else if (is_range(e->kind) && e->addr + e->size < e->addr)
+	else
 		snprintf(buf, len, "%s %s event of %llu bytes at 0x%llx runs past the end of the address space", a,
 			 kind, (unsigned long long)e->size, (unsigned long long)e->addr);
-	else
-		return NULL;
 	return len ? buf : "invalid";
 }
 

@@ -166,9 +166,33 @@ struct mt_encoder {
 };
 
 void mt_encode_event(struct mt_buf *b, struct mt_encoder *st, const struct mt_event *e);
-/* Why no trace may hold this event, whatever its tables (a size past any address space,
- * an unknown kind): the reason in buf (len > 0), or NULL when it is valid. The writer
- * refuses such an event and counts it (MT_DROP_INVALID); the reader rejects it. */
+/* What a valid event is, whatever its tables: a known kind and tag; a size no larger than
+ * any address space unless it is the job's own number (a failed request, a pool's
+ * attribute or bytes to keep may be anything the job passed); a range that does not run
+ * past the end of the address space. The writer refuses an invalid event and counts it
+ * (MT_DROP_INVALID); the reader rejects it. */
+#define MT_KIND_BIT(name) (1ull << MT_EV_##name)
+#define MT_ANY_SIZE_KINDS (MT_KIND_BIT(ALLOC_FAILED) | MT_KIND_BIT(POOL_ATTR) | MT_KIND_BIT(POOL_TRIM))
+#define MT_RANGE_KINDS                                                                                                 \
+	(MT_KIND_BIT(ALLOC) | MT_KIND_BIT(MANAGED_ALLOC) | MT_KIND_BIT(HOST_ALLOC) | MT_KIND_BIT(VMM_RESERVE) |        \
+	 MT_KIND_BIT(VMM_ADDR_FREE) | MT_KIND_BIT(VMM_MAP) | MT_KIND_BIT(VMM_UNMAP) | MT_KIND_BIT(TAG_RANGE) |         \
+	 MT_KIND_BIT(VMM_ACCESS) | MT_KIND_BIT(SEGMENT_ALLOC) | MT_KIND_BIT(SEGMENT_FREE))
+_Static_assert(MT_EV_COUNT <= 64, "a kind's bit fits a 64-bit mask");
+
+static inline uint64_t mt_kind_bit(uint8_t kind)
+{
+	return kind < MT_EV_COUNT ? 1ull << kind : 0;
+}
+
+static inline int mt_event_valid(const struct mt_event *e)
+{
+	uint64_t bit = mt_kind_bit(e->kind);
+
+	return bit && e->tag < MT_TAG_COUNT && (e->size <= MT_MAX_SIZE || (bit & MT_ANY_SIZE_KINDS)) &&
+	       (!(bit & MT_RANGE_KINDS) || e->addr + e->size >= e->addr);
+}
+
+/* Why mt_event_valid says no, in buf (len > 0), or NULL when it says yes. */
 const char *mt_event_invalid(const struct mt_event *e, char *buf, size_t len);
 
 /* Decoding: a cursor over a payload; `bad` is set on malformed input. */

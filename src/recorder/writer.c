@@ -430,7 +430,7 @@ static void take(struct drain *d, struct mtp_ring *r)
 	for (; tail != head; tail++) {
 		size_t before = w.events.len;
 		/* what the reader would reject is refused here, so that it poisons nothing after it */
-		if (mt_event_invalid(&r->slot[tail & r->mask], NULL, 0)) {
+		if (!mt_event_valid(&r->slot[tail & r->mask])) {
 			mtp_drop(MT_DROP_INVALID, 1);
 			continue;
 		}
