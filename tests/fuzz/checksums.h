@@ -31,4 +31,16 @@ static inline uint8_t *with_checksums(const uint8_t *data, size_t size)
 	return copy;
 }
 
+/* fn on the input as it is, then, when it is a memtap trace, with its checksums made right. */
+static inline void as_is_and_checksummed(const uint8_t *data, size_t size, void (*fn)(const uint8_t *, size_t))
+{
+	uint8_t *fixed = with_checksums(data, size);
+
+	fn(data, size);
+	if (fixed) {
+		fn(fixed, size);
+		free(fixed);
+	}
+}
+
 #endif

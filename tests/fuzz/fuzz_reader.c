@@ -49,12 +49,6 @@ static void analyse(const uint8_t *data, size_t size)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	uint8_t *fixed = with_checksums(data, size);
-
-	analyse(data, size);
-	if (fixed) {
-		analyse(fixed, size);
-		free(fixed);
-	}
+	as_is_and_checksummed(data, size, analyse);
 	return 0;
 }

@@ -74,12 +74,6 @@ static void replay(const uint8_t *data, size_t size)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	uint8_t *fixed = with_checksums(data, size);
-
-	replay(data, size);
-	if (fixed) {
-		replay(fixed, size);
-		free(fixed);
-	}
+	as_is_and_checksummed(data, size, replay);
 	return 0;
 }
