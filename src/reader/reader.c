@@ -376,6 +376,10 @@ static int read_chunks(struct mt_trace *t, const uint8_t *data, size_t size, siz
 {
 	size_t off = 0;
 	int r = 0;
+	/* the last whole chunk was an END: a chunk cut short after it is what an exit leaves
+	   when the process ends while memtap writes what other threads made after the END
+	   (uncounted, docs/RECORDER.md); the trace is whole as of that END */
+	bool after_end = false;
 
 	while (off < size) {
 		struct mt_chunk_header h;
@@ -384,7 +388,7 @@ static int read_chunks(struct mt_trace *t, const uint8_t *data, size_t size, siz
 		if (mt_progress_hook)
 			mt_progress_hook("reading", base + off, base + size);
 		if (size - off < sizeof h) {
-			if (!partial)
+			if (!partial && !after_end)
 				note(t, "cut short: %zu stray bytes after the last whole chunk", size - off);
 			break;
 		}
@@ -396,10 +400,11 @@ static int read_chunks(struct mt_trace *t, const uint8_t *data, size_t size, siz
 			break;
 		}
 		if (h.length > size - off - sizeof h) {
-			if (!partial)
+			if (!partial && !after_end)
 				note(t, "cut short: the chunk at byte %zu is incomplete", base + off);
 			break;
 		}
+		after_end = h.type == MT_CHUNK_END;
 		c = (struct mt_cursor){data + off + sizeof h, data + off + sizeof h + h.length, 0};
 		/* a trace's first chunk says which checksum it uses: memtap wrote IEEE CRC-32
 		 * until 2026-11-21, CRC-32C since (docs/FORMAT.md) */

@@ -251,12 +251,11 @@ MTP_HIDDEN int mtp_writer_start(void);
 MTP_HIDDEN extern bool mtp_writer_pending;
 MTP_HIDDEN void mtp_writer_start_pending(void);
 MTP_HIDDEN void mtp_writer_stop(void);		      /* every ring drained, then the END chunk */
-MTP_HIDDEN void mtp_writer_late(void);		      /* an event made after the END: waits until it is written */
 MTP_HIDDEN void mtp_writer_wake(void);		      /* a ring is half full */
 MTP_HIDDEN void mtp_writer_crash_flush(void);	      /* from a fatal signal's handler */
 MTP_HIDDEN int mtp_writer_snapshot(const char *path); /* the trace so far, closed, into the job's path */
 MTP_HIDDEN int mtp_writer_snapshot_fd(int fd);	      /* the same into a file of memtap's own threads */
-MTP_HIDDEN void mtp_writer_sync(void);		      /* drain every ring now */
+MTP_HIDDEN void mtp_writer_sync(void);		      /* every ring drained now (and, after the END, a new END) */
 MTP_HIDDEN bool mtp_writer_has_events(void);	      /* something was recorded (or dropped) */
 MTP_HIDDEN void mtp_writer_exec_begin(void);	      /* before exec: all written, END; holds the writer */
 MTP_HIDDEN void mtp_writer_exec_failed(void);	      /* exec returned: the END goes, recording goes on */

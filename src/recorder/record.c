@@ -271,7 +271,7 @@ static inline void deliver(struct mtp_thread *t, struct mt_event *e)
 {
 	push(t, e);
 	if (unlikely(mtp_state_now() == MTP_CLOSED))
-		mtp_writer_late();
+		mtp_writer_sync();
 }
 
 uint8_t mtp_current_tag(void)

@@ -1019,9 +1019,11 @@ static bool await_round(uint64_t ns)
 	}
 }
 
-/* An ask with arguments: w.post is held by the caller. */
+/* An ask with arguments: w.post is held by the caller, never the writer itself. */
 static int ask(int kind, struct ask a)
 {
+	if (on_writer())
+		return EDEADLK;
 	w.ask = a;
 	__atomic_store_n(&w.asking, kind, __ATOMIC_RELEASE);
 	while (__atomic_load_n(&w.asking, __ATOMIC_ACQUIRE) != ASK_NONE)
@@ -1069,16 +1071,11 @@ int mtp_writer_start(void)
 }
 
 /* The END chunk: every ring drained, the totals written. Events made later still reach
- * the file (each late record waits for a drain: mtp_writer_late). No lock is taken: an
+ * the file (each late record waits for a round: mtp_writer_sync). No lock is taken: an
  * exit from a signal handler that interrupted a hook finds nothing held. */
 void mtp_writer_stop(void)
 {
 	__atomic_store_n(&w.stop_asked, true, __ATOMIC_RELEASE);
-	await_round(0);
-}
-
-void mtp_writer_late(void)
-{
 	await_round(0);
 }
 

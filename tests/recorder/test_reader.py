@@ -60,6 +60,14 @@ ok(monotone, "the longer the piece, the more events read back")
 ok(one_line, "a cut trace: one line saying it was cut short, exit 3")
 open(cut, "wb").write(good[:len(good) // 2])
 ok(run("dump", cut).stdout.count("\n") < full, "half a trace reads back fewer events than the whole")
+# after its END, a chunk the process's end cut short (events other threads made after the END,
+# being written when the process ended): the trace is whole as of that END
+events_chunk = good[16:16 + 16 + int.from_bytes(good[24:28], "little")]
+for tail in (events_chunk[:40], events_chunk[:7]):
+    open(cut, "wb").write(good + tail)
+    p = run("report", cut)
+    ok(p.returncode == 0 and run("dump", cut).stdout.count("\n") == full,
+       "a closed trace and %d bytes of a chunk cut short after its END: whole, no complaint" % len(tail), p.stderr)
 
 # every byte of every chunk header and a spread of payload bytes, flipped: each one caught
 # (the payload's checksum, the header's magic, length and zero bytes, an unknown type said)
