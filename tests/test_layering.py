@@ -82,7 +82,7 @@ hooks = names("src/recorder/driver_hooks.def", r"DRV\(\w+, (\w+),") | names("src
 hooks |= {"cuGetProcAddress", "cuGetProcAddress_v2", "dlsym", "InitializeInjectionNvtx2"}
 # the loader and exec hooks (src/recorder/loader.c, exec.c): unloads and image replacement
 hooks |= {"dlclose", "execve", "execv", "execvp", "execvpe", "execl", "execlp", "execle", "fexecve", "execveat",
-          "_exit", "_Exit"}
+          "exit", "_exit", "_Exit", "pthread_exit"}
 for lib, want in (("src/recorder/.libs/libmemtap.so", hooks | api | allocator),
                   ("src/cupti/.libs/libmemtap-cupti.so", api | {"InitializeInjection", "InitializeInjectionNvtx2"}),
                   ("src/policy/.libs/libmemtap-policy.so", {"memtap_policy_start"})):

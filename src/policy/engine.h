@@ -148,6 +148,7 @@ int mt_pol_open_in(const char *dir, const char *rel, int flags, mode_t mode, boo
 const char *mt_pol_why(int code); /* a code above, -errno or errno, in words */
 /* Whether `bytes` more fit policy_output: 0, or MT_POL_OVER_QUOTA (counted as refused). */
 int mt_pol_output_fits(uint64_t bytes);
+uint64_t mt_pol_output_left(void); /* bytes the quota still allows (UINT64_MAX: no quota) */
 void mt_pol_output_wrote(uint64_t bytes);
 /* The trace so far (the host's snapshot) into a new file `rel` under `dir`, `path` in the
  * trace; counted against policy_output, and removed when it does not fit or fails. 0 or

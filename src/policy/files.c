@@ -114,12 +114,14 @@ int mt_pol_snapshot_in(const char *dir, const char *rel, const char *path, mode_
 		return r;
 	if ((fd = mt_pol_open_in(dir, rel, O_WRONLY | O_CREAT | O_EXCL, mode, make_folders)) < 0)
 		return fd;
-	r = mt_pol.host->snapshot(fd, path);
+	/* one larger than what is left of the quota is refused before a byte is written */
+	r = mt_pol.host->snapshot(fd, path, mt_pol_output_left());
+	if (r == EFBIG)
+		r = mt_pol_output_fits(mt_pol_output_left() + 1);
 	if (!r && fstat(fd, &st) != 0)
 		r = errno;
 	if (close(fd) != 0 && !r)
 		r = errno;
-	/* its size is known once it is written: one that does not fit is removed */
 	if (!r && !(r = mt_pol_output_fits((uint64_t)st.st_size))) {
 		*bytes = (uint64_t)st.st_size;
 		mt_pol_output_wrote(*bytes);
@@ -127,6 +129,13 @@ int mt_pol_snapshot_in(const char *dir, const char *rel, const char *path, mode_
 	}
 	remove_in(dir, rel);
 	return r;
+}
+
+uint64_t mt_pol_output_left(void)
+{
+	uint64_t quota = mt_pol.host->output;
+
+	return !quota ? UINT64_MAX : out.written < quota ? quota - out.written : 0;
 }
 
 int mt_pol_output_fits(uint64_t bytes)

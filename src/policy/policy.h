@@ -45,10 +45,12 @@ struct mt_policy_host {
 	 * NULL for an id the host does not have (a script may have written it) */
 	const void *(*string)(uint32_t id, size_t *len);
 	const void *(*stack)(uint32_t id, size_t *len);
-	void (*say)(const char *line);		   /* one line on stderr unless quiet */
-	void (*mark)(const char *name);		   /* a MARK event */
-	int (*snapshot)(int fd, const char *path); /* the trace so far into fd, opened for path; 0 or an errno */
-	int (*capture)(bool on, uint8_t device);   /* cuProfilerStart/Stop; 0 or a CUresult */
+	void (*say)(const char *line);	/* one line on stderr unless quiet */
+	void (*mark)(const char *name); /* a MARK event */
+	/* the trace so far into fd, opened for path, unless it would be more than `limit`
+	 * bytes (EFBIG, nothing written); 0 or an errno */
+	int (*snapshot)(int fd, const char *path, uint64_t limit);
+	int (*capture)(bool on, uint8_t device); /* cuProfilerStart/Stop; 0 or a CUresult */
 	/* a cap in bytes, or as a fraction of the device (resolved when the device is known);
 	 * device -1: every device; 0 and 0: no cap */
 	void (*set_cap)(int device, uint64_t bytes, double fraction);

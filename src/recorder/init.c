@@ -46,14 +46,25 @@ static int find_self(struct dl_phdr_info *info, size_t size, void *arg)
 /* The end of recording: what the rings hold is written, with the END chunk. It may run
  * in a signal handler that interrupted a hook (exit() there is the usual way to end on
  * SIGTERM), so it calls nothing that hooks may hold locks in: not the driver, not
- * memtap's tables; the writer is asked, not locked. */
+ * memtap's tables; the writer is asked, not locked. One thread ends recording; another
+ * that exits meanwhile waits for its END. A vfork child, or one made without fork
+ * (clone, syscall), shares its parent's writer or has none: it passes through. */
+static long ending_thread;
+static uint32_t ended; /* futex: the END is written */
+
 static void at_exit(void)
 {
-	static bool once;
 	struct mtp_thread *t = &mtp_self;
+	long me = mtp_gettid(), first = 0;
 
-	if (mtp_state_now() != MTP_ON || __atomic_exchange_n(&once, true, __ATOMIC_ACQ_REL))
+	if (getpid() != mtp_pid || mtp_state_now() < MTP_ON)
 		return;
+	if (!__atomic_compare_exchange_n(&ending_thread, &first, me, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+		/* (a signal handler on the ending thread itself cannot wait for it) */
+		while (first != me && !__atomic_load_n(&ended, __ATOMIC_ACQUIRE))
+			mtp_futex_wait(&ended, 0, 0);
+		return;
+	}
 	if (t->busy) {
 		/* interrupted inside its own record, which will never end: that event and the
 		   handlers' ones waiting behind it are lost, and counted */
@@ -74,22 +85,17 @@ static void at_exit(void)
 	if (mtp_opt.check_stacks)
 		mtp_warn("check_stacks: %llu of %llu cached stacks differed from a full unwind",
 			 (unsigned long long)mtp_stack_mismatches, (unsigned long long)mtp_stack_checks);
+	__atomic_store_n(&ended, 1, __ATOMIC_RELEASE);
+	mtp_futex_wake(&ended);
 }
 
 /* _exit and _Exit end the process without atexit handlers (Python's os._exit, a worker's
  * end, a signal handler's): the rings are written first, as at exit. quick_exit calls
- * _exit inside the C library, past these: its at_quick_exit handler does the same. A
- * vfork child, which shares its parent's memory and writer, passes straight through. */
-static void fast_exit(void)
-{
-	if (getpid() == mtp_pid)
-		at_exit();
-}
-
+ * _exit inside the C library, past these: its at_quick_exit handler does the same. */
 MTP_EXPORT void _exit(int status)
 {
 	MTP_NEXT(_exit)
-	fast_exit();
+	at_exit();
 	if (fn)
 		fn(status);
 	syscall(SYS_exit_group, status);
@@ -99,10 +105,50 @@ MTP_EXPORT void _exit(int status)
 MTP_EXPORT void _Exit(int status)
 {
 	MTP_NEXT(_Exit)
-	fast_exit();
+	at_exit();
 	if (fn)
 		fn(status);
 	syscall(SYS_exit_group, status);
+	__builtin_unreachable();
+}
+
+/* Two threads that call exit at once would run the exit handlers together (glibc before
+ * 2.39: exit is not thread-safe), and the one done first ends the process while the other
+ * is still writing memtap's END: a second caller waits for the process to end, as glibc
+ * 2.39's does. A vfork child, or one made without fork, passes through. */
+static long exiting;
+
+MTP_EXPORT void exit(int status)
+{
+	long me = mtp_gettid(), first = 0;
+
+	MTP_NEXT(exit)
+	if (getpid() == mtp_pid &&
+	    !__atomic_compare_exchange_n(&exiting, &first, me, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE) &&
+	    first != me) {
+		uint32_t never = 0;
+		for (;;)
+			mtp_futex_wait(&never, 0, 0);
+	}
+	if (fn)
+		fn(status);
+	syscall(SYS_exit_group, status);
+	__builtin_unreachable();
+}
+
+/* A job whose main thread calls pthread_exit lives on until its other threads end; glibc
+ * then ends the process, with status 0. memtap's own threads would keep it alive for
+ * good: the main thread's pthread_exit leaves a thread of the job's (its descriptors,
+ * directory and root, for the job's exit handlers) that ends the process once the
+ * writer sees that only memtap's threads are left. */
+MTP_EXPORT void pthread_exit(void *value)
+{
+	MTP_NEXT(pthread_exit)
+	if (mtp_state_now() == MTP_ON && getpid() == mtp_pid && mtp_gettid() == mtp_pid)
+		mtp_writer_main_gone();
+	if (fn)
+		fn(value);
+	syscall(SYS_exit, 0);
 	__builtin_unreachable();
 }
 
@@ -152,6 +198,7 @@ static void fork_parent(void)
 
 static void fork_child(void)
 {
+	exiting = 0;
 	if (mtp_state_now() != MTP_ON)
 		return;
 	mtp_pid = getpid();
@@ -174,13 +221,14 @@ __attribute__((constructor)) static void mtp_init(void)
 		return;
 	}
 	__atomic_store_n(&mtp_state, MTP_STARTING, __ATOMIC_RELEASE);
-	if (mtp_writer_start()) {
+	/* the policy thread is the writer's to make: with a policy, the writer starts now */
+	if (mtp_writer_start(mtp_opt.policy[0] != '\0')) {
 		__atomic_store_n(&mtp_state, MTP_OFF, __ATOMIC_RELEASE);
 		return;
 	}
 	pthread_atfork(fork_prepare, fork_parent, fork_child);
 	atexit(at_exit);
-	at_quick_exit(fast_exit);
+	at_quick_exit(at_exit);
 	catch_fatal_signals();
 	__atomic_store_n(&mtp_state, MTP_ON, __ATOMIC_RELEASE);
 	mtp_policy_load();

@@ -115,6 +115,7 @@ struct mtp_thread {
 	uint32_t index;			     /* 0 = not yet registered */
 	int depth;			     /* hook nesting: only the outermost records, or a re-entry from outside */
 	bool interning;			     /* holds an interning table's lock (intern.c) */
+	bool sizing;			     /* holds the frame sizes' lock (stack.c) */
 	bool on_own_stack;		     /* running on own_stack now */
 	/* Inside mtp_record (busy), an event made by a signal handler on this thread waits
 	 * in `nested` (head written by the handler, tail by mtp_record) until the
@@ -223,6 +224,9 @@ MTP_HIDDEN uint32_t mtp_stack_capture(void);
 /* The caller's stack interned now, for an event made later (0: none, or not wanted). */
 MTP_HIDDEN uint32_t mtp_stack_now(void);
 extern MTP_HIDDEN uint64_t mtp_stack_checks, mtp_stack_mismatches; /* check_stacks=1 */
+MTP_HIDDEN void mtp_stack_atfork_prepare(void);
+MTP_HIDDEN void mtp_stack_atfork_parent(void);
+MTP_HIDDEN void mtp_stack_atfork_child(void);
 
 /* ---- Python frames (python.c) ---- */
 MTP_HIDDEN uint32_t mtp_python_stack(uint32_t native); /* the stack with this thread's Python frames merged in */
@@ -244,24 +248,29 @@ MTP_HIDDEN void mtp_python_forget(void); /* after an unload: stop if the interpr
 
 /* ---- writer (writer.c): the only code that touches memtap's files, on a thread with a
  * descriptor table of its own; other threads ask it, and none of them takes a lock it holds ---- */
-MTP_HIDDEN int mtp_writer_start(void);
-/* A forked child that goes on recording starts its writer on its first event, not inside
- * fork(): a thread made in fork's child handlers may wait on a lock another thread held
- * at the fork (AddressSanitizer's allocator did). */
+/* Its buffers now, its thread now or at the first event (mtp_writer_pending): a process
+ * that never touches the GPU (a shell, a launcher) gets no thread of memtap's, and stays
+ * single-threaded (unshare(CLONE_NEWUSER), Python's fork). A forked child that goes on
+ * recording starts its writer on its first event too, not inside fork(): a thread made in
+ * fork's child handlers may wait on a lock another thread held at the fork (AddressSanitizer's
+ * allocator did). */
+MTP_HIDDEN int mtp_writer_start(bool now);
 MTP_HIDDEN extern bool mtp_writer_pending;
 MTP_HIDDEN void mtp_writer_start_pending(void);
-MTP_HIDDEN void mtp_writer_stop(void);		      /* every ring drained, then the END chunk */
-MTP_HIDDEN void mtp_writer_wake(void);		      /* a ring is half full */
-MTP_HIDDEN void mtp_writer_crash_flush(void);	      /* from a fatal signal's handler */
-MTP_HIDDEN int mtp_writer_snapshot(const char *path); /* the trace so far, closed, into the job's path */
-MTP_HIDDEN int mtp_writer_snapshot_fd(int fd);	      /* the same into a file of memtap's own threads */
-MTP_HIDDEN void mtp_writer_sync(void);		      /* every ring drained now (and, after the END, a new END) */
-MTP_HIDDEN bool mtp_writer_has_events(void);	      /* something was recorded (or dropped) */
-MTP_HIDDEN void mtp_writer_exec_begin(void);	      /* before exec: all written, END; holds the writer */
-MTP_HIDDEN void mtp_writer_exec_failed(void);	      /* exec returned: the END goes, recording goes on */
+MTP_HIDDEN void mtp_writer_stop(void);			       /* every ring drained, then the END chunk */
+MTP_HIDDEN void mtp_writer_wake(void);			       /* a ring is half full */
+MTP_HIDDEN void mtp_writer_crash_flush(void);		       /* from a fatal signal's handler */
+MTP_HIDDEN int mtp_writer_snapshot(const char *path);	       /* the trace so far, closed, into the job's path */
+MTP_HIDDEN int mtp_writer_snapshot_fd(int fd, uint64_t limit); /* into a file of memtap's; EFBIG past limit */
+MTP_HIDDEN void mtp_writer_sync(void);	      /* every ring drained now (and, after the END, a new END) */
+MTP_HIDDEN bool mtp_writer_has_events(void);  /* something was recorded (or dropped) */
+MTP_HIDDEN void mtp_writer_exec_begin(void);  /* before exec: all written, END; holds the writer */
+MTP_HIDDEN void mtp_writer_exec_failed(void); /* exec returned: the END goes, recording goes on */
 /* A thread of memtap's (the policy thread): made by the writer, it shares its descriptor
  * table; every signal blocked; stack bytes (0: the default). 0 or an errno. */
 MTP_HIDDEN int mtp_writer_spawn(pthread_t *thread, size_t stack, void *(*fn)(void *), void *arg);
+/* The main thread calls pthread_exit: the process ends once only memtap's threads are left. */
+MTP_HIDDEN void mtp_writer_main_gone(void);
 MTP_HIDDEN void mtp_writer_atfork_prepare(void);
 MTP_HIDDEN void mtp_writer_atfork_parent(void);
 MTP_HIDDEN void mtp_writer_atfork_child(bool keep);

@@ -26,8 +26,11 @@ static uint32_t message_id(const nvtxEventAttributes_t *a)
 	switch (a->messageType) {
 	case NVTX_MESSAGE_TYPE_ASCII:
 		return mtp_intern(a->message.ascii);
-	case NVTX_MESSAGE_TYPE_REGISTERED:
-		return (uint32_t)(uintptr_t)a->message.registered;
+	case NVTX_MESSAGE_TYPE_REGISTERED: {
+		/* memtap's own ids (nvtxDomainRegisterStringA): any other handle names nothing */
+		uintptr_t id = (uintptr_t)a->message.registered;
+		return id <= mtp_table_count(&mtp_strings) ? (uint32_t)id : 0;
+	}
 	case NVTX_MESSAGE_TYPE_UNICODE:
 		for (const wchar_t *w = a->message.unicode; w && *w && i + 1 < sizeof buf; w++)
 			buf[i++] = *w > 0 && *w < 128 ? (char)*w : '?';

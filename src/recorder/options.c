@@ -29,7 +29,7 @@ static const struct option_def {
 };
 
 /* Storage for string values: environ may change later, so values are copied here. */
-static char strings[4096];
+static char strings[16384];
 static size_t strings_used;
 
 __thread bool mtp_warn_privately;
@@ -89,12 +89,16 @@ static bool checked;
 
 static void set(const struct option_def *d, const char *value, size_t len, const char *from)
 {
-	char buf[512];
+	char buf[4096]; /* a path's room */
 	uint64_t n;
 	void *field = (char *)&mtp_opt + d->offset;
 
-	if (len >= sizeof buf)
-		len = sizeof buf - 1;
+	if (len >= sizeof buf) { /* never cut: a path cut short names another file */
+		if (!checked)
+			mtp_warn("ignoring %s from %s: its value is longer than %zu bytes", d->key, from,
+				 sizeof buf - 1);
+		return;
+	}
 	memcpy(buf, value, len);
 	buf[len] = '\0';
 	switch (d->type) {

@@ -69,10 +69,10 @@ void mtp_note(const char *text)
 		record_named(MT_EV_NVTX_MARK, text);
 }
 
-static int snapshot(int fd, const char *path)
+static int snapshot(int fd, const char *path, uint64_t limit)
 {
 	record_named(MT_EV_SNAPSHOT, path);
-	return mtp_writer_snapshot_fd(fd);
+	return mtp_writer_snapshot_fd(fd, limit);
 }
 
 static int capture(bool on, uint8_t device)

@@ -64,6 +64,7 @@ static void learn_size(uintptr_t ip, int64_t d)
 {
 	int32_t v = d > 0 && d < (1 << 30) ? (int32_t)d : VARIABLE;
 
+	mtp_self.sizing = true;
 	pthread_mutex_lock(&size_lock);
 	for (uint32_t i = size_slot(ip), n = 0; n < 32; i = (i + 1) & (SIZES - 1), n++) {
 		if (size_keys[i] == ip) {
@@ -78,6 +79,27 @@ static void learn_size(uintptr_t ip, int64_t d)
 		}
 	}
 	pthread_mutex_unlock(&size_lock);
+	mtp_self.sizing = false;
+}
+
+/* fork: the child gets the table of frame sizes with its lock free, never one a thread
+ * held at the fork; a fork from a signal handler that interrupted this thread's own
+ * learning does not wait for itself (the child goes on with that learning too) */
+void mtp_stack_atfork_prepare(void)
+{
+	if (!mtp_self.sizing)
+		pthread_mutex_lock(&size_lock);
+}
+
+void mtp_stack_atfork_parent(void)
+{
+	if (!mtp_self.sizing)
+		pthread_mutex_unlock(&size_lock);
+}
+
+void mtp_stack_atfork_child(void)
+{
+	pthread_mutex_init(&size_lock, NULL);
 }
 
 /* ---- learning from the unwind tables ---- */

@@ -24,6 +24,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <limits.h>
+#include <linux/openat2.h>
+#include <poll.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <time.h>
@@ -33,7 +36,10 @@
 #include "recorder/mtp.h"
 
 #define MAX_MODULES 4096
-#define MAX_OWN 8 /* threads of memtap's: the writer, the policy thread, the one that ends the process */
+#define MAX_OWN 8	    /* threads of memtap's: the writer, the policy thread, ... */
+#define ENDER (MAX_OWN - 1) /* the last: the one that ends a process whose main called pthread_exit */
+#define END_MAX (16 + 10 * (2 + MT_DROP_COUNT)) /* an END chunk's payload at most: varints */
+#define STALLED_MS 2000 /* a pipe's reader that takes no byte for this long has stopped reading */
 /* The writer's stack, whatever the job's ulimit -s (threads take theirs from it): its
  * deepest road (a drain that feeds the policy engine, the header's lines) takes tens of KiB. */
 #define WRITER_STACK (2u << 20)
@@ -41,11 +47,13 @@
 #define ENDER_STACK (8u << 20)
 
 /* What a thread asks of the writer beyond a drain; one at a time (w.post). */
-enum ask_kind { ASK_NONE, ASK_SNAPSHOT, ASK_EXEC, ASK_EXEC_FAILED, ASK_SPAWN };
+enum ask_kind { ASK_NONE, ASK_SNAPSHOT, ASK_SPAWN };
 
 struct ask {
 	int fd; /* a snapshot into this descriptor of memtap's own table, or -1: into path */
 	const char *path;
+	long tid;	     /* the asking thread, whose directory and root the path is from */
+	uint64_t limit;	     /* a snapshot larger than this is refused before it is written */
 	void *(*fn)(void *); /* a thread of memtap's: fn(arg) on a stack of `stack` bytes */
 	void *arg;
 	size_t stack;
@@ -68,8 +76,11 @@ static struct writer {
 	bool stop_asked;      /* the process is exiting: the END chunk */
 	pthread_mutex_t post; /* one ask with arguments at a time */
 	struct ask ask;
-	int asking;  /* its kind: set by the asker (release), back to ASK_NONE once done */
-	bool parked; /* an exec is under way: nothing more is written unless it fails */
+	int asking; /* its kind: set by the asker (release), back to ASK_NONE once done */
+	/* threads in an exec (atomic: a signal handler's exec may interrupt an ask, so no lock):
+	   while there is one, the writer has written the END and writes nothing after it */
+	uint32_t execs;
+	bool parked;
 	uint64_t end_at;
 	bool closed;   /* the END chunk is written: later drains end with a new one */
 	bool sleeping; /* the writer waits for its bell (a wake rings it only then) */
@@ -81,6 +92,8 @@ static struct writer {
 	bool regular; /* a regular file: a failed write can be cut off again */
 	char path[4096];
 	char problem[256]; /* what kept the trace from the disk, for memtap run's status */
+	dev_t dev;	   /* the trace's identity, for a writer without a table of its own */
+	ino_t ino;
 	struct mt_buf events, table;
 	uint32_t strings_done, stacks_done;
 	uint64_t written;		    /* events in the file */
@@ -91,18 +104,50 @@ static struct writer {
 	size_t nmodules;
 	/* memtap's own threads, by kernel id: the job's are the others */
 	long own[MAX_OWN];
-} w = {
-    .lock = PTHREAD_MUTEX_INITIALIZER, .ready = PTHREAD_COND_INITIALIZER, .post = PTHREAD_MUTEX_INITIALIZER, .fd = -1};
+	/* the job's main thread called pthread_exit: the writer looks (in /proc, through
+	   descriptors opened at start) for the moment only memtap's threads are left, and
+	   wakes the thread the main one left to end the process */
+	bool main_gone;
+	uint32_t end_now; /* futex */
+	int proc_stat, proc_task;
+	int status_fd; /* memtap run's status line for this process, made at start */
+} w = {.lock = PTHREAD_MUTEX_INITIALIZER,
+       .ready = PTHREAD_COND_INITIALIZER,
+       .post = PTHREAD_MUTEX_INITIALIZER,
+       .fd = -1,
+       .proc_stat = -1,
+       .proc_task = -1,
+       .status_fd = -1};
 
 /* Says once that the trace cannot be written, and where. */
 static void write_failed(int err)
 {
+	const char *why = err == ETIMEDOUT ? "its reader stopped reading" : strerror(err);
+
 	w.failed = true;
 	if (!w.warned)
-		mtp_warn("cannot write %s: %s; events from now on are counted as lost", w.path, strerror(err));
+		mtp_warn("cannot write %s: %s; events from now on are counted as lost", w.path, why);
 	if (!w.problem[0])
-		snprintf(w.problem, sizeof w.problem, "could not be written: %s", strerror(err));
+		snprintf(w.problem, sizeof w.problem, "could not be written: %s", why);
 	w.warned = true;
+}
+
+/* Without a descriptor table of its own (unshare refused), the trace's descriptor is a
+ * number in the job's table, which the job may close and give to a file of its own: each
+ * write first checks that it is still the file memtap made (a narrow window remains). */
+static bool still_mine(void)
+{
+	struct stat st;
+
+	if (w.own_table || (fstat(w.fd, &st) == 0 && st.st_dev == w.dev && st.st_ino == w.ino))
+		return true;
+	w.failed = true;
+	if (!w.warned)
+		mtp_warn("the job took memtap's descriptor of %s; events from now on are counted as lost", w.path);
+	if (!w.problem[0])
+		snprintf(w.problem, sizeof w.problem, "was taken from memtap by the job (its descriptor)");
+	w.warned = true;
+	return false;
 }
 
 /* Writes a whole chunk; on failure errno says why and *wrote how much went out. */
@@ -118,6 +163,14 @@ static bool put_chunk(int fd, uint8_t type, const struct mt_buf *b, ssize_t *wro
 		ssize_t n = writev(fd, v, nv);
 		if (n < 0 && errno == EINTR)
 			continue;
+		/* a pipe or a device (opened non-blocking) whose reader does not read: a bounded
+		   wait, never one that holds the writer, and so the job's exit, for good */
+		if (n < 0 && errno == EAGAIN) {
+			struct pollfd p = {.fd = fd, .events = POLLOUT};
+			if (poll(&p, 1, STALLED_MS) > 0)
+				continue;
+			errno = ETIMEDOUT;
+		}
 		if (n <= 0) {
 			if (n == 0)
 				errno = ENOSPC;
@@ -141,7 +194,7 @@ static bool write_chunk(uint8_t type, const struct mt_buf *b)
 	ssize_t n;
 	int err;
 
-	if (w.failed || w.fd < 0)
+	if (w.failed || w.fd < 0 || !still_mine())
 		return false;
 	if (put_chunk(w.fd, type, b, &n)) {
 		w.size += (uint64_t)n;
@@ -547,17 +600,11 @@ static int create(void)
 	if (stat(base, &st) == 0 && S_ISDIR(st.st_mode)) {
 		errno = EISDIR;
 	} else if (stat(base, &st) == 0 && !S_ISREG(st.st_mode)) {
-		/* a pipe without a reader fails here rather than holding the writer forever */
+		/* a pipe without a reader fails here rather than holding the writer forever, and
+		   one whose reader stops reading is waited for a bounded time (put_chunk) */
 		snprintf(w.path, sizeof w.path, "%s", base);
-		w.fd = open(w.path, O_WRONLY | O_CLOEXEC | O_APPEND | O_NONBLOCK);
-		if (w.fd >= 0 && fcntl(w.fd, F_SETFL, O_APPEND) == 0)
+		if ((w.fd = open(w.path, O_WRONLY | O_CLOEXEC | O_APPEND | O_NONBLOCK)) >= 0)
 			return 0;
-		if (w.fd >= 0) {
-			int err = errno;
-			close(w.fd);
-			errno = err;
-		}
-		w.fd = -1;
 	} else {
 		for (int i = 0; i < 1000; i++) {
 			if (i == 0)
@@ -672,11 +719,17 @@ static void write_header(void)
  * touch the GPU (shells, launchers) leave no trace behind. Called with w.lock held. */
 static bool file_ready(void)
 {
+	struct stat st;
+
 	if (w.fd >= 0 || w.failed)
 		return w.fd >= 0 && !w.failed;
 	if (create()) {
 		w.failed = true;
 		return false;
+	}
+	if (fstat(w.fd, &st) == 0) {
+		w.dev = st.st_dev;
+		w.ino = st.st_ino;
 	}
 	write_header();
 	scan_modules();
@@ -699,24 +752,37 @@ static bool write_end_to(int fd)
 	return put_chunk(fd, MT_CHUNK_END, &w.table, &n);
 }
 
-/* One line for memtap run (the status option): what this process recorded and where it
- * went, even when the trace itself is gone (never made, or deleted while written). */
+/* memtap run's status folder (the status option): this process's file. With a table
+ * of its own the writer makes it at start, before the job could forbid opening files (a
+ * seccomp filter), and keeps it; without, it opens it when it writes, as the trace. */
+static int status_file(void)
+{
+	char path[4096];
+
+	if (w.status_fd >= 0 || !mtp_opt.status[0])
+		return w.status_fd;
+	snprintf(path, sizeof path, "%s/%d", mtp_opt.status, (int)getpid());
+	return open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+}
+
+/* What this process recorded and where it went, even when the trace itself is gone
+ * (never made, or deleted while written), for memtap run's summary; empty until then. */
 static void write_status(void)
 {
-	char path[4096], line[sizeof w.path + sizeof w.problem + 128];
-	int fd, n;
+	char line[sizeof w.path + sizeof w.problem + 128];
+	int n, fd = status_file();
 
-	if (!mtp_opt.status[0])
+	if (fd < 0)
 		return;
-	snprintf(path, sizeof path, "%s/%d", mtp_opt.status, (int)getpid());
 	n = snprintf(line, sizeof line, "written=%llu\ndropped=%llu\ntrace=%s\nproblem=%s\n",
 		     (unsigned long long)w.written, (unsigned long long)dropped_now(), w.path, w.problem);
-	if ((fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600)) < 0)
-		return;
-	if (write(fd, line, (size_t)(n < (int)sizeof line ? n : (int)sizeof line - 1)) < 0) {
+	if (n >= (int)sizeof line)
+		n = (int)sizeof line - 1;
+	if (pwrite(fd, line, (size_t)n, 0) != n || ftruncate(fd, n) != 0) {
 		/* memtap run then summarizes from the trace alone */
 	}
-	close(fd);
+	if (fd != w.status_fd)
+		close(fd);
 }
 
 /* Called by the writer: END in the trace. A process whose events were all dropped still
@@ -728,7 +794,8 @@ static uint64_t write_end(void)
 
 	if (w.fd < 0 && !w.failed && dropped_now())
 		file_ready();
-	if (w.fd >= 0 && w.size >= 16 && write_end_to(w.fd))
+	/* (a pipe that failed is not tried again: its reader stopped reading) */
+	if (w.fd >= 0 && w.size >= 16 && (w.regular || !w.failed) && write_end_to(w.fd))
 		w.size = at + sizeof(struct mt_chunk_header) + w.table.len;
 	if (w.regular && !w.problem[0] && fstat(w.fd, &st) == 0 && st.st_nlink == 0) {
 		snprintf(w.problem, sizeof w.problem, "was deleted while it was written");
@@ -740,28 +807,55 @@ static uint64_t write_end(void)
 
 /* ---- what other threads ask of the writer ---- */
 
-/* A path the job gave (memtap_snapshot), opened as the job would: from its working
- * directory or root as they are now, not the writer's, which are as they were at start. */
-static int open_as_job(const char *path)
+/* A path the job gave (memtap_snapshot), opened as the asking thread would: from its
+ * working directory and root as they are now (/proc/self/task/TID), not the writer's,
+ * which are as they were at start; never past its root (openat2's RESOLVE_IN_ROOT: a
+ * chrooted job's "../x" stays inside, as it would for the job). Without /proc, or
+ * openat2, from the writer's own view. */
+static int open_as_job(const char *path, long tid)
 {
 	const int flags = O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC;
-	int base = open(path[0] == '/' ? "/proc/self/root" : "/proc/self/cwd", O_PATH | O_DIRECTORY | O_CLOEXEC), fd,
-	    err;
+	struct open_how how = {.flags = flags, .mode = 0600, .resolve = RESOLVE_IN_ROOT};
+	char at[64], root[PATH_MAX], cwd[PATH_MAX], inside[2 * PATH_MAX];
+	const char *name = path;
+	ssize_t nr, nc;
+	size_t lr;
+	int dirfd, fd, err;
 
-	if (base < 0) /* no /proc: the writer's own view of the file system */
+	snprintf(at, sizeof at, "/proc/self/task/%ld/root", tid);
+	if ((dirfd = open(at, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
 		return open(path, flags, 0600);
-	while (*path == '/')
-		path++;
-	fd = openat(base, *path ? path : ".", flags, 0600);
+	if (path[0] != '/') {
+		/* the thread's directory as a path inside its root, when it is inside */
+		nr = readlink(at, root, sizeof root - 1);
+		snprintf(at, sizeof at, "/proc/self/task/%ld/cwd", tid);
+		nc = readlink(at, cwd, sizeof cwd - 1);
+		lr = nr == 1 ? 0 : (size_t)nr; /* a root of "/" adds nothing to strip */
+		if (nr <= 0 || nc <= 0 || (size_t)nc < lr || memcmp(cwd, root, lr) ||
+		    ((size_t)nc != lr && cwd[lr] != '/') || (nc > 10 && !memcmp(cwd + nc - 10, " (deleted)", 10))) {
+			close(dirfd); /* a directory outside its root (chroot without chdir), or deleted */
+			if ((dirfd = open(at, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
+				return open(path, flags, 0600);
+			fd = openat(dirfd, path, flags, 0600);
+			goto done;
+		}
+		cwd[nc] = '\0';
+		snprintf(inside, sizeof inside, "%s/%s", cwd + lr, path);
+		name = inside;
+	}
+	fd = (int)syscall(SYS_openat2, dirfd, name, &how, sizeof how);
+	if (fd < 0 && errno == ENOSYS)
+		fd = openat(dirfd, name[0] == '/' ? name + 1 : name, flags, 0600);
+done:
 	err = errno;
-	close(base);
+	close(dirfd);
 	errno = err;
 	return fd;
 }
 
 /* The trace so far, with an END chunk of its own, into a descriptor of memtap's (-1:
  * into the job's path); the running trace is left as it is. */
-static int snapshot(int out, const char *path)
+static int snapshot(int out, const char *path, long tid, uint64_t limit)
 {
 	int r = 0, mine = -1;
 	off_t off = 0;
@@ -769,7 +863,9 @@ static int snapshot(int out, const char *path)
 
 	if (w.fd < 0 || !w.regular)
 		return EIO;
-	if (out < 0 && (out = mine = open_as_job(path)) < 0)
+	if (w.size + sizeof(struct mt_chunk_header) + END_MAX > limit)
+		return EFBIG;
+	if (out < 0 && (out = mine = open_as_job(path, tid)) < 0)
 		return errno;
 	/* copied through the table buffer, free between drains */
 	while ((n = pread(w.fd, w.table.data, w.table.cap, off)) > 0) {
@@ -815,12 +911,12 @@ static int spawn(pthread_t *thread, size_t stack, void *(*fn)(void *), void *arg
 	size_t i;
 	int r;
 
-	for (i = 1; i < MAX_OWN; i++) {
+	for (i = 1; i < ENDER; i++) {
 		void *(*none)(void *) = NULL;
 		if (__atomic_compare_exchange_n(&spawned[i].fn, &none, fn, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
 			break;
 	}
-	if (i == MAX_OWN)
+	if (i == ENDER)
 		return EAGAIN;
 	spawned[i].arg = arg;
 	pthread_attr_init(&a);
@@ -850,33 +946,31 @@ static bool serve(size_t *wrote)
 	uint64_t size = w.size, dropped;
 
 	if (w.parked) {
-		if (kind != ASK_EXEC_FAILED)
+		if (__atomic_load_n(&w.execs, __ATOMIC_ACQUIRE))
 			return false;
-		/* the exec failed: the END goes again, and recording goes on */
+		/* every exec failed: the END goes again, and recording goes on */
 		if (w.fd >= 0 && w.size > w.end_at && w.regular && ftruncate(w.fd, (off_t)w.end_at) == 0)
-			w.size = w.end_at;
+			w.size = size = w.end_at;
 		w.parked = false;
-		answer(0);
-		return true;
 	}
 	dropped = dropped_now();
 	*wrote = drain();
 	if (!w.any && (w.fd >= 0 || dropped))
 		__atomic_store_n(&w.any, true, __ATOMIC_RELEASE);
+	if (__atomic_load_n(&w.execs, __ATOMIC_ACQUIRE)) {
+		/* the image is about to go, and no atexit handler will run: END now, and nothing
+		   after it unless the exec fails (what was asked waits till then) */
+		w.end_at = w.fd >= 0 || dropped_now() ? write_end() : w.size;
+		w.parked = true;
+		return true;
+	}
 	switch (kind) {
 	case ASK_SNAPSHOT:
-		answer(snapshot(w.ask.fd, w.ask.path));
+		answer(snapshot(w.ask.fd, w.ask.path, w.ask.tid, w.ask.limit));
 		break;
 	case ASK_SPAWN:
 		answer(spawn(w.ask.thread, w.ask.stack, w.ask.fn, w.ask.arg));
 		break;
-	case ASK_EXEC:
-		/* the image is about to go, and no atexit handler will run: END now, and
-		   nothing after it unless the exec fails */
-		w.end_at = w.fd >= 0 || dropped ? write_end() : w.size;
-		w.parked = true;
-		answer(0);
-		return true;
 	}
 	if (__atomic_load_n(&w.stop_asked, __ATOMIC_ACQUIRE) && !w.closed) {
 		write_end();
@@ -898,26 +992,41 @@ static bool own_tid(long tid)
 	return false;
 }
 
+/* /proc's view of this process, opened at start (a job may forbid opening files later);
+ * without a table of its own the writer opens them when it looks, and closes them. */
+static int proc_file(int *kept, const char *path, int flags)
+{
+	if (*kept >= 0 && lseek(*kept, 0, SEEK_SET) == 0)
+		return *kept;
+	return w.own_table ? -1 : open(path, O_RDONLY | O_CLOEXEC | flags);
+}
+
+static void proc_done(int fd, int kept)
+{
+	if (fd >= 0 && fd != kept)
+		close(fd);
+}
+
 /* The job's own threads have all ended, the main one with pthread_exit (it stays a zombie
  * until the process ends): glibc would end the process now, with status 0, but memtap's
- * threads would keep it alive for good. Read from /proc in the writer's own table. */
+ * threads would keep it alive for good. */
 static bool job_gone(void)
 {
 	char buf[4096];
 	const char *state;
 	long pid = getpid(), others = 0;
 	ssize_t n;
-	int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+	int fd = proc_file(&w.proc_stat, "/proc/self/stat", 0);
 
 	if (fd < 0)
 		return false;
 	n = read(fd, buf, sizeof buf - 1);
-	close(fd);
+	proc_done(fd, w.proc_stat);
 	buf[n > 0 ? n : 0] = '\0';
 	/* "pid (name) state ...": the name may hold anything, the state follows the last ')' */
 	if (!(state = strrchr(buf, ')')) || state[1] != ' ' || state[2] != 'Z')
 		return false;
-	if ((fd = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
+	if ((fd = proc_file(&w.proc_task, "/proc/self/task", O_DIRECTORY)) < 0)
 		return false;
 	while ((n = syscall(SYS_getdents64, fd, buf, sizeof buf)) > 0) {
 		for (ssize_t at = 0; at < n;) {
@@ -927,14 +1036,47 @@ static bool job_gone(void)
 			others += tid > 0 && tid != pid && !own_tid(tid);
 		}
 	}
-	close(fd);
+	proc_done(fd, w.proc_task);
 	return n == 0 && others == 0;
 }
 
-static void *end_process(void *arg)
+/* The thread the main one leaves (made in the job's descriptor table, directory and
+ * root, every signal blocked): it ends the process as glibc would have, with status 0,
+ * running the job's exit handlers where they would have run. */
+static void *end_process(void *slot)
 {
-	(void)arg;
+	__atomic_store_n((long *)slot, mtp_gettid(), __ATOMIC_RELEASE);
+	while (!__atomic_load_n(&w.end_now, __ATOMIC_ACQUIRE))
+		mtp_futex_wait(&w.end_now, 0, 0);
 	exit(0);
+}
+
+void mtp_writer_main_gone(void)
+{
+	pthread_t t;
+	pthread_attr_t a;
+	sigset_t all, old;
+
+	if (!w.running) /* no thread of memtap's keeps the process alive */
+		return;
+	if (w.proc_stat < 0 && w.own_table) {
+		mtp_warn("the main thread called pthread_exit, and memtap cannot see this process's threads (no /proc "
+			 "at start): the process will not end by itself when the others have");
+		return;
+	}
+	pthread_attr_init(&a);
+	pthread_attr_setstacksize(&a, ENDER_STACK);
+	pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	if (pthread_create(&t, &a, end_process, &w.own[ENDER]) == 0) {
+		/* counted as memtap's from the start: its id is set before the writer looks */
+		while (!__atomic_load_n(&w.own[ENDER], __ATOMIC_ACQUIRE))
+			mtp_cpu_relax();
+		__atomic_store_n(&w.main_gone, true, __ATOMIC_RELEASE);
+	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	pthread_attr_destroy(&a);
 }
 
 /* ---- the writer thread ---- */
@@ -942,13 +1084,20 @@ static void *end_process(void *arg)
 static void *writer_main(void *arg)
 {
 	uint64_t pause_ms = mtp_opt.flush_ms, looked = mtp_now();
-	pthread_t ender;
-	bool ending = false;
 
 	(void)arg;
-	w.own_table = mtp_own_files();
+	if (!(w.own_table = mtp_own_files()))
+		mtp_warn(
+		    "memtap's writer cannot have a descriptor table of its own (unshare: %s): a job that closes or "
+		    "replaces its descriptors may take the trace's",
+		    strerror(errno));
 	mtp_warn_privately = w.own_table;
 	__atomic_store_n(&w.own[0], mtp_gettid(), __ATOMIC_RELEASE);
+	if (w.own_table) {
+		w.proc_stat = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+		w.proc_task = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		w.status_fd = status_file();
+	}
 	pthread_mutex_lock(&w.lock);
 	__atomic_store_n(&w.starting, false, __ATOMIC_RELEASE);
 	pthread_cond_broadcast(&w.ready);
@@ -962,10 +1111,13 @@ static void *writer_main(void *arg)
 		}
 		/* busy rings: come back soon; quiet ones: the full interval */
 		pause_ms = wrote > mtp_opt.ring / 8 ? 1 : mtp_opt.flush_ms;
-		if (mtp_now() - looked >= mtp_opt.flush_ms * 1000000ull) {
+		if (__atomic_load_n(&w.main_gone, __ATOMIC_ACQUIRE) && !__atomic_load_n(&w.end_now, __ATOMIC_ACQUIRE) &&
+		    mtp_now() - looked >= mtp_opt.flush_ms * 1000000ull) {
 			looked = mtp_now();
-			if (!ending && w.own_table && job_gone())
-				ending = spawn(&ender, ENDER_STACK, end_process, NULL) == 0;
+			if (job_gone()) {
+				__atomic_store_n(&w.end_now, 1, __ATOMIC_RELEASE);
+				mtp_futex_wake(&w.end_now);
+			}
 		}
 		pthread_mutex_unlock(&w.lock);
 		if (want == __atomic_load_n(&w.asked, __ATOMIC_ACQUIRE)) {
@@ -1031,7 +1183,7 @@ static int ask(int kind, struct ask a)
 	return w.ask.result;
 }
 
-int mtp_writer_start(void)
+int mtp_writer_start(bool now)
 {
 	pthread_attr_t a;
 	sigset_t all, old;
@@ -1046,6 +1198,10 @@ int mtp_writer_start(void)
 				 (unsigned long long)mtp_opt.max_memory);
 			return -1;
 		}
+	}
+	if (!now) {
+		__atomic_store_n(&mtp_writer_pending, true, __ATOMIC_RELEASE);
+		return 0;
 	}
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
@@ -1106,14 +1262,14 @@ int mtp_writer_spawn(pthread_t *thread, size_t stack, void *(*fn)(void *), void 
 
 void mtp_writer_exec_begin(void)
 {
-	pthread_mutex_lock(&w.post); /* held until the exec fails: nothing may follow the END */
-	ask(ASK_EXEC, (struct ask){0});
+	__atomic_add_fetch(&w.execs, 1, __ATOMIC_ACQ_REL);
+	await_round(0);
 }
 
 void mtp_writer_exec_failed(void)
 {
-	ask(ASK_EXEC_FAILED, (struct ask){0});
-	pthread_mutex_unlock(&w.post);
+	__atomic_sub_fetch(&w.execs, 1, __ATOMIC_ACQ_REL);
+	await_round(0);
 }
 
 /* ---- fork: the child inherits a copy of everything but the writer thread ---- */
@@ -1127,19 +1283,28 @@ void mtp_writer_atfork_prepare(void)
 	 * Holding w.lock, the writer is waiting for work, inside no allocator. */
 	while (__atomic_load_n(&w.starting, __ATOMIC_ACQUIRE))
 		pthread_cond_wait(&w.ready, &w.lock);
-	pthread_mutex_lock(&mtp_stacks.lock);
-	pthread_mutex_lock(&mtp_strings.lock);
+	/* a fork from a signal handler that interrupted this thread's own interning does not
+	   wait for itself: the child goes on with that insert too */
+	if (!mtp_self.interning) {
+		pthread_mutex_lock(&mtp_stacks.lock);
+		pthread_mutex_lock(&mtp_strings.lock);
+	}
+	mtp_stack_atfork_prepare();
 }
 
 void mtp_writer_atfork_parent(void)
 {
-	pthread_mutex_unlock(&mtp_strings.lock);
-	pthread_mutex_unlock(&mtp_stacks.lock);
+	mtp_stack_atfork_parent();
+	if (!mtp_self.interning) {
+		pthread_mutex_unlock(&mtp_strings.lock);
+		pthread_mutex_unlock(&mtp_stacks.lock);
+	}
 	pthread_mutex_unlock(&w.lock);
 }
 
 void mtp_writer_atfork_child(bool keep)
 {
+	mtp_stack_atfork_child();
 	pthread_mutex_init(&mtp_strings.lock, NULL);
 	pthread_mutex_init(&mtp_stacks.lock, NULL);
 	pthread_mutex_init(&w.lock, NULL);
@@ -1151,9 +1316,12 @@ void mtp_writer_atfork_child(bool keep)
 	if (w.fd >= 0 && !w.own_table)
 		close(w.fd);
 	w.fd = -1;
-	w.running = w.starting = w.own_table = w.sleeping = false;
+	w.running = w.starting = w.own_table = w.sleeping = w.main_gone = false;
+	w.end_now = 0;
+	w.proc_stat = w.proc_task = w.status_fd = -1; /* the parent writer's, in its own table */
 	w.bell = w.asked = w.served = 0;
 	w.stop_asked = w.parked = w.closed = w.any = false;
+	w.execs = 0;
 	memset(&w.ask, 0, sizeof w.ask);
 	w.asking = ASK_NONE;
 	memset(w.own, 0, sizeof w.own);
@@ -1177,7 +1345,7 @@ bool mtp_writer_pending;
 void mtp_writer_start_pending(void)
 {
 	if (__atomic_exchange_n(&mtp_writer_pending, false, __ATOMIC_ACQ_REL))
-		mtp_writer_start();
+		mtp_writer_start(true);
 }
 
 /* ---- a crash: write what the buffers hold ---- */
@@ -1193,12 +1361,12 @@ void mtp_writer_crash_flush(void)
 
 /* ---- snapshots: the trace so far, with an END chunk, in a file of its own ---- */
 
-int mtp_writer_snapshot_fd(int fd)
+int mtp_writer_snapshot_fd(int fd, uint64_t limit)
 {
 	int r;
 
 	pthread_mutex_lock(&w.post);
-	r = ask(ASK_SNAPSHOT, (struct ask){.fd = fd});
+	r = ask(ASK_SNAPSHOT, (struct ask){.fd = fd, .limit = limit});
 	pthread_mutex_unlock(&w.post);
 	return r;
 }
@@ -1208,7 +1376,7 @@ int mtp_writer_snapshot(const char *path)
 	int r;
 
 	pthread_mutex_lock(&w.post);
-	r = ask(ASK_SNAPSHOT, (struct ask){.fd = -1, .path = path});
+	r = ask(ASK_SNAPSHOT, (struct ask){.fd = -1, .path = path, .tid = mtp_gettid(), .limit = UINT64_MAX});
 	pthread_mutex_unlock(&w.post);
 	return r;
 }

@@ -67,9 +67,9 @@ static void nothing(const char *s)
 }
 
 /* A file system that never answers. */
-static int hang(int fd, const char *path)
+static int hang(int fd, const char *path, uint64_t limit)
 {
-	(void)fd, (void)path;
+	(void)fd, (void)path, (void)limit;
 	__atomic_add_fetch(&stuck, 1, __ATOMIC_RELAXED);
 	for (;;)
 		pause();

@@ -6,7 +6,11 @@
  *                 65, 600 and N: sizes 9000001..9000005), then popped to depth 10 (9000006)
  *                 and to 0, and one more range "after" (9000007); range i is named
  *                 "d<i % 1000>"
- *   pthread_exit  a thread allocates; main allocates, then ends with pthread_exit
+ *   nvtxreg       a mark and a range whose attributes name a registered string NVTX never
+ *                 handed out, between 100 allocations of 9100001 and 100 of 9100002
+ *   pthread_exit DIR  in DIR: opens job.log (buffered), changes into DIR/sub, registers an
+ *                 exit handler that writes atexit.txt there, starts a thread that
+ *                 allocates and lives on, allocates, then ends with pthread_exit
  *   sigexit       allocates in a loop until SIGALRM (after argv[2] microseconds), whose
  *                 handler calls exit(0): the usual C way to end on a signal
  *   smallstacks N 64 threads with 16 KiB stacks, all but N bytes of them in use, make their
@@ -26,7 +30,31 @@
  *                 100 more; prints "chrooted" when it could
  *   unlink PATH   100 allocations, then deletes PATH (its own trace), then 100 more
  *   busyexit      64 threads allocate without end while main calls exit(0); a destructor
- *                 frees 100 blocks after that, as a runtime's teardown does */
+ *                 frees 100 blocks after that, as a runtime's teardown does
+ *   vforkexit     a vfork child whose exec fails ends with exit() (not _exit, as some code
+ *                 does), then the parent makes 2000 pairs of 21000001 and waits past a
+ *                 flush (the child's exit ran the parent's exit handlers: none runs at its
+ *                 own)
+ *   rawfork HOW   a child made without glibc's fork (HOW: syscall, clone) ends with exit(3);
+ *                 prints "child 3"
+ *   exit2         two threads make 500 pairs each, then call exit(0) at once
+ *   snapexec DIR US  takes snapshots into DIR without end; after US microseconds a SIGALRM
+ *                 handler execs /bin/echo "exec'd from a handler"
+ *   snapat DIR    memtap_snapshot with paths the job means from where it is: in DIR, a
+ *                 thread with a working directory of its own (DIR/own) takes "own.trace";
+ *                 then the job chroots into DIR/jail and takes "../../jailed.trace" and
+ *                 "/abs.trace" (both inside the jail, for the job); prints each result
+ *   term2         says "ready", waits for a SIGTERM, then 300 ms more, and prints how many
+ *                 SIGTERMs came ("one SIGTERM" when one did)
+ *   written N     N pairs in 20 bursts over a second, then prints the bytes the process
+ *                 wrote in all ("wchar N", /proc/self/io: memtap's threads' writes included)
+ *   noshare CMD.. runs CMD with unshare(2) refused (EPERM) by a seccomp filter, as a
+ *                 container's profile may for a process without CAP_SYS_ADMIN
+ *   sandboxed     100 allocations, then a filter that kills the process when any thread
+ *                 opens a file (as a hardened worker's), then 50 more over half a second
+ *   forkhandler MS   pushes NVTX ranges of new names (memtap interns each) for MS
+ *                 milliseconds while a 1 ms timer's handler forks a child that _exits at
+ *                 once, and reaps it; prints "forked" when some were */
 #define _GNU_SOURCE
 #include <cuda.h>
 #include <cuda_runtime_api.h>
@@ -41,6 +69,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
 #include <unistd.h>
@@ -82,19 +116,57 @@ static void nvtx(unsigned long n)
 	nvtxRangePop();
 }
 
+/* NVTX calls whose attributes name a registered string NVTX never handed out */
+static void nvtx_registered(void)
+{
+	nvtxEventAttributes_t a = {.version = NVTX_VERSION,
+				   .size = NVTX_EVENT_ATTRIB_STRUCT_SIZE,
+				   .messageType = NVTX_MESSAGE_TYPE_REGISTERED,
+				   .message.registered = (nvtxStringHandle_t)(uintptr_t)123456};
+
+	for (int i = 0; i < 100; i++)
+		alloc_free(9100001);
+	nvtxMarkEx(&a);
+	nvtxRangePushEx(&a);
+	for (int i = 0; i < 100; i++)
+		alloc_free(9100002);
+	nvtxRangePop();
+}
+
 /* ---- main ends with pthread_exit ---- */
+static FILE *job_log;
+
 static void *allocate_some(void *arg)
 {
 	(void)arg;
 	for (int i = 0; i < 10; i++)
 		alloc_free(12000001);
+	usleep(300000); /* main has gone by now */
 	return NULL;
 }
 
-static void ends_with_pthread_exit(void)
+/* runs when the last thread has gone, where the job's files and directory are */
+static void at_end(void)
+{
+	FILE *f = fopen("atexit.txt", "w");
+
+	if (f)
+		fclose(f);
+	printf("atexit ran\n");
+}
+
+static void ends_with_pthread_exit(const char *dir)
 {
 	pthread_t t;
+	char sub[4096];
 
+	snprintf(sub, sizeof sub, "%s/sub", dir);
+	job_log = fopen("job.log", "w"); /* buffered: written out by exit, as the process ends */
+	fprintf(job_log, "the job's own log line\n");
+	if (mkdir(sub, 0755) != 0 || chdir(sub) != 0)
+		return;
+	atexit(at_end);
+	printf("main leaves"); /* buffered too */
 	pthread_create(&t, NULL, allocate_some, NULL);
 	for (int i = 0; i < 10; i++)
 		alloc_free(12000002);
@@ -365,6 +437,240 @@ static void busyexit(void)
 	exit(0);
 }
 
+/* ---- process shapes that reach memtap's exit path in odd ways ---- */
+static void vforkexit(void)
+{
+	pid_t pid;
+	int status;
+
+	alloc_free(21000001);
+	if ((pid = vfork()) == 0) {
+		execl("/nonexistent", "x", (char *)NULL);
+		exit(127);
+	}
+	waitpid(pid, &status, 0);
+	for (int i = 0; i < 2000; i++)
+		alloc_free(21000001);
+	usleep(300000);
+}
+
+static int child_exit(void *arg)
+{
+	(void)arg;
+	exit(3);
+}
+
+static void rawfork(const char *how)
+{
+	static char stack[1 << 16];
+	pid_t pid;
+	int status = 0;
+
+	alloc_free(22000001);
+	if (!strcmp(how, "syscall")) {
+		if ((pid = (pid_t)syscall(SYS_fork)) == 0)
+			child_exit(NULL);
+	} else {
+		pid = clone(child_exit, stack + sizeof stack, SIGCHLD, NULL);
+	}
+	waitpid(pid, &status, 0);
+	printf("child %d\n", WEXITSTATUS(status));
+	alloc_free(22000001);
+}
+
+static pthread_barrier_t both;
+
+static void *exit_together(void *arg)
+{
+	(void)arg;
+	for (int i = 0; i < 500; i++)
+		alloc_free(23000001);
+	pthread_barrier_wait(&both);
+	exit(0);
+}
+
+static void exit2(void)
+{
+	pthread_t t[2];
+
+	pthread_barrier_init(&both, NULL, 2);
+	for (int i = 0; i < 2; i++)
+		pthread_create(&t[i], NULL, exit_together, NULL);
+	pthread_join(t[0], NULL);
+}
+
+/* ---- exec and fork from signal handlers, in the middle of memtap's work ---- */
+static void exec_echo(int sig)
+{
+	(void)sig;
+	execl("/bin/echo", "echo", "exec'd from a handler", (char *)NULL);
+	_exit(99);
+}
+
+static void snapexec(const char *dir, long us)
+{
+	struct itimerval it = {{0, 0}, {us / 1000000, us % 1000000}};
+	char path[4096];
+
+	alloc_free(24000001);
+	signal(SIGALRM, exec_echo);
+	setitimer(ITIMER_REAL, &it, NULL);
+	for (unsigned i = 0;; i++) {
+		alloc_free(24000001);
+		snprintf(path, sizeof path, "%s/snap-%u.trace", dir, i % 4);
+		unlink(path);
+		memtap_snapshot(path);
+	}
+}
+
+/* ---- snapshots at paths the job means ---- */
+static void *own_directory(void *arg)
+{
+	char own[4096];
+
+	snprintf(own, sizeof own, "%s/own", (const char *)arg);
+	if (unshare(CLONE_FS) != 0 || mkdir(own, 0755) != 0 || chdir(own) != 0)
+		return NULL;
+	printf("own %d\n", memtap_snapshot("own.trace"));
+	return NULL;
+}
+
+static void snapat(const char *dir)
+{
+	char jail[4096];
+	pthread_t t;
+
+	alloc_free(26000001);
+	pthread_create(&t, NULL, own_directory, (void *)dir);
+	pthread_join(t, NULL);
+	snprintf(jail, sizeof jail, "%s/jail", dir);
+	if (mkdir(jail, 0755) != 0 || !chrooted(jail) || chdir("/") != 0)
+		return;
+	printf("jailed %d\n", memtap_snapshot("../../jailed.trace"));
+	printf("abs %d\n", memtap_snapshot("/abs.trace"));
+}
+
+/* ---- a launcher's SIGTERM: how many reach the job ---- */
+static volatile sig_atomic_t terms;
+
+static void count_term(int sig)
+{
+	(void)sig;
+	terms++;
+}
+
+static void term2(void)
+{
+	alloc_free(27000001);
+	signal(SIGTERM, count_term);
+	printf("ready\n");
+	while (!terms)
+		pause();
+	usleep(300000); /* a second one, if there is one, arrives meanwhile */
+	if (terms == 1)
+		printf("one SIGTERM\n");
+	else
+		printf("%d SIGTERMs\n", (int)terms);
+}
+
+/* ---- what the whole process wrote: the job's files and memtap's ---- */
+static void written(long n)
+{
+	char buf[1024], *at;
+	FILE *f;
+	size_t len;
+
+	for (int k = 0; k < 20; k++) {
+		for (long i = 0; i < n / 20; i++)
+			alloc_free(28000001 + (size_t)(i % 100));
+		usleep(50000);
+	}
+	if (!(f = fopen("/proc/self/io", "r")))
+		return;
+	len = fread(buf, 1, sizeof buf - 1, f);
+	fclose(f);
+	buf[len] = '\0';
+	if ((at = strstr(buf, "wchar: ")))
+		printf("wchar %llu\n", strtoull(at + 7, NULL, 10));
+}
+
+/* ---- seccomp filters: unshare refused, files no longer opened ---- */
+/* A filter that answers one system call with `action`, for this thread or (TSYNC) all. */
+static int deny(int nr, uint32_t action, unsigned flags)
+{
+	struct sock_filter f[] = {
+	    BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+	    BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (uint32_t)nr, 0, 1),
+	    BPF_STMT(BPF_RET | BPF_K, action),
+	    BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	};
+	struct sock_fprog prog = {sizeof f / sizeof f[0], f};
+
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
+		return -1;
+	return (int)syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, flags, &prog);
+}
+
+static int noshare(char **argv)
+{
+	if (deny(__NR_unshare, SECCOMP_RET_ERRNO | EPERM, 0) != 0)
+		return 1;
+	execvp(argv[0], argv);
+	return 127;
+}
+
+/* a hardened worker: after start-up, no thread may open a file again, on pain of death */
+static void sandboxed(void)
+{
+	for (int i = 0; i < 100; i++)
+		alloc_free(29000001);
+	usleep(300000); /* past memtap's first flush: its trace is open */
+	if (deny(__NR_openat, SECCOMP_RET_KILL_PROCESS, SECCOMP_FILTER_FLAG_TSYNC) != 0)
+		return;
+	for (int i = 0; i < 50; i++) {
+		alloc_free(29000001);
+		usleep(10000);
+	}
+	printf("sandboxed work done\n");
+}
+
+static volatile sig_atomic_t forks;
+
+static void fork_reap(int sig)
+{
+	int err = errno;
+	pid_t pid = fork();
+
+	(void)sig;
+	if (pid == 0)
+		_exit(0);
+	if (pid > 0 && waitpid(pid, NULL, 0) == pid)
+		forks++;
+	errno = err;
+}
+
+static void forkhandler(long ms)
+{
+	struct itimerval it = {{0, 1000}, {0, 1000}}, off = {{0, 0}, {0, 0}};
+	struct timespec start, now;
+	char name[32];
+
+	alloc_free(25000001);
+	signal(SIGALRM, fork_reap);
+	setitimer(ITIMER_REAL, &it, NULL);
+	clock_gettime(CLOCK_MONOTONIC, &start);
+	for (unsigned i = 0;; i++) {
+		snprintf(name, sizeof name, "r%u", i);
+		nvtxRangePushA(name);
+		nvtxRangePop();
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		if ((now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000 > ms)
+			break;
+	}
+	setitimer(ITIMER_REAL, &off, NULL);
+	printf(forks ? "forked\n" : "no fork\n");
+}
+
 int main(int argc, char **argv)
 {
 	const char *mode = argc > 1 ? argv[1] : "";
@@ -373,8 +679,10 @@ int main(int argc, char **argv)
 	setvbuf(stdout, NULL, _IONBF, 0);
 	if (!strcmp(mode, "nvtx"))
 		nvtx(strtoul(arg, NULL, 10));
+	else if (!strcmp(mode, "nvtxreg"))
+		nvtx_registered();
 	else if (!strcmp(mode, "pthread_exit"))
-		ends_with_pthread_exit();
+		ends_with_pthread_exit(arg);
 	else if (!strcmp(mode, "sigexit"))
 		sigexit(strtol(arg, NULL, 10));
 	else if (!strcmp(mode, "smallstacks") && (left = strtoul(arg, NULL, 10)) > 0)
@@ -393,6 +701,26 @@ int main(int argc, char **argv)
 		unlink_mode(arg);
 	else if (!strcmp(mode, "busyexit"))
 		busyexit();
+	else if (!strcmp(mode, "vforkexit"))
+		vforkexit();
+	else if (!strcmp(mode, "rawfork"))
+		rawfork(arg);
+	else if (!strcmp(mode, "exit2"))
+		exit2();
+	else if (!strcmp(mode, "snapexec") && argc > 3)
+		snapexec(arg, strtol(argv[3], NULL, 10));
+	else if (!strcmp(mode, "noshare") && argc > 2)
+		return noshare(argv + 2);
+	else if (!strcmp(mode, "sandboxed"))
+		sandboxed();
+	else if (!strcmp(mode, "written"))
+		written(strtol(arg, NULL, 10));
+	else if (!strcmp(mode, "term2"))
+		term2();
+	else if (!strcmp(mode, "snapat"))
+		snapat(arg);
+	else if (!strcmp(mode, "forkhandler"))
+		forkhandler(strtol(arg, NULL, 10));
 	else {
 		fprintf(stderr, "usage: harm MODE [ARG]\n");
 		return 2;

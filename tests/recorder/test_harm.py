@@ -47,16 +47,42 @@ for n in (700, 1000000):
        "%d unbalanced NVTX ranges: popped back to depth 10, whose name a deeper push took, the phase says so" % n,
        phase.get(9000006))
 
-# ---- main() ends with pthread_exit: the process ends when the job's threads have ----
+# a registered string handle NVTX never handed out names nothing: the rest of the trace reads
+p, traces = record("nvtxreg", [HARM, "nvtxreg"])
+if one_trace("an NVTX handle nobody registered", traces, p):
+    rp, rep = report(traces[0])
+    ok(closed(rep) and rep["events"]["allocs"] == 200,
+       "an NVTX handle nobody registered: the trace reads back whole, all 200 allocations",
+       (rp.stderr, rep and rep["events"]))
+
+# ---- main() ends with pthread_exit: the process ends when the job's threads have, and
+# its exit handlers and buffered output go where they would have gone ----
 # (not under ThreadSanitizer: its own background thread keeps such a program alive for good)
-p, traces = record("pthread_exit", [HARM, "pthread_exit"], timeout=60) if not TSAN else (None, [])
-if p:
+def pthread_exit_run(with_memtap):
+    d = os.path.join(TMP, "pexit-%s" % ("memtap" if with_memtap else "alone"))
+    os.makedirs(d, exist_ok=True)
+    argv = [HARM, "pthread_exit", d]
+    if with_memtap:
+        p, traces = record("pthread_exit", argv, timeout=60, cwd=d)
+    else:
+        p, traces = subprocess.run(argv, capture_output=True, text=True, timeout=60, cwd=d), []
+    log = os.path.join(d, "job.log")
+    return p, traces, (p.stdout, open(log).read() if os.path.exists(log) else None,
+                       os.path.exists(os.path.join(d, "sub", "atexit.txt")))
+
+
+if not TSAN:
+    p, traces, got = pthread_exit_run(True)
+    _, _, alone = pthread_exit_run(False)
     ok(p.returncode == 0 and "killed" not in p.stderr, "main ends with pthread_exit: the process exits 0",
        p.stderr[-500:])
-if traces:
-    _, rep = report(traces[0])
-    ok(closed(rep) and rep["events"]["allocs"] == 20, "pthread_exit: all 20 allocations, in a closed trace",
-       rep and rep["events"])
+    ok(got == alone == ("main leavesatexit ran\n", "the job's own log line\n", True),
+       "pthread_exit: the job's buffered log and output, and its exit handler's file, as without memtap",
+       (got, alone))
+    if traces:
+        _, rep = report(traces[0])
+        ok(closed(rep) and rep["events"]["allocs"] == 20, "pthread_exit: all 20 allocations, in a closed trace",
+           rep and rep["events"])
 
 # ---- exit() from a signal handler, whatever the handler interrupted ----
 # (not under sanitizers: their allocator, interrupted by the handler, hangs such a program
@@ -102,6 +128,34 @@ for mode, says, allocs, env in (("closefds", "files intact", 402, None), ("dup2"
         ok(closed(rep) and rep["events"]["allocs"] == allocs and rep["events"]["dropped"] == 0,
            "%s: every allocation in memtap's own trace, closed" % what, rep and rep["events"])
 
+# where the kernel refuses the writer a table of its own (a container's seccomp profile):
+# said, and the trace's descriptor checked before each write
+d = os.path.join(TMP, "noshare-files")
+os.makedirs(d, exist_ok=True)
+p, traces = record("noshare", [HARM, "noshare", HARM, "dup2", d])
+ok(p.returncode == 0 and "log intact" in p.stdout and p.stderr.count("cannot have a descriptor table of its own") == 1
+   and "the job took memtap's descriptor" in p.stderr,
+   "unshare refused: said once, and the job's log stays its own when it takes memtap's descriptor",
+   (p.stdout, p.stderr[-500:]))
+
+# a job that forbids opening files after start-up (seccomp, every thread): memtap opens
+# nothing after it has its trace
+p, traces = record("sandboxed", [HARM, "sandboxed"])
+if one_trace("a job that forbids opening files", traces, p):
+    _, rep = report(traces[0])
+    ok(p.stdout == "sandboxed work done\n" and closed(rep) and rep["events"]["allocs"] == 150,
+       "a job that forbids opening files after start-up: it ends as it would, all 150 allocations in a closed trace",
+       (p.stdout, p.stderr[-300:], rep and rep["events"]))
+
+# a process that never touches the GPU (a shell, a launcher, a sandbox's helper) gets no
+# thread of memtap's: it stays single-threaded, as unshare(CLONE_NEWUSER) and Python's
+# fork() want
+# (not under ThreadSanitizer: its build of memtap cannot be loaded into an uninstrumented program)
+if not TSAN:
+    p = subprocess.run([MEMTAP, "run", "-q", "-o", os.path.join(TMP, "nogpu-%p.trace"), "--", sys.executable, "-c",
+                        "import os; print(len(os.listdir('/proc/self/task')))"], capture_output=True, text=True)
+    ok(p.returncode == 0 and p.stdout == "1\n", "a process that never touches the GPU: one thread, its own", p.stdout)
+
 # ---- fast exits: _exit, _Exit, quick_exit, Python's os._exit ----
 pyexit = [sys.executable, "-c", """
 import ctypes, os
@@ -139,35 +193,60 @@ if one_trace("huge sizes", traces, p):
        "the failed requests of 2^64-1 and 2^62 bytes and a threshold of UINT64_MAX read back as passed",
        (failed, attrs))
 
-# ---- memtap run passes a launcher's signals on, and ends as the job does ----
-for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1):
+# ---- memtap run stands for the job: a launcher's signals reach the job once, memtap run
+# ends as the job did, and a job whose memtap run is killed goes too ----
+def job_of(q, trace):
+    """The job memtap run started, once it has recorded (its trace is there)."""
+    for _ in range(600):
+        kids = open("/proc/%d/task/%d/children" % (q.pid, q.pid)).read().split()
+        if kids and os.path.exists(trace):
+            return int(kids[0])
+        time.sleep(0.05)
+    return None
+
+
+def gone(pid):
+    for _ in range(200):
+        if not pid or not os.path.exists("/proc/%d" % pid):
+            return pid is not None
+        time.sleep(0.05)
+    os.kill(pid, signal.SIGKILL)
+    return False
+
+
+def ended(q):
+    try:
+        return q.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        q.kill()
+        return q.wait()
+
+
+for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGKILL):
     d = os.path.join(TMP, "forward-%d" % sig)
     os.makedirs(d, exist_ok=True)
     q = subprocess.Popen([MEMTAP, "run", "-q", "-o", os.path.join(d, "t.trace"), "--", WORK, "sleep", "600000"],
                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    child = None
-    for _ in range(600):  # the job has started once its trace is there
-        kids = open("/proc/%d/task/%d/children" % (q.pid, q.pid)).read().split()
-        if kids and os.path.exists(os.path.join(d, "t.trace")):
-            child = int(kids[0])
-            break
-        time.sleep(0.05)
+    child = job_of(q, os.path.join(d, "t.trace"))
     q.send_signal(sig)
-    try:
-        rc = q.wait(timeout=60)
-    except subprocess.TimeoutExpired:
-        q.kill()
-        rc = q.wait()
-    gone = child is not None
-    for _ in range(200):
-        if not child or not os.path.exists("/proc/%d" % child):
-            break
-        time.sleep(0.05)
-    else:
-        gone = False
-        os.kill(child, signal.SIGKILL)
-    ok(gone and rc == 128 + sig, "memtap run given %s: the job gets it and ends, and memtap run exits %d (got %s)" %
-       (signal.Signals(sig).name, 128 + sig, rc), q.stderr.read()[-300:])
+    rc = ended(q)
+    ok(gone(child) and rc == -sig, "memtap run given %s: the job gets it and ends, and so does memtap run (got %s)" %
+       (signal.Signals(sig).name, rc), q.stderr.read()[-300:])
+
+# a launcher that signals memtap run's whole process group, as timeout(1) and shells do
+for how in ("group", "timeout"):
+    d = os.path.join(TMP, "term2-" + how)
+    os.makedirs(d, exist_ok=True)
+    argv = [MEMTAP, "run", "-q", "-o", os.path.join(d, "t.trace"), "--", HARM, "term2"]
+    if how == "timeout":
+        argv = ["timeout", "1", *argv]
+    q = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    if how == "group":
+        q.stdout.readline()  # ready
+        os.killpg(q.pid, signal.SIGTERM)
+    out, err = q.communicate(timeout=120)
+    ok("one SIGTERM" in out, "a SIGTERM to memtap run's whole process group (%s) reaches the job once" % how,
+       (out, err[-300:]))
 
 # ---- a trace that cannot be made, or is deleted: memtap run says so, not "no GPU allocation" ----
 p = subprocess.run([MEMTAP, "run", "-o", "/nonexistent/dir/t.trace", "--", WORK, "runtime"], capture_output=True,
@@ -182,6 +261,21 @@ made = re.search(r"(\d+) events", last[0]) if last else None
 ok(p.returncode == 0 and "no GPU allocation" not in last[0] and "deleted" in last[0] and made and int(made.group(1)) >= 400,
    "a trace deleted while written: memtap run's last line says so, with its 400 and more events", p.stderr)
 
+# ---- a trace into a pipe whose reader stops reading: a bounded wait, said, and the job
+# runs on and exits as it would ----
+fifo = os.path.join(TMP, "stalled.fifo")
+os.mkfifo(fifo)
+reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # open, and never read
+try:
+    q = subprocess.run([MEMTAP, "run", "-o", fifo, "--", HARM, "fastexit", "_exit"], capture_output=True, text=True,
+                       timeout=120)
+    ok(q.returncode == 0 and "its reader stopped reading" in q.stderr,
+       "a trace into a pipe nobody reads from: the job ends as it would, and memtap says why the trace stopped",
+       q.stderr[-400:])
+except subprocess.TimeoutExpired:
+    ok(False, "a trace into a pipe nobody reads from: the job ends as it would (it hung)")
+os.close(reader)
+
 # ---- a chroot right after the first allocation: the trace stays where it was going ----
 root = os.path.join(TMP, "newroot")
 os.makedirs(root, exist_ok=True)
@@ -195,11 +289,82 @@ elif one_trace("chroot", traces, p):
        rep and rep["events"])
 
 
+# ---- memtap_snapshot's path, as the job means it: from the asking thread's own working
+# directory, never past the job's root ----
+d = os.path.join(TMP, "snapat")
+os.makedirs(d, exist_ok=True)
+p, traces = record("snapat", [HARM, "snapat", d], env={"ASAN_OPTIONS": os.environ.get("ASAN_OPTIONS", "") +
+                                                      ":detect_leaks=0"})
+if "jailed" not in p.stdout:
+    print("# snapshots in a chroot: neither root nor a user namespace here: not checked")
+else:
+    want = [os.path.join(d, "own", "own.trace"), os.path.join(d, "jail", "jailed.trace"),
+            os.path.join(d, "jail", "abs.trace")]
+    ok(p.stdout == "own 0\njailed 0\nabs 0\n" and all(os.path.exists(f) for f in want) and
+       not os.path.exists(os.path.join(TMP, "jailed.trace")) and not os.path.exists("/abs.trace"),
+       "snapshots land where the job means: a thread's own directory, and inside its chroot", (p.stdout, p.stderr[-300:]))
+
+# ---- a policy's snapshots past its quota are refused before they are written: the process
+# writes the trace and the quota, not a snapshot after snapshot that is then removed ----
+d = os.path.join(TMP, "quota-policy")
+os.makedirs(d, exist_ok=True)
+policy = os.path.join(d, "snap_every.lua")
+open(policy, "w").write("memtap.every(0.01, function() memtap.snapshot() end)\n")
+p, traces = record("quota", [HARM, "written", "200000"], opts=["--policy", policy, "-O", "policy_output=1M",
+                                                             "-O", "policy_dir=" + d])
+m = re.search(r"wchar (\d+)", p.stdout)
+if one_trace("snapshots past a quota", traces, p) and m:
+    ok(int(m.group(1)) < os.path.getsize(traces[0]) + (3 << 20),
+       "snapshots past policy_output: the process wrote %.1f MB, the trace %.1f MB and the 1 MiB quota" %
+       (int(m.group(1)) / 1e6, os.path.getsize(traces[0]) / 1e6), p.stderr[-300:])
+
 # ---- exit while 64 threads allocate (and a destructor frees after exit began): the trace
 # is closed, whatever the process's end cut of what other threads made after the END ----
 p, traces = record("busyexit", [HARM, "busyexit"])
 if one_trace("exit while 64 threads allocate", traces, p):
     _, rep = report(traces[0])
     ok(closed(rep), "exit while 64 threads allocate: the trace is closed", rep and rep["problem"])
+
+# ---- odd process shapes at exit: a vfork child's exit(), a child made without fork, two
+# threads calling exit() at once ----
+# (the child's exit() runs, in the memory it shares, the exit handlers of its parent, which
+# then has none at its own exit: memtap's END among them, docs/RECORDER.md)
+p, traces = record("vforkexit", [HARM, "vforkexit"])
+if one_trace("a vfork child that calls exit()", traces, p):
+    _, rep = report(traces[0])
+    kinds = [e["kind"] for e in dump(traces[0])]
+    ok(rep and rep["events"]["allocs"] == 2001 and "exit" not in kinds and rep["events"]["written"] == 0,
+       "a vfork child's exit() does not end its parent's recording: no END and no exit of the child's, all 2001 "
+       "allocations of the parent's after it", (rep and rep["events"], kinds[-3:]))
+for how in ("syscall", "clone"):
+    p, traces = record("rawfork-" + how, [HARM, "rawfork", how], timeout=60)
+    ok(p.returncode == 0 and p.stdout == "child 3\n",
+       "a child made by %s, not fork(), ends with exit() as without memtap (status 3)" % how,
+       (p.stdout, p.stderr[-300:]))
+open_ended = []
+for i in range(10):
+    p, traces = record("exit2-%d" % i, [HARM, "exit2"], timeout=60)
+    rep = report(traces[0])[1] if traces else None
+    if p.returncode != 0 or not closed(rep) or rep["events"]["allocs"] != 1000:
+        open_ended.append((p.returncode, rep and rep["problem"], rep and rep["events"]["allocs"]))
+ok(not open_ended, "two threads call exit() at once, 10 times: every trace closed, with all 1000 allocations",
+   open_ended)
+
+# ---- exec and fork from signal handlers that interrupted memtap's own work: a snapshot
+# being asked for, a new name being interned ----
+stuck = []
+snaps = os.path.join(TMP, "snapexec")
+os.makedirs(snaps, exist_ok=True)
+for i in range(10):
+    p, _ = record("snapexec-%d" % i, [HARM, "snapexec", snaps, str(rng.randint(20000, 200000))], timeout=60)
+    if p.returncode != 0 or p.stdout != "exec'd from a handler\n":
+        stuck.append((p.returncode, p.stdout[-100:], p.stderr[-200:]))
+ok(not stuck, "exec from a signal handler while the job takes snapshots, 10 times: the new image runs", stuck)
+stuck = []
+for i in range(3):
+    p, _ = record("forkhandler-%d" % i, [HARM, "forkhandler", "500"], timeout=120)
+    if p.returncode != 0 or p.stdout != "forked\n":
+        stuck.append((p.returncode, p.stdout[-100:], p.stderr[-200:]))
+ok(not stuck, "fork from a signal handler while new NVTX names are interned, 3 times: the job goes on", stuck)
 
 done()

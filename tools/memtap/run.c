@@ -1,5 +1,5 @@
 /* memtap run: start a command with memtap preloaded (LD_PRELOAD) and as its NVTX
- * injection, pass on the signals a launcher sends it, pass its exit status through, and
+ * injection, pass on the signals a launcher sends it, end as the job ended, and
  * say in three lines what happened: the peak, where the trace is, and whether events
  * were dropped. Children that exec inherit the environment and record into their own
  * files; each process also leaves a line in a status folder of memtap run's, so a trace
@@ -14,6 +14,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -57,7 +59,8 @@ const char run_usage[] =
 #define OPT(key, type, dflt, help) "  " #key " (default " dflt "): " help "\n"
 #include "recorder/options.def"
 #undef OPT
-    "The exit status is COMMAND's (128+N when a signal N ended it).\n";
+    "memtap run ends as COMMAND does: with its exit status, or by the signal that ended it;\n"
+    "signals sent to memtap run go on to COMMAND.\n";
 
 /* A library of memtap's: $MEMTAP_LIBRARY (preload backend), the build tree's, or the
  * installed one. `dir` is its folder in the build tree, `name` its file name. */
@@ -381,6 +384,8 @@ static int status_summary(const char *dir, bool say)
 		fclose(f);
 		unlink(path);
 		text[len] = '\0';
+		if (!len) /* a process that recorded nothing */
+			continue;
 		n++;
 		for (char *save = NULL, *l = strtok_r(text, "\n", &save); l; l = strtok_r(NULL, "\n", &save))
 			if (!strncmp(l, "written=", 8))
@@ -401,29 +406,79 @@ static int status_summary(const char *dir, bool say)
 	return n;
 }
 
-/* Signals a launcher sends memtap run (kill, Popen.terminate, torchrun, SLURM) go on to
- * the job, which ends as it will; memtap run then ends with its status. A terminal's
- * signals (sent by the kernel to the whole foreground group) reached the job already.
- * They are taken synchronously (sigwaitinfo), with SIGCHLD: the job's end. */
-static const int forwarded[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGCHLD};
+/* memtap run stands for the job. Run from a terminal's foreground, the job shares its
+ * process group, so the terminal's signals (Ctrl-C, Ctrl-Z) reach the job as they would;
+ * otherwise (a launcher, timeout, SLURM, Popen) the job has a group of its own, and a
+ * signal sent to memtap run, or to its group, reaches the job once, through memtap run.
+ * In both, what a process sends memtap run goes on to the job; memtap run then ends as
+ * the job did (its status, or the signal that ended it), and if memtap run is killed
+ * outright the job is too (PR_SET_PDEATHSIG). Signals are taken synchronously
+ * (sigwaitinfo), with SIGCHLD: the job's end. */
+static const int forwarded[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGCHLD, SIGTSTP, SIGCONT};
 
-static void wait_forwarding(pid_t job, int *status)
+/* In the terminal's group, Ctrl-Z stops memtap run with the job, as the shell expects:
+ * SIGTSTP and SIGCONT are not taken then. */
+static void forwarding_set(sigset_t *set, bool own_group)
+{
+	size_t n = sizeof forwarded / sizeof forwarded[0] - (own_group ? 0 : 2);
+
+	sigemptyset(set);
+	for (size_t i = 0; i < n; i++)
+		sigaddset(set, forwarded[i]);
+}
+
+static double now_s(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+static void wait_forwarding(pid_t job, bool own_group, int *status)
 {
 	sigset_t set;
-	siginfo_t info;
+	siginfo_t info, last = {0};
+	double last_at = 0;
 
-	sigemptyset(&set);
-	for (size_t i = 0; i < sizeof forwarded / sizeof forwarded[0]; i++)
-		sigaddset(&set, forwarded[i]);
+	forwarding_set(&set, own_group);
 	for (;;) {
 		pid_t r = waitpid(job, status, WNOHANG);
 		if (r == job)
 			return;
 		if (r < 0 && errno != EINTR)
 			die(1, "lost the command: %s", strerror(errno));
-		if (sigwaitinfo(&set, &info) > 0 && info.si_signo != SIGCHLD && info.si_code <= 0)
-			kill(job, info.si_signo); /* SI_USER, SI_QUEUE, SI_TKILL: sent by a process */
+		if (sigwaitinfo(&set, &info) <= 0 || info.si_signo == SIGCHLD)
+			continue;
+		/* in the terminal's group, the kernel's (the terminal's) reached the job already */
+		if (!own_group && info.si_code > 0)
+			continue;
+		/* the same signal from the same sender again at once (timeout(1) sends its child one
+		   and its group one): one, as a signal still pending in the job would have been */
+		if (info.si_signo == last.si_signo && info.si_pid == last.si_pid && now_s() - last_at < 0.1)
+			continue;
+		kill(job, info.si_signo);
+		last = info;
+		last_at = now_s();
 	}
+}
+
+/* Ends memtap run as the job ended: by the same signal (without a core of its own), or
+ * with its status. */
+static int end_as(int status)
+{
+	struct rlimit none = {0, 0};
+	sigset_t set;
+
+	if (!WIFSIGNALED(status))
+		return WEXITSTATUS(status);
+	setrlimit(RLIMIT_CORE, &none);
+	signal(WTERMSIG(status), SIG_DFL);
+	sigemptyset(&set);
+	sigaddset(&set, WTERMSIG(status));
+	sigprocmask(SIG_UNBLOCK, &set, NULL);
+	raise(WTERMSIG(status));
+	return 128 + WTERMSIG(status); /* a signal whose default is not to end */
 }
 
 int cmd_run(int argc, char **argv)
@@ -442,6 +497,8 @@ int cmd_run(int argc, char **argv)
 	char lib[PATH_MAX], output[2 * PATH_MAX], traces[8][PATH_MAX + 16], *preload, policies[8192] = "",
 										      status_dir[PATH_MAX];
 	sigset_t forwarding, unblocked;
+	pid_t runner = getpid();
+	bool own_group;
 	const char *pattern = "memtap-%p.trace", *old, *library, *dir = NULL;
 	bool quiet = false, cupti = false;
 	uint64_t n;
@@ -562,20 +619,25 @@ int cmd_run(int argc, char **argv)
 		status_dir[0] = '\0';
 
 	/* blocked from before the fork, so that none is lost: wait_forwarding takes them */
-	sigemptyset(&forwarding);
-	for (size_t i = 0; i < sizeof forwarded / sizeof forwarded[0]; i++)
-		sigaddset(&forwarding, forwarded[i]);
+	own_group = !isatty(STDIN_FILENO) || tcgetpgrp(STDIN_FILENO) != getpgrp();
+	forwarding_set(&forwarding, own_group);
 	sigprocmask(SIG_BLOCK, &forwarding, &unblocked);
 	pid = fork();
 	if (pid < 0)
 		die(1, "cannot start %s: %s", argv[optind], strerror(errno));
 	if (pid == 0) {
+		if (own_group)
+			setpgid(0, 0);
+		if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != runner)
+			_exit(127); /* memtap run is gone already */
 		sigprocmask(SIG_SETMASK, &unblocked, NULL);
 		execvp(argv[optind], argv + optind);
 		fprintf(stderr, "memtap: cannot run %s: %s\n", argv[optind], strerror(errno));
 		_exit(127);
 	}
-	wait_forwarding(pid, &status);
+	if (own_group)
+		setpgid(pid, pid); /* as the child does: whichever comes first */
+	wait_forwarding(pid, own_group, &status);
 	sigprocmask(SIG_SETMASK, &unblocked, NULL);
 	if (!quiet && mtp_opt.dir[0] && !mtp_rank()) { /* a launcher's ranks under one memtap run */
 		dir_summary(mtp_opt.dir, start);
@@ -590,7 +652,5 @@ int cmd_run(int argc, char **argv)
 	}
 	if (status_dir[0])
 		status_summary(status_dir, false);
-	if (WIFSIGNALED(status))
-		return 128 + WTERMSIG(status);
-	return WEXITSTATUS(status);
+	return end_as(status);
 }
