@@ -81,6 +81,9 @@ static struct writer {
 	   while there is one, the writer has written the END and writes nothing after it */
 	uint32_t execs;
 	bool parked;
+	/* the last round asked when the writer found itself parked: the END is written, which
+	   is what an exec waits for (it may have asked after the round that parked began) */
+	uint32_t parked_for;
 	uint64_t end_at;
 	bool closed;   /* the END chunk is written: later drains end with a new one */
 	bool sleeping; /* the writer waits for its bell (a wake rings it only then) */
@@ -1105,10 +1108,11 @@ static void *writer_main(void *arg)
 		uint32_t bell = __atomic_load_n(&w.bell, __ATOMIC_SEQ_CST);
 		uint32_t want = __atomic_load_n(&w.asked, __ATOMIC_ACQUIRE);
 		size_t wrote = 0;
-		if (serve(&wrote)) {
+		if (serve(&wrote))
 			__atomic_store_n(&w.served, want, __ATOMIC_RELEASE);
-			mtp_futex_wake(&w.served);
-		}
+		else
+			__atomic_store_n(&w.parked_for, want, __ATOMIC_RELEASE);
+		mtp_futex_wake(&w.served);
 		/* busy rings: come back soon; quiet ones: the full interval */
 		pause_ms = wrote > mtp_opt.ring / 8 ? 1 : mtp_opt.flush_ms;
 		if (__atomic_load_n(&w.main_gone, __ATOMIC_ACQUIRE) && !__atomic_load_n(&w.end_now, __ATOMIC_ACQUIRE) &&
@@ -1143,8 +1147,9 @@ static bool on_writer(void)
 }
 
 /* Asks the writer for a round and waits until it is done, at most ns nanoseconds (0: no
- * limit): true when it was done. Without a writer thread the caller does the round. */
-static bool await_round(uint64_t ns)
+ * limit): true when it was done. Without a writer thread the caller does the round. An
+ * exec's round is done once the writer is parked: the END is written. */
+static bool await_round(uint64_t ns, bool exec)
 {
 	uint64_t until = ns ? mtp_now() + ns : 0;
 	uint32_t n;
@@ -1163,7 +1168,8 @@ static bool await_round(uint64_t ns)
 	for (;;) {
 		uint32_t s = __atomic_load_n(&w.served, __ATOMIC_ACQUIRE);
 		uint64_t now;
-		if ((int32_t)(s - n) >= 0)
+		if ((int32_t)(s - n) >= 0 ||
+		    (exec && (int32_t)(__atomic_load_n(&w.parked_for, __ATOMIC_ACQUIRE) - n) >= 0))
 			return true;
 		if (ns && (now = mtp_now()) >= until)
 			return false;
@@ -1179,7 +1185,7 @@ static int ask(int kind, struct ask a)
 	w.ask = a;
 	__atomic_store_n(&w.asking, kind, __ATOMIC_RELEASE);
 	while (__atomic_load_n(&w.asking, __ATOMIC_ACQUIRE) != ASK_NONE)
-		await_round(0);
+		await_round(0, false);
 	return w.ask.result;
 }
 
@@ -1232,17 +1238,17 @@ int mtp_writer_start(bool now)
 void mtp_writer_stop(void)
 {
 	__atomic_store_n(&w.stop_asked, true, __ATOMIC_RELEASE);
-	await_round(0);
+	await_round(0, false);
 }
 
 void mtp_writer_sync(void)
 {
-	await_round(0);
+	await_round(0, false);
 }
 
 bool mtp_writer_has_events(void)
 {
-	await_round(0);
+	await_round(0, false);
 	return __atomic_load_n(&w.any, __ATOMIC_ACQUIRE);
 }
 
@@ -1263,13 +1269,13 @@ int mtp_writer_spawn(pthread_t *thread, size_t stack, void *(*fn)(void *), void 
 void mtp_writer_exec_begin(void)
 {
 	__atomic_add_fetch(&w.execs, 1, __ATOMIC_ACQ_REL);
-	await_round(0);
+	await_round(0, true);
 }
 
 void mtp_writer_exec_failed(void)
 {
 	__atomic_sub_fetch(&w.execs, 1, __ATOMIC_ACQ_REL);
-	await_round(0);
+	await_round(0, false);
 }
 
 /* ---- fork: the child inherits a copy of everything but the writer thread ---- */
@@ -1319,7 +1325,7 @@ void mtp_writer_atfork_child(bool keep)
 	w.running = w.starting = w.own_table = w.sleeping = w.main_gone = false;
 	w.end_now = 0;
 	w.proc_stat = w.proc_task = w.status_fd = -1; /* the parent writer's, in its own table */
-	w.bell = w.asked = w.served = 0;
+	w.bell = w.asked = w.served = w.parked_for = 0;
 	w.stop_asked = w.parked = w.closed = w.any = false;
 	w.execs = 0;
 	memset(&w.ask, 0, sizeof w.ask);
@@ -1356,7 +1362,7 @@ void mtp_writer_start_pending(void)
 void mtp_writer_crash_flush(void)
 {
 	if (!on_writer())
-		await_round(1000000000ull);
+		await_round(1000000000ull, false);
 }
 
 /* ---- snapshots: the trace so far, with an END chunk, in a file of its own ---- */
