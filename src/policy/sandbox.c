@@ -152,14 +152,14 @@ static double collect_cost(lua_State *L)
 
 /* Charges the worst case, calls the library's own function (upvalue 1) with every
  * argument, then charges the bytes it returned. Its errors name it (upvalue 3): called
- * from here, Lua could not. */
+ * from here, Lua could not; so does a budget that refuses the call. */
 static int guarded(lua_State *L)
 {
 	cost_fn *cost = (cost_fn *)lua_touserdata(L, lua_upvalueindex(2));
 	int n = lua_gettop(L), results;
 	double out = 0;
 
-	mt_pol_charge(L, cost(L));
+	mt_pol_charge(L, cost(L), lua_tostring(L, lua_upvalueindex(3)));
 	lua_pushvalue(L, lua_upvalueindex(1));
 	lua_insert(L, 1);
 	if (lua_pcall(L, n, LUA_MULTRET, 0) != LUA_OK) {
@@ -170,7 +170,7 @@ static int guarded(lua_State *L)
 	results = lua_gettop(L);
 	for (int i = 1; i <= results; i++)
 		out += len_of(L, i);
-	mt_pol_charge(L, out / BYTES_PER_INSTRUCTION);
+	mt_pol_charge(L, out / BYTES_PER_INSTRUCTION, NULL);
 	return results;
 }
 
