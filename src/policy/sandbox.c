@@ -56,39 +56,170 @@ static double scan_cost(lua_State *L)
 	return bytes / BYTES_PER_INSTRUCTION;
 }
 
-/* Lua's matcher backtracks: each repetition (*, +, -), balance (%b) or back-reference can
- * try every position of the subject, each optional item (?) both ways. A pattern with
- * neither special characters nor repetitions is a plain search. */
-static double pattern_cost(lua_State *L)
-{
-	size_t n = 0, m = 0;
-	const char *s = lua_type(L, 1) == LUA_TSTRING ? lua_tolstring(L, 1, &n) : NULL;
-	const char *p = lua_type(L, 2) == LUA_TSTRING ? lua_tolstring(L, 2, &m) : NULL;
-	double positions, cost;
-	int repeats = 0, optional = 0;
+/* ---- patterns ---- */
 
-	if (!s || !p)
-		return 0;
-	for (size_t i = 0; i < m; i++) {
-		if (p[i] == '%' && i + 1 < m) {
-			if (p[i + 1] == 'b' || (p[i + 1] >= '0' && p[i + 1] <= '9'))
-				repeats++;
-			i++;
-		} else if (p[i] == '[') { /* a set: ']' first is a member, '%]' too */
-			i += i + 1 < m && p[i + 1] == '^' ? 2 : 1;
-			for (bool first = true; i < m && (p[i] != ']' || first); i++, first = false)
-				if (p[i] == '%')
-					i++;
-		} else if (p[i] == '*' || p[i] == '+' || p[i] == '-') {
-			repeats++;
-		} else if (p[i] == '?') {
-			optional++;
-		}
+/* A string argument as the library reads it, a number too: that one is converted on a
+ * copy pushed on the stack, which the caller removes. NULL for anything else. */
+static const char *string_arg(lua_State *L, int i, size_t *n)
+{
+	*n = 0;
+	if (lua_type(L, i) == LUA_TNUMBER) {
+		lua_pushvalue(L, i);
+		return lua_tolstring(L, -1, n);
 	}
-	positions = (double)n + 1;
-	cost = (m && p[0] == '^' ? 1 : positions) * pow(positions, repeats) * pow(2, optional);
-	cost += (double)m;
-	return cost > MAX_COST ? MAX_COST : cost;
+	return lua_type(L, i) == LUA_TSTRING ? lua_tolstring(L, i, n) : NULL;
+}
+
+/* The bytes a search reads of a subject of n: from its start position (argument i, as
+ * Lua reads it: negative counts from the end), all of them when there is none. */
+static double bytes_from(lua_State *L, int i, double n)
+{
+	double init = int_arg(L, i, 1);
+
+	if (init > 0)
+		return init - 1 > n ? 0 : n - (init - 1);
+	return init == 0 || -init > n ? n : -init;
+}
+
+/* Where the class that starts at p[i] ends, as Lua's classend, never past the pattern */
+static size_t class_end(const char *p, size_t m, size_t i)
+{
+	if (p[i] == '%') {
+		i += 2;
+	} else if (p[i] == '[') { /* a set: ']' first is a member, '%]' too */
+		i += i + 1 < m && p[i + 1] == '^' ? 2 : 1;
+		for (bool first = true; i < m && (p[i] != ']' || first); first = false)
+			i += p[i] == '%' ? 2 : 1;
+		i++;
+	} else {
+		i++;
+	}
+	return i < m ? i : m;
+}
+
+/* The most steps Lua's matcher takes over n bytes of subject: from its first position
+ * only, or from each (`unanchored`). A step tries one class at one position: a character
+ * or %a in one, a set byte by byte. A repetition (*, +, -) reads its class at each of the
+ * positions left, then tries the rest of the pattern from each; an optional item (?)
+ * tries the rest twice; a balance (%b) scans the subject, a back-reference (%1) compares
+ * it in bulk, a frontier (%f) reads its set twice. The matcher only moves forward, so a
+ * path through the pattern is fixed by the positions its start and repetitions choose, in
+ * order, repeats allowed: j choices among n + 1 positions make C(n + j, j) paths. */
+static double match_steps(const char *p, size_t m, double n, bool unanchored)
+{
+	double choices = unanchored ? 1 : 0, paths = unanchored ? n + 1 : 1, steps = 0;
+	size_t i = 0, e;
+
+	while (i < m && paths < MAX_COST) {
+		double item = 1, ways = 1; /* the item's steps on each path, then the paths on from each */
+		char next = i + 1 < m ? p[i + 1] : '\0';
+
+		if (p[i] == '(' || p[i] == ')' || (p[i] == '$' && i + 1 == m)) {
+			e = i + 1;
+		} else if (p[i] == '%' && next == 'b') {
+			item = n + 1;
+			e = i + 4;
+		} else if (p[i] == '%' && next == 'f') {
+			e = class_end(p, m, i + 2);
+			item = 2.0 * (double)(e - i);
+		} else if (p[i] == '%' && next >= '0' && next <= '9') {
+			item = 1 + (n + 1) / BYTES_PER_INSTRUCTION;
+			e = i + 2;
+		} else {
+			e = class_end(p, m, i);
+			if (p[i] == '[')
+				item = (double)(e - i);
+			if (e < m && (p[e] == '*' || p[e] == '+' || p[e] == '-')) {
+				item += (n + 1) * item;
+				choices++;
+				ways = (n + choices) / choices;
+				e++;
+			} else if (e < m && p[e] == '?') {
+				ways = 2;
+				e++;
+			}
+		}
+		steps += paths * item;
+		paths *= ways;
+		i = e;
+	}
+	steps += paths;
+	return steps < MAX_COST ? steps : MAX_COST;
+}
+
+/* Lua's test for a search without special characters, which string.find makes plain */
+static bool is_plain(const char *p, size_t m)
+{
+	for (size_t i = 0; i <= m; i += strlen(p + i) + 1) /* Lua's strings end in a '\0' */
+		if (strpbrk(p + i, "^$*+?.([%-"))
+			return false;
+	return true;
+}
+
+/* A search for the pattern (argument 2) in the subject (argument 1), from the start
+ * position in argument `init` (0: none): the matcher's steps from every position the
+ * subject has left, or from the first alone when a '^' anchors the pattern (`anchors`:
+ * gmatch reads it as a character). gmatch and gsub may try a position `again`, after an
+ * empty match there. string.find's plain search (`plain`: asked for, or no special
+ * characters) compares the pattern in bulk at each position instead. */
+static double search_cost(lua_State *L, int init, bool plain, bool anchors, double again)
+{
+	int top = lua_gettop(L);
+	size_t n, m;
+	const char *s = string_arg(L, 1, &n), *p = string_arg(L, 2, &m);
+	double left, cost = 0;
+
+	if (s && p) {
+		left = init ? bytes_from(L, init, (double)n) : (double)n;
+		if (plain && (lua_toboolean(L, 4) || is_plain(p, m)))
+			cost = (left + 1) * (1 + (double)m / BYTES_PER_INSTRUCTION);
+		else if (anchors && m && p[0] == '^')
+			cost = match_steps(p + 1, m - 1, left, false);
+		else
+			cost = again * match_steps(p, m, left, true);
+	}
+	lua_settop(L, top);
+	return cost < MAX_COST ? cost : MAX_COST;
+}
+
+static double find_cost(lua_State *L)
+{
+	return search_cost(L, 3, true, true, 1);
+}
+
+static double match_cost(lua_State *L)
+{
+	return search_cost(L, 3, false, true, 1);
+}
+
+/* gmatch's iterator does its work later, when the loop calls it: charged all at once here */
+static double gmatch_cost(lua_State *L)
+{
+	return search_cost(L, 3, false, false, 2);
+}
+
+/* gsub(s, pattern, repl, max): the search, then at each match (one for an anchored
+ * pattern, at most max) a call of repl, or a pass over repl's bytes with a step at each
+ * escape (%1, %%) whether it writes anything or not. What it writes is charged as the
+ * result grows. */
+static double gsub_cost(lua_State *L)
+{
+	int top = lua_gettop(L);
+	size_t n, m, r;
+	const char *s = string_arg(L, 1, &n), *p = string_arg(L, 2, &m), *repl = string_arg(L, 3, &r);
+	double matches = p && m && p[0] == '^' ? 1 : (double)n + 1, each = 1 + (double)r / BYTES_PER_INSTRUCTION;
+
+	for (size_t i = 0; repl && i < r; i += 2) { /* memchr: a replacement is mostly text */
+		const char *e = memchr(repl + i, '%', r - i);
+
+		if (!e)
+			break;
+		i = (size_t)(e - repl);
+		each++;
+	}
+	matches = fmax(0, fmin(matches, int_arg(L, 4, matches)));
+	lua_settop(L, top);
+	return s ? search_cost(L, 0, false, true, 2) + matches * each : 0;
 }
 
 /* string.rep(s, n, sep): n copies, even of nothing */
@@ -293,9 +424,8 @@ void mt_pol_open_sandbox(lua_State *L)
 	/* what a policy may not reach: other code, other files, the process */
 	static const char *const gone[] = {"dofile", "loadfile", "load", "require", NULL};
 	static const char *const os_kept[] = {"clock", "date", "difftime", "getenv", "time", NULL};
-	static const struct cost string_costs[] = {{"find", pattern_cost},   {"match", pattern_cost},
-						   {"gmatch", pattern_cost}, {"gsub", pattern_cost},
-						   {"rep", rep_cost},	     {NULL, NULL}};
+	static const struct cost string_costs[] = {{"find", find_cost}, {"match", match_cost}, {"gmatch", gmatch_cost},
+						   {"gsub", gsub_cost}, {"rep", rep_cost},     {NULL, NULL}};
 	static const struct cost table_costs[] = {
 	    {"concat", concat_cost}, {"unpack", unpack_cost}, {"move", move_cost}, {"insert", shift_cost},
 	    {"remove", shift_cost},  {"sort", sort_cost},     {NULL, NULL}};
