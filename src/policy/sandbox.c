@@ -34,9 +34,14 @@ static double len_of(lua_State *L, int i)
 	return (double)n;
 }
 
+/* An integer argument as the library reads it (luaL_checkinteger): a float with an
+ * integral value and a numeric string too. dflt when absent, or not one (Lua raises). */
 static double int_arg(lua_State *L, int i, double dflt)
 {
-	return lua_isinteger(L, i) ? (double)lua_tointeger(L, i) : lua_isnoneornil(L, i) ? dflt : 0;
+	int is_integer;
+	lua_Integer v = lua_tointegerx(L, i, &is_integer);
+
+	return is_integer ? (double)v : dflt;
 }
 
 static double table_len(lua_State *L, int i)
