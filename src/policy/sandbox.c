@@ -341,11 +341,21 @@ static double shift_cost(lua_State *L)
 	return table_len(L, 1);
 }
 
+/* table.sort(t, comp): n log n comparisons. Without comp Lua compares strings in C, each
+ * comparison up to their bytes: the walk that finds the longest is paid first. */
 static double sort_cost(lua_State *L)
 {
-	double n = table_len(L, 1);
+	double n = table_len(L, 1), longest = 0;
 
-	return n * log2(n + 1);
+	if (lua_isnoneornil(L, 2) && n > 1) {
+		mt_pol_charge(L, n, lua_tostring(L, lua_upvalueindex(3)));
+		for (lua_Integer i = 1; i <= (lua_Integer)n; i++) {
+			lua_rawgeti(L, 1, i);
+			longest = fmax(longest, len_of(L, -1));
+			lua_pop(L, 1);
+		}
+	}
+	return n * log2(n + 1) * (1 + longest / BYTES_PER_INSTRUCTION);
 }
 
 /* A full collection or a step walks the heap; asking how big it is costs nothing. */
