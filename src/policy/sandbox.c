@@ -309,11 +309,64 @@ static double rep_cost(lua_State *L)
 	return n > 0 ? n + n * (len_of(L, 1) + len_of(L, 3)) / BYTES_PER_INSTRUCTION : 0;
 }
 
+/* ---- tables ---- */
+
+/* A proxy's metamethods: the table's own get, set and length (its metamethods and all),
+ * each get paid as the library makes it, for a string its bytes too (sort compares the
+ * elements it gets, concat copies them). */
+static int proxy_get(lua_State *L)
+{
+	lua_settop(L, 2);
+	lua_gettable(L, lua_upvalueindex(1));
+	mt_pol_charge(L, 1 + len_of(L, -1) / BYTES_PER_INSTRUCTION, NULL);
+	return 1;
+}
+
+static int proxy_set(lua_State *L)
+{
+	mt_pol_charge(L, 1, NULL);
+	lua_settop(L, 3);
+	lua_settable(L, lua_upvalueindex(1));
+	return 0;
+}
+
+static int proxy_len(lua_State *L)
+{
+	lua_pushinteger(L, luaL_len(L, lua_upvalueindex(1)));
+	return 1;
+}
+
+/* A table with a metatable is what its metamethods say: a length from __len may be
+ * anything, elements may come from __index. No charge made beforehand could hold, so the
+ * library gets an empty proxy in its place (argument 1) whose every get and set is the
+ * table's, paid as it goes. */
+static bool proxied(lua_State *L)
+{
+	static const lua_CFunction fns[] = {proxy_get, proxy_set, proxy_len};
+	static const char *const names[] = {"__index", "__newindex", "__len"};
+
+	if (lua_type(L, 1) != LUA_TTABLE || !lua_getmetatable(L, 1))
+		return false;
+	lua_pop(L, 1);
+	lua_createtable(L, 0, 0);
+	lua_createtable(L, 0, 3);
+	for (int i = 0; i < 3; i++) {
+		lua_pushvalue(L, 1);
+		lua_pushcclosure(L, fns[i], 1);
+		lua_setfield(L, -2, names[i]);
+	}
+	lua_setmetatable(L, -2);
+	lua_replace(L, 1);
+	return true;
+}
+
 /* table.concat(t, sep, i, j) and table.unpack(t, i, j): one step an element */
 static double range_cost(lua_State *L, int from)
 {
 	double i = int_arg(L, from, 1), j = int_arg(L, from + 1, table_len(L, 1));
 
+	if (proxied(L))
+		return 0;
 	return j >= i ? j - i + 1 : 0;
 }
 
@@ -338,7 +391,7 @@ static double move_cost(lua_State *L)
 /* table.insert and table.remove at a position shift what follows it */
 static double shift_cost(lua_State *L)
 {
-	return table_len(L, 1);
+	return proxied(L) ? 0 : table_len(L, 1);
 }
 
 /* table.sort(t, comp): n log n comparisons. Without comp Lua compares strings in C, each
@@ -347,6 +400,8 @@ static double sort_cost(lua_State *L)
 {
 	double n = table_len(L, 1), longest = 0;
 
+	if (proxied(L))
+		return 0;
 	if (lua_isnoneornil(L, 2) && n > 1) {
 		mt_pol_charge(L, n, lua_tostring(L, lua_upvalueindex(3)));
 		for (lua_Integer i = 1; i <= (lua_Integer)n; i++) {
