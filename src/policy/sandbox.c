@@ -1,9 +1,10 @@
 /* What a policy may reach, and what its calls into C cost. A policy gets Lua's own
  * libraries less what reaches other code, other files or the process. The count hook
- * sees only Lua instructions, so every library function whose work in C grows with its
- * arguments is wrapped: before the call it charges its worst case to the handler's
- * instruction budget (a pattern's backtracking, rep's copies, table shifts and moves,
- * sorts, full collections), after it the bytes it returned. Lua runs some code with its
+ * sees only Lua instructions, so every library function is wrapped: before the call it
+ * charges the most its C code can do with those arguments (a step of a loop, 16 bytes
+ * moved in bulk, a call to printf: see ---- worst cases ----), which a budget that cannot
+ * pay refuses, after it the bytes it returned; where a table's metamethods decide the
+ * work, the library works on a proxy that pays as it goes. Lua runs some code with its
  * hooks off, where no budget can stop it: finalizers (__gc, refused), message handlers
  * (xpcall's runs after the unwinding) and the close methods of a coroutine a budget
  * error ended (every coroutine's body catches that error first). */
