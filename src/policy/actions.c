@@ -220,7 +220,7 @@ static int snapshot(lua_State *L)
 	uint64_t bytes;
 	int r;
 
-	mt_pol_charge(L, FILE_COST);
+	mt_pol_charge(L, FILE_COST, NULL);
 	path_arg(L, 1, "memtap-%p-snapshot-%n.trace", rel, sizeof rel);
 	snprintf(path, sizeof path, "%s/%s", mt_pol.host->dir, rel);
 	r = mt_pol_snapshot_in(mt_pol.host->dir, rel, path, 0600, false, &bytes);
@@ -237,7 +237,7 @@ static int snapshot_all(lua_State *L)
 	char id[64], path[4200];
 	int r;
 
-	mt_pol_charge(L, FILE_COST);
+	mt_pol_charge(L, FILE_COST, NULL);
 	if ((r = mt_job_snapshot_all(id, sizeof id, path, sizeof path)) == ENOTCONN) {
 		lua_pushnil(L);
 		lua_pushstring(L, "not in a run directory (memtap run --dir, or a launcher's job id)");
@@ -436,7 +436,7 @@ static int composition(lua_State *L)
 	int d = mt_pol_device(L, 1);
 	const struct mt_replay *rp = &mt_pol.rp;
 
-	mt_pol_charge(L, (double)rp->slots.n); /* a walk over every live allocation */
+	mt_pol_charge(L, (double)rp->slots.n, NULL); /* a walk over every live allocation */
 	lua_createtable(L, 0, 3);
 	lua_newtable(L); /* by_tag */
 	lua_newtable(L); /* by_phase */
@@ -462,7 +462,7 @@ static int top(lua_State *L)
 	size_t got;
 
 	luaL_argcheck(L, n >= 1 && n <= 100, 1, "from 1 to 100 stacks");
-	mt_pol_charge(L, (double)mt_pol.rp.slots.n);
+	mt_pol_charge(L, (double)mt_pol.rp.slots.n, NULL);
 	got = mt_watch_top(buf, (size_t)n, 0, d);
 	lua_createtable(L, (int)got, 0);
 	for (size_t i = 0; i < got; i++) {
@@ -488,14 +488,14 @@ static int log_(lua_State *L)
 		luaL_addvalue(&b);
 	}
 	luaL_pushresult(&b);
-	mt_pol_charge(L, LINE_COST + (double)lua_rawlen(L, -1) / 16);
+	mt_pol_charge(L, LINE_COST + (double)lua_rawlen(L, -1) / 16, NULL);
 	mt_pol_say("%s", lua_tostring(L, -1));
 	return 0;
 }
 
 static int mark(lua_State *L)
 {
-	mt_pol_charge(L, LINE_COST);
+	mt_pol_charge(L, LINE_COST, NULL);
 	mt_pol.host->mark(luaL_checkstring(L, 1));
 	return 0;
 }
@@ -509,7 +509,7 @@ static int append(lua_State *L)
 
 	path_arg(L, 1, NULL, rel, sizeof rel);
 	text = luaL_checklstring(L, 2, &len);
-	mt_pol_charge(L, FILE_COST + (double)len / 16);
+	mt_pol_charge(L, FILE_COST + (double)len / 16, NULL);
 	if ((err = mt_pol_output_fits(len)))
 		return fail(L, rel, err);
 	if ((fd = mt_pol_open_in(mt_pol.host->dir, rel, O_WRONLY | O_APPEND | O_CREAT, 0644, false)) < 0)
@@ -674,7 +674,7 @@ static int json(lua_State *L)
 	lua_pushnil(L); /* the slot of the text */
 	json_value(&o, 1, 0);
 	lua_pushlstring(L, o.p ? o.p : "", o.n);
-	mt_pol_charge(L, (double)o.n / 16); /* the walk was about as long as what it wrote */
+	mt_pol_charge(L, (double)o.n / 16, NULL); /* the walk was about as long as what it wrote */
 	return 1;
 }
 

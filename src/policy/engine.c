@@ -85,6 +85,7 @@ static bool abandoned;		    /* the policy thread missed a deadline: policies are
 static uint64_t busy_since;	    /* when the running call into Lua began; 0: none */
 static uint64_t call_until;	    /* the running call's time limit */
 static const char *stopped_by;	    /* why the running call is being stopped; NULL: it is not */
+static char refused[160];	    /* the call into C a budget could not pay, when that stopped it */
 static int find_ref = LUA_NOREF;    /* string.find, as the sandbox has it, for name patterns */
 
 static uint64_t now_ns(void)
@@ -194,7 +195,7 @@ static void check(lua_State *L)
 		if (mt_pol_abandoned())
 			stopped_by = "policies are off";
 		else if (mt_pol.budget_left <= 0)
-			stopped_by = "instruction budget exceeded (policy_budget per call)";
+			stopped_by = *refused ? refused : "instruction budget exceeded (policy_budget per call)";
 		else if (now_ns() > call_until)
 			stopped_by = "time limit exceeded (a quarter of policy_deadline_ms per call)";
 		else
@@ -216,11 +217,16 @@ static void count_hook(lua_State *L, lua_Debug *ar)
 	check(L);
 }
 
-void mt_pol_charge(lua_State *L, double instructions)
+void mt_pol_charge(lua_State *L, double instructions, const char *what)
 {
-	if (instructions >= (double)mt_pol.budget_left)
+	if (instructions >= (double)mt_pol.budget_left) {
+		if (what && !stopped_by && mt_pol.budget_left > 0)
+			snprintf(refused, sizeof refused,
+				 "instruction budget exceeded (policy_budget per call): %s may take %.3g instructions, "
+				 "%lld left",
+				 what, instructions, (long long)mt_pol.budget_left);
 		mt_pol.budget_left = 0;
-	else
+	} else
 		mt_pol.budget_left -= (int64_t)instructions;
 	check(L);
 }
@@ -277,6 +283,7 @@ static int call(lua_State *L, int nargs, int64_t budget)
 	lua_insert(L, base);
 	mt_pol.budget_left = budget;
 	stopped_by = NULL;
+	refused[0] = '\0';
 	call_until = now + mt_pol.host->deadline_ns / CALL_SHARE;
 	__atomic_store_n(&busy_since, now, __ATOMIC_RELEASE);
 	r = lua_pcall(L, nargs, 1, base);

@@ -100,8 +100,9 @@ void mt_pol_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 bool mt_pol_fire(struct mt_handler *h, const struct mt_pol_event *ev, const char *want);
 bool mt_pol_match(const char *name, const char *pattern); /* string.find, protected */
 const char *mt_pol_string(uint32_t id);			  /* "" for 0 or unknown */
-/* Takes work done in C from the running call's budget; raises when it is spent. */
-void mt_pol_charge(lua_State *L, double instructions);
+/* Takes work in C from the running call's budget; raises when it is spent. `what` names
+ * work not yet done, which a budget that cannot pay it refuses by that name; NULL: done. */
+void mt_pol_charge(lua_State *L, double instructions, const char *what);
 bool mt_pol_abandoned(void); /* a deadline was missed: policies are off */
 
 /* sandbox.c */
