@@ -84,8 +84,7 @@ static void driver_memory(CUstream s1, CUstream s2)
 	CHECK_DRV(cuMemAllocFromPoolAsync(&d[5], 24000008, pool, s1));
 	printf("cuMemAllocFromPoolAsync addr=%llu size=24000008 pool=%llu stream=%llu\n", U(d[5]), U(pool), U(s1));
 	CHECK_DRV(cuMemAllocFromPoolAsync_ptsz(&d[6], 24000009, pool, s2));
-	printf("cuMemAllocFromPoolAsync_ptsz addr=%llu size=24000009 pool=%llu stream=%llu\n", U(d[6]), U(pool),
-	       U(s2));
+	printf("cuMemAllocFromPoolAsync_ptsz addr=%llu size=24000009 pool=%llu stream=%llu\n", U(d[6]), U(pool), U(s2));
 	CHECK_DRV(cuMemGetInfo(&free_bytes, &total));
 	printf("cuMemGetInfo_v2 free=%zu total=%zu\n", free_bytes, total);
 	for (int i = 0; i < 3; i++) {
@@ -386,8 +385,7 @@ static void runtime_memory(void)
 	CHECK_RT(cudaMallocFromPoolAsync(&p[7], 24000029, pool, s1));
 	printf("cudaMallocFromPoolAsync addr=%llu size=24000029 pool=%llu stream=%llu\n", U(p[7]), U(pool), U(s1));
 	CHECK_RT(cudaMallocFromPoolAsync_ptsz(&p[8], 24000030, pool, s2));
-	printf("cudaMallocFromPoolAsync_ptsz addr=%llu size=24000030 pool=%llu stream=%llu\n", U(p[8]), U(pool),
-	       U(s2));
+	printf("cudaMallocFromPoolAsync_ptsz addr=%llu size=24000030 pool=%llu stream=%llu\n", U(p[8]), U(pool), U(s2));
 	CHECK_RT(cudaMemGetInfo(&free_bytes, &total));
 	printf("cudaMemGetInfo free=%zu total=%zu\n", free_bytes, total);
 	CHECK_RT(cudaFree(p[0]));
