@@ -281,4 +281,26 @@ for when, events in (("stats-oom", ev[:oom_at + 1]), ("stats-exit", ev)):
     ok(len({want["reserved"], want["allocated"], want["requested"]}) == 3,
        "at %s: reserved, allocated and requested differ (a swap shows)" % when[6:], want)
 ok(said.get("stats-oom", {}).get("retries", 0) >= 1, "the OOM came after the allocator's own retry", said)
+
+# the memviz export of that run: each segment's figures by snapshot()'s rule, each live block
+# at the size and request the allocator recorded for it
+out = os.path.join(TMP, "stats.viz.pickle")
+p = run("export", "--format=memviz", "-o", out, trace)
+viz = pickle.load(open(out, "rb")) if p.returncode == 0 else {"segments": []}
+live = {}
+for e in ev:
+    if e["kind"] == "alloc" and e["flags"] & 0x3f == BLOCK and not e["error"]:
+        live[e["addr"]] = e
+    elif e["kind"] == "free":
+        live.pop(e["addr"], None)
+for field in ("total_size", "allocated_size", "active_size", "requested_size"):
+    bad = [(x["address"], x.get(field), segment_figures(x)[field]) for x in segments_of(viz)
+           if x.get(field) != segment_figures(x)[field]]
+    ok(segments_of(viz) and not bad, "the allocator's export: each segment's %s as snapshot() sums its blocks" % field,
+       bad)
+blocks = {b["address"]: b for x in segments_of(viz) for b in x["blocks"] if b["state"] == "active_allocated"}
+ok(live and {a: (b["size"], b["requested_size"]) for a, b in blocks.items()} ==
+   {a: (e["aux2"], e["size"]) for a, e in live.items()},
+   "the allocator's export: every block live at the end, at the size it was given and the bytes it was asked for",
+   len(live))
 done()

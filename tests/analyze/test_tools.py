@@ -133,6 +133,17 @@ lines = p.stdout.splitlines()
 ok(p.returncode == 0 and lines and all(re.fullmatch(r"[^ ].*;.* \d+", l) for l in lines), "folded: frame;frame bytes",
    lines[:2])
 ok(sum(int(l.rsplit(" ", 1)[1]) for l in lines) == ta["peak"]["bytes"], "folded at the peak adds up to the peak")
+# stack by stack, not only in sum: each line's bytes are the report's for that stack at the peak
+_, whole = run("report", "--json", "--top", "1000000", a)
+want, got = {}, {}
+for g in (whole or {}).get("top_at_peak", []):
+    k = ";".join(reversed(g["view"]))
+    want[k] = want.get(k, 0) + g["bytes"]
+for l in lines:
+    k, _, n = l.rpartition(" ")
+    got[k] = got.get(k, 0) + int(n)
+ok(got and got == want and len(set(got.values())) > 3, "folded at the peak: each stack's bytes are the report's",
+   (got, want))
 ok(all(l.startswith("main (simtrain.c:") and l.rsplit(";", 1)[1].startswith("tensor_new (simtrain.c:") for l in lines),
    "outermost frame first, with file:line, start-up and memtap's frames left out", lines[:2])
 p, _ = run("export", "--format=folded", "--what", "leaks", b)

@@ -157,6 +157,18 @@ if one_trace("64 threads", traces, p):
     _, rep = report(traces[0])
     ok(rep["events"]["allocs"] == 64000 and rep["events"]["frees"] == 64000 and rep["events"]["dropped"] == 0,
        "64 threads: every allocation and free recorded, none dropped", rep["events"])
+    # read back thread by thread: each thread's events under its own index, named once by its own id
+    per, tids = {}, {}
+    for e in dump(traces[0]):
+        if e["kind"] == "thread":
+            tids.setdefault(e["thread"], []).append(e["aux"])
+        elif e["kind"] in ("alloc", "free"):
+            per.setdefault(e["thread"], {"alloc": 0, "free": 0})[e["kind"]] += 1
+    ok(len(per) == 64 and all(n == {"alloc": 1000, "free": 1000} for n in per.values()) and
+       all(len(tids.get(t, [])) == 1 for t in per) and len({tids[t][0] for t in per if t in tids}) == 64 and
+       all(tids[t][0] != int(rep["process"]["pid"]) for t in per if t in tids),
+       "64 threads read back: each thread's 1000 allocations and frees under its own index, each thread named once, "
+       "by its own thread id", (len(per), len(tids)))
 
 # ---- every event made is in the trace or counted as dropped, with its reason ----
 def accounting(name, rep, made):
@@ -261,6 +273,16 @@ ok(p.returncode == 0 and len(traces) == 2, "an exec'd child records into its own
 if len(traces) == 2:
     got = sorted(len(sizes(dump(t), "alloc")) for t in traces)
     ok(got == [1, 6], "parent and exec'd child each hold their own allocations", got)
+    # the exec'd child's file read by itself: closed, its device named, its thread by its own id
+    child = max(traces, key=lambda t: len(sizes(dump(t), "alloc")))
+    _, crep = report(child)
+    cev = dump(child)
+    dev = (crep or {}).get("devices", [{}])[0]
+    ok(crep and crep["complete"] and crep["problem"] is None and dev.get("name", "").startswith("simgpu") and
+       dev.get("capacity_bytes", 0) > 0 and [e["aux"] for e in cev if e["kind"] == "thread"] ==
+       [int(crep["process"]["pid"])] and all(e["functions"] for e in cev if e["kind"] == "alloc"),
+       "the exec'd child's trace read alone: closed, its device and thread named, every allocation's stack there",
+       crep and (crep["problem"], dev, [e for e in cev if e["kind"] == "thread"]))
 
 p, traces = record("forkidle", [WORK, "forkidle"], opts=["--follow-fork"])
 if not TSAN:
