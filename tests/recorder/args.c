@@ -9,10 +9,14 @@
  * to them field by field. A line with `spare=1` only pads simgpu's handle numbers.
  *   args          the driver's entry points (-lcuda), then the runtime's
  *   args import HEX FD   run by exec from `args`: opens the IPC handle HEX (flags 1) and
- *                 imports the shareable handle FD, then closes both */
+ *                 imports the shareable handle FD, then closes both
+ *   args cached   under memtap run --allocator=caching: the runtime's entry points, which
+ *                 memtap's caching allocator serves, and PyTorch's pluggable entry points
+ *                 (memtap_alloc, memtap_free, memtap_record_stream) on device 2 */
 #include <cuda.h>
 #include <cudaTypedefs.h>
 #include <cuda_runtime_api.h>
+#include <dlfcn.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -416,6 +420,43 @@ static void runtime_memory(void)
 	CHECK_RT(cudaStreamDestroy(s2));
 }
 
+/* ---- PyTorch's pluggable entry points (CUDAPluggableAllocator): memtap's, when it is loaded ---- */
+
+static void pluggable(void)
+{
+	void *(*alloc)(size_t, int, cudaStream_t) =
+	    (void *(*)(size_t, int, cudaStream_t))dlsym(RTLD_DEFAULT, "memtap_alloc");
+	void (*release)(void *, size_t, int, cudaStream_t) =
+	    (void (*)(void *, size_t, int, cudaStream_t))dlsym(RTLD_DEFAULT, "memtap_free");
+	void (*record)(void *, cudaStream_t) =
+	    (void (*)(void *, cudaStream_t))dlsym(RTLD_DEFAULT, "memtap_record_stream");
+	cudaStream_t s1, s2;
+	void *p[2];
+
+	check(alloc && release && record, "memtap's pluggable entry points");
+	if (!alloc || !release || !record)
+		return;
+	CHECK_RT(cudaSetDevice(OTHER));
+	CHECK_RT(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking));
+	CHECK_RT(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking));
+	CHECK_RT(cudaSetDevice(CURRENT)); /* PyTorch's guard sets the device; the call names it */
+	p[0] = alloc(24000031, OTHER, s1);
+	printf("memtap_alloc addr=%llu size=24000031 device=%d stream=%llu\n", U(p[0]), OTHER, U(s1));
+	p[1] = alloc(24000032, OTHER, s2);
+	printf("memtap_alloc addr=%llu size=24000032 device=%d stream=%llu\n", U(p[1]), OTHER, U(s2));
+	record(p[0], s2);
+	printf("memtap_record_stream addr=%llu stream=%llu\n", U(p[0]), U(s2));
+	release(p[0], 24000031, OTHER, s1);
+	printf("memtap_free addr=%llu size=24000031 device=%d stream=%llu\n", U(p[0]), OTHER, U(s1));
+	release(p[1], 24000032, OTHER, s2);
+	printf("memtap_free addr=%llu size=24000032 device=%d stream=%llu\n", U(p[1]), OTHER, U(s2));
+	CHECK_RT(cudaSetDevice(OTHER));
+	CHECK_RT(cudaStreamSynchronize(s2));
+	CHECK_RT(cudaStreamDestroy(s1));
+	CHECK_RT(cudaStreamDestroy(s2));
+	CHECK_RT(cudaSetDevice(CURRENT));
+}
+
 int main(int argc, char **argv)
 {
 	CUcontext c;
@@ -428,6 +469,11 @@ int main(int argc, char **argv)
 	CHECK_DRV(cuCtxSetCurrent(c));
 	if (argc > 3 && !strcmp(argv[1], "import")) {
 		driver_imports(argv[2], atoi(argv[3]));
+		return failures ? 1 : 0;
+	}
+	if (argc == 2 && !strcmp(argv[1], "cached")) {
+		runtime_memory();
+		pluggable();
 		return failures ? 1 : 0;
 	}
 	if (argc != 1) {

@@ -6,7 +6,10 @@ every argument (two streams, pools, flags that are neither 0 nor 1, the current 
 and device 2 where an argument names one) and prints what it passed and got back; RULES
 turn each line into the events memtap must record, and the trace is held to them field by
 field, in order (kind, device, address, size, aux, aux2, API, error): swapped, dropped
-or constant arguments fail the hook whose call made the event."""
+or constant arguments fail the hook whose call made the event. Then again under
+--allocator=caching (`args cached`): the runtime's entry points memtap's caching allocator
+serves, and PyTorch's pluggable entry points (memtap_alloc, memtap_free), whose blocks
+carry the device and stream they were asked for and PyTorch's 512-byte rounding."""
 import difflib
 import glob
 import json
@@ -156,83 +159,133 @@ ok(len(driver) > 40 and len(runtime) > 10, "the hooked entry points, from driver
 ok(not [h for h in hooked if h not in RULES], "every hooked entry point has a rule here saying what it records",
    [h for h in hooked if h not in RULES])
 
-env = dict(os.environ, SIMGPU_DEVICES="3")
-p = subprocess.run([MEMTAP, "run", "-q", "-o", os.path.join(TMP, "args-%p.trace"), "--", ARGS], capture_output=True,
-                   text=True, env=env, timeout=600)
-ok(p.returncode == 0, "args.c ran every entry point on simgpu under memtap", p.stderr[-2000:])
 
-# the lines, by process
-calls, pid = {}, None
-for line in p.stdout.splitlines():
-    name, *kv = line.split()
-    a = {k: int(v) for k, v in (x.split("=") for x in kv)}
-    if name == "process":
-        pid = a["pid"]
-        continue
-    calls.setdefault(pid, []).append((name, a))
-called = {name for lines in calls.values() for name, _ in lines}
-ok(not [h for h in hooked if h not in called], "args.c calls every hooked entry point",
-   [h for h in hooked if h not in called])
-ok(not [n for n in called if n not in RULES], "and nothing this test has no rule for", called - set(RULES))
+def round_block(n):
+    """PyTorch's round_size (native policy): at least 512 bytes, a multiple of 512."""
+    return max(512, (n + 511) // 512 * 512)
 
-# distinct values: a value two arguments share cannot tell them apart in the trace
-same = []
-for lines in calls.values():
-    for name, a in lines:
-        if name not in RULES or a.get("spare"):
-            continue
-        keys = RULES[name][0].split()
-        vals = [a[k] for k in keys if k in a]
-        if len(vals) != len(keys) or len(set(vals)) != len(vals) or 0 in vals:
-            same.append((name, a))
-ok(not same, "each call's arguments and results hold distinct values, none of them 0", same)
+
+def cached_alloc(a, st, device=CURRENT, stream=0):
+    st["blocks"][a["addr"]] = (round_block(a["size"]), stream)
+    return [ev("alloc", device=device, addr=a["addr"], size=a["size"], aux=stream, aux2=round_block(a["size"]),
+               flags=BLOCK)]
+
+
+def cached_free(a, st, stream=0):
+    """A block goes back at its size, with the stream it was made on; other memory as without the cache."""
+    if a["addr"] in st["blocks"]:
+        size, made_on = st["blocks"].pop(a["addr"])
+        return [ev("free", addr=a["addr"], size=size, aux=made_on)]
+    return gone("free", a, aux=stream)
+
+
+# what --allocator=caching changes: the entry points the cache serves, and PyTorch's own
+CACHED = {
+    "cudaMalloc": ("addr size", lambda a, st: cached_alloc(a, st)),
+    "cudaMallocAsync": ("addr size stream", lambda a, st: cached_alloc(a, st, stream=a["stream"])),
+    "cudaMallocAsync_ptsz": ("addr size stream", lambda a, st: cached_alloc(a, st, stream=a["stream"])),
+    "cudaFree": ("addr", lambda a, st: cached_free(a, st)),
+    "cudaFreeAsync": ("addr stream", lambda a, st: cached_free(a, st, a["stream"])),
+    "cudaFreeAsync_ptsz": ("addr stream", lambda a, st: cached_free(a, st, a["stream"])),
+    "memtap_alloc": ("addr size device stream",
+                     lambda a, st: cached_alloc(a, st, device=a["device"], stream=a["stream"])),
+    "memtap_free": ("addr size device stream", lambda a, st: cached_free(a, st)),
+    "memtap_record_stream": ("addr stream", lambda a, st: []),
+}
 
 
 def trace_of(pid):
     found = []
-    for t in glob.glob(os.path.join(TMP, "args-*.trace")):
+    for t in glob.glob(os.path.join(TMP, "*.trace")):
         q = subprocess.run([MEMTAP, "report", "--json", t], capture_output=True, text=True)
         if q.stdout.startswith("{") and json.loads(q.stdout)["process"]["pid"] == str(pid):
             found.append(t)
     return found[0] if len(found) == 1 else None
 
 
-def recorded(path):
+def recorded(path, segments):
     """The events the job's calls made: memtap's own (its threads' and devices' first sight,
-    its reading of the driver's count at a device's first use, the exit) left out."""
+    its reading of the driver's count at a device's first use, the exit, the caching
+    allocator's notes) left out, and the caching allocator's segments into `segments`."""
     q = subprocess.run([MEMTAP, "dump", "--json", path], capture_output=True, text=True)
     out = []
     for line in q.stdout.splitlines():
         e = json.loads(line)
-        if e["kind"] in ("thread", "device", "exit") or (e["kind"] == "meminfo" and e["flags"]):
+        if e["kind"] in ("thread", "device", "exit", "nvtx_mark") or (e["kind"] == "meminfo" and e["flags"]):
+            continue
+        if e["kind"] in ("segment_alloc", "segment_free"):
+            segments.append((len(out), {k: e[k] for k in FIELDS}))
             continue
         out.append({k: e[k] for k in FIELDS})
     return out
 
 
-bad = {}
-for pid, lines in calls.items():
-    st = {"nodes": {}}
-    want, owner = [], []
-    for name, a in lines:
-        if name in RULES:
-            for e in RULES[name][1](a, st):
-                want.append(e)
-                owner.append(name)
-    path = trace_of(pid)
-    if not ok(path, "process %d: its trace" % pid):
-        continue
-    got = recorded(path)
-    key = [tuple(e[k] for k in FIELDS) for e in want]
-    have = [tuple(e[k] for k in FIELDS) for e in got]
-    for op, i1, i2, j1, j2 in difflib.SequenceMatcher(None, key, have, autojunk=False).get_opcodes():
-        if op == "equal":
+def check(mode, opts, argv, rules, must):
+    """Runs args.c under memtap with `opts`; every hook of `must` is called and its events match."""
+    p = subprocess.run([MEMTAP, "run", "-q", "-o", os.path.join(TMP, mode + "-%p.trace"), *opts, "--", ARGS, *argv],
+                       capture_output=True, text=True, env=dict(os.environ, SIMGPU_DEVICES="3"), timeout=600)
+    ok(p.returncode == 0, "%s: args.c ran on simgpu under memtap" % mode, p.stderr[-2000:])
+    calls, pid = {}, None
+    for line in p.stdout.splitlines():  # the lines, by process
+        name, *kv = line.split()
+        a = {k: int(v) for k, v in (x.split("=") for x in kv)}
+        if name == "process":
+            pid = a["pid"]
             continue
-        for i in range(i1, i2):
-            bad.setdefault(owner[i], []).append({"want": want[i], "got": got[j1:j2]})
-        if i1 == i2:  # events no call makes
-            bad.setdefault("(no call)", []).append({"got": got[j1:j2]})
-for h in hooked + [n for n in sorted(called) if n not in hooked]:
-    ok(h not in bad, "%s: each argument in its own field of what is recorded" % h, bad.get(h))
-ok("(no call)" not in bad, "nothing is recorded that no call made", bad.get("(no call)"))
+        calls.setdefault(pid, []).append((name, a))
+    called = {name for lines in calls.values() for name, _ in lines}
+    ok(not [h for h in must if h not in called], "%s: args.c calls every entry point" % mode,
+       [h for h in must if h not in called])
+    ok(not [n for n in called if n not in rules], "%s: and nothing this test has no rule for" % mode,
+       called - set(rules))
+    # distinct values: a value two arguments share cannot tell them apart in the trace
+    same = []
+    for lines in calls.values():
+        for name, a in lines:
+            if name not in rules or a.get("spare"):
+                continue
+            keys = rules[name][0].split()
+            vals = [a[k] for k in keys if k in a]
+            if len(vals) != len(keys) or len(set(vals)) != len(vals) or 0 in vals:
+                same.append((name, a))
+    ok(not same, "%s: each call's arguments and results hold distinct values, none of them 0" % mode, same)
+    bad = {}
+    for pid, lines in calls.items():
+        st = {"nodes": {}, "blocks": {}}
+        want, owner = [], []
+        for name, a in lines:
+            if name in rules:
+                for e in rules[name][1](a, st):
+                    want.append(e)
+                    owner.append(name)
+        path = trace_of(pid)
+        if not ok(path, "%s: process %d's trace" % (mode, pid)):
+            continue
+        segments = []
+        got = recorded(path, segments)
+        key = [tuple(e[k] for k in FIELDS) for e in want]
+        have = [tuple(e[k] for k in FIELDS) for e in got]
+        for op, i1, i2, j1, j2 in difflib.SequenceMatcher(None, key, have, autojunk=False).get_opcodes():
+            if op == "equal":
+                continue
+            for i in range(i1, i2):
+                bad.setdefault(owner[i], []).append({"want": want[i], "got": got[j1:j2]})
+            if i1 == i2:  # events no call makes
+                bad.setdefault("(no call)", []).append({"got": got[j1:j2]})
+        # a segment is made for the block that follows it, on that block's device and stream
+        for at, g in segments:
+            nxt = got[at] if at < len(got) else {}
+            if g["kind"] == "segment_alloc" and (nxt.get("flags") != BLOCK or (g["device"], g["aux"]) !=
+                                                 (nxt["device"], nxt["aux"])):
+                bad.setdefault("(segments)", []).append({"segment": g, "block": nxt})
+    for h in must + [n for n in sorted(called) if n not in must]:
+        ok(h not in bad, "%s: %s: each argument in its own field of what is recorded" % (mode, h), bad.get(h))
+    ok("(no call)" not in bad, "%s: nothing is recorded that no call made" % mode, bad.get("(no call)"))
+    ok("(segments)" not in bad, "%s: each segment on the device and stream of the block it was made for" % mode,
+       bad.get("(segments)"))
+
+
+check("hooks", [], [], RULES, hooked)
+check("cached", ["--allocator=caching", "-O", "alloc_policy=native"], ["cached"], dict(RULES, **CACHED),
+      runtime + ["memtap_alloc", "memtap_free", "memtap_record_stream"])
 done()
