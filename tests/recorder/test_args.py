@@ -6,7 +6,9 @@ every argument (two streams, pools, flags that are neither 0 nor 1, the current 
 and device 2 where an argument names one) and prints what it passed and got back; RULES
 turn each line into the events memtap must record, and the trace is held to them field by
 field, in order (kind, device, address, size, aux, aux2, API, error): swapped, dropped
-or constant arguments fail the hook whose call made the event. Then again under
+or constant arguments fail the hook whose call made the event. The same calls through
+the CUPTI backend's callback (tests/cupti/cupti_args.c, CUPTI's parameter structures)
+must make the same events. Then again under
 --allocator=caching (`args cached`): the runtime's entry points memtap's caching allocator
 serves, and PyTorch's pluggable entry points (memtap_alloc, memtap_free), whose blocks
 carry the device and stream they were asked for and PyTorch's 512-byte rounding."""
@@ -221,12 +223,18 @@ def recorded(path, segments):
 
 
 def check(mode, opts, argv, rules, must):
-    """Runs args.c under memtap with `opts`; every hook of `must` is called and its events match."""
-    p = subprocess.run([MEMTAP, "run", "-q", "-o", os.path.join(TMP, mode + "-%p.trace"), *opts, "--", ARGS, *argv],
-                       capture_output=True, text=True, env=dict(os.environ, SIMGPU_DEVICES="3"), timeout=600)
-    ok(p.returncode == 0, "%s: args.c ran on simgpu under memtap" % mode, p.stderr[-2000:])
+    """Runs args.c under memtap with `opts` (or takes `argv` as what a program printed when
+    `opts` is None); every hook of `must` is called and its events match."""
+    if opts is None:
+        out = argv
+    else:
+        p = subprocess.run([MEMTAP, "run", "-q", "-o", os.path.join(TMP, mode + "-%p.trace"), *opts, "--", ARGS,
+                            *argv], capture_output=True, text=True, env=dict(os.environ, SIMGPU_DEVICES="3"),
+                           timeout=600)
+        ok(p.returncode == 0, "%s: args.c ran on simgpu under memtap" % mode, p.stderr[-2000:])
+        out = p.stdout
     calls, pid = {}, None
-    for line in p.stdout.splitlines():  # the lines, by process
+    for line in out.splitlines():  # the lines, by process
         name, *kv = line.split()
         a = {k: int(v) for k, v in (x.split("=") for x in kv)}
         if name == "process":
@@ -286,6 +294,14 @@ def check(mode, opts, argv, rules, must):
 
 
 check("hooks", [], [], RULES, hooked)
+# the CUPTI backend: the driver's entry points through its callback, the same rules
+CUPTI_LIB, FAKE = os.path.join(B, "src/cupti/.libs/libmemtap-cupti.so"), os.path.join(B, "tests/cupti/.libs")
+env = dict(os.environ, MEMTAP_OUTPUT=os.path.join(TMP, "cupti-%p.trace"), SIMGPU_DEVICES="3",
+           LD_LIBRARY_PATH=FAKE + ":" + os.environ.get("LD_LIBRARY_PATH", ""))
+q = subprocess.run([os.path.join(B, "tests/cupti/cupti_args"), CUPTI_LIB], capture_output=True, text=True, env=env,
+                   timeout=600)
+ok(q.returncode == 0, "cupti: every driver entry point played through the CUPTI backend's callback", q.stderr[-2000:])
+check("cupti", None, q.stdout, RULES, driver)
 check("cached", ["--allocator=caching", "-O", "alloc_policy=native"], ["cached"], dict(RULES, **CACHED),
       runtime + ["memtap_alloc", "memtap_free", "memtap_record_stream"])
 done()
