@@ -143,8 +143,11 @@ if one_trace("huge sizes", traces, p):
 for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1):
     d = os.path.join(TMP, "forward-%d" % sig)
     os.makedirs(d, exist_ok=True)
+    # a launcher's job takes SIGINT and SIGQUIT: a suite started in the background of a
+    # non-interactive shell has them ignored, which the job would inherit and never end
     q = subprocess.Popen([MEMTAP, "run", "-q", "-o", os.path.join(d, "t.trace"), "--", WORK, "sleep", "600000"],
-                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                         preexec_fn=lambda: [signal.signal(s, signal.SIG_DFL) for s in (signal.SIGINT, signal.SIGQUIT)])
     child = None
     for _ in range(600):  # the job has started once its trace is there
         kids = open("/proc/%d/task/%d/children" % (q.pid, q.pid)).read().split()
