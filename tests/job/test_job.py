@@ -141,6 +141,19 @@ ok(at.get(OOM_RANK, {}).get("state") == "out of memory", "the failing rank: what
    at.get(OOM_RANK))
 ok(at.get(DEAD_RANK, {}).get("state") == "died before" and at[DEAD_RANK]["snapshot"] is None,
    "the rank that died first is reported as dead, with what it held", at.get(DEAD_RANK))
+# the OOM's own columns and each snapshot's, as the event log has them
+oom_line = ooms[0] if ooms else ["?"] * 6
+took = {int(x[2]): x for x in (line.split() for line in events if line.startswith("took "))}
+o = rep["ooms"][0] if rep.get("ooms") else {}
+ok((o.get("id"), o.get("rank"), o.get("pid"), o.get("realtime_ns"), o.get("host")) ==
+   (oom_line[1], int(oom_line[2]), int(oom_line[3]), int(oom_line[4]), oom_line[5]),
+   "the OOM's id, rank, pid, moment and host, as its line in the event log", (o, oom_line))
+for r in live + [OOM_RANK]:
+    x, t = at.get(r, {}), took.get(r)
+    after = int(t[4]) - int(oom_line[4]) if t else None
+    ok(t and x.get("snapshot") == os.path.join(run, t[6]) and x.get("snapshot_after_ns") == after and
+       (r == OOM_RANK or x.get("why") == "taken %.0f ms after the OOM" % (after / 1e6)),
+       "rank %d: its snapshot, and how long after the OOM it was taken, as its line in the event log" % r, (x, t))
 rows = {int(x["rank"]): x for x in rep.get("ranks", [])}
 ok({r: rows.get(r, {}).get("peak_allocated_bytes") for r in range(WORLD)} == peak,
    "the table of ranks: each rank's own peak", rows)
