@@ -224,6 +224,18 @@ static void on_exit_(CUpti_CallbackId cbid, const void *params, CUresult r, uint
 			mtp_hook_gone(MT_EV_VMM_RESERVE, *p->ptr, p->size, 0);
 		break;
 	}
+	case CUPTI_DRIVER_TRACE_CBID_cuMemSetAccess: {
+		const cuMemSetAccess_params *p = params;
+		if (r == CUDA_SUCCESS && p->desc && p->count) {
+			struct mt_event e = {.kind = MT_EV_VMM_ACCESS,
+					     .device = mtp_location_device(&p->desc[0].location),
+					     .addr = p->ptr,
+					     .size = p->size,
+					     .aux = p->desc[0].flags};
+			mtp_record(&e, false);
+		}
+		break;
+	}
 	case CUPTI_DRIVER_TRACE_CBID_cuMemPoolCreate: {
 		const cuMemPoolCreate_params *p = params;
 		if (r == CUDA_SUCCESS) {
@@ -388,6 +400,7 @@ const CUpti_CallbackId mtp_cupti_ids[] = {
     CUPTI_DRIVER_TRACE_CBID_cuMemUnmap,
     CUPTI_DRIVER_TRACE_CBID_cuMemAddressReserve,
     CUPTI_DRIVER_TRACE_CBID_cuMemAddressFree,
+    CUPTI_DRIVER_TRACE_CBID_cuMemSetAccess,
     CUPTI_DRIVER_TRACE_CBID_cuMemPoolCreate,
     CUPTI_DRIVER_TRACE_CBID_cuMemPoolDestroy,
     CUPTI_DRIVER_TRACE_CBID_cuMemPoolTrimTo,

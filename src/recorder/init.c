@@ -202,6 +202,8 @@ static void fork_child(void)
 	if (mtp_state_now() != MTP_ON)
 		return;
 	mtp_pid = getpid();
+	/* the devices' DEVICE events are in the parent's trace: the child's makes its own */
+	__atomic_store_n(&mtp_devices_seen, 0, __ATOMIC_RELAXED);
 	mtp_rings_reset_child();
 	mtp_graph_reset_child();
 	mtp_policy_forget();

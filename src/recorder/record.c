@@ -142,6 +142,12 @@ static MTP_NOINLINE bool thread_start(struct mtp_thread *t)
 	struct mtp_ring *r = NULL;
 	bool first = !t->index;
 
+	if (t->log) { /* a forked child's forking thread (mtp_rings_reset_child): its log, named again */
+		struct mt_event e = {.kind = MT_EV_THREAD, .device = MT_NO_DEVICE, .aux = (uint64_t)mtp_gettid()};
+		t->ring = t->log->first;
+		put(t, &e, false);
+		return true;
+	}
 	if (first)
 		t->index = __atomic_add_fetch(&thread_count, 1, __ATOMIC_RELAXED);
 	if ((b = mtp_map(MTP_BLOCK_BYTES)) &&
@@ -441,7 +447,10 @@ static void unmap_rings(struct mtp_ring *r, const struct mtp_ring *keep)
 }
 
 /* In a forked child only the forking thread exists: its log, emptied, is the only one;
- * the other threads' blocks and rings (the parent's events) go back to the system. */
+ * the other threads' blocks and rings (the parent's events) go back to the system. Its
+ * THREAD event went into the parent's trace: the ring is taken up again at the thread's
+ * next event, with a THREAD event of the child's own (thread_start), so that the child's
+ * trace names its thread, and a child that records nothing still writes no file. */
 void mtp_rings_reset_child(void)
 {
 	struct mtp_log *mine = mtp_self.log, *l, *next;
@@ -465,4 +474,5 @@ void mtp_rings_reset_child(void)
 	mtp_logs = mine;
 	for (int i = 0; i < MT_DROP_COUNT; i++)
 		mtp_drops[i] = 0;
+	mtp_self.ring = NULL;
 }

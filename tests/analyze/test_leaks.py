@@ -41,6 +41,9 @@ for leak, iters in ((1 << 20, 5), (4 << 20, 6), (12345, 8)):
        "leak of %d bytes x %d iterations: the injected stack is the top finding" % (leak, iters), rep and rep["leaks"])
     ok(top is not None and top["growth_bytes_per_iteration"] == leak and top["iterations"] == iters - 1,
        "... growing %d bytes per iteration" % leak, top and {k: top[k] for k in top if k != "frames"})
+    # what it held at the last boundary (the start of the last iteration: one buffer fewer than at exit)
+    ok(top is not None and top["bytes"] == leak * (iters - 1) and top["device"] == 0,
+       "... holding %d bytes at the last boundary" % (leak * (iters - 1)), top and top["bytes"])
     ok(rep is not None and len(rep["leaks"]) == 1, "... and the only finding", rep and len(rep["leaks"]))
 
 rep = report(["--preset", "tiny", "--leak", "1M", "--iters", "3"])
@@ -52,6 +55,7 @@ for k, want in ((None, 0), ("3", 0), ("2", 1), ("1", 1)):
     rep = report(late, *(["--leak-iterations", k] if k else []))
     found = rep["leaks"] if rep else None
     ok(found is not None and len(found) == want and all(l["iterations"] == 2 and l["growth_bytes_per_iteration"] == 1 << 20
+                                                      and l["bytes"] == 2 << 20
                                                       and l["frames"][0]["function"] == "tensor_new" for l in found),
        "a leak from iteration 6 of 8, K=%s: %s" % (k or "3 (default)", "found, 2 growths of 1 MiB" if want else "not yet"),
        found)

@@ -23,6 +23,14 @@ def record(name, args, env=None):
     return trace, json.load(open(truth))
 
 
+def size_text(n):
+    """mt_format_size: bytes, else two decimals of the largest binary unit below it."""
+    units, v, u = ("B", "KiB", "MiB", "GiB", "TiB", "PiB"), float(n), 0
+    while v >= 1024.0 and u + 1 < len(units):
+        v, u = v / 1024.0, u + 1
+    return "%d B" % n if u == 0 else "%.2f %s" % (v, units[u])
+
+
 def run(*args):
     p = subprocess.run([MEMTAP, *args], capture_output=True, text=True)
     return p, (json.loads(p.stdout) if p.stdout.startswith("{") else None)
@@ -52,10 +60,14 @@ ok(p.returncode == 2 and p.stderr.count("\n") == 1, "diff with one trace: one li
 ranks = os.path.join(TMP, "ranks")
 os.makedirs(ranks)
 truths = {}
+# ranks that differ in every column: batch sizes, two on memtap's caching allocator (segments
+# known: their fragmentation), one leaking from its second iteration
 for r in range(4):
     t = os.path.join(ranks, "r%d.json" % r)
-    subprocess.run([MEMTAP, "run", "-q", "-o", os.path.join(ranks, "r%r.trace"), "--", SIMTRAIN, "--preset", "tiny",
-                    "--batch", str(8 if r == 2 else 2), "--json", t], check=True, capture_output=True,
+    subprocess.run([MEMTAP, "run", "-q", "-o", os.path.join(ranks, "r%r.trace"),
+                    *(["--allocator=caching", "-O", "alloc_policy=native"] if r % 2 else []), "--", SIMTRAIN,
+                    "--preset", "tiny", "--batch", str({0: 2, 1: 3, 2: 8, 3: 4}[r]), "--json", t,
+                    *(["--leak", "128K", "--iters", "4"] if r == 3 else [])], check=True, capture_output=True,
                    env=dict(os.environ, RANK=str(r)))
     truths[str(r)] = json.load(open(t))
     os.remove(t)
@@ -66,11 +78,42 @@ if rep:
        "each rank's peak is its simtrain's", rep["ranks"])
     peaks = [truths[r]["peak"]["bytes"] for r in truths]
     imb = rep["imbalance"]
-    ok(imb["max_rank"] == "2" and imb["max_peak_bytes"] == max(peaks) and imb["min_peak_bytes"] == min(peaks),
-       "the imbalance names the largest rank", imb)
+    ok(imb["max_rank"] == "2" and imb["max_peak_bytes"] == max(peaks) and imb["min_peak_bytes"] == min(peaks) and
+       imb["mean_peak_bytes"] == sum(peaks) // 4, "the imbalance names the largest rank, the smallest and the mean",
+       imb)
     ok(abs(imb["spread"] - (max(peaks) - min(peaks)) / (sum(peaks) / 4)) < 1e-3, "spread = (max - min) / mean")
+    # every column of a rank's row is what the report of that rank's trace alone says
+    for row in rep["ranks"]:
+        _, one = run("report", "--json", row["trace"])
+        dev = one["devices"][0]
+        fr = (dev.get("fragmentation") or {}).get("at_peak")
+        want = {"device": dev["device"], "peak_allocated_bytes": dev["peak_allocated_bytes"],
+                "composition_at_peak": {c: v for c, v in dev["composition_at_peak"].items()
+                                        if c in row["composition_at_peak"]},
+                "fragmentation_at_peak": fr and {"reserved_bytes": fr["reserved_bytes"],
+                                                 "external_bytes": fr["reserved_bytes"] - fr["allocated_bytes"],
+                                                 "largest_free_block_bytes": fr["largest_free_block_bytes"]},
+                "leaks": len(one["leaks"]), "dropped": one["events"]["dropped"], "complete": one["complete"]}
+        got = {k: row[k] for k in want}
+        ok(got == want and set(row["composition_at_peak"]) >= {"params", "activations"},
+           "rank %s's row: each column as the report of its trace alone says" % row["rank"], (got, want))
+    ok(len({row["leaks"] for row in rep["ranks"]}) == 2 and
+       len({json.dumps(row["fragmentation_at_peak"]) for row in rep["ranks"]}) == 3 and
+       len({row["composition_at_peak"]["activations"] for row in rep["ranks"]}) == 4,
+       "the ranks differ in leaks, fragmentation and composition (a column read from another rank shows)",
+       rep["ranks"])
 p, _ = run("report", *[os.path.join(ranks, f) for f in sorted(os.listdir(ranks))])
 ok(p.returncode == 0 and p.stdout.count("\n") == 6 and "largest is rank 2" in p.stdout, "the text table", p.stdout)
+if rep:
+    head = p.stdout.splitlines()[0].split()
+    for row in rep["ranks"]:
+        line = next((x for x in p.stdout.splitlines() if x.split()[0] == row["rank"]), "")
+        fr = row["fragmentation_at_peak"]
+        want = [size_text(row["peak_allocated_bytes"])] + \
+            [size_text(row["composition_at_peak"][c]) for c in head[4:-3]] + \
+            [size_text(fr["external_bytes"]) if fr else "-", str(row["leaks"])]
+        ok(all(w in line for w in want) and re.sub(r"\s+", " ", line).find(" ".join(want)) > 0,
+           "the text table's row of rank %s: the same columns in the same order" % row["rank"], (want, line))
 # one rank's trace cut short: every rank still reported, the damaged one marked, exit 3
 damaged = os.path.join(TMP, "damaged")
 shutil.copytree(ranks, damaged)
@@ -90,6 +133,17 @@ lines = p.stdout.splitlines()
 ok(p.returncode == 0 and lines and all(re.fullmatch(r"[^ ].*;.* \d+", l) for l in lines), "folded: frame;frame bytes",
    lines[:2])
 ok(sum(int(l.rsplit(" ", 1)[1]) for l in lines) == ta["peak"]["bytes"], "folded at the peak adds up to the peak")
+# stack by stack, not only in sum: each line's bytes are the report's for that stack at the peak
+_, whole = run("report", "--json", "--top", "1000000", a)
+want, got = {}, {}
+for g in (whole or {}).get("top_at_peak", []):
+    k = ";".join(reversed(g["view"]))
+    want[k] = want.get(k, 0) + g["bytes"]
+for l in lines:
+    k, _, n = l.rpartition(" ")
+    got[k] = got.get(k, 0) + int(n)
+ok(got and got == want and len(set(got.values())) > 3, "folded at the peak: each stack's bytes are the report's",
+   (got, want))
 ok(all(l.startswith("main (simtrain.c:") and l.rsplit(";", 1)[1].startswith("tensor_new (simtrain.c:") for l in lines),
    "outermost frame first, with file:line, start-up and memtap's frames left out", lines[:2])
 p, _ = run("export", "--format=folded", "--what", "leaks", b)

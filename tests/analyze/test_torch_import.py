@@ -141,6 +141,26 @@ for proto in range(0, pickle.HIGHEST_PROTOCOL + 1):
     live = sorted((g["bytes"], g["frames"][0]["function"] if g["frames"] else None) for g in rep["live_at_exit"])
     ok(live == [(4 * MiB, "to"), (8 * MiB - 100, "_init_group")], "protocol %d: live at exit" % proto, live)
 
+# The OOM's verdict at each edge of its rule (fragmentation's fault when the request was no
+# more than the free space inside segments and in CUDA together, yet more than the largest
+# free block and than CUDA's free memory): at the end above, 8 MiB is free inside the
+# segment, its largest block 6 MiB.
+edges = [(10 * MiB, 2 * MiB, True, "exactly what was free inside and in CUDA together"),
+         (10 * MiB + 512, 2 * MiB, False, "512 bytes more than was free inside and in CUDA together"),
+         (6 * MiB, 2 * MiB, False, "exactly the largest free block"),
+         (6 * MiB + 512, 2 * MiB, True, "512 bytes more than the largest free block"),
+         (7 * MiB, 7 * MiB, False, "no more than CUDA had free"),
+         (7 * MiB + 512, 7 * MiB, True, "512 bytes more than CUDA had free")]
+edge = dict(CURRENT, device_traces=[[e for e in CURRENT["device_traces"][0][:5] if e["action"] != "oom"] + [
+    {"action": "oom", "device_free": free, "size": size, "stream": 0, "time_us": T0 + 6, "frames": F_MODEL}
+    for size, free, _, _ in edges]])
+p, rep = report("edges", edge, 4)
+o = rep["oom"] if rep else []
+for k, (size, free, want, what) in enumerate(edges):
+    ok(len(o) == len(edges) and o[k]["size"] == size and o[k]["free_bytes"] == free and
+       o[k]["fits_without_fragmentation"] is want, "an OOM of %s: %s fragmentation's fault" %
+       (what, "is" if want else "is not"), o[k] if k < len(o) else p.stderr)
+
 # A free requested is not yet a free: the block stays the caller's until free_completed
 # (its stream's work may still read it). Another allocation in between: both are live.
 PENDING = {"segments": [], "device_traces": [[

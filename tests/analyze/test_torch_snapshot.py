@@ -522,6 +522,19 @@ ok(rep and rep["iterations"] == {"boundary": "range Optimizer.step#AdamW.step", 
    [(l["growth_bytes_per_iteration"], l["where"]) for l in rep["leaks"]] == [(MiB, "train_step (train.py:95)")],
    "growth per iteration: the optimizer step's annotation marks the iterations; the loop's 1 MiB a step found",
    rep and (rep["iterations"], rep["leaks"]))
+# the leaking stack held 3 MiB before it began to grow: a leak's bytes are what it holds at
+# the last boundary (3 MiB and five steps' 1 MiB), not its growth (4 MiB over four boundaries)
+held = training(iterations=5, leak=MiB)
+first = dict(next(e for e in held["device_traces"][0] if e["action"] == "alloc" and e["size"] == MiB),
+             addr=0x7f00f0000000 - 4 * MiB, size=3 * MiB)
+held["device_traces"][0].insert(1, dict(first, time_us=held["device_traces"][0][0]["time_us"]))
+for action in ("free_requested", "free_completed"):
+    held["device_traces"][0].append(dict(first, action=action, time_us=held["device_traces"][0][-1]["time_us"] + 1))
+p, rep = run("report", "--json", write("leak-held", held))
+ok(rep and [(l["growth_bytes_per_iteration"], l["iterations"], l["bytes"], l["where"]) for l in rep["leaks"]] ==
+   [(MiB, 4, 8 * MiB, "train_step (train.py:95)")],
+   "a leak whose stack held memory before it grew: its growth, its run and what it held at the last boundary",
+   rep and rep["leaks"])
 p, rep = run("report", "--json", write("leak-plain", training(iterations=5, leak=MiB, annotated=False)))
 ok(rep and rep["iterations"] == {"boundary": "the optimizer's step (from the stacks)", "count": 5} and
    [l["growth_bytes_per_iteration"] for l in rep["leaks"]] == [MiB],

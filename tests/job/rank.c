@@ -1,9 +1,11 @@
 /* One rank of a job for the whole-job tests, on simgpu: `rank MIB MODE [ARG]`.
- * Allocates MIB MiB with cudaMalloc, then:
+ * With RANK_BEFORE_MIB set, first allocates that many MiB and frees them (a peak before
+ * what it holds). Allocates MIB MiB with cudaMalloc, then:
  *   wait DIR   once its policy thread counts it as the rank (RUN/.memtap/rank-R exists;
  *              RUN is $MEMTAP_DIR, R is $RANK), writes DIR/ready-R, then waits until its
  *              snapshot of another rank's OOM exists (RUN/snapshots/<id>/rank-R.trace) or
- *              DIR/stop does; frees and exits 0
+ *              DIR/stop does; then allocates RANK_AFTER_MIB MiB more when that is set (its
+ *              peak after the OOM), frees and exits 0
  *   oom MIB2   asks for MIB2 MiB more, which a cap refuses; exits 1 when it was refused
  *   die DIR    its trace written so far (memtap_snapshot to DIR/dying-R.trace drains it),
  *              then ends itself with SIGKILL: no end record
@@ -48,6 +50,12 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: rank MIB wait DIR | oom MIB | die DIR\n");
 		return 2;
 	}
+	if (getenv("RANK_BEFORE_MIB")) {
+		if (cudaMalloc(&more, (size_t)atol(getenv("RANK_BEFORE_MIB")) << 20) != cudaSuccess)
+			return 3;
+		cudaFree(more);
+		more = NULL;
+	}
 	if (cudaMalloc(&p, (size_t)atol(argv[1]) << 20) != cudaSuccess)
 		return 3;
 	if (!strcmp(argv[2], "die") && argc > 3) {
@@ -67,6 +75,9 @@ int main(int argc, char **argv)
 	snprintf(path, sizeof path, "%s/stop", argv[3]);
 	while (!has_snapshot(run, rank) && access(path, F_OK) != 0)
 		usleep(5000);
+	if (getenv("RANK_AFTER_MIB") && cudaMalloc(&more, (size_t)atol(getenv("RANK_AFTER_MIB")) << 20) != cudaSuccess)
+		return 3;
+	cudaFree(more);
 	cudaFree(p);
 	return 0;
 }

@@ -4,7 +4,10 @@ dies first (SIGKILL after its trace is written), rank 5 runs out of memory again
 cap; the bundled oom_snapshot policy then has every live rank take a snapshot of that
 moment, a policy's on_peer_oom runs once in each other live rank, and `memtap report
 RUN` shows every rank at the OOM (what it held then, from its snapshot) next to its own
-peak, rank 7 as dead. Then: a rank whose first allocation fails, a run directory named by the launcher's job id when no
+peak, rank 7 as dead. Each rank's figures differ: every rank made and freed a larger
+allocation before the OOM (its peak so far is not what it held at the OOM), and each
+live rank allocates more once its snapshot is taken (its own peak over the run is
+neither), so a column that shows another figure fails. Then: a rank whose first allocation fails, a run directory named by the launcher's job id when no
 --dir is given (SLURM_JOB_ID, TORCHELASTIC_RUN_ID), snapshot_all outside a run
 directory, and --dir's bad input."""
 import glob
@@ -42,7 +45,11 @@ def env(rank, **extra):
     return e
 
 
-def start(run, rank, args, **extra):
+def start(run, rank, args, before=None, after=None, **extra):
+    if before:
+        extra["RANK_BEFORE_MIB"] = str(before // MiB)
+    if after:
+        extra["RANK_AFTER_MIB"] = str(after // MiB)
     cmd = [MEMTAP, "run", "-q", "--dir", run, "--policy", "cap", "--policy", "oom_snapshot", "--policy", PEER,
            "--", RANK] + args
     return subprocess.Popen(cmd, env=env(rank, **extra), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -60,17 +67,24 @@ def wait_for(paths, limit=300):
 
 run, sync = os.path.join(TMP, "run"), os.path.join(TMP, "sync")
 os.mkdir(sync)
-dead = start(run, DEAD_RANK, ["64", "die", sync])
+# what each rank held at the OOM, its peak before it (a larger allocation, made and freed
+# first) and its own peak over the run (live ranks allocate AFTER more once their snapshot
+# of the OOM is taken)
+AFTER = 96 * MiB
+held = {r: (r + 1) * 64 * MiB for r in range(WORLD)}
+held[OOM_RANK], held[DEAD_RANK] = 1024 * MiB, 64 * MiB
+before = {r: held[r] + 40 * MiB for r in range(WORLD)}
+before[OOM_RANK] = 1536 * MiB
+dead = start(run, DEAD_RANK, ["64", "die", sync], before=before[DEAD_RANK])
 _, err = dead.communicate(timeout=300)
 ok(dead.returncode == -9, "rank %d ended itself with SIGKILL before anything else" % DEAD_RANK, err)
 
 live = [r for r in range(WORLD) if r not in (OOM_RANK, DEAD_RANK)]
-held = {r: (r + 1) * 64 * MiB for r in live}
-waiters = {r: start(run, r, [str(held[r] // MiB), "wait", sync]) for r in live}
+waiters = {r: start(run, r, [str(held[r] // MiB), "wait", sync], before=before[r], after=AFTER) for r in live}
 ready = wait_for([os.path.join(sync, "ready-%d" % r) for r in live])
 ok(ready, "the %d waiting ranks are up and count as ranks (.memtap/rank-R)" % len(live),
    sorted(os.listdir(sync)))
-failing = start(run, OOM_RANK, ["1024", "oom", "4096"])
+failing = start(run, OOM_RANK, ["1024", "oom", "4096"], before=before[OOM_RANK])
 _, err = failing.communicate(timeout=300)
 ok(failing.returncode == 1, "rank %d's allocation past its cap failed" % OOM_RANK, err)
 ok("every rank takes one of this moment" in err, "its oom_snapshot asked every rank for a snapshot", err)
@@ -112,22 +126,67 @@ rep = json.loads(p.stdout) if p.returncode == 3 else {}
 at = {x["rank"]: x for x in rep["ooms"][0]["ranks"]} if rep.get("ooms") else {}
 ok(len(rep.get("ooms", [])) == 1 and rep["ooms"][0]["rank"] == OOM_RANK and sorted(at) == list(range(WORLD)),
    "memtap report RUN --json: the OOM, and every rank of the job at it", p.stdout[-2000:] + p.stderr)
-ok(all(at[r]["state"] == "snapshot" and at[r]["allocated_bytes"] == held[r] and
-       at[r]["peak_allocated_bytes"] == held[r] and os.path.exists(at[r]["snapshot"]) for r in live if r in at),
-   "each live rank: what it held at that moment, read from its snapshot, next to its own peak", at)
-ok(at.get(OOM_RANK, {}).get("state") == "out of memory" and at[OOM_RANK]["allocated_bytes"] == 1024 * MiB,
-   "the failing rank: what it held when its allocation failed", at.get(OOM_RANK))
-ok(at.get(DEAD_RANK, {}).get("state") == "died before" and at[DEAD_RANK]["snapshot"] is None and
-   at[DEAD_RANK]["allocated_bytes"] == 64 * MiB, "the rank that died first is reported as dead, with what it held",
-   at.get(DEAD_RANK))
+# each rank's own peak over the run: what it held then the larger of its peak before and
+# what it allocated after its snapshot; at the OOM it held `held` (neither of its peaks)
+peak = {r: max(before[r], held[r] + (AFTER if r in live else 0)) for r in range(WORLD)}
+assert all(len({held[r], before[r], peak[r]}) == 3 for r in live) and held[OOM_RANK] != peak[OOM_RANK]
+ok(all(at[r]["state"] == "snapshot" and os.path.exists(at[r]["snapshot"]) for r in live if r in at),
+   "each live rank: its snapshot of that moment", at)
+for r in range(WORLD):
+    x = at.get(r, {})
+    ok(x.get("allocated_bytes") == held[r], "rank %d: what it held at the OOM (%d MiB), not its peak before it "
+       "(%d MiB) nor its own peak (%d MiB)" % (r, held[r] // MiB, before[r] // MiB, peak[r] // MiB), x)
+    ok(x.get("peak_allocated_bytes") == peak[r], "rank %d: its own peak over the run beside it" % r, x)
+ok(at.get(OOM_RANK, {}).get("state") == "out of memory", "the failing rank: what it held when its allocation failed",
+   at.get(OOM_RANK))
+ok(at.get(DEAD_RANK, {}).get("state") == "died before" and at[DEAD_RANK]["snapshot"] is None,
+   "the rank that died first is reported as dead, with what it held", at.get(DEAD_RANK))
+# the OOM's own columns and each snapshot's, as the event log has them
+oom_line = ooms[0] if ooms else ["?"] * 6
+took = {int(x[2]): x for x in (line.split() for line in events if line.startswith("took "))}
+o = rep["ooms"][0] if rep.get("ooms") else {}
+ok((o.get("id"), o.get("rank"), o.get("pid"), o.get("realtime_ns"), o.get("host")) ==
+   (oom_line[1], int(oom_line[2]), int(oom_line[3]), int(oom_line[4]), oom_line[5]),
+   "the OOM's id, rank, pid, moment and host, as its line in the event log", (o, oom_line))
+for r in live + [OOM_RANK]:
+    x, t = at.get(r, {}), took.get(r)
+    after = int(t[4]) - int(oom_line[4]) if t else None
+    ok(t and x.get("snapshot") == os.path.join(run, t[6]) and x.get("snapshot_after_ns") == after and
+       (r == OOM_RANK or x.get("why") == "taken %.0f ms after the OOM" % (after / 1e6)),
+       "rank %d: its snapshot, and how long after the OOM it was taken, as its line in the event log" % r, (x, t))
+rows = {int(x["rank"]): x for x in rep.get("ranks", [])}
+ok({r: rows.get(r, {}).get("peak_allocated_bytes") for r in range(WORLD)} == peak,
+   "the table of ranks: each rank's own peak", rows)
+
+
+def size_text(n):
+    """mt_format_size's words for n bytes (two decimals, binary units)."""
+    for unit, k in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if n >= 1 << k:
+            return "%.2f %s" % (n / (1 << k), unit)
+    return "%d B" % n
+
+
 text = subprocess.run([MEMTAP, "report", run], capture_output=True, text=True).stdout
-ok("rank %d ran out of memory" % OOM_RANK in text and "died before" in text and text.count(" snapshot ") >= len(live),
-   "the text report says the same", text)
+table = text.split("every rank at that moment:\n", 1)[-1].splitlines()[1:WORLD + 1]
+cells = {int(line.split()[0]): line for line in table if line.split() and line.split()[0].isdigit()}
+for r in range(WORLD):
+    line = cells.get(r, "")
+    want = "%-6d %12s %12s  %-14s" % (r, size_text(held[r]), size_text(peak[r]), at.get(r, {}).get("state", "?"))
+    ok(line.startswith(want), "the text report's row of rank %d: at the OOM, own peak, state" % r, (want, line))
 page = os.path.join(TMP, "job.html")
 p = subprocess.run([MEMTAP, "report", "--html", page, run], capture_output=True, text=True)
 html = open(page).read() if os.path.exists(page) else ""
-ok(p.returncode == 3 and "rank %d ran out of memory" % OOM_RANK in html and html.count("<tr>") >= 2 * WORLD and
-   "died before" in html, "and the HTML page: every rank at the OOM and each rank's peak", p.stderr)
+ok(p.returncode == 3 and "rank %d ran out of memory" % OOM_RANK in html and "died before" in html,
+   "and the HTML page", p.stderr)
+top = max(peak.values())
+for r in range(WORLD):
+    cls = "oom" if r == OOM_RANK else "now" if r in live else "gone"
+    want = ("<tr><td>%d</td><td class=n>%s</td><td class=n>%s</td><td><div class=bar><div class='%s' "
+            "style='width:%.1f%%'></div><div class=peak style='left:%.1f%%'>" %
+            (r, size_text(held[r]), size_text(peak[r]), cls, 100.0 * held[r] / top, 100.0 * peak[r] / top))
+    ok(want in html, "the page's row of rank %d at the OOM: its bytes then and its own peak, each bar's length" % r,
+       (want, [x for x in html.split("\n") if x.startswith("<tr><td>%d</td>" % r)]))
 
 # ---- a rank whose very first allocation fails still counts as a rank and asks ----
 run2, sync2 = os.path.join(TMP, "run-first"), os.path.join(TMP, "sync-first")

@@ -4,7 +4,9 @@ Debian's python3-torch on the gloo
 backend, each rank allocating through simgpu with ctypes. No --dir: the ranks name the
 run directory from torchrun's job id (TORCHELASTIC_RUN_ID). Rank 3 runs out of memory;
 every other rank takes a snapshot of that moment and runs its on_peer_oom, and `memtap
-report` on the directory shows all 8 ranks at the OOM next to their own peaks."""
+report` on the directory shows all 8 ranks at the OOM next to their own peaks. Each rank
+first makes and frees a larger allocation, and the others allocate more once their
+snapshot is taken: what each held at the OOM is neither its peak before it nor its own."""
 import glob
 import json
 import os
@@ -46,7 +48,9 @@ dist.init_process_group("gloo")
 rank, world = dist.get_rank(), dist.get_world_size()
 run = os.path.join(os.getcwd(), "memtap-torchrun-" + os.environ["TORCHELASTIC_RUN_ID"].replace("/", "_"))
 rt = ctypes.CDLL("libcudart.so.13")
-keep = ctypes.c_void_p()
+keep, first, later = ctypes.c_void_p(), ctypes.c_void_p(), ctypes.c_void_p()
+assert rt.cudaMalloc(ctypes.byref(first), ctypes.c_size_t(((rank + 1) * 64 + 40) << 20)) == 0
+rt.cudaFree(first)
 assert rt.cudaMalloc(ctypes.byref(keep), ctypes.c_size_t((rank + 1) * 64 << 20)) == 0
 
 
@@ -62,6 +66,8 @@ if rank == OOM_RANK:
     print("rank %d: cudaMalloc past the cap: %d" % (rank, rt.cudaMalloc(ctypes.byref(more), ctypes.c_size_t(8 << 30))))
 else:
     wait(os.path.join(run, "snapshots", "*", "rank-%d.trace" % rank))
+    assert rt.cudaMalloc(ctypes.byref(later), ctypes.c_size_t(96 << 20)) == 0
+    rt.cudaFree(later)
 dist.barrier()
 rt.cudaFree(keep)
 dist.destroy_process_group()
@@ -107,8 +113,12 @@ ok(all(len(peers[r]) == 2 and peers[r][0] == str(OOM_RANK) for r in range(WORLD)
 q = subprocess.run([MEMTAP, "report", "--json", run], capture_output=True, text=True)
 rep = json.loads(q.stdout) if q.returncode == 0 else {}
 at = {x["rank"]: x for x in rep["ooms"][0]["ranks"]} if rep.get("ooms") else {}
+held = {r: (r + 1) * 64 * MiB for r in range(WORLD)}
+peak = {r: held[r] + (40 * MiB if r == OOM_RANK else 96 * MiB) for r in range(WORLD)}
 ok(sorted(at) == list(range(WORLD)) and at[OOM_RANK]["state"] == "out of memory" and
-   all(at[r]["state"] == "snapshot" and at[r]["allocated_bytes"] == (r + 1) * 64 * MiB
-       and at[r]["peak_allocated_bytes"] == (r + 1) * 64 * MiB for r in range(WORLD) if r != OOM_RANK),
-   "memtap report: every rank at the OOM, from its snapshot, next to its own peak", q.stdout[-3000:] + q.stderr)
+   all(at[r]["state"] == "snapshot" for r in range(WORLD) if r != OOM_RANK) and
+   {r: (at[r]["allocated_bytes"], at[r]["peak_allocated_bytes"]) for r in at} ==
+   {r: (held[r], peak[r]) for r in range(WORLD)},
+   "memtap report: every rank at the OOM (what it held then, from its snapshot), next to its own peak",
+   q.stdout[-3000:] + q.stderr)
 done()

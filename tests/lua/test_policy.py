@@ -247,12 +247,32 @@ p, trace, folder = run([lua("leak_watch")], [SIMTRAIN, "--preset", "tiny", "--it
 snaps = [f for f in os.listdir(folder) if f.startswith("memtap-leak-")]
 ok(p.returncode == 0 and len(snaps) == 1 and "grows by at least 4.00 MiB per iteration" in p.stderr,
    "leak_watch: a snapshot and a line when per-iteration growth is found", p.stderr[-400:])
-p, trace, folder = run([lua("peak_report")], TRAIN, {"SIMGPU_MEM": "16GiB", "MEMTAP_PEAK_INTERVAL": "0",
-                                                       "MEMTAP_PEAK_GROWTH": "0"})
+p, trace, folder = run([lua("peak_report")], TRAIN + ["--tag"], {"SIMGPU_MEM": "16GiB", "MEMTAP_PEAK_INTERVAL": "0",
+                                                                  "MEMTAP_PEAK_GROWTH": "0"})
 pk = [json.loads(x) for f in os.listdir(folder) if f.endswith(".jsonl") for x in open(os.path.join(folder, f))]
 ok(p.returncode == 0 and len(pk) > 1 and pk[-1]["peak"] == report(trace)["devices"][0]["peak_allocated_bytes"]
    and sum(pk[-1]["by_phase"].values()) == pk[-1]["allocated"] == sum(pk[-1]["by_tag"].values()),
    "peak_report: a JSON line per new peak, with what is live by tag and by range", pk[-1:] or p.stderr)
+# tag by tag and range by range, not only in sum: what was live at the peak, from the trace
+live, now, top, at_top = {}, 0, 0, {}
+for e in (json.loads(x) for x in subprocess.run([MEMTAP, "dump", "--json", trace], capture_output=True,
+                                                text=True).stdout.splitlines()):
+    if e["kind"] == "alloc" and not e["error"] and e["device"] == 0:
+        live[e["addr"]] = e
+        now += e["size"]
+    elif e["kind"] == "free" and e["addr"] in live:
+        now -= live.pop(e["addr"])["size"]
+    if now > top:
+        top, at_top = now, dict(live)
+by_tag, by_phase = {}, {}
+for e in at_top.values():
+    by_tag[e["tag"]] = by_tag.get(e["tag"], 0) + e["size"]
+    by_phase[e["phase"]] = by_phase.get(e["phase"], 0) + e["size"]
+got = pk[-1] if pk else {}
+ok(got.get("by_tag") == {k: v for k, v in by_tag.items()} and len(by_tag) >= 4,
+   "peak_report: the bytes of each tag live at the peak, as the trace says", (got.get("by_tag"), by_tag))
+ok(got.get("by_phase") == by_phase and len(set(by_phase.values())) >= 4,
+   "peak_report: the bytes of each NVTX range live at the peak, as the trace says", (got.get("by_phase"), by_phase))
 
 # ---- safety: sandbox, budget, memory, errors ----
 pol = script(LOG + """

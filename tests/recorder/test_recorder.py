@@ -157,6 +157,18 @@ if one_trace("64 threads", traces, p):
     _, rep = report(traces[0])
     ok(rep["events"]["allocs"] == 64000 and rep["events"]["frees"] == 64000 and rep["events"]["dropped"] == 0,
        "64 threads: every allocation and free recorded, none dropped", rep["events"])
+    # read back thread by thread: each thread's events under its own index, named once by its own id
+    per, tids = {}, {}
+    for e in dump(traces[0]):
+        if e["kind"] == "thread":
+            tids.setdefault(e["thread"], []).append(e["aux"])
+        elif e["kind"] in ("alloc", "free"):
+            per.setdefault(e["thread"], {"alloc": 0, "free": 0})[e["kind"]] += 1
+    ok(len(per) == 64 and all(n == {"alloc": 1000, "free": 1000} for n in per.values()) and
+       all(len(tids.get(t, [])) == 1 for t in per) and len({tids[t][0] for t in per if t in tids}) == 64 and
+       all(tids[t][0] != int(rep["process"]["pid"]) for t in per if t in tids),
+       "64 threads read back: each thread's 1000 allocations and frees under its own index, each thread named once, "
+       "by its own thread id", (len(per), len(tids)))
 
 # ---- every event made is in the trace or counted as dropped, with its reason ----
 def accounting(name, rep, made):
@@ -219,11 +231,58 @@ if len(traces) == 2:
     got = sorted(tuple(sizes(dump(t), "alloc")) for t in traces)
     ok(got == [(5000001, 5000003), (5000002,)], "--follow-fork: each process's own allocations", got)
 
+# a child that goes on recording after fork() writes a trace that reads back by itself:
+# each string and stack its events name, and its device and thread, are in its own file,
+# though the parent had interned them (and written them) before the fork
+p, traces = record("forkshare", [WORK, "forkshare", os.path.join(TMP, "forkshare.snapshot")], opts=["--follow-fork"])
+if not TSAN and ok(p.returncode == 0 and len(traces) == 2, "--follow-fork from a second thread: a trace each",
+                   (traces, p.stderr)):
+    alone = {}
+    for t in traces:
+        ev = dump(t)
+        alone[18000012 in sizes(ev, "alloc")] = (t, ev, report(t)[1])
+    (ct, cev, crep), (pt, pev, prep) = alone.get(True, ("", [], None)), alone.get(False, ("", [], None))
+    ok(crep and crep["complete"] and crep["problem"] is None and sizes(cev, "alloc") == [18000012, 18000013],
+       "the child's trace read alone: closed, whole, its own two allocations", crep and (crep["problem"], cev))
+    by = {e["size"]: e for e in pev + cev if e["kind"] == "alloc"}
+    ok(18000012 in by and 18000002 in by and by[18000012]["functions"] == by[18000002]["functions"] and
+       by[18000012]["functions"][:2] == ["shared_site", "fork_share"],
+       "the child's allocation from the parent's call site has the parent's stack, from the child's file alone",
+       [by.get(k, {}).get("functions") for k in (18000002, 18000012)])
+    ok(by.get(18000013, {}).get("functions", [""])[0].startswith("child_site"),
+       "and its own call site its own stack", by.get(18000013))
+    ok(all(e["phase"] == "forkshare step" for e in cev if e["kind"] in ("alloc", "mark")),
+       "the NVTX range the parent opened names the child's events in the child's file",
+       [(e["kind"], e["phase"]) for e in cev])
+    script = os.path.join(TMP, "names.lua")
+    open(script, "w").write('for e in memtap.trace:events() do if e.name then print(e.kind .. "=" .. e.name) end '
+                            'if e.kind == "thread" then print("thread=" .. e.aux) end end\n')
+    names = subprocess.run([MEMTAP, "lua", script, ct], capture_output=True, text=True).stdout.split("\n") \
+        if ct else []
+    ok("mark=forkshare mark" in names, "the mark's name the parent interned, read from the child's file", names)
+    pdev, cdev = (prep or {}).get("devices", [{}])[0], (crep or {}).get("devices", [{}])[0]
+    ok(cdev.get("name") and cdev.get("name") == pdev.get("name") and cdev.get("capacity_bytes") ==
+       pdev.get("capacity_bytes") > 0 and "device=" + cdev["name"] in names,
+       "the child's file names the device and its capacity itself", (cdev, pdev))
+    threads = [n for n in names if n.startswith("thread=")]
+    ok(crep and threads == ["thread=" + crep["process"]["pid"]],
+       "the child's file names its one thread, by the child's own id", (threads, crep and crep["process"]))
+
 p, traces = record("exec", [WORK, "exec"])
 ok(p.returncode == 0 and len(traces) == 2, "an exec'd child records into its own file", (traces, p.stderr))
 if len(traces) == 2:
     got = sorted(len(sizes(dump(t), "alloc")) for t in traces)
     ok(got == [1, 6], "parent and exec'd child each hold their own allocations", got)
+    # the exec'd child's file read by itself: closed, its device named, its thread by its own id
+    child = max(traces, key=lambda t: len(sizes(dump(t), "alloc")))
+    _, crep = report(child)
+    cev = dump(child)
+    dev = (crep or {}).get("devices", [{}])[0]
+    ok(crep and crep["complete"] and crep["problem"] is None and dev.get("name", "").startswith("simgpu") and
+       dev.get("capacity_bytes", 0) > 0 and [e["aux"] for e in cev if e["kind"] == "thread"] ==
+       [int(crep["process"]["pid"])] and all(e["functions"] for e in cev if e["kind"] == "alloc"),
+       "the exec'd child's trace read alone: closed, its device and thread named, every allocation's stack there",
+       crep and (crep["problem"], dev, [e for e in cev if e["kind"] == "thread"]))
 
 p, traces = record("forkidle", [WORK, "forkidle"], opts=["--follow-fork"])
 if not TSAN:

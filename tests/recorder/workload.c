@@ -29,7 +29,13 @@
  *               device 1 from a second thread, the 20 MB freed; 10 MB left on device 0
  *               NVTX and memtap hooks; prints how many allocations the handler made
  *   execself N  N allocations, a failing exec, N more, then exec `workload many N`
- *   forkidle    allocates, then forks a child that never touches the GPU */
+ *   forkidle    allocates, then forks a child that never touches the GPU
+ *   forkshare PATH  from a second thread, inside NVTX range "forkshare step": a mark
+ *               "forkshare mark" and 18000001 bytes from one call site; a snapshot to
+ *               PATH (every string and stack so far in the parent's file), then a fork:
+ *               the parent allocates 18000002 bytes from that call site, the child
+ *               18000012 from it (the parent's stack), then the mark again and 18000013
+ *               from a site of its own; each frees its own */
 #include <errno.h>
 #include <sys/mman.h>
 #include <ucontext.h>
@@ -647,6 +653,56 @@ static void fork_idle(void)
 	check(WIFEXITED(status) && WEXITSTATUS(status) == 0, "idle child, with one thread after fork");
 }
 
+static NOINLINE void shared_site(size_t size, void **p)
+{
+	CHECK_RT(cudaMalloc(p, size));
+}
+
+static NOINLINE void child_site(size_t size, void **p)
+{
+	CHECK_RT(cudaMalloc(p, size));
+	check(memtap_active() == 1, "memtap records the child"); /* not folded into shared_site */
+}
+
+static NOINLINE void *fork_share(void *path)
+{
+	void *p[3] = {0};
+	pid_t pid = -1;
+	int status;
+
+	nvtxRangePushA("forkshare step");
+	memtap_mark("forkshare mark");
+	for (int i = 0; i < 2; i++) {
+		if (i == 1) {
+			check(memtap_snapshot(path) == 0, "the snapshot before the fork");
+			pid = fork();
+		}
+		shared_site(pid == 0 ? 18000012 : 18000001 + (size_t)i, &p[i]); /* one call site */
+	}
+	if (pid == 0) {
+		memtap_mark("forkshare mark");
+		child_site(18000013, &p[2]);
+		for (int i = 1; i < 3; i++)
+			CHECK_RT(cudaFree(p[i]));
+		nvtxRangePop();
+		exit(failures ? 1 : 0);
+	}
+	waitpid(pid, &status, 0);
+	check(pid > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0, "the forked child");
+	for (int i = 0; i < 2; i++)
+		CHECK_RT(cudaFree(p[i]));
+	nvtxRangePop();
+	return NULL;
+}
+
+static void forkshare(const char *path)
+{
+	pthread_t t;
+
+	pthread_create(&t, NULL, fork_share, (void *)path);
+	pthread_join(t, NULL);
+}
+
 static void *early;
 
 /* Before main: a constructor's allocation, kept until an atexit handler frees it. */
@@ -725,6 +781,8 @@ int main(int argc, char **argv)
 		exec_self(argv[0], argc > 2 ? atol(argv[2]) : 100);
 	else if (!strcmp(mode, "forkidle"))
 		fork_idle();
+	else if (!strcmp(mode, "forkshare") && argc > 2)
+		forkshare(argv[2]);
 	else {
 		fprintf(stderr, "usage: workload MODE (see the comment at the top of workload.c)\n");
 		return 2;
