@@ -144,6 +144,27 @@ if ok(len(child) == 1, "IPC: the importer's trace has the import"):
        all(d["peak_allocated_bytes"] == 0 for d in rep["devices"]),
        "IPC: closed and released; the importer's devices hold none of it", rep and (rep["events"], rep["devices"]))
 
+# ---- the entries at the versions NVIDIA's runtime asks for ----
+API_DRIVER, API_POOL, API_GRAPH = 1, 5, 13
+p, traces = record("lookups", [PATHS, "lookups"])
+ok(p.returncode == 0 and len(traces) == 2, "lookups: exporter and importer ran, a trace each", p.stderr)
+made = {t: [(e["kind"], e["flags"], e["size"]) for e in dump(t) if e["kind"] in ("alloc", "free", "alloc_failed")]
+        for t in traces}
+exporter = [t for t in traces if ("alloc", API_GRAPH, 22000020) in made[t]]
+importer = [t for t in traces if ("alloc", API_IPC, 22000022) in made[t]]
+ok(len(exporter) == 1 and [a for a in made[exporter[0]] if a[0] == "alloc"] ==
+   [("alloc", API_GRAPH, 22000020), ("alloc", API_GRAPH, 22000021), ("alloc", API_DRIVER, 22000022),
+    ("alloc", API_POOL, 22000023)],
+   "cuGraphAddNode (12020, 12030) and cuGraphInstantiate (10000, 11000): graph memory recorded as the launch backs it",
+   made)
+ok(len(importer) == 1 and made[importer[0]] == [("alloc", API_IPC, 22000022), ("free", 0, 0),
+                                                ("alloc", API_IPC, 22000023), ("free", 0, 0)],
+   "cuIpcOpenMemHandle (4010) and cuMemPoolImportPointer (11020): imports of their size, each closed or freed", made)
+for name, t in (("exporter", exporter), ("importer", importer)):
+    _, rep = report(t[0]) if t else (None, None)
+    ok(rep and rep["events"]["unmatched_frees"] == 0 and rep["live_at_exit"] == [],
+       "lookups, the %s: every free matches what was recorded" % name, rep and rep["events"])
+
 # ---- which library holds the memory, and what no hook saw ----
 LIBS = os.path.join(B, "tests/recorder/libs/.libs")
 MiB = 1 << 20
