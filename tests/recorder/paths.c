@@ -32,7 +32,12 @@
  *               and 22000023 from a shareable pool (cuMemPoolExportPointer) to `paths
  *               lookups-import IPC POOLFD PTR` by exec, which opens the first with
  *               cuIpcOpenMemHandle (4010) and imports the second (cuMemPoolImportPointer,
- *               11020), then closes and frees both */
+ *               11020), then closes and frees both
+ *   entrypoints the driver functions PyTorch's expandable segments and NCCL take from the
+ *               runtime (cudaGetDriverEntryPointByVersion at 12000: cuMemCreate of 12 MiB,
+ *               reserved, mapped, unmapped, released; cudaGetDriverEntryPoint: cuMemAlloc
+ *               of 22000030 bytes and cuMemFree) */
+#define CUDA_ENABLE_DEPRECATED /* cudaGetDriverEntryPoint: applications still call it */
 #include <cuda.h>
 #include <cudaTypedefs.h>
 #include <cuda_runtime_api.h>
@@ -447,6 +452,51 @@ static NOINLINE void lookups_import(const char *ipc_hex, int fd, const char *ptr
 	CHECK_DRV(cuMemPoolDestroy(pool));
 }
 
+static void *entry(const char *name)
+{
+	enum cudaDriverEntryPointQueryResult st;
+	void *fn = NULL;
+
+	check(cudaGetDriverEntryPointByVersion(name, &fn, 12000, cudaEnableDefault, &st) == cudaSuccess && fn, name);
+	return fn;
+}
+
+static NOINLINE void entry_points(void)
+{
+	PFN_cuMemCreate_v10020 create = (PFN_cuMemCreate_v10020)entry("cuMemCreate");
+	PFN_cuMemAddressReserve_v10020 reserve = (PFN_cuMemAddressReserve_v10020)entry("cuMemAddressReserve");
+	PFN_cuMemMap_v10020 map = (PFN_cuMemMap_v10020)entry("cuMemMap");
+	PFN_cuMemUnmap_v10020 unmap = (PFN_cuMemUnmap_v10020)entry("cuMemUnmap");
+	PFN_cuMemRelease_v10020 release = (PFN_cuMemRelease_v10020)entry("cuMemRelease");
+	PFN_cuMemAddressFree_v10020 addr_free = (PFN_cuMemAddressFree_v10020)entry("cuMemAddressFree");
+	PFN_cuMemAlloc_v3020 alloc = NULL;
+	PFN_cuMemFree_v3020 release_alloc = NULL;
+	CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+				    .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0}};
+	CUmemGenericAllocationHandle h;
+	CUdeviceptr va, d;
+	enum cudaDriverEntryPointQueryResult st;
+
+	CHECK_RT(cudaSetDevice(0));
+	CHECK_RT(cudaFree(NULL)); /* the runtime's context, current */
+	check(create && reserve && map && unmap && release && addr_free, "the VMM entry points");
+	if (!create || !reserve || !map || !unmap || !release || !addr_free)
+		return;
+	CHECK_DRV(create(&h, 12 << 20, &prop, 0));
+	CHECK_DRV(reserve(&va, 12 << 20, 0, 0, 0));
+	CHECK_DRV(map(va, 12 << 20, 0, h, 0));
+	CHECK_DRV(unmap(va, 12 << 20));
+	CHECK_DRV(release(h));
+	CHECK_DRV(addr_free(va, 12 << 20));
+	CHECK_RT(cudaGetDriverEntryPoint("cuMemAlloc", (void **)&alloc, cudaEnableDefault, &st));
+	CHECK_RT(cudaGetDriverEntryPoint("cuMemFree", (void **)&release_alloc, cudaEnableDefault, &st));
+	check(alloc && release_alloc, "cuMemAlloc and cuMemFree through cudaGetDriverEntryPoint");
+	if (alloc && release_alloc) {
+		CHECK_DRV(alloc(&d, 22000030));
+		CHECK_DRV(release_alloc(d));
+	}
+}
+
 int main(int argc, char **argv)
 {
 	const char *mode = argc > 1 ? argv[1] : "";
@@ -467,6 +517,8 @@ int main(int argc, char **argv)
 		libraries(argv[2]);
 	else if (!strcmp(mode, "import") && argc > 3)
 		ipc_import(argv[2], atoi(argv[3]));
+	else if (!strcmp(mode, "entrypoints"))
+		entry_points();
 	else if (!strcmp(mode, "lookups"))
 		lookups(argv[0]);
 	else if (!strcmp(mode, "lookups-import") && argc > 4)
