@@ -9,8 +9,14 @@ static void *mem_get_info, *address_range;
 
 void mtp_hook_made(uint8_t kind, uint8_t api, uint8_t device, uint64_t addr, uint64_t size, uint64_t aux, uint64_t aux2)
 {
-	struct mt_event e = {
-	    .kind = kind, .flags = api, .device = device, .addr = addr, .size = size, .aux = aux, .aux2 = aux2};
+	bool early = unlikely(!__atomic_load_n(&mtp_constructed, __ATOMIC_RELAXED));
+	struct mt_event e = {.kind = kind,
+			     .flags = (uint8_t)(api | (early ? MT_ALLOC_EARLY : 0)),
+			     .device = device,
+			     .addr = addr,
+			     .size = size,
+			     .aux = aux,
+			     .aux2 = aux2};
 	mtp_record(&e, true);
 }
 
