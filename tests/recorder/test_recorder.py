@@ -50,6 +50,9 @@ if one_trace("runtime API", traces, p):
     ok(sizes(ev, "host_alloc") == [1000004, 1000005], "runtime API: pinned host memory, a kind of its own")
     ok(all("runtime_paths" in e["functions"] for e in ev if e["kind"].endswith("alloc")),
        "runtime API: stacks start at the application's call site")
+    ok(all(e["modules"][e["functions"].index("runtime_paths")] == "workload" for e in ev
+           if e["kind"].endswith("alloc")), "memtap dump --json: each frame's library beside its function",
+       [e["modules"] for e in ev][:2])
     _, rep = report(traces[0])
     ok(rep["events"]["frees"] == 9 and rep["live_at_exit"] == [], "runtime API: every free matched, nothing live")
     ok(any(e["kind"] == "free" and e["error"] for e in ev), "runtime API: the failed free is recorded with its error")
