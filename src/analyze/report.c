@@ -227,6 +227,17 @@ static int libraries(struct mt_report *r)
 	return 0;
 }
 
+/* What a library loaded after memtap made in its constructor, before memtap's own ran:
+ * recorded because memtap started at that call. */
+static void early(struct mt_report *r, const struct mt_event *e)
+{
+	if ((e->kind == MT_EV_ALLOC || e->kind == MT_EV_HOST_ALLOC || e->kind == MT_EV_MANAGED_ALLOC) &&
+	    (e->flags & MT_ALLOC_EARLY)) {
+		r->early++;
+		r->early_bytes += e->size;
+	}
+}
+
 /* Two passes over the events. The first replays to the end (counts, OOMs, the leak scan
  * and each allocation's category ride along); the second, which needs each device's
  * peak event from the first, measures fragmentation and stops the replay again at each
@@ -264,6 +275,7 @@ int mt_report_build(struct mt_report *r, const struct mt_trace *t, const struct 
 		err = mt_leaks_step(&scan, &r->end, i);
 		mt_replay_apply(&r->end, &t->events[i]);
 		r->kinds[t->events[i].kind]++;
+		early(r, &t->events[i]);
 		driver_count(r, &t->events[i]);
 		if (t->events[i].kind == MT_EV_ALLOC_FAILED && !err)
 			err = add_oom(r, i);
@@ -930,6 +942,11 @@ void mt_report_text(FILE *out, const struct mt_report *r, struct mt_symbols *sym
 			t->complete ? "" : ", cut short");
 	fprintf(out, "events: %" PRIu64 " allocations, %" PRIu64 " frees, %" PRIu64 " failed, %" PRIu64 " dropped\n",
 		e->allocs, e->frees, e->failed, t->dropped);
+	if (r->early)
+		fprintf(out,
+			"%" PRIu64 " of them (%s) made in constructors of libraries loaded after memtap, before its "
+			"own: memtap started at the first such call and recorded them\n",
+			r->early, size_text(r->early_bytes, sz));
 	for (int d = 0; d < MT_MAX_DEVICES; d++) {
 		const struct mt_device_state *s = &e->dev[d];
 		if (!s->seen)
@@ -1111,6 +1128,8 @@ static void events_json(struct mt_emit *e, const struct mt_report *r)
 	mt_emit_uint(e, "failed", end->failed);
 	mt_emit_uint(e, "dropped", t->dropped);
 	mt_emit_uint(e, "unmatched_frees", end->unmatched_frees);
+	mt_emit_uint(e, "early_allocs", r->early);
+	mt_emit_uint(e, "early_alloc_bytes", r->early_bytes);
 	mt_emit_open(e, "by_kind", false, 0);
 	for (int k = 0; k < MT_EV_COUNT; k++)
 		if (r->kinds[k])

@@ -56,14 +56,15 @@ struct mt_driver_count {
 
 struct mt_report {
 	const struct mt_trace *trace;
-	struct mt_replay end;				    /* state after the last event */
-	struct mt_group_list at_peak[MT_MAX_DEVICES];	    /* per device, biggest first */
-	struct mt_group_list at_exit;			    /* every kind, biggest first */
-	struct mt_library_list by_library[MT_MAX_DEVICES];  /* at each device's peak */
-	struct mt_driver_count driver[MT_MAX_DEVICES];	    /* its most telling last reading */
-	uint64_t kinds[MT_EV_COUNT];			    /* events by kind */
-	size_t *oom, noom, cap_oom;			    /* indices of failed allocations */
-	struct mt_composition comp;			    /* category of every allocation */
+	struct mt_replay end;				   /* state after the last event */
+	struct mt_group_list at_peak[MT_MAX_DEVICES];	   /* per device, biggest first */
+	struct mt_group_list at_exit;			   /* every kind, biggest first */
+	struct mt_library_list by_library[MT_MAX_DEVICES]; /* at each device's peak */
+	struct mt_driver_count driver[MT_MAX_DEVICES];	   /* its most telling last reading */
+	uint64_t kinds[MT_EV_COUNT];			   /* events by kind */
+	uint64_t early, early_bytes; /* allocations made before memtap's constructor ran (MT_ALLOC_EARLY) */
+	size_t *oom, noom, cap_oom;  /* indices of failed allocations */
+	struct mt_composition comp;  /* category of every allocation */
 	uint64_t composition[MT_MAX_DEVICES][MT_TAG_COUNT]; /* at each device's peak; [0] unused */
 	uint64_t blocks_at_peak[MT_MAX_DEVICES];	 /* a caching allocator's blocks live at the peak (tensors) */
 	uint8_t sources[MT_MAX_DEVICES][MT_TAG_COUNT];	 /* bit (1 << enum mt_source) per category */

@@ -48,8 +48,11 @@ enum mt_api {
 #define MT_VMM_IMPORTED 1
 
 /* ALLOC flags past the API (its low 6 bits): made before the recording began, known
- * only from the final state or a later free (imported snapshots). */
+ * only from the final state or a later free (imported snapshots); made before memtap's
+ * own constructor ran, in the constructor of a library loaded after it, and recorded
+ * from the call by a start that came early (ALLOC, HOST_ALLOC and MANAGED_ALLOC). */
 #define MT_ALLOC_UNSEEN 0x40
+#define MT_ALLOC_EARLY 0x80
 #define MT_API_MASK 0x3f
 
 /* FREE flags (imported snapshots): freed by the program, but the caching allocator's free

@@ -295,9 +295,15 @@ static void on_exit_(CUpti_CallbackId cbid, const void *params, CUresult r, uint
 				 p->bytesize, p->Flags, 0);
 		break;
 	}
+	case CUPTI_DRIVER_TRACE_CBID_cuIpcOpenMemHandle:
 	case CUPTI_DRIVER_TRACE_CBID_cuIpcOpenMemHandle_v2: {
-		const cuIpcOpenMemHandle_v2_params *p = params;
+		const cuIpcOpenMemHandle_v2_params *p = params; /* the v1 struct has the same layout */
 		mtp_hook_ipc_opened(r, r ? 0 : *p->pdptr, p->Flags);
+		break;
+	}
+	case CUPTI_DRIVER_TRACE_CBID_cuMemPoolImportPointer: {
+		const cuMemPoolImportPointer_params *p = params;
+		mtp_hook_ipc_opened(r, r ? 0 : *p->ptr_out, 0);
 		break;
 	}
 	case CUPTI_DRIVER_TRACE_CBID_cuMemImportFromShareableHandle: {
@@ -323,6 +329,25 @@ static void on_exit_(CUpti_CallbackId cbid, const void *params, CUresult r, uint
 		const cuGraphAddMemFreeNode_params *p = params;
 		if (r == CUDA_SUCCESS)
 			mtp_graph_free_node(p->hGraph, p->dptr);
+		break;
+	}
+	case CUPTI_DRIVER_TRACE_CBID_cuGraphAddNode: {
+		const cuGraphAddNode_params *p = params;
+		if (r == CUDA_SUCCESS)
+			mtp_hook_graph_node(p->hGraph, p->nodeParams);
+		break;
+	}
+	case CUPTI_DRIVER_TRACE_CBID_cuGraphAddNode_v2: {
+		const cuGraphAddNode_v2_params *p = params;
+		if (r == CUDA_SUCCESS)
+			mtp_hook_graph_node(p->hGraph, p->nodeParams);
+		break;
+	}
+	case CUPTI_DRIVER_TRACE_CBID_cuGraphInstantiate:
+	case CUPTI_DRIVER_TRACE_CBID_cuGraphInstantiate_v2: {
+		const cuGraphInstantiate_v2_params *p = params; /* the v1 struct has the same layout */
+		if (r == CUDA_SUCCESS)
+			mtp_graph_instantiated(p->hGraph, *p->phGraphExec, false);
 		break;
 	}
 	case CUPTI_DRIVER_TRACE_CBID_cuGraphInstantiateWithFlags: {
@@ -412,11 +437,17 @@ const CUpti_CallbackId mtp_cupti_ids[] = {
     CUPTI_DRIVER_TRACE_CBID_cuMipmappedArrayDestroy,
     CUPTI_DRIVER_TRACE_CBID_cuMemHostRegister_v2,
     CUPTI_DRIVER_TRACE_CBID_cuMemHostUnregister,
+    CUPTI_DRIVER_TRACE_CBID_cuIpcOpenMemHandle,
     CUPTI_DRIVER_TRACE_CBID_cuIpcOpenMemHandle_v2,
+    CUPTI_DRIVER_TRACE_CBID_cuMemPoolImportPointer,
     CUPTI_DRIVER_TRACE_CBID_cuIpcCloseMemHandle,
     CUPTI_DRIVER_TRACE_CBID_cuMemImportFromShareableHandle,
     CUPTI_DRIVER_TRACE_CBID_cuGraphAddMemAllocNode,
     CUPTI_DRIVER_TRACE_CBID_cuGraphAddMemFreeNode,
+    CUPTI_DRIVER_TRACE_CBID_cuGraphAddNode,
+    CUPTI_DRIVER_TRACE_CBID_cuGraphAddNode_v2,
+    CUPTI_DRIVER_TRACE_CBID_cuGraphInstantiate,
+    CUPTI_DRIVER_TRACE_CBID_cuGraphInstantiate_v2,
     CUPTI_DRIVER_TRACE_CBID_cuGraphInstantiateWithFlags,
     CUPTI_DRIVER_TRACE_CBID_cuGraphInstantiateWithParams,
     CUPTI_DRIVER_TRACE_CBID_cuGraphInstantiateWithParams_ptsz,

@@ -502,6 +502,22 @@ static CUresult hook_cuIpcOpenMemHandle_v2(const void *caller, PFN_cuIpcOpenMemH
 	return r;
 }
 
+/* the v1 ABI (CUDA 4.1) takes the same arguments */
+#define hook_cuIpcOpenMemHandle hook_cuIpcOpenMemHandle_v2
+
+/* an allocation of another process's pool, exported to this one: freed with cuMemFree or
+ * cuMemFreeAsync, as an IPC import is closed */
+static CUresult hook_cuMemPoolImportPointer(const void *caller, PFN_cuMemPoolImportPointer_v11020 real,
+					    CUdeviceptr *dptr, CUmemoryPool pool, CUmemPoolPtrExportData *data)
+{
+	bool rec = mtp_enter_at(caller);
+	CUresult r = real(dptr, pool, data);
+	if (rec)
+		mtp_hook_ipc_opened(r, r ? 0 : *dptr, 0);
+	mtp_leave();
+	return r;
+}
+
 static CUresult hook_cuIpcCloseMemHandle(const void *caller, PFN_cuIpcCloseMemHandle_v4010 real, CUdeviceptr dptr)
 {
 	RELEASE(caller, MT_EV_FREE, dptr, real(dptr));
@@ -543,6 +559,43 @@ static CUresult hook_cuGraphAddMemFreeNode(const void *caller, PFN_cuGraphAddMem
 	mtp_leave();
 	return r;
 }
+
+/* CUDA 12.2's generic node: its memory nodes are cuGraphAddMemAllocNode's and cuGraphAddMemFreeNode's */
+static CUresult hook_cuGraphAddNode(const void *caller, PFN_cuGraphAddNode_v12020 real, CUgraphNode *node, CUgraph g,
+				    const CUgraphNode *deps, size_t ndeps, CUgraphNodeParams *p)
+{
+	bool rec = mtp_enter_at(caller);
+	CUresult r = real(node, g, deps, ndeps, p);
+	if (rec && r == CUDA_SUCCESS)
+		mtp_hook_graph_node(g, p);
+	mtp_leave();
+	return r;
+}
+
+static CUresult hook_cuGraphAddNode_v2(const void *caller, PFN_cuGraphAddNode_v12030 real, CUgraphNode *node, CUgraph g,
+				       const CUgraphNode *deps, const CUgraphEdgeData *edges, size_t ndeps,
+				       CUgraphNodeParams *p)
+{
+	bool rec = mtp_enter_at(caller);
+	CUresult r = real(node, g, deps, edges, ndeps, p);
+	if (rec && r == CUDA_SUCCESS)
+		mtp_hook_graph_node(g, p);
+	mtp_leave();
+	return r;
+}
+
+/* the CUDA 10 and 11 ABIs (an error node and a log), which the runtime still looks up */
+static CUresult hook_cuGraphInstantiate(const void *caller, PFN_cuGraphInstantiate_v10000 real, CUgraphExec *x,
+					CUgraph g, CUgraphNode *error_node, char *log, size_t log_size)
+{
+	bool rec = mtp_enter_at(caller);
+	CUresult r = real(x, g, error_node, log, log_size);
+	if (rec && r == CUDA_SUCCESS)
+		mtp_graph_instantiated(g, *x, false);
+	mtp_leave();
+	return r;
+}
+#define hook_cuGraphInstantiate_v2 hook_cuGraphInstantiate
 
 static CUresult hook_cuGraphInstantiateWithFlags(const void *caller, PFN_cuGraphInstantiateWithFlags_v11040 real,
 						 CUgraphExec *x, CUgraph g, unsigned long long flags)
@@ -624,11 +677,17 @@ static CUresult hook_cuDeviceGraphMemTrim(const void *caller, PFN_cuDeviceGraphM
 
 #define UNPAREN(...) __VA_ARGS__
 
+/* The names are pasted and quoted, never passed on to another macro: cuda.h renames the
+ * oldest ABIs' names (cuGraphInstantiate is cuGraphInstantiateWithFlags to it). A slot
+ * still empty is filled with the function libcuda.so.1 exports under that name. */
+#define REAL_BY_NAME(slot, name) ((__typeof__(slot))mtp_lookup_once((void **)&(slot), name))
+
 /* For programs linked with -lcuda: the real function is libcuda.so.1's. */
 #define DRV(base, sym, ver, ptsz, params, args)                                                                        \
-	MTP_EXPORT CUresult CUDAAPI sym params                                                                         \
+	MTP_EXPORT CUresult CUDAAPI mtp_export_##sym params __asm__(#sym);                                             \
+	CUresult CUDAAPI mtp_export_##sym params                                                                       \
 	{                                                                                                              \
-		__typeof__(mtp_real_##sym) real = MTP_REAL(sym);                                                       \
+		__typeof__(mtp_real_##sym) real = REAL_BY_NAME(mtp_real_##sym, #sym);                                  \
 		if (unlikely(!real))                                                                                   \
 			return CUDA_ERROR_NOT_INITIALIZED;                                                             \
 		return hook_##sym(__builtin_return_address(0), real, UNPAREN args);                                    \
@@ -638,20 +697,20 @@ static CUresult hook_cuDeviceGraphMemTrim(const void *caller, PFN_cuDeviceGraphM
 
 /* Wrapper k calls the real function in layer slot k; one whose library was unloaded
  * (an empty slot) is found again by name. */
-#define LAYER(sym, params, args, k)                                                                                    \
-	static CUresult CUDAAPI sym##_at##k params                                                                     \
+#define LAYER(wrapper, slots, slot, hook, name, params, args, k)                                                       \
+	static CUresult CUDAAPI wrapper##k params                                                                      \
 	{                                                                                                              \
-		__typeof__(mtp_real_##sym) real = __atomic_load_n(&layer_##sym[k], __ATOMIC_RELAXED);                  \
-		if (unlikely(!real) && unlikely(!(real = MTP_REAL(sym))))                                              \
+		__typeof__(slot) real = __atomic_load_n(&slots[k], __ATOMIC_RELAXED);                                  \
+		if (unlikely(!real) && unlikely(!(real = REAL_BY_NAME(slot, name))))                                   \
 			return CUDA_ERROR_NOT_INITIALIZED;                                                             \
-		return hook_##sym(__builtin_return_address(0), real, UNPAREN args);                                    \
+		return hook(__builtin_return_address(0), real, UNPAREN args);                                          \
 	}
 #define DRV(base, sym, ver, ptsz, params, args)                                                                        \
 	static __typeof__(mtp_real_##sym) layer_##sym[MTP_LAYERS];                                                     \
-	LAYER(sym, params, args, 0)                                                                                    \
-	LAYER(sym, params, args, 1)                                                                                    \
-	LAYER(sym, params, args, 2)                                                                                    \
-	LAYER(sym, params, args, 3)                                                                                    \
+	LAYER(sym##_at, layer_##sym, mtp_real_##sym, hook_##sym, #sym, params, args, 0)                                \
+	LAYER(sym##_at, layer_##sym, mtp_real_##sym, hook_##sym, #sym, params, args, 1)                                \
+	LAYER(sym##_at, layer_##sym, mtp_real_##sym, hook_##sym, #sym, params, args, 2)                                \
+	LAYER(sym##_at, layer_##sym, mtp_real_##sym, hook_##sym, #sym, params, args, 3)                                \
 	static void *const wrappers_##sym[MTP_LAYERS] = {(void *)sym##_at0, (void *)sym##_at1, (void *)sym##_at2,      \
 							 (void *)sym##_at3};
 #include "recorder/driver_hooks.def"

@@ -2,15 +2,21 @@
  * an allocation made, a release, a failure (with the driver's free and total memory,
  * under a policy's cap the cap's, and the policies' on_oom asked whether to try again),
  * a release that failed after it was recorded, and the calls both backends record the
- * same way (arrays' bytes, pool attributes, imports). */
+ * same way (arrays' bytes, pool attributes, imports, cuGraphAddNode's memory nodes). */
 #include "recorder/hooks.h"
 
 static void *mem_get_info, *address_range;
 
 void mtp_hook_made(uint8_t kind, uint8_t api, uint8_t device, uint64_t addr, uint64_t size, uint64_t aux, uint64_t aux2)
 {
-	struct mt_event e = {
-	    .kind = kind, .flags = api, .device = device, .addr = addr, .size = size, .aux = aux, .aux2 = aux2};
+	bool early = unlikely(!__atomic_load_n(&mtp_constructed, __ATOMIC_RELAXED));
+	struct mt_event e = {.kind = kind,
+			     .flags = (uint8_t)(api | (early ? MT_ALLOC_EARLY : 0)),
+			     .device = device,
+			     .addr = addr,
+			     .size = size,
+			     .aux = aux,
+			     .aux2 = aux2};
 	mtp_record(&e, true);
 }
 
@@ -136,4 +142,15 @@ void mtp_hook_imported(CUmemGenericAllocationHandle handle)
 			     .aux = handle,
 			     .aux2 = MT_VMM_IMPORTED};
 	mtp_record(&e, true);
+}
+
+void mtp_hook_graph_node(CUgraph g, const CUgraphNodeParams *p)
+{
+	if (!p)
+		return;
+	if (p->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC)
+		mtp_graph_alloc_node(g, p->alloc.dptr, p->alloc.bytesize,
+				     mtp_location_device(&p->alloc.poolProps.location));
+	else if (p->type == CU_GRAPH_NODE_TYPE_MEM_FREE)
+		mtp_graph_free_node(g, p->free.dptr);
 }

@@ -12,6 +12,16 @@
 
 #define MTP_NEWEST_KNOWN 13999 /* wrappers apply to lookups up to CUDA 13.x */
 
+/* ABIs the runtime still asks cuGetProcAddress for, which cudaTypedefs.h declares only
+ * for the driver's own build (__CUDA_API_VERSION_INTERNAL) */
+#ifndef __CUDA_API_VERSION_INTERNAL
+typedef CUresult(CUDAAPI *PFN_cuIpcOpenMemHandle_v4010)(CUdeviceptr_v2 *pdptr, CUipcMemHandle_v1 handle,
+							unsigned int Flags);
+typedef CUresult(CUDAAPI *PFN_cuGraphInstantiate_v10000)(CUgraphExec *phGraphExec, CUgraph hGraph,
+							 CUgraphNode *phErrorNode, char *logBuffer, size_t bufferSize);
+typedef PFN_cuGraphInstantiate_v10000 PFN_cuGraphInstantiate_v11000;
+#endif
+
 #define DRV(base, sym, ver, ptsz, ...) extern MTP_HIDDEN PFN_##base##_v##ver mtp_real_##sym;
 #include "recorder/driver_hooks.def"
 #undef DRV
@@ -77,6 +87,8 @@ MTP_HIDDEN uint64_t mtp_array_bytes(size_t w, size_t h, size_t d, CUarray_format
 MTP_HIDDEN void mtp_hook_pool_attr(CUmemoryPool pool, CUmemPool_attribute attr, const void *value);
 MTP_HIDDEN void mtp_hook_ipc_opened(int error, CUdeviceptr dptr, unsigned flags);
 MTP_HIDDEN void mtp_hook_imported(CUmemGenericAllocationHandle handle);
+/* cuGraphAddNode's node added to g: its memory nodes join graph.c's shadow */
+MTP_HIDDEN void mtp_hook_graph_node(CUgraph g, const CUgraphNodeParams *p);
 
 /* Graph memory nodes (graph.c): the shadow of allocation and free nodes, recorded as the
  * driver holds and releases their memory. `mtp_graph_capturing`: the graph a capture on
@@ -99,5 +111,8 @@ MTP_HIDDEN bool mtp_rt_forget(void);		 /* the runtime went: true */
 MTP_HIDDEN bool mtp_rt_hooked(const char *name); /* memtap exports this runtime function */
 MTP_HIDDEN void mtp_driver_hooks_forget(void);
 MTP_HIDDEN void mtp_procaddr_forget(void);
+/* A driver function found for `symbol` at `version` (cuGetProcAddress's flags): *pfn
+ * becomes memtap's wrapper of it where memtap wraps that ABI (procaddr.c). */
+MTP_HIDDEN void mtp_procaddr_substitute(const char *symbol, void **pfn, int version, cuuint64_t flags);
 
 #endif

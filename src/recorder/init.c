@@ -2,8 +2,9 @@
  * are skipped), interning tables, the trace file and writer, fork and exit handling.
  * A child forked without exec stops recording unless follow_fork is set; a child that
  * execs loads memtap afresh through the inherited LD_PRELOAD and records into its own
- * file. Hooks pass straight through until start-up has finished. A fatal signal flushes
- * the buffers before the process dies. */
+ * file. Start-up runs once, at memtap's constructor or at the first hook that comes
+ * before it (a library's constructor that allocates); hooks pass straight through
+ * while it runs. A fatal signal flushes the buffers before the process dies. */
 #include <dlfcn.h>
 #include <link.h>
 #include <signal.h>
@@ -210,16 +211,19 @@ static void fork_child(void)
 	mtp_writer_atfork_child(mtp_opt.follow_fork);
 }
 
-__attribute__((constructor)) static void mtp_init(void)
+static void start(void)
 {
 	mtp_start_ns = mtp_now();
 	mtp_pid = getpid();
 	mtp_options_load();
-	if (!mtp_opt.enabled)
+	if (!mtp_opt.enabled) {
+		__atomic_store_n(&mtp_state, MTP_OFF, __ATOMIC_RELEASE);
 		return;
-	dl_iterate_phdr(find_self, (void *)(uintptr_t)&mtp_init);
+	}
+	dl_iterate_phdr(find_self, (void *)(uintptr_t)&start);
 	if (mtp_table_init(&mtp_stacks, 1u << 18, 64u << 20) || mtp_table_init(&mtp_strings, 1u << 16, 4u << 20)) {
 		mtp_warn("cannot reserve memory for stack and string tables; recording is off");
+		__atomic_store_n(&mtp_state, MTP_OFF, __ATOMIC_RELEASE);
 		return;
 	}
 	__atomic_store_n(&mtp_state, MTP_STARTING, __ATOMIC_RELEASE);
@@ -234,4 +238,24 @@ __attribute__((constructor)) static void mtp_init(void)
 	catch_fatal_signals();
 	__atomic_store_n(&mtp_state, MTP_ON, __ATOMIC_RELEASE);
 	mtp_policy_load();
+}
+
+bool mtp_constructed;
+
+/* Once, by whoever comes first; a thread that finds another starting memtap passes
+ * through (waiting could deadlock: the starter may need the loader's lock that thread
+ * holds). */
+MTP_NOINLINE bool mtp_start(void)
+{
+	static bool once;
+
+	if (mtp_state_now() == MTP_UNSTARTED && !__atomic_exchange_n(&once, true, __ATOMIC_ACQ_REL))
+		start();
+	return mtp_state_now() >= MTP_ON;
+}
+
+__attribute__((constructor)) static void mtp_init(void)
+{
+	mtp_start();
+	__atomic_store_n(&mtp_constructed, true, __ATOMIC_RELEASE);
 }

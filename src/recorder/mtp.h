@@ -45,12 +45,18 @@ MTP_HIDDEN void *mtp_grow(void *old, size_t old_cap, size_t new_cap); /* for str
 MTP_HIDDEN size_t mtp_mapped_bytes(void);
 
 /* ---- recording state (record.c) ---- */
-enum mtp_state { MTP_OFF, MTP_STARTING, MTP_ON, MTP_CLOSED };
+enum mtp_state { MTP_UNSTARTED, MTP_OFF, MTP_STARTING, MTP_ON, MTP_CLOSED };
 extern MTP_HIDDEN int mtp_state; /* written by the writer thread too (MTP_CLOSED) */
 static inline int mtp_state_now(void)
 {
 	return __atomic_load_n(&mtp_state, __ATOMIC_RELAXED);
 }
+/* memtap started now if it has not (init.c): the loader runs memtap's constructor after
+ * those of the libraries loaded after it, and one of them may allocate; true when
+ * recording is on. Until memtap's own constructor has run (mtp_constructed), what is
+ * made is marked MT_ALLOC_EARLY. */
+MTP_HIDDEN bool mtp_start(void);
+extern MTP_HIDDEN bool mtp_constructed;
 
 /* What memtap reserves for itself, so that options can be checked against max_memory
  * before anything runs (options.c) with the same figures the code maps (intern.c,
@@ -153,7 +159,7 @@ MTP_HIDDEN bool mtp_layer_caller(uintptr_t caller);
 static inline bool mtp_enter_at(const void *caller)
 {
 	if (likely(mtp_self.depth++ == 0))
-		return mtp_state_now() >= MTP_ON;
+		return likely(mtp_state_now() >= MTP_ON) || mtp_start();
 	if (likely((uintptr_t)caller - __atomic_load_n(&mtp_rt_lo, __ATOMIC_RELAXED) <
 		   __atomic_load_n(&mtp_rt_span, __ATOMIC_RELAXED)))
 		return false;

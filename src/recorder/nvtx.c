@@ -181,7 +181,7 @@ MTP_EXPORT int NVTX_API InitializeInjectionNvtx2(NvtxGetExportTableFunc_t get)
 	NvtxFunctionTable core = NULL, core2 = NULL;
 	unsigned n1 = 0, n2 = 0;
 
-	if (!cb || cb->struct_size < sizeof *cb || mtp_state_now() == MTP_OFF)
+	if (!cb || cb->struct_size < sizeof *cb || !mtp_start())
 		return 0;
 	if (!cb->GetModuleFunctionTable(NVTX_CB_MODULE_CORE, &core, &n1) ||
 	    !cb->GetModuleFunctionTable(NVTX_CB_MODULE_CORE2, &core2, &n2))

@@ -58,10 +58,12 @@ static bool has_ptsz_twin(const char *base)
 	return false;
 }
 
-/* The driver answered a lookup; swap in memtap's wrapper where one applies. */
-static void substitute(const char *symbol, void **pfn, int version, cuuint64_t flags)
+/* The driver answered a lookup; swap in memtap's wrapper where one applies: the row of
+ * the newest ABI not past the version asked, the one the driver returns. */
+void mtp_procaddr_substitute(const char *symbol, void **pfn, int version, cuuint64_t flags)
 {
 	bool ptsz = flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM;
+	size_t best = sizeof hooks / sizeof hooks[0];
 
 	if (!symbol || !pfn || !*pfn || symbol[0] != 'c' || symbol[1] != 'u')
 		return;
@@ -82,9 +84,11 @@ static void substitute(const char *symbol, void **pfn, int version, cuuint64_t f
 		/* a function with a per-thread twin: the flag picks which one the driver returned */
 		if (h->ptsz != ptsz && (h->ptsz || has_ptsz_twin(h->base)))
 			continue;
-		*pfn = mtp_drv_wrap((unsigned)i, *pfn);
-		return;
+		if (best == sizeof hooks / sizeof hooks[0] || h->version > hooks[best].version)
+			best = i;
 	}
+	if (best < sizeof hooks / sizeof hooks[0])
+		*pfn = mtp_drv_wrap((unsigned)best, *pfn);
 }
 
 void mtp_procaddr_forget(void)
@@ -103,7 +107,7 @@ static CUresult gpa2(PFN_cuGetProcAddress_v12000 real, const char *symbol, void 
 		return CUDA_ERROR_NOT_INITIALIZED;
 	r = real(symbol, pfn, version, flags, status);
 	if (r == CUDA_SUCCESS)
-		substitute(symbol, pfn, version, flags);
+		mtp_procaddr_substitute(symbol, pfn, version, flags);
 	return r;
 }
 
@@ -115,7 +119,7 @@ static CUresult gpa1(PFN_cuGetProcAddress_v11030 real, const char *symbol, void 
 		return CUDA_ERROR_NOT_INITIALIZED;
 	r = real(symbol, pfn, version, flags);
 	if (r == CUDA_SUCCESS)
-		substitute(symbol, pfn, version, flags);
+		mtp_procaddr_substitute(symbol, pfn, version, flags);
 	return r;
 }
 

@@ -2,7 +2,9 @@
  * They record with the application's own call site and the stream, then call the
  * next definition of the same name; the driver hooks the runtime reaches inside see
  * the guard and do not record again. Static-runtime users (NCCL, cuBLAS) are seen at
- * the driver level only. */
+ * the driver level only. The driver entry points the runtime hands out come back as
+ * memtap's wrappers, however the runtime found them. */
+#define CUDA_ENABLE_DEPRECATED /* cudaGetDriverEntryPoint: applications still call it */
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
 #include <limits.h>
@@ -19,12 +21,17 @@
 cudaError_t CUDARTAPI cudaMallocAsync_ptsz(void **, size_t, cudaStream_t);
 cudaError_t CUDARTAPI cudaFreeAsync_ptsz(void *, cudaStream_t);
 cudaError_t CUDARTAPI cudaMallocFromPoolAsync_ptsz(void **, size_t, cudaMemPool_t, cudaStream_t);
+cudaError_t CUDARTAPI cudaGetDriverEntryPoint_ptsz(const char *, void **, unsigned long long,
+						   enum cudaDriverEntryPointQueryResult *);
+cudaError_t CUDARTAPI cudaGetDriverEntryPointByVersion_ptsz(const char *, void **, unsigned int, unsigned long long,
+							    enum cudaDriverEntryPointQueryResult *);
 
 #define RT(name) static __typeof__(name) *real_##name;
 #include "recorder/runtime_hooks.def"
 RT(cudaGetDevice)
 RT(cudaGetLastError)
 RT(cudaStreamGetFlags)
+RT(cudaRuntimeGetVersion)
 #undef RT
 
 static int find_runtime(struct dl_phdr_info *info, size_t size, void *out)
@@ -82,6 +89,8 @@ bool mtp_rt_forget(void)
 #include "recorder/runtime_hooks.def"
 	RT(cudaGetDevice)
 	RT(cudaGetLastError)
+	RT(cudaStreamGetFlags)
+	RT(cudaRuntimeGetVersion)
 #undef RT
 	__atomic_store_n(&mtp_rt_span, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&mtp_rt_lo, 0, __ATOMIC_RELAXED);
@@ -463,4 +472,65 @@ MTP_EXPORT cudaError_t CUDARTAPI cudaMallocFromPoolAsync_ptsz(void **ptr, size_t
 {
 	REAL_OR_RETURN(real, cudaMallocFromPoolAsync_ptsz);
 	return malloc_from_pool(__builtin_return_address(0), true, real, ptr, size, pool, s);
+}
+
+/* ---- driver entry points: PyTorch's expandable segments and NCCL get cuMemCreate,
+ * cuMemMap, cuMemUnmap and cuMemRelease this way. The runtime may serve them through the
+ * cuGetProcAddress it looked up (memtap's wrapper already) or by a way of its own (the
+ * driver's private export table): either way the caller gets memtap's wrapper of the
+ * ABI the version names. ---- */
+
+static cudaError_t entry_point(const char *symbol, void **fn, unsigned version, unsigned long long flags, bool ptsz,
+			       cudaError_t e)
+{
+	/* the runtime's default is the default stream it was built for: the _ptsz entries' per-thread one */
+	bool per_thread = flags == cudaEnablePerThreadDefaultStream || (flags == cudaEnableDefault && ptsz);
+
+	if (e == cudaSuccess && fn && *fn)
+		mtp_procaddr_substitute(symbol, fn, (int)version,
+					per_thread ? CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM : 0);
+	return e;
+}
+
+/* the version the entries without one use: the runtime's own */
+static unsigned runtime_version(void)
+{
+	__typeof__(cudaRuntimeGetVersion) *get = __atomic_load_n(&real_cudaRuntimeGetVersion, __ATOMIC_RELAXED);
+	int v = 0;
+
+	if (!get) {
+		get = (__typeof__(cudaRuntimeGetVersion) *)runtime_symbol("cudaRuntimeGetVersion");
+		__atomic_store_n(&real_cudaRuntimeGetVersion, get, __ATOMIC_RELAXED);
+	}
+	return get && get(&v) == cudaSuccess && v > 0 ? (unsigned)v : CUDART_VERSION;
+}
+
+MTP_EXPORT cudaError_t CUDARTAPI cudaGetDriverEntryPointByVersion(const char *symbol, void **fn, unsigned version,
+								  unsigned long long flags,
+								  enum cudaDriverEntryPointQueryResult *status)
+{
+	REAL_OR_RETURN(real, cudaGetDriverEntryPointByVersion);
+	return entry_point(symbol, fn, version, flags, false, real(symbol, fn, version, flags, status));
+}
+
+MTP_EXPORT cudaError_t CUDARTAPI cudaGetDriverEntryPointByVersion_ptsz(const char *symbol, void **fn, unsigned version,
+								       unsigned long long flags,
+								       enum cudaDriverEntryPointQueryResult *status)
+{
+	REAL_OR_RETURN(real, cudaGetDriverEntryPointByVersion_ptsz);
+	return entry_point(symbol, fn, version, flags, true, real(symbol, fn, version, flags, status));
+}
+
+MTP_EXPORT cudaError_t CUDARTAPI cudaGetDriverEntryPoint(const char *symbol, void **fn, unsigned long long flags,
+							 enum cudaDriverEntryPointQueryResult *status)
+{
+	REAL_OR_RETURN(real, cudaGetDriverEntryPoint);
+	return entry_point(symbol, fn, runtime_version(), flags, false, real(symbol, fn, flags, status));
+}
+
+MTP_EXPORT cudaError_t CUDARTAPI cudaGetDriverEntryPoint_ptsz(const char *symbol, void **fn, unsigned long long flags,
+							      enum cudaDriverEntryPointQueryResult *status)
+{
+	REAL_OR_RETURN(real, cudaGetDriverEntryPoint_ptsz);
+	return entry_point(symbol, fn, runtime_version(), flags, true, real(symbol, fn, flags, status));
 }

@@ -79,6 +79,58 @@ static NOINLINE void graph_through_cupti(void)
 	FIRE(cuGraphDestroy, gdestroy3, CUDA_SUCCESS);
 }
 
+/* The entries at the versions NVIDIA's runtime looks up: graph memory nodes added with
+ * cuGraphAddNode (both ABIs) in graphs instantiated with cuGraphInstantiate (both), an
+ * IPC handle opened with the CUDA 4.1 entry and a pool's allocation imported. */
+static NOINLINE void lookups_through_cupti(void)
+{
+	CUgraph g4 = (CUgraph)0x6600, g5 = (CUgraph)0x6700;
+	CUgraphExec x4 = (CUgraphExec)0x6800, x5 = (CUgraphExec)0x6900;
+	CUgraphNode a = (CUgraphNode)0x6a00, f = (CUgraphNode)0x6b00;
+	CUgraphNodeParams alloc = {.type = CU_GRAPH_NODE_TYPE_MEM_ALLOC,
+				   .alloc = {.poolProps = {.allocType = CU_MEM_ALLOCATION_TYPE_PINNED,
+							   .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0}},
+					     .bytesize = 12000013,
+					     .dptr = 0x720000300000ull}};
+	CUgraphNodeParams release = {.type = CU_GRAPH_NODE_TYPE_MEM_FREE, .free = {.dptr = 0x720000300000ull}};
+	CUdeviceptr ipc = 0x730000000000ull, imported = 0x730000100000ull;
+	CUipcMemHandle handle = {{0}};
+	CUmemPoolPtrExportData data = {{0}};
+
+	cuGraphAddNode_params add = {&a, g4, NULL, 0, &alloc};
+	FIRE(cuGraphAddNode, add, CUDA_SUCCESS);
+	cuGraphAddNode_v2_params add_free = {&f, g4, &a, NULL, 1, &release};
+	FIRE(cuGraphAddNode_v2, add_free, CUDA_SUCCESS);
+	cuGraphInstantiate_params inst = {&x4, g4, NULL, NULL, 0};
+	FIRE(cuGraphInstantiate, inst, CUDA_SUCCESS);
+	cuGraphLaunch_params launch = {x4, NULL};
+	FIRE(cuGraphLaunch, launch, CUDA_SUCCESS);
+	cuDeviceGraphMemTrim_params trim = {0};
+	FIRE(cuDeviceGraphMemTrim, trim, CUDA_SUCCESS);
+
+	alloc.alloc.bytesize = 12000015;
+	alloc.alloc.dptr = 0x720000400000ull;
+	cuGraphAddNode_v2_params add2 = {&a, g5, NULL, NULL, 0, &alloc};
+	FIRE(cuGraphAddNode_v2, add2, CUDA_SUCCESS);
+	cuGraphInstantiate_v2_params inst2 = {&x5, g5, NULL, NULL, 0};
+	FIRE(cuGraphInstantiate_v2, inst2, CUDA_SUCCESS);
+	cuGraphLaunch_params launch2 = {x5, NULL};
+	FIRE(cuGraphLaunch, launch2, CUDA_SUCCESS);
+	cuGraphExecDestroy_params xdestroy = {x5};
+	FIRE(cuGraphExecDestroy, xdestroy, CUDA_SUCCESS);
+	cuMemFree_v2_params outlived = {alloc.alloc.dptr};
+	FIRE(cuMemFree_v2, outlived, CUDA_SUCCESS);
+
+	cuIpcOpenMemHandle_params open1 = {&ipc, handle, 0};
+	FIRE(cuIpcOpenMemHandle, open1, CUDA_SUCCESS);
+	cuIpcCloseMemHandle_params close1 = {ipc};
+	FIRE(cuIpcCloseMemHandle, close1, CUDA_SUCCESS);
+	cuMemPoolImportPointer_params import = {&imported, (CUmemoryPool)0x5152, &data};
+	FIRE(cuMemPoolImportPointer, import, CUDA_SUCCESS);
+	cuMemFree_v2_params import_free = {imported};
+	FIRE(cuMemFree_v2, import_free, CUDA_SUCCESS);
+}
+
 static NOINLINE void allocate_through_cupti(void)
 {
 	CUdeviceptr d = 0x700000001000ull, d2 = 0x700000200000ull, va = 0x710000000000ull;
@@ -157,6 +209,7 @@ static NOINLINE void allocate_through_cupti(void)
 	FIRE(cuMemFreeHost, null_host, CUDA_SUCCESS);
 
 	graph_through_cupti();
+	lookups_through_cupti();
 }
 
 int main(int argc, char **argv)

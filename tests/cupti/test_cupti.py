@@ -36,13 +36,17 @@ if traces:
             ("alloc_failed", 12000005), ("free", 0), ("free", 0), ("alloc", 1600000), ("free", 0),
             ("host_alloc", 12000006), ("host_free", 0), ("vmm_create", 0), ("vmm_release", 0),
             ("pool_attr", 12000007), ("alloc", 12000010), ("free", 0), ("alloc", 12000011), ("free", 0),
-            ("alloc_failed", 12000012)]
+            ("alloc_failed", 12000012), ("alloc", 12000013), ("free", 0), ("alloc", 12000015), ("free", 0),
+            ("alloc", 0), ("free", 0), ("alloc", 0), ("free", 0)]
     ok(kinds == want, "every call becomes the same event the preload backend records, in order; frees of NULL none",
        kinds)
     graph = [e for e in ev if e["kind"] in ("alloc", "alloc_failed") and e["size"] in (12000010, 12000011, 12000012)]
     ok(len(graph) == 3 and all(e["flags"] == 13 for e in graph),
        "graph memory nodes (built, captured on a capturing stream): recorded as the driver holds their memory, "
        "API graph; a free outside the graph while its executable graph lives is none", graph)
+    lookups = [e["flags"] for e in ev if e["kind"] == "alloc" and 0x720000300000 <= e["addr"] < 0x740000000000]
+    ok(lookups == [13, 13, 12, 12], "cuGraphAddNode's memory nodes in graphs cuGraphInstantiate (both ABIs) made, "
+       "an IPC handle opened by the CUDA 4.1 entry and a pool's allocation imported: graph and imports", lookups)
     async_ = [e for e in ev if e["kind"] == "alloc" and e["size"] == 12000003]
     ok(async_ and async_[0]["aux"] == 0x5150 and async_[0]["flags"] == 4, "the stream of an async allocation")
     oom = [e for e in ev if e["kind"] == "alloc_failed"]

@@ -1,43 +1,129 @@
-"""A few PyTorch training steps on the GPU, for tests/gpu/run: a small MLP, AdamW, a fixed
-seed. Run under `memtap run`. Writes OUT (JSON): the loss, torch.cuda.memory_stats()'s
-reserved and allocated bytes (current and peak) and the total of the segments in
+"""PyTorch training steps on the GPU, for tests/gpu/run, under `memtap run`: a small MLP,
+AdamW, a fixed seed, three steps whose phases are NVTX ranges (setup, forward, backward,
+optimizer), so memtap's trace says where each allocation and a failure came. Writes OUT
+(JSON): the driver's used memory once CUDA is up (used_at_start), the loss,
+torch.cuda.memory_stats()'s reserve (current and peak) and the segments of
 torch.cuda.memory._snapshot(), all taken while the memory is still held, right before a
-torch.cuda.mem_get_info() call that gives memtap the driver's count at that moment.
-  torch_step.py OUT [--allocator]   (--allocator: memtap.use_allocator() first)
-An out-of-memory failure (under a cap) is caught and written as {"oom": true}."""
+torch.cuda.mem_get_info() call that marks that moment in the trace.
+  torch_step.py OUT [--allocator | --graph | --nccl | --compile]
+    --allocator  memtap.use_allocator() first (PyTorch's stats are then not its own)
+    --graph      then a forward pass captured in a CUDA graph and replayed (under
+                 PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync: graph memory nodes)
+    --nccl       then an all-reduce in a one-rank NCCL process group (nccl_ok)
+    --compile    the model through torch.compile(mode="reduce-overhead"), five steps
+An out-of-memory failure is caught and written as {"oom": true, "phase": ...}."""
+import contextlib
 import json
+import os
 import sys
+import tempfile
 
 import torch
 
 out = sys.argv[1]
-if "--allocator" in sys.argv:
-    import memtap
-    memtap.use_allocator(torch)
+flags = set(sys.argv[2:])
+phase = "setup"
+result = {"oom": False}
 
-torch.manual_seed(0)
-try:
-    dev = torch.device("cuda")
-    model = torch.nn.Sequential(torch.nn.Linear(1024, 4096), torch.nn.GELU(), torch.nn.Linear(4096, 1024)).to(dev)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    x = torch.randn(256, 1024, device=dev)
-    y = torch.randn(256, 1024, device=dev)
-    for _ in range(3):
-        loss = torch.nn.functional.mse_loss(model(x), y)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
+
+@contextlib.contextmanager
+def in_phase(name):
+    global phase
+    before, phase = phase, name
+    torch.cuda.nvtx.range_push(name)
+    try:
+        yield
+    finally:
+        torch.cuda.nvtx.range_pop()
+        phase = before
+
+
+def steps(model, opt, x, y, n):
+    loss = None
+    for _ in range(n):
+        with in_phase("forward"):
+            loss = torch.nn.functional.mse_loss(model(x), y)
+        with in_phase("backward"):
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+        with in_phase("optimizer"):
+            opt.step()
+    return float(loss)
+
+
+def graph(model, x, y):
+    """A forward pass captured and replayed, as PyTorch's documentation warms one up."""
+    static_x = x.clone()
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side), torch.no_grad():
+        for _ in range(2):
+            model(static_x)
+    torch.cuda.current_stream().wait_stream(side)
+    g = torch.cuda.CUDAGraph()
+    with in_phase("capture"), torch.no_grad(), torch.cuda.graph(g):
+        static_out = model(static_x)
+    with in_phase("replay"):
+        for _ in range(3):
+            g.replay()
     torch.cuda.synchronize()
-    result = {"oom": False, "loss": float(loss)}
-    if "--allocator" not in sys.argv:  # a pluggable allocator has no stats of PyTorch's
+    result["graph_loss"] = float((static_out - y).pow(2).mean())
+
+
+def nccl():
+    import torch.distributed as dist
+    fd, path = tempfile.mkstemp(prefix="memtap-nccl-")
+    os.close(fd)
+    os.remove(path)
+    try:
+        dist.init_process_group("nccl", init_method="file://" + path, rank=0, world_size=1,
+                                device_id=torch.device("cuda", 0))
+        with in_phase("allreduce"):
+            t = torch.ones(1 << 22, device="cuda")
+            dist.all_reduce(t)
+            torch.cuda.synchronize()
+        result["nccl_ok"] = bool(t[0].item() == 1.0)
+        dist.destroy_process_group()
+    except Exception as e:  # the row says what failed; the step's other figures stand
+        result["nccl_ok"] = False
+        result["nccl_error"] = ("%s: %s" % (type(e).__name__, e))[:300]
+
+
+try:
+    if "--allocator" in flags:
+        import memtap
+        memtap.use_allocator(torch)
+    torch.cuda.init()
+    free, total = torch.cuda.mem_get_info()
+    result["used_at_start"] = total - free
+    with in_phase("setup"):
+        torch.manual_seed(0)
+        dev = torch.device("cuda")
+        model = torch.nn.Sequential(torch.nn.Linear(1024, 4096), torch.nn.GELU(),
+                                    torch.nn.Linear(4096, 1024)).to(dev)
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        x = torch.randn(2048, 1024, device=dev)
+        y = torch.randn(2048, 1024, device=dev)
+    if "--compile" in flags:
+        model = torch.compile(model, mode="reduce-overhead")
+    result["loss"] = steps(model, opt, x, y, 5 if "--compile" in flags else 3)
+    if "--graph" in flags:
+        graph(model, x, y)
+    if "--nccl" in flags:
+        nccl()
+    torch.cuda.synchronize()
+    if "--allocator" not in flags:  # a pluggable allocator has no stats of PyTorch's
         stats = torch.cuda.memory_stats()
-        snap = torch.cuda.memory._snapshot()
-        result.update(reserved_current=stats["reserved_bytes.all.current"],
-                      reserved_peak=stats["reserved_bytes.all.peak"],
-                      allocated_peak=stats["allocated_bytes.all.peak"],
-                      snapshot_segments=sum(s["total_size"] for s in snap["segments"]))
-    torch.cuda.mem_get_info()  # memtap's driver count, at this moment
-except torch.cuda.OutOfMemoryError:
-    result = {"oom": True}
+        result.update(reserved_current=stats.get("reserved_bytes.all.current", 0),
+                      reserved_peak=stats.get("reserved_bytes.all.peak", 0),
+                      allocated_peak=stats.get("allocated_bytes.all.peak", 0))
+        try:  # the cudaMallocAsync backend has no snapshot
+            result["snapshot_segments"] = sum(s["total_size"] for s in torch.cuda.memory._snapshot()["segments"])
+        except RuntimeError as e:
+            result["snapshot_segments"] = "none: %s" % str(e).splitlines()[0][:120]
+    torch.cuda.mem_get_info()  # the moment the figures above describe, in memtap's trace
+except torch.cuda.OutOfMemoryError as e:
+    result = {"oom": True, "phase": phase, "used_at_start": result.get("used_at_start"),
+              "message": str(e).splitlines()[0][:300]}
 with open(out, "w") as f:
     json.dump(result, f)

@@ -23,7 +23,21 @@
  *               cuMemAllocAsync and cuMemFreeAsync, the executable graph destroyed) and
  *               22000014 (captured cudaMallocAsync, freed with cudaFreeAsync after
  *               the launch, then trimmed); a graph needing more than the
- *               device has fails its launch with CUDA_ERROR_OUT_OF_MEMORY */
+ *               device has fails its launch with CUDA_ERROR_OUT_OF_MEMORY
+ *   lookups     the entries at the versions NVIDIA's runtime asks cuGetProcAddress for,
+ *               fetched as it does: graph memory nodes added with cuGraphAddNode (12020:
+ *               22000020, freed by its own free node, trimmed; 12030: 22000021, freed
+ *               with cuMemFree after its executable graph went), instantiated with
+ *               cuGraphInstantiate (10000, 11000); then exports 22000022 (cuIpcGetMemHandle)
+ *               and 22000023 from a shareable pool (cuMemPoolExportPointer) to `paths
+ *               lookups-import IPC POOLFD PTR` by exec, which opens the first with
+ *               cuIpcOpenMemHandle (4010) and imports the second (cuMemPoolImportPointer,
+ *               11020), then closes and frees both
+ *   entrypoints the driver functions PyTorch's expandable segments and NCCL take from the
+ *               runtime (cudaGetDriverEntryPointByVersion at 12000: cuMemCreate of 12 MiB,
+ *               reserved, mapped, unmapped, released; cudaGetDriverEntryPoint: cuMemAlloc
+ *               of 22000030 bytes and cuMemFree) */
+#define CUDA_ENABLE_DEPRECATED /* cudaGetDriverEntryPoint: applications still call it */
 #include <cuda.h>
 #include <cudaTypedefs.h>
 #include <cuda_runtime_api.h>
@@ -302,6 +316,187 @@ static void graph_nodes(void)
 	CHECK_DRV(cuStreamDestroy(s));
 }
 
+/* A driver function as the runtime gets it: through the cuGetProcAddress_v2 its dlsym gives. */
+static void *lookup(const char *name, int version)
+{
+	static PFN_cuGetProcAddress_v12000 gpa;
+	CUdriverProcAddressQueryResult st;
+	void *fn = NULL, *drv;
+
+	if (!gpa && (drv = dlopen("libcuda.so.1", RTLD_NOW)))
+		gpa = (PFN_cuGetProcAddress_v12000)dlsym(drv, "cuGetProcAddress_v2");
+	check(gpa && gpa(name, &fn, version, 0, &st) == CUDA_SUCCESS && fn, name);
+	return fn;
+}
+
+static void to_hex(const void *p, size_t n, char *hex)
+{
+	for (size_t i = 0; i < n; i++)
+		snprintf(hex + 2 * i, 3, "%02x", ((const unsigned char *)p)[i]);
+}
+
+static void from_hex(const char *hex, void *p, size_t n)
+{
+	for (size_t i = 0; i < n && hex[2 * i] && hex[2 * i + 1]; i++) {
+		unsigned v;
+		sscanf(hex + 2 * i, "%2x", &v);
+		((unsigned char *)p)[i] = (unsigned char)v;
+	}
+}
+
+/* cuGraphInstantiate's CUDA 10 and 11 ABI, which cudaTypedefs.h keeps for the driver's own build */
+typedef CUresult(CUDAAPI *instantiate_logged)(CUgraphExec *, CUgraph, CUgraphNode *, char *, size_t);
+
+static NOINLINE CUgraphNode add_node(CUgraph g, const CUgraphNode *dep, CUgraphNodeParams *p)
+{
+	PFN_cuGraphAddNode_v12020 add = (PFN_cuGraphAddNode_v12020)lookup("cuGraphAddNode", 12020);
+	CUgraphNode n = NULL;
+
+	check(add && add(&n, g, dep, dep ? 1 : 0, p) == CUDA_SUCCESS, "cuGraphAddNode at 12020");
+	return n;
+}
+
+static void lookups(const char *self)
+{
+	PFN_cuGraphAddNode_v12030 add2 = (PFN_cuGraphAddNode_v12030)lookup("cuGraphAddNode", 12030);
+	instantiate_logged inst1 = (instantiate_logged)lookup("cuGraphInstantiate", 10000);
+	instantiate_logged inst2 = (instantiate_logged)lookup("cuGraphInstantiate", 11000);
+	CUgraphNodeParams alloc = {.type = CU_GRAPH_NODE_TYPE_MEM_ALLOC,
+				   .alloc = {.poolProps = {.allocType = CU_MEM_ALLOCATION_TYPE_PINNED,
+							   .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0}},
+					     .bytesize = 22000020}};
+	CUgraphNodeParams release = {.type = CU_GRAPH_NODE_TYPE_MEM_FREE};
+	CUmemPoolProps props = {.allocType = CU_MEM_ALLOCATION_TYPE_PINNED,
+				.handleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
+				.location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0}};
+	CUgraph g1, g2;
+	CUgraphExec x1, x2;
+	CUgraphNode a, n;
+	CUstream s;
+	CUdeviceptr d, p;
+	CUmemoryPool pool;
+	CUipcMemHandle h;
+	CUmemPoolPtrExportData data;
+	char ipc_hex[2 * sizeof h + 1], ptr_hex[2 * sizeof data + 1], fd_text[16];
+	int fd = -1, status;
+	pid_t pid;
+
+	driver_context();
+	CHECK_DRV(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+	CHECK_DRV(cuGraphCreate(&g1, 0));
+	a = add_node(g1, NULL, &alloc);
+	release.free.dptr = alloc.alloc.dptr;
+	add_node(g1, &a, &release);
+	check(inst1 && inst1(&x1, g1, NULL, NULL, 0) == CUDA_SUCCESS, "cuGraphInstantiate at 10000");
+	CHECK_DRV(cuGraphLaunch(x1, s));
+	CHECK_DRV(cuStreamSynchronize(s));
+	CHECK_DRV(cuDeviceGraphMemTrim(0));
+
+	CHECK_DRV(cuGraphCreate(&g2, 0));
+	alloc.alloc.bytesize = 22000021;
+	check(add2 && add2(&n, g2, NULL, NULL, 0, &alloc) == CUDA_SUCCESS, "cuGraphAddNode at 12030");
+	check(inst2 && inst2(&x2, g2, NULL, NULL, 0) == CUDA_SUCCESS, "cuGraphInstantiate at 11000");
+	CHECK_DRV(cuGraphLaunch(x2, s));
+	CHECK_DRV(cuStreamSynchronize(s));
+	CHECK_DRV(cuGraphExecDestroy(x2));
+	CHECK_DRV(cuGraphDestroy(g2));
+	CHECK_DRV(cuMemFree(alloc.alloc.dptr));
+	CHECK_DRV(cuGraphExecDestroy(x1));
+	CHECK_DRV(cuGraphDestroy(g1));
+
+	CHECK_DRV(cuMemAlloc(&d, 22000022));
+	CHECK_DRV(cuIpcGetMemHandle(&h, d));
+	CHECK_DRV(cuMemPoolCreate(&pool, &props));
+	CHECK_DRV(cuMemAllocFromPoolAsync(&p, 22000023, pool, s));
+	CHECK_DRV(cuStreamSynchronize(s));
+	CHECK_DRV(cuMemPoolExportToShareableHandle(&fd, pool, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
+	CHECK_DRV(cuMemPoolExportPointer(&data, p));
+	to_hex(&h, sizeof h, ipc_hex);
+	to_hex(&data, sizeof data, ptr_hex);
+	snprintf(fd_text, sizeof fd_text, "%d", fd);
+	fflush(NULL);
+	if ((pid = fork()) == 0) {
+		execl(self, self, "lookups-import", ipc_hex, fd_text, ptr_hex, (char *)NULL);
+		_exit(127);
+	}
+	check(pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0,
+	      "the importing child");
+	CHECK_DRV(cuMemFreeAsync(p, s));
+	CHECK_DRV(cuStreamSynchronize(s));
+	CHECK_DRV(cuMemPoolDestroy(pool));
+	CHECK_DRV(cuMemFree(d));
+	CHECK_DRV(cuStreamDestroy(s));
+}
+
+static NOINLINE void lookups_import(const char *ipc_hex, int fd, const char *ptr_hex)
+{
+	PFN_cuIpcOpenMemHandle_v11000 open1;
+	PFN_cuMemPoolImportPointer_v11020 import;
+	CUipcMemHandle h = {{0}};
+	CUmemPoolPtrExportData data = {{0}};
+	CUmemoryPool pool;
+	CUdeviceptr d, p;
+
+	from_hex(ipc_hex, &h, sizeof h);
+	from_hex(ptr_hex, &data, sizeof data);
+	driver_context();
+	/* the CUDA 4.1 ABI takes what the 11.0 one takes */
+	open1 = (PFN_cuIpcOpenMemHandle_v11000)lookup("cuIpcOpenMemHandle", 4010);
+	import = (PFN_cuMemPoolImportPointer_v11020)lookup("cuMemPoolImportPointer", 11020);
+	check(open1 && open1(&d, h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS) == CUDA_SUCCESS, "cuIpcOpenMemHandle at 4010");
+	CHECK_DRV(cuIpcCloseMemHandle(d));
+	CHECK_DRV(cuMemPoolImportFromShareableHandle(&pool, (void *)(intptr_t)fd,
+						     CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
+	check(import && import(&p, pool, &data) == CUDA_SUCCESS, "cuMemPoolImportPointer");
+	CHECK_DRV(cuMemFree(p));
+	CHECK_DRV(cuMemPoolDestroy(pool));
+}
+
+static void *entry(const char *name)
+{
+	enum cudaDriverEntryPointQueryResult st;
+	void *fn = NULL;
+
+	check(cudaGetDriverEntryPointByVersion(name, &fn, 12000, cudaEnableDefault, &st) == cudaSuccess && fn, name);
+	return fn;
+}
+
+static NOINLINE void entry_points(void)
+{
+	PFN_cuMemCreate_v10020 create = (PFN_cuMemCreate_v10020)entry("cuMemCreate");
+	PFN_cuMemAddressReserve_v10020 reserve = (PFN_cuMemAddressReserve_v10020)entry("cuMemAddressReserve");
+	PFN_cuMemMap_v10020 map = (PFN_cuMemMap_v10020)entry("cuMemMap");
+	PFN_cuMemUnmap_v10020 unmap = (PFN_cuMemUnmap_v10020)entry("cuMemUnmap");
+	PFN_cuMemRelease_v10020 release = (PFN_cuMemRelease_v10020)entry("cuMemRelease");
+	PFN_cuMemAddressFree_v10020 addr_free = (PFN_cuMemAddressFree_v10020)entry("cuMemAddressFree");
+	PFN_cuMemAlloc_v3020 alloc = NULL;
+	PFN_cuMemFree_v3020 release_alloc = NULL;
+	CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+				    .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0}};
+	CUmemGenericAllocationHandle h;
+	CUdeviceptr va, d;
+	enum cudaDriverEntryPointQueryResult st;
+
+	CHECK_RT(cudaSetDevice(0));
+	CHECK_RT(cudaFree(NULL)); /* the runtime's context, current */
+	check(create && reserve && map && unmap && release && addr_free, "the VMM entry points");
+	if (!create || !reserve || !map || !unmap || !release || !addr_free)
+		return;
+	CHECK_DRV(create(&h, 12 << 20, &prop, 0));
+	CHECK_DRV(reserve(&va, 12 << 20, 0, 0, 0));
+	CHECK_DRV(map(va, 12 << 20, 0, h, 0));
+	CHECK_DRV(unmap(va, 12 << 20));
+	CHECK_DRV(release(h));
+	CHECK_DRV(addr_free(va, 12 << 20));
+	CHECK_RT(cudaGetDriverEntryPoint("cuMemAlloc", (void **)&alloc, cudaEnableDefault, &st));
+	CHECK_RT(cudaGetDriverEntryPoint("cuMemFree", (void **)&release_alloc, cudaEnableDefault, &st));
+	check(alloc && release_alloc, "cuMemAlloc and cuMemFree through cudaGetDriverEntryPoint");
+	if (alloc && release_alloc) {
+		CHECK_DRV(alloc(&d, 22000030));
+		CHECK_DRV(release_alloc(d));
+	}
+}
+
 int main(int argc, char **argv)
 {
 	const char *mode = argc > 1 ? argv[1] : "";
@@ -322,6 +517,12 @@ int main(int argc, char **argv)
 		libraries(argv[2]);
 	else if (!strcmp(mode, "import") && argc > 3)
 		ipc_import(argv[2], atoi(argv[3]));
+	else if (!strcmp(mode, "entrypoints"))
+		entry_points();
+	else if (!strcmp(mode, "lookups"))
+		lookups(argv[0]);
+	else if (!strcmp(mode, "lookups-import") && argc > 4)
+		lookups_import(argv[2], atoi(argv[3]), argv[4]);
 	else {
 		fprintf(stderr, "usage: paths MODE (see the comment at the top of paths.c)\n");
 		return 2;

@@ -1,6 +1,7 @@
 """Issue 22's paths, end to end under memtap run on simgpu: frees of NULL, a driver layer
 in front of the driver, arrays, host registration, IPC imports, pool attributes, graph
-memory nodes, and the report's by-library section."""
+memory nodes, and the report's by-library section; issue 37's: the entries at the
+versions NVIDIA's runtime looks up, and the driver entry points the runtime hands out."""
 import glob
 import json
 import os
@@ -14,6 +15,7 @@ B = os.environ["MT_BUILDDIR"]
 MEMTAP = os.path.join(B, "tools/memtap/memtap")
 PATHS = os.path.join(B, "tests/recorder/paths")
 TMP = scratch("paths")
+MiB = 1 << 20
 
 
 def record(name, argv, env=None):
@@ -144,9 +146,41 @@ if ok(len(child) == 1, "IPC: the importer's trace has the import"):
        all(d["peak_allocated_bytes"] == 0 for d in rep["devices"]),
        "IPC: closed and released; the importer's devices hold none of it", rep and (rep["events"], rep["devices"]))
 
+# ---- the entries at the versions NVIDIA's runtime asks for ----
+API_DRIVER, API_POOL, API_GRAPH = 1, 5, 13
+p, traces = record("lookups", [PATHS, "lookups"])
+ok(p.returncode == 0 and len(traces) == 2, "lookups: exporter and importer ran, a trace each", p.stderr)
+made = {t: [(e["kind"], e["flags"], e["size"]) for e in dump(t) if e["kind"] in ("alloc", "free", "alloc_failed")]
+        for t in traces}
+exporter = [t for t in traces if ("alloc", API_GRAPH, 22000020) in made[t]]
+importer = [t for t in traces if ("alloc", API_IPC, 22000022) in made[t]]
+ok(len(exporter) == 1 and [a for a in made[exporter[0]] if a[0] == "alloc"] ==
+   [("alloc", API_GRAPH, 22000020), ("alloc", API_GRAPH, 22000021), ("alloc", API_DRIVER, 22000022),
+    ("alloc", API_POOL, 22000023)],
+   "cuGraphAddNode (12020, 12030) and cuGraphInstantiate (10000, 11000): graph memory recorded as the launch backs it",
+   made)
+ok(len(importer) == 1 and made[importer[0]] == [("alloc", API_IPC, 22000022), ("free", 0, 0),
+                                                ("alloc", API_IPC, 22000023), ("free", 0, 0)],
+   "cuIpcOpenMemHandle (4010) and cuMemPoolImportPointer (11020): imports of their size, each closed or freed", made)
+for name, t in (("exporter", exporter), ("importer", importer)):
+    _, rep = report(t[0]) if t else (None, None)
+    ok(rep and rep["events"]["unmatched_frees"] == 0 and rep["live_at_exit"] == [],
+       "lookups, the %s: every free matches what was recorded" % name, rep and rep["events"])
+
+# ---- the driver entry points the runtime hands out, however it finds them ----
+for name, how, env in (("gpa", "through the cuGetProcAddress it looked up", {}),
+                       ("private", "through the driver's private tables", {"SIMGPU_ENTRY_POINTS": "private"})):
+    p, traces = record("entrypoints-" + name, [PATHS, "entrypoints"], env)
+    got = [(e["kind"], e["size"]) for e in dump(traces[0])
+           if e["kind"] not in ("thread", "device", "meminfo", "exit")] if len(traces) == 1 else p.stderr
+    ok(p.returncode == 0 and got == [("vmm_create", 12 * MiB), ("vmm_reserve", 12 * MiB), ("vmm_map", 12 * MiB),
+                                     ("vmm_unmap", 12 * MiB), ("vmm_release", 0), ("vmm_addr_free", 12 * MiB),
+                                     ("alloc", 22000030), ("free", 0)],
+       "cudaGetDriverEntryPoint(ByVersion) %s: cuMemCreate, cuMemMap, cuMemUnmap, cuMemRelease and cuMemAlloc "
+       "recorded" % how, got)
+
 # ---- which library holds the memory, and what no hook saw ----
 LIBS = os.path.join(B, "tests/recorder/libs/.libs")
-MiB = 1 << 20
 p, traces = record("libraries", [PATHS, "libraries", LIBS], {"SIMGPU_CONTEXT_MEM": "300MiB"})
 if one_trace("libraries", traces, p):
     used = int(p.stdout.split()[1])

@@ -50,6 +50,9 @@ if one_trace("runtime API", traces, p):
     ok(sizes(ev, "host_alloc") == [1000004, 1000005], "runtime API: pinned host memory, a kind of its own")
     ok(all("runtime_paths" in e["functions"] for e in ev if e["kind"].endswith("alloc")),
        "runtime API: stacks start at the application's call site")
+    ok(all(e["modules"][e["functions"].index("runtime_paths")] == "workload" for e in ev
+           if e["kind"].endswith("alloc")), "memtap dump --json: each frame's library beside its function",
+       [e["modules"] for e in ev][:2])
     _, rep = report(traces[0])
     ok(rep["events"]["frees"] == 9 and rep["live_at_exit"] == [], "runtime API: every free matched, nothing live")
     ok(any(e["kind"] == "free" and e["error"] for e in ev), "runtime API: the failed free is recorded with its error")
@@ -121,6 +124,20 @@ ok(p.returncode == -6 and len(traces) == 1, "abort(): memtap run ends by SIGABRT
 if traces:
     rp, rep = report(traces[0])
     ok(rp.returncode == 3 and rep and not rep["complete"], "abort(): the trace reads back, cut short", rp.stderr)
+
+# ---- a library's constructor that allocates before memtap's own runs ----
+p, traces = record("early", [os.path.join(B, "tests/recorder/early")])
+if one_trace("an allocation in a library's constructor", traces, p):
+    ev = [e for e in dump(traces[0]) if e["kind"] == "alloc"]
+    ok([(e["size"], e["flags"] >> 7) for e in ev] == [(22000040, 1), (22000041, 0)] and
+       "allocate_early" in ev[0]["functions"], "an allocation made before memtap's constructor ran is recorded, "
+       "with its stack, marked early; the next one is not", ev)
+    _, rep = report(traces[0])
+    ok(rep["events"]["unmatched_frees"] == 0 and rep["events"]["early_allocs"] == 1 and
+       rep["events"]["early_alloc_bytes"] == 22000040, "its free matches it; the report counts it", rep["events"])
+    text = subprocess.run([MEMTAP, "report", traces[0]], capture_output=True, text=True).stdout
+    ok("1 of them (20.98 MiB) made in constructors of libraries loaded after memtap" in text,
+       "and says so", text[:400])
 
 # ---- NVTX phases, tags, marks, snapshots, OOM ----
 p, traces = record("nvtx", [WORK, "nvtx"])

@@ -4,7 +4,9 @@ a new toolkit is checked as it is), every one is served, and it stops cleanly at
 cuGetExportTable, which simgpu refuses. Replaying that list under memtap: a wrapper for
 each allocation entry memtap hooks, at the ABI of the version asked (the symbol the
 driver returned), the driver's own pointer for everything else, the driver's result
-and status for all. simgpu's runtime makes the same lookups in the same order."""
+and status for all; and every entry that makes, imports or gives back memory, told by
+CUDA's own names rather than memtap's list, comes back wrapped at every version the
+runtime asks. simgpu's runtime makes the same lookups in the same order."""
 import os
 import re
 import subprocess
@@ -31,6 +33,32 @@ DRVONLY = os.path.join(TMP, "driver")
 os.makedirs(DRVONLY)
 os.symlink(os.path.join(B, "tools/simgpu/.libs/libcuda.so.1"), os.path.join(DRVONLY, "libcuda.so.1"))
 HOOKED = set(re.findall(r"^DRV\(\w+, (\w+),", open(os.path.join(S, "src/recorder/driver_hooks.def")).read(), re.M))
+
+# Memory entries, by CUDA's naming: a name about memory, arrays, graphs or IPC with a verb
+# that makes or gives back (cuGraphics*, the graphics interop, maps other APIs' resources)
+MEMORY_NOUN = re.compile(r"Mem|Array|Graph|Ipc")
+MEMORY_VERB = re.compile(r"Alloc|Free|Create|Release|Destroy|Map|Unmap|Import|Register|Unregister|Reserve|"
+                         r"Instantiate|Launch|Upload|AddNode|Trim|Open|Close")
+# what those words also name that makes no memory, or memory memtap does not follow
+NOT_MEMORY = {
+    "cuGraphCreate": "an empty graph: its memory nodes are followed as they are added",
+    "cuGraphConditionalHandleCreate": "a conditional node's handle",
+    "cuGraphDestroyNode": "cuda.h: no node of a graph with memory nodes can be destroyed",
+    "cuGraphMemAllocNodeGetParams": "reads a node's parameters",
+    "cuGraphMemFreeNodeGetParams": "reads a node's parameters",
+    "cuGraphReleaseUserObject": "a user object's reference",
+    "cuIpcOpenEventHandle": "an event",
+    "cuMemPoolImportFromShareableHandle": "a pool's handle: its allocations come with cuMemPoolImportPointer",
+    "cuImportExternalMemory": "Vulkan's or Direct3D's memory: not followed (docs/RECORDER.md)",
+    "cuExternalMemoryGetMappedBuffer": "Vulkan's or Direct3D's memory: not followed (docs/RECORDER.md)",
+    "cuExternalMemoryGetMappedMipmappedArray": "Vulkan's or Direct3D's memory: not followed (docs/RECORDER.md)",
+    "cuDestroyExternalMemory": "Vulkan's or Direct3D's memory: not followed (docs/RECORDER.md)",
+}
+
+
+def is_memory(name):
+    return (bool(MEMORY_NOUN.search(name) and MEMORY_VERB.search(name[2:])) and name not in NOT_MEMORY
+            and not name.startswith("cuGraphics"))
 
 
 def run(name, argv, libpath, memtap=False):
@@ -107,6 +135,14 @@ for under in (False, True):
         if not good:
             wrong_ptr.append((g, d))
     ok(not wrong_status, "replay %s: the driver's result and status for every lookup" % tag, wrong_status[:5])
+    if under:
+        memory = [g for g in got if is_memory(g[0])]
+        bare = [g for g in memory if not g[6].startswith("libmemtap")]
+        ok(len(memory) >= 40 and not bare, "replay under memtap: each of the %d memory entries the runtime asks for, "
+           "at each version and flag it asks, comes back wrapped" % len(memory), bare)
+        names = {g[0] for g in got}
+        ok(set(NOT_MEMORY) <= names, "the entries told apart as making no memory are ones the runtime asks for",
+           set(NOT_MEMORY) - names)
     ok(not wrong_ptr, "replay %s: %s" % (tag, "a wrapper at the ABI asked for each of %d allocation entries, "
                                          "the driver's pointer for the rest" % wrapped if under
                                          else "the driver's pointer for every lookup"), wrong_ptr[:5])

@@ -45,7 +45,7 @@ const char report_usage[] =
 const char dump_usage[] = "usage: memtap dump TRACE [--json]\n"
 			  "Every event in time order: time (ns since start), thread, kind, device, address, size,\n"
 			  "aux, aux2, stack, phase, tag, error. --json writes one JSON object per line, with the\n"
-			  "function names of the event's stack.\n";
+			  "function names of the event's stack and the libraries they are in.\n";
 
 bool read_trace(const char *path, struct mt_trace *t)
 {
@@ -443,6 +443,13 @@ int cmd_dump(int argc, char **argv)
 			if (f)
 				fputs(", ", stdout);
 			mt_json_str(stdout, fr->function ? fr->function : "?");
+		}
+		fputs("], \"modules\": [", stdout);
+		for (uint32_t f = 0; e->stack < t.nstacks && f < t.stacks[e->stack].depth; f++) {
+			const struct mt_frame *fr = mt_symbols_frame(sym, t.stacks[e->stack].frames[f]);
+			if (f)
+				fputs(", ", stdout);
+			mt_json_str(stdout, fr->module ? fr->module : "?");
 		}
 		puts("]}");
 	}

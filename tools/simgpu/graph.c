@@ -600,8 +600,8 @@ CUresult CUDAAPI cuGraphAddEventWaitNode(CUgraphNode *phGraphNode, CUgraph hGrap
 	return add_event(phGraphNode, hGraph, dependencies, numDependencies, event, CU_GRAPH_NODE_TYPE_WAIT_EVENT);
 }
 
-CUresult CUDAAPI cuGraphAddMemAllocNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
-					size_t numDependencies, CUDA_MEM_ALLOC_NODE_PARAMS *p)
+static CUresult add_mem_alloc(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
+			      size_t numDependencies, CUDA_MEM_ALLOC_NODE_PARAMS *p)
 {
 	CUresult r = sim_check_init();
 	int dev;
@@ -632,8 +632,14 @@ CUresult CUDAAPI cuGraphAddMemAllocNode(CUgraphNode *phGraphNode, CUgraph hGraph
 	return r;
 }
 
-CUresult CUDAAPI cuGraphAddMemFreeNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
-				       size_t numDependencies, CUdeviceptr dptr)
+CUresult CUDAAPI cuGraphAddMemAllocNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
+					size_t numDependencies, CUDA_MEM_ALLOC_NODE_PARAMS *p)
+{
+	return add_mem_alloc(phGraphNode, hGraph, dependencies, numDependencies, p);
+}
+
+static CUresult add_mem_free(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
+			     size_t numDependencies, CUdeviceptr dptr)
 {
 	CUresult r;
 
@@ -647,6 +653,66 @@ CUresult CUDAAPI cuGraphAddMemFreeNode(CUgraphNode *phGraphNode, CUgraph hGraph,
 	}
 	sim_unlock();
 	return r;
+}
+
+CUresult CUDAAPI cuGraphAddMemFreeNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
+				       size_t numDependencies, CUdeviceptr dptr)
+{
+	return add_mem_free(phGraphNode, hGraph, dependencies, numDependencies, dptr);
+}
+
+/* CUDA 12.2's generic node, for the kinds simgpu builds from parameters alone: memory
+ * nodes (cuGraphAddMemAllocNode's, the address written back) and empty nodes; any other
+ * kind is refused as not supported. */
+static CUresult add_node(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t ndeps, CUgraphNodeParams *p)
+{
+	CUresult r = sim_check_init();
+
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (!p)
+		return CUDA_ERROR_INVALID_VALUE;
+	switch (p->type) {
+	case CU_GRAPH_NODE_TYPE_MEM_ALLOC: {
+		CUDA_MEM_ALLOC_NODE_PARAMS a = {.poolProps = p->alloc.poolProps,
+						.accessDescs = p->alloc.accessDescs,
+						.accessDescCount = p->alloc.accessDescCount,
+						.bytesize = p->alloc.bytesize};
+		r = add_mem_alloc(out, g, deps, ndeps, &a);
+		if (r == CUDA_SUCCESS)
+			p->alloc.dptr = a.dptr;
+		return r;
+	}
+	case CU_GRAPH_NODE_TYPE_MEM_FREE:
+		return add_mem_free(out, g, deps, ndeps, p->free.dptr);
+	case CU_GRAPH_NODE_TYPE_EMPTY:
+		sim_lock();
+		r = add(out, g, deps, ndeps, CU_GRAPH_NODE_TYPE_EMPTY);
+		sim_unlock();
+		return r;
+	default:
+		return CUDA_ERROR_NOT_SUPPORTED;
+	}
+}
+
+CUresult CUDAAPI sim_add_node_v1(CUgraphNode *, CUgraph, const CUgraphNode *, size_t,
+				 CUgraphNodeParams *) __asm__("cuGraphAddNode");
+CUresult CUDAAPI sim_add_node_v1(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, size_t ndeps,
+				 CUgraphNodeParams *p)
+{
+	return add_node(out, g, deps, ndeps, p);
+}
+
+/* the v2 ABI (12.3) adds edge data: only the default edge is simulated */
+CUresult CUDAAPI cuGraphAddNode(CUgraphNode *out, CUgraph g, const CUgraphNode *deps, const CUgraphEdgeData *edges,
+				size_t ndeps, CUgraphNodeParams *p)
+{
+	static const CUgraphEdgeData plain;
+
+	for (size_t i = 0; edges && i < ndeps; i++)
+		if (memcmp(&edges[i], &plain, sizeof plain) != 0)
+			return CUDA_ERROR_NOT_SUPPORTED;
+	return add_node(out, g, deps, ndeps, p);
 }
 
 CUresult CUDAAPI cuGraphMemAllocNodeGetParams(CUgraphNode hNode, CUDA_MEM_ALLOC_NODE_PARAMS *params_out)

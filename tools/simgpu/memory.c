@@ -148,9 +148,9 @@ CUresult CUDAAPI cuMemAllocPitch(CUdeviceptr *dptr, size_t *pitch, size_t width,
 	return r;
 }
 
-/* Frees device, pooled, managed or graph memory; pinned host memory is not cuMemFree's
- * to free. Freeing 0 succeeds, as the real driver's does (the runtime's cudaFree(NULL)
- * reaches it). */
+/* Frees device, pooled, managed, graph or pool-imported memory; pinned host memory is
+ * not cuMemFree's to free. Freeing 0 succeeds, as the real driver's does (the runtime's
+ * cudaFree(NULL) reaches it). */
 CUresult CUDAAPI cuMemFree(CUdeviceptr ptr)
 {
 	int dev;
@@ -165,6 +165,8 @@ CUresult CUDAAPI cuMemFree(CUdeviceptr ptr)
 	g = b ? NULL : sim_graph_alloc_at(ptr);
 	if (g)
 		r = sim_graph_alloc_free(g);
+	else if (!b && sim_pool_import_free(ptr))
+		r = CUDA_SUCCESS;
 	else if (!b || b->cached || b->kind == SIM_KIND_HOST || b->kind == SIM_KIND_ARRAY)
 		r = CUDA_ERROR_INVALID_VALUE;
 	else if (b->kind == SIM_KIND_MANAGED)

@@ -3,11 +3,17 @@
  * device, as the real driver's pools are) and reuses them; at synchronisation it
  * releases what it holds above its release threshold (default 0), and when a request
  * would not fit it first releases the unused memory of the device's pools. On a
- * capturing stream an allocation or a free becomes a graph memory node (graph.c). */
+ * capturing stream an allocation or a free becomes a graph memory node (graph.c). A
+ * pool made for file descriptors is shared with other processes: its handle is a file
+ * naming the exporter's process and pool, an allocation's export data its address and
+ * size, and an import is a range of this process's addresses, freed as any allocation. */
+#define _GNU_SOURCE /* memfd_create */
 #include "sim.h"
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 void sim_pool_init(struct CUmemPoolHandle_st *p, int device, bool is_default)
 {
@@ -135,8 +141,8 @@ static CUresult pool_alloc(CUdeviceptr *dptr, size_t size, CUmemoryPool pool, CU
 		pool = sim.dev[dev].current_pool;
 	if (!sim_valid_stream(stream)) {
 		r = CUDA_ERROR_INVALID_HANDLE;
-	} else if (!pool || (!pool->is_default && sim_map_get(&sim.pools, (uintptr_t)pool) != pool)) {
-		r = CUDA_ERROR_INVALID_VALUE;
+	} else if (!pool || (!pool->is_default && sim_map_get(&sim.pools, (uintptr_t)pool) != pool) || pool->from_pid) {
+		r = CUDA_ERROR_INVALID_VALUE; /* unknown, or imported: only its owner allocates from it */
 	} else if (sim_capturing(stream)) {
 		r = sim_capture_alloc(stream, pool->device, size, dptr);
 		sim_unlock();
@@ -203,6 +209,8 @@ static CUresult free_async(CUdeviceptr ptr, CUstream h)
 		r = sim_capture_free(h, sim_capture_graph(h), ptr);
 	else if (g)
 		r = sim_graph_alloc_free(g);
+	else if (!b && sim_pool_import_free(ptr))
+		r = CUDA_SUCCESS;
 	else if (!b || b->cached || (b->kind != SIM_KIND_POOLED && b->kind != SIM_KIND_DEVICE))
 		r = CUDA_ERROR_INVALID_VALUE;
 	else if (b->kind == SIM_KIND_POOLED)
@@ -251,6 +259,7 @@ CUresult CUDAAPI cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *props
 	if (!p)
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	sim_pool_init(p, props->location.id, false);
+	p->shareable = props->handleTypes & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
 	sim_lock();
 	if (sim_map_put(&sim.pools, (uintptr_t)p, p)) {
 		free(p);
@@ -412,4 +421,147 @@ CUresult CUDAAPI cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool)
 		r = CUDA_ERROR_INVALID_VALUE;
 	sim_unlock();
 	return r;
+}
+
+/* ---- sharing with other processes ------------------------------------------------------ */
+
+#define POOL_MAGIC 0x73696d67706f6f6cull /* "simgpool" */
+#define PTR_MAGIC 0x73696d6770707472ull	 /* "simgpptr" */
+
+struct pool_share {
+	uint64_t magic, pid;
+	uintptr_t pool;
+	int32_t device;
+};
+
+struct ptr_share {
+	uint64_t magic, pid;
+	uintptr_t pool, addr;
+	uint64_t size;
+};
+_Static_assert(sizeof(struct ptr_share) <= sizeof(CUmemPoolPtrExportData), "export data holds it");
+
+CUresult CUDAAPI cuMemPoolExportToShareableHandle(void *handle_out, CUmemoryPool pool, CUmemAllocationHandleType type,
+						  unsigned long long flags)
+{
+	CUresult r = sim_check_init();
+	struct pool_share sh = {POOL_MAGIC, (uint64_t)getpid(), (uintptr_t)pool, 0};
+	int fd = -1;
+
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (!handle_out || flags != 0)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+		return CUDA_ERROR_NOT_SUPPORTED;
+	sim_lock();
+	if (!valid_pool(pool) || !pool->shareable || pool->from_pid)
+		r = CUDA_ERROR_INVALID_VALUE;
+	else if ((sh.device = pool->device, fd = memfd_create("simgpu-pool", 0)) < 0 ||
+		 pwrite(fd, &sh, sizeof sh, 0) != (ssize_t)sizeof sh)
+		r = CUDA_ERROR_OUT_OF_MEMORY;
+	sim_unlock();
+	if (r != CUDA_SUCCESS) {
+		if (fd >= 0)
+			close(fd);
+		return r;
+	}
+	*(int *)handle_out = fd;
+	return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuMemPoolImportFromShareableHandle(CUmemoryPool *pool_out, void *handle,
+						    CUmemAllocationHandleType type, unsigned long long flags)
+{
+	CUresult r = sim_check_init();
+	struct pool_share sh;
+	struct CUmemPoolHandle_st *p;
+
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (!pool_out || flags != 0)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+		return CUDA_ERROR_NOT_SUPPORTED;
+	if (pread((int)(intptr_t)handle, &sh, sizeof sh, 0) != (ssize_t)sizeof sh || sh.magic != POOL_MAGIC ||
+	    sh.device < 0 || sh.device >= sim.ndev)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (sh.pid == (uint64_t)getpid())
+		return CUDA_ERROR_INVALID_CONTEXT;
+	if (!(p = malloc(sizeof *p)))
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	sim_pool_init(p, sh.device, false);
+	p->from_pid = sh.pid;
+	p->from_pool = sh.pool;
+	sim_lock();
+	if (sim_map_put(&sim.pools, (uintptr_t)p, p)) {
+		free(p);
+		r = CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	sim_unlock();
+	if (r == CUDA_SUCCESS)
+		*pool_out = p;
+	return r;
+}
+
+CUresult CUDAAPI cuMemPoolExportPointer(CUmemPoolPtrExportData *out, CUdeviceptr ptr)
+{
+	CUresult r = sim_check_init();
+	struct sim_block *b;
+
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (!out)
+		return CUDA_ERROR_INVALID_VALUE;
+	sim_lock();
+	b = sim_map_get(&sim.blocks, ptr);
+	if (!b || b->kind != SIM_KIND_POOLED || b->cached || !b->pool->shareable) {
+		r = CUDA_ERROR_INVALID_VALUE;
+	} else {
+		struct ptr_share sh = {PTR_MAGIC, (uint64_t)getpid(), (uintptr_t)b->pool, b->addr, b->size};
+		memset(out, 0, sizeof *out);
+		memcpy(out->reserved, &sh, sizeof sh);
+	}
+	sim_unlock();
+	return r;
+}
+
+CUresult CUDAAPI cuMemPoolImportPointer(CUdeviceptr *ptr_out, CUmemoryPool pool, CUmemPoolPtrExportData *data)
+{
+	CUresult r = sim_check_init();
+	struct ptr_share sh;
+	size_t span;
+	uintptr_t addr;
+
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (!ptr_out || !data)
+		return CUDA_ERROR_INVALID_VALUE;
+	memcpy(&sh, data->reserved, sizeof sh);
+	span = (sh.size + SIM_ALIGN - 1) & ~(size_t)(SIM_ALIGN - 1);
+	sim_lock();
+	if (!valid_pool(pool) || !pool->from_pid || sh.magic != PTR_MAGIC || sh.pid != pool->from_pid ||
+	    sh.pool != pool->from_pool || !sh.size)
+		r = CUDA_ERROR_INVALID_VALUE;
+	else if (sim_space_alloc(&sim.dev[pool->device].space, span, SIM_ALIGN, 0, &addr))
+		r = CUDA_ERROR_OUT_OF_MEMORY;
+	else if (sim_extent_add(addr, sh.size, SIM_EXT_POOL_IMPORT, pool->device, NULL)) {
+		sim_space_free(&sim.dev[pool->device].space, addr, span);
+		r = CUDA_ERROR_OUT_OF_MEMORY;
+	} else {
+		*ptr_out = addr;
+	}
+	sim_unlock();
+	return r;
+}
+
+bool sim_pool_import_free(uintptr_t ptr)
+{
+	const struct sim_extent *e = sim_extent_find(ptr);
+
+	if (!e || e->kind != SIM_EXT_POOL_IMPORT || e->start != ptr)
+		return false;
+	sim_space_free(&sim.dev[e->device].space, e->start, (e->size + SIM_ALIGN - 1) & ~(size_t)(SIM_ALIGN - 1));
+	sim_extent_del(e->start);
+	return true;
 }

@@ -2,7 +2,8 @@
  * the version asked, its per-thread twin for the per-thread flag, the real statuses for
  * unknown names and too-old versions. Also the log that $SIMGPU_LOG names: every lookup
  * with its answer, every refused call, every launch; it shows what a program asked of
- * the driver, which is how the tests compare NVIDIA's runtime with simgpu's. */
+ * the driver, which is how the tests compare NVIDIA's runtime with simgpu's. And the same
+ * lookup under a private name, simgpu's stand-in for the driver's private tables. */
 #include "sim.h"
 
 #include <fcntl.h>
@@ -127,4 +128,13 @@ CUresult CUDAAPI sim_get_proc_address_v1(const char *, void **, int, cuuint64_t)
 CUresult CUDAAPI sim_get_proc_address_v1(const char *symbol, void **pfn, int version, cuuint64_t flags)
 {
 	return logged(symbol, pfn, version, flags, NULL);
+}
+
+/* The same lookup by a name no tool wraps: the runtime's path with SIMGPU_ENTRY_POINTS=
+ * private, as NVIDIA's runtime may serve cudaGetDriverEntryPoint through the driver's
+ * private tables (cuGetExportTable), past the cuGetProcAddress a tool handed it. */
+SIM_EXPORT CUresult simgpu_private_proc_address(const char *symbol, void **pfn, int version, cuuint64_t flags,
+						CUdriverProcAddressQueryResult *status)
+{
+	return logged(symbol, pfn, version, flags, status);
 }

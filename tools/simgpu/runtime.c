@@ -6,6 +6,7 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "runtime.h"
@@ -82,9 +83,16 @@ static const struct {
 #undef RT_DRV
 };
 
+/* Where cudaGetDriverEntryPoint* asks: the cuGetProcAddress the driver handed out for
+ * itself, as NVIDIA's runtime does at least for cuGetProcAddress's own lookups, or with
+ * SIMGPU_ENTRY_POINTS=private the driver's private lookup (procaddr.c), which a tool
+ * that wraps cuGetProcAddress never sees. */
+static PFN_cuGetProcAddress_v12000 private_gpa;
+
 static void load_driver(void)
 {
 	PFN_cuGetProcAddress_v12000 gpa;
+	const char *entry = getenv("SIMGPU_ENTRY_POINTS");
 	CUdriverProcAddressQueryResult st;
 	void *h = dlopen("libcuda.so.1", RTLD_NOW);
 
@@ -94,6 +102,8 @@ static void load_driver(void)
 	gpa = (PFN_cuGetProcAddress_v12000)dlsym(h, "cuGetProcAddress_v2");
 	if (!gpa)
 		return;
+	if (entry && !strcmp(entry, "private"))
+		private_gpa = (PFN_cuGetProcAddress_v12000)dlsym(h, "simgpu_private_proc_address");
 	{
 		void *probe = NULL;
 		gpa("", &probe, 0, 0, &st); /* the real runtime's opening probe */
@@ -624,8 +634,7 @@ cudaError_t CUDARTAPI cudaGetDriverEntryPointByVersion(const char *symbol, void 
 	READY();
 	if (!symbol || !funcPtr)
 		return rt_note(cudaErrorInvalidValue);
-	/* through the cuGetProcAddress the driver handed out for itself, as the real runtime does */
-	r = DRV(cuGetProcAddress, 12000)(symbol, funcPtr, (int)cudaVersion, flags, &st);
+	r = (private_gpa ? private_gpa : DRV(cuGetProcAddress, 12000))(symbol, funcPtr, (int)cudaVersion, flags, &st);
 	if (driverStatus)
 		*driverStatus = (enum cudaDriverEntryPointQueryResult)st;
 	/* a missing symbol is reported through driverStatus, not as an error */

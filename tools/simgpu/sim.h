@@ -68,12 +68,13 @@ void *sim_map_at(const struct sim_map *m, size_t slot); /* NULL for an empty slo
 
 /* Every live range a pointer may fall in, sorted, for copies, memsets, pointer queries. */
 enum sim_ext {
-	SIM_EXT_BLOCK,	    /* struct sim_block: cuMemAlloc, pools, managed, pinned */
-	SIM_EXT_REGISTERED, /* cuMemHostRegister: host memory */
-	SIM_EXT_MAPPING,    /* cuMemMap */
-	SIM_EXT_GRAPH,	    /* a graph memory node's address range (struct sim_graph_alloc) */
-	SIM_EXT_GLOBAL,	    /* a module's global variable */
-	SIM_EXT_IPC,	    /* memory opened with cuIpcOpenMemHandle */
+	SIM_EXT_BLOCK,	     /* struct sim_block: cuMemAlloc, pools, managed, pinned */
+	SIM_EXT_REGISTERED,  /* cuMemHostRegister: host memory */
+	SIM_EXT_MAPPING,     /* cuMemMap */
+	SIM_EXT_GRAPH,	     /* a graph memory node's address range (struct sim_graph_alloc) */
+	SIM_EXT_GLOBAL,	     /* a module's global variable */
+	SIM_EXT_IPC,	     /* memory opened with cuIpcOpenMemHandle */
+	SIM_EXT_POOL_IMPORT, /* another process's pool allocation, cuMemPoolImportPointer */
 };
 
 struct sim_extent {
@@ -123,6 +124,9 @@ struct CUmemPoolHandle_st {
 	int reuse_flags[3];
 	struct sim_block **cache; /* freed blocks kept for reuse */
 	size_t ncache, capcache;
+	bool shareable;	     /* made for POSIX file descriptors: it can be exported */
+	uint64_t from_pid;   /* imported: the exporting process (0: made here) */
+	uintptr_t from_pool; /* and its pool there */
 };
 
 /* A graph memory node's allocation (graph.c): its address is reserved when the node is
@@ -253,6 +257,9 @@ void sim_pool_init(struct CUmemPoolHandle_st *p, int device, bool is_default);
 void sim_pool_return(struct sim_block *b); /* a free: the block stays reserved, cached */
 void sim_pool_trim(struct CUmemPoolHandle_st *p, size_t keep);
 void sim_pools_sync(int dev); /* release what each pool holds above its threshold */
+/* A free of an allocation imported from another process's pool: its mapping goes (the
+ * exporter's memory stays). False when ptr is none. Under the lock. */
+bool sim_pool_import_free(uintptr_t ptr);
 
 /* Copies and memsets (copy.c), also run by graph launches: checked, then done when run
  * is true. Under the lock. */
