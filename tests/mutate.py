@@ -10,6 +10,7 @@ Not part of make check: a survivor costs a whole suite run. The tree is restored
 each mutation, whatever happens; run it in a worktree of its own while others work."""
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -53,7 +54,20 @@ def run_test(build, test):
     return p.returncode == 0
 
 
+def interrupted(sig, _frame):
+    raise KeyboardInterrupt(signal.Signals(sig).name)  # the planted file is restored on the way out
+
+
 def main():
+    args = sys.argv[1:]
+    if "--only" in args:
+        at = args.index("--only")
+        args = args[:at] + args[at + 2:] if at + 1 < len(args) else ["--only"]
+    if [a for a in args if a.startswith("-") and a != "--list"]:
+        print("usage: " + __doc__.split("\n\n")[1].strip(), file=sys.stderr)
+        return 2
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, interrupted)
     build = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 and not sys.argv[1].startswith("-") else "build")
     only = sys.argv[sys.argv.index("--only") + 1] if "--only" in sys.argv else None
     mutations = parse(os.path.join(S, "tests/mutations.txt"))
