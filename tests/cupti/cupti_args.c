@@ -291,12 +291,64 @@ static void graphs(void)
 	printf("cuDeviceGraphMemTrim device=%d\n", CURRENT);
 }
 
+/* The generic and older graph entries (tests/recorder/args.c's driver_graph_lookups) */
+static void graph_lookups(void)
+{
+	CUgraphNodeParams p[2] = {
+	    {.type = CU_GRAPH_NODE_TYPE_MEM_ALLOC,
+	     .alloc = {.poolProps = {.allocType = CU_MEM_ALLOCATION_TYPE_PINNED, .location = current},
+		       .bytesize = 24000017,
+		       .dptr = 0x760000000000ull}},
+	    {.type = CU_GRAPH_NODE_TYPE_MEM_ALLOC,
+	     .alloc = {.poolProps = {.allocType = CU_MEM_ALLOCATION_TYPE_PINNED, .location = other},
+		       .bytesize = 24000018,
+		       .dptr = 0x760004000000ull}}};
+	CUgraph g[2] = {(CUgraph)0x6107, (CUgraph)0x6108};
+	CUgraphExec x[2] = {exec_of(g[0]), exec_of(g[1])};
+	CUgraphNode n = NULL;
+
+	cuGraphAddNode_params a0 = {&n, g[0], NULL, 0, &p[0]};
+	FIRE(cuGraphAddNode, a0);
+	printf("cuGraphAddNode graph=%llu addr=%llu size=24000017 device=%d\n", U(g[0]), U(p[0].alloc.dptr), CURRENT);
+	cuGraphAddNode_v2_params a1 = {&n, g[1], NULL, NULL, 0, &p[1]};
+	FIRE(cuGraphAddNode_v2, a1);
+	printf("cuGraphAddNode_v2 graph=%llu addr=%llu size=24000018 device=%d\n", U(g[1]), U(p[1].alloc.dptr), OTHER);
+	cuGraphInstantiate_params i0 = {&x[0], g[0], NULL, NULL, 0};
+	FIRE(cuGraphInstantiate, i0);
+	printf("cuGraphInstantiate exec=%llu graph=%llu\n", U(x[0]), U(g[0]));
+	cuGraphInstantiate_v2_params i1 = {&x[1], g[1], NULL, NULL, 0};
+	FIRE(cuGraphInstantiate_v2, i1);
+	printf("cuGraphInstantiate_v2 exec=%llu graph=%llu\n", U(x[1]), U(g[1]));
+	cuGraphLaunch_params l0 = {x[0], s1};
+	FIRE(cuGraphLaunch, l0);
+	printf("cuGraphLaunch exec=%llu stream=%llu backs=%llu\n", U(x[0]), U(s1), U(p[0].alloc.dptr));
+	cuGraphUpload_params u1 = {x[1], s1};
+	FIRE(cuGraphUpload, u1);
+	printf("cuGraphUpload exec=%llu stream=%llu backs=%llu\n", U(x[1]), U(s1), U(p[1].alloc.dptr));
+	cuGraphExecDestroy_params e1 = {x[1]};
+	FIRE(cuGraphExecDestroy, e1);
+	printf("cuGraphExecDestroy exec=%llu frees=%llu\n", U(x[1]), U(p[1].alloc.dptr));
+	cuGraphExecDestroy_params e0 = {x[0]};
+	FIRE(cuGraphExecDestroy, e0);
+	printf("cuGraphExecDestroy exec=%llu\n", U(x[0]));
+	for (int i = 0; i < 2; i++) {
+		cuGraphDestroy_params gd = {g[i]};
+		FIRE(cuGraphDestroy, gd);
+		printf("cuGraphDestroy graph=%llu\n", U(g[i]));
+	}
+	cuMemFree_v2_params f0 = {p[0].alloc.dptr};
+	FIRE(cuMemFree_v2, f0);
+	printf("cuMemFree_v2 addr=%llu\n", U(p[0].alloc.dptr));
+}
+
 /* An IPC import's size is the driver's to say: the opened address is a real allocation. */
 static void imports(void)
 {
-	CUdeviceptr d = 0;
+	CUdeviceptr d = 0, q = 0;
 	CUipcMemHandle h = {{0}};
 	CUmemGenericAllocationHandle vmm = 0x7b4;
+	CUmemoryPool pool = (CUmemoryPool)0x6330;
+	CUmemPoolPtrExportData data = {{0}};
 
 	if (cuMemAlloc(&d, 24000016) != CUDA_SUCCESS)
 		fprintf(stderr, "cupti_args: cuMemAlloc failed\n");
@@ -304,6 +356,11 @@ static void imports(void)
 	FIRE(cuIpcOpenMemHandle_v2, open);
 	printf("cuIpcOpenMemHandle_v2 addr=%llu size=24000016 flags=%d\n", U(d), CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
 	cuIpcCloseMemHandle_params close = {d};
+	FIRE(cuIpcCloseMemHandle, close);
+	printf("cuIpcCloseMemHandle addr=%llu\n", U(d));
+	cuIpcOpenMemHandle_params open1 = {&d, h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS};
+	FIRE(cuIpcOpenMemHandle, open1);
+	printf("cuIpcOpenMemHandle addr=%llu size=24000016 flags=%d\n", U(d), CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
 	FIRE(cuIpcCloseMemHandle, close);
 	printf("cuIpcCloseMemHandle addr=%llu\n", U(d));
 	cuMemImportFromShareableHandle_params import = {&vmm, (void *)(intptr_t)7,
@@ -314,6 +371,15 @@ static void imports(void)
 	FIRE(cuMemRelease, release);
 	printf("cuMemRelease handle=%llu\n", U(vmm));
 	cuMemFree(d);
+	if (cuMemAlloc(&q, 24000019) != CUDA_SUCCESS)
+		fprintf(stderr, "cupti_args: cuMemAlloc failed\n");
+	cuMemPoolImportPointer_params import_ptr = {&q, pool, &data};
+	FIRE(cuMemPoolImportPointer, import_ptr);
+	printf("cuMemPoolImportPointer addr=%llu size=24000019\n", U(q));
+	cuMemFree_v2_params free_q = {q};
+	FIRE(cuMemFree_v2, free_q);
+	printf("cuMemFree_v2 addr=%llu\n", U(q));
+	cuMemFree(q);
 }
 
 int main(int argc, char **argv)
@@ -338,6 +404,7 @@ int main(int argc, char **argv)
 	vmm();
 	arrays();
 	graphs();
+	graph_lookups();
 	imports();
 	return 0;
 }

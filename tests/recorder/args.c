@@ -8,11 +8,13 @@
  * test_args.py makes the events memtap must record from these lines and holds the trace
  * to them field by field. A line with `spare=1` only pads simgpu's handle numbers.
  *   args          the driver's entry points (-lcuda), then the runtime's
- *   args import HEX FD   run by exec from `args`: opens the IPC handle HEX (flags 1) and
- *                 imports the shareable handle FD, then closes both
+ *   args import HEX FD POOLFD PTR   run by exec from `args`: opens the IPC handle HEX
+ *                 (flags 1) with each ABI, imports the shareable handle FD, and the pool
+ *                 allocation PTR (hex) from the pool shared as POOLFD, then closes them all
  *   args cached   under memtap run --allocator=caching: the runtime's entry points, which
  *                 memtap's caching allocator serves, and PyTorch's pluggable entry points
  *                 (memtap_alloc, memtap_free, memtap_record_stream) on device 2 */
+#define CUDA_ENABLE_DEPRECATED /* cudaGetDriverEntryPoint: applications still call it */
 #include <cuda.h>
 #include <cudaTypedefs.h>
 #include <cuda_runtime_api.h>
@@ -29,12 +31,19 @@
 cudaError_t CUDARTAPI cudaMallocAsync_ptsz(void **, size_t, cudaStream_t);
 cudaError_t CUDARTAPI cudaFreeAsync_ptsz(void *, cudaStream_t);
 cudaError_t CUDARTAPI cudaMallocFromPoolAsync_ptsz(void **, size_t, cudaMemPool_t, cudaStream_t);
+cudaError_t CUDARTAPI cudaGetDriverEntryPoint_ptsz(const char *, void **, unsigned long long,
+						   enum cudaDriverEntryPointQueryResult *);
+cudaError_t CUDARTAPI cudaGetDriverEntryPointByVersion_ptsz(const char *, void **, unsigned int, unsigned long long,
+							    enum cudaDriverEntryPointQueryResult *);
 CUresult CUDAAPI cuMemAllocAsync_ptsz(CUdeviceptr *, size_t, CUstream);
 CUresult CUDAAPI cuMemFreeAsync_ptsz(CUdeviceptr, CUstream);
 CUresult CUDAAPI cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *, size_t, CUmemoryPool, CUstream);
 CUresult CUDAAPI cuGraphInstantiateWithParams_ptsz(CUgraphExec *, CUgraph, CUDA_GRAPH_INSTANTIATE_PARAMS *);
 CUresult CUDAAPI cuGraphLaunch_ptsz(CUgraphExec, CUstream);
 CUresult CUDAAPI cuGraphUpload_ptsz(CUgraphExec, CUstream);
+
+/* cuGraphInstantiate's CUDA 10 and 11 ABI, which cudaTypedefs.h keeps for the driver's own build */
+typedef CUresult(CUDAAPI *instantiate_logged)(CUgraphExec *, CUgraph, CUgraphNode *, char *, size_t);
 
 static int failures;
 
@@ -48,6 +57,31 @@ static void check(int ok, const char *what)
 #define CHECK_RT(call) check((call) == cudaSuccess, #call)
 #define CHECK_DRV(call) check((call) == CUDA_SUCCESS, #call)
 #define U(x) ((unsigned long long)(uintptr_t)(x))
+
+/* A driver entry point at the version NVIDIA's runtime looks it up (memtap's cuGetProcAddress) */
+static void *lookup(const char *name, int version)
+{
+	CUdriverProcAddressQueryResult st;
+	void *fn = NULL;
+
+	check(cuGetProcAddress(name, &fn, version, 0, &st) == CUDA_SUCCESS && fn, name);
+	return fn;
+}
+
+static void to_hex(const void *p, size_t n, char *hex)
+{
+	for (size_t i = 0; i < n; i++)
+		snprintf(hex + 2 * i, 3, "%02x", ((const unsigned char *)p)[i]);
+}
+
+static void from_hex(const char *hex, void *p, size_t n)
+{
+	for (size_t i = 0; i < n && hex[2 * i] && hex[2 * i + 1]; i++) {
+		unsigned v;
+		sscanf(hex + 2 * i, "%2x", &v);
+		((unsigned char *)p)[i] = (unsigned char)v;
+	}
+}
 
 enum { CURRENT = 1, OTHER = 2 }; /* the current device, and the device an argument names */
 
@@ -293,18 +327,72 @@ static void driver_graphs(CUstream s1, CUstream s2)
 	printf("cuDeviceGraphMemTrim device=%d\n", CURRENT);
 }
 
-/* ---- IPC and shareable handles: opened by a second process ---- */
+/* ---- the generic and older graph entries, as NVIDIA's runtime looks them up ---- */
 
-static void driver_exports(const char *self)
+static void driver_graph_lookups(CUstream s)
 {
-	CUdeviceptr d;
+	PFN_cuGraphAddNode_v12020 add = (PFN_cuGraphAddNode_v12020)lookup("cuGraphAddNode", 12020);
+	PFN_cuGraphAddNode_v12030 add2 = (PFN_cuGraphAddNode_v12030)lookup("cuGraphAddNode", 12030);
+	instantiate_logged inst[2] = {(instantiate_logged)lookup("cuGraphInstantiate", 10000),
+				      (instantiate_logged)lookup("cuGraphInstantiate", 11000)};
+	CUgraphNodeParams p[2] = {
+	    {.type = CU_GRAPH_NODE_TYPE_MEM_ALLOC,
+	     .alloc = {.poolProps = {.allocType = CU_MEM_ALLOCATION_TYPE_PINNED, .location = current},
+		       .bytesize = 24000017}},
+	    {.type = CU_GRAPH_NODE_TYPE_MEM_ALLOC,
+	     .alloc = {.poolProps = {.allocType = CU_MEM_ALLOCATION_TYPE_PINNED, .location = other},
+		       .bytesize = 24000018}}};
+	CUgraph g[2];
+	CUgraphExec x[2];
+	CUgraphNode n;
+
+	if (!add || !add2 || !inst[0] || !inst[1])
+		return;
+	CHECK_DRV(cuGraphCreate(&g[0], 0));
+	check(add(&n, g[0], NULL, 0, &p[0]) == CUDA_SUCCESS, "cuGraphAddNode");
+	printf("cuGraphAddNode graph=%llu addr=%llu size=24000017 device=%d\n", U(g[0]), U(p[0].alloc.dptr), CURRENT);
+	CHECK_DRV(cuGraphCreate(&g[1], 0));
+	check(add2(&n, g[1], NULL, NULL, 0, &p[1]) == CUDA_SUCCESS, "cuGraphAddNode_v2");
+	printf("cuGraphAddNode_v2 graph=%llu addr=%llu size=24000018 device=%d\n", U(g[1]), U(p[1].alloc.dptr), OTHER);
+	check(inst[0](&x[0], g[0], NULL, NULL, 0) == CUDA_SUCCESS, "cuGraphInstantiate");
+	printf("cuGraphInstantiate exec=%llu graph=%llu\n", U(x[0]), U(g[0]));
+	check(inst[1](&x[1], g[1], NULL, NULL, 0) == CUDA_SUCCESS, "cuGraphInstantiate_v2");
+	printf("cuGraphInstantiate_v2 exec=%llu graph=%llu\n", U(x[1]), U(g[1]));
+	CHECK_DRV(cuGraphLaunch(x[0], s));
+	printf("cuGraphLaunch exec=%llu stream=%llu backs=%llu\n", U(x[0]), U(s), U(p[0].alloc.dptr));
+	CHECK_DRV(cuGraphUpload(x[1], s));
+	printf("cuGraphUpload exec=%llu stream=%llu backs=%llu\n", U(x[1]), U(s), U(p[1].alloc.dptr));
+	CHECK_DRV(cuStreamSynchronize(s));
+	/* uploaded only: its memory goes with its executable graph; the launched one's outlives it */
+	CHECK_DRV(cuGraphExecDestroy(x[1]));
+	printf("cuGraphExecDestroy exec=%llu frees=%llu\n", U(x[1]), U(p[1].alloc.dptr));
+	CHECK_DRV(cuGraphExecDestroy(x[0]));
+	printf("cuGraphExecDestroy exec=%llu\n", U(x[0]));
+	for (int i = 0; i < 2; i++) {
+		CHECK_DRV(cuGraphDestroy(g[i]));
+		printf("cuGraphDestroy graph=%llu\n", U(g[i]));
+	}
+	CHECK_DRV(cuMemFree(p[0].alloc.dptr));
+	printf("cuMemFree_v2 addr=%llu\n", U(p[0].alloc.dptr));
+}
+
+/* ---- IPC, shareable handles and pool allocations: opened by a second process ---- */
+
+static void driver_exports(const char *self, CUstream s)
+{
+	CUdeviceptr d, q;
 	CUipcMemHandle h;
 	CUmemGenericAllocationHandle vmm;
 	CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
 				    .requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
 				    .location = other};
-	char hex[2 * sizeof h.reserved + 1], fd_text[16];
-	int fd = -1, status;
+	CUmemPoolProps shared = {.allocType = CU_MEM_ALLOCATION_TYPE_PINNED,
+				 .handleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
+				 .location = other};
+	CUmemoryPool pool;
+	CUmemPoolPtrExportData data;
+	char hex[2 * sizeof h.reserved + 1], ptr_hex[2 * sizeof data + 1], fd_text[16], pool_fd_text[16];
+	int fd = -1, pool_fd = -1, status;
 	pid_t pid;
 
 	CHECK_DRV(cuMemAlloc(&d, 24000016));
@@ -314,43 +402,72 @@ static void driver_exports(const char *self)
 	printf("cuMemCreate handle=%llu size=%llu device=%d location=%d\n", U(vmm), 2 * MiB, OTHER,
 	       CU_MEM_LOCATION_TYPE_DEVICE);
 	CHECK_DRV(cuMemExportToShareableHandle(&fd, vmm, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
-	for (size_t i = 0; i < sizeof h.reserved; i++)
-		snprintf(hex + 2 * i, 3, "%02x", (unsigned char)h.reserved[i]);
+	CHECK_DRV(cuMemPoolCreate(&pool, &shared));
+	printf("cuMemPoolCreate pool=%llu device=%d\n", U(pool), OTHER);
+	CHECK_DRV(cuMemAllocFromPoolAsync(&q, 24000019, pool, s));
+	printf("cuMemAllocFromPoolAsync addr=%llu size=24000019 pool=%llu stream=%llu\n", U(q), U(pool), U(s));
+	CHECK_DRV(cuStreamSynchronize(s));
+	CHECK_DRV(cuMemPoolExportToShareableHandle(&pool_fd, pool, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
+	CHECK_DRV(cuMemPoolExportPointer(&data, q));
+	to_hex(h.reserved, sizeof h.reserved, hex);
+	to_hex(&data, sizeof data, ptr_hex);
 	snprintf(fd_text, sizeof fd_text, "%d", fd);
+	snprintf(pool_fd_text, sizeof pool_fd_text, "%d", pool_fd);
 	fflush(NULL);
 	if ((pid = fork()) == 0) {
-		execl(self, self, "import", hex, fd_text, (char *)NULL);
+		execl(self, self, "import", hex, fd_text, pool_fd_text, ptr_hex, (char *)NULL);
 		_exit(127);
 	}
 	check(pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0,
 	      "the importing child");
 	printf("process pid=%d\n", (int)getpid()); /* the lines that follow are this process's again */
+	CHECK_DRV(cuMemFreeAsync(q, s));
+	printf("cuMemFreeAsync addr=%llu stream=%llu\n", U(q), U(s));
+	CHECK_DRV(cuStreamSynchronize(s));
+	CHECK_DRV(cuMemPoolDestroy(pool));
+	printf("cuMemPoolDestroy pool=%llu\n", U(pool));
 	CHECK_DRV(cuMemRelease(vmm));
 	printf("cuMemRelease handle=%llu\n", U(vmm));
 	CHECK_DRV(cuMemFree(d));
 	printf("cuMemFree_v2 addr=%llu\n", U(d));
 }
 
-static void driver_imports(const char *hex, int fd)
+static void driver_imports(const char *hex, int fd, int pool_fd, const char *ptr_hex)
 {
+	PFN_cuIpcOpenMemHandle_v11000 open1 = (PFN_cuIpcOpenMemHandle_v11000)lookup("cuIpcOpenMemHandle", 4010);
 	CUipcMemHandle h = {{0}};
-	CUdeviceptr d;
+	CUmemPoolPtrExportData data = {{0}};
+	CUdeviceptr d, q;
 	CUmemGenericAllocationHandle vmm;
+	CUmemoryPool pool;
 
-	for (size_t i = 0; i < sizeof h.reserved && hex[2 * i] && hex[2 * i + 1]; i++) {
-		unsigned v;
-		sscanf(hex + 2 * i, "%2x", &v);
-		h.reserved[i] = (char)v;
-	}
+	from_hex(hex, h.reserved, sizeof h.reserved);
+	from_hex(ptr_hex, &data, sizeof data);
 	CHECK_DRV(cuIpcOpenMemHandle(&d, h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS));
 	printf("cuIpcOpenMemHandle_v2 addr=%llu size=24000016 flags=%d\n", U(d), CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
 	CHECK_DRV(cuIpcCloseMemHandle(d));
 	printf("cuIpcCloseMemHandle addr=%llu\n", U(d));
+	/* the CUDA 4.1 ABI, which takes what the 11.0 one takes */
+	if (open1) {
+		check(open1(&d, h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS) == CUDA_SUCCESS, "cuIpcOpenMemHandle");
+		printf("cuIpcOpenMemHandle addr=%llu size=24000016 flags=%d\n", U(d),
+		       CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
+		CHECK_DRV(cuIpcCloseMemHandle(d));
+		printf("cuIpcCloseMemHandle addr=%llu\n", U(d));
+	}
 	spare_handles(3);
 	CHECK_DRV(cuMemImportFromShareableHandle(&vmm, (void *)(intptr_t)fd, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR));
 	printf("cuMemImportFromShareableHandle handle=%llu\n", U(vmm));
 	CHECK_DRV(cuMemRelease(vmm));
 	printf("cuMemRelease handle=%llu\n", U(vmm));
+	CHECK_DRV(cuMemPoolImportFromShareableHandle(&pool, (void *)(intptr_t)pool_fd,
+						     CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
+	CHECK_DRV(cuMemPoolImportPointer(&q, pool, &data));
+	printf("cuMemPoolImportPointer addr=%llu size=24000019\n", U(q));
+	CHECK_DRV(cuMemFree(q));
+	printf("cuMemFree_v2 addr=%llu\n", U(q));
+	CHECK_DRV(cuMemPoolDestroy(pool));
+	printf("cuMemPoolDestroy pool=%llu\n", U(pool));
 }
 
 /* ---- the runtime's entry points, on device 1 ---- */
@@ -420,6 +537,36 @@ static void runtime_memory(void)
 	CHECK_RT(cudaStreamDestroy(s2));
 }
 
+/* ---- the driver's entry points as the runtime hands them out: memtap's wrappers, which record
+ * what the cuMemAlloc each gives allocates ---- */
+
+static void runtime_entry_points(void)
+{
+	static const char *const names[] = {"cudaGetDriverEntryPoint", "cudaGetDriverEntryPoint_ptsz",
+					    "cudaGetDriverEntryPointByVersion",
+					    "cudaGetDriverEntryPointByVersion_ptsz"};
+	enum cudaDriverEntryPointQueryResult st;
+
+	for (int i = 0; i < 4; i++) {
+		PFN_cuMemAlloc_v3020 alloc = NULL;
+		CUdeviceptr d;
+		cudaError_t r =
+		    i == 0   ? cudaGetDriverEntryPoint("cuMemAlloc", (void **)&alloc, cudaEnableDefault, &st)
+		    : i == 1 ? cudaGetDriverEntryPoint_ptsz("cuMemAlloc", (void **)&alloc, cudaEnableDefault, &st)
+		    : i == 2
+			? cudaGetDriverEntryPointByVersion("cuMemAlloc", (void **)&alloc, 12000, cudaEnableDefault, &st)
+			: cudaGetDriverEntryPointByVersion_ptsz("cuMemAlloc", (void **)&alloc, 12000, cudaEnableDefault,
+								&st);
+		check(r == cudaSuccess && alloc, names[i]);
+		if (!alloc)
+			continue;
+		CHECK_DRV(alloc(&d, 24000041 + i));
+		printf("%s addr=%llu size=%d\n", names[i], U(d), 24000041 + i);
+		CHECK_DRV(cuMemFree(d));
+		printf("cuMemFree_v2 addr=%llu\n", U(d));
+	}
+}
+
 /* ---- PyTorch's pluggable entry points (CUDAPluggableAllocator): memtap's, when it is loaded ---- */
 
 static void pluggable(void)
@@ -467,12 +614,13 @@ int main(int argc, char **argv)
 	CHECK_DRV(cuInit(0));
 	CHECK_DRV(cuDevicePrimaryCtxRetain(&c, CURRENT));
 	CHECK_DRV(cuCtxSetCurrent(c));
-	if (argc > 3 && !strcmp(argv[1], "import")) {
-		driver_imports(argv[2], atoi(argv[3]));
+	if (argc > 5 && !strcmp(argv[1], "import")) {
+		driver_imports(argv[2], atoi(argv[3]), atoi(argv[4]), argv[5]);
 		return failures ? 1 : 0;
 	}
 	if (argc == 2 && !strcmp(argv[1], "cached")) {
 		runtime_memory();
+		runtime_entry_points();
 		pluggable();
 		return failures ? 1 : 0;
 	}
@@ -486,9 +634,11 @@ int main(int argc, char **argv)
 	driver_vmm();
 	driver_arrays();
 	driver_graphs(s1, s2);
-	driver_exports(argv[0]);
+	driver_graph_lookups(s1);
+	driver_exports(argv[0], s2);
 	CHECK_DRV(cuStreamDestroy(s1));
 	CHECK_DRV(cuStreamDestroy(s2));
 	runtime_memory();
+	runtime_entry_points();
 	return failures ? 1 : 0;
 }

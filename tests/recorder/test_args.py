@@ -11,7 +11,10 @@ the CUPTI backend's callback (tests/cupti/cupti_args.c, CUPTI's parameter struct
 must make the same events. Then again under
 --allocator=caching (`args cached`): the runtime's entry points memtap's caching allocator
 serves, and PyTorch's pluggable entry points (memtap_alloc, memtap_free), whose blocks
-carry the device and stream they were asked for and PyTorch's 512-byte rounding."""
+carry the device and stream they were asked for and PyTorch's 512-byte rounding. simgpu's
+runtime serves cudaGetDriverEntryPoint* through the driver's private lookup
+(SIMGPU_ENTRY_POINTS=private), as NVIDIA's may: what they hand out is memtap's only if its
+runtime hooks make it so."""
 import difflib
 import glob
 import json
@@ -112,12 +115,19 @@ RULES = {
                                                                    aux=a["flags"])),
     "cuMemHostUnregister": ("addr", lambda a, st: gone("host_free", a)),
     "cuIpcOpenMemHandle_v2": ("addr size flags", lambda a, st: made("alloc", IPC, a, device=-1, aux=a["flags"])),
+    "cuIpcOpenMemHandle": ("addr size flags", lambda a, st: made("alloc", IPC, a, device=-1, aux=a["flags"])),
+    # an allocation of another process's pool: an import, as an IPC handle's is
+    "cuMemPoolImportPointer": ("addr size", lambda a, st: made("alloc", IPC, a, device=-1)),
     "cuIpcCloseMemHandle": ("addr", lambda a, st: gone("free", a)),
     # memory another process owns: an imported handle (aux2 1), on no device of this process
     "cuMemImportFromShareableHandle": ("handle", lambda a, st: [ev("vmm_create", aux=a["handle"], aux2=1, flags=1)]),
     # graph memory: recorded when the driver holds it (backs=) and when it goes back (frees=)
     "cuGraphAddMemAllocNode": ("graph addr size device", node),
     "cuGraphAddMemFreeNode": ("graph addr", lambda a, st: []),
+    "cuGraphAddNode": ("graph addr size device", node),
+    "cuGraphAddNode_v2": ("graph addr size device", node),
+    "cuGraphInstantiate": ("exec graph", lambda a, st: backs(a, st)),
+    "cuGraphInstantiate_v2": ("exec graph", lambda a, st: backs(a, st)),
     "cuGraphInstantiateWithFlags": ("exec graph", lambda a, st: backs(a, st)),
     "cuGraphInstantiateWithParams": ("exec graph", lambda a, st: backs(a, st)),
     "cuGraphInstantiateWithParams_ptsz": ("exec graph", lambda a, st: backs(a, st)),
@@ -148,6 +158,11 @@ RULES = {
     "cudaHostAlloc": ("addr size flags", lambda a, st: made("host_alloc", HOST, a, device=-1, aux=a["flags"])),
     "cudaFreeHost": ("addr", lambda a, st: gone("host_free", a)),
     "cudaMemGetInfo": ("free total", lambda a, st: [ev("meminfo", device=CURRENT, aux=a["free"], aux2=a["total"])]),
+    # the driver's cuMemAlloc as each hands it out, called: memtap's wrapper records it
+    "cudaGetDriverEntryPoint": ("addr size", lambda a, st: made("alloc", DRIVER, a)),
+    "cudaGetDriverEntryPoint_ptsz": ("addr size", lambda a, st: made("alloc", DRIVER, a)),
+    "cudaGetDriverEntryPointByVersion": ("addr size", lambda a, st: made("alloc", DRIVER, a)),
+    "cudaGetDriverEntryPointByVersion_ptsz": ("addr size", lambda a, st: made("alloc", DRIVER, a)),
     # not hooked: the runtime's call reaches the driver's hook, which records it
     "cudaMemPoolCreate": ("pool device", lambda a, st: [ev("pool_create", device=a["device"], aux=a["pool"])]),
     "cudaMemPoolDestroy": ("pool", lambda a, st: [ev("pool_destroy", aux=a["pool"])]),
@@ -229,7 +244,8 @@ def check(mode, opts, argv, rules, must):
         out = argv
     else:
         p = subprocess.run([MEMTAP, "run", "-q", "-o", os.path.join(TMP, mode + "-%p.trace"), *opts, "--", ARGS,
-                            *argv], capture_output=True, text=True, env=dict(os.environ, SIMGPU_DEVICES="3"),
+                            *argv], capture_output=True, text=True, env=dict(os.environ, SIMGPU_DEVICES="3",
+                                                                             SIMGPU_ENTRY_POINTS="private"),
                            timeout=600)
         ok(p.returncode == 0, "%s: args.c ran on simgpu under memtap" % mode, p.stderr[-2000:])
         out = p.stdout

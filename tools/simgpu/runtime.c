@@ -647,6 +647,22 @@ cudaError_t CUDARTAPI cudaGetDriverEntryPoint(const char *symbol, void **funcPtr
 	return cudaGetDriverEntryPointByVersion(symbol, funcPtr, CUDART_VERSION, flags, driverStatus);
 }
 
+/* the twins a per-thread-default-stream build calls: its default is the per-thread stream */
+cudaError_t CUDARTAPI cudaGetDriverEntryPointByVersion_ptsz(const char *symbol, void **funcPtr,
+							    unsigned int cudaVersion, unsigned long long flags,
+							    enum cudaDriverEntryPointQueryResult *driverStatus)
+{
+	return cudaGetDriverEntryPointByVersion(symbol, funcPtr, cudaVersion,
+						flags == cudaEnableDefault ? cudaEnablePerThreadDefaultStream : flags,
+						driverStatus);
+}
+
+cudaError_t CUDARTAPI cudaGetDriverEntryPoint_ptsz(const char *symbol, void **funcPtr, unsigned long long flags,
+						   enum cudaDriverEntryPointQueryResult *driverStatus)
+{
+	return cudaGetDriverEntryPointByVersion_ptsz(symbol, funcPtr, CUDART_VERSION, flags, driverStatus);
+}
+
 cudaError_t CUDARTAPI cudaProfilerStart(void)
 {
 	READY();
