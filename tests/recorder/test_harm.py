@@ -129,14 +129,16 @@ for mode, says, allocs, env in (("closefds", "files intact", 402, None), ("dup2"
            "%s: every allocation in memtap's own trace, closed" % what, rep and rep["events"])
 
 # where the kernel refuses the writer a table of its own (a container's seccomp profile):
-# said, and the trace's descriptor checked before each write
-d = os.path.join(TMP, "noshare-files")
-os.makedirs(d, exist_ok=True)
-p, traces = record("noshare", [HARM, "noshare", HARM, "dup2", d])
-ok(p.returncode == 0 and "log intact" in p.stdout and p.stderr.count("cannot have a descriptor table of its own") == 1
-   and "the job took memtap's descriptor" in p.stderr,
-   "unshare refused: said once, and the job's log stays its own when it takes memtap's descriptor",
-   (p.stdout, p.stderr[-500:]))
+# said, and the trace's descriptor checked before each write (not under ThreadSanitizer:
+# the job's dup2 over the descriptor memtap's writer shares is the race it reports)
+if not TSAN:
+    d = os.path.join(TMP, "noshare-files")
+    os.makedirs(d, exist_ok=True)
+    p, traces = record("noshare", [HARM, "noshare", HARM, "dup2", d])
+    ok(p.returncode == 0 and "log intact" in p.stdout and
+       p.stderr.count("cannot have a descriptor table of its own") == 1 and "the job took memtap's descriptor" in p.stderr,
+       "unshare refused: said once, and the job's log stays its own when it takes memtap's descriptor",
+       (p.stdout, p.stderr[-500:]))
 
 # a job that forbids opening files after start-up (seccomp, every thread): memtap opens
 # nothing after it has its trace
@@ -336,7 +338,10 @@ p, traces = record("vforkexit", [HARM, "vforkexit"])
 if one_trace("a vfork child that calls exit()", traces, p):
     _, rep = report(traces[0])
     kinds = [e["kind"] for e in dump(traces[0])]
-    ok(rep and rep["events"]["allocs"] == 2001 and "exit" not in kinds and rep["events"]["written"] == 0,
+    # ThreadSanitizer makes vfork a fork: the child exits with a copy of the handlers, and
+    # the parent's END and exit come at its own end
+    ended = kinds.count("exit") == 1 and kinds[-1] == "exit" if TSAN else "exit" not in kinds
+    ok(rep and rep["events"]["allocs"] == 2001 and ended and (rep["events"]["written"] == 0) != TSAN,
        "a vfork child's exit() does not end its parent's recording: no END and no exit of the child's, all 2001 "
        "allocations of the parent's after it", (rep and rep["events"], kinds[-3:]))
 for how in ("syscall", "clone"):
@@ -363,11 +368,13 @@ for i in range(10):
     if p.returncode != 0 or p.stdout != "exec'd from a handler\n":
         stuck.append((p.returncode, p.stdout[-100:], p.stderr[-200:]))
 ok(not stuck, "exec from a signal handler while the job takes snapshots, 10 times: the new image runs", stuck)
-stuck = []
-for i in range(3):
-    p, _ = record("forkhandler-%d" % i, [HARM, "forkhandler", "500"], timeout=120)
-    if p.returncode != 0 or p.stdout != "forked\n":
-        stuck.append((p.returncode, p.stdout[-100:], p.stderr[-200:]))
-ok(not stuck, "fork from a signal handler while new NVTX names are interned, 3 times: the job goes on", stuck)
+# (not under ThreadSanitizer, which calls a fork from a handler signal-unsafe in the job alone)
+if not TSAN:
+    stuck = []
+    for i in range(3):
+        p, _ = record("forkhandler-%d" % i, [HARM, "forkhandler", "500"], timeout=120)
+        if p.returncode != 0 or p.stdout != "forked\n":
+            stuck.append((p.returncode, p.stdout[-100:], p.stderr[-200:]))
+    ok(not stuck, "fork from a signal handler while new NVTX names are interned, 3 times: the job goes on", stuck)
 
 done()
