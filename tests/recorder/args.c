@@ -26,6 +26,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "hex.h"
+
 #define MiB (1ull << 20)
 
 cudaError_t CUDARTAPI cudaMallocAsync_ptsz(void **, size_t, cudaStream_t);
@@ -66,21 +68,6 @@ static void *lookup(const char *name, int version)
 
 	check(cuGetProcAddress(name, &fn, version, 0, &st) == CUDA_SUCCESS && fn, name);
 	return fn;
-}
-
-static void to_hex(const void *p, size_t n, char *hex)
-{
-	for (size_t i = 0; i < n; i++)
-		snprintf(hex + 2 * i, 3, "%02x", ((const unsigned char *)p)[i]);
-}
-
-static void from_hex(const char *hex, void *p, size_t n)
-{
-	for (size_t i = 0; i < n && hex[2 * i] && hex[2 * i + 1]; i++) {
-		unsigned v;
-		sscanf(hex + 2 * i, "%2x", &v);
-		((unsigned char *)p)[i] = (unsigned char)v;
-	}
 }
 
 enum { CURRENT = 1, OTHER = 2 }; /* the current device, and the device an argument names */

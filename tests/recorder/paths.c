@@ -49,6 +49,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "hex.h"
+
 #define NOINLINE __attribute__((noinline))
 
 static int failures;
@@ -327,21 +329,6 @@ static void *lookup(const char *name, int version)
 		gpa = (PFN_cuGetProcAddress_v12000)dlsym(drv, "cuGetProcAddress_v2");
 	check(gpa && gpa(name, &fn, version, 0, &st) == CUDA_SUCCESS && fn, name);
 	return fn;
-}
-
-static void to_hex(const void *p, size_t n, char *hex)
-{
-	for (size_t i = 0; i < n; i++)
-		snprintf(hex + 2 * i, 3, "%02x", ((const unsigned char *)p)[i]);
-}
-
-static void from_hex(const char *hex, void *p, size_t n)
-{
-	for (size_t i = 0; i < n && hex[2 * i] && hex[2 * i + 1]; i++) {
-		unsigned v;
-		sscanf(hex + 2 * i, "%2x", &v);
-		((unsigned char *)p)[i] = (unsigned char)v;
-	}
 }
 
 /* cuGraphInstantiate's CUDA 10 and 11 ABI, which cudaTypedefs.h keeps for the driver's own build */

@@ -243,6 +243,22 @@ static bool valid_pool(CUmemoryPool p)
 	return sim_map_get(&sim.pools, (uintptr_t)p) == p;
 }
 
+/* A new pool (its memory freed if it cannot be kept) into the driver's table, and out. */
+static CUresult keep(struct CUmemPoolHandle_st *p, CUmemoryPool *out)
+{
+	CUresult r = CUDA_SUCCESS;
+
+	sim_lock();
+	if (sim_map_put(&sim.pools, (uintptr_t)p, p)) {
+		free(p);
+		r = CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	sim_unlock();
+	if (r == CUDA_SUCCESS)
+		*out = p;
+	return r;
+}
+
 CUresult CUDAAPI cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *props)
 {
 	struct CUmemPoolHandle_st *p;
@@ -260,15 +276,7 @@ CUresult CUDAAPI cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *props
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	sim_pool_init(p, props->location.id, false);
 	p->shareable = props->handleTypes & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
-	sim_lock();
-	if (sim_map_put(&sim.pools, (uintptr_t)p, p)) {
-		free(p);
-		r = CUDA_ERROR_OUT_OF_MEMORY;
-	}
-	sim_unlock();
-	if (r == CUDA_SUCCESS)
-		*pool = p;
-	return r;
+	return keep(p, pool);
 }
 
 CUresult CUDAAPI cuMemPoolDestroy(CUmemoryPool pool)
@@ -461,13 +469,7 @@ CUresult CUDAAPI cuMemPoolExportToShareableHandle(void *handle_out, CUmemoryPool
 		 pwrite(fd, &sh, sizeof sh, 0) != (ssize_t)sizeof sh)
 		r = CUDA_ERROR_OUT_OF_MEMORY;
 	sim_unlock();
-	if (r != CUDA_SUCCESS) {
-		if (fd >= 0)
-			close(fd);
-		return r;
-	}
-	*(int *)handle_out = fd;
-	return CUDA_SUCCESS;
+	return sim_hand_fd(r, fd, handle_out);
 }
 
 CUresult CUDAAPI cuMemPoolImportFromShareableHandle(CUmemoryPool *pool_out, void *handle,
@@ -493,15 +495,7 @@ CUresult CUDAAPI cuMemPoolImportFromShareableHandle(CUmemoryPool *pool_out, void
 	sim_pool_init(p, sh.device, false);
 	p->from_pid = sh.pid;
 	p->from_pool = sh.pool;
-	sim_lock();
-	if (sim_map_put(&sim.pools, (uintptr_t)p, p)) {
-		free(p);
-		r = CUDA_ERROR_OUT_OF_MEMORY;
-	}
-	sim_unlock();
-	if (r == CUDA_SUCCESS)
-		*pool_out = p;
-	return r;
+	return keep(p, pool_out);
 }
 
 CUresult CUDAAPI cuMemPoolExportPointer(CUmemPoolPtrExportData *out, CUdeviceptr ptr)

@@ -237,6 +237,8 @@ void sim_unlock(void);
 /* Common checks; each returns CUDA_SUCCESS or the error the real driver gives. */
 CUresult sim_check_init(void);
 CUresult sim_check_device(CUdevice dev);
+/* An exported descriptor handed out as a CUDA call's result: closed if the call failed */
+CUresult sim_hand_fd(CUresult r, int fd, void *out);
 CUresult sim_current_device(int *dev); /* needs a current context */
 CUcontext sim_current_context(void);
 bool sim_is_context(CUcontext c);

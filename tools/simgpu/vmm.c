@@ -130,6 +130,17 @@ CUresult CUDAAPI cuMemRelease(CUmemGenericAllocationHandle id)
 	return r;
 }
 
+CUresult sim_hand_fd(CUresult r, int fd, void *out)
+{
+	if (r != CUDA_SUCCESS) {
+		if (fd >= 0)
+			close(fd);
+		return r;
+	}
+	*(int *)out = fd;
+	return CUDA_SUCCESS;
+}
+
 CUresult CUDAAPI cuMemExportToShareableHandle(void *out, CUmemGenericAllocationHandle id,
 					      CUmemAllocationHandleType type, unsigned long long flags)
 {
@@ -150,13 +161,7 @@ CUresult CUDAAPI cuMemExportToShareableHandle(void *out, CUmemGenericAllocationH
 	else if ((fd = memfd_create("simgpu-shared", 0)) < 0 || ftruncate(fd, (off_t)h->size) != 0)
 		r = CUDA_ERROR_OUT_OF_MEMORY;
 	sim_unlock();
-	if (r != CUDA_SUCCESS) {
-		if (fd >= 0)
-			close(fd);
-		return r;
-	}
-	*(int *)out = fd;
-	return CUDA_SUCCESS;
+	return sim_hand_fd(r, fd, out);
 }
 
 CUresult CUDAAPI cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *out, void *os_handle,
