@@ -158,15 +158,15 @@ RULES = {
     "cudaHostAlloc": ("addr size flags", lambda a, st: made("host_alloc", HOST, a, device=-1, aux=a["flags"])),
     "cudaFreeHost": ("addr", lambda a, st: gone("host_free", a)),
     "cudaMemGetInfo": ("free total", lambda a, st: [ev("meminfo", device=CURRENT, aux=a["free"], aux2=a["total"])]),
-    # the driver's cuMemAlloc as each hands it out, called: memtap's wrapper records it
-    "cudaGetDriverEntryPoint": ("addr size", lambda a, st: made("alloc", DRIVER, a)),
-    "cudaGetDriverEntryPoint_ptsz": ("addr size", lambda a, st: made("alloc", DRIVER, a)),
-    "cudaGetDriverEntryPointByVersion": ("addr size", lambda a, st: made("alloc", DRIVER, a)),
-    "cudaGetDriverEntryPointByVersion_ptsz": ("addr size", lambda a, st: made("alloc", DRIVER, a)),
     # not hooked: the runtime's call reaches the driver's hook, which records it
     "cudaMemPoolCreate": ("pool device", lambda a, st: [ev("pool_create", device=a["device"], aux=a["pool"])]),
     "cudaMemPoolDestroy": ("pool", lambda a, st: [ev("pool_destroy", aux=a["pool"])]),
 }
+
+# the driver's cuMemAlloc as each hands it out, called: memtap's wrapper records it
+RULES.update({name: ("addr size", lambda a, st: made("alloc", DRIVER, a))
+              for name in ("cudaGetDriverEntryPoint", "cudaGetDriverEntryPoint_ptsz",
+                           "cudaGetDriverEntryPointByVersion", "cudaGetDriverEntryPointByVersion_ptsz")})
 
 driver = re.findall(r"^DRV\(\w+,\s*(\w+),", open(os.path.join(S, "src/recorder/driver_hooks.def")).read(), re.M)
 runtime = re.findall(r"^RT\((\w+)\)", open(os.path.join(S, "src/recorder/runtime_hooks.def")).read(), re.M)
