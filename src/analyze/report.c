@@ -912,7 +912,7 @@ void mt_report_text(FILE *out, const struct mt_report *r, struct mt_symbols *sym
 {
 	const struct mt_trace *t = r->trace;
 	const struct mt_replay *e = &r->end;
-	char sz[32], sz2[32], sz3[32], when[64], pid[32] = "?", host[256] = "?", backend[32] = "";
+	char sz[32], sz2[32], sz3[32], when[64], pid[32] = "?", host[256] = "?", backend[32] = "", line[256];
 	bool snapshot;
 	struct pr p;
 
@@ -942,6 +942,8 @@ void mt_report_text(FILE *out, const struct mt_report *r, struct mt_symbols *sym
 			t->complete ? "" : ", cut short");
 	fprintf(out, "events: %" PRIu64 " allocations, %" PRIu64 " frees, %" PRIu64 " failed, %" PRIu64 " dropped\n",
 		e->allocs, e->frees, e->failed, t->dropped);
+	if (t->waits)
+		fprintf(out, "%s\n", mt_report_waits_text(t, line, sizeof line));
 	if (r->early)
 		fprintf(out,
 			"%" PRIu64 " of them (%s) made in constructors of libraries loaded after memtap, before its "
@@ -1142,7 +1144,29 @@ static void events_json(struct mt_emit *e, const struct mt_report *r)
 			mt_emit_uint(e, mt_drop_names[k], t->drops[k]);
 	mt_emit_close(e);
 	mt_emit_uint(e, "written", t->written);
+	/* the job's threads waited for the writer to make room in a full ring */
+	if (t->waits) {
+		mt_emit_open(e, "waited_for_writer", false, 0);
+		mt_emit_uint(e, "times", t->waits);
+		mt_emit_uint(e, "ns", t->waited_ns);
+		mt_emit_close(e);
+	}
 	mt_emit_close(e);
+}
+
+const char *mt_report_waits_text(const struct mt_trace *t, char *buf, size_t len)
+{
+	char ring[32];
+
+	if (!t->waits)
+		return buf && len ? (*buf = 0, buf) : "";
+	if (!mt_trace_info(t, "ring", ring, sizeof ring))
+		snprintf(ring, sizeof ring, "?");
+	snprintf(buf, len,
+		 "the job's threads waited %" PRIu64 " time%s for memtap's writer to make room in a full buffer, "
+		 "%.3f s in all (to wait less, raise -O ring=N, now %s)",
+		 t->waits, t->waits == 1 ? "" : "s", (double)t->waited_ns / 1e9, ring);
+	return buf;
 }
 
 static void device_json(struct mt_emit *e, const struct mt_report *r, int d)

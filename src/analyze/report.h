@@ -91,6 +91,8 @@ int mt_report_build(struct mt_report *r, const struct mt_trace *t, const struct 
  * composition read it as, or that the snapshot had no history at all. */
 const char *mt_report_before_text(const struct mt_report *r, uint8_t before);
 void mt_report_free(struct mt_report *r);
+/* The job's waits for memtap's writer to make room, in words; "" when it never waited. */
+const char *mt_report_waits_text(const struct mt_trace *t, char *buf, size_t len);
 /* The composition at device d's peak (d < 0: the highest peak) as plan components and
  * the rest; returns the device, or -1 when it was not used or nothing at its peak is
  * known as a component (no tags or NVTX phases). */

@@ -438,11 +438,18 @@ static int read_chunks(struct mt_trace *t, const uint8_t *data, size_t size, siz
 			if (!c.bad && dropped > t->dropped)
 				t->dropped = dropped;
 			t->complete = !c.bad;
-			/* later writers add the events written and the drops by reason */
+			/* later writers add the events written, the drops by reason, then the waits */
 			if (!c.bad && c.p < c.end) {
 				t->written = mt_get_varint(&c);
 				if (c.p < c.end)
 					read_drops(t, &c);
+				if (!c.bad && c.p < c.end) {
+					uint64_t waits = mt_get_varint(&c), ns = mt_get_varint(&c);
+					if (!c.bad) {
+						t->waits = waits;
+						t->waited_ns = ns;
+					}
+				}
 			}
 			break;
 		}

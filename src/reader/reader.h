@@ -47,6 +47,7 @@ struct mt_trace {
 	size_t nthreads;	       /* events' thread indices are below this, at most events + 1 */
 	uint64_t dropped;	       /* events the recorder could not keep */
 	uint64_t drops[MT_DROP_COUNT]; /* of those, by reason, where the trace says (END, DROPS chunks) */
+	uint64_t waits, waited_ns;     /* the job's waits for room in a full ring, and their time (END) */
 	uint64_t written;	       /* events the last END chunk says are in the file */
 	bool complete;		       /* an END chunk closed the file */
 	bool ieee;		       /* the chunks' checksums are IEEE CRC-32 (before 2026-11-21) */

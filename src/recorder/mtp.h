@@ -98,6 +98,8 @@ struct mtp_log {
 	struct mtp_ring *first; /* the oldest ring not yet freed (the writer's) */
 	uint64_t dropped;	/* events the owner could not push: the ring stayed full */
 	uint64_t stunted;	/* of those, while max_memory kept the ring from growing */
+	uint64_t waits;		/* times the owner waited for the writer to make room */
+	uint64_t waited_ns;	/* and how long in all */
 	void *block;		/* the thread's mapping, MTP_BLOCK_BYTES */
 	bool orphan;		/* its thread ended: free once drained */
 };
@@ -265,6 +267,7 @@ MTP_HIDDEN extern bool mtp_writer_pending;
 MTP_HIDDEN void mtp_writer_start_pending(void);
 MTP_HIDDEN void mtp_writer_stop(void);			       /* every ring drained, then the END chunk */
 MTP_HIDDEN void mtp_writer_wake(void);			       /* a ring is half full */
+MTP_HIDDEN bool mtp_writer_await_room(void);		       /* a ring is full: until the writer drained it */
 MTP_HIDDEN void mtp_writer_crash_flush(void);		       /* from a fatal signal's handler */
 MTP_HIDDEN int mtp_writer_snapshot(const char *path);	       /* the trace so far, closed, into the job's path */
 MTP_HIDDEN int mtp_writer_snapshot_fd(int fd, uint64_t limit); /* into a file of memtap's; EFBIG past limit */

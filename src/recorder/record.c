@@ -198,8 +198,6 @@ static MTP_NOINLINE void half_full(struct mtp_thread *t)
 }
 
 #define SIGNAL_FENCE() __atomic_signal_fence(__ATOMIC_SEQ_CST)
-#define FULL_WAIT_NS 10000000ull /* the longest a thread waits for room: 10 ms */
-
 static inline bool try_push(struct mtp_ring *r, const struct mt_event *e)
 {
 	uint64_t head = r->head;
@@ -211,16 +209,15 @@ static inline bool try_push(struct mtp_ring *r, const struct mt_event *e)
 	return true;
 }
 
-/* The ring is full: grow it, or wait for the writer a bounded time, then count the event
- * dropped (for memory when max_memory kept the ring below `ring` events). After a short spin
- * the CPU is given up, since on a busy machine the writer may need this very core. */
+/* The ring is full: grow it, or sleep until the writer has drained it. The event is
+ * dropped only when the writer is stuck or cannot drain (mtp_writer_await_room), and
+ * counted for memory when max_memory kept the ring below `ring` events. */
 static MTP_NOINLINE void push_full(struct mtp_thread *t, const struct mt_event *e)
 {
-	uint64_t until = mtp_now() + FULL_WAIT_NS;
-	bool stunted = false, waiting = t->waiting;
+	uint64_t began = 0;
+	bool stunted = false, waiting = t->waiting, room = true;
 
-	mtp_writer_wake();
-	for (unsigned i = 1;; i++) {
+	for (unsigned i = 0;; i++) {
 		if (try_push(t->ring, e))
 			break;
 		if (grow(t)) {
@@ -228,29 +225,32 @@ static MTP_NOINLINE void push_full(struct mtp_thread *t, const struct mt_event *
 			break;
 		}
 		stunted = t->ring->mask + 1 < mtp_opt.ring; /* it could not grow */
-		/* between two tries the ring is left alone: a signal handler's event may go in */
+		if (!began) {
+			began = mtp_now();
+			mtp_writer_wake();
+		}
+		/* between two tries the ring is left alone: a signal handler's event may go in.
+		   A writer at work on another core makes room in a moment; else, sleep. */
 		t->waiting = true;
 		SIGNAL_FENCE();
-		if (i < 64) {
+		if (i < 64)
 			mtp_cpu_relax();
-		} else {
-			sched_yield();
-			if (i % 16 == 0 && mtp_now() > until) {
-				t->waiting = waiting;
-				SIGNAL_FENCE();
-				goto dropped;
-			}
+		else
+			room = mtp_writer_await_room();
+		SIGNAL_FENCE();
+		t->waiting = waiting;
+		SIGNAL_FENCE();
+		if (!room && !try_push(t->ring, e)) {
+			__atomic_store_n(&t->log->dropped, t->log->dropped + 1, __ATOMIC_RELAXED);
+			if (stunted)
+				__atomic_store_n(&t->log->stunted, t->log->stunted + 1, __ATOMIC_RELAXED);
+			break;
 		}
-		SIGNAL_FENCE();
-		t->waiting = false;
-		SIGNAL_FENCE();
 	}
-	t->waiting = waiting;
-	return;
-dropped:
-	__atomic_store_n(&t->log->dropped, t->log->dropped + 1, __ATOMIC_RELAXED);
-	if (stunted)
-		__atomic_store_n(&t->log->stunted, t->log->stunted + 1, __ATOMIC_RELAXED);
+	if (began) {
+		__atomic_store_n(&t->log->waited_ns, t->log->waited_ns + (mtp_now() - began), __ATOMIC_RELAXED);
+		__atomic_store_n(&t->log->waits, t->log->waits + 1, __ATOMIC_RELAXED);
+	}
 }
 
 static inline void push(struct mtp_thread *t, const struct mt_event *e)

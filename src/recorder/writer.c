@@ -27,6 +27,7 @@
 #include <limits.h>
 #include <linux/openat2.h>
 #include <poll.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <time.h>
@@ -40,6 +41,9 @@
 #define ENDER (MAX_OWN - 1) /* the last: the one that ends a process whose main called pthread_exit */
 #define END_MAX (16 + 10 * (2 + MT_DROP_COUNT)) /* an END chunk's payload at most: varints */
 #define STALLED_MS 2000 /* a pipe's reader that takes no byte for this long has stopped reading */
+/* a writer that does no round for this long is stuck: longer than a pipe's stall, after
+   which the writer goes on and counts what it cannot write as such */
+#define STUCK_NS ((STALLED_MS + 1000) * 1000000ull)
 /* The writer's stack, whatever the job's ulimit -s (threads take theirs from it): its
  * deepest road (a drain that feeds the policy engine, the header's lines) takes tens of KiB. */
 #define WRITER_STACK (2u << 20)
@@ -73,6 +77,7 @@ static struct writer {
 	/* asking: a thread bumps `asked` (its round), rings `bell` and sleeps on `served`
 	   until the writer has done that round */
 	uint32_t bell, asked, served;
+	uint32_t stalled;     /* 1 + `served` when a full ring's wait for a round timed out; 0: never */
 	bool stop_asked;      /* the process is exiting: the END chunk */
 	pthread_mutex_t post; /* one ask with arguments at a time */
 	struct ask ask;
@@ -382,6 +387,20 @@ static uint64_t dropped_now(void)
 	uint64_t by[MT_DROP_COUNT];
 
 	return drops_now(by);
+}
+
+/* How often the job's threads waited for the writer to make room in a full ring, and how
+ * many nanoseconds in all. */
+static uint64_t waits_now(uint64_t *ns)
+{
+	uint64_t n = 0;
+
+	*ns = 0;
+	for (struct mtp_log *l = __atomic_load_n(&mtp_logs, __ATOMIC_ACQUIRE); l; l = l->next) {
+		n += __atomic_load_n(&l->waits, __ATOMIC_RELAXED);
+		*ns += __atomic_load_n(&l->waited_ns, __ATOMIC_RELAXED);
+	}
+	return n;
 }
 
 static void put_drops(struct mt_buf *b, const uint64_t *by)
@@ -741,17 +760,20 @@ static bool file_ready(void)
 
 /* ---- the END chunk, and what memtap run learns of it ---- */
 
-/* The totals: events dropped in all, events written, then the drops by reason. An END
- * chunk is tried even after a failed write: cutting off the partial chunk made room. */
+/* The totals: events dropped in all, events written, the drops by reason, then the waits
+ * for room in a full ring and their nanoseconds. An END chunk is tried even after a failed
+ * write: cutting off the partial chunk made room. */
 static bool write_end_to(int fd)
 {
-	uint64_t by[MT_DROP_COUNT], all = drops_now(by);
+	uint64_t by[MT_DROP_COUNT], all = drops_now(by), ns, waits = waits_now(&ns);
 	ssize_t n;
 
 	begin(&w.table);
 	mt_buf_varint(&w.table, all);
 	mt_buf_varint(&w.table, w.written);
 	put_drops(&w.table, by);
+	mt_buf_varint(&w.table, waits);
+	mt_buf_varint(&w.table, ns);
 	return put_chunk(fd, MT_CHUNK_END, &w.table, &n);
 }
 
@@ -1089,6 +1111,7 @@ static void *writer_main(void *arg)
 	uint64_t pause_ms = mtp_opt.flush_ms, looked = mtp_now();
 
 	(void)arg;
+	prctl(PR_SET_NAME, "memtap-writer"); /* as ps and top show it */
 	if (!(w.own_table = mtp_own_files()))
 		mtp_warn(
 		    "memtap's writer cannot have a descriptor table of its own (unshare: %s): a job that closes or "
@@ -1175,6 +1198,26 @@ static bool await_round(uint64_t ns, bool exec)
 			return false;
 		mtp_futex_wait(&w.served, s, ns ? until - now : 0);
 	}
+}
+
+/* A thread's ring is full: it sleeps until the writer's next round has drained it, for as
+ * long as the writer keeps working. A writer that does no round in STUCK_NS is stuck (a
+ * write that does not return, a lock the sleeping thread itself holds): false then, and
+ * at once while it stays stuck, so the event is dropped rather than the job held. False too
+ * when no round can come: no writer thread, an exec under way, the writer itself. */
+bool mtp_writer_await_room(void)
+{
+	uint32_t stalled = __atomic_load_n(&w.stalled, __ATOMIC_RELAXED);
+	int err = errno;
+	bool done;
+
+	if (!w.running || on_writer() || __atomic_load_n(&w.execs, __ATOMIC_ACQUIRE) ||
+	    (stalled && stalled - 1 == __atomic_load_n(&w.served, __ATOMIC_ACQUIRE)))
+		return false;
+	if (!(done = await_round(STUCK_NS, false)))
+		__atomic_store_n(&w.stalled, __atomic_load_n(&w.served, __ATOMIC_ACQUIRE) + 1, __ATOMIC_RELAXED);
+	errno = err;
+	return done;
 }
 
 /* An ask with arguments: w.post is held by the caller, never the writer itself. */

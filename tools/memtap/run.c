@@ -290,8 +290,8 @@ static void say_drops(const struct mt_trace *t)
 	k = (size_t)snprintf(line, sizeof line, "memtap: %" PRIu64 " events dropped:", t->dropped);
 	for (int i = 0; i < MT_DROP_COUNT; i++) {
 		static const char *const why[MT_DROP_COUNT] = {
-		    [MT_DROP_RING_FULL] = "a thread's buffer stayed full for 10 ms, the writer did not keep up "
-					  "(raise -O ring=N, now %s)",
+		    [MT_DROP_RING_FULL] = "a thread's buffer was full and memtap's writer made no progress for 3 s "
+					  "(stuck writing, or held by the job; a larger -O ring=N, now %s, may help)",
 		    [MT_DROP_MEMORY] =
 			"memtap's memory cap was reached (raise -O max_memory=SIZE, now %s, or lower -O ring)",
 		    [MT_DROP_WRITE] = "the trace could not be written (a full disk or a file size limit; see above)",
@@ -351,6 +351,10 @@ static void summary(const char *path)
 		fprintf(stderr, "memtap: trace %s: %" PRIu64 " allocations, %" PRIu64 " frees (memtap report %s)\n",
 			path, r.end.allocs, r.end.frees, path);
 		mt_report_free(&r);
+	}
+	if (t.waits) {
+		char line[256];
+		fprintf(stderr, "memtap: %s\n", mt_report_waits_text(&t, line, sizeof line));
 	}
 	if (t.dropped)
 		say_drops(&t);
