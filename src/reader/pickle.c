@@ -1037,7 +1037,8 @@ int pk_stream(const uint8_t *data, size_t size, struct pk_arena *arena, const st
 			break;
 		}
 		r = step(&m, op);
-		if (!r && m.nmarks && hooks && hooks->ahead)
+		/* (a thousand items above the top mark, at least: else nothing to offer) */
+		if (!r && m.nmarks && m.n >= m.marks[m.nmarks - 1] + AHEAD && hooks && hooks->ahead)
 			r = offer_ahead(&m);
 		if (r == ENOMEM)
 			snprintf(err, errlen, "out of memory reading the pickle");
