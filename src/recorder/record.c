@@ -321,29 +321,41 @@ static void *device_event(void *arg)
 	return NULL;
 }
 
-/* Fill and push one event; the thread has a ring. */
-static void put(struct mtp_thread *t, struct mt_event *e, bool with_stack)
+/* Stamp, stack and push one event. */
+static inline void fill(struct mtp_thread *t, struct mt_event *e, bool with_stack)
 {
-	struct mt_event d[2] = {{.device = e->device}};
-
-	/* a device's first sight goes before the event, in time order too */
-	if (unlikely(!mtp_device_seen(e->device))) {
-		mtp_own_stack(device_event, d);
-		if (d[0].kind == MT_EV_DEVICE) {
-			stamp(t, &d[0]);
-			deliver(t, &d[0]);
-		}
-	}
 	stamp(t, e);
 	if (with_stack && mtp_opt.depth &&
 	    (!mtp_opt.capture_stacks || __atomic_load_n(&mtp_capturing, __ATOMIC_RELAXED)))
 		e->stack = mtp_stack_capture();
 	deliver(t, e);
-	/* the reading was taken after the call this event records: it goes after it */
-	if (unlikely(d[1].kind == MT_EV_MEMINFO)) {
+}
+
+/* A device's first sight goes before the event, in time order too; memtap's reading of
+ * the driver's count was taken after the call the event records: it goes after it. */
+static MTP_NOINLINE void first_sight(struct mtp_thread *t, struct mt_event *e, bool with_stack)
+{
+	struct mt_event d[2] = {{.device = e->device}};
+
+	mtp_own_stack(device_event, d);
+	if (d[0].kind == MT_EV_DEVICE) {
+		stamp(t, &d[0]);
+		deliver(t, &d[0]);
+	}
+	fill(t, e, with_stack);
+	if (d[1].kind == MT_EV_MEMINFO) {
 		stamp(t, &d[1]);
 		deliver(t, &d[1]);
 	}
+}
+
+/* Fill and push one event; the thread has a ring. */
+static void put(struct mtp_thread *t, struct mt_event *e, bool with_stack)
+{
+	if (unlikely(!mtp_device_seen(e->device)))
+		first_sight(t, e, with_stack);
+	else
+		fill(t, e, with_stack);
 }
 
 /* A signal handler recorded while its thread was inside mtp_record: the ring and the
