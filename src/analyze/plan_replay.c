@@ -80,6 +80,7 @@ const char *mt_plan_replay(const struct mt_plan_config *c, uint64_t capacity, st
 		out->peak_allocated = r->peak_allocated;
 		out->peak_reserved = r->stats.peak_reserved;
 		out->ops = o.in.nops;
+		out->ooms = r->ooms;
 		free(r);
 	}
 	free(o.in.ops);

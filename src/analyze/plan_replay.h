@@ -15,6 +15,7 @@
 struct mt_plan_replay {
 	uint64_t peak_allocated, peak_reserved; /* of the replayed sequence */
 	uint64_t ops;
+	uint64_t ooms; /* allocations that failed under the capacity */
 };
 
 /* NULL, or one line saying why the setup cannot be replayed. capacity: the device's

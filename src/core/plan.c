@@ -669,8 +669,9 @@ static void moments(const struct mt_plan_config *c, double m[MOMENTS][MT_PLAN_CO
 		/* bitsandbytes quantizes the blocks' linear layers: the embeddings and the output
 		 * layer stay 16-bit (transformers skips lm_head, torchtune quantizes LoRA's
 		 * linears) */
-		if (c->quantize && c->layers)
-			rest = fmin(base, (v * h * (c->untied ? 2 : 1) + (double)positions(c) * h) / t);
+		if (c->quantize && c->layers) /* sharded as the base is, by ZeRO-3 and FSDP */
+			rest = fmin(base, shard((v * h * (c->untied ? 2 : 1) + (double)positions(c) * h) / t,
+						c->fsdp || c->zero >= 3 ? sh.dp : 1));
 		params += frozen_bytes(c) * (base - rest) +
 			  (c->precision == MT_FP32 || c->precision == MT_AMP16 ? 4 : 2) * rest;
 	}
@@ -1242,9 +1243,9 @@ const char *mt_plan_steps(const struct mt_plan_config *c, int steps, const struc
 	double stored = stored_bytes(c), base = c->lora_rank ? frozen_bytes(c) : stored;
 	double emb_stored = c->lora_rank ? (c->precision == MT_FP32 || c->precision == MT_AMP16 ? 4 : 2) : stored;
 	seq_alloc(&q, emb_stored * shard(head / t + positions(c) * h, dp3), ALLOC);
-	for (uint64_t l = 0; l < layers; l++) {
+	for (uint64_t l = 0; l < layers; l++) { /* a frozen base too is sharded by ZeRO-3 and FSDP */
 		for (size_t i = 0; i < nl; i++)
-			seq_alloc(&q, base * shard(lt[i] / t, c->lora_rank ? 1 : dp3), ALLOC);
+			seq_alloc(&q, base * shard(lt[i] / t, dp3), ALLOC);
 		for (size_t i = 0; c->lora_rank && i < nt; i++)
 			seq_alloc(&q, stored * shard(tt[i] / t, dp3), ALLOC);
 	}

@@ -493,17 +493,25 @@ static void megatron(const struct mt_plan_config *c, bool json)
 struct reserved {
 	struct mt_plan_replay r;
 	double cache, total; /* the cache at the peak; the planned total with it */
+	double room;	     /* the device's bytes for the allocator (0: no --gpu-mem) */
+	uint64_t ooms;	     /* allocations that failed within room: the step does not fit */
 };
 
 /* The modeled step replayed through PyTorch's allocator policy: what it reserves beyond
  * what it allocates at its peak is the cache, added to the planned peak. The device's
  * capacity (less the framework's bytes) bounds it, as a real device makes the allocator
- * free its cache and retry. */
+ * free its cache and retry. When allocations fail within it, the step does not fit: the
+ * figures are then the replay's without the bound, and the failures are said. */
 static void replay_reserved(const struct mt_plan_config *c, const struct mt_plan *p, double mem, struct reserved *out)
 {
-	double room = mem > p->framework ? mem - p->framework : 0;
-	const char *why = mt_plan_replay(c, (uint64_t)room, &out->r);
+	const char *why;
 
+	out->room = mem > p->framework ? mem - p->framework : 0;
+	if (mem > 0 && out->room < 1)
+		out->room = 1; /* the framework alone fills the device: nothing is left */
+	why = mt_plan_replay(c, (uint64_t)out->room, &out->r);
+	if (!why && (out->ooms = out->r.ooms))
+		why = mt_plan_replay(c, 0, &out->r);
 	if (why)
 		die(EXIT_USAGE, "--reserved: %s", why);
 	out->cache = (double)(out->r.peak_reserved - out->r.peak_allocated);
@@ -515,6 +523,11 @@ static void print_reserved(const struct reserved *x)
 	printf("reserved by PyTorch's caching allocator at its peak (replayed, native policy): %.2f GiB\n"
 	       "  the planned total and %.2f GiB of cache (the replay: %.2f GiB allocated, %.2f GiB reserved)\n",
 	       gib(x->total), gib(x->cache), gib((double)x->r.peak_allocated), gib((double)x->r.peak_reserved));
+	if (x->ooms)
+		printf("  within the %.2f GiB --gpu-mem leaves it, %llu of the replay's allocations failed: it does "
+		       "not fit "
+		       "(the figures above are without that limit)\n",
+		       gib(x->room), (unsigned long long)x->ooms);
 }
 
 /* ---- the plan and what to change ---- */
@@ -649,9 +662,9 @@ static void print_json(const struct mt_plan_config *c, const struct mt_plan_scal
 	if (x)
 		printf(
 		    "  \"reserved\": {\"total_bytes\": %.0f, \"cache_bytes\": %.0f, \"replay_allocated_bytes\": %llu, "
-		    "\"replay_reserved_bytes\": %llu},\n",
-		    x->total, x->cache, (unsigned long long)x->r.peak_allocated,
-		    (unsigned long long)x->r.peak_reserved);
+		    "\"replay_reserved_bytes\": %llu, \"failed_within_gpu_mem\": %llu},\n",
+		    x->total, x->cache, (unsigned long long)x->r.peak_allocated, (unsigned long long)x->r.peak_reserved,
+		    (unsigned long long)x->ooms);
 	printf("  \"layer_activation_bytes\": %.0f,\n", c->layers ? mt_plan_layer_activations(c) : 0.0);
 	printf("  \"cpu_bytes_per_node\": %.0f,\n  \"nvme_bytes_per_node\": %.0f,\n  \"table\": [", p->cpu, p->nvme);
 	mt_plan_table(c, s, table);
