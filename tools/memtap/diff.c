@@ -312,7 +312,7 @@ int cmd_diff(int argc, char **argv)
 	char *end;
 	int c;
 
-	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+	while ((c = next_option(argc, argv, "h", longopts, "diff")) != -1) {
 		switch (c) {
 		case 'j':
 			json = true;
@@ -330,9 +330,6 @@ int cmd_diff(int argc, char **argv)
 		case 'h':
 			fputs(diff_usage, stdout);
 			return 0;
-		default:
-			fputs(diff_usage, stderr);
-			return EXIT_USAGE;
 		}
 	}
 	if (argc - optind != 2)

@@ -32,7 +32,7 @@ int cmd_export(int argc, char **argv)
 	FILE *out = stdout;
 	int c, status;
 
-	while ((c = getopt_long(argc, argv, "o:h", longopts, NULL)) != -1) {
+	while ((c = next_option(argc, argv, "o:h", longopts, "export")) != -1) {
 		switch (c) {
 		case 'f':
 			format = optarg;
@@ -53,9 +53,6 @@ int cmd_export(int argc, char **argv)
 		case 'h':
 			fputs(export_usage, stdout);
 			return 0;
-		default:
-			fputs(export_usage, stderr);
-			return EXIT_USAGE;
 		}
 	}
 	if (!format || (strcmp(format, "folded") && strcmp(format, "perfetto") && strcmp(format, "memviz")))

@@ -201,9 +201,8 @@ static void parse(int argc, char **argv, struct plan_args *a, bool what_if)
 	bool quantize_given = false;
 	int o;
 
-	opterr = 0;
 	optind = 0;
-	while ((o = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+	while ((o = next_option(argc, argv, "h", longopts, "plan")) != -1) {
 		if (o == O_DS)
 			deepspeed = optarg;
 		else if (o == O_MODEL)
@@ -247,7 +246,7 @@ static void parse(int argc, char **argv, struct plan_args *a, bool what_if)
 		a->recompute_given = x.recompute_given;
 	}
 	optind = 0;
-	while ((o = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+	while ((o = next_option(argc, argv, "h", longopts, "plan")) != -1) {
 		if (o >= O_TABLE && o < O_DS) {
 			const struct mt_plan_option *p = &mt_plan_options[o - O_TABLE];
 			snprintf(shown, sizeof shown, "--%s", longopts[o - O_TABLE].name);
@@ -282,10 +281,6 @@ static void parse(int argc, char **argv, struct plan_args *a, bool what_if)
 		case 'h':
 			plan_help(stdout);
 			exit(0);
-		case ':':
-			die(EXIT_USAGE, "%s needs a value (see memtap plan --help)", argv[optind - 1]);
-		default:
-			die(EXIT_USAGE, "memtap plan does not know '%s' (see --help)", argv[optind - 1]);
 		}
 	}
 	/* transformers trains a quantized model only through adapters (its Trainer refuses
@@ -381,7 +376,7 @@ void plan_setup_from_text(const char *text, struct mt_plan_config *out)
 	struct plan_args a = {.c = {.precision = MT_MIXED16, .optimizer = MT_ADAM, .nodes = 1, .gpus_per_node = 1},
 			      .estimator = -1,
 			      .device = -1};
-	char *copy = strdup(text), *argv[65] = {"--plan"}, *save = NULL;
+	char *copy = strdup(text), *argv[65] = {"report --plan"}, *save = NULL;
 	int argc = 1;
 
 	for (char *w = strtok_r(copy, " \t\n", &save); w; w = strtok_r(NULL, " \t\n", &save))

@@ -77,7 +77,7 @@ static int parse_common(int argc, char **argv, const char *usage, bool *json, si
 	int c;
 	char *end;
 
-	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+	while ((c = next_option(argc, argv, "h", longopts, argv[0])) != -1) {
 		switch (c) {
 		case 'j':
 			*json = true;
@@ -109,9 +109,6 @@ static int parse_common(int argc, char **argv, const char *usage, bool *json, si
 		case 'h':
 			fputs(usage, stdout);
 			exit(0);
-		default:
-			fputs(usage, stderr);
-			exit(EXIT_USAGE);
 		}
 	}
 	if (optind >= argc)

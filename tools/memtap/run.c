@@ -506,7 +506,7 @@ int cmd_run(int argc, char **argv)
 	pid_t pid;
 	int c, status;
 
-	while ((c = getopt_long(argc, argv, "+o:O:qh", longopts, NULL)) != -1) {
+	while ((c = next_option(argc, argv, "+o:O:qh", longopts, "run")) != -1) {
 		switch (c) {
 		case 'o':
 			pattern = optarg;
@@ -544,9 +544,6 @@ int cmd_run(int argc, char **argv)
 		case 'h':
 			fputs(run_usage, stdout);
 			return 0;
-		default:
-			fputs(run_usage, stderr);
-			return EXIT_USAGE;
 		}
 	}
 	if (optind >= argc)

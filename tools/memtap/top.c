@@ -932,7 +932,7 @@ int cmd_top(int argc, char **argv)
 	double secs;
 	int c;
 
-	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+	while ((c = next_option(argc, argv, "h", longopts, "top")) != -1) {
 		switch (c) {
 		case 'o':
 			top.once = true;
@@ -954,9 +954,6 @@ int cmd_top(int argc, char **argv)
 		case 'h':
 			fputs(top_usage, stdout);
 			return 0;
-		default:
-			fputs(top_usage, stderr);
-			return EXIT_USAGE;
 		}
 	}
 	if (optind >= argc)
