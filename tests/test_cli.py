@@ -1,6 +1,8 @@
 """The command's answers to bad input (issue 41): an unknown option, an ambiguous one or
 one without its value is one line naming it (with the nearest option when one is near)
-and a hint, exit 2, for every command; a mistyped command is answered with the nearest."""
+and a hint, exit 2, for every command; a mistyped command is answered with the nearest;
+memtap run -O refuses an unknown key or a value the recorder would ignore before the job
+starts, while unknown MEMTAP_ variables in the environment stay harmless."""
 import os
 import subprocess
 import sys
@@ -10,6 +12,7 @@ from tap import done, ok, scratch  # noqa: E402
 
 B = os.environ["MT_BUILDDIR"]
 MEMTAP = os.path.join(B, "tools/memtap/memtap")
+SIMTRAIN = os.path.join(B, "tools/simtrain/simtrain")
 TMP = scratch("cli")
 
 
@@ -69,4 +72,30 @@ p = memtap("frobnicate")
 ok(refused(p, "memtap: unknown command 'frobnicate' (see memtap --help)"), "no command near: none offered", said(p))
 p = memtap("--hepl")
 ok(refused(p, "memtap: unknown option '--hepl'; did you mean --help? (see memtap --help)"), "memtap --hepl", said(p))
+
+# ---- memtap run -O: the recorder's keys and its parser, before the job starts ----
+RUN_O = [("nosuchkey=1", "-O nosuchkey=1: unknown key nosuchkey"),
+         ("dpth=3", "-O dpth=3: unknown key dpth; did you mean depth?"),
+         ("Flush-ms=5", "-O Flush-ms=5: unknown key Flush-ms; did you mean flush_ms?"),
+         ("depth=abc", "-O depth=abc: depth takes a number, with K, M or G for sizes"),
+         ("ring=12Q", "-O ring=12Q: ring takes a number, with K, M or G for sizes"),
+         ("follow_fork=yes", "-O follow_fork=yes: follow_fork takes 1 or 0"),
+         ("output=" + "x" * 5000, "-O output=" + "x" * 248 + ": output takes a value shorter than 4096 bytes")]
+for kv, line in RUN_O:
+    p = memtap("run", "-O", kv, "--", "touch", marker)
+    ok(refused(p, "memtap run: %s (see memtap run --help)" % line) and not os.path.exists(marker),
+       "memtap run -O %s: %s; the job not started" % (kv[:20], line[:80]), said(p))
+trace = os.path.join(TMP, "o.trace")
+p = memtap("run", "-q", "-o", trace, "-O", "ring=16K", "-O", "FOLLOW_FORK=true", "-O", "flush_ms=50", "--",
+           SIMTRAIN, "--preset", "tiny", "--iters", "1")
+ok(p.returncode == 0 and p.stderr == "" and os.path.exists(trace),
+   "what the recorder takes, -O takes: sizes with K, true for 1, a key in capitals", said(p))
+# the environment is not the command line: a variable that names no option is left alone,
+# a bad one in MEMTAP_OPTIONS is one warning, and the job runs
+trace = os.path.join(TMP, "env.trace")
+p = memtap("run", "-q", "-o", trace, "--", SIMTRAIN, "--preset", "tiny", "--iters", "1",
+           env=dict(os.environ, MEMTAP_NOSUCHKEY="1", MEMTAP_OPTIONS="nosuchkey=1"))
+ok(p.returncode == 0 and os.path.exists(trace) and
+   p.stderr == "memtap: ignoring 'nosuchkey=1' in MEMTAP_OPTIONS: not a known key=value option\n",
+   "unknown MEMTAP_ variables in the environment: a warning at most, and the job recorded", said(p))
 done()

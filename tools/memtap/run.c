@@ -26,6 +26,7 @@
 #include "analyze/report.h"
 #include "cli.h"
 #include "recorder/options.h"
+#include "core/text.h"
 #include "core/units.h"
 
 #ifndef MT_PKGLIBDIR
@@ -53,7 +54,8 @@ const char run_usage[] =
     "                         memtap's caching allocator (policy: -O alloc_policy=memtap-vmm|memtap|\n"
     "                         native|bump, knobs: -O alloc_conf=...; docs/ALLOCATOR.md). PyTorch jobs\n"
     "                         plug it in with memtap.use_allocator() instead\n"
-    "  -O, --option KEY=VALUE any memtap option (below), as MEMTAP_<KEY> would set it\n"
+    "  -O, --option KEY=VALUE any memtap option (below), as MEMTAP_<KEY> would set it; an unknown\n"
+    "                         KEY or a VALUE it does not take stops here\n"
     "  -q, --quiet            no summary\n"
     "Options (also MEMTAP_OPTIONS=\"key=value,...\" or MEMTAP_<KEY> in the environment):\n"
 #define OPT(key, type, dflt, help) "  " #key " (default " dflt "): " help "\n"
@@ -175,14 +177,38 @@ static void add_policy(char *list, size_t len, const char *name)
 	snprintf(list + k, len - k, "%s%s", k ? ":" : "", path);
 }
 
+/* -O KEY=VALUE as MEMTAP_<KEY>: a key the recorder does not have, or a value it would
+ * ignore, stops the run here (the recorder would say it and run on). */
 static void set_option(const char *kv)
 {
-	char name[128] = "MEMTAP_";
-	const char *eq = strchr(kv, '=');
+	static const char *const keys[] = {
+#define OPT(key, type, dflt, help) #key,
+#include "recorder/options.def"
+#undef OPT
+	};
+	char name[128] = "MEMTAP_", key[sizeof name], shown[256];
+	const char *eq = strchr(kv, '='), *expected = "";
 	size_t k = 7;
+	struct mt_near near = {key};
 
 	if (!eq || eq == kv || (size_t)(eq - kv) > sizeof name - 8)
 		die(EXIT_USAGE, "-O needs KEY=VALUE, not '%s'", kv);
+	snprintf(key, sizeof key, "%.*s", (int)(eq - kv), kv);
+	snprintf(shown, sizeof shown, "%s", kv);
+	mt_text_line(key);
+	mt_text_line(shown);
+	switch (mtp_option_check(kv, (size_t)(eq - kv), eq + 1, &expected)) {
+	case 0:
+		break;
+	case ENOENT:
+		for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+			mt_near_offer(&near, keys[i]);
+		if (near.best)
+			bad_usage("run", "run", "-O %s: unknown key %s; did you mean %s?", shown, key, near.best);
+		bad_usage("run", "run", "-O %s: unknown key %s", shown, key);
+	default:
+		bad_usage("run", "run", "-O %s: %s takes %s", shown, key, expected);
+	}
 	for (const char *p = kv; p < eq; p++)
 		name[k++] = (char)(*p >= 'a' && *p <= 'z' ? *p - 32 : *p);
 	name[k] = '\0';
