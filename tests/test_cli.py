@@ -90,6 +90,10 @@ p = memtap("run", "-q", "-o", trace, "-O", "ring=16K", "-O", "FOLLOW_FORK=true",
            SIMTRAIN, "--preset", "tiny", "--iters", "1")
 ok(p.returncode == 0 and p.stderr == "" and os.path.exists(trace),
    "what the recorder takes, -O takes: sizes with K, true for 1, a key in capitals", said(p))
+p = memtap("run", "-q", "-o", os.path.join(TMP, "deep.trace"), "-O", "depth=1k", "--", SIMTRAIN, "--preset", "tiny",
+           "--iters", "1")
+ok(p.returncode == 0 and p.stderr == "memtap: depth=1024 is more than 256 frames: using 256\n",
+   "-O depth=1k: the recorder's limit said once, by memtap run (not again by the job)", said(p))
 # the environment is not the command line: a variable that names no option is left alone,
 # a bad one in MEMTAP_OPTIONS is one warning, and the job runs
 trace = os.path.join(TMP, "env.trace")

@@ -319,7 +319,8 @@ void mtp_options_load(void)
 			set(&defs[i], v, strlen(v), name);
 	}
 	if (mtp_opt.depth > 256) {
-		mtp_warn("depth=%llu is more than 256 frames: using 256", (unsigned long long)mtp_opt.depth);
+		if (!checked)
+			mtp_warn("depth=%llu is more than 256 frames: using 256", (unsigned long long)mtp_opt.depth);
 		mtp_opt.depth = 256;
 	}
 	if (mtp_opt.ring < 64 || (mtp_opt.ring & (mtp_opt.ring - 1))) {
