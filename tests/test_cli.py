@@ -2,15 +2,18 @@
 one without its value is one line naming it (with the nearest option when one is near)
 and a hint, exit 2, for every command; a mistyped command is answered with the nearest;
 memtap run -O refuses an unknown key or a value the recorder would ignore before the job
-starts, while unknown MEMTAP_ variables in the environment stay harmless."""
+starts, while unknown MEMTAP_ variables in the environment stay harmless; options given
+together do all they say (report --json --html)."""
+import json
 import os
+import shutil
 import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.environ["MT_SRCDIR"], "tests"))
 from tap import done, ok, scratch  # noqa: E402
 
-B = os.environ["MT_BUILDDIR"]
+B, S = os.environ["MT_BUILDDIR"], os.environ["MT_SRCDIR"]
 MEMTAP = os.path.join(B, "tools/memtap/memtap")
 SIMTRAIN = os.path.join(B, "tools/simtrain/simtrain")
 TMP = scratch("cli")
@@ -102,4 +105,22 @@ p = memtap("run", "-q", "-o", trace, "--", SIMTRAIN, "--preset", "tiny", "--iter
 ok(p.returncode == 0 and os.path.exists(trace) and
    p.stderr == "memtap: ignoring 'nosuchkey=1' in MEMTAP_OPTIONS: not a known key=value option\n",
    "unknown MEMTAP_ variables in the environment: a warning at most, and the job recorded", said(p))
+# ---- report --json --html: both, the page to its file and the JSON on stdout ----
+golden = os.path.join(S, "tests/golden/v1-06e1a0a-simtrain.trace")
+alone = memtap("report", "--json", golden)
+page = os.path.join(TMP, "both.html")
+p = memtap("report", "--json", "--html", page, golden)
+ok(p.returncode == 0 and alone.returncode == 0 and p.stdout == alone.stdout and json.loads(p.stdout)
+   and os.path.exists(page) and "<html" in open(page).read() and p.stderr == "memtap: wrote %s\n" % page,
+   "memtap report --json --html FILE TRACE: the JSON on stdout as --json alone gives it, and the page", said(p))
+ranks = os.path.join(TMP, "ranks")
+os.makedirs(ranks)
+for r in range(2):
+    shutil.copy(golden, os.path.join(ranks, "rank%d.trace" % r))
+alone = memtap("report", "--json", ranks)
+page = os.path.join(TMP, "ranks.html")
+p = memtap("report", "--html", page, "--json", ranks)
+ok(p.returncode == 0 and alone.returncode == 0 and p.stdout == alone.stdout and len(json.loads(p.stdout)["ranks"]) == 2
+   and os.path.exists(page) and p.stderr == "memtap: wrote %s\n" % page,
+   "memtap report --html FILE --json DIR: both for ranks too", said(p))
 done()

@@ -16,9 +16,9 @@
 #include "core/units.h"
 
 const char report_usage[] =
-    "usage: memtap report TRACE [--json | --html FILE] [--top N] [--frames=all] [--iteration NAME]\n"
+    "usage: memtap report TRACE [--json] [--html FILE] [--top N] [--frames=all] [--iteration NAME]\n"
     "                    [--leak-iterations K] [--plan 'SETUP']\n"
-    "       memtap report TRACE TRACE... | DIRECTORY [--json | --html FILE]   one row per rank, and the\n"
+    "       memtap report TRACE TRACE... | DIRECTORY [--json] [--html FILE]   one row per rank, and the\n"
     "                 imbalance (a directory's .trace files, else its PyTorch snapshots, .pickle or\n"
     "                 .pkl: a rank from a file name such as rank3_memory_snapshot.pickle where the\n"
     "                 trace names none); for a job's run directory (memtap run --dir), every rank at the\n"
@@ -32,7 +32,8 @@ const char report_usage[] =
     "interpreter's frames are left out and long C++ names shortened.\n"
     "  --json    the stable JSON form (docs/REPORT.md)\n"
     "  --html FILE  one self-contained page: composition over time, the peak, top stacks,\n"
-    "               leaks, OOMs and a map of the segments (opens offline in any browser)\n"
+    "               leaks, OOMs and a map of the segments (opens offline in any browser);\n"
+    "               with --json as well, the page goes to FILE and the JSON to stdout\n"
     "  --top N   stacks shown per list (default 10)\n"
     "  --frames=all  every frame of every stack, names in full, each stack of a group\n"
     "  --iteration NAME        iteration boundaries: memtap_mark NAME or NVTX range NAME (default:\n"
@@ -265,6 +266,8 @@ static int report_ranks(char **paths, size_t n, bool json, const char *dir)
 			status = 1, fprintf(stderr, "memtap: cannot write %s: %s\n", html_path, strerror(err));
 		else
 			fprintf(stderr, "memtap: wrote %s\n", html_path);
+	}
+	if (html_path && !json) {
 		mt_job_free(&job);
 		free(jr);
 		free(rows);
@@ -385,13 +388,12 @@ int cmd_report(int argc, char **argv)
 			status = 1, fprintf(stderr, "memtap: cannot write %s: %s\n", html_path, strerror(err));
 		else if (!status) /* a damaged trace's one line already said what the page holds */
 			fprintf(stderr, "memtap: wrote %s\n", html_path);
-	} else if (json) {
-		progress_end();
-		mt_report_json(stdout, &r, sym, top);
-	} else {
-		progress_end();
-		mt_report_text(stdout, &r, sym, top);
 	}
+	progress_end();
+	if (json) /* with --html too: the page in its file, the JSON on stdout */
+		mt_report_json(stdout, &r, sym, top);
+	else if (!html_path)
+		mt_report_text(stdout, &r, sym, top);
 	mt_symbols_close(sym);
 	mt_report_free(&r);
 	mt_trace_free(&t);
