@@ -123,4 +123,38 @@ p = memtap("report", "--html", page, "--json", ranks)
 ok(p.returncode == 0 and alone.returncode == 0 and p.stdout == alone.stdout and len(json.loads(p.stdout)["ranks"]) == 2
    and os.path.exists(page) and p.stderr == "memtap: wrote %s\n" % page,
    "memtap report --html FILE --json DIR: both for ranks too", said(p))
+# ---- export --format=memviz: a binary pickle never goes to a terminal ----
+def on_terminal(*args):
+    """memtap with its stdout a terminal: (exit status, what reached the terminal, stderr)."""
+    master, slave = os.openpty()
+    p = subprocess.Popen([MEMTAP, *args], stdout=slave, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+    os.close(slave)
+    got = b""
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        got += chunk
+    os.close(master)
+    err = p.stderr.read()
+    return p.wait(), got, err
+
+
+status, out, err = on_terminal("export", "--format=memviz", golden)
+ok(status == 2 and out == b"" and err == "memtap: --format memviz is a binary pickle, not for a terminal: use -o FILE "
+   "or redirect the output\n", "export --format=memviz to a terminal: refused in one line, nothing written to it",
+   (status, out[:100], err))
+status, out, err = on_terminal("export", "--format=folded", golden)
+ok(status == 0 and out.count(b"\n") > 3 and err == "", "export --format=folded to a terminal: text, written",
+   (status, out[:100], err))
+pickle = os.path.join(TMP, "snap.pickle")
+status, out, err = on_terminal("export", "--format=memviz", "-o", pickle, golden)
+ok(status == 0 and out == b"" and open(pickle, "rb").read(1) == b"\x80", "memviz with -o from a terminal: the file",
+   (status, err))
+p = subprocess.run([MEMTAP, "export", "--format=memviz", golden], capture_output=True)
+ok(p.returncode == 0 and p.stdout[:1] == b"\x80" and p.stdout[-1:] == b".", "memviz redirected: the pickle on stdout",
+   p.stderr)
 done()

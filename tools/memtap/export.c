@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "analyze/export.h"
 #include "cli.h"
@@ -18,7 +19,8 @@ const char export_usage[] =
     "  --format memviz     a pickle in PyTorch's snapshot layout for pytorch.org/memory_viz\n"
     "                      (each entry carries its category in the profiler's words, some\n"
     "                      'unknown' as the viewer needs; a snapshot's allocator_settings,\n"
-    "                      external_annotations and private pools kept; use -o, it is binary)\n";
+    "                      external_annotations and private pools kept; binary: refused on a\n"
+    "                      terminal, use -o FILE or redirect)\n";
 
 int cmd_export(int argc, char **argv)
 {
@@ -60,6 +62,9 @@ int cmd_export(int argc, char **argv)
 		    format ? format : "");
 	if (argc - optind != 1)
 		die(EXIT_USAGE, "memtap export takes one trace (see --help)");
+	if (!strcmp(format, "memviz") && !output && isatty(STDOUT_FILENO))
+		die(EXIT_USAGE,
+		    "--format memviz is a binary pickle, not for a terminal: use -o FILE or redirect the output");
 	if (mt_trace_read(argv[optind], &t))
 		die(EXIT_USAGE, "%s", t.problem);
 	if (t.problem[0])
