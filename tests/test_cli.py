@@ -3,7 +3,8 @@ one without its value is one line naming it (with the nearest option when one is
 and a hint, exit 2, for every command; a mistyped command is answered with the nearest;
 memtap run -O refuses an unknown key or a value the recorder would ignore before the job
 starts, while unknown MEMTAP_ variables in the environment stay harmless; options given
-together do all they say (report --json --html)."""
+together do all they say (report --json --html); a binary export never goes to a terminal;
+no path a command makes or says has '//' in it, however its folder was given."""
 import json
 import os
 import shutil
@@ -157,4 +158,43 @@ ok(status == 0 and out == b"" and open(pickle, "rb").read(1) == b"\x80", "memviz
 p = subprocess.run([MEMTAP, "export", "--format=memviz", golden], capture_output=True)
 ok(p.returncode == 0 and p.stdout[:1] == b"\x80" and p.stdout[-1:] == b".", "memviz redirected: the pickle on stdout",
    p.stderr)
+# ---- paths: one '/' between a folder and a name, however the folder was given ----
+for given in (ranks + "/", ranks + "//"):
+    p = memtap("report", "--json", given)
+    rows = json.loads(p.stdout)["ranks"] if p.returncode == 0 else []
+    ok(len(rows) == 2 and all(r["trace"] == os.path.join(ranks, "rank%s.trace" % r["rank"]) for r in rows),
+       "memtap report --json %s: each rank's trace as DIR/rank0.trace" % given.replace(ranks, "DIR"),
+       [r["trace"] for r in rows] or said(p))
+model = os.path.join(TMP, "model")
+os.makedirs(model)
+json.dump({"model_type": "llama", "hidden_act": "silu", "rms_norm_eps": 1e-5, "tie_word_embeddings": False,
+           "attention_bias": False, "vocab_size": 32000, "hidden_size": 4096, "num_hidden_layers": 32,
+           "num_attention_heads": 32, "num_key_value_heads": 32, "intermediate_size": 11008,
+           "max_position_embeddings": 4096}, open(os.path.join(model, "config.json"), "w"))
+p = memtap("plan", "--model", model + "/", "--json")
+ok(p.returncode == 0 and p.stderr.startswith("memtap: %s/config.json: llama" % model) and "//" not in p.stderr,
+   "memtap plan --model DIR/: DIR/config.json", said(p))
+# the trace's path from a relative -o in the root folder, and a run directory given with a '/'
+rel = os.path.relpath(os.path.join(TMP, "root.trace"), "/")
+p = memtap("run", "-o", rel, "--", SIMTRAIN, "--preset", "tiny", "--iters", "1", cwd="/")
+ok(p.returncode == 0 and "memtap: trace /%s: " % rel in p.stderr and "//" not in p.stderr,
+   "memtap run -o RELATIVE in /: the trace named /RELATIVE", said(p))
+rundir = os.path.join(TMP, "rundir")
+p = memtap("run", "--", SIMTRAIN, "--preset", "tiny", "--iters", "1",
+           env=dict(os.environ, MEMTAP_DIR=rundir + "/", RANK="0", TMPDIR=TMP + "/"))
+ok(p.returncode == 0 and "memtap: trace %s/rank-0.trace: " % rundir in p.stderr and "//" not in p.stderr,
+   "MEMTAP_DIR=DIR/ (and TMPDIR with its '/'): the rank's trace DIR/rank-0.trace", said(p))
+# a policy's folder given with a '/': the paths its snapshots return and its errors name
+pdir = os.path.join(TMP, "policy_dir")
+os.makedirs(pdir)
+policy = os.path.join(TMP, "snap.lua")
+open(policy, "w").write("""memtap.on_exit(function()
+  print(memtap.snapshot("snap.trace"))
+  print(select(2, memtap.snapshot("snap.trace")))
+end)
+""")
+p = memtap("run", "-q", "-o", os.path.join(pdir, "job.trace"), "--policy", policy, "-O", "policy_dir=%s/" % pdir, "--",
+           SIMTRAIN, "--preset", "tiny", "--iters", "1")
+ok(p.returncode == 0 and p.stderr == "memtap: policy: %s/snap.trace\nmemtap: policy: %s/snap.trace: File exists\n"
+   % (pdir, pdir), "-O policy_dir=DIR/: a snapshot is DIR/snap.trace, and a refusal names it so", said(p))
 done()

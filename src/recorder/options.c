@@ -13,6 +13,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "core/path.h"
 #include "core/units.h"
 
 struct mtp_options mtp_opt;
@@ -286,7 +287,7 @@ static void run_dir(void)
 	default_dir();
 	if (!mtp_opt.dir[0])
 		return;
-	n = snprintf(out, sizeof out, "%s/rank-%%r.trace", mtp_opt.dir);
+	n = mt_path_join(out, sizeof out, mtp_opt.dir, "rank-%%r.trace");
 	if (n > 0 && (size_t)n < sizeof out)
 		set(find("output", 6), out, (size_t)n, "dir");
 }

@@ -13,6 +13,7 @@
 #include "analyze/plan_replay.h"
 #include "analyze/report.h"
 #include "cli.h"
+#include "core/path.h"
 #include "core/units.h"
 #include "reader/file.h"
 
@@ -137,7 +138,7 @@ static void hf_config_read(const char *path, struct mt_plan_config *c, char *dty
 
 	snprintf(file, sizeof file, "%s", path);
 	if (!stat(path, &st) && S_ISDIR(st.st_mode))
-		snprintf(file, sizeof file, "%s/config.json", path);
+		mt_path_join(file, sizeof file, path, "config.json");
 	text = slurp(file, &len);
 	if (hf_config_parse(file, text, len, c, &hf))
 		die(EXIT_USAGE, "%s", hf.err);

@@ -6,6 +6,7 @@
 #include <getopt.h>
 #include <sys/stat.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +14,7 @@
 #include "analyze/job.h"
 #include "analyze/report.h"
 #include "cli.h"
+#include "core/path.h"
 #include "core/units.h"
 
 const char report_usage[] =
@@ -164,12 +166,13 @@ static void add_paths(const char *arg, char ***paths, size_t *n)
 			return;
 		}
 		while ((de = readdir(dir))) {
-			char *p;
+			char path[PATH_MAX], *p;
 			if (pass == 0 ? !ends_with(de->d_name, ".trace")
 				      : !ends_with(de->d_name, ".pickle") && !ends_with(de->d_name, ".pkl"))
 				continue;
-			if (asprintf(&p, "%s/%s", arg, de->d_name) < 0 ||
-			    !(*paths = realloc(*paths, (*n + 1) * sizeof **paths)))
+			if (mt_path_join(path, sizeof path, arg, "%s", de->d_name) >= (int)sizeof path)
+				die(EXIT_USAGE, "a path in %s is too long", arg);
+			if (!(p = strdup(path)) || !(*paths = realloc(*paths, (*n + 1) * sizeof **paths)))
 				die(1, "out of memory");
 			(*paths)[(*n)++] = p;
 		}

@@ -26,6 +26,7 @@
 #include "analyze/report.h"
 #include "cli.h"
 #include "recorder/options.h"
+#include "core/path.h"
 #include "core/text.h"
 #include "core/units.h"
 
@@ -90,7 +91,7 @@ static const char *find_library(const char *dir, const char *name, char *buf, si
 				return buf;
 		}
 	}
-	snprintf(buf, len, "%s/%s", MT_PKGLIBDIR, name);
+	mt_path_join(buf, len, MT_PKGLIBDIR, "%s", name);
 	return buf;
 }
 
@@ -137,7 +138,7 @@ static void find_policy(const char *name, char *out, size_t len)
 	for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
 		if (!dirs[i] || !*dirs[i])
 			continue;
-		snprintf(path, sizeof path, "%s/%s%s", dirs[i], name, strstr(name, ".lua") ? "" : ".lua");
+		mt_path_join(path, sizeof path, dirs[i], "%s%s", name, strstr(name, ".lua") ? "" : ".lua");
 		if (access(path, R_OK) == 0 && realpath(path, out))
 			return;
 	}
@@ -284,13 +285,13 @@ static void dir_summary(const char *dir, time_t since)
 		return;
 	}
 	while ((e = readdir(d))) {
-		snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+		mt_path_join(path, sizeof path, dir, "%s", e->d_name);
 		if (!strncmp(e->d_name, "rank-", 5) && strstr(e->d_name, ".trace") && stat(path, &st) == 0 &&
 		    st.st_mtime >= since)
 			ranks++;
 	}
 	closedir(d);
-	snprintf(path, sizeof path, "%s/snapshots", dir);
+	mt_path_join(path, sizeof path, dir, "snapshots");
 	if ((d = opendir(path))) {
 		while ((e = readdir(d)))
 			snapshots += e->d_name[0] != '.';
@@ -403,7 +404,7 @@ static int status_summary(const char *dir, bool say)
 		size_t len;
 		if (e->d_name[0] == '.')
 			continue;
-		snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+		mt_path_join(path, sizeof path, dir, "%s", e->d_name);
 		if (!(f = fopen(path, "r")))
 			continue;
 		len = fread(text, 1, sizeof text - 1, f);
@@ -595,7 +596,7 @@ int cmd_run(int argc, char **argv)
 		char cwd[PATH_MAX];
 		if (!getcwd(cwd, sizeof cwd))
 			die(EXIT_USAGE, "cannot tell the current directory: %s", strerror(errno));
-		snprintf(output, sizeof output, "%s/%s", cwd, pattern);
+		mt_path_join(output, sizeof output, cwd, "%s", pattern);
 		pattern = output;
 	}
 	setenv("MEMTAP_OUTPUT", pattern, 1);
@@ -634,8 +635,8 @@ int cmd_run(int argc, char **argv)
 	else
 		setenv("NVTX_INJECTION64_PATH", library, 1);
 
-	snprintf(status_dir, sizeof status_dir, "%s/memtap-run-XXXXXX",
-		 getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+	mt_path_join(status_dir, sizeof status_dir, getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp",
+		     "memtap-run-XXXXXX");
 	if (mkdtemp(status_dir))
 		setenv("MEMTAP_STATUS", status_dir, 1);
 	else

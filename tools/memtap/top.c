@@ -25,6 +25,7 @@
 #include "analyze/stacks.h"
 #include "analyze/symbols.h"
 #include "cli.h"
+#include "core/path.h"
 #include "core/units.h"
 #include "reader/follow.h"
 
@@ -161,7 +162,7 @@ static void scan_dir(const char *dir, bool first)
 		size_t len = strlen(names[i]->d_name);
 		char path[PATH_MAX];
 		if (len > 6 && !strcmp(names[i]->d_name + len - 6, ".trace") &&
-		    snprintf(path, sizeof path, "%s/%s", dir, names[i]->d_name) < (int)sizeof path)
+		    mt_path_join(path, sizeof path, dir, "%s", names[i]->d_name) < (int)sizeof path)
 			add_source(path, false);
 		free(names[i]);
 	}
