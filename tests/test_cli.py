@@ -61,7 +61,16 @@ CASES = [(["report", "--jsn", "x.trace"], "memtap report: unknown option --jsn; 
          (["export", "-x", "x.trace"], "memtap export: unknown option -x (see memtap export --help)"),
          (["report", "--json", "-xq", "x.trace"], "memtap report: unknown option -x (see memtap report --help)"),
          (["report", "--no\x1b[2Jsuch", "x.trace"], "memtap report: unknown option --no?[2Jsuch "
-          "(see memtap report --help)")]
+          "(see memtap report --help)"),
+         # a value not in an option's list: the list (the one the completions offer) and the nearest
+         (["export", "--format=perfeto", "x.trace"], "memtap export: --format is folded, perfetto or memviz, "
+          "not 'perfeto'; did you mean perfetto? (see memtap export --help)"),
+         (["export", "x.trace"], "memtap export: --format is needed: folded, perfetto or memviz "
+          "(see memtap export --help)"),
+         (["run", "--allocator", "cachng", "--", "true"], "memtap run: --allocator is caching or none, not 'cachng'; "
+          "did you mean caching? (see memtap run --help)"),
+         (["plan", "--params", "1B", "--estimator", "zero3"], "memtap plan: --estimator is deepspeed-zero2, "
+          "deepspeed-zero3 or megatron, not 'zero3' (see memtap plan --help)")]
 for args, line in CASES:
     p = memtap(*args)
     ok(refused(p, line), "memtap %s: %s" % (" ".join(args).replace("\x1b", "\\e"), line.replace("\x1b", "\\e")),

@@ -323,9 +323,7 @@ int cmd_diff(int argc, char **argv)
 				die(EXIT_USAGE, "--top needs a positive number, not '%s'", optarg);
 			break;
 		case 'f':
-			if (strcmp(optarg, "all") && strcmp(optarg, "view"))
-				die(EXIT_USAGE, "--frames is all or view, not '%s'", optarg);
-			all = !strcmp(optarg, "all");
+			all = choose("diff", "--frames", optarg, frame_views) == 0;
 			break;
 		case 'h':
 			fputs(diff_usage, stdout);

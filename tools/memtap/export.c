@@ -22,6 +22,9 @@ const char export_usage[] =
     "                      external_annotations and private pools kept; binary: refused on a\n"
     "                      terminal, use -o FILE or redirect)\n";
 
+const char *const export_formats[] = {"folded", "perfetto", "memviz", NULL};
+const char *const export_whats[] = {"peak", "exit", "leaks", NULL}; /* in enum mt_folded_what's order */
+
 int cmd_export(int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -37,29 +40,21 @@ int cmd_export(int argc, char **argv)
 	while ((c = next_option(argc, argv, "o:h", longopts, "export")) != -1) {
 		switch (c) {
 		case 'f':
-			format = optarg;
+			format = export_formats[choose("export", "--format", optarg, export_formats)];
 			break;
 		case 'o':
 			output = optarg;
 			break;
 		case 'w':
-			if (!strcmp(optarg, "peak"))
-				what = MT_FOLDED_PEAK;
-			else if (!strcmp(optarg, "exit"))
-				what = MT_FOLDED_EXIT;
-			else if (!strcmp(optarg, "leaks"))
-				what = MT_FOLDED_LEAKS;
-			else
-				die(EXIT_USAGE, "--what is peak, exit or leaks, not '%s'", optarg);
+			what = (enum mt_folded_what)choose("export", "--what", optarg, export_whats);
 			break;
 		case 'h':
 			fputs(export_usage, stdout);
 			return 0;
 		}
 	}
-	if (!format || (strcmp(format, "folded") && strcmp(format, "perfetto") && strcmp(format, "memviz")))
-		die(EXIT_USAGE, "--format is folded, perfetto or memviz%s%s", format ? ", not " : "",
-		    format ? format : "");
+	if (!format)
+		choose("export", "--format", NULL, export_formats);
 	if (argc - optind != 1)
 		die(EXIT_USAGE, "memtap export takes one trace (see --help)");
 	if (!strcmp(format, "memviz") && !output && isatty(STDOUT_FILENO))

@@ -102,7 +102,16 @@ static void print_options(const char *text)
 	}
 }
 
-/* memtap --complete WHAT [COMMAND]: the words the shell completions offer (hidden). */
+/* The options whose values the completions offer, from the tables their commands check. */
+static const struct {
+	const char *command, *option;
+	const char *const *words;
+} values[] = {{"export", "--format", export_formats},	{"export", "--what", export_whats},
+	      {"run", "--backend", run_backends},	{"run", "--allocator", run_allocators},
+	      {"report", "--frames", frame_views},	{"diff", "--frames", frame_views},
+	      {"plan", "--estimator", plan_estimators}, {"plan", "--gpu-mem", plan_gpus}};
+
+/* memtap --complete WHAT [COMMAND [OPTION]]: the words the shell completions offer (hidden). */
 static int complete(int argc, char **argv)
 {
 	const char *what = argc > 2 ? argv[2] : "";
@@ -132,6 +141,13 @@ static int complete(int argc, char **argv)
 			}
 		return 0;
 	}
+	if (!strcmp(what, "values") && argc > 4) {
+		for (size_t i = 0; i < sizeof values / sizeof values[0]; i++)
+			if (!strcmp(values[i].command, argv[3]) && !strcmp(values[i].option, argv[4]))
+				for (const char *const *w = values[i].words; *w; w++)
+					puts(*w);
+		return 0;
+	}
 	if (!strcmp(what, "policies")) {
 		list_policies();
 		return 0;
@@ -142,7 +158,7 @@ static int complete(int argc, char **argv)
 #undef OPT
 		return 0;
 	}
-	die(EXIT_USAGE, "--complete takes commands, options COMMAND, policies or keys");
+	die(EXIT_USAGE, "--complete takes commands, options COMMAND, values COMMAND OPTION, policies or keys");
 }
 
 void die(int status, const char *fmt, ...)
@@ -225,6 +241,32 @@ static void refuse_option(char **argv, const struct option *longopts, const char
 	if (missing)
 		bad_usage(command, help, "-%c needs a value", optopt);
 	bad_usage(command, help, "unknown option -%c", isprint(optopt) ? optopt : '?');
+}
+
+int choose(const char *command, const char *option, const char *text, const char *const *words)
+{
+	char list[512], shown[256];
+	struct mt_near near = {shown};
+	size_t k = 0, n = 0;
+
+	for (n = 0; words[n]; n++)
+		if (text && !strcmp(text, words[n]))
+			return (int)n;
+	for (size_t i = 0; i < n && k < sizeof list; i++)
+		k += (size_t)snprintf(list + k, sizeof list - k, "%s%s",
+				      i == 0	  ? ""
+				      : i + 1 < n ? ", "
+						  : " or ",
+				      words[i]);
+	if (!text)
+		bad_usage(command, command, "%s is needed: %s", option, list);
+	snprintf(shown, sizeof shown, "%s", text);
+	mt_text_line(shown);
+	for (size_t i = 0; i < n; i++)
+		mt_near_offer(&near, words[i]);
+	if (near.best)
+		bad_usage(command, command, "%s is %s, not '%s'; did you mean %s?", option, list, shown, near.best);
+	bad_usage(command, command, "%s is %s, not '%s'", option, list, shown);
 }
 
 int next_option(int argc, char **argv, const char *shortopts, const struct option *longopts, const char *help)

@@ -37,13 +37,33 @@ static const char plan_usage_own[] =
     "  --model FILE|DIR    a Hugging Face config.json (or a folder with one): the architecture\n"
     "  --deepspeed FILE    the setup a DeepSpeed config describes, read as DeepSpeed reads it\n"
     "  --device N          the measured device whose peak to use (default: the highest peak)\n"
-    "  --gpu-mem SIZE|GPU  whether it fits, the largest micro-batch and the fewest GPUs that do;\n"
-    "                      GPU: a100-40gb a100-80gb h100 h200 v100-16gb v100-32gb l4 a10 l40s rtx4090\n"
+    "  --gpu-mem SIZE|GPU  whether it fits, the largest micro-batch and the fewest GPUs that do;\n";
+static const char plan_usage_after_gpus[] =
     "  --reserved          also the caching allocator's reserved peak: the modeled step's\n"
     "                      allocations replayed through PyTorch's native policy (memtap replay)\n"
     "  --json              the same as JSON (docs/PLAN.md)\n"
     "  --estimator deepspeed-zero2|deepspeed-zero3   DeepSpeed's estimate_zero*_all_cold table\n"
     "  --estimator megatron   Megatron-LM's theoretical memory (--zero 1 = distributed optimizer)\n";
+
+/* The GPUs --gpu-mem knows by name, with their total device memory as nvidia-smi reports
+ * it, MiB. */
+#define GPUS(X)                                                                                                        \
+	X("a100-40gb", 40960)                                                                                          \
+	X("a100-80gb", 81920)                                                                                          \
+	X("h100", 81559)                                                                                               \
+	X("h200", 143771)                                                                                              \
+	X("v100-16gb", 16384)                                                                                          \
+	X("v100-32gb", 32768)                                                                                          \
+	X("l4", 23034)                                                                                                 \
+	X("a10", 23028)                                                                                                \
+	X("l40s", 46068)                                                                                               \
+	X("rtx4090", 24564)
+#define GPU_NAME(name, mib) name,
+#define GPU_MIB(name, mib) mib,
+const char *const plan_gpus[] = {GPUS(GPU_NAME) NULL};
+static const uint64_t gpu_mib[] = {GPUS(GPU_MIB)};
+#undef GPU_NAME
+#undef GPU_MIB
 
 /* The usage, the planner's options from their table, then the command's own */
 void plan_help(FILE *f)
@@ -59,6 +79,10 @@ void plan_help(FILE *f)
 		fprintf(f, "  --%-18s %s\n", name, o->help);
 	}
 	fputs(plan_usage_own, f);
+	fputs("                      GPU:", f);
+	for (size_t i = 0; plan_gpus[i]; i++)
+		fprintf(f, " %s", plan_gpus[i]);
+	fprintf(f, "\n%s", plan_usage_after_gpus);
 }
 
 static uint64_t count(const char *opt, const char *text)
@@ -70,35 +94,20 @@ static uint64_t count(const char *opt, const char *text)
 	return v;
 }
 
-static int pick(const char *opt, const char *text, const char *const *names)
-{
-	for (int i = 0; names[i]; i++)
-		if (!strcmp(text, names[i]))
-			return i;
-	die(EXIT_USAGE, "%s does not take '%s' (see memtap plan --help)", opt, text);
-}
-
 static double gib(double bytes)
 {
 	return bytes / (1024.0 * 1024 * 1024);
 }
 
-static const char *const estimators[] = {"deepspeed-zero2", "deepspeed-zero3", "megatron", NULL};
-
-/* Total device memory as nvidia-smi reports it, MiB. */
-static const struct {
-	const char *name;
-	uint64_t mib;
-} gpus[] = {{"a100-40gb", 40960}, {"a100-80gb", 81920}, {"h100", 81559}, {"h200", 143771}, {"v100-16gb", 16384},
-	    {"v100-32gb", 32768}, {"l4", 23034},	{"a10", 23028},	 {"l40s", 46068},  {"rtx4090", 24564}};
+const char *const plan_estimators[] = {"deepspeed-zero2", "deepspeed-zero3", "megatron", NULL};
 
 static uint64_t gpu_mem(const char *text)
 {
 	uint64_t mem;
 
-	for (size_t i = 0; i < sizeof gpus / sizeof gpus[0]; i++)
-		if (!strcasecmp(text, gpus[i].name))
-			return gpus[i].mib << 20;
+	for (size_t i = 0; plan_gpus[i]; i++)
+		if (!strcasecmp(text, plan_gpus[i]))
+			return gpu_mib[i] << 20;
 	if (mt_parse_size(text, &mem) || !mem)
 		die(EXIT_USAGE, "--gpu-mem takes a size such as 80GiB or a GPU such as h100, not '%s'", text);
 	return mem;
@@ -272,7 +281,7 @@ static void parse(int argc, char **argv, struct plan_args *a, bool what_if)
 			a->reserved = true;
 			break;
 		case O_EST:
-			a->estimator = pick("--estimator", optarg, estimators);
+			a->estimator = choose("plan", "--estimator", optarg, plan_estimators);
 			break;
 		case O_DEVICE:
 			if ((v = count("--device", optarg)) >= MT_MAX_DEVICES)

@@ -62,6 +62,8 @@ bool read_trace(const char *path, struct mt_trace *t)
 	return t->problem[0] != 0;
 }
 
+const char *const frame_views[] = {"all", "view", NULL};
+
 static struct mt_report_options ropt;
 static const char *html_path, *plan_setup;
 static bool all_frames;
@@ -100,9 +102,7 @@ static int parse_common(int argc, char **argv, const char *usage, bool *json, si
 			plan_setup = optarg;
 			break;
 		case 'F':
-			if (strcmp(optarg, "all") && strcmp(optarg, "view"))
-				die(EXIT_USAGE, "--frames is all or view, not '%s'", optarg);
-			all_frames = !strcmp(optarg, "all");
+			all_frames = choose(argv[0], "--frames", optarg, frame_views) == 0;
 			break;
 		case 'k':
 			ropt.leak_iterations = (unsigned)strtoul(optarg, &end, 10);

@@ -65,6 +65,9 @@ const char run_usage[] =
     "memtap run ends as COMMAND does: with its exit status, or by the signal that ended it;\n"
     "signals sent to memtap run go on to COMMAND.\n";
 
+const char *const run_backends[] = {"preload", "cupti", NULL};
+const char *const run_allocators[] = {"caching", "none", NULL};
+
 /* A library of memtap's: $MEMTAP_LIBRARY (preload backend), the build tree's, or the
  * installed one. `dir` is its folder in the build tree, `name` its file name. */
 static const char *find_library(const char *dir, const char *name, char *buf, size_t len)
@@ -550,17 +553,14 @@ int cmd_run(int argc, char **argv)
 			setenv("MEMTAP_FOLLOW_FORK", "1", 1);
 			break;
 		case 'b':
-			if (strcmp(optarg, "preload") && strcmp(optarg, "cupti"))
-				die(EXIT_USAGE, "--backend is preload or cupti, not '%s'", optarg);
-			cupti = strcmp(optarg, "cupti") == 0;
+			cupti = choose("run", "--backend", optarg, run_backends) == 1;
 			break;
 		case 'O':
 			set_option(optarg);
 			break;
 		case 'A':
-			if (strcmp(optarg, "caching") && strcmp(optarg, "none"))
-				die(EXIT_USAGE, "--allocator is caching or none, not '%s'", optarg);
-			setenv("MEMTAP_ALLOCATOR", strcmp(optarg, "none") ? optarg : "", 1);
+			setenv("MEMTAP_ALLOCATOR",
+			       choose("run", "--allocator", optarg, run_allocators) == 0 ? optarg : "", 1);
 			break;
 		case 'P':
 			add_policy(policies, sizeof policies, optarg);
