@@ -22,28 +22,33 @@ enum memtap_category {
 	MEMTAP_OPTIMIZER = 3,
 	MEMTAP_ACTIVATIONS = 4,
 	MEMTAP_TEMPORARIES = 5,
-	MEMTAP_OTHER = 6,
+	MEMTAP_OTHER = 6
 };
 
 #ifdef MEMTAP_BUILDING
 #define MEMTAP_API_OR(ret, name, params, args, absent) ret name params;
 #else
 #include <dlfcn.h>
-/* Looks the function up once per translation unit; RTLD_DEFAULT is (void *)0 on Linux.
+/* Looks the function up once per translation unit; RTLD_DEFAULT is a null handle on
+ * Linux. dlsym's object pointer becomes a function pointer through a union, which ISO C
+ * and C++ compilers accept with -pedantic (a cast between the two they warn about).
  * absent: what the call returns when memtap is not loaded. */
 #define MEMTAP_API_OR(ret, name, params, args, absent)                                                                 \
 	static inline ret name params                                                                                  \
 	{                                                                                                              \
-		static ret(*fn) params;                                                                                \
+		static union {                                                                                         \
+			void *object;                                                                                  \
+			ret(*fn) params;                                                                               \
+		} found;                                                                                               \
 		static int looked;                                                                                     \
 		if (!__atomic_load_n(&looked, __ATOMIC_ACQUIRE)) {                                                     \
-			fn = (ret(*) params)dlsym((void *)0, #name);                                                   \
+			found.object = dlsym(0, #name);                                                                \
 			__atomic_store_n(&looked, 1, __ATOMIC_RELEASE);                                                \
 		}                                                                                                      \
-		return fn ? fn args : (absent);                                                                        \
+		return found.object ? found.fn args : (absent);                                                        \
 	}
 #endif
-#define MEMTAP_API(ret, name, params, args) MEMTAP_API_OR(ret, name, params, args, (ret)ENOSYS)
+#define MEMTAP_API(ret, name, params, args) MEMTAP_API_OR(ret, name, params, args, ENOSYS)
 
 #ifdef __cplusplus
 extern "C" {

@@ -13,6 +13,7 @@ import sys
 
 sys.path.insert(0, os.path.join(os.environ["MT_SRCDIR"], "tests"))
 from tap import done, ok  # noqa: E402
+from tree import source_files  # noqa: E402
 
 B, S = os.environ["MT_BUILDDIR"], os.environ["MT_SRCDIR"]
 
@@ -35,9 +36,8 @@ ONLY = {("src/recorder", "src/policy"): {"policy/policy.h"},
 
 bad, seen = [], 0
 for folder, below in LAYERS.items():
-    for name in sorted(os.listdir(os.path.join(S, folder))):
-        if not name.endswith((".c", ".h", ".S")):
-            continue
+    for name in [os.path.basename(f) for f in source_files(S, (folder,), (".c", ".h", ".S"))
+                 if os.path.dirname(f) == folder]:
         seen += 1
         text = open(os.path.join(S, folder, name)).read()
         for inc in re.findall(r'#include "([^"]+)"', text):

@@ -12,6 +12,7 @@
 
 #include "analyze/job.h"
 #include "analyze/report.h"
+#include "core/path.h"
 #include "core/units.h"
 #include "reader/file.h"
 
@@ -41,7 +42,7 @@ static size_t read_lines(const char *dir, struct line **out)
 	size_t n = 0, cap = 0;
 	FILE *f;
 
-	snprintf(path, sizeof path, "%s/.memtap/events", dir);
+	mt_path_join(path, sizeof path, dir, ".memtap/events");
 	*out = NULL;
 	if (!(f = open_file(path)))
 		return 0;
@@ -104,7 +105,7 @@ static bool rank_file(const char *dir, int rank, char *state, size_t len, uint64
 	FILE *f;
 	int ok;
 
-	snprintf(path, sizeof path, "%s/.memtap/rank-%d", dir, rank);
+	mt_path_join(path, sizeof path, dir, ".memtap/rank-%d", rank);
 	if (!(f = open_file(path)))
 		return false;
 	ok = fscanf(f, "%*d %*s %31s %llu", s, &rt) == 2;
@@ -130,12 +131,12 @@ static void judge(struct mt_job_at *at, const struct mt_job_oom *o, const struct
 
 	for (size_t i = 0; i < nl; i++)
 		if (!strcmp(lines[i].kind, "took") && !strcmp(lines[i].id, o->id) && lines[i].rank == at->rank) {
-			snprintf(at->snapshot, sizeof at->snapshot, "%s/%s", dir, lines[i].path);
+			mt_path_join(at->snapshot, sizeof at->snapshot, dir, "%s", lines[i].path);
 			at->after_ns = (int64_t)(lines[i].realtime - o->realtime);
 		}
 	if (!at->snapshot[0]) { /* taken, but its line was lost (a full disk, a mixed-up append) */
 		struct stat st;
-		snprintf(at->snapshot, sizeof at->snapshot, "%s/snapshots/%s/rank-%d.trace", dir, o->id, at->rank);
+		mt_path_join(at->snapshot, sizeof at->snapshot, dir, "snapshots/%s/rank-%d.trace", o->id, at->rank);
 		if (stat(at->snapshot, &st) == 0)
 			at->after_ns = (int64_t)((uint64_t)st.st_mtim.tv_sec * 1000000000ull +
 						 (uint64_t)st.st_mtim.tv_nsec - o->realtime);

@@ -17,6 +17,7 @@
 #include "policy/engine.h"
 #include "policy/heap.h"
 #include "lua/plan.h"
+#include "core/path.h"
 #include "core/units.h"
 
 #define EVENT_META "memtap.event"
@@ -207,8 +208,11 @@ static const char *path_arg(lua_State *L, int i, const char *dflt, char *rel, si
 
 static int fail(lua_State *L, const char *what, int err)
 {
+	char path[4200];
+
+	mt_path_join(path, sizeof path, mt_pol.host->dir, "%s", what);
 	lua_pushnil(L);
-	lua_pushfstring(L, "%s/%s: %s", mt_pol.host->dir, what, mt_pol_why(err));
+	lua_pushfstring(L, "%s: %s", path, mt_pol_why(err));
 	return 2;
 }
 
@@ -222,7 +226,7 @@ static int snapshot(lua_State *L)
 
 	mt_pol_charge(L, FILE_COST, NULL);
 	path_arg(L, 1, "memtap-%p-snapshot-%n.trace", rel, sizeof rel);
-	snprintf(path, sizeof path, "%s/%s", mt_pol.host->dir, rel);
+	mt_path_join(path, sizeof path, mt_pol.host->dir, "%s", rel);
 	r = mt_pol_snapshot_in(mt_pol.host->dir, rel, path, 0600, false, &bytes);
 	mt_pol.budget_left -= (int64_t)(bytes / 16); /* the copy, seen by the next budget check: the path is returned */
 	if (r)

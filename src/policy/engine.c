@@ -802,6 +802,31 @@ static void run_exit(void)
 	pthread_mutex_unlock(&said.lock);
 }
 
+/* A global function named like a hook (`function on_oom(ev)`) while no handler of that
+ * kind was registered: the script meant memtap.on_oom(on_oom), and the function will never
+ * run. Said once a name, after every policy file has run (one may register another's).
+ * Raw reads: no metamethod of the script's runs. Protected: it needs memory. */
+static int say_unregistered(lua_State *L)
+{
+	lua_Debug ar;
+
+	lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_GLOBALS);
+	for (int k = 0; k < MT_ON_KINDS; k++) {
+		const char *name = mt_on_names[k];
+		if (mt_pol.count[k] || strncmp(name, "on_", 3) != 0) /* `every` is a helper's name too */
+			continue;
+		lua_pushstring(L, name);
+		if (lua_rawget(L, -2) != LUA_TFUNCTION) {
+			lua_pop(L, 1);
+			continue;
+		}
+		if (lua_getinfo(L, ">S", &ar) && strcmp(ar.what, "C") != 0)
+			mt_pol_say("%s:%d defines a global %s but never calls memtap.%s(%s): it will not run",
+				   ar.short_src, ar.linedefined, name, name, name);
+	}
+	return 0;
+}
+
 /* The Lua state and every policy file, on this thread. */
 static void start_state(void)
 {
@@ -825,6 +850,9 @@ static void start_state(void)
 	snprintf(files, sizeof files, "%s", mt_pol.host->files);
 	for (char *save = NULL, *f = strtok_r(files, ":", &save); f; f = strtok_r(NULL, ":", &save))
 		load(f);
+	if (call_c(say_unregistered, NULL, mt_pol.host->budget) != LUA_OK)
+		mt_pol_say("cannot look at the policies' globals: %s", error_text(mt_pol.L));
+	lua_pop(mt_pol.L, 1);
 }
 
 static void wait_on(pthread_cond_t *c, uint64_t until)

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "policy/engine.h"
+#include "core/path.h"
 
 #define BEAT_NS 1000000000ull	   /* how often the rank's file is touched */
 #define OOM_EVERY_NS 1000000000ull /* an OOM is told to the others at most this often */
@@ -61,8 +62,12 @@ static void append(const char *kind, const char *id, const char *path)
 	int n = snprintf(line, sizeof line, "%s %s %d %d %llu %s%s%s\n", kind, id, job.rank, (int)getpid(),
 			 (unsigned long long)realtime_ns(), job.host, path ? " " : "", path ? path : "");
 
-	if (n > 0 && n <= LINE_MAX_BYTES && write(job.events, line, (size_t)n) != n)
-		mt_pol_say("cannot write to %s/.memtap/events: %s", mt_pol.host->run_dir, strerror(errno));
+	if (n > 0 && n <= LINE_MAX_BYTES && write(job.events, line, (size_t)n) != n) {
+		char events[4200];
+		int err = errno;
+		mt_path_join(events, sizeof events, mt_pol.host->run_dir, ".memtap/events");
+		mt_pol_say("cannot write to %s: %s", events, strerror(err));
+	}
 }
 
 static void beat(const char *state)
@@ -90,8 +95,10 @@ void mt_job_start(void)
 	mkdir(host->run_dir, 0755); /* the first rank makes it */
 	job.events = mt_pol_open_in(host->run_dir, ".memtap/events", O_RDWR | O_CREAT | O_APPEND, 0644, true);
 	if (job.events < 0) {
-		mt_pol_say("cannot open %s/.memtap/events: %s; this rank does not coordinate with the others",
-			   host->run_dir, mt_pol_why(job.events));
+		char path[4200];
+		mt_path_join(path, sizeof path, host->run_dir, ".memtap/events");
+		mt_pol_say("cannot open %s: %s; this rank does not coordinate with the others", path,
+			   mt_pol_why(job.events));
 		return;
 	}
 	/* what was written before this rank started is not its business (an earlier attempt) */
@@ -150,7 +157,7 @@ static int take(const char *id, char *path, size_t len)
 	int r;
 
 	snprintf(rel, sizeof rel, "snapshots/%s/rank-%d.trace", id, job.rank);
-	snprintf(path, len, "%s/%s", mt_pol.host->run_dir, rel);
+	mt_path_join(path, len, mt_pol.host->run_dir, "%s", rel);
 	if (!is_id(id))
 		return -EINVAL;
 	if (!(r = mt_pol_snapshot_in(mt_pol.host->run_dir, rel, path, 0644, true, &bytes)))

@@ -3,6 +3,7 @@
  * A bad value is one warning on stderr and the default stays. */
 #include "recorder/mtp.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -12,6 +13,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "core/path.h"
 #include "core/units.h"
 
 struct mtp_options mtp_opt;
@@ -87,20 +89,53 @@ void mtp_warn(const char *fmt, ...)
 /* `memtap run` checks the options once and says what is wrong; its children stay quiet. */
 static bool checked;
 
-static void set(const struct option_def *d, const char *value, size_t len, const char *from)
-{
-	char buf[4096]; /* a path's room */
-	uint64_t n;
-	void *field = (char *)&mtp_opt + d->offset;
+enum { VALUE_MAX = 4096 }; /* a path's room */
 
-	if (len >= sizeof buf) { /* never cut: a path cut short names another file */
-		if (!checked)
-			mtp_warn("ignoring %s from %s: its value is longer than %zu bytes", d->key, from,
-				 sizeof buf - 1);
-		return;
-	}
+/* What each type takes, for the lines that refuse a value. */
+static const char *const takes[] = {
+    [T_STR] = "text", [T_SIZE] = "a number, with K, M or G for sizes", [T_BOOL] = "1 or 0"};
+
+/* The one parser of values, the recorder's and memtap run's: value (len bytes) as d's
+ * type, copied into buf, the number or flag in *n. 0; E2BIG when it is VALUE_MAX bytes or
+ * more (never cut: a path cut short names another file); EINVAL when it is not of d's
+ * type (takes[] says what is). */
+static int parse(const struct option_def *d, const char *value, size_t len, char buf[VALUE_MAX], uint64_t *n)
+{
+	if (len >= VALUE_MAX)
+		return E2BIG;
 	memcpy(buf, value, len);
 	buf[len] = '\0';
+	switch (d->type) {
+	case T_STR:
+		break;
+	case T_SIZE:
+		return mt_parse_size(buf, n) ? EINVAL : 0;
+	case T_BOOL:
+		if (strcmp(buf, "1") && strcmp(buf, "0") && strcmp(buf, "true") && strcmp(buf, "false"))
+			return EINVAL;
+		*n = buf[0] == '1' || buf[0] == 't';
+		break;
+	}
+	return 0;
+}
+
+static void set(const struct option_def *d, const char *value, size_t len, const char *from)
+{
+	char buf[VALUE_MAX];
+	uint64_t n = 0;
+	void *field = (char *)&mtp_opt + d->offset;
+	int err = parse(d, value, len, buf, &n);
+
+	if (err == E2BIG) {
+		if (!checked)
+			mtp_warn("ignoring %s from %s: its value is longer than %d bytes", d->key, from, VALUE_MAX - 1);
+		return;
+	}
+	if (err) {
+		if (!checked)
+			mtp_warn("ignoring %s=%s from %s: %s takes %s", d->key, buf, from, d->key, takes[d->type]);
+		return;
+	}
 	switch (d->type) {
 	case T_STR:
 		if (strings_used + len + 1 > sizeof strings) {
@@ -112,21 +147,10 @@ static void set(const struct option_def *d, const char *value, size_t len, const
 		strings_used += len + 1;
 		break;
 	case T_SIZE:
-		if (mt_parse_size(buf, &n) != 0) {
-			if (!checked)
-				mtp_warn("ignoring %s=%s from %s: not a number (sizes take K, M, G)", d->key, buf,
-					 from);
-			return;
-		}
 		*(uint64_t *)field = n;
 		break;
 	case T_BOOL:
-		if (strcmp(buf, "1") && strcmp(buf, "0") && strcmp(buf, "true") && strcmp(buf, "false")) {
-			if (!checked)
-				mtp_warn("ignoring %s=%s from %s: use 1 or 0", d->key, buf, from);
-			return;
-		}
-		*(bool *)field = buf[0] == '1' || buf[0] == 't';
+		*(bool *)field = n;
 		break;
 	}
 }
@@ -137,6 +161,21 @@ static const struct option_def *find(const char *key, size_t len)
 		if (strlen(defs[i].key) == len && strncasecmp(defs[i].key, key, len) == 0)
 			return &defs[i];
 	return NULL;
+}
+
+int mtp_option_check(const char *key, size_t len, const char *value, const char **expected)
+{
+	const struct option_def *d = find(key, len);
+	char buf[VALUE_MAX];
+	uint64_t n;
+	int err;
+
+	if (!d)
+		return ENOENT;
+	err = parse(d, value, strlen(value), buf, &n);
+	if (err)
+		*expected = err == E2BIG ? "a value shorter than 4096 bytes" : takes[d->type];
+	return err ? EINVAL : 0;
 }
 
 /* memtap's own memory against max_memory, checked here so that a job does not find out
@@ -248,7 +287,7 @@ static void run_dir(void)
 	default_dir();
 	if (!mtp_opt.dir[0])
 		return;
-	n = snprintf(out, sizeof out, "%s/rank-%%r.trace", mtp_opt.dir);
+	n = mt_path_join(out, sizeof out, mtp_opt.dir, "rank-%%r.trace");
 	if (n > 0 && (size_t)n < sizeof out)
 		set(find("output", 6), out, (size_t)n, "dir");
 }
@@ -281,7 +320,8 @@ void mtp_options_load(void)
 			set(&defs[i], v, strlen(v), name);
 	}
 	if (mtp_opt.depth > 256) {
-		mtp_warn("depth=%llu is more than 256 frames: using 256", (unsigned long long)mtp_opt.depth);
+		if (!checked)
+			mtp_warn("depth=%llu is more than 256 frames: using 256", (unsigned long long)mtp_opt.depth);
 		mtp_opt.depth = 256;
 	}
 	if (mtp_opt.ring < 64 || (mtp_opt.ring & (mtp_opt.ring - 1))) {

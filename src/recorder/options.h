@@ -5,6 +5,7 @@
 #define MTP_OPTIONS_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 struct mtp_options {
@@ -22,6 +23,11 @@ extern __attribute__((visibility("hidden"))) struct mtp_options mtp_opt;
 /* Defaults, then MEMTAP_OPTIONS, then MEMTAP_<KEY>; a bad value is one warning and the
  * default stays; memory options are checked against max_memory (options.c). */
 __attribute__((visibility("hidden"))) void mtp_options_load(void);
+/* An option as `memtap run -O KEY=VALUE` gives it (key: len bytes, case ignored), read by
+ * the parser that reads MEMTAP_<KEY>: 0; ENOENT when no option has that key; EINVAL when
+ * the value is not one it takes, *expected saying what it takes ("1 or 0"). */
+__attribute__((visibility("hidden"))) int mtp_option_check(const char *key, size_t len, const char *value,
+							   const char **expected);
 /* The process's rank from its launcher's environment (RANK, OMPI_COMM_WORLD_RANK,
  * PMIX_RANK, SLURM_PROCID), or NULL. */
 __attribute__((visibility("hidden"))) const char *mtp_rank(void);

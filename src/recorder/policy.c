@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "recorder/allocator.h"
+#include "core/path.h"
 #include "policy/policy.h"
 #include "recorder/hooks.h"
 
@@ -183,14 +184,14 @@ static int world_size(void)
 /* The engine beside this library unless the policy_engine option names it. */
 static void *open_engine(void)
 {
-	char path[PATH_MAX];
+	char path[PATH_MAX], dir[PATH_MAX];
 	Dl_info self;
 
 	if (mtp_opt.policy_engine[0])
 		snprintf(path, sizeof path, "%s", mtp_opt.policy_engine);
 	else if (dladdr((void *)open_engine, &self) && self.dli_fname) {
-		snprintf(path, sizeof path, "%s", self.dli_fname);
-		snprintf(path, sizeof path, "%s/libmemtap-policy.so", dirname(path));
+		snprintf(dir, sizeof dir, "%s", self.dli_fname); /* dirname's answer points into dir */
+		mt_path_join(path, sizeof path, dirname(dir), "libmemtap-policy.so");
 	} else
 		return NULL;
 	return dlopen(path, RTLD_NOW | RTLD_LOCAL);

@@ -35,6 +35,7 @@
 
 #include "policy/policy.h"
 #include "recorder/mtp.h"
+#include "core/path.h"
 
 #define MAX_MODULES 4096
 #define MAX_OWN 8	    /* threads of memtap's: the writer, the policy thread, ... */
@@ -786,7 +787,7 @@ static int status_file(void)
 
 	if (w.status_fd >= 0 || !mtp_opt.status[0])
 		return w.status_fd;
-	snprintf(path, sizeof path, "%s/%d", mtp_opt.status, (int)getpid());
+	mt_path_join(path, sizeof path, mtp_opt.status, "%d", (int)getpid());
 	return open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
 }
 

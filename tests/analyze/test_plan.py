@@ -509,7 +509,7 @@ BAD = [(["--layers", 12, "--hidden", 768, "--heads", 12, "--vocab", 100, "--seq"
        (["--params", "1B", "--zero", 4], "stage from 0 to 3"),
        (["--params", "1B", "--offload-params", "cpu"], "needs ZeRO stage 3"),
        (["--params", "1B", "--offload-params"], "--offload-params needs a value"),
-       (["--params", "1B", "--zeros", 1], "does not know '--zeros'"),
+       (["--params", "1B", "--zeros", 1], "unknown option --zeros; did you mean --zero?"),
        (["--params", "1B", "--gpu-mem", "lots"], "--gpu-mem takes a size"),
        (["--layers", 12], "an architecture needs"),
        ([], "give the model")]

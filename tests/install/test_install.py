@@ -4,8 +4,8 @@ that tree: every manual page renders without a warning and carries its command's
 options; pkg-config gives the header's folder and no libraries, and a program built
 with it alone compiles, links and runs; the configured python3 imports the package
 from where it went and `python3 -m memtap` runs the installed command; `pip install` of
-python/ works offline; bash and zsh complete commands, options, policies, option keys
-and trace files."""
+python/ works offline; bash and zsh complete commands, options, option values,
+policies, option keys and trace files."""
 import errno
 import os
 import re
@@ -207,7 +207,16 @@ CASES = [("memtap re", ["report", "replay"], ["run"]),
          ("memtap run -- simgpu-r", ["simgpu-run"], []),
          ("memtap t", ["top"], ["report"]),
          ("memtap top --o", ["--once"], []),
-         ("memtap top ", ["run.trace", "traces"], ["notes.txt"])]
+         ("memtap top ", ["run.trace", "traces"], ["notes.txt"]),
+         # an option's values, from the tables the commands check them against
+         ("memtap export --format ", ["folded", "perfetto", "memviz"], ["run.trace", "--format"]),
+         ("memtap export --format=m", ["memviz"], ["folded", "run.trace"]),
+         ("memtap export --what ", ["peak", "exit", "leaks"], ["run.trace"]),
+         ("memtap plan --gpu-mem h", ["h100", "h200"], ["a100-40gb"]),
+         ("memtap run --allocator ", ["caching", "none"], []),
+         ("memtap run --backend=", ["preload", "cupti"], []),
+         ("memtap report --frames ", ["all", "view"], ["run.trace"]),
+         ("memtap report --top ", ["run.trace"], ["all"])]
 
 
 def judge(shell, line, got, want, never):
@@ -219,7 +228,7 @@ def judge(shell, line, got, want, never):
 bash_file = os.path.join(at("bashcompletiondir"), "memtap")
 if ok(os.path.isfile(bash_file), "bash completion installed", bash_file) and shutil.which("bash"):
     for line, want, never in CASES:
-        words = line.split(" ")
+        words = line.replace("=", " = ").split(" ")  # bash's COMP_WORDBREAKS split at '='
         script = ('source "$1" && complete -p memtap >/dev/null || exit 3; COMP_WORDS=(%s); COMP_CWORD=%d; '
                   'COMP_LINE="$2"; COMP_POINT=${#COMP_LINE}; _memtap; printf "%%s\\n" "${COMPREPLY[@]}"'
                   % (" ".join("'%s'" % w for w in words), len(words) - 1))

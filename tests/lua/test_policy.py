@@ -375,4 +375,26 @@ ticks = lines(folder, "tick.jsonl")
 ok(p.returncode == 0 and 3 <= len(ticks) <= 13 and any(t.get("allocated") == 12000001 for t in ticks),
    "every(0.05): called on a timer while the job runs, with the memory at that time", len(ticks))
 
+# ---- a global function named like a hook, never registered: said, once a name ----
+pol = script("""function on_oom(ev)
+  return "retry"
+end
+function on_exit(ev) memtap.log("bye") end
+function on_peak(ev) end
+memtap.on_peak(on_peak)
+on_phase = 3
+function every() end
+""", "globals.lua")
+other = script("function on_leak(ev) end\n", "globals_other.lua")
+later = script("memtap.on_leak(on_leak)\n", "registers.lua")
+p, trace, folder = run([pol, other, later], [SIMTRAIN, "--preset", "tiny", "--iters", "1"])
+said = [x for x in p.stderr.splitlines() if "defines a global" in x]
+want = ["globals.lua:1 defines a global on_oom but never calls memtap.on_oom(on_oom): it will not run",
+        "globals.lua:4 defines a global on_exit but never calls memtap.on_exit(on_exit): it will not run"]
+# the file as Lua names it in messages (its short_src: the path's end when it is long)
+ok(p.returncode == 0 and len(said) == 2 and all(x.startswith("memtap: policy: ") and x.endswith(w) and
+                                                w.split(":")[0] in pol for x, w in zip(said, want)),
+   "function on_oom(...) without memtap.on_oom: one line each, naming the file and line; not for a hook "
+   "registered (in this file or another), a global that is no function, or every", p.stderr)
+
 done()

@@ -1,4 +1,5 @@
-# bash completion for memtap: its commands, each command's options, the bundled policies
+# bash completion for memtap: its commands, each command's options, the values an option
+# takes (export --format, plan --gpu-mem, run --allocator, ...), the bundled policies
 # after --policy, the recorder's option keys after -O, and trace files (memtap traces,
 # PyTorch snapshots, RMM logs; Lua scripts for memtap lua). The words come from the
 # memtap being completed (memtap --complete), so they follow the installed version.
@@ -74,6 +75,14 @@ _memtap()
 		return 0
 		;;
 	esac
+	# the values of an option that has a list of them: from the table the command checks
+	if [[ $prev == --* ]]; then
+		w=$("$memtap" --complete values "$sub" "$prev" 2>/dev/null)
+		if [ -n "$w" ]; then
+			COMPREPLY=($(compgen -W "$w" -- "$cur"))
+			return 0
+		fi
+	fi
 	if [[ $cur == -* ]]; then
 		COMPREPLY=($(compgen -W "$("$memtap" --complete options "$sub" 2>/dev/null)" -- "$cur"))
 		return 0

@@ -67,6 +67,24 @@ struct hf_config {
 };
 int hf_config_parse(const char *path, const char *text, size_t len, struct mt_plan_config *c, struct hf_config *out);
 void die(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
+/* Bad use of a command, in one line: "memtap COMMAND: what (see memtap HELP --help)"
+ * (HELP: the command whose --help says more); exit 2. */
+void bad_usage(const char *command, const char *help, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4), noreturn));
+struct option;
+/* getopt_long over a command's argv (argv[0] its name) that never returns '?' or ':': an
+ * unknown option (with the nearest known one), an ambiguous abbreviation, a value missing
+ * or not taken is said by bad_usage. */
+int next_option(int argc, char **argv, const char *shortopts, const struct option *longopts, const char *help);
+/* The words an option takes, NULL-terminated: the commands check values against them
+ * (choose) and the shell completions offer them (memtap --complete values). */
+extern const char *const export_formats[],
+    *const export_whats[], *const run_backends[], *const run_allocators[], *const frame_views[],
+									       *const plan_estimators[],
+										   *const plan_gpus[];
+/* The index of text in the words `option` of `command` takes; else one line (bad_usage)
+ * naming them and the nearest, or, for a NULL text, saying the option is needed. */
+int choose(const char *command, const char *option, const char *text, const char *const *words);
 /* Exits with one line unless path is a regular file: for a file another library opens by
  * its path (Lua's loadfile), where a FIFO would wait for a writer (reader/file.h). */
 void need_regular_file(const char *path);

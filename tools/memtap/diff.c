@@ -312,7 +312,7 @@ int cmd_diff(int argc, char **argv)
 	char *end;
 	int c;
 
-	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+	while ((c = next_option(argc, argv, "h", longopts, "diff")) != -1) {
 		switch (c) {
 		case 'j':
 			json = true;
@@ -323,16 +323,11 @@ int cmd_diff(int argc, char **argv)
 				die(EXIT_USAGE, "--top needs a positive number, not '%s'", optarg);
 			break;
 		case 'f':
-			if (strcmp(optarg, "all") && strcmp(optarg, "view"))
-				die(EXIT_USAGE, "--frames is all or view, not '%s'", optarg);
-			all = !strcmp(optarg, "all");
+			all = choose("diff", "--frames", optarg, frame_views) == 0;
 			break;
 		case 'h':
 			fputs(diff_usage, stdout);
 			return 0;
-		default:
-			fputs(diff_usage, stderr);
-			return EXIT_USAGE;
 		}
 	}
 	if (argc - optind != 2)

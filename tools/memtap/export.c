@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "analyze/export.h"
 #include "cli.h"
@@ -18,7 +19,11 @@ const char export_usage[] =
     "  --format memviz     a pickle in PyTorch's snapshot layout for pytorch.org/memory_viz\n"
     "                      (each entry carries its category in the profiler's words, some\n"
     "                      'unknown' as the viewer needs; a snapshot's allocator_settings,\n"
-    "                      external_annotations and private pools kept; use -o, it is binary)\n";
+    "                      external_annotations and private pools kept; binary: refused on a\n"
+    "                      terminal, use -o FILE or redirect)\n";
+
+const char *const export_formats[] = {"folded", "perfetto", "memviz", NULL};
+const char *const export_whats[] = {"peak", "exit", "leaks", NULL}; /* in enum mt_folded_what's order */
 
 int cmd_export(int argc, char **argv)
 {
@@ -32,37 +37,29 @@ int cmd_export(int argc, char **argv)
 	FILE *out = stdout;
 	int c, status;
 
-	while ((c = getopt_long(argc, argv, "o:h", longopts, NULL)) != -1) {
+	while ((c = next_option(argc, argv, "o:h", longopts, "export")) != -1) {
 		switch (c) {
 		case 'f':
-			format = optarg;
+			format = export_formats[choose("export", "--format", optarg, export_formats)];
 			break;
 		case 'o':
 			output = optarg;
 			break;
 		case 'w':
-			if (!strcmp(optarg, "peak"))
-				what = MT_FOLDED_PEAK;
-			else if (!strcmp(optarg, "exit"))
-				what = MT_FOLDED_EXIT;
-			else if (!strcmp(optarg, "leaks"))
-				what = MT_FOLDED_LEAKS;
-			else
-				die(EXIT_USAGE, "--what is peak, exit or leaks, not '%s'", optarg);
+			what = (enum mt_folded_what)choose("export", "--what", optarg, export_whats);
 			break;
 		case 'h':
 			fputs(export_usage, stdout);
 			return 0;
-		default:
-			fputs(export_usage, stderr);
-			return EXIT_USAGE;
 		}
 	}
-	if (!format || (strcmp(format, "folded") && strcmp(format, "perfetto") && strcmp(format, "memviz")))
-		die(EXIT_USAGE, "--format is folded, perfetto or memviz%s%s", format ? ", not " : "",
-		    format ? format : "");
+	if (!format)
+		choose("export", "--format", NULL, export_formats);
 	if (argc - optind != 1)
 		die(EXIT_USAGE, "memtap export takes one trace (see --help)");
+	if (!strcmp(format, "memviz") && !output && isatty(STDOUT_FILENO))
+		die(EXIT_USAGE,
+		    "--format memviz is a binary pickle, not for a terminal: use -o FILE or redirect the output");
 	if (mt_trace_read(argv[optind], &t))
 		die(EXIT_USAGE, "%s", t.problem);
 	if (t.problem[0])

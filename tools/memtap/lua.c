@@ -43,6 +43,8 @@ int cmd_lua(int argc, char **argv)
 			script_args = i;
 			break;
 		}
+	if (argv[1][0] == '-' && argv[1][1]) /* a script so named: ./-x.lua */
+		bad_usage("lua", "lua", "unknown option %s", argv[1]);
 	need_regular_file(argv[1]);
 	if (!(L = luaL_newstate()))
 		die(1, "out of memory");

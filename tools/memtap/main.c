@@ -1,6 +1,7 @@
 /* memtap: command-line entry. Subcommands live in their own files; bad input is one
  * line on stderr and exit status 2. A trace may also be a PyTorch memory snapshot. */
 #include <ctype.h>
+#include <getopt.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -9,6 +10,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "core/text.h"
 #include "reader/file.h"
 
 /* The commands: the usage below, `memtap --complete` (the shell completions) and the
@@ -100,7 +102,16 @@ static void print_options(const char *text)
 	}
 }
 
-/* memtap --complete WHAT [COMMAND]: the words the shell completions offer (hidden). */
+/* The options whose values the completions offer, from the tables their commands check. */
+static const struct {
+	const char *command, *option;
+	const char *const *words;
+} values[] = {{"export", "--format", export_formats},	{"export", "--what", export_whats},
+	      {"run", "--backend", run_backends},	{"run", "--allocator", run_allocators},
+	      {"report", "--frames", frame_views},	{"diff", "--frames", frame_views},
+	      {"plan", "--estimator", plan_estimators}, {"plan", "--gpu-mem", plan_gpus}};
+
+/* memtap --complete WHAT [COMMAND [OPTION]]: the words the shell completions offer (hidden). */
 static int complete(int argc, char **argv)
 {
 	const char *what = argc > 2 ? argv[2] : "";
@@ -130,6 +141,13 @@ static int complete(int argc, char **argv)
 			}
 		return 0;
 	}
+	if (!strcmp(what, "values") && argc > 4) {
+		for (size_t i = 0; i < sizeof values / sizeof values[0]; i++)
+			if (!strcmp(values[i].command, argv[3]) && !strcmp(values[i].option, argv[4]))
+				for (const char *const *w = values[i].words; *w; w++)
+					puts(*w);
+		return 0;
+	}
 	if (!strcmp(what, "policies")) {
 		list_policies();
 		return 0;
@@ -140,7 +158,7 @@ static int complete(int argc, char **argv)
 #undef OPT
 		return 0;
 	}
-	die(EXIT_USAGE, "--complete takes commands, options COMMAND, policies or keys");
+	die(EXIT_USAGE, "--complete takes commands, options COMMAND, values COMMAND OPTION, policies or keys");
 }
 
 void die(int status, const char *fmt, ...)
@@ -156,6 +174,115 @@ void die(int status, const char *fmt, ...)
 	exit(status);
 }
 
+void bad_usage(const char *command, const char *help, const char *fmt, ...)
+{
+	va_list ap;
+
+	progress_end();
+	fprintf(stderr, "memtap %s: ", command);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, " (see memtap %s --help)\n", help);
+	exit(EXIT_USAGE);
+}
+
+/* The long option a word names ("--top=5", "--to"): exactly, else the one it begins, else
+ * NULL; *several when it begins more than one. */
+static const struct option *long_named(const struct option *longopts, const char *word, size_t n, bool *several)
+{
+	const struct option *found = NULL;
+
+	*several = false;
+	for (const struct option *o = longopts; o->name; o++)
+		if (strlen(o->name) == n && !strncmp(o->name, word, n))
+			return o;
+	for (const struct option *o = longopts; o->name; o++)
+		if (!strncmp(o->name, word, n)) {
+			*several = found != NULL;
+			found = o;
+		}
+	return *several ? NULL : found;
+}
+
+/* What getopt_long refused, said once: the word is the one it finished with (optind moved
+ * past it) when that is a long option, else the short option optopt names (a short one
+ * inside a bundle leaves optind where it was). */
+static void refuse_option(char **argv, const struct option *longopts, const char *help, bool missing)
+{
+	const char *word = optind > 1 ? argv[optind - 1] : "", *command = argv[0];
+	const char *name = !strncmp(word, "--", 2) && word[2] ? word + 2 : NULL;
+	size_t n = name ? strcspn(name, "=") : 0, k = 0;
+	bool several = false;
+	const struct option *o = name ? long_named(longopts, name, n, &several) : NULL;
+	char names[512] = "";
+	struct mt_near near = {0};
+
+	if (name && (!optopt || (o && o->val == optopt) || several)) {
+		if (several) {
+			for (const struct option *l = longopts; l->name; l++)
+				if (!strncmp(l->name, name, n) && k < sizeof names)
+					k += (size_t)snprintf(names + k, sizeof names - k, "%s--%s", k ? ", " : "",
+							      l->name);
+			bad_usage(command, help, "option --%.*s is ambiguous: %s", (int)n, name, names);
+		}
+		if (o && missing)
+			bad_usage(command, help, "--%s needs a value", o->name);
+		if (o)
+			bad_usage(command, help, "--%s takes no value", o->name);
+		snprintf(names, sizeof names, "%.*s", (int)n, name);
+		near.word = mt_text_line(names);
+		for (const struct option *l = longopts; l->name; l++)
+			mt_near_offer(&near, l->name);
+		if (near.best)
+			bad_usage(command, help, "unknown option --%s; did you mean --%s?", names, near.best);
+		bad_usage(command, help, "unknown option --%s", names);
+	}
+	if (missing)
+		bad_usage(command, help, "-%c needs a value", optopt);
+	bad_usage(command, help, "unknown option -%c", isprint(optopt) ? optopt : '?');
+}
+
+int choose(const char *command, const char *option, const char *text, const char *const *words)
+{
+	char list[512], shown[256];
+	struct mt_near near = {shown};
+	size_t k = 0, n = 0;
+
+	for (n = 0; words[n]; n++)
+		if (text && !strcmp(text, words[n]))
+			return (int)n;
+	for (size_t i = 0; i < n && k < sizeof list; i++)
+		k += (size_t)snprintf(list + k, sizeof list - k, "%s%s",
+				      i == 0	  ? ""
+				      : i + 1 < n ? ", "
+						  : " or ",
+				      words[i]);
+	if (!text)
+		bad_usage(command, command, "%s is needed: %s", option, list);
+	snprintf(shown, sizeof shown, "%s", text);
+	mt_text_line(shown);
+	for (size_t i = 0; i < n; i++)
+		mt_near_offer(&near, words[i]);
+	if (near.best)
+		bad_usage(command, command, "%s is %s, not '%s'; did you mean %s?", option, list, shown, near.best);
+	bad_usage(command, command, "%s is %s, not '%s'", option, list, shown);
+}
+
+int next_option(int argc, char **argv, const char *shortopts, const struct option *longopts, const char *help)
+{
+	char opts[64];
+	int c;
+
+	/* ':' first (after a '+'): a missing value is told from an unknown option */
+	snprintf(opts, sizeof opts, "%s:%s", shortopts[0] == '+' ? "+" : "", shortopts + (shortopts[0] == '+'));
+	opterr = 0;
+	c = getopt_long(argc, argv, opts, longopts, NULL);
+	if (c == '?' || c == ':')
+		refuse_option(argv, longopts, help, c == ':');
+	return c;
+}
+
 void need_regular_file(const char *path)
 {
 	char why[4400];
@@ -164,6 +291,27 @@ void need_regular_file(const char *path)
 	if (mt_file_open(path, &fd, NULL, why, sizeof why))
 		die(EXIT_USAGE, "%s", why);
 	close(fd);
+}
+
+/* A word that is no command: the nearest command or option when one is near. */
+static void unknown_command(const char *word)
+{
+	static const char *const options[] = {"--help", "--version"};
+	struct mt_near near = {word};
+	char shown[256];
+
+	if (word[0] == '-')
+		for (size_t i = 0; i < sizeof options / sizeof options[0]; i++)
+			mt_near_offer(&near, options[i]);
+	else
+		for (size_t i = 0; i < NCOMMANDS; i++)
+			mt_near_offer(&near, commands[i].name);
+	snprintf(shown, sizeof shown, "%s", word);
+	mt_text_line(shown);
+	if (near.best)
+		die(EXIT_USAGE, "unknown %s '%s'; did you mean %s? (see memtap --help)",
+		    word[0] == '-' ? "option" : "command", shown, near.best);
+	die(EXIT_USAGE, "unknown %s '%s' (see memtap --help)", word[0] == '-' ? "option" : "command", shown);
 }
 
 int main(int argc, char **argv)
@@ -188,5 +336,5 @@ int main(int argc, char **argv)
 	}
 	if (strcmp(argv[1], "--complete") == 0)
 		return complete(argc, argv);
-	die(EXIT_USAGE, "unknown command '%s' (see memtap --help)", argv[1]);
+	unknown_command(argv[1]);
 }

@@ -13,6 +13,7 @@
 #include "analyze/plan_replay.h"
 #include "analyze/report.h"
 #include "cli.h"
+#include "core/path.h"
 #include "core/units.h"
 #include "reader/file.h"
 
@@ -36,13 +37,33 @@ static const char plan_usage_own[] =
     "  --model FILE|DIR    a Hugging Face config.json (or a folder with one): the architecture\n"
     "  --deepspeed FILE    the setup a DeepSpeed config describes, read as DeepSpeed reads it\n"
     "  --device N          the measured device whose peak to use (default: the highest peak)\n"
-    "  --gpu-mem SIZE|GPU  whether it fits, the largest micro-batch and the fewest GPUs that do;\n"
-    "                      GPU: a100-40gb a100-80gb h100 h200 v100-16gb v100-32gb l4 a10 l40s rtx4090\n"
+    "  --gpu-mem SIZE|GPU  whether it fits, the largest micro-batch and the fewest GPUs that do;\n";
+static const char plan_usage_after_gpus[] =
     "  --reserved          also the caching allocator's reserved peak: the modeled step's\n"
     "                      allocations replayed through PyTorch's native policy (memtap replay)\n"
     "  --json              the same as JSON (docs/PLAN.md)\n"
     "  --estimator deepspeed-zero2|deepspeed-zero3   DeepSpeed's estimate_zero*_all_cold table\n"
     "  --estimator megatron   Megatron-LM's theoretical memory (--zero 1 = distributed optimizer)\n";
+
+/* The GPUs --gpu-mem knows by name, with their total device memory as nvidia-smi reports
+ * it, MiB. */
+#define GPUS(X)                                                                                                        \
+	X("a100-40gb", 40960)                                                                                          \
+	X("a100-80gb", 81920)                                                                                          \
+	X("h100", 81559)                                                                                               \
+	X("h200", 143771)                                                                                              \
+	X("v100-16gb", 16384)                                                                                          \
+	X("v100-32gb", 32768)                                                                                          \
+	X("l4", 23034)                                                                                                 \
+	X("a10", 23028)                                                                                                \
+	X("l40s", 46068)                                                                                               \
+	X("rtx4090", 24564)
+#define GPU_NAME(name, mib) name,
+#define GPU_MIB(name, mib) mib,
+const char *const plan_gpus[] = {GPUS(GPU_NAME) NULL};
+static const uint64_t gpu_mib[] = {GPUS(GPU_MIB)};
+#undef GPU_NAME
+#undef GPU_MIB
 
 /* The usage, the planner's options from their table, then the command's own */
 void plan_help(FILE *f)
@@ -58,6 +79,10 @@ void plan_help(FILE *f)
 		fprintf(f, "  --%-18s %s\n", name, o->help);
 	}
 	fputs(plan_usage_own, f);
+	fputs("                      GPU:", f);
+	for (size_t i = 0; plan_gpus[i]; i++)
+		fprintf(f, " %s", plan_gpus[i]);
+	fprintf(f, "\n%s", plan_usage_after_gpus);
 }
 
 static uint64_t count(const char *opt, const char *text)
@@ -69,35 +94,20 @@ static uint64_t count(const char *opt, const char *text)
 	return v;
 }
 
-static int pick(const char *opt, const char *text, const char *const *names)
-{
-	for (int i = 0; names[i]; i++)
-		if (!strcmp(text, names[i]))
-			return i;
-	die(EXIT_USAGE, "%s does not take '%s' (see memtap plan --help)", opt, text);
-}
-
 static double gib(double bytes)
 {
 	return bytes / (1024.0 * 1024 * 1024);
 }
 
-static const char *const estimators[] = {"deepspeed-zero2", "deepspeed-zero3", "megatron", NULL};
-
-/* Total device memory as nvidia-smi reports it, MiB. */
-static const struct {
-	const char *name;
-	uint64_t mib;
-} gpus[] = {{"a100-40gb", 40960}, {"a100-80gb", 81920}, {"h100", 81559}, {"h200", 143771}, {"v100-16gb", 16384},
-	    {"v100-32gb", 32768}, {"l4", 23034},	{"a10", 23028},	 {"l40s", 46068},  {"rtx4090", 24564}};
+const char *const plan_estimators[] = {"deepspeed-zero2", "deepspeed-zero3", "megatron", NULL};
 
 static uint64_t gpu_mem(const char *text)
 {
 	uint64_t mem;
 
-	for (size_t i = 0; i < sizeof gpus / sizeof gpus[0]; i++)
-		if (!strcasecmp(text, gpus[i].name))
-			return gpus[i].mib << 20;
+	for (size_t i = 0; plan_gpus[i]; i++)
+		if (!strcasecmp(text, plan_gpus[i]))
+			return gpu_mib[i] << 20;
 	if (mt_parse_size(text, &mem) || !mem)
 		die(EXIT_USAGE, "--gpu-mem takes a size such as 80GiB or a GPU such as h100, not '%s'", text);
 	return mem;
@@ -137,7 +147,7 @@ static void hf_config_read(const char *path, struct mt_plan_config *c, char *dty
 
 	snprintf(file, sizeof file, "%s", path);
 	if (!stat(path, &st) && S_ISDIR(st.st_mode))
-		snprintf(file, sizeof file, "%s/config.json", path);
+		mt_path_join(file, sizeof file, path, "config.json");
 	text = slurp(file, &len);
 	if (hf_config_parse(file, text, len, c, &hf))
 		die(EXIT_USAGE, "%s", hf.err);
@@ -201,9 +211,8 @@ static void parse(int argc, char **argv, struct plan_args *a, bool what_if)
 	bool quantize_given = false;
 	int o;
 
-	opterr = 0;
 	optind = 0;
-	while ((o = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+	while ((o = next_option(argc, argv, "h", longopts, "plan")) != -1) {
 		if (o == O_DS)
 			deepspeed = optarg;
 		else if (o == O_MODEL)
@@ -247,7 +256,7 @@ static void parse(int argc, char **argv, struct plan_args *a, bool what_if)
 		a->recompute_given = x.recompute_given;
 	}
 	optind = 0;
-	while ((o = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+	while ((o = next_option(argc, argv, "h", longopts, "plan")) != -1) {
 		if (o >= O_TABLE && o < O_DS) {
 			const struct mt_plan_option *p = &mt_plan_options[o - O_TABLE];
 			snprintf(shown, sizeof shown, "--%s", longopts[o - O_TABLE].name);
@@ -272,7 +281,7 @@ static void parse(int argc, char **argv, struct plan_args *a, bool what_if)
 			a->reserved = true;
 			break;
 		case O_EST:
-			a->estimator = pick("--estimator", optarg, estimators);
+			a->estimator = choose("plan", "--estimator", optarg, plan_estimators);
 			break;
 		case O_DEVICE:
 			if ((v = count("--device", optarg)) >= MT_MAX_DEVICES)
@@ -282,10 +291,6 @@ static void parse(int argc, char **argv, struct plan_args *a, bool what_if)
 		case 'h':
 			plan_help(stdout);
 			exit(0);
-		case ':':
-			die(EXIT_USAGE, "%s needs a value (see memtap plan --help)", argv[optind - 1]);
-		default:
-			die(EXIT_USAGE, "memtap plan does not know '%s' (see --help)", argv[optind - 1]);
 		}
 	}
 	/* transformers trains a quantized model only through adapters (its Trainer refuses
@@ -381,7 +386,7 @@ void plan_setup_from_text(const char *text, struct mt_plan_config *out)
 	struct plan_args a = {.c = {.precision = MT_MIXED16, .optimizer = MT_ADAM, .nodes = 1, .gpus_per_node = 1},
 			      .estimator = -1,
 			      .device = -1};
-	char *copy = strdup(text), *argv[65] = {"--plan"}, *save = NULL;
+	char *copy = strdup(text), *argv[65] = {"report --plan"}, *save = NULL;
 	int argc = 1;
 
 	for (char *w = strtok_r(copy, " \t\n", &save); w; w = strtok_r(NULL, " \t\n", &save))

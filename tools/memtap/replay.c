@@ -180,7 +180,7 @@ int cmd_replay(int argc, char **argv)
 	struct mt_sim_input in;
 	char *end, *list, job[128], max[32];
 
-	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+	while ((c = next_option(argc, argv, "h", longopts, "replay")) != -1) {
 		switch (c) {
 		case 'p':
 			policies = optarg;
@@ -209,9 +209,6 @@ int cmd_replay(int argc, char **argv)
 		case 'h':
 			fputs(replay_usage, stdout);
 			return 0;
-		default:
-			fputs(replay_usage, stderr);
-			return EXIT_USAGE;
 		}
 	}
 	if (optind + 1 != argc)

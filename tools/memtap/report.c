@@ -6,6 +6,7 @@
 #include <getopt.h>
 #include <sys/stat.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,12 +14,13 @@
 #include "analyze/job.h"
 #include "analyze/report.h"
 #include "cli.h"
+#include "core/path.h"
 #include "core/units.h"
 
 const char report_usage[] =
-    "usage: memtap report TRACE [--json | --html FILE] [--top N] [--frames=all] [--iteration NAME]\n"
+    "usage: memtap report TRACE [--json] [--html FILE] [--top N] [--frames=all] [--iteration NAME]\n"
     "                    [--leak-iterations K] [--plan 'SETUP']\n"
-    "       memtap report TRACE TRACE... | DIRECTORY [--json | --html FILE]   one row per rank, and the\n"
+    "       memtap report TRACE TRACE... | DIRECTORY [--json] [--html FILE]   one row per rank, and the\n"
     "                 imbalance (a directory's .trace files, else its PyTorch snapshots, .pickle or\n"
     "                 .pkl: a rank from a file name such as rank3_memory_snapshot.pickle where the\n"
     "                 trace names none); for a job's run directory (memtap run --dir), every rank at the\n"
@@ -32,7 +34,8 @@ const char report_usage[] =
     "interpreter's frames are left out and long C++ names shortened.\n"
     "  --json    the stable JSON form (docs/REPORT.md)\n"
     "  --html FILE  one self-contained page: composition over time, the peak, top stacks,\n"
-    "               leaks, OOMs and a map of the segments (opens offline in any browser)\n"
+    "               leaks, OOMs and a map of the segments (opens offline in any browser);\n"
+    "               with --json as well, the page goes to FILE and the JSON to stdout\n"
     "  --top N   stacks shown per list (default 10)\n"
     "  --frames=all  every frame of every stack, names in full, each stack of a group\n"
     "  --iteration NAME        iteration boundaries: memtap_mark NAME or NVTX range NAME (default:\n"
@@ -59,6 +62,8 @@ bool read_trace(const char *path, struct mt_trace *t)
 	return t->problem[0] != 0;
 }
 
+const char *const frame_views[] = {"all", "view", NULL};
+
 static struct mt_report_options ropt;
 static const char *html_path, *plan_setup;
 static bool all_frames;
@@ -77,7 +82,7 @@ static int parse_common(int argc, char **argv, const char *usage, bool *json, si
 	int c;
 	char *end;
 
-	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+	while ((c = next_option(argc, argv, "h", longopts, argv[0])) != -1) {
 		switch (c) {
 		case 'j':
 			*json = true;
@@ -97,9 +102,7 @@ static int parse_common(int argc, char **argv, const char *usage, bool *json, si
 			plan_setup = optarg;
 			break;
 		case 'F':
-			if (strcmp(optarg, "all") && strcmp(optarg, "view"))
-				die(EXIT_USAGE, "--frames is all or view, not '%s'", optarg);
-			all_frames = !strcmp(optarg, "all");
+			all_frames = choose(argv[0], "--frames", optarg, frame_views) == 0;
 			break;
 		case 'k':
 			ropt.leak_iterations = (unsigned)strtoul(optarg, &end, 10);
@@ -109,9 +112,6 @@ static int parse_common(int argc, char **argv, const char *usage, bool *json, si
 		case 'h':
 			fputs(usage, stdout);
 			exit(0);
-		default:
-			fputs(usage, stderr);
-			exit(EXIT_USAGE);
 		}
 	}
 	if (optind >= argc)
@@ -166,12 +166,13 @@ static void add_paths(const char *arg, char ***paths, size_t *n)
 			return;
 		}
 		while ((de = readdir(dir))) {
-			char *p;
+			char path[PATH_MAX], *p;
 			if (pass == 0 ? !ends_with(de->d_name, ".trace")
 				      : !ends_with(de->d_name, ".pickle") && !ends_with(de->d_name, ".pkl"))
 				continue;
-			if (asprintf(&p, "%s/%s", arg, de->d_name) < 0 ||
-			    !(*paths = realloc(*paths, (*n + 1) * sizeof **paths)))
+			if (mt_path_join(path, sizeof path, arg, "%s", de->d_name) >= (int)sizeof path)
+				die(EXIT_USAGE, "a path in %s is too long", arg);
+			if (!(p = strdup(path)) || !(*paths = realloc(*paths, (*n + 1) * sizeof **paths)))
 				die(1, "out of memory");
 			(*paths)[(*n)++] = p;
 		}
@@ -268,6 +269,8 @@ static int report_ranks(char **paths, size_t n, bool json, const char *dir)
 			status = 1, fprintf(stderr, "memtap: cannot write %s: %s\n", html_path, strerror(err));
 		else
 			fprintf(stderr, "memtap: wrote %s\n", html_path);
+	}
+	if (html_path && !json) {
 		mt_job_free(&job);
 		free(jr);
 		free(rows);
@@ -388,13 +391,12 @@ int cmd_report(int argc, char **argv)
 			status = 1, fprintf(stderr, "memtap: cannot write %s: %s\n", html_path, strerror(err));
 		else if (!status) /* a damaged trace's one line already said what the page holds */
 			fprintf(stderr, "memtap: wrote %s\n", html_path);
-	} else if (json) {
-		progress_end();
-		mt_report_json(stdout, &r, sym, top);
-	} else {
-		progress_end();
-		mt_report_text(stdout, &r, sym, top);
 	}
+	progress_end();
+	if (json) /* with --html too: the page in its file, the JSON on stdout */
+		mt_report_json(stdout, &r, sym, top);
+	else if (!html_path)
+		mt_report_text(stdout, &r, sym, top);
 	mt_symbols_close(sym);
 	mt_report_free(&r);
 	mt_trace_free(&t);

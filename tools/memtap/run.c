@@ -26,6 +26,8 @@
 #include "analyze/report.h"
 #include "cli.h"
 #include "recorder/options.h"
+#include "core/path.h"
+#include "core/text.h"
 #include "core/units.h"
 
 #ifndef MT_PKGLIBDIR
@@ -53,7 +55,8 @@ const char run_usage[] =
     "                         memtap's caching allocator (policy: -O alloc_policy=memtap-vmm|memtap|\n"
     "                         native|bump, knobs: -O alloc_conf=...; docs/ALLOCATOR.md). PyTorch jobs\n"
     "                         plug it in with memtap.use_allocator() instead\n"
-    "  -O, --option KEY=VALUE any memtap option (below), as MEMTAP_<KEY> would set it\n"
+    "  -O, --option KEY=VALUE any memtap option (below), as MEMTAP_<KEY> would set it; an unknown\n"
+    "                         KEY or a VALUE it does not take stops here\n"
     "  -q, --quiet            no summary\n"
     "Options (also MEMTAP_OPTIONS=\"key=value,...\" or MEMTAP_<KEY> in the environment):\n"
 #define OPT(key, type, dflt, help) "  " #key " (default " dflt "): " help "\n"
@@ -61,6 +64,9 @@ const char run_usage[] =
 #undef OPT
     "memtap run ends as COMMAND does: with its exit status, or by the signal that ended it;\n"
     "signals sent to memtap run go on to COMMAND.\n";
+
+const char *const run_backends[] = {"preload", "cupti", NULL};
+const char *const run_allocators[] = {"caching", "none", NULL};
 
 /* A library of memtap's: $MEMTAP_LIBRARY (preload backend), the build tree's, or the
  * installed one. `dir` is its folder in the build tree, `name` its file name. */
@@ -88,7 +94,7 @@ static const char *find_library(const char *dir, const char *name, char *buf, si
 				return buf;
 		}
 	}
-	snprintf(buf, len, "%s/%s", MT_PKGLIBDIR, name);
+	mt_path_join(buf, len, MT_PKGLIBDIR, "%s", name);
 	return buf;
 }
 
@@ -135,7 +141,7 @@ static void find_policy(const char *name, char *out, size_t len)
 	for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
 		if (!dirs[i] || !*dirs[i])
 			continue;
-		snprintf(path, sizeof path, "%s/%s%s", dirs[i], name, strstr(name, ".lua") ? "" : ".lua");
+		mt_path_join(path, sizeof path, dirs[i], "%s%s", name, strstr(name, ".lua") ? "" : ".lua");
 		if (access(path, R_OK) == 0 && realpath(path, out))
 			return;
 	}
@@ -175,14 +181,38 @@ static void add_policy(char *list, size_t len, const char *name)
 	snprintf(list + k, len - k, "%s%s", k ? ":" : "", path);
 }
 
+/* -O KEY=VALUE as MEMTAP_<KEY>: a key the recorder does not have, or a value it would
+ * ignore, stops the run here (the recorder would say it and run on). */
 static void set_option(const char *kv)
 {
-	char name[128] = "MEMTAP_";
-	const char *eq = strchr(kv, '=');
+	static const char *const keys[] = {
+#define OPT(key, type, dflt, help) #key,
+#include "recorder/options.def"
+#undef OPT
+	};
+	char name[128] = "MEMTAP_", key[sizeof name], shown[256];
+	const char *eq = strchr(kv, '='), *expected = "";
 	size_t k = 7;
+	struct mt_near near = {key};
 
 	if (!eq || eq == kv || (size_t)(eq - kv) > sizeof name - 8)
 		die(EXIT_USAGE, "-O needs KEY=VALUE, not '%s'", kv);
+	snprintf(key, sizeof key, "%.*s", (int)(eq - kv), kv);
+	snprintf(shown, sizeof shown, "%s", kv);
+	mt_text_line(key);
+	mt_text_line(shown);
+	switch (mtp_option_check(kv, (size_t)(eq - kv), eq + 1, &expected)) {
+	case 0:
+		break;
+	case ENOENT:
+		for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+			mt_near_offer(&near, keys[i]);
+		if (near.best)
+			bad_usage("run", "run", "-O %s: unknown key %s; did you mean %s?", shown, key, near.best);
+		bad_usage("run", "run", "-O %s: unknown key %s", shown, key);
+	default:
+		bad_usage("run", "run", "-O %s: %s takes %s", shown, key, expected);
+	}
 	for (const char *p = kv; p < eq; p++)
 		name[k++] = (char)(*p >= 'a' && *p <= 'z' ? *p - 32 : *p);
 	name[k] = '\0';
@@ -258,13 +288,13 @@ static void dir_summary(const char *dir, time_t since)
 		return;
 	}
 	while ((e = readdir(d))) {
-		snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+		mt_path_join(path, sizeof path, dir, "%s", e->d_name);
 		if (!strncmp(e->d_name, "rank-", 5) && strstr(e->d_name, ".trace") && stat(path, &st) == 0 &&
 		    st.st_mtime >= since)
 			ranks++;
 	}
 	closedir(d);
-	snprintf(path, sizeof path, "%s/snapshots", dir);
+	mt_path_join(path, sizeof path, dir, "snapshots");
 	if ((d = opendir(path))) {
 		while ((e = readdir(d)))
 			snapshots += e->d_name[0] != '.';
@@ -381,7 +411,7 @@ static int status_summary(const char *dir, bool say)
 		size_t len;
 		if (e->d_name[0] == '.')
 			continue;
-		snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+		mt_path_join(path, sizeof path, dir, "%s", e->d_name);
 		if (!(f = fopen(path, "r")))
 			continue;
 		len = fread(text, 1, sizeof text - 1, f);
@@ -510,7 +540,7 @@ int cmd_run(int argc, char **argv)
 	pid_t pid;
 	int c, status;
 
-	while ((c = getopt_long(argc, argv, "+o:O:qh", longopts, NULL)) != -1) {
+	while ((c = next_option(argc, argv, "+o:O:qh", longopts, "run")) != -1) {
 		switch (c) {
 		case 'o':
 			pattern = optarg;
@@ -527,17 +557,14 @@ int cmd_run(int argc, char **argv)
 			setenv("MEMTAP_FOLLOW_FORK", "1", 1);
 			break;
 		case 'b':
-			if (strcmp(optarg, "preload") && strcmp(optarg, "cupti"))
-				die(EXIT_USAGE, "--backend is preload or cupti, not '%s'", optarg);
-			cupti = strcmp(optarg, "cupti") == 0;
+			cupti = choose("run", "--backend", optarg, run_backends) == 1;
 			break;
 		case 'O':
 			set_option(optarg);
 			break;
 		case 'A':
-			if (strcmp(optarg, "caching") && strcmp(optarg, "none"))
-				die(EXIT_USAGE, "--allocator is caching or none, not '%s'", optarg);
-			setenv("MEMTAP_ALLOCATOR", strcmp(optarg, "none") ? optarg : "", 1);
+			setenv("MEMTAP_ALLOCATOR",
+			       choose("run", "--allocator", optarg, run_allocators) == 0 ? optarg : "", 1);
 			break;
 		case 'P':
 			add_policy(policies, sizeof policies, optarg);
@@ -548,9 +575,6 @@ int cmd_run(int argc, char **argv)
 		case 'h':
 			fputs(run_usage, stdout);
 			return 0;
-		default:
-			fputs(run_usage, stderr);
-			return EXIT_USAGE;
 		}
 	}
 	if (optind >= argc)
@@ -576,7 +600,7 @@ int cmd_run(int argc, char **argv)
 		char cwd[PATH_MAX];
 		if (!getcwd(cwd, sizeof cwd))
 			die(EXIT_USAGE, "cannot tell the current directory: %s", strerror(errno));
-		snprintf(output, sizeof output, "%s/%s", cwd, pattern);
+		mt_path_join(output, sizeof output, cwd, "%s", pattern);
 		pattern = output;
 	}
 	setenv("MEMTAP_OUTPUT", pattern, 1);
@@ -615,8 +639,8 @@ int cmd_run(int argc, char **argv)
 	else
 		setenv("NVTX_INJECTION64_PATH", library, 1);
 
-	snprintf(status_dir, sizeof status_dir, "%s/memtap-run-XXXXXX",
-		 getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+	mt_path_join(status_dir, sizeof status_dir, getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp",
+		     "memtap-run-XXXXXX");
 	if (mkdtemp(status_dir))
 		setenv("MEMTAP_STATUS", status_dir, 1);
 	else

@@ -25,6 +25,7 @@
 #include "analyze/stacks.h"
 #include "analyze/symbols.h"
 #include "cli.h"
+#include "core/path.h"
 #include "core/units.h"
 #include "reader/follow.h"
 
@@ -161,7 +162,7 @@ static void scan_dir(const char *dir, bool first)
 		size_t len = strlen(names[i]->d_name);
 		char path[PATH_MAX];
 		if (len > 6 && !strcmp(names[i]->d_name + len - 6, ".trace") &&
-		    snprintf(path, sizeof path, "%s/%s", dir, names[i]->d_name) < (int)sizeof path)
+		    mt_path_join(path, sizeof path, dir, "%s", names[i]->d_name) < (int)sizeof path)
 			add_source(path, false);
 		free(names[i]);
 	}
@@ -932,7 +933,7 @@ int cmd_top(int argc, char **argv)
 	double secs;
 	int c;
 
-	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+	while ((c = next_option(argc, argv, "h", longopts, "top")) != -1) {
 		switch (c) {
 		case 'o':
 			top.once = true;
@@ -954,9 +955,6 @@ int cmd_top(int argc, char **argv)
 		case 'h':
 			fputs(top_usage, stdout);
 			return 0;
-		default:
-			fputs(top_usage, stderr);
-			return EXIT_USAGE;
 		}
 	}
 	if (optind >= argc)

@@ -1,0 +1,39 @@
+/* The nearest known word to a mistyped one (core/text.h): typos are near, other words not. */
+#include <string.h>
+
+#include "../tap.h"
+#include "core/text.h"
+
+static const char *nearest(const char *word)
+{
+	static const char *const known[] = {"run",   "report", "replay",   "diff",   "export",	  "top",
+					    "depth", "dir",    "flush_ms", "policy", "policy_dir"};
+	struct mt_near n = {word};
+
+	for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
+		mt_near_offer(&n, known[i]);
+	return n.best ? n.best : "(none)";
+}
+
+#define near_is(word, want) ok(strcmp(nearest(word), want) == 0, "%s: %s (%s)", word, want, nearest(word))
+
+int main(void)
+{
+	near_is("reprot", "report"); /* two neighbours swapped: one edit */
+	near_is("rport", "report");
+	near_is("repot", "report");
+	near_is("replya", "replay");
+	near_is("rnu", "run");
+	near_is("exprt", "export");
+	near_is("dpth", "depth");
+	near_is("flushms", "flush_ms");
+	near_is("polcy", "policy");
+	near_is("policy-dir", "policy_dir");
+	near_is("nosuchkey", "(none)");
+	near_is("xyz", "(none)"); /* three letters: one edit at most */
+	near_is("re", "(none)");
+	near_is("run", "(none)"); /* the word itself is not a typo */
+	near_is("", "(none)");
+	near_is("reportreportreportreportreportreportreportreportreportreportreport", "(none)");
+	return done();
+}
