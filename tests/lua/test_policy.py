@@ -27,13 +27,14 @@ def script(source, name="policy.lua"):
 
 
 def run(policies, cmd, env=None, options=()):
-    """memtap run with the policies; returns (process, trace path, folder)."""
+    """memtap run with the policies (not -q: their lines are checked); returns (process, trace path,
+    folder)."""
     global runs
     runs += 1
     folder = os.path.join(TMP, "run%d" % runs)
     os.mkdir(folder)
     trace = os.path.join(folder, "job.trace")
-    args = [MEMTAP, "run", "-q", "-o", trace]
+    args = [MEMTAP, "run", "-o", trace]
     for p in policies:
         args += ["--policy", p]
     for o in options:
@@ -217,6 +218,24 @@ ok(p.returncode == 0 and p.stdout.count(" 2\n") == 5, "cap.lua: the driver and V
 p, trace, folder = run([cap], TRAIN, {"SIMGPU_MEM": "16GiB", "MEMTAP_CAP": "25%"})
 ok(p.returncode == OOM_EXIT and report(trace)["devices"][0]["peak_allocated_bytes"] <= 4 * GiB,
    "cap.lua: a share of the device", p.stderr[-300:])
+
+# ---- a policy runs only where the GPU is used, and -q quiets it ----
+# sh -> sh -> simtrain: the outer shell forks a subshell for dirname and the inner shell,
+# which execs simtrain; only simtrain touches the GPU
+inner = script('#!/bin/sh\nexec "$@"\n', "inner.sh")
+outer = script('#!/bin/sh\n"$(dirname "$0")/inner.sh" "$@"\n', "outer.sh")
+os.chmod(inner, 0o755)
+os.chmod(outer, 0o755)
+p, trace, folder = run([cap], [outer] + TRAIN, {"SIMGPU_MEM": "16GiB", "MEMTAP_CAP": "2GiB"})
+ok(p.returncode == OOM_EXIT and p.stderr.count("device memory capped") == 1
+   and report(trace)["devices"][0]["peak_allocated_bytes"] <= 2 * GiB,
+   "through a chain of shells the policy runs once, in the process that uses the GPU, and caps it",
+   p.stderr[-800:])
+p = subprocess.run([MEMTAP, "run", "-q", "-o", os.path.join(folder, "quiet.trace"), "--policy", cap, "--policy",
+                    "oom_snapshot", "--", outer] + TRAIN, capture_output=True, text=True, timeout=300,
+                   env=dict(os.environ, SIMGPU_MEM="16GiB", MEMTAP_CAP="2GiB"))
+ok(p.returncode == OOM_EXIT and "memtap" not in p.stderr and "out of memory" in p.stderr,
+   "memtap run -q: no summary and no policy line (memtap.log, cap.lua's, oom_snapshot's); the job's own lines stay", p.stderr[-800:])
 
 # ---- the bundled policies ----
 lua = lambda name: os.path.join(S, "lua", name + ".lua")  # noqa: E731

@@ -54,7 +54,8 @@ const char run_usage[] =
     "                         native|bump, knobs: -O alloc_conf=...; docs/ALLOCATOR.md). PyTorch jobs\n"
     "                         plug it in with memtap.use_allocator() instead\n"
     "  -O, --option KEY=VALUE any memtap option (below), as MEMTAP_<KEY> would set it\n"
-    "  -q, --quiet            no summary\n"
+    "  -q, --quiet            no summary, and no line from the policies (-O policy_quiet=1); memtap's\n"
+    "                         warnings in the job stay (-O quiet=1 for none)\n"
     "Options (also MEMTAP_OPTIONS=\"key=value,...\" or MEMTAP_<KEY> in the environment):\n"
 #define OPT(key, type, dflt, help) "  " #key " (default " dflt "): " help "\n"
 #include "recorder/options.def"
@@ -540,6 +541,7 @@ int cmd_run(int argc, char **argv)
 			break;
 		case 'q':
 			quiet = true;
+			setenv("MEMTAP_POLICY_QUIET", "1", 1);
 			break;
 		case 'h':
 			fputs(run_usage, stdout);
