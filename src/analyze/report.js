@@ -283,7 +283,10 @@
     s.append(table("summary-" + d, ["", { text: "bytes", num: 1 }], [
       [el("td", {}, "peak allocated"), num(device.peak_allocated_bytes, bytes(device.peak_allocated_bytes))],
       [el("td", {}, "peak at"), num(device.peak_time_ns, moment(device.peak_time_ns))],
-      [el("td", {}, "capacity"), num(device.capacity_bytes, device.capacity_bytes ? bytes(device.capacity_bytes) : "unknown")],
+      [el("td", {}, "capacity"), num(device.capacity_bytes, !device.capacity_bytes ? "unknown"
+        : device.device_bytes > device.capacity_bytes
+          ? `${bytes(device.capacity_bytes)}: a policy's cap (the device has ${bytes(device.device_bytes)})`
+          : bytes(device.capacity_bytes))],
       [el("td", {}, "allocated at exit"), num(device.allocated_at_exit_bytes, bytes(device.allocated_at_exit_bytes))]]));
     const comp = device.composition_at_peak;
     s.append(el("h3", {}, "What the peak was made of"));

@@ -56,6 +56,14 @@ def offline(source, trace):
     return json.loads(p.stdout) if p.returncode == 0 else p.stderr
 
 
+def size_text(n):
+    """mt_format_size: bytes, else two decimals of the largest binary unit below it."""
+    units, v, u = ("B", "KiB", "MiB", "GiB", "TiB", "PiB"), float(n), 0
+    while v >= 1024.0 and u + 1 < len(units):
+        v, u = v / 1024.0, u + 1
+    return "%d B" % n if u == 0 else "%.2f %s" % (v, units[u])
+
+
 def report(trace):
     return json.loads(subprocess.run([MEMTAP, "report", "--json", trace], capture_output=True, text=True).stdout)
 
@@ -218,6 +226,30 @@ ok(p.returncode == 0 and p.stdout.count(" 2\n") == 5, "cap.lua: the driver and V
 p, trace, folder = run([cap], TRAIN, {"SIMGPU_MEM": "16GiB", "MEMTAP_CAP": "25%"})
 ok(p.returncode == OOM_EXIT and report(trace)["devices"][0]["peak_allocated_bytes"] <= 4 * GiB,
    "cap.lua: a share of the device", p.stderr[-300:])
+
+# the cap is the device's capacity in every report, and memtap run's summary says the job failed and under what
+p, trace, folder = run([cap], TRAIN, {"SIMGPU_MEM": "16GiB", "MEMTAP_CAP": "3GiB"})
+rep = report(trace)
+said = [x for x in p.stderr.splitlines() if x.startswith("memtap: the job's allocation failed")]
+oom = rep["oom"][0] if rep["oom"] else {}
+ok(p.returncode == OOM_EXIT and len(said) == 1 and oom
+   and ("out of memory: %s asked on device 0 at " % size_text(oom["size"])) in said[0]
+   and " in NVTX range %s, from tensor_new (simtrain.c:" % oom["phase"] in said[0]
+   and said[0].endswith("free of 3.00 GiB (a policy's cap; the device has 16.00 GiB)"),
+   "memtap run's summary: the allocation that failed, where, and under the policy's cap", p.stderr[-800:])
+text = subprocess.run([MEMTAP, "report", trace], capture_output=True, text=True).stdout
+top = subprocess.run([MEMTAP, "top", "--once", "--json", trace], capture_output=True, text=True).stdout
+top = json.loads(top)["ranks"][0]["devices"][0] if top.startswith("{") else {}
+ok("(simgpu 16.00 GiB, capped at 3.00 GiB by a policy; the device has 16.00 GiB)" in p.stderr
+   and "capped at 3.00 GiB by a policy; the device has 16.00 GiB): peak" in text
+   and rep["devices"][0]["capacity_bytes"] == 3 * GiB and rep["devices"][0]["device_bytes"] == 16 * GiB
+   and top.get("capacity_bytes") == 3 * GiB and top.get("device_bytes") == 16 * GiB,
+   "a capped device's capacity is the cap: summary, report, --json and memtap top", (text[:400], top))
+p, trace, folder = run([], TRAIN, {"SIMGPU_MEM": "2GiB"})
+said = [x for x in p.stderr.splitlines() if x.startswith("memtap: the job's allocation failed")]
+ok(p.returncode == OOM_EXIT and len(said) == 1 and said[0].endswith("free of 2.00 GiB (the device's whole memory)")
+   and "(simgpu 2.00 GiB, 2.00 GiB) at" in p.stderr,
+   "without a cap: the device's own memory ran out (SIMGPU_MEM), said as that", p.stderr[-600:])
 
 # ---- a policy runs only where the GPU is used, and -q quiets it ----
 # sh -> sh -> simtrain: the outer shell forks a subshell for dirname and the inner shell,

@@ -24,6 +24,7 @@
 #include <lauxlib.h>
 
 #include "analyze/report.h"
+#include "analyze/symbols.h"
 #include "cli.h"
 #include "recorder/options.h"
 #include "core/units.h"
@@ -318,7 +319,7 @@ static void summary(const char *path)
 {
 	struct mt_trace t;
 	struct mt_report r;
-	char sz[32], cap[32];
+	char sz[32], cap[128];
 	int best = -1;
 	struct stat st;
 
@@ -343,12 +344,17 @@ static void summary(const char *path)
 			fprintf(stderr, "memtap: peak %s allocated on device %d (%s, %s) at %.3f s\n",
 				mt_format_size(r.end.dev[best].peak, sz, sizeof sz), best,
 				r.end.dev[best].name ? mt_trace_string(&t, r.end.dev[best].name) : "unnamed",
-				mt_format_size(r.end.dev[best].capacity, cap, sizeof cap),
+				mt_capacity_text(&r.end.dev[best], cap, sizeof cap),
 				r.end.dev[best].peak_time > r.start
 				    ? (double)(r.end.dev[best].peak_time - r.start) / 1e9
 				    : 0.0);
 		else
 			fprintf(stderr, "memtap: no device memory was allocated\n");
+		if (r.noom) { /* symbols only for the failing stack's first user frame */
+			struct mt_symbols *sym = mt_symbols_open(&t);
+			mt_report_oom_summary(stderr, &r, sym, "memtap: ");
+			mt_symbols_close(sym);
+		}
 		fprintf(stderr, "memtap: trace %s: %" PRIu64 " allocations, %" PRIu64 " frees (memtap report %s)\n",
 			path, r.end.allocs, r.end.frees, path);
 		mt_report_free(&r);
