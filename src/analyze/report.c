@@ -110,9 +110,9 @@ static void driver_count(struct mt_report *r, const struct mt_event *e)
 	    (struct mt_driver_count){true, reading, e->time, e->aux2 - e->aux, r->end.dev[e->device].current};
 }
 
-static const char *const reading_text[] = {"", "memtap's cuMemGetInfo at the device's first use",
-					   "memtap's cuMemGetInfo at exit", "cuMemGetInfo",
-					   "cuMemGetInfo at the out-of-memory failure"};
+static const char *const reading_text[] = {"", "when memtap asked, at the device's first use",
+					   "when memtap asked, at exit", "when the job asked (cuMemGetInfo)",
+					   "at the out-of-memory failure"};
 static const char *const reading_json[] = {"", "first_use", "exit", "job", "oom"};
 
 static int add_oom(struct mt_report *r, size_t i)
@@ -663,9 +663,9 @@ static void libraries_text(FILE *out, const struct mt_report *r, int d)
 		fprintf(out, "  %-24s %12s\n", l->items[i].name, size_text(l->items[i].bytes, sz));
 	if (c->known)
 		fprintf(out,
-			"the driver's count at %.3f s (%s): %s used, memtap saw %s; %s%s no hook saw "
-			"(contexts, static runtimes' internals)\n",
-			seconds(r, c->time), reading_text[c->reading], size_text(c->used, sz),
+			"in use on the device as the driver said %s, at %.3f s: %s; memtap recorded %s of it; %s%s it "
+			"could not see (CUDA contexts, memory libraries keep for themselves)\n",
+			reading_text[c->reading], seconds(r, c->time), size_text(c->used, sz),
 			size_text(c->recorded, sz2), c->used < c->recorded ? "-" : "",
 			size_text(c->used < c->recorded ? c->recorded - c->used : c->used - c->recorded, sz3));
 }
