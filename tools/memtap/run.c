@@ -122,8 +122,7 @@ void list_policies(void)
 	}
 }
 
-/* A policy named on the command line: a file, or one of the bundled policies by name. */
-static void find_policy(const char *name, char *out, size_t len)
+void find_lua(const char *name, const char *sub, const char *what, char *out)
 {
 	const char *dirs[3];
 	char path[PATH_MAX];
@@ -131,18 +130,17 @@ static void find_policy(const char *name, char *out, size_t len)
 	policy_dirs(dirs);
 	if (strchr(name, '/') || access(name, F_OK) == 0) {
 		if (!realpath(name, out))
-			die(EXIT_USAGE, "cannot read policy %s: %s", name, strerror(errno));
+			die(EXIT_USAGE, "cannot read %s %s: %s", what, name, strerror(errno));
 		return;
 	}
 	for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
 		if (!dirs[i] || !*dirs[i])
 			continue;
-		snprintf(path, sizeof path, "%s/%s%s", dirs[i], name, strstr(name, ".lua") ? "" : ".lua");
+		snprintf(path, sizeof path, "%s%s/%s%s", dirs[i], sub, name, strstr(name, ".lua") ? "" : ".lua");
 		if (access(path, R_OK) == 0 && realpath(path, out))
 			return;
 	}
-	(void)len;
-	die(EXIT_USAGE, "no policy file %s, and no bundled policy of that name", name);
+	die(EXIT_USAGE, "no %s file %s, and no bundled %s of that name", what, name, what);
 }
 
 /* A policy that does not compile stops the run before the job starts: file, line, what. */
@@ -168,7 +166,7 @@ static void add_policy(char *list, size_t len, const char *name)
 	char path[PATH_MAX];
 	size_t k = strlen(list);
 
-	find_policy(name, path, sizeof path);
+	find_lua(name, "", "policy", path);
 	check_policy(path);
 	if (strchr(path, ':'))
 		die(EXIT_USAGE, "a policy path cannot contain ':' (%s)", path);
