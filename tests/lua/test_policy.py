@@ -5,6 +5,7 @@ request and everything live at that moment, retries and caps behave like the dri
 sandbox and budgets hold, and each bundled policy does what docs/LUA.md says."""
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -273,8 +274,10 @@ ok(p.returncode == OOM_EXIT and "memtap" not in p.stderr and "out of memory" in 
 lua = lambda name: os.path.join(S, "lua", name + ".lua")  # noqa: E731
 p, trace, folder = run([cap, "oom_snapshot"], TRAIN, {"SIMGPU_MEM": "16GiB", "MEMTAP_CAP": "3GiB"})
 snaps = [f for f in os.listdir(folder) if f.startswith("memtap-oom-")]
+counts = re.findall(r" in (\d+) allocation(s?) from ", p.stderr)
 ok(p.returncode == OOM_EXIT and len(snaps) == 1 and "out of memory: " in p.stderr and " 1. " in p.stderr
-   and report(os.path.join(folder, snaps[0]))["events"]["failed"] == 1,
+   and report(os.path.join(folder, snaps[0]))["events"]["failed"] == 1
+   and len(counts) >= 2 and ("1", "") in counts and all((n == "1") == (not s) for n, s in counts),
    "oom_snapshot (by name): one snapshot `memtap report` reads, the request and the top stacks logged",
    p.stderr[-800:])
 # a job slower than the policy thread's reaction (100 ms at most): layers take 20 ms
