@@ -30,7 +30,8 @@ memtap.on_oom(function(ev)
   end
   if not path then memtap.log("no snapshot: " .. err) end
   for i, t in ipairs(memtap.top(5, ev.device)) do
-    memtap.log(string.format("  %d. %s in %d allocations from %s", i, size(t.bytes), t.count, t.stack[1] or "?"))
+    memtap.log(string.format("  %d. %s in %d allocation%s from %s", i, size(t.bytes), t.count,
+      t.count == 1 and "" or "s", t.stack[1] or "?"))
   end
 end)
 

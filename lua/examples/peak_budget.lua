@@ -1,5 +1,5 @@
 -- A CI check: fail when a category at the peak exceeds its budget.
---   memtap lua lua/examples/peak_budget.lua run.trace -- activations 12GiB
+--   memtap lua peak_budget run.trace -- activations 12GiB
 local category, budget = arg[1] or "activations", arg[2] or "12GiB"
 local units = {B = 1, KiB = 1 << 10, MiB = 1 << 20, GiB = 1 << 30, TiB = 1 << 40}
 local n, unit = budget:match("^([%d.]+)%s*(%a*)$")

@@ -1,6 +1,6 @@
 -- A custom report from the events: bytes allocated in each NVTX phase, and the largest
 -- single allocation of each.
---   memtap lua lua/examples/phases.lua run.trace
+--   memtap lua phases run.trace
 local total, largest = {}, {}
 for e in memtap.trace:events("alloc") do
   local phase = e.phase or "(no phase)"

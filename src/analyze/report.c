@@ -110,9 +110,9 @@ static void driver_count(struct mt_report *r, const struct mt_event *e)
 	    (struct mt_driver_count){true, reading, e->time, e->aux2 - e->aux, r->end.dev[e->device].current};
 }
 
-static const char *const reading_text[] = {"", "memtap's cuMemGetInfo at the device's first use",
-					   "memtap's cuMemGetInfo at exit", "cuMemGetInfo",
-					   "cuMemGetInfo at the out-of-memory failure"};
+static const char *const reading_text[] = {"", "when memtap asked, at the device's first use",
+					   "when memtap asked, at exit", "when the job asked (cuMemGetInfo)",
+					   "at the out-of-memory failure"};
 static const char *const reading_json[] = {"", "first_use", "exit", "job", "oom"};
 
 static int add_oom(struct mt_report *r, size_t i)
@@ -663,9 +663,9 @@ static void libraries_text(FILE *out, const struct mt_report *r, int d)
 		fprintf(out, "  %-24s %12s\n", l->items[i].name, size_text(l->items[i].bytes, sz));
 	if (c->known)
 		fprintf(out,
-			"the driver's count at %.3f s (%s): %s used, memtap saw %s; %s%s no hook saw "
-			"(contexts, static runtimes' internals)\n",
-			seconds(r, c->time), reading_text[c->reading], size_text(c->used, sz),
+			"in use on the device as the driver said %s, at %.3f s: %s; memtap recorded %s of it; %s%s it "
+			"could not see (CUDA contexts, memory libraries keep for themselves)\n",
+			reading_text[c->reading], seconds(r, c->time), size_text(c->used, sz),
 			size_text(c->recorded, sz2), c->used < c->recorded ? "-" : "",
 			size_text(c->used < c->recorded ? c->recorded - c->used : c->used - c->recorded, sz3));
 }
@@ -894,6 +894,68 @@ static const char *when_text(const struct mt_report *r, uint64_t t, char *buf, s
 	return buf;
 }
 
+const char *mt_capacity_text(const struct mt_device_state *s, char *buf, size_t n)
+{
+	char a[32], b[32];
+
+	if (!s->capacity)
+		snprintf(buf, n, "capacity unknown");
+	else if (s->device_bytes > s->capacity)
+		snprintf(buf, n, "capped at %s by a policy; the device has %s", size_text(s->capacity, a),
+			 size_text(s->device_bytes, b));
+	else
+		snprintf(buf, n, "%s", size_text(s->capacity, a));
+	return buf;
+}
+
+/* What a failed request ran out of, after "out of memory with F free of T": a policy's
+ * cap below the device's size, the device's memory, or, with the request's size free,
+ * neither. */
+static const char *limit_text(const struct mt_report *r, const struct mt_event *ev, char *buf, size_t n)
+{
+	const struct mt_device_state *s = ev->device != MT_NO_DEVICE ? &r->end.dev[ev->device] : NULL;
+	char a[32];
+
+	buf[0] = '\0';
+	if (ev->error != 2 || !ev->aux2)
+		return buf;
+	if (s && s->device_bytes > ev->aux2)
+		snprintf(buf, n, " (a policy's cap; the device has %s)", size_text(s->device_bytes, a));
+	else if (ev->aux >= ev->size)
+		snprintf(buf, n, " (it would have fit: an injected failure, or a limit of the driver's)");
+	else
+		snprintf(buf, n, " (the device's whole memory)");
+	return buf;
+}
+
+void mt_report_oom_summary(FILE *out, const struct mt_report *r, struct mt_symbols *sym, const char *prefix)
+{
+	const struct mt_event *ev;
+	char sz[32], sz2[32], sz3[32], when[64], where[512], limit[160];
+	struct pr p;
+
+	if (!r->noom)
+		return;
+	ev = &r->trace->events[r->oom[0]];
+	pr_open(&p, out, r, sym, mt_views_open(r->trace, sym));
+	fprintf(out, "%sthe job's allocation failed%s: %s asked on device %d at %s", prefix,
+		ev->error == 2 ? ", out of memory" : "", size_text(ev->size, sz),
+		ev->device == MT_NO_DEVICE ? -1 : ev->device, when_text(r, ev->time, when, sizeof when));
+	if (ev->phase)
+		fprintf(out, " in NVTX range %s", mt_trace_string(r->trace, ev->phase));
+	if (framed(&p, ev->stack))
+		fprintf(out, ", from %s", where_text(&p, ev->stack, 0, where, sizeof where));
+	if (ev->error == 2 && ev->aux2)
+		fprintf(out, "; %s free of %s%s", size_text(ev->aux, sz2), size_text(ev->aux2, sz3),
+			limit_text(r, ev, limit, sizeof limit));
+	else if (ev->error != 2)
+		fprintf(out, "; error %d", ev->error);
+	if (r->noom > 1)
+		fprintf(out, " (%zu failures in all)", r->noom);
+	fputc('\n', out);
+	mt_views_close(p.views);
+}
+
 /* The end as torch/cuda/_memory_viz.py's segsum counts it: allocated is what was asked for
  * (requested), free is everything else, the part lost to rounding internal. */
 static void segsum_text(FILE *out, const char *what, const struct mt_frag_state *f)
@@ -912,7 +974,8 @@ void mt_report_text(FILE *out, const struct mt_report *r, struct mt_symbols *sym
 {
 	const struct mt_trace *t = r->trace;
 	const struct mt_replay *e = &r->end;
-	char sz[32], sz2[32], sz3[32], when[64], pid[32] = "?", host[256] = "?", backend[32] = "", line[256];
+	char sz[32], sz2[32], sz3[32], when[64], pid[32] = "?", host[256] = "?", backend[32] = "", capacity[128],
+		limit[160], line[256];
 	bool snapshot;
 	struct pr p;
 
@@ -954,7 +1017,7 @@ void mt_report_text(FILE *out, const struct mt_report *r, struct mt_symbols *sym
 		if (!s->seen)
 			continue;
 		fprintf(out, "\ndevice %d (%s, %s): ", d, s->name ? mt_trace_string(t, s->name) : "unnamed",
-			s->capacity ? size_text(s->capacity, sz2) : "capacity unknown");
+			mt_capacity_text(s, capacity, sizeof capacity));
 		if (!s->peak) { /* a device the trace names, or a snapshot's list of snapshot entries */
 			fprintf(out, "nothing allocated\n");
 		} else {
@@ -1007,8 +1070,8 @@ void mt_report_text(FILE *out, const struct mt_report *r, struct mt_symbols *sym
 		fprintf(out, "  %s requested on device %d at %s", size_text(ev->size, sz),
 			ev->device == MT_NO_DEVICE ? -1 : ev->device, when_text(r, ev->time, when, sizeof when));
 		if (ev->error == 2 && ev->aux2)
-			fprintf(out, ": out of memory with %s free of %s", size_text(ev->aux, sz),
-				size_text(ev->aux2, sz2));
+			fprintf(out, ": out of memory with %s free of %s%s", size_text(ev->aux, sz),
+				size_text(ev->aux2, sz2), limit_text(r, ev, limit, sizeof limit));
 		else if (ev->error == 2)
 			fprintf(out, ": out of memory with %s free", size_text(ev->aux, sz));
 		else
@@ -1177,6 +1240,7 @@ static void device_json(struct mt_emit *e, const struct mt_report *r, int d)
 	mt_emit_int(e, "device", d);
 	mt_emit_str(e, "name", s->name ? mt_trace_string(r->trace, s->name) : "");
 	mt_emit_uint(e, "capacity_bytes", s->capacity);
+	mt_emit_uint(e, "device_bytes", s->device_bytes);
 	mt_emit_uint(e, "peak_allocated_bytes", s->peak);
 	mt_emit_uint(e, "peak_time_ns", since(r, s->peak_time));
 	mt_emit_uint(e, "allocated_at_exit_bytes", s->current);

@@ -98,6 +98,13 @@ const char *mt_report_waits_text(const struct mt_trace *t, char *buf, size_t len
  * known as a component (no tags or NVTX phases). */
 int mt_report_measured(const struct mt_report *r, int d, double measured[MT_PLAN_COMPONENTS], double *other);
 void mt_report_text(FILE *out, const struct mt_report *r, struct mt_symbols *sym, size_t top);
+/* A device's capacity in words: its size; under a policy's cap, the cap and the device's
+ * own size; "capacity unknown". */
+const char *mt_capacity_text(const struct mt_device_state *s, char *buf, size_t n);
+/* The first failed allocation in one line after `prefix` (memtap run's summary): out of
+ * memory or the error, the request, device, time, range, the first user frame, the free
+ * and total bytes and under which limit; nothing when no allocation failed. */
+void mt_report_oom_summary(FILE *out, const struct mt_report *r, struct mt_symbols *sym, const char *prefix);
 void mt_report_json(FILE *out, const struct mt_report *r, struct mt_symbols *sym, size_t top);
 /* The JSON's document through any sink (analyze/emit.h): Lua's t:report() builds tables.
  * views: the stacks' views, the caller's (made as they are needed; NULL: none). */

@@ -283,7 +283,10 @@
     s.append(table("summary-" + d, ["", { text: "bytes", num: 1 }], [
       [el("td", {}, "peak allocated"), num(device.peak_allocated_bytes, bytes(device.peak_allocated_bytes))],
       [el("td", {}, "peak at"), num(device.peak_time_ns, moment(device.peak_time_ns))],
-      [el("td", {}, "capacity"), num(device.capacity_bytes, device.capacity_bytes ? bytes(device.capacity_bytes) : "unknown")],
+      [el("td", {}, "capacity"), num(device.capacity_bytes, !device.capacity_bytes ? "unknown"
+        : device.device_bytes > device.capacity_bytes
+          ? `${bytes(device.capacity_bytes)}: a policy's cap (the device has ${bytes(device.device_bytes)})`
+          : bytes(device.capacity_bytes))],
       [el("td", {}, "allocated at exit"), num(device.allocated_at_exit_bytes, bytes(device.allocated_at_exit_bytes))]]));
     const comp = device.composition_at_peak;
     s.append(el("h3", {}, "What the peak was made of"));
@@ -301,15 +304,20 @@
     const libs = device.by_library_at_peak || [], count = device.driver_count, cache = device.caching_allocator_at_peak;
     if (libs.length || count || cache) {
       s.append(el("h3", {}, "Which library holds the memory"));
-      s.append(el("p", { class: "sub" }, "At the peak, by the first module of each stack that is not CUDA's runtime or " +
-        "driver; the driver's own count (cuMemGetInfo) beside what memtap saw, the rest being memory no hook could see."));
+      // only what this device's figures are: a snapshot has no libraries and no driver's figure
+      s.append(el("p", { class: "sub" }, [
+        libs.length ? "At the peak, by the first module of each stack that is not CUDA's runtime or driver." : "",
+        count ? "The memory in use on the device as the driver said it, beside what memtap recorded: the rest " +
+          "is memory memtap could not see (CUDA contexts, memory libraries keep for themselves)." : "",
+        cache ? "The caching allocator's reserve at the peak, split into tensors' blocks and cache." : ""]
+        .filter((x) => x).join(" ")));
       const rows = libs.map((l) => [el("td", {}, l.library), num(l.bytes, bytes(l.bytes))]);
       if (count) {
-        const when = { first_use: " (memtap's reading at the device's first use)", exit: " (memtap's reading at exit)",
-          oom: " (at the out-of-memory failure)" }[count.reading] || "";
-        rows.push([el("td", {}, `the driver's used memory at ${moment(count.time_ns)}${when}`), num(count.used_bytes, bytes(count.used_bytes))]);
-        rows.push([el("td", {}, "memtap saw then"), num(count.recorded_bytes, bytes(count.recorded_bytes))]);
-        rows.push([el("td", {}, "no hook saw (contexts, static runtimes' internals)"), num(count.unseen_bytes, bytes(count.unseen_bytes))]);
+        const when = { first_use: " (when memtap asked, at the device's first use)", exit: " (when memtap asked, at exit)",
+          job: " (when the job asked)", oom: " (at the out-of-memory failure)" }[count.reading] || "";
+        rows.push([el("td", {}, `in use as the driver said at ${moment(count.time_ns)}${when}`), num(count.used_bytes, bytes(count.used_bytes))]);
+        rows.push([el("td", {}, "of it, recorded by memtap"), num(count.recorded_bytes, bytes(count.recorded_bytes))]);
+        rows.push([el("td", {}, "not seen by memtap (CUDA contexts, libraries' own memory)"), num(count.unseen_bytes, bytes(count.unseen_bytes))]);
       }
       if (cache) {
         rows.push([el("td", {}, "the caching allocator's reserve"), num(cache.reserved_bytes, bytes(cache.reserved_bytes))]);

@@ -172,7 +172,8 @@ void mt_replay_apply(struct mt_replay *r, const struct mt_event *e)
 
 	r->ntouched = 0;
 	if (e->kind == MT_EV_DEVICE && e->device != MT_NO_DEVICE) {
-		r->dev[e->device].capacity = e->size;
+		r->dev[e->device].device_bytes = e->size;
+		r->dev[e->device].capacity = e->aux2 && e->aux2 < e->size ? e->aux2 : e->size;
 		r->dev[e->device].name = (uint32_t)e->aux;
 		r->dev[e->device].seen = true;
 	}

@@ -34,8 +34,9 @@ struct mt_device_state {
 	uint64_t reserved, reserved_at_peak; /* a caching allocator's segments, when the trace has them */
 	size_t peak_event;		     /* index of the event that made the peak */
 	bool seen;
-	uint64_t capacity;
-	uint32_t name; /* string id */
+	uint64_t capacity;     /* what the job may use: a policy's cap when it set one (DEVICE aux2) */
+	uint64_t device_bytes; /* the device's own size */
+	uint32_t name;	       /* string id */
 };
 
 struct mt_replay {

@@ -124,6 +124,8 @@ void mt_pol_say(const char *fmt, ...)
 	uint64_t now = now_ns();
 	va_list ap;
 
+	if (mt_pol.host->quiet)
+		return;
 	va_start(ap, fmt);
 	vsnprintf(line + n, sizeof line - (size_t)n, fmt, ap);
 	va_end(ap);

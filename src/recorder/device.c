@@ -137,6 +137,7 @@ void mtp_device_event(uint8_t dev, struct mt_event *e)
 {
 	char name[256] = "";
 	size_t total = 0;
+	uint64_t cap;
 
 	if (mtp_device_seen(dev) || (__atomic_fetch_or(&mtp_devices_seen, 1ull << dev, __ATOMIC_RELAXED) >> dev & 1))
 		return;
@@ -150,7 +151,9 @@ void mtp_device_event(uint8_t dev, struct mt_event *e)
 	if (get_total)
 		get_total(&total, dev);
 	__atomic_store_n(&totals[dev], total, __ATOMIC_RELAXED);
-	*e = (struct mt_event){.kind = MT_EV_DEVICE, .device = dev, .size = total, .aux = mtp_intern(name)};
+	cap = mtp_cap_of(dev, total);
+	*e = (struct mt_event){
+	    .kind = MT_EV_DEVICE, .device = dev, .size = total, .aux = mtp_intern(name), .aux2 = cap < total ? cap : 0};
 }
 
 uint64_t mtp_device_total(uint8_t dev)

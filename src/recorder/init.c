@@ -236,8 +236,9 @@ static void start(void)
 	atexit(at_exit);
 	at_quick_exit(at_exit);
 	catch_fatal_signals();
+	/* policies start at the first call that is recorded (mtp_policy_begin) */
+	__atomic_store_n(&mtp_policy_pending, mtp_opt.policy[0] != '\0', __ATOMIC_RELEASE);
 	__atomic_store_n(&mtp_state, MTP_ON, __ATOMIC_RELEASE);
-	mtp_policy_load();
 }
 
 bool mtp_constructed;

@@ -57,6 +57,16 @@ static inline int mtp_state_now(void)
  * made is marked MT_ALLOC_EARLY. */
 MTP_HIDDEN bool mtp_start(void);
 extern MTP_HIDDEN bool mtp_constructed;
+/* Policies given and not started yet (policy.c): they start at the process's first call
+ * into CUDA, NVTX or memtap's API, so that a shell or a launcher that only execs the next
+ * program runs none. True once this thread may record: a thread that finds another
+ * starting them passes through, as at mtp_start. */
+extern MTP_HIDDEN bool mtp_policy_pending;
+MTP_HIDDEN bool mtp_policy_begin(void);
+static inline bool mtp_policy_ready(void)
+{
+	return likely(!__atomic_load_n(&mtp_policy_pending, __ATOMIC_RELAXED)) || mtp_policy_begin();
+}
 
 /* What memtap reserves for itself, so that options can be checked against max_memory
  * before anything runs (options.c) with the same figures the code maps (intern.c,
@@ -161,7 +171,7 @@ MTP_HIDDEN bool mtp_layer_caller(uintptr_t caller);
 static inline bool mtp_enter_at(const void *caller)
 {
 	if (likely(mtp_self.depth++ == 0))
-		return likely(mtp_state_now() >= MTP_ON) || mtp_start();
+		return (likely(mtp_state_now() >= MTP_ON) || mtp_start()) && mtp_policy_ready();
 	if (likely((uintptr_t)caller - __atomic_load_n(&mtp_rt_lo, __ATOMIC_RELAXED) <
 		   __atomic_load_n(&mtp_rt_span, __ATOMIC_RELAXED)))
 		return false;
@@ -172,7 +182,7 @@ static inline bool mtp_enter_at(const void *caller)
 /* The outermost only (the CUPTI callback, which sees memtap's own driver calls nested). */
 static inline bool mtp_enter_outer(void)
 {
-	return mtp_self.depth++ == 0 && mtp_state_now() >= MTP_ON;
+	return mtp_self.depth++ == 0 && mtp_state_now() >= MTP_ON && mtp_policy_ready();
 }
 
 static inline void mtp_leave(void)
@@ -307,10 +317,9 @@ MTP_HIDDEN bool mtp_module_loaded(uintptr_t lo, uintptr_t hi);
 
 /* ---- Lua policies (policy.c; the engine is policy/engine.c in libmemtap-policy.so) ---- */
 struct mt_policy_engine;
-extern MTP_HIDDEN const struct mt_policy_engine *mtp_policy; /* NULL: no policy */
-extern MTP_HIDDEN bool mtp_capping;			     /* some device has a cap */
-extern MTP_HIDDEN bool mtp_capturing;			     /* inside memtap.capture_start/stop */
-MTP_HIDDEN void mtp_policy_load(void);
+extern MTP_HIDDEN const struct mt_policy_engine *mtp_policy;	/* NULL: no policy */
+extern MTP_HIDDEN bool mtp_capping;				/* some device has a cap */
+extern MTP_HIDDEN bool mtp_capturing;				/* inside memtap.capture_start/stop */
 MTP_HIDDEN bool mtp_policy_oom(const struct mt_event *e);	/* true: retry the call once */
 MTP_HIDDEN void mtp_policy_stop(void);				/* on_exit handlers */
 MTP_HIDDEN void mtp_policy_forget(void);			/* in a forked child */

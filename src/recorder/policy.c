@@ -1,5 +1,6 @@
 /* memtap's side of the Lua policies: loads the engine (libmemtap-policy.so, RTLD_LOCAL,
- * so neither it nor Lua is visible to the application) when policy files are given,
+ * so neither it nor Lua is visible to the application) when policy files are given, at
+ * the process's first call into CUDA, NVTX or memtap's API (a shell that execs runs none),
  * answers its calls, and keeps what the hooks must check synchronously: per-device caps
  * (an allocation past its device's cap fails with the real out-of-memory code before the
  * driver is asked) and whether stacks are recorded outside capture ranges. */
@@ -197,13 +198,12 @@ static void *open_engine(void)
 	return dlopen(path, RTLD_NOW | RTLD_LOCAL);
 }
 
-void mtp_policy_load(void)
+static void *load(void *unused)
 {
 	mt_policy_start_fn *start;
 	void *lib;
 
-	if (!mtp_opt.policy[0])
-		return;
+	(void)unused;
 	if (mtp_opt.policy_dir[0]) {
 		snprintf(dir, sizeof dir, "%s", mtp_opt.policy_dir);
 	} else { /* the trace's folder */
@@ -216,7 +216,7 @@ void mtp_policy_load(void)
 	}
 	if (!(lib = open_engine())) {
 		mtp_warn("cannot load the policy engine (%s); policies are off", dlerror());
-		return;
+		return NULL;
 	}
 	start = (mt_policy_start_fn *)mtp_dlsym(lib, MT_POLICY_START);
 	host.files = mtp_opt.policy;
@@ -225,7 +225,7 @@ void mtp_policy_load(void)
 	host.memory = mtp_opt.policy_memory;
 	host.deadline_ns = mtp_opt.policy_deadline_ms * 1000000ull;
 	host.output = mtp_opt.policy_output;
-	host.quiet = mtp_opt.quiet;
+	host.quiet = mtp_opt.quiet || mtp_opt.policy_quiet;
 	host.start_ns = mtp_start_ns;
 	host.run_dir = mtp_opt.dir[0] ? mtp_opt.dir : NULL;
 	host.rank = mtp_rank() ? atoi(mtp_rank()) : -1;
@@ -234,6 +234,22 @@ void mtp_policy_load(void)
 	const struct mt_policy_engine *engine = NULL;
 	if (start && start(&host, &engine) == 0)
 		__atomic_store_n(&mtp_policy, engine, __ATOMIC_RELEASE); /* the writer reads it as it drains */
+	return NULL;
+}
+
+bool mtp_policy_pending;
+
+/* On a stack of memtap's: the loader and the engine's start need more than a small
+ * thread of the job's may have. */
+MTP_NOINLINE bool mtp_policy_begin(void)
+{
+	static bool once;
+
+	if (!__atomic_exchange_n(&once, true, __ATOMIC_ACQ_REL)) {
+		mtp_slow_stack(load, NULL);
+		__atomic_store_n(&mtp_policy_pending, false, __ATOMIC_RELEASE);
+	}
+	return true;
 }
 
 /* On the failing thread's own memtap stack (the job's may be small): the rings drained,
@@ -266,6 +282,7 @@ void mtp_policy_stop(void)
 void mtp_policy_forget(void)
 {
 	__atomic_store_n(&mtp_policy, NULL, __ATOMIC_RELEASE);
+	__atomic_store_n(&mtp_policy_pending, false, __ATOMIC_RELEASE);
 	mtp_capping = false;
 	memset(caps, 0, sizeof caps);
 	memset(fractions, 0, sizeof fractions);

@@ -178,8 +178,9 @@ subprocess.run([MEMTAP, "run", "-q", "-o", libtrace, "--", os.path.join(B, "test
 rep, source, dom, body = render("libraries", libtrace)
 common("libraries", rep, dom, body)
 libs = dom.by_id.get("libraries-0")
-ok(libs and "libnccl.so.2" in text(libs) and "libcublasLt.so.13" in text(libs) and values(libs)[-1] == 300 * MiB,
-   "libraries: each library's bytes, and 300 MiB no hook saw", libs and text(libs))
+ok(libs and "libnccl.so.2" in text(libs) and "libcublasLt.so.13" in text(libs) and values(libs)[-1] == 300 * MiB
+   and "not seen by memtap (CUDA contexts" in text(libs),
+   "libraries: each library's bytes, and 300 MiB memtap could not see", libs and text(libs))
 
 # ---- a PyTorch snapshot: segments, an OOM, a hostile frame name ----
 SEG = 0x7f0000000000
@@ -200,6 +201,10 @@ rep, source, dom, body = render("snapshot", snap)
 self_contained("snapshot", source)
 common("snapshot", rep, dom, body)
 ok("pwned" not in body and "<\\/script>" in source, "snapshot: a frame name cannot close the page's script", body)
+words = text(dom.by_id.get("device-0", {"text": "", "children": []}))
+ok(rep["devices"][0]["caching_allocator_at_peak"] and "reserve at the peak" in words and "cuMemGetInfo" not in words
+   and "driver" not in words, "snapshot: the reserve's split is explained; the driver's figure, which a snapshot "
+   "has not, is not", words[:1500])
 fr = rep["devices"][0]["fragmentation"]
 table = dom.by_id.get("fragmentation-table-0")
 keys = ["segments", "reserved_bytes", "allocated_bytes", "internal_bytes", "external_bytes", "largest_free_block_bytes"]

@@ -126,6 +126,23 @@ for args in ((damaged,), ("--json", damaged)):
        and ("(cut short)" in p.stdout if rep is None else len(rep["ranks"]) == 4),
        "memtap report %s with one rank's trace cut short: all ranks, that one marked, one line, exit 3"
        % " ".join(a if a != damaged else "DIR" for a in args), (p.returncode, p.stderr, p.stdout[-600:]))
+# a trace and the snapshot its oom_snapshot policy wrote beside it: one process, one rank
+own = os.path.join(TMP, "own")
+os.mkdir(own)
+subprocess.run([MEMTAP, "run", "-q", "-o", os.path.join(own, "train.trace"), "--policy", "cap", "--policy",
+                "oom_snapshot", "--", SIMTRAIN, "--preset", "gpt2-small"], capture_output=True,
+               env=dict(os.environ, SIMGPU_MEM="16GiB", MEMTAP_CAP="3GiB"))
+snap = [f for f in os.listdir(own) if f.startswith("memtap-oom-")]
+p, rep = run("report", "--json", own)
+ok(len(snap) == 1 and p.returncode == 0 and rep and [r["trace"] for r in rep["ranks"]] == [own + "/train.trace"]
+   and rep["snapshots"] == [{"trace": own + "/" + snap[0], "snapshot_of": own + "/train.trace"}],
+   "memtap report DIR: the OOM snapshot a process took beside its trace is that trace's, not a second rank",
+   (snap, p.stderr, rep))
+p, _ = run("report", own)
+ok(p.returncode == 0 and p.stdout.count("\n") == 2 and "imbalance" not in p.stdout
+   and "%s is a snapshot taken in the process that wrote %s/train.trace" % (os.path.join(own, snap[0] if snap else ""), own)
+   in p.stderr, "the text: one row, no imbalance of one rank, a line saying whose snapshot it is",
+   (p.stdout, p.stderr))
 
 # ---- exports ----
 p, _ = run("export", "--format=folded", a)

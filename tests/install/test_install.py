@@ -187,6 +187,16 @@ else:
         ok(p.returncode == 0 and p.stdout.startswith("memtap "), "python3 -m memtap runs memtap found on PATH",
            p.stdout + p.stderr)
 
+# ---- the example scripts: installed, and memtap lua finds one by name ----
+examples = os.path.join(at("pkgdatadir"), "lua", "examples")
+ok(all(os.path.isfile(os.path.join(examples, f)) for f in ("peak_budget.lua", "phases.lua")),
+   "the example scripts go to share/memtap/lua/examples", examples)
+p = subprocess.run([MEMTAP, "lua", "peak_budget", os.path.join(S, "tests/golden/v1-drops-simtrain.trace"), "--",
+                    "activations", "1TiB"], capture_output=True, text=True, cwd=TMP,
+                   env=dict(ENV, MEMTAP_LUA_DIR=os.path.join(at("pkgdatadir"), "lua")))
+ok(p.returncode == 0 and "within budget" in p.stdout, "memtap lua peak_budget: a bundled example by name, from "
+   "anywhere (the README's command)", p.stdout + p.stderr)
+
 # ---- completion ----
 work = os.path.join(TMP, "cwd")
 os.makedirs(os.path.join(work, "traces"))

@@ -24,6 +24,12 @@ ok(all(os.path.exists(os.path.join(demo, f)) for f in ("train.trace", "oom.trace
    "its single-process part: the trace, the OOM snapshot and the page", os.listdir(demo) if os.path.isdir(demo) else out)
 lines = [x for x in out.strip().split("\n") if x]
 ok(lines and "demo/job.html" in lines[-1], "it ends with the whole job's page", lines[-3:])
+said = [x for x in p.stdout.strip().split("\n") if x]
+where = os.path.join(os.path.abspath(B), "tools/memtap/memtap")
+ok(len(said) > 2 and said[-2].startswith("demo: memtap is %s; " % where) and "export PATH=" in said[-2]
+   and os.access(where, os.X_OK) and "simgpu-run PROGRAM" in said[-1],
+   "its last words: where the memtap command is, how to put it on PATH, and how to run a program on simgpu",
+   said[-3:])
 q = subprocess.run([MEMTAP, "report", "--json", os.path.join(demo, "job")], capture_output=True, text=True)
 rep = json.loads(q.stdout) if q.returncode == 0 else {}
 oom = [o for o in rep.get("ooms", []) if o["rank"] == 1]

@@ -50,7 +50,7 @@ def start(run, rank, args, before=None, after=None, **extra):
         extra["RANK_BEFORE_MIB"] = str(before // MiB)
     if after:
         extra["RANK_AFTER_MIB"] = str(after // MiB)
-    cmd = [MEMTAP, "run", "-q", "--dir", run, "--policy", "cap", "--policy", "oom_snapshot", "--policy", PEER,
+    cmd = [MEMTAP, "run", "--dir", run, "--policy", "cap", "--policy", "oom_snapshot", "--policy", PEER,
            "--", RANK] + args
     return subprocess.Popen(cmd, env=env(rank, **extra), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 

@@ -5,6 +5,7 @@ request and everything live at that moment, retries and caps behave like the dri
 sandbox and budgets hold, and each bundled policy does what docs/LUA.md says."""
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -27,13 +28,14 @@ def script(source, name="policy.lua"):
 
 
 def run(policies, cmd, env=None, options=()):
-    """memtap run with the policies; returns (process, trace path, folder)."""
+    """memtap run with the policies (not -q: their lines are checked); returns (process, trace path,
+    folder)."""
     global runs
     runs += 1
     folder = os.path.join(TMP, "run%d" % runs)
     os.mkdir(folder)
     trace = os.path.join(folder, "job.trace")
-    args = [MEMTAP, "run", "-q", "-o", trace]
+    args = [MEMTAP, "run", "-o", trace]
     for p in policies:
         args += ["--policy", p]
     for o in options:
@@ -53,6 +55,14 @@ def offline(source, trace):
     path = script(source, "offline.lua")
     p = subprocess.run([MEMTAP, "lua", path, trace], capture_output=True, text=True)
     return json.loads(p.stdout) if p.returncode == 0 else p.stderr
+
+
+def size_text(n):
+    """mt_format_size: bytes, else two decimals of the largest binary unit below it."""
+    units, v, u = ("B", "KiB", "MiB", "GiB", "TiB", "PiB"), float(n), 0
+    while v >= 1024.0 and u + 1 < len(units):
+        v, u = v / 1024.0, u + 1
+    return "%d B" % n if u == 0 else "%.2f %s" % (v, units[u])
 
 
 def report(trace):
@@ -218,12 +228,56 @@ p, trace, folder = run([cap], TRAIN, {"SIMGPU_MEM": "16GiB", "MEMTAP_CAP": "25%"
 ok(p.returncode == OOM_EXIT and report(trace)["devices"][0]["peak_allocated_bytes"] <= 4 * GiB,
    "cap.lua: a share of the device", p.stderr[-300:])
 
+# the cap is the device's capacity in every report, and memtap run's summary says the job failed and under what
+p, trace, folder = run([cap], TRAIN, {"SIMGPU_MEM": "16GiB", "MEMTAP_CAP": "3GiB"})
+rep = report(trace)
+said = [x for x in p.stderr.splitlines() if x.startswith("memtap: the job's allocation failed")]
+oom = rep["oom"][0] if rep["oom"] else {}
+ok(p.returncode == OOM_EXIT and len(said) == 1 and oom
+   and ("out of memory: %s asked on device 0 at " % size_text(oom["size"])) in said[0]
+   and " in NVTX range %s, from tensor_new (simtrain.c:" % oom["phase"] in said[0]
+   and said[0].endswith("free of 3.00 GiB (a policy's cap; the device has 16.00 GiB)"),
+   "memtap run's summary: the allocation that failed, where, and under the policy's cap", p.stderr[-800:])
+text = subprocess.run([MEMTAP, "report", trace], capture_output=True, text=True).stdout
+top = subprocess.run([MEMTAP, "top", "--once", "--json", trace], capture_output=True, text=True).stdout
+top = json.loads(top)["ranks"][0]["devices"][0] if top.startswith("{") else {}
+ok("(simgpu 16.00 GiB, capped at 3.00 GiB by a policy; the device has 16.00 GiB)" in p.stderr
+   and "capped at 3.00 GiB by a policy; the device has 16.00 GiB): peak" in text
+   and rep["devices"][0]["capacity_bytes"] == 3 * GiB and rep["devices"][0]["device_bytes"] == 16 * GiB
+   and top.get("capacity_bytes") == 3 * GiB and top.get("device_bytes") == 16 * GiB,
+   "a capped device's capacity is the cap: summary, report, --json and memtap top", (text[:400], top))
+p, trace, folder = run([], TRAIN, {"SIMGPU_MEM": "2GiB"})
+said = [x for x in p.stderr.splitlines() if x.startswith("memtap: the job's allocation failed")]
+ok(p.returncode == OOM_EXIT and len(said) == 1 and said[0].endswith("free of 2.00 GiB (the device's whole memory)")
+   and "(simgpu 2.00 GiB, 2.00 GiB) at" in p.stderr,
+   "without a cap: the device's own memory ran out (SIMGPU_MEM), said as that", p.stderr[-600:])
+
+# ---- a policy runs only where the GPU is used, and -q quiets it ----
+# sh -> sh -> simtrain: the outer shell forks a subshell for dirname and the inner shell,
+# which execs simtrain; only simtrain touches the GPU
+inner = script('#!/bin/sh\nexec "$@"\n', "inner.sh")
+outer = script('#!/bin/sh\n"$(dirname "$0")/inner.sh" "$@"\n', "outer.sh")
+os.chmod(inner, 0o755)
+os.chmod(outer, 0o755)
+p, trace, folder = run([cap], [outer] + TRAIN, {"SIMGPU_MEM": "16GiB", "MEMTAP_CAP": "2GiB"})
+ok(p.returncode == OOM_EXIT and p.stderr.count("device memory capped") == 1
+   and report(trace)["devices"][0]["peak_allocated_bytes"] <= 2 * GiB,
+   "through a chain of shells the policy runs once, in the process that uses the GPU, and caps it",
+   p.stderr[-800:])
+p = subprocess.run([MEMTAP, "run", "-q", "-o", os.path.join(folder, "quiet.trace"), "--policy", cap, "--policy",
+                    "oom_snapshot", "--", outer] + TRAIN, capture_output=True, text=True, timeout=300,
+                   env=dict(os.environ, SIMGPU_MEM="16GiB", MEMTAP_CAP="2GiB"))
+ok(p.returncode == OOM_EXIT and "memtap" not in p.stderr and "out of memory" in p.stderr,
+   "memtap run -q: no summary and no policy line (memtap.log, cap.lua's, oom_snapshot's); the job's own lines stay", p.stderr[-800:])
+
 # ---- the bundled policies ----
 lua = lambda name: os.path.join(S, "lua", name + ".lua")  # noqa: E731
 p, trace, folder = run([cap, "oom_snapshot"], TRAIN, {"SIMGPU_MEM": "16GiB", "MEMTAP_CAP": "3GiB"})
 snaps = [f for f in os.listdir(folder) if f.startswith("memtap-oom-")]
+counts = re.findall(r" in (\d+) allocation(s?) from ", p.stderr)
 ok(p.returncode == OOM_EXIT and len(snaps) == 1 and "out of memory: " in p.stderr and " 1. " in p.stderr
-   and report(os.path.join(folder, snaps[0]))["events"]["failed"] == 1,
+   and report(os.path.join(folder, snaps[0]))["events"]["failed"] == 1
+   and len(counts) >= 2 and ("1", "") in counts and all((n == "1") == (not s) for n, s in counts),
    "oom_snapshot (by name): one snapshot `memtap report` reads, the request and the top stacks logged",
    p.stderr[-800:])
 # a job slower than the policy thread's reaction (100 ms at most): layers take 20 ms

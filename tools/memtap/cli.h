@@ -22,6 +22,10 @@ extern const char run_usage[], report_usage[], dump_usage[], diff_usage[], expor
 void plan_help(FILE *f); /* plan's usage is made from the planner's table of options */
 /* The bundled policies' names, one a line (run.c), for the shell completions. */
 void list_policies(void);
+/* A Lua file named on the command line: a file, else a bundled one by name (NAME or
+ * NAME.lua in the bundled folder's `sub`: "" for policies, "/examples" for scripts),
+ * into out (PATH_MAX); exits with one line naming `what` when there is none. */
+void find_lua(const char *name, const char *sub, const char *what, char *out);
 struct mt_trace;
 /* Reads a trace or exits; a damaged trace is said once on stderr and true returned. */
 bool read_trace(const char *path, struct mt_trace *t);

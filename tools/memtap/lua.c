@@ -3,6 +3,7 @@
  * file given) and memtap.trace (the first); the script's own arguments come after `--`
  * in `arg`. An error in the script is one line and exit 1, so `error("over budget")`
  * fails a CI job. */
+#include <limits.h>
 #include <lauxlib.h>
 #include <lualib.h>
 #include <stdio.h>
@@ -11,15 +12,17 @@
 #include "script/script.h"
 #include "cli.h"
 
-const char lua_usage[] = "usage: memtap lua SCRIPT.lua [TRACE...] [-- ARGS...]\n"
-			 "Runs SCRIPT with the memtap module over the traces (memtap traces, PyTorch snapshots,\n"
-			 "RMM logs): memtap.trace is the first, memtap.traces all of them; each has :events([kind]),\n"
-			 ":report([top]) (the table form of `memtap report --json`), :live_at(seconds), :stack(id),\n"
-			 "and .path, .nevents, .complete, .problem. memtap.format_size(bytes) prints sizes;\n"
-			 "memtap.plan{...} plans capacity (docs/PLAN.md).\n"
-			 "ARGS after -- are the script's `arg`. Exit status: the script's os.exit, 0 when it ends,\n"
-			 "1 when it raises an error (one line on stderr), 2 for a bad script or trace, 3 when a\n"
-			 "trace was cut short or damaged (the script saw what it held). Examples: lua/examples/.\n";
+const char lua_usage[] =
+    "usage: memtap lua SCRIPT.lua [TRACE...] [-- ARGS...]\n"
+    "Runs SCRIPT with the memtap module over the traces (memtap traces, PyTorch snapshots,\n"
+    "RMM logs): memtap.trace is the first, memtap.traces all of them; each has :events([kind]),\n"
+    ":report([top]) (the table form of `memtap report --json`), :live_at(seconds), :stack(id),\n"
+    "and .path, .nevents, .complete, .problem. memtap.format_size(bytes) prints sizes;\n"
+    "memtap.plan{...} plans capacity (docs/PLAN.md).\n"
+    "ARGS after -- are the script's `arg`. Exit status: the script's os.exit, 0 when it ends,\n"
+    "1 when it raises an error (one line on stderr), 2 for a bad script or trace, 3 when a\n"
+    "trace was cut short or damaged (the script saw what it held). SCRIPT is a file, or a bundled\n"
+    "example by name: peak_budget, phases (installed under share/memtap/lua/examples).\n";
 
 static int traceback(lua_State *L)
 {
@@ -32,6 +35,7 @@ static int traceback(lua_State *L)
 int cmd_lua(int argc, char **argv)
 {
 	int nargs = 0, status = 0, script_args = argc, ntraces;
+	char script[PATH_MAX];
 	lua_State *L;
 
 	if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
@@ -45,6 +49,8 @@ int cmd_lua(int argc, char **argv)
 		}
 	if (argv[1][0] == '-' && argv[1][1]) /* a script so named: ./-x.lua */
 		bad_usage("lua", "lua", "unknown option %s", argv[1]);
+	find_lua(argv[1], "examples/", "script", script);
+	argv[1] = script;
 	need_regular_file(argv[1]);
 	if (!(L = luaL_newstate()))
 		die(1, "out of memory");

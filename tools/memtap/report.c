@@ -123,8 +123,10 @@ static int parse_common(int argc, char **argv, const char *usage, bool *json, si
 
 struct rank_row {
 	char path[4096], rank[32], host[256], world[32];
+	char process[128]; /* pid, start time and rank: a snapshot its process took has the same */
 	int device;
 	uint64_t peak, composition[MT_TAG_COUNT], dropped;
+	size_t nevents;
 	struct mt_frag_state frag; /* at the peak */
 	size_t leaks;
 	bool complete, frag_known;
@@ -201,6 +203,45 @@ static bool rank_in_name(const char *path, char *out, size_t n)
 	return found;
 }
 
+/* Whether row `a` is a snapshot taken in the process that wrote row `b` (what oom_snapshot
+ * and memtap_snapshot write beside the trace): the same host, pid, start and rank, and
+ * fewer events, the trace so far; of two equal, the later name is the copy. */
+static bool snapshot_of(const struct rank_row *a, const struct rank_row *b)
+{
+	if (a == b || !a->process[0] || strcmp(a->process, b->process) || strcmp(a->host, b->host))
+		return false;
+	return a->nevents < b->nevents || (a->nevents == b->nevents && strcmp(a->path, b->path) > 0);
+}
+
+/* Takes the snapshots out of the rows, saying of each whose trace it belongs to: a line
+ * on stderr, or (notes not NULL) an entry of --json's "snapshots"; returns the rows left. */
+static size_t drop_snapshots(struct rank_row *rows, size_t n, FILE *notes)
+{
+	size_t kept = 0, said = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		size_t j = 0;
+		while (j < n && !snapshot_of(&rows[i], &rows[j]))
+			j++;
+		if (j == n) {
+			if (kept != i)
+				rows[kept] = rows[i];
+			kept++;
+		} else if (notes) {
+			fprintf(notes, "%s\n    {\"trace\": ", said++ ? "," : "");
+			mt_json_str(notes, rows[i].path);
+			fprintf(notes, ", \"snapshot_of\": ");
+			mt_json_str(notes, rows[j].path);
+			fprintf(notes, "}");
+		} else {
+			fprintf(stderr,
+				"memtap: %s is a snapshot taken in the process that wrote %s, not a rank of its own\n",
+				rows[i].path, rows[j].path);
+		}
+	}
+	return kept;
+}
+
 static int report_ranks(char **paths, size_t n, bool json, const char *dir)
 {
 	struct mt_job job = {0};
@@ -208,9 +249,10 @@ static int report_ranks(char **paths, size_t n, bool json, const char *dir)
 	int world = 0;
 	struct rank_row *rows = calloc(n, sizeof *rows);
 	uint64_t max = 0, min = UINT64_MAX, sum = 0;
-	size_t imax = 0;
+	size_t imax = 0, noted_len = 0;
 	int status = 0;
-	char a[32], b[32], c[32];
+	char a[32], b[32], c[32], *noted = NULL;
+	FILE *notes = NULL;
 
 	for (size_t i = 0; i < n; i++) {
 		struct mt_trace t;
@@ -221,13 +263,17 @@ static int report_ranks(char **paths, size_t n, bool json, const char *dir)
 		if (mt_report_build(&r, &t, &ropt))
 			die(1, "out of memory while reading %s", paths[i]);
 		snprintf(w->path, sizeof w->path, "%s", paths[i]);
+		if (mt_trace_info(&t, "pid", a, sizeof a) && mt_trace_info(&t, "start_realtime_ns", b, sizeof b))
+			snprintf(w->process, sizeof w->process, "%s %s %s", a, b,
+				 mt_trace_info(&t, "rank", c, sizeof c) ? c : "-");
 		if (!mt_trace_info(&t, "rank", w->rank, sizeof w->rank) &&
 		    !rank_in_name(paths[i], w->rank, sizeof w->rank))
-			snprintf(w->rank, sizeof w->rank, "%zu", i);
+			w->rank[0] = '\0'; /* the order given, once snapshots are out */
 		if (!mt_trace_info(&t, "world_size", w->world, sizeof w->world))
 			w->world[0] = '\0';
 		if (!mt_trace_info(&t, "host", w->host, sizeof w->host))
 			snprintf(w->host, sizeof w->host, "?");
+		w->nevents = t.nevents;
 		w->device = -1;
 		for (int d = 0; d < MT_MAX_DEVICES; d++)
 			if (r.end.dev[d].seen && (w->device < 0 || r.end.dev[d].peak > w->peak)) {
@@ -249,6 +295,14 @@ static int report_ranks(char **paths, size_t n, bool json, const char *dir)
 		mt_trace_free(&t);
 	}
 	progress_end();
+	if (json && !(notes = open_memstream(&noted, &noted_len)))
+		die(1, "out of memory");
+	n = drop_snapshots(rows, n, notes);
+	if (notes && fclose(notes))
+		die(1, "out of memory");
+	for (size_t i = 0; i < n; i++)
+		if (!rows[i].rank[0])
+			snprintf(rows[i].rank, sizeof rows[i].rank, "%zu", i);
 	qsort(rows, n, sizeof *rows, rows_by_rank);
 	if (!jr)
 		die(1, "out of memory");
@@ -272,6 +326,7 @@ static int report_ranks(char **paths, size_t n, bool json, const char *dir)
 	}
 	if (html_path && !json) {
 		mt_job_free(&job);
+		free(noted);
 		free(jr);
 		free(rows);
 		return status;
@@ -312,7 +367,7 @@ static int report_ranks(char **paths, size_t n, bool json, const char *dir)
 		       ", \"mean_peak_bytes\": %" PRIu64 ", \"spread\": %.4f, \"max_rank\": ",
 		       max, min, sum / n, sum ? (double)(max - min) / ((double)sum / (double)n) : 0.0);
 		mt_json_str(stdout, rows[imax].rank);
-		printf("}");
+		printf("},\n  \"snapshots\": [%s%s]", noted, *noted ? "\n  " : "");
 		if (dir) {
 			printf(",\n  ");
 			mt_job_json(stdout, &job);
@@ -333,13 +388,17 @@ static int report_ranks(char **paths, size_t n, bool json, const char *dir)
 			       w->frag_known ? mt_format_size(w->frag.reserved - w->frag.allocated, b, sizeof b) : "-",
 			       w->leaks, w->path, w->complete ? "" : " (cut short)");
 		}
-		printf("imbalance: peaks from %s to %s (mean %s), spread %.1f%% of the mean; the largest is rank %s\n",
-		       mt_format_size(min, a, sizeof a), mt_format_size(max, b, sizeof b),
-		       mt_format_size(sum / n, c, sizeof c),
-		       sum ? 100.0 * (double)(max - min) / ((double)sum / (double)n) : 0.0, rows[imax].rank);
+		if (n > 1)
+			printf(
+			    "imbalance: peaks from %s to %s (mean %s), spread %.1f%% of the mean; the largest is rank "
+			    "%s\n",
+			    mt_format_size(min, a, sizeof a), mt_format_size(max, b, sizeof b),
+			    mt_format_size(sum / n, c, sizeof c),
+			    sum ? 100.0 * (double)(max - min) / ((double)sum / (double)n) : 0.0, rows[imax].rank);
 		mt_job_text(stdout, &job);
 	}
 	mt_job_free(&job);
+	free(noted);
 	free(jr);
 	free(rows);
 	return status;

@@ -24,6 +24,7 @@
 #include <lauxlib.h>
 
 #include "analyze/report.h"
+#include "analyze/symbols.h"
 #include "cli.h"
 #include "recorder/options.h"
 #include "core/path.h"
@@ -57,7 +58,8 @@ const char run_usage[] =
     "                         plug it in with memtap.use_allocator() instead\n"
     "  -O, --option KEY=VALUE any memtap option (below), as MEMTAP_<KEY> would set it; an unknown\n"
     "                         KEY or a VALUE it does not take stops here\n"
-    "  -q, --quiet            no summary\n"
+    "  -q, --quiet            no summary, and no line from the policies (-O policy_quiet=1); memtap's\n"
+    "                         warnings in the job stay (-O quiet=1 for none)\n"
     "Options (also MEMTAP_OPTIONS=\"key=value,...\" or MEMTAP_<KEY> in the environment):\n"
 #define OPT(key, type, dflt, help) "  " #key " (default " dflt "): " help "\n"
 #include "recorder/options.def"
@@ -126,8 +128,7 @@ void list_policies(void)
 	}
 }
 
-/* A policy named on the command line: a file, or one of the bundled policies by name. */
-static void find_policy(const char *name, char *out, size_t len)
+void find_lua(const char *name, const char *sub, const char *what, char *out)
 {
 	const char *dirs[3];
 	char path[PATH_MAX];
@@ -135,18 +136,17 @@ static void find_policy(const char *name, char *out, size_t len)
 	policy_dirs(dirs);
 	if (strchr(name, '/') || access(name, F_OK) == 0) {
 		if (!realpath(name, out))
-			die(EXIT_USAGE, "cannot read policy %s: %s", name, strerror(errno));
+			die(EXIT_USAGE, "cannot read %s %s: %s", what, name, strerror(errno));
 		return;
 	}
 	for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
 		if (!dirs[i] || !*dirs[i])
 			continue;
-		mt_path_join(path, sizeof path, dirs[i], "%s%s", name, strstr(name, ".lua") ? "" : ".lua");
+		mt_path_join(path, sizeof path, dirs[i], "%s%s%s", sub, name, strstr(name, ".lua") ? "" : ".lua");
 		if (access(path, R_OK) == 0 && realpath(path, out))
 			return;
 	}
-	(void)len;
-	die(EXIT_USAGE, "no policy file %s, and no bundled policy of that name", name);
+	die(EXIT_USAGE, "no %s file %s, and no bundled %s of that name", what, name, what);
 }
 
 /* A policy that does not compile stops the run before the job starts: file, line, what. */
@@ -172,7 +172,7 @@ static void add_policy(char *list, size_t len, const char *name)
 	char path[PATH_MAX];
 	size_t k = strlen(list);
 
-	find_policy(name, path, sizeof path);
+	find_lua(name, "", "policy", path);
 	check_policy(path);
 	if (strchr(path, ':'))
 		die(EXIT_USAGE, "a policy path cannot contain ':' (%s)", path);
@@ -347,7 +347,7 @@ static void summary(const char *path)
 {
 	struct mt_trace t;
 	struct mt_report r;
-	char sz[32], cap[32];
+	char sz[32], cap[128];
 	int best = -1;
 	struct stat st;
 
@@ -372,12 +372,17 @@ static void summary(const char *path)
 			fprintf(stderr, "memtap: peak %s allocated on device %d (%s, %s) at %.3f s\n",
 				mt_format_size(r.end.dev[best].peak, sz, sizeof sz), best,
 				r.end.dev[best].name ? mt_trace_string(&t, r.end.dev[best].name) : "unnamed",
-				mt_format_size(r.end.dev[best].capacity, cap, sizeof cap),
+				mt_capacity_text(&r.end.dev[best], cap, sizeof cap),
 				r.end.dev[best].peak_time > r.start
 				    ? (double)(r.end.dev[best].peak_time - r.start) / 1e9
 				    : 0.0);
 		else
 			fprintf(stderr, "memtap: no device memory was allocated\n");
+		if (r.noom) { /* symbols only for the failing stack's first user frame */
+			struct mt_symbols *sym = mt_symbols_open(&t);
+			mt_report_oom_summary(stderr, &r, sym, "memtap: ");
+			mt_symbols_close(sym);
+		}
 		fprintf(stderr, "memtap: trace %s: %" PRIu64 " allocations, %" PRIu64 " frees (memtap report %s)\n",
 			path, r.end.allocs, r.end.frees, path);
 		mt_report_free(&r);
@@ -571,6 +576,7 @@ int cmd_run(int argc, char **argv)
 			break;
 		case 'q':
 			quiet = true;
+			setenv("MEMTAP_POLICY_QUIET", "1", 1);
 			break;
 		case 'h':
 			fputs(run_usage, stdout);

@@ -605,8 +605,9 @@ static void make_frame(void)
 		snprintf(name, sizeof name, "%s", ds->name ? mt_trace_string(&s->f.t, ds->name) : "");
 		bar(barbuf, 40, ds->current, reserved(ds), ds->capacity);
 		put(L_BAR, "GPU%-2d %-18.18s %s", d, name, barbuf);
-		put(L_TEXT, "      allocated %s  reserved %s  capacity %s  peak %s", sz(ds->current, a),
-		    sz(reserved(ds), b), ds->capacity ? sz(ds->capacity, c) : "?", sz(s->peak[d], e));
+		put(L_TEXT, "      allocated %s  reserved %s  capacity %s%s  peak %s", sz(ds->current, a),
+		    sz(reserved(ds), b), ds->capacity ? sz(ds->capacity, c) : "?",
+		    ds->device_bytes > ds->capacity ? " (a policy's cap)" : "", sz(s->peak[d], e));
 		composition_lines(s, d);
 	}
 	put(L_TEXT, "%s", "");
@@ -666,8 +667,9 @@ static void json_source(struct source *s)
 		printf("%s{\"device\": %d, \"name\": ", first ? "" : ", ", d);
 		mt_json_str(stdout, ds->name ? mt_trace_string(&s->f.t, ds->name) : "");
 		printf(", \"allocated_bytes\": %" PRIu64 ", \"reserved_bytes\": %" PRIu64
-		       ", \"capacity_bytes\": %" PRIu64 ", \"peak_bytes\": %" PRIu64 ", \"tags\": {",
-		       ds->current, reserved(ds), ds->capacity, s->peak[d]);
+		       ", \"capacity_bytes\": %" PRIu64 ", \"device_bytes\": %" PRIu64 ", \"peak_bytes\": %" PRIu64
+		       ", \"tags\": {",
+		       ds->current, reserved(ds), ds->capacity, ds->device_bytes, s->peak[d]);
 		for (int c = 0; c < MT_TAG_COUNT; c++)
 			printf("%s\"%s\": %" PRIu64, c ? ", " : "", c ? mt_tag_names[c] : "untagged", tags[c]);
 		printf("}, \"phases\": {");
