@@ -975,7 +975,7 @@ void mt_report_text(FILE *out, const struct mt_report *r, struct mt_symbols *sym
 	const struct mt_trace *t = r->trace;
 	const struct mt_replay *e = &r->end;
 	char sz[32], sz2[32], sz3[32], when[64], pid[32] = "?", host[256] = "?", backend[32] = "", capacity[128],
-		limit[160], line[256];
+						 limit[160], line[256];
 	bool snapshot;
 	struct pr p;
 

@@ -496,7 +496,7 @@ ok(len(got) == 4 and got[1] == str(12 * 12 * 1024 * 2 * 8 * 1024) and "as a stri
 policy = os.path.join(TMP, "plan_policy.lua")
 open(policy, "w").write('memtap.on_exit(function() memtap.log("plan", memtap.plan{params=7.5e9, zero=3, '
                         'gpus_per_node=64}.total) end)\n')
-p = subprocess.run([MEMTAP, "run", "-q", "-o", os.path.join(TMP, "policy.trace"), "--policy", policy, "--",
+p = subprocess.run([MEMTAP, "run", "-o", os.path.join(TMP, "policy.trace"), "--policy", policy, "--",
                     SIMTRAIN, "--iters", "1"], capture_output=True, text=True, env=SIMENV)
 ok(p.returncode == 0 and "plan\t1875000000" in p.stderr, "memtap.plan inside a job, from a policy (ZeRO paper: 7.5B "
    "over 64 GPUs at ZeRO-3, 1.875 GB)", p.stderr)

@@ -231,7 +231,7 @@ end)
 memtap.on_exit(function() say("stats-exit") end)
 """)
 trace = os.path.join(TMP, "stats.trace")
-p = subprocess.run([MEMTAP, "run", "-q", "-o", trace, "--allocator=caching", "--policy", POLICY, "--", SIMTRAIN,
+p = subprocess.run([MEMTAP, "run", "-o", trace, "--allocator=caching", "--policy", POLICY, "--", SIMTRAIN,
                     "--preset", "gpt2-small", "--no-teardown"], capture_output=True, text=True, timeout=600)
 said = {}
 for line in p.stderr.splitlines():
