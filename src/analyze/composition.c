@@ -66,7 +66,10 @@ struct life {
 	bool alive_past_instance;
 	bool alive_into_optimizer; /* an optimizer phase began while it was alive */
 	bool alive_past_forward;
-	uint8_t tag; /* set later by memtap_tag_range */
+	uint32_t bwd_seen;    /* backward phases ended when it was made */
+	bool awaits_backward; /* made in forward, alive at the end, and no backward ended since:
+				 the step stopped before its backward was done (an out-of-memory failure) */
+	uint8_t tag;	      /* set later by memtap_tag_range */
 	/* read by frames */
 	bool unseen;	  /* made before recording began */
 	bool workspace;	  /* its frames make a library's workspace (cuBLAS), not a tensor */
@@ -87,7 +90,7 @@ struct pass {
 	struct stack ranges; /* start/end ranges, process-wide */
 	uint8_t *open;	     /* per instance: still open */
 	size_t ninstances, capinst;
-	uint32_t opt_begun, forward_begun, first_opt_instance;
+	uint32_t opt_begun, forward_begun, backward_done, first_opt_instance;
 	bool first_forward_done;
 	struct mt_map live; /* address (or VMM handle | 1<<63) -> slot in life + 1 */
 	struct life *life;  /* live allocations */
@@ -156,6 +159,8 @@ static void pop(struct pass *p, struct stack *s)
 	p->open[s->f[s->n].instance] = 0;
 	if (s->f[s->n].phase == PH_FORWARD)
 		p->first_forward_done = true;
+	if (s->f[s->n].phase == PH_BACKWARD)
+		p->backward_done++;
 }
 
 /* The innermost classified phase around an event of this thread. */
@@ -180,7 +185,7 @@ static uint8_t infer(const struct life *l)
 		return MT_TAG_GRADS;
 	if (l->first_optimizer && kept_past_instance)
 		return MT_TAG_OPTIMIZER;
-	if (l->phase == PH_FORWARD && l->freed && l->freed_phase == PH_BACKWARD)
+	if (l->phase == PH_FORWARD && ((l->freed && l->freed_phase == PH_BACKWARD) || l->awaits_backward))
 		return MT_TAG_ACTIVATIONS;
 	if (l->freed && l->freed_in_instance)
 		return MT_TAG_TEMPORARIES;
@@ -554,6 +559,7 @@ static int made(struct pass *p, const struct mt_event *e, size_t i, uint64_t key
 			  .before_forward = p->forward_begun == 0,
 			  .first_optimizer = f.phase == PH_OPTIMIZER && f.instance == p->first_opt_instance,
 			  .opt_seen = p->opt_begun,
+			  .bwd_seen = p->backward_done,
 			  .unseen = e->kind == MT_EV_ALLOC && (e->flags & MT_ALLOC_UNSEEN),
 			  .builds = builds,
 			  .grad_buffer = grad_buffer,
@@ -854,6 +860,7 @@ int mt_composition_finish(struct mt_composition_scan *scan, int err)
 
 			l->to_end = true;
 			l->alive_past_instance = l->instance != UINT32_MAX && !p->open[l->instance];
+			l->awaits_backward = l->phase == PH_FORWARD && p->backward_done == l->bwd_seen;
 			settle(p, p->live.vals[i] - 1);
 		}
 	for (size_t i = 0; p->threads && i < p->nthreads; i++)
