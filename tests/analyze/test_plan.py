@@ -210,6 +210,19 @@ text = plan(os.path.join(TMP, "gpt2-small.trace"), *describe("gpt2-small")).stdo
 ok("2.00 bytes/param: 16-bit values" in text and "12.00 bytes/param: fp32 Adam moments plus fp32 master weights" in text
    and "+0.0%" in text, "measured beside estimated, the gap explained in bytes per parameter", text)
 
+# a run that ran out of memory in its first step calibrates the plan too (issue 39: gpt2-small on a
+# 10 GiB device failed in iteration 1; its activations read as framework memory, and micro-batch 4
+# was projected at 16.84 GiB, 'does not fit'; simtrain peaks at 7.25 GiB with it)
+oom = os.path.join(TMP, "oom.trace")
+subprocess.run([MEMTAP, "run", "-q", "-o", oom, "--", SIMTRAIN, "--preset", "gpt2-small"], capture_output=True,
+               env=dict(SIMENV, SIMGPU_MEM="10GiB"))
+want = simtrain("gpt2-small", batch=4)
+projected = plan_json(oom, *describe("gpt2-small"), "--what-if", "--micro-batch", 4, "--gpu-mem", "10GiB")
+ok(abs(projected["per_gpu_bytes"]["total"] - want) <= 0.02 * want and projected["fits"] and
+   projected["measured"]["bytes"]["other"] == 0,
+   "memtap plan on a run that failed in its first step: micro-batch 4 projected as simtrain measures it "
+   "(within 2%), and it fits in 10 GiB", (projected, want))
+
 # a trace with nothing known at the peak, and a trace cut short
 bare = os.path.join(TMP, "bare.trace")
 subprocess.run([MEMTAP, "run", "-q", "-o", bare, "--", WORK, "runtime"], env=SIMENV, capture_output=True)
