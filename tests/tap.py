@@ -1,5 +1,7 @@
 """TAP for the Python tests: ok() for each check, then done() to print the plan and exit;
-scratch() for a temporary directory that goes away when the test passes."""
+scratch() for a temporary directory that goes away when the test passes; read_pty() for
+what a program wrote to a terminal."""
+import os
 import shutil
 import sys
 import tempfile
@@ -35,3 +37,18 @@ def done():
         for d in _scratch:
             shutil.rmtree(d, ignore_errors=True)
     sys.exit(1 if failed else 0)
+
+
+def read_pty(master):
+    """Everything written to a pseudo-terminal until its other side closed; closes master."""
+    got = b""
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        got += chunk
+    os.close(master)
+    return got

@@ -12,7 +12,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.environ["MT_SRCDIR"], "tests"))
-from tap import done, ok, scratch  # noqa: E402
+from tap import done, ok, read_pty, scratch  # noqa: E402
 
 B, S = os.environ["MT_BUILDDIR"], os.environ["MT_SRCDIR"]
 MEMTAP = os.path.join(B, "tools/memtap/memtap")
@@ -140,16 +140,7 @@ def on_terminal(*args):
     master, slave = os.openpty()
     p = subprocess.Popen([MEMTAP, *args], stdout=slave, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
     os.close(slave)
-    got = b""
-    while True:
-        try:
-            chunk = os.read(master, 65536)
-        except OSError:
-            break
-        if not chunk:
-            break
-        got += chunk
-    os.close(master)
+    got = read_pty(master)
     err = p.stderr.read()
     return p.wait(), got, err
 

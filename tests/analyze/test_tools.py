@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.environ["MT_SRCDIR"], "tests"))
-from tap import done, ok, scratch  # noqa: E402
+from tap import done, ok, read_pty, scratch  # noqa: E402
 
 B = os.environ["MT_BUILDDIR"]
 MEMTAP = os.path.join(B, "tools/memtap/memtap")
@@ -198,16 +198,8 @@ def stderr_of(args, tty):
     master, slave = os.openpty()
     p = subprocess.Popen([MEMTAP, *args], stdout=subprocess.PIPE, stderr=slave, env=env)
     os.close(slave)
-    out, got = p.communicate()[0], b""
-    while True:
-        try:
-            chunk = os.read(master, 65536)
-        except OSError:
-            break
-        if not chunk:
-            break
-        got += chunk
-    os.close(master)
+    out = p.communicate()[0]
+    got = read_pty(master)
     return got.decode(errors="replace") if json.loads(out) else ""
 
 
