@@ -43,12 +43,17 @@ for n, (cc, ext, flags) in enumerate(BUILDS):
                        capture_output=True, text=True)
     ok(p.returncode == 0 and p.stderr == "", "memtap.h under %s: no warning" % what, p.stderr)
     if p.returncode == 0 and not built:
-        built = exe
+        built, built_cc, built_src = exe, cc, src
 if built:
     nosys = str(errno.ENOSYS)
     p = subprocess.run([built], capture_output=True, text=True)
     ok(p.stdout.split() == ["0", nosys, nosys, nosys, nosys], "without memtap: not active, each call ENOSYS",
        p.stdout + p.stderr)
+    if "thread" in os.environ.get("MT_SANITIZERS", ""):
+        # a ThreadSanitizer build of memtap loads only into a program built with it
+        built += "-tsan"
+        subprocess.run([built_cc, "-fsanitize=thread", "-I" + os.path.join(S, "include"), "-o", built, built_src,
+                        "-ldl"], check=True)
     p = subprocess.run([MEMTAP, "run", "-q", "-o", os.path.join(TMP, "app.trace"), "--", built], capture_output=True,
                        text=True)
     ok(p.returncode == 0 and p.stdout.split() == ["1", "0", "0", "0", "0"],

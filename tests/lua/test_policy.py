@@ -253,22 +253,27 @@ ok(p.returncode == OOM_EXIT and len(said) == 1 and said[0].endswith("free of 2.0
    "without a cap: the device's own memory ran out (SIMGPU_MEM), said as that", p.stderr[-600:])
 
 # ---- a policy runs only where the GPU is used, and -q quiets it ----
-# sh -> sh -> simtrain: the outer shell forks a subshell for dirname and the inner shell,
-# which execs simtrain; only simtrain touches the GPU
-inner = script('#!/bin/sh\nexec "$@"\n', "inner.sh")
-outer = script('#!/bin/sh\n"$(dirname "$0")/inner.sh" "$@"\n', "outer.sh")
-os.chmod(inner, 0o755)
-os.chmod(outer, 0o755)
-p, trace, folder = run([cap], [outer] + TRAIN, {"SIMGPU_MEM": "16GiB", "MEMTAP_CAP": "2GiB"})
-ok(p.returncode == OOM_EXIT and p.stderr.count("device memory capped") == 1
-   and report(trace)["devices"][0]["peak_allocated_bytes"] <= 2 * GiB,
-   "through a chain of shells the policy runs once, in the process that uses the GPU, and caps it",
-   p.stderr[-800:])
-p = subprocess.run([MEMTAP, "run", "-q", "-o", os.path.join(folder, "quiet.trace"), "--policy", cap, "--policy",
-                    "oom_snapshot", "--", outer] + TRAIN, capture_output=True, text=True, timeout=300,
-                   env=dict(os.environ, SIMGPU_MEM="16GiB", MEMTAP_CAP="2GiB"))
-ok(p.returncode == OOM_EXIT and "memtap" not in p.stderr and "out of memory" in p.stderr,
-   "memtap run -q: no summary and no policy line (memtap.log, cap.lua's, oom_snapshot's); the job's own lines stay", p.stderr[-800:])
+if "thread" in os.environ.get("MT_SANITIZERS", ""):
+    # a shell cannot load a ThreadSanitizer build of memtap: the chain records nothing
+    ok(True, "# SKIP a chain of shells under a ThreadSanitizer build of memtap")
+    ok(True, "# SKIP memtap run -q through a chain of shells under a ThreadSanitizer build of memtap")
+else:
+    # sh -> sh -> simtrain: the outer shell forks a subshell for dirname and the inner shell,
+    # which execs simtrain; only simtrain touches the GPU
+    inner = script('#!/bin/sh\nexec "$@"\n', "inner.sh")
+    outer = script('#!/bin/sh\n"$(dirname "$0")/inner.sh" "$@"\n', "outer.sh")
+    os.chmod(inner, 0o755)
+    os.chmod(outer, 0o755)
+    p, trace, folder = run([cap], [outer] + TRAIN, {"SIMGPU_MEM": "16GiB", "MEMTAP_CAP": "2GiB"})
+    ok(p.returncode == OOM_EXIT and p.stderr.count("device memory capped") == 1
+       and report(trace)["devices"][0]["peak_allocated_bytes"] <= 2 * GiB,
+       "through a chain of shells the policy runs once, in the process that uses the GPU, and caps it",
+       p.stderr[-800:])
+    p = subprocess.run([MEMTAP, "run", "-q", "-o", os.path.join(folder, "quiet.trace"), "--policy", cap, "--policy",
+                        "oom_snapshot", "--", outer] + TRAIN, capture_output=True, text=True, timeout=300,
+                       env=dict(os.environ, SIMGPU_MEM="16GiB", MEMTAP_CAP="2GiB"))
+    ok(p.returncode == OOM_EXIT and "memtap" not in p.stderr and "out of memory" in p.stderr,
+       "memtap run -q: no summary and no policy line (memtap.log, cap.lua's, oom_snapshot's); the job's own lines stay", p.stderr[-800:])
 
 # ---- the bundled policies ----
 lua = lambda name: os.path.join(S, "lua", name + ".lua")  # noqa: E731

@@ -543,9 +543,13 @@ def writer_stopped(name, pairs, seconds):
     os.makedirs(d, exist_ok=True)
     q = subprocess.Popen([MEMTAP, "run", "-o", os.path.join(d, "t.trace"), "--", WORK, "many", str(pairs)],
                          stderr=subprocess.PIPE, text=True)
-    tid = None
+    tid, trace = None, os.path.join(d, "t.trace")
     while tid is None and q.poll() is None:
         tid = writer_of(q.pid)
+    # the writer in its loop, the job recording: the trace is begun (stopped as it starts, the
+    # writer would hold back the job's start rather than its events)
+    while q.poll() is None and not (os.path.exists(trace) and os.path.getsize(trace)):
+        time.sleep(0.001)
     if tid is None or libc.ptrace(PTRACE_SEIZE, tid, None, None) != 0:
         q.communicate()
         return None
@@ -554,7 +558,7 @@ def writer_stopped(name, pairs, seconds):
     time.sleep(seconds)
     libc.ptrace(PTRACE_DETACH, tid, None, None)
     _, err = q.communicate(timeout=600)
-    return q.returncode, err, report(os.path.join(d, "t.trace"))[1]
+    return q.returncode, err, report(trace)[1]
 
 
 PAIRS = 2000000
@@ -564,10 +568,16 @@ if run is None:
 else:
     code, err, rep = run
     e = accounting("a writer stopped for 0.5 s", rep, 2 * PAIRS + 3)
-    ok(code == 0 and e["dropped"] == 0 and e.get("waited_for_writer", {}).get("times", 0) > 0,
-       "a writer kept from its core for 0.5 s: the job waits for room and loses nothing", (e, err))
-    ok("waited" in err and "for memtap's writer" in err,
-       "memtap run's summary says that the job waited for the writer, and how long", err)
+    if TSAN:
+        # the writer stopped inside ThreadSanitizer's runtime holds its locks: the job waits
+        # there, not for room in its ring
+        ok(True, "# SKIP a writer kept from its core, under ThreadSanitizer")
+        ok(True, "# SKIP the summary of the waits, under ThreadSanitizer")
+    else:
+        ok(code == 0 and e["dropped"] == 0 and e.get("waited_for_writer", {}).get("times", 0) > 0,
+           "a writer kept from its core for 0.5 s: the job waits for room and loses nothing", (e, err))
+        ok("waited" in err and "for memtap's writer" in err,
+           "memtap run's summary says that the job waited for the writer, and how long", err)
     code, err, rep = writer_stopped("stuck", PAIRS, 5)
     e = accounting("a writer stopped for 5 s", rep, 2 * PAIRS + 3)
     ok(code == 0 and e["dropped_by"].get("ring_full", 0) > 0 and "made no progress" in err,
