@@ -40,7 +40,7 @@
 #define MAX_MODULES 4096
 #define MAX_OWN 8	    /* threads of memtap's: the writer, the policy thread, ... */
 #define ENDER (MAX_OWN - 1) /* the last: the one that ends a process whose main called pthread_exit */
-#define END_MAX (16 + 10 * (2 + MT_DROP_COUNT)) /* an END chunk's payload at most: varints */
+#define END_MAX (16 + 10 * (4 + MT_DROP_COUNT)) /* an END chunk's payload at most: varints */
 #define STALLED_MS 2000 /* a pipe's reader that takes no byte for this long has stopped reading */
 /* a writer that does no round for this long is stuck: longer than a pipe's stall, after
    which the writer goes on and counts what it cannot write as such */
