@@ -227,11 +227,13 @@ def ended(q):
 for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGKILL):
     d = os.path.join(TMP, "forward-%d" % sig)
     os.makedirs(d, exist_ok=True)
-    # a launcher's job takes SIGINT and SIGQUIT: a suite started in the background of a
-    # non-interactive shell has them ignored, which the job would inherit and never end
+    # a launcher's job takes SIGINT, SIGQUIT and SIGHUP: a suite started in the background of
+    # a non-interactive shell has the first two ignored, and one started under nohup the
+    # third, which the job would inherit and never end
     q = subprocess.Popen([MEMTAP, "run", "-q", "-o", os.path.join(d, "t.trace"), "--", WORK, "sleep", "600000"],
                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                         preexec_fn=lambda: [signal.signal(s, signal.SIG_DFL) for s in (signal.SIGINT, signal.SIGQUIT)])
+                         preexec_fn=lambda: [signal.signal(s, signal.SIG_DFL)
+                                             for s in (signal.SIGINT, signal.SIGQUIT, signal.SIGHUP)])
     child = job_of(q, os.path.join(d, "t.trace"))
     q.send_signal(sig)
     rc = ended(q)
