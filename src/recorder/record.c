@@ -107,7 +107,7 @@ static void make_key(void)
 	pthread_key_create(&ring_key, thread_gone);
 }
 
-static void put(struct mtp_thread *t, struct mt_event *e, bool with_stack);
+static inline void put(struct mtp_thread *t, struct mt_event *e, bool with_stack);
 
 /* On the thread's own stack: the log joins the registry. */
 static void *register_thread(void *arg)
@@ -350,7 +350,7 @@ static MTP_NOINLINE void first_sight(struct mtp_thread *t, struct mt_event *e, b
 }
 
 /* Fill and push one event; the thread has a ring. */
-static void put(struct mtp_thread *t, struct mt_event *e, bool with_stack)
+static inline void put(struct mtp_thread *t, struct mt_event *e, bool with_stack)
 {
 	if (unlikely(!mtp_device_seen(e->device)))
 		first_sight(t, e, with_stack);
@@ -392,7 +392,7 @@ static MTP_NOINLINE void record_nested(struct mtp_thread *t, const struct mt_eve
 /* Ends a record: the events signal handlers left meanwhile go in, then the thread is no
  * longer busy. A handler that stores one after the last look sees busy still set, so the
  * slots are looked at once more after busy is cleared. */
-static void finish(struct mtp_thread *t)
+static MTP_NOINLINE void finish_nested(struct mtp_thread *t)
 {
 	for (;;) {
 		while (t->nested_tail != t->nested_head) {
@@ -413,6 +413,21 @@ static void finish(struct mtp_thread *t)
 		t->busy = true;
 		SIGNAL_FENCE();
 	}
+}
+
+/* The same, the usual case (no handler made an event) inline. */
+static inline void finish(struct mtp_thread *t)
+{
+	if (likely(t->nested_tail == t->nested_head)) {
+		SIGNAL_FENCE();
+		t->busy = false;
+		SIGNAL_FENCE();
+		if (likely(t->nested_tail == t->nested_head))
+			return;
+		t->busy = true;
+		SIGNAL_FENCE();
+	}
+	finish_nested(t);
 }
 
 void mtp_record(struct mt_event *e, bool with_stack)

@@ -181,6 +181,9 @@ static bool first_frame(uintptr_t *ip0, uintptr_t *slot0)
 
 STALE_READS static bool suffix_holds(const struct mtp_stack_cache *c, uint32_t from)
 {
+	/* every frame of every captured stack: unrolled, still stopping at the first change
+	   (a slot past it may be in a stack that is gone) */
+#pragma GCC unroll 4
 	for (uint32_t i = from; i < c->n; i++)
 		if (*(const uintptr_t *)c->slot[i] != c->ip[i])
 			return false;
