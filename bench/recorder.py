@@ -143,16 +143,10 @@ for busy in (0, 2):
          "%d dropped of %.1fM; waited %d times, %.2f s" % (lost, events / 1e6, waits, waited), "0 dropped", lost == 0)
 clean()
 
-# instructions, for a figure that does not move with the machine's load
+# instructions, for a figure that does not move with the machine's load: bench/check.py's
+# (make bench-check), the application's thread and every thread
 if shutil.which("valgrind"):
-    def instructions(e):
-        out = os.path.join(TMP, "cg.out")
-        p = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=" + out, BENCH, "cuda", "20000"],
-                           env=e, capture_output=True, text=True)
-        m = re.search(r"Collected : (\d+)", p.stderr)
-        return int(m.group(1)) if m else None
-    i0, i1 = instructions(env(False)), instructions(env(True))
-    clean()
-    if i0 and i1:
-        print("callgrind: %.0f instructions added per pair (%d -> %d for 20000 pairs, all threads)" %
-              ((i1 - i0) / 20000, i0, i1))
+    out = subprocess.run([sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "check.py"), B,
+                          "--only", "recorder", "--write"], capture_output=True, text=True).stdout
+    for name, value in re.findall(r"^(recorder_\w+) +(\d+)", out, re.M):
+        print("callgrind: %s instructions added per pair (%s, 20000 pairs)" % (value, name))

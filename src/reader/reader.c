@@ -179,27 +179,27 @@ static size_t count(size_t ids) /* entries of a table whose id 0 is "none" */
 
 const char *mt_trace_check_event(const struct mt_trace *t, const struct mt_event *e, char *buf, size_t len)
 {
+	bool stack = e->stack && e->stack >= t->nstacks; /* 0 is none */
+	bool phase = e->phase && e->phase >= t->nstrings;
+	bool aux = aux_is_string(e->kind) && e->aux && e->aux >= t->nstrings;
 	const char *kind, *a;
 
 	/* the test alone for every event; the words only for one that fails it */
-	if (mt_event_valid(e) && (!e->stack || e->stack < t->nstacks) && (!e->phase || e->phase < t->nstrings) &&
-	    !(aux_is_string(e->kind) && e->aux && e->aux >= t->nstrings))
+	if (mt_event_valid(e) && !stack && !phase && !aux)
 		return NULL;
 	if (mt_event_invalid(e, buf, len))
 		return buf;
 	kind = e->kind < MT_EV_COUNT ? mt_kind_names[e->kind] : "unknown";
 	a = strchr("aeiou", kind[0]) ? "an" : "a";
-	if (e->stack && e->stack >= t->nstacks) /* 0 is none */
+	if (stack)
 		snprintf(buf, len, "%s %s event refers to stack %u; the trace has %zu", a, kind, e->stack,
 			 count(t->nstacks));
-	else if (e->phase && e->phase >= t->nstrings)
+	else if (phase)
 		snprintf(buf, len, "%s %s event's phase refers to string %u; the trace has %zu", a, kind, e->phase,
 			 count(t->nstrings));
-	else if (aux_is_string(e->kind) && e->aux && e->aux >= t->nstrings)
+	else
 		snprintf(buf, len, "%s %s event refers to string %llu; the trace has %zu", a, kind,
 			 (unsigned long long)e->aux, count(t->nstrings));
-	else
-		return NULL;
 	return buf;
 }
 
