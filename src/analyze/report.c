@@ -1244,6 +1244,7 @@ static void device_json(struct mt_emit *e, const struct mt_report *r, int d)
 	mt_emit_uint(e, "peak_allocated_bytes", s->peak);
 	mt_emit_uint(e, "peak_time_ns", since(r, s->peak_time));
 	mt_emit_uint(e, "allocated_at_exit_bytes", s->current);
+	mt_emit_uint(e, "peak_reserved_bytes", s->peak_reserved);
 	mt_emit_open(e, "composition_at_peak", false, 0);
 	for (int c = 1; c < MT_TAG_COUNT; c++)
 		mt_emit_uint(e, mt_tag_names[c], r->composition[d][c]);

@@ -246,7 +246,10 @@ void mt_replay_apply(struct mt_replay *r, const struct mt_event *e)
 	case MT_EV_SEGMENT_FREE:
 		if (e->device != MT_NO_DEVICE) {
 			r->dev[e->device].seen = true;
-			r->dev[e->device].reserved += e->kind == MT_EV_SEGMENT_ALLOC ? e->size : -e->size;
+			struct mt_device_state *d = &r->dev[e->device];
+			d->reserved += e->kind == MT_EV_SEGMENT_ALLOC ? e->size : -e->size;
+			if (d->reserved > d->peak_reserved && e->kind == MT_EV_SEGMENT_ALLOC)
+				d->peak_reserved = d->reserved;
 		}
 		break;
 	case MT_EV_TAG_RANGE:

@@ -32,6 +32,7 @@ struct mt_live {
 struct mt_device_state {
 	uint64_t current, peak, peak_time;
 	uint64_t reserved, reserved_at_peak; /* a caching allocator's segments, when the trace has them */
+	uint64_t peak_reserved;		     /* ... the most they held at once */
 	size_t peak_event;		     /* index of the event that made the peak */
 	bool seen;
 	uint64_t capacity;     /* what the job may use: a policy's cap when it set one (DEVICE aux2) */

@@ -64,7 +64,7 @@ static int drv_seg_alloc(void *ctx, int device, uint64_t size, uint64_t *addr)
 	CUresult r;
 
 	(void)ctx;
-	IN_CONTEXT(r, device, MTP_REAL(cuMemAlloc_v2)(&p, size));
+	IN_CONTEXT(r, device, MTP_CAPPED(size, MTP_REAL(cuMemAlloc_v2)(&p, size)));
 	*addr = p;
 	return result(r);
 }
@@ -100,7 +100,7 @@ static int drv_phys_create(void *ctx, int device, uint64_t size, uint64_t *handl
 	CUresult r;
 
 	(void)ctx;
-	IN_CONTEXT(r, device, MTP_REAL(cuMemCreate)(&h, size, &prop, 0));
+	IN_CONTEXT(r, device, MTP_CAPPED(size, MTP_REAL(cuMemCreate)(&h, size, &prop, 0)));
 	*handle = h;
 	return result(r);
 }

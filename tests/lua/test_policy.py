@@ -221,6 +221,14 @@ for api in ("malloc", "async"):
        and len(oo) == 1 and oo[0]["total"] == 2 * GiB and oo[0]["free"] < oo[0]["size"],
        "cap.lua (%s): past 2 GiB of a 16 GiB device the job gets out-of-memory; the event says 2 GiB" % api,
        p.stderr[-500:])
+# memtap's caching allocator reserves through the driver itself: the cap holds there too
+for policy in ("native", "memtap-vmm"):
+    p, trace, folder = run([cap], TRAIN + ["--iters", "2"], {"SIMGPU_MEM": "16GiB", "MEMTAP_CAP": "2GiB"},
+                           options=["allocator=caching", "alloc_policy=" + policy])
+    seg = report(trace)["devices"][0]["peak_reserved_bytes"]
+    ok(p.returncode == OOM_EXIT and "out of memory" in p.stderr and 0 < seg <= 2 * GiB,
+       "cap.lua with --allocator=caching (%s): the allocator's segments stay within the cap" % policy,
+       (seg, p.stderr[-500:]))
 p, trace, folder = run([cap], [WORKLOAD, "ooms"], {"SIMGPU_MEM": "16GiB", "MEMTAP_CAP": "1GiB"})
 ok(p.returncode == 0 and p.stdout.count(" 2\n") == 5, "cap.lua: the driver and VMM paths are capped too",
    p.stdout + p.stderr)
