@@ -69,7 +69,7 @@ static size_t *boundaries(const struct mt_trace *t, const char *name, struct mt_
 	}
 	if (k) {
 		snprintf(out->boundary, sizeof out->boundary, "memtap_mark%s%s", name ? " " : "", name ? name : "");
-	} else if (best_count < (name ? 1 : 3) && best_start_count >= (name ? 1 : 3)) {
+	} else if (best_count < (name ? 1 : 2) && best_start_count >= (name ? 1 : 2)) {
 		free(idx);
 		idx = start;
 		start = NULL;
@@ -77,7 +77,7 @@ static size_t *boundaries(const struct mt_trace *t, const char *name, struct mt_
 			if (t->events[idx[i]].aux == best_start)
 				idx[k++] = idx[i];
 		snprintf(out->boundary, sizeof out->boundary, "range %.100s", mt_trace_string(t, best_start));
-	} else if (best_count < (name ? 1 : 3) && !name) {
+	} else if (best_count < (name ? 1 : 2) && !name) {
 		/* no marks or ranges: where the stacks say an optimizer's step begins (a snapshot) */
 		size_t nsteps = 0, *steps = mt_composition_optimizer_steps(t, &nsteps);
 		if (!steps)
@@ -96,7 +96,7 @@ static size_t *boundaries(const struct mt_trace *t, const char *name, struct mt_
 			free(steps);
 			snprintf(out->boundary, sizeof out->boundary, "none found");
 		}
-	} else if (best_count < (name ? 1 : 3)) {
+	} else if (best_count < (name ? 1 : 2)) {
 		snprintf(out->boundary, sizeof out->boundary, "none found");
 	} else {
 		free(idx);

@@ -64,4 +64,9 @@ ok(rep is not None and len(rep["leaks"]) == 1, "--leak-iterations 2 finds it")
 rep = report(["--preset", "tiny", "--leak", "1M", "--iters", "5"], "--iteration", "forward")
 ok(rep is not None and rep["iterations"]["boundary"] == "NVTX range forward" and len(rep["leaks"]) == 1,
    "--iteration chooses the boundary range by name", rep and rep["iterations"])
+# a job that ran out of memory in its second iteration has pushed its range twice: that is
+# enough to say which iteration it failed in (a leak still needs more boundaries than K)
+rep = report(["--preset", "tiny", "--leak", "1M", "--iters", "2"])
+ok(rep is not None and rep["iterations"] == {"boundary": "NVTX range iteration", "count": 2} and not rep["leaks"],
+   "a range pushed twice is the iteration boundary; no leak from two", rep and rep["iterations"])
 done()
