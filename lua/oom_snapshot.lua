@@ -1,6 +1,7 @@
 -- oom_snapshot.lua: on the first out-of-memory failure, write a snapshot of that moment
 -- (every live allocation with its stack, the failed request included; `memtap report`
--- reads it) and log the request and the stacks holding the most memory.
+-- reads it and says what to change so that it fits) and log the request, what the failure
+-- looks like from inside the job, and the stacks holding the most memory.
 -- MEMTAP_OOM_SNAPSHOT names the file (default memtap-oom-%p.trace, in the policy folder).
 -- In a job of several ranks with a run directory (memtap run --dir, or a launcher's job
 -- id), every rank takes a snapshot of that moment (memtap.snapshot_all) into
@@ -9,6 +10,23 @@
 local size = memtap.format_size
 local done = false
 local whole_job = memtap.run_dir ~= nil and (memtap.world_size or 1) > 1
+
+-- The cause as the job sees it, by the report's first rules that need no history:
+-- the request free in memtap's allocator's segments, or memory no allocation holds.
+local function cause(ev)
+  local a = memtap.allocator_stats(ev.device)
+  local held = a and a.reserved or ev.allocated or 0
+  local outside = (ev.total or 0) - (ev.free or 0) - held
+  if a and a.reserved - a.allocated >= ev.size then
+    return string.format("fragmentation: %s free in the allocator's segments, the largest block %s",
+      size(a.reserved - a.allocated), size(a.largest_free))
+  elseif outside >= ev.size and outside * 20 > (ev.total or 0) then
+    return string.format("memory outside what memtap saw: %s of the device held by no allocation it recorded",
+      size(outside))
+  end
+  return string.format("%s in use and %s asked, more than the %s the job had", size(held), size(ev.size),
+    size((ev.total or 0) - outside))
+end
 
 memtap.on_oom(function(ev)
   if done then return end
@@ -29,6 +47,8 @@ memtap.on_oom(function(ev)
     if path then memtap.log("snapshot " .. path .. " (memtap report " .. path .. ")") end
   end
   if not path then memtap.log("no snapshot: " .. err) end
+  memtap.log("cause: " .. cause(ev) .. "; what to change: memtap report " .. (path or "TRACE") ..
+    " (--plan 'SETUP' adds the training setup's changes)")
   for i, t in ipairs(memtap.top(5, ev.device)) do
     memtap.log(string.format("  %d. %s in %d allocation%s from %s", i, size(t.bytes), t.count,
       t.count == 1 and "" or "s", t.stack[1] or "?"))

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "analyze/diagnose.h"
 #include "core/array.h"
 #include "reader/progress.h"
 #include "core/units.h"
@@ -73,8 +74,9 @@ static int by_index(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-/* The categories of what is live on device d now. */
-static void compose(struct mt_report *r, const struct mt_replay *rp, int d)
+/* The categories of what is live on device d now, into `into`; at the peak (`peak`),
+ * also the blocks, sources and evidence. */
+static void compose(struct mt_report *r, const struct mt_replay *rp, int d, uint64_t into[MT_TAG_COUNT], bool peak)
 {
 	for (size_t i = 0; i < rp->slots.n; i++) {
 		const struct mt_live *l = &rp->live[i];
@@ -82,7 +84,9 @@ static void compose(struct mt_report *r, const struct mt_replay *rp, int d)
 		if (!l->in_use || l->device != d || (l->kind != MT_LIVE_DEVICE && l->kind != MT_LIVE_VMM))
 			continue;
 		cat = r->comp.category[l->event] ? r->comp.category[l->event] : MT_TAG_OTHER;
-		r->composition[d][cat] += l->size;
+		into[cat] += l->size;
+		if (!peak)
+			continue;
 		if (l->kind == MT_LIVE_DEVICE && mt_api(&r->trace->events[l->event]) == MT_API_BLOCK) /* its block */
 			r->blocks_at_peak[d] +=
 			    r->trace->events[l->event].aux2 ? r->trace->events[l->event].aux2 : l->size;
@@ -115,12 +119,38 @@ static const char *const reading_text[] = {"", "when memtap asked, at the device
 					   "at the out-of-memory failure"};
 static const char *const reading_json[] = {"", "first_use", "exit", "job", "oom"};
 
-static int add_oom(struct mt_report *r, size_t i)
+/* A device's highest allocated bytes so far (the event that made it, the boundaries
+ * passed then), and as they were before the last boundary: the peak of the steps before. */
+struct high {
+	uint64_t bytes;
+	size_t event, epoch;
+};
+
+static void follow_high(struct high *now, struct high *settled, uint64_t bytes, size_t i, size_t epoch)
 {
+	if (bytes <= now->bytes)
+		return;
+	if (now->epoch != epoch) /* the first new high since a boundary: what came before it is settled */
+		*settled = *now, now->epoch = epoch;
+	now->bytes = bytes, now->event = i;
+}
+
+static int add_oom(struct mt_report *r, size_t i, size_t iterations, const struct high *now, const struct high *settled)
+{
+	const struct high *before = now->epoch != iterations ? now : settled;
+
 	if (mt_grow((void **)&r->oom, &r->cap_oom, r->noom, sizeof *r->oom))
 		return ENOMEM;
-	r->oom[r->noom++] = i;
+	r->oom[r->noom++] = (struct mt_oom){
+	    .event = i, .iterations = iterations, .before_event = before->event, .before = before->bytes};
 	return 0;
+}
+
+static int by_before(const void *a, const void *b)
+{
+	const struct mt_oom *x = *(const struct mt_oom *const *)a, *y = *(const struct mt_oom *const *)b;
+
+	return x->before_event < y->before_event ? -1 : x->before_event > y->before_event;
 }
 
 /* ---- by library: the first module of each stack that is not CUDA's runtime or driver ---- */
@@ -270,37 +300,58 @@ int mt_report_build(struct mt_report *r, const struct mt_trace *t, const struct 
 	mt_replay_init(&r->end);
 	r->end.track = true; /* for the leak scan */
 	err = mt_composition_start(&comp, &r->comp, t);
+	struct high *high = calloc(2 * MT_MAX_DEVICES, sizeof *high), *settled = high + MT_MAX_DEVICES;
+	if (!high)
+		err = ENOMEM;
 	for (size_t i = 0; i < t->nevents && !err; i++) {
+		uint8_t d = t->events[i].device;
 		mt_progress("replaying", i, t->nevents);
 		err = mt_leaks_step(&scan, &r->end, i);
 		mt_replay_apply(&r->end, &t->events[i]);
 		r->kinds[t->events[i].kind]++;
 		early(r, &t->events[i]);
 		driver_count(r, &t->events[i]);
-		if (t->events[i].kind == MT_EV_ALLOC_FAILED && !err)
-			err = add_oom(r, i);
+		if (d != MT_NO_DEVICE)
+			follow_high(&high[d], &settled[d], r->end.dev[d].current, i, scan.next);
+		if (t->events[i].kind == MT_EV_ALLOC_FAILED && d != MT_NO_DEVICE && !err)
+			err = add_oom(r, i, scan.next, &high[d], &settled[d]);
 		if (!err)
 			err = mt_composition_step(comp, i);
 	}
+	free(high);
 	err = mt_composition_finish(comp, err);
 	int found = mt_leaks_finish(&scan, &r->leaks, o && o->leak_iterations ? o->leak_iterations : 3);
 	if (err || (err = found) || (err = group(t, r->comp.category, &r->end, -1, &r->at_exit)))
 		return err;
-	/* the events that made a device's peak, in order: the second replay stops at each */
-	size_t peaks[MT_MAX_DEVICES], npeaks = 0, next = 0;
+	/* the events that made a device's peak, in order: the second replay stops at each, and
+	 * at each failed allocation */
+	size_t peaks[MT_MAX_DEVICES], npeaks = 0, next = 0, k = 0, b = 0;
+	struct mt_oom **before = malloc(r->noom * sizeof *before + 1); /* by the event of their peak before */
 	for (int d = 0; d < MT_MAX_DEVICES; d++)
 		if (r->end.dev[d].peak)
 			peaks[npeaks++] = r->end.dev[d].peak_event;
 	qsort(peaks, npeaks, sizeof *peaks, by_index);
+	for (size_t j = 0; j < r->noom && before; j++)
+		before[j] = &r->oom[j];
+	if (r->noom && before)
+		qsort(before, r->noom, sizeof *before, by_before);
 	mt_replay_init(&second);
-	err = mt_fragment_start(&frag, &r->frag, t, &r->end, r->kinds[MT_EV_SEGMENT_ALLOC] > 0);
+	err = before ? mt_fragment_start(&frag, &r->frag, t, &r->end, r->kinds[MT_EV_SEGMENT_ALLOC] > 0) : ENOMEM;
 	for (size_t i = 0; i < t->nevents && !err; i++) {
+		uint8_t d = t->events[i].device;
 		mt_progress("the peak", i, t->nevents);
 		err = mt_fragment_step(frag, i);
-		if (next == npeaks)
+		if (next == npeaks && k == r->noom)
 			continue;
 		mt_replay_apply(&second, &t->events[i]);
-		if (peaks[next] != i)
+		for (; b < r->noom && before[b]->before_event == i; b++)
+			if (before[b]->before)
+				compose(r, &second, d, before[b]->before_composition, false);
+		for (; k < r->noom && r->oom[k].event == i; k++) {
+			r->oom[k].allocated = second.dev[d].current;
+			compose(r, &second, d, r->oom[k].composition, false);
+		}
+		if (next == npeaks || peaks[next] != i)
 			continue;
 		while (next < npeaks && peaks[next] == i)
 			next++;
@@ -308,10 +359,11 @@ int mt_report_build(struct mt_report *r, const struct mt_trace *t, const struct 
 			if (!r->end.dev[d].peak || r->end.dev[d].peak_event != i)
 				continue;
 			err = group(t, r->comp.category, &second, d, &r->at_peak[d]);
-			compose(r, &second, d);
+			compose(r, &second, d, r->composition[d], true);
 		}
 	}
-	err = mt_fragment_finish(frag, err);
+	err = before ? mt_fragment_finish(frag, err) : err;
+	free(before);
 	mt_replay_free(&second);
 	return err ? err : libraries(r);
 }
@@ -643,8 +695,7 @@ static double seconds(const struct mt_report *r, uint64_t t)
 	return t > r->start ? (double)(t - r->start) / 1e9 : 0.0;
 }
 
-/* The caching allocator's reserve that holds no tensor at the peak: its cache. */
-static uint64_t reserve_cache(const struct mt_report *r, int d)
+uint64_t mt_report_cache(const struct mt_report *r, int d)
 {
 	uint64_t reserved = r->end.dev[d].reserved_at_peak;
 
@@ -755,7 +806,7 @@ static void libraries_json(struct mt_emit *e, const struct mt_report *r, int d)
 		mt_emit_open(e, "caching_allocator_at_peak", false, 0);
 		mt_emit_uint(e, "reserved_bytes", r->end.dev[d].reserved_at_peak);
 		mt_emit_uint(e, "tensor_bytes", r->blocks_at_peak[d]);
-		mt_emit_uint(e, "cache_bytes", reserve_cache(r, d));
+		mt_emit_uint(e, "cache_bytes", mt_report_cache(r, d));
 		mt_emit_close(e);
 	} else {
 		mt_emit_null(e, "caching_allocator_at_peak");
@@ -778,20 +829,26 @@ static void libraries_json(struct mt_emit *e, const struct mt_report *r, int d)
 static const enum mt_tag plan_tags[MT_PLAN_COMPONENTS] = {MT_TAG_PARAMS, MT_TAG_GRADS, MT_TAG_OPTIMIZER,
 							  MT_TAG_ACTIVATIONS, MT_TAG_TEMPORARIES};
 
-int mt_report_measured(const struct mt_report *r, int d, double measured[MT_PLAN_COMPONENTS], double *other)
+bool mt_report_components(const uint64_t composition[MT_TAG_COUNT], uint64_t total, double measured[MT_PLAN_COMPONENTS],
+			  double *other)
 {
 	double known = 0;
 
+	for (int j = 0; j < MT_PLAN_COMPONENTS; j++)
+		known += measured[j] = (double)composition[plan_tags[j]];
+	*other = (double)total - known;
+	return known > 0;
+}
+
+int mt_report_measured(const struct mt_report *r, int d, double measured[MT_PLAN_COMPONENTS], double *other)
+{
 	if (d < 0)
 		for (int k = 0; k < MT_MAX_DEVICES; k++)
 			if (r->end.dev[k].seen && (d < 0 || r->end.dev[k].peak > r->end.dev[d].peak))
 				d = k;
 	if (d < 0 || d >= MT_MAX_DEVICES || !r->end.dev[d].seen)
 		return -1;
-	for (int j = 0; j < MT_PLAN_COMPONENTS; j++)
-		known += measured[j] = (double)r->composition[d][plan_tags[j]];
-	*other = (double)r->end.dev[d].peak - known;
-	return known > 0 ? d : -1;
+	return mt_report_components(r->composition[d], r->end.dev[d].peak, measured, other) ? d : -1;
 }
 
 /* The plan at the run's own setting and the ZeRO x recomputation table, calibrated on the
@@ -936,7 +993,7 @@ void mt_report_oom_summary(FILE *out, const struct mt_report *r, struct mt_symbo
 
 	if (!r->noom)
 		return;
-	ev = &r->trace->events[r->oom[0]];
+	ev = &r->trace->events[r->oom[0].event];
 	pr_open(&p, out, r, sym, mt_views_open(r->trace, sym));
 	fprintf(out, "%sthe job's allocation failed%s: %s asked on device %d at %s", prefix,
 		ev->error == 2 ? ", out of memory" : "", size_text(ev->size, sz),
@@ -954,6 +1011,202 @@ void mt_report_oom_summary(FILE *out, const struct mt_report *r, struct mt_symbo
 		fprintf(out, " (%zu failures in all)", r->noom);
 	fputc('\n', out);
 	mt_views_close(p.views);
+}
+
+/* ---- what to change so that it fits (analyze/diagnose.c) ---- */
+
+/* What was live, biggest first, in one line ("activations 9.58 GiB, params 237.35 MiB"). */
+static void live_text(FILE *out, const uint64_t *composition)
+{
+	bool done[MT_TAG_COUNT] = {true};
+	char sz[32];
+
+	for (int n = 0;; n++) {
+		int best = 0;
+		for (int c = 1; c < MT_TAG_COUNT; c++)
+			if (!done[c] && composition[c] && (!best || composition[c] > composition[best]))
+				best = c;
+		if (!best)
+			break;
+		done[best] = true;
+		fprintf(out, "%s%s %s", n ? ", " : "", mt_tag_names[best], size_text(composition[best], sz));
+	}
+}
+
+static void cause_text(struct pr *p, const struct mt_diagnosis *g)
+{
+	FILE *out = p->out;
+	char sz[32], where[4096];
+
+	fprintf(out, "    cause: ");
+	switch (g->cause) {
+	case MT_CAUSE_GROWTH:
+		fprintf(out, "memory grew across iterations, %s, most at %s; without it, it would have fit\n",
+			size_text(g->cause_bytes, sz), where_text(p, g->cause_stack, 0, where, sizeof where));
+		stack_text(p, g->cause_stack, 0, "        ");
+		break;
+	case MT_CAUSE_FRAGMENTATION:
+		fprintf(out,
+			"fragmentation: %s free in the allocator's segments, enough for the request, but not in one "
+			"block\n",
+			size_text(g->cause_bytes, sz));
+		break;
+	case MT_CAUSE_OUTSIDE:
+		fprintf(out,
+			"memory outside what memtap saw: %s of the device was used by no allocation it recorded (CUDA "
+			"contexts, other processes, libraries' own pools)\n",
+			size_text(g->cause_bytes, sz));
+		break;
+	case MT_CAUSE_OPTIMIZER:
+		fprintf(
+		    out,
+		    "the optimizer's state, %s made at the first step, leaves the next step no room: without it, it "
+		    "would have fit\n",
+		    size_text(g->cause_bytes, sz));
+		break;
+	default:
+		fprintf(out, "the training step needs more than the device: it needs %s%s\n",
+			size_text((uint64_t)g->need, sz),
+			g->peak ? ", its peak"
+			: g->need_estimated
+			    ? ", estimated: the first step had not finished, and the planner, calibrated on "
+			      "what was measured, gives the rest"
+			: g->step_finished ? " or more: what was in use and the request"
+					   : " or more: what was in use and the request, the first step not finished");
+	}
+	fprintf(out, g->peak ? "    at the peak: " : "    in use then: ");
+	live_text(out, g->composition);
+	fputc('\n', out);
+}
+
+/* The changes that fit, cheapest for the user first, then in one line those tried that
+ * would not. */
+static void remedies_text(struct pr *p, const struct mt_diagnosis *g)
+{
+	FILE *out = p->out;
+	char sz[32], sz2[32];
+	size_t fit = 0, tried = 0;
+
+	for (size_t k = 0; k < g->nremedies; k++)
+		fit += g->remedy[k].fits;
+	if (fit)
+		fprintf(out, "    what would fit, cheapest for you first (the peak each predicts):\n");
+	for (size_t k = 0; k < g->nremedies; k++) {
+		const struct mt_remedy *m = &g->remedy[k];
+		if (!m->fits)
+			continue;
+		fprintf(out, "      %s\n", m->change);
+		fprintf(out, "        %s allocated, %s reserved (%s); %s\n", size_text((uint64_t)m->allocated, sz),
+			size_text((uint64_t)m->reserved, sz2), m->how, m->cost);
+	}
+	for (size_t k = 0; k < g->nremedies; k++) {
+		const struct mt_remedy *m = &g->remedy[k];
+		if (m->fits)
+			continue;
+		fprintf(out, "%s%s (%s reserved)",
+			tried++ ? ", " : "    tried, would not fit: ", m->options[0] ? m->options : m->change,
+			size_text((uint64_t)m->reserved, sz));
+	}
+	if (tried)
+		fputc('\n', out);
+}
+
+static void diagnosis_text(struct pr *p)
+{
+	const struct mt_report *r = p->r;
+	FILE *out = p->out;
+	struct mt_diagnosis *all;
+	size_t n;
+	char sz[32], sz2[32], sz3[32], when[64];
+
+	if (mt_diagnose(r, &all, &n)) {
+		fprintf(out, "\nwhat to change so that it fits: not worked out (out of memory)\n");
+		return;
+	}
+	if (n)
+		fprintf(out, "\nwhat to change so that it fits:\n");
+	for (size_t i = 0; i < n; i++) {
+		const struct mt_diagnosis *g = &all[i];
+		if (g->peak)
+			fprintf(out, "  device %u's peak, %s, is over the %s of --gpu-mem:\n", g->device,
+				size_text(g->reserved > g->allocated ? g->reserved : g->allocated, sz),
+				size_text(g->capacity, sz2));
+		else
+			fprintf(out,
+				"  the out-of-memory failure at %s on device %u: %s asked with %s in use, of %s:\n",
+				when_text(r, r->trace->events[g->event].time, when, sizeof when), g->device,
+				size_text(g->request, sz), size_text(g->allocated, sz2), size_text(g->capacity, sz3));
+		cause_text(p, g);
+		remedies_text(p, g);
+		if (g->replay)
+			fprintf(out, "    allocator settings not tried: %s\n", g->replay);
+		if (!g->planned && g->cause != MT_CAUSE_GROWTH)
+			fprintf(
+			    out,
+			    "    give the model and the run's setup (report --plan '--model config.json --seq N "
+			    "--micro-batch N ...') for what a smaller micro-batch, recomputation, precision, offload "
+			    "or ZeRO would need\n");
+	}
+	free(all);
+}
+
+static void diagnosis_json(struct pr *p, struct mt_emit *e)
+{
+	const struct mt_report *r = p->r;
+	struct mt_diagnosis *all;
+	size_t n;
+	char where[4096];
+
+	if (mt_diagnose(r, &all, &n)) {
+		mt_emit_null(e, "diagnosis");
+		return;
+	}
+	mt_emit_open(e, "diagnosis", true, 0);
+	for (size_t i = 0; i < n; i++) {
+		const struct mt_diagnosis *g = &all[i];
+		mt_emit_open(e, NULL, false, 0);
+		mt_emit_str(e, "of", g->peak ? "peak" : "oom");
+		mt_emit_int(e, "device", g->device);
+		mt_emit_uint(e, "time_ns", since(r, r->trace->events[g->event].time));
+		mt_emit_uint(e, "capacity_bytes", g->capacity);
+		mt_emit_uint(e, "outside_bytes", g->outside);
+		mt_emit_uint(e, "request_bytes", g->request);
+		mt_emit_uint(e, "allocated_bytes", g->allocated);
+		mt_emit_uint(e, "reserved_bytes", g->reserved);
+		mt_emit_open(e, "live", false, 0);
+		for (int c = 1; c < MT_TAG_COUNT; c++)
+			mt_emit_uint(e, mt_tag_names[c], g->composition[c]);
+		mt_emit_close(e);
+		mt_emit_bool(e, "step_finished", g->step_finished);
+		mt_emit_str(e, "cause", mt_cause_names[g->cause]);
+		mt_emit_uint(e, "cause_bytes", g->cause_bytes);
+		if (g->cause == MT_CAUSE_GROWTH)
+			mt_emit_str(e, "cause_where", where_text(p, g->cause_stack, 0, where, sizeof where));
+		mt_emit_num(e, "need_bytes", g->need, 0);
+		mt_emit_str(e, "need", g->need_estimated ? "estimated" : "at_least");
+		mt_emit_bool(e, "planned", g->planned);
+		mt_emit_str(e, "allocator_not_tried", g->replay);
+		mt_emit_open(e, "remedies", true, 0);
+		for (size_t k = 0; k < g->nremedies; k++) {
+			const struct mt_remedy *m = &g->remedy[k];
+			mt_emit_open(e, NULL, false, 0);
+			mt_emit_str(e, "kind", mt_fix_names[m->kind]);
+			mt_emit_str(e, "change", m->change);
+			mt_emit_str(e, "options", m->options);
+			if (m->kind == MT_FIX_LEAK)
+				mt_emit_str(e, "where", where_text(p, m->stack, 0, where, sizeof where));
+			mt_emit_num(e, "allocated_bytes", m->allocated, 0);
+			mt_emit_num(e, "reserved_bytes", m->reserved, 0);
+			mt_emit_bool(e, "fits", m->fits);
+			mt_emit_str(e, "cost", m->cost);
+			mt_emit_str(e, "predicted_by", m->how);
+			mt_emit_close(e);
+		}
+		mt_emit_close(e);
+		mt_emit_close(e);
+	}
+	mt_emit_close(e);
+	free(all);
 }
 
 /* The end as torch/cuda/_memory_viz.py's segsum counts it: allocated is what was asked for
@@ -1029,7 +1282,7 @@ void mt_report_text(FILE *out, const struct mt_report *r, struct mt_symbols *sym
 			fprintf(out,
 				"the caching allocator's reserve at the peak: %s: %s in tensors' blocks, %s cache\n",
 				size_text(s->reserved_at_peak, sz), size_text(r->blocks_at_peak[d], sz2),
-				size_text(reserve_cache(r, d), sz3));
+				size_text(mt_report_cache(r, d), sz3));
 		if (fragmentation(r, d)) {
 			frag_text(out, "at the peak", &fragmentation(r, d)->at_peak, r->frag.estimated);
 			frag_text(out, "at the end", &fragmentation(r, d)->at_end, r->frag.estimated);
@@ -1064,7 +1317,7 @@ void mt_report_text(FILE *out, const struct mt_report *r, struct mt_symbols *sym
 	leaks_text(&p, top);
 	fprintf(out, "\nout-of-memory events:%s\n", r->kinds[MT_EV_ALLOC_FAILED] ? "" : " none");
 	for (size_t k = 0; k < r->noom; k++) {
-		size_t i = r->oom[k];
+		size_t i = r->oom[k].event;
 		const struct mt_event *ev = &t->events[i];
 		const struct mt_frag_oom *fo = mt_fragment_oom(&r->frag, i);
 		fprintf(out, "  %s requested on device %d at %s", size_text(ev->size, sz),
@@ -1090,6 +1343,7 @@ void mt_report_text(FILE *out, const struct mt_report *r, struct mt_symbols *sym
 		fputc('\n', out);
 		stack_text(&p, ev->stack, false, "      ");
 	}
+	diagnosis_text(&p);
 	plan_text(out, r);
 	if (t->problem[0])
 		fprintf(out, "\nnote: %s\n", t->problem);
@@ -1342,8 +1596,9 @@ void mt_report_emit(struct mt_emit *e, const struct mt_report *r, struct mt_symb
 	mt_emit_close(e);
 	mt_emit_open(e, "oom", true, 2);
 	for (size_t k = 0; k < r->noom; k++)
-		oom_json(&p, e, r->oom[k]);
+		oom_json(&p, e, r->oom[k].event);
 	mt_emit_close(e);
+	diagnosis_json(&p, e);
 	plan_json(e, r);
 	mt_emit_close(e);
 }

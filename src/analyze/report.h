@@ -54,6 +54,18 @@ struct mt_driver_count {
 	uint64_t time, used, recorded;
 };
 
+/* A failed allocation, and what was live on its device when it failed. */
+struct mt_oom {
+	size_t event;			    /* its index */
+	uint64_t allocated;		    /* live on its device then */
+	uint64_t composition[MT_TAG_COUNT]; /* ... by what it was for ([0] unused) */
+	size_t iterations;		    /* iteration boundaries passed before it (0: none, or none known) */
+	/* the peak on its device before the last of those boundaries: the steps before its own */
+	size_t before_event;
+	uint64_t before;			   /* 0: none */
+	uint64_t before_composition[MT_TAG_COUNT]; /* ... by what it was for */
+};
+
 struct mt_report {
 	const struct mt_trace *trace;
 	struct mt_replay end;				   /* state after the last event */
@@ -63,8 +75,9 @@ struct mt_report {
 	struct mt_driver_count driver[MT_MAX_DEVICES];	   /* its most telling last reading */
 	uint64_t kinds[MT_EV_COUNT];			   /* events by kind */
 	uint64_t early, early_bytes; /* allocations made before memtap's constructor ran (MT_ALLOC_EARLY) */
-	size_t *oom, noom, cap_oom;  /* indices of failed allocations */
-	struct mt_composition comp;  /* category of every allocation */
+	struct mt_oom *oom;	     /* failed allocations, in order */
+	size_t noom, cap_oom;
+	struct mt_composition comp;			    /* category of every allocation */
 	uint64_t composition[MT_MAX_DEVICES][MT_TAG_COUNT]; /* at each device's peak; [0] unused */
 	uint64_t blocks_at_peak[MT_MAX_DEVICES];	 /* a caching allocator's blocks live at the peak (tensors) */
 	uint8_t sources[MT_MAX_DEVICES][MT_TAG_COUNT];	 /* bit (1 << enum mt_source) per category */
@@ -78,6 +91,7 @@ struct mt_report {
 					      entry, or state-mode recording's one per device): no time axis */
 	bool block_history;		   /* ...whose blocks made while memory history was on kept their frames */
 	const struct mt_plan_config *plan; /* the run's setup, checked: adds a capacity plan */
+	uint64_t target;		   /* a capacity the peak must fit in (report --gpu-mem); 0: none */
 	bool all_frames;		   /* text: every frame of every stack, unshortened */
 };
 
@@ -97,6 +111,11 @@ const char *mt_report_waits_text(const struct mt_trace *t, char *buf, size_t len
  * the rest; returns the device, or -1 when it was not used or nothing at its peak is
  * known as a component (no tags or NVTX phases). */
 int mt_report_measured(const struct mt_report *r, int d, double measured[MT_PLAN_COMPONENTS], double *other);
+/* The same of any moment's composition and total; false when no component is known. */
+bool mt_report_components(const uint64_t composition[MT_TAG_COUNT], uint64_t total, double measured[MT_PLAN_COMPONENTS],
+			  double *other);
+/* The caching allocator's reserve at device d's peak that holds no tensor: its cache. */
+uint64_t mt_report_cache(const struct mt_report *r, int d);
 void mt_report_text(FILE *out, const struct mt_report *r, struct mt_symbols *sym, size_t top);
 /* A device's capacity in words: its size; under a policy's cap, the cap and the device's
  * own size; "capacity unknown". */

@@ -385,6 +385,38 @@
         el("td", {}, verdict(o)),
         frameText(o)]))
       : el("p", { class: "none", id: "oom" }, "none"));
+    if ((REPORT.diagnosis || []).length) root.append(diagnosisSection(REPORT.diagnosis));
+  }
+
+  // What to change so that it fits: each failure's (or peak's) cause, and the changes with their predicted peaks.
+  const CAUSES = {
+    step: (g) => `the training step needs more than the device: it needs ${bytes(g.need_bytes)}` +
+      (g.need === "estimated" ? " (estimated: the first step had not finished)" : " or more"),
+    optimizer_state: (g) => `the optimizer's state, ${bytes(g.cause_bytes)} made at the first step, leaves the next ` +
+      "step no room",
+    growth: (g) => `memory grew across iterations, ${bytes(g.cause_bytes)}, most at ${g.cause_where || "(no stack)"}`,
+    fragmentation: (g) => `fragmentation: ${bytes(g.cause_bytes)} free in the allocator's segments, not in one block`,
+    outside_allocator: (g) => `${bytes(g.cause_bytes)} of the device used where memtap saw no allocation`,
+  };
+
+  function diagnosisSection(all) {
+    const s = el("section", { id: "diagnosis" });
+    s.append(el("h2", {}, "What to change so that it fits"));
+    all.forEach((g, i) => {
+      s.append(el("h3", {}, g.of === "peak"
+        ? `Device ${g.device}'s peak, over the ${bytes(g.capacity_bytes)} of --gpu-mem`
+        : `The failure at ${moment(g.time_ns)} on device ${g.device}: ${bytes(g.request_bytes)} asked with ` +
+          `${bytes(g.allocated_bytes)} in use, of ${bytes(g.capacity_bytes)}`));
+      s.append(el("p", { class: "cause" }, "Cause: " + (CAUSES[g.cause] || ((x) => x.cause))(g)));
+      s.append(g.remedies.length ? table("remedies-" + i, ["change", { text: "allocated", num: 1 },
+        { text: "reserved", num: 1 }, "fits", "cost", "predicted by"], g.remedies.map((m) => [
+          el("td", {}, m.change + (m.where ? ` (${m.where})` : "")), num(m.allocated_bytes, bytes(m.allocated_bytes)),
+          num(m.reserved_bytes, bytes(m.reserved_bytes)), el("td", {}, m.fits ? "fits" : "does not fit"),
+          el("td", {}, m.cost), el("td", {}, m.predicted_by)]))
+        : el("p", { class: "none" }, g.planned ? "nothing memtap tried" :
+          "memtap report --plan 'SETUP' (the model and the run's setup) predicts the changes to the training setup"));
+    });
+    return s;
   }
 
   // An OOM's verdict in the text's words: would it have fit in the segments' free space.

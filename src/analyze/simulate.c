@@ -1,6 +1,7 @@
 /* The simulated device under the caching-allocator engine (simulate.h), and the
  * sequences `memtap replay` runs through it. */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <string.h>
@@ -281,6 +282,32 @@ void mt_sim_device_init(struct mt_sim_device *d, uint64_t capacity, struct mt_ca
 static bool is_device_alloc(const struct mt_event *e)
 {
 	return e->kind == MT_EV_ALLOC && mt_api(e) != MT_API_MANAGED && mt_api(e) != MT_API_HOST;
+}
+
+void mt_sim_job_conf(const struct mt_trace *t, char *out, size_t n)
+{
+	char v[64], key[64];
+	long long split = 0, div = -1, d;
+	size_t k = 0;
+
+	out[0] = '\0';
+	if (mt_trace_info(t, "torch.expandable_segments", v, sizeof v) && !strcmp(v, "True"))
+		k += (size_t)snprintf(out + k, n - k, ",expandable_segments:True");
+	if (mt_trace_info(t, "torch.max_split_size", v, sizeof v) && (split = atoll(v)) > 0 && split < 1ll << 50)
+		k += (size_t)snprintf(out + k, n - k, ",max_split_size_mb:%lld", split >> 20);
+	if (mt_trace_info(t, "torch.roundup_power2_divisions", v, sizeof v))
+		div = atoll(v);					   /* one value (before PyTorch 2.1) */
+	for (long long i = 1; i <= 1 << 15 && div != -2; i *= 2) { /* per interval: one value for all */
+		snprintf(key, sizeof key, "torch.roundup_power2_divisions.%lld", i);
+		if (!mt_trace_info(t, key, v, sizeof v))
+			continue;
+		d = atoll(v);
+		div = div == -1 || div == d ? d : -2; /* -2: the intervals differ */
+	}
+	if (div > 1 && k < n)
+		k += (size_t)snprintf(out + k, n - k, ",roundup_power2_divisions:%lld", div);
+	if (out[0]) /* the leading comma goes */
+		memmove(out, out + 1, strlen(out));
 }
 
 int mt_sim_first_device(const struct mt_trace *t)

@@ -140,6 +140,13 @@ def common(name, rep, dom, body):
     oom = dom.by_id.get("oom")
     ok(oom and (values(oom)[0::3] == [o["size"] for o in rep["oom"]] if rep["oom"] else text(oom) == "none"),
        "%s: OOMs as in --json" % name)
+    for i, g in enumerate(rep["diagnosis"]):
+        fixes = dom.by_id.get("remedies-%d" % i)
+        want = [int(v) for m in g["remedies"] for v in (m["allocated_bytes"], m["reserved_bytes"])]
+        ok(values(fixes) == want if fixes else not want, "%s: what to change (%d) as in --json" % (name, i),
+           fixes and values(fixes))
+    ok(("diagnosis" in dom.by_id) == bool(rep["diagnosis"]), "%s: a section for what to change where there is one"
+       % name)
 
 
 if not CHROMIUM:
@@ -219,6 +226,11 @@ ok(fchart and len(find(fchart, "path", "line")) == 3, "snapshot: reserved, alloc
 ok(rep["oom"] and rep["oom"][0]["fits_without_fragmentation"] and
    "would have fit without fragmentation" in text(dom.by_id.get("oom", {"text": "", "children": []})),
    "snapshot: the OOM's verdict shown")
+cause = dom.by_id.get("diagnosis", {"text": "", "children": []})
+ok(rep["diagnosis"] and rep["diagnosis"][0]["cause"] == "fragmentation" and "Cause: fragmentation" in text(cause)
+   and {m["kind"] for m in rep["diagnosis"][0]["remedies"]} == {"allocator"},
+   "snapshot: what to change: fragmentation, allocator settings replayed (in one 20 MiB page of an expandable "
+   "segment the blocks cannot move either)", rep["diagnosis"])
 
 # ---- 450 segments: the 400 with the most free space drawn, the rest said ----
 segs = [{"device": 0, "address": SEG + i * 4 * MiB, "total_size": 4 * MiB, "stream": 0, "segment_type": "large",

@@ -22,6 +22,8 @@ ok(p.returncode == 0, "make demo runs", out[-3000:])
 demo = os.path.join(B, "demo")
 ok(all(os.path.exists(os.path.join(demo, f)) for f in ("train.trace", "oom.trace", "report.html")),
    "its single-process part: the trace, the OOM snapshot and the page", os.listdir(demo) if os.path.isdir(demo) else out)
+ok("what to change so that it fits:" in out and "micro-batch 4 instead of 8" in out,
+   "the report says what to change so that it fits", out[-3000:])
 lines = [x for x in out.strip().split("\n") if x]
 ok(lines and "demo/job.html" in lines[-1], "it ends with the whole job's page", lines[-3:])
 said = [x for x in p.stdout.strip().split("\n") if x]

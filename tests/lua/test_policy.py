@@ -293,6 +293,10 @@ ok(p.returncode == OOM_EXIT and len(snaps) == 1 and "out of memory: " in p.stder
    and len(counts) >= 2 and ("1", "") in counts and all((n == "1") == (not s) for n, s in counts),
    "oom_snapshot (by name): one snapshot `memtap report` reads, the request and the top stacks logged",
    p.stderr[-800:])
+said = re.search(r"cause: (.*); what to change: memtap report (\S+) ", p.stderr)
+ok(said and said.group(1).endswith("more than the 3.00 GiB the job had") and said.group(2).endswith(snaps[0])
+   and report(said.group(2))["diagnosis"][0]["cause"] == "step",
+   "oom_snapshot: the cause as the job sees it, and the report that says what to change", p.stderr[-800:])
 # a job slower than the policy thread's reaction (100 ms at most): layers take 20 ms
 p, trace, folder = run([lua("threshold_capture")], TRAIN + ["--iters", "3", "--compute-ms", "20"], {"SIMGPU_MEM": "16GiB", "MEMTAP_CAPTURE_ABOVE": "60%",
                                                            "MEMTAP_CAPTURE_BELOW": "40%"},

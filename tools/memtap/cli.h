@@ -32,6 +32,8 @@ bool read_trace(const char *path, struct mt_trace *t);
 struct mt_plan_config;
 /* memtap plan's options in one string, as memtap report --plan takes them; exits on bad ones. */
 void plan_setup_from_text(const char *text, struct mt_plan_config *out);
+/* --gpu-mem's value: a size (80GiB) or a GPU's name (h100); exits with one line when neither. */
+uint64_t plan_gpu_mem(const char *text);
 /* What the command line and the model give, for the "auto" values of a DeepSpeed config
  * (the Hugging Face Trainer fills them from its arguments and the model). */
 struct ds_context {

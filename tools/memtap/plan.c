@@ -101,7 +101,7 @@ static double gib(double bytes)
 
 const char *const plan_estimators[] = {"deepspeed-zero2", "deepspeed-zero3", "megatron", NULL};
 
-static uint64_t gpu_mem(const char *text)
+uint64_t plan_gpu_mem(const char *text)
 {
 	uint64_t mem;
 
@@ -272,7 +272,7 @@ static void parse(int argc, char **argv, struct plan_args *a, bool what_if)
 		case O_MODEL:
 			break;
 		case O_MEM:
-			a->mem = gpu_mem(optarg);
+			a->mem = plan_gpu_mem(optarg);
 			break;
 		case O_JSON:
 			a->json = true;

@@ -12,35 +12,6 @@
 
 enum { WARM_OPS = 1000000 }; /* inputs shorter than this are replayed once untimed first */
 
-/* A snapshot's own allocator_settings (its torch.* INFO lines) as knobs for the caching policies:
- * expandable segments, max_split_size, and roundup_power2_divisions where one value holds
- * for every interval. Empty where there are none; other settings are not modelled. */
-static void job_conf(const struct mt_trace *t, char *out, size_t n)
-{
-	char v[64], key[64];
-	long long split = 0, div = -1, d;
-	size_t k = 0;
-
-	out[0] = '\0';
-	if (mt_trace_info(t, "torch.expandable_segments", v, sizeof v) && !strcmp(v, "True"))
-		k += (size_t)snprintf(out + k, n - k, ",expandable_segments:True");
-	if (mt_trace_info(t, "torch.max_split_size", v, sizeof v) && (split = atoll(v)) > 0 && split < 1ll << 50)
-		k += (size_t)snprintf(out + k, n - k, ",max_split_size_mb:%lld", split >> 20);
-	if (mt_trace_info(t, "torch.roundup_power2_divisions", v, sizeof v))
-		div = atoll(v);					   /* one value (before PyTorch 2.1) */
-	for (long long i = 1; i <= 1 << 15 && div != -2; i *= 2) { /* per interval: one value for all */
-		snprintf(key, sizeof key, "torch.roundup_power2_divisions.%lld", i);
-		if (!mt_trace_info(t, key, v, sizeof v))
-			continue;
-		d = atoll(v);
-		div = div == -1 || div == d ? d : -2; /* -2: the intervals differ */
-	}
-	if (div > 1 && k < n)
-		k += (size_t)snprintf(out + k, n - k, ",roundup_power2_divisions:%lld", div);
-	if (out[0]) /* the leading comma goes */
-		memmove(out, out + 1, strlen(out));
-}
-
 const char replay_usage[] =
     "usage: memtap replay INPUT [--policy=P[,P...]] [--conf=K:V,...] [--capacity=SIZE]\n"
     "                     [--find-min-capacity] [--device=N] [--json]\n"
@@ -214,7 +185,7 @@ int cmd_replay(int argc, char **argv)
 	if (optind + 1 != argc)
 		die(EXIT_USAGE, "replay takes one input (see memtap replay --help)");
 	damaged = read_trace(argv[optind], &t);
-	job_conf(&t, job, sizeof job);
+	mt_sim_job_conf(&t, job, sizeof job);
 	list = strdup(policies);
 	for (char *save = NULL, *p = strtok_r(list, ",", &save); p; p = strtok_r(NULL, ",", &save)) {
 		if (nrows == sizeof rows / sizeof *rows || mt_cache_preset(&rows[nrows].cfg, p))

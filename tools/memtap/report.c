@@ -19,7 +19,7 @@
 
 const char report_usage[] =
     "usage: memtap report TRACE [--json] [--html FILE] [--top N] [--frames=all] [--iteration NAME]\n"
-    "                    [--leak-iterations K] [--plan 'SETUP']\n"
+    "                    [--leak-iterations K] [--plan 'SETUP'] [--gpu-mem SIZE|GPU]\n"
     "       memtap report TRACE TRACE... | DIRECTORY [--json] [--html FILE]   one row per rank, and the\n"
     "                 imbalance (a directory's .trace files, else its PyTorch snapshots, .pickle or\n"
     "                 .pkl: a rank from a file name such as rank3_memory_snapshot.pickle where the\n"
@@ -28,7 +28,8 @@ const char report_usage[] =
     "                 the ranks took of it, and which ranks had exited or died before\n"
     "Per device: the peak of allocated device memory and when it happened, the stacks live at\n"
     "the peak; what was live at exit, grouped by where in the code (the first frame of the\n"
-    "user's own code); out-of-memory events with their stacks. A stack reads as PyTorch's\n"
+    "user's own code); out-of-memory events with their stacks, and for each what to change so\n"
+    "that it fits: its cause, and changes with the peak each predicts. A stack reads as PyTorch's\n"
     "viewer shows it, less the plumbing: the Python frames first (innermost first, with\n"
     "file:line), then the operation; the recorder's, allocator's, dispatcher's and\n"
     "interpreter's frames are left out and long C++ names shortened.\n"
@@ -42,7 +43,10 @@ const char report_usage[] =
     "                          every memtap_mark, else the range repeating at the top of a thread)\n"
     "  --leak-iterations K     a leak grows at K boundaries in a row (default 3)\n"
     "  --plan 'SETUP'          add a capacity plan: the run's model and setup as memtap plan's\n"
-    "                          options; the composition at the peak calibrates it (docs/PLAN.md)\n"
+    "                          options; the composition at the peak calibrates it (docs/PLAN.md),\n"
+    "                          and what to change is then predicted for micro-batch, recomputation,\n"
+    "                          precision, offload, ZeRO and GPUs too\n"
+    "  --gpu-mem SIZE|GPU      also what to change where a device's peak is over this capacity\n"
     "Exit status: 0, or 3 when the trace was cut short or damaged (what it held is reported).\n";
 
 const char dump_usage[] = "usage: memtap dump TRACE [--json]\n"
@@ -66,6 +70,7 @@ const char *const frame_views[] = {"all", "view", NULL};
 
 static struct mt_report_options ropt;
 static const char *html_path, *plan_setup;
+static uint64_t target; /* --gpu-mem */
 static bool all_frames;
 
 static int parse_common(int argc, char **argv, const char *usage, bool *json, size_t *top)
@@ -77,6 +82,7 @@ static int parse_common(int argc, char **argv, const char *usage, bool *json, si
 						 {"leak-iterations", 1, 0, 'k'},
 						 {"html", 1, 0, 'H'},
 						 {"plan", 1, 0, 'P'},
+						 {"gpu-mem", 1, 0, 'G'},
 						 {"frames", 1, 0, 'F'},
 						 {0, 0, 0, 0}};
 	int c;
@@ -100,6 +106,9 @@ static int parse_common(int argc, char **argv, const char *usage, bool *json, si
 			break;
 		case 'P':
 			plan_setup = optarg;
+			break;
+		case 'G':
+			target = plan_gpu_mem(optarg);
 			break;
 		case 'F':
 			all_frames = choose(argv[0], "--frames", optarg, frame_views) == 0;
@@ -419,8 +428,8 @@ int cmd_report(int argc, char **argv)
 	if (argc - i > 1 || (stat(argv[i], &st) == 0 && S_ISDIR(st.st_mode))) {
 		char **paths = NULL;
 
-		if (plan_setup)
-			die(EXIT_USAGE, "--plan takes one trace");
+		if (plan_setup || target)
+			die(EXIT_USAGE, "--plan and --gpu-mem take one trace");
 		size_t n = 0;
 		int status;
 		for (int k = i; k < argc; k++)
@@ -437,6 +446,7 @@ int cmd_report(int argc, char **argv)
 	if (mt_report_build(&r, &t, &ropt))
 		die(1, "out of memory while reading %s", argv[i]);
 	r.plan = plan_setup ? &plan : NULL;
+	r.target = target;
 	r.all_frames = all_frames;
 	sym = mt_symbols_open(&t);
 	status = t.problem[0] ? EXIT_DAMAGED : 0;
@@ -468,8 +478,8 @@ int cmd_dump(int argc, char **argv)
 	size_t top = 0;
 	int i = parse_common(argc, argv, dump_usage, &json, &top);
 
-	if (html_path || plan_setup)
-		die(EXIT_USAGE, "--html and --plan are for memtap report");
+	if (html_path || plan_setup || target)
+		die(EXIT_USAGE, "--html, --plan and --gpu-mem are for memtap report");
 
 	if (argc - i != 1)
 		die(EXIT_USAGE, "one trace at a time (see --help)");

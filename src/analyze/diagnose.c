@@ -1,0 +1,393 @@
+/* What to change so that it fits (diagnose.h): the cause from the report's evidence, the
+ * changes from the allocator's replay, the leak scan and the calibrated planner. */
+#include "analyze/diagnose.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "analyze/plan_replay.h"
+#include "analyze/simulate.h"
+#include "core/array.h"
+
+const char *const mt_cause_names[MT_CAUSE_COUNT] = {"step", "optimizer_state", "growth", "fragmentation",
+						    "outside_allocator"};
+const char *const mt_fix_names[MT_FIX_COUNT] = {"allocator", "leak",	"micro_batch", "recompute",
+						"precision", "offload", "zero",	       "gpus"};
+
+/* The bytes the job could use: the capacity less what no hook saw. */
+static double room(const struct mt_diagnosis *g)
+{
+	return (double)(g->capacity > g->outside ? g->capacity - g->outside : 0);
+}
+
+static struct mt_remedy *add(struct mt_diagnosis *g, enum mt_fix kind, double allocated, double reserved,
+			     const char *cost, const char *how)
+{
+	struct mt_remedy *m;
+
+	if (g->nremedies == MT_REMEDIES)
+		return NULL;
+	m = &g->remedy[g->nremedies++];
+	*m = (struct mt_remedy){.kind = kind, .allocated = allocated, .reserved = reserved, .cost = cost, .how = how};
+	m->fits = reserved <= room(g);
+	return m;
+}
+
+/* ---- the cause ---- */
+
+/* The bytes the leaks on device d grew by, and the stack that grew most. */
+static uint64_t leaked(const struct mt_report *r, uint8_t d, uint32_t *stack)
+{
+	uint64_t bytes = 0, most = 0;
+
+	for (size_t i = 0; i < r->leaks.n; i++) {
+		const struct mt_leak *l = &r->leaks.items[i];
+		uint64_t grown = l->growth * l->iterations;
+		if (l->device != d)
+			continue;
+		bytes += grown;
+		if (grown > most)
+			most = grown, *stack = l->stack;
+	}
+	return bytes;
+}
+
+static void judge(struct mt_diagnosis *g, const struct mt_report *r, const struct mt_frag_oom *fo)
+{
+	double live = (double)(g->allocated + g->request), space = room(g);
+	uint64_t optimizer = g->composition[MT_TAG_OPTIMIZER], leak = leaked(r, g->device, &g->cause_stack);
+
+	if (leak && live - (double)leak <= space)
+		g->cause = MT_CAUSE_GROWTH, g->cause_bytes = leak;
+	else if (fo && fo->fits == 1)
+		g->cause = MT_CAUSE_FRAGMENTATION, g->cause_bytes = fo->state.reserved - fo->state.allocated;
+	else if (!g->peak && g->outside >= g->request && g->outside * 20 > g->capacity)
+		g->cause = MT_CAUSE_OUTSIDE, g->cause_bytes = g->outside;
+	else if (!g->peak && optimizer && g->boundaries <= 2 && live - (double)optimizer <= space)
+		g->cause = MT_CAUSE_OPTIMIZER, g->cause_bytes = optimizer;
+	else
+		g->cause = MT_CAUSE_STEP;
+}
+
+/* ---- allocator settings, by replaying the recorded allocations ---- */
+
+static const struct {
+	const char *conf, *cost;
+} settings[] = {
+    {"expandable_segments:True",
+     "none in one process; memory shared with another process through CUDA IPC cannot come from expandable segments"},
+    {"max_split_size_mb:512", "large cached blocks are no longer split: more of them go back to the device"},
+};
+
+/* One replay of the allocations before the failure and the failed request last, with the
+ * job's own settings (`job`) and then `conf`, at the job's room: 0 or an errno. */
+static int replay(const struct mt_sim_input *in, const char *job, const char *conf, double space,
+		  struct mt_sim_result *res)
+{
+	struct mt_cache_config c;
+	const char *bad;
+
+	if (mt_cache_preset(&c, "native") || (job[0] && mt_cache_configure(&c, job, &bad)) ||
+	    (conf && mt_cache_configure(&c, conf, &bad)))
+		return EINVAL;
+	return mt_sim_run(in, &c, (uint64_t)space, res);
+}
+
+static int allocator_remedies(struct mt_diagnosis *g, const struct mt_report *r)
+{
+	struct mt_trace cut = *r->trace;
+	struct mt_sim_input in;
+	struct mt_sim_result res;
+	char job[128];
+	size_t cap;
+	int err;
+
+	mt_sim_job_conf(r->trace, job, sizeof job);
+	cut.nevents = g->event; /* what came before the failure */
+	if ((err = mt_sim_input(&cut, g->device, &in)))
+		return err;
+	cap = in.nops;
+	if (!in.blocks) {
+		g->replay = "the job's allocations are not a caching allocator's blocks";
+	} else if ((err = mt_grow((void **)&in.ops, &cap, in.nops, sizeof *in.ops)) == 0) {
+		in.ops[in.nops++] = (struct mt_sim_op){.size = g->request};
+		if ((err = replay(&in, job, NULL, room(g), &res)) == 0 && !res.ooms)
+			g->replay = "the replay of the recorded allocations does not fail where the job did";
+		for (size_t i = 0; i < sizeof settings / sizeof *settings && !err && !g->replay; i++) {
+			struct mt_remedy *m;
+			if (strstr(job, settings[i].conf)) /* the job's already */
+				continue;
+			if ((err = replay(&in, job, settings[i].conf, room(g), &res)))
+				break;
+			m = add(g, MT_FIX_ALLOCATOR, (double)res.peak_allocated, (double)res.stats.peak_reserved,
+				settings[i].cost, "replayed");
+			if (m) {
+				m->fits = m->fits && !res.ooms;
+				snprintf(m->change, sizeof m->change, "PYTORCH_CUDA_ALLOC_CONF=%s%s%s", job,
+					 job[0] ? "," : "", settings[i].conf);
+				snprintf(m->options, sizeof m->options, "%s", settings[i].conf);
+			}
+		}
+	}
+	mt_sim_input_free(&in);
+	return err == EINVAL ? 0 : err;
+}
+
+/* ---- the training setup, by the calibrated planner ---- */
+
+struct planner {
+	const struct mt_plan_config *run;
+	struct mt_plan_scale scale;
+	bool cached;  /* the job had a caching allocator: its cache is added */
+	double cache; /* ... as measured at the peak, where the step cannot be replayed */
+};
+
+/* The setup `w` planned: false when it is not a setup the planner takes, or when its
+ * allocated bytes alone are over `bound` (the cache's replay is then not run). */
+static bool plan(const struct planner *p, struct mt_plan_config w, double bound, double *allocated, double *reserved)
+{
+	struct mt_plan est;
+	struct mt_plan_replay rp;
+
+	if (mt_plan_check(&w))
+		return false;
+	mt_plan_compute(&w, &p->scale, &est);
+	*allocated = *reserved = est.total;
+	if (est.total > bound)
+		return false;
+	if (p->cached)
+		*reserved += mt_plan_replay(&w, 0, &rp) ? p->cache : (double)(rp.peak_reserved - rp.peak_allocated);
+	return true;
+}
+
+/* Whether `w` fits the room, with its cache. */
+static bool fits(const struct mt_diagnosis *g, const struct planner *p, const struct mt_plan_config *w)
+{
+	double allocated, reserved;
+
+	return plan(p, *w, room(g), &allocated, &reserved) && reserved <= room(g);
+}
+
+static struct mt_remedy *try(struct mt_diagnosis *g, const struct planner *p, const struct mt_plan_config *w,
+			     enum mt_fix kind, const char *cost)
+{
+	double allocated, reserved;
+
+	if (!plan(p, *w, INFINITY, &allocated, &reserved))
+		return NULL;
+	return add(g, kind, allocated, reserved, cost, "planned");
+}
+
+static void micro_batch(struct mt_diagnosis *g, const struct planner *p)
+{
+	const struct mt_plan_config *c = p->run;
+	struct mt_plan_config w = *c;
+	uint64_t m = c->micro_batch;
+
+	if (!c->layers || !c->seq || m < 2)
+		return;
+	/* the largest divisor of the micro-batch that fits keeps the global batch whole */
+	while (--m > 1 && !(c->micro_batch % m == 0 && (w.micro_batch = m, fits(g, p, &w))))
+		;
+	w.micro_batch = m;
+	struct mt_remedy *x =
+	    try(g, p, &w, MT_FIX_MICRO_BATCH, "more, smaller passes per batch: a little less throughput");
+	if (x) {
+		snprintf(
+		    x->change, sizeof x->change,
+		    "micro-batch %llu instead of %llu, gradients accumulated over %llu of them (the same global batch)",
+		    (unsigned long long)m, (unsigned long long)c->micro_batch,
+		    (unsigned long long)(c->micro_batch / m));
+		snprintf(x->options, sizeof x->options, "--micro-batch %llu", (unsigned long long)m);
+	}
+}
+
+static void setup_remedies(struct mt_diagnosis *g, const struct planner *p, double dp)
+{
+	const struct mt_plan_config *c = p->run;
+	struct mt_plan_config w;
+	struct mt_remedy *x;
+
+	micro_batch(g, p);
+	for (int k = MT_RECOMPUTE_SELECTIVE; k <= MT_RECOMPUTE_FULL && c->layers && c->seq; k++) {
+		if ((int)c->recompute >= k && c->recompute != MT_RECOMPUTE_OP)
+			continue;
+		w = *c, w.recompute = (enum mt_recompute)k;
+		if ((x = try(g, p, &w, MT_FIX_RECOMPUTE,
+			     k == MT_RECOMPUTE_FULL
+				 ? "each layer's forward run again in backward: about one more forward"
+				 : "the attention's core recomputed in backward: a few percent more "
+				   "compute"))) {
+			snprintf(x->change, sizeof x->change, "%s activation recomputation (checkpointing)",
+				 mt_plan_recompute_names[k]);
+			snprintf(x->options, sizeof x->options, "--recompute %s", mt_plan_recompute_names[k]);
+		}
+	}
+	if (c->precision == MT_FP32) {
+		w = *c, w.precision = MT_MIXED16;
+		if ((x = try(
+			 g, p, &w, MT_FIX_PRECISION,
+			 "16-bit values and matrix multiplies (bf16 keeps fp32's range; fp16 needs loss scaling)"))) {
+			snprintf(x->change, sizeof x->change, "bf16 with fp32 master weights");
+			snprintf(x->options, sizeof x->options, "--precision bf16");
+		}
+	}
+	if (c->offload_optimizer == MT_OFFLOAD_NONE && c->optimizer != MT_NO_OPTIMIZER && c->optimizer != MT_SGD) {
+		w = *c, w.offload_optimizer = MT_OFFLOAD_CPU, w.zero = c->zero ? c->zero : 1;
+		if ((x = try(g, p, &w, MT_FIX_OFFLOAD,
+			     "the optimizer's step on the CPU: its state in host memory, the gradients and parameters "
+			     "over PCIe every step"))) {
+			snprintf(x->change, sizeof x->change,
+				 "the optimizer's state offloaded to the CPU (DeepSpeed ZeRO-%d)", w.zero);
+			snprintf(x->options, sizeof x->options, "--zero %d --offload-optimizer cpu", w.zero);
+		}
+	}
+	for (int z = c->zero + 1; z <= 3 && dp > 1 && !c->fsdp; z++) {
+		w = *c, w.zero = z;
+		if ((x = try(g, p, &w, MT_FIX_ZERO,
+			     z == 3
+				 ? "the parameters gathered for every layer's forward and backward: more communication"
+				 : "the gradients reduce-scattered instead of all-reduced"))) {
+			snprintf(x->change, sizeof x->change, "ZeRO stage %d over the %.0f data-parallel GPUs", z, dp);
+			snprintf(x->options, sizeof x->options, "--zero %d", z);
+			if (x->fits)
+				break;
+		}
+	}
+	/* more GPUs: the fewest, with every state sharded, that fit */
+	w = *c, w.zero = c->fsdp ? c->zero : 3;
+	uint64_t step = c->tp * c->pp * (c->cp ? c->cp : 1), have = c->nodes * c->gpus_per_node;
+	for (uint64_t n = have + step; n <= 65536; n += step) {
+		w.nodes = 1, w.gpus_per_node = n;
+		if (!fits(g, p, &w))
+			continue;
+		if ((x = try(g, p, &w, MT_FIX_GPUS, "more GPUs"))) {
+			snprintf(x->change, sizeof x->change, "%llu GPUs with %s", (unsigned long long)n,
+				 c->fsdp ? "FSDP" : "ZeRO stage 3");
+			snprintf(x->options, sizeof x->options, "--zero %d --gpus-per-node %llu", w.zero,
+				 (unsigned long long)n);
+		}
+		break;
+	}
+}
+
+/* The planner at the run's own setting, calibrated on the measured composition at the
+ * device's peak. Where the step had not finished, what it had not made yet (measured
+ * below the model) is the model's. */
+static void planned(struct mt_diagnosis *g, const struct mt_report *r)
+{
+	double measured[MT_PLAN_COMPONENTS], other;
+	struct mt_plan est;
+	struct planner p = {.run = r->plan};
+
+	if (!r->plan || !mt_report_components(g->measured, g->measured_total, measured, &other))
+		return;
+	mt_plan_compute(r->plan, NULL, &est);
+	for (int j = MT_PLAN_GRADS; j < MT_PLAN_COMPONENTS && !g->step_finished; j++)
+		if (measured[j] < est.bytes[j])
+			measured[j] = 0; /* the model's, whole */
+	mt_plan_calibrate(r->plan, measured, other, &p.scale);
+	mt_plan_compute(r->plan, &p.scale, &est);
+	p.cached = g->reserved > 0;
+	p.cache = (double)mt_report_cache(r, g->device);
+	g->planned = true;
+	if (!g->step_finished && est.total > g->need)
+		g->need = est.total, g->need_estimated = true;
+	if (g->cause != MT_CAUSE_GROWTH)
+		setup_remedies(g, &p, (double)est.dp);
+}
+
+/* ---- each failure, each peak over the target ---- */
+
+static int diagnose(struct mt_diagnosis *g, const struct mt_report *r, const struct mt_frag_oom *fo)
+{
+	int err = 0;
+
+	g->need = (double)(g->allocated + g->request);
+	judge(g, r, fo);
+	if (g->cause == MT_CAUSE_GROWTH) {
+		struct mt_remedy *m =
+		    add(g, MT_FIX_LEAK, g->need - (double)g->cause_bytes, g->need - (double)g->cause_bytes,
+			"a change to the code that keeps it", "the leak's growth across iterations given back");
+		if (m) {
+			m->stack = g->cause_stack;
+			snprintf(m->change, sizeof m->change,
+				 "stop keeping what grows every iteration (the stack above)");
+		}
+	}
+	if (!g->peak && g->reserved && g->cause != MT_CAUSE_GROWTH)
+		err = allocator_remedies(g, r);
+	planned(g, r);
+	return err;
+}
+
+int mt_diagnose(const struct mt_report *r, struct mt_diagnosis **out, size_t *n)
+{
+	const struct mt_trace *t = r->trace;
+	size_t cap = 0;
+	int err = 0;
+
+	*out = NULL, *n = 0;
+	for (size_t k = 0; k < r->noom && !err; k++) {
+		const struct mt_oom *o = &r->oom[k];
+		const struct mt_event *ev = &t->events[o->event];
+		const struct mt_frag_oom *fo = mt_fragment_oom(&r->frag, o->event);
+		/* what memtap saw held on the device: the live allocations, the segments whole */
+		uint64_t seen = o->allocated + (fo ? fo->state.reserved - fo->state.allocated : 0);
+		struct mt_diagnosis *g;
+		if (ev->error != 2 || ev->device == MT_NO_DEVICE)
+			continue; /* not out of memory */
+		if (mt_grow((void **)out, &cap, *n, sizeof **out))
+			return ENOMEM;
+		g = &(*out)[(*n)++];
+		*g = (struct mt_diagnosis){.event = o->event,
+					   .device = ev->device,
+					   /* a snapshot's failure says only what was free */
+					   .capacity = ev->aux2	 ? ev->aux2
+						       : ev->aux ? seen + ev->aux
+								 : r->end.dev[ev->device].capacity,
+					   .request = ev->size,
+					   .allocated = o->allocated,
+					   .reserved = fo ? fo->state.reserved : 0,
+					   .composition = o->composition,
+					   .measured = o->composition,
+					   .measured_total = o->allocated,
+					   .boundaries = o->iterations};
+		g->step_finished = o->composition[MT_TAG_OPTIMIZER] > 0 || o->iterations >= 2;
+		if (g->step_finished && o->before)
+			g->measured = o->before_composition, g->measured_total = o->before;
+		if (ev->aux2 && ev->aux2 - ev->aux > seen) /* what the driver said was used, less what memtap saw */
+			g->outside = ev->aux2 - ev->aux - seen;
+		err = diagnose(g, r, fo);
+	}
+	for (int d = 0; d < MT_MAX_DEVICES && r->target && !err; d++) {
+		const struct mt_device_state *s = &r->end.dev[d];
+		struct mt_diagnosis *g;
+		uint64_t held = s->reserved_at_peak > s->peak ? s->reserved_at_peak : s->peak;
+		if (!s->peak || held <= r->target)
+			continue;
+		if (mt_grow((void **)out, &cap, *n, sizeof **out))
+			return ENOMEM;
+		g = &(*out)[(*n)++];
+		*g = (struct mt_diagnosis){.event = s->peak_event,
+					   .peak = true,
+					   .device = (uint8_t)d,
+					   .capacity = r->target,
+					   .allocated = s->peak,
+					   .reserved = s->reserved_at_peak,
+					   .composition = r->composition[d],
+					   .measured = r->composition[d],
+					   .measured_total = s->peak,
+					   .boundaries = r->leaks.boundaries,
+					   .step_finished = true};
+		err = diagnose(g, r, NULL);
+	}
+	if (err) {
+		free(*out);
+		*out = NULL, *n = 0;
+	}
+	return err;
+}

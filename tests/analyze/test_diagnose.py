@@ -1,0 +1,181 @@
+"""memtap report's "what to change so that it fits", in a closed loop on simtrain: a job
+runs out of memory under a cap; the report names the cause; each change it lists that
+simtrain can make is made, and the job runs again under the same cap: where the report
+said it fits, it runs through with its peak allocated within 5% of the prediction and
+reserved within 10%; where it said it does not, it fails again."""
+import json
+import os
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.join(os.environ["MT_SRCDIR"], "tests"))
+from tap import done, ok, scratch  # noqa: E402
+
+B = os.environ["MT_BUILDDIR"]
+MEMTAP = os.path.join(B, "tools/memtap/memtap")
+SIMTRAIN = os.path.join(B, "tools/simtrain/simtrain")
+CAP = os.path.join(os.environ["MT_SRCDIR"], "lua/cap.lua")
+ENV = dict(os.environ, LD_LIBRARY_PATH=os.path.join(B, "tools/simgpu/.libs"), SIMGPU_MEM="80GiB")
+TMP = scratch("diagnose")
+GiB = 2**30
+GPT2 = ["--preset", "gpt2-small"]
+# the same model and setup for the planner (report --plan)
+PLAN = "--layers 12 --hidden 768 --heads 12 --ffn 3072 --vocab 50257 --seq 1024 --micro-batch 8 --optimizer adamw"
+runs = 0
+
+
+def job(cap, args, caching=None, iters=3, context="0"):
+    """simtrain under memtap with the cap; returns (failed, trace, report's JSON, the peak
+    its caching allocator reserved)."""
+    global runs
+    runs += 1
+    trace = os.path.join(TMP, "job%d.trace" % runs)
+    cmd = [MEMTAP, "run", "-q", "-o", trace, "--policy", CAP]
+    if caching is not None:
+        cmd += ["--allocator", "caching", "-O", "alloc_policy=native"]
+        cmd += ["-O", "alloc_conf=" + caching] if caching else []
+    p = subprocess.run(cmd + ["--", SIMTRAIN] + GPT2 + ["--iters", str(iters)] + args, capture_output=True,
+                       text=True, env=dict(ENV, MEMTAP_CAP=cap, SIMGPU_CONTEXT_MEM=context), timeout=300)
+    rep = json.loads(subprocess.run([MEMTAP, "report", "--json", trace], capture_output=True, text=True).stdout)
+    return p.returncode != 0, trace, rep, rep["devices"][0]["peak_reserved_bytes"]
+
+
+def diagnosis(trace, plan=PLAN, extra=()):
+    p = subprocess.run([MEMTAP, "report", "--json", trace] + (["--plan", plan] if plan else []) + list(extra),
+                       capture_output=True, text=True)
+    return json.loads(p.stdout)["diagnosis"] if p.returncode == 0 else p.stderr
+
+
+def simtrain_args(remedy, args):
+    """The change as simtrain's options, over the run's own; None where simtrain cannot make it."""
+    words = remedy["options"].split()
+    out = list(args)
+    if remedy["kind"] == "allocator":
+        return None
+    for flag, value in zip(words[::2], words[1::2]):
+        key = {"--micro-batch": "--batch", "--recompute": "--recompute", "--precision": "--precision",
+               "--zero": "--zero", "--gpus-per-node": "--dp"}.get(flag)
+        if not key:
+            return None
+        if key in out:
+            del out[out.index(key):out.index(key) + 2]
+        out += [key, value]
+    return out
+
+
+def close_loop(name, cap, args, d, caching=None, context="0"):
+    """Each change simtrain can make, made: 'fits' right, the peaks as predicted."""
+    tried = 0
+    for m in d["remedies"]:
+        again = simtrain_args(m, args) if m["kind"] != "leak" else [a for a in args if a not in ("--leak", "300M")]
+        conf = caching
+        if m["kind"] == "allocator":
+            again, conf = args, m["options"]
+        if again is None:
+            continue
+        tried += 1
+        failed, _, rep, reserved = job(cap, again, conf, iters=10 if m["kind"] == "leak" else 3, context=context)
+        peak = rep["devices"][0]["peak_allocated_bytes"]
+        if not m["fits"]:
+            ok(failed, "%s: %s said not to fit, and does not" % (name, m["change"]), (m, peak))
+            continue
+        said = "%s: %s fits as said, peak %.2f GiB allocated (predicted %.2f)" % (
+            name, m["change"], peak / GiB, m["allocated_bytes"] / GiB)
+        close = abs(peak - m["allocated_bytes"]) <= 0.05 * peak
+        if reserved:  # a caching allocator's
+            close = close and abs(reserved - m["reserved_bytes"]) <= 0.10 * reserved
+            said += ", %.2f GiB reserved (predicted %.2f)" % (reserved / GiB, m["reserved_bytes"] / GiB)
+        ok(not failed and close, said, (m, peak, reserved, failed))
+    return tried
+
+
+# ---- the step is bigger than the device, in the first iteration ----
+failed, trace, rep, _ = job("10GiB", [])
+truth = job("80GiB", [])[2]["devices"][0]["peak_allocated_bytes"]
+d = diagnosis(trace)
+d = d[0] if isinstance(d, list) and len(d) == 1 else {}
+ok(failed and d.get("cause") == "step" and not d["step_finished"] and d["need"] == "estimated"
+   and abs(d["need_bytes"] - truth) <= 0.05 * truth,
+   "an OOM in iteration 1 of gpt2-small on 10 GiB: the step is too big, its whole need estimated within 5%% "
+   "(%.2f GiB, the uncapped run %.2f GiB)" % (d.get("need_bytes", 0) / GiB, truth / GiB), d)
+kinds = {m["kind"] for m in d.get("remedies", []) if m["fits"]}
+ok({"micro_batch", "recompute"} <= kinds and [m["kind"] for m in d["remedies"]] == sorted(
+    [m["kind"] for m in d["remedies"]], key=["allocator", "leak", "micro_batch", "recompute", "precision",
+                                           "offload", "zero", "gpus"].index),
+   "...the changes that fit: a smaller micro-batch and recomputation, cheapest first", d.get("remedies"))
+ok(close_loop("iteration 1", "10GiB", [], d) >= 3, "...each made, three at least")
+text = subprocess.run([MEMTAP, "report", trace, "--plan", PLAN], capture_output=True, text=True).stdout
+ok("the training step needs more than the device" in text and "micro-batch 4 instead of 8" in text,
+   "the text says the cause and the change", text.split("what to change")[-1])
+plain = diagnosis(trace, plan=None)
+text = subprocess.run([MEMTAP, "report", trace], capture_output=True, text=True).stdout
+ok(plain and plain[0]["cause"] == "step" and plain[0]["need"] == "at_least" and not plain[0]["remedies"]
+   and "give the model and the run's setup" in text,
+   "without the model: the cause, a lower bound of the need, and what memtap needs to say more", plain)
+
+# ---- the optimizer's state, made at the first step, leaves the second no room ----
+failed, trace, rep, _ = job("12GiB", [])
+d = diagnosis(trace)
+d = d[0] if isinstance(d, list) and d else {}
+ok(failed and d.get("cause") == "optimizer_state" and d["step_finished"]
+   and abs(d["cause_bytes"] - 1493277696) < 2**20,
+   "an OOM in iteration 2 on 12 GiB: the optimizer's state (1.39 GiB) made at the first step", d)
+close_loop("the optimizer's state", "12GiB", [], d)
+
+# ---- data-parallel ranks without ZeRO: sharding is a change ----
+dp = ["--zero", "0", "--dp", "4"]
+failed, trace, rep, _ = job("12GiB", dp)
+d = diagnosis(trace, PLAN + " --gpus-per-node 4")
+d = d[0] if isinstance(d, list) and d else {}
+zero = [m for m in d.get("remedies", []) if m["kind"] == "zero"]
+ok(failed and zero, "one of 4 data-parallel ranks: ZeRO is among the changes", d)
+close_loop("4 ranks", "12GiB", dp, d)
+
+# ---- fp32: 16-bit is a change ----
+fp32 = ["--precision", "fp32"]
+failed, trace, rep, _ = job("16GiB", fp32)
+d = diagnosis(trace, PLAN + " --precision fp32")
+d = d[0] if isinstance(d, list) and d else {}
+ok(failed and any(m["kind"] == "precision" and m["fits"] for m in d.get("remedies", [])),
+   "an fp32 run: bf16 is among the changes that fit", d)
+close_loop("fp32", "16GiB", fp32, d)
+
+# ---- a leak ----
+leak = ["--leak", "300M"]
+failed, trace, rep, _ = job("14GiB", leak, iters=10)
+d = diagnosis(trace)
+d = d[0] if isinstance(d, list) and d else {}
+ok(failed and d.get("cause") == "growth" and "stash_debug_tensor" in json.dumps(rep["leaks"])
+   and [m["kind"] for m in d["remedies"]] == ["leak"],
+   "a 300 MiB leak per iteration on 14 GiB: growth, and giving it back is the change", d)
+close_loop("the leak", "14GiB", leak, d)
+
+# ---- memory no hook saw: a 3 GiB context ----
+failed, trace, rep, _ = job("12GiB", [], context="3GiB")
+d = diagnosis(trace)
+d = d[0] if isinstance(d, list) and d else {}
+ok(failed and d.get("cause") == "outside_allocator" and abs(d["outside_bytes"] - 3 * GiB) < 2**20,
+   "a 3 GiB CUDA context under a 12 GiB cap: memory outside what memtap saw, 3 GiB", d)
+close_loop("a 3 GiB context", "12GiB", [], d, context="3GiB")
+
+# ---- fragmentation, under PyTorch's allocator (memtap's, native policy) ----
+failed, trace, rep, _ = job("13GiB", [], caching="")
+d = diagnosis(trace)
+d = d[0] if isinstance(d, list) and d else {}
+alloc = [m for m in d.get("remedies", []) if m["kind"] == "allocator"]
+ok(failed and d.get("cause") == "fragmentation" and any(m["fits"] for m in alloc)
+   and any(not m["fits"] for m in alloc),
+   "an OOM with the request free in segments but not in one block: fragmentation; expandable segments fit, "
+   "max_split_size does not", d)
+close_loop("fragmentation", "13GiB", [], d, caching="")
+
+# ---- the peak against a capacity (--gpu-mem), no failure ----
+failed, trace, rep, _ = job("80GiB", [])
+d = diagnosis(trace, PLAN, ["--gpu-mem", "10GiB"])
+ok(not failed and len(d) == 1 and d[0]["of"] == "peak" and d[0]["cause"] == "step"
+   and any(m["fits"] for m in d[0]["remedies"]),
+   "--gpu-mem 10GiB: the peak of a run that fitted 80 GiB, diagnosed against 10 GiB", d)
+close_loop("--gpu-mem", "10GiB", [], d[0] if d else {"remedies": []})
+ok(diagnosis(trace, PLAN, ["--gpu-mem", "20GiB"]) == [], "...and nothing under a capacity it fits in")
+
+done()
