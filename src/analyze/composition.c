@@ -932,3 +932,15 @@ size_t *mt_composition_optimizer_steps(const struct mt_trace *t, size_t *n)
 	free(p.said);
 	return idx ? idx : malloc(sizeof *idx);
 }
+
+bool mt_composition_loads(const struct mt_trace *t, uint32_t stack)
+{
+	char fn[512], file[1024];
+	int line;
+
+	for (uint32_t i = 0; stack && stack < t->nstacks && i < t->stacks[stack].depth; i++)
+		if (names(t, t->stacks[stack].frames[i], fn, sizeof fn, file, sizeof file, &line) &&
+		    (in_file(file, "torch/serialization.py") || in_file(file, "safetensors/")))
+			return true;
+	return false;
+}

@@ -62,5 +62,8 @@ void mt_composition_free(struct mt_composition *c);
  * optimizer's step after allocations that said another phase (event indices, malloc'd;
  * *n of them). NULL: out of memory. */
 size_t *mt_composition_optimizer_steps(const struct mt_trace *t, size_t *n);
+/* Whether a stack's frames load a checkpoint onto the device: torch.load (torch/serialization.py),
+ * safetensors' loaders. */
+bool mt_composition_loads(const struct mt_trace *t, uint32_t stack);
 
 #endif

@@ -12,10 +12,25 @@
 #include "analyze/simulate.h"
 #include "core/array.h"
 
-const char *const mt_cause_names[MT_CAUSE_COUNT] = {"step", "optimizer_state", "growth", "fragmentation",
-						    "outside_allocator"};
-const char *const mt_fix_names[MT_FIX_COUNT] = {"allocator", "leak",	"micro_batch", "recompute",
-						"precision", "offload", "zero",	       "gpus"};
+const char *const mt_cause_names[MT_CAUSE_COUNT] = {[MT_CAUSE_STEP] = "step",
+						    [MT_CAUSE_OPTIMIZER] = "optimizer_state",
+						    [MT_CAUSE_GROWTH] = "growth",
+						    [MT_CAUSE_CHECKPOINT] = "checkpoint",
+						    [MT_CAUSE_FRAGMENTATION] = "fragmentation",
+						    [MT_CAUSE_CACHE] = "cache",
+						    [MT_CAUSE_OUTSIDE] = "outside_allocator"};
+const char *const mt_cause_words[MT_CAUSE_COUNT] = {
+    [MT_CAUSE_STEP] = "the step needs more than the device",
+    [MT_CAUSE_OPTIMIZER] = "the optimizer's state, made at the first step, leaves the next no room",
+    [MT_CAUSE_GROWTH] = "memory grew across iterations",
+    [MT_CAUSE_CHECKPOINT] = "a checkpoint loaded onto the device beside the model",
+    [MT_CAUSE_FRAGMENTATION] = "fragmentation",
+    [MT_CAUSE_CACHE] = "the allocator's cache",
+    [MT_CAUSE_OUTSIDE] = "memory outside what memtap saw"};
+const char *const mt_fix_names[MT_FIX_COUNT] = {
+    [MT_FIX_ALLOCATOR] = "allocator",	  [MT_FIX_LEAK] = "leak",	    [MT_FIX_CHECKPOINT] = "checkpoint",
+    [MT_FIX_MICRO_BATCH] = "micro_batch", [MT_FIX_RECOMPUTE] = "recompute", [MT_FIX_PRECISION] = "precision",
+    [MT_FIX_OFFLOAD] = "offload",	  [MT_FIX_ZERO] = "zero",	    [MT_FIX_GPUS] = "gpus"};
 
 /* The bytes the job could use: the capacity less what no hook saw. */
 static double room(const struct mt_diagnosis *g)
@@ -55,18 +70,28 @@ static uint64_t leaked(const struct mt_report *r, uint8_t d, uint32_t *stack)
 	return bytes;
 }
 
-static void judge(struct mt_diagnosis *g, const struct mt_report *r, const struct mt_frag_oom *fo)
+/* The first cause that holds. The bytes of a leak, a checkpoint or the optimizer's state
+ * are the cause only where the live bytes and the request were more than the room and
+ * would have fit without them; where they were not more, the room was there but not
+ * usable (fragmentation) or not the job's (outside). */
+static void judge(struct mt_diagnosis *g, const struct mt_report *r, const struct mt_oom *o,
+		  const struct mt_frag_oom *fo)
 {
 	double live = (double)(g->allocated + g->request), space = room(g);
 	uint64_t optimizer = g->composition[MT_TAG_OPTIMIZER], leak = leaked(r, g->device, &g->cause_stack);
+	bool over = live > space;
 
-	if (leak && live - (double)leak <= space)
+	if (over && leak && live - (double)leak <= space)
 		g->cause = MT_CAUSE_GROWTH, g->cause_bytes = leak;
+	else if (over && o && o->loaded && live - (double)o->loaded <= space)
+		g->cause = MT_CAUSE_CHECKPOINT, g->cause_bytes = o->loaded, g->cause_stack = o->loaded_stack;
 	else if (fo && fo->fits == 1)
 		g->cause = MT_CAUSE_FRAGMENTATION, g->cause_bytes = fo->state.reserved - fo->state.allocated;
+	else if (g->peak && !over)
+		g->cause = MT_CAUSE_CACHE, g->cause_bytes = g->reserved - g->allocated;
 	else if (!g->peak && g->outside >= g->request && g->outside * 20 > g->capacity)
 		g->cause = MT_CAUSE_OUTSIDE, g->cause_bytes = g->outside;
-	else if (!g->peak && optimizer && g->boundaries <= 2 && live - (double)optimizer <= space)
+	else if (over && !g->peak && optimizer && g->boundaries <= 2 && live - (double)optimizer <= space)
 		g->cause = MT_CAUSE_OPTIMIZER, g->cause_bytes = optimizer;
 	else
 		g->cause = MT_CAUSE_STEP;
@@ -82,8 +107,8 @@ static const struct {
     {"max_split_size_mb:512", "large cached blocks are no longer split: more of them go back to the device"},
 };
 
-/* One replay of the allocations before the failure and the failed request last, with the
- * job's own settings (`job`) and then `conf`, at the job's room: 0 or an errno. */
+/* One replay of what the job allocated, with the job's own settings (`job`) and then
+ * `conf`, on a device of `space` bytes (0: unbounded): 0 or an errno. */
 static int replay(const struct mt_sim_input *in, const char *job, const char *conf, double space,
 		  struct mt_sim_result *res)
 {
@@ -96,42 +121,63 @@ static int replay(const struct mt_sim_input *in, const char *job, const char *co
 	return mt_sim_run(in, &c, (uint64_t)space, res);
 }
 
+/* Allocator settings, each replayed on the recorded allocations in the job's room: up
+ * to a failure and its request, or the whole trace for a peak. Where the job's own
+ * settings already serve them all, a failure's replay is not faithful (nothing is
+ * offered), and a peak's says the allocator would free its cache and fit as it is. A
+ * setting that fails says the reserve it would need without a limit. */
 static int allocator_remedies(struct mt_diagnosis *g, const struct mt_report *r)
 {
 	struct mt_trace cut = *r->trace;
 	struct mt_sim_input in;
 	struct mt_sim_result res;
+	struct mt_remedy *m;
 	char job[128];
 	size_t cap;
 	int err;
 
 	mt_sim_job_conf(r->trace, job, sizeof job);
-	cut.nevents = g->event; /* what came before the failure */
+	if (!g->peak)
+		cut.nevents = g->event; /* what came before the failure */
 	if ((err = mt_sim_input(&cut, g->device, &in)))
 		return err;
 	cap = in.nops;
 	if (!in.blocks) {
 		g->replay = "the job's allocations are not a caching allocator's blocks";
-	} else if ((err = mt_grow((void **)&in.ops, &cap, in.nops, sizeof *in.ops)) == 0) {
-		in.ops[in.nops++] = (struct mt_sim_op){.size = g->request};
-		if ((err = replay(&in, job, NULL, room(g), &res)) == 0 && !res.ooms)
-			g->replay = "the replay of the recorded allocations does not fail where the job did";
-		for (size_t i = 0; i < sizeof settings / sizeof *settings && !err && !g->replay; i++) {
-			struct mt_remedy *m;
-			if (strstr(job, settings[i].conf)) /* the job's already */
-				continue;
-			if ((err = replay(&in, job, settings[i].conf, room(g), &res)))
-				break;
-			m = add(g, MT_FIX_ALLOCATOR, (double)res.peak_allocated, (double)res.stats.peak_reserved,
-				settings[i].cost, "replayed");
-			if (m) {
-				m->fits = m->fits && !res.ooms;
-				snprintf(m->change, sizeof m->change, "PYTORCH_CUDA_ALLOC_CONF=%s%s%s", job,
-					 job[0] ? "," : "", settings[i].conf);
-				snprintf(m->options, sizeof m->options, "%s", settings[i].conf);
-			}
-		}
+		goto out;
 	}
+	if (!g->peak && (err = mt_grow((void **)&in.ops, &cap, in.nops, sizeof *in.ops)))
+		goto out;
+	if (!g->peak)
+		in.ops[in.nops++] = (struct mt_sim_op){.size = g->request};
+	if ((err = replay(&in, job, NULL, room(g), &res)))
+		goto out;
+	if (!res.ooms && !g->peak) {
+		g->replay = "the replay of the recorded allocations does not fail where the job did";
+	} else if (!res.ooms) {
+		if ((m = add(g, MT_FIX_ALLOCATOR, (double)res.peak_allocated, (double)res.stats.peak_reserved, "none",
+			     "replayed")))
+			snprintf(m->change, sizeof m->change,
+				 "nothing: at this capacity the allocator frees its cache and retries, and every "
+				 "allocation is served");
+		goto out;
+	}
+	for (size_t i = 0; i < sizeof settings / sizeof *settings && !err && !g->replay; i++) {
+		if (strstr(job, settings[i].conf)) /* the job's already */
+			continue;
+		if ((err = replay(&in, job, settings[i].conf, room(g), &res)))
+			break;
+		if (!(m = add(g, MT_FIX_ALLOCATOR, (double)res.peak_allocated, (double)res.stats.peak_reserved,
+			      settings[i].cost, "replayed")))
+			continue;
+		if (res.ooms && !(err = replay(&in, job, settings[i].conf, 0, &res))) /* what it would need */
+			m->reserved = (double)res.stats.peak_reserved;
+		m->fits = m->reserved <= room(g) && !res.ooms;
+		snprintf(m->change, sizeof m->change, "PYTORCH_CUDA_ALLOC_CONF=%s%s%s", job, job[0] ? "," : "",
+			 settings[i].conf);
+		snprintf(m->options, sizeof m->options, "%s", settings[i].conf);
+	}
+out:
 	mt_sim_input_free(&in);
 	return err == EINVAL ? 0 : err;
 }
@@ -302,23 +348,30 @@ static void planned(struct mt_diagnosis *g, const struct mt_report *r)
 
 /* ---- each failure, each peak over the target ---- */
 
-static int diagnose(struct mt_diagnosis *g, const struct mt_report *r, const struct mt_frag_oom *fo)
+static int diagnose(struct mt_diagnosis *g, const struct mt_report *r, const struct mt_oom *o,
+		    const struct mt_frag_oom *fo)
 {
+	bool grew, load;
 	int err = 0;
 
 	g->need = (double)(g->allocated + g->request);
-	judge(g, r, fo);
-	if (g->cause == MT_CAUSE_GROWTH) {
+	judge(g, r, o, fo);
+	grew = g->cause == MT_CAUSE_GROWTH, load = g->cause == MT_CAUSE_CHECKPOINT;
+	if (grew || load) { /* the code's own bytes, given back */
+		double after = g->need - (double)g->cause_bytes;
 		struct mt_remedy *m =
-		    add(g, MT_FIX_LEAK, g->need - (double)g->cause_bytes, g->need - (double)g->cause_bytes,
-			"a change to the code that keeps it", "the leak's growth across iterations given back");
+		    add(g, grew ? MT_FIX_LEAK : MT_FIX_CHECKPOINT, after, after,
+			grew ? "a change to the code that keeps it" : "a change to the load", "measured");
 		if (m) {
 			m->stack = g->cause_stack;
-			snprintf(m->change, sizeof m->change,
-				 "stop keeping what grows every iteration (the stack above)");
+			snprintf(
+			    m->change, sizeof m->change, "%s",
+			    grew ? "stop keeping what grows every iteration (the stack above)"
+				 : "load the checkpoint to the CPU (map_location='cpu') and copy it into the model, or "
+				   "free it once loaded (the stack above)");
 		}
 	}
-	if (!g->peak && g->reserved && g->cause != MT_CAUSE_GROWTH)
+	if (g->reserved && !grew)
 		err = allocator_remedies(g, r);
 	planned(g, r);
 	return err;
@@ -336,7 +389,7 @@ int mt_diagnose(const struct mt_report *r, struct mt_diagnosis **out, size_t *n)
 		const struct mt_event *ev = &t->events[o->event];
 		const struct mt_frag_oom *fo = mt_fragment_oom(&r->frag, o->event);
 		/* what memtap saw held on the device: the live allocations, the segments whole */
-		uint64_t seen = o->allocated + (fo ? fo->state.reserved - fo->state.allocated : 0);
+		uint64_t seen = o->allocated + (fo ? fo->state.reserved - fo->state.requested : 0);
 		struct mt_diagnosis *g;
 		if (ev->error != 2 || ev->device == MT_NO_DEVICE)
 			continue; /* not out of memory */
@@ -361,13 +414,16 @@ int mt_diagnose(const struct mt_report *r, struct mt_diagnosis **out, size_t *n)
 			g->measured = o->before_composition, g->measured_total = o->before;
 		if (ev->aux2 && ev->aux2 - ev->aux > seen) /* what the driver said was used, less what memtap saw */
 			g->outside = ev->aux2 - ev->aux - seen;
-		err = diagnose(g, r, fo);
+		err = diagnose(g, r, o, fo);
 	}
 	for (int d = 0; d < MT_MAX_DEVICES && r->target && !err; d++) {
 		const struct mt_device_state *s = &r->end.dev[d];
+		uint64_t held = s->peak_reserved > s->peak ? s->peak_reserved : s->peak;
 		struct mt_diagnosis *g;
-		uint64_t held = s->reserved_at_peak > s->peak ? s->reserved_at_peak : s->peak;
-		if (!s->peak || held <= r->target)
+		bool failed = false;
+		for (size_t k = 0; k < *n; k++) /* a failure there says more */
+			failed |= (*out)[k].device == d;
+		if (!s->peak || held <= r->target || failed)
 			continue;
 		if (mt_grow((void **)out, &cap, *n, sizeof **out))
 			return ENOMEM;
@@ -377,13 +433,14 @@ int mt_diagnose(const struct mt_report *r, struct mt_diagnosis **out, size_t *n)
 					   .device = (uint8_t)d,
 					   .capacity = r->target,
 					   .allocated = s->peak,
-					   .reserved = s->reserved_at_peak,
+					   .reserved = s->peak_reserved,
 					   .composition = r->composition[d],
 					   .measured = r->composition[d],
 					   .measured_total = s->peak,
 					   .boundaries = r->leaks.boundaries,
-					   .step_finished = true};
-		err = diagnose(g, r, NULL);
+					   .step_finished =
+					       r->composition[d][MT_TAG_OPTIMIZER] > 0 || r->leaks.boundaries >= 2};
+		err = diagnose(g, r, NULL, NULL);
 	}
 	if (err) {
 		free(*out);

@@ -5,7 +5,8 @@
  * with the peak it predicts and how that was predicted:
  *   - allocator settings: the recorded allocations replayed up to the failure, the
  *     failed request last, under each setting (analyze/simulate.c);
- *   - a leak given back: its growth, from the report's leak scan;
+ *   - a leak given back: its growth, from the report's leak scan; a checkpoint loaded onto
+ *     the device, its bytes;
  *   - the training setup (micro-batch with accumulation, recomputation, precision,
  *     optimizer offload, ZeRO, more GPUs): the planner calibrated on the measured
  *     composition (report --plan gives the model and setup), the cache from the planner's
@@ -16,20 +17,24 @@
 #include "analyze/report.h"
 
 enum mt_cause {
-	MT_CAUSE_STEP,		/* the training step needs more than the device */
+	MT_CAUSE_STEP,		/* the step needs more than the device */
 	MT_CAUSE_OPTIMIZER,	/* the optimizer's state, made at the first step, leaves the next no room */
 	MT_CAUSE_GROWTH,	/* memory grew across iterations: a leak */
+	MT_CAUSE_CHECKPOINT,	/* a checkpoint loaded onto the device beside the live model */
 	MT_CAUSE_FRAGMENTATION, /* free in the allocator's segments, not in one block */
+	MT_CAUSE_CACHE,		/* a peak: the tensors fit, the allocator's reserve does not */
 	MT_CAUSE_OUTSIDE,	/* the device's memory held where no hook saw it */
 	MT_CAUSE_COUNT
 };
-extern const char *const mt_cause_names[MT_CAUSE_COUNT];
+extern const char *const mt_cause_names[MT_CAUSE_COUNT]; /* in the JSON */
+extern const char *const mt_cause_words[MT_CAUSE_COUNT]; /* in a line */
 
 /* Changes, cheapest for the user first: a setting before a code change, a code change
  * before a slower step, that before more GPUs. */
 enum mt_fix {
 	MT_FIX_ALLOCATOR,
 	MT_FIX_LEAK,
+	MT_FIX_CHECKPOINT,
 	MT_FIX_MICRO_BATCH,
 	MT_FIX_RECOMPUTE,
 	MT_FIX_PRECISION,
@@ -71,8 +76,9 @@ struct mt_diagnosis {
 	bool step_finished; /* a whole step ran before it: the optimizer's state was live, or two
 			     * boundaries had passed */
 	enum mt_cause cause;
-	uint64_t cause_bytes; /* the cause's bytes: the optimizer's state, the leak, free in segments, outside */
-	uint32_t cause_stack; /* the leak's stack */
+	uint64_t cause_bytes; /* the cause's bytes: the optimizer's state, the leak, the checkpoint, free
+			       * in segments, outside */
+	uint32_t cause_stack; /* the leak's or the checkpoint's stack */
 	double need;	      /* what the step needs, allocated */
 	bool need_estimated;  /* ... by the planner, the step having not finished; else a lower bound */
 	bool planned;	      /* the planner said it (report --plan) */
@@ -81,8 +87,9 @@ struct mt_diagnosis {
 	size_t nremedies;
 };
 
-/* Every failed allocation's diagnosis, then each device over r->target. *out is
- * malloc'd. 0 or ENOMEM. */
+/* Every failed allocation's diagnosis, then each device over r->target (its peak
+ * reserved, or allocated without segments) where none failed. *out is malloc'd. 0 or
+ * ENOMEM. */
 int mt_diagnose(const struct mt_report *r, struct mt_diagnosis **out, size_t *n);
 
 #endif

@@ -95,6 +95,26 @@ static void compose(struct mt_report *r, const struct mt_replay *rp, int d, uint
 	}
 }
 
+/* What of device d's live memory a checkpoint's loading made (o->loaded), and the stack
+ * that loaded the most of it; `loads` is each stack's answer, 1 + whether it loads. */
+static void loaded(const struct mt_report *r, const struct mt_replay *rp, int d, uint8_t *loads, struct mt_oom *o)
+{
+	uint64_t most = 0;
+
+	for (size_t i = 0; i < rp->slots.n && loads; i++) {
+		const struct mt_live *l = &rp->live[i];
+		if (!l->in_use || l->device != d || l->kind != MT_LIVE_DEVICE || l->stack >= r->trace->nstacks)
+			continue;
+		if (!loads[l->stack])
+			loads[l->stack] = (uint8_t)(1 + mt_composition_loads(r->trace, l->stack));
+		if (loads[l->stack] == 2) {
+			o->loaded += l->size;
+			if (l->size > most)
+				most = l->size, o->loaded_stack = l->stack;
+		}
+	}
+}
+
 /* A cuMemGetInfo answer (the job's, or memtap's own at a device's first use and at exit),
  * or the one memtap asked for at an out-of-memory failure: the driver's used memory beside
  * what memtap saw live then. The job's and a failure's moments tell more than memtap's:
@@ -327,6 +347,7 @@ int mt_report_build(struct mt_report *r, const struct mt_trace *t, const struct 
 	 * at each failed allocation */
 	size_t peaks[MT_MAX_DEVICES], npeaks = 0, next = 0, k = 0, b = 0;
 	struct mt_oom **before = malloc(r->noom * sizeof *before + 1); /* by the event of their peak before */
+	uint8_t *loads = r->noom ? calloc(t->nstacks, 1) : NULL;       /* per stack, at a failure */
 	for (int d = 0; d < MT_MAX_DEVICES; d++)
 		if (r->end.dev[d].peak)
 			peaks[npeaks++] = r->end.dev[d].peak_event;
@@ -350,6 +371,7 @@ int mt_report_build(struct mt_report *r, const struct mt_trace *t, const struct 
 		for (; k < r->noom && r->oom[k].event == i; k++) {
 			r->oom[k].allocated = second.dev[d].current;
 			compose(r, &second, d, r->oom[k].composition, false);
+			loaded(r, &second, d, loads, &r->oom[k]);
 		}
 		if (next == npeaks || peaks[next] != i)
 			continue;
@@ -364,6 +386,7 @@ int mt_report_build(struct mt_report *r, const struct mt_trace *t, const struct 
 	}
 	err = before ? mt_fragment_finish(frag, err) : err;
 	free(before);
+	free(loads);
 	mt_replay_free(&second);
 	return err ? err : libraries(r);
 }
@@ -1036,7 +1059,7 @@ static void live_text(FILE *out, const uint64_t *composition)
 static void cause_text(struct pr *p, const struct mt_diagnosis *g)
 {
 	FILE *out = p->out;
-	char sz[32], where[4096];
+	char sz[32], sz2[32], where[4096];
 
 	fprintf(out, "    cause: ");
 	switch (g->cause) {
@@ -1045,11 +1068,24 @@ static void cause_text(struct pr *p, const struct mt_diagnosis *g)
 			size_text(g->cause_bytes, sz), where_text(p, g->cause_stack, 0, where, sizeof where));
 		stack_text(p, g->cause_stack, 0, "        ");
 		break;
+	case MT_CAUSE_CHECKPOINT:
+		fprintf(out,
+			"a checkpoint loaded onto the device beside the live model, %s, most at %s; without it, it "
+			"would have fit\n",
+			size_text(g->cause_bytes, sz), where_text(p, g->cause_stack, 0, where, sizeof where));
+		stack_text(p, g->cause_stack, 0, "        ");
+		break;
 	case MT_CAUSE_FRAGMENTATION:
 		fprintf(out,
 			"fragmentation: %s free in the allocator's segments, enough for the request, but not in one "
 			"block\n",
 			size_text(g->cause_bytes, sz));
+		break;
+	case MT_CAUSE_CACHE:
+		fprintf(out,
+			"the allocator's cache: the tensors peak at %s, within the capacity, but the allocator held %s "
+			"more\n",
+			size_text(g->allocated, sz), size_text(g->cause_bytes, sz2));
 		break;
 	case MT_CAUSE_OUTSIDE:
 		fprintf(out,
@@ -1065,18 +1101,24 @@ static void cause_text(struct pr *p, const struct mt_diagnosis *g)
 		    size_text(g->cause_bytes, sz));
 		break;
 	default:
-		fprintf(out, "the training step needs more than the device: it needs %s%s\n",
-			size_text((uint64_t)g->need, sz),
+		fprintf(out, "the step needs more than the device: it needs %s%s\n", size_text((uint64_t)g->need, sz),
 			g->peak ? ", its peak"
 			: g->need_estimated
-			    ? ", estimated: the first step had not finished, and the planner, calibrated on "
-			      "what was measured, gives the rest"
-			: g->step_finished ? " or more: what was in use and the request"
-					   : " or more: what was in use and the request, the first step not finished");
+			    ? ", estimated: the first step had not finished, and the planner, calibrated "
+			      "on what was measured, gives the rest"
+			    : " or more: what was in use and the request");
 	}
 	fprintf(out, g->peak ? "    at the peak: " : "    in use then: ");
 	live_text(out, g->composition);
 	fputc('\n', out);
+}
+
+static bool fits_any(const struct mt_diagnosis *g)
+{
+	for (size_t k = 0; k < g->nremedies; k++)
+		if (g->remedy[k].fits)
+			return true;
+	return false;
 }
 
 /* The changes that fit, cheapest for the user first, then in one line those tried that
@@ -1085,11 +1127,9 @@ static void remedies_text(struct pr *p, const struct mt_diagnosis *g)
 {
 	FILE *out = p->out;
 	char sz[32], sz2[32];
-	size_t fit = 0, tried = 0;
+	size_t tried = 0;
 
-	for (size_t k = 0; k < g->nremedies; k++)
-		fit += g->remedy[k].fits;
-	if (fit)
+	if (fits_any(g))
 		fprintf(out, "    what would fit, cheapest for you first (the peak each predicts):\n");
 	for (size_t k = 0; k < g->nremedies; k++) {
 		const struct mt_remedy *m = &g->remedy[k];
@@ -1127,10 +1167,13 @@ static void diagnosis_text(struct pr *p)
 		fprintf(out, "\nwhat to change so that it fits:\n");
 	for (size_t i = 0; i < n; i++) {
 		const struct mt_diagnosis *g = &all[i];
-		if (g->peak)
-			fprintf(out, "  device %u's peak, %s, is over the %s of --gpu-mem:\n", g->device,
-				size_text(g->reserved > g->allocated ? g->reserved : g->allocated, sz),
+		if (g->peak && g->reserved)
+			fprintf(out, "  device %u's peak, %s reserved (%s allocated), is over the %s of --gpu-mem:\n",
+				g->device, size_text(g->reserved, sz), size_text(g->allocated, sz3),
 				size_text(g->capacity, sz2));
+		else if (g->peak)
+			fprintf(out, "  device %u's peak, %s allocated, is over the %s of --gpu-mem:\n", g->device,
+				size_text(g->allocated, sz), size_text(g->capacity, sz2));
 		else
 			fprintf(out,
 				"  the out-of-memory failure at %s on device %u: %s asked with %s in use, of %s:\n",
@@ -1140,7 +1183,8 @@ static void diagnosis_text(struct pr *p)
 		remedies_text(p, g);
 		if (g->replay)
 			fprintf(out, "    allocator settings not tried: %s\n", g->replay);
-		if (!g->planned && g->cause != MT_CAUSE_GROWTH)
+		if (!g->planned && (g->cause == MT_CAUSE_STEP || g->cause == MT_CAUSE_OPTIMIZER ||
+				    g->cause == MT_CAUSE_OUTSIDE || !fits_any(g)))
 			fprintf(
 			    out,
 			    "    give the model and the run's setup (report --plan '--model config.json --seq N "
@@ -1180,7 +1224,7 @@ static void diagnosis_json(struct pr *p, struct mt_emit *e)
 		mt_emit_bool(e, "step_finished", g->step_finished);
 		mt_emit_str(e, "cause", mt_cause_names[g->cause]);
 		mt_emit_uint(e, "cause_bytes", g->cause_bytes);
-		if (g->cause == MT_CAUSE_GROWTH)
+		if (g->cause == MT_CAUSE_GROWTH || g->cause == MT_CAUSE_CHECKPOINT)
 			mt_emit_str(e, "cause_where", where_text(p, g->cause_stack, 0, where, sizeof where));
 		mt_emit_num(e, "need_bytes", g->need, 0);
 		mt_emit_str(e, "need", g->need_estimated ? "estimated" : "at_least");
@@ -1193,7 +1237,7 @@ static void diagnosis_json(struct pr *p, struct mt_emit *e)
 			mt_emit_str(e, "kind", mt_fix_names[m->kind]);
 			mt_emit_str(e, "change", m->change);
 			mt_emit_str(e, "options", m->options);
-			if (m->kind == MT_FIX_LEAK)
+			if (m->kind == MT_FIX_LEAK || m->kind == MT_FIX_CHECKPOINT)
 				mt_emit_str(e, "where", where_text(p, m->stack, 0, where, sizeof where));
 			mt_emit_num(e, "allocated_bytes", m->allocated, 0);
 			mt_emit_num(e, "reserved_bytes", m->reserved, 0);

@@ -60,6 +60,8 @@ struct mt_oom {
 	uint64_t allocated;		    /* live on its device then */
 	uint64_t composition[MT_TAG_COUNT]; /* ... by what it was for ([0] unused) */
 	size_t iterations;		    /* iteration boundaries passed before it (0: none, or none known) */
+	uint64_t loaded;		    /* ... live then from a checkpoint's loading (torch.load) */
+	uint32_t loaded_stack;		    /* ... the stack that loaded the most of it */
 	/* the peak on its device before the last of those boundaries: the steps before its own */
 	size_t before_event;
 	uint64_t before;			   /* 0: none */

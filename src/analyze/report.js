@@ -390,12 +390,16 @@
 
   // What to change so that it fits: each failure's (or peak's) cause, and the changes with their predicted peaks.
   const CAUSES = {
-    step: (g) => `the training step needs more than the device: it needs ${bytes(g.need_bytes)}` +
+    step: (g) => `the step needs more than the device: it needs ${bytes(g.need_bytes)}` +
       (g.need === "estimated" ? " (estimated: the first step had not finished)" : " or more"),
     optimizer_state: (g) => `the optimizer's state, ${bytes(g.cause_bytes)} made at the first step, leaves the next ` +
       "step no room",
     growth: (g) => `memory grew across iterations, ${bytes(g.cause_bytes)}, most at ${g.cause_where || "(no stack)"}`,
+    checkpoint: (g) => `a checkpoint loaded onto the device beside the live model, ${bytes(g.cause_bytes)}, most at ` +
+      (g.cause_where || "(no stack)"),
     fragmentation: (g) => `fragmentation: ${bytes(g.cause_bytes)} free in the allocator's segments, not in one block`,
+    cache: (g) => `the allocator's cache: the tensors peak at ${bytes(g.allocated_bytes)}, within the capacity, ` +
+      `but the allocator held ${bytes(g.cause_bytes)} more`,
     outside_allocator: (g) => `${bytes(g.cause_bytes)} of the device used where memtap saw no allocation`,
   };
 
@@ -404,7 +408,8 @@
     s.append(el("h2", {}, "What to change so that it fits"));
     all.forEach((g, i) => {
       s.append(el("h3", {}, g.of === "peak"
-        ? `Device ${g.device}'s peak, over the ${bytes(g.capacity_bytes)} of --gpu-mem`
+        ? `Device ${g.device}'s peak, ${bytes(g.reserved_bytes || g.allocated_bytes)}, over the ` +
+          `${bytes(g.capacity_bytes)} of --gpu-mem`
         : `The failure at ${moment(g.time_ns)} on device ${g.device}: ${bytes(g.request_bytes)} asked with ` +
           `${bytes(g.allocated_bytes)} in use, of ${bytes(g.capacity_bytes)}`));
       s.append(el("p", { class: "cause" }, "Cause: " + (CAUSES[g.cause] || ((x) => x.cause))(g)));

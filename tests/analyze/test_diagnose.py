@@ -5,11 +5,14 @@ said it fits, it runs through with its peak allocated within 5% of the predictio
 reserved within 10%; where it said it does not, it fails again."""
 import json
 import os
+import pickle
 import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.environ["MT_SRCDIR"], "tests"))
+sys.path.insert(0, os.path.join(os.environ["MT_SRCDIR"], "tests/analyze"))
 from tap import done, ok, scratch  # noqa: E402
+import snapshots as snap  # noqa: E402
 
 B = os.environ["MT_BUILDDIR"]
 MEMTAP = os.path.join(B, "tools/memtap/memtap")
@@ -69,7 +72,7 @@ def close_loop(name, cap, args, d, caching=None, context="0"):
     for m in d["remedies"]:
         again = simtrain_args(m, args) if m["kind"] != "leak" else [a for a in args if a not in ("--leak", "300M")]
         conf = caching
-        if m["kind"] == "allocator":
+        if m["kind"] == "allocator":  # the change's setting, or none ("nothing")
             again, conf = args, m["options"]
         if again is None:
             continue
@@ -105,7 +108,7 @@ ok({"micro_batch", "recompute"} <= kinds and [m["kind"] for m in d["remedies"]] 
    "...the changes that fit: a smaller micro-batch and recomputation, cheapest first", d.get("remedies"))
 ok(close_loop("iteration 1", "10GiB", [], d) >= 3, "...each made, three at least")
 text = subprocess.run([MEMTAP, "report", trace, "--plan", PLAN], capture_output=True, text=True).stdout
-ok("the training step needs more than the device" in text and "micro-batch 4 instead of 8" in text,
+ok("the step needs more than the device" in text and "micro-batch 4 instead of 8" in text,
    "the text says the cause and the change", text.split("what to change")[-1])
 plain = diagnosis(trace, plan=None)
 text = subprocess.run([MEMTAP, "report", trace], capture_output=True, text=True).stdout
@@ -178,4 +181,15 @@ ok(not failed and len(d) == 1 and d[0]["of"] == "peak" and d[0]["cause"] == "ste
 close_loop("--gpu-mem", "10GiB", [], d[0] if d else {"remedies": []})
 ok(diagnosis(trace, PLAN, ["--gpu-mem", "20GiB"]) == [], "...and nothing under a capacity it fits in")
 
+# ---- a peak whose tensors fit and whose allocator's reserve does not ----
+failed, trace, rep, reserved = job("80GiB", [], caching="")
+allocated = rep["devices"][0]["peak_allocated_bytes"]
+target = (allocated + reserved) // 2
+d = diagnosis(trace, None, ["--gpu-mem", str(target)])
+d = d[0] if isinstance(d, list) and d else {}
+fits = [m for m in d.get("remedies", []) if m["fits"]]
+ok(not failed and allocated < target < reserved and d.get("cause") == "cache" and fits
+   and all(m["kind"] == "allocator" for m in d["remedies"]),
+   "--gpu-mem between the peak allocated and reserved: the allocator's cache; allocator settings replayed", d)
+close_loop("the cache", str(target), [], d, caching="")
 done()

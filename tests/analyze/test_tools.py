@@ -139,9 +139,10 @@ ok(len(snap) == 1 and p.returncode == 0 and rep and [r["trace"] for r in rep["ra
    "memtap report DIR: the OOM snapshot a process took beside its trace is that trace's, not a second rank",
    (snap, p.stderr, rep))
 p, _ = run("report", own)
-ok(p.returncode == 0 and p.stdout.count("\n") == 2 and "imbalance" not in p.stdout
+ok(p.returncode == 0 and p.stdout.count("\n") == 3 and "imbalance" not in p.stdout
+   and p.stdout.splitlines()[2].startswith("rank 0 ran out of memory: ")
    and "%s is a snapshot taken in the process that wrote %s/train.trace" % (os.path.join(own, snap[0] if snap else ""), own)
-   in p.stderr, "the text: one row, no imbalance of one rank, a line saying whose snapshot it is",
+   in p.stderr, "the text: one row, no imbalance of one rank, its failure's cause, a line saying whose snapshot it is",
    (p.stdout, p.stderr))
 
 # ---- exports ----

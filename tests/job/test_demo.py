@@ -39,6 +39,10 @@ states = {x["rank"]: x["state"] for x in oom[0]["ranks"]} if oom else {}
 ok(states == {0: "snapshot", 1: "out of memory"} and all(x["snapshot"] and os.path.exists(x["snapshot"])
                                                         for x in oom[0]["ranks"]),
    "two ranks: rank 1 ran out of memory, and both have a snapshot of that moment", q.stdout[-2000:] + q.stderr)
+causes = {r["rank"]: r["oom_cause"] for r in rep.get("ranks", [])}
+ok(causes == {"0": None, "1": "step"} and "rank 1 ran out of memory: the step needs more than the device (what to "
+   "change: memtap report demo/job/rank-1.trace)" in out,
+   "the job's report names the failed rank's cause and the report that says what to change", (causes, out[-1500:]))
 html = open(os.path.join(demo, "job.html")).read() if os.path.exists(os.path.join(demo, "job.html")) else ""
 ok("rank 1 ran out of memory" in html and html.count("snapshots/") >= 2, "the page shows it", html[:500])
 done()

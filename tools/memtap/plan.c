@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 
 #include "core/plan.h"
+#include "core/text.h"
 #include "analyze/plan_replay.h"
 #include "analyze/report.h"
 #include "cli.h"
@@ -103,14 +104,28 @@ const char *const plan_estimators[] = {"deepspeed-zero2", "deepspeed-zero3", "me
 
 uint64_t plan_gpu_mem(const char *text)
 {
+	struct mt_near near = {.word = text};
+	char names[512] = "", starting[256] = "";
+	size_t k = 0, ks = 0;
 	uint64_t mem;
 
-	for (size_t i = 0; plan_gpus[i]; i++)
+	for (size_t i = 0; plan_gpus[i]; i++) {
 		if (!strcasecmp(text, plan_gpus[i]))
 			return gpu_mib[i] << 20;
-	if (mt_parse_size(text, &mem) || !mem)
-		die(EXIT_USAGE, "--gpu-mem takes a size such as 80GiB or a GPU such as h100, not '%s'", text);
-	return mem;
+		mt_near_offer(&near, plan_gpus[i]);
+		k += (size_t)snprintf(names + k, k < sizeof names ? sizeof names - k : 0, "%s%s", k ? ", " : "",
+				      plan_gpus[i]);
+		if (!strncasecmp(text, plan_gpus[i], strlen(text)))
+			ks += (size_t)snprintf(starting + ks, ks < sizeof starting ? sizeof starting - ks : 0, "%s%s",
+					       ks ? " or " : "", plan_gpus[i]);
+	}
+	if (!mt_parse_size(text, &mem) && mem >= 1u << 20)
+		return mem;
+	if (!mt_parse_size(text, &mem) && mem)
+		die(EXIT_USAGE, "--gpu-mem %s is %s bytes: give its unit (%sGiB)", text, text, text);
+	if (starting[0] || (near.best && strpbrk(text, "0123456789"))) /* GPUs' names have numbers */
+		die(EXIT_USAGE, "--gpu-mem: no GPU '%s'; did you mean %s?", text, starting[0] ? starting : near.best);
+	die(EXIT_USAGE, "--gpu-mem takes a size such as 80GiB or a GPU (%s), not '%s'", names, text);
 }
 
 struct plan_args {

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "analyze/job.h"
+#include "analyze/diagnose.h"
 #include "analyze/report.h"
 #include "cli.h"
 #include "core/path.h"
@@ -139,6 +140,7 @@ struct rank_row {
 	struct mt_frag_state frag; /* at the peak */
 	size_t leaks;
 	bool complete, frag_known;
+	int cause; /* its first out-of-memory failure's (analyze/diagnose.h), -1: none */
 };
 
 static int rows_by_rank(const void *a, const void *b)
@@ -251,6 +253,22 @@ static size_t drop_snapshots(struct rank_row *rows, size_t n, FILE *notes)
 	return kept;
 }
 
+/* The cause of a rank's first out-of-memory failure; -1 when none failed. */
+static int first_cause(const struct mt_report *r)
+{
+	struct mt_diagnosis *g;
+	size_t n;
+	int cause = -1;
+
+	if (mt_diagnose(r, &g, &n))
+		die(1, "out of memory");
+	for (size_t i = 0; i < n && cause < 0; i++)
+		if (!g[i].peak)
+			cause = (int)g[i].cause;
+	free(g);
+	return cause;
+}
+
 static int report_ranks(char **paths, size_t n, bool json, const char *dir)
 {
 	struct mt_job job = {0};
@@ -296,6 +314,7 @@ static int report_ranks(char **paths, size_t n, bool json, const char *dir)
 				w->frag = r.frag.dev[w->device].at_peak;
 		}
 		w->leaks = r.leaks.n;
+		w->cause = first_cause(&r);
 		w->dropped = t.dropped;
 		w->complete = t.complete;
 		if (t.problem[0])
@@ -369,8 +388,12 @@ static int report_ranks(char **paths, size_t n, bool json, const char *dir)
 				       w->frag.reserved, w->frag.reserved - w->frag.allocated, w->frag.largest_free);
 			else
 				printf("}, \"fragmentation_at_peak\": null");
-			printf(", \"leaks\": %zu, \"dropped\": %" PRIu64 ", \"complete\": %s}", w->leaks, w->dropped,
-			       w->complete ? "true" : "false");
+			printf(", \"leaks\": %zu, \"dropped\": %" PRIu64 ", \"complete\": %s, \"oom_cause\": ",
+			       w->leaks, w->dropped, w->complete ? "true" : "false");
+			if (w->cause < 0)
+				printf("null}");
+			else
+				mt_json_str(stdout, mt_cause_names[w->cause]), printf("}");
 		}
 		printf("],\n  \"imbalance\": {\"max_peak_bytes\": %" PRIu64 ", \"min_peak_bytes\": %" PRIu64
 		       ", \"mean_peak_bytes\": %" PRIu64 ", \"spread\": %.4f, \"max_rank\": ",
@@ -404,6 +427,10 @@ static int report_ranks(char **paths, size_t n, bool json, const char *dir)
 			    mt_format_size(min, a, sizeof a), mt_format_size(max, b, sizeof b),
 			    mt_format_size(sum / n, c, sizeof c),
 			    sum ? 100.0 * (double)(max - min) / ((double)sum / (double)n) : 0.0, rows[imax].rank);
+		for (size_t i = 0; i < n; i++)
+			if (rows[i].cause >= 0)
+				printf("rank %s ran out of memory: %s (what to change: memtap report %s)\n",
+				       rows[i].rank, mt_cause_words[rows[i].cause], rows[i].path);
 		mt_job_text(stdout, &job);
 	}
 	mt_job_free(&job);
