@@ -726,7 +726,8 @@ static void moments(const struct mt_plan_config *c, double m[MOMENTS][MT_PLAN_CO
 		root = e * v * h * (c->untied ? 2 : 1) / t + e * out_grad;
 	}
 	/* autocast keeps the 16-bit copy of every weight a matrix multiply used until that
-	 * layer's backward */
+	 * layer's backward: made in forward and freed in backward, an activation by its
+	 * lifetime, as the report reads it */
 	if (c->precision == MT_AMP16)
 		cache = 2 * ((double)c->layers * lp + (c->classifier ? 0 : v * h / t));
 	/* the first pipeline stage keeps its micro-batches in flight of layers/pp layers: all
@@ -747,7 +748,7 @@ static void moments(const struct mt_plan_config *c, double m[MOMENTS][MT_PLAN_CO
 	m[AT_BACKWARD][MT_PLAN_ACTIVATIONS] = acts;
 	m[AT_BACKWARD][MT_PLAN_GRADS] = max2(grads_bwd, keep);
 	m[AT_BACKWARD][MT_PLAN_TEMPORARIES] = temps_bwd + root;
-	m[AT_BACKWARD][MT_PLAN_PARAMS] += cache;
+	m[AT_BACKWARD][MT_PLAN_ACTIVATIONS] += cache;
 	/* the backward of the last layer: the head's activations are gone; its own are
 	 * made again where they were not kept; its input and MLP gradients; its weights
 	 * gathered (ZeRO-3) and its gradient in a full-size bucket (ZeRO-2/3) */
@@ -758,28 +759,37 @@ static void moments(const struct mt_plan_config *c, double m[MOMENTS][MT_PLAN_CO
 	if (offload_grads)
 		m[AT_LAST_LAYER][MT_PLAN_GRADS] = grads;
 	m[AT_LAST_LAYER][MT_PLAN_TEMPORARIES] = temps_layer;
-	m[AT_LAST_LAYER][MT_PLAN_PARAMS] += cache;
+	m[AT_LAST_LAYER][MT_PLAN_ACTIVATIONS] += cache;
 	/* the same in the backward of the first layer: every other gradient made, only
 	 * that layer's activations and the embedding output left */
 	m[AT_FIRST_LAYER][MT_PLAN_ACTIVATIONS] = layer + (double)c->pp * emb;
 	m[AT_FIRST_LAYER][MT_PLAN_GRADS] =
 	    offload_grads ? grads : max2(grads - gb * shard(positions(c) * h / t, sharded2 ? sh.dp : 1), keep);
 	m[AT_FIRST_LAYER][MT_PLAN_TEMPORARIES] = temps_layer;
-	m[AT_FIRST_LAYER][MT_PLAN_PARAMS] += cache > 0 ? 2 * lp + cache - 2 * (double)c->layers * lp : 0;
+	m[AT_FIRST_LAYER][MT_PLAN_ACTIVATIONS] += cache > 0 ? 2 * lp + cache - 2 * (double)c->layers * lp : 0;
+}
+
+/* Every moment's components, unscaled, and the moments the setup has ([*first, *last)). */
+static void table(const struct mt_plan_config *c, double m[MOMENTS][MT_PLAN_COMPONENTS], double *cpu, double *nvme,
+		  int *first, int *last)
+{
+	*last = c->layers ? MOMENTS : AT_OPTIMIZER + 1, *first = c->layers ? 0 : AT_OPTIMIZER;
+	memset(m, 0, sizeof(double) * MOMENTS * MT_PLAN_COMPONENTS);
+	moments(c, m, cpu, nvme);
+	for (int i = *first; i < *last; i++)
+		if (i != AT_OPTIMIZER || c->zero >= 3)
+			m[i][MT_PLAN_TEMPORARIES] += ipg_bucket(c);
 }
 
 void mt_plan_compute(const struct mt_plan_config *c, const struct mt_plan_scale *s, struct mt_plan *out)
 {
-	double m[MOMENTS][MT_PLAN_COMPONENTS] = {{0}};
-	int last = c->layers ? MOMENTS : AT_OPTIMIZER + 1, first = c->layers ? 0 : AT_OPTIMIZER;
+	double m[MOMENTS][MT_PLAN_COMPONENTS];
+	int first, last;
 
 	*out = (struct mt_plan){.dp = c->nodes * c->gpus_per_node / (c->tp * c->pp * c->cp),
 				.total = -1,
 				.framework = c->overhead + (s ? s->other : 0)};
-	moments(c, m, &out->cpu, &out->nvme);
-	for (int i = first; i < last; i++)
-		if (i != AT_OPTIMIZER || c->zero >= 3)
-			m[i][MT_PLAN_TEMPORARIES] += ipg_bucket(c);
+	table(c, m, &out->cpu, &out->nvme, &first, &last);
 	/* the peak is where backward begins (every activation alive), in the backward of the
 	 * last or the first layer (recomputation), or in the optimizer step (every gradient
 	 * alive) */
@@ -798,19 +808,37 @@ void mt_plan_compute(const struct mt_plan_config *c, const struct mt_plan_scale 
 	}
 }
 
+/* The measurement is compared with the model at the moment it resembles most (the least
+ * bytes apart, component by component): a run whose peak was its optimizer step holds
+ * every gradient and few activations, and compared with the model's backward start it
+ * would scale gradients up and activations down by the moments' difference. */
 void mt_plan_calibrate(const struct mt_plan_config *run, const double measured[MT_PLAN_COMPONENTS], double other,
 		       struct mt_plan_scale *s)
 {
-	struct mt_plan est;
+	double m[MOMENTS][MT_PLAN_COMPONENTS], cpu, nvme, best = INFINITY, total = 0;
+	int first, last, at = 0;
 
-	mt_plan_compute(run, NULL, &est);
-	*s = (struct mt_plan_scale){.other = other};
+	table(run, m, &cpu, &nvme, &first, &last);
+	for (int i = first; i < last; i++) {
+		double apart = 0;
+		for (int j = 0; j < MT_PLAN_COMPONENTS; j++)
+			apart += fabs(measured[j] - m[i][j]);
+		if (apart < best)
+			best = apart, at = i;
+	}
+	*s = (struct mt_plan_scale){.other = other, .moment = moment_names[at]};
+	memcpy(s->at, m[at], sizeof s->at);
+	for (int j = 0; j < MT_PLAN_COMPONENTS; j++)
+		total += measured[j];
+	/* a component the model holds little of then (under 5% of what was measured) gives no
+	 * ratio to trust (one layer's activations against a kept loss): what the measurement
+	 * holds beyond it is carried instead */
 	for (int j = 0; j < MT_PLAN_COMPONENTS; j++) {
 		s->k[j] = 1;
-		if (est.bytes[j] > 0 && measured[j] > 0)
-			s->k[j] = measured[j] / est.bytes[j];
-		else if (est.bytes[j] <= 0)
-			s->carry[j] = measured[j];
+		if (m[at][j] >= 0.05 * total && measured[j] > 0)
+			s->k[j] = measured[j] / m[at][j];
+		else if (measured[j] > m[at][j])
+			s->carry[j] = measured[j] - m[at][j];
 	}
 }
 

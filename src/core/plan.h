@@ -105,6 +105,8 @@ struct mt_plan_config {
  * (carry), and bytes of no component (other), carried as framework overhead. */
 struct mt_plan_scale {
 	double k[MT_PLAN_COMPONENTS], carry[MT_PLAN_COMPONENTS], other;
+	const char *moment;	       /* the model's moment the measurement was compared with */
+	double at[MT_PLAN_COMPONENTS]; /* ... the model's components then */
 };
 
 /* Bytes on one GPU at the moment of its peak, by component; offloaded bytes per node. */
@@ -159,7 +161,8 @@ void mt_plan_get(const struct mt_plan_config *c, const struct mt_plan_option *o,
 const char *mt_plan_check(struct mt_plan_config *c);
 /* c must have passed mt_plan_check; s may be NULL (the formulas alone). */
 void mt_plan_compute(const struct mt_plan_config *c, const struct mt_plan_scale *s, struct mt_plan *out);
-/* The scale that makes mt_plan_compute(run) reproduce measured[] and other bytes. */
+/* The scale that makes the model of `run`, at the moment the measurement resembles most,
+ * reproduce measured[] and other bytes. */
 void mt_plan_calibrate(const struct mt_plan_config *run, const double measured[MT_PLAN_COMPONENTS], double other,
 		       struct mt_plan_scale *s);
 /* The total over ZeRO stages 0-3 x recomputation none/selective/full, INFINITY where

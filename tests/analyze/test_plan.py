@@ -506,6 +506,25 @@ ok(len(got) == 4 and got[0].split()[0] == got[0].split()[1] != got[0].split()[2]
 ok(len(got) == 4 and got[1] == str(12 * 12 * 1024 * 2 * 8 * 1024) and "as a string such as '1.10', not the number 1.1" in got[2],
    "memtap.plan{torch='1.10'}: each layer's softmax input kept (12 heads x 1,024 keys x 2 bytes of bf16 per token); the number "
    "1.10 refused, as it reads 1.1", p.stdout + p.stderr)
+# a run measured at its optimizer step (every gradient, the state, a kept 16 MiB loss) is
+# compared with the model's optimizer step, not its backward start: calibrated on it, the
+# same setup at another sequence length is the model's own, the loss carried
+open(lua, "w").write("""
+local run = {layers=12, hidden=768, heads=12, vocab=50257, seq=128, micro_batch=4, precision="fp32", optimizer="adamw"}
+local P = memtap.plan(run).model_params
+local target = {layers=12, hidden=768, heads=12, vocab=50257, seq=1024, micro_batch=4, precision="fp32",
+                optimizer="adamw", run=run,
+                measured={params=4 * P, grads=4 * P, optimizer=8 * P, activations=16 * 2^20}}
+target.measured.temporaries = 0
+local calibrated = memtap.plan(target)
+target.measured, target.run = nil, nil
+print(calibrated.total, memtap.plan(target).total + 16 * 2^20)
+""")
+p = subprocess.run([MEMTAP, "lua", lua], capture_output=True, text=True)
+got = [float(x) for x in p.stdout.split()] if p.returncode == 0 else [0, 1]
+ok(len(got) == 2 and abs(got[0] - got[1]) < 0.01 * got[1],
+   "a measurement at the optimizer step calibrates against the model's optimizer step: another sequence length "
+   "projects as the model does (%.2f GiB, the model %.2f)" % (got[0] / 2**30, got[1] / 2**30), p.stdout + p.stderr)
 policy = os.path.join(TMP, "plan_policy.lua")
 open(policy, "w").write('memtap.on_exit(function() memtap.log("plan", memtap.plan{params=7.5e9, zero=3, '
                         'gpus_per_node=64}.total) end)\n')

@@ -755,16 +755,18 @@ static const char *explain(enum mt_component j, double per_param)
 
 static void print_measured(const char *path, const struct measured *m, const struct mt_plan_config *run)
 {
-	struct mt_plan est;
+	struct mt_plan_scale s;
+	double total = run->overhead;
 
-	mt_plan_compute(run, NULL, &est);
+	mt_plan_calibrate(run, m->bytes, m->other, &s);
 	printf("measured: %s, device %d, peak %.2f GiB\n", path, m->device, gib(m->peak));
 	print_setup("the run", run);
-	printf("at the peak, GiB = 2^30 bytes:     measured  estimated      gap\n");
+	printf("at the peak, GiB = 2^30 bytes:     measured  estimated      gap (the model at its %s)\n", s.moment);
 	for (int j = 0; j < MT_PLAN_COMPONENTS; j++) {
-		printf("  %-30s %10.2f %10.2f", mt_plan_component_names[j], gib(m->bytes[j]), gib(est.bytes[j]));
-		if (est.bytes[j] > 0)
-			printf(" %+7.1f%%", 100 * (m->bytes[j] - est.bytes[j]) / est.bytes[j]);
+		total += s.at[j];
+		printf("  %-30s %10.2f %10.2f", mt_plan_component_names[j], gib(m->bytes[j]), gib(s.at[j]));
+		if (s.at[j] > 0)
+			printf(" %+7.1f%%", 100 * (m->bytes[j] - s.at[j]) / s.at[j]);
 		else
 			printf(" %8s", "");
 		if (j == MT_PLAN_PARAMS || j == MT_PLAN_OPTIMIZER) {
@@ -774,12 +776,13 @@ static void print_measured(const char *path, const struct measured *m, const str
 		printf("\n");
 	}
 	printf("  %-30s %10.2f %10s\n", "other (framework, untagged)", gib(m->other), "-");
-	printf("  %-30s %10.2f %10.2f (%s)\n", "total", gib(m->peak), gib(est.total), est.moment);
+	printf("  %-30s %10.2f %10.2f (%s)\n", "total", gib(m->peak), gib(total), s.moment);
 }
 
 static void print_measured_json(const char *path, const struct measured *m, const struct mt_plan_config *run)
 {
 	struct mt_plan est;
+	struct mt_plan_scale s;
 
 	mt_plan_compute(run, NULL, &est);
 	printf("  \"measured\": {\"trace\": ");
@@ -791,6 +794,10 @@ static void print_measured_json(const char *path, const struct measured *m, cons
 	       m->bytes[MT_PLAN_PARAMS] / mt_plan_params_on_gpu(run, MT_PLAN_PARAMS),
 	       m->bytes[MT_PLAN_OPTIMIZER] / mt_plan_params_on_gpu(run, MT_PLAN_OPTIMIZER));
 	json_bytes("estimated_at_run_bytes", est.bytes, est.framework, est.total);
+	mt_plan_calibrate(run, m->bytes, m->other, &s);
+	printf("  \"compared_at\": ");
+	mt_json_str(stdout, s.moment);
+	printf(",\n");
 }
 
 int cmd_plan(int argc, char **argv)
