@@ -12,25 +12,30 @@
 #include "analyze/simulate.h"
 #include "core/array.h"
 
-const char *const mt_cause_names[MT_CAUSE_COUNT] = {[MT_CAUSE_STEP] = "step",
-						    [MT_CAUSE_OPTIMIZER] = "optimizer_state",
-						    [MT_CAUSE_GROWTH] = "growth",
-						    [MT_CAUSE_CHECKPOINT] = "checkpoint",
-						    [MT_CAUSE_FRAGMENTATION] = "fragmentation",
-						    [MT_CAUSE_CACHE] = "cache",
-						    [MT_CAUSE_OUTSIDE] = "outside_allocator"};
+const char *const mt_cause_names[MT_CAUSE_COUNT] = {
+    [MT_CAUSE_STEP] = "step",	      [MT_CAUSE_OPTIMIZER] = "optimizer_state",
+    [MT_CAUSE_GROWTH] = "growth",     [MT_CAUSE_CHECKPOINT] = "checkpoint",
+    [MT_CAUSE_POOLS] = "graph_pools", [MT_CAUSE_FRAGMENTATION] = "fragmentation",
+    [MT_CAUSE_CACHE] = "cache",	      [MT_CAUSE_OUTSIDE] = "outside_allocator"};
 const char *const mt_cause_words[MT_CAUSE_COUNT] = {
     [MT_CAUSE_STEP] = "the step needs more than the device",
     [MT_CAUSE_OPTIMIZER] = "the optimizer's state, made at the first step, leaves the next no room",
     [MT_CAUSE_GROWTH] = "memory grew across iterations",
     [MT_CAUSE_CHECKPOINT] = "a checkpoint loaded onto the device beside the model",
+    [MT_CAUSE_POOLS] = "CUDA graphs' private pools",
     [MT_CAUSE_FRAGMENTATION] = "fragmentation",
     [MT_CAUSE_CACHE] = "the allocator's cache",
     [MT_CAUSE_OUTSIDE] = "memory outside what memtap saw"};
-const char *const mt_fix_names[MT_FIX_COUNT] = {
-    [MT_FIX_ALLOCATOR] = "allocator",	  [MT_FIX_LEAK] = "leak",	    [MT_FIX_CHECKPOINT] = "checkpoint",
-    [MT_FIX_MICRO_BATCH] = "micro_batch", [MT_FIX_RECOMPUTE] = "recompute", [MT_FIX_PRECISION] = "precision",
-    [MT_FIX_OFFLOAD] = "offload",	  [MT_FIX_ZERO] = "zero",	    [MT_FIX_GPUS] = "gpus"};
+const char *const mt_fix_names[MT_FIX_COUNT] = {[MT_FIX_ALLOCATOR] = "allocator",
+						[MT_FIX_LEAK] = "leak",
+						[MT_FIX_CHECKPOINT] = "checkpoint",
+						[MT_FIX_POOLS] = "graph_pools",
+						[MT_FIX_MICRO_BATCH] = "micro_batch",
+						[MT_FIX_RECOMPUTE] = "recompute",
+						[MT_FIX_PRECISION] = "precision",
+						[MT_FIX_OFFLOAD] = "offload",
+						[MT_FIX_ZERO] = "zero",
+						[MT_FIX_GPUS] = "gpus"};
 
 /* The bytes the job could use: the capacity less what no hook saw. */
 static double room(const struct mt_diagnosis *g)
@@ -85,6 +90,8 @@ static void judge(struct mt_diagnosis *g, const struct mt_report *r, const struc
 		g->cause = MT_CAUSE_GROWTH, g->cause_bytes = leak;
 	else if (over && o && o->loaded && live - (double)o->loaded <= space)
 		g->cause = MT_CAUSE_CHECKPOINT, g->cause_bytes = o->loaded, g->cause_stack = o->loaded_stack;
+	else if (over && g->pools && live - (double)g->pools <= space)
+		g->cause = MT_CAUSE_POOLS, g->cause_bytes = g->pools;
 	else if (fo && fo->fits == 1)
 		g->cause = MT_CAUSE_FRAGMENTATION, g->cause_bytes = fo->state.reserved - fo->state.allocated;
 	else if (g->peak && !over)
@@ -348,30 +355,47 @@ static void planned(struct mt_diagnosis *g, const struct mt_report *r)
 
 /* ---- each failure, each peak over the target ---- */
 
+/* The code's own bytes, the cause's, given back: the peak without them. */
+static void code_remedy(struct mt_diagnosis *g)
+{
+	static const struct {
+		enum mt_cause cause;
+		enum mt_fix fix;
+		const char *change, *cost;
+	} fixes[] = {
+	    {MT_CAUSE_GROWTH, MT_FIX_LEAK, "stop keeping what grows every iteration (the stack above)",
+	     "a change to the code that keeps it"},
+	    {MT_CAUSE_CHECKPOINT, MT_FIX_CHECKPOINT,
+	     "load the checkpoint to the CPU (map_location='cpu') and copy it into the model, or free it once "
+	     "loaded (the stack above)",
+	     "a change to the load"},
+	    {MT_CAUSE_POOLS, MT_FIX_POOLS,
+	     "free the graphs' pools while they are not replayed (delete the graphs; torch.compile: "
+	     "torch._dynamo.reset(), or a mode without CUDA graphs), or capture them into one shared pool "
+	     "(torch.cuda.graph_pool_handle())",
+	     "the graphs captured again, or replayed from one pool"},
+	};
+	double after = g->need - (double)g->cause_bytes;
+
+	for (size_t i = 0; i < sizeof fixes / sizeof *fixes; i++) {
+		struct mt_remedy *m;
+		if (fixes[i].cause != g->cause || !(m = add(g, fixes[i].fix, after, after, fixes[i].cost, "measured")))
+			continue;
+		m->stack = g->cause_stack;
+		snprintf(m->change, sizeof m->change, "%s", fixes[i].change);
+	}
+}
+
 static int diagnose(struct mt_diagnosis *g, const struct mt_report *r, const struct mt_oom *o,
 		    const struct mt_frag_oom *fo)
 {
-	bool grew, load;
 	int err = 0;
 
 	g->need = (double)(g->allocated + g->request);
 	judge(g, r, o, fo);
-	grew = g->cause == MT_CAUSE_GROWTH, load = g->cause == MT_CAUSE_CHECKPOINT;
-	if (grew || load) { /* the code's own bytes, given back */
-		double after = g->need - (double)g->cause_bytes;
-		struct mt_remedy *m =
-		    add(g, grew ? MT_FIX_LEAK : MT_FIX_CHECKPOINT, after, after,
-			grew ? "a change to the code that keeps it" : "a change to the load", "measured");
-		if (m) {
-			m->stack = g->cause_stack;
-			snprintf(
-			    m->change, sizeof m->change, "%s",
-			    grew ? "stop keeping what grows every iteration (the stack above)"
-				 : "load the checkpoint to the CPU (map_location='cpu') and copy it into the model, or "
-				   "free it once loaded (the stack above)");
-		}
-	}
-	if (g->reserved && !grew)
+	if (g->cause == MT_CAUSE_GROWTH || g->cause == MT_CAUSE_CHECKPOINT || g->cause == MT_CAUSE_POOLS)
+		code_remedy(g);
+	if (g->reserved && g->cause != MT_CAUSE_GROWTH)
 		err = allocator_remedies(g, r);
 	planned(g, r);
 	return err;
@@ -410,6 +434,7 @@ int mt_diagnose(const struct mt_report *r, struct mt_diagnosis **out, size_t *n)
 					   .measured_total = o->allocated,
 					   .boundaries = o->iterations};
 		g->step_finished = o->composition[MT_TAG_OPTIMIZER] > 0 || o->iterations >= 2;
+		g->pools = (fo ? fo->state.pools : 0) + o->graphs;
 		if (g->step_finished && o->before)
 			g->measured = o->before_composition, g->measured_total = o->before;
 		if (ev->aux2 && ev->aux2 - ev->aux > seen) /* what the driver said was used, less what memtap saw */

@@ -5,8 +5,8 @@
  * with the peak it predicts and how that was predicted:
  *   - allocator settings: the recorded allocations replayed up to the failure, the
  *     failed request last, under each setting (analyze/simulate.c);
- *   - a leak given back: its growth, from the report's leak scan; a checkpoint loaded onto
- *     the device, its bytes;
+ *   - the code's own bytes given back: a leak's growth, from the report's leak scan; a
+ *     checkpoint loaded onto the device; CUDA graphs' private pools;
  *   - the training setup (micro-batch with accumulation, recomputation, precision,
  *     optimizer offload, ZeRO, more GPUs): the planner calibrated on the measured
  *     composition (report --plan gives the model and setup), the cache from the planner's
@@ -21,6 +21,7 @@ enum mt_cause {
 	MT_CAUSE_OPTIMIZER,	/* the optimizer's state, made at the first step, leaves the next no room */
 	MT_CAUSE_GROWTH,	/* memory grew across iterations: a leak */
 	MT_CAUSE_CHECKPOINT,	/* a checkpoint loaded onto the device beside the live model */
+	MT_CAUSE_POOLS,		/* CUDA graphs' private pools (torch.compile's reduce-overhead) */
 	MT_CAUSE_FRAGMENTATION, /* free in the allocator's segments, not in one block */
 	MT_CAUSE_CACHE,		/* a peak: the tensors fit, the allocator's reserve does not */
 	MT_CAUSE_OUTSIDE,	/* the device's memory held where no hook saw it */
@@ -35,6 +36,7 @@ enum mt_fix {
 	MT_FIX_ALLOCATOR,
 	MT_FIX_LEAK,
 	MT_FIX_CHECKPOINT,
+	MT_FIX_POOLS,
 	MT_FIX_MICRO_BATCH,
 	MT_FIX_RECOMPUTE,
 	MT_FIX_PRECISION,
@@ -47,7 +49,7 @@ extern const char *const mt_fix_names[MT_FIX_COUNT];
 
 struct mt_remedy {
 	enum mt_fix kind;
-	char change[160];	    /* in words */
+	char change[256];	    /* in words */
 	char options[96];	    /* memtap plan's --what-if options, or the PYTORCH_CUDA_ALLOC_CONF */
 	double allocated, reserved; /* the peak predicted after the change */
 	bool fits;
@@ -67,6 +69,7 @@ struct mt_diagnosis {
 	uint64_t request;	     /* asked for at the failure */
 	uint64_t allocated;	     /* live then (at the peak: the peak) */
 	uint64_t reserved;	     /* a caching allocator's segments then (0: none known) */
+	uint64_t pools;		     /* ... in private pools, and CUDA graphs' memory nodes live then */
 	const uint64_t *composition; /* live then, by what it was for (MT_TAG_*) */
 	/* what calibrates the planner: the peak of the steps before a failure's own, else the
 	 * failure's moment, or the peak */
@@ -76,8 +79,8 @@ struct mt_diagnosis {
 	bool step_finished; /* a whole step ran before it: the optimizer's state was live, or two
 			     * boundaries had passed */
 	enum mt_cause cause;
-	uint64_t cause_bytes; /* the cause's bytes: the optimizer's state, the leak, the checkpoint, free
-			       * in segments, outside */
+	uint64_t cause_bytes; /* the cause's bytes: the optimizer's state, the leak, the checkpoint, the
+			       * pools, free in segments, outside */
 	uint32_t cause_stack; /* the leak's or the checkpoint's stack */
 	double need;	      /* what the step needs, allocated */
 	bool need_estimated;  /* ... by the planner, the step having not finished; else a lower bound */

@@ -13,12 +13,14 @@ struct seg {
 	uint64_t addr, size;
 	uint32_t stack;
 	bool mapped;
+	bool pool; /* a private pool's (a snapshot's segment_pool_id) */
 };
 
 struct dev {
 	struct seg *segs; /* by address, never overlapping */
 	size_t n, cap;
 	uint64_t reserved, allocated, requested;
+	uint64_t pools; /* ... of the reserved, in private pools */
 	bool known;
 };
 
@@ -80,7 +82,11 @@ static void seg_remove(struct dev *d, size_t at)
 
 static int segment_alloc(struct dev *d, const struct mt_event *e)
 {
-	struct seg s = {.addr = e->addr, .size = e->size, .stack = e->stack, .mapped = e->flags & MT_SEG_MAPPED};
+	struct seg s = {.addr = e->addr,
+			.size = e->size,
+			.stack = e->stack,
+			.mapped = e->flags & MT_SEG_MAPPED,
+			.pool = e->aux2 != 0};
 	size_t i = seg_at(d, e->addr), at = i == d->n ? 0 : i + 1;
 
 	if (!e->size || (i < d->n && e->addr - d->segs[i].addr < d->segs[i].size))
@@ -89,13 +95,15 @@ static int segment_alloc(struct dev *d, const struct mt_event *e)
 		return 0;
 	d->known = true;
 	d->reserved += e->size;
-	if (s.mapped && i < d->n && d->segs[i].mapped && d->segs[i].addr + d->segs[i].size == s.addr) {
+	d->pools += s.pool ? e->size : 0;
+	if (s.mapped && i < d->n && d->segs[i].mapped && d->segs[i].pool == s.pool &&
+	    d->segs[i].addr + d->segs[i].size == s.addr) {
 		d->segs[i].size += s.size; /* joins the pages before it */
 		at = i;
 	} else if (seg_insert(d, at, s)) {
 		return ENOMEM;
 	}
-	if (s.mapped && at + 1 < d->n && d->segs[at + 1].mapped &&
+	if (s.mapped && at + 1 < d->n && d->segs[at + 1].mapped && d->segs[at + 1].pool == s.pool &&
 	    d->segs[at].addr + d->segs[at].size == d->segs[at + 1].addr) {
 		d->segs[at].size += d->segs[at + 1].size; /* and the pages after it */
 		seg_remove(d, at + 1);
@@ -114,12 +122,14 @@ static int segment_free(struct dev *d, const struct mt_event *e)
 		return 0;
 	if (!s->mapped || (e->addr == s->addr && e->size >= s->size)) {
 		d->reserved -= s->size;
+		d->pools -= s->pool ? s->size : 0;
 		seg_remove(d, i);
 		return 0;
 	}
 	if (end > s->addr + s->size)
 		end = s->addr + s->size;
 	d->reserved -= end - e->addr;
+	d->pools -= s->pool ? end - e->addr : 0;
 	if (e->addr == s->addr) {
 		s->size -= end - e->addr;
 		s->addr = end;
@@ -187,7 +197,8 @@ static int measure(struct pass *p, int device, uint64_t time, struct mt_frag_sta
 				    .segments = d->n,
 				    .reserved = d->reserved,
 				    .allocated = d->allocated,
-				    .requested = d->requested};
+				    .requested = d->requested,
+				    .pools = d->pools};
 	for (size_t i = 0; i < p->slots.n; i++) {
 		if (!p->blocks[i].live || p->blocks[i].device != device)
 			continue;

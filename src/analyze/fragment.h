@@ -22,6 +22,7 @@ struct mt_frag_state {
 	uint64_t time;
 	uint64_t segments, reserved, allocated, requested;
 	uint64_t largest_free; /* internal = allocated - requested; external = reserved - allocated */
+	uint64_t pools;	       /* of the reserved, in private pools (CUDA graphs, torch.cuda.MemPool) */
 };
 
 struct mt_frag_segment {

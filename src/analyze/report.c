@@ -95,15 +95,20 @@ static void compose(struct mt_report *r, const struct mt_replay *rp, int d, uint
 	}
 }
 
-/* What of device d's live memory a checkpoint's loading made (o->loaded), and the stack
- * that loaded the most of it; `loads` is each stack's answer, 1 + whether it loads. */
+/* What of device d's live memory a checkpoint's loading made (o->loaded), with the stack
+ * that loaded the most of it, and what CUDA graphs' memory nodes hold (o->graphs);
+ * `loads` is each stack's answer, 1 + whether it loads. */
 static void loaded(const struct mt_report *r, const struct mt_replay *rp, int d, uint8_t *loads, struct mt_oom *o)
 {
 	uint64_t most = 0;
 
 	for (size_t i = 0; i < rp->slots.n && loads; i++) {
 		const struct mt_live *l = &rp->live[i];
-		if (!l->in_use || l->device != d || l->kind != MT_LIVE_DEVICE || l->stack >= r->trace->nstacks)
+		if (!l->in_use || l->device != d || l->kind != MT_LIVE_DEVICE)
+			continue;
+		if (mt_api(&r->trace->events[l->event]) == MT_API_GRAPH)
+			o->graphs += l->size;
+		if (l->stack >= r->trace->nstacks)
 			continue;
 		if (!loads[l->stack])
 			loads[l->stack] = (uint8_t)(1 + mt_composition_loads(r->trace, l->stack));
@@ -1074,6 +1079,13 @@ static void cause_text(struct pr *p, const struct mt_diagnosis *g)
 			"would have fit\n",
 			size_text(g->cause_bytes, sz), where_text(p, g->cause_stack, 0, where, sizeof where));
 		stack_text(p, g->cause_stack, 0, "        ");
+		break;
+	case MT_CAUSE_POOLS:
+		fprintf(
+		    out,
+		    "CUDA graphs' private pools (torch.compile's reduce-overhead, torch.cuda.graph, MemPool) hold %s; "
+		    "without them, it would have fit\n",
+		    size_text(g->cause_bytes, sz));
 		break;
 	case MT_CAUSE_FRAGMENTATION:
 		fprintf(out,

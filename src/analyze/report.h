@@ -62,6 +62,7 @@ struct mt_oom {
 	size_t iterations;		    /* iteration boundaries passed before it (0: none, or none known) */
 	uint64_t loaded;		    /* ... live then from a checkpoint's loading (torch.load) */
 	uint32_t loaded_stack;		    /* ... the stack that loaded the most of it */
+	uint64_t graphs;		    /* ... live then in CUDA graphs' memory nodes */
 	/* the peak on its device before the last of those boundaries: the steps before its own */
 	size_t before_event;
 	uint64_t before;			   /* 0: none */

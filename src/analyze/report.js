@@ -397,6 +397,7 @@
     growth: (g) => `memory grew across iterations, ${bytes(g.cause_bytes)}, most at ${g.cause_where || "(no stack)"}`,
     checkpoint: (g) => `a checkpoint loaded onto the device beside the live model, ${bytes(g.cause_bytes)}, most at ` +
       (g.cause_where || "(no stack)"),
+    graph_pools: (g) => `CUDA graphs' private pools hold ${bytes(g.cause_bytes)}`,
     fragmentation: (g) => `fragmentation: ${bytes(g.cause_bytes)} free in the allocator's segments, not in one block`,
     cache: (g) => `the allocator's cache: the tensors peak at ${bytes(g.allocated_bytes)}, within the capacity, ` +
       `but the allocator held ${bytes(g.cause_bytes)} more`,

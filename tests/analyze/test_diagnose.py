@@ -192,4 +192,130 @@ ok(not failed and allocated < target < reserved and d.get("cause") == "cache" an
    and all(m["kind"] == "allocator" for m in d["remedies"]),
    "--gpu-mem between the peak allocated and reserved: the allocator's cache; allocator settings replayed", d)
 close_loop("the cache", str(target), [], d, caching="")
+
+# ---- PyTorch snapshots written by the tests' own pickler, one per cause ----
+MiB, BASE, F = 2**20, 0x7f0000000000, snap.LOOP
+
+
+def write(name, entries, segments, notes=()):
+    path = os.path.join(TMP, name + ".pickle")
+    with open(path, "wb") as f:
+        pickle.dump({"segments": segments, "device_traces": [entries], "allocator_settings": snap.settings(False),
+                     "external_annotations": list(notes)}, f, protocol=4)
+    return path
+
+
+def oom(d, request, free=10 * MiB):
+    d.entries.append({"action": "oom", "device_free": free, "size": request, "stream": 0, "time_us": d.t + 5,
+                      "frames": F, "compile_context": "N/A"})
+
+
+def snapshot(name, build, request):
+    """A snapshot whose one segment holds exactly what the trace allocated (so the request
+    is free in it only where the trace left holes), `build` filling its trace, then an OOM
+    for `request` with 10 MiB free on the device."""
+    d = snap.Trace(BASE)
+    d.add("segment_alloc", BASE, 0, F)
+    notes = build(d)
+    d.entries[0]["size"] = d.at - BASE
+    oom(d, request)
+    path = write(name, d.entries, [snap.segment(0, BASE, d.blocks(d.at - BASE), expandable=False)], notes)
+    d = diagnosis(path, plan=None)
+    return d[0] if isinstance(d, list) and d else {}
+
+
+def user(fn, line, cpp):
+    return snap.python_stack([snap.frame(fn, "/home/me/train.py", line)] + snap.LOOP[1:],
+                             snap.RECORDER + snap.ALLOCATOR + snap.op(cpp))
+
+
+def checkpoint(d):
+    """The model's parameters; the same again from torch.load onto the device; a forward."""
+    for k in range(4):
+        d.alloc(64 * MiB, user("build_model", 30, "empty"))
+    load = snap.python_stack([snap.frame("_load", snap.TORCH + "serialization.py", 1500),
+                              snap.frame("load", snap.TORCH + "serialization.py", 1025),
+                              snap.frame("resume", "/home/me/train.py", 12)] + snap.LOOP[1:],
+                             snap.RECORDER + snap.ALLOCATOR + snap.op("empty"))
+    for k in range(4):
+        d.alloc(64 * MiB, load)
+    for k in range(6):
+        d.alloc(64 * MiB, snap.forward_stack(k, "mm"))
+    return []
+
+
+def steps(d, reuse):
+    """Five steps, each keeping a 64 MiB loss with its graph (train.py:95) past the step,
+    then a sixth's activations; with `reuse`, each step's activations go where the last
+    step's were (no hole is left), else at new addresses (holes of 128 MiB)."""
+    notes, hole, end = [], d.at, d.at + 128 * MiB
+    for it in range(6):
+        if reuse:
+            d.at = hole
+        acts = [d.alloc(32 * MiB, snap.forward_stack(k, "mm")) for k in range(4)]
+        if reuse:
+            d.at = max(d.at, end)
+        if it == 5:
+            break
+        d.alloc(64 * MiB, user("train_step", 95, "add"))
+        end = d.at
+        for a in acts:
+            d.free(a)
+        notes.append({"stage": "START", "name": "Optimizer.step#AdamW.step", "device": 0, "time_us": d.t + 1})
+        notes.append({"stage": "END", "name": "Optimizer.step#AdamW.step", "device": 0, "time_us": d.t + 2})
+    return notes
+
+
+d = snapshot("checkpoint", checkpoint, 256 * MiB)
+fix = [m for m in d.get("remedies", []) if m["kind"] == "checkpoint"]
+ok(d.get("cause") == "checkpoint" and d["cause_bytes"] == 256 * MiB and "resume (train.py:12)" in d["cause_where"]
+   and fix and fix[0]["fits"] and fix[0]["allocated_bytes"] == 896 * MiB,
+   "a snapshot with a checkpoint loaded beside the model: its 256 MiB from resume (train.py:12), and loading it "
+   "to the CPU fits", d)
+d = snapshot("accumulated", lambda d: steps(d, True), 256 * MiB)
+ok(d.get("cause") == "growth" and "train_step (train.py:95)" in d.get("cause_where", "")
+   and d["allocated_bytes"] == 448 * MiB and [m["kind"] for m in d["remedies"]] == ["leak"]
+   and d["remedies"][0]["fits"],
+   "a snapshot whose steps each keep a loss with its graph: growth, at train_step (train.py:95)", d)
+d = snapshot("scattered", lambda d: steps(d, False), 256 * MiB)
+ok(d.get("cause") == "fragmentation",
+   "...the same growth where the request was free in segments but not in one block: fragmentation", d)
+
+# CUDA graphs' private pool (segment_pool_id (1, 0)) holding 512 MiB beside 256 MiB of the default pool's
+G = BASE + (2 << 30)
+graphs = snap.Trace(BASE)
+graphs.add("segment_alloc", G, 512 * MiB, F)
+graphs.add("alloc", G, 512 * MiB, F)
+graphs.add("segment_alloc", BASE, 256 * MiB, F)
+graphs.add("alloc", BASE, 256 * MiB, F)
+oom(graphs, 256 * MiB)
+pooled = snap.segment(0, G, [snap.block(G, 512 * MiB, 512 * MiB, "active_allocated", F)], expandable=False)
+pooled["segment_pool_id"] = (1, 0)
+d = diagnosis(write("graphs", graphs.entries, [pooled, snap.segment(0, BASE, [snap.block(
+    BASE, 256 * MiB, 256 * MiB, "active_allocated", F)], expandable=False)]), None)
+d = d[0] if isinstance(d, list) and d else {}
+ok(d.get("cause") == "graph_pools" and d["cause_bytes"] == 512 * MiB
+   and any(m["kind"] == "graph_pools" and m["fits"] for m in d["remedies"]),
+   "a snapshot whose CUDA graphs' private pool holds 512 MiB: the graphs' pools, and freeing them fits", d)
+
+# a cache the allocator frees at the limit: a 100 MiB segment freed whole, then a 150 MiB
+# one; 250 MiB reserved at the peak, 150 allocated
+A, B = BASE, BASE + (1 << 30)
+cached = snap.Trace(A)
+cached.add("segment_alloc", A, 100 * MiB, F)
+cached.add("alloc", A, 100 * MiB, F)
+cached.add("free_requested", A, 100 * MiB, F)
+cached.add("free_completed", A, 100 * MiB, F)
+cached.add("segment_alloc", B, 150 * MiB, F)
+cached.add("alloc", B, 150 * MiB, F)
+d = diagnosis(write("cached", cached.entries, [
+    snap.segment(0, A, [snap.block(A, 100 * MiB, 0, "inactive", [])], expandable=False),
+    snap.segment(0, B, [snap.block(B, 150 * MiB, 150 * MiB, "active_allocated", F)], expandable=False)]),
+    None, ["--gpu-mem", "200MiB"])
+d = d[0] if isinstance(d, list) and d else {}
+ok(d.get("cause") == "cache" and d["remedies"] and d["remedies"][0]["change"].startswith("nothing")
+   and d["remedies"][0]["fits"] and d["remedies"][0]["reserved_bytes"] == 150 * MiB,
+   "a peak of 250 MiB reserved, 150 allocated, on 200 MiB: the allocator frees its cached segment at the limit, "
+   "nothing to change", d)
+
 done()
