@@ -26,16 +26,12 @@ const char *const mt_cause_words[MT_CAUSE_COUNT] = {
     [MT_CAUSE_FRAGMENTATION] = "fragmentation",
     [MT_CAUSE_CACHE] = "the allocator's cache",
     [MT_CAUSE_OUTSIDE] = "memory outside what memtap saw"};
-const char *const mt_fix_names[MT_FIX_COUNT] = {[MT_FIX_ALLOCATOR] = "allocator",
-						[MT_FIX_LEAK] = "leak",
-						[MT_FIX_CHECKPOINT] = "checkpoint",
-						[MT_FIX_POOLS] = "graph_pools",
-						[MT_FIX_MICRO_BATCH] = "micro_batch",
-						[MT_FIX_RECOMPUTE] = "recompute",
-						[MT_FIX_PRECISION] = "precision",
-						[MT_FIX_OFFLOAD] = "offload",
-						[MT_FIX_ZERO] = "zero",
-						[MT_FIX_GPUS] = "gpus"};
+const char *const mt_fix_names[MT_FIX_COUNT] = {[MT_FIX_ALLOCATOR] = "allocator",     [MT_FIX_LEAK] = "leak",
+						[MT_FIX_CHECKPOINT] = "checkpoint",   [MT_FIX_POOLS] = "graph_pools",
+						[MT_FIX_MICRO_BATCH] = "micro_batch", [MT_FIX_RECOMPUTE] = "recompute",
+						[MT_FIX_PRECISION] = "precision",     [MT_FIX_OPTIMIZER] = "optimizer",
+						[MT_FIX_OFFLOAD] = "offload",	      [MT_FIX_ZERO] = "zero",
+						[MT_FIX_SEQUENCE] = "sequence",	      [MT_FIX_GPUS] = "gpus"};
 
 /* The bytes the job could use: the capacity less what no hook saw. */
 static double room(const struct mt_diagnosis *g)
@@ -162,8 +158,8 @@ static int allocator_remedies(struct mt_diagnosis *g, const struct mt_report *r)
 	if (!res.ooms && !g->peak) {
 		g->replay = "the replay of the recorded allocations does not fail where the job did";
 	} else if (!res.ooms) {
-		if ((m = add(g, MT_FIX_ALLOCATOR, (double)res.peak_allocated, (double)res.stats.peak_reserved, "none",
-			     "replayed")))
+		if ((m = add(g, MT_FIX_ALLOCATOR, (double)res.peak_allocated, (double)res.stats.peak_reserved,
+			     "nothing to change", "replayed")))
 			snprintf(m->change, sizeof m->change,
 				 "nothing: at this capacity the allocator frees its cache and retries, and every "
 				 "allocation is served");
@@ -177,9 +173,9 @@ static int allocator_remedies(struct mt_diagnosis *g, const struct mt_report *r)
 		if (!(m = add(g, MT_FIX_ALLOCATOR, (double)res.peak_allocated, (double)res.stats.peak_reserved,
 			      settings[i].cost, "replayed")))
 			continue;
+		m->fits = m->fits && !res.ooms;
 		if (res.ooms && !(err = replay(&in, job, settings[i].conf, 0, &res))) /* what it would need */
 			m->reserved = (double)res.stats.peak_reserved;
-		m->fits = m->reserved <= room(g) && !res.ooms;
 		snprintf(m->change, sizeof m->change, "PYTORCH_CUDA_ALLOC_CONF=%s%s%s", job, job[0] ? "," : "",
 			 settings[i].conf);
 		snprintf(m->options, sizeof m->options, "%s", settings[i].conf);
@@ -258,6 +254,34 @@ static void micro_batch(struct mt_diagnosis *g, const struct planner *p)
 	}
 }
 
+/* The longest sequence, in steps of 64 tokens, that fits. */
+static void sequence(struct mt_diagnosis *g, const struct planner *p)
+{
+	const struct mt_plan_config *c = p->run;
+	struct mt_plan_config w = *c;
+	uint64_t lo = 0, hi = c->seq / 64 - (c->seq % 64 == 0); /* in 64-token steps below seq */
+	struct mt_remedy *x;
+
+	if (!c->layers || c->seq <= 64)
+		return;
+	while (lo < hi) {
+		uint64_t mid = (lo + hi + 1) / 2;
+		w.seq = 64 * mid;
+		if (fits(g, p, &w))
+			lo = mid;
+		else
+			hi = mid - 1;
+	}
+	if (!lo)
+		return;
+	w.seq = 64 * lo;
+	if ((x = try(g, p, &w, MT_FIX_SEQUENCE, "less context in each sample: what the model learns changes"))) {
+		snprintf(x->change, sizeof x->change, "sequences of %llu tokens instead of %llu",
+			 (unsigned long long)w.seq, (unsigned long long)c->seq);
+		snprintf(x->options, sizeof x->options, "--seq %llu", (unsigned long long)w.seq);
+	}
+}
+
 static void setup_remedies(struct mt_diagnosis *g, const struct planner *p, double dp)
 {
 	const struct mt_plan_config *c = p->run;
@@ -288,6 +312,14 @@ static void setup_remedies(struct mt_diagnosis *g, const struct planner *p, doub
 			snprintf(x->options, sizeof x->options, "--precision bf16");
 		}
 	}
+	if (c->optimizer == MT_ADAM) {
+		w = *c, w.optimizer = MT_ADAM8BIT;
+		if ((x = try(g, p, &w, MT_FIX_OPTIMIZER,
+			     "Adam's state quantized to 8 bits (bitsandbytes): another optimizer, watch the loss"))) {
+			snprintf(x->change, sizeof x->change, "8-bit Adam (bitsandbytes.optim.AdamW8bit)");
+			snprintf(x->options, sizeof x->options, "--optimizer adam8bit");
+		}
+	}
 	if (c->offload_optimizer == MT_OFFLOAD_NONE && c->optimizer != MT_NO_OPTIMIZER && c->optimizer != MT_SGD) {
 		w = *c, w.offload_optimizer = MT_OFFLOAD_CPU, w.zero = c->zero ? c->zero : 1;
 		if ((x = try(g, p, &w, MT_FIX_OFFLOAD,
@@ -310,6 +342,7 @@ static void setup_remedies(struct mt_diagnosis *g, const struct planner *p, doub
 				break;
 		}
 	}
+	sequence(g, p);
 	/* more GPUs: the fewest, with every state sharded, that fit */
 	w = *c, w.zero = c->fsdp ? c->zero : 3;
 	uint64_t step = c->tp * c->pp * (c->cp ? c->cp : 1), have = c->nodes * c->gpus_per_node;

@@ -57,7 +57,7 @@ def simtrain_args(remedy, args):
         return None
     for flag, value in zip(words[::2], words[1::2]):
         key = {"--micro-batch": "--batch", "--recompute": "--recompute", "--precision": "--precision",
-               "--zero": "--zero", "--gpus-per-node": "--dp"}.get(flag)
+               "--zero": "--zero", "--gpus-per-node": "--dp", "--seq": "--seq"}.get(flag)
         if not key:
             return None
         if key in out:
@@ -102,9 +102,10 @@ ok(failed and d.get("cause") == "step" and not d["step_finished"] and d["need"] 
    "an OOM in iteration 1 of gpt2-small on 10 GiB: the step is too big, its whole need estimated within 5%% "
    "(%.2f GiB, the uncapped run %.2f GiB)" % (d.get("need_bytes", 0) / GiB, truth / GiB), d)
 kinds = {m["kind"] for m in d.get("remedies", []) if m["fits"]}
+ORDER = ["allocator", "leak", "checkpoint", "graph_pools", "micro_batch", "recompute", "precision", "optimizer",
+         "offload", "zero", "sequence", "gpus"]
 ok({"micro_batch", "recompute"} <= kinds and [m["kind"] for m in d["remedies"]] == sorted(
-    [m["kind"] for m in d["remedies"]], key=["allocator", "leak", "micro_batch", "recompute", "precision",
-                                           "offload", "zero", "gpus"].index),
+    [m["kind"] for m in d["remedies"]], key=ORDER.index),
    "...the changes that fit: a smaller micro-batch and recomputation, cheapest first", d.get("remedies"))
 ok(close_loop("iteration 1", "10GiB", [], d) >= 3, "...each made, three at least")
 text = subprocess.run([MEMTAP, "report", trace, "--plan", PLAN], capture_output=True, text=True).stdout
