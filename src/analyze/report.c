@@ -144,26 +144,14 @@ static const char *const reading_text[] = {"", "when memtap asked, at the device
 					   "at the out-of-memory failure"};
 static const char *const reading_json[] = {"", "first_use", "exit", "job", "oom"};
 
-/* A device's highest allocated bytes so far (the event that made it, the boundaries
- * passed then), and as they were before the last boundary: the peak of the steps before. */
+/* A device's peak as it was at the last iteration boundary: the peak of the steps before. */
 struct high {
 	uint64_t bytes;
-	size_t event, epoch;
+	size_t event;
 };
 
-static void follow_high(struct high *now, struct high *settled, uint64_t bytes, size_t i, size_t epoch)
+static int add_oom(struct mt_report *r, size_t i, size_t iterations, const struct high *before)
 {
-	if (bytes <= now->bytes)
-		return;
-	if (now->epoch != epoch) /* the first new high since a boundary: what came before it is settled */
-		*settled = *now, now->epoch = epoch;
-	now->bytes = bytes, now->event = i;
-}
-
-static int add_oom(struct mt_report *r, size_t i, size_t iterations, const struct high *now, const struct high *settled)
-{
-	const struct high *before = now->epoch != iterations ? now : settled;
-
 	if (mt_grow((void **)&r->oom, &r->cap_oom, r->noom, sizeof *r->oom))
 		return ENOMEM;
 	r->oom[r->noom++] = (struct mt_oom){
@@ -325,21 +313,24 @@ int mt_report_build(struct mt_report *r, const struct mt_trace *t, const struct 
 	mt_replay_init(&r->end);
 	r->end.track = true; /* for the leak scan */
 	err = mt_composition_start(&comp, &r->comp, t);
-	struct high *high = calloc(2 * MT_MAX_DEVICES, sizeof *high), *settled = high + MT_MAX_DEVICES;
+	struct high *high = calloc(MT_MAX_DEVICES, sizeof *high); /* at the last boundary */
+	size_t passed = 0;
 	if (!high)
 		err = ENOMEM;
 	for (size_t i = 0; i < t->nevents && !err; i++) {
-		uint8_t d = t->events[i].device;
 		mt_progress("replaying", i, t->nevents);
 		err = mt_leaks_step(&scan, &r->end, i);
+		if (scan.next != passed) { /* a boundary, before event i: each device's peak so far */
+			passed = scan.next;
+			for (int d = 0; d < MT_MAX_DEVICES; d++)
+				high[d] = (struct high){r->end.dev[d].peak, r->end.dev[d].peak_event};
+		}
 		mt_replay_apply(&r->end, &t->events[i]);
 		r->kinds[t->events[i].kind]++;
 		early(r, &t->events[i]);
 		driver_count(r, &t->events[i]);
-		if (d != MT_NO_DEVICE)
-			follow_high(&high[d], &settled[d], r->end.dev[d].current, i, scan.next);
-		if (t->events[i].kind == MT_EV_ALLOC_FAILED && d != MT_NO_DEVICE && !err)
-			err = add_oom(r, i, scan.next, &high[d], &settled[d]);
+		if (t->events[i].kind == MT_EV_ALLOC_FAILED && t->events[i].device != MT_NO_DEVICE && !err)
+			err = add_oom(r, i, scan.next, &high[t->events[i].device]);
 		if (!err)
 			err = mt_composition_step(comp, i);
 	}
@@ -364,12 +355,13 @@ int mt_report_build(struct mt_report *r, const struct mt_trace *t, const struct 
 	mt_replay_init(&second);
 	err = before ? mt_fragment_start(&frag, &r->frag, t, &r->end, r->kinds[MT_EV_SEGMENT_ALLOC] > 0) : ENOMEM;
 	for (size_t i = 0; i < t->nevents && !err; i++) {
-		uint8_t d = t->events[i].device;
+		uint8_t d;
 		mt_progress("the peak", i, t->nevents);
 		err = mt_fragment_step(frag, i);
 		if (next == npeaks && k == r->noom)
 			continue;
 		mt_replay_apply(&second, &t->events[i]);
+		d = t->events[i].device;
 		for (; b < r->noom && before[b]->before_event == i; b++)
 			if (before[b]->before)
 				compose(r, &second, d, before[b]->before_composition, false);
