@@ -246,6 +246,10 @@ ok(p.returncode == OOM_EXIT and len(said) == 1 and oom
    and " in NVTX range %s, from tensor_new (simtrain.c:" % oom["phase"] in said[0]
    and said[0].endswith("free of 3.00 GiB (a policy's cap; the device has 16.00 GiB)"),
    "memtap run's summary: the allocation that failed, where, and under the policy's cap", p.stderr[-800:])
+why = [x for x in p.stderr.splitlines() if x.startswith("memtap: why: ")]
+ok(len(why) == 1 and why[0] == "memtap: why: the step needs more than the device; what to change so that it fits: "
+   "memtap report %s (with --plan 'the model and setup' for the training setup's changes)" % trace,
+   "...and why, with the report that says what to change", p.stderr[-800:])
 text = subprocess.run([MEMTAP, "report", trace], capture_output=True, text=True).stdout
 top = subprocess.run([MEMTAP, "top", "--once", "--json", trace], capture_output=True, text=True).stdout
 top = json.loads(top)["ranks"][0]["devices"][0] if top.startswith("{") else {}

@@ -23,6 +23,7 @@
 
 #include <lauxlib.h>
 
+#include "analyze/diagnose.h"
 #include "analyze/report.h"
 #include "analyze/symbols.h"
 #include "cli.h"
@@ -380,8 +381,17 @@ static void summary(const char *path)
 			fprintf(stderr, "memtap: no device memory was allocated\n");
 		if (r.noom) { /* symbols only for the failing stack's first user frame */
 			struct mt_symbols *sym = mt_symbols_open(&t);
+			struct mt_diagnosis *g;
+			size_t n;
 			mt_report_oom_summary(stderr, &r, sym, "memtap: ");
 			mt_symbols_close(sym);
+			if (mt_diagnose(&r, &g, &n) == 0 && n)
+				fprintf(
+				    stderr,
+				    "memtap: why: %s; what to change so that it fits: memtap report %s (with --plan "
+				    "'the model and setup' for the training setup's changes)\n",
+				    mt_cause_words[g[0].cause], path);
+			free(g);
 		}
 		fprintf(stderr, "memtap: trace %s: %" PRIu64 " allocations, %" PRIu64 " frees (memtap report %s)\n",
 			path, r.end.allocs, r.end.frees, path);
