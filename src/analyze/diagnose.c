@@ -230,26 +230,38 @@ static struct mt_remedy *try(struct mt_diagnosis *g, const struct planner *p, co
 	return add(g, kind, allocated, reserved, cost, "planned");
 }
 
+/* The largest micro-batch that fits, by bisection (1 when none does), then the largest
+ * divisor of the run's at most that: the global batch stays whole with accumulation. */
 static void micro_batch(struct mt_diagnosis *g, const struct planner *p)
 {
 	const struct mt_plan_config *c = p->run;
 	struct mt_plan_config w = *c;
-	uint64_t m = c->micro_batch;
+	uint64_t lo = 1, hi = c->micro_batch - 1, m = 1;
+	struct mt_remedy *x;
 
-	if (!c->layers || !c->seq || m < 2)
+	if (!c->layers || !c->seq || c->micro_batch < 2)
 		return;
-	/* the largest divisor of the micro-batch that fits keeps the global batch whole */
-	while (--m > 1 && !(c->micro_batch % m == 0 && (w.micro_batch = m, fits(g, p, &w))))
-		;
+	while (lo < hi) {
+		w.micro_batch = (lo + hi + 1) / 2;
+		if (fits(g, p, &w))
+			lo = w.micro_batch;
+		else
+			hi = w.micro_batch - 1;
+	}
+	for (uint64_t d = 1; d <= c->micro_batch / d; d++) /* divisors in pairs, to the square root */
+		if (c->micro_batch % d == 0) {
+			if (d <= lo && d > m)
+				m = d;
+			if (c->micro_batch / d <= lo && c->micro_batch / d > m)
+				m = c->micro_batch / d;
+		}
 	w.micro_batch = m;
-	struct mt_remedy *x =
-	    try(g, p, &w, MT_FIX_MICRO_BATCH, "more, smaller passes per batch: a little less throughput");
-	if (x) {
-		snprintf(
-		    x->change, sizeof x->change,
-		    "micro-batch %llu instead of %llu, gradients accumulated over %llu of them (the same global batch)",
-		    (unsigned long long)m, (unsigned long long)c->micro_batch,
-		    (unsigned long long)(c->micro_batch / m));
+	if ((x = try(g, p, &w, MT_FIX_MICRO_BATCH, "more, smaller passes per batch: a little less throughput"))) {
+		snprintf(x->change, sizeof x->change,
+			 "micro-batch %llu instead of %llu, gradients accumulated over %llu of them (the same global "
+			 "batch)",
+			 (unsigned long long)m, (unsigned long long)c->micro_batch,
+			 (unsigned long long)(c->micro_batch / m));
 		snprintf(x->options, sizeof x->options, "--micro-batch %llu", (unsigned long long)m);
 	}
 }
