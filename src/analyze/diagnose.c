@@ -453,7 +453,7 @@ int mt_diagnose(const struct mt_report *r, struct mt_diagnosis **out, size_t *n)
 	int err = 0;
 
 	*out = NULL, *n = 0;
-	for (size_t k = 0; k < r->noom && !err; k++) {
+	for (size_t k = 0; k < r->noom && !err && *n < MT_DIAGNOSED; k++) {
 		const struct mt_oom *o = &r->oom[k];
 		const struct mt_event *ev = &t->events[o->event];
 		const struct mt_frag_oom *fo = mt_fragment_oom(&r->frag, o->event);

@@ -92,9 +92,11 @@ struct mt_diagnosis {
 	size_t nremedies;
 };
 
-/* Every failed allocation's diagnosis, then each device over r->target (its peak
- * reserved, or allocated without segments) where none failed. *out is malloc'd. 0 or
- * ENOMEM. */
+#define MT_DIAGNOSED 16 /* failures diagnosed, the first: each replays the trace up to it */
+
+/* The first MT_DIAGNOSED out-of-memory failures' diagnoses, then each device over
+ * r->target (its peak reserved, or allocated without segments) where none failed. *out is
+ * malloc'd. 0 or ENOMEM. */
 int mt_diagnose(const struct mt_report *r, struct mt_diagnosis **out, size_t *n);
 
 #endif

@@ -1169,6 +1169,8 @@ static void diagnosis_text(struct pr *p)
 	}
 	if (n)
 		fprintf(out, "\nwhat to change so that it fits:\n");
+	if (n >= MT_DIAGNOSED && !all[MT_DIAGNOSED - 1].peak && r->noom > MT_DIAGNOSED)
+		fprintf(out, "  the first %d failures (of %zu):\n", MT_DIAGNOSED, r->noom);
 	for (size_t i = 0; i < n; i++) {
 		const struct mt_diagnosis *g = &all[i];
 		if (g->peak && g->reserved)

@@ -299,6 +299,20 @@ ok(d.get("cause") == "graph_pools" and d["cause_bytes"] == 512 * MiB
    and any(m["kind"] == "graph_pools" and m["fits"] for m in d["remedies"]),
    "a snapshot whose CUDA graphs' private pool holds 512 MiB: the graphs' pools, and freeing them fits", d)
 
+# a job that caught its out-of-memory error and tried again, 40 times: the first 16 are
+# diagnosed (each replays the trace up to it), and the text says how many there were
+retries = snap.Trace(BASE)
+retries.add("segment_alloc", BASE, 512 * MiB, F)
+retries.add("alloc", BASE, 512 * MiB, F)
+for k in range(40):
+    oom(retries, 256 * MiB)
+path = write("retries", retries.entries, [snap.segment(0, BASE, [snap.block(BASE, 512 * MiB, 512 * MiB,
+                                                                          "active_allocated", F)], expandable=False)])
+d = diagnosis(path, None)
+text = subprocess.run([MEMTAP, "report", path], capture_output=True, text=True).stdout
+ok(isinstance(d, list) and len(d) == 16 and "the first 16 failures (of 40):" in text,
+   "40 failures: the first 16 diagnosed, and said so", (len(d), text[-600:]))
+
 # a cache the allocator frees at the limit: a 100 MiB segment freed whole, then a 150 MiB
 # one; 250 MiB reserved at the peak, 150 allocated
 A, B = BASE, BASE + (1 << 30)
