@@ -27,8 +27,9 @@ LAYERS = {
     "src/cupti": ["src/core", "src/recorder"],
     "src/reader": ["src/core"],
     "src/analyze": ["src/core", "src/cache", "src/reader"],
-    "src/script": ["src/core", "src/lua", "src/reader", "src/analyze"],
-    "tools/memtap": ["src/core", "src/lua", "src/reader", "src/analyze", "src/script", "src/recorder"],
+    "src/plan": ["src/core", "src/reader"],
+    "src/script": ["src/core", "src/lua", "src/reader", "src/analyze", "src/plan"],
+    "tools/memtap": ["src/core", "src/lua", "src/reader", "src/analyze", "src/plan", "src/script", "src/recorder"],
 }
 # where a folder may reach only one header of another
 ONLY = {("src/recorder", "src/policy"): {"policy/policy.h"},

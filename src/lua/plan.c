@@ -27,7 +27,7 @@ static double size(lua_State *L, int t, const char *key)
 
 /* The fields of the table at t over c: each option of core/plan_options.def by its name,
  * read as the command reads its text (numbers, booleans and strings alike). */
-static void read_config(lua_State *L, int t, struct mt_plan_config *c)
+void mt_lua_plan_fields(lua_State *L, int t, struct mt_plan_config *c)
 {
 	char why[256], shown[64];
 
@@ -73,7 +73,24 @@ static void set_num(lua_State *L, const char *key, double v)
 	lua_setfield(L, -2, key);
 }
 
+/* In a job: the policy reads no file for a plan. */
+static void no_configs(lua_State *L, int t, struct mt_plan_config *c)
+{
+	int model = lua_getfield(L, t, "model"), deepspeed = lua_getfield(L, t, "deepspeed");
+
+	(void)c;
+	lua_pop(L, 2);
+	if (model != LUA_TNIL || deepspeed != LUA_TNIL)
+		luaL_error(L, "memtap.plan: model= and deepspeed= read files: in memtap lua scripts, not in a job's "
+			      "policy (give the fields instead)");
+}
+
 int mt_lua_plan(lua_State *L)
+{
+	return mt_lua_plan_with(L, no_configs);
+}
+
+int mt_lua_plan_with(lua_State *L, mt_lua_plan_configs *configs)
 {
 	struct mt_plan_config c = {.precision = MT_MIXED16, .optimizer = MT_ADAM, .nodes = 1, .gpus_per_node = 1};
 	struct mt_plan_scale scale, *s = NULL;
@@ -81,14 +98,15 @@ int mt_lua_plan(lua_State *L)
 	double table[4][3];
 
 	luaL_checktype(L, 1, LUA_TTABLE);
-	read_config(L, 1, &c);
+	configs(L, 1, &c);
+	mt_lua_plan_fields(L, 1, &c);
 	if (lua_getfield(L, 1, "measured") == LUA_TTABLE) {
 		struct mt_plan_config run = c;
 		double measured[MT_PLAN_COMPONENTS];
 		int m = lua_gettop(L);
 
 		if (lua_getfield(L, 1, "run") == LUA_TTABLE)
-			read_config(L, lua_gettop(L), &run);
+			mt_lua_plan_fields(L, lua_gettop(L), &run);
 		lua_pop(L, 1);
 		checked(L, &run);
 		for (int j = 0; j < MT_PLAN_COMPONENTS; j++)

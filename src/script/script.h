@@ -8,8 +8,10 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-/* Pushes the module table (memtap.open, memtap.format_size). */
+/* Pushes the module table (memtap.open, memtap.format_size, memtap.plan). */
 int mt_lua_open(lua_State *L);
+/* memtap.plan{...} offline (plan.c): lua/plan.h's, with model= and deepspeed= files read. */
+int mt_script_plan(lua_State *L);
 /* Opens a trace as a memtap.trace object; on failure pushes nil and a message. Returns 2
  * values either way; *damaged says the trace was cut short or damaged but read. */
 int mt_lua_push_trace(lua_State *L, const char *path, bool *damaged);

@@ -8,7 +8,6 @@
 
 #include "analyze/report.h"
 #include "script/script.h"
-#include "lua/plan.h"
 #include "core/units.h"
 
 #define TRACE_META "memtap.trace"
@@ -284,7 +283,7 @@ int mt_lua_open(lua_State *L)
 	static const luaL_Reg meta[] = {
 	    {"__index", index_}, {"__gc", gc}, {"__close", gc}, {"__tostring", tostring}, {NULL, NULL}};
 	static const luaL_Reg module[] = {
-	    {"open", open_}, {"format_size", format_size}, {"plan", mt_lua_plan}, {NULL, NULL}};
+	    {"open", open_}, {"format_size", format_size}, {"plan", mt_script_plan}, {NULL, NULL}};
 
 	if (luaL_newmetatable(L, TRACE_META)) {
 		luaL_setfuncs(L, meta, 0);

@@ -1,11 +1,11 @@
-/* Reads hjson (tools/memtap/hjson.c) from a file and prints its value as JSON, or
+/* Reads hjson (src/plan/hjson.c) from a file and prints its value as JSON, or
  * "error LINE:COL: TEXT": tests/analyze/test_plan_upstream.py compares that with what
  * hjson-py reads from the same text (tests/analyze/upstream/hjson.json). */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "memtap/hjson.h"
+#include "plan/hjson.h"
 
 int main(int argc, char **argv)
 {

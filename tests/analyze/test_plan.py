@@ -532,6 +532,32 @@ p = subprocess.run([MEMTAP, "run", "-o", os.path.join(TMP, "policy.trace"), "--p
                     SIMTRAIN, "--iters", "1"], capture_output=True, text=True, env=SIMENV)
 ok(p.returncode == 0 and "plan\t1875000000" in p.stderr, "memtap.plan inside a job, from a policy (ZeRO paper: 7.5B "
    "over 64 GPUs at ZeRO-3, 1.875 GB)", p.stderr)
+open(policy, "w").write('memtap.on_exit(function() memtap.log("got", pcall(memtap.plan, {model="config.json"})) end)\n')
+p = subprocess.run([MEMTAP, "run", "-o", os.path.join(TMP, "policy2.trace"), "--policy", policy, "--",
+                    SIMTRAIN, "--iters", "1"], capture_output=True, text=True, env=SIMENV)
+ok(p.returncode == 0 and "got\tfalse\t" in p.stderr and "in memtap lua scripts, not in a job's policy" in p.stderr,
+   "memtap.plan{model=...} in a job's policy: refused in one line (a policy reads no config)", p.stderr)
+
+# memtap.plan{model=, deepspeed=} in memtap lua reads the configs as memtap plan does
+model, ds = os.path.join(TMP, "llama.json"), os.path.join(TMP, "ds.json")
+json.dump({"model_type": "llama", "vocab_size": 32000, "hidden_size": 4096, "num_hidden_layers": 32,
+           "num_attention_heads": 32, "num_key_value_heads": 32, "intermediate_size": 11008,
+           "tie_word_embeddings": False, "torch_dtype": "bfloat16"}, open(model, "w"))
+open(ds, "w").write('{"train_micro_batch_size_per_gpu": 2, "train_batch_size": 64, '
+                    '"zero_optimization": {"stage": 2}, "bf16": {"enabled": "auto"}}')
+open(lua, "w").write("""
+local p = memtap.plan{model = "%s", deepspeed = "%s", seq = 2048, gpus_per_node = 8}
+print(p.total, p.model_params)
+print(select(2, pcall(memtap.plan, {model = "%s/none.json"})))
+""" % (model, ds, TMP))
+p = subprocess.run([MEMTAP, "lua", lua], capture_output=True, text=True)
+want = plan_json("--model", model, "--deepspeed", ds, "--seq", 2048, "--gpus-per-node", 8)
+got = p.stdout.split("\n")
+ok(p.returncode == 0 and got[0].split("\t") == [str(want["per_gpu_bytes"]["total"]), str(want["params"])]
+   and got[1].startswith("memtap.plan: ") and "none.json" in got[1],
+   "memtap.plan{model=, deepspeed=} in memtap lua: memtap plan --model --deepspeed's numbers (Llama-2-7B, ZeRO-2, "
+   "bf16 from the model's torch_dtype, accumulation from train_batch_size over 8 GPUs); a missing file in one line", (p.stdout, p.stderr, want.get(
+       "per_gpu_bytes")))
 
 # impossible input: one clear line each, exit status 2
 BAD = [(["--layers", 12, "--hidden", 768, "--heads", 12, "--vocab", 100, "--seq", 8, "--micro-batch", 1, "--tp", 8,

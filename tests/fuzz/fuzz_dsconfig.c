@@ -1,12 +1,12 @@
 /* Fuzz target for the DeepSpeed config reader behind memtap plan --deepspeed
- * (tools/memtap/dsconfig.c, through jansson): any bytes give a setup or one line saying
+ * (src/plan/dsconfig.c, through jansson): any bytes give a setup or one line saying
  * what is wrong, and a setup goes through the planner's own checks and formulas without
  * a division by zero or an overflow (UBSan watches). */
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
-#include "memtap/cli.h" /* the command's header (tools/memtap) */
+#include "plan/config.h"
 #include "core/plan.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -34,44 +34,6 @@ struct mt_plan_config;
 void plan_setup_from_text(const char *text, struct mt_plan_config *out);
 /* --gpu-mem's value: a size (80GiB) or a GPU's name (h100); exits with one line when neither. */
 uint64_t plan_gpu_mem(const char *text);
-/* What the command line and the model give, for the "auto" values of a DeepSpeed config
- * (the Hugging Face Trainer fills them from its arguments and the model). */
-struct ds_context {
-	bool precision_given, micro_batch_given, micro_batches_given, recompute_given, zero_given;
-	int precision;		    /* 0 fp32, 1 bf16, 2 fp16 */
-	const char *precision_text; /* --precision's value as given ("amp-bf16") */
-	int zero;		    /* --zero's stage */
-	const char *model_dtype;    /* the model's torch_dtype when it names one ("bfloat16"), else NULL */
-	uint64_t micro_batch, micro_batches, hidden;
-};
-/* A DeepSpeed config's text (dsconfig.c) applied onto c: 0, or EINVAL with err saying in
- * one line what is wrong. batch: its train_batch_size (0: none, or "auto" not filled);
- * micro_auto: no micro-batch where train_micro_batch_size_per_gpu or train_batch_size is
- * "auto" (the Hugging Face Trainer fills them: nothing to derive without --micro-batch);
- * ignored and unmodelled: the keys it names without using them; notes: how "auto",
- * deprecated spellings and ineffective sections were read; "" when none. ctx may be NULL. */
-struct ds_config {
-	uint64_t batch, micro, steps; /* the batch keys as read ("auto" filled), 0 where absent */
-	bool micro_auto;
-	char ignored[1024], unmodelled[1024], notes[2048];
-	char err[512];
-};
-int ds_config_parse(const char *path, const char *text, size_t len, const struct ds_context *ctx,
-		    struct mt_plan_config *c, struct ds_config *out);
-/* DeepSpeed's batch sizes (runtime/config.py: _set_batch_related_parameters, then
- * _batch_assertion) from ds's keys over world data-parallel GPUs (0: not given: what the
- * config's three keys imply, else 1): the micro-batch and accumulation steps (0 and 0
- * where the micro-batch is an "auto" not filled) and *world. note says what was derived
- * ("" when nothing). 0, or EINVAL with err (DeepSpeed's reason, one line). */
-int ds_config_batch(const char *path, const struct ds_config *ds, uint64_t *world, uint64_t *micro, uint64_t *steps,
-		    char *note, size_t note_size, char *err, size_t err_size);
-/* A Hugging Face config.json (hfconfig.c) onto c's model fields: 0, or EINVAL with err in
- * one line naming the field memtap does not model. note: what it assumed; dtype: the
- * torch_dtype it names, "" when none. */
-struct hf_config {
-	char err[512], note[1024], model_type[64], dtype[32];
-};
-int hf_config_parse(const char *path, const char *text, size_t len, struct mt_plan_config *c, struct hf_config *out);
 void die(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
 /* Bad use of a command, in one line: "memtap COMMAND: what (see memtap HELP --help)"
  * (HELP: the command whose --help says more); exit 2. */

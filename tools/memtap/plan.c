@@ -14,6 +14,7 @@
 #include "analyze/plan_replay.h"
 #include "analyze/report.h"
 #include "cli.h"
+#include "plan/config.h"
 #include "core/path.h"
 #include "core/units.h"
 #include "reader/file.h"
@@ -139,48 +140,27 @@ struct plan_args {
 	const char *trace;
 };
 
-/* A whole config file, or exit with why not */
-static char *slurp(const char *path, size_t *len)
-{
-	char *text, why[4400];
-	int r = mt_file_read_config(path, &text, len, why, sizeof why);
-
-	if (r)
-		die(r == ENOMEM ? 1 : EXIT_USAGE, "%s", why);
-	return text;
-}
-
 /* A Hugging Face config.json (or a folder holding one) onto c's model; dtype gets its
  * torch_dtype ("" when none) */
 static void hf_config_read(const char *path, struct mt_plan_config *c, char *dtype, size_t n)
 {
 	struct hf_config hf;
-	struct stat st;
-	char file[4096];
-	size_t len;
-	char *text;
+	int err = mt_plan_read_model(path, c, &hf);
 
-	snprintf(file, sizeof file, "%s", path);
-	if (!stat(path, &st) && S_ISDIR(st.st_mode))
-		mt_path_join(file, sizeof file, path, "config.json");
-	text = slurp(file, &len);
-	if (hf_config_parse(file, text, len, c, &hf))
-		die(EXIT_USAGE, "%s", hf.err);
-	free(text);
+	if (err)
+		die(err == ENOMEM ? 1 : EXIT_USAGE, "%s", hf.err);
 	snprintf(dtype, n, "%s", hf.dtype);
-	fprintf(stderr, "memtap: %s: %s%s%s\n", file, hf.model_type, hf.note[0] ? ": " : "", hf.note);
+	fprintf(stderr, "memtap: %s: %s%s%s\n", hf.file, hf.model_type, hf.note[0] ? ": " : "", hf.note);
 }
 
 /* A DeepSpeed config file onto c, or exit with why not; its notes wait for its batch
  * sizes (ds_batch), so that a refused config is one line. */
 static void ds_config_read(const char *path, const struct ds_context *x, struct mt_plan_config *c, struct ds_config *ds)
 {
-	size_t len;
-	char *text = slurp(path, &len);
+	int err = mt_plan_read_deepspeed(path, x, c, ds);
 
-	if (ds_config_parse(path, text, len, x, c, ds))
-		die(EXIT_USAGE, "%s", ds->err);
-	free(text);
+	if (err)
+		die(err == ENOMEM ? 1 : EXIT_USAGE, "%s", ds->err);
 }
 
 /* The planner's options (core/plan_options.def) as --options, then the command's own. */
@@ -257,13 +237,7 @@ static void parse(int argc, char **argv, struct plan_args *a, bool what_if)
 		x.micro_batch = cli.micro_batch;
 		x.micro_batches = cli.micro_batches;
 		x.hidden = c->hidden ? c->hidden : cli.hidden;
-		if (dtype[0] && !x.precision_given) {
-			x.model_dtype = !strcmp(dtype, "bfloat16")  ? "the model's torch_dtype bfloat16"
-					: !strcmp(dtype, "float16") ? "the model's torch_dtype float16"
-					: !strcmp(dtype, "float32") ? "the model's torch_dtype float32"
-								    : NULL;
-			x.precision = !strcmp(dtype, "bfloat16") ? 1 : !strcmp(dtype, "float16") ? 2 : 0;
-		}
+		mt_plan_ds_context_model(&x, dtype);
 		ds_config_read(deepspeed, &x, c, &a->ds);
 		a->ds_path = deepspeed;
 		a->micro_given = x.micro_batch_given;
@@ -328,23 +302,16 @@ static void parse(int argc, char **argv, struct plan_args *a, bool what_if)
  * recomputation becomes without an architecture or a sequence: model states only. */
 static void ds_batch(const struct plan_args *a, struct mt_plan_config *c, bool say)
 {
-	/* DeepSpeedConfig's world_size (runtime/config.py): a model-parallel unit's data-parallel
-	 * size (Megatron's --tp, a pipeline's stages), else every rank over sequence_parallel_size:
-	 * AutoTP's ranks (tensor_parallel.autotp_size) count, its groups being made later */
-	uint64_t world = 0, gpus, div, micro, steps;
-	bool wraps = __builtin_mul_overflow(a->tp_given && c->tp ? c->tp : 1, c->pp ? c->pp : 1, &div) ||
-		     __builtin_mul_overflow(div, c->cp ? c->cp : 1, &div) || !div; /* refused by mt_plan_check */
+	struct mt_plan_given given = {a->gpus_given, a->tp_given, a->micro_given, a->micro_batches_given,
+				      a->recompute_given};
+	uint64_t dropped;
+	bool needs_micro;
 	char note[512], err[512];
 
-	if (a->gpus_given && !wraps && !__builtin_mul_overflow(c->nodes, c->gpus_per_node, &gpus) && gpus >= div)
-		world = gpus / div;
-	if (ds_config_batch(a->ds_path, &a->ds, &world, &micro, &steps, note, sizeof note, err, sizeof err))
+	if (mt_plan_deepspeed_batch(a->ds_path, &a->ds, &given, c, &needs_micro, &dropped, note, sizeof note, err,
+				    sizeof err))
 		die(EXIT_USAGE, "%s", err);
-	if (micro && !a->micro_given) /* the command line's, given, override the config's */
-		c->micro_batch = micro;
-	if (steps && !a->micro_batches_given)
-		c->micro_batches = steps;
-	if (c->layers && c->seq && !c->micro_batch && !a->micro_given)
+	if (needs_micro)
 		die(EXIT_USAGE,
 		    "--seq %llu needs a micro-batch: %s leaves it \"auto\" (the Hugging Face Trainer fills it from "
 		    "--per_device_train_batch_size): give --micro-batch N",
@@ -359,27 +326,11 @@ static void ds_batch(const struct plan_args *a, struct mt_plan_config *c, bool s
 			a->ds.unmodelled);
 	if (note[0] && say)
 		fprintf(stderr, "memtap: %s: %s\n", a->ds_path, note);
-	if (!a->gpus_given && world > 1 && !wraps && !__builtin_mul_overflow(world, div, &gpus)) {
-		/* the GPUs that train_batch_size implies */
-		c->nodes = 1;
-		c->gpus_per_node = gpus;
-	}
-	if (!c->layers) { /* --params: a config's micro-batch has no activations to size */
-		if (!a->micro_given)
-			c->micro_batch = 0;
-		if (!a->recompute_given)
-			c->recompute = MT_RECOMPUTE_NONE;
-	} else if (!c->seq && c->micro_batch && !a->micro_given) {
-		if (say)
-			fprintf(
-			    stderr,
-			    "memtap: %s: micro-batch %llu: give --seq N for its activations; model states only without "
-			    "it\n",
-			    a->ds_path, (unsigned long long)c->micro_batch);
-		c->micro_batch = 0;
-		if (!a->recompute_given)
-			c->recompute = MT_RECOMPUTE_NONE;
-	}
+	if (dropped && say)
+		fprintf(
+		    stderr,
+		    "memtap: %s: micro-batch %llu: give --seq N for its activations; model states only without it\n",
+		    a->ds_path, (unsigned long long)dropped);
 }
 
 /* The description with what the architecture implies, or exit with why it is impossible;

@@ -2,8 +2,8 @@
  * calls it): JSON plus comments (#, //, / * * /), optional and trailing commas, quoteless
  * keys and strings, '''multi-line''' strings, a root object without braces. Read into
  * jansson values, or refused with the line and column hjson-py would name. */
-#ifndef MEMTAP_HJSON_H
-#define MEMTAP_HJSON_H
+#ifndef MT_PLAN_HJSON_H
+#define MT_PLAN_HJSON_H
 
 #include <jansson.h>
 #include <stdbool.h>

@@ -6,6 +6,8 @@
  * the keys the Hugging Face Trainer fills is resolved from the command line or the model
  * as the Trainer would, with a note saying which. Nothing here exits or prints: a bad
  * config is EINVAL and one line, so the fuzz target runs exactly what memtap runs. */
+#include "plan/config.h"
+
 #include <ctype.h>
 #include <errno.h>
 #include <jansson.h>
@@ -16,10 +18,8 @@
 #include <string.h>
 #include <strings.h>
 
-#include "core/plan.h"
-#include "cli.h"
 #include "core/text.h"
-#include "hjson.h"
+#include "plan/hjson.h"
 
 /* Counts in a config (batch sizes, steps) above this are damage; products of two stay
  * far from overflowing. */

@@ -5,16 +5,16 @@
  * experts (mixtral, qwen2_moe, qwen3_moe, deepseek_v2/v3 with multi-latent attention).
  * A field that changes the parameters in a way the planner does not model is refused by
  * name. Nothing here exits or prints. */
+#include "plan/config.h"
+
 #include <errno.h>
 #include <jansson.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "core/plan.h"
-#include "cli.h"
 #include "core/text.h"
-#include "hjson.h"
+#include "plan/hjson.h"
 
 struct hf {
 	const char *path;

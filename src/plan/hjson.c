@@ -3,7 +3,7 @@
  * ends where one would (else a string to the end of the line), the same messages. The
  * text is first checked as UTF-8 and its newlines made '\n', as Python's open() does;
  * nesting stops at 490 levels, where Python's recursion limit stops hjson-py. */
-#include "hjson.h"
+#include "plan/hjson.h"
 
 #include <errno.h>
 #include <math.h>
