@@ -1,7 +1,8 @@
 -- oom_snapshot.lua: on the first out-of-memory failure, write a snapshot of that moment
 -- (every live allocation with its stack, the failed request included; `memtap report`
 -- reads it and says what to change so that it fits) and log the request, what the failure
--- looks like from inside the job, and the stacks holding the most memory.
+-- looks like from inside the job, and the stacks holding the most memory, each by its
+-- first frame past those they all share (an allocating helper, the runtime).
 -- MEMTAP_OOM_SNAPSHOT names the file (default memtap-oom-%p.trace, in the policy folder).
 -- In a job of several ranks with a run directory (memtap run --dir, or a launcher's job
 -- id), every rank takes a snapshot of that moment (memtap.snapshot_all) into
@@ -28,6 +29,21 @@ local function cause(ev)
     size((ev.total or 0) - outside))
 end
 
+-- The innermost frames every one of the top stacks shares (an allocating helper, the
+-- runtime, the allocator): each stack is shown by its first frame past them.
+local function told_apart(tops)
+  local shared = 0
+  while #tops > 1 do
+    local frame = tops[1].stack[shared + 1]
+    for i = 2, #tops do
+      if tops[i].stack[shared + 1] ~= frame then frame = nil end
+    end
+    if frame == nil then return shared end
+    shared = shared + 1
+  end
+  return shared
+end
+
 memtap.on_oom(function(ev)
   if done then return end
   done = true
@@ -49,9 +65,11 @@ memtap.on_oom(function(ev)
   if not path then memtap.log("no snapshot: " .. err) end
   memtap.log("cause: " .. cause(ev) .. "; what to change: memtap report " .. (path or "TRACE") ..
     " (--plan 'SETUP' adds the training setup's changes)")
-  for i, t in ipairs(memtap.top(5, ev.device)) do
+  local tops = memtap.top(5, ev.device)
+  local shared = told_apart(tops)
+  for i, t in ipairs(tops) do
     memtap.log(string.format("  %d. %s in %d allocation%s from %s", i, size(t.bytes), t.count,
-      t.count == 1 and "" or "s", t.stack[1] or "?"))
+      t.count == 1 and "" or "s", t.stack[shared + 1] or t.stack[1] or "?"))
   end
 end)
 
