@@ -315,13 +315,21 @@ static void setup_remedies(struct mt_diagnosis *g, const struct planner *p, doub
 			snprintf(x->options, sizeof x->options, "--recompute %s", mt_plan_recompute_names[k]);
 		}
 	}
-	if (c->precision == MT_FP32) {
-		w = *c, w.precision = MT_MIXED16;
-		if ((x = try(
-			 g, p, &w, MT_FIX_PRECISION,
-			 "16-bit values and matrix multiplies (bf16 keeps fp32's range; fp16 needs loss scaling)"))) {
-			snprintf(x->change, sizeof x->change, "bf16 with fp32 master weights");
-			snprintf(x->options, sizeof x->options, "--precision bf16");
+	if (c->precision == MT_FP32) { /* PyTorch's autocast, then DeepSpeed's and Megatron's mixed precision */
+		static const struct {
+			enum mt_precision to;
+			const char *change, *option;
+		} to16[] = {
+		    {MT_AMP16, "bf16 autocast (torch.autocast): fp32 weights, 16-bit matrix multiplies",
+		     "--precision amp-bf16"},
+		    {MT_MIXED16, "bf16 with fp32 master weights (DeepSpeed's, Megatron's)", "--precision bf16"}};
+		for (size_t i = 0; i < sizeof to16 / sizeof *to16; i++) {
+			w = *c, w.precision = to16[i].to;
+			if ((x = try(g, p, &w, MT_FIX_PRECISION,
+				     "16-bit matrix multiplies (bf16 keeps fp32's range; fp16 needs loss scaling)"))) {
+				snprintf(x->change, sizeof x->change, "%s", to16[i].change);
+				snprintf(x->options, sizeof x->options, "%s", to16[i].option);
+			}
 		}
 	}
 	if (c->optimizer == MT_ADAM) {
@@ -340,6 +348,19 @@ static void setup_remedies(struct mt_diagnosis *g, const struct planner *p, doub
 			snprintf(x->change, sizeof x->change,
 				 "the optimizer's state offloaded to the CPU (DeepSpeed ZeRO-%d)", w.zero);
 			snprintf(x->options, sizeof x->options, "--zero %d --offload-optimizer cpu", w.zero);
+		}
+		/* ZeRO-Infinity: the parameters too, gathered a layer at a time */
+		if (x && !x->fits && c->offload_params == MT_OFFLOAD_NONE && !c->fsdp) {
+			w.zero = 3, w.offload_params = MT_OFFLOAD_CPU;
+			if ((x = try(g, p, &w, MT_FIX_OFFLOAD,
+				     "the parameters and the optimizer's state in host memory, each layer's weights "
+				     "over PCIe in every forward and backward"))) {
+				snprintf(
+				    x->change, sizeof x->change,
+				    "the parameters and the optimizer's state offloaded to the CPU (DeepSpeed ZeRO-3)");
+				snprintf(x->options, sizeof x->options,
+					 "--zero 3 --offload-optimizer cpu --offload-params cpu");
+			}
 		}
 	}
 	for (int z = c->zero + 1; z <= 3 && dp > 1 && !c->fsdp; z++) {

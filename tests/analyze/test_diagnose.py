@@ -58,7 +58,7 @@ def simtrain_args(remedy, args):
     for flag, value in zip(words[::2], words[1::2]):
         key = {"--micro-batch": "--batch", "--recompute": "--recompute", "--precision": "--precision",
                "--zero": "--zero", "--gpus-per-node": "--dp", "--seq": "--seq"}.get(flag)
-        if not key:
+        if not key or (key == "--precision" and value not in ("fp32", "bf16", "fp16")):  # simtrain has no autocast
             return None
         if key in out:
             del out[out.index(key):out.index(key) + 2]
@@ -298,6 +298,37 @@ d = d[0] if isinstance(d, list) and d else {}
 ok(d.get("cause") == "graph_pools" and d["cause_bytes"] == 512 * MiB
    and any(m["kind"] == "graph_pools" and m["fits"] for m in d["remedies"]),
    "a snapshot whose CUDA graphs' private pool holds 512 MiB: the graphs' pools, and freeing them fits", d)
+
+# AdamW's state, made at the first step (_init_group), leaves the second step's forward no
+# room: the second step's activations fill the first's hole, the request is more than the
+# gradients' hole
+step = snap.Trace(BASE)
+step.add("segment_alloc", BASE, 608 * MiB, F)
+for k in range(4):
+    step.alloc(32 * MiB, user("build_model", 30, "empty"))
+hole = step.at
+acts = [step.alloc(16 * MiB, snap.forward_stack(k, "mm")) for k in range(6)]
+grads = [step.alloc(32 * MiB, snap.grad_stack()) for k in range(4)]
+for a in acts:
+    step.free(a)
+notes = [{"stage": "START", "name": "Optimizer.step#AdamW.step", "device": 0, "time_us": step.t + 1}]
+for k in range(8):
+    step.alloc(32 * MiB, snap.optimizer_stack(True))
+end, step.at = step.at, hole
+step.free(step.alloc(64 * MiB, snap.optimizer_stack(False)))
+notes.append({"stage": "END", "name": "Optimizer.step#AdamW.step", "device": 0, "time_us": step.t + 1})
+for g in grads:
+    step.free(g)
+step.at = hole
+for k in range(6):
+    step.alloc(16 * MiB, snap.forward_stack(k, "mm"))
+step.at = end
+oom(step, 160 * MiB)
+d = diagnosis(write("optimizer", step.entries, [snap.segment(0, BASE, step.blocks(608 * MiB), expandable=False)],
+                    notes), None)
+d = d[0] if isinstance(d, list) and d else {}
+ok(d.get("cause") == "optimizer_state" and d["cause_bytes"] == 256 * MiB,
+   "a snapshot whose second step runs out after AdamW made its state at the first: the optimizer's state", d)
 
 # a job that caught its out-of-memory error and tried again, 40 times: the first 16 are
 # diagnosed (each replays the trace up to it), and the text says how many there were
