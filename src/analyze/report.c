@@ -135,8 +135,10 @@ static void driver_count(struct mt_report *r, const struct mt_event *e)
 
 	if (!(info || oom) || e->device == MT_NO_DEVICE || e->aux > e->aux2 || reading < r->driver[e->device].reading)
 		return;
+	const struct mt_device_state *s = &r->end.dev[e->device];
+	/* what memtap saw held: its allocations, a caching allocator's segments whole */
 	r->driver[e->device] =
-	    (struct mt_driver_count){true, reading, e->time, e->aux2 - e->aux, r->end.dev[e->device].current};
+	    (struct mt_driver_count){true, reading, e->time, e->aux2 - e->aux, s->current - s->blocks + s->reserved};
 }
 
 static const char *const reading_text[] = {"", "when memtap asked, at the device's first use",

@@ -78,8 +78,10 @@ static void account(struct mt_replay *r, const struct mt_live *l, int sign, cons
 	switch (l->kind) {
 	case MT_LIVE_DEVICE:
 	case MT_LIVE_VMM:
-		if (l->device != MT_NO_DEVICE)
+		if (l->device != MT_NO_DEVICE) {
 			charge(r, l->device, bytes, e);
+			r->dev[l->device].blocks += l->block ? (uint64_t)bytes : 0;
+		}
 		break;
 	case MT_LIVE_MANAGED:
 		r->managed += (uint64_t)bytes;
@@ -115,7 +117,8 @@ static void made(struct mt_replay *r, const struct mt_event *e, uint8_t kind)
 			      .device = e->device,
 			      .kind = kind,
 			      .tag = e->tag,
-			      .in_use = true};
+			      .in_use = true,
+			      .block = mt_api(e) == MT_API_BLOCK};
 	mt_map_put(&r->by_addr, e->addr, i + 1);
 	r->allocs++;
 	account(r, l, 1, e);

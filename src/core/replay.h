@@ -23,6 +23,7 @@ struct mt_live {
 	uint32_t stack, phase;
 	uint8_t device, kind, tag;
 	bool in_use;
+	bool block; /* a caching allocator's block (MT_API_BLOCK), inside its segments */
 	/* VMM: the handle, its references (itself and each mapping) and whether released */
 	uint64_t handle;
 	uint32_t refs;
@@ -33,6 +34,7 @@ struct mt_device_state {
 	uint64_t current, peak, peak_time;
 	uint64_t reserved, reserved_at_peak; /* a caching allocator's segments, when the trace has them */
 	uint64_t peak_reserved;		     /* ... the most they held at once */
+	uint64_t blocks;		     /* of current, the allocator's blocks: inside its segments */
 	size_t peak_event;		     /* index of the event that made the peak */
 	bool seen;
 	uint64_t capacity;     /* what the job may use: a policy's cap when it set one (DEVICE aux2) */

@@ -171,6 +171,10 @@ ok(failed and d.get("cause") == "fragmentation" and any(m["fits"] for m in alloc
    and any(not m["fits"] for m in alloc),
    "an OOM with the request free in segments but not in one block: fragmentation; expandable segments fit, "
    "max_split_size does not", d)
+count = rep["devices"][0]["driver_count"]
+ok(count and count["reading"] == "oom" and count["unseen_bytes"] == 0 and d.get("outside_bytes") == 0,
+   "...and the driver's count at the failure is what memtap saw: the allocator's segments whole, nothing unseen",
+   (count, d.get("outside_bytes")))
 close_loop("fragmentation", "13GiB", [], d, caching="")
 
 # ---- the peak against a capacity (--gpu-mem), no failure ----
