@@ -88,7 +88,7 @@ static void judge(struct mt_diagnosis *g, const struct mt_report *r, const struc
 		g->cause = MT_CAUSE_CHECKPOINT, g->cause_bytes = o->loaded, g->cause_stack = o->loaded_stack;
 	else if (over && g->pools && live - (double)g->pools <= space)
 		g->cause = MT_CAUSE_POOLS, g->cause_bytes = g->pools;
-	else if (fo && fo->fits == 1)
+	else if (fo && fo->fits == 1 && !(g->need_estimated && g->need > space)) /* not when the step can't fit */
 		g->cause = MT_CAUSE_FRAGMENTATION, g->cause_bytes = fo->state.reserved - fo->state.allocated;
 	else if (g->peak && !over)
 		g->cause = MT_CAUSE_CACHE, g->cause_bytes = g->reserved - g->allocated;
@@ -174,6 +174,12 @@ static int allocator_remedies(struct mt_diagnosis *g, const struct mt_report *r)
 			      settings[i].cost, "replayed")))
 			continue;
 		m->fits = m->fits && !res.ooms;
+		if (!g->peak && !g->step_finished && r->leaks.boundaries) { /* the first step, known to be */
+			m->fits = false;
+			m->cost =
+			    "it serves this request, but the first step had not finished: the rest of the step is "
+			    "not known (give --plan)";
+		}
 		if (res.ooms && !(err = replay(&in, job, settings[i].conf, 0, &res))) /* what it would need */
 			m->reserved = (double)res.stats.peak_reserved;
 		snprintf(m->change, sizeof m->change, "PYTORCH_CUDA_ALLOC_CONF=%s%s%s", job, job[0] ? "," : "",
@@ -192,42 +198,60 @@ struct planner {
 	struct mt_plan_scale scale;
 	bool cached;  /* the job had a caching allocator: its cache is added */
 	double cache; /* ... as measured at the peak, where the step cannot be replayed */
+	double room;  /* the job's room on the device, less what a caching allocator leaves unusable */
 };
 
 /* The setup `w` planned: false when it is not a setup the planner takes, or when its
- * allocated bytes alone are over `bound` (the cache's replay is then not run). */
-static bool plan(const struct planner *p, struct mt_plan_config w, double bound, double *allocated, double *reserved)
+ * allocated bytes alone are over `bound` (the cache's replay is then not run). Where the
+ * job had a caching allocator, the planner's step is replayed through it in the room:
+ * *fails when some allocation fails there (the reserve is then the replay's without a
+ * limit), as the job would at the limit with its cache given back. */
+static bool plan(const struct planner *p, struct mt_plan_config w, double bound, double *allocated, double *reserved,
+		 bool *fails)
 {
 	struct mt_plan est;
 	struct mt_plan_replay rp;
 
+	*fails = false;
 	if (mt_plan_check(&w))
 		return false;
 	mt_plan_compute(&w, &p->scale, &est);
 	*allocated = *reserved = est.total;
 	if (est.total > bound)
 		return false;
-	if (p->cached)
-		*reserved += mt_plan_replay(&w, 0, &rp) ? p->cache : (double)(rp.peak_reserved - rp.peak_allocated);
+	if (!p->cached)
+		return true;
+	if (mt_plan_replay(&w, (uint64_t)fmax(p->room - p->scale.other, 1), &rp)) {
+		*reserved += p->cache;
+		return true;
+	}
+	if ((*fails = rp.ooms > 0) && mt_plan_replay(&w, 0, &rp)) /* what it would need */
+		return true;
+	*reserved += (double)(rp.peak_reserved - rp.peak_allocated);
 	return true;
 }
 
 /* Whether `w` fits the room, with its cache. */
-static bool fits(const struct mt_diagnosis *g, const struct planner *p, const struct mt_plan_config *w)
+static bool fits(const struct planner *p, const struct mt_plan_config *w)
 {
 	double allocated, reserved;
+	bool fails;
 
-	return plan(p, *w, room(g), &allocated, &reserved) && reserved <= room(g);
+	return plan(p, *w, p->room, &allocated, &reserved, &fails) && reserved <= p->room && !fails;
 }
 
 static struct mt_remedy *try(struct mt_diagnosis *g, const struct planner *p, const struct mt_plan_config *w,
 			     enum mt_fix kind, const char *cost)
 {
 	double allocated, reserved;
+	struct mt_remedy *m;
+	bool fails;
 
-	if (!plan(p, *w, INFINITY, &allocated, &reserved))
+	if (!plan(p, *w, INFINITY, &allocated, &reserved, &fails) ||
+	    !(m = add(g, kind, allocated, reserved, cost, "planned")))
 		return NULL;
-	return add(g, kind, allocated, reserved, cost, "planned");
+	m->fits = reserved <= p->room && !fails;
+	return m;
 }
 
 /* The largest micro-batch that fits, by bisection (1 when none does), then the largest
@@ -243,7 +267,7 @@ static void micro_batch(struct mt_diagnosis *g, const struct planner *p)
 		return;
 	while (lo < hi) {
 		w.micro_batch = (lo + hi + 1) / 2;
-		if (fits(g, p, &w))
+		if (fits(p, &w))
 			lo = w.micro_batch;
 		else
 			hi = w.micro_batch - 1;
@@ -279,7 +303,7 @@ static void sequence(struct mt_diagnosis *g, const struct planner *p)
 	while (lo < hi) {
 		uint64_t mid = (lo + hi + 1) / 2;
 		w.seq = 64 * mid;
-		if (fits(g, p, &w))
+		if (fits(p, &w))
 			lo = mid;
 		else
 			hi = mid - 1;
@@ -381,7 +405,7 @@ static void setup_remedies(struct mt_diagnosis *g, const struct planner *p, doub
 	uint64_t step = c->tp * c->pp * (c->cp ? c->cp : 1), have = c->nodes * c->gpus_per_node;
 	for (uint64_t n = have + step; n <= 65536; n += step) {
 		w.nodes = 1, w.gpus_per_node = n;
-		if (!fits(g, p, &w))
+		if (!fits(p, &w))
 			continue;
 		if ((x = try(g, p, &w, MT_FIX_GPUS, "more GPUs"))) {
 			snprintf(x->change, sizeof x->change, "%llu GPUs with %s", (unsigned long long)n,
@@ -396,27 +420,36 @@ static void setup_remedies(struct mt_diagnosis *g, const struct planner *p, doub
 /* The planner at the run's own setting, calibrated on the measured composition at the
  * device's peak. Where the step had not finished, what it had not made yet (measured
  * below the model) is the model's. */
-static void planned(struct mt_diagnosis *g, const struct mt_report *r)
+/* The planner at the run's own setting, calibrated on the measured composition (the
+ * peak of the steps before a failure's own, else its moment), and what the step needs
+ * where it had not finished; false without --plan or a composition to calibrate on.
+ * Where the step had not finished, what it had not made yet (measured below the model)
+ * is the model's. */
+static bool calibrate(struct mt_diagnosis *g, const struct mt_report *r, struct planner *p, double *dp)
 {
 	double measured[MT_PLAN_COMPONENTS], other;
 	struct mt_plan est;
-	struct planner p = {.run = r->plan};
 
+	*p = (struct planner){.run = r->plan};
 	if (!r->plan || !mt_report_components(g->measured, g->measured_total, measured, &other))
-		return;
+		return false;
 	mt_plan_compute(r->plan, NULL, &est);
 	for (int j = MT_PLAN_GRADS; j < MT_PLAN_COMPONENTS && !g->step_finished; j++)
 		if (measured[j] < est.bytes[j])
 			measured[j] = 0; /* the model's, whole */
-	mt_plan_calibrate(r->plan, measured, other, &p.scale);
-	mt_plan_compute(r->plan, &p.scale, &est);
-	p.cached = g->reserved > 0;
-	p.cache = (double)mt_report_cache(r, g->device);
+	mt_plan_calibrate(r->plan, measured, other, &p->scale);
+	mt_plan_compute(r->plan, &p->scale, &est);
+	p->cached = g->reserved > 0;
+	p->cache = (double)mt_report_cache(r, g->device);
+	/* under a caching allocator, the free space it could not use at the failure, and at
+	 * least 2% of the room: its rounding and the order of a step's tensors are the job's,
+	 * not the model's, and a change that fills the room to its last percent fails there */
+	p->room = room(g) - (p->cached ? fmax((double)g->unusable, 0.02 * room(g)) : 0);
 	g->planned = true;
 	if (!g->step_finished && est.total > g->need)
 		g->need = est.total, g->need_estimated = true;
-	if (g->cause != MT_CAUSE_GROWTH)
-		setup_remedies(g, &p, (double)est.dp);
+	*dp = (double)est.dp;
+	return true;
 }
 
 /* ---- each failure, each peak over the target ---- */
@@ -455,15 +488,23 @@ static void code_remedy(struct mt_diagnosis *g)
 static int diagnose(struct mt_diagnosis *g, const struct mt_report *r, const struct mt_oom *o,
 		    const struct mt_frag_oom *fo)
 {
+	struct planner p;
+	double dp = 1;
+	bool planned;
 	int err = 0;
 
 	g->need = (double)(g->allocated + g->request);
+	planned = calibrate(g, r, &p, &dp);
 	judge(g, r, o, fo);
 	if (g->cause == MT_CAUSE_GROWTH || g->cause == MT_CAUSE_CHECKPOINT || g->cause == MT_CAUSE_POOLS)
 		code_remedy(g);
-	if (g->reserved && g->cause != MT_CAUSE_GROWTH)
+	if (g->reserved && g->cause != MT_CAUSE_GROWTH && g->need_estimated && g->need > room(g))
+		g->replay = "the step, estimated, needs more than the device: a setting that serves this request "
+			    "would not serve the rest of the step";
+	else if (g->reserved && g->cause != MT_CAUSE_GROWTH)
 		err = allocator_remedies(g, r);
-	planned(g, r);
+	if (planned && g->cause != MT_CAUSE_GROWTH)
+		setup_remedies(g, &p, dp);
 	return err;
 }
 
@@ -501,6 +542,7 @@ int mt_diagnose(const struct mt_report *r, struct mt_diagnosis **out, size_t *n)
 					   .boundaries = o->iterations};
 		g->step_finished = o->composition[MT_TAG_OPTIMIZER] > 0 || o->iterations >= 2;
 		g->pools = (fo ? fo->state.pools : 0) + o->graphs;
+		g->unusable = fo ? fo->state.reserved - fo->state.allocated : 0;
 		if (g->step_finished && o->before)
 			g->measured = o->before_composition, g->measured_total = o->before;
 		if (ev->aux2 && ev->aux2 - ev->aux > seen) /* what the driver said was used, less what memtap saw */

@@ -72,6 +72,7 @@ struct mt_diagnosis {
 	uint64_t allocated;	     /* live then (at the peak: the peak) */
 	uint64_t reserved;	     /* a caching allocator's segments then (0: none known) */
 	uint64_t pools;		     /* ... in private pools, and CUDA graphs' memory nodes live then */
+	uint64_t unusable;	     /* ... free in them, unused at a failure: planned changes keep it spare */
 	const uint64_t *composition; /* live then, by what it was for (MT_TAG_*) */
 	/* what calibrates the planner: the peak of the steps before a failure's own, else the
 	 * failure's moment, or the peak */
