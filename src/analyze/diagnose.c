@@ -106,7 +106,8 @@ static const struct {
 	const char *conf, *cost;
 } settings[] = {
     {"expandable_segments:True",
-     "none in one process; memory shared with another process through CUDA IPC cannot come from expandable segments"},
+     "no cost in one process; memory shared with another process through CUDA IPC cannot come from expandable "
+     "segments"},
     {"max_split_size_mb:512", "large cached blocks are no longer split: more of them go back to the device"},
 };
 
@@ -434,9 +435,8 @@ static bool calibrate(struct mt_diagnosis *g, const struct mt_report *r, struct 
 	if (!r->plan || !mt_report_components(g->measured, g->measured_total, measured, &other))
 		return false;
 	mt_plan_compute(r->plan, NULL, &est);
-	for (int j = MT_PLAN_GRADS; j < MT_PLAN_COMPONENTS && !g->step_finished; j++)
-		if (measured[j] < est.bytes[j])
-			measured[j] = 0; /* the model's, whole */
+	if (!g->step_finished)
+		mt_report_unfinished(&est, measured);
 	mt_plan_calibrate(r->plan, measured, other, &p->scale);
 	mt_plan_compute(r->plan, &p->scale, &est);
 	p->cached = g->reserved > 0;

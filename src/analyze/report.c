@@ -851,6 +851,13 @@ static void libraries_json(struct mt_emit *e, const struct mt_report *r, int d)
 static const enum mt_tag plan_tags[MT_PLAN_COMPONENTS] = {MT_TAG_PARAMS, MT_TAG_GRADS, MT_TAG_OPTIMIZER,
 							  MT_TAG_ACTIVATIONS, MT_TAG_TEMPORARIES};
 
+void mt_report_unfinished(const struct mt_plan *model, double measured[MT_PLAN_COMPONENTS])
+{
+	for (int j = MT_PLAN_GRADS; j < MT_PLAN_COMPONENTS; j++)
+		if (measured[j] < model->bytes[j])
+			measured[j] = 0; /* the model's, whole */
+}
+
 bool mt_report_components(const uint64_t composition[MT_TAG_COUNT], uint64_t total, double measured[MT_PLAN_COMPONENTS],
 			  double *other)
 {
@@ -883,6 +890,12 @@ static bool plan_build(const struct mt_report *r, int *d, double measured[MT_PLA
 	if (!r->plan || (*d = mt_report_measured(r, -1, measured, other)) < 0)
 		return false;
 	mt_plan_compute(r->plan, NULL, est);
+	for (size_t k = 0; k < r->noom; k++) /* the device's first failure came before a whole step ran */
+		if (r->trace->events[r->oom[k].event].device == *d) {
+			if (!r->oom[k].composition[MT_TAG_OPTIMIZER] && r->oom[k].iterations < 2)
+				mt_report_unfinished(est, measured);
+			break;
+		}
 	mt_plan_calibrate(r->plan, measured, *other, &s);
 	mt_plan_table(r->plan, &s, table);
 	return true;
@@ -907,6 +920,12 @@ static void plan_text(FILE *out, const struct mt_report *r)
 	for (int j = 0; j < MT_PLAN_COMPONENTS; j++)
 		fprintf(out, "  %-12s measured %12s  estimated %12s\n", mt_plan_component_names[j],
 			size_text((uint64_t)measured[j], sz), size_text((uint64_t)est.bytes[j], sz2));
+	if (est.bytes[MT_PLAN_PARAMS] > 0 && measured[MT_PLAN_PARAMS] > 0 &&
+	    fabs(log(measured[MT_PLAN_PARAMS] / est.bytes[MT_PLAN_PARAMS])) > log(1.25))
+		fprintf(out,
+			"  note: the parameters measure %.2f times the model's: is the setup right (the model, "
+			"--precision, ZeRO)?\n",
+			measured[MT_PLAN_PARAMS] / est.bytes[MT_PLAN_PARAMS]);
 	fprintf(out, "  projected total per GPU by ZeRO stage and recomputation:\n  %-7s", "");
 	for (int k = 0; k < 3; k++)
 		fprintf(out, " %12s", mt_plan_recompute_names[k]);

@@ -114,6 +114,9 @@ const char *mt_report_waits_text(const struct mt_trace *t, char *buf, size_t len
  * the rest; returns the device, or -1 when it was not used or nothing at its peak is
  * known as a component (no tags or NVTX phases). */
 int mt_report_measured(const struct mt_report *r, int d, double measured[MT_PLAN_COMPONENTS], double *other);
+/* A step that had not finished when it was measured (a failure in the first): what it had
+ * not made yet, measured below the model's estimate, is left to the model (set to 0). */
+void mt_report_unfinished(const struct mt_plan *model, double measured[MT_PLAN_COMPONENTS]);
 /* The same of any moment's composition and total; false when no component is known. */
 bool mt_report_components(const uint64_t composition[MT_TAG_COUNT], uint64_t total, double measured[MT_PLAN_COMPONENTS],
 			  double *other);

@@ -931,9 +931,9 @@ void mt_plan_describe(const struct mt_plan_config *c, char *buf, size_t len)
 		 c->lora_rank ? ", LoRA" : "", c->quantize ? " on a quantized base" : "",
 		 c->offload_optimizer ? ", optimizer offloaded" : "", c->offload_params ? ", params offloaded" : "",
 		 torch);
-	snprintf(buf, len, "%s, %s, ZeRO-%d, %llu GPUs (dp %llu x tp %llu x pp %llu%s%s)%s%s", precisions[c->precision],
-		 optimizers[c->optimizer], c->zero, (unsigned long long)gpus,
-		 (unsigned long long)(gpus / (c->tp * c->pp * c->cp)), (unsigned long long)c->tp,
+	snprintf(buf, len, "%s, %s, ZeRO-%d, %llu GPU%s (dp %llu x tp %llu x pp %llu%s%s)%s%s",
+		 precisions[c->precision], optimizers[c->optimizer], c->zero, (unsigned long long)gpus,
+		 gpus == 1 ? "" : "s", (unsigned long long)(gpus / (c->tp * c->pp * c->cp)), (unsigned long long)c->tp,
 		 (unsigned long long)c->pp, par, c->sp ? ", sp" : "", batch, extra);
 }
 

@@ -127,6 +127,18 @@ d = d[0] if isinstance(d, list) and d else {}
 ok(failed and d.get("cause") == "step", "gpt2-small on 10 GiB under the native allocator: the step", d)
 close_loop("native allocator", "10GiB", [], d, caching="")
 
+# ---- a failure in the middle of the first forward: what the step had not made yet is the
+# model's, whole (a third of the activations measured would scale the rest down) ----
+failed, trace, rep, _ = job("6GiB", [])
+d = diagnosis(trace)
+d = d[0] if isinstance(d, list) and d else {}
+plan = json.loads(subprocess.run([MEMTAP, "report", "--json", trace, "--plan", PLAN], capture_output=True,
+                                 text=True).stdout)["plan"]
+ok(failed and d.get("need") == "estimated" and abs(d["need_bytes"] - truth) <= 0.05 * truth
+   and plan and abs(plan["table"][0]["none"] - d["need_bytes"]) < 2**20,
+   "an OOM in the first forward (6 GiB): the whole step's need estimated within 5%% (%.2f GiB), the capacity plan's "
+   "ZeRO-0 total the same" % (d.get("need_bytes", 0) / GiB), (d, plan and plan["table"][0]))
+
 # ---- the optimizer's state, made at the first step, leaves the second no room ----
 failed, trace, rep, _ = job("12GiB", [])
 d = diagnosis(trace)
