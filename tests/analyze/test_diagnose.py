@@ -156,6 +156,16 @@ d = d[0] if isinstance(d, list) and d else {}
 zero = [m for m in d.get("remedies", []) if m["kind"] == "zero"]
 ok(failed and zero, "one of 4 data-parallel ranks: ZeRO is among the changes", d)
 close_loop("4 ranks", "12GiB", dp, d)
+# a rank of a launched job: its trace's world_size gives --plan its GPUs
+rank = os.path.join(TMP, "rank0.trace")
+subprocess.run([MEMTAP, "run", "-q", "-o", rank, "--policy", CAP, "--", SIMTRAIN] + GPT2 + dp, capture_output=True,
+               env=dict(ENV, MEMTAP_CAP="12GiB", WORLD_SIZE="4", RANK="0"), timeout=300)
+p = subprocess.run([MEMTAP, "report", "--json", rank, "--plan", PLAN], capture_output=True, text=True)
+d = json.loads(p.stdout)["diagnosis"] if p.returncode == 0 else []
+ok(d and any(m["kind"] == "zero" for m in d[0]["remedies"])
+   and "memtap: --plan: 4 GPUs, the trace's world_size (--gpus-per-node says otherwise)" in p.stderr,
+   "a rank of a 4-rank job: --plan takes its GPUs from the trace's world_size, says so, and ZeRO is a change",
+   (p.stderr, d))
 
 # ---- fp32: 16-bit is a change ----
 fp32 = ["--precision", "fp32"]

@@ -46,7 +46,8 @@ const char report_usage[] =
     "  --plan 'SETUP'          add a capacity plan: the run's model and setup as memtap plan's\n"
     "                          options; the composition at the peak calibrates it (docs/PLAN.md),\n"
     "                          and what to change is then predicted for micro-batch, recomputation,\n"
-    "                          precision, offload, ZeRO and GPUs too\n"
+    "                          precision, offload, ZeRO and GPUs too (the GPUs, where it names none,\n"
+    "                          from the trace's world_size)\n"
     "  --gpu-mem SIZE|GPU      also what to change where a device's peak is over this capacity\n"
     "Exit status: 0, or 3 when the trace was cut short or damaged (what it held is reported).\n";
 
@@ -440,6 +441,23 @@ static int report_ranks(char **paths, size_t n, bool json, const char *dir)
 	return status;
 }
 
+/* The GPUs of a rank's job, where --plan names none: the trace's world_size, said in a line. */
+static void plan_world(const char *setup, const struct mt_trace *t, struct mt_plan_config *plan)
+{
+	char world[32];
+	struct mt_plan_config c = *plan;
+	long n;
+
+	if (strstr(setup, "--gpus-per-node") || strstr(setup, "--nodes") || strstr(setup, "--deepspeed") ||
+	    !mt_trace_info(t, "world_size", world, sizeof world) || (n = atol(world)) < 2 || n > 65536)
+		return;
+	c.nodes = 1, c.gpus_per_node = (uint64_t)n;
+	if (mt_plan_check(&c))
+		return; /* tp x pp that do not divide it: the plan as given */
+	*plan = c;
+	fprintf(stderr, "memtap: --plan: %ld GPUs, the trace's world_size (--gpus-per-node says otherwise)\n", n);
+}
+
 int cmd_report(int argc, char **argv)
 {
 	bool json = false;
@@ -470,6 +488,8 @@ int cmd_report(int argc, char **argv)
 	if (plan_setup)
 		plan_setup_from_text(plan_setup, &plan);
 	read_trace(argv[i], &t);
+	if (plan_setup)
+		plan_world(plan_setup, &t, &plan);
 	if (mt_report_build(&r, &t, &ropt))
 		die(1, "out of memory while reading %s", argv[i]);
 	r.plan = plan_setup ? &plan : NULL;
