@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -255,24 +256,36 @@ static struct mt_remedy *try(struct mt_diagnosis *g, const struct planner *p, co
 	return m;
 }
 
-/* The largest micro-batch that fits, by bisection (1 when none does), then the largest
- * divisor of the run's at most that: the global batch stays whole with accumulation. */
+/* The largest n up to hi for which the setup with the field at `field` set to n x unit
+ * fits (0: none), by bisection: more of it never needs less. */
+static uint64_t largest(const struct planner *p, size_t field, uint64_t hi, uint64_t unit)
+{
+	struct mt_plan_config w = *p->run;
+	uint64_t lo = 0;
+
+	while (lo < hi) {
+		uint64_t mid = (lo + hi + 1) / 2;
+		*(uint64_t *)((char *)&w + field) = mid * unit;
+		if (fits(p, &w))
+			lo = mid;
+		else
+			hi = mid - 1;
+	}
+	return lo;
+}
+
+/* The largest divisor of the run's micro-batch that fits (1 when none does): the global
+ * batch stays whole with accumulation. */
 static void micro_batch(struct mt_diagnosis *g, const struct planner *p)
 {
 	const struct mt_plan_config *c = p->run;
 	struct mt_plan_config w = *c;
-	uint64_t lo = 1, hi = c->micro_batch - 1, m = 1;
+	uint64_t lo, m = 1;
 	struct mt_remedy *x;
 
 	if (!c->layers || !c->seq || c->micro_batch < 2)
 		return;
-	while (lo < hi) {
-		w.micro_batch = (lo + hi + 1) / 2;
-		if (fits(p, &w))
-			lo = w.micro_batch;
-		else
-			hi = w.micro_batch - 1;
-	}
+	lo = largest(p, offsetof(struct mt_plan_config, micro_batch), c->micro_batch - 1, 1);
 	for (uint64_t d = 1; d <= c->micro_batch / d; d++) /* divisors in pairs, to the square root */
 		if (c->micro_batch % d == 0) {
 			if (d <= lo && d > m)
@@ -296,23 +309,13 @@ static void sequence(struct mt_diagnosis *g, const struct planner *p)
 {
 	const struct mt_plan_config *c = p->run;
 	struct mt_plan_config w = *c;
-	uint64_t lo = 0, hi = c->seq / 64 - (c->seq % 64 == 0); /* in 64-token steps below seq */
 	struct mt_remedy *x;
 
 	if (!c->layers || c->seq <= 64)
 		return;
-	while (lo < hi) {
-		uint64_t mid = (lo + hi + 1) / 2;
-		w.seq = 64 * mid;
-		if (fits(p, &w))
-			lo = mid;
-		else
-			hi = mid - 1;
-	}
-	if (!lo)
-		return;
-	w.seq = 64 * lo;
-	if ((x = try(g, p, &w, MT_FIX_SEQUENCE, "less context in each sample: what the model learns changes"))) {
+	w.seq = 64 * largest(p, offsetof(struct mt_plan_config, seq), (c->seq - 1) / 64, 64);
+	if (w.seq &&
+	    (x = try(g, p, &w, MT_FIX_SEQUENCE, "less context in each sample: what the model learns changes"))) {
 		snprintf(x->change, sizeof x->change, "sequences of %llu tokens instead of %llu",
 			 (unsigned long long)w.seq, (unsigned long long)c->seq);
 		snprintf(x->options, sizeof x->options, "--seq %llu", (unsigned long long)w.seq);
@@ -540,7 +543,7 @@ int mt_diagnose(const struct mt_report *r, struct mt_diagnosis **out, size_t *n)
 					   .measured = o->composition,
 					   .measured_total = o->allocated,
 					   .boundaries = o->iterations};
-		g->step_finished = o->composition[MT_TAG_OPTIMIZER] > 0 || o->iterations >= 2;
+		g->step_finished = mt_oom_after_a_step(o);
 		g->pools = (fo ? fo->state.pools : 0) + o->graphs;
 		g->unusable = fo ? fo->state.reserved - fo->state.allocated : 0;
 		if (g->step_finished && o->before)

@@ -892,7 +892,7 @@ static bool plan_build(const struct mt_report *r, int *d, double measured[MT_PLA
 	mt_plan_compute(r->plan, NULL, est);
 	for (size_t k = 0; k < r->noom; k++) /* the device's first failure came before a whole step ran */
 		if (r->trace->events[r->oom[k].event].device == *d) {
-			if (!r->oom[k].composition[MT_TAG_OPTIMIZER] && r->oom[k].iterations < 2)
+			if (!mt_oom_after_a_step(&r->oom[k]))
 				mt_report_unfinished(est, measured);
 			break;
 		}

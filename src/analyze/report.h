@@ -69,6 +69,13 @@ struct mt_oom {
 	uint64_t before_composition[MT_TAG_COUNT]; /* ... by what it was for */
 };
 
+/* Whether a whole step ran before the failure: the optimizer's state was live, or two
+ * iteration boundaries had passed. */
+static inline bool mt_oom_after_a_step(const struct mt_oom *o)
+{
+	return o->composition[MT_TAG_OPTIMIZER] > 0 || o->iterations >= 2;
+}
+
 struct mt_report {
 	const struct mt_trace *trace;
 	struct mt_replay end;				   /* state after the last event */
