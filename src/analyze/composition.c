@@ -115,6 +115,8 @@ struct pass {
 				      an optimizer step (its event + 1) */
 	bool forward_only;	   /* no stack says backward or an optimizer: inference */
 	int grad_buffer_line;	   /* Megatron's _ParamAndGradBuffer.__init__: the line making its grad_data */
+	uint32_t *pending;	   /* stacks with an allocation made in the forward now running */
+	size_t npending, cappending;
 };
 
 /* What a stack's frames say. */
@@ -135,6 +137,20 @@ static struct stack *thread_stack(struct pass *p, uint32_t thread)
 	return thread < p->nthreads ? &p->threads[thread] : NULL;
 }
 
+/* A forward or a backward begins: what the forward before it made learns which came. */
+static void begins(struct pass *p, uint8_t phase)
+{
+	uint8_t came = phase == PH_BACKWARD ? MT_FORWARD_BACKWARD : MT_FORWARD_NO_BACKWARD;
+
+	if (phase != PH_FORWARD && phase != PH_BACKWARD)
+		return;
+	for (size_t i = 0; i < p->npending; i++)
+		p->c->after_forward[p->pending[i]] = (uint8_t)((p->c->after_forward[p->pending[i]] & ~MT_FORWARD_PENDING) | came);
+	p->npending = 0;
+}
+
+static struct frame current(const struct pass *p, const struct stack *s);
+
 static int push(struct pass *p, struct stack *s, uint8_t phase)
 {
 	uint32_t inst = (uint32_t)p->ninstances;
@@ -143,6 +159,8 @@ static int push(struct pass *p, struct stack *s, uint8_t phase)
 	    mt_grow((void **)&p->open, &p->capinst, p->ninstances, 1))
 		return ENOMEM;
 	p->open[p->ninstances++] = 1;
+	if (current(p, s).phase != phase) /* a module's forward inside the model's is not another */
+		begins(p, phase);
 	s->f[s->n++] = (struct frame){phase, inst};
 	if (phase == PH_FORWARD)
 		p->forward_begun++;
@@ -496,6 +514,7 @@ static int frame_phase(struct pass *p, unsigned d, uint8_t phase)
 	p->finstance[d] = (uint32_t)p->ninstances;
 	p->open[p->ninstances++] = 1;
 	p->fphase[d] = phase;
+	begins(p, phase);
 	if (phase == PH_OPTIMIZER)
 		p->opt_begun++;
 	return 0;
@@ -568,6 +587,12 @@ static int made(struct pass *p, const struct mt_event *e, size_t i, uint64_t key
 	if (p->c->frames && f.phase == PH_OPTIMIZER && e->kind == MT_EV_ALLOC &&
 	    mt_map_put(&p->opt_made, e->size, i + 1))
 		return ENOMEM;
+	if (f.phase == PH_FORWARD && e->stack < p->t->nstacks && !(p->c->after_forward[e->stack] & MT_FORWARD_PENDING)) {
+		if (mt_grow((void **)&p->pending, &p->cappending, p->npending, sizeof *p->pending))
+			return ENOMEM;
+		p->pending[p->npending++] = e->stack;
+		p->c->after_forward[e->stack] |= MT_FORWARD_MADE | MT_FORWARD_PENDING;
+	}
 	return mt_map_put(&p->live, key, slot + 1);
 }
 
@@ -631,6 +656,7 @@ int mt_composition_start(struct mt_composition_scan **out, struct mt_composition
 	c->category = calloc(t->nevents + 1, 1);
 	c->source = calloc(t->nevents + 1, 1);
 	c->evidence = calloc(t->nevents + 1, 1);
+	c->after_forward = calloc(t->nstacks + 1, 1);
 	p->said = calloc(t->nstacks + 1, 1);
 	p->workspace = calloc(t->nstacks + 1, 1);
 	p->oom_run = UINT32_MAX;
@@ -639,7 +665,7 @@ int mt_composition_start(struct mt_composition_scan **out, struct mt_composition
 	p->phase_of = calloc(t->nstrings + 1, 1);
 	p->threads = calloc(t->nthreads + 1, sizeof *p->threads);
 	p->nthreads = t->nthreads;
-	if (!c->category || !c->source || !c->evidence || !p->phase_of || !p->threads || !p->said || !p->workspace)
+	if (!c->category || !c->source || !c->evidence || !c->after_forward || !p->phase_of || !p->threads || !p->said || !p->workspace)
 		return ENOMEM;
 	/* NVTX phases, or frames to read (a snapshot's annotations are ranges too, not NVTX) */
 	snapshot = mt_trace_info(t, "backend", backend, sizeof backend) && !strcmp(backend, "pytorch-snapshot");
@@ -873,6 +899,7 @@ int mt_composition_finish(struct mt_composition_scan *scan, int err)
 	free(p->phase_of);
 	free(p->said);
 	free(p->workspace);
+	free(p->pending);
 	mt_map_free(&p->state_sizes);
 	mt_map_free(&p->opt_made);
 	mt_map_free(&p->live);
@@ -899,6 +926,7 @@ void mt_composition_free(struct mt_composition *c)
 	free(c->category);
 	free(c->source);
 	free(c->evidence);
+	free(c->after_forward);
 	memset(c, 0, sizeof *c);
 }
 

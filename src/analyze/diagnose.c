@@ -27,11 +27,20 @@ const char *const mt_cause_words[MT_CAUSE_COUNT] = {
     [MT_CAUSE_FRAGMENTATION] = "fragmentation",
     [MT_CAUSE_CACHE] = "the allocator's cache",
     [MT_CAUSE_OUTSIDE] = "memory outside what memtap saw"};
+const char *const mt_growth_names[MT_GROWTH_COUNT] = {
+    [MT_GROWTH_KEPT] = "kept", [MT_GROWTH_OUTPUT] = "output_kept", [MT_GROWTH_GRAPH] = "graph_kept"};
+const char *const mt_growth_words[MT_GROWTH_COUNT] = {
+    [MT_GROWTH_KEPT] = "something the code keeps every iteration (a list, a cache, a history)",
+    [MT_GROWTH_OUTPUT] = "a forward's output kept every step after its backward: a loss or an output summed or "
+			 "stored without .item() or .detach()",
+    [MT_GROWTH_GRAPH] = "a forward no backward followed kept with its autograd graph, and the activations it "
+			"saved: evaluation or inference without torch.no_grad(), its outputs or losses kept"};
 const char *const mt_fix_names[MT_FIX_COUNT] = {[MT_FIX_ALLOCATOR] = "allocator",     [MT_FIX_LEAK] = "leak",
 						[MT_FIX_CHECKPOINT] = "checkpoint",   [MT_FIX_POOLS] = "graph_pools",
 						[MT_FIX_MICRO_BATCH] = "micro_batch", [MT_FIX_RECOMPUTE] = "recompute",
 						[MT_FIX_PRECISION] = "precision",     [MT_FIX_OPTIMIZER] = "optimizer",
 						[MT_FIX_OFFLOAD] = "offload",	      [MT_FIX_ZERO] = "zero",
+						[MT_FIX_FSDP] = "fsdp",		      [MT_FIX_LORA] = "lora",
 						[MT_FIX_SEQUENCE] = "sequence",	      [MT_FIX_GPUS] = "gpus"};
 
 /* The bytes the job could use: the capacity less what no hook saw. */
@@ -72,6 +81,16 @@ static uint64_t leaked(const struct mt_report *r, uint8_t d, uint32_t *stack)
 	return bytes;
 }
 
+static enum mt_growth growth(const struct mt_report *r, uint32_t stack)
+{
+	uint8_t after = r->comp.after_forward && stack < r->trace->nstacks ? r->comp.after_forward[stack] : 0;
+
+	return !(after & MT_FORWARD_MADE)	  ? MT_GROWTH_KEPT
+	       : after & MT_FORWARD_BACKWARD ? MT_GROWTH_OUTPUT
+	       : after & MT_FORWARD_NO_BACKWARD ? MT_GROWTH_GRAPH
+						 : MT_GROWTH_KEPT;
+}
+
 /* The first cause that holds. The bytes of a leak, a checkpoint or the optimizer's state
  * are the cause only where the live bytes and the request were more than the room and
  * would have fit without them; where they were not more, the room was there but not
@@ -84,7 +103,7 @@ static void judge(struct mt_diagnosis *g, const struct mt_report *r, const struc
 	bool over = live > space;
 
 	if (over && leak && live - (double)leak <= space)
-		g->cause = MT_CAUSE_GROWTH, g->cause_bytes = leak;
+		g->cause = MT_CAUSE_GROWTH, g->cause_bytes = leak, g->growth = growth(r, g->cause_stack);
 	else if (over && o && o->loaded && live - (double)o->loaded <= space)
 		g->cause = MT_CAUSE_CHECKPOINT, g->cause_bytes = o->loaded, g->cause_stack = o->loaded_stack;
 	else if (over && g->pools && live - (double)g->pools <= space)
@@ -322,6 +341,67 @@ static void sequence(struct mt_diagnosis *g, const struct planner *p)
 	}
 }
 
+/* Adapters on a frozen base, then that base in 4 bits: fine-tuning's changes. */
+static void lora(struct mt_diagnosis *g, const struct planner *p)
+{
+	static const struct {
+		enum mt_quant base;
+		const char *change, *options, *cost;
+	} ways[] = {
+	    {MT_QUANT_NONE, "LoRA adapters of rank 16 on every linear layer, the base frozen (PEFT)",
+	     "--lora-rank 16 --lora-modules all",
+	     "only adapters train: a fine-tune, not pre-training, and it may learn less than a full one"},
+	    {MT_QUANT_NF4, "QLoRA: LoRA adapters of rank 16 on every linear layer, the frozen base in 4 bits (NF4)",
+	     "--lora-rank 16 --lora-modules all --quantize nf4",
+	     "only adapters train, on a base dequantized in every matrix multiply: slower, a little less "
+	     "accurate"}};
+	const struct mt_plan_config *c = p->run;
+	struct mt_remedy *x = NULL;
+
+	if (c->lora_rank || !c->layers || c->optimizer == MT_NO_OPTIMIZER)
+		return;
+	for (size_t i = 0; i < sizeof ways / sizeof *ways && !(x && x->fits); i++) {
+		struct mt_plan_config w = *c;
+		w.lora_rank = 16, w.quantize = ways[i].base;
+		w.lora_modules = MT_LORA_Q | MT_LORA_K | MT_LORA_V | MT_LORA_O | MT_LORA_MLP;
+		if ((x = try(g, p, &w, MT_FIX_LORA, ways[i].cost))) {
+			snprintf(x->change, sizeof x->change, "%s", ways[i].change);
+			snprintf(x->options, sizeof x->options, "%s", ways[i].options);
+		}
+	}
+}
+
+/* More GPUs: the fewest that fit, each number with the cheapest sharding that fits
+ * there (ZeRO-1 before 3; FSDP stays FSDP). */
+static void more_gpus(struct mt_diagnosis *g, const struct planner *p)
+{
+	const struct mt_plan_config *c = p->run;
+	uint64_t step = c->tp * c->pp * (c->cp ? c->cp : 1), have = c->nodes * c->gpus_per_node;
+	struct mt_plan_config w = *c;
+	struct mt_remedy *x;
+
+	for (uint64_t n = have + step; n <= 65536; n += step) {
+		w.nodes = 1, w.gpus_per_node = n;
+		for (w.zero = c->fsdp ? c->zero : c->zero > 1 ? c->zero : 1; w.zero <= 3 && !fits(p, &w); w.zero++)
+			;
+		if (w.zero > 3)
+			continue;
+		if ((x = try(g, p, &w, MT_FIX_GPUS, "more GPUs"))) {
+			if (c->fsdp)
+				snprintf(x->change, sizeof x->change, "%llu GPUs with FSDP", (unsigned long long)n);
+			else
+				snprintf(x->change, sizeof x->change, "%llu GPUs with ZeRO stage %d",
+					 (unsigned long long)n, w.zero);
+			snprintf(x->change + strlen(x->change), sizeof x->change - strlen(x->change),
+				 ": the global batch %.3g times as large, unless the accumulation steps shrink as much",
+				 (double)n / (double)have);
+			snprintf(x->options, sizeof x->options, "--zero %d --gpus-per-node %llu", w.zero,
+				 (unsigned long long)n);
+		}
+		return;
+	}
+}
+
 static void setup_remedies(struct mt_diagnosis *g, const struct planner *p, double dp)
 {
 	const struct mt_plan_config *c = p->run;
@@ -403,27 +483,21 @@ static void setup_remedies(struct mt_diagnosis *g, const struct planner *p, doub
 				break;
 		}
 	}
-	sequence(g, p);
-	/* more GPUs: the fewest, with every state sharded, that fit */
-	w = *c, w.zero = c->fsdp ? c->zero : 3;
-	uint64_t step = c->tp * c->pp * (c->cp ? c->cp : 1), have = c->nodes * c->gpus_per_node;
-	for (uint64_t n = have + step; n <= 65536; n += step) {
-		w.nodes = 1, w.gpus_per_node = n;
-		if (!fits(p, &w))
-			continue;
-		if ((x = try(g, p, &w, MT_FIX_GPUS, "more GPUs"))) {
-			snprintf(x->change, sizeof x->change, "%llu GPUs with %s", (unsigned long long)n,
-				 c->fsdp ? "FSDP" : "ZeRO stage 3");
-			snprintf(x->options, sizeof x->options, "--zero %d --gpus-per-node %llu", w.zero,
-				 (unsigned long long)n);
+	if (dp > 1 && !c->fsdp && c->zero < 3 && c->offload_optimizer == MT_OFFLOAD_NONE) {
+		w = *c, w.fsdp = true, w.zero = 0;
+		if ((x = try(g, p, &w, MT_FIX_FSDP,
+			     "PyTorch's FSDP instead of DDP: each block's parameters gathered for its forward and "
+			     "backward, more communication"))) {
+			snprintf(x->change, sizeof x->change,
+				 "FSDP (fully_shard per block, PyTorch) over the %.0f data-parallel GPUs", dp);
+			snprintf(x->options, sizeof x->options, "--fsdp");
 		}
-		break;
 	}
+	lora(g, p);
+	sequence(g, p);
+	more_gpus(g, p);
 }
 
-/* The planner at the run's own setting, calibrated on the measured composition at the
- * device's peak. Where the step had not finished, what it had not made yet (measured
- * below the model) is the model's. */
 /* The planner at the run's own setting, calibrated on the measured composition (the
  * peak of the steps before a failure's own, else its moment), and what the step needs
  * where it had not finished; false without --plan or a composition to calibrate on.

@@ -27,6 +27,16 @@ enum mt_cause {
 	MT_CAUSE_OUTSIDE,	/* the device's memory held where no hook saw it */
 	MT_CAUSE_COUNT
 };
+/* What grew, where the cause is growth: by what came after the growing stack's
+ * allocations made in a forward (analyze/composition.h's after_forward). */
+enum mt_growth {
+	MT_GROWTH_KEPT,	  /* made outside a forward: something kept every iteration */
+	MT_GROWTH_OUTPUT, /* made in a forward a backward followed: an output or loss kept */
+	MT_GROWTH_GRAPH,  /* made in a forward no backward followed: a graph kept, no torch.no_grad() */
+	MT_GROWTH_COUNT
+};
+extern const char *const mt_growth_names[MT_GROWTH_COUNT]; /* in the JSON */
+extern const char *const mt_growth_words[MT_GROWTH_COUNT]; /* in a line */
 extern const char *const mt_cause_names[MT_CAUSE_COUNT]; /* in the JSON */
 extern const char *const mt_cause_words[MT_CAUSE_COUNT]; /* in a line */
 
@@ -43,6 +53,8 @@ enum mt_fix {
 	MT_FIX_OPTIMIZER,
 	MT_FIX_OFFLOAD,
 	MT_FIX_ZERO,
+	MT_FIX_FSDP,
+	MT_FIX_LORA,
 	MT_FIX_SEQUENCE,
 	MT_FIX_GPUS,
 	MT_FIX_COUNT
@@ -60,7 +72,7 @@ struct mt_remedy {
 	uint32_t stack;	  /* a leak's stack */
 };
 
-#define MT_REMEDIES 12
+#define MT_REMEDIES 16
 
 struct mt_diagnosis {
 	size_t event; /* the failed allocation, or the peak's event (peak) */
@@ -85,6 +97,7 @@ struct mt_diagnosis {
 	uint64_t cause_bytes; /* the cause's bytes: the optimizer's state, the leak, the checkpoint, the
 			       * pools, free in segments, outside */
 	uint32_t cause_stack; /* the leak's or the checkpoint's stack */
+	enum mt_growth growth; /* what grew, where the cause is growth */
 	double need;	      /* what the step needs, allocated */
 	bool need_estimated;  /* ... by the planner, the step having not finished; else a lower bound */
 	bool planned;	      /* the planner said it (report --plan) */

@@ -1085,6 +1085,7 @@ static void cause_text(struct pr *p, const struct mt_diagnosis *g)
 		fprintf(out, "memory grew across iterations, %s, most at %s; without it, it would have fit\n",
 			size_text(g->cause_bytes, sz), where_text(p, g->cause_stack, 0, where, sizeof where));
 		stack_text(p, g->cause_stack, 0, "        ");
+		fprintf(out, "    what grew: %s\n", mt_growth_words[g->growth]);
 		break;
 	case MT_CAUSE_CHECKPOINT:
 		fprintf(out,
@@ -1253,6 +1254,10 @@ static void diagnosis_json(struct pr *p, struct mt_emit *e)
 		mt_emit_uint(e, "cause_bytes", g->cause_bytes);
 		if (g->cause == MT_CAUSE_GROWTH || g->cause == MT_CAUSE_CHECKPOINT)
 			mt_emit_str(e, "cause_where", where_text(p, g->cause_stack, 0, where, sizeof where));
+		if (g->cause == MT_CAUSE_GROWTH) {
+			mt_emit_str(e, "growth", mt_growth_names[g->growth]);
+			mt_emit_str(e, "what_grew", mt_growth_words[g->growth]);
+		}
 		mt_emit_num(e, "need_bytes", g->need, 0);
 		mt_emit_str(e, "need", g->need_estimated ? "estimated" : "at_least");
 		mt_emit_bool(e, "planned", g->planned);

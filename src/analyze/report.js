@@ -394,7 +394,8 @@
       (g.need === "estimated" ? " (estimated: the first step had not finished)" : " or more"),
     optimizer_state: (g) => `the optimizer's state, ${bytes(g.cause_bytes)} made at the first step, leaves the next ` +
       "step no room",
-    growth: (g) => `memory grew across iterations, ${bytes(g.cause_bytes)}, most at ${g.cause_where || "(no stack)"}`,
+    growth: (g) => `memory grew across iterations, ${bytes(g.cause_bytes)}, most at ${g.cause_where || "(no stack)"}` +
+      (g.what_grew ? `: ${g.what_grew}` : ""),
     checkpoint: (g) => `a checkpoint loaded onto the device beside the live model, ${bytes(g.cause_bytes)}, most at ` +
       (g.cause_where || "(no stack)"),
     graph_pools: (g) => `CUDA graphs' private pools hold ${bytes(g.cause_bytes)}`,

@@ -53,7 +53,7 @@ def simtrain_args(remedy, args):
     """The change as simtrain's options, over the run's own; None where simtrain cannot make it."""
     words = remedy["options"].split()
     out = list(args)
-    if remedy["kind"] == "allocator":
+    if remedy["kind"] in ("allocator", "fsdp", "lora"):  # simtrain has neither FSDP nor adapters
         return None
     for flag, value in zip(words[::2], words[1::2]):
         key = {"--micro-batch": "--batch", "--recompute": "--recompute", "--precision": "--precision",
@@ -103,7 +103,7 @@ ok(failed and d.get("cause") == "step" and not d["step_finished"] and d["need"] 
    "(%.2f GiB, the uncapped run %.2f GiB)" % (d.get("need_bytes", 0) / GiB, truth / GiB), d)
 kinds = {m["kind"] for m in d.get("remedies", []) if m["fits"]}
 ORDER = ["allocator", "leak", "checkpoint", "graph_pools", "micro_batch", "recompute", "precision", "optimizer",
-         "offload", "zero", "sequence", "gpus"]
+         "offload", "zero", "fsdp", "lora", "sequence", "gpus"]
 ok({"micro_batch", "recompute"} <= kinds and [m["kind"] for m in d["remedies"]] == sorted(
     [m["kind"] for m in d["remedies"]], key=ORDER.index),
    "...the changes that fit: a smaller micro-batch and recomputation, cheapest first", d.get("remedies"))
@@ -155,6 +155,10 @@ d = diagnosis(trace, PLAN + " --gpus-per-node 4")
 d = d[0] if isinstance(d, list) and d else {}
 zero = [m for m in d.get("remedies", []) if m["kind"] == "zero"]
 ok(failed and zero, "one of 4 data-parallel ranks: ZeRO is among the changes", d)
+kinds = {m["kind"]: m for m in d.get("remedies", [])}
+ok("fsdp" in kinds and kinds["fsdp"]["options"] == "--fsdp" and "lora" in kinds
+   and "global batch 1.25 times as large" in kinds.get("gpus", {}).get("change", ""),
+   "...FSDP and LoRA too, and more GPUs say the global batch grows with them", d)
 close_loop("4 ranks", "12GiB", dp, d)
 # a rank of a launched job: its trace's world_size gives --plan its GPUs
 rank = os.path.join(TMP, "rank0.trace")
@@ -185,6 +189,17 @@ ok(failed and d.get("cause") == "growth" and "stash_debug_tensor" in json.dumps(
    and [m["kind"] for m in d["remedies"]] == ["leak"],
    "a 300 MiB leak per iteration on 14 GiB: growth, and giving it back is the change", d)
 close_loop("the leak", "14GiB", leak, d)
+ok(d.get("growth") == "output_kept" and ".detach()" in d.get("what_grew", ""),
+   "...made in the forward and kept after its backward: an output or a loss kept", d)
+# where the growth was made tells what grew: the optimizer's step keeps a buffer; an
+# evaluation's forward, no backward after it, keeps its graph
+for where, kind, words in (("optimizer", "kept", "something the code keeps"),
+                           ("eval", "graph_kept", "without torch.no_grad()")):
+    failed, trace, rep, _ = job("14GiB", leak + ["--leak-in", where], iters=10)
+    d = diagnosis(trace)
+    d = d[0] if isinstance(d, list) and d else {}
+    ok(failed and d.get("cause") == "growth" and d.get("growth") == kind and words in d.get("what_grew", ""),
+       "a leak made in the %s: growth, what grew read as %s" % (where, kind), d)
 
 # ---- memory no hook saw: a 3 GiB context ----
 failed, trace, rep, _ = job("12GiB", [], context="3GiB")
@@ -266,25 +281,28 @@ def user(fn, line, cpp):
                              snap.RECORDER + snap.ALLOCATOR + snap.op(cpp))
 
 
+LOAD = snap.python_stack([snap.frame("_load", snap.TORCH + "serialization.py", 1500),
+                          snap.frame("load", snap.TORCH + "serialization.py", 1025),
+                          snap.frame("resume", "/home/me/train.py", 12)] + snap.LOOP[1:],
+                         snap.RECORDER + snap.ALLOCATOR + snap.op("empty"))
+
+
 def checkpoint(d):
     """The model's parameters; the same again from torch.load onto the device; a forward."""
     for k in range(4):
         d.alloc(64 * MiB, user("build_model", 30, "empty"))
-    load = snap.python_stack([snap.frame("_load", snap.TORCH + "serialization.py", 1500),
-                              snap.frame("load", snap.TORCH + "serialization.py", 1025),
-                              snap.frame("resume", "/home/me/train.py", 12)] + snap.LOOP[1:],
-                             snap.RECORDER + snap.ALLOCATOR + snap.op("empty"))
     for k in range(4):
-        d.alloc(64 * MiB, load)
+        d.alloc(64 * MiB, LOAD)
     for k in range(6):
         d.alloc(64 * MiB, snap.forward_stack(k, "mm"))
     return []
 
 
-def steps(d, reuse):
+def steps(d, reuse, backward=False):
     """Five steps, each keeping a 64 MiB loss with its graph (train.py:95) past the step,
     then a sixth's activations; with `reuse`, each step's activations go where the last
-    step's were (no hole is left), else at new addresses (holes of 128 MiB)."""
+    step's were (no hole is left), else at new addresses (holes of 128 MiB); with
+    `backward`, a backward (a gradient made and freed) follows each forward."""
     notes, hole, end = [], d.at, d.at + 128 * MiB
     for it in range(6):
         if reuse:
@@ -295,6 +313,8 @@ def steps(d, reuse):
         if it == 5:
             break
         d.alloc(64 * MiB, user("train_step", 95, "add"))
+        if backward:
+            d.free(d.alloc(1 * MiB, snap.grad_stack()))
         end = d.at
         for a in acts:
             d.free(a)
@@ -314,9 +334,48 @@ ok(d.get("cause") == "growth" and "train_step (train.py:95)" in d.get("cause_whe
    and d["allocated_bytes"] == 448 * MiB and [m["kind"] for m in d["remedies"]] == ["leak"]
    and d["remedies"][0]["fits"],
    "a snapshot whose steps each keep a loss with its graph: growth, at train_step (train.py:95)", d)
+ok(d.get("growth") == "graph_kept", "...no backward after the forward that made it: its graph kept", d)
+d = snapshot("accumulated-trained", lambda d: steps(d, True, backward=True), 256 * MiB)
+ok(d.get("cause") == "growth" and d.get("growth") == "output_kept",
+   "...the same with a backward after each forward: an output or loss kept past its backward", d)
 d = snapshot("scattered", lambda d: steps(d, False), 256 * MiB)
 ok(d.get("cause") == "fragmentation",
    "...the same growth where the request was free in segments but not in one block: fragmentation", d)
+
+# ---- every rank loaded a copy of the checkpoint onto device 0 (torch.load without
+# map_location): rank 0 runs out there; memtap report DIR names the others ----
+ranks = os.path.join(TMP, "ranks")
+os.makedirs(ranks, exist_ok=True)
+for k in range(4):
+    traces, segments = [[] for _ in range(k + 1)], []
+    train = snap.Trace(BASE + (k << 34), device=k)
+    train.add("segment_alloc", train.base, 0, F)
+    for i in range(4):
+        train.alloc(64 * MiB, snap.forward_stack(i, "mm"))
+    if k == 0:
+        oom(train, 256 * MiB)
+    train.entries[0]["size"] = train.at - train.base
+    traces[k] = train.entries
+    segments.append(snap.segment(k, train.base, train.blocks(train.at - train.base), expandable=False))
+    if k:
+        load = snap.Trace(BASE + (8 << 34) + (k << 32))
+        load.add("segment_alloc", load.base, 128 * MiB, F)
+        for i in range(2):
+            load.alloc(64 * MiB, LOAD)
+        traces[0] = load.entries
+        segments.append(snap.segment(0, load.base, load.blocks(load.at - load.base), expandable=False))
+    with open(os.path.join(ranks, "rank%d_memory_snapshot.pickle" % k), "wb") as f:
+        pickle.dump({"segments": segments, "device_traces": traces, "allocator_settings": snap.settings(False)}, f,
+                    protocol=4)
+p = subprocess.run([MEMTAP, "report", ranks], capture_output=True, text=True)
+j = subprocess.run([MEMTAP, "report", "--json", ranks], capture_output=True, text=True)
+r0 = [r for r in json.loads(j.stdout)["ranks"] if r["rank"] == "0"] if j.returncode == 0 else []
+others = r0[0].get("others_on_oom_device", []) if r0 else []
+ok(r0 and r0[0]["oom_cause"] and sorted(o["rank"] for o in others) == ["1", "2", "3"]
+   and all(o["loaded"] and o["bytes"] == 128 * MiB for o in others)
+   and "every rank loaded a copy onto this one" in p.stdout and "rank 3" in p.stdout,
+   "four ranks' snapshots, ranks 1-3 each loading a checkpoint onto device 0: report DIR names them at "
+   "rank 0's failure, and says why", (p.stdout, others))
 
 # CUDA graphs' private pool (segment_pool_id (1, 0)) holding 512 MiB beside 256 MiB of the default pool's
 G = BASE + (2 << 30)

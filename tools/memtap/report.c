@@ -142,6 +142,11 @@ struct rank_row {
 	size_t leaks;
 	bool complete, frag_known;
 	int cause; /* its first out-of-memory failure's (analyze/diagnose.h), -1: none */
+	int oom_device; /* ... on this device */
+	/* its peak on each device but its own, and whether loading a checkpoint made some of it
+	 * (torch.load without map_location puts each tensor where it was saved from) */
+	uint64_t elsewhere[MT_MAX_DEVICES];
+	bool loaded[MT_MAX_DEVICES];
 };
 
 static int rows_by_rank(const void *a, const void *b)
@@ -254,8 +259,8 @@ static size_t drop_snapshots(struct rank_row *rows, size_t n, FILE *notes)
 	return kept;
 }
 
-/* The cause of a rank's first out-of-memory failure; -1 when none failed. */
-static int first_cause(const struct mt_report *r)
+/* The cause of a rank's first out-of-memory failure (-1 when none failed), and its device. */
+static int first_cause(const struct mt_report *r, int *device)
 {
 	struct mt_diagnosis *g;
 	size_t n;
@@ -265,9 +270,57 @@ static int first_cause(const struct mt_report *r)
 		die(1, "out of memory");
 	for (size_t i = 0; i < n && cause < 0; i++)
 		if (!g[i].peak)
-			cause = (int)g[i].cause;
+			cause = (int)g[i].cause, *device = g[i].device;
 	free(g);
 	return cause;
+}
+
+/* What a rank held on the devices other than its own, and where loading made it. */
+static void elsewhere(struct rank_row *w, const struct mt_report *r, const struct mt_trace *t)
+{
+	for (int d = 0; d < MT_MAX_DEVICES; d++)
+		if (d != w->device && r->end.dev[d].seen)
+			w->elsewhere[d] = r->end.dev[d].peak;
+	for (size_t i = 0; i < t->nevents; i++) {
+		const struct mt_event *e = &t->events[i];
+		if (e->kind == MT_EV_ALLOC && e->device != w->device && e->device != MT_NO_DEVICE &&
+		    !w->loaded[e->device] && mt_composition_loads(t, e->stack))
+			w->loaded[e->device] = true;
+	}
+}
+
+/* The other ranks of failed rank i's host that held memory on the device it failed on:
+ * each as a JSON entry, or in a line. */
+static void others_there(const struct rank_row *rows, size_t n, size_t i, bool json)
+{
+	const struct rank_row *f = &rows[i];
+	uint64_t sum = 0;
+	size_t said = 0;
+	bool loaded = false;
+	char sz[32];
+
+	for (size_t k = 0; k < n; k++) {
+		const struct rank_row *w = &rows[k];
+		if (k == i || strcmp(w->host, f->host) || !w->elsewhere[f->oom_device])
+			continue;
+		if (json) {
+			printf("%s{\"rank\": ", said ? ", " : "");
+			mt_json_str(stdout, w->rank);
+			printf(", \"bytes\": %" PRIu64 ", \"loaded\": %s}", w->elsewhere[f->oom_device],
+			       w->loaded[f->oom_device] ? "true" : "false");
+		} else {
+			printf("%s rank %s %s", said ? "," : "  other ranks held memory on its device too:", w->rank,
+			       mt_format_size(w->elsewhere[f->oom_device], sz, sizeof sz));
+		}
+		said++, sum += w->elsewhere[f->oom_device], loaded |= w->loaded[f->oom_device];
+	}
+	if (!json && said)
+		printf("; %s in all at their peaks (device %d as each process numbers it)%s\n",
+		       mt_format_size(sum, sz, sizeof sz), f->oom_device,
+		       loaded ? "; loading a checkpoint made some of it: torch.load puts each tensor on the device it "
+				"was saved from, so every rank loaded a copy onto this one (load with "
+				"map_location='cpu', or each rank's own device)"
+			      : "");
 }
 
 static int report_ranks(char **paths, size_t n, bool json, const char *dir)
@@ -315,7 +368,8 @@ static int report_ranks(char **paths, size_t n, bool json, const char *dir)
 				w->frag = r.frag.dev[w->device].at_peak;
 		}
 		w->leaks = r.leaks.n;
-		w->cause = first_cause(&r);
+		w->cause = first_cause(&r, &w->oom_device);
+		elsewhere(w, &r, &t);
 		w->dropped = t.dropped;
 		w->complete = t.complete;
 		if (t.problem[0])
@@ -391,10 +445,14 @@ static int report_ranks(char **paths, size_t n, bool json, const char *dir)
 				printf("}, \"fragmentation_at_peak\": null");
 			printf(", \"leaks\": %zu, \"dropped\": %" PRIu64 ", \"complete\": %s, \"oom_cause\": ",
 			       w->leaks, w->dropped, w->complete ? "true" : "false");
-			if (w->cause < 0)
+			if (w->cause < 0) {
 				printf("null}");
-			else
-				mt_json_str(stdout, mt_cause_names[w->cause]), printf("}");
+				continue;
+			}
+			mt_json_str(stdout, mt_cause_names[w->cause]);
+			printf(", \"oom_device\": %d, \"others_on_oom_device\": [", w->oom_device);
+			others_there(rows, n, i, true);
+			printf("]}");
 		}
 		printf("],\n  \"imbalance\": {\"max_peak_bytes\": %" PRIu64 ", \"min_peak_bytes\": %" PRIu64
 		       ", \"mean_peak_bytes\": %" PRIu64 ", \"spread\": %.4f, \"max_rank\": ",
@@ -429,9 +487,11 @@ static int report_ranks(char **paths, size_t n, bool json, const char *dir)
 			    mt_format_size(sum / n, c, sizeof c),
 			    sum ? 100.0 * (double)(max - min) / ((double)sum / (double)n) : 0.0, rows[imax].rank);
 		for (size_t i = 0; i < n; i++)
-			if (rows[i].cause >= 0)
+			if (rows[i].cause >= 0) {
 				printf("rank %s ran out of memory: %s (what to change: memtap report %s)\n",
 				       rows[i].rank, mt_cause_words[rows[i].cause], rows[i].path);
+				others_there(rows, n, i, false);
+			}
 		mt_job_text(stdout, &job);
 	}
 	mt_job_free(&job);

@@ -33,6 +33,7 @@ static struct options {
 	int iters, device;
 	uint64_t leak;
 	int leak_from;		/* the first iteration that leaks */
+	int leak_in;		/* where: LEAK_FORWARD, LEAK_OPTIMIZER or LEAK_EVAL */
 	uint64_t compute_ms;	/* time each layer's forward and backward takes */
 	const char *hold_until; /* after training, memory held until this file exists */
 	bool async, teardown, tag;
@@ -219,18 +220,23 @@ static NOINLINE void alloc_params(void)
 	led.params_bytes = led.live[CAT_PARAMS];
 }
 
-/* A tensor a buggy training loop keeps every step (leak injection). */
-static NOINLINE void stash_debug_tensor(void)
+/* A tensor a buggy training loop keeps every step (leak injection): a forward's output
+ * kept after its backward, a buffer the optimizer's step keeps, or an evaluation's
+ * forward run without torch.no_grad() whose output (and graph) is kept. */
+enum { LEAK_FORWARD, LEAK_OPTIMIZER, LEAK_EVAL };
+static const char *const leak_places[] = {"forward", "optimizer", "eval"};
+
+static NOINLINE void stash_debug_tensor(int where)
 {
-	leaks[nleaks++] = tensor_new(CAT_OTHER, opt.leak);
+	if (opt.leak && iteration >= opt.leak_from && where == opt.leak_in)
+		leaks[nleaks++] = tensor_new(CAT_OTHER, opt.leak);
 }
 
 static NOINLINE void embedding_forward(void)
 {
 	push("embedding");
 	emb_out = tensor_new(CAT_ACTIVATIONS, opt.m.seq * opt.m.batch * opt.m.hidden * param_elem(&opt.m));
-	if (opt.leak && iteration >= opt.leak_from)
-		stash_debug_tensor();
+	stash_debug_tensor(LEAK_FORWARD);
 	pop();
 }
 
@@ -404,7 +410,20 @@ static void optimizer(void)
 	phase = "optimizer";
 	push("optimizer");
 	optimizer_step();
+	stash_debug_tensor(LEAK_OPTIMIZER);
 	zero_grad();
+	pop();
+}
+
+/* An evaluation after the step: a forward with no backward. */
+static void evaluate(void)
+{
+	if (opt.leak_in != LEAK_EVAL)
+		return;
+	push("eval");
+	push("forward");
+	stash_debug_tensor(LEAK_EVAL);
+	pop();
 	pop();
 }
 
@@ -428,6 +447,7 @@ static void train(void)
 		forward();
 		backward();
 		optimizer();
+		evaluate();
 		if (opt.async && cudaStreamSynchronize(stream) != cudaSuccess)
 			die("cudaStreamSynchronize failed");
 		pop();
@@ -513,6 +533,9 @@ static const char usage[] =
     "  --zero S --dp D       emulate one rank of ZeRO stage S (0-3) over D data-parallel ranks\n"
     "  --leak SIZE           keep a buffer of SIZE every iteration (leak injection)\n"
     "  --leak-from N         ... from iteration N on (default 1)\n"
+    "  --leak-in WHERE       ... made in the forward (kept after its backward), the\n"
+    "                        optimizer's step, or an evaluation's forward (no backward)\n"
+    "                        after each step: forward, optimizer or eval (default forward)\n"
     "  --iters N             training iterations (default 3)\n"
     "  --compute-ms N        each layer's forward and backward take N ms (default 0)\n"
     "  --hold-until FILE     after training, hold the memory until FILE exists (at most 60 s)\n"
@@ -560,6 +583,7 @@ static void parse(int argc, char **argv)
 		O_DP,
 		O_LEAK,
 		O_LEAK_FROM,
+		O_LEAK_IN,
 		O_ITERS,
 		O_DEVICE,
 		O_API,
@@ -587,6 +611,7 @@ static void parse(int argc, char **argv)
 						 {"dp", 1, 0, O_DP},
 						 {"leak", 1, 0, O_LEAK},
 						 {"leak-from", 1, 0, O_LEAK_FROM},
+						 {"leak-in", 1, 0, O_LEAK_IN},
 						 {"iters", 1, 0, O_ITERS},
 						 {"device", 1, 0, O_DEVICE},
 						 {"api", 1, 0, O_API},
@@ -666,6 +691,9 @@ static void parse(int argc, char **argv)
 			break;
 		case O_LEAK_FROM:
 			opt.leak_from = (int)number("leak-from", optarg);
+			break;
+		case O_LEAK_IN:
+			opt.leak_in = pick("leak-in", optarg, leak_places, 3);
 			break;
 		case O_ITERS:
 			opt.iters = (int)number("iters", optarg);
