@@ -1169,12 +1169,46 @@ static void remedies_text(struct pr *p, const struct mt_diagnosis *g)
 		const struct mt_remedy *m = &g->remedy[k];
 		if (m->fits)
 			continue;
-		fprintf(out, "%s%s (%s reserved)",
-			tried++ ? ", " : "    tried, would not fit: ", m->options[0] ? m->options : m->change,
-			size_text((uint64_t)m->reserved, sz));
+		fprintf(out, "%s%s (", tried++ ? ", " : "    tried, would not fit: ",
+			m->options[0] ? m->options : m->change);
+		if (m->kind == MT_FIX_ALLOCATOR) /* its reserve without a limit is no figure to use */
+			fprintf(out, "an allocation still fails)");
+		else
+			fprintf(out, "needs %s)", size_text((uint64_t)m->reserved, sz));
 	}
 	if (tried)
 		fputc('\n', out);
+}
+
+/* What --gpu-mem says of each device the diagnoses above do not cover. */
+static void gpu_mem_text(struct pr *p, const struct mt_diagnosis *all, size_t n)
+{
+	const struct mt_report *r = p->r;
+	char sz[32], sz2[32];
+	bool head = n > 0;
+
+	for (int d = 0; d < MT_MAX_DEVICES && r->target; d++) {
+		const struct mt_device_state *s = &r->end.dev[d];
+		uint64_t held = s->peak_reserved > s->peak ? s->peak_reserved : s->peak;
+		bool over = false, failed = false;
+		for (size_t k = 0; k < n; k++)
+			if (all[k].device == d)
+				*(all[k].peak ? &over : &failed) = true;
+		if (!s->peak || over)
+			continue;
+		if (!head)
+			fprintf(p->out, "\nwhat to change so that it fits:\n");
+		head = true;
+		if (failed)
+			fprintf(p->out,
+				"  --gpu-mem %s: not applied to device %d, which ran out of memory: the failure's "
+				"diagnosis is above\n",
+				size_text(r->target, sz), d);
+		else
+			fprintf(p->out, "  --gpu-mem %s: device %d's peak, %s %s, fits; nothing to change\n",
+				size_text(r->target, sz), d, size_text(held, sz2),
+				s->peak_reserved > s->peak ? "reserved" : "allocated");
+	}
 }
 
 static void diagnosis_text(struct pr *p)
@@ -1219,6 +1253,7 @@ static void diagnosis_text(struct pr *p)
 			    "--micro-batch N ...') for what a smaller micro-batch, recomputation, precision, offload "
 			    "or ZeRO would need\n");
 	}
+	gpu_mem_text(p, all, n);
 	free(all);
 }
 

@@ -412,11 +412,16 @@
       s.append(el("h3", {}, g.of === "peak"
         ? `Device ${g.device}'s peak, ${bytes(g.reserved_bytes || g.allocated_bytes)}, over the ` +
           `${bytes(g.capacity_bytes)} of --gpu-mem`
-        : `The failure at ${moment(g.time_ns)} on device ${g.device}: ${bytes(g.request_bytes)} asked with ` +
+        : `The failure at ${moment(g.time_ns, 1e9)} on device ${g.device}: ${bytes(g.request_bytes)} asked with ` +
           `${bytes(g.allocated_bytes)} in use, of ${bytes(g.capacity_bytes)}`));
       s.append(el("p", { class: "cause" }, "Cause: " + (CAUSES[g.cause] || ((x) => x.cause))(g)));
-      s.append(g.remedies.length ? table("remedies-" + i, ["change", { text: "allocated", num: 1 },
-        { text: "reserved", num: 1 }, "fits", "cost", "predicted by"], g.remedies.map((m) => [
+      const live = Object.entries(g.live).filter(([, b]) => b > 0).sort((a, b) => b[1] - a[1]);
+      if (live.length) s.append(el("p", { class: "live" }, "In use then: " +
+        live.map(([tag, b]) => `${tag} ${bytes(b)}`).join(", ")));
+      // what fits first, each part in the order of what it costs
+      const remedies = g.remedies.filter((m) => m.fits).concat(g.remedies.filter((m) => !m.fits));
+      s.append(remedies.length ? table("remedies-" + i, ["change", { text: "allocated", num: 1 },
+        { text: "reserved", num: 1 }, "fits", "cost", "predicted by"], remedies.map((m) => [
           el("td", {}, m.change + (m.where ? ` (${m.where})` : "")), num(m.allocated_bytes, bytes(m.allocated_bytes)),
           num(m.reserved_bytes, bytes(m.reserved_bytes)), el("td", {}, m.fits ? "fits" : "does not fit"),
           el("td", {}, m.cost), el("td", {}, m.predicted_by)]))

@@ -245,6 +245,16 @@ ok(not failed and allocated < target < reserved and d.get("cause") == "cache" an
    "--gpu-mem between the peak allocated and reserved: the allocator's cache; allocator settings replayed", d)
 close_loop("the cache", str(target), [], d, caching="")
 
+# ---- --gpu-mem where there is nothing to diagnose: a peak that fits, a device that failed ----
+failed, trace, rep, _ = job("80GiB", [])
+text = subprocess.run([MEMTAP, "report", trace, "--gpu-mem", "20GiB"], capture_output=True, text=True).stdout
+ok(not failed and "--gpu-mem 20.00 GiB: device 0's peak, 12.81 GiB allocated, fits; nothing to change" in text,
+   "--gpu-mem over the peak: says it fits", text.split("what to change")[-1])
+failed, trace, rep, _ = job("10GiB", [])
+text = subprocess.run([MEMTAP, "report", trace, "--gpu-mem", "30GiB"], capture_output=True, text=True).stdout
+ok(failed and "--gpu-mem 30.00 GiB: not applied to device 0, which ran out of memory" in text,
+   "--gpu-mem on a device that ran out of memory: says the failure's diagnosis stands", text.split("what to change")[-1])
+
 # ---- PyTorch snapshots written by the tests' own pickler, one per cause ----
 MiB, BASE, F = 2**20, 0x7f0000000000, snap.LOOP
 

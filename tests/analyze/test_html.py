@@ -142,9 +142,13 @@ def common(name, rep, dom, body):
        "%s: OOMs as in --json" % name)
     for i, g in enumerate(rep["diagnosis"]):
         fixes = dom.by_id.get("remedies-%d" % i)
-        want = [int(v) for m in g["remedies"] for v in (m["allocated_bytes"], m["reserved_bytes"])]
-        ok(values(fixes) == want if fixes else not want, "%s: what to change (%d) as in --json" % (name, i),
-           fixes and values(fixes))
+        shown = [m for m in g["remedies"] if m["fits"]] + [m for m in g["remedies"] if not m["fits"]]
+        want = [int(v) for m in shown for v in (m["allocated_bytes"], m["reserved_bytes"])]
+        ok(values(fixes) == want if fixes else not want,
+           "%s: what to change (%d) as in --json, what fits first" % (name, i), fixes and values(fixes))
+        said = text(dom.by_id["diagnosis"])
+        ok("In use then: " in said and (g["of"] == "peak" or " s on device" in said),
+           "%s: what was in use then, the time in seconds as in the text (%d)" % (name, i), said[:400])
     ok(("diagnosis" in dom.by_id) == bool(rep["diagnosis"]), "%s: a section for what to change where there is one"
        % name)
 
