@@ -82,7 +82,8 @@ static void no_configs(lua_State *L, int t, struct mt_plan_config *c)
 	lua_pop(L, 2);
 	if (model != LUA_TNIL || deepspeed != LUA_TNIL)
 		luaL_error(L, "memtap.plan: model= and deepspeed= read files: in memtap lua scripts, not in a job's "
-			      "policy (give the fields instead)");
+			      "policy (give the fields instead: memtap plan --model FILE --deepspeed FILE --lua "
+			      "writes them)");
 }
 
 int mt_lua_plan(lua_State *L)
@@ -92,7 +93,7 @@ int mt_lua_plan(lua_State *L)
 
 int mt_lua_plan_with(lua_State *L, mt_lua_plan_configs *configs)
 {
-	struct mt_plan_config c = {.precision = MT_MIXED16, .optimizer = MT_ADAM, .nodes = 1, .gpus_per_node = 1};
+	struct mt_plan_config c = MT_PLAN_DEFAULTS;
 	struct mt_plan_scale scale, *s = NULL;
 	struct mt_plan p;
 	double table[4][3];

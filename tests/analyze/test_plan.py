@@ -559,6 +559,19 @@ ok(p.returncode == 0 and got[0].split("\t") == [str(want["per_gpu_bytes"]["total
    "bf16 from the model's torch_dtype, accumulation from train_batch_size over 8 GPUs); a missing file in one line", (p.stdout, p.stderr, want.get(
        "per_gpu_bytes")))
 
+# a job's policy reads no config: memtap plan --lua writes the configs' fields as a table,
+# and memtap.plan{} in the job plans from it what memtap plan does
+p = subprocess.run([MEMTAP, "plan", "--model", model, "--deepspeed", ds, "--gpus-per-node", "8", "--seq", "2048",
+                    "--lua"], capture_output=True, text=True)
+table = p.stdout.strip()
+open(policy, "w").write('memtap.on_exit(function() memtap.log("plan", memtap.plan(%s).total) end)\n' % table)
+q = subprocess.run([MEMTAP, "run", "-o", os.path.join(TMP, "policy3.trace"), "--policy", policy, "--",
+                    SIMTRAIN, "--iters", "1"], capture_output=True, text=True, env=SIMENV)
+ok(p.returncode == 0 and table.startswith("{") and "layers = 32" in table and "zero = 2" in table
+   and "plan\t%d" % want["per_gpu_bytes"]["total"] in q.stderr,
+   "memtap plan --model --deepspeed --lua: a table that memtap.plan{} in a job's policy plans as memtap plan does",
+   (table, q.stderr))
+
 # impossible input: one clear line each, exit status 2
 BAD = [(["--layers", 12, "--hidden", 768, "--heads", 12, "--vocab", 100, "--seq", 8, "--micro-batch", 1, "--tp", 8,
          "--gpus-per-node", 8], "tensor-parallel size must divide the heads"),

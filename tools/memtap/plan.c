@@ -44,6 +44,8 @@ static const char plan_usage_after_gpus[] =
     "  --reserved          also the caching allocator's reserved peak: the modeled step's\n"
     "                      allocations replayed through PyTorch's native policy (memtap replay)\n"
     "  --json              the same as JSON (docs/PLAN.md)\n"
+    "  --lua               the model and setup as a memtap.plan{} table, for a job's policy\n"
+    "                      (which reads no config file)\n"
     "  --estimator deepspeed-zero2|deepspeed-zero3   DeepSpeed's estimate_zero*_all_cold table\n"
     "  --estimator megatron   Megatron-LM's theoretical memory (--zero 1 = distributed optimizer)\n";
 
@@ -132,7 +134,7 @@ uint64_t plan_gpu_mem(const char *text)
 struct plan_args {
 	struct mt_plan_config c; /* as given: mt_plan_check fills in the rest on a copy */
 	uint64_t mem;
-	bool json, reserved, gpus_given, tp_given;
+	bool json, lua, reserved, gpus_given, tp_given;
 	const char *ds_path; /* --deepspeed, read into ds */
 	struct ds_config ds;
 	bool micro_given, micro_batches_given, recompute_given; /* on the command line, over the DeepSpeed config's */
@@ -164,7 +166,7 @@ static void ds_config_read(const char *path, const struct ds_context *x, struct 
 }
 
 /* The planner's options (core/plan_options.def) as --options, then the command's own. */
-enum { O_TABLE = 256, O_DS = 512, O_MEM, O_JSON, O_EST, O_DEVICE, O_MODEL, O_RESERVED };
+enum { O_TABLE = 256, O_DS = 512, O_MEM, O_JSON, O_LUA, O_EST, O_DEVICE, O_MODEL, O_RESERVED };
 
 static const struct option *long_options(void)
 {
@@ -174,6 +176,7 @@ static const struct option *long_options(void)
 					    {"model", 1, 0, O_MODEL},
 					    {"gpu-mem", 1, 0, O_MEM},
 					    {"json", 0, 0, O_JSON},
+					    {"lua", 0, 0, O_LUA},
 					    {"reserved", 0, 0, O_RESERVED},
 					    {"estimator", 1, 0, O_EST},
 					    {"device", 1, 0, O_DEVICE},
@@ -266,6 +269,9 @@ static void parse(int argc, char **argv, struct plan_args *a, bool what_if)
 		case O_JSON:
 			a->json = true;
 			break;
+		case O_LUA:
+			a->lua = true;
+			break;
 		case O_RESERVED:
 			a->reserved = true;
 			break;
@@ -349,7 +355,7 @@ static struct mt_plan_config checked(const struct plan_args *a, bool say)
 
 void plan_setup_from_text(const char *text, struct mt_plan_config *out)
 {
-	struct plan_args a = {.c = {.precision = MT_MIXED16, .optimizer = MT_ADAM, .nodes = 1, .gpus_per_node = 1},
+	struct plan_args a = {.c = MT_PLAN_DEFAULTS,
 			      .estimator = -1,
 			      .device = -1};
 	char *copy = strdup(text), *argv[65] = {"report --plan"}, *save = NULL;
@@ -619,6 +625,29 @@ static void print_setup_json(const struct mt_plan_config *c)
 	printf("},\n");
 }
 
+/* The options that differ from the planner's defaults, as a table memtap.plan{} takes. */
+static void print_lua(const struct mt_plan_config *c)
+{
+	const struct mt_plan_config none = MT_PLAN_DEFAULTS;
+	const char *sep = "";
+	char text[64], was[64];
+
+	printf("{");
+	for (const struct mt_plan_option *o = mt_plan_options; o->name; o++) {
+		mt_plan_get(c, o, text, sizeof text);
+		mt_plan_get(&none, o, was, sizeof was);
+		if (!strcmp(text, was))
+			continue;
+		if (o->kind == MT_PLAN_OPT_COUNT || o->kind == MT_PLAN_OPT_SIZE || o->kind == MT_PLAN_OPT_REAL ||
+		    o->kind == MT_PLAN_OPT_ZERO || o->kind == MT_PLAN_OPT_FLAG)
+			printf("%s%s = %s", sep, o->name, text);
+		else
+			printf("%s%s = \"%s\"", sep, o->name, text);
+		sep = ", ";
+	}
+	printf("}\n");
+}
+
 static void print_json(const struct mt_plan_config *c, const struct mt_plan_scale *s, const struct mt_plan *p,
 		       double mem, const struct reserved *x)
 {
@@ -753,7 +782,7 @@ static void print_measured_json(const char *path, const struct measured *m, cons
 
 int cmd_plan(int argc, char **argv)
 {
-	struct plan_args run = {.c = {.precision = MT_MIXED16, .optimizer = MT_ADAM, .nodes = 1, .gpus_per_node = 1},
+	struct plan_args run = {.c = MT_PLAN_DEFAULTS,
 				.estimator = -1,
 				.device = -1},
 			 target;
@@ -777,6 +806,13 @@ int cmd_plan(int argc, char **argv)
 		die(EXIT_USAGE, "--what-if projects a measured run: give its trace first (see --help)");
 	rc = checked(&run, split < argc); /* without --what-if, target is run: said once */
 	c = checked(&target, true);
+	if (target.lua) { /* as given, DeepSpeed's batch derived: nothing a field changed later derives */
+		struct mt_plan_config given = target.c;
+		if (target.ds_path)
+			ds_batch(&target, &given, false);
+		print_lua(&given);
+		return 0;
+	}
 	if (target.estimator == 2) {
 		megatron(&c, target.json);
 		return 0;
