@@ -145,7 +145,8 @@ static void begins(struct pass *p, uint8_t phase)
 	if (phase != PH_FORWARD && phase != PH_BACKWARD)
 		return;
 	for (size_t i = 0; i < p->npending; i++)
-		p->c->after_forward[p->pending[i]] = (uint8_t)((p->c->after_forward[p->pending[i]] & ~MT_FORWARD_PENDING) | came);
+		p->c->after_forward[p->pending[i]] =
+		    (uint8_t)((p->c->after_forward[p->pending[i]] & ~MT_FORWARD_PENDING) | came);
 	p->npending = 0;
 }
 
@@ -587,7 +588,8 @@ static int made(struct pass *p, const struct mt_event *e, size_t i, uint64_t key
 	if (p->c->frames && f.phase == PH_OPTIMIZER && e->kind == MT_EV_ALLOC &&
 	    mt_map_put(&p->opt_made, e->size, i + 1))
 		return ENOMEM;
-	if (f.phase == PH_FORWARD && e->stack < p->t->nstacks && !(p->c->after_forward[e->stack] & MT_FORWARD_PENDING)) {
+	if (f.phase == PH_FORWARD && e->stack < p->t->nstacks &&
+	    !(p->c->after_forward[e->stack] & MT_FORWARD_PENDING)) {
 		if (mt_grow((void **)&p->pending, &p->cappending, p->npending, sizeof *p->pending))
 			return ENOMEM;
 		p->pending[p->npending++] = e->stack;
@@ -665,7 +667,8 @@ int mt_composition_start(struct mt_composition_scan **out, struct mt_composition
 	p->phase_of = calloc(t->nstrings + 1, 1);
 	p->threads = calloc(t->nthreads + 1, sizeof *p->threads);
 	p->nthreads = t->nthreads;
-	if (!c->category || !c->source || !c->evidence || !c->after_forward || !p->phase_of || !p->threads || !p->said || !p->workspace)
+	if (!c->category || !c->source || !c->evidence || !c->after_forward || !p->phase_of || !p->threads ||
+	    !p->said || !p->workspace)
 		return ENOMEM;
 	/* NVTX phases, or frames to read (a snapshot's annotations are ranges too, not NVTX) */
 	snapshot = mt_trace_info(t, "backend", backend, sizeof backend) && !strcmp(backend, "pytorch-snapshot");

@@ -42,17 +42,17 @@ enum mt_source { MT_SOURCE_NONE, MT_SOURCE_TAG, MT_SOURCE_INFERRED, MT_SOURCE_FR
 
 /* What came after a stack's allocations made in a forward pass (mt_composition.after_forward) */
 enum {
-	MT_FORWARD_MADE = 1,	  /* some allocation of the stack was made in a forward */
-	MT_FORWARD_BACKWARD = 2,  /* ... and a backward began after one, before the next forward */
+	MT_FORWARD_MADE = 1,	    /* some allocation of the stack was made in a forward */
+	MT_FORWARD_BACKWARD = 2,    /* ... and a backward began after one, before the next forward */
 	MT_FORWARD_NO_BACKWARD = 4, /* ... and the next forward began first: no backward for it */
-	MT_FORWARD_PENDING = 8	  /* (while the pass runs) neither has come yet */
+	MT_FORWARD_PENDING = 8	    /* (while the pass runs) neither has come yet */
 };
 
 struct mt_composition {
-	uint8_t *category; /* per event index: an enum mt_tag (only allocation events matter) */
+	uint8_t *category;	/* per event index: an enum mt_tag (only allocation events matter) */
 	uint8_t *after_forward; /* per stack: MT_FORWARD_* */
-	uint8_t *source;   /* per event index: an enum mt_source */
-	uint8_t *evidence; /* per event index: 2 sure, 1 likely, 0 a guess */
+	uint8_t *source;	/* per event index: an enum mt_source */
+	uint8_t *evidence;	/* per event index: 2 sure, 1 likely, 0 a guess */
 	size_t n;
 	bool has_phases; /* the trace had NVTX phases to infer from */
 	bool frames;	 /* ... or none, and is read by its frames */

@@ -35,13 +35,20 @@ const char *const mt_growth_words[MT_GROWTH_COUNT] = {
 			 "stored without .item() or .detach()",
     [MT_GROWTH_GRAPH] = "a forward no backward followed kept with its autograd graph, and the activations it "
 			"saved: evaluation or inference without torch.no_grad(), its outputs or losses kept"};
-const char *const mt_fix_names[MT_FIX_COUNT] = {[MT_FIX_ALLOCATOR] = "allocator",     [MT_FIX_LEAK] = "leak",
-						[MT_FIX_CHECKPOINT] = "checkpoint",   [MT_FIX_POOLS] = "graph_pools",
-						[MT_FIX_MICRO_BATCH] = "micro_batch", [MT_FIX_RECOMPUTE] = "recompute",
-						[MT_FIX_PRECISION] = "precision",     [MT_FIX_OPTIMIZER] = "optimizer",
-						[MT_FIX_OFFLOAD] = "offload",	      [MT_FIX_ZERO] = "zero",
-						[MT_FIX_FSDP] = "fsdp",		      [MT_FIX_LORA] = "lora",
-						[MT_FIX_SEQUENCE] = "sequence",	      [MT_FIX_GPUS] = "gpus"};
+const char *const mt_fix_names[MT_FIX_COUNT] = {[MT_FIX_ALLOCATOR] = "allocator",
+						[MT_FIX_LEAK] = "leak",
+						[MT_FIX_CHECKPOINT] = "checkpoint",
+						[MT_FIX_POOLS] = "graph_pools",
+						[MT_FIX_MICRO_BATCH] = "micro_batch",
+						[MT_FIX_RECOMPUTE] = "recompute",
+						[MT_FIX_PRECISION] = "precision",
+						[MT_FIX_OPTIMIZER] = "optimizer",
+						[MT_FIX_OFFLOAD] = "offload",
+						[MT_FIX_ZERO] = "zero",
+						[MT_FIX_FSDP] = "fsdp",
+						[MT_FIX_LORA] = "lora",
+						[MT_FIX_SEQUENCE] = "sequence",
+						[MT_FIX_GPUS] = "gpus"};
 
 /* The bytes the job could use: the capacity less what no hook saw. */
 static double room(const struct mt_diagnosis *g)
@@ -85,10 +92,10 @@ static enum mt_growth growth(const struct mt_report *r, uint32_t stack)
 {
 	uint8_t after = r->comp.after_forward && stack < r->trace->nstacks ? r->comp.after_forward[stack] : 0;
 
-	return !(after & MT_FORWARD_MADE)	  ? MT_GROWTH_KEPT
-	       : after & MT_FORWARD_BACKWARD ? MT_GROWTH_OUTPUT
+	return !(after & MT_FORWARD_MADE)	? MT_GROWTH_KEPT
+	       : after & MT_FORWARD_BACKWARD	? MT_GROWTH_OUTPUT
 	       : after & MT_FORWARD_NO_BACKWARD ? MT_GROWTH_GRAPH
-						 : MT_GROWTH_KEPT;
+						: MT_GROWTH_KEPT;
 }
 
 /* The first cause that holds. The bytes of a leak, a checkpoint or the optimizer's state
@@ -347,14 +354,14 @@ static void lora(struct mt_diagnosis *g, const struct planner *p)
 	static const struct {
 		enum mt_quant base;
 		const char *change, *options, *cost;
-	} ways[] = {
-	    {MT_QUANT_NONE, "LoRA adapters of rank 16 on every linear layer, the base frozen (PEFT)",
-	     "--lora-rank 16 --lora-modules all",
-	     "only adapters train: a fine-tune, not pre-training, and it may learn less than a full one"},
-	    {MT_QUANT_NF4, "QLoRA: LoRA adapters of rank 16 on every linear layer, the frozen base in 4 bits (NF4)",
-	     "--lora-rank 16 --lora-modules all --quantize nf4",
-	     "only adapters train, on a base dequantized in every matrix multiply: slower, a little less "
-	     "accurate"}};
+	} ways[] = {{MT_QUANT_NONE, "LoRA adapters of rank 16 on every linear layer, the base frozen (PEFT)",
+		     "--lora-rank 16 --lora-modules all",
+		     "only adapters train: a fine-tune, not pre-training, and it may learn less than a full one"},
+		    {MT_QUANT_NF4,
+		     "QLoRA: LoRA adapters of rank 16 on every linear layer, the frozen base in 4 bits (NF4)",
+		     "--lora-rank 16 --lora-modules all --quantize nf4",
+		     "only adapters train, on a base dequantized in every matrix multiply: slower, a little less "
+		     "accurate"}};
 	const struct mt_plan_config *c = p->run;
 	struct mt_remedy *x = NULL;
 

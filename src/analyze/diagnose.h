@@ -37,8 +37,8 @@ enum mt_growth {
 };
 extern const char *const mt_growth_names[MT_GROWTH_COUNT]; /* in the JSON */
 extern const char *const mt_growth_words[MT_GROWTH_COUNT]; /* in a line */
-extern const char *const mt_cause_names[MT_CAUSE_COUNT]; /* in the JSON */
-extern const char *const mt_cause_words[MT_CAUSE_COUNT]; /* in a line */
+extern const char *const mt_cause_names[MT_CAUSE_COUNT];   /* in the JSON */
+extern const char *const mt_cause_words[MT_CAUSE_COUNT];   /* in a line */
 
 /* Changes, cheapest for the user first: a setting before a code change, a code change
  * before a slower step, that before more GPUs. */
@@ -94,14 +94,14 @@ struct mt_diagnosis {
 	bool step_finished; /* a whole step ran before it: the optimizer's state was live, or two
 			     * boundaries had passed */
 	enum mt_cause cause;
-	uint64_t cause_bytes; /* the cause's bytes: the optimizer's state, the leak, the checkpoint, the
-			       * pools, free in segments, outside */
-	uint32_t cause_stack; /* the leak's or the checkpoint's stack */
+	uint64_t cause_bytes;  /* the cause's bytes: the optimizer's state, the leak, the checkpoint, the
+				* pools, free in segments, outside */
+	uint32_t cause_stack;  /* the leak's or the checkpoint's stack */
 	enum mt_growth growth; /* what grew, where the cause is growth */
-	double need;	      /* what the step needs, allocated */
-	bool need_estimated;  /* ... by the planner, the step having not finished; else a lower bound */
-	bool planned;	      /* the planner said it (report --plan) */
-	const char *replay;   /* why the allocator's replay was not run, or NULL */
+	double need;	       /* what the step needs, allocated */
+	bool need_estimated;   /* ... by the planner, the step having not finished; else a lower bound */
+	bool planned;	       /* the planner said it (report --plan) */
+	const char *replay;    /* why the allocator's replay was not run, or NULL */
 	struct mt_remedy remedy[MT_REMEDIES];
 	size_t nremedies;
 };

@@ -1169,8 +1169,8 @@ static void remedies_text(struct pr *p, const struct mt_diagnosis *g)
 		const struct mt_remedy *m = &g->remedy[k];
 		if (m->fits)
 			continue;
-		fprintf(out, "%s%s (", tried++ ? ", " : "    tried, would not fit: ",
-			m->options[0] ? m->options : m->change);
+		fprintf(out, "%s%s (",
+			tried++ ? ", " : "    tried, would not fit: ", m->options[0] ? m->options : m->change);
 		if (m->kind == MT_FIX_ALLOCATOR) /* its reserve without a limit is no figure to use */
 			fprintf(out, "an allocation still fails)");
 		else

@@ -101,7 +101,10 @@ struct mt_plan_config {
 };
 
 /* The setup where nothing says otherwise: memtap plan's and memtap.plan{}'s start. */
-#define MT_PLAN_DEFAULTS {.precision = MT_MIXED16, .optimizer = MT_ADAM, .nodes = 1, .gpus_per_node = 1}
+#define MT_PLAN_DEFAULTS                                                                                               \
+	{                                                                                                              \
+		.precision = MT_MIXED16, .optimizer = MT_ADAM, .nodes = 1, .gpus_per_node = 1                          \
+	}
 
 /* What a measured run teaches the model: each component's measured bytes over the
  * estimate at the run's own setting (k), measured bytes where the model expects none

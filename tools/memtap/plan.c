@@ -172,16 +172,11 @@ static const struct option *long_options(void)
 {
 	static struct option all[128];
 	static char dashed[128][32];
-	static const struct option own[] = {{"deepspeed", 1, 0, O_DS},
-					    {"model", 1, 0, O_MODEL},
-					    {"gpu-mem", 1, 0, O_MEM},
-					    {"json", 0, 0, O_JSON},
-					    {"lua", 0, 0, O_LUA},
-					    {"reserved", 0, 0, O_RESERVED},
-					    {"estimator", 1, 0, O_EST},
-					    {"device", 1, 0, O_DEVICE},
-					    {"help", 0, 0, 'h'},
-					    {0, 0, 0, 0}};
+	static const struct option own[] = {{"deepspeed", 1, 0, O_DS},	{"model", 1, 0, O_MODEL},
+					    {"gpu-mem", 1, 0, O_MEM},	{"json", 0, 0, O_JSON},
+					    {"lua", 0, 0, O_LUA},	{"reserved", 0, 0, O_RESERVED},
+					    {"estimator", 1, 0, O_EST}, {"device", 1, 0, O_DEVICE},
+					    {"help", 0, 0, 'h'},	{0, 0, 0, 0}};
 	size_t k = 0;
 
 	if (all[0].name)
@@ -355,9 +350,7 @@ static struct mt_plan_config checked(const struct plan_args *a, bool say)
 
 void plan_setup_from_text(const char *text, struct mt_plan_config *out)
 {
-	struct plan_args a = {.c = MT_PLAN_DEFAULTS,
-			      .estimator = -1,
-			      .device = -1};
+	struct plan_args a = {.c = MT_PLAN_DEFAULTS, .estimator = -1, .device = -1};
 	char *copy = strdup(text), *argv[65] = {"report --plan"}, *save = NULL;
 	int argc = 1;
 
@@ -782,10 +775,7 @@ static void print_measured_json(const char *path, const struct measured *m, cons
 
 int cmd_plan(int argc, char **argv)
 {
-	struct plan_args run = {.c = MT_PLAN_DEFAULTS,
-				.estimator = -1,
-				.device = -1},
-			 target;
+	struct plan_args run = {.c = MT_PLAN_DEFAULTS, .estimator = -1, .device = -1}, target;
 	struct mt_plan_config c, rc;
 	struct mt_plan_scale scale, *s = NULL;
 	struct measured m;

@@ -141,7 +141,7 @@ struct rank_row {
 	struct mt_frag_state frag; /* at the peak */
 	size_t leaks;
 	bool complete, frag_known;
-	int cause; /* its first out-of-memory failure's (analyze/diagnose.h), -1: none */
+	int cause;	/* its first out-of-memory failure's (analyze/diagnose.h), -1: none */
 	int oom_device; /* ... on this device */
 	/* its peak on each device but its own, and whether loading a checkpoint made some of it
 	 * (torch.load without map_location puts each tensor where it was saved from) */
