@@ -157,8 +157,8 @@ zero = [m for m in d.get("remedies", []) if m["kind"] == "zero"]
 ok(failed and zero, "one of 4 data-parallel ranks: ZeRO is among the changes", d)
 kinds = {m["kind"]: m for m in d.get("remedies", [])}
 ok("fsdp" in kinds and kinds["fsdp"]["options"] == "--fsdp" and "lora" in kinds
-   and "global batch 1.25 times as large" in kinds.get("gpus", {}).get("change", ""),
-   "...FSDP and LoRA too, and more GPUs say the global batch grows with them", d)
+   and kinds.get("gpus", {}).get("change", "").startswith("5 GPUs with ZeRO stage 1: the global batch 1.25 times"),
+   "...FSDP and LoRA too, and more GPUs with the cheapest ZeRO stage that fits, saying the global batch grows", d)
 close_loop("4 ranks", "12GiB", dp, d)
 # a rank of a launched job: its trace's world_size gives --plan its GPUs
 rank = os.path.join(TMP, "rank0.trace")
