@@ -50,9 +50,9 @@ enum {
 
 struct mt_composition {
 	uint8_t *category;	/* per event index: an enum mt_tag (only allocation events matter) */
-	uint8_t *after_forward; /* per stack: MT_FORWARD_* */
 	uint8_t *source;	/* per event index: an enum mt_source */
 	uint8_t *evidence;	/* per event index: 2 sure, 1 likely, 0 a guess */
+	uint8_t *after_forward; /* per stack: MT_FORWARD_* */
 	size_t n;
 	bool has_phases; /* the trace had NVTX phases to infer from */
 	bool frames;	 /* ... or none, and is read by its frames */
