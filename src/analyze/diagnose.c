@@ -138,16 +138,33 @@ static const struct {
     {"max_split_size_mb:512", "large cached blocks are no longer split: more of them go back to the device"},
 };
 
-/* One replay of what the job allocated, with the job's own settings (`job`) and then
- * `conf`, on a device of `space` bytes (0: unbounded): 0 or an errno. */
-static int replay(const struct mt_sim_input *in, const char *job, const char *conf, double space,
-		  struct mt_sim_result *res)
+/* The job's caching allocator: memtap's with the settings its trace noted, or PyTorch's
+ * with a snapshot's own settings. */
+struct allocator {
+	char memtap[400], torch[128]; /* the settings, in mt_cache_configure's syntax */
+	struct mt_cache_config config;
+	bool known; /* memtap can model it */
+};
+
+static void job_allocator(const struct mt_trace *t, struct allocator *a)
 {
-	struct mt_cache_config c;
 	const char *bad;
 
-	if (mt_cache_preset(&c, "native") || (job[0] && mt_cache_configure(&c, job, &bad)) ||
-	    (conf && mt_cache_configure(&c, conf, &bad)))
+	mt_sim_memtap_conf(t, a->memtap, sizeof a->memtap);
+	mt_sim_job_conf(t, a->torch, sizeof a->torch);
+	a->known = !mt_cache_preset(&a->config, "native") && !mt_cache_configure(&a->config, a->memtap, &bad) &&
+		   !mt_cache_configure(&a->config, a->torch, &bad);
+}
+
+/* One replay of what the job allocated, with the job's allocator and then `conf`, on a
+ * device of `space` bytes (0: unbounded): 0 or an errno. */
+static int replay(const struct mt_sim_input *in, const struct allocator *a, const char *conf, double space,
+		  struct mt_sim_result *res)
+{
+	struct mt_cache_config c = a->config;
+	const char *bad;
+
+	if (!a->known || (conf && mt_cache_configure(&c, conf, &bad)))
 		return EINVAL;
 	return mt_sim_run(in, &c, (uint64_t)space, res);
 }
@@ -157,17 +174,15 @@ static int replay(const struct mt_sim_input *in, const char *job, const char *co
  * settings already serve them all, a failure's replay is not faithful (nothing is
  * offered), and a peak's says the allocator would free its cache and fit as it is. A
  * setting that fails says the reserve it would need without a limit. */
-static int allocator_remedies(struct mt_diagnosis *g, const struct mt_report *r)
+static int allocator_remedies(struct mt_diagnosis *g, const struct mt_report *r, const struct allocator *a)
 {
 	struct mt_trace cut = *r->trace;
 	struct mt_sim_input in;
 	struct mt_sim_result res;
 	struct mt_remedy *m;
-	char job[128];
 	size_t cap;
 	int err;
 
-	mt_sim_job_conf(r->trace, job, sizeof job);
 	if (!g->peak)
 		cut.nevents = g->event; /* what came before the failure */
 	if ((err = mt_sim_input(&cut, g->device, &in)))
@@ -181,7 +196,7 @@ static int allocator_remedies(struct mt_diagnosis *g, const struct mt_report *r)
 		goto out;
 	if (!g->peak)
 		in.ops[in.nops++] = (struct mt_sim_op){.size = g->request};
-	if ((err = replay(&in, job, NULL, room(g), &res)))
+	if ((err = replay(&in, a, NULL, room(g), &res)))
 		goto out;
 	if (!res.ooms && !g->peak) {
 		g->replay = "the replay of the recorded allocations does not fail where the job did";
@@ -194,9 +209,9 @@ static int allocator_remedies(struct mt_diagnosis *g, const struct mt_report *r)
 		goto out;
 	}
 	for (size_t i = 0; i < sizeof settings / sizeof *settings && !err && !g->replay; i++) {
-		if (strstr(job, settings[i].conf)) /* the job's already */
+		if (strstr(a->torch, settings[i].conf) || strstr(a->memtap, settings[i].conf)) /* the job's already */
 			continue;
-		if ((err = replay(&in, job, settings[i].conf, room(g), &res)))
+		if ((err = replay(&in, a, settings[i].conf, room(g), &res)))
 			break;
 		if (!(m = add(g, MT_FIX_ALLOCATOR, (double)res.peak_allocated, (double)res.stats.peak_reserved,
 			      settings[i].cost, "replayed")))
@@ -208,10 +223,14 @@ static int allocator_remedies(struct mt_diagnosis *g, const struct mt_report *r)
 			    "it serves this request, but the first step had not finished: the rest of the step is "
 			    "not known (give --plan)";
 		}
-		if (res.ooms && !(err = replay(&in, job, settings[i].conf, 0, &res))) /* what it would need */
+		if (res.ooms && !(err = replay(&in, a, settings[i].conf, 0, &res))) /* what it would need */
 			m->reserved = (double)res.stats.peak_reserved;
-		snprintf(m->change, sizeof m->change, "PYTORCH_CUDA_ALLOC_CONF=%s%s%s", job, job[0] ? "," : "",
-			 settings[i].conf);
+		if (a->memtap[0])
+			snprintf(m->change, sizeof m->change, "memtap's allocator with -O alloc_conf=%s",
+				 settings[i].conf);
+		else
+			snprintf(m->change, sizeof m->change, "PYTORCH_CUDA_ALLOC_CONF=%s%s%s", a->torch,
+				 a->torch[0] ? "," : "", settings[i].conf);
 		snprintf(m->options, sizeof m->options, "%s", settings[i].conf);
 	}
 out:
@@ -227,6 +246,7 @@ struct planner {
 	bool cached;  /* the job had a caching allocator: its cache is added */
 	double cache; /* ... as measured at the peak, where the step cannot be replayed */
 	double room;  /* the job's room on the device, less what a caching allocator leaves unusable */
+	const struct mt_cache_config *allocator; /* ... its settings, for the step's replay */
 };
 
 /* The setup `w` planned: false when it is not a setup the planner takes, or when its
@@ -249,11 +269,11 @@ static bool plan(const struct planner *p, struct mt_plan_config w, double bound,
 		return false;
 	if (!p->cached)
 		return true;
-	if (mt_plan_replay(&w, (uint64_t)fmax(p->room - p->scale.other, 1), &rp)) {
+	if (mt_plan_replay(&w, (uint64_t)fmax(p->room - p->scale.other, 1), p->allocator, &rp)) {
 		*reserved += p->cache;
 		return true;
 	}
-	if ((*fails = rp.ooms > 0) && mt_plan_replay(&w, 0, &rp)) /* what it would need */
+	if ((*fails = rp.ooms > 0) && mt_plan_replay(&w, 0, p->allocator, &rp)) /* what it would need */
 		return true;
 	*reserved += (double)(rp.peak_reserved - rp.peak_allocated);
 	return true;
@@ -510,12 +530,13 @@ static void setup_remedies(struct mt_diagnosis *g, const struct planner *p, doub
  * where it had not finished; false without --plan or a composition to calibrate on.
  * Where the step had not finished, what it had not made yet (measured below the model)
  * is the model's. */
-static bool calibrate(struct mt_diagnosis *g, const struct mt_report *r, struct planner *p, double *dp)
+static bool calibrate(struct mt_diagnosis *g, const struct mt_report *r, const struct allocator *a, struct planner *p,
+		      double *dp)
 {
 	double measured[MT_PLAN_COMPONENTS], other;
 	struct mt_plan est;
 
-	*p = (struct planner){.run = r->plan};
+	*p = (struct planner){.run = r->plan, .allocator = a->known ? &a->config : NULL};
 	if (!r->plan || !mt_report_components(g->measured, g->measured_total, measured, &other))
 		return false;
 	mt_plan_compute(r->plan, NULL, &est);
@@ -569,8 +590,8 @@ static void code_remedy(struct mt_diagnosis *g)
 	}
 }
 
-static int diagnose(struct mt_diagnosis *g, const struct mt_report *r, const struct mt_oom *o,
-		    const struct mt_frag_oom *fo)
+static int diagnose(struct mt_diagnosis *g, const struct mt_report *r, const struct allocator *a,
+		    const struct mt_oom *o, const struct mt_frag_oom *fo)
 {
 	struct planner p;
 	double dp = 1;
@@ -578,7 +599,7 @@ static int diagnose(struct mt_diagnosis *g, const struct mt_report *r, const str
 	int err = 0;
 
 	g->need = (double)(g->allocated + g->request);
-	planned = calibrate(g, r, &p, &dp);
+	planned = calibrate(g, r, a, &p, &dp);
 	judge(g, r, o, fo);
 	if (g->cause == MT_CAUSE_GROWTH || g->cause == MT_CAUSE_CHECKPOINT || g->cause == MT_CAUSE_POOLS)
 		code_remedy(g);
@@ -586,7 +607,7 @@ static int diagnose(struct mt_diagnosis *g, const struct mt_report *r, const str
 		g->replay = "the step, estimated, needs more than the device: a setting that serves this request "
 			    "would not serve the rest of the step";
 	else if (g->reserved && g->cause != MT_CAUSE_GROWTH)
-		err = allocator_remedies(g, r);
+		err = allocator_remedies(g, r, a);
 	if (planned && g->cause != MT_CAUSE_GROWTH)
 		setup_remedies(g, &p, dp);
 	return err;
@@ -595,10 +616,12 @@ static int diagnose(struct mt_diagnosis *g, const struct mt_report *r, const str
 int mt_diagnose(const struct mt_report *r, struct mt_diagnosis **out, size_t *n)
 {
 	const struct mt_trace *t = r->trace;
+	struct allocator a;
 	size_t cap = 0;
 	int err = 0;
 
 	*out = NULL, *n = 0;
+	job_allocator(t, &a);
 	for (size_t k = 0; k < r->noom && !err && *n < MT_DIAGNOSED; k++) {
 		const struct mt_oom *o = &r->oom[k];
 		const struct mt_event *ev = &t->events[o->event];
@@ -631,7 +654,7 @@ int mt_diagnose(const struct mt_report *r, struct mt_diagnosis **out, size_t *n)
 			g->measured = o->before_composition, g->measured_total = o->before;
 		if (ev->aux2 && ev->aux2 - ev->aux > seen) /* what the driver said was used, less what memtap saw */
 			g->outside = ev->aux2 - ev->aux - seen;
-		err = diagnose(g, r, o, fo);
+		err = diagnose(g, r, &a, o, fo);
 	}
 	for (int d = 0; d < MT_MAX_DEVICES && r->target && !err; d++) {
 		const struct mt_device_state *s = &r->end.dev[d];
@@ -657,7 +680,7 @@ int mt_diagnose(const struct mt_report *r, struct mt_diagnosis **out, size_t *n)
 					   .boundaries = r->leaks.boundaries,
 					   .step_finished =
 					       r->composition[d][MT_TAG_OPTIMIZER] > 0 || r->leaks.boundaries >= 2};
-		err = diagnose(g, r, NULL, NULL);
+		err = diagnose(g, r, &a, NULL, NULL);
 	}
 	if (err) {
 		free(*out);

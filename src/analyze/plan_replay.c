@@ -60,7 +60,8 @@ static void on_free(void *ctx, uint32_t id)
 	o->in.nops++;
 }
 
-const char *mt_plan_replay(const struct mt_plan_config *c, uint64_t capacity, struct mt_plan_replay *out)
+const char *mt_plan_replay(const struct mt_plan_config *c, uint64_t capacity, const struct mt_cache_config *allocator,
+			   struct mt_plan_replay *out)
 {
 	struct ops o = {0};
 	struct mt_plan_sink sink = {&o, on_alloc, on_free};
@@ -75,7 +76,7 @@ const char *mt_plan_replay(const struct mt_plan_config *c, uint64_t capacity, st
 		why = "out of memory replaying the step";
 	if (!why) {
 		mt_cache_preset(&native, "native");
-		if (mt_sim_run(&o.in, &native, capacity, r))
+		if (mt_sim_run(&o.in, allocator ? allocator : &native, capacity, r))
 			why = "out of memory replaying the step";
 		out->peak_allocated = r->peak_allocated;
 		out->peak_reserved = r->stats.peak_reserved;

@@ -310,6 +310,20 @@ void mt_sim_job_conf(const struct mt_trace *t, char *out, size_t n)
 		memmove(out, out + 1, strlen(out));
 }
 
+void mt_sim_memtap_conf(const struct mt_trace *t, char *out, size_t n)
+{
+	static const char head[] = "memtap.allocator ";
+	const char *s, *start;
+
+	out[0] = '\0';
+	for (size_t i = 0; i < t->nevents; i++)
+		if (t->events[i].kind == MT_EV_NVTX_MARK && (s = mt_trace_string(t, t->events[i].aux)) &&
+		    !strncmp(s, head, sizeof head - 1) && (start = strstr(s, " start "))) {
+			snprintf(out, n, "%s", start + strlen(" start "));
+			return;
+		}
+}
+
 int mt_sim_first_device(const struct mt_trace *t)
 {
 	int first = -1;

@@ -69,6 +69,10 @@ struct mt_sim_result {
  * syntax: expandable segments, max_split_size, and roundup_power2_divisions where one value
  * holds for every interval; "" where there are none (other settings are not modelled). */
 void mt_sim_job_conf(const struct mt_trace *t, char *out, size_t n);
+/* memtap's own caching allocator's settings, as the trace noted them when it started
+ * ("memtap.allocator DEVICE start SETTINGS", in mt_cache_configure's syntax: its policy
+ * whole); "" where the job had none. */
+void mt_sim_memtap_conf(const struct mt_trace *t, char *out, size_t n);
 /* The lowest device the trace allocated on (a snapshot taken on cuda:1 alone), else 0. */
 int mt_sim_first_device(const struct mt_trace *t);
 /* The device's allocations and frees in `t` (its caching allocator's blocks when it has

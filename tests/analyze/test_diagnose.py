@@ -27,7 +27,7 @@ PLAN = "--layers 12 --hidden 768 --heads 12 --ffn 3072 --vocab 50257 --seq 1024 
 runs = 0
 
 
-def job(cap, args, caching=None, iters=3, context="0"):
+def job(cap, args, caching=None, iters=3, context="0", policy="native"):
     """simtrain under memtap with the cap; returns (failed, trace, report's JSON, the peak
     its caching allocator reserved)."""
     global runs
@@ -35,7 +35,7 @@ def job(cap, args, caching=None, iters=3, context="0"):
     trace = os.path.join(TMP, "job%d.trace" % runs)
     cmd = [MEMTAP, "run", "-q", "-o", trace, "--policy", CAP]
     if caching is not None:
-        cmd += ["--allocator", "caching", "-O", "alloc_policy=native"]
+        cmd += ["--allocator", "caching", "-O", "alloc_policy=" + policy]
         cmd += ["-O", "alloc_conf=" + caching] if caching else []
     p = subprocess.run(cmd + ["--", SIMTRAIN] + GPT2 + ["--iters", str(iters)] + args, capture_output=True,
                        text=True, env=dict(ENV, MEMTAP_CAP=cap, SIMGPU_CONTEXT_MEM=context), timeout=300)
@@ -66,7 +66,7 @@ def simtrain_args(remedy, args):
     return out
 
 
-def close_loop(name, cap, args, d, caching=None, context="0"):
+def close_loop(name, cap, args, d, caching=None, context="0", policy="native"):
     """Each change simtrain can make, made: 'fits' right, the peaks as predicted."""
     tried = 0
     for m in d["remedies"]:
@@ -77,7 +77,8 @@ def close_loop(name, cap, args, d, caching=None, context="0"):
         if again is None:
             continue
         tried += 1
-        failed, _, rep, reserved = job(cap, again, conf, iters=10 if m["kind"] == "leak" else 3, context=context)
+        failed, _, rep, reserved = job(cap, again, conf, iters=10 if m["kind"] == "leak" else 3, context=context,
+                                       policy=policy)
         peak = rep["devices"][0]["peak_allocated_bytes"]
         if not m["fits"]:
             ok(failed, "%s: %s said not to fit, and does not" % (name, m["change"]), (m, peak))
@@ -126,6 +127,14 @@ d = diagnosis(trace)
 d = d[0] if isinstance(d, list) and d else {}
 ok(failed and d.get("cause") == "step", "gpt2-small on 10 GiB under the native allocator: the step", d)
 close_loop("native allocator", "10GiB", [], d, caching="")
+
+# ---- the same under memtap's own policy (memtap-vmm, --allocator=caching's default): the
+# changes are replayed through it, as its trace noted it, not through PyTorch's ----
+failed, trace, rep, _ = job("10GiB", [], caching="", policy="memtap-vmm")
+d = diagnosis(trace)
+d = d[0] if isinstance(d, list) and d else {}
+ok(failed and d.get("cause") == "step", "gpt2-small on 10 GiB under memtap-vmm: the step", d)
+ok(close_loop("memtap-vmm", "10GiB", [], d, caching="", policy="memtap-vmm") >= 3, "...each change made, three at least")
 
 # ---- a failure in the middle of the first forward: what the step had not made yet is the
 # model's, whole (a third of the activations measured would scale the rest down) ----

@@ -479,9 +479,9 @@ static void replay_reserved(const struct mt_plan_config *c, const struct mt_plan
 	out->room = mem > p->framework ? mem - p->framework : 0;
 	if (mem > 0 && out->room < 1)
 		out->room = 1; /* the framework alone fills the device: nothing is left */
-	why = mt_plan_replay(c, (uint64_t)out->room, &out->r);
+	why = mt_plan_replay(c, (uint64_t)out->room, NULL, &out->r);
 	if (!why && (out->ooms = out->r.ooms))
-		why = mt_plan_replay(c, 0, &out->r);
+		why = mt_plan_replay(c, 0, NULL, &out->r);
 	if (why)
 		die(EXIT_USAGE, "--reserved: %s", why);
 	out->cache = (double)(out->r.peak_reserved - out->r.peak_allocated);
