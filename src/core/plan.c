@@ -30,6 +30,7 @@ const char *const mt_plan_bias_names[4] = {"all", "qkv", "none", NULL};
 const char *const mt_plan_attention_names[3] = {"eager", "flash", NULL};
 const char *const mt_plan_impl_names[3] = {"megatron", "pytorch", NULL};
 const char *const mt_plan_quant_names[5] = {"none", "int8", "nf4", "nf4-dq", NULL};
+const char *const mt_plan_step_names[5] = {"auto", "foreach", "fused", "for-loop", NULL};
 const char *const mt_plan_component_names[MT_PLAN_COMPONENTS] = {"params", "grads", "optimizer", "activations",
 								 "temporaries"};
 
@@ -641,6 +642,40 @@ static bool offloads_grads(const struct mt_plan_config *c)
 	return c->offload_optimizer && !c->fsdp && c->optimizer != MT_NO_OPTIMIZER;
 }
 
+static enum mt_step step_impl(const struct mt_plan_config *c)
+{
+	if (c->optimizer_impl != MT_STEP_AUTO)
+		return c->optimizer_impl;
+	if (c->impl != MT_IMPL_PYTORCH || (c->zero >= 1 && !c->fsdp) || c->optimizer == MT_ADAM8BIT)
+		return MT_STEP_LOOP;
+	return c->torch && c->torch < 200 ? MT_STEP_LOOP : MT_STEP_FOREACH;
+}
+
+/* What the optimizer's step makes beside its state. A tensor at a time: an fp32 update
+ * of the largest tensor (_single_tensor_adam's denom, exp_avg_sq.sqrt() / ...). foreach:
+ * _multi_tensor_adam(w)'s exp_avg_sq_sqrt = torch._foreach_sqrt(device_exp_avg_sqs), a
+ * copy of every second moment of the device's group at once, and Lion's update,
+ * torch._foreach_mul(exp_avgs, beta1), one of every moment; SGD's momentum steps in place
+ * (torch._foreach_mul_, _foreach_add_). fused: one kernel in place. */
+static double step_temporaries(const struct mt_plan_config *c, const struct share *sh)
+{
+	double state = c->precision == MT_PURE16 ? 2 : 4;
+
+	switch (step_impl(c)) {
+	case MT_STEP_FUSED:
+		return 0;
+	case MT_STEP_FOREACH:
+		if (c->optimizer == MT_ADAM || c->optimizer == MT_LION)
+			return state * held(c, sh, 1, true);
+		if (c->optimizer == MT_SGD_MOMENTUM || c->optimizer == MT_SGD)
+			return 0;
+		break;
+	default:
+		break;
+	}
+	return 4 * shard(largest_tensor(c) / (double)c->tp, c->zero >= 1 || c->fsdp ? sh->dp : 1);
+}
+
 /* DeepSpeed's contiguous gradient bucket: reduce_bucket values of the model's type (twice
  * with overlap_comm: reduce_bucket says so), made as backward begins and released after
  * it at stages 1 and 2 (stage_1_and_2.py's setup_buckets), made once and kept at stage 3
@@ -698,9 +733,8 @@ static void moments(const struct mt_plan_config *c, double m[MOMENTS][MT_PLAN_CO
 	/* gradients accumulated over micro-batches (or zeroed, not freed) live through the step */
 	if (c->keep_grads || c->micro_batches > 1 || (c->pp > 1 && c->micro_batches != 1))
 		keep = grads;
-	if (c->optimizer != MT_NO_OPTIMIZER && !c->offload_optimizer) /* an fp32 update, one tensor at a time */
-		m[AT_OPTIMIZER][MT_PLAN_TEMPORARIES] =
-		    4 * shard(largest_tensor(c) / t, c->zero >= 1 || c->fsdp ? sh.dp : 1);
+	if (c->optimizer != MT_NO_OPTIMIZER && !c->offload_optimizer)
+		m[AT_OPTIMIZER][MT_PLAN_TEMPORARIES] = step_temporaries(c, &sh);
 	if (!c->layers) {
 		for (int i = 0; i < AT_OPTIMIZER; i++)
 			m[i][MT_PLAN_GRADS] = keep;

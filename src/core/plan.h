@@ -27,6 +27,12 @@ enum mt_attention { MT_ATTN_EAGER, MT_ATTN_FLASH };
 /* How the layers are written: Megatron's fused kernels (Korthikanti et al.'s accounting)
  * or PyTorch modules as Hugging Face, torchtitan, LitGPT and torchtune write them. */
 enum mt_impl { MT_IMPL_MEGATRON, MT_IMPL_PYTORCH };
+/* How torch.optim steps (torch/optim/optimizer.py's _default_to_fused_or_foreach):
+ * foreach, multi-tensor ops over every parameter of a device and dtype at once (its
+ * default on CUDA since PyTorch 2.0); fused, one kernel in place; a tensor at a time.
+ * MT_STEP_AUTO: foreach for PyTorch modules (impl pytorch) without DeepSpeed's ZeRO from
+ * PyTorch 2.0, else a tensor at a time. */
+enum mt_step { MT_STEP_AUTO, MT_STEP_FOREACH, MT_STEP_FUSED, MT_STEP_LOOP };
 /* A frozen base's storage (LoRA): its own precision, 8-bit, 4-bit NF4 (+ double quantization) */
 enum mt_quant { MT_QUANT_NONE, MT_QUANT_INT8, MT_QUANT_NF4, MT_QUANT_NF4_DQ };
 /* LoRA targets, a set: q, k, v, o projections and the MLP's matrices */
@@ -52,6 +58,7 @@ extern const char *const mt_plan_bias_names[4];
 extern const char *const mt_plan_attention_names[3];
 extern const char *const mt_plan_impl_names[3];
 extern const char *const mt_plan_quant_names[5];
+extern const char *const mt_plan_step_names[5];
 
 struct mt_plan_config {
 	/* the model: an architecture (layers > 0), or parameter counts alone */
@@ -78,6 +85,7 @@ struct mt_plan_config {
 	/* the training setup */
 	enum mt_precision precision;
 	enum mt_optimizer optimizer;
+	enum mt_step optimizer_impl;
 	enum mt_recompute recompute;
 	int zero; /* ZeRO stage 0-3 */
 	uint64_t nodes, gpus_per_node;
@@ -140,6 +148,7 @@ enum mt_plan_kind {
 	MT_PLAN_OPT_ATTENTION,
 	MT_PLAN_OPT_IMPL,
 	MT_PLAN_OPT_QUANT,
+	MT_PLAN_OPT_STEP,
 	MT_PLAN_OPT_LORA,
 	MT_PLAN_OPT_VERSION
 };

@@ -201,6 +201,11 @@ const char *mt_plan_set(struct mt_plan_config *c, const struct mt_plan_option *o
 			goto bad;
 		*(enum mt_quant *)field = (enum mt_quant)i;
 		return NULL;
+	case MT_PLAN_OPT_STEP:
+		if ((i = pick(text, mt_plan_step_names)) < 0)
+			goto bad;
+		*(enum mt_step *)field = (enum mt_step)i;
+		return NULL;
 	case MT_PLAN_OPT_LORA:
 		if (!lora_targets(text, (unsigned *)field))
 			goto bad;
@@ -272,6 +277,9 @@ void mt_plan_get(const struct mt_plan_config *c, const struct mt_plan_option *o,
 	case MT_PLAN_OPT_QUANT:
 		name = name_of(mt_plan_quant_names, (int)*(const enum mt_quant *)field);
 		break;
+	case MT_PLAN_OPT_STEP:
+		name = name_of(mt_plan_step_names, (int)*(const enum mt_step *)field);
+		break;
 	case MT_PLAN_OPT_LORA:
 		set = *(const unsigned *)field;
 		buf[0] = '\0';
@@ -321,6 +329,8 @@ const char *mt_plan_kind_what(enum mt_plan_kind kind)
 		return "megatron or pytorch";
 	case MT_PLAN_OPT_QUANT:
 		return "none, int8, nf4 or nf4-dq";
+	case MT_PLAN_OPT_STEP:
+		return "auto, foreach, fused or for-loop";
 	case MT_PLAN_OPT_LORA:
 		return "a set of q, k, v, o and mlp such as qv, qkvo or all";
 	case MT_PLAN_OPT_VERSION:

@@ -189,11 +189,21 @@ ok(got["contiguous_gradients"] and got["reduce_bucket"] == 4e8 and not plain["co
 # the weights, gradients and Adam over 8, two blocks gathered (this and the prefetched),
 # the root's embedding and output layer gathered, a block's unsharded gradient and its
 # fp32 reduce-scatter input
-fs = per_gpu("--model", LLAMA2, "--fsdp", "--gpus-per-node", 8)
+fs = per_gpu("--model", LLAMA2, "--fsdp", "--gpus-per-node", 8, "--optimizer-impl", "for-loop")
 lp = (P7 - 2 * VH - 4096) // 32
 ok(fs["params"] == 4 * P7 / 8 and fs["optimizer"] == 8 * P7 / 8 and fs["grads"] == 4 * P7 / 8 and
    fs["temporaries"] == 2 * 2 * lp + 2 * 2 * VH + 2 * VH + (2 + 4) * lp,
    "FSDP2: fp32 shards over 8 GPUs, two blocks and the root gathered in bf16", fs)
+# torch.optim's AdamW steps with foreach by default (DTensor is among its foreach types):
+# _multi_tensor_adamw's torch._foreach_sqrt(device_exp_avg_sqs) copies every fp32 second
+# moment of the shard at once, more than the backward's gathered blocks
+fe = plan("--model", LLAMA2, "--fsdp", "--gpus-per-node", 8)
+ok(fe["moment"] == "optimizer step" and fe["setup"]["optimizer_impl"] == "auto" and
+   fe["per_gpu_bytes"]["temporaries"] == 4 * P7 / 8 and
+   per_gpu("--model", LLAMA2, "--fsdp", "--gpus-per-node", 8, "--optimizer-impl", "fused")["temporaries"] ==
+   fs["temporaries"],
+   "FSDP2 with torch.optim's AdamW: foreach by default, a copy of the shard's second moments at the step (4 bytes "
+   "a parameter over 8); fused steps in place", fe["per_gpu_bytes"])
 
 # LoRA and QLoRA (LitGPT's Llama-2-7B, r 8 on q and v: 4,194,304 trainable)
 lora = plan("--model", LLAMA2, "--precision", "bf16-pure", "--lora-rank", 8, "--lora-modules", "qv")
