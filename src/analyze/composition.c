@@ -476,6 +476,12 @@ static enum said stack_says(struct pass *p, uint32_t stack)
 		if (!strcmp(fn, "__init__") &&
 		    (in_file(file, "distributed/grad_buffer.py") || in_file(file, "megatron/model/distributed.py")))
 			grads = true;
+		/* PyTorch DDP's gradient buckets: its Reducer's flat buffers, made as DDP wraps the
+		   model (torch/csrc/distributed/c10d/reducer.cpp's initialize_buckets, under
+		   DistributedDataParallel._ddp_init_helper) */
+		if (strstr(fn, "Reducer::initialize_buckets") ||
+		    (!strcmp(fn, "_ddp_init_helper") && in_file(file, "torch/nn/parallel/distributed.py")))
+			grads = true;
 		if ((!strcmp(fn, "forward") && strstr(file, ".py")) ||
 		    (in_file(file, "torch/nn/modules/module.py") && !strcmp(fn, "_call_impl")))
 			fwd = true;

@@ -676,6 +676,19 @@ static double step_temporaries(const struct mt_plan_config *c, const struct shar
 	return 4 * shard(largest_tensor(c) / (double)c->tp, c->zero >= 1 || c->fsdp ? sh->dp : 1);
 }
 
+/* PyTorch DDP (PyTorch modules over data-parallel GPUs without ZeRO or FSDP) keeps its
+ * gradient buckets from the moment it wraps the model: the Reducer's flat buffers
+ * (reducer.cpp's initialize_buckets), one value of the gradients' type for each
+ * trainable parameter, a second copy of the gradients unless gradient_as_bucket_view
+ * makes the gradients views of them. */
+static double ddp_buckets(const struct mt_plan_config *c, const struct share *sh)
+{
+	if (c->impl != MT_IMPL_PYTORCH || sh->dp < 2 || c->zero || c->fsdp || c->bucket_view ||
+	    c->optimizer == MT_NO_OPTIMIZER)
+		return 0;
+	return grad_bytes(c) * held(c, sh, 2, true);
+}
+
 /* DeepSpeed's contiguous gradient bucket: reduce_bucket values of the model's type (twice
  * with overlap_comm: reduce_bucket says so), made as backward begins and released after
  * it at stages 1 and 2 (stage_1_and_2.py's setup_buckets), made once and kept at stage 3
@@ -809,10 +822,14 @@ static void table(const struct mt_plan_config *c, double m[MOMENTS][MT_PLAN_COMP
 {
 	*last = c->layers ? MOMENTS : AT_OPTIMIZER + 1, *first = c->layers ? 0 : AT_OPTIMIZER;
 	memset(m, 0, sizeof(double) * MOMENTS * MT_PLAN_COMPONENTS);
+	struct share sh = share(c);
+
 	moments(c, m, cpu, nvme);
-	for (int i = *first; i < *last; i++)
+	for (int i = *first; i < *last; i++) {
 		if (i != AT_OPTIMIZER || c->zero >= 3)
 			m[i][MT_PLAN_TEMPORARIES] += ipg_bucket(c);
+		m[i][MT_PLAN_GRADS] += ddp_buckets(c, &sh);
+	}
 }
 
 void mt_plan_compute(const struct mt_plan_config *c, const struct mt_plan_scale *s, struct mt_plan *out)

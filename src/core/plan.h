@@ -96,6 +96,7 @@ struct mt_plan_config {
 	bool fp8;			   /* fp8 matrix multiplies (TransformerEngine, torchao) */
 	bool grad_fp32;			   /* gradients accumulated in fp32 (Megatron's main_grad) */
 	bool keep_grads;		   /* gradients live through forward and backward */
+	bool bucket_view;		   /* PyTorch DDP's gradients are views of its buckets */
 	enum mt_offload offload_optimizer, offload_params;
 	uint64_t reduce_bucket;	   /* DeepSpeed's gradient bucket in elements; 0: 5e8 */
 	bool contiguous_gradients; /* ... kept on the GPU through backward (stages 1-2) or always (3) */

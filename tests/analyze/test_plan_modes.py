@@ -204,6 +204,27 @@ ok(fe["moment"] == "optimizer step" and fe["setup"]["optimizer_impl"] == "auto" 
    fs["temporaries"],
    "FSDP2 with torch.optim's AdamW: foreach by default, a copy of the shard's second moments at the step (4 bytes "
    "a parameter over 8); fused steps in place", fe["per_gpu_bytes"])
+# torch.optim's implementations on a 1B model in fp32 (model states only): foreach's copy of
+# the second moments (4 bytes a parameter), a tensor at a time the largest tensor's update
+# (here given: 100M), fused nothing; PyTorch before 2.0 stepped a tensor at a time, and so
+# does what is not a PyTorch module (Megatron's) or under DeepSpeed's ZeRO
+ONE = ["--params", "1B", "--largest-layer", "100M", "--precision", "fp32", "--optimizer", "adamw"]
+temps = {i: per_gpu(*ONE, "--impl", "pytorch", "--optimizer-impl", i)["temporaries"]
+         for i in ("auto", "foreach", "fused", "for-loop")}
+ok(temps == {"auto": 4e9, "foreach": 4e9, "fused": 0, "for-loop": 4e8}
+   and per_gpu(*ONE, "--impl", "pytorch", "--torch", "1.13")["temporaries"] == 4e8
+   and per_gpu(*ONE)["temporaries"] == 4e8
+   and per_gpu(*ONE, "--impl", "pytorch", "--zero", 1, "--gpus-per-node", 2)["temporaries"] == 2e8
+   and per_gpu(*ONE, "--impl", "pytorch", "--optimizer", "sgd")["temporaries"] == 0,
+   "the optimizer's step by implementation: foreach copies every second moment, a tensor at a time the largest, "
+   "fused none; PyTorch 1.x, Megatron and DeepSpeed a tensor at a time; SGD's foreach steps in place", temps)
+# PyTorch DDP keeps its gradient buckets, a second copy of the gradients unless
+# gradient_as_bucket_view=True (reducer.cpp's initialize_buckets); not one GPU, ZeRO or FSDP
+ddp = {k: per_gpu(*ONE, "--impl", "pytorch", "--gpus-per-node", 4, *x)["grads"]
+       for k, x in (("ddp", []), ("view", ["--bucket-view"]), ("zero", ["--zero", 1]))}
+ok(ddp == {"ddp": 8e9, "view": 4e9, "zero": 4e9} and per_gpu(*ONE, "--impl", "pytorch")["grads"] == 4e9,
+   "PyTorch DDP over 4 GPUs: its buckets a second copy of the fp32 gradients, none with gradient_as_bucket_view, "
+   "under ZeRO or on one GPU", ddp)
 
 # LoRA and QLoRA (LitGPT's Llama-2-7B, r 8 on q and v: 4,194,304 trainable)
 lora = plan("--model", LLAMA2, "--precision", "bf16-pure", "--lora-rank", 8, "--lora-modules", "qv")

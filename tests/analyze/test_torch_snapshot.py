@@ -439,6 +439,42 @@ for recorded in (True, False):
     ok(comp == {"params": 64 * MiB, "grads": 128 * MiB, "optimizer": 256 * MiB},
        "Megatron's flat buffers (%s): grad_data is gradients, param_data parameters" %
        ("made while recording" if recorded else "made before the trace, their frames kept"), comp)
+# PyTorch's DistributedDataParallel: as it wraps the model, its Reducer makes a flat
+# bucket for the gradients (torch/csrc/distributed/c10d/reducer.cpp's initialize_buckets,
+# under _ddp_init_helper in torch/nn/parallel/distributed.py), kept for the whole run:
+# gradients, though made before the first forward and never freed
+def ddp(frames):
+    setup = [frame("__init__", TORCH + "nn/parallel/distributed.py", 870),
+             frame("main", "/home/me/train.py", 40), frame("<module>", "/home/me/train.py", 151)]
+    d = Trace(BASE)
+    d.add("segment_alloc", BASE, SEG, LOOP)
+    for _ in range(4):
+        d.alloc(16 * MiB, python_stack([frame("__init__", TORCH + "nn/modules/linear.py", 106),
+                                        frame("__init__", "/home/me/model.py", 12),
+                                        frame("main", "/home/me/train.py", 30)], RECORDER + ALLOCATOR + op("empty")))
+    py = [frame("_ddp_init_helper", TORCH + "nn/parallel/distributed.py", 1180)] + setup
+    cpp = [frame("c10d::Reducer::initialize_buckets(std::vector<std::vector<unsigned long, "
+                 "std::allocator<unsigned long> >, std::allocator<std::vector<unsigned long, "
+                 "std::allocator<unsigned long> > > >)"),
+           frame("c10d::Reducer::Reducer(std::vector<at::Tensor, std::allocator<at::Tensor> >, ...)")]
+    d.alloc(64 * MiB, python_stack(py if "python" in frames else [], RECORDER + ALLOCATOR + op("empty") +
+                                   (cpp if "cpp" in frames else [])))
+    acts = [d.alloc(16 * MiB, forward_stack(k, "mm")) for k in range(4)]
+    for a in acts:
+        tmp = d.alloc(8 * MiB, backward_stack("MmBackward0", "mm"))
+        d.free(a)
+        d.free(tmp)
+    return {"segments": [segment(0, BASE, d.blocks(SEG), expandable=False)], "device_traces": [d.entries],
+            "allocator_settings": settings(False), "external_annotations": []}
+
+
+for frames in ("python+cpp", "python", "cpp"):
+    p, rep = run("report", "--json", write("ddp-" + frames, ddp(frames)))
+    comp = {k: v for k, v in (rep["devices"][0] if rep else {}).get("composition_at_peak", {}).items()
+            if v and k != "reserved_unallocated"}
+    ok(comp.get("grads") == 64 * MiB and comp.get("params") == 64 * MiB,
+       "PyTorch DDP's gradient bucket (%s frames): gradients, the model's weights parameters" % frames, comp)
+
 p, _ = run("report", write("training-text", training()))
 ok(re.search(r"grads +128\.00 MiB +\(frames, sure\)", p.stdout) and
    re.search(r"optimizer +256\.00 MiB +\(frames, sure\)", p.stdout),
