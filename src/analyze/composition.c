@@ -71,16 +71,17 @@ struct life {
 				 the step stopped before its backward was done (an out-of-memory failure) */
 	uint8_t tag;	      /* set later by memtap_tag_range */
 	/* read by frames */
-	bool unseen;	  /* made before recording began */
-	bool workspace;	  /* its frames make a library's workspace (cuBLAS), not a tensor */
-	bool kept_grad;	  /* made before recording, no frames: one of a parameter's two copies */
-	uint8_t said;	  /* made before recording: what its own frames say (enum said), if any */
-	bool builds;	  /* its frames build the model */
-	bool grad_buffer; /* its frames make a flat buffer of gradients (Megatron's) */
-	bool heir;	  /* made in an optimizer step that then freed a parameter of its size: the
-			     parameter's new value (p.data = p.data - lr * ...) */
-	bool own;	  /* its phase came from its own frames (or an open annotation) */
-	bool to_end;	  /* alive at the end of the trace */
+	bool unseen;	    /* made before recording began */
+	bool workspace;	    /* its frames make a library's workspace (cuBLAS), not a tensor */
+	bool kept_grad;	    /* made before recording, no frames: one of a parameter's two copies */
+	uint8_t said;	    /* made before recording: what its own frames say (enum said), if any */
+	bool builds;	    /* its frames build the model */
+	bool grad_buffer;   /* its frames make a flat buffer of gradients (Megatron's) */
+	bool heir;	    /* made in an optimizer step that then freed a parameter of its size: the
+			       parameter's new value (p.data = p.data - lr * ...) */
+	bool own;	    /* its phase came from its own frames (or an open annotation) */
+	bool to_end;	    /* alive at the end of the trace */
+	bool was_temporary; /* (to_end) its stack's earlier allocations were temporaries */
 };
 
 struct pass {
@@ -115,6 +116,7 @@ struct pass {
 				      an optimizer step (its event + 1) */
 	bool forward_only;	   /* no stack says backward or an optimizer: inference */
 	int grad_buffer_line;	   /* Megatron's _ParamAndGradBuffer.__init__: the line making its grad_data */
+	uint8_t *temporary;	   /* per stack: an allocation of it was a temporary */
 	uint32_t *pending;	   /* stacks with an allocation made in the forward now running */
 	size_t npending, cappending;
 };
@@ -200,6 +202,8 @@ static uint8_t infer(const struct life *l)
 
 	if (l->before_forward && (!l->freed || l->alive_past_forward))
 		return MT_TAG_PARAMS;
+	if (l->was_temporary && (l->phase == PH_BACKWARD || l->phase == PH_OPTIMIZER))
+		return MT_TAG_TEMPORARIES; /* cut short by the end (a failure): as its stack's were */
 	if (l->phase == PH_BACKWARD && (l->freed ? l->alive_into_optimizer : true))
 		return MT_TAG_GRADS;
 	if (l->first_optimizer && kept_past_instance)
@@ -253,6 +257,10 @@ static uint8_t infer_frames(const struct life *l, bool forward_only, uint8_t *ev
 	if (l->heir)
 		return MT_TAG_PARAMS;
 	*evidence = l->own ? 2 : 1;
+	if (l->was_temporary && (l->phase == PH_BACKWARD || l->phase == PH_OPTIMIZER)) {
+		*evidence = 1; /* cut short by the end (a failure): as its stack's were */
+		return MT_TAG_TEMPORARIES;
+	}
 	switch (l->phase) {
 	case PH_OPTIMIZER:
 		return within ? MT_TAG_TEMPORARIES : MT_TAG_OPTIMIZER;
@@ -318,6 +326,9 @@ static void settle(struct pass *p, size_t slot)
 		p->c->source[l->event] = p->c->has_phases ? MT_SOURCE_INFERRED : MT_SOURCE_NONE;
 		p->c->evidence[l->event] = p->c->has_phases;
 	}
+	if (p->c->category[l->event] == MT_TAG_TEMPORARIES && p->t->events[l->event].stack &&
+	    p->t->events[l->event].stack < p->t->nstacks)
+		p->temporary[p->t->events[l->event].stack] = 1;
 	mt_slot_give(&p->slots, slot);
 }
 
@@ -665,6 +676,7 @@ int mt_composition_start(struct mt_composition_scan **out, struct mt_composition
 	c->source = calloc(t->nevents + 1, 1);
 	c->evidence = calloc(t->nevents + 1, 1);
 	c->after_forward = calloc(t->nstacks + 1, 1);
+	p->temporary = calloc(t->nstacks + 1, 1);
 	p->said = calloc(t->nstacks + 1, 1);
 	p->workspace = calloc(t->nstacks + 1, 1);
 	p->oom_run = UINT32_MAX;
@@ -673,8 +685,8 @@ int mt_composition_start(struct mt_composition_scan **out, struct mt_composition
 	p->phase_of = calloc(t->nstrings + 1, 1);
 	p->threads = calloc(t->nthreads + 1, sizeof *p->threads);
 	p->nthreads = t->nthreads;
-	if (!c->category || !c->source || !c->evidence || !c->after_forward || !p->phase_of || !p->threads ||
-	    !p->said || !p->workspace)
+	if (!c->category || !c->source || !c->evidence || !c->after_forward || !p->temporary || !p->phase_of ||
+	    !p->threads || !p->said || !p->workspace)
 		return ENOMEM;
 	/* NVTX phases, or frames to read (a snapshot's annotations are ranges too, not NVTX) */
 	snapshot = mt_trace_info(t, "backend", backend, sizeof backend) && !strcmp(backend, "pytorch-snapshot");
@@ -896,6 +908,8 @@ int mt_composition_finish(struct mt_composition_scan *scan, int err)
 			l->to_end = true;
 			l->alive_past_instance = l->instance != UINT32_MAX && !p->open[l->instance];
 			l->awaits_backward = l->phase == PH_FORWARD && p->backward_done == l->bwd_seen;
+			l->was_temporary =
+			    p->t->events[l->event].stack < p->t->nstacks && p->temporary[p->t->events[l->event].stack];
 			settle(p, p->live.vals[i] - 1);
 		}
 	for (size_t i = 0; p->threads && i < p->nthreads; i++)
@@ -909,6 +923,7 @@ int mt_composition_finish(struct mt_composition_scan *scan, int err)
 	free(p->said);
 	free(p->workspace);
 	free(p->pending);
+	free(p->temporary);
 	mt_map_free(&p->state_sizes);
 	mt_map_free(&p->opt_made);
 	mt_map_free(&p->live);

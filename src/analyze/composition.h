@@ -2,6 +2,8 @@
  * temporaries or other. Explicit tags win (memtap_tag_push/range); otherwise, in a trace
  * with NVTX phases, the allocation's phase and lifetime decide:
  *   made before the first forward and alive beyond it           -> params
+ *   made in backward or an optimizer step, alive at the end (a failure cut it short),
+ *   where its stack's earlier allocations were temporaries       -> temporaries
  *   made in backward and alive when the next optimizer phase starts -> grads
  *   made in the first optimizer phase and alive after it          -> optimizer
  *   made in forward and freed in backward                         -> activations

@@ -232,6 +232,10 @@ ok(count and count["reading"] == "oom" and count["unseen_bytes"] == 0 and d.get(
    "...and the driver's count at the failure is what memtap saw: the allocator's segments whole, nothing unseen",
    (count, d.get("outside_bytes")))
 close_loop("fragmentation", "13GiB", [], d, caching="")
+live = d.get("live", {})
+ok(abs(live.get("temporaries", 0) - 1.53 * GiB) < 0.01 * GiB and live.get("grads", GiB) < 2**20,
+   "...in use then: the logits' gradient, cut short by the failure, a temporary as in the step before (simtrain's "
+   "ledger), not a gradient", live)
 
 # ---- the peak against a capacity (--gpu-mem), no failure ----
 failed, trace, rep, _ = job("80GiB", [])
