@@ -2,7 +2,8 @@
 -- (every live allocation with its stack, the failed request included; `memtap report`
 -- reads it and says what to change so that it fits) and log the request, what the failure
 -- looks like from inside the job, and the stacks holding the most memory, each by its
--- first frame past those they all share (an allocating helper, the runtime).
+-- first frame past those they all share (an allocating helper, the runtime), or by the
+-- job's own Python frame where it has them.
 -- MEMTAP_OOM_SNAPSHOT names the file (default memtap-oom-%p.trace, in the policy folder).
 -- In a job of several ranks with a run directory (memtap run --dir, or a launcher's job
 -- id), every rank takes a snapshot of that moment (memtap.snapshot_all) into
@@ -44,6 +45,20 @@ local function told_apart(tops)
   return shared
 end
 
+-- The frame a stack is shown by: past those the top stacks share, the first Python frame
+-- of the job's own code (not a library's: torch, site-packages) where it has Python frames
+-- (its native frames are PyTorch's operators and the runtime), else the first past them.
+local function shown(stack, shared)
+  for i = shared + 1, #stack do
+    local f = stack[i]
+    if f:match("%.py:%d+%)$") and not f:match("/torch/") and not f:match("%-packages/") and
+       not f:match("^<frozen ") then
+      return f
+    end
+  end
+  return stack[shared + 1] or stack[1] or "?"
+end
+
 memtap.on_oom(function(ev)
   if done then return end
   done = true
@@ -69,7 +84,7 @@ memtap.on_oom(function(ev)
   local shared = told_apart(tops)
   for i, t in ipairs(tops) do
     memtap.log(string.format("  %d. %s in %d allocation%s from %s", i, size(t.bytes), t.count,
-      t.count == 1 and "" or "s", t.stack[shared + 1] or t.stack[1] or "?"))
+      t.count == 1 and "" or "s", shown(t.stack, shared)))
   end
 end)
 

@@ -8,6 +8,7 @@ and with MEMTAP_PYTHON_FRAMES=0 (no Python frames at all)."""
 import json
 import os
 import pickle
+import re
 import subprocess
 import sys
 
@@ -222,4 +223,32 @@ p = subprocess.run([MEMTAP, "run", "-o", os.path.join(TMP, "policy-%p.trace"), "
 logged = [l for l in p.stderr.splitlines() if "policy:" in l]
 ok(p.returncode == 0 and len(logged) == 1 and "Block.forward (%s:" % os.path.join(TMP, "prog.py") in logged[0],
    "a policy handler's ev.stack holds the Python frames", p.stderr)
+# the bundled oom_snapshot shows each top stack by the job's own Python frame: here the
+# stacks differ first in the runtime's entry point (cudaMalloc, cudaMallocAsync), as a
+# PyTorch job's differ first in its operators
+OOM = r'''
+import ctypes
+rt = ctypes.CDLL("libcudart.so.13")
+keep = []
+def weights():
+    for _ in range(4):
+        p = ctypes.c_void_p()
+        assert rt.cudaMalloc(ctypes.byref(p), ctypes.c_size_t(256 << 20)) == 0
+        keep.append(p)
+def activations():
+    for _ in range(8):
+        p = ctypes.c_void_p()
+        assert rt.cudaMallocAsync(ctypes.byref(p), ctypes.c_size_t(64 << 20), None) == 0
+        keep.append(p)
+weights()
+activations()
+print("rc", rt.cudaMalloc(ctypes.byref(ctypes.c_void_p()), ctypes.c_size_t(2 << 30)))
+'''
+open(os.path.join(TMP, "oom.py"), "w").write(OOM)
+p = subprocess.run([MEMTAP, "run", "-o", os.path.join(TMP, "oom.trace"), "--policy", "cap", "--policy", "oom_snapshot",
+                    "--", sys.executable, os.path.join(TMP, "oom.py")], cwd=TMP, capture_output=True, text=True,
+                   env=dict(os.environ, SIMGPU_MEM="16GiB", MEMTAP_CAP="2GiB"))
+tops = re.findall(r" \d\. .* allocations? from (.*)", p.stderr)
+ok(tops == ["weights (%s:8)" % os.path.join(TMP, "oom.py"), "activations (%s:13)" % os.path.join(TMP, "oom.py")],
+   "oom_snapshot under Python: each top stack by the job's own frame, not the runtime's (cudaMalloc+0x39)", p.stderr)
 done()
