@@ -1307,10 +1307,11 @@ const char *mt_plan_steps(const struct mt_plan_config *c, int steps, const struc
 		dropped -= rt[i];
 	}
 
-	uint32_t *ids = mt_calloc(layers * 2 * MAXT, sizeof *ids);
+	uint32_t *ids = mt_calloc(layers * 3 * MAXT, sizeof *ids);
 	if (!ids)
 		return "out of memory";
-	uint32_t *grads = ids, *states = ids + layers * MAXT, *acts, *cast, other[2] = {0}, ipg = 0;
+	uint32_t *grads = ids, *states = ids + layers * MAXT, *copies = ids + 2 * layers * MAXT, *acts, *cast;
+	uint32_t other[2] = {0}, head_copy = 0, ipg = 0;
 	uint32_t *acts_all = mt_calloc(layers * MAXT * 2, sizeof *acts_all);
 	if (!acts_all) {
 		mt_free(ids);
@@ -1332,6 +1333,9 @@ const char *mt_plan_steps(const struct mt_plan_config *c, int steps, const struc
 		seq_alloc(&q, held(c, &sh, 3, false) * (1 - head / (double)c->params), ALLOC);
 	if (c->zero >= 3) /* DeepSpeed's gradient bucket, kept */
 		ipg = seq_alloc(&q, ipg_bucket(c), ALLOC);
+	/* PyTorch DDP's buckets, kept: the first of 1 MiB, the others of 25 MiB (bucket_cap_mb) */
+	for (double left = ddp_buckets(c, &sh), cap = 1 << 20; left >= 1; left -= cap, cap = 25 << 20)
+		seq_alloc(&q, fmin(left, cap), ALLOC);
 
 	for (int step = 0; step < steps; step++) {
 		for (uint64_t mb = 0; mb < m; mb++) {
@@ -1440,20 +1444,41 @@ const char *mt_plan_steps(const struct mt_plan_config *c, int steps, const struc
 			if (c->zero < 3)
 				seq_free(&q, &ipg);
 		}
-		/* the optimizer: its state made by the first step and kept, an fp32 update per tensor */
+		/* the optimizer: its state made by the first step and kept; then, as it steps
+		 * (step_temporaries), an fp32 update per tensor, or foreach's copy of each
+		 * tensor's state made for all before any goes, or nothing (fused) */
 		if (c->optimizer != MT_NO_OPTIMIZER) {
-			double per = optimizer_bytes(c);
+			double per = optimizer_bytes(c), state = c->precision == MT_PURE16 ? 2 : 4;
+			double outside = shard(head / t + positions(c) * h, dp1);
+			enum mt_step how = step_impl(c);
+			bool loop = how == MT_STEP_LOOP ||
+				    (how == MT_STEP_FOREACH && c->optimizer != MT_ADAM && c->optimizer != MT_LION &&
+				     c->optimizer != MT_SGD_MOMENTUM && c->optimizer != MT_SGD);
+			bool copy = how == MT_STEP_FOREACH && (c->optimizer == MT_ADAM || c->optimizer == MT_LION);
+			/* _init_group makes every tensor's state before the step's arithmetic */
+			for (uint64_t l = 0; l < layers; l++)
+				for (size_t i = 0; i < nt; i++)
+					if (!states[l * MAXT + i])
+						states[l * MAXT + i] =
+						    seq_alloc(&q, per * shard(tt[i] / t, dp1), ALLOC);
+			if (!c->lora_rank && !other[1])
+				other[1] = seq_alloc(&q, per * outside, ALLOC);
 			for (uint64_t l = 0; l < layers; l++)
 				for (size_t i = 0; i < nt; i++) {
-					uint32_t *st = states + l * MAXT + i, up;
 					double n = shard(tt[i] / t, dp1);
-					if (!*st)
-						*st = seq_alloc(&q, per * n, ALLOC);
-					up = seq_alloc(&q, 4 * n, ALLOC);
-					seq_free(&q, &up);
+					uint32_t up;
+					if (copy)
+						copies[l * MAXT + i] = seq_alloc(&q, state * n, ALLOC);
+					if (loop) {
+						up = seq_alloc(&q, 4 * n, ALLOC);
+						seq_free(&q, &up);
+					}
 				}
-			if (!c->lora_rank && !other[1])
-				other[1] = seq_alloc(&q, per * shard(head / t + positions(c) * h, dp1), ALLOC);
+			if (copy && !c->lora_rank)
+				head_copy = seq_alloc(&q, state * outside, ALLOC);
+			for (uint64_t l = 0; l < layers * MAXT; l++)
+				seq_free(&q, &copies[l]);
+			seq_free(&q, &head_copy);
 		}
 		if (!c->keep_grads) { /* zero_grad(set_to_none=True) */
 			for (uint64_t l = 0; l < layers * MAXT; l++)
