@@ -642,6 +642,29 @@ static bool offloads_grads(const struct mt_plan_config *c)
 	return c->offload_optimizer && !c->fsdp && c->optimizer != MT_NO_OPTIMIZER;
 }
 
+/* DeepSpeed's ZeRO steps PyTorch modules (Hugging Face's under DeepSpeed) its own way:
+ * stage_1_and_2.py's step() flattens the partition's gradients (self.flatten, a new
+ * tensor) and takes them to fp32 (.to: a second one, the first freed) as the fp32
+ * master partition's .grad, and its FusedAdam steps in place; stage3.py's
+ * _prepare_fp32_grad_for_sub_group does the same a sub-group at a time (sub_group_size,
+ * 1e9 values by default). The elements of that flat gradient, 0 where this is not it. */
+static double deepspeed_step(const struct mt_plan_config *c, const struct share *sh)
+{
+	double part = held(c, sh, 1, true);
+
+	if (c->impl != MT_IMPL_PYTORCH || c->zero < 1 || c->fsdp || c->offload_optimizer ||
+	    c->optimizer == MT_NO_OPTIMIZER)
+		return 0;
+	return c->zero >= 3 ? fmin(part, 1e9) : part;
+}
+
+/* Under DeepSpeed, torch.optim's Adam in its FusedAdam's place (torch_adam, or an
+ * implementation named): it steps one flat tensor, a copy of its state at a time. */
+static bool torch_step(const struct mt_plan_config *c)
+{
+	return c->optimizer_impl == MT_STEP_FOREACH || c->optimizer_impl == MT_STEP_LOOP;
+}
+
 static enum mt_step step_impl(const struct mt_plan_config *c)
 {
 	if (c->optimizer_impl != MT_STEP_AUTO)
@@ -659,8 +682,12 @@ static enum mt_step step_impl(const struct mt_plan_config *c)
  * (torch._foreach_mul_, _foreach_add_). fused: one kernel in place. */
 static double step_temporaries(const struct mt_plan_config *c, const struct share *sh)
 {
-	double state = c->precision == MT_PURE16 ? 2 : 4;
+	double state = c->precision == MT_PURE16 ? 2 : 4, flat = deepspeed_step(c, sh);
 
+	if (flat > 0) /* the fp32 flat gradient, beside first the flat gradient in the model's type
+		       * (none in fp32), then what a torch.optim optimizer in FusedAdam's place copies
+		       * of the flat state (foreach's sqrt, a loop's update of its one tensor) */
+		return flat * (4 + fmax(value_bytes(c) == 4 ? 0 : value_bytes(c), torch_step(c) ? state : 0));
 	switch (step_impl(c)) {
 	case MT_STEP_FUSED:
 		return 0;
@@ -743,6 +770,8 @@ static void moments(const struct mt_plan_config *c, double m[MOMENTS][MT_PLAN_CO
 	if (offload_grads) /* the bucket, never more than the gradients it holds */
 		grads = e * fmin((double)c->reduce_bucket, held(c, &sh, 2, true));
 	m[AT_OPTIMIZER][MT_PLAN_GRADS] = grads;
+	if (deepspeed_step(c, &sh) > 0) /* its step frees the gradients outside the partition first */
+		m[AT_OPTIMIZER][MT_PLAN_GRADS] = fmin(grads, gb * held(c, &sh, 1, true));
 	/* gradients accumulated over micro-batches (or zeroed, not freed) live through the step */
 	if (c->keep_grads || c->micro_batches > 1 || (c->pp > 1 && c->micro_batches != 1))
 		keep = grads;
@@ -1450,7 +1479,8 @@ const char *mt_plan_steps(const struct mt_plan_config *c, int steps, const struc
 		if (c->optimizer != MT_NO_OPTIMIZER) {
 			double per = optimizer_bytes(c), state = c->precision == MT_PURE16 ? 2 : 4;
 			double outside = shard(head / t + positions(c) * h, dp1);
-			enum mt_step how = step_impl(c);
+			double ds = deepspeed_step(c, &sh), part = held(c, &sh, 1, true);
+			enum mt_step how = ds > 0 ? MT_STEP_FUSED : step_impl(c);
 			bool loop = how == MT_STEP_LOOP ||
 				    (how == MT_STEP_FOREACH && c->optimizer != MT_ADAM && c->optimizer != MT_LION &&
 				     c->optimizer != MT_SGD_MOMENTUM && c->optimizer != MT_SGD);
@@ -1476,6 +1506,26 @@ const char *mt_plan_steps(const struct mt_plan_config *c, int steps, const struc
 				}
 			if (copy && !c->lora_rank)
 				head_copy = seq_alloc(&q, state * outside, ALLOC);
+			/* DeepSpeed: the gradients outside the partition freed (at stage 1 the partition's
+			 * kept as one), then each sub-group's flat gradient, taken to fp32, then stepped */
+			uint32_t kept = 0;
+			if (ds > 0 && c->zero == 1) {
+				for (uint64_t l = 0; l < layers * MAXT; l++)
+					seq_free(&q, &grads[l]);
+				seq_free(&q, &other[0]);
+				kept = seq_alloc(&q, gb * part, ALLOC);
+			}
+			for (double left = ds > 0 ? part : 0; left >= 1; left -= ds) {
+				double n = fmin(left, ds);
+				uint32_t flat = e == 4 ? 0 : seq_alloc(&q, e * n, ALLOC), up = 0;
+				uint32_t fp32 = seq_alloc(&q, 4 * n, ALLOC);
+				seq_free(&q, &flat);
+				seq_free(&q, &kept); /* free_grad_in_param_list(params_in_partition) */
+				if (torch_step(c))
+					up = seq_alloc(&q, state * n, ALLOC);
+				seq_free(&q, &up);
+				seq_free(&q, &fp32);
+			}
 			for (uint64_t l = 0; l < layers * MAXT; l++)
 				seq_free(&q, &copies[l]);
 			seq_free(&q, &head_copy);

@@ -30,8 +30,9 @@ enum mt_impl { MT_IMPL_MEGATRON, MT_IMPL_PYTORCH };
 /* How torch.optim steps (torch/optim/optimizer.py's _default_to_fused_or_foreach):
  * foreach, multi-tensor ops over every parameter of a device and dtype at once (its
  * default on CUDA since PyTorch 2.0); fused, one kernel in place; a tensor at a time.
- * MT_STEP_AUTO: foreach for PyTorch modules (impl pytorch) without DeepSpeed's ZeRO from
- * PyTorch 2.0, else a tensor at a time. */
+ * MT_STEP_AUTO: foreach for PyTorch modules (impl pytorch) from PyTorch 2.0, DeepSpeed's
+ * own step (its FusedAdam on an fp32 flat gradient) under its ZeRO, else a tensor at a
+ * time. */
 enum mt_step { MT_STEP_AUTO, MT_STEP_FOREACH, MT_STEP_FUSED, MT_STEP_LOOP };
 /* A frozen base's storage (LoRA): its own precision, 8-bit, 4-bit NF4 (+ double quantization) */
 enum mt_quant { MT_QUANT_NONE, MT_QUANT_INT8, MT_QUANT_NF4, MT_QUANT_NF4_DQ };

@@ -168,7 +168,7 @@ ok(z0.returncode == 2 and z0.stderr == "memtap: optimizer offload needs ZeRO sta
 # DeepSpeed's contiguous gradient bucket (reduce_bucket_size in the model's type): made as
 # backward begins and released after it at stages 1 and 2, kept at stage 3; under offload
 # it is the gradient buffer above, not a second one; a DeepSpeed config sets it
-SMALL = ["--model", LLAMA2, "--seq", 1024, "--micro-batch", 1, "--gpus-per-node", 8]
+SMALL = ["--model", LLAMA2, "--seq", 1024, "--micro-batch", 8, "--gpus-per-node", 8]  # the peak in backward
 bucket = {z: [plan(*SMALL, "--zero", z, *x) for x in ([], ["--contiguous-gradients"])] for z in (2, 3)}
 step = {z: [b["per_gpu_bytes"]["temporaries"] for b in bucket[z]] for z in (2, 3)}
 ok(all(b[1]["per_gpu_bytes"]["total"] - b[0]["per_gpu_bytes"]["total"] == 2 * 5e8 for b in bucket.values()) and
@@ -214,10 +214,10 @@ temps = {i: per_gpu(*ONE, "--impl", "pytorch", "--optimizer-impl", i)["temporari
 ok(temps == {"auto": 4e9, "foreach": 4e9, "fused": 0, "for-loop": 4e8}
    and per_gpu(*ONE, "--impl", "pytorch", "--torch", "1.13")["temporaries"] == 4e8
    and per_gpu(*ONE)["temporaries"] == 4e8
-   and per_gpu(*ONE, "--impl", "pytorch", "--zero", 1, "--gpus-per-node", 2)["temporaries"] == 2e8
+   and per_gpu(*ONE, "--zero", 1, "--gpus-per-node", 2)["temporaries"] == 2e8
    and per_gpu(*ONE, "--impl", "pytorch", "--optimizer", "sgd")["temporaries"] == 0,
    "the optimizer's step by implementation: foreach copies every second moment, a tensor at a time the largest, "
-   "fused none; PyTorch 1.x, Megatron and DeepSpeed a tensor at a time; SGD's foreach steps in place", temps)
+   "fused none; PyTorch 1.x and Megatron a tensor at a time (sharded by ZeRO); SGD's foreach steps in place", temps)
 # --reserved replays the step as planned: foreach's copies made for every tensor before any
 # goes (a ViT-L/16 in fp32 with torch.optim.Adam, batch 1, as PyTorch's "optimizer step in
 # backward" tutorial trains it: its memory snapshot peaks at ~6 GB in the step)
@@ -231,14 +231,34 @@ ok(vit["auto"]["moment"] == "optimizer step" and vit["for-loop"]["moment"] != "o
    "--reserved replays each implementation's step as planned (ViT-L/16, fp32 Adam: foreach peaks at the step, "
    "~6 GB as PyTorch's tutorial measured)", {i: (v["moment"], v["per_gpu_bytes"]["total"],
                                              v["reserved"]["replay_allocated_bytes"]) for i, v in vit.items()})
+# DeepSpeed's ZeRO step (stage_1_and_2.py, stage3.py): the gradients outside the partition
+# freed, the partition's flattened (16-bit) and taken to fp32: 6 bytes a partition
+# parameter beside its 16-bit gradients; at stage 3 a sub-group (1e9 values) at a time;
+# torch.optim's Adam in FusedAdam's place copies the flat state after the 16-bit flat goes
+def ds(*x):
+    return plan("--model", LLAMA2, "--gpus-per-node", 8, *x)
+part = P7 / 8
+z = {k: ds("--zero", k)["per_gpu_bytes"] for k in (1, 2, 3)}
+big = ds("--zero", 3, "--gpus-per-node", 2)["per_gpu_bytes"]
+ok(all(z[k]["temporaries"] == 6 * part and z[k]["grads"] == 2 * part for k in (2, 3)) and
+   z[1]["grads"] == 2 * P7 and
+   big["temporaries"] == 6e9 and
+   ds("--zero", 2, "--precision", "fp32")["per_gpu_bytes"]["temporaries"] == 4 * part and
+   ds("--zero", 2, "--optimizer-impl", "foreach")["per_gpu_bytes"]["temporaries"] == 8 * part and
+   all(abs(r["reserved"]["replay_allocated_bytes"] - r["per_gpu_bytes"]["total"]) < 0.001 * r["per_gpu_bytes"]["total"]
+       for r in (ds("--zero", k, "--seq", 512, "--micro-batch", 1, "--reserved") for k in (1, 2, 3))),
+   "DeepSpeed's ZeRO step: 6 bytes a partition parameter for its fp32 flat gradient (4 in fp32), beside the "
+   "partition's gradients (at stage 1 the backward's whole gradients peak higher); a 1e9-value sub-group at stage "
+   "3; replayed as planned", (z, big))
 # PyTorch DDP keeps its gradient buckets, a second copy of the gradients unless
 # gradient_as_bucket_view=True (reducer.cpp's initialize_buckets); not one GPU, ZeRO or FSDP
 ddp = {k: per_gpu(*ONE, "--impl", "pytorch", "--gpus-per-node", 4, *x)["grads"]
-       for k, x in (("ddp", []), ("view", ["--bucket-view"]), ("zero", ["--zero", 1]))}
+       for k, x in (("ddp", []), ("view", ["--bucket-view"]), ("zero", ["--zero", 1]),
+                    ("zero-view", ["--zero", 1, "--bucket-view"]))}
 DDP = ["--layers", 12, "--hidden", 768, "--heads", 12, "--vocab", 50257, "--seq", 128, "--micro-batch", 1,
        "--impl", "pytorch", "--precision", "fp32", "--optimizer", "adamw", "--gpus-per-node", 4, "--reserved"]
 replayed = {k: plan(*DDP, *x) for k, x in (("ddp", []), ("view", ["--bucket-view"]))}
-ok(ddp == {"ddp": 8e9, "view": 4e9, "zero": 4e9} and per_gpu(*ONE, "--impl", "pytorch")["grads"] == 4e9 and
+ok(ddp["ddp"] == 8e9 and ddp["view"] == 4e9 and ddp["zero"] == ddp["zero-view"] and per_gpu(*ONE, "--impl", "pytorch")["grads"] == 4e9 and
    all(abs(r["reserved"]["replay_allocated_bytes"] - r["per_gpu_bytes"]["total"]) < 0.01 * r["per_gpu_bytes"]["total"]
        for r in replayed.values()) and
    replayed["ddp"]["per_gpu_bytes"]["grads"] - replayed["view"]["per_gpu_bytes"]["grads"] == 4 * replayed["ddp"][
