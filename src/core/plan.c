@@ -26,7 +26,7 @@ const char *const mt_plan_optimizer_names[9] = {"adam",	     "adamw", "adam8bit"
 						"adafactor", "lion",  "sgd-nomomentum", NULL};
 const enum mt_optimizer mt_plan_optimizer_values[8] = {MT_ADAM,		MT_ADAM,      MT_ADAM8BIT, MT_SGD_MOMENTUM,
 						       MT_NO_OPTIMIZER, MT_ADAFACTOR, MT_LION,	   MT_SGD};
-const char *const mt_plan_bias_names[4] = {"all", "qkv", "none", NULL};
+const char *const mt_plan_bias_names[5] = {"all", "qkv", "none", "mlp", NULL};
 const char *const mt_plan_attention_names[3] = {"eager", "flash", NULL};
 const char *const mt_plan_impl_names[3] = {"megatron", "pytorch", NULL};
 const char *const mt_plan_quant_names[5] = {"none", "int8", "nf4", "nf4-dq", NULL};
@@ -78,9 +78,25 @@ static double positions(const struct mt_plan_config *c)
 	return c->rope ? 0 : (double)(c->positions ? c->positions : c->seq);
 }
 
+/* A norm's parameters per value: LayerNorm's weight and bias, RMSNorm's weight */
 static double norm_size(const struct mt_plan_config *c)
 {
-	return c->rmsnorm ? 1 : 2;
+	return c->fixed_norms ? 0 : c->rmsnorm || c->norm_no_bias ? 1 : 2;
+}
+
+static double layer_norms(const struct mt_plan_config *c)
+{
+	return c->norms ? (double)c->norms : 2;
+}
+
+static bool mlp_bias(const struct mt_plan_config *c)
+{
+	return c->bias == MT_BIAS_ALL || c->bias == MT_BIAS_MLP;
+}
+
+static bool qkv_bias(const struct mt_plan_config *c)
+{
+	return c->bias == MT_BIAS_ALL || c->bias == MT_BIAS_QKV;
 }
 
 /* An MLP of width f: two or three matrices, with biases when all linear layers have them */
@@ -88,7 +104,7 @@ static double mlp_params(const struct mt_plan_config *c, double f)
 {
 	double h = (double)c->hidden, gated = c->swiglu ? 3 : 2;
 
-	return gated * h * f + (c->bias == MT_BIAS_ALL ? (c->swiglu ? 2 : 1) * f + h : 0);
+	return gated * h * f + (mlp_bias(c) ? (c->swiglu ? 2 : 1) * f + h : 0);
 }
 
 static double attention_params(const struct mt_plan_config *c)
@@ -102,14 +118,14 @@ static double attention_params(const struct mt_plan_config *c)
 		double q = ql > 0 ? ql * (h + a * (d + r) + ns) : h * a * (d + r);
 		return q + kvl * (h + a * (d + dv) + ns) + h * r + a * dv * h;
 	}
-	return h * w.q + 2 * h * w.k + w.o * h + (c->bias != MT_BIAS_NONE ? w.q + 2 * w.k : 0) +
-	       (c->bias == MT_BIAS_ALL ? h : 0) + (c->qk_norm ? 2 * (double)c->head_dim : 0);
+	return h * w.q + 2 * h * w.k + w.o * h + (qkv_bias(c) ? w.q + 2 * w.k : 0) + (c->bias == MT_BIAS_ALL ? h : 0) +
+	       (c->qk_norm ? (c->qk_norm_heads ? w.q + w.k : 2 * (double)c->head_dim) : 0);
 }
 
 void mt_plan_count(const struct mt_plan_config *c, struct mt_plan_count *n)
 {
 	double h = (double)c->hidden, v = (double)c->vocab, e = (double)c->experts;
-	double attn = attention_params(c), norms = 2 * norm_size(c) * h;
+	double attn = attention_params(c), norms = layer_norms(c) * norm_size(c) * h;
 	double layers = (double)c->layers, moe = c->experts ? layers - (double)c->dense_layers : 0;
 	double routed = e * mlp_params(c, (double)c->moe_ffn),
 	       active = (double)c->topk * mlp_params(c, (double)c->moe_ffn);
@@ -123,8 +139,9 @@ void mt_plan_count(const struct mt_plan_config *c, struct mt_plan_count *n)
 	n->moe_layer_active = attn + norms + active + other;
 	/* a classifier has a bias under an encoder's pooler (BERT's, RoBERTa's heads), none on
 	 * a decoder (transformers' score layer for Llama, GPT-2, OPT, GPT-NeoX) */
-	n->embedding = v * h * (c->untied ? 2 : 1) + positions(c) * h + norm_size(c) * h + (c->pooler ? h * h + h : 0) +
-		       (double)c->classifier * (h + (c->pooler ? 1 : 0));
+	n->embedding = v * h * (c->untied ? 2 : 1) + positions(c) * h + norm_size(c) * h * (c->embed_norm ? 2 : 1) +
+		       (c->pooler ? h * h + h : 0) + (double)c->classifier * (h + (c->pooler ? 1 : 0)) +
+		       (c->head_bias && !c->classifier ? v : 0);
 	/* a multi-token prediction layer is a MoE layer when the last layer is (Megatron) */
 	n->total = (layers - moe) * n->dense_layer + moe * n->moe_layer + n->embedding +
 		   mtp * (moe > 0 ? n->moe_layer : n->dense_layer);
@@ -138,7 +155,7 @@ void mt_plan_count(const struct mt_plan_config *c, struct mt_plan_count *n)
  * or one projection, the MLP's widest matrix, one expert's, the pooler. */
 static double largest_module(const struct mt_plan_config *c)
 {
-	double h = (double)c->hidden, biased = c->bias == MT_BIAS_ALL ? 1 : 0;
+	double h = (double)c->hidden, biased = mlp_bias(c) ? 1 : 0;
 	struct widths w = widths(c);
 	double m = (double)c->vocab * h;
 
@@ -146,8 +163,8 @@ static double largest_module(const struct mt_plan_config *c)
 	if (fused_qkv(c))
 		m = max2(m, h * (w.q + 2 * w.k) + w.q + 2 * w.k);
 	else
-		m = max2(m, h * w.q + (c->bias != MT_BIAS_NONE ? w.q : 0));
-	m = max2(m, w.o * h + biased * h);
+		m = max2(m, h * w.q + (qkv_bias(c) ? w.q : 0));
+	m = max2(m, w.o * h + (c->bias == MT_BIAS_ALL ? h : 0));
 	if (is_mla(c))
 		m = max2(m, (double)c->kv_lora_rank * (double)c->heads * ((double)c->head_dim + (double)c->v_head_dim));
 	m = max2(m, (fused_gate_up(c) ? 2 : 1) * (h * (double)c->ffn + biased * (double)c->ffn));
@@ -422,6 +439,12 @@ struct kept {
 /* Copies of a layer's two inputs its linear layers keep, the attention's and the MLP's:
  * one each, but autocast casts an fp32 input again for every matrix that reads it: q, k
  * and v (unless one matrix makes them), a gated MLP's gate and up, in PyTorch's modules */
+/* One norm feeds attention and MLP in parallel: the MLP's input is the attention's */
+static bool shared_input(const struct mt_plan_config *c)
+{
+	return c->parallel && layer_norms(c) < 2;
+}
+
 static void input_copies(const struct mt_plan_config *c, double *attn, double *mlp)
 {
 	bool cast = c->precision == MT_AMP16 && c->impl == MT_IMPL_PYTORCH;
@@ -511,11 +534,12 @@ static struct kept layer_kept(const struct mt_plan_config *c, enum mt_recompute 
 		return k;
 	}
 	/* replicated across tensor-parallel ranks: the norms' inputs, the attention's and the
-	 * MLP's inputs, two dropout masks (Korthikanti et al.'s 10 sbh); PyTorch's RMSNorm
-	 * keeps an fp32 copy of its input */
+	 * MLP's inputs (one for both where one norm feeds them in parallel), two dropout masks
+	 * (Korthikanti et al.'s 10 sbh); PyTorch's RMSNorm keeps an fp32 copy of its input */
 	double norm_in = pt && c->rmsnorm ? max2(4, erep) : erep;
 	input_copies(c, &attn_in, &mlp_in);
-	k.rep = 2 * norm_in * h + (attn_in + mlp_in) * elin * h + (drop ? 2 * h : 0) + e * w.latent;
+	k.rep = layer_norms(c) * norm_in * h + (attn_in + (shared_input(c) ? 0 : mlp_in)) * elin * h +
+		(drop ? 2 * h : 0) + e * w.latent;
 	/* split by tensor parallelism: Q and K, V, the projection's input (kept_kv); PyTorch
 	 * keeps the attention output twice (the kernel's and the projection's contiguous
 	 * input) under fused attention */
@@ -1155,8 +1179,7 @@ static size_t layer_tensors(const struct mt_plan_config *c, double *n, size_t ma
 	struct widths w = widths(c);
 	size_t k = 0;
 
-	n[k++] = h;
-	if (!c->rmsnorm)
+	for (int i = 0; i < (int)norm_size(c); i++) /* the first norm */
 		n[k++] = h;
 	if (fused_qkv(c)) {
 		n[k++] = h * (w.q + 2 * w.k);
@@ -1165,8 +1188,7 @@ static size_t layer_tensors(const struct mt_plan_config *c, double *n, size_t ma
 		n[k++] = h * w.q, n[k++] = h * w.k, n[k++] = h * w.v;
 	}
 	n[k++] = w.o * h;
-	n[k++] = h;
-	if (!c->rmsnorm)
+	for (int i = 0; i < (int)((layer_norms(c) - 1) * norm_size(c)); i++) /* the others */
 		n[k++] = h;
 	if (!c->experts && fused_gate_up(c))
 		n[k++] = 2 * h * f, n[k++] = h * f;
@@ -1254,8 +1276,9 @@ static size_t kept_tensors(const struct mt_plan_config *c, enum mt_recompute rc,
 			n[j++] = e * w.o / t;
 		if (drop)
 			n[j++] = h / r;
-		n[j++] = norm_in;
-		for (int i = 0; i < (int)mlp_in; i++)
+		for (int i = 1; i < (int)layer_norms(c); i++)
+			n[j++] = norm_in;
+		for (int i = 0; i < (shared_input(c) ? 0 : (int)mlp_in); i++)
 			n[j++] = elin * h / r;
 		if (!c->experts)
 			for (int i = 0; i < (c->swiglu ? (pt ? 4 : 3) : 2); i++)

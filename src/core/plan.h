@@ -22,7 +22,7 @@ enum mt_optimizer { MT_ADAM, MT_ADAM8BIT, MT_SGD_MOMENTUM, MT_NO_OPTIMIZER, MT_A
  * but every second one, and the attention's; recomputes the rest) */
 enum mt_recompute { MT_RECOMPUTE_NONE, MT_RECOMPUTE_SELECTIVE, MT_RECOMPUTE_FULL, MT_RECOMPUTE_OP };
 enum mt_offload { MT_OFFLOAD_NONE, MT_OFFLOAD_CPU, MT_OFFLOAD_NVME };
-enum mt_bias { MT_BIAS_ALL, MT_BIAS_QKV, MT_BIAS_NONE };
+enum mt_bias { MT_BIAS_ALL, MT_BIAS_QKV, MT_BIAS_NONE, MT_BIAS_MLP };
 enum mt_attention { MT_ATTN_EAGER, MT_ATTN_FLASH };
 /* How the layers are written: Megatron's fused kernels (Korthikanti et al.'s accounting)
  * or PyTorch modules as Hugging Face, torchtitan, LitGPT and torchtune write them. */
@@ -55,7 +55,7 @@ extern const char *const mt_plan_precision_names[8];
 extern const enum mt_precision mt_plan_precision_values[7];
 extern const char *const mt_plan_optimizer_names[9];
 extern const enum mt_optimizer mt_plan_optimizer_values[8];
-extern const char *const mt_plan_bias_names[4];
+extern const char *const mt_plan_bias_names[5];
 extern const char *const mt_plan_attention_names[3];
 extern const char *const mt_plan_impl_names[3];
 extern const char *const mt_plan_quant_names[5];
@@ -68,6 +68,12 @@ struct mt_plan_config {
 	bool untied;		     /* a separate output layer instead of the tied embedding */
 	bool swiglu, rmsnorm;	     /* gated MLP (three h x ffn matrices); RMSNorm (no bias) */
 	bool rope, pooler, qk_norm;  /* rotary positions; an encoder's pooler; per-head q/k norms */
+	bool qk_norm_heads;	     /* ... the q/k norms over every head's values (OLMo 2) */
+	uint64_t norms;		     /* norms per layer, each keeping its input; 0: two */
+	bool parallel;		     /* attention and MLP read one residual (GPT-J, Phi, Falcon) */
+	bool norm_no_bias;	     /* LayerNorms with weights and no bias (MPT) */
+	bool fixed_norms;	     /* norms without parameters (OLMo) */
+	bool head_bias, embed_norm;  /* a bias on the output layer (Phi, GPT-J); a norm after the embedding (BLOOM) */
 	bool no_dropout;	     /* no dropout masks kept */
 	bool no_attention_dropout;   /* none on the attention probabilities (dropout elsewhere) */
 	bool upcast_softmax;	     /* eager softmax in fp32 of 16-bit scores, then cast back */

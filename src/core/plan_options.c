@@ -322,7 +322,7 @@ const char *mt_plan_kind_what(enum mt_plan_kind kind)
 	case MT_PLAN_OPT_OFFLOAD:
 		return "none, cpu or nvme";
 	case MT_PLAN_OPT_BIAS:
-		return "all, qkv or none";
+		return "all, qkv, mlp or none";
 	case MT_PLAN_OPT_ATTENTION:
 		return "eager or flash";
 	case MT_PLAN_OPT_IMPL:
