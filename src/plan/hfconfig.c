@@ -1,8 +1,10 @@
 /* memtap plan --model: a Hugging Face config.json read into the planner's model, per
  * family as transformers builds the model from it (the modules, their biases, norms and
- * embeddings): Llama-style decoders (llama, mistral, qwen2, qwen3, gemma, phi3), the
- * GPT-2/NeoX/OPT/BERT style (learned positions, biases, LayerNorm), and mixtures of
- * experts (mixtral, qwen2_moe, qwen3_moe, deepseek_v2/v3 with multi-latent attention).
+ * embeddings): Llama-style decoders (llama, mistral, qwen2, qwen3, gemma, phi3; gemma2
+ * and gemma3_text with four norms a layer; olmo, olmo2), the GPT-2/NeoX/OPT/BERT style
+ * (learned positions, biases, LayerNorm), parallel blocks (phi, gptj, falcon), ALiBi
+ * models (bloom, mpt), starcoder2, and mixtures of experts (mixtral, qwen2_moe,
+ * qwen3_moe, deepseek_v2/v3 with multi-latent attention).
  * A field that changes the parameters in a way the planner does not model is refused by
  * name. Nothing here exits or prints. */
 #include "plan/config.h"
@@ -95,7 +97,24 @@ static int refuse_true(struct hf *h, const char *key, const char *why)
 	return 0;
 }
 
-enum family { LLAMA, GPT2, NEOX, OPT, BERT, MOE_MIXTRAL, MOE_QWEN, MOE_DEEPSEEK };
+enum family {
+	LLAMA,
+	GPT2,
+	NEOX,
+	OPT,
+	BERT,
+	MOE_MIXTRAL,
+	MOE_QWEN,
+	MOE_DEEPSEEK,
+	GEMMA2,
+	PHI,
+	GPTJ,
+	FALCON,
+	BLOOM,
+	MPT,
+	STARCODER2,
+	OLMO
+};
 
 static const struct {
 	const char *type;
@@ -115,7 +134,23 @@ static const struct {
 		{"qwen2_moe", MOE_QWEN},
 		{"qwen3_moe", MOE_QWEN},
 		{"deepseek_v2", MOE_DEEPSEEK},
-		{"deepseek_v3", MOE_DEEPSEEK}};
+		{"deepseek_v3", MOE_DEEPSEEK},
+		{"gemma2", GEMMA2},
+		{"gemma3_text", GEMMA2},
+		{"phi", PHI},
+		{"gptj", GPTJ},
+		{"falcon", FALCON},
+		{"bloom", BLOOM},
+		{"mpt", MPT},
+		{"starcoder2", STARCODER2},
+		{"olmo", OLMO},
+		{"olmo2", OLMO}};
+
+/* The first of two names a field goes by (falcon's n_layer, bloom's n_embed) present */
+static const char *either(struct hf *h, const char *name, const char *alias)
+{
+	return json_object_get(h->root, name) || !json_object_get(h->root, alias) ? name : alias;
+}
 
 /* The layers a MoE config makes MoE: Qwen's every decoder_sparse_step-th (1-based) but
  * mlp_only_layers; DeepSeek's from first_k_dense_replace on, every moe_layer_freq-th */
@@ -268,13 +303,18 @@ int hf_config_parse(const char *path, const char *text, size_t len, struct mt_pl
 	for (size_t i = 0; i < sizeof families / sizeof families[0]; i++)
 		if (!strcmp(type, families[i].type))
 			f = families[i].family, known = true;
+	if (!strcmp(type, "gemma3")) {
+		r = bad(&h, "gemma3 holds a vision tower (SigLIP) memtap does not model: give its text_config's "
+			    "fields as a gemma3_text config (or describe it with --layers, --hidden, ...)");
+		goto done;
+	}
 	if (!known) {
 		r = bad(
 		    &h,
-		    "model_type '%s' is not modelled: memtap reads llama, mistral, qwen2, qwen3, gemma, phi3, gpt2, "
-		    "gpt_neox, opt, bert, roberta, mixtral, qwen2_moe, qwen3_moe, deepseek_v2, deepseek_v3 (or "
-		    "describe "
-		    "it with --layers, --hidden, ...)",
+		    "model_type '%s' is not modelled: memtap reads llama, mistral, qwen2, qwen3, gemma, gemma2, "
+		    "gemma3_text, phi, phi3, gptj, falcon, bloom, mpt, starcoder2, olmo, olmo2, gpt2, gpt_neox, opt, "
+		    "bert, roberta, mixtral, qwen2_moe, qwen3_moe, deepseek_v2, deepseek_v3 (or describe it with "
+		    "--layers, --hidden, ...)",
 		    type);
 		goto done;
 	}
@@ -285,12 +325,31 @@ int hf_config_parse(const char *path, const char *text, size_t len, struct mt_pl
 	if (dtype)
 		snprintf(out->dtype, sizeof out->dtype, "%s", dtype);
 
-	if (f == GPT2) {
+	if (f == GPT2 || f == GPTJ) {
 		if ((r = need(&h, "n_layer", &layers)) || (r = need(&h, "n_embd", &hidden)) ||
 		    (r = need(&h, "n_head", &heads)) || (r = need(&h, "vocab_size", &vocab)) ||
-		    (r = need(&h, "n_positions", &positions)) || (r = count(&h, "n_inner", 4 * hidden, &ffn)))
+		    (r = count(&h, "n_inner", 4 * hidden, &ffn)))
+			goto done;
+		if (f == GPT2 && (r = need(&h, "n_positions", &positions)))
 			goto done;
 		groups = heads;
+		head_dim = 0;
+	} else if (f == MPT || f == BLOOM || f == FALCON) {
+		/* their own names; an MLP of 4 x hidden (MPT's and BLOOM's fixed, Falcon's default) */
+		const char *l = f == MPT     ? "n_layers"
+				: f == BLOOM ? either(&h, "n_layer", "num_hidden_layers")
+					     : either(&h, "num_hidden_layers", "n_layer");
+		const char *d = f == MPT ? "d_model" : either(&h, "hidden_size", "n_embed");
+		const char *a = f == MPT     ? "n_heads"
+				: f == BLOOM ? either(&h, "n_head", "num_attention_heads")
+					     : either(&h, "num_attention_heads", "n_head");
+		if ((r = need(&h, l, &layers)) || (r = need(&h, d, &hidden)) || (r = need(&h, a, &heads)) ||
+		    (r = need(&h, "vocab_size", &vocab)))
+			goto done;
+		ffn = 4 * hidden;
+		if (f == FALCON && (r = count(&h, "ffn_hidden_size", 4 * hidden, &ffn)))
+			goto done;
+		groups = heads; /* Falcon's below */
 		head_dim = 0;
 	} else {
 		if ((r = need(&h, "num_hidden_layers", &layers)) || (r = need(&h, "hidden_size", &hidden)) ||
@@ -314,6 +373,8 @@ int hf_config_parse(const char *path, const char *text, size_t len, struct mt_pl
 	c->vocab = vocab;
 	c->experts = c->topk = c->moe_ffn = c->shared_ffn = c->dense_layers = 0;
 	c->shared_gate = c->pooler = c->qk_norm = c->separate_qkv = c->upcast_softmax = c->fused_proj = false;
+	c->qk_norm_heads = c->parallel = c->norm_no_bias = c->fixed_norms = c->head_bias = c->embed_norm = false;
+	c->norms = 0;
 	c->kv_lora_rank = c->q_lora_rank = c->rope_head_dim = c->v_head_dim = 0;
 	c->impl = MT_IMPL_PYTORCH;
 	c->attention = MT_ATTN_FLASH;
@@ -343,6 +404,84 @@ int hf_config_parse(const char *path, const char *text, size_t len, struct mt_pl
 		c->no_attention_dropout = !drops(&h, "attention_dropout");
 		c->upcast_softmax = true; /* eager: softmax(..., dtype=torch.float32).to(query's dtype) */
 		break;
+	case GEMMA2: /* Gemma 2 and 3: RMSNorm before and after attention and MLP; Gemma 3's q/k norms */
+	case OLMO:   /* OLMo: LayerNorm without parameters; OLMo 2: RMSNorm after each, q/k norms over all heads */
+		c->rope = c->swiglu = true;
+		c->positions = 0;
+		c->bias = MT_BIAS_NONE;
+		if ((r = refuse_true(&h, "attention_bias", "biases on q, k, v and o without the MLP's")))
+			goto done;
+		c->untied = !flag(&h, "tie_word_embeddings", f == GEMMA2);
+		c->rmsnorm = f == GEMMA2 || !strcmp(type, "olmo2");
+		c->fixed_norms = !strcmp(type, "olmo");
+		c->norms = f == GEMMA2 ? 4 : 2;
+		c->qk_norm = !strcmp(type, "gemma3_text") || !strcmp(type, "olmo2");
+		c->qk_norm_heads = !strcmp(type, "olmo2");
+		c->no_dropout = !drops(&h, "attention_dropout");
+		c->no_attention_dropout = c->no_dropout;
+		c->upcast_softmax = true; /* eager softmax in fp32, cast back */
+		break;
+	case PHI:  /* Phi-1, 1.5, 2: one LayerNorm for attention and MLP in parallel; biases */
+	case GPTJ: /* GPT-J: the same, biases on the MLP only */
+		if (f == PHI && (r = refuse_true(&h, "qk_layernorm", "LayerNorms of queries and keys")))
+			goto done;
+		c->rope = c->parallel = c->head_bias = true;
+		c->positions = 0;
+		c->rmsnorm = c->swiglu = false;
+		c->norms = 1;
+		c->bias = f == PHI ? MT_BIAS_ALL : MT_BIAS_MLP;
+		c->separate_qkv = true;
+		c->untied = !flag(&h, "tie_word_embeddings", false);
+		c->no_dropout = !drops(&h, "resid_pdrop") && !drops(&h, "embd_pdrop") &&
+				!drops(&h, f == PHI ? "attention_dropout" : "attn_pdrop");
+		c->no_attention_dropout = !drops(&h, f == PHI ? "attention_dropout" : "attn_pdrop");
+		c->attention = f == GPTJ ? MT_ATTN_EAGER : MT_ATTN_FLASH;
+		break;
+	case FALCON: {
+		/* one query_key_value (multi-query, or grouped with new_decoder_architecture), in
+		 * parallel with the MLP on one LayerNorm, or two (ln_attn, ln_mlp) */
+		bool fresh = flag(&h, "new_decoder_architecture", false), parallel = flag(&h, "parallel_attn", true);
+		uint64_t lns;
+		if (fresh && (r = count(&h, "num_kv_heads", heads, &c->query_groups)))
+			goto done;
+		if (!fresh)
+			c->query_groups = flag(&h, "multi_query", true) ? 1 : heads;
+		if ((r = count(&h, "num_ln_in_parallel_attn", fresh ? 2 : 1, &lns)))
+			goto done;
+		c->rope = true; /* rotary or ALiBi: no learned positions */
+		c->positions = 0;
+		c->rmsnorm = c->swiglu = false;
+		c->parallel = parallel;
+		c->norms = !parallel || lns == 2 ? 2 : 1;
+		c->bias = flag(&h, "bias", false) ? MT_BIAS_ALL : MT_BIAS_NONE;
+		c->untied = !flag(&h, "tie_word_embeddings", true);
+		c->no_dropout = !drops(&h, "attention_dropout") && !drops(&h, "hidden_dropout");
+		c->no_attention_dropout = !drops(&h, "attention_dropout");
+		break;
+	}
+	case BLOOM: /* ALiBi, a LayerNorm after the embedding, biases everywhere, one query_key_value */
+	case MPT:   /* ALiBi, LayerNorms without bias, no biases (transformers' MptMLP: 4 x d_model) */
+	case STARCODER2: {
+		const json_t *attn = json_object_get(root, "attn_config");
+		double mpt_drop = json_number_value(json_object_get(attn, "attn_pdrop"));
+		c->rope = true; /* ALiBi (BLOOM, MPT) or rotary: no learned positions */
+		c->positions = 0;
+		c->rmsnorm = c->swiglu = false;
+		c->embed_norm = f == BLOOM;
+		c->norm_no_bias = f == MPT;
+		c->bias = f == BLOOM || (f == STARCODER2 && flag(&h, "use_bias", true)) ? MT_BIAS_ALL : MT_BIAS_NONE;
+		c->separate_qkv = f == STARCODER2;
+		c->untied = !flag(&h, "tie_word_embeddings", true);
+		if (f == MPT) {
+			c->no_attention_dropout = !(mpt_drop > 0);
+			c->no_dropout = c->no_attention_dropout && !drops(&h, "resid_pdrop") && !drops(&h, "emb_pdrop");
+		} else {
+			c->no_attention_dropout = !drops(&h, "attention_dropout");
+			c->no_dropout = c->no_attention_dropout && !drops(&h, "hidden_dropout") &&
+					!drops(&h, "residual_dropout") && !drops(&h, "embedding_dropout");
+		}
+		break;
+	}
 	case GPT2:
 		c->rope = false;
 		c->positions = positions;

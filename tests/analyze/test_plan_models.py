@@ -86,6 +86,56 @@ MODELS = [
       "n_routed_experts": 64, "n_shared_experts": 2, "num_experts_per_tok": 6, "first_k_dense_replace": 1,
       "moe_layer_freq": 1, "q_lora_rank": None, "kv_lora_rank": 512, "qk_nope_head_dim": 128,
       "qk_rope_head_dim": 64, "v_head_dim": 128, "tie_word_embeddings": False}, 15706484224),
+    # four RMSNorms a layer, head_dim 256, tied (the hub's safetensors total)
+    ("Gemma-2-9B", {"model_type": "gemma2", "vocab_size": 256000, "hidden_size": 3584, "num_hidden_layers": 42,
+                    "num_attention_heads": 16, "num_key_value_heads": 8, "head_dim": 256, "intermediate_size": 14336,
+                    "attention_bias": False, "query_pre_attn_scalar": 256, "sliding_window": 4096}, 9241705984),
+    # and q/k RMSNorms of one head's width
+    ("Gemma-3-1B", {"model_type": "gemma3_text", "vocab_size": 262144, "hidden_size": 1152, "num_hidden_layers": 26,
+                    "num_attention_heads": 4, "num_key_value_heads": 1, "head_dim": 256, "intermediate_size": 6912,
+                    "sliding_window": 512}, 999885952),
+    # one LayerNorm for attention and MLP in parallel, biases everywhere, a biased untied output layer
+    ("Phi-2", {"model_type": "phi", "vocab_size": 51200, "hidden_size": 2560, "num_hidden_layers": 32,
+               "num_attention_heads": 32, "num_key_value_heads": 32, "intermediate_size": 10240,
+               "partial_rotary_factor": 0.4, "qk_layernorm": False, "tie_word_embeddings": False, "resid_pdrop": 0.1},
+     2779683840),
+    # a LayerNorm after the embedding, ALiBi, one query_key_value (the model card's count)
+    ("BLOOM-560M", {"model_type": "bloom", "vocab_size": 250880, "hidden_size": 1024, "n_layer": 24, "n_head": 16,
+                    "hidden_dropout": 0.0, "attention_dropout": 0.0}, 559214592),
+    # RMSNorms after attention and MLP only, q/k norms over every head
+    ("OLMo-2-7B", {"model_type": "olmo2", "vocab_size": 100352, "hidden_size": 4096, "num_hidden_layers": 32,
+                   "num_attention_heads": 32, "num_key_value_heads": 32, "intermediate_size": 11008,
+                   "attention_bias": False, "tie_word_embeddings": False}, 7298617344),
+]
+
+# Where no exact published count was found: the count worked by hand from the modules
+# transformers builds (modeling_*.py), each parameter tensor by its shape (docs/PLAN.md)
+WORKED = [
+    # a multi-query query_key_value, parallel to the MLP on one LayerNorm, no biases, tied
+    ("Falcon-7B", {"model_type": "falcon", "vocab_size": 65024, "hidden_size": 4544, "num_hidden_layers": 32,
+                   "num_attention_heads": 71, "multi_query": True, "new_decoder_architecture": False,
+                   "parallel_attn": True, "bias": False, "alibi": False},
+     32 * (4544 * (4544 + 2 * 64) + 4544 * 4544 + 2 * 4544 * 4 * 4544 + 2 * 4544) + 65024 * 4544 + 2 * 4544),
+    # LayerNorms without bias, no biases, ALiBi, transformers' MptMLP of 4 x d_model, tied
+    ("MPT-7B", {"model_type": "mpt", "vocab_size": 50432, "d_model": 4096, "n_layers": 32, "n_heads": 32,
+                "expansion_ratio": 4, "no_bias": True, "attn_config": {"alibi": True, "attn_pdrop": 0}},
+     32 * (4 * 4096 * 4096 + 2 * 4 * 4096 * 4096 + 2 * 4096) + 50432 * 4096 + 4096),
+    # GQA, LayerNorms and biases everywhere, a plain (not gated) MLP, tied
+    ("StarCoder2-3B", {"model_type": "starcoder2", "vocab_size": 49152, "hidden_size": 3072, "num_hidden_layers": 30,
+                       "num_attention_heads": 24, "num_key_value_heads": 2, "intermediate_size": 12288,
+                       "use_bias": True},
+     30 * (3072 * 3072 * 2 + 2 * 3072 * 256 + 3072 + 2 * 256 + 3072 + 2 * 3072 * 12288 + 12288 + 3072 + 4 * 3072)
+     + 49152 * 3072 + 2 * 3072),
+    # LayerNorms without parameters, tied
+    ("OLMo-1B", {"model_type": "olmo", "vocab_size": 50304, "hidden_size": 2048, "num_hidden_layers": 16,
+                 "num_attention_heads": 16, "num_key_value_heads": 16, "intermediate_size": 8192,
+                 "attention_bias": False, "tie_word_embeddings": True},
+     16 * (4 * 2048 * 2048 + 3 * 2048 * 8192) + 50304 * 2048),
+    # one LayerNorm in parallel, biases on the MLP only, a biased untied output layer (the
+    # model card's 6,053,381,344 counts Mesh Transformer JAX's parameters, not these modules)
+    ("GPT-J-6B", {"model_type": "gptj", "vocab_size": 50400, "n_embd": 4096, "n_layer": 28, "n_head": 16,
+                  "n_inner": None, "rotary_dim": 64, "tie_word_embeddings": False},
+     28 * (2 * 4096 + 4 * 4096 * 4096 + 2 * 4096 * 16384 + 16384 + 4096) + 2 * 50400 * 4096 + 50400 + 2 * 4096),
 ]
 
 
@@ -107,7 +157,19 @@ for i, (name, fields, want) in enumerate(MODELS):
     if got != want:
         bad.append("%s: %s, published %d" % (name, got, want))
 ok(not bad, "--model counts %d published models' parameters exactly (Llama/Mistral/Qwen2/Gemma, GPT-2, "
-   "GPT-NeoX/Pythia, OPT, BERT, Mixtral, Qwen-MoE, DeepSeek-V2 MLA)" % len(MODELS), "\n".join(bad))
+   "GPT-NeoX/Pythia, OPT, BERT, Mixtral, Qwen-MoE, DeepSeek-V2 MLA, Gemma 2 and 3, Phi-2, BLOOM, OLMo 2)" % len(MODELS),
+   "\n".join(bad))
+bad = []
+for i, (name, fields, want) in enumerate(WORKED):
+    p = plan("--model", write("w%d.json" % i, fields), "--json")
+    got = json.loads(p.stdout)["params"] if p.returncode == 0 else p.stderr.strip()
+    if got != want:
+        bad.append("%s: %s, worked by hand %d" % (name, got, want))
+ok(not bad, "--model counts %d more families as their modules are built, worked by hand (Falcon, MPT, StarCoder2, "
+   "OLMo, GPT-J)" % len(WORKED), "\n".join(bad))
+p = plan("--model", write("gemma3.json", {"model_type": "gemma3", "text_config": MODELS[-4][1]}))
+ok(p.returncode == 2 and "vision tower" in p.stderr and len(p.stderr.strip().splitlines()) == 1,
+   "gemma3 (with its vision tower) refused in one line, saying what is missing", p.stderr)
 
 # a directory holding config.json; the architecture it gives, with the options' setup
 d = os.path.join(TMP, "Llama-2-7b-hf")
