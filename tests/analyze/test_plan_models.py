@@ -167,6 +167,14 @@ for i, (name, fields, want) in enumerate(WORKED):
         bad.append("%s: %s, worked by hand %d" % (name, got, want))
 ok(not bad, "--model counts %d more families as their modules are built, worked by hand (Falcon, MPT, StarCoder2, "
    "OLMo, GPT-J)" % len(WORKED), "\n".join(bad))
+# a parallel block's one LayerNorm keeps its input once, and its output is both the
+# attention's and the MLP's input; with two (Falcon-40B's ln_attn and ln_mlp) each keeps
+# its input and the MLP has its own: 2 + 2 bf16 bytes a token and hidden value more
+phi = write("phi.json", [m for m in MODELS if m[0] == "Phi-2"][0][1])
+acts = [json.loads(plan("--model", phi, "--seq", 512, "--micro-batch", 1, "--precision", "bf16-pure", *x,
+                        "--json").stdout)["layer_activation_bytes"] for x in ([], ["--norms", 2])]
+ok(acts[1] - acts[0] == 4 * 2560 * 512, "Phi-2's parallel block keeps one norm's input and one input for attention "
+   "and MLP; a second norm keeps 4 bytes a token and hidden value more", acts)
 p = plan("--model", write("gemma3.json", {"model_type": "gemma3", "text_config": MODELS[-4][1]}))
 ok(p.returncode == 2 and "vision tower" in p.stderr and len(p.stderr.strip().splitlines()) == 1,
    "gemma3 (with its vision tower) refused in one line, saying what is missing", p.stderr)
