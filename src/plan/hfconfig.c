@@ -146,6 +146,22 @@ static const struct {
 		{"olmo", OLMO},
 		{"olmo2", OLMO}};
 
+/* Known model types memtap cannot plan from their config, and what it would need */
+static const struct {
+	const char *const types[12];
+	const char *why;
+} unmodelled[] = {
+    {{"t5", "mt5", "umt5", "longt5", "bart", "mbart", "pegasus", "marian", "whisper", "nllb-moe", NULL},
+     "an encoder-decoder model: memtap plans one stack of layers (a decoder, or an encoder), not an encoder and a "
+     "decoder with cross-attention between them"},
+    {{"vit", "deit", "beit", "swin", "dinov2", "clip", "siglip", "convnext", NULL},
+     "a vision model: its patch embedding and image tokens are not read from a config (describe it: --layers, "
+     "--hidden, --heads, --ffn, --vocab channels x patch^2, --positions patches + 1, --classifier N)"},
+    {{"gemma3", "llava", "llava_next", "qwen2_vl", "qwen2_5_vl", "mllama", "idefics2", "paligemma", NULL},
+     "a vision-language model: its vision tower is not modelled (give its text_config's fields as the text "
+     "model's own config, e.g. gemma3_text, or describe it with --layers, --hidden, ...)"},
+};
+
 /* The first of two names a field goes by (falcon's n_layer, bloom's n_embed) present */
 static const char *either(struct hf *h, const char *name, const char *alias)
 {
@@ -303,11 +319,12 @@ int hf_config_parse(const char *path, const char *text, size_t len, struct mt_pl
 	for (size_t i = 0; i < sizeof families / sizeof families[0]; i++)
 		if (!strcmp(type, families[i].type))
 			f = families[i].family, known = true;
-	if (!strcmp(type, "gemma3")) {
-		r = bad(&h, "gemma3 holds a vision tower (SigLIP) memtap does not model: give its text_config's "
-			    "fields as a gemma3_text config (or describe it with --layers, --hidden, ...)");
-		goto done;
-	}
+	for (size_t i = 0; i < sizeof unmodelled / sizeof unmodelled[0]; i++)
+		for (const char *const *t = unmodelled[i].types; *t; t++)
+			if (!strcmp(type, *t)) {
+				r = bad(&h, "model_type '%s' is %s", type, unmodelled[i].why);
+				goto done;
+			}
 	if (!known) {
 		r = bad(
 		    &h,

@@ -178,6 +178,13 @@ ok(acts[1] - acts[0] == 4 * 2560 * 512, "Phi-2's parallel block keeps one norm's
 p = plan("--model", write("gemma3.json", {"model_type": "gemma3", "text_config": MODELS[-4][1]}))
 ok(p.returncode == 2 and "vision tower" in p.stderr and len(p.stderr.strip().splitlines()) == 1,
    "gemma3 (with its vision tower) refused in one line, saying what is missing", p.stderr)
+said = {t: plan("--model", write(t + ".json", {"model_type": t, "d_model": 512, "num_layers": 6})) for t in
+        ("t5", "bart", "vit")}
+ok(all(q.returncode == 2 and len(q.stderr.strip().splitlines()) == 1 for q in said.values()) and
+   "encoder-decoder" in said["t5"].stderr and "encoder-decoder" in said["bart"].stderr and
+   "patch embedding" in said["vit"].stderr,
+   "t5 and bart (encoder-decoder), vit (patches): refused in one line each, saying what memtap would need",
+   {t: q.stderr for t, q in said.items()})
 
 # a directory holding config.json; the architecture it gives, with the options' setup
 d = os.path.join(TMP, "Llama-2-7b-hf")
@@ -387,7 +394,7 @@ REFUSED = [
            intermediate_size=11008, attention_bias=True), "attention_bias: true is not modelled"),
     (llama(vocab_size=32000, hidden_size=4096, num_hidden_layers=32, num_attention_heads=32,
            intermediate_size=11008, mlp_bias=True), "mlp_bias: true is not modelled"),
-    ({"model_type": "t5", "d_model": 512}, "model_type 't5' is not modelled"),
+    ({"model_type": "mamba", "d_model": 512}, "model_type 'mamba' is not modelled"),
     ({"model_type": "opt", "vocab_size": 50272, "hidden_size": 1024, "num_hidden_layers": 24,
       "num_attention_heads": 16, "ffn_dim": 4096, "max_position_embeddings": 2048, "word_embed_proj_dim": 512,
       "do_layer_norm_before": False}, "word_embed_proj_dim 512 differs from hidden_size 1024"),
