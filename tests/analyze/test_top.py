@@ -36,9 +36,9 @@ def wait_for(path, timeout=30):
         time.sleep(0.05)
 
 
-def top(*args, timeout=120):
+def top(*args, timeout=120, env=None):
     p = subprocess.run([MEMTAP, "top", *args], capture_output=True, text=True, timeout=timeout,
-                       stdin=subprocess.DEVNULL)
+                       stdin=subprocess.DEVNULL, env=env)
     frames = []
     if "--json" in args:
         for line in p.stdout.splitlines():
@@ -207,6 +207,32 @@ ok(p.returncode == 0 and frames and frames[0] and frames[0]["ranks"][0]["trace"]
    frames[0]["ranks"][0]["state"] == "running",
    "top PID (memtap run's): the trace its child has open, running", p.stdout[:300] + p.stderr)
 
+# ---- no argument: every GPU as the driver counts it (NVML) and every job under memtap;
+# a stand-in NVML lists the job and a process not under memtap ----
+FAKE = os.path.join(B, "tests/analyze/.libs/libfake_nvml.so")
+outsider = subprocess.Popen(["sleep", "60"])
+p, frames = top("--once", "--json", env=dict(os.environ, MEMTAP_NVML="/nowhere/libnvidia-ml.so.1"))
+mine = [r for r in (frames[0]["ranks"] if frames and frames[0] else []) if r["trace"] == trace2]
+ok(p.returncode == 0 and mine and frames[0]["gpus"] == [] and "no NVIDIA driver's NVML here" in frames[0]["gpus_unknown"],
+   "top with no argument and no driver: the jobs under memtap this user can see (the PID's job among them), and "
+   "why the GPUs are not listed", p.stdout[:600] + p.stderr)
+env = dict(os.environ, MEMTAP_NVML=FAKE, FAKE_NVML_USED=str(3 << 30),
+           FAKE_NVML_PROCS="%d:%d %d:%d" % (mine[0]["pid"] if mine else 0, 2 << 30, outsider.pid, 1 << 30))
+p, _ = top("--once", env=env)
+lines = p.stdout.splitlines()
+ok(p.returncode == 0 and lines and lines[0].startswith("GPU0  Test GPU") and
+   any(("pid %-7d" % mine[0]["pid"]) in l and "under memtap: " + trace2 in l for l in lines) and
+   any(("pid %-7d sleep" % outsider.pid) in l and "1.00 GiB, not under memtap" in l for l in lines),
+   "...with the driver's view: each GPU, the job under memtap by its trace, another process by what the driver "
+   "says", p.stdout[:1500] + p.stderr)
+p, frames = top("--once", "--json", env=env)
+g = frames[0]["gpus"] if frames and frames[0] else []
+ok(g and g[0]["total_bytes"] == 80 << 30 and g[0]["used_bytes"] == 3 << 30 and
+   [q["trace"] for q in g[0]["processes"]] == [trace2, None],
+   "...and in JSON: the GPUs, their processes, each one's trace where it is under memtap", frames[:1])
+outsider.kill()
+outsider.wait()
+
 # ---- the terminal view, in tmux ----
 TMUX = shutil.which("tmux")
 
@@ -293,7 +319,7 @@ for args, says in (((notes,), "not a memtap trace"),
                    ((str(os.getpid()),), "has no memtap trace open"),
                    ((str(dead.pid),), "no process %d" % dead.pid),
                    ((empty,), "no .trace files"),
-                   ((), "which trace"),
+                   ((notes, trace), "one trace, directory or process at a time"),
                    (("--interval", "0", trace), "--interval"),
                    (("--bogus", trace), "memtap top: unknown option --bogus (see memtap top --help)")):
     p, _ = top("--once", *args)

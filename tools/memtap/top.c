@@ -26,29 +26,33 @@
 #include "analyze/symbols.h"
 #include "cli.h"
 #include "core/path.h"
+#include "gpus.h"
 #include "core/units.h"
 #include "reader/follow.h"
 
-const char top_usage[] = "usage: memtap top TRACE | DIRECTORY | PID [--once] [--json] [--interval SECONDS] [--top N]\n"
-			 "A running job's device memory, live, refreshed every second like nvtop: per device the\n"
-			 "allocated, reserved and capacity bytes as bars; what is live now by tag and by NVTX\n"
-			 "phase; the stacks holding the most now, each with its first line of the user's code\n"
-			 "(the Python line where there is one); what each grew over the last iteration; the last\n"
-			 "OOM and the policies' marks, snapshots and notes. It reads the trace the recorder is\n"
-			 "writing (flushed at least every flush_ms, 100 ms by default), so the job pays nothing.\n"
-			 "  TRACE      a trace being written (or a finished one)\n"
-			 "  DIRECTORY  every .trace file in it, one row per rank with the spread between them\n"
-			 "  PID        the traces that process and its children have open (memtap run's, or the\n"
-			 "             job's own pid; a launcher's gives every rank)\n"
-			 "  --once     one frame of what the traces hold now, then exit\n"
-			 "  --json     one JSON object a frame, a line each (docs/TOP.md has its fields)\n"
-			 "  --interval SECONDS  time between frames (default 1)\n"
-			 "  --top N    stacks shown (default 10)\n"
-			 "Keys: s sorts the stacks (by live bytes, growth, count), up/down (j/k) choose a stack,\n"
-			 "Enter or e expands it, Tab shows the next rank, p or space pauses, q quits.\n"
-			 "When standard output is not a terminal, each frame is printed as plain lines, and top\n"
-			 "ends when every trace it follows is closed.\n"
-			 "Exit status: 0, or 2 when the input is not a trace or a PID has none.\n";
+const char top_usage[] =
+    "usage: memtap top [TRACE | DIRECTORY | PID] [--once] [--json] [--interval SECONDS] [--top N]\n"
+    "A running job's device memory, live, refreshed every second like nvtop: per device the\n"
+    "allocated, reserved and capacity bytes as bars; what is live now by tag and by NVTX\n"
+    "phase; the stacks holding the most now, each with its first line of the user's code\n"
+    "(the Python line where there is one); what each grew over the last iteration; the last\n"
+    "OOM and the policies' marks, snapshots and notes. It reads the trace the recorder is\n"
+    "writing (flushed at least every flush_ms, 100 ms by default), so the job pays nothing.\n"
+    "  TRACE      a trace being written (or a finished one)\n"
+    "  DIRECTORY  every .trace file in it, one row per rank with the spread between them\n"
+    "  PID        the traces that process and its children have open (memtap run's, or the\n"
+    "             job's own pid; a launcher's gives every rank)\n"
+    "  (none)     every GPU as the driver counts it (NVML) with the processes on it, and\n"
+    "             every job under memtap that this user can see, one row each\n"
+    "  --once     one frame of what the traces hold now, then exit\n"
+    "  --json     one JSON object a frame, a line each (docs/TOP.md has its fields)\n"
+    "  --interval SECONDS  time between frames (default 1)\n"
+    "  --top N    stacks shown (default 10)\n"
+    "Keys: s sorts the stacks (by live bytes, growth, count), up/down (j/k) choose a stack,\n"
+    "Enter or e expands it, Tab shows the next rank, p or space pauses, q quits.\n"
+    "When standard output is not a terminal, each frame is printed as plain lines, and top\n"
+    "ends when every trace it follows is closed.\n"
+    "Exit status: 0, or 2 when the input is not a trace or a PID has none.\n";
 
 /* How long an event waits before it is shown: longer than the writer's pause between
  * drains, so another thread's earlier event, still in its ring, is not overtaken. */
@@ -75,8 +79,11 @@ static const char *const sort_names[SORTS] = {"live bytes", "growth", "count"};
 static struct {
 	struct source *src[MAX_SOURCES];
 	size_t n;
-	const char *dir;   /* following a directory: new traces join */
-	long pid;	   /* following a process */
+	const char *dir;  /* following a directory: new traces join */
+	long pid;	  /* following a process */
+	bool all;	  /* following every job under memtap, and the GPUs */
+	uint64_t scanned; /* ... when /proc was last read */
+	struct mt_gpus gpus;
 	size_t top;	   /* stacks shown */
 	unsigned interval; /* ms */
 	bool once, json, tty;
@@ -230,6 +237,21 @@ static void scan_pid(long pid, int depth)
 	closedir(d);
 }
 
+/* Every process this user may look into: the jobs under memtap (their traces open) */
+static void scan_all(void)
+{
+	DIR *d = opendir("/proc");
+	struct dirent *de;
+
+	while (d && (de = readdir(d)))
+		if (isdigit((unsigned char)de->d_name[0]) && strtol(de->d_name, NULL, 10) != (long)getpid())
+			scan_pid(strtol(de->d_name, NULL, 10), 8); /* no children: every process is read */
+	if (d)
+		closedir(d);
+	top.scanned = now_ns();
+	mt_gpus_read(&top.gpus);
+}
+
 static bool process_alive(long pid)
 {
 	return pid > 0 && (kill((pid_t)pid, 0) == 0 || errno == EPERM);
@@ -271,6 +293,8 @@ static void poll_sources(bool all)
 		scan_dir(top.dir, false);
 	else if (top.pid)
 		scan_pid(top.pid, 0);
+	else if (top.all && now - top.scanned >= 2000000000ull)
+		scan_all();
 	for (size_t i = 0; i < top.n; i++) {
 		struct source *s = top.src[i];
 		char buf[32];
@@ -528,13 +552,17 @@ static void rank_lines(void)
 	char a[32], b[32], c[32], e[32];
 	int d;
 
-	put(L_HEAD, "%-6s %-16s %-3s %12s %12s %12s %12s  %s", "rank", "host", "dev", "allocated", "reserved", "peak",
-	    "capacity", "state");
+	put(L_HEAD, "%-6s %-16s %-3s %12s %12s %12s %12s  %s", top.all ? "pid" : "rank", "host", "dev", "allocated",
+	    "reserved", "peak", "capacity", "state");
 	for (size_t i = 0; i < top.n; i++) {
 		struct source *s = top.src[i];
 		uint64_t now = allocated(s, &d);
 		const struct mt_device_state *ds = d >= 0 ? &s->now.rp.dev[d] : NULL;
-		put(s == detailed() ? L_SEL : L_TEXT, "%-6s %-16.16s %-3d %12s %12s %12s %12s  %s", s->rank, s->host, d,
+		char who[32];
+		snprintf(who, sizeof who, "%s", s->rank);
+		if (top.all)
+			snprintf(who, sizeof who, "%ld", s->pid);
+		put(s == detailed() ? L_SEL : L_TEXT, "%-6s %-16.16s %-3d %12s %12s %12s %12s  %s", who, s->host, d,
 		    sz(now, a), sz(ds ? reserved(ds) : 0, b), sz(d >= 0 ? s->peak[d] : 0, c),
 		    ds && ds->capacity ? sz(ds->capacity, e) : "?", state(s));
 		sum += now;
@@ -545,9 +573,10 @@ static void rank_lines(void)
 		if (now < min)
 			min = now;
 	}
-	put(L_TEXT, "spread: allocated now from %s to %s (mean %s), %.1f%% of the mean; the most is rank %s",
-	    sz(min, a), sz(max, b), sz(sum / top.n, c),
-	    sum ? 100.0 * (double)(max - min) / ((double)sum / (double)top.n) : 0.0, top.src[imax]->rank);
+	if (!top.all) /* ranks of one job; not unrelated jobs */
+		put(L_TEXT, "spread: allocated now from %s to %s (mean %s), %.1f%% of the mean; the most is rank %s",
+		    sz(min, a), sz(max, b), sz(sum / top.n, c),
+		    sum ? 100.0 * (double)(max - min) / ((double)sum / (double)top.n) : 0.0, top.src[imax]->rank);
 	put(L_TEXT, "%s", "");
 }
 
@@ -584,14 +613,65 @@ static void stack_lines(struct source *s, struct mt_now_stack *v, size_t nv)
 		put(L_DIM, "     (nothing live on a device)");
 }
 
+/* The source that process's trace is, NULL when none */
+static struct source *source_of(long pid)
+{
+	for (size_t i = 0; i < top.n; i++)
+		if (top.src[i]->pid == pid)
+			return top.src[i];
+	return NULL;
+}
+
+/* Every GPU as the driver counts it, and the processes on it: those under memtap by
+ * their trace, the others by what the driver says */
+static void machine_lines(void)
+{
+	char a[32], b[32], barbuf[64], comm[64], path[64];
+
+	if (top.gpus.why[0])
+		put(L_DIM, "%s: each GPU's use and the processes not under memtap need it", top.gpus.why);
+	for (size_t i = 0; i < top.gpus.n; i++) {
+		const struct mt_gpu *g = &top.gpus.gpu[i];
+		bar(barbuf, 40, g->used, g->used, g->total);
+		put(L_BAR, "GPU%-2d %-18.18s %s", g->index, g->name, barbuf);
+		put(L_TEXT, "      used %s of %s (the driver's count)%s", sz(g->used, a), sz(g->total, b),
+		    g->procs_known ? "" : "; its processes not listed by the driver");
+		for (size_t k = 0; k < g->nprocs; k++) {
+			const struct source *s = source_of(g->proc[k].pid);
+			FILE *f;
+			snprintf(path, sizeof path, "/proc/%ld/comm", g->proc[k].pid);
+			if (!(f = fopen(path, "r")) || !fgets(comm, sizeof comm, f))
+				snprintf(comm, sizeof comm, "?");
+			if (f)
+				fclose(f);
+			comm[strcspn(comm, "\n")] = '\0';
+			if (s)
+				put(L_TEXT, "      pid %-7ld %-16.16s %s, under memtap: %s", g->proc[k].pid, comm,
+				    g->proc[k].used ? sz(g->proc[k].used, a) : "?", s->path);
+			else
+				put(L_TEXT,
+				    "      pid %-7ld %-16.16s %s, not under memtap (memtap run -- COMMAND records it)",
+				    g->proc[k].pid, comm, g->proc[k].used ? sz(g->proc[k].used, a) : "?");
+		}
+	}
+	if (!top.n)
+		put(L_TEXT, "no job under memtap that this user can see is running (memtap run -- COMMAND starts one)");
+	put(L_TEXT, "%s", "");
+}
+
 static void make_frame(void)
 {
-	struct source *s = detailed();
+	struct source *s;
 	struct mt_now_stack *v;
 	size_t nv;
 	char a[32], b[32], c[32], e[32], name[64], barbuf[64], line[512];
 
 	nlines = 0;
+	if (top.all)
+		machine_lines();
+	if (!top.n)
+		return;
+	s = detailed();
 	if (top.n > 1)
 		rank_lines();
 	refresh_symbols(s);
@@ -731,9 +811,39 @@ static void json_frame(void)
 		max = a > max ? a : max;
 		min = a < min ? a : min;
 	}
-	printf("], \"spread\": {\"max_allocated_bytes\": %" PRIu64 ", \"min_allocated_bytes\": %" PRIu64
-	       ", \"mean_allocated_bytes\": %" PRIu64 ", \"spread\": %.4f}}\n",
-	       max, min, sum / top.n, sum ? (double)(max - min) / ((double)sum / (double)top.n) : 0.0);
+	if (top.n)
+		printf("], \"spread\": {\"max_allocated_bytes\": %" PRIu64 ", \"min_allocated_bytes\": %" PRIu64
+		       ", \"mean_allocated_bytes\": %" PRIu64 ", \"spread\": %.4f}",
+		       max, min, sum / top.n, sum ? (double)(max - min) / ((double)sum / (double)top.n) : 0.0);
+	else
+		printf("], \"spread\": null");
+	if (top.all) {
+		printf(", \"gpus\": [");
+		for (size_t i = 0; i < top.gpus.n; i++) {
+			const struct mt_gpu *g = &top.gpus.gpu[i];
+			printf("%s{\"index\": %d, \"name\": ", i ? ", " : "", g->index);
+			mt_json_str(stdout, g->name);
+			printf(", \"total_bytes\": %" PRIu64 ", \"used_bytes\": %" PRIu64 ", \"processes\": [",
+			       g->total, g->used);
+			for (size_t k = 0; k < g->nprocs; k++) {
+				const struct source *s = source_of(g->proc[k].pid);
+				printf("%s{\"pid\": %ld, \"used_bytes\": %" PRIu64 ", \"trace\": ", k ? ", " : "",
+				       g->proc[k].pid, g->proc[k].used);
+				if (s)
+					mt_json_str(stdout, s->path);
+				else
+					printf("null");
+				printf("}");
+			}
+			printf("]}");
+		}
+		printf("], \"gpus_unknown\": ");
+		if (top.gpus.why[0])
+			mt_json_str(stdout, top.gpus.why);
+		else
+			printf("null");
+	}
+	printf("}\n");
 	fflush(stdout);
 }
 
@@ -959,15 +1069,16 @@ int cmd_top(int argc, char **argv)
 			return 0;
 		}
 	}
-	if (optind >= argc)
-		die(EXIT_USAGE, "which trace, directory or process? (see --help)");
 	if (argc - optind > 1)
 		die(EXIT_USAGE, "one trace, directory or process at a time (see --help)");
-	what = argv[optind];
+	what = optind < argc ? argv[optind] : NULL;
 	if (gethostname(top.host, sizeof top.host))
 		top.host[0] = '\0';
 	top.host[sizeof top.host - 1] = '\0';
-	if (stat(what, &st) == 0 && S_ISDIR(st.st_mode)) {
+	if (!what) {
+		top.all = true;
+		scan_all();
+	} else if (stat(what, &st) == 0 && S_ISDIR(st.st_mode)) {
 		top.dir = what;
 		scan_dir(what, true);
 	} else if (stat(what, &st) != 0 && all_digits(what)) {
