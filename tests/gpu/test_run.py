@@ -36,7 +36,7 @@ loader.exec_module(gpu_run)
 # runtime preloaded, as tests/simgpu/test_cuda.py does; here the toolkit is hidden from them
 SANITIZED = any(w in os.environ.get("MT_SANITIZERS", "") for w in ("address", "thread", "undefined"))
 SIM_ROWS = ("paths graph:", "paths entrypoints:", "paths lookups:", "CUPTI backend on simgpu (no GPU)",
-            "Lua OOM policy under a 1 MiB cap (simtrain)")
+            "Lua OOM policy under a 1 MiB cap (simtrain)", "memtap top with no argument on simgpu")
 TORCH_ROWS = ("PyTorch step", "Lua cap inside the PyTorch step", "expandable segments", "cudaMallocAsync + graph",
               "NCCL all-reduce", "CUPTI backend beside preload", "memtap.use_allocator", "torch.compile")
 RETURNED = re.compile(r"^[A-Za-z0-9._-]+$")
