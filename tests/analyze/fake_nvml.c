@@ -6,14 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-struct nvml_memory {
-	unsigned long long total, free, used;
-};
-struct nvml_process {
-	unsigned int pid;
-	unsigned long long used;
-	unsigned int gpu_instance, compute_instance;
-};
+#include "nvml.h"
 
 static unsigned long long number(const char *name, unsigned long long def)
 {
@@ -38,20 +31,20 @@ int nvmlDeviceGetCount_v2(unsigned *n)
 	return 0;
 }
 
-int nvmlDeviceGetHandleByIndex_v2(unsigned i, void **d)
+int nvmlDeviceGetHandleByIndex_v2(unsigned i, nvml_device *d)
 {
-	*d = (void *)(unsigned long)(i + 1);
-	return i == 0 ? 0 : 2; /* NVML_ERROR_INVALID_ARGUMENT */
+	*d = (nvml_device)(unsigned long)(i + 1);
+	return i == 0 ? NVML_SUCCESS : NVML_ERROR_INVALID_ARGUMENT;
 }
 
-int nvmlDeviceGetName(void *d, char *name, unsigned n)
+int nvmlDeviceGetName(nvml_device d, char *name, unsigned n)
 {
 	(void)d;
 	snprintf(name, n, "Test GPU");
 	return 0;
 }
 
-int nvmlDeviceGetMemoryInfo(void *d, struct nvml_memory *m)
+int nvmlDeviceGetMemoryInfo(nvml_device d, struct nvml_memory *m)
 {
 	(void)d;
 	m->total = number("FAKE_NVML_TOTAL", 80ull << 30);
@@ -60,7 +53,7 @@ int nvmlDeviceGetMemoryInfo(void *d, struct nvml_memory *m)
 	return 0;
 }
 
-int nvmlDeviceGetComputeRunningProcesses_v3(void *d, unsigned *n, struct nvml_process *p)
+int nvmlDeviceGetComputeRunningProcesses_v3(nvml_device d, unsigned *n, struct nvml_process *p)
 {
 	const char *list = getenv("FAKE_NVML_PROCS");
 	unsigned k = 0;

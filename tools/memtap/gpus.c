@@ -4,23 +4,12 @@
  * using it, with what each holds where the driver says (not for another user's processes
  * without root, on some drivers). Nothing here is needed to follow a trace. */
 #include "gpus.h"
+#include "nvml.h"
 
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* NVML's public types and entry points (nvml.h), as the driver exports them */
-typedef struct nvml_device *nvml_device;
-struct nvml_memory {
-	unsigned long long total, free, used;
-};
-struct nvml_process {
-	unsigned int pid;
-	unsigned long long used;
-	unsigned int gpu_instance, compute_instance;
-};
-enum { NVML_SUCCESS = 0, NVML_ERROR_INSUFFICIENT_SIZE = 7 };
 
 int mt_gpus_read(struct mt_gpus *out)
 {
