@@ -212,7 +212,8 @@ static double lora_params(const struct mt_plan_config *c)
 		mlp = dense * r * (h + 2 * f + f + h) + (layers - dense) * lora_moe_mlp(c);
 	else if (m & MT_LORA_MLP)
 		mlp = dense * (c->swiglu ? 3 : 2) * r * (h + f) + (layers - dense) * lora_moe_mlp(c);
-	return per * layers + mlp;
+	/* the output layer's adapter (PEFT's target_modules "lm_head"): one, not per layer */
+	return per * layers + mlp + (m & MT_LORA_HEAD && !c->classifier ? r * (h + (double)c->vocab) : 0);
 }
 
 const char *mt_plan_check(struct mt_plan_config *c)

@@ -36,8 +36,8 @@ enum mt_impl { MT_IMPL_MEGATRON, MT_IMPL_PYTORCH };
 enum mt_step { MT_STEP_AUTO, MT_STEP_FOREACH, MT_STEP_FUSED, MT_STEP_LOOP };
 /* A frozen base's storage (LoRA): its own precision, 8-bit, 4-bit NF4 (+ double quantization) */
 enum mt_quant { MT_QUANT_NONE, MT_QUANT_INT8, MT_QUANT_NF4, MT_QUANT_NF4_DQ };
-/* LoRA targets, a set: q, k, v, o projections and the MLP's matrices */
-enum { MT_LORA_Q = 1, MT_LORA_K = 2, MT_LORA_V = 4, MT_LORA_O = 8, MT_LORA_MLP = 16 };
+/* LoRA targets, a set: q, k, v, o projections, the MLP's matrices, the output layer */
+enum { MT_LORA_Q = 1, MT_LORA_K = 2, MT_LORA_V = 4, MT_LORA_O = 8, MT_LORA_MLP = 16, MT_LORA_HEAD = 32 };
 enum mt_component {
 	MT_PLAN_PARAMS,
 	MT_PLAN_GRADS,

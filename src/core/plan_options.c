@@ -80,6 +80,8 @@ static bool lora_targets(const char *text, unsigned *out)
 			set |= MT_LORA_Q | MT_LORA_K | MT_LORA_V | MT_LORA_O | MT_LORA_MLP;
 		else if (n == 3 && !strncmp(p, "mlp", 3))
 			set |= MT_LORA_MLP;
+		else if (n == 4 && !strncmp(p, "head", 4))
+			set |= MT_LORA_HEAD;
 		else
 			for (size_t i = 0; i < n; i++) {
 				const char *at = strchr("qkvo", p[i]);
@@ -288,6 +290,8 @@ void mt_plan_get(const struct mt_plan_config *c, const struct mt_plan_option *o,
 				snprintf(buf + strlen(buf), n - strlen(buf), "%c", "qkvo"[i]);
 		if (set & MT_LORA_MLP)
 			snprintf(buf + strlen(buf), n - strlen(buf), "%smlp", set & 15 ? "," : "");
+		if (set & MT_LORA_HEAD)
+			snprintf(buf + strlen(buf), n - strlen(buf), "%shead", set & 31 ? "," : "");
 		return;
 	case MT_PLAN_OPT_VERSION:
 		if (*(const uint64_t *)field)
@@ -332,7 +336,7 @@ const char *mt_plan_kind_what(enum mt_plan_kind kind)
 	case MT_PLAN_OPT_STEP:
 		return "auto, foreach, fused or for-loop";
 	case MT_PLAN_OPT_LORA:
-		return "a set of q, k, v, o and mlp such as qv, qkvo or all";
+		return "a set of q, k, v, o, mlp and head such as qv, qkvo, all or all,head";
 	case MT_PLAN_OPT_VERSION:
 		return "a release such as 1.10 or 2.5.1";
 	}

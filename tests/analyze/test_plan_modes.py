@@ -275,6 +275,12 @@ ok(lora["trainable_params"] == 4194304 and lora["per_gpu_bytes"]["params"] == 2 
    abs(q["per_gpu_bytes"]["params"] - (2 * 4194304 + (P7 - 2 * VH) * (0.5 + 4 / 64) + 2 * 2 * VH)) < 1,
    "LoRA: 4,194,304 adapters trained on a frozen 16-bit base; QLoRA: the blocks' weights in nf4 (4 bits and an "
    "fp32 absmax per 64), the embedding and output layer kept 16-bit", (lora, q))
+# an adapter on the output layer too (PEFT's target_modules "lm_head": A r x hidden, B vocab
+# x r), once; the output layer itself stays frozen (no full gradient of it)
+head = plan("--model", LLAMA2, "--precision", "bf16-pure", "--lora-rank", 8, "--lora-modules", "qv,head")
+ok(head["trainable_params"] == 4194304 + 8 * (4096 + 32000) and head["setup"]["lora_modules"] == "qv,head" and
+   head["per_gpu_bytes"]["optimizer"] == 2 * 2 * head["trainable_params"],
+   "LoRA on the output layer (qv,head): 288,768 more adapters, r x (hidden + vocab), the layer frozen", head)
 # bitsandbytes' matmul keeps each quantized linear's input for backward (MatMul4Bit's
 # ctx.tensors = (A, B)) where PyTorch's with a frozen weight keeps none: the attention's,
 # the output projection's, the MLP's and its last matrix's, (3h + f) 16-bit values per
