@@ -45,6 +45,7 @@ static enum phase classify(const char *name)
 struct frame {
 	uint8_t phase;
 	uint32_t instance;
+	uint32_t inner; /* (in a stack) the innermost classified frame at or below, UINT32_MAX: none */
 };
 
 struct stack {
@@ -156,7 +157,7 @@ static struct frame current(const struct pass *p, const struct stack *s);
 
 static int push(struct pass *p, struct stack *s, uint8_t phase)
 {
-	uint32_t inst = (uint32_t)p->ninstances;
+	uint32_t inst = (uint32_t)p->ninstances, below = s->n ? s->f[s->n - 1].inner : UINT32_MAX;
 
 	if (mt_grow((void **)&s->f, &s->cap, s->n, sizeof *s->f) ||
 	    mt_grow((void **)&p->open, &p->capinst, p->ninstances, 1))
@@ -164,7 +165,8 @@ static int push(struct pass *p, struct stack *s, uint8_t phase)
 	p->open[p->ninstances++] = 1;
 	if (current(p, s).phase != phase) /* a module's forward inside the model's is not another */
 		begins(p, phase);
-	s->f[s->n++] = (struct frame){phase, inst};
+	s->f[s->n] = (struct frame){phase, inst, phase != PH_NONE ? (uint32_t)s->n : below};
+	s->n++;
 	if (phase == PH_FORWARD)
 		p->forward_begun++;
 	if (phase == PH_OPTIMIZER && p->opt_begun++ == 0)
@@ -187,13 +189,11 @@ static void pop(struct pass *p, struct stack *s)
 /* The innermost classified phase around an event of this thread. */
 static struct frame current(const struct pass *p, const struct stack *s)
 {
-	for (size_t i = s ? s->n : 0; i-- > 0;)
-		if (s->f[i].phase != PH_NONE)
-			return s->f[i];
-	for (size_t i = p->ranges.n; i-- > 0;)
-		if (p->ranges.f[i].phase != PH_NONE)
-			return p->ranges.f[i];
-	return (struct frame){PH_NONE, UINT32_MAX};
+	if (s && s->n && s->f[s->n - 1].inner != UINT32_MAX)
+		return s->f[s->f[s->n - 1].inner];
+	if (p->ranges.n && p->ranges.f[p->ranges.n - 1].inner != UINT32_MAX)
+		return p->ranges.f[p->ranges.f[p->ranges.n - 1].inner];
+	return (struct frame){PH_NONE, UINT32_MAX, UINT32_MAX};
 }
 
 static uint8_t infer(const struct life *l)

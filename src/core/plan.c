@@ -99,6 +99,22 @@ static bool qkv_bias(const struct mt_plan_config *c)
 	return c->bias == MT_BIAS_ALL || c->bias == MT_BIAS_QKV;
 }
 
+/* The token embedding's (and a tied output layer's) width: the hidden size, or OPT-350m's
+ * narrower word_embed_proj_dim, projected in and out of the hidden size */
+static double vocab_width(const struct mt_plan_config *c)
+{
+	return (double)(c->embed_dim ? c->embed_dim : c->hidden);
+}
+
+/* The embedding tables, the output layer with them where untied, and the projections a
+ * narrower embedding needs (two matrices, no bias) */
+static double tables(const struct mt_plan_config *c)
+{
+	double h = (double)c->hidden, w = vocab_width(c);
+
+	return (double)c->vocab * w * (c->untied ? 2 : 1) + (w != h ? 2 * w * h : 0);
+}
+
 /* An MLP of width f: two or three matrices, with biases when all linear layers have them */
 static double mlp_params(const struct mt_plan_config *c, double f)
 {
@@ -139,7 +155,8 @@ void mt_plan_count(const struct mt_plan_config *c, struct mt_plan_count *n)
 	n->moe_layer_active = attn + norms + active + other;
 	/* a classifier has a bias under an encoder's pooler (BERT's, RoBERTa's heads), none on
 	 * a decoder (transformers' score layer for Llama, GPT-2, OPT, GPT-NeoX) */
-	n->embedding = v * h * (c->untied ? 2 : 1) + positions(c) * h + norm_size(c) * h * (c->embed_norm ? 2 : 1) +
+	n->embedding = tables(c) + positions(c) * h +
+		       norm_size(c) * h * ((c->embed_norm ? 1 : 0) + (c->post_norm ? 0 : 1)) +
 		       (c->pooler ? h * h + h : 0) + (double)c->classifier * (h + (c->pooler ? 1 : 0)) +
 		       (c->head_bias && !c->classifier ? v : 0);
 	/* a multi-token prediction layer is a MoE layer when the last layer is (Megatron) */
@@ -157,7 +174,7 @@ static double largest_module(const struct mt_plan_config *c)
 {
 	double h = (double)c->hidden, biased = mlp_bias(c) ? 1 : 0;
 	struct widths w = widths(c);
-	double m = (double)c->vocab * h;
+	double m = (double)c->vocab * vocab_width(c);
 
 	m = max2(m, positions(c) * h);
 	if (fused_qkv(c))
@@ -602,7 +619,8 @@ static double largest_tensor(const struct mt_plan_config *c)
 
 	if (!c->layers)
 		return (double)c->largest_layer;
-	return max2((double)c->vocab * h, max2(h * (double)c->ffn * (c->swiglu ? 2 : 1), h * (w.q + w.k + w.v)));
+	return max2((double)c->vocab * vocab_width(c),
+		    max2(h * (double)c->ffn * (c->swiglu ? 2 : 1), h * (w.q + w.k + w.v)));
 }
 
 static double shard(double n, uint64_t parts)
@@ -770,13 +788,13 @@ static void moments(const struct mt_plan_config *c, double m[MOMENTS][MT_PLAN_CO
 		 * layer stay 16-bit (transformers skips lm_head, torchtune quantizes LoRA's
 		 * linears) */
 		if (c->quantize && c->layers) /* sharded as the base is, by ZeRO-3 and FSDP */
-			rest = fmin(base, shard((v * h * (c->untied ? 2 : 1) + (double)positions(c) * h) / t,
+			rest = fmin(base, shard((tables(c) + (double)positions(c) * h) / t,
 						c->fsdp || c->zero >= 3 ? sh.dp : 1));
 		params += frozen_bytes(c) * (base - rest) +
 			  (c->precision == MT_FP32 || c->precision == MT_AMP16 ? 4 : 2) * rest;
 	}
 	if (c->fp8 && c->layers) /* fp8 copies of the blocks' linear weights, cached for the step */
-		params += held(c, &sh, 3, false) * (1 - (double)c->vocab * h * (c->untied ? 2 : 1) / (double)c->params);
+		params += held(c, &sh, 3, false) * (1 - tables(c) / (double)c->params);
 	*cpu = *nvme = 0;
 	if (c->offload_optimizer) {
 		to = c->offload_optimizer == MT_OFFLOAD_NVME ? nvme : cpu;
@@ -814,7 +832,7 @@ static void moments(const struct mt_plan_config *c, double m[MOMENTS][MT_PLAN_CO
 	double gathered = 0, cache = 0, root = 0;
 	double acts, temps_bwd = 0, grads_bwd = 0, temps_layer, layer = kept_bytes(c, c->recompute);
 	double trainable_layer = c->lora_rank ? (double)c->trainable / (double)c->layers / t : lp;
-	double out_grad = c->lora_rank || c->classifier ? 0 : v * h / t;
+	double out_grad = c->lora_rank || c->classifier ? 0 : v * vocab_width(c) / t;
 
 	none.recompute = MT_RECOMPUTE_NONE;
 	/* ZeRO-3 gathers a layer's weights as it runs; FSDP2 one unit and the next prefetched,
@@ -824,13 +842,13 @@ static void moments(const struct mt_plan_config *c, double m[MOMENTS][MT_PLAN_CO
 		gathered = e * lp;
 	if (c->fsdp && sh.dp > 1) {
 		gathered = 2 * e * lp;
-		root = e * v * h * (c->untied ? 2 : 1) / t + e * out_grad;
+		root = e * tables(c) / t + e * out_grad;
 	}
 	/* autocast keeps the 16-bit copy of every weight a matrix multiply used until that
 	 * layer's backward: made in forward and freed in backward, an activation by its
 	 * lifetime, as the report reads it */
 	if (c->precision == MT_AMP16)
-		cache = 2 * ((double)c->layers * lp + (c->classifier ? 0 : v * h / t));
+		cache = 2 * ((double)c->layers * lp + (c->classifier ? 0 : v * vocab_width(c) / t));
 	/* the first pipeline stage keeps its micro-batches in flight of layers/pp layers: all
 	 * layers' worth, and the embedding output of each micro-batch */
 	acts = m[AT_LAST_LAYER][MT_PLAN_ACTIVATIONS] = flight * ((double)c->layers * layer + (double)c->pp * emb);
@@ -1330,7 +1348,7 @@ const char *mt_plan_steps(const struct mt_plan_config *c, int steps, const struc
 	/* micro-batches after the second repeat its allocations: a few stand for any number */
 	if (m > 4)
 		m = 4;
-	double emb = e * sb * h / (c->sp ? t : 1), head = v * h * (c->untied ? 2 : 1);
+	double emb = e * sb * h / (c->sp ? t : 1), head = tables(c);
 	double trainable_layer = 0, lp = (double)c->layer_params / t, dropped = 0, scores_tok = 0;
 	uint64_t layers = c->layers;
 
@@ -1451,7 +1469,7 @@ const char *mt_plan_steps(const struct mt_plan_config *c, int steps, const struc
 			if (c->zero < 3) /* DeepSpeed's gradient bucket, for the backward */
 				ipg = seq_alloc(&q, ipg_bucket(c), ALLOC);
 			if (c->zero >= 2 && sh.dp > 1 && !c->lora_rank && !c->classifier)
-				bucket = seq_alloc(&q, e * v * h / t, ALLOC);
+				bucket = seq_alloc(&q, e * v * vocab_width(c) / t, ALLOC);
 			seq_free(&q, &bucket);
 			if (pt && e < 4 && d1) { /* the gradient cast back to the logits' 16 bits */
 				seq_free(&q, &d1);

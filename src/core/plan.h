@@ -74,6 +74,8 @@ struct mt_plan_config {
 	bool norm_no_bias;	     /* LayerNorms with weights and no bias (MPT) */
 	bool fixed_norms;	     /* norms without parameters (OLMo) */
 	bool head_bias, embed_norm;  /* a bias on the output layer (Phi, GPT-J); a norm after the embedding (BLOOM) */
+	bool post_norm;		     /* norms after each sublayer, none at the end (OPT-350m) */
+	uint64_t embed_dim;	     /* the token embedding's width, projected to hidden (OPT-350m); 0: hidden */
 	bool no_dropout;	     /* no dropout masks kept */
 	bool no_attention_dropout;   /* none on the attention probabilities (dropout elsewhere) */
 	bool upcast_softmax;	     /* eager softmax in fp32 of 16-bit scores, then cast back */

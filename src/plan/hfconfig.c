@@ -391,7 +391,8 @@ int hf_config_parse(const char *path, const char *text, size_t len, struct mt_pl
 	c->experts = c->topk = c->moe_ffn = c->shared_ffn = c->dense_layers = 0;
 	c->shared_gate = c->pooler = c->qk_norm = c->separate_qkv = c->upcast_softmax = c->fused_proj = false;
 	c->qk_norm_heads = c->parallel = c->norm_no_bias = c->fixed_norms = c->head_bias = c->embed_norm = false;
-	c->norms = 0;
+	c->post_norm = false;
+	c->norms = c->embed_dim = 0;
 	c->kv_lora_rank = c->q_lora_rank = c->rope_head_dim = c->v_head_dim = 0;
 	c->impl = MT_IMPL_PYTORCH;
 	c->attention = MT_ATTN_FLASH;
@@ -531,18 +532,14 @@ int hf_config_parse(const char *path, const char *text, size_t len, struct mt_pl
 		if ((r = count(&h, "word_embed_proj_dim", hidden, &proj)) ||
 		    (r = need(&h, "max_position_embeddings", &positions)))
 			goto done;
-		if (proj != hidden) {
-			r = bad(&h,
-				"word_embed_proj_dim %llu differs from hidden_size %llu: OPT's project_in/project_out "
-				"layers are not modelled",
-				(unsigned long long)proj, (unsigned long long)hidden);
+		if (!flag(&h, "enable_bias", true)) {
+			r = bad(&h, "enable_bias: false is not modelled (OPT without biases)");
 			goto done;
 		}
-		if (!flag(&h, "do_layer_norm_before", true) || !flag(&h, "enable_bias", true)) {
-			r = bad(&h, "%s: false is not modelled (OPT without its final LayerNorm or biases)",
-				!flag(&h, "enable_bias", true) ? "enable_bias" : "do_layer_norm_before");
-			goto done;
-		}
+		/* OPT-350m: a 512-wide embedding projected in and out of the hidden size, and
+		 * LayerNorms after each sublayer with none at the end */
+		c->embed_dim = proj == hidden ? 0 : proj;
+		c->post_norm = !flag(&h, "do_layer_norm_before", true);
 		c->rope = false;
 		c->positions = positions + 2; /* OPT's learned positions start at offset 2 */
 		c->rmsnorm = c->swiglu = false;

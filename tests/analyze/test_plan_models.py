@@ -111,6 +111,13 @@ MODELS = [
 # Where no exact published count was found: the count worked by hand from the modules
 # transformers builds (modeling_*.py), each parameter tensor by its shape (docs/PLAN.md)
 WORKED = [
+    # a 512-wide embedding projected in and out (project_in, project_out), LayerNorms after
+    # each sublayer and none at the end (do_layer_norm_before false); its hub page: 331M
+    ("OPT-350M", {"model_type": "opt", "vocab_size": 50272, "hidden_size": 1024, "num_hidden_layers": 24,
+                  "num_attention_heads": 16, "ffn_dim": 4096, "max_position_embeddings": 2048,
+                  "word_embed_proj_dim": 512, "do_layer_norm_before": False},
+     24 * (4 * (1024 * 1024 + 1024) + 2 * 1024 * 4096 + 4096 + 1024 + 4 * 1024) + 50272 * 512 + 2050 * 1024
+     + 2 * 512 * 1024),
     # a multi-query query_key_value, parallel to the MLP on one LayerNorm, no biases, tied
     ("Falcon-7B", {"model_type": "falcon", "vocab_size": 65024, "hidden_size": 4544, "num_hidden_layers": 32,
                    "num_attention_heads": 71, "multi_query": True, "new_decoder_architecture": False,
@@ -167,7 +174,7 @@ ok(not bad, "--model counts %d published models' parameters exactly (Llama/Mistr
    bad)
 bad = miscounted(WORKED, "w", "worked by hand")
 ok(not bad, "--model counts %d more families as their modules are built, worked by hand (Falcon, MPT, StarCoder2, "
-   "OLMo, GPT-J)" % len(WORKED), bad)
+   "OLMo, GPT-J, OPT-350M)" % len(WORKED), bad)
 # a parallel block's one LayerNorm keeps its input once, and its output is both the
 # attention's and the MLP's input; with two (Falcon-40B's ln_attn and ln_mlp) each keeps
 # its input and the MLP has its own: 2 + 2 bf16 bytes a token and hidden value more
@@ -397,8 +404,8 @@ REFUSED = [
            intermediate_size=11008, mlp_bias=True), "mlp_bias: true is not modelled"),
     ({"model_type": "mamba", "d_model": 512}, "model_type 'mamba' is not modelled"),
     ({"model_type": "opt", "vocab_size": 50272, "hidden_size": 1024, "num_hidden_layers": 24,
-      "num_attention_heads": 16, "ffn_dim": 4096, "max_position_embeddings": 2048, "word_embed_proj_dim": 512,
-      "do_layer_norm_before": False}, "word_embed_proj_dim 512 differs from hidden_size 1024"),
+      "num_attention_heads": 16, "ffn_dim": 4096, "max_position_embeddings": 2048, "enable_bias": False},
+     "enable_bias: false is not modelled"),
     ({"model_type": "bert", "vocab_size": 30522, "hidden_size": 768, "num_hidden_layers": 12,
       "num_attention_heads": 12, "intermediate_size": 3072, "max_position_embeddings": 512,
       "position_embedding_type": "relative_key"}, "position_embedding_type 'relative_key' is not modelled"),
