@@ -270,8 +270,12 @@ const char *mt_plan_check(struct mt_plan_config *c)
 		return "the GPUs must divide into expert groups (GPUs % (etp*ep*pp) != 0)";
 	if (c->ep > 1 && !c->experts)
 		return "expert parallelism needs experts (--experts)";
-	if (c->offload_params && c->zero != 3)
-		return "parameter offload needs ZeRO stage 3";
+	if (c->offload_params && c->zero != 3 && !c->fsdp)
+		return "parameter offload needs ZeRO stage 3, or FSDP";
+	if (c->fsdp && (c->offload_params == MT_OFFLOAD_NVME || c->offload_optimizer == MT_OFFLOAD_NVME))
+		return "FSDP offloads to the CPU, not to NVMe";
+	if (c->fsdp && c->offload_params) /* FSDP's CPU offload: the optimizer steps there */
+		c->offload_optimizer = MT_OFFLOAD_CPU;
 	/* DeepSpeed's engine.py builds its ZeRO optimizer (what moves states and gradients to
 	 * the host) at stages 1-3 only; at stage 0 its CPU Adam would keep them on the GPU */
 	if (c->offload_optimizer && !c->zero && !c->fsdp)
@@ -682,7 +686,7 @@ static double held(const struct mt_plan_config *c, const struct share *s, int st
  * stage_1_and_2.py, stage3.py) */
 static bool offloads_grads(const struct mt_plan_config *c)
 {
-	return c->offload_optimizer && !c->fsdp && c->optimizer != MT_NO_OPTIMIZER;
+	return (c->fsdp ? c->offload_params : c->offload_optimizer) && c->optimizer != MT_NO_OPTIMIZER;
 }
 
 /* DeepSpeed's ZeRO steps PyTorch modules (Hugging Face's under DeepSpeed) its own way:
@@ -806,12 +810,15 @@ static void moments(const struct mt_plan_config *c, double m[MOMENTS][MT_PLAN_CO
 	if (c->offload_params) {
 		to = c->offload_params == MT_OFFLOAD_NVME ? nvme : cpu;
 		*to += params * (double)c->gpus_per_node;
-		params = e * (double)(c->layers ? c->layer_params : c->largest_layer) / t; /* one layer gathered */
+		/* one layer gathered (FSDP's two and its root are its temporaries) */
+		params = c->fsdp ? 0 : e * (double)(c->layers ? c->layer_params : c->largest_layer) / t;
 	}
 	for (int i = 0; i < MOMENTS; i++)
 		m[i][MT_PLAN_PARAMS] = params, m[i][MT_PLAN_OPTIMIZER] = optim;
-	if (offload_grads) /* the bucket, never more than the gradients it holds */
-		grads = e * fmin((double)c->reduce_bucket, held(c, &sh, 2, true));
+	if (offload_grads) /* DeepSpeed's bucket, never more than the gradients it holds; FSDP
+			    * moves each block's reduced shard to the host (its unsharded
+			    * gradient is a temporary of the block's backward) */
+		grads = c->fsdp ? 0 : e * fmin((double)c->reduce_bucket, held(c, &sh, 2, true));
 	m[AT_OPTIMIZER][MT_PLAN_GRADS] = grads;
 	if (deepspeed_step(c, &sh) > 0) /* its step frees the gradients outside the partition first */
 		m[AT_OPTIMIZER][MT_PLAN_GRADS] = fmin(grads, gb * held(c, &sh, 1, true));

@@ -194,6 +194,17 @@ lp = (P7 - 2 * VH - 4096) // 32
 ok(fs["params"] == 4 * P7 / 8 and fs["optimizer"] == 8 * P7 / 8 and fs["grads"] == 4 * P7 / 8 and
    fs["temporaries"] == 2 * 2 * lp + 2 * 2 * VH + 2 * VH + (2 + 4) * lp,
    "FSDP2: fp32 shards over 8 GPUs, two blocks and the root gathered in bf16", fs)
+# FSDP's CPU offload (FSDP1's CPUOffload(offload_params=True), FSDP2's CPUOffloadPolicy): the
+# fp32 shards of the parameters, their gradients and the optimizer's state on the host,
+# which steps there; the GPU keeps what FSDP gathers (its temporaries, as without offload)
+off = plan("--model", LLAMA2, "--fsdp", "--offload-params", "cpu", "--gpus-per-node", 8)
+nv = subprocess.run([MEMTAP, "plan", "--model", LLAMA2, "--fsdp", "--offload-params", "nvme", "--gpus-per-node", "8"],
+                    capture_output=True, text=True)
+g = off["per_gpu_bytes"]
+ok(g["params"] == g["grads"] == g["optimizer"] == 0 and g["temporaries"] == fs["temporaries"] and
+   off["cpu_bytes_per_node"] == 16 * P7 and nv.returncode == 2 and "not to NVMe" in nv.stderr,
+   "FSDP with CPU offload: the GPU keeps only what it gathers; the host 16 bytes a parameter per node (fp32 "
+   "weights, gradients, Adam); NVMe refused", (g, off["cpu_bytes_per_node"], nv.stderr))
 # torch.optim's AdamW steps with foreach by default (DTensor is among its foreach types):
 # _multi_tensor_adamw's torch._foreach_sqrt(device_exp_avg_sqs) copies every fp32 second
 # moment of the shard at once, more than the backward's gathered blocks
