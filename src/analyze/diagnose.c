@@ -475,7 +475,18 @@ static void setup_remedies(struct mt_diagnosis *g, const struct planner *p, doub
 			snprintf(x->options, sizeof x->options, "--optimizer adam8bit");
 		}
 	}
-	if (c->offload_optimizer == MT_OFFLOAD_NONE && c->optimizer != MT_NO_OPTIMIZER && c->optimizer != MT_SGD) {
+	if (c->fsdp && c->offload_params == MT_OFFLOAD_NONE && c->optimizer != MT_NO_OPTIMIZER) {
+		w = *c, w.offload_params = MT_OFFLOAD_CPU;
+		if ((x = try(g, p, &w, MT_FIX_OFFLOAD,
+			     "FSDP's CPU offload: the parameters, gradients and optimizer's state in host memory, "
+			     "each block's weights over PCIe in every forward and backward, the step on the CPU"))) {
+			snprintf(x->change, sizeof x->change,
+				 "FSDP's CPU offload (CPUOffloadPolicy, or FSDP1's CPUOffload(offload_params=True))");
+			snprintf(x->options, sizeof x->options, "--offload-params cpu");
+		}
+	}
+	if (!c->fsdp && c->offload_optimizer == MT_OFFLOAD_NONE && c->optimizer != MT_NO_OPTIMIZER &&
+	    c->optimizer != MT_SGD) {
 		w = *c, w.offload_optimizer = MT_OFFLOAD_CPU, w.zero = c->zero ? c->zero : 1;
 		if ((x = try(g, p, &w, MT_FIX_OFFLOAD,
 			     "the optimizer's step on the CPU: its state in host memory, the gradients and parameters "

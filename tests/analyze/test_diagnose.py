@@ -168,6 +168,10 @@ kinds = {m["kind"]: m for m in d.get("remedies", [])}
 ok("fsdp" in kinds and kinds["fsdp"]["options"] == "--fsdp" and "lora" in kinds
    and kinds.get("gpus", {}).get("change", "").startswith("5 GPUs with ZeRO stage 1: the global batch 1.25 times"),
    "...FSDP and LoRA too, and more GPUs with the cheapest ZeRO stage that fits, saying the global batch grows", d)
+fsdp = diagnosis(trace, PLAN + " --gpus-per-node 4 --fsdp")
+fsdp = fsdp[0] if isinstance(fsdp, list) and fsdp else {}
+ok([m["options"] for m in fsdp.get("remedies", []) if m["kind"] == "offload"] == ["--offload-params cpu"],
+   "...and where the run is FSDP's, its own CPU offload is the offload offered", fsdp)
 close_loop("4 ranks", "12GiB", dp, d)
 # a rank of a launched job: its trace's world_size gives --plan its GPUs
 rank = os.path.join(TMP, "rank0.trace")
