@@ -412,10 +412,16 @@ static double adafactor_per_param(const struct mt_plan_config *c)
 
 /* optimizer state bytes per trainable parameter: moments, and an fp32 master copy when
  * the values are 16-bit and the optimizer keeps its own (DeepSpeed, Megatron) */
+/* One value of an optimizer state: fp32, or 16-bit in pure 16-bit training */
+static double state_bytes(const struct mt_plan_config *c)
+{
+	return c->precision == MT_PURE16 ? 2 : 4;
+}
+
 static double optimizer_bytes(const struct mt_plan_config *c)
 {
 	double master = c->precision == MT_MIXED16 && !c->fsdp && c->optimizer != MT_NO_OPTIMIZER ? 4 : 0;
-	double state = c->precision == MT_PURE16 ? 2 : 4;
+	double state = state_bytes(c);
 
 	switch (c->optimizer) {
 	case MT_ADAM:
@@ -721,6 +727,27 @@ static enum mt_step step_impl(const struct mt_plan_config *c)
 	return c->torch && c->torch < 200 ? MT_STEP_LOOP : MT_STEP_FOREACH;
 }
 
+/* What torch.optim's step makes beside its state, tensor by tensor: foreach's copy of each
+ * tensor's state (Adam's second moments, Lion's moments), all made before any goes; a
+ * loop's fp32 update of one tensor at a time; nothing (fused, foreach's SGD). */
+enum step_made { STEP_NOTHING, STEP_COPIES, STEP_UPDATES };
+
+static enum step_made step_made(const struct mt_plan_config *c)
+{
+	switch (step_impl(c)) {
+	case MT_STEP_FUSED:
+		return STEP_NOTHING;
+	case MT_STEP_FOREACH:
+		if (c->optimizer == MT_ADAM || c->optimizer == MT_LION)
+			return STEP_COPIES;
+		if (c->optimizer == MT_SGD_MOMENTUM || c->optimizer == MT_SGD)
+			return STEP_NOTHING;
+		return STEP_UPDATES;
+	default:
+		return STEP_UPDATES;
+	}
+}
+
 /* What the optimizer's step makes beside its state. A tensor at a time: an fp32 update
  * of the largest tensor (_single_tensor_adam's denom, exp_avg_sq.sqrt() / ...). foreach:
  * _multi_tensor_adam(w)'s exp_avg_sq_sqrt = torch._foreach_sqrt(device_exp_avg_sqs), a
@@ -729,21 +756,17 @@ static enum mt_step step_impl(const struct mt_plan_config *c)
  * (torch._foreach_mul_, _foreach_add_). fused: one kernel in place. */
 static double step_temporaries(const struct mt_plan_config *c, const struct share *sh)
 {
-	double state = c->precision == MT_PURE16 ? 2 : 4, flat = deepspeed_step(c, sh);
+	double state = state_bytes(c), flat = deepspeed_step(c, sh);
 
 	if (flat > 0) /* the fp32 flat gradient, beside first the flat gradient in the model's type
 		       * (none in fp32), then what a torch.optim optimizer in FusedAdam's place copies
 		       * of the flat state (foreach's sqrt, a loop's update of its one tensor) */
 		return flat * (4 + fmax(value_bytes(c) == 4 ? 0 : value_bytes(c), torch_step(c) ? state : 0));
-	switch (step_impl(c)) {
-	case MT_STEP_FUSED:
+	switch (step_made(c)) {
+	case STEP_NOTHING:
 		return 0;
-	case MT_STEP_FOREACH:
-		if (c->optimizer == MT_ADAM || c->optimizer == MT_LION)
-			return state * held(c, sh, 1, true);
-		if (c->optimizer == MT_SGD_MOMENTUM || c->optimizer == MT_SGD)
-			return 0;
-		break;
+	case STEP_COPIES:
+		return state * held(c, sh, 1, true);
 	default:
 		break;
 	}
@@ -1526,14 +1549,11 @@ const char *mt_plan_steps(const struct mt_plan_config *c, int steps, const struc
 		 * (step_temporaries), an fp32 update per tensor, or foreach's copy of each
 		 * tensor's state made for all before any goes, or nothing (fused) */
 		if (c->optimizer != MT_NO_OPTIMIZER) {
-			double per = optimizer_bytes(c), state = c->precision == MT_PURE16 ? 2 : 4;
+			double per = optimizer_bytes(c), state = state_bytes(c);
 			double outside = shard(head / t + positions(c) * h, dp1);
 			double ds = deepspeed_step(c, &sh), part = held(c, &sh, 1, true);
-			enum mt_step how = ds > 0 ? MT_STEP_FUSED : step_impl(c);
-			bool loop = how == MT_STEP_LOOP ||
-				    (how == MT_STEP_FOREACH && c->optimizer != MT_ADAM && c->optimizer != MT_LION &&
-				     c->optimizer != MT_SGD_MOMENTUM && c->optimizer != MT_SGD);
-			bool copy = how == MT_STEP_FOREACH && (c->optimizer == MT_ADAM || c->optimizer == MT_LION);
+			enum step_made made = ds > 0 ? STEP_NOTHING : step_made(c); /* DeepSpeed's: below */
+			bool loop = made == STEP_UPDATES, copy = made == STEP_COPIES;
 			/* _init_group makes every tensor's state before the step's arithmetic */
 			for (uint64_t l = 0; l < layers; l++)
 				for (size_t i = 0; i < nt; i++)
