@@ -132,7 +132,7 @@ int mt_export_perfetto(FILE *out, const struct mt_report *r)
 		uint8_t cat;
 		int d;
 
-		if (mt_timeline_step(r, &live, i, &d, &cat, &delta))
+		if (mt_timeline_step(r, &live, i, &d, &cat, &delta, NULL))
 			c->bytes[d][cat] += (uint64_t)delta;
 		else
 			d = -1;

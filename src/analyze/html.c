@@ -1,6 +1,7 @@
 /* `memtap report --html`: one self-contained page. The data is the report's own JSON
- * (so the page and --json agree by construction) plus the composition timeline and the
- * blocks at each peak; report.js draws it, report.css styles it, both inlined. */
+ * (so the page and --json agree by construction) plus the composition timeline, the
+ * blocks at each peak and each device's biggest allocations with their stacks; report.js
+ * draws it, report.css styles it, both inlined. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
@@ -8,6 +9,8 @@
 
 #include "analyze/report.h"
 #include "analyze/timeline.h"
+#include "core/array.h"
+#include "core/map.h"
 
 extern const char mt_html_css[], mt_html_js[];
 
@@ -34,9 +37,173 @@ static void html_text(FILE *out, const char *s)
 	}
 }
 
-static void series(FILE *out, const struct mt_report *r, const struct mt_timeline *tl)
+/* The allocations a device's lanes show: its biggest (the earliest first among equals),
+ * at most this many, so that the page stays small at any length of trace. */
+#define MT_HTML_ALLOCATIONS 1500
+
+struct pick {
+	uint64_t size;
+	size_t made, freed; /* event indices; freed 0: live at the end */
+};
+
+static bool better(const struct pick *a, const struct pick *b)
+{
+	return a->size != b->size ? a->size > b->size : a->made < b->made;
+}
+
+/* A min-heap of the best picks: the worst at the root, replaced by a better one. */
+static void offer(struct pick *h, size_t *n, struct pick x)
+{
+	size_t i = *n;
+
+	if (*n == MT_HTML_ALLOCATIONS) {
+		if (!better(&x, &h[0]))
+			return;
+		i = 0;
+		for (size_t c; (c = 2 * i + 1) < *n; i = c) { /* sift the new root down */
+			if (c + 1 < *n && better(&h[c], &h[c + 1]))
+				c++;
+			if (!better(&x, &h[c]))
+				break;
+			h[i] = h[c];
+		}
+		h[i] = x;
+		return;
+	}
+	for (; i && better(&h[(i - 1) / 2], &x); i = (i - 1) / 2) /* sift up */
+		h[i] = h[(i - 1) / 2];
+	h[i] = x;
+	(*n)++;
+}
+
+static int by_made(const void *a, const void *b)
+{
+	const struct pick *x = a, *y = b;
+
+	return (x->made > y->made) - (x->made < y->made);
+}
+
+static struct pick *find_made(struct pick *p, size_t n, size_t made)
+{
+	size_t lo = 0, hi = n;
+
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+		if (p[mid].made < made)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < n && p[lo].made == made ? &p[lo] : NULL;
+}
+
+/* Two passes over the events with only what is live and the picks in memory: the biggest
+ * allocations, then when each was freed. */
+static int pick_allocations(const struct mt_report *r, struct pick **picks, size_t *n)
+{
+	const struct mt_trace *t = r->trace;
+	struct mt_map live = {0};
+	int64_t delta;
+	size_t made;
+	uint8_t cat;
+	int d;
+
+	for (int pass = 0; pass < 2; pass++) {
+		for (size_t i = 0; i < t->nevents; i++) {
+			if (!mt_timeline_step(r, &live, i, &d, &cat, &delta, &made))
+				continue;
+			if (pass == 0 && delta > 0) {
+				if (!picks[d] && !(picks[d] = malloc(MT_HTML_ALLOCATIONS * sizeof **picks)))
+					goto fail;
+				offer(picks[d], &n[d], (struct pick){.size = (uint64_t)delta, .made = i});
+			} else if (pass == 1 && delta < 0) {
+				struct pick *p = find_made(picks[d], n[d], made);
+				if (p)
+					p->freed = i;
+			}
+		}
+		mt_map_free(&live);
+		for (int k = 0; k < MT_MAX_DEVICES && pass == 0; k++)
+			if (n[k])
+				qsort(picks[k], n[k], sizeof **picks, by_made);
+	}
+	return 0;
+fail:
+	mt_map_free(&live);
+	return ENOMEM;
+}
+
+static int by_number(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* "allocations": device -> [[made, freed or -1, size, category, stack], ...] (times from
+ * the trace's start, category as the timeline's columns), "stacks": their stacks. */
+static int allocations(FILE *out, const struct mt_report *r, struct mt_symbols *sym)
+{
+	const struct mt_trace *t = r->trace;
+	struct pick *picks[MT_MAX_DEVICES] = {0};
+	size_t n[MT_MAX_DEVICES] = {0}, nstacks = 0, cap = 0;
+	uint32_t *stacks = NULL;
+	struct mt_views *views = NULL;
+	bool first = true;
+	int err = pick_allocations(r, picks, n);
+
+	fputs("\"allocations\": {", out);
+	for (int d = 0; d < MT_MAX_DEVICES && !err; d++) {
+		if (!n[d])
+			continue;
+		fprintf(out, "%s\"%d\": [", first ? "" : ", ", d);
+		first = false;
+		for (size_t i = 0; i < n[d] && !err; i++) {
+			const struct mt_event *e = &t->events[picks[d][i].made];
+			uint8_t cat = r->comp.category[picks[d][i].made];
+			uint64_t made = e->time > r->start ? e->time - r->start : 0;
+
+			fprintf(out, "%s[%" PRIu64 ",", i ? "," : "", made);
+			if (picks[d][i].freed) {
+				uint64_t freed = t->events[picks[d][i].freed].time;
+				fprintf(out, "%" PRIu64, freed > r->start ? freed - r->start : 0);
+			} else {
+				fputs("-1", out);
+			}
+			fprintf(out, ",%" PRIu64 ",%d,%" PRIu32 "]", picks[d][i].size,
+				(cat ? cat : MT_TAG_OTHER) - 1, e->stack);
+			if (!(err = mt_grow((void **)&stacks, &cap, nstacks + 1, sizeof *stacks)))
+				stacks[nstacks++] = e->stack;
+		}
+		fputs("]", out);
+	}
+	fputs("}, \"stacks\": ", out);
+	if (nstacks)
+		qsort(stacks, nstacks, sizeof *stacks, by_number);
+	size_t distinct = 0;
+	for (size_t i = 0; i < nstacks; i++)
+		if (!distinct || stacks[distinct - 1] != stacks[i])
+			stacks[distinct++] = stacks[i];
+	if (!err && !(views = mt_views_open(t, sym)))
+		err = ENOMEM;
+	if (!err) {
+		struct mt_json_sink j;
+		struct mt_emit e = mt_emit_json(&j, out);
+		mt_report_stacks_emit(&e, r, sym, views, stacks, distinct);
+	} else {
+		fputs("{}", out);
+	}
+	mt_views_close(views);
+	free(stacks);
+	for (int d = 0; d < MT_MAX_DEVICES; d++)
+		free(picks[d]);
+	return err;
+}
+
+static int series(FILE *out, const struct mt_report *r, const struct mt_timeline *tl, struct mt_symbols *sym)
 {
 	bool first = true;
+	int err;
 
 	fputs("{\"timeline\": {", out);
 	for (int d = 0; d < MT_MAX_DEVICES; d++) {
@@ -65,7 +232,10 @@ static void series(FILE *out, const struct mt_report *r, const struct mt_timelin
 			fprintf(out, "%s[%" PRIu64 ",%" PRIu64 "]", i ? "," : "", f->blocks[i].addr, f->blocks[i].size);
 		fputs("]", out);
 	}
-	fputs("}}", out);
+	fputs("}, ", out);
+	err = allocations(out, r, sym);
+	fputs("}", out);
+	return err;
 }
 
 int mt_report_html(FILE *out, const struct mt_report *r, struct mt_symbols *sym, size_t top)
@@ -95,11 +265,11 @@ int mt_report_html(FILE *out, const struct mt_report *r, struct mt_symbols *sym,
 		mt_html_css);
 	script_text(out, json, len);
 	fputs(";\nconst SERIES = ", out);
-	series(out, r, &tl);
+	err = series(out, r, &tl, sym);
 	fputs(";\n</script>\n<script>\n", out);
 	fputs(mt_html_js, out);
 	fputs("</script>\n</body>\n</html>\n", out);
 	free(json);
 	mt_timeline_free(&tl);
-	return ferror(out) ? EIO : 0;
+	return err ? err : ferror(out) ? EIO : 0;
 }

@@ -1515,6 +1515,24 @@ static void stack_json(struct pr *p, struct mt_emit *e, uint32_t stack, uint8_t 
 	}
 }
 
+/* Stacks as the JSON's rows have them, keyed by their number: for the page's allocations. */
+void mt_report_stacks_emit(struct mt_emit *e, const struct mt_report *r, struct mt_symbols *sym,
+			   struct mt_views *views, const uint32_t *stacks, size_t n)
+{
+	char key[16];
+	struct pr p;
+
+	pr_open(&p, NULL, r, sym, views);
+	mt_emit_open(e, NULL, false, 1);
+	for (size_t i = 0; i < n; i++) {
+		snprintf(key, sizeof key, "%" PRIu32, stacks[i]);
+		mt_emit_open(e, key, false, 0);
+		stack_json(&p, e, stacks[i], false, true);
+		mt_emit_close(e);
+	}
+	mt_emit_close(e);
+}
+
 /* The first `top` stacks, and every other stack of the text's first `top` rows, so that
  * the HTML, which groups the stacks into rows as the text does, sums the same rows; those
  * others without their frames, but a row's biggest stack, which the HTML shows. */

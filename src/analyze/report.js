@@ -1,5 +1,6 @@
 // memtap's HTML report: draws REPORT (the same document `memtap report --json` writes)
-// and SERIES (the composition timeline and the blocks at each peak) into the page.
+// and SERIES (the composition timeline, the blocks at each peak, the biggest allocations
+// and their stacks) into the page.
 // Plain DOM and SVG, nothing fetched. Every number shown carries its raw value in
 // data-value, so tests can compare the page with the JSON.
 "use strict";
@@ -106,12 +107,14 @@
                                     frameText(g)]);
   }
 
-  // A chart: x in time (or entries) over [0, xmax], y in bytes over [0, ymax].
-  function axes(width, height, xmax, ymax) {
-    const m = { l: 70, r: 20, t: 10, b: 24 };
+  // A chart: x in time (or entries) over [x0, x1], y in bytes over [0, ymax].
+  const M = { l: 70, r: 20, t: 10, b: 24 };
+  function axes(width, height, x1, ymax, x0 = 0) {
+    const m = M, span = x1 - x0;
     const root = svg("svg", { width: width, height: height, viewBox: `0 0 ${width} ${height}` });
-    const x = (t) => m.l + (xmax ? t / xmax : 0) * (width - m.l - m.r);
+    const x = (t) => m.l + (span ? (t - x0) / span : 0) * (width - m.l - m.r);
     const y = (b) => height - m.b - (ymax ? b / ymax : 0) * (height - m.t - m.b);
+    x.invert = (px) => x0 + (px - m.l) / (width - m.l - m.r) * span;
     const g = svg("g", { class: "axis" });
     g.append(svg("line", { x1: m.l, y1: y(0), x2: width - m.r, y2: y(0) }));
     g.append(svg("line", { x1: m.l, y1: y(0), x2: m.l, y2: m.t }));
@@ -120,33 +123,41 @@
       ty.textContent = bytes(Math.round(ymax * i / 4));
       g.append(ty);
       if (REPORT.times === "none" && i !== 2) continue; // one moment: one label
-      const tx = svg("text", { x: x(xmax * i / 4), y: height - 6, "text-anchor": "middle" });
-      tx.textContent = moment(xmax * i / 4, xmax);
+      const tx = svg("text", { x: x(x0 + span * i / 4), y: height - 6, "text-anchor": "middle", class: "tick" });
+      tx.textContent = moment(x0 + span * i / 4, x1);
       g.append(tx);
     }
     root.append(g);
     return { root, x, y };
   }
 
-  // Stacked areas of each category over time; the peak marked.
-  function compositionChart(device, points, xmax) {
-    const total = (p) => CATEGORIES.reduce((s, _, i) => s + p[1 + i], 0);
-    if (REPORT.times === "none" && points.length) // one moment: what it held, the chart's width
-      points = [[0, ...points[points.length - 1].slice(1)]];
-    const ymax = Math.max(1, device.peak_allocated_bytes, ...points.map((p) => Math.max(total(p), p[7])));
-    const c = axes(900, 260, xmax, ymax);
+  const total = (p) => CATEGORIES.reduce((s, _, i) => s + p[1 + i], 0);
+  // The last point at or before t (points in time order), or -1.
+  function at(points, t) {
+    let lo = 0, hi = points.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (points[mid][0] <= t) lo = mid + 1; else hi = mid;
+    }
+    return lo - 1;
+  }
+
+  // Stacked areas of each category over [x0, x1]; the peak, each OOM and a policy's cap marked.
+  function compositionChart(device, points, x0, x1, ymax) {
+    const c = axes(900, 260, x1, ymax, x0);
     c.root.setAttribute("id", "composition-" + device.device);
     // Each pixel column holds the highest moment that touches it (and the most reserved), so
     // that a peak shorter than a pixel is still drawn, a pixel wide.
-    const cols = [], res = [], right = Math.ceil(c.x(xmax));
-    points.forEach((p, i) => {
-      const next = i + 1 < points.length ? points[i + 1][0] : xmax;
-      const a = Math.min(Math.floor(c.x(p[0])), right - 1), b = Math.max(a, Math.ceil(c.x(next)) - 1);
+    const cols = [], res = [], left = Math.floor(c.x(x0)), right = Math.ceil(c.x(x1));
+    for (let i = Math.max(0, at(points, x0)); i < points.length && points[i][0] <= x1; i++) {
+      const p = points[i], next = i + 1 < points.length ? points[i + 1][0] : x1;
+      const a = Math.max(left, Math.min(Math.floor(c.x(p[0])), right - 1)),
+        b = Math.max(a, Math.min(right, Math.ceil(c.x(next))) - 1);
       for (let k = a; k <= b; k++) {
         if (!cols[k] || total(p) > total(cols[k])) cols[k] = p;
         if (res[k] === undefined || p[7] > res[k]) res[k] = p[7];
       }
-    });
+    }
     const runs = []; // [first column, past the last, moment, reserved]
     cols.forEach((p, k) => {
       const last = runs[runs.length - 1];
@@ -172,12 +183,219 @@
       c.root.append(svg("path", { d: d, fill: "none", stroke: COLOURS.reserved, "stroke-dasharray": "4 3",
                                   class: "reserved" }));
     }
-    const px = c.x(device.peak_time_ns);
-    c.root.append(svg("line", { x1: px, x2: px, y1: c.y(0), y2: c.y(ymax), stroke: "#c00", class: "peak" }));
-    const label = svg("text", { x: px + 4, y: c.y(ymax) + 12, fill: "#c00" });
-    label.textContent = "peak " + bytes(device.peak_allocated_bytes);
-    c.root.append(label);
-    return c.root;
+    const mark = (cls, t, colour, text, row) => {
+      if (t < x0 || t > x1) return;
+      const px = c.x(t);
+      c.root.append(svg("line", { x1: px, x2: px, y1: c.y(0), y2: c.y(ymax), stroke: colour, class: cls,
+                                  "data-time-ns": t }));
+      const label = svg("text", { x: px + 4, y: c.y(ymax) + 12 * row, fill: colour, class: cls + "-label" });
+      label.textContent = text;
+      c.root.append(label);
+    };
+    mark("peak", device.peak_time_ns, "#c00", "peak " + bytes(device.peak_allocated_bytes), 1);
+    REPORT.oom.filter((o) => o.device === device.device)
+      .forEach((o) => mark("oom", o.time_ns, "#000", `out of memory: ${bytes(o.size)} asked`, 2));
+    if (capped(device)) {
+      const py = c.y(device.capacity_bytes);
+      c.root.append(svg("line", { x1: M.l, x2: 900 - M.r, y1: py, y2: py, stroke: "#b35c00", "stroke-dasharray": "8 4",
+                                  class: "cap", "data-bytes": device.capacity_bytes }));
+      const label = svg("text", { x: 900 - M.r, y: py - 4, "text-anchor": "end", fill: "#b35c00" });
+      label.textContent = "cap " + bytes(device.capacity_bytes);
+      c.root.append(label);
+    }
+    return c;
+  }
+  const capped = (device) => device.capacity_bytes && device.device_bytes > device.capacity_bytes;
+
+  // The biggest allocations as blocks of memory over time: each is placed, when it is
+  // made, at the lowest place free of those then live (first fit), so that its height is
+  // its size and the picture reads like memory filling and emptying.
+  function place(list, xmax) {
+    const order = list.map((a, i) => i).sort((i, j) => list[i][0] - list[j][0] || i - j);
+    const at = [], live = []; // live: [offset, size, end], by offset
+    let top = 1;
+    for (const i of order) {
+      const [made, freed, size] = list[i];
+      for (let k = live.length - 1; k >= 0; k--) if (live[k][2] <= made) live.splice(k, 1);
+      let offset = 0, k = 0;
+      for (; k < live.length && live[k][0] < offset + size; k++) offset = Math.max(offset, live[k][0] + live[k][1]);
+      live.splice(k, 0, [offset, size, freed < 0 ? xmax + 1 : freed]);
+      live.sort((x, y) => x[0] - y[0]);
+      at[i] = offset;
+      top = Math.max(top, offset + size);
+    }
+    return { at, top };
+  }
+  function allocationChart(device, list, placed, x0, x1) {
+    const c = axes(900, 200, x1, placed.top, x0);
+    c.root.setAttribute("id", "allocations-" + device.device);
+    list.forEach((a, i) => {
+      const end = a[1] < 0 ? x1 : a[1];
+      if (end < x0 || a[0] > x1) return;
+      const ax = Math.max(c.x(a[0]), M.l), bx = Math.min(c.x(end), 900 - M.r);
+      const y0 = c.y(placed.at[i] + a[2]), y1 = c.y(placed.at[i]);
+      c.root.append(svg("rect", { x: ax, y: y0, width: Math.max(bx - ax, 1.5), height: Math.max(y1 - y0, 1),
+                                  fill: COLOURS[CATEGORIES[a[3]]], class: "alloc", "data-index": i }));
+    });
+    return c;
+  }
+  function lifetime(a) {
+    return `made at ${moment(a[0])}, ` + (a[1] < 0 ? "still live at the end"
+      : `freed at ${moment(a[1])} (lived ${moment(a[1] - a[0])})`);
+  }
+  function allocationText(a) {
+    const st = (SERIES.stacks || {})[a[4]] || {};
+    return [`${bytes(a[2])} ${CATEGORIES[a[3]]}`, lifetime(a)].concat(st.view && st.view.length ? st.view
+      : (st.frames || []).slice(0, 8).map(fullFrame)).join("\n");
+  }
+
+  // The composition over time and the biggest allocations under it, on one time axis that
+  // zooms: drag across either to zoom, double-click or Esc to go back; the arrow keys step
+  // through the moments (or, on the allocations, from one allocation to the next).
+  function timeline(device, points, xmax) {
+    const d = device.device;
+    if (REPORT.times === "none" && points.length) // one moment: what it held, the chart's width
+      points = [[0, ...points[points.length - 1].slice(1)]];
+    const list = ((SERIES.allocations || {})[d] || []);
+    const placed = place(list, xmax);
+    const ymax = Math.max(1, device.peak_allocated_bytes, capped(device) ? device.capacity_bytes : 0,
+                          ...points.map((p) => Math.max(total(p), p[7])));
+    const box = el("div", { class: "timeline", id: "timeline-" + d });
+    const readout = el("div", { class: "readout", id: "readout-" + d, "aria-live": "polite" });
+    const detail = el("div", { class: "detail", id: "detail-" + d });
+    const help = el("p", { class: "sub" }, "Drag across a chart to zoom, double-click or Esc to zoom out; with a chart " +
+      "focused, \u2190 \u2192 Home End step and + \u2212 zoom. Hover or click an allocation for its size, lifetime and stack.");
+    const note = el("p", { class: "sub", id: "allocations-shown-" + d, "data-shown": list.length }, list.length
+      ? (REPORT.events.allocs > list.length ? `The ${list.length} biggest allocations (of ${REPORT.events.allocs} in ` +
+        "the trace)" : "Every allocation") + ", each placed where it fits among those live when it was made:"
+      : "No allocations to show.");
+    const state = { x0: 0, x1: xmax, cursor: -1, pick: -1, drag: null };
+    let comp, allocs;
+    const tip = tooltip();
+
+    function show() {
+      box.dataset.x0 = state.x0;
+      box.dataset.x1 = state.x1;
+      const c = compositionChart(device, points, state.x0, state.x1, ymax);
+      const a = allocationChart(device, list, placed, state.x0, state.x1);
+      wire(c, "composition"), wire(a, "allocations");
+      const focused = document.activeElement; // a chart keeps the keyboard when it is drawn again
+      if (comp) comp.root.replaceWith(c.root); else box.append(c.root);
+      if (allocs) allocs.root.replaceWith(a.root); else box.append(note, a.root);
+      if (comp && focused === comp.root) c.root.focus();
+      if (allocs && focused === allocs.root) a.root.focus();
+      comp = c, allocs = a;
+      cursor();
+      if (state.pick >= 0) pick(state.pick);
+    }
+    function zoom(a, b) { // [a, b], moved into the trace as a whole where it fits
+      const w = Math.min(b - a, xmax);
+      if (w < 1) return;
+      a = Math.max(0, Math.min(a, xmax - w)), b = a + w;
+      state.x0 = a, state.x1 = b;
+      show();
+    }
+    function cursor() {
+      comp.root.querySelectorAll(".cursor").forEach((e) => e.remove());
+      const p = points[state.cursor];
+      if (!p) return;
+      const px = comp.x(Math.max(state.x0, Math.min(state.x1, p[0])));
+      comp.root.append(svg("line", { x1: px, x2: px, y1: comp.y(0), y2: comp.y(ymax), class: "cursor",
+                                     "data-time-ns": p[0] }));
+      readout.dataset.index = state.cursor;
+      readout.textContent = `At ${moment(p[0], 1e9)}: ${bytes(total(p))} allocated (` +
+        CATEGORIES.map((cat, k) => p[1 + k] ? `${cat} ${bytes(p[1 + k])}` : "").filter((x) => x).join(", ") + ")" +
+        (p[7] ? `, ${bytes(p[7])} reserved` : "");
+    }
+    function pick(i) {
+      state.pick = i;
+      allocs.root.querySelectorAll(".picked").forEach((e) => e.classList.remove("picked"));
+      const bar = allocs.root.querySelector(`rect.alloc[data-index="${i}"]`);
+      if (bar) bar.classList.add("picked");
+      detail.replaceChildren();
+      if (i < 0) return;
+      const a = list[i], st = (SERIES.stacks || {})[a[4]] || { frames: [] };
+      detail.dataset.index = i;
+      detail.append(el("div", {}, `${bytes(a[2])} ${CATEGORIES[a[3]]}, ${lifetime(a)}`));
+      detail.append(el("table", {}, el("tr", {}, frameText(st))));
+    }
+    function wire(c, which) {
+      const r = c.root;
+      r.setAttribute("tabindex", "0");
+      r.setAttribute("role", "img");
+      r.setAttribute("aria-label", which === "composition" ? `device ${d}'s memory over time` :
+                     `device ${d}'s biggest allocations over time`);
+      const brush = svg("rect", { class: "brush", y: M.t, height: r.getAttribute("height") - M.t - M.b, width: 0 });
+      r.append(brush);
+      const px = (ev) => ev.clientX - r.getBoundingClientRect().left;
+      r.addEventListener("mousedown", (ev) => { state.drag = { c, which, brush, from: px(ev), px }; ev.preventDefault(); });
+      r.addEventListener("mousemove", (ev) => {
+        const x = px(ev), g = state.drag;
+        if (g && g.c === c && Math.abs(x - g.from) > 2) {
+          brush.setAttribute("x", Math.min(g.from, x));
+          brush.setAttribute("width", Math.abs(x - g.from));
+        }
+        if (which === "composition") {
+          state.cursor = at(points, c.x.invert(x));
+          cursor();
+        } else {
+          const i = ev.target.dataset ? ev.target.dataset.index : undefined;
+          if (i === undefined) tip.hide(); else tip.show(allocationText(list[i]), ev);
+        }
+      });
+      r.addEventListener("mouseleave", () => tip.hide());
+      r.addEventListener("dblclick", () => zoom(0, xmax));
+      r.addEventListener("keydown", (ev) => {
+        const mid = points[state.cursor] ? points[state.cursor][0] : (state.x0 + state.x1) / 2;
+        const half = (state.x1 - state.x0) / 2;
+        if (ev.key === "Escape") zoom(0, xmax);
+        else if (ev.key === "+" || ev.key === "=") zoom(mid - half / 2, mid + half / 2);
+        else if (ev.key === "-") zoom(mid - half * 2, mid + half * 2);
+        else if (/^(ArrowRight|ArrowLeft|Home|End)$/.test(ev.key) && which === "composition" && points.length) {
+          const to = { ArrowRight: state.cursor + 1, ArrowLeft: state.cursor - 1, Home: 0, End: points.length - 1 };
+          state.cursor = Math.max(0, Math.min(points.length - 1, to[ev.key]));
+          const t = points[state.cursor][0];
+          if (t < state.x0 || t > state.x1) zoom(t - half, t + half); else cursor();
+        } else if (/^(ArrowRight|ArrowLeft|Home|End)$/.test(ev.key) && list.length) { // allocations in the order made
+          const order = list.map((_, i) => i).sort((i, j) => list[i][0] - list[j][0] || i - j), k = order.indexOf(state.pick);
+          const to = { ArrowRight: k + 1, ArrowLeft: k - 1, Home: 0, End: order.length - 1 };
+          pick(order[Math.max(0, Math.min(order.length - 1, to[ev.key]))]);
+        } else return;
+        ev.preventDefault();
+      });
+    }
+    // a drag ends where the button is let go, on the chart or not
+    window.addEventListener("mouseup", (ev) => {
+      const g = state.drag;
+      if (!g) return;
+      const x = g.px(ev), a = g.from;
+      state.drag = null;
+      g.brush.setAttribute("width", 0);
+      if (Math.abs(x - a) > 2) zoom(g.c.x.invert(Math.min(a, x)), g.c.x.invert(Math.max(a, x)));
+      else if (g.which === "allocations" && ev.target.dataset && ev.target.dataset.index !== undefined)
+        pick(Number(ev.target.dataset.index));
+    });
+    show();
+    box.append(help, readout, detail);
+    return box;
+  }
+
+  let tipBox = null;
+  function tooltip() {
+    if (!tipBox) {
+      tipBox = el("div", { class: "tip", id: "tip", role: "tooltip" });
+      tipBox.hidden = true;
+      document.body.append(tipBox);
+    }
+    return {
+      show(text, ev) {
+        tipBox.textContent = text;
+        tipBox.hidden = false;
+        tipBox.style.left = Math.min(ev.pageX + 12, window.scrollX + document.documentElement.clientWidth - 560) + "px";
+        tipBox.style.top = ev.pageY + 14 + "px";
+      },
+      hide() { tipBox.hidden = true; },
+    };
   }
 
   function legend(withReserved) {
@@ -299,8 +517,9 @@
     // one time axis for the device's charts, to the trace's end where segments are known: a
     // device that went quiet before another's last entry keeps what it held until then
     const tl = device.fragmentation ? device.fragmentation.timeline : [];
-    const xmax = Math.max(1, ...points.map((p) => p[0]), device.peak_time_ns, ...tl.map((t) => t.time_ns));
-    s.append(compositionChart(device, points, xmax));
+    const xmax = Math.max(1, ...points.map((p) => p[0]), device.peak_time_ns, ...tl.map((t) => t.time_ns),
+                          ...REPORT.oom.filter((o) => o.device === d).map((o) => o.time_ns));
+    s.append(timeline(device, points, xmax));
     const libs = device.by_library_at_peak || [], count = device.driver_count, cache = device.caching_allocator_at_peak;
     if (libs.length || count || cache) {
       s.append(el("h3", {}, "Which library holds the memory"));

@@ -8,7 +8,7 @@
 #include <string.h>
 
 bool mt_timeline_step(const struct mt_report *r, struct mt_map *live, size_t i, int *device, uint8_t *category,
-		      int64_t *delta)
+		      int64_t *delta, size_t *made)
 {
 	const struct mt_trace *t = r->trace;
 	const struct mt_event *e = &t->events[i];
@@ -35,6 +35,8 @@ bool mt_timeline_step(const struct mt_report *r, struct mt_map *live, size_t i, 
 		return false;
 	}
 	*device = t->events[k - 1].device;
+	if (made)
+		*made = k - 1;
 	*category = r->comp.category[k - 1] ? r->comp.category[k - 1] : MT_TAG_OTHER;
 	return true;
 }
@@ -91,7 +93,7 @@ int mt_timeline_build(struct mt_timeline *tl, const struct mt_report *r)
 				continue;
 			d = e->device;
 			dev[d].now.reserved += e->kind == MT_EV_SEGMENT_ALLOC ? e->size : -e->size;
-		} else if (mt_timeline_step(r, &live, i, &d, &cat, &delta)) {
+		} else if (mt_timeline_step(r, &live, i, &d, &cat, &delta, NULL)) {
 			dev[d].now.bytes[cat] += (uint64_t)delta;
 			dev[d].total += (uint64_t)delta;
 		} else {

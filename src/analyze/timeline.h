@@ -24,9 +24,10 @@ int mt_timeline_build(struct mt_timeline *tl, const struct mt_report *r);
 void mt_timeline_free(struct mt_timeline *tl);
 
 /* What event i does to device memory, by category: true with *device, *category and
- * *delta (bytes, signed) set when it changes some. live: the caller's scratch map,
- * empty at the first event (address, or VMM handle | 1 << 63 -> event index + 1). */
+ * *delta (bytes, signed) set when it changes some, and *made (when not NULL) the index of
+ * the allocation it makes or frees. live: the caller's scratch map, empty at the first
+ * event (address, or VMM handle | 1 << 63 -> event index + 1). */
 bool mt_timeline_step(const struct mt_report *r, struct mt_map *live, size_t i, int *device, uint8_t *category,
-		      int64_t *delta);
+		      int64_t *delta, size_t *made);
 
 #endif

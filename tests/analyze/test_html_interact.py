@@ -1,0 +1,178 @@
+"""The HTML report's interactions in headless Chromium, driven as a user would (tests/cdp.py:
+the mouse and keys through the DevTools protocol): hovering an allocation shows its size,
+lifetime and stack, a click keeps it, dragging zooms, Esc zooms out, the arrow keys step,
+and the OOM and the policy's cap are marked where they are. The input is a trace built
+byte by byte (tests/hostile/mtrace.py), so every allocation's time, size and stack is known
+here: parameters, then three iterations whose activations come through one helper from
+two callers, 2,000 small allocations (more than the page shows), and an OOM under a cap."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.join(os.environ["MT_SRCDIR"], "tests"))
+sys.path.insert(0, os.path.join(os.environ["MT_SRCDIR"], "tests/hostile"))
+from cdp import Browser  # noqa: E402
+from mtrace import PYFRAME, Trace  # noqa: E402
+from tap import done, ok, scratch  # noqa: E402
+
+B = os.environ["MT_BUILDDIR"]
+MEMTAP = os.path.join(B, "tools/memtap/memtap")
+CHROMIUM = os.environ.get("CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+TMP = scratch("interact")
+MiB, GiB, MS = 1 << 20, 1 << 30, 1000000
+if not CHROMIUM:
+    print("1..0 # SKIP chromium is not installed (./quickstart check installs it)")
+    sys.exit(0)
+
+# ---- the trace ----
+frames = ["load_model\ttrain.py\t10", "main\ttrain.py\t40", "tensor\tmodel.py\t5", "forward\tmodel.py\t20",
+          "main\ttrain.py\t42", "attention\tmodel.py\t30", "scratch\tmodel.py\t50"]
+py = {f: PYFRAME | (i + 1) for i, f in enumerate(frames)}
+stacks = [(1, [py[frames[0]], py[frames[1]]]),                        # parameters
+          (2, [py[frames[2]], py[frames[3]], py[frames[4]]]),         # tensor <- forward
+          (3, [py[frames[2]], py[frames[5]], py[frames[3]], py[frames[4]]]),  # tensor <- attention <- forward
+          (4, [py[frames[6]], py[frames[4]]])]                        # small ones
+T0, CAP = 1000 + MS, 10 * GiB
+events = [dict(kind="thread", time=T0, aux=4242),
+          dict(kind="device", time=T0 + 1, device=0, size=16 * GiB, aux=1, aux2=CAP)]
+addr, allocs = 0x7f0000000000, []  # allocs: (made, freed or None, size, stack)
+
+
+def alloc(t, size, stack):
+    global addr
+    events.append(dict(kind="alloc", time=t, device=0, addr=addr, size=size, stack=stack))
+    allocs.append([t, None, size, stack, addr])
+    addr += size + 2 * MiB
+    return allocs[-1]
+
+
+def free(t, a):
+    events.append(dict(kind="free", time=t, device=0, addr=a[4]))
+    a[1] = t
+
+
+for i in range(4):
+    alloc(T0 + MS + i, GiB, 1)
+for k in range(2000):  # small ones, each freed at once
+    free(T0 + 2 * MS + 2 * k + 1, alloc(T0 + 2 * MS + 2 * k, 4096, 4))
+t = T0 + 10 * MS
+for it in range(3):
+    acts = [alloc(t + j * 100000, 512 * MiB, 2) for j in range(5)]
+    big = alloc(t + 600000, 2 * GiB, 3)
+    if it == 2:  # the last iteration fails: 5 x 512 MiB + 2 GiB + 4 GiB in use, 3 GiB more asked
+        events.append(dict(kind="alloc_failed", time=t + 700000, device=0, size=3 * GiB, stack=3, error=2,
+                           aux=CAP - 17 * GiB // 2, aux2=CAP))
+        break
+    free(t + 2 * MS, big)
+    for j, a in enumerate(acts):
+        free(t + 2 * MS + 10 + j, a)
+    t += 3 * MS
+trace = os.path.join(TMP, "interact.trace")
+with open(trace, "wb") as f:
+    f.write(Trace().strings([(i + 1, s) for i, s in enumerate(frames)]).stacks(stacks).events(events)
+            .end(written=len(events)).bytes())
+page = os.path.join(TMP, "interact.html")
+p = subprocess.run([MEMTAP, "report", "--html", page, trace], capture_output=True, text=True)
+ok(p.returncode == 0, "the page is written", p.stderr)
+
+browser = Browser(CHROMIUM, os.path.join(TMP, "profile"))
+try:
+    browser.open(page)
+    ev = browser.eval
+
+    def where(selector):
+        """The element's box in the window, scrolled into view."""
+        return json.loads(ev("(() => { const e = document.querySelector(%s); e.scrollIntoView({block: 'center'}); "
+                             "return JSON.stringify(e.getBoundingClientRect()); })()" % json.dumps(selector)))
+    ok(ev("document.body.dataset.rendered") == "yes", "it draws without a script error", ev("document.body.dataset.errors"))
+
+    # ---- what the page holds: the biggest allocations, each with its own times ----
+    shown = ev("SERIES.allocations[0].map((a) => [a[0], a[1], a[2]])")
+    start = 1000  # the trace's start (its info's start_monotonic_ns): the page's times count from it
+    want = sorted(allocs, key=lambda a: (-a[2], a[0]))[:1500]
+    ok(len(allocs) == 2022 and len(shown) == 1500 and sorted(map(tuple, shown)) == sorted((a[0] - start, a[1] - start if a[1] else -1, a[2])
+                                                                  for a in want),
+       "the 1,500 biggest allocations of 2,022, each made and freed when the trace says", len(shown))
+    ok(ev("document.getElementById('allocations-shown-0').textContent").startswith(
+        "The 1500 biggest allocations (of 2022 in the trace)"), "and the page says how many it shows of how many",
+        ev("document.getElementById('allocations-shown-0').textContent"))
+
+    # ---- the OOM and the cap where they are ----
+    geo = ev("""(() => { const b = document.getElementById('timeline-0'), o = document.querySelector('#composition-0 line.oom'),
+        c = document.querySelector('#composition-0 line.cap'), s = document.getElementById('composition-0');
+        return {x0: +b.dataset.x0, x1: +b.dataset.x1, ox: +o.getAttribute('x1'), ot: +o.dataset.timeNs,
+                cap: +c.dataset.bytes, cy: +c.getAttribute('y1'), h: +s.getAttribute('height')}; })()""")
+    oom_t = t + 700000 - start
+    ok(geo["ot"] == oom_t and abs(geo["ox"] - (70 + (oom_t - geo["x0"]) / (geo["x1"] - geo["x0"]) * 810)) < 0.5,
+       "the OOM is marked at its time on the time axis", geo)
+    ymax = 10 * GiB  # the cap is above every moment
+    ok(geo["cap"] == CAP and abs(geo["cy"] - (geo["h"] - 24 - CAP / ymax * (geo["h"] - 34))) < 0.5,
+       "the policy's 10 GiB cap is drawn at 10 GiB, not the device's 16", geo)
+
+    # ---- hover: the second iteration's 2 GiB block, made through the helper from attention() ----
+    second = [a for a in allocs if a[2] == 2 * GiB][1]
+    index = ev("SERIES.allocations[0].findIndex((a) => a[0] === %d && a[2] === %d)" % (second[0] - start, 2 * GiB))
+    box = where("#allocations-0 rect.alloc[data-index='%d']" % index)
+    cx, cy = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
+    browser.mouse("mouseMoved", cx, cy)
+    browser.frame()
+    tip = ev("document.getElementById('tip').hidden ? '' : document.getElementById('tip').textContent")
+    lines = tip.split("\n")
+    ok(lines[:2] == ["2.00 GiB activations", "made at 14.600 ms, freed at 16.000 ms (lived 1.400 ms)"] and
+       lines[2:5] == ["tensor (model.py:5)", "attention (model.py:30)", "forward (model.py:20)"],
+       "hovering an allocation shows its size, lifetime and whole stack, through the helper to its caller", tip)
+    browser.mouse("mouseMoved", 5, 5)
+    browser.frame()
+    ok(ev("document.getElementById('tip').hidden"), "and the tip goes when the mouse leaves")
+
+    browser.mouse("mouseMoved", cx, cy)
+    browser.mouse("mousePressed", cx, cy, 1)
+    browser.mouse("mouseReleased", cx, cy, 1)
+    browser.frame()
+    detail = ev("document.getElementById('detail-0').textContent")
+    ok(ev("document.getElementById('detail-0').dataset.index") == str(index) and "attention (model.py:30)" in detail
+       and "lived 1.400 ms" in detail, "a click keeps it beside the chart", (index, detail))
+
+    # ---- brushing zooms to the range, Esc zooms out ----
+    comp = where("#composition-0")
+    y = comp["y"] + comp["height"] / 2
+    before = ev("document.querySelectorAll('#allocations-0 rect.alloc').length")
+    a_px, b_px = 70 + 810 * 0.75, 70 + 810 * 0.9
+    browser.drag(comp["x"] + a_px, y, comp["x"] + b_px)
+    z = ev("[+document.getElementById('timeline-0').dataset.x0, +document.getElementById('timeline-0').dataset.x1]")
+    span = geo["x1"] - geo["x0"]
+    ok(abs(z[0] - span * 0.75) < span / 810 and abs(z[1] - span * 0.9) < span / 810,
+       "dragging across the chart zooms to that range", (z, span))
+    ticks = ev("[...document.querySelectorAll('#composition-0 text.tick')].map((t) => t.textContent)")
+    after = ev("document.querySelectorAll('#allocations-0 rect.alloc').length")
+    ok(len(ticks) == 5 and after < before, "the axis and the allocations follow the zoom", (ticks, before, after))
+    ev("document.getElementById('composition-0').focus()")
+    browser.key("Escape")
+    z = ev("[+document.getElementById('timeline-0').dataset.x0, +document.getElementById('timeline-0').dataset.x1]")
+    ok(z == [geo["x0"], geo["x1"]] and ev("document.activeElement.id") == "composition-0",
+       "Esc zooms out again, the chart keeping the keyboard", z)
+
+    # ---- the keyboard steps through the moments, and through the allocations ----
+    points = ev("SERIES.timeline[0].map((p) => p[0])")
+    browser.key("Home")
+    browser.key("ArrowRight")
+    r = ev("[document.getElementById('readout-0').dataset.index, document.getElementById('readout-0').textContent]")
+    ok(r[0] == "1" and r[1].startswith("At ") and "allocated" in r[1],
+       "the arrow keys step the cursor from one moment to the next and say what was in use", (r, points[:3]))
+    browser.key("+")
+    z = ev("[+document.getElementById('timeline-0').dataset.x0, +document.getElementById('timeline-0').dataset.x1]")
+    ok(abs((z[1] - z[0]) - span / 2) < 2, "+ zooms in twice", z)
+    browser.key("Escape")
+    ev("document.getElementById('allocations-0').focus()")
+    browser.key("Home")
+    browser.key("ArrowRight")
+    second_made = sorted(a[0] for a in allocs)[1]
+    ok(ev("SERIES.allocations[0][+document.getElementById('detail-0').dataset.index][0]") == second_made - start,
+       "on the allocations, the arrow keys go from one allocation to the next made")
+    browser.screenshot(os.path.join(TMP, "interact.png"))
+    ok(os.path.getsize(os.path.join(TMP, "interact.png")) > 10000, "a screenshot of it")
+finally:
+    browser.close()
+done()
