@@ -90,7 +90,7 @@ class Browser:
         self.mouse("mouseReleased", x1, y, 1)
         self.frame()
 
-    KEYS = {"ArrowRight": 39, "ArrowLeft": 37, "Escape": 27, "+": 187, "-": 189, "Home": 36, "End": 35}
+    KEYS = {"ArrowRight": 39, "ArrowLeft": 37, "ArrowUp": 38, "ArrowDown": 40, "Enter": 13, "Escape": 27, "+": 187, "-": 189, "Home": 36, "End": 35}
 
     def key(self, key):
         code = self.KEYS[key]

@@ -133,6 +133,20 @@ fail:
 	return ENOMEM;
 }
 
+/* The stacks the page's data names, each once at the end. */
+struct ids {
+	uint32_t *v;
+	size_t n, cap;
+};
+
+static int want(struct ids *ids, uint32_t stack)
+{
+	if (mt_grow((void **)&ids->v, &ids->cap, ids->n + 1, sizeof *ids->v))
+		return ENOMEM;
+	ids->v[ids->n++] = stack;
+	return 0;
+}
+
 static int by_number(const void *a, const void *b)
 {
 	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
@@ -141,14 +155,12 @@ static int by_number(const void *a, const void *b)
 }
 
 /* "allocations": device -> [[made, freed or -1, size, category, stack], ...] (times from
- * the trace's start, category as the timeline's columns), "stacks": their stacks. */
-static int allocations(FILE *out, const struct mt_report *r, struct mt_symbols *sym)
+ * the trace's start, category as the timeline's columns). */
+static int allocations(FILE *out, const struct mt_report *r, struct ids *ids)
 {
 	const struct mt_trace *t = r->trace;
 	struct pick *picks[MT_MAX_DEVICES] = {0};
-	size_t n[MT_MAX_DEVICES] = {0}, nstacks = 0, cap = 0;
-	uint32_t *stacks = NULL;
-	struct mt_views *views = NULL;
+	size_t n[MT_MAX_DEVICES] = {0};
 	bool first = true;
 	int err = pick_allocations(r, picks, n);
 
@@ -172,36 +184,114 @@ static int allocations(FILE *out, const struct mt_report *r, struct mt_symbols *
 			}
 			fprintf(out, ",%" PRIu64 ",%d,%" PRIu32 "]", picks[d][i].size,
 				(cat ? cat : MT_TAG_OTHER) - 1, e->stack);
-			if (!(err = mt_grow((void **)&stacks, &cap, nstacks + 1, sizeof *stacks)))
-				stacks[nstacks++] = e->stack;
+			err = want(ids, e->stack);
 		}
 		fputs("]", out);
 	}
-	fputs("}, \"stacks\": ", out);
-	if (nstacks)
-		qsort(stacks, nstacks, sizeof *stacks, by_number);
-	size_t distinct = 0;
-	for (size_t i = 0; i < nstacks; i++)
-		if (!distinct || stacks[distinct - 1] != stacks[i])
-			stacks[distinct++] = stacks[i];
-	if (!err && !(views = mt_views_open(t, sym)))
-		err = ENOMEM;
-	if (!err) {
-		struct mt_json_sink j;
-		struct mt_emit e = mt_emit_json(&j, out);
-		mt_report_stacks_emit(&e, r, sym, views, stacks, distinct);
-	} else {
-		fputs("{}", out);
-	}
-	mt_views_close(views);
-	free(stacks);
+	fputs("}", out);
 	for (int d = 0; d < MT_MAX_DEVICES; d++)
 		free(picks[d]);
 	return err;
 }
 
+/* What is live by stack on each device, replayed to each OOM: bytes[(device << 32) | stack]
+ * and the count likewise; at each OOM its device's rows [stack, bytes, count]. */
+static int live_at_ooms(FILE *out, const struct mt_report *r, struct ids *ids)
+{
+	const struct mt_trace *t = r->trace;
+	struct mt_map live = {0}, bytes = {0}, count = {0};
+	size_t k = 0, made;
+	int64_t delta;
+	uint8_t cat;
+	int d, err = 0;
+
+	fputs("[", out);
+	for (size_t i = 0; i < t->nevents && k < r->noom && !err; i++) {
+		if (i == r->oom[k].event) {
+			const int dev = t->events[i].device;
+			bool first = true;
+			fprintf(out, "%s[", k ? ", " : "");
+			for (size_t s = 0; s < bytes.cap; s++) {
+				uint64_t c = 0;
+				if (bytes.used[s] != 1 || !bytes.vals[s] || (int)(bytes.keys[s] >> 32) != dev)
+					continue;
+				mt_map_get(&count, bytes.keys[s], &c);
+				fprintf(out, "%s[%" PRIu32 ",%" PRIu64 ",%" PRIu64 "]", first ? "" : ",",
+					(uint32_t)bytes.keys[s], bytes.vals[s], c);
+				first = false;
+				err = err ? err : want(ids, (uint32_t)bytes.keys[s]);
+			}
+			fputs("]", out);
+			k++;
+		}
+		if (!mt_timeline_step(r, &live, i, &d, &cat, &delta, &made))
+			continue;
+		uint64_t key = (uint64_t)d << 32 | t->events[made].stack, b = 0, c = 0;
+		mt_map_get(&bytes, key, &b);
+		mt_map_get(&count, key, &c);
+		if (mt_map_put(&bytes, key, b + (uint64_t)delta) || mt_map_put(&count, key, delta > 0 ? c + 1 : c - 1))
+			err = ENOMEM;
+	}
+	for (; k < r->noom; k++) /* an OOM past the events: none, as the report's own list */
+		fprintf(out, "%s[]", k ? ", " : "");
+	fputs("]", out);
+	mt_map_free(&live);
+	mt_map_free(&bytes);
+	mt_map_free(&count);
+	return err;
+}
+
+/* "live": {"peak": device -> rows (the report's own groups at the device's peak), "oom":
+ * rows at each of the report's OOMs, in its order}: for the page's caller trees. */
+static int live(FILE *out, const struct mt_report *r, struct ids *ids)
+{
+	bool first = true;
+	int err = 0;
+
+	fputs("\"live\": {\"peak\": {", out);
+	for (int d = 0; d < MT_MAX_DEVICES; d++) {
+		const struct mt_group_list *g = &r->at_peak[d];
+		if (!g->n)
+			continue;
+		fprintf(out, "%s\"%d\": [", first ? "" : ", ", d);
+		first = false;
+		for (size_t i = 0; i < g->n && !err; i++) {
+			fprintf(out, "%s[%" PRIu32 ",%" PRIu64 ",%" PRIu64 "]", i ? "," : "", g->items[i].stack,
+				g->items[i].bytes, g->items[i].count);
+			err = want(ids, g->items[i].stack);
+		}
+		fputs("]", out);
+	}
+	fputs("}, \"oom\": ", out);
+	err = err ? err : live_at_ooms(out, r, ids);
+	fputs("}", out);
+	return err;
+}
+
+/* "stacks": each stack named above, once, as --json's rows have them. */
+static int stacks(FILE *out, const struct mt_report *r, struct mt_symbols *sym, struct ids *ids)
+{
+	struct mt_views *views = mt_views_open(r->trace, sym);
+	struct mt_json_sink j;
+	struct mt_emit e = mt_emit_json(&j, out);
+	size_t n = 0;
+
+	if (!views)
+		return ENOMEM;
+	if (ids->n)
+		qsort(ids->v, ids->n, sizeof *ids->v, by_number);
+	for (size_t i = 0; i < ids->n; i++)
+		if (!n || ids->v[n - 1] != ids->v[i])
+			ids->v[n++] = ids->v[i];
+	fputs("\"stacks\": ", out);
+	mt_report_stacks_emit(&e, r, sym, views, ids->v, n);
+	mt_views_close(views);
+	return 0;
+}
+
 static int series(FILE *out, const struct mt_report *r, const struct mt_timeline *tl, struct mt_symbols *sym)
 {
+	struct ids ids = {0};
 	bool first = true;
 	int err;
 
@@ -233,43 +323,49 @@ static int series(FILE *out, const struct mt_report *r, const struct mt_timeline
 		fputs("]", out);
 	}
 	fputs("}, ", out);
-	err = allocations(out, r, sym);
+	err = allocations(out, r, &ids);
+	fputs(", ", out);
+	err = err ? err : live(out, r, &ids);
+	fputs(", ", out);
+	err = err ? err : stacks(out, r, sym, &ids);
 	fputs("}", out);
+	free(ids.v);
 	return err;
 }
 
 int mt_report_html(FILE *out, const struct mt_report *r, struct mt_symbols *sym, size_t top)
 {
 	struct mt_timeline tl;
-	char *json = NULL;
+	char *data = NULL;
 	size_t len = 0;
 	FILE *mem;
 	int err;
 
 	if ((err = mt_timeline_build(&tl, r)))
 		return err;
-	if (!(mem = open_memstream(&json, &len))) {
+	if (!(mem = open_memstream(&data, &len))) {
 		mt_timeline_free(&tl);
 		return ENOMEM;
 	}
+	/* the data, all of it passed through script_text: any string in it may be the job's */
+	fputs("const REPORT = ", mem);
 	mt_report_json(mem, r, sym, top);
-	if (fclose(mem)) {
-		free(json);
-		mt_timeline_free(&tl);
-		return ENOMEM;
+	fputs(";\nconst SERIES = ", mem);
+	err = series(mem, r, &tl, sym);
+	mt_timeline_free(&tl);
+	if (fclose(mem) && !err)
+		err = ENOMEM;
+	if (err) {
+		free(data);
+		return err;
 	}
 	fputs("<!doctype html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>memtap report: ", out);
 	html_text(out, r->trace->path);
-	fprintf(out,
-		"</title>\n<style>\n%s</style>\n</head>\n<body>\n<div id=\"report\"></div>\n<script>\nconst REPORT = ",
-		mt_html_css);
-	script_text(out, json, len);
-	fputs(";\nconst SERIES = ", out);
-	err = series(out, r, &tl, sym);
+	fprintf(out, "</title>\n<style>\n%s</style>\n</head>\n<body>\n<div id=\"report\"></div>\n<script>\n", mt_html_css);
+	script_text(out, data, len);
 	fputs(";\n</script>\n<script>\n", out);
 	fputs(mt_html_js, out);
 	fputs("</script>\n</body>\n</html>\n", out);
-	free(json);
-	mt_timeline_free(&tl);
-	return err ? err : ferror(out) ? EIO : 0;
+	free(data);
+	return ferror(out) ? EIO : 0;
 }

@@ -380,6 +380,129 @@
     return box;
   }
 
+  // What was live at a moment as a tree of callers: the outermost frame at the top, each
+  // call's width its bytes, so that allocations made through one helper from different
+  // callers stay apart. A click (or Enter) zooms into a call, Esc zooms out; the arrow
+  // keys move between calls.
+  function callerTree(rows) {
+    const node = (name) => ({ name, bytes: 0, count: 0, children: new Map(), parent: null });
+    const root = node("all");
+    for (const [stack, b, n] of rows) {
+      const st = (SERIES.stacks || {})[stack] || {};
+      const lines = (st.view && st.view.length ? st.view : (st.frames || []).slice(0, 8).map(fullFrame)).slice().reverse();
+      if (!lines.length) lines.push(st.before_recording ? st.before_text || "made before recording" : "(no stack)");
+      let at = root;
+      root.bytes += b, root.count += n;
+      for (const name of lines) {
+        let c = at.children.get(name);
+        if (!c) at.children.set(name, c = Object.assign(node(name), { parent: at }));
+        c.bytes += b, c.count += n;
+        at = c;
+      }
+    }
+    return root;
+  }
+  const kids = (n) => [...n.children.values()].sort((a, b) => b.bytes - a.bytes || (a.name < b.name ? -1 : 1));
+
+  function treeChart(id, root) {
+    const width = 900, row = 18, tip = tooltip();
+    const box = el("div", { class: "tree", id: id });
+    const readout = el("div", { class: "readout", id: id + "-readout", "aria-live": "polite" });
+    let focus = root, selected = root, chart = null;
+    const text = (n) => `${n.name}\n${bytes(n.bytes)}, ${(100 * n.bytes / (root.bytes || 1)).toFixed(1)}% of what ` +
+      `was live, ${n.count} allocation${n.count === 1 ? "" : "s"}`;
+    function depth(n) { let k = 0; for (; n.parent; n = n.parent) k++; return k; }
+    function draw() {
+      const path = []; // the focused call's callers, drawn full width above it
+      for (let n = focus.parent; n; n = n.parent) path.unshift(n);
+      let rows = 0;
+      const items = [];
+      path.forEach((n, k) => items.push([n, 0, width, k]));
+      (function lay(n, x, w, k) {
+        if (w < 0.5) return;
+        items.push([n, x, w, k]);
+        rows = Math.max(rows, k + 1);
+        let cx = x;
+        for (const c of kids(n)) {
+          const cw = w * c.bytes / (n.bytes || 1);
+          lay(c, cx, cw, k + 1);
+          cx += cw;
+        }
+      })(focus, 0, width, path.length);
+      const r = svg("svg", { width: width, height: rows * row + 2, tabindex: 0, role: "tree", id: id + "-svg",
+                             "aria-label": "what was live, by caller" });
+      for (const [n, x, w, k] of items) {
+        const g = svg("g", { class: "call" + (n === selected ? " selected" : ""), "data-name": n.name,
+                             "data-bytes": n.bytes, "data-depth": depth(n) });
+        g.append(svg("rect", { x: x, y: k * row, width: Math.max(w - 1, 0.5), height: row - 2,
+                               fill: n === root ? "#ccc" : `hsl(${(n.name.length * 37 + depth(n) * 53) % 60 + 10}, 70%, 70%)` }));
+        const chars = Math.floor((w - 6) / 6.5);
+        if (chars > 3) {
+          const t = svg("text", { x: x + 3, y: k * row + 12 });
+          t.textContent = n.name.length > chars ? n.name.slice(0, chars - 1) + "\u2026" : n.name;
+          g.append(t);
+        }
+        g.addEventListener("mousemove", (ev) => tip.show(text(n), ev));
+        g.addEventListener("click", () => { selected = focus = n; draw(); });
+        r.append(g);
+      }
+      r.addEventListener("mouseleave", () => tip.hide());
+      r.addEventListener("dblclick", () => { focus = root; draw(); });
+      r.addEventListener("keydown", (ev) => {
+        const sib = selected.parent ? kids(selected.parent) : [selected], at = sib.indexOf(selected);
+        const to = { ArrowDown: kids(selected)[0], ArrowUp: selected.parent, ArrowRight: sib[at + 1],
+                     ArrowLeft: sib[at - 1] }[ev.key];
+        if (ev.key === "Escape") focus = root;
+        else if (ev.key === "Enter") focus = selected;
+        else if (to) selected = to;
+        else if (!(ev.key in { ArrowDown: 1, ArrowUp: 1, ArrowRight: 1, ArrowLeft: 1 })) return;
+        ev.preventDefault();
+        draw();
+      });
+      const had = chart && document.activeElement === chart;
+      if (chart) chart.replaceWith(r); else box.append(r);
+      if (had) r.focus();
+      chart = r;
+      box.dataset.focus = focus.name;
+      readout.textContent = text(selected).replace("\n", ": ");
+    }
+    draw();
+    box.append(readout);
+    return box;
+  }
+
+  // The caller trees of a device: at its peak and at each of its OOMs, one shown at a time.
+  function treeSection(device) {
+    const d = device.device, live = SERIES.live || { peak: {}, oom: [] };
+    const moments = [];
+    if ((live.peak[d] || []).length) moments.push([`at the peak (${moment(device.peak_time_ns)})`, live.peak[d]]);
+    REPORT.oom.forEach((o, k) => {
+      if (o.device === d && (live.oom[k] || []).length)
+        moments.push([`at the OOM at ${moment(o.time_ns)} (${bytes(o.size)} asked)`, live.oom[k]]);
+    });
+    if (!moments.length) return null;
+    const s = el("div", { id: "callers-" + d });
+    s.append(el("h3", {}, "What was live, by caller"));
+    s.append(el("p", { class: "sub" }, "The outermost call at the top, each call as wide as the memory made under it. " +
+      "Hover for the bytes; click or Enter to zoom into a call, Esc or double-click to zoom out; the arrow keys move."));
+    const pick = el("div", { class: "moments", role: "radiogroup" });
+    let tree = null;
+    moments.forEach(([label, rows], k) => {
+      const b = el("button", { type: "button", "data-moment": k, "aria-pressed": k === 0 ? "true" : "false" }, label);
+      b.addEventListener("click", () => {
+        pick.querySelectorAll("button").forEach((x) => x.setAttribute("aria-pressed", x === b ? "true" : "false"));
+        const t = treeChart(`tree-${d}`, callerTree(rows));
+        tree.replaceWith(t);
+        tree = t;
+      });
+      pick.append(b);
+    });
+    s.append(pick);
+    tree = treeChart(`tree-${d}`, callerTree(moments[0][1]));
+    s.append(tree);
+    return s;
+  }
+
   let tipBox = null;
   function tooltip() {
     if (!tipBox) {
@@ -549,6 +672,8 @@
     s.append(el("h3", {}, "Live at the peak, by stack"));
     s.append(top.length ? table("top-" + d, [{ text: "bytes", num: 1 }, { text: "count", num: 1 }, "kind", "stack"],
                                 stackRows(top)) : el("p", { class: "none" }, "nothing"));
+    const callers = treeSection(device);
+    if (callers) s.append(callers);
     if (device.fragmentation)
       s.append(fragmentationSection(device, device.fragmentation, (SERIES.blocks || {})[d], xmax));
     return s;
@@ -659,7 +784,7 @@
     if (o.fits_without_fragmentation === false)
       return `not fragmentation: ${bytes(f.allocated_bytes)} of ${bytes(f.reserved_bytes)} reserved was allocated, ` +
         `${bytes(f.external_bytes)} free in segments`;
-    return "";
+    return "fragmentation not known: the trace has no caching allocator's segments";
   }
 
   function done() {

@@ -171,6 +171,43 @@ try:
     second_made = sorted(a[0] for a in allocs)[1]
     ok(ev("SERIES.allocations[0][+document.getElementById('detail-0').dataset.index][0]") == second_made - start,
        "on the allocations, the arrow keys go from one allocation to the next made")
+
+    # ---- what was live at the OOM, by caller: the helper's allocations apart by who called it ----
+    button = where("#callers-0 button[data-moment='1']")
+    ok(ev("document.querySelector('#callers-0 button[data-moment=\"1\"]').textContent") ==
+       "at the OOM at 17.700 ms (3.00 GiB asked)", "the caller tree offers the peak and the OOM",
+       ev("document.getElementById('callers-0').textContent"))
+    browser.mouse("mouseMoved", button["x"] + 5, button["y"] + 5)
+    browser.mouse("mousePressed", button["x"] + 5, button["y"] + 5, 1)
+    browser.mouse("mouseReleased", button["x"] + 5, button["y"] + 5, 1)
+    browser.frame()
+    calls = ev("[...document.querySelectorAll('#tree-0 g.call')].map((g) => [g.dataset.name, +g.dataset.bytes, "
+               "+g.dataset.depth])")
+    ok(sorted(map(tuple, calls)) == sorted([("all", 8.5 * GiB, 0), ("main (train.py:40)", 4 * GiB, 1),
+                                           ("load_model (train.py:10)", 4 * GiB, 2), ("main (train.py:42)", 4.5 * GiB, 1),
+                                           ("forward (model.py:20)", 4.5 * GiB, 2), ("tensor (model.py:5)", 2.5 * GiB, 3),
+                                           ("attention (model.py:30)", 2 * GiB, 3), ("tensor (model.py:5)", 2 * GiB, 4)]),
+       "at the OOM: each call with the bytes made under it, the helper once under each caller", calls)
+    node = where("#tree-0 g.call[data-name='attention (model.py:30)'] rect")
+    browser.mouse("mouseMoved", node["x"] + 3, node["y"] + 3)
+    browser.frame()
+    tip = ev("document.getElementById('tip').hidden ? '' : document.getElementById('tip').textContent")
+    ok(tip == "attention (model.py:30)\n2.00 GiB, 23.5% of what was live, 1 allocation", "hovering a call says its bytes",
+       tip)
+    browser.mouse("mousePressed", node["x"] + 3, node["y"] + 3, 1)
+    browser.mouse("mouseReleased", node["x"] + 3, node["y"] + 3, 1)
+    browser.frame()
+    width = ev("+document.querySelector('#tree-0 g.call[data-name=\"attention (model.py:30)\"] rect').getAttribute('width')")
+    ok(ev("document.getElementById('tree-0').dataset.focus") == "attention (model.py:30)" and width == 899,
+       "a click zooms into the call", width)
+    ev("document.getElementById('tree-0-svg').focus()")
+    browser.key("Escape")
+    ok(ev("document.getElementById('tree-0').dataset.focus") == "all", "Esc zooms out")
+    for k in ("ArrowUp", "ArrowUp", "ArrowUp", "ArrowDown", "ArrowDown", "ArrowDown", "ArrowRight", "Enter"):
+        browser.key(k)
+    ok(ev("document.getElementById('tree-0').dataset.focus") == "attention (model.py:30)" and
+       ev("document.getElementById('tree-0-readout').textContent").startswith("attention (model.py:30): 2.00 GiB"),
+       "the keys walk the tree (down to the biggest call, right to the next) and Enter zooms")
     browser.screenshot(os.path.join(TMP, "interact.png"))
     ok(os.path.getsize(os.path.join(TMP, "interact.png")) > 10000, "a screenshot of it")
 finally:
