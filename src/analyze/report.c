@@ -1515,7 +1515,34 @@ static void stack_json(struct pr *p, struct mt_emit *e, uint32_t stack, uint8_t 
 	}
 }
 
-/* Stacks as the JSON's rows have them, keyed by their number: for the page's allocations. */
+/* The view's frames in the order of the calls, the outermost first (the view shows the
+ * user's frames first, which is not that order where a Python line calls into C++), a
+ * frame repeated at once written once. */
+static void calls_json(struct pr *p, struct mt_emit *e, uint32_t stack)
+{
+	const struct mt_trace *t = p->r->trace;
+	const struct mt_view *v = mt_view(p->views, stack);
+	char buf[2][1024];
+	uint32_t last = MT_NO_FRAME;
+
+	mt_emit_open(e, "calls", true, 0);
+	for (uint32_t k = 0, shown = 0; stack < t->nstacks && shown < v->nshown; shown++) {
+		uint32_t next = MT_NO_FRAME; /* the outermost frame shown that is inside the last */
+		for (uint32_t j = 0; j < v->nshown; j++)
+			if (v->shown[j] < last && (next == MT_NO_FRAME || v->shown[j] > next))
+				next = v->shown[j];
+		last = next;
+		mt_frame_text(mt_symbols_frame(p->sym, t->stacks[stack].frames[next]), false, buf[k], sizeof buf[k]);
+		if (!shown || strcmp(buf[k], buf[!k])) {
+			mt_emit_str(e, NULL, buf[k]);
+			k = !k;
+		}
+	}
+	mt_emit_close(e);
+}
+
+/* Stacks as the JSON's rows have them, with their calls, keyed by their number: for the
+ * page's allocations and caller trees. */
 void mt_report_stacks_emit(struct mt_emit *e, const struct mt_report *r, struct mt_symbols *sym,
 			   struct mt_views *views, const uint32_t *stacks, size_t n)
 {
@@ -1528,6 +1555,7 @@ void mt_report_stacks_emit(struct mt_emit *e, const struct mt_report *r, struct 
 		snprintf(key, sizeof key, "%" PRIu32, stacks[i]);
 		mt_emit_open(e, key, false, 0);
 		stack_json(&p, e, stacks[i], false, true);
+		calls_json(&p, e, stacks[i]);
 		mt_emit_close(e);
 	}
 	mt_emit_close(e);

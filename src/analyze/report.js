@@ -389,7 +389,7 @@
     const root = node("all");
     for (const [stack, b, n] of rows) {
       const st = (SERIES.stacks || {})[stack] || {};
-      const lines = (st.view && st.view.length ? st.view : (st.frames || []).slice(0, 8).map(fullFrame)).slice().reverse();
+      const lines = st.calls && st.calls.length ? st.calls.slice() : (st.frames || []).slice(0, 8).map(fullFrame).reverse();
       if (!lines.length) lines.push(st.before_recording ? st.before_text || "made before recording" : "(no stack)");
       let at = root;
       root.bytes += b, root.count += n;
