@@ -1,14 +1,15 @@
-"""`memtap report --html` on a 10-million-event trace: the page's size against the trace's,
+"""`memtap report --html` on a 10-million-event trace (or on FILE, a trace or a PyTorch
+snapshot, such as bench/make_snapshot.py writes): the page's size against the input's,
 the time to write it against `report --json` on the same trace (the baseline, measured in
 the same run), and the page in headless Chromium: until it has drawn, a hover on an
 allocation until its tip shows, a zoom until the charts are drawn again.
 
-  python3 bench/html.py BUILD_DIR [EVENTS]
+  python3 bench/html.py BUILD_DIR [EVENTS | FILE]
 
 The trace is a recording of tools/simtrain (GPT-2 small, enough iterations for EVENTS
 events). Wall-clock figures are medians of REPEAT alternating runs; the browser's are
 measured from the protocol command to the frame after it (tests/cdp.py), so they include
-the round trip through the pipe.
+the round trip through the pipe. SHOTS=DIR keeps a screenshot of the page.
 """
 import json
 import os
@@ -23,7 +24,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from cdp import Browser  # noqa: E402
 
 B = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else "build")
-EVENTS = int(sys.argv[2]) if len(sys.argv) > 2 else 10_000_000
+INPUT = sys.argv[2] if len(sys.argv) > 2 and os.path.isfile(sys.argv[2]) else None
+EVENTS = int(sys.argv[2]) if len(sys.argv) > 2 and not INPUT else 10_000_000
 MEMTAP = os.path.join(B, "tools/memtap/memtap")
 SIMTRAIN = os.path.join(B, "tools/simtrain/simtrain")
 CHROMIUM = os.environ.get("CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
@@ -49,10 +51,11 @@ def timed(f):
     return time.monotonic() - start
 
 
-trace, page = os.path.join(TMP, "train.trace"), os.path.join(TMP, "train.html")
+trace, page = INPUT or os.path.join(TMP, "train.trace"), os.path.join(TMP, "train.html")
 iters = max(1, EVENTS // EVENTS_PER_ITERATION)
-subprocess.run([MEMTAP, "run", "-q", "-o", trace, "--", SIMTRAIN, "--preset", "gpt2-small", "--iters", str(iters)],
-               env=ENV, check=True, stdout=subprocess.DEVNULL)
+if not INPUT:
+    subprocess.run([MEMTAP, "run", "-q", "-o", trace, "--", SIMTRAIN, "--preset", "gpt2-small", "--iters", str(iters)],
+                   env=ENV, check=True, stdout=subprocess.DEVNULL)
 json_runs, html_runs = [], []
 for _ in range(REPEAT):
     json_runs.append(measure([MEMTAP, "report", "--json", trace]))
@@ -63,9 +66,9 @@ t_json, t_html = statistics.median(s for s, _ in json_runs), statistics.median(s
 m_json, m_html = max(m for _, m in json_runs), max(m for _, m in html_runs)
 events = json.loads(subprocess.run([MEMTAP, "report", "--json", trace], env=ENV, capture_output=True,
                                    check=True).stdout)["events"]["total"]
-print("memtap report --html benchmark (%s): simtrain gpt2-small, %d iterations, %d events; median of %d" % (
-    B, iters, events, REPEAT))
-print("trace %.1f MB, page %.2f MB: the page is %.2f%% of the trace" % (
+print("memtap report --html benchmark (%s): %s, %d events; median of %d" % (
+    B, INPUT or "simtrain gpt2-small, %d iterations" % iters, events, REPEAT))
+print("input %.1f MB, page %.2f MB: the page is %.2f%% of the input" % (
     os.path.getsize(trace) / 1e6, os.path.getsize(page) / 1e6, 100 * os.path.getsize(page) / os.path.getsize(trace)))
 print("writing it: --html %.2f s, %.0f MiB; --json %.2f s, %.0f MiB: %.2fx the time, %.2fx the memory" % (
     t_html, m_html / 1024, t_json, m_json / 1024, t_html / t_json, m_html / m_json))
@@ -88,8 +91,8 @@ for k in range(REPEAT):
         zoom.append(timed(lambda: b.drag(comp["x"] + 300, comp["y"] + 100, comp["x"] + 400)))
         b.eval("document.getElementById('composition-0').focus()")
         unzoom.append(timed(lambda: b.key("Escape")))
-        if k == 0:
-            b.screenshot(os.path.join(os.getcwd(), "bench-html-%d.png" % events))
+        if k == 0 and os.environ.get("SHOTS"):  # a folder for a screenshot with the tip shown
+            b.screenshot(os.path.join(os.environ["SHOTS"], "bench-html-%d.png" % events))
     finally:
         b.close()
 for name, runs in (("open until drawn", drawn), ("hover until the tip shows", hover),

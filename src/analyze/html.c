@@ -37,13 +37,24 @@ static void html_text(FILE *out, const char *s)
 	}
 }
 
-/* The allocations a device's lanes show: its biggest (the earliest first among equals),
- * at most this many, so that the page stays small at any length of trace. */
+/* The allocations the page draws for a device, at most MT_HTML_ALLOCATIONS, so that the
+ * page stays small at any length of trace: half its biggest (the earliest first among
+ * equals), half the biggest made in each of MT_HTML_SPANS equal spans of the run, so that
+ * a zoom into any part of a long run still finds its own. */
 #define MT_HTML_ALLOCATIONS 1500
+#define MT_HTML_SPANS 50
+#define MT_HTML_BIGGEST (MT_HTML_ALLOCATIONS / 2)
+#define MT_HTML_PER_SPAN ((MT_HTML_ALLOCATIONS - MT_HTML_BIGGEST) / MT_HTML_SPANS)
 
 struct pick {
 	uint64_t size;
 	size_t made, freed; /* event indices; freed 0: live at the end */
+};
+
+/* A device's picks: heaps[0] its biggest, heaps[1 + s] span s's. */
+struct picks {
+	struct pick all[MT_HTML_ALLOCATIONS];
+	size_t n[1 + MT_HTML_SPANS], count; /* count: in all[], merged, once picked */
 };
 
 static bool better(const struct pick *a, const struct pick *b)
@@ -51,12 +62,12 @@ static bool better(const struct pick *a, const struct pick *b)
 	return a->size != b->size ? a->size > b->size : a->made < b->made;
 }
 
-/* A min-heap of the best picks: the worst at the root, replaced by a better one. */
-static void offer(struct pick *h, size_t *n, struct pick x)
+/* A min-heap of at most cap picks: the worst at the root, replaced by a better one. */
+static void offer(struct pick *h, size_t *n, size_t cap, struct pick x)
 {
 	size_t i = *n;
 
-	if (*n == MT_HTML_ALLOCATIONS) {
+	if (*n == cap) {
 		if (!better(&x, &h[0]))
 			return;
 		i = 0;
@@ -83,25 +94,42 @@ static int by_made(const void *a, const void *b)
 	return (x->made > y->made) - (x->made < y->made);
 }
 
-static struct pick *find_made(struct pick *p, size_t n, size_t made)
+/* The heaps into one list by when each was made, an allocation in two heaps once. */
+static void merge(struct picks *p)
 {
-	size_t lo = 0, hi = n;
+	size_t n = p->n[0];
+
+	for (size_t s = 0; s < MT_HTML_SPANS; s++)
+		for (size_t i = 0; i < p->n[1 + s]; i++)
+			p->all[n++] = p->all[MT_HTML_BIGGEST + s * MT_HTML_PER_SPAN + i];
+	qsort(p->all, n, sizeof *p->all, by_made);
+	p->count = 0;
+	for (size_t i = 0; i < n; i++)
+		if (!p->count || p->all[p->count - 1].made != p->all[i].made)
+			p->all[p->count++] = p->all[i];
+}
+
+static struct pick *find_made(struct picks *p, size_t made)
+{
+	size_t lo = 0, hi = p->count;
 
 	while (lo < hi) {
 		size_t mid = (lo + hi) / 2;
-		if (p[mid].made < made)
+		if (p->all[mid].made < made)
 			lo = mid + 1;
 		else
 			hi = mid;
 	}
-	return lo < n && p[lo].made == made ? &p[lo] : NULL;
+	return lo < p->count && p->all[lo].made == made ? &p->all[lo] : NULL;
 }
 
-/* Two passes over the events with only what is live and the picks in memory: the biggest
- * allocations, then when each was freed. */
-static int pick_allocations(const struct mt_report *r, struct pick **picks, size_t *n)
+/* Two passes over the events with only what is live and the picks in memory: the
+ * allocations to draw, then when each was freed. */
+static int pick_allocations(const struct mt_report *r, struct picks **picks)
 {
 	const struct mt_trace *t = r->trace;
+	uint64_t span =
+	    t->nevents && t->events[t->nevents - 1].time > r->start ? t->events[t->nevents - 1].time - r->start + 1 : 1;
 	struct mt_map live = {0};
 	int64_t delta;
 	size_t made;
@@ -113,19 +141,28 @@ static int pick_allocations(const struct mt_report *r, struct pick **picks, size
 			if (!mt_timeline_step(r, &live, i, &d, &cat, &delta, &made))
 				continue;
 			if (pass == 0 && delta > 0) {
-				if (!picks[d] && !(picks[d] = malloc(MT_HTML_ALLOCATIONS * sizeof **picks)))
+				const struct mt_event *e = &t->events[i];
+				struct pick x = {.size = (uint64_t)delta, .made = i};
+				size_t s =
+				    e->time > r->start ? (size_t)((e->time - r->start) * MT_HTML_SPANS / span) : 0;
+				if (s >= MT_HTML_SPANS) /* out of time order */
+					s = MT_HTML_SPANS - 1;
+				struct picks *p = picks[d];
+				if (!p && !(p = picks[d] = calloc(1, sizeof *p)))
 					goto fail;
-				offer(picks[d], &n[d], (struct pick){.size = (uint64_t)delta, .made = i});
+				offer(p->all, &p->n[0], MT_HTML_BIGGEST, x);
+				offer(p->all + MT_HTML_BIGGEST + s * MT_HTML_PER_SPAN, &p->n[1 + s], MT_HTML_PER_SPAN,
+				      x);
 			} else if (pass == 1 && delta < 0) {
-				struct pick *p = find_made(picks[d], n[d], made);
+				struct pick *p = find_made(picks[d], made);
 				if (p)
 					p->freed = i;
 			}
 		}
 		mt_map_free(&live);
 		for (int k = 0; k < MT_MAX_DEVICES && pass == 0; k++)
-			if (n[k])
-				qsort(picks[k], n[k], sizeof **picks, by_made);
+			if (picks[k])
+				merge(picks[k]);
 	}
 	return 0;
 fail:
@@ -159,31 +196,30 @@ static int by_number(const void *a, const void *b)
 static int allocations(FILE *out, const struct mt_report *r, struct ids *ids)
 {
 	const struct mt_trace *t = r->trace;
-	struct pick *picks[MT_MAX_DEVICES] = {0};
-	size_t n[MT_MAX_DEVICES] = {0};
+	struct picks *picks[MT_MAX_DEVICES] = {0};
 	bool first = true;
-	int err = pick_allocations(r, picks, n);
+	int err = pick_allocations(r, picks);
 
 	fputs("\"allocations\": {", out);
 	for (int d = 0; d < MT_MAX_DEVICES && !err; d++) {
-		if (!n[d])
+		if (!picks[d])
 			continue;
 		fprintf(out, "%s\"%d\": [", first ? "" : ", ", d);
 		first = false;
-		for (size_t i = 0; i < n[d] && !err; i++) {
-			const struct mt_event *e = &t->events[picks[d][i].made];
-			uint8_t cat = r->comp.category[picks[d][i].made];
+		for (size_t i = 0; i < picks[d]->count && !err; i++) {
+			const struct pick *p = &picks[d]->all[i];
+			const struct mt_event *e = &t->events[p->made];
+			uint8_t cat = r->comp.category[p->made];
 			uint64_t made = e->time > r->start ? e->time - r->start : 0;
 
 			fprintf(out, "%s[%" PRIu64 ",", i ? "," : "", made);
-			if (picks[d][i].freed) {
-				uint64_t freed = t->events[picks[d][i].freed].time;
+			if (p->freed) {
+				uint64_t freed = t->events[p->freed].time;
 				fprintf(out, "%" PRIu64, freed > r->start ? freed - r->start : 0);
 			} else {
 				fputs("-1", out);
 			}
-			fprintf(out, ",%" PRIu64 ",%d,%" PRIu32 "]", picks[d][i].size,
-				(cat ? cat : MT_TAG_OTHER) - 1, e->stack);
+			fprintf(out, ",%" PRIu64 ",%d,%" PRIu32 "]", p->size, (cat ? cat : MT_TAG_OTHER) - 1, e->stack);
 			err = want(ids, e->stack);
 		}
 		fputs("]", out);
@@ -361,7 +397,8 @@ int mt_report_html(FILE *out, const struct mt_report *r, struct mt_symbols *sym,
 	}
 	fputs("<!doctype html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>memtap report: ", out);
 	html_text(out, r->trace->path);
-	fprintf(out, "</title>\n<style>\n%s</style>\n</head>\n<body>\n<div id=\"report\"></div>\n<script>\n", mt_html_css);
+	fprintf(out, "</title>\n<style>\n%s</style>\n</head>\n<body>\n<div id=\"report\"></div>\n<script>\n",
+		mt_html_css);
 	script_text(out, data, len);
 	fputs(";\n</script>\n<script>\n", out);
 	fputs(mt_html_js, out);

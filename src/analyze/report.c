@@ -1543,8 +1543,8 @@ static void calls_json(struct pr *p, struct mt_emit *e, uint32_t stack)
 
 /* Stacks as the JSON's rows have them, with their calls, keyed by their number: for the
  * page's allocations and caller trees. */
-void mt_report_stacks_emit(struct mt_emit *e, const struct mt_report *r, struct mt_symbols *sym,
-			   struct mt_views *views, const uint32_t *stacks, size_t n)
+void mt_report_stacks_emit(struct mt_emit *e, const struct mt_report *r, struct mt_symbols *sym, struct mt_views *views,
+			   const uint32_t *stacks, size_t n)
 {
 	char key[16];
 	struct pr p;

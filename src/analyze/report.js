@@ -266,8 +266,9 @@
     const help = el("p", { class: "sub" }, "Drag across a chart to zoom, double-click or Esc to zoom out; with a chart " +
       "focused, \u2190 \u2192 Home End step and + \u2212 zoom. Hover or click an allocation for its size, lifetime and stack.");
     const note = el("p", { class: "sub", id: "allocations-shown-" + d, "data-shown": list.length }, list.length
-      ? (REPORT.events.allocs > list.length ? `The ${list.length} biggest allocations (of ${REPORT.events.allocs} in ` +
-        "the trace)" : "Every allocation") + ", each placed where it fits among those live when it was made:"
+      ? (REPORT.events.allocs > list.length ? `${list.length} allocations of the ${REPORT.events.allocs} in the trace ` +
+        "(the biggest, and the biggest made in each fiftieth of the run)" : "Every allocation") +
+        ", each placed where it fits among those live when it was made:"
       : "No allocations to show.");
     const state = { x0: 0, x1: xmax, cursor: -1, pick: -1, drag: null };
     let comp, allocs;

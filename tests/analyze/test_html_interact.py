@@ -59,6 +59,8 @@ for k in range(2000):  # small ones, each freed at once
     free(T0 + 2 * MS + 2 * k + 1, alloc(T0 + 2 * MS + 2 * k, 4096, 4))
 t = T0 + 10 * MS
 for it in range(3):
+    if it == 2:  # too small to be among the biggest, but the biggest of its part of the run
+        free(t + 20000, alloc(t + 10000, 1024, 4))
     acts = [alloc(t + j * 100000, 512 * MiB, 2) for j in range(5)]
     big = alloc(t + 600000, 2 * GiB, 3)
     if it == 2:  # the last iteration fails: 5 x 512 MiB + 2 GiB + 4 GiB in use, 3 GiB more asked
@@ -88,15 +90,22 @@ try:
                              "return JSON.stringify(e.getBoundingClientRect()); })()" % json.dumps(selector)))
     ok(ev("document.body.dataset.rendered") == "yes", "it draws without a script error", ev("document.body.dataset.errors"))
 
-    # ---- what the page holds: the biggest allocations, each with its own times ----
+    # ---- what the page holds: the 750 biggest allocations and the 15 biggest made in each
+    # fiftieth of the run, each with its own times ----
     shown = ev("SERIES.allocations[0].map((a) => [a[0], a[1], a[2]])")
     start = 1000  # the trace's start (its info's start_monotonic_ns): the page's times count from it
-    want = sorted(allocs, key=lambda a: (-a[2], a[0]))[:1500]
-    ok(len(allocs) == 2022 and len(shown) == 1500 and sorted(map(tuple, shown)) == sorted((a[0] - start, a[1] - start if a[1] else -1, a[2])
-                                                                  for a in want),
-       "the 1,500 biggest allocations of 2,022, each made and freed when the trace says", len(shown))
+    span = events[-1]["time"] - start + 1
+    key = lambda a: (-a[2], a[0])  # noqa: E731
+    want = sorted(allocs, key=key)[:750]
+    for s in range(50):
+        want += sorted((a for a in allocs if (a[0] - start) * 50 // span == s), key=key)[:15]
+    want = {(a[0] - start, a[1] - start if a[1] else -1, a[2]) for a in want}
+    ok(len(allocs) == 2023 and sorted(map(tuple, shown)) == sorted(want) and (t + 10000 - start, t + 20000 - start, 1024)
+       in want, "the 750 biggest allocations of 2,023 and the biggest of each part of the run, each made and freed when "
+       "the trace says", len(shown))
     ok(ev("document.getElementById('allocations-shown-0').textContent").startswith(
-        "The 1500 biggest allocations (of 2022 in the trace)"), "and the page says how many it shows of how many",
+        "%d allocations of the 2023 in the trace (the biggest, and the biggest made in each fiftieth of the run)"
+        % len(want)), "and the page says how many it shows of how many",
         ev("document.getElementById('allocations-shown-0').textContent"))
 
     # ---- the OOM and the cap where they are ----
