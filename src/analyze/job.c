@@ -311,6 +311,82 @@ static void bar(FILE *out, uint64_t v, uint64_t peak, uint64_t max, const char *
 		cls, w, p);
 }
 
+/* Each rank's memory over time side by side, on one scale and, where every trace knows
+ * the wall clock, one clock: each rank's own failures a red line, each of the job's OOMs
+ * a dashed line on every rank, the rank that failed outlined. */
+enum { W = 420, H = 90 }; /* each rank's chart */
+
+static double x_at(double ns, double span)
+{
+	return W * ns / span;
+}
+
+static double y_at(uint64_t bytes, uint64_t max)
+{
+	return H - (max ? H * (double)bytes / (double)max : 0);
+}
+
+static void ranks_over_time(FILE *out, const struct mt_job *j, const struct mt_job_rank *ranks, size_t n, uint64_t max)
+{
+	uint64_t t0 = UINT64_MAX, t1 = 0, longest = 1;
+	bool clock = n > 0;
+	char a[32];
+
+	for (size_t i = 0; i < n; i++) {
+		clock &= ranks[i].start_realtime > 0;
+		if (ranks[i].span > longest)
+			longest = ranks[i].span;
+		if (ranks[i].start_realtime < t0)
+			t0 = ranks[i].start_realtime;
+		if (ranks[i].start_realtime + ranks[i].span > t1)
+			t1 = ranks[i].start_realtime + ranks[i].span;
+	}
+	if (!clock)
+		t0 = 0, t1 = longest;
+	fprintf(out,
+		"<h2>every rank over time</h2>\n<p>Allocated on each rank's peak device, on one scale (%s) and %s; "
+		"a red line where the rank ran out of memory%s.</p>\n<div class=ranks>\n",
+		mt_format_size(max, a, sizeof a),
+		clock ? "one clock (from the first rank's start)"
+		      : "each rank on its own clock (a trace without the "
+			"wall clock's time)",
+		clock && j->n ? ", a dashed line at each of the job's OOMs on every rank" : "");
+	for (size_t i = 0; i < n; i++) {
+		const struct mt_job_rank *rk = &ranks[i];
+		bool failed = false;
+		uint64_t start = clock ? rk->start_realtime - t0 : 0;
+		double span = (double)(t1 - t0 ? t1 - t0 : 1);
+		for (size_t k = 0; k < j->n; k++)
+			failed |= j->ooms[k].rank == rk->rank;
+		failed |= rk->nooms > 0;
+		fprintf(out, "<figure class='rank%s' data-rank=%d data-peak=%" PRIu64 "><figcaption>rank %d",
+			failed ? " failed" : "", rk->rank, rk->peak, rk->rank);
+		if (rk->device >= 0)
+			fprintf(out, ", device %d, peak %s", rk->device, mt_format_size(rk->peak, a, sizeof a));
+		fputs(failed ? ": <b>ran out of memory</b>" : "", out);
+		fprintf(out, "</figcaption><svg width=%d height=%d viewBox='0 0 %d %d'>", W, H + 2, W, H + 2);
+		if (rk->line && rk->device >= 0) {
+			fputs("<path class=line d='", out);
+			for (int c = 0; c < MT_JOB_COLUMNS; c++) {
+				double x0 = x_at(start + (double)rk->span * c / MT_JOB_COLUMNS, span),
+				       x1 = x_at(start + (double)rk->span * (c + 1) / MT_JOB_COLUMNS, span);
+				fprintf(out, "%s%.1f,%.1fL%.1f,%.1f", c ? "L" : "M", x0, y_at(rk->line[c], max), x1,
+					y_at(rk->line[c], max));
+			}
+			fputs("'/>", out);
+		}
+		for (size_t k = 0; k < rk->nooms; k++)
+			fprintf(out, "<line class=oom x1='%.1f' x2='%.1f' y1='0' y2='%d'/>",
+				x_at(start + rk->ooms[k], span), x_at(start + rk->ooms[k], span), H);
+		for (size_t k = 0; clock && k < j->n; k++)
+			if (j->ooms[k].realtime >= t0)
+				fprintf(out, "<line class=job-oom x1='%.1f' x2='%.1f' y1='0' y2='%d'/>",
+					x_at(j->ooms[k].realtime - t0, span), x_at(j->ooms[k].realtime - t0, span), H);
+		fputs("</svg></figure>\n", out);
+	}
+	fputs("</div>\n", out);
+}
+
 int mt_job_html(FILE *out, const struct mt_job *j, const struct mt_job_rank *ranks, size_t n, const char *dir)
 {
 	uint64_t max = 0;
@@ -326,7 +402,11 @@ int mt_job_html(FILE *out, const struct mt_job *j, const struct mt_job_rank *ran
 	      "font-family:monospace;white-space:nowrap}.bar{position:relative;width:320px;height:14px;background:#eee}"
 	      ".bar div{position:absolute;top:0;height:14px}.now{background:#4a7fd0}.oom{background:#d04a4a}"
 	      ".gone{background:#999}.peak{width:2px;background:#000;height:18px!important;top:-2px!important}"
-	      ".state-out{color:#b00;font-weight:bold}</style></head><body>\n<h1>memtap: the whole job</h1>\n<p>",
+	      ".state-out{color:#b00;font-weight:bold}.ranks{display:flex;flex-wrap:wrap;gap:12px}"
+	      "figure{margin:0;padding:6px;border:1px solid #ddd}figure.failed{border:2px solid #d04a4a}"
+	      "figcaption{font-size:13px}svg{display:block;background:#fafafa}path.line{fill:none;stroke:#4a7fd0;"
+	      "stroke-width:1.5}line.oom{stroke:#d04a4a;stroke-width:2}line.job-oom{stroke:#000;stroke-dasharray:3 3}"
+	      "</style></head><body>\n<h1>memtap: the whole job</h1>\n<p>",
 	      out);
 	html_text(out, dir);
 	fprintf(out, ": %zu rank%s.</p>\n", n, n == 1 ? "" : "s");
@@ -361,6 +441,7 @@ int mt_job_html(FILE *out, const struct mt_job *j, const struct mt_job_rank *ran
 	}
 	if (!j->n)
 		fputs("<p>No rank ran out of memory.</p>\n", out);
+	ranks_over_time(out, j, ranks, n, max);
 	fputs("<h2>each rank's peak</h2>\n<table><tr><th>rank</th><th>host</th><th>device</th><th>peak</th><th></th>"
 	      "<th>trace</th></tr>\n",
 	      out);

@@ -9,12 +9,22 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#define MT_JOB_COLUMNS 400 /* a rank's memory over time, for the page: this many equal spans */
+#define MT_JOB_OOMS 8	   /* ... and its first out-of-memory failures on that device */
+
 /* A rank of the job as its trace says (filled by the caller). */
 struct mt_job_rank {
 	int rank;
 	const char *path, *host;
 	int device; /* the device of its peak, -1: none */
 	uint64_t peak;
+	/* allocated on `device` over its run, the highest in each of MT_JOB_COLUMNS equal
+	 * spans; the run's start (CLOCK_REALTIME ns, 0: not known) and length (ns); its
+	 * failures, ns from its start */
+	const uint64_t *line;
+	uint64_t start_realtime, span;
+	const uint64_t *ooms;
+	size_t nooms;
 };
 
 /* One rank at the moment of one OOM. */

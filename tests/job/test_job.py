@@ -13,6 +13,7 @@ directory, and --dir's bad input."""
 import glob
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -187,6 +188,23 @@ for r in range(WORLD):
             (r, size_text(held[r]), size_text(peak[r]), cls, 100.0 * held[r] / top, 100.0 * peak[r] / top))
     ok(want in html, "the page's row of rank %d at the OOM: its bytes then and its own peak, each bar's length" % r,
        (want, [x for x in html.split("\n") if x.startswith("<tr><td>%d</td>" % r)]))
+# every rank's memory over time, side by side on one scale and one clock
+figures = {int(m.group(2)): m for m in re.finditer(
+    r"<figure class='(rank(?: failed)?)' data-rank=(\d+) data-peak=(\d+)>(.*?)</figure>", html)}
+job_oom_x = set()
+for r in range(WORLD):
+    m = figures.get(r)
+    path = re.search(r"<path class=line d='([^']*)'", m.group(4)) if m else None
+    ys = [float(y) for y in re.findall(r"[ML][\d.]+,([\d.]+)", path.group(1))] if path else []
+    ok(m and (m.group(1) == "rank failed") == (r == OOM_RANK) and int(m.group(3)) == peak[r] and ys and
+       abs(min(ys) - (90 - 90 * peak[r] / top)) < 0.1,
+       "the page's chart of rank %d over time: its own peak the highest point on the job's scale, the rank that "
+       "failed outlined" % r, m and (m.group(1), m.group(3), min(ys) if ys else None))
+    job_oom_x |= set(re.findall(r"<line class=job-oom x1='([\d.]+)'", m.group(4))) if m else {"none"}
+own = re.findall(r"<line class=oom x1='([\d.]+)'", figures[OOM_RANK].group(4)) if OOM_RANK in figures else []
+ok(len(job_oom_x) == 1 and len(own) == 1 and abs(float(own[0]) - float(min(job_oom_x))) <= 0.5,
+   "the OOM drawn at the same moment on every rank's chart, where the failed rank's own failure is (one clock)",
+   (job_oom_x, own))
 
 # ---- a rank whose very first allocation fails still counts as a rank and asks ----
 run2, sync2 = os.path.join(TMP, "run-first"), os.path.join(TMP, "sync-first")

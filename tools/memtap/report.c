@@ -14,6 +14,7 @@
 #include "analyze/job.h"
 #include "analyze/diagnose.h"
 #include "analyze/report.h"
+#include "analyze/timeline.h"
 #include "cli.h"
 #include "core/path.h"
 #include "core/units.h"
@@ -149,7 +150,48 @@ struct rank_row {
 	 * (torch.load without map_location puts each tensor where it was saved from) */
 	uint64_t elsewhere[MT_MAX_DEVICES];
 	bool loaded[MT_MAX_DEVICES];
+	/* its peak device's allocated bytes over time, for the page (struct mt_job_rank) */
+	uint64_t line[MT_JOB_COLUMNS], start_realtime, span, ooms[MT_JOB_OOMS];
+	size_t nooms;
 };
+
+/* The rank's peak device over its run: the highest allocated in each of MT_JOB_COLUMNS
+ * equal spans (a span with no change holds what the one before ended with), and when it
+ * ran out of memory there. */
+static int over_time(struct rank_row *w, const struct mt_report *r, const struct mt_trace *t)
+{
+	struct mt_timeline tl;
+	uint64_t held = 0;
+	char a[32];
+	int err;
+
+	w->span =
+	    t->nevents && t->events[t->nevents - 1].time > r->start ? t->events[t->nevents - 1].time - r->start : 1;
+	w->start_realtime = mt_trace_info(t, "start_realtime_ns", a, sizeof a) ? strtoull(a, NULL, 10) : 0;
+	for (size_t k = 0; k < r->noom && w->nooms < MT_JOB_OOMS; k++) {
+		const struct mt_event *e = &t->events[r->oom[k].event];
+		if (e->device == w->device)
+			w->ooms[w->nooms++] = e->time > r->start ? e->time - r->start : 0;
+	}
+	if ((err = mt_timeline_build(&tl, r)))
+		return err;
+	for (size_t i = 0, c = 0; c < MT_JOB_COLUMNS; c++) {
+		w->line[c] = held;
+		for (; i < tl.n[w->device]; i++) {
+			const struct mt_timeline_point *p = &tl.points[w->device][i];
+			uint64_t at = p->time > r->start ? p->time - r->start : 0, bytes = 0;
+			if (at * MT_JOB_COLUMNS / w->span > c)
+				break;
+			for (int k = 1; k < MT_TAG_COUNT; k++)
+				bytes += p->bytes[k];
+			held = bytes;
+			if (bytes > w->line[c])
+				w->line[c] = bytes;
+		}
+	}
+	mt_timeline_free(&tl);
+	return 0;
+}
 
 static int rows_by_rank(const void *a, const void *b)
 {
@@ -369,6 +411,8 @@ static int report_ranks(char **paths, size_t n, bool json, const char *dir)
 			if (w->frag_known)
 				w->frag = r.frag.dev[w->device].at_peak;
 		}
+		if (w->device >= 0 && over_time(w, &r, &t))
+			die(1, "out of memory while reading %s", paths[i]);
 		w->leaks = r.leaks.n;
 		w->cause = first_cause(&r, &w->oom_device);
 		elsewhere(w, &r, &t);
@@ -392,8 +436,9 @@ static int report_ranks(char **paths, size_t n, bool json, const char *dir)
 	if (!jr)
 		die(1, "out of memory");
 	for (size_t i = 0; i < n; i++) {
-		jr[i] =
-		    (struct mt_job_rank){atoi(rows[i].rank), rows[i].path, rows[i].host, rows[i].device, rows[i].peak};
+		const struct rank_row *w = &rows[i];
+		jr[i] = (struct mt_job_rank){atoi(w->rank), w->path,	       w->host, w->device, w->peak,
+					     w->line,	    w->start_realtime, w->span, w->ooms,   w->nooms};
 		if (atoi(rows[i].world) > world)
 			world = atoi(rows[i].world);
 	}
