@@ -370,6 +370,17 @@ int mt_fragment_step(struct mt_fragment_scan *scan, size_t i)
 	return r;
 }
 
+int mt_fragment_map(struct mt_fragment_scan *scan, int device, struct mt_frag_device *out)
+{
+	struct pass *p = (struct pass *)scan;
+	struct mt_frag_state s;
+
+	memset(out, 0, sizeof *out);
+	if (!p || !p->dev || device < 0 || device >= MT_MAX_DEVICES || !p->dev[device].known)
+		return 0;
+	return measure(p, device, 0, &s, out);
+}
+
 int mt_fragment_finish(struct mt_fragment_scan *scan, int r)
 {
 	struct pass *p = (struct pass *)scan;

@@ -68,6 +68,9 @@ int mt_fragment_start(struct mt_fragment_scan **s, struct mt_fragment *f, const 
 		      const struct mt_replay *peaks, bool segments);
 int mt_fragment_step(struct mt_fragment_scan *s, size_t i);
 int mt_fragment_finish(struct mt_fragment_scan *s, int err);
+/* Device d's segments and live blocks as the scan stands, into out's segments and blocks
+ * (the caller frees both; none where the device's segments are not known). 0 or ENOMEM. */
+int mt_fragment_map(struct mt_fragment_scan *s, int device, struct mt_frag_device *out);
 void mt_fragment_free(struct mt_fragment *f);
 /* The OOM record of failed allocation event i, or NULL. */
 const struct mt_frag_oom *mt_fragment_oom(const struct mt_fragment *f, size_t event);

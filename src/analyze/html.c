@@ -304,6 +304,84 @@ static int live(FILE *out, const struct mt_report *r, struct ids *ids)
 	return err;
 }
 
+/* The segment maps the page steps through, where segments are known: each device's at
+ * MT_HTML_MAPS equal steps of the run, at its peak and at each of its first OOMs, at most
+ * MT_HTML_MAP_BLOCKS blocks each (the rest counted). */
+#define MT_HTML_MAPS 48
+#define MT_HTML_MAP_OOMS 16
+#define MT_HTML_MAP_BLOCKS 4000
+
+enum map_kind { MAP_STEP, MAP_PEAK, MAP_OOM };
+
+/* [time, kind, [segment address, size, ...], [block address, size, ...], blocks left out] */
+static int map(FILE *out, const struct mt_report *r, struct mt_fragment_scan *scan, int d, uint64_t time,
+	       enum map_kind kind, bool *first)
+{
+	struct mt_frag_device m;
+	size_t shown;
+	int err = mt_fragment_map(scan, d, &m);
+
+	if (!err && m.segments) {
+		fprintf(out, "%s[%" PRIu64 ",%d,[", *first ? "" : ",", time > r->start ? time - r->start : 0, kind);
+		*first = false;
+		for (size_t i = 0; i < m.nsegments; i++)
+			fprintf(out, "%s%" PRIu64 ",%" PRIu64, i ? "," : "", m.segments[i].addr, m.segments[i].size);
+		fputs("],[", out);
+		shown = m.nblocks < MT_HTML_MAP_BLOCKS ? m.nblocks : MT_HTML_MAP_BLOCKS;
+		for (size_t i = 0; i < shown; i++)
+			fprintf(out, "%s%" PRIu64 ",%" PRIu64, i ? "," : "", m.blocks[i].addr, m.blocks[i].size);
+		fprintf(out, "],%zu]", m.nblocks - shown);
+	}
+	free(m.segments);
+	free(m.blocks);
+	return err;
+}
+
+/* "maps": device -> the maps in time order, from a scan of its own over the events. */
+static int maps(FILE *out, const struct mt_report *r)
+{
+	const struct mt_trace *t = r->trace;
+	struct mt_fragment scratch;
+	struct mt_fragment_scan *scan;
+	uint64_t span =
+	    t->nevents && t->events[t->nevents - 1].time > r->start ? t->events[t->nevents - 1].time - r->start : 1;
+	int err = 0;
+
+	fputs("\"maps\": {", out);
+	for (int d = 0, devices = 0; d < MT_MAX_DEVICES && !err && r->frag.known; d++) {
+		size_t step = 1, ooms = 0;
+		bool first = true;
+		if (!r->frag.dev[d].known)
+			continue;
+		fprintf(out, "%s\"%d\": [", devices++ ? ", " : "", d);
+		err = mt_fragment_start(&scan, &scratch, t, &r->end, true);
+		for (size_t i = 0; i < t->nevents && !err; i++) {
+			const struct mt_event *e = &t->events[i];
+			uint64_t at = e->time > r->start ? e->time - r->start : 0;
+			if (step < MT_HTML_MAPS && at * MT_HTML_MAPS >= step * span &&
+			    i) { /* once, for every step passed */
+				err = map(out, r, scan, d, t->events[i - 1].time, MAP_STEP, &first);
+				while (step < MT_HTML_MAPS && at * MT_HTML_MAPS >= step * span)
+					step++;
+			}
+			err = err ? err : mt_fragment_step(scan, i);
+			if (!err && r->end.dev[d].peak && r->end.dev[d].peak_event == i)
+				err = map(out, r, scan, d, e->time, MAP_PEAK, &first);
+			if (!err && e->kind == MT_EV_ALLOC_FAILED && e->device == d && ooms < MT_HTML_MAP_OOMS) {
+				err = map(out, r, scan, d, e->time, MAP_OOM, &first);
+				ooms++;
+			}
+		}
+		if (!err && t->nevents)
+			err = map(out, r, scan, d, t->events[t->nevents - 1].time, MAP_STEP, &first);
+		err = mt_fragment_finish(scan, err);
+		mt_fragment_free(&scratch);
+		fputs("]", out);
+	}
+	fputs("}", out);
+	return err;
+}
+
 /* "stacks": each stack named above, once, as --json's rows have them. */
 static int stacks(FILE *out, const struct mt_report *r, struct mt_symbols *sym, struct ids *ids)
 {
@@ -362,6 +440,8 @@ static int series(FILE *out, const struct mt_report *r, const struct mt_timeline
 	err = allocations(out, r, &ids);
 	fputs(", ", out);
 	err = err ? err : live(out, r, &ids);
+	fputs(", ", out);
+	err = err ? err : maps(out, r);
 	fputs(", ", out);
 	err = err ? err : stacks(out, r, sym, &ids);
 	fputs("}", out);

@@ -12,6 +12,7 @@
   const COLOURS = { params: "#4e79a7", grads: "#f28e2b", optimizer: "#59a14f", activations: "#e15759",
                     temporaries: "#b07aa1", other: "#9c9c9c", reserved: "#222" };
   const SVGNS = "http://www.w3.org/2000/svg";
+  const CURSORS = {}; // device -> what follows the composition's cursor (a time in ns)
 
   function bytes(n) {
     const units = ["B", "KiB", "MiB", "GiB", "TiB"];
@@ -304,6 +305,7 @@
       comp.root.append(svg("line", { x1: px, x2: px, y1: comp.y(0), y2: comp.y(ymax), class: "cursor",
                                      "data-time-ns": p[0] }));
       readout.dataset.index = state.cursor;
+      (CURSORS[d] || []).forEach((f) => f(p[0]));
       readout.textContent = `At ${moment(p[0], 1e9)}: ${bytes(total(p))} allocated (` +
         CATEGORIES.map((cat, k) => p[1 + k] ? `${cat} ${bytes(p[1 + k])}` : "").filter((x) => x).join(", ") + ")" +
         (p[7] ? `, ${bytes(p[7])} reserved` : "");
@@ -607,8 +609,56 @@
       s.append(el("p", { class: "sub" }, "Block sizes estimated: requests rounded up to 512 bytes where the trace gives only the request."));
     s.append(el("p", { class: "sub" }, "Over time: reserved (black), allocated in blocks (red), requested (blue)."));
     s.append(fragmentationChart(device, f, xmax));
-    s.append(el("p", { class: "sub" }, "Segments at the peak (live blocks in red, free space white):"));
-    s.append(segmentMap(device, f, blocks || []));
+    const maps = (SERIES.maps || {})[device.device] || [];
+    const title = el("p", { class: "sub", id: "segment-moment-" + device.device }, "Segments at the peak (live blocks in " +
+      "red, free space white):");
+    s.append(title);
+    let shown = segmentMap(device, f, blocks || []), at = maps.findIndex((m) => m[1] === 1);
+    s.append(shown);
+    if (maps.length < 2) return s;
+    // the same map at other moments: stepped with its buttons or keys, or following the
+    // composition's cursor
+    const show = (k) => {
+      at = Math.max(0, Math.min(maps.length - 1, k));
+      const [time, kind, segs, flat, more] = maps[at], bl = [];
+      for (let i = 0; i < flat.length; i += 2) bl.push([flat[i], flat[i + 1]]);
+      const list = [];
+      for (let i = 0, b = 0; i < segs.length; i += 2) {
+        const seg = { address: segs[i], size: segs[i + 1], allocated_bytes: 0, largest_free_block_bytes: 0 };
+        let free = seg.address;
+        for (b = lower(bl, seg.address); b < bl.length && bl[b][0] < seg.address + seg.size; b++) {
+          seg.largest_free_block_bytes = Math.max(seg.largest_free_block_bytes, bl[b][0] - free);
+          free = Math.max(free, bl[b][0] + bl[b][1]);
+          seg.allocated_bytes += bl[b][1];
+        }
+        seg.largest_free_block_bytes = Math.max(seg.largest_free_block_bytes, seg.address + seg.size - free);
+        list.push(seg);
+      }
+      const next = kind === 1 ? segmentMap(device, f, blocks || []) : segmentMap(device, { segments_at_peak: list }, bl);
+      next.dataset.moment = at;
+      next.dataset.timeNs = time;
+      shown.replaceWith(next);
+      shown = next;
+      title.textContent = `Segments at ${moment(time)}` + ["", " (the peak)", " (an OOM)"][kind] +
+        ` (${at + 1} of ${maps.length}; live blocks in red, free space white)` +
+        (more ? `; ${more} more blocks not drawn` : "") + ":";
+    };
+    const step = (k) => el("button", { type: "button", class: "step", "aria-label": k < 0 ? "the moment before" :
+      "the moment after" }, k < 0 ? "\u25c0" : "\u25b6");
+    const back = step(-1), forth = step(1);
+    back.addEventListener("click", () => show(at - 1));
+    forth.addEventListener("click", () => show(at + 1));
+    title.before(el("div", { class: "moments", id: "segment-steps-" + device.device }, back, forth));
+    s.addEventListener("keydown", (ev) => {
+      if (ev.key === "ArrowLeft" || ev.key === "ArrowRight") show(at + (ev.key === "ArrowRight" ? 1 : -1));
+      else return;
+      ev.preventDefault();
+    });
+    (CURSORS[device.device] = CURSORS[device.device] || []).push((t) => {
+      let k = -1;
+      while (k + 1 < maps.length && maps[k + 1][0] <= t) k++;
+      if (k >= 0 && k !== at) show(k);
+    });
     return s;
   }
 

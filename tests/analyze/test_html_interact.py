@@ -219,6 +219,72 @@ try:
        "the keys walk the tree (down to the biggest call, right to the next) and Enter zooms")
     browser.screenshot(os.path.join(TMP, "interact.png"))
     ok(os.path.getsize(os.path.join(TMP, "interact.png")) > 10000, "a screenshot of it")
+
+    # ---- a caching allocator's segments: the map steps through the run and follows the cursor ----
+    SEG, SEG2, US = 0x7f1000000000, 0x7f1004000000, 1000
+    at = lambda n: start + 100 * US * n  # noqa: E731  (an event every 100 us from the trace's start)
+    seg_events = [dict(kind="thread", time=at(0), aux=4242), dict(kind="device", time=at(0), device=0, size=16 * GiB,
+                                                                   aux=1),
+                  dict(kind="segment_alloc", time=at(1), device=0, addr=SEG, size=20 * MiB)]
+    blocks = {}  # address -> (made, freed or None, size)
+    for k in range(4):
+        seg_events.append(dict(kind="alloc", time=at(2 + k), device=0, addr=SEG + 5 * k * MiB, size=5 * MiB, stack=2))
+        blocks[SEG + 5 * k * MiB] = [at(2 + k), None, 5 * MiB]
+    for k, n in ((1, 6), (3, 7)):
+        seg_events.append(dict(kind="free", time=at(n), device=0, addr=SEG + 5 * k * MiB))
+        blocks[SEG + 5 * k * MiB][1] = at(n)
+    seg_events += [dict(kind="segment_alloc", time=at(8), device=0, addr=SEG2, size=20 * MiB),
+                   dict(kind="alloc", time=at(9), device=0, addr=SEG2, size=15 * MiB, stack=3),
+                   dict(kind="alloc_failed", time=at(10), device=0, size=12 * MiB, stack=3, error=2, aux=0,
+                        aux2=16 * GiB)]
+    blocks[SEG2] = [at(9), None, 15 * MiB]
+    segs = {SEG: (at(1), None), SEG2: (at(8), at(13))}
+    for n, a in enumerate(sorted(blocks)):
+        if blocks[a][1] is None:
+            seg_events.append(dict(kind="free", time=at(11) + n, device=0, addr=a))
+            blocks[a][1] = at(11) + n
+    seg_events.append(dict(kind="segment_free", time=at(13), device=0, addr=SEG2, size=20 * MiB))
+    seg_trace, seg_page = os.path.join(TMP, "segments.trace"), os.path.join(TMP, "segments.html")
+    with open(seg_trace, "wb") as f:
+        f.write(Trace().strings([(i + 1, s) for i, s in enumerate(frames)]).stacks(stacks).events(seg_events)
+                .end(written=len(seg_events)).bytes())
+    p = subprocess.run([MEMTAP, "report", "--html", seg_page, seg_trace], capture_output=True, text=True)
+    browser.open(seg_page)
+    ok(p.returncode == 0 and ev("document.body.dataset.rendered") == "yes", "segments: the page draws",
+       (p.stderr, ev("document.body.dataset.errors")))
+
+    def live_then(t):
+        """(segments, blocks) live at t (ns since the trace's start), as the trace says."""
+        t += start
+        return (sum(1 for m, f in segs.values() if m <= t and (f is None or f > t)),
+                sum(1 for m, f, _ in blocks.values() if m <= t and (f is None or f > t)))
+
+    def map_now():
+        return ev("(() => { const m = document.getElementById('segment-map-0'); return [+m.dataset.timeNs, "
+                  "m.querySelectorAll('rect.segment').length, m.querySelectorAll('rect.block').length, "
+                  "document.getElementById('segment-moment-0').textContent]; })()")
+
+    seen = []
+    for button in ("\u25c0", "\u25c0", "\u25b6", "\u25b6", "\u25b6", "\u25b6", "\u25b6"):
+        b = where("#segment-steps-0 button:%s-child" % ("first" if button == "\u25c0" else "last"))
+        browser.mouse("mouseMoved", b["x"] + 4, b["y"] + 4)
+        browser.mouse("mousePressed", b["x"] + 4, b["y"] + 4, 1)
+        browser.mouse("mouseReleased", b["x"] + 4, b["y"] + 4, 1)
+        browser.frame()
+        t_ns, nsegs, nblocks, said = map_now()
+        seen.append((t_ns, (nsegs, nblocks) == live_then(t_ns), said))
+    ok(all(same for _, same, _ in seen) and len({t for t, _, _ in seen}) >= 4 and
+       any("(an OOM)" in said for _, _, said in seen),
+       "the segment map steps back and forth through the run, each moment's segments and blocks as the trace says",
+       seen)
+    ev("document.getElementById('composition-0').focus()")
+    browser.key("End")
+    browser.key("ArrowLeft")
+    point = ev("SERIES.timeline[0][+document.getElementById('readout-0').dataset.index][0]")
+    t_ns, nsegs, nblocks, said = map_now()
+    maps_times = ev("SERIES.maps[0].map((m) => m[0])")
+    ok(t_ns == max(m for m in maps_times if m <= point) and (nsegs, nblocks) == live_then(t_ns),
+       "and follows the composition's cursor", (t_ns, point, maps_times))
 finally:
     browser.close()
 done()
