@@ -129,7 +129,7 @@ static int pick_allocations(const struct mt_report *r, struct picks **picks)
 {
 	const struct mt_trace *t = r->trace;
 	uint64_t span =
-	    t->nevents && t->events[t->nevents - 1].time > r->start ? t->events[t->nevents - 1].time - r->start + 1 : 1;
+	    t->nevents && t->events[t->nevents - 1].time > r->start ? t->events[t->nevents - 1].time - r->start : 0;
 	struct mt_map live = {0};
 	int64_t delta;
 	size_t made;
@@ -144,9 +144,7 @@ static int pick_allocations(const struct mt_report *r, struct picks **picks)
 				const struct mt_event *e = &t->events[i];
 				struct pick x = {.size = (uint64_t)delta, .made = i};
 				size_t s =
-				    e->time > r->start ? (size_t)((e->time - r->start) * MT_HTML_SPANS / span) : 0;
-				if (s >= MT_HTML_SPANS) /* out of time order */
-					s = MT_HTML_SPANS - 1;
+				    mt_timeline_part(e->time > r->start ? e->time - r->start : 0, span, MT_HTML_SPANS);
 				struct picks *p = picks[d];
 				if (!p && !(p = picks[d] = calloc(1, sizeof *p)))
 					goto fail;
@@ -344,7 +342,7 @@ static int maps(FILE *out, const struct mt_report *r)
 	struct mt_fragment scratch;
 	struct mt_fragment_scan *scan;
 	uint64_t span =
-	    t->nevents && t->events[t->nevents - 1].time > r->start ? t->events[t->nevents - 1].time - r->start : 1;
+	    t->nevents && t->events[t->nevents - 1].time > r->start ? t->events[t->nevents - 1].time - r->start : 0;
 	int err = 0;
 
 	fputs("\"maps\": {", out);
@@ -358,11 +356,10 @@ static int maps(FILE *out, const struct mt_report *r)
 		for (size_t i = 0; i < t->nevents && !err; i++) {
 			const struct mt_event *e = &t->events[i];
 			uint64_t at = e->time > r->start ? e->time - r->start : 0;
-			if (step < MT_HTML_MAPS && at * MT_HTML_MAPS >= step * span &&
-			    i) { /* once, for every step passed */
+			if (step < MT_HTML_MAPS && mt_timeline_part(at, span, MT_HTML_MAPS) >= step && i) {
+				/* once, however many steps it passed */
 				err = map(out, r, scan, d, t->events[i - 1].time, MAP_STEP, &first);
-				while (step < MT_HTML_MAPS && at * MT_HTML_MAPS >= step * span)
-					step++;
+				step = mt_timeline_part(at, span, MT_HTML_MAPS) + 1;
 			}
 			err = err ? err : mt_fragment_step(scan, i);
 			if (!err && r->end.dev[d].peak && r->end.dev[d].peak_event == i)
@@ -398,7 +395,7 @@ static int stacks(FILE *out, const struct mt_report *r, struct mt_symbols *sym, 
 		if (!n || ids->v[n - 1] != ids->v[i])
 			ids->v[n++] = ids->v[i];
 	fputs("\"stacks\": ", out);
-	mt_report_stacks_emit(&e, r, sym, views, ids->v, n);
+	mt_report_stacks_emit(&e, out, r, sym, views, ids->v, n);
 	mt_views_close(views);
 	return 0;
 }

@@ -1515,6 +1515,26 @@ static void stack_json(struct pr *p, struct mt_emit *e, uint32_t stack, uint8_t 
 	}
 }
 
+/* The page's stacks are bounded whatever the trace holds (a hostile one repeats a frame
+ * name of 100 kB in thousands of stacks): each list at most MT_PAGE_LINES lines of at most
+ * MT_PAGE_TEXT bytes, and past MT_PAGE_STACK_BYTES in all a stack keeps only its "where". */
+#define MT_PAGE_LINES 48
+#define MT_PAGE_TEXT 256
+#define MT_PAGE_STACK_BYTES (16u << 20)
+
+/* s cut to MT_PAGE_TEXT bytes (at a character's start), "…" saying so; NULL stays NULL. */
+static const char *clip(const char *s, char *buf)
+{
+	size_t n;
+
+	if (!s || strlen(s) < MT_PAGE_TEXT)
+		return s;
+	for (n = MT_PAGE_TEXT - 4; n && (s[n] & 0xC0) == 0x80; n--)
+		;
+	snprintf(buf, MT_PAGE_TEXT, "%.*s\xe2\x80\xa6", (int)n, s);
+	return buf;
+}
+
 /* The view's frames in the order of the calls, the outermost first (the view shows the
  * user's frames first, which is not that order where a Python line calls into C++), a
  * frame repeated at once written once. */
@@ -1522,11 +1542,11 @@ static void calls_json(struct pr *p, struct mt_emit *e, uint32_t stack)
 {
 	const struct mt_trace *t = p->r->trace;
 	const struct mt_view *v = mt_view(p->views, stack);
-	char buf[2][1024];
-	uint32_t last = MT_NO_FRAME;
+	char buf[2][MT_PAGE_TEXT];
+	uint32_t last = MT_NO_FRAME, written = 0;
 
 	mt_emit_open(e, "calls", true, 0);
-	for (uint32_t k = 0, shown = 0; stack < t->nstacks && shown < v->nshown; shown++) {
+	for (uint32_t k = 0, shown = 0; stack < t->nstacks && shown < v->nshown && written < MT_PAGE_LINES; shown++) {
 		uint32_t next = MT_NO_FRAME; /* the outermost frame shown that is inside the last */
 		for (uint32_t j = 0; j < v->nshown; j++)
 			if (v->shown[j] < last && (next == MT_NO_FRAME || v->shown[j] > next))
@@ -1536,16 +1556,50 @@ static void calls_json(struct pr *p, struct mt_emit *e, uint32_t stack)
 		if (!shown || strcmp(buf[k], buf[!k])) {
 			mt_emit_str(e, NULL, buf[k]);
 			k = !k;
+			written++;
 		}
 	}
 	mt_emit_close(e);
 }
 
-/* Stacks as the JSON's rows have them, with their calls, keyed by their number: for the
- * page's allocations and caller trees. */
-void mt_report_stacks_emit(struct mt_emit *e, const struct mt_report *r, struct mt_symbols *sym, struct mt_views *views,
-			   const uint32_t *stacks, size_t n)
+/* A stack for the page, as --json's rows have it but bounded (above), with its depth and
+ * its calls. */
+static void page_stack_json(struct pr *p, struct mt_emit *e, uint32_t stack, bool whole)
 {
+	const struct mt_trace *t = p->r->trace;
+	const struct mt_view *v = mt_view(p->views, stack);
+	uint32_t depth = stack && stack < t->nstacks ? t->stacks[stack].depth : 0;
+	char buf[4][MT_PAGE_TEXT], where[4096];
+
+	mt_emit_open(e, "frames", true, 0);
+	for (uint32_t i = 0; whole && i < depth && i < MT_PAGE_LINES; i++) {
+		const struct mt_frame *f = mt_symbols_frame(p->sym, t->stacks[stack].frames[i]);
+		mt_emit_open(e, NULL, false, 0);
+		mt_emit_str(e, "function", clip(f->function, buf[0]));
+		mt_emit_str(e, "file", clip(f->file, buf[1]));
+		mt_emit_int(e, "line", f->line);
+		mt_emit_str(e, "module", clip(f->module, buf[2]));
+		mt_emit_close(e);
+	}
+	mt_emit_close(e);
+	mt_emit_uint(e, "depth", depth);
+	if (v->where == MT_NO_FRAME)
+		mt_emit_null(e, "where");
+	else
+		mt_emit_str(e, "where", clip(where_text(p, stack, false, where, sizeof where), buf[3]));
+	mt_emit_open(e, "view", true, 0);
+	for (uint32_t k = 0, n, lines = 0; whole && k < v->nshown && lines < MT_PAGE_LINES; k += n, lines++)
+		mt_emit_str(e, NULL, clip(view_line(p, stack, k, &n, where, sizeof where), buf[0]));
+	mt_emit_close(e);
+	if (whole)
+		calls_json(p, e, stack);
+}
+
+/* Stacks for the page's allocations and caller trees, keyed by their number. */
+void mt_report_stacks_emit(struct mt_emit *e, FILE *out, const struct mt_report *r, struct mt_symbols *sym,
+			   struct mt_views *views, const uint32_t *stacks, size_t n)
+{
+	long begin = ftell(out);
 	char key[16];
 	struct pr p;
 
@@ -1554,8 +1608,7 @@ void mt_report_stacks_emit(struct mt_emit *e, const struct mt_report *r, struct 
 	for (size_t i = 0; i < n; i++) {
 		snprintf(key, sizeof key, "%" PRIu32, stacks[i]);
 		mt_emit_open(e, key, false, 0);
-		stack_json(&p, e, stacks[i], false, true);
-		calls_json(&p, e, stacks[i]);
+		page_stack_json(&p, e, stacks[i], begin < 0 || ftell(out) - begin < (long)MT_PAGE_STACK_BYTES);
 		mt_emit_close(e);
 	}
 	mt_emit_close(e);

@@ -114,10 +114,11 @@ int mt_report_build(struct mt_report *r, const struct mt_trace *t, const struct 
 /* A block made before recording (an mt_group's `before`, nonzero) in words: what the
  * composition read it as, or that the snapshot had no history at all. */
 const char *mt_report_before_text(const struct mt_report *r, uint8_t before);
-/* stacks[0..n) as one JSON object, number -> {frames, where, view, calls}: --json's rows and
- * the view's frames in call order, the outermost first */
-void mt_report_stacks_emit(struct mt_emit *e, const struct mt_report *r, struct mt_symbols *sym, struct mt_views *views,
-			   const uint32_t *stacks, size_t n);
+/* stacks[0..n) as one JSON object, number -> {frames, depth, where, view, calls}: --json's
+ * rows bounded for a page whatever the trace holds, and the view's frames in call order,
+ * the outermost first; out: the stream e writes to, for the bound on the whole */
+void mt_report_stacks_emit(struct mt_emit *e, FILE *out, const struct mt_report *r, struct mt_symbols *sym,
+			   struct mt_views *views, const uint32_t *stacks, size_t n);
 void mt_report_free(struct mt_report *r);
 /* The job's waits for memtap's writer to make room, in words; "" when it never waited. */
 const char *mt_report_waits_text(const struct mt_trace *t, char *buf, size_t len);

@@ -65,8 +65,9 @@
         ? "autograd's engine thread)" : "a thread without Python)"));
     td.append(el("div", { class: "view" }, lines.join("\n")));
     if (frames.length > view.length) {
-      const all = el("details", { class: "all-frames" },
-                     el("summary", {}, "all " + frames.length + " frames"));
+      const depth = g.depth || frames.length; // the page's own stacks keep the first frames of a deep one
+      const all = el("details", { class: "all-frames" }, el("summary", {}, depth > frames.length
+        ? `the first ${frames.length} of ${depth} frames` : "all " + frames.length + " frames"));
       all.append(el("div", {}, frames.map(fullFrame).join("\n")));
       td.append(all);
     }

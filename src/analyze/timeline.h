@@ -20,6 +20,15 @@ struct mt_timeline {
 	size_t n[MT_MAX_DEVICES], cap[MT_MAX_DEVICES];
 };
 
+/* Which of `parts` equal parts of [0, span] `at` falls in, the last for any later: no
+ * product that overflows, no division by zero, whatever the trace's times. */
+static inline size_t mt_timeline_part(uint64_t at, uint64_t span, size_t parts)
+{
+	uint64_t k = at / (span / parts + 1);
+
+	return k < parts ? (size_t)k : parts - 1;
+}
+
 int mt_timeline_build(struct mt_timeline *tl, const struct mt_report *r);
 void mt_timeline_free(struct mt_timeline *tl);
 

@@ -180,7 +180,7 @@ static int over_time(struct rank_row *w, const struct mt_report *r, const struct
 		for (; i < tl.n[w->device]; i++) {
 			const struct mt_timeline_point *p = &tl.points[w->device][i];
 			uint64_t at = p->time > r->start ? p->time - r->start : 0, bytes = 0;
-			if (at * MT_JOB_COLUMNS / w->span > c)
+			if (mt_timeline_part(at, w->span, MT_JOB_COLUMNS) > c)
 				break;
 			for (int k = 1; k < MT_TAG_COUNT; k++)
 				bytes += p->bytes[k];
