@@ -1,7 +1,9 @@
 /* `memtap report --html`: one self-contained page. The data is the report's own JSON
- * (so the page and --json agree by construction) plus the composition timeline, the
- * blocks at each peak and each device's biggest allocations with their stacks; report.js
- * draws it, report.css styles it, both inlined. */
+ * (so the page and --json agree by construction) plus what only the page draws, each
+ * bounded whatever the trace's length: the composition timeline, the blocks at each
+ * peak, each device's biggest allocations, what was live by stack at the peak and at
+ * each OOM, segment maps through the run, and those stacks; report.js draws it,
+ * report.css styles it, both inlined. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
@@ -51,10 +53,12 @@ struct pick {
 	size_t made, freed; /* event indices; freed 0: live at the end */
 };
 
-/* A device's picks: heaps[0] its biggest, heaps[1 + s] span s's. */
+/* A device's picks: while picking, all[] holds heaps, its biggest first (n[0] of them),
+ * then MT_HTML_PER_SPAN places for each span s (n[1 + s]); once picked, `count` of them
+ * merged in the order made. */
 struct picks {
 	struct pick all[MT_HTML_ALLOCATIONS];
-	size_t n[1 + MT_HTML_SPANS], count; /* count: in all[], merged, once picked */
+	size_t n[1 + MT_HTML_SPANS], count;
 };
 
 static bool better(const struct pick *a, const struct pick *b)
