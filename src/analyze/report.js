@@ -1,6 +1,7 @@
 // memtap's HTML report: draws REPORT (the same document `memtap report --json` writes)
-// and SERIES (the composition timeline, the blocks at each peak, the biggest allocations
-// and their stacks) into the page.
+// and SERIES (the composition timeline, the blocks at each peak, the biggest allocations,
+// what was live by stack at the peak and at each OOM, segment maps through the run, and
+// those stacks) into the page.
 // Plain DOM and SVG, nothing fetched. Every number shown carries its raw value in
 // data-value, so tests can compare the page with the JSON.
 "use strict";
@@ -307,7 +308,7 @@
                                      "data-time-ns": p[0] }));
       readout.dataset.index = state.cursor;
       (CURSORS[d] || []).forEach((f) => f(p[0]));
-      readout.textContent = `At ${moment(p[0], 1e9)}: ${bytes(total(p))} allocated (` +
+      readout.textContent = `At ${moment(p[0], xmax)}: ${bytes(total(p))} allocated (` +
         CATEGORIES.map((cat, k) => p[1 + k] ? `${cat} ${bytes(p[1 + k])}` : "").filter((x) => x).join(", ") + ")" +
         (p[7] ? `, ${bytes(p[7])} reserved` : "");
     }
