@@ -13,6 +13,7 @@
 #include "analyze/timeline.h"
 #include "core/array.h"
 #include "core/map.h"
+#include "core/text.h"
 
 extern const char mt_html_css[], mt_html_js[];
 
@@ -383,6 +384,34 @@ static int maps(FILE *out, const struct mt_report *r)
 	return err;
 }
 
+/* "actions": what memtap's policies did, for the charts' marks: [time, text] for each
+ * snapshot a policy (or memtap_snapshot) took and each of memtap's own notes (an NVTX mark
+ * "memtap.*": caps, allocator changes, capture ranges), the first MT_HTML_ACTIONS. */
+#define MT_HTML_ACTIONS 200
+
+static void actions(FILE *out, const struct mt_report *r)
+{
+	const struct mt_trace *t = r->trace;
+	size_t n = 0;
+	char buf[256];
+
+	fputs("\"actions\": [", out);
+	for (size_t i = 0; i < t->nevents && n < MT_HTML_ACTIONS; i++) {
+		const struct mt_event *e = &t->events[i];
+		const char *s = mt_trace_string(t, e->aux);
+		if (e->kind != MT_EV_SNAPSHOT && (e->kind != MT_EV_NVTX_MARK || strncmp(s, "memtap.", 7)))
+			continue;
+		fprintf(out, "%s[%" PRIu64 ",", n++ ? "," : "", e->time > r->start ? e->time - r->start : 0);
+		if (e->kind == MT_EV_SNAPSHOT) {
+			snprintf(buf, sizeof buf, "snapshot %s", s);
+			s = buf;
+		}
+		mt_json_str(out, mt_text_clip(s, buf, sizeof buf));
+		fputs("]", out);
+	}
+	fputs("]", out);
+}
+
 /* "stacks": each stack named above, once, as --json's rows have them. */
 static int stacks(FILE *out, const struct mt_report *r, struct mt_symbols *sym, struct ids *ids)
 {
@@ -443,6 +472,8 @@ static int series(FILE *out, const struct mt_report *r, const struct mt_timeline
 	err = err ? err : live(out, r, &ids);
 	fputs(", ", out);
 	err = err ? err : maps(out, r);
+	fputs(", ", out);
+	actions(out, r);
 	fputs(", ", out);
 	err = err ? err : stacks(out, r, sym, &ids);
 	fputs("}", out);

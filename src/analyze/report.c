@@ -10,6 +10,7 @@
 
 #include "analyze/diagnose.h"
 #include "core/array.h"
+#include "core/text.h"
 #include "reader/progress.h"
 #include "core/units.h"
 
@@ -1522,17 +1523,9 @@ static void stack_json(struct pr *p, struct mt_emit *e, uint32_t stack, uint8_t 
 #define MT_PAGE_TEXT 256
 #define MT_PAGE_STACK_BYTES (16u << 20)
 
-/* s cut to MT_PAGE_TEXT bytes (at a character's start), "…" saying so; NULL stays NULL. */
 static const char *clip(const char *s, char *buf)
 {
-	size_t n;
-
-	if (!s || strlen(s) < MT_PAGE_TEXT)
-		return s;
-	for (n = MT_PAGE_TEXT - 4; n && (s[n] & 0xC0) == 0x80; n--)
-		;
-	snprintf(buf, MT_PAGE_TEXT, "%.*s\xe2\x80\xa6", (int)n, s);
-	return buf;
+	return mt_text_clip(s, buf, MT_PAGE_TEXT);
 }
 
 /* The view's frames in the order of the calls, the outermost first (the view shows the

@@ -198,6 +198,19 @@
     mark("peak", device.peak_time_ns, "#c00", "peak " + bytes(device.peak_allocated_bytes), 1);
     REPORT.oom.filter((o) => o.device === device.device)
       .forEach((o) => mark("oom", o.time_ns, "#000", `out of memory: ${bytes(o.size)} asked`, 2));
+    // what memtap's policies did: a mark on the top edge, its words on hover (a cap or an
+    // allocator change is its own device's)
+    for (const [t, text] of SERIES.actions || []) {
+      const own = /^memtap\.(?:cap|allocator) (\d+)/.exec(text);
+      if (t < x0 || t > x1 || (own && +own[1] !== device.device)) continue;
+      const px = c.x(t), top = c.y(ymax);
+      const a = svg("path", { d: `M${px - 5},${top - 9}L${px + 5},${top - 9}L${px},${top - 1}Z`, class: "action",
+                              "data-time-ns": t, "data-text": text });
+      const title = svg("title", {});
+      title.textContent = text;
+      a.append(title);
+      c.root.append(a);
+    }
     if (capped(device)) {
       const py = c.y(device.capacity_bytes);
       c.root.append(svg("line", { x1: M.l, x2: 900 - M.r, y1: py, y2: py, stroke: "#b35c00", "stroke-dasharray": "8 4",
@@ -343,6 +356,8 @@
         if (which === "composition") {
           state.cursor = at(points, c.x.invert(x));
           cursor();
+          const said = ev.target.dataset ? ev.target.dataset.text : undefined;
+          if (said === undefined) tip.hide(); else tip.show(`${moment(+ev.target.dataset.timeNs, xmax)}: ${said}`, ev);
         } else {
           const i = ev.target.dataset ? ev.target.dataset.index : undefined;
           if (i === undefined) tip.hide(); else tip.show(allocationText(list[i]), ev);
@@ -694,7 +709,8 @@
     // device that went quiet before another's last entry keeps what it held until then
     const tl = device.fragmentation ? device.fragmentation.timeline : [];
     const xmax = Math.max(1, ...points.map((p) => p[0]), device.peak_time_ns, ...tl.map((t) => t.time_ns),
-                          ...REPORT.oom.filter((o) => o.device === d).map((o) => o.time_ns));
+                          ...REPORT.oom.filter((o) => o.device === d).map((o) => o.time_ns),
+                          ...(SERIES.actions || []).map((a) => a[0]));
     s.append(timeline(device, points, xmax));
     const libs = device.by_library_at_peak || [], count = device.driver_count, cache = device.caching_allocator_at_peak;
     if (libs.length || count || cache) {

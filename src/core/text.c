@@ -1,4 +1,5 @@
 /* One-line text for messages, and the nearest known word to a mistyped one (core/text.h). */
+#include <stdio.h>
 #include <string.h>
 
 #include "core/text.h"
@@ -52,4 +53,16 @@ void mt_near_offer(struct mt_near *n, const char *candidate)
 		n->best = candidate;
 		n->distance = d;
 	}
+}
+
+const char *mt_text_clip(const char *s, char *buf, size_t size)
+{
+	size_t n;
+
+	if (!s || strlen(s) < size)
+		return s;
+	for (n = size - 4; n && (s[n] & 0xC0) == 0x80; n--)
+		;
+	snprintf(buf, size, "%.*s\xe2\x80\xa6", (int)n, s);
+	return buf;
 }

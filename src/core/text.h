@@ -9,6 +9,10 @@
 /* Replaces every control character of s with '?', in place; returns s. */
 char *mt_text_line(char *s);
 
+/* s when shorter than size; else its first bytes, cut at a character's start, and "…"
+ * (in buf, size bytes, at least 4); NULL stays NULL. */
+const char *mt_text_clip(const char *s, char *buf, size_t size);
+
 /* The known word nearest to a mistyped one, for "did you mean": start with {word}, offer
  * each known word, then best is the nearest within a typo or two (an edit, a swap of
  * neighbours; about one per three letters), the first offered of equals, or NULL. */

@@ -35,8 +35,12 @@ stacks = [(1, [py[frames[0]], py[frames[1]]]),                        # paramete
           (3, [py[frames[2]], py[frames[5]], py[frames[3]], py[frames[4]]]),  # tensor <- attention <- forward
           (4, [py[frames[6]], py[frames[4]]])]                        # small ones
 T0, CAP = 1000 + MS, 10 * GiB
+# what the cap and oom_snapshot policies note, and the job's own NVTX mark (not memtap's doing)
+CAP_NOTE, SNAPSHOT = "memtap.cap 0 10737418240 0.625", "/tmp/run/oom.trace"
+frames += [CAP_NOTE, SNAPSHOT, "warmup done"]
 events = [dict(kind="thread", time=T0, aux=4242),
-          dict(kind="device", time=T0 + 1, device=0, size=16 * GiB, aux=1, aux2=CAP)]
+          dict(kind="device", time=T0 + 1, device=0, size=16 * GiB, aux=1, aux2=CAP),
+          dict(kind="nvtx_mark", time=T0 + 2, aux=len(frames) - 2), dict(kind="nvtx_mark", time=T0 + 3, aux=len(frames))]
 addr, allocs = 0x7f0000000000, []  # allocs: (made, freed or None, size, stack)
 
 
@@ -66,6 +70,7 @@ for it in range(3):
     if it == 2:  # the last iteration fails: 5 x 512 MiB + 2 GiB + 4 GiB in use, 3 GiB more asked
         events.append(dict(kind="alloc_failed", time=t + 700000, device=0, size=3 * GiB, stack=3, error=2,
                            aux=CAP - 17 * GiB // 2, aux2=CAP))
+        events.append(dict(kind="snapshot", time=t + 710000, aux=len(frames) - 1))
         break
     free(t + 2 * MS, big)
     for j, a in enumerate(acts):
@@ -119,6 +124,11 @@ try:
     ymax = 10 * GiB  # the cap is above every moment
     ok(geo["cap"] == CAP and abs(geo["cy"] - (geo["h"] - 24 - CAP / ymax * (geo["h"] - 34))) < 0.5,
        "the policy's 10 GiB cap is drawn at 10 GiB, not the device's 16", geo)
+
+    marks = ev("[...document.querySelectorAll('#composition-0 path.action')].map((a) => [+a.dataset.timeNs, "
+               "a.dataset.text])")
+    ok(marks == [[T0 + 2 - start, CAP_NOTE], [oom_t + 10000, "snapshot " + SNAPSHOT]],
+       "what the policies did marked where it happened: the cap, the snapshot after the OOM", marks)
 
     # ---- hover: the second iteration's 2 GiB block, made through the helper from attention() ----
     second = [a for a in allocs if a[2] == 2 * GiB][1]
