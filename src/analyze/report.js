@@ -14,6 +14,7 @@
                     temporaries: "#b07aa1", other: "#9c9c9c", reserved: "#222" };
   const SVGNS = "http://www.w3.org/2000/svg";
   const CURSORS = {}; // device -> what follows the composition's cursor (a time in ns)
+  const SHOW = {}; // device -> [what shows a moment (time in ns, an OOM or the peak)]: the diagnosis' links
 
   function bytes(n) {
     const units = ["B", "KiB", "MiB", "GiB", "TiB"];
@@ -395,6 +396,12 @@
       else if (g.which === "allocations" && ev.target.dataset && ev.target.dataset.index !== undefined)
         pick(Number(ev.target.dataset.index));
     });
+    (SHOW[d] = SHOW[d] || []).push((t) => { // the tenth of the run around t, the cursor on it
+      zoom(t - xmax / 20, t + xmax / 20);
+      state.cursor = at(points, t);
+      cursor();
+      box.scrollIntoView();
+    });
     show();
     box.append(help, readout, detail);
     return box;
@@ -495,10 +502,11 @@
   function treeSection(device) {
     const d = device.device, live = SERIES.live || { peak: {}, oom: [] };
     const moments = [];
-    if ((live.peak[d] || []).length) moments.push([`at the peak (${moment(device.peak_time_ns)})`, live.peak[d]]);
+    if ((live.peak[d] || []).length)
+      moments.push([`at the peak (${moment(device.peak_time_ns)})`, live.peak[d], device.peak_time_ns]);
     REPORT.oom.forEach((o, k) => {
       if (o.device === d && (live.oom[k] || []).length)
-        moments.push([`at the OOM at ${moment(o.time_ns)} (${bytes(o.size)} asked)`, live.oom[k]]);
+        moments.push([`at the OOM at ${moment(o.time_ns)} (${bytes(o.size)} asked)`, live.oom[k], o.time_ns]);
     });
     if (!moments.length) return null;
     const s = el("div", { id: "callers-" + d });
@@ -507,8 +515,9 @@
       "Hover for the bytes; click or Enter to zoom into a call, Esc or double-click to zoom out; the arrow keys move."));
     const pick = el("div", { class: "moments", role: "radiogroup" });
     let tree = null;
-    moments.forEach(([label, rows], k) => {
-      const b = el("button", { type: "button", "data-moment": k, "aria-pressed": k === 0 ? "true" : "false" }, label);
+    moments.forEach(([label, rows, t], k) => {
+      const b = el("button", { type: "button", "data-moment": k, "data-time-ns": t,
+                               "aria-pressed": k === 0 ? "true" : "false" }, label);
       b.addEventListener("click", () => {
         pick.querySelectorAll("button").forEach((x) => x.setAttribute("aria-pressed", x === b ? "true" : "false"));
         const t = treeChart(`tree-${d}`, callerTree(rows));
@@ -520,6 +529,7 @@
     s.append(pick);
     tree = treeChart(`tree-${d}`, callerTree(moments[0][1]));
     s.append(tree);
+    (SHOW[d] = SHOW[d] || []).push((t) => { const b = pick.querySelector(`button[data-time-ns="${t}"]`); if (b) b.click(); });
     return s;
   }
 
@@ -828,6 +838,13 @@
         : `The failure at ${moment(g.time_ns, 1e9)} on device ${g.device}: ${bytes(g.request_bytes)} asked with ` +
           `${bytes(g.allocated_bytes)} in use, of ${bytes(g.capacity_bytes)}`));
       s.append(el("p", { class: "cause" }, "Cause: " + (CAUSES[g.cause] || ((x) => x.cause))(g)));
+      const when = g.of === "peak" ? (REPORT.devices.find((x) => x.device === g.device) || {}).peak_time_ns : g.time_ns;
+      if (when !== undefined && SHOW[g.device]) { // the evidence: the charts at that moment, what was live then
+        const b = el("button", { type: "button", class: "evidence", id: "evidence-" + i },
+                     "Show it: the charts at that moment and what was live then, by caller");
+        b.addEventListener("click", () => SHOW[g.device].forEach((f) => f(when)));
+        s.append(b);
+      }
       const live = Object.entries(g.live).filter(([, b]) => b > 0).sort((a, b) => b[1] - a[1]);
       if (live.length) s.append(el("p", { class: "live" }, "In use then: " +
         live.map(([tag, b]) => `${tag} ${bytes(b)}`).join(", ")));

@@ -227,6 +227,19 @@ try:
     ok(ev("document.getElementById('tree-0').dataset.focus") == "attention (model.py:30)" and
        ev("document.getElementById('tree-0-readout').textContent").startswith("attention (model.py:30): 2.00 GiB"),
        "the keys walk the tree (down to the biggest call, right to the next) and Enter zooms")
+
+    # ---- the diagnosis links to its evidence: the charts at the failure and what was live then ----
+    ev("document.getElementById('tree-0-svg').focus()")
+    browser.key("Escape")
+    button = where("#evidence-0")
+    browser.mouse("mouseMoved", button["x"] + 5, button["y"] + 5)
+    browser.mouse("mousePressed", button["x"] + 5, button["y"] + 5, 1)
+    browser.mouse("mouseReleased", button["x"] + 5, button["y"] + 5, 1)
+    browser.frame()
+    z = ev("[+document.getElementById('timeline-0').dataset.x0, +document.getElementById('timeline-0').dataset.x1]")
+    pressed = ev("document.querySelector('#callers-0 button[aria-pressed=\"true\"]').dataset.timeNs")
+    ok(z[0] <= oom_t <= z[1] and abs((z[1] - z[0]) - span / 10) < 2 and pressed == str(oom_t),
+       "the diagnosis' button shows the charts around the failure and what was live then", (z, oom_t, pressed))
     browser.screenshot(os.path.join(TMP, "interact.png"))
     ok(os.path.getsize(os.path.join(TMP, "interact.png")) > 10000, "a screenshot of it")
 
