@@ -6,7 +6,7 @@
 
 #include "analyze/report.h"
 
-#define MT_TIMELINE_BUCKETS 800
+#define MT_TIMELINE_BUCKETS 8000 /* a page zoomed ten times still has a point a pixel */
 
 struct mt_timeline_point {
 	uint64_t time;

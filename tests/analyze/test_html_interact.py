@@ -308,6 +308,25 @@ try:
     maps_times = ev("SERIES.maps[0].map((m) => m[0])")
     ok(t_ns == max(m for m in maps_times if m <= point) and (nsegs, nblocks) == live_then(t_ns),
        "and follows the composition's cursor", (t_ns, point, maps_times))
+
+    # ---- zoomed ten times, the composition still has its own detail (not the whole run's buckets) ----
+    saw = [dict(kind="thread", time=start, aux=4242), dict(kind="device", time=start, device=0, size=16 * GiB, aux=1)]
+    for k in range(20000):  # a sawtooth: 20,000 allocations of 1 to 100 MiB, each freed at once
+        a = 0x7f2000000000 + k * 128 * MiB
+        saw += [dict(kind="alloc", time=start + 1000 * (k + 1), device=0, addr=a, size=(k % 100 + 1) * MiB, stack=2),
+                dict(kind="free", time=start + 1000 * (k + 1) + 500, device=0, addr=a)]
+    saw_trace, saw_page = os.path.join(TMP, "saw.trace"), os.path.join(TMP, "saw.html")
+    with open(saw_trace, "wb") as f:
+        f.write(Trace().strings([(i + 1, s) for i, s in enumerate(frames)]).stacks(stacks).events(saw)
+                .end(written=len(saw)).bytes())
+    subprocess.run([MEMTAP, "report", "--html", saw_page, saw_trace], capture_output=True, check=True)
+    browser.open(saw_page)
+    comp = where("#composition-0")
+    browser.drag(comp["x"] + 70 + 405, comp["y"] + 100, comp["x"] + 70 + 486)
+    steps = ev("(() => { const d = document.querySelector('#composition-0 path.area').getAttribute('d'); "
+               "return new Set([...d.split('Z')[0].matchAll(/[ML]([\\d.]+),/g)].map((m) => m[1])).size; })()")
+    ok(steps > 400, "zoomed ten times into a run of 20,000 allocations, the chart still changes nearly every pixel",
+       steps)
 finally:
     browser.close()
 done()
