@@ -269,7 +269,7 @@
   // The composition over time and the biggest allocations under it, on one time axis that
   // zooms: drag across either to zoom, double-click or Esc to go back; the arrow keys step
   // through the moments (or, on the allocations, from one allocation to the next).
-  function timeline(device, points, xmax) {
+  function timeline(device, points, xmin, xmax) {
     const d = device.device;
     if (REPORT.times === "none" && points.length) // one moment: what it held, the chart's width
       points = [[0, ...points[points.length - 1].slice(1)]];
@@ -287,7 +287,7 @@
         "(the biggest, and the biggest made in each fiftieth of the run)" : "Every allocation") +
         ", each placed where it fits among those live when it was made:"
       : "No allocations to show.");
-    const state = { x0: 0, x1: xmax, cursor: -1, pick: -1, drag: null };
+    const state = { x0: xmin, x1: xmax, cursor: -1, pick: -1, drag: null };
     let comp, allocs;
     const tip = tooltip();
 
@@ -306,10 +306,10 @@
       cursor();
       if (state.pick >= 0) pick(state.pick);
     }
-    function zoom(a, b) { // [a, b], moved into the trace as a whole where it fits
-      const w = Math.min(b - a, xmax);
+    function zoom(a, b) { // [a, b], moved into the run as a whole where it fits
+      const w = Math.min(b - a, xmax - xmin);
       if (w < 1) return;
-      a = Math.max(0, Math.min(a, xmax - w)), b = a + w;
+      a = Math.max(xmin, Math.min(a, xmax - w)), b = a + w;
       state.x0 = a, state.x1 = b;
       show();
     }
@@ -365,11 +365,11 @@
         }
       });
       r.addEventListener("mouseleave", () => tip.hide());
-      r.addEventListener("dblclick", () => zoom(0, xmax));
+      r.addEventListener("dblclick", () => zoom(xmin, xmax));
       r.addEventListener("keydown", (ev) => {
         const mid = points[state.cursor] ? points[state.cursor][0] : (state.x0 + state.x1) / 2;
         const half = (state.x1 - state.x0) / 2;
-        if (ev.key === "Escape") zoom(0, xmax);
+        if (ev.key === "Escape") zoom(xmin, xmax);
         else if (ev.key === "+" || ev.key === "=") zoom(mid - half / 2, mid + half / 2);
         else if (ev.key === "-") zoom(mid - half * 2, mid + half * 2);
         else if (/^(ArrowRight|ArrowLeft|Home|End)$/.test(ev.key) && which === "composition" && points.length) {
@@ -397,7 +397,7 @@
         pick(Number(ev.target.dataset.index));
     });
     (SHOW[d] = SHOW[d] || []).push((t) => { // the tenth of the run around t, the cursor on it
-      zoom(t - xmax / 20, t + xmax / 20);
+      zoom(t - (xmax - xmin) / 20, t + (xmax - xmin) / 20);
       state.cursor = at(points, t);
       cursor();
       box.scrollIntoView();
@@ -560,17 +560,17 @@
   }
 
   // Reserved, allocated and requested bytes in segments over time.
-  function fragmentationChart(device, f, xmax) {
+  function fragmentationChart(device, f, xmin, xmax) {
     const tl = f.timeline;
     const ymax = Math.max(1, ...tl.map((s) => s.reserved_bytes));
-    const c = axes(900, 180, xmax, ymax);
+    const c = axes(900, 180, xmax, ymax, xmin), x = (t) => c.x(Math.max(xmin, t));
     c.root.setAttribute("id", "fragmentation-" + device.device);
     [["reserved_bytes", "#222"], ["allocated_bytes", "#e15759"], ["requested_bytes", "#4e79a7"]].forEach(([k, colour]) => {
       // steps: a sample holds until the next (a slope would say it changed in between)
       let d = "";
       tl.forEach((s, i) => {
-        d += i ? `L${c.x(s.time_ns)},${c.y(tl[i - 1][k])}L${c.x(s.time_ns)},${c.y(s[k])}`
-               : `M${c.x(s.time_ns)},${c.y(s[k])}`;
+        d += i ? `L${x(s.time_ns)},${c.y(tl[i - 1][k])}L${x(s.time_ns)},${c.y(s[k])}`
+               : `M${x(s.time_ns)},${c.y(s[k])}`;
       });
       c.root.append(svg("path", { d: d, fill: "none", stroke: colour, "stroke-width": 1.5, class: "line", "data-key": k }));
     });
@@ -622,7 +622,7 @@
     return lo;
   }
 
-  function fragmentationSection(device, f, blocks, xmax) {
+  function fragmentationSection(device, f, blocks, xmin, xmax) {
     const s = el("div", { id: "fragmentation-section-" + device.device });
     s.append(el("h3", {}, "Fragmentation"));
     const rows = [["at the peak", f.at_peak], ["at the end", f.at_exit]].map(([when, st]) => [
@@ -635,7 +635,7 @@
     if (f.block_sizes === "estimated")
       s.append(el("p", { class: "sub" }, "Block sizes estimated: requests rounded up to 512 bytes where the trace gives only the request."));
     s.append(el("p", { class: "sub" }, "Over time: reserved (black), allocated in blocks (red), requested (blue)."));
-    s.append(fragmentationChart(device, f, xmax));
+    s.append(fragmentationChart(device, f, xmin, xmax));
     const maps = (SERIES.maps || {})[device.device] || [];
     const title = el("p", { class: "sub", id: "segment-moment-" + device.device }, "Segments at the peak (live blocks in " +
       "red, free space white):");
@@ -721,7 +721,13 @@
     const xmax = Math.max(1, ...points.map((p) => p[0]), device.peak_time_ns, ...tl.map((t) => t.time_ns),
                           ...REPORT.oom.filter((o) => o.device === d).map((o) => o.time_ns),
                           ...(SERIES.actions || []).map((a) => a[0]));
-    s.append(timeline(device, points, xmax));
+    // ...from where the device's memory (or a policy's first action) begins, a fiftieth of
+    // the run before it: a job's first seconds are often setup with none
+    const first = Math.min(xmax, ...points.slice(0, 1).map((p) => p[0]), ...tl.slice(0, 1).map((t) => t.time_ns),
+                           ...((SERIES.allocations || {})[d] || []).slice(0, 1).map((a) => a[0]),
+                           ...(SERIES.actions || []).slice(0, 1).map((a) => a[0]));
+    const xmin = REPORT.times === "ns" ? Math.max(0, first - (xmax - first) / 50) : 0;
+    s.append(timeline(device, points, xmin, xmax));
     const libs = device.by_library_at_peak || [], count = device.driver_count, cache = device.caching_allocator_at_peak;
     if (libs.length || count || cache) {
       s.append(el("h3", {}, "Which library holds the memory"));
@@ -754,7 +760,7 @@
     const callers = treeSection(device);
     if (callers) s.append(callers);
     if (device.fragmentation)
-      s.append(fragmentationSection(device, device.fragmentation, (SERIES.blocks || {})[d], xmax));
+      s.append(fragmentationSection(device, device.fragmentation, (SERIES.blocks || {})[d], xmin, xmax));
     return s;
   }
 
