@@ -311,10 +311,7 @@ static void bar(FILE *out, uint64_t v, uint64_t peak, uint64_t max, const char *
 		cls, w, p);
 }
 
-/* Each rank's memory over time side by side, on one scale and, where every trace knows
- * the wall clock, one clock: each rank's own failures a red line, each of the job's OOMs
- * a dashed line on every rank, the rank that failed outlined. */
-enum { W = 420, H = 90 }; /* each rank's chart */
+enum { W = 420, H = 90 }; /* each rank's chart over time */
 
 static double x_at(double ns, double span)
 {
@@ -326,6 +323,9 @@ static double y_at(uint64_t bytes, uint64_t max)
 	return H - (max ? H * (double)bytes / (double)max : 0);
 }
 
+/* Each rank's memory over time side by side, on one scale and, where every trace knows
+ * the wall clock, one clock: each rank's own failures a red line, each of the job's OOMs
+ * a dashed line on every rank, the rank that failed outlined. */
 static void ranks_over_time(FILE *out, const struct mt_job *j, const struct mt_job_rank *ranks, size_t n, uint64_t max)
 {
 	uint64_t t0 = UINT64_MAX, t1 = 0, longest = 1;

@@ -411,7 +411,7 @@ static int report_ranks(char **paths, size_t n, bool json, const char *dir)
 			if (w->frag_known)
 				w->frag = r.frag.dev[w->device].at_peak;
 		}
-		if (w->device >= 0 && over_time(w, &r, &t))
+		if (html_path && w->device >= 0 && over_time(w, &r, &t)) /* the page's charts only */
 			die(1, "out of memory while reading %s", paths[i]);
 		w->leaks = r.leaks.n;
 		w->cause = first_cause(&r, &w->oom_device);
