@@ -133,8 +133,7 @@ static struct pick *find_made(struct picks *p, size_t made)
 static int pick_allocations(const struct mt_report *r, struct picks **picks)
 {
 	const struct mt_trace *t = r->trace;
-	uint64_t span =
-	    t->nevents && t->events[t->nevents - 1].time > r->start ? t->events[t->nevents - 1].time - r->start : 0;
+	uint64_t span = mt_report_span(r);
 	struct mt_map live = {0};
 	int64_t delta;
 	size_t made;
@@ -148,8 +147,7 @@ static int pick_allocations(const struct mt_report *r, struct picks **picks)
 			if (pass == 0 && delta > 0) {
 				const struct mt_event *e = &t->events[i];
 				struct pick x = {.size = (uint64_t)delta, .made = i};
-				size_t s =
-				    mt_timeline_part(e->time > r->start ? e->time - r->start : 0, span, MT_HTML_SPANS);
+				size_t s = mt_timeline_part(mt_report_since(r, e->time), span, MT_HTML_SPANS);
 				struct picks *p = picks[d];
 				if (!p && !(p = picks[d] = calloc(1, sizeof *p)))
 					goto fail;
@@ -213,12 +211,9 @@ static int allocations(FILE *out, const struct mt_report *r, struct ids *ids)
 			const struct pick *p = &picks[d]->all[i];
 			const struct mt_event *e = &t->events[p->made];
 			uint8_t cat = r->comp.category[p->made];
-			uint64_t made = e->time > r->start ? e->time - r->start : 0;
-
-			fprintf(out, "%s[%" PRIu64 ",", i ? "," : "", made);
+			fprintf(out, "%s[%" PRIu64 ",", i ? "," : "", mt_report_since(r, e->time));
 			if (p->freed) {
-				uint64_t freed = t->events[p->freed].time;
-				fprintf(out, "%" PRIu64, freed > r->start ? freed - r->start : 0);
+				fprintf(out, "%" PRIu64, mt_report_since(r, t->events[p->freed].time));
 			} else {
 				fputs("-1", out);
 			}
@@ -325,7 +320,7 @@ static int map(FILE *out, const struct mt_report *r, struct mt_fragment_scan *sc
 	int err = mt_fragment_map(scan, d, &m);
 
 	if (!err && m.segments) {
-		fprintf(out, "%s[%" PRIu64 ",%d,[", *first ? "" : ",", time > r->start ? time - r->start : 0, kind);
+		fprintf(out, "%s[%" PRIu64 ",%d,[", *first ? "" : ",", mt_report_since(r, time), kind);
 		*first = false;
 		for (size_t i = 0; i < m.nsegments; i++)
 			fprintf(out, "%s%" PRIu64 ",%" PRIu64, i ? "," : "", m.segments[i].addr, m.segments[i].size);
@@ -346,8 +341,7 @@ static int maps(FILE *out, const struct mt_report *r)
 	const struct mt_trace *t = r->trace;
 	struct mt_fragment scratch;
 	struct mt_fragment_scan *scan;
-	uint64_t span =
-	    t->nevents && t->events[t->nevents - 1].time > r->start ? t->events[t->nevents - 1].time - r->start : 0;
+	uint64_t span = mt_report_span(r);
 	int err = 0;
 
 	fputs("\"maps\": {", out);
@@ -360,7 +354,7 @@ static int maps(FILE *out, const struct mt_report *r)
 		err = mt_fragment_start(&scan, &scratch, t, &r->end, true);
 		for (size_t i = 0; i < t->nevents && !err; i++) {
 			const struct mt_event *e = &t->events[i];
-			uint64_t at = e->time > r->start ? e->time - r->start : 0;
+			uint64_t at = mt_report_since(r, e->time);
 			if (step < MT_HTML_MAPS && mt_timeline_part(at, span, MT_HTML_MAPS) >= step && i) {
 				/* once, however many steps it passed */
 				err = map(out, r, scan, d, t->events[i - 1].time, MAP_STEP, &first);
@@ -401,7 +395,7 @@ static void actions(FILE *out, const struct mt_report *r)
 		const char *s = mt_trace_string(t, e->aux);
 		if (e->kind != MT_EV_SNAPSHOT && (e->kind != MT_EV_NVTX_MARK || strncmp(s, "memtap.", 7)))
 			continue;
-		fprintf(out, "%s[%" PRIu64 ",", n++ ? "," : "", e->time > r->start ? e->time - r->start : 0);
+		fprintf(out, "%s[%" PRIu64 ",", n++ ? "," : "", mt_report_since(r, e->time));
 		if (e->kind == MT_EV_SNAPSHOT) {
 			snprintf(buf, sizeof buf, "snapshot %s", s);
 			s = buf;
@@ -447,7 +441,7 @@ static int series(FILE *out, const struct mt_report *r, const struct mt_timeline
 		first = false;
 		for (size_t i = 0; i < tl->n[d]; i++) {
 			const struct mt_timeline_point *p = &tl->points[d][i];
-			fprintf(out, "%s[%" PRIu64, i ? "," : "", p->time > r->start ? p->time - r->start : 0);
+			fprintf(out, "%s[%" PRIu64, i ? "," : "", mt_report_since(r, p->time));
 			for (int c = 1; c < MT_TAG_COUNT; c++)
 				fprintf(out, ",%" PRIu64, p->bytes[c]);
 			fprintf(out, ",%" PRIu64 "]", p->reserved);

@@ -761,16 +761,11 @@ static void frag_text(FILE *out, const char *when, const struct mt_frag_state *f
 		size_text(f->reserved - f->allocated, d), size_text(f->largest_free, e));
 }
 
-static uint64_t since(const struct mt_report *r, uint64_t t)
-{
-	return t > r->start ? t - r->start : 0;
-}
-
 static void frag_state_json(struct mt_emit *e, const char *key, const struct mt_report *r,
 			    const struct mt_frag_state *f)
 {
 	mt_emit_open(e, key, false, 0);
-	mt_emit_uint(e, "time_ns", since(r, f->time));
+	mt_emit_uint(e, "time_ns", mt_report_since(r, f->time));
 	mt_emit_uint(e, "segments", f->segments);
 	mt_emit_uint(e, "reserved_bytes", f->reserved);
 	mt_emit_uint(e, "allocated_bytes", f->allocated);
@@ -839,7 +834,7 @@ static void libraries_json(struct mt_emit *e, const struct mt_report *r, int d)
 		return;
 	}
 	mt_emit_open(e, "driver_count", false, 0);
-	mt_emit_uint(e, "time_ns", since(r, c->time));
+	mt_emit_uint(e, "time_ns", mt_report_since(r, c->time));
 	mt_emit_str(e, "reading", reading_json[c->reading]);
 	mt_emit_uint(e, "used_bytes", c->used);
 	mt_emit_uint(e, "recorded_bytes", c->recorded);
@@ -1275,7 +1270,7 @@ static void diagnosis_json(struct pr *p, struct mt_emit *e)
 		mt_emit_open(e, NULL, false, 0);
 		mt_emit_str(e, "of", g->peak ? "peak" : "oom");
 		mt_emit_int(e, "device", g->device);
-		mt_emit_uint(e, "time_ns", since(r, r->trace->events[g->event].time));
+		mt_emit_uint(e, "time_ns", mt_report_since(r, r->trace->events[g->event].time));
 		mt_emit_uint(e, "capacity_bytes", g->capacity);
 		mt_emit_uint(e, "outside_bytes", g->outside);
 		mt_emit_uint(e, "request_bytes", g->request);
@@ -1699,7 +1694,7 @@ static void device_json(struct mt_emit *e, const struct mt_report *r, int d)
 	mt_emit_uint(e, "capacity_bytes", s->capacity);
 	mt_emit_uint(e, "device_bytes", s->device_bytes);
 	mt_emit_uint(e, "peak_allocated_bytes", s->peak);
-	mt_emit_uint(e, "peak_time_ns", since(r, s->peak_time));
+	mt_emit_uint(e, "peak_time_ns", mt_report_since(r, s->peak_time));
 	mt_emit_uint(e, "allocated_at_exit_bytes", s->current);
 	mt_emit_uint(e, "peak_reserved_bytes", s->peak_reserved);
 	mt_emit_open(e, "composition_at_peak", false, 0);
@@ -1733,7 +1728,7 @@ static void oom_json(struct pr *p, struct mt_emit *e, size_t i)
 	mt_emit_bool(e, "out_of_memory", ev->error == 2);
 	mt_emit_uint(e, "free_bytes", ev->aux);
 	mt_emit_uint(e, "total_bytes", ev->aux2);
-	mt_emit_uint(e, "time_ns", since(r, ev->time));
+	mt_emit_uint(e, "time_ns", mt_report_since(r, ev->time));
 	mt_emit_str(e, "phase", mt_trace_string(r->trace, ev->phase));
 	if (!fo || fo->fits < 0) {
 		mt_emit_null(e, "fits_without_fragmentation");

@@ -111,6 +111,16 @@ struct mt_report_options {
 };
 
 int mt_report_build(struct mt_report *r, const struct mt_trace *t, const struct mt_report_options *o);
+/* A moment as the reports give it: ns since the trace's start (0 for an earlier one). */
+static inline uint64_t mt_report_since(const struct mt_report *r, uint64_t time)
+{
+	return time > r->start ? time - r->start : 0;
+}
+/* The run's length: its last event's moment (0 without events). */
+static inline uint64_t mt_report_span(const struct mt_report *r)
+{
+	return r->trace->nevents ? mt_report_since(r, r->trace->events[r->trace->nevents - 1].time) : 0;
+}
 /* A block made before recording (an mt_group's `before`, nonzero) in words: what the
  * composition read it as, or that the snapshot had no history at all. */
 const char *mt_report_before_text(const struct mt_report *r, uint8_t before);

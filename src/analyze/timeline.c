@@ -70,15 +70,13 @@ int mt_timeline_build(struct mt_timeline *tl, const struct mt_report *r)
 	const struct mt_trace *t = r->trace;
 	struct device *dev = calloc(MT_MAX_DEVICES, sizeof *dev);
 	struct mt_map live = {0};
-	uint64_t span =
-	    t->nevents && t->events[t->nevents - 1].time > r->start ? t->events[t->nevents - 1].time - r->start : 1;
-	uint64_t bucket = 0;
+	uint64_t span = mt_report_span(r), bucket = 0;
 	int err = dev ? 0 : ENOMEM;
 
 	memset(tl, 0, sizeof *tl);
 	for (size_t i = 0; i < t->nevents && !err; i++) {
 		const struct mt_event *e = &t->events[i];
-		uint64_t b = e->time > r->start ? (e->time - r->start) * (MT_TIMELINE_BUCKETS - 1) / span : 0;
+		uint64_t b = mt_timeline_part(mt_report_since(r, e->time), span, MT_TIMELINE_BUCKETS);
 		mt_progress("timeline", i, t->nevents);
 		int64_t delta;
 		uint8_t cat;

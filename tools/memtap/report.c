@@ -165,13 +165,12 @@ static int over_time(struct rank_row *w, const struct mt_report *r, const struct
 	char a[32];
 	int err;
 
-	w->span =
-	    t->nevents && t->events[t->nevents - 1].time > r->start ? t->events[t->nevents - 1].time - r->start : 1;
+	w->span = mt_report_span(r);
 	w->start_realtime = mt_trace_info(t, "start_realtime_ns", a, sizeof a) ? strtoull(a, NULL, 10) : 0;
 	for (size_t k = 0; k < r->noom && w->nooms < MT_JOB_OOMS; k++) {
 		const struct mt_event *e = &t->events[r->oom[k].event];
 		if (e->device == w->device)
-			w->ooms[w->nooms++] = e->time > r->start ? e->time - r->start : 0;
+			w->ooms[w->nooms++] = mt_report_since(r, e->time);
 	}
 	if ((err = mt_timeline_build(&tl, r)))
 		return err;
@@ -179,8 +178,8 @@ static int over_time(struct rank_row *w, const struct mt_report *r, const struct
 		w->line[c] = held;
 		for (; i < tl.n[w->device]; i++) {
 			const struct mt_timeline_point *p = &tl.points[w->device][i];
-			uint64_t at = p->time > r->start ? p->time - r->start : 0, bytes = 0;
-			if (mt_timeline_part(at, w->span, MT_JOB_COLUMNS) > c)
+			uint64_t bytes = 0;
+			if (mt_timeline_part(mt_report_since(r, p->time), w->span, MT_JOB_COLUMNS) > c)
 				break;
 			for (int k = 1; k < MT_TAG_COUNT; k++)
 				bytes += p->bytes[k];
