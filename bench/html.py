@@ -10,6 +10,11 @@ The trace is a recording of tools/simtrain (GPT-2 small, enough iterations for E
 events). Wall-clock figures are medians of REPEAT alternating runs; the browser's are
 measured from the protocol command to the frame after it (tests/cdp.py), so they include
 the round trip through the pipe. SHOTS=DIR keeps a screenshot of the page.
+
+Then the same page from `memtap report --serve`: the time until it serves and its memory
+(against --html's), and in Chromium a zoom until the detail of the range is drawn, a step
+of the segment map to the next allocator event (where the input has segments), and a
+step back (the scan run again from the start).
 """
 import json
 import os
@@ -100,4 +105,49 @@ for k in range(REPEAT):
 for name, runs in (("open until drawn", drawn), ("hover until the tip shows", hover),
                    ("drag-zoom until drawn again", zoom), ("Esc until the whole run is drawn", unzoom)):
     print("chromium: %-34s %.3f s (median of %d)" % (name, statistics.median(runs), len(runs)))
+
+# ---- served ----
+WAIT = ("new Promise((r, no) => { const by = Date.now() + 60000; "
+        "const w = () => %s ? r(1) : Date.now() > by ? no('waited 60 s') : setTimeout(w, 5); w(); })")
+ready, served_zoom, forth, back, memory = [], [], [], [], []
+for k in range(REPEAT):
+    start = time.monotonic()
+    server = subprocess.Popen([MEMTAP, "report", "--serve=0", trace], env=ENV, stdout=subprocess.PIPE,
+                              stderr=subprocess.DEVNULL, text=True)
+    url = server.stdout.readline().split(" at ")[1].split()[0]
+    ready.append(time.monotonic() - start)
+    b = Browser(CHROMIUM, os.path.join(TMP, "served-%d" % k))
+    try:
+        b.open(url)
+        assert b.eval("document.body.dataset.rendered") == "yes", b.eval("document.body.dataset.errors")
+        comp = json.loads(b.eval("(() => { const e = document.getElementById('composition-0'); e.scrollIntoView(); "
+                                 "return JSON.stringify(e.getBoundingClientRect()); })()"))
+        served_zoom.append(timed(lambda: (b.drag(comp["x"] + 300, comp["y"] + 100, comp["x"] + 305),
+                                          b.eval(WAIT % "document.getElementById('timeline-0').dataset.detail === 'served'"),
+                                          b.frame())))
+        if b.eval("!!document.getElementById('segment-steps-0')"):
+            def step(label):
+                was = b.eval("document.getElementById('segment-map-0').dataset.event || ''")
+                b.eval("document.querySelector('#segment-steps-0 button[aria-label=\"the moment %s\"]').click()" % label)
+                b.eval(WAIT % ("(document.getElementById('segment-map-0').dataset.event || '') !== '%s'" % was))
+                b.frame()
+            step("after")  # the first: from the peak's moment to an event
+            forth.append(timed(lambda: step("after")))
+            back.append(timed(lambda: step("before")))
+        with open("/proc/%d/status" % server.pid) as f:
+            memory.append(int(next(ln for ln in f if ln.startswith("VmHWM:")).split()[1]))
+    finally:
+        b.close()
+        server.kill()
+        server.wait()
+print("--serve: serving after %.2f s, %.0f MiB (--html: %.2f s, %.0f MiB): %.2fx the time, %.2fx the memory" % (
+    statistics.median(ready), max(memory) / 1024, t_html, m_html / 1024, statistics.median(ready) / t_html,
+    max(memory) / m_html))
+print("chromium, served: %-25s %.3f s (median of %d)" % ("zoom until the detail is drawn", statistics.median(served_zoom),
+                                                          REPEAT))
+if forth:
+    print("chromium, served: %-25s %.3f s; back one %.3f s (medians of %d)" % (
+        "segment map, next event", statistics.median(forth), statistics.median(back), REPEAT))
+else:
+    print("chromium, served: no segments in the input: the segment map's steps are not measured")
 shutil.rmtree(TMP)

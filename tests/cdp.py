@@ -63,8 +63,9 @@ class Browser:
             self.events.append(self._message())
 
     def open(self, path):
+        """A file, or a URL."""
         self.events.clear()
-        self.call("Page.navigate", session=True, url="file://" + os.path.abspath(path))
+        self.call("Page.navigate", session=True, url=path if "://" in path else "file://" + os.path.abspath(path))
         self.wait_event("Page.loadEventFired")
 
     def eval(self, expression):

@@ -128,26 +128,35 @@ static struct pick *find_made(struct picks *p, size_t made)
 	return lo < p->count && p->all[lo].made == made ? &p->all[lo] : NULL;
 }
 
-/* Two passes over the events with only what is live and the picks in memory: the
- * allocations to draw, then when each was freed. */
-static int pick_allocations(const struct mt_report *r, struct picks **picks)
+/* The allocations to draw of those live in [from, to] (ns since the trace's start), the
+ * spans cut from it: with the index, one pass; without, two over the events with only
+ * what is live and the picks in memory (the allocations to draw, then when each was freed). */
+static int pick_allocations(const struct mt_report *r, const struct mt_timeline_index *ix, uint64_t from, uint64_t to,
+			    struct picks **picks)
 {
 	const struct mt_trace *t = r->trace;
-	uint64_t span = mt_report_span(r);
 	struct mt_map live = {0};
 	int64_t delta;
 	size_t made;
 	uint8_t cat;
 	int d;
 
-	for (int pass = 0; pass < 2; pass++) {
+	for (int pass = 0; pass < (ix ? 1 : 2); pass++) {
 		for (size_t i = 0; i < t->nevents; i++) {
-			if (!mt_timeline_step(r, &live, i, &d, &cat, &delta, &made))
+			const uint64_t at = mt_report_since(r, t->events[i].time);
+			if (at > to)
+				break;
+			if (ix ? !mt_timeline_index_step(ix, i, &d, &cat, &delta, &made)
+			       : !mt_timeline_step(r, &live, i, &d, &cat, &delta, &made))
 				continue;
 			if (pass == 0 && delta > 0) {
-				const struct mt_event *e = &t->events[i];
 				struct pick x = {.size = (uint64_t)delta, .made = i};
-				size_t s = mt_timeline_part(mt_report_since(r, e->time), span, MT_HTML_SPANS);
+				if (ix && ix->link[i] != MT_TIMELINE_LIVE) {
+					x.freed = ix->link[i];
+					if (mt_report_since(r, t->events[x.freed].time) < from)
+						continue;
+				}
+				size_t s = mt_timeline_part(at > from ? at - from : 0, to - from, MT_HTML_SPANS);
 				struct picks *p = picks[d];
 				if (!p && !(p = picks[d] = calloc(1, sizeof *p)))
 					goto fail;
@@ -192,35 +201,44 @@ static int by_number(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-/* "allocations": device -> [[made, freed or -1, size, category, stack], ...] (times from
- * the trace's start, category as the timeline's columns). */
-static int allocations(FILE *out, const struct mt_report *r, struct ids *ids)
+/* One device's picks: [[made, freed or -1, size, category, stack], ...] (times from the
+ * trace's start, category as the timeline's columns). */
+static int picked(FILE *out, const struct mt_report *r, const struct picks *p, struct ids *ids)
 {
 	const struct mt_trace *t = r->trace;
+	int err = 0;
+
+	fputs("[", out);
+	for (size_t i = 0; p && i < p->count && !err; i++) {
+		const struct pick *a = &p->all[i];
+		const struct mt_event *e = &t->events[a->made];
+		uint8_t cat = r->comp.category[a->made];
+		fprintf(out, "%s[%" PRIu64 ",", i ? "," : "", mt_report_since(r, e->time));
+		if (a->freed)
+			fprintf(out, "%" PRIu64, mt_report_since(r, t->events[a->freed].time));
+		else
+			fputs("-1", out);
+		fprintf(out, ",%" PRIu64 ",%d,%" PRIu32 "]", a->size, (cat ? cat : MT_TAG_OTHER) - 1, e->stack);
+		err = want(ids, e->stack);
+	}
+	fputs("]", out);
+	return err;
+}
+
+/* "allocations": device -> its picks of the whole run. */
+static int allocations(FILE *out, const struct mt_report *r, struct ids *ids)
+{
 	struct picks *picks[MT_MAX_DEVICES] = {0};
 	bool first = true;
-	int err = pick_allocations(r, picks);
+	int err = pick_allocations(r, NULL, 0, mt_report_span(r), picks);
 
 	fputs("\"allocations\": {", out);
 	for (int d = 0; d < MT_MAX_DEVICES && !err; d++) {
 		if (!picks[d])
 			continue;
-		fprintf(out, "%s\"%d\": [", first ? "" : ", ", d);
+		fprintf(out, "%s\"%d\": ", first ? "" : ", ", d);
 		first = false;
-		for (size_t i = 0; i < picks[d]->count && !err; i++) {
-			const struct pick *p = &picks[d]->all[i];
-			const struct mt_event *e = &t->events[p->made];
-			uint8_t cat = r->comp.category[p->made];
-			fprintf(out, "%s[%" PRIu64 ",", i ? "," : "", mt_report_since(r, e->time));
-			if (p->freed) {
-				fprintf(out, "%" PRIu64, mt_report_since(r, t->events[p->freed].time));
-			} else {
-				fputs("-1", out);
-			}
-			fprintf(out, ",%" PRIu64 ",%d,%" PRIu32 "]", p->size, (cat ? cat : MT_TAG_OTHER) - 1, e->stack);
-			err = want(ids, e->stack);
-		}
-		fputs("]", out);
+		err = picked(out, r, picks[d], ids);
 	}
 	fputs("}", out);
 	for (int d = 0; d < MT_MAX_DEVICES; d++)
@@ -427,26 +445,33 @@ static int stacks(FILE *out, const struct mt_report *r, struct mt_symbols *sym, 
 	return 0;
 }
 
+/* Device d's points: [[time, bytes by category..., reserved], ...], times from the trace's start. */
+static void points(FILE *out, const struct mt_report *r, const struct mt_timeline *tl, int d)
+{
+	fputs("[", out);
+	for (size_t i = 0; i < tl->n[d]; i++) {
+		const struct mt_timeline_point *p = &tl->points[d][i];
+		fprintf(out, "%s[%" PRIu64, i ? "," : "", mt_report_since(r, p->time));
+		for (int c = 1; c < MT_TAG_COUNT; c++)
+			fprintf(out, ",%" PRIu64, p->bytes[c]);
+		fprintf(out, ",%" PRIu64 "]", p->reserved);
+	}
+	fputs("]", out);
+}
+
 static int series(FILE *out, const struct mt_report *r, const struct mt_timeline *tl, struct mt_symbols *sym)
 {
 	struct ids ids = {0};
 	bool first = true;
 	int err;
 
-	fputs("{\"timeline\": {", out);
+	fprintf(out, "{\"served\": %s, \"timeline\": {", r->served ? "true" : "false");
 	for (int d = 0; d < MT_MAX_DEVICES; d++) {
 		if (!tl->n[d])
 			continue;
-		fprintf(out, "%s\"%d\": [", first ? "" : ", ", d);
+		fprintf(out, "%s\"%d\": ", first ? "" : ", ", d);
 		first = false;
-		for (size_t i = 0; i < tl->n[d]; i++) {
-			const struct mt_timeline_point *p = &tl->points[d][i];
-			fprintf(out, "%s[%" PRIu64, i ? "," : "", mt_report_since(r, p->time));
-			for (int c = 1; c < MT_TAG_COUNT; c++)
-				fprintf(out, ",%" PRIu64, p->bytes[c]);
-			fprintf(out, ",%" PRIu64 "]", p->reserved);
-		}
-		fputs("]", out);
+		points(out, r, tl, d);
 	}
 	fputs("}, \"blocks\": {", out);
 	first = true;
@@ -511,4 +536,57 @@ int mt_report_html(FILE *out, const struct mt_report *r, struct mt_symbols *sym,
 	fputs("</script>\n</body>\n</html>\n", out);
 	free(data);
 	return ferror(out) ? EIO : 0;
+}
+
+/* ---- what memtap report --serve answers the page ---- */
+
+#define MT_HTML_RANGE_BUCKETS 2000 /* two points a pixel of the page's charts at most */
+
+int mt_report_html_range(FILE *out, const struct mt_timeline_index *ix, struct mt_symbols *sym, int d, uint64_t from,
+			 uint64_t to)
+{
+	const struct mt_report *r = ix->r;
+	struct picks *picks[MT_MAX_DEVICES] = {0};
+	struct mt_timeline tl;
+	struct ids ids = {0};
+	int err = mt_timeline_range(&tl, ix, from, to, MT_HTML_RANGE_BUCKETS);
+
+	if (err)
+		return err;
+	fputs("{\"points\": ", out);
+	points(out, r, &tl, d);
+	mt_timeline_free(&tl);
+	err = pick_allocations(r, ix, from, to, picks);
+	fputs(", \"allocations\": ", out);
+	err = err ? err : picked(out, r, picks[d], &ids);
+	fputs(", ", out);
+	err = err ? err : stacks(out, r, sym, &ids);
+	fputs("}", out);
+	for (int k = 0; k < MT_MAX_DEVICES; k++)
+		free(picks[k]);
+	free(ids.v);
+	return err;
+}
+
+int mt_report_html_map(FILE *out, const struct mt_timeline_index *ix, struct mt_fragment_scan *scan, int d,
+		       size_t event)
+{
+	const struct mt_report *r = ix->r;
+	const struct mt_event *e = &r->trace->events[event];
+	enum map_kind kind = e->kind == MT_EV_ALLOC_FAILED			       ? MAP_OOM
+			     : r->end.dev[d].peak && r->end.dev[d].peak_event == event ? MAP_PEAK
+										       : MAP_STEP;
+	uint64_t size = e->size;
+	bool first = true;
+	int64_t delta;
+	uint8_t cat;
+	int dev;
+
+	if (mt_timeline_index_step(ix, event, &dev, &cat, &delta, NULL))
+		size = (uint64_t)(delta < 0 ? -delta : delta);
+	fprintf(out, "{\"event\": %zu, \"kind\": \"%s\", \"size\": %" PRIu64 ", \"map\": ", event,
+		mt_kind_names[e->kind], size);
+	int err = map(out, r, scan, d, e->time, kind, &first);
+	fprintf(out, "%s}", first ? "null" : "");
+	return err;
 }

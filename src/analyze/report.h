@@ -103,6 +103,7 @@ struct mt_report {
 	const struct mt_plan_config *plan; /* the run's setup, checked: adds a capacity plan */
 	uint64_t target;		   /* a capacity the peak must fit in (report --gpu-mem); 0: none */
 	bool all_frames;		   /* text: every frame of every stack, unshortened */
+	bool served;			   /* html: the page asks memtap report --serve for detail */
 };
 
 struct mt_report_options {
@@ -159,5 +160,14 @@ void mt_report_emit(struct mt_emit *e, const struct mt_report *r, struct mt_symb
 		    size_t top);
 /* One self-contained HTML page (html.c): charts, tables and the JSON's numbers. 0 or errno. */
 int mt_report_html(FILE *out, const struct mt_report *r, struct mt_symbols *sym, size_t top);
+/* What memtap report --serve answers a served page (r->served), from the events' index:
+ * device d's composition and allocations over [from, to] (ns since the trace's start) as
+ * {"points", "allocations", "stacks"}, each as the page's own; and its segment map as the
+ * scan stands after event i (the scan stepped through it), with what the event did. */
+struct mt_timeline_index;
+struct mt_fragment_scan;
+int mt_report_html_range(FILE *out, const struct mt_timeline_index *ix, struct mt_symbols *sym, int d, uint64_t from,
+			 uint64_t to);
+int mt_report_html_map(FILE *out, const struct mt_timeline_index *ix, struct mt_fragment_scan *scan, int d, size_t i);
 
 #endif

@@ -273,8 +273,11 @@
     const d = device.device;
     if (REPORT.times === "none" && points.length) // one moment: what it held, the chart's width
       points = [[0, ...points[points.length - 1].slice(1)]];
-    const list = ((SERIES.allocations || {})[d] || []);
-    const placed = place(list, xmax);
+    // what is drawn: the page's own over the whole run; zoomed in on a served page, the
+    // detail of the part in view, which memtap report --serve finds when asked
+    const whole = { points, list: (SERIES.allocations || {})[d] || [] };
+    whole.placed = place(whole.list, xmax);
+    let cur = whole, list = whole.list, placed = whole.placed;
     const ymax = Math.max(1, device.peak_allocated_bytes, capped(device) ? device.capacity_bytes : 0,
                           ...points.map((p) => Math.max(total(p), p[7])));
     const box = el("div", { class: "timeline", id: "timeline-" + d });
@@ -282,18 +285,21 @@
     const detail = el("div", { class: "detail", id: "detail-" + d });
     const help = el("p", { class: "sub" }, "Drag across a chart to zoom, double-click or Esc to zoom out; with a chart " +
       "focused, \u2190 \u2192 Home End step and + \u2212 zoom. Hover or click an allocation for its size, lifetime and stack.");
-    const note = el("p", { class: "sub", id: "allocations-shown-" + d, "data-shown": list.length }, list.length
-      ? (REPORT.events.allocs > list.length ? `${list.length} allocations of the ${REPORT.events.allocs} in the trace ` +
-        "(the biggest, and the biggest made in each fiftieth of the run)" : "Every allocation") +
-        ", each placed where it fits among those live when it was made:"
-      : "No allocations to show.");
-    const state = { x0: xmin, x1: xmax, cursor: -1, pick: -1, drag: null };
+    const note = el("p", { class: "sub", id: "allocations-shown-" + d });
+    const state = { x0: xmin, x1: xmax, cursor: -1, pick: -1, drag: null, asked: 0 };
     let comp, allocs;
     const tip = tooltip();
 
     function show() {
       box.dataset.x0 = state.x0;
       box.dataset.x1 = state.x1;
+      box.dataset.detail = cur === whole ? "page" : "served";
+      note.dataset.shown = list.length;
+      note.textContent = !list.length ? "No allocations to show." : (cur !== whole
+        ? `${list.length} allocations of those live in view (the biggest, and the biggest made in each fiftieth of it), ` +
+          "from memtap report --serve" : REPORT.events.allocs > list.length ? `${list.length} allocations of the ` +
+          `${REPORT.events.allocs} in the trace (the biggest, and the biggest made in each fiftieth of the run)`
+          : "Every allocation") + ", each placed where it fits among those live when it was made:";
       const c = compositionChart(device, points, state.x0, state.x1, ymax);
       const a = allocationChart(device, list, placed, state.x0, state.x1);
       wire(c, "composition"), wire(a, "allocations");
@@ -311,7 +317,22 @@
       if (w < 1) return;
       a = Math.max(xmin, Math.min(a, xmax - w)), b = a + w;
       state.x0 = a, state.x1 = b;
+      const asked = ++state.asked;
+      if (SERIES.served && (a > xmin || b < xmax)) // the detail of [a, b], drawn when it comes
+        fetch(`range?device=${d}&from=${Math.floor(a)}&to=${Math.ceil(b)}`).then((r) => r.json()).then((j) => {
+          if (asked !== state.asked) return; // zoomed again since
+          Object.assign(SERIES.stacks, j.stacks);
+          use(asked, { points: j.points, list: j.allocations, placed: place(j.allocations, xmax) });
+        }).catch((e) => { note.textContent = "memtap report --serve did not answer: " + e; });
+      else use(asked, whole);
       show();
+    }
+    function use(asked, next) { // what is drawn, the cursor kept at its moment
+      const t = points[state.cursor] ? points[state.cursor][0] : null;
+      cur = next, points = next.points, list = next.list, placed = next.placed;
+      state.pick = -1;
+      if (t !== null) state.cursor = at(points, t);
+      if (asked === state.asked && next !== whole) show();
     }
     function cursor() {
       comp.root.querySelectorAll(".cursor").forEach((e) => e.remove());
@@ -642,14 +663,11 @@
     s.append(title);
     let shown = segmentMap(device, f, blocks || []), at = maps.findIndex((m) => m[1] === 1);
     s.append(shown);
-    if (maps.length < 2) return s;
-    // the same map at other moments: stepped with its buttons or keys, or following the
-    // composition's cursor
-    const show = (k) => {
-      at = Math.max(0, Math.min(maps.length - 1, k));
-      const [time, kind, segs, flat, more] = maps[at], bl = [];
+    if (maps.length < 2 && !SERIES.served) return s;
+    // a map [time, kind, segments, blocks, blocks not drawn] in place of the one shown
+    const draw = ([time, kind, segs, flat, more], where) => {
+      const bl = [], list = [];
       for (let i = 0; i < flat.length; i += 2) bl.push([flat[i], flat[i + 1]]);
-      const list = [];
       for (let i = 0, b = 0; i < segs.length; i += 2) {
         const seg = { address: segs[i], size: segs[i + 1], allocated_bytes: 0, largest_free_block_bytes: 0 };
         let free = seg.address;
@@ -661,27 +679,55 @@
         seg.largest_free_block_bytes = Math.max(seg.largest_free_block_bytes, seg.address + seg.size - free);
         list.push(seg);
       }
-      const next = kind === 1 ? segmentMap(device, f, blocks || []) : segmentMap(device, { segments_at_peak: list }, bl);
-      next.dataset.moment = at;
+      const next = kind === 1 && !SERIES.served ? segmentMap(device, f, blocks || [])
+        : segmentMap(device, { segments_at_peak: list }, bl);
       next.dataset.timeNs = time;
       shown.replaceWith(next);
       shown = next;
-      title.textContent = `Segments at ${moment(time)}` + ["", " (the peak)", " (an OOM)"][kind] +
-        ` (${at + 1} of ${maps.length}; live blocks in red, free space white)` +
-        (more ? `; ${more} more blocks not drawn` : "") + ":";
+      title.textContent = `Segments at ${moment(time)}` + ["", " (the peak)", " (an OOM)"][kind] + ` (${where}; live ` +
+        "blocks in red, free space white)" + (more ? `; ${more} more blocks not drawn` : "") + ":";
+      return next;
+    };
+    // the page's own maps, stepped one by one
+    const show = (k) => {
+      at = Math.max(0, Math.min(maps.length - 1, k));
+      draw(maps[at], `${at + 1} of ${maps.length}`).dataset.moment = at;
+    };
+    // served: after any event of the allocator's, stepped one by one, found when asked
+    let event = null, asking = null, wanted = null;
+    const WHAT = { alloc: "an allocation", free: "a free", vmm_create: "a VMM allocation", vmm_release: "a VMM release",
+                   segment_alloc: "a segment reserved", segment_free: "a segment released",
+                   alloc_failed: "a failed allocation" };
+    const ask = (query) => {
+      if (asking) { wanted = query; return; } // one question at a time; the last one wanted next
+      asking = fetch(`map?device=${device.device}&${query}`).then((r) => r.json()).then((m) => {
+        if (m.event !== null && m.map) {
+          event = m.event;
+          draw(m.map, `after event ${m.event}, ${WHAT[m.kind] || m.kind} of ${bytes(m.size)}`).dataset.event = m.event;
+        }
+      }).catch((e) => { title.textContent = "memtap report --serve did not answer: " + e; }).finally(() => {
+        asking = null;
+        if (wanted) { const q = wanted; wanted = null; ask(q); }
+      });
+    };
+    const move = (k) => {
+      if (!SERIES.served) show(at + k);
+      else if (event !== null) ask(`event=${event}&` + (k < 0 ? "back=1" : "step=1"));
+      else ask(`time=${shown.dataset.timeNs || device.peak_time_ns}`);
     };
     const step = (k) => el("button", { type: "button", class: "step", "aria-label": k < 0 ? "the moment before" :
       "the moment after" }, k < 0 ? "\u25c0" : "\u25b6");
     const back = step(-1), forth = step(1);
-    back.addEventListener("click", () => show(at - 1));
-    forth.addEventListener("click", () => show(at + 1));
+    back.addEventListener("click", () => move(-1));
+    forth.addEventListener("click", () => move(1));
     title.before(el("div", { class: "moments", id: "segment-steps-" + device.device }, back, forth));
     s.addEventListener("keydown", (ev) => {
-      if (ev.key === "ArrowLeft" || ev.key === "ArrowRight") show(at + (ev.key === "ArrowRight" ? 1 : -1));
+      if (ev.key === "ArrowLeft" || ev.key === "ArrowRight") move(ev.key === "ArrowRight" ? 1 : -1);
       else return;
       ev.preventDefault();
     });
     (CURSORS[device.device] = CURSORS[device.device] || []).push((t) => {
+      if (SERIES.served) return ask(`time=${Math.round(t)}`);
       let k = -1;
       while (k + 1 < maps.length && maps[k + 1][0] <= t) k++;
       if (k >= 0 && k !== at) show(k);

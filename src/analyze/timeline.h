@@ -1,6 +1,7 @@
 /* Device memory over time by category, for charts: the trace's span cut into equal
  * buckets, each holding the moment its device's allocated bytes were highest (so no
- * peak is smoothed away), with what the caching allocator had reserved then. */
+ * peak is smoothed away), with what the caching allocator had reserved then. With an
+ * index of every event's step (memtap report --serve), any part of the run likewise. */
 #ifndef MT_TIMELINE_H
 #define MT_TIMELINE_H
 
@@ -32,11 +33,45 @@ static inline size_t mt_timeline_part(uint64_t at, uint64_t span, size_t parts)
 int mt_timeline_build(struct mt_timeline *tl, const struct mt_report *r);
 void mt_timeline_free(struct mt_timeline *tl);
 
+/* Every event's step, found once: an allocation's free (MT_TIMELINE_LIVE: none), a free's
+ * allocation, MT_TIMELINE_NO_STEP for the rest; and every MT_TIMELINE_MARK events what each
+ * device held before it, so that a part of the run starts from the mark before it. */
+#define MT_TIMELINE_LIVE SIZE_MAX
+#define MT_TIMELINE_NO_STEP (SIZE_MAX - 1)
+#define MT_TIMELINE_MARK 65536
+
+struct mt_timeline_held {
+	uint8_t device;
+	struct mt_timeline_point now; /* bytes by category and reserved; time unused */
+};
+
+struct mt_timeline_mark {
+	struct mt_timeline_held *held; /* the devices holding some */
+	size_t n, cap;
+};
+
+struct mt_timeline_index {
+	const struct mt_report *r;
+	size_t *link; /* per event */
+	struct mt_timeline_mark *marks;
+	size_t nmarks;
+};
+
+int mt_timeline_index_build(struct mt_timeline_index *ix, const struct mt_report *r);
+void mt_timeline_index_free(struct mt_timeline_index *ix);
+/* [from, to] (ns since the trace's start) in `parts` buckets as mt_timeline_build's, after
+ * a point at `from` with what each device held then. 0 or ENOMEM. */
+int mt_timeline_range(struct mt_timeline *tl, const struct mt_timeline_index *ix, uint64_t from, uint64_t to,
+		      size_t parts);
+
 /* What event i does to device memory, by category: true with *device, *category and
  * *delta (bytes, signed) set when it changes some, and *made (when not NULL) the index of
  * the allocation it makes or frees. live: the caller's scratch map, empty at the first
  * event (address, or VMM handle | 1 << 63 -> event index + 1). */
 bool mt_timeline_step(const struct mt_report *r, struct mt_map *live, size_t i, int *device, uint8_t *category,
 		      int64_t *delta, size_t *made);
+/* The same from the index, for any event in any order. */
+bool mt_timeline_index_step(const struct mt_timeline_index *ix, size_t i, int *device, uint8_t *category,
+			    int64_t *delta, size_t *made);
 
 #endif

@@ -29,6 +29,11 @@ void find_lua(const char *name, const char *sub, const char *what, char *out);
 struct mt_trace;
 /* Reads a trace or exits; a damaged trace is said once on stderr and true returned. */
 bool read_trace(const char *path, struct mt_trace *t);
+struct mt_report;
+struct mt_symbols;
+/* memtap report --serve (serve.c): the page, and its detail when asked, on 127.0.0.1:port
+ * (0: a free one, said on stdout) until the process is stopped. */
+_Noreturn void serve_report(struct mt_report *r, struct mt_symbols *sym, size_t top, unsigned port);
 struct mt_plan_config;
 /* memtap plan's options in one string, as memtap report --plan takes them; exits on bad ones. */
 void plan_setup_from_text(const char *text, struct mt_plan_config *out);

@@ -20,8 +20,8 @@
 #include "core/units.h"
 
 const char report_usage[] =
-    "usage: memtap report TRACE [--json] [--html FILE] [--top N] [--frames=all] [--iteration NAME]\n"
-    "                    [--leak-iterations K] [--plan 'SETUP'] [--gpu-mem SIZE|GPU]\n"
+    "usage: memtap report TRACE [--json] [--html FILE | --serve[=PORT]] [--top N] [--frames=all]\n"
+    "                    [--iteration NAME] [--leak-iterations K] [--plan 'SETUP'] [--gpu-mem SIZE|GPU]\n"
     "       memtap report TRACE TRACE... | DIRECTORY [--json] [--html FILE]   one row per rank, and the\n"
     "                 imbalance (a directory's .trace files, else its PyTorch snapshots, .pickle or\n"
     "                 .pkl: a rank from a file name such as rank3_memory_snapshot.pickle where the\n"
@@ -41,6 +41,10 @@ const char report_usage[] =
     "               at each OOM, leaks and a map of the segments; zoom by dragging, keys\n"
     "               work too (opens offline in any browser);\n"
     "               with --json as well, the page goes to FILE and the JSON to stdout\n"
+    "  --serve[=PORT]  the same page on http://127.0.0.1:PORT/ (default: a free port, said on\n"
+    "               stdout) until stopped, and, as it zooms and steps, the detail of the part\n"
+    "               of the run in view: every change of memory and every allocator event,\n"
+    "               however long the run\n"
     "  --top N   stacks shown per list (default 10)\n"
     "  --frames=all  every frame of every stack, names in full, each stack of a group\n"
     "  --iteration NAME        iteration boundaries: memtap_mark NAME or NVTX range NAME (default:\n"
@@ -76,6 +80,8 @@ const char *const frame_views[] = {"all", "view", NULL};
 static struct mt_report_options ropt;
 static const char *html_path, *plan_setup;
 static uint64_t target; /* --gpu-mem */
+static bool serve;	/* --serve */
+static unsigned long port;
 static bool all_frames;
 
 static int parse_common(int argc, char **argv, const char *usage, bool *json, size_t *top)
@@ -86,6 +92,7 @@ static int parse_common(int argc, char **argv, const char *usage, bool *json, si
 						 {"iteration", 1, 0, 'i'},
 						 {"leak-iterations", 1, 0, 'k'},
 						 {"html", 1, 0, 'H'},
+						 {"serve", 2, 0, 'S'},
 						 {"plan", 1, 0, 'P'},
 						 {"gpu-mem", 1, 0, 'G'},
 						 {"frames", 1, 0, 'F'},
@@ -108,6 +115,12 @@ static int parse_common(int argc, char **argv, const char *usage, bool *json, si
 			break;
 		case 'H':
 			html_path = optarg;
+			break;
+		case 'S':
+			serve = true;
+			port = optarg ? strtoul(optarg, &end, 10) : 0;
+			if (optarg && (end == optarg || *end || port > 65535))
+				die(EXIT_USAGE, "--serve takes a port from 0 to 65535, not '%s'", optarg);
 			break;
 		case 'P':
 			plan_setup = optarg;
@@ -579,8 +592,8 @@ int cmd_report(int argc, char **argv)
 	if (argc - i > 1 || (stat(argv[i], &st) == 0 && S_ISDIR(st.st_mode))) {
 		char **paths = NULL;
 
-		if (plan_setup || target)
-			die(EXIT_USAGE, "--plan and --gpu-mem take one trace");
+		if (plan_setup || target || serve)
+			die(EXIT_USAGE, "--plan, --gpu-mem and --serve take one trace");
 		size_t n = 0;
 		int status;
 		for (int k = i; k < argc; k++)
@@ -591,6 +604,8 @@ int cmd_report(int argc, char **argv)
 		free(paths);
 		return status;
 	}
+	if (serve && (html_path || json))
+		die(EXIT_USAGE, "--serve is the page itself: not with --html or --json");
 	if (plan_setup)
 		plan_setup_from_text(plan_setup, &plan);
 	read_trace(argv[i], &t);
@@ -603,6 +618,8 @@ int cmd_report(int argc, char **argv)
 	r.all_frames = all_frames;
 	sym = mt_symbols_open(&t);
 	status = t.problem[0] ? EXIT_DAMAGED : 0;
+	if (serve)
+		serve_report(&r, sym, top, (unsigned)port);
 	if (html_path) {
 		FILE *out = fopen(html_path, "w");
 		int err = out ? mt_report_html(out, &r, sym, top) : errno;
@@ -631,8 +648,8 @@ int cmd_dump(int argc, char **argv)
 	size_t top = 0;
 	int i = parse_common(argc, argv, dump_usage, &json, &top);
 
-	if (html_path || plan_setup || target)
-		die(EXIT_USAGE, "--html, --plan and --gpu-mem are for memtap report");
+	if (html_path || plan_setup || target || serve)
+		die(EXIT_USAGE, "--html, --serve, --plan and --gpu-mem are for memtap report");
 
 	if (argc - i != 1)
 		die(EXIT_USAGE, "one trace at a time (see --help)");
