@@ -2,8 +2,12 @@
  * handlers are given. Files are written only under the policy directory: a path with a
  * ".." component, or an absolute one outside it, is refused, and files.c opens the rest.
  * Each action charges its work to the call's budget.
- * A stack is symbolized with dladdr when a script first reads `ev.stack`, not before. */
+ * A stack is symbolized when a script first reads `ev.stack`, not before: with dladdr,
+ * and where that names no function (a program's own functions are not exported), with
+ * elfutils from the module's file, opened for that stack and closed before it returns. */
 #include <dlfcn.h>
+#include <elfutils/libdwfl.h>
+#include <link.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <lauxlib.h>
@@ -54,12 +58,73 @@ static void python_frame(char *out, size_t size, const char *s, size_t len)
 	snprintf(out, size, "%s (%s:%s)", buf, file, line);
 }
 
+/* What dladdr could not name, from the module's own file: "function (file:line)", or
+ * "function+0xoff (module)" without line information; false when the file names none
+ * either. The files read stay open for the rest of the handler's call, then
+ * mt_pol_symbols_close closes them: none stays open in the job; push_frames keeps what
+ * each address was named, so that a file is read again only for an address not seen. */
+static Dwfl *symbols;
+
+static bool file_symbol(lua_State *L, uintptr_t a, const char *mod, char *out, size_t size)
+{
+	static const Dwfl_Callbacks callbacks = {.find_elf = dwfl_build_id_find_elf,
+						 .find_debuginfo = dwfl_standard_find_debuginfo,
+						 .section_address = dwfl_offline_section_address};
+	struct link_map *map = NULL;
+	Dwfl_Module *m = NULL;
+	const char *name, *file;
+	GElf_Sym sym;
+	GElf_Off off;
+	Dl_info info;
+	int line;
+
+	if (!dladdr1((void *)a, &info, (void **)&map, RTLD_DL_LINKMAP) || !map || !info.dli_fname)
+		return false;
+	/* the program's own name is as it was started, maybe relative to a directory since left */
+	const char *path = !map->l_name[0] ? "/proc/self/exe" : info.dli_fname;
+	if (path[0] != '/')
+		return false;
+	if (!symbols && !(symbols = dwfl_begin(&callbacks)))
+		return false;
+	if (!(m = dwfl_addrmodule(symbols, a))) { /* the module, read once a call */
+		mt_pol_charge(L, FILE_COST, "reading a module's symbols");
+		dwfl_report_begin_add(symbols);
+		m = dwfl_report_elf(symbols, mod, path, -1, map->l_addr, false);
+		dwfl_report_end(symbols, NULL, NULL);
+	}
+	if (!m || !(name = dwfl_module_addrinfo(m, a, &off, &sym, NULL, NULL, NULL)))
+		return false;
+	Dwfl_Line *l = dwfl_module_getsrc(m, a);
+	if (l && (file = dwfl_lineinfo(l, NULL, &line, NULL, NULL, NULL))) {
+		const char *base = strrchr(file, '/');
+		snprintf(out, size, "%s (%s:%d)", name, base ? base + 1 : file, line);
+	} else {
+		snprintf(out, size, "%s+0x%llx (%s)", name, (unsigned long long)off, mod);
+	}
+	return true;
+}
+
+void mt_pol_symbols_close(void)
+{
+	if (symbols)
+		dwfl_end(symbols);
+	symbols = NULL;
+}
+
+static const char named_from_files; /* registry key: address -> what file_symbol said */
+
 static void push_frames(lua_State *L, uint32_t id)
 {
 	size_t len = 0;
 	const uint64_t *f = id ? mt_pol.host->stack(id, &len) : NULL;
 	size_t n = f ? len / sizeof *f : 0;
 
+	if (lua_rawgetp(L, LUA_REGISTRYINDEX, &named_from_files) != LUA_TTABLE) {
+		lua_pop(L, 1);
+		lua_newtable(L);
+		lua_pushvalue(L, -1);
+		lua_rawsetp(L, LUA_REGISTRYINDEX, &named_from_files);
+	}
 	lua_createtable(L, (int)n, 0);
 	for (size_t i = 0; i < n; i++) {
 		uint64_t a;
@@ -76,15 +141,24 @@ static void push_frames(lua_State *L, uint32_t id)
 			if (info.dli_sname)
 				snprintf(line, sizeof line, "%s+0x%llx (%s)", info.dli_sname,
 					 (unsigned long long)(a - (uintptr_t)info.dli_saddr), mod);
-			else
-				snprintf(line, sizeof line, "0x%llx (%s+0x%llx)", (unsigned long long)a, mod,
-					 (unsigned long long)(a - (uintptr_t)info.dli_fbase));
+			else if (lua_rawgeti(L, -2, (lua_Integer)a) == LUA_TSTRING) /* read from its file before */
+				snprintf(line, sizeof line, "%s", lua_tostring(L, -1));
+			else {
+				if (!file_symbol(L, (uintptr_t)a, mod, line, sizeof line))
+					snprintf(line, sizeof line, "0x%llx (%s+0x%llx)", (unsigned long long)a, mod,
+						 (unsigned long long)(a - (uintptr_t)info.dli_fbase));
+				lua_pushstring(L, line);
+				lua_rawseti(L, -4, (lua_Integer)a);
+			}
+			if (!info.dli_sname)
+				lua_pop(L, 1); /* the cache's answer */
 		} else {
 			snprintf(line, sizeof line, "0x%llx", (unsigned long long)a);
 		}
 		lua_pushstring(L, line);
 		lua_rawseti(L, -2, (lua_Integer)i + 1);
 	}
+	lua_remove(L, -2); /* the cache */
 }
 
 /* __index of event and top tables: `stack` from `stack_id` on first read */

@@ -289,6 +289,7 @@ static int call(lua_State *L, int nargs, int64_t budget)
 	call_until = now + mt_pol.host->deadline_ns / CALL_SHARE;
 	__atomic_store_n(&busy_since, now, __ATOMIC_RELEASE);
 	r = lua_pcall(L, nargs, 1, base);
+	mt_pol_symbols_close();
 	__atomic_store_n(&busy_since, 0, __ATOMIC_RELEASE);
 	lua_sethook(L, count_hook, LUA_MASKCOUNT, HOOK_STEP);
 	lua_remove(L, base);

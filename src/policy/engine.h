@@ -162,6 +162,8 @@ void mt_pol_output_said(void); /* at exit: what was written and refused, if any 
 /* actions.c */
 int mt_pol_open_module(lua_State *L); /* the memtap module in a job */
 void mt_pol_push_event(lua_State *L, const struct mt_pol_event *ev);
+/* Closes the module files a handler's call read to name its stacks' frames (actions.c). */
+void mt_pol_symbols_close(void);
 /* A level argument: a fraction of a device (0.9, "90%") or bytes (32e9, "30GiB"). */
 double mt_pol_level(lua_State *L, int i);
 /* A device argument: nil (or -1) for none given, -1; else a device number; raises. */

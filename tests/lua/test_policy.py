@@ -298,8 +298,9 @@ ok(p.returncode == OOM_EXIT and len(snaps) == 1 and "out of memory: " in p.stder
    "oom_snapshot (by name): one snapshot `memtap report` reads, the request and the top stacks logged",
    p.stderr[-800:])
 frames = re.findall(r" in \d+ allocations? from (.*)", p.stderr)
-ok(len(frames) >= 2 and len(set(frames)) == len(frames),
-   "oom_snapshot: each top stack shown by its own frame, past the helper they all share (tensor_new)", frames)
+ok(len(frames) >= 2 and len(set(frames)) == len(frames) and all(re.fullmatch(r"\w+ \(simtrain\.c:\d+\)", f) for f in frames),
+   "oom_snapshot: each top stack shown by its own frame, past the helper they all share (tensor_new), by name "
+   "and line (simtrain's functions are not exported: read from its file)", frames)
 said = re.search(r"cause: (.*); what to change: memtap report (\S+) ", p.stderr)
 ok(said and said.group(1).endswith("more than the 3.00 GiB the job had") and said.group(2).endswith(snaps[0])
    and report(said.group(2))["diagnosis"][0]["cause"] == "step",

@@ -52,6 +52,9 @@
  *                 container's profile may for a process without CAP_SYS_ADMIN
  *   sandboxed     100 allocations, then a filter that kills the process when any thread
  *                 opens a file (as a hardened worker's), then 50 more over half a second
+ *   oomstack      an allocation no device has, made from a function of its own file (a
+ *                 static one: no exported symbol names it), then prints "fds A B": how many
+ *                 descriptors it had open before the allocation and after it failed
  *   forkhandler MS   pushes NVTX ranges of new names (memtap interns each) for MS
  *                 milliseconds while a 1 ms timer's handler forks (once a push since its last) a
  *                 child that _exits at once, and reaps it; prints "forked" when some were */
@@ -59,6 +62,7 @@
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 #include <alloca.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <nvtx3/nvToolsExt.h>
@@ -356,6 +360,34 @@ static void huge(void)
 		cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &threshold);
 	for (int i = 0; i < 60; i++)
 		alloc_free(11000001);
+}
+
+/* ---- a policy reads the stack of a failure in a function no symbol exports ---- */
+static int open_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	int n = 0;
+
+	while (d && readdir(d))
+		n++;
+	if (d)
+		closedir(d);
+	return n;
+}
+
+static __attribute__((noinline)) cudaError_t fail_here(void)
+{
+	void *p;
+
+	return cudaMalloc(&p, 1ull << 50);
+}
+
+static void oomstack(void)
+{
+	int before = open_fds();
+
+	fail_here();
+	printf("fds %d %d\n", before, open_fds());
 }
 
 /* ---- the job changes its root ---- */
@@ -726,6 +758,8 @@ int main(int argc, char **argv)
 		term2();
 	else if (!strcmp(mode, "snapat"))
 		snapat(arg);
+	else if (!strcmp(mode, "oomstack"))
+		oomstack();
 	else if (!strcmp(mode, "forkhandler"))
 		forkhandler(strtol(arg, NULL, 10));
 	else {
