@@ -2,7 +2,7 @@
 it shows, found when the page asks. The input is a trace built byte by byte
 (tests/hostile/mtrace.py), so every allocation is known here: one 256 MiB segment of a
 caching allocator, 64 MiB of parameters in it, then 40,000 short-lived allocations (far
-more than the page embeds). Checked over HTTP (the composition and the allocations of a
+more than the page embeds), every 5,000th kept. Checked over HTTP (the composition and the allocations of a
 range, the segment map stepped event by event, bad requests answered in a line and the
 server going on), then in headless Chromium as a user would: zoomed in, the page draws
 every allocation of the part in view, and the segment map steps one event at a time."""
@@ -35,8 +35,14 @@ events = [dict(kind="thread", time=T0, aux=4242), dict(kind="device", time=T0 + 
           dict(kind="segment_alloc", time=T0 + 2, device=0, addr=SEG, size=256 * MiB),
           dict(kind="alloc", time=T0 + 3, device=0, addr=SEG, size=64 * MiB, stack=1)]
 allocs = [(T0 + 3 - START, -1, 64 * MiB)]  # (made, freed or -1, size), times as the page's
+kept = SEG + 128 * MiB  # every 5,000th is kept: what is live grows through the run
 for k in range(N):
     t, size = T0 + MS + 1000 * k, 4096 * (1 + k % 97)
+    if k % 5000 == 4999:
+        events.append(dict(kind="alloc", time=t, device=0, addr=kept, size=size, stack=2))
+        allocs.append((t - START, -1, size))
+        kept += size
+        continue
     events.append(dict(kind="alloc", time=t, device=0, addr=SEG + 64 * MiB, size=size, stack=2 + k % 2))
     events.append(dict(kind="free", time=t + 500, device=0, addr=SEG + 64 * MiB))
     allocs.append((t - START, t + 500 - START, size))
@@ -72,32 +78,34 @@ try:
     ok(embeds <= 1500, "the page itself embeds at most 1,500 of the 40,001 allocations", embeds)
 
     # ---- a range: five allocations and their frees, each moment of them ----
-    first = 35000  # past the index's first mark (every 65,536 events)
+    first = 36000  # past the index's first mark (every 65,536 events), and a kept one after it
     frm, to = allocs[1 + first][0] - 100, allocs[1 + first + 4][1] + 100
     status, body = get("/range?device=0&from=%d&to=%d" % (frm, to))
     r = json.loads(body)
     got = [(p[0], sum(p[1:7]), p[7]) for p in r["points"]]
-    want = [(frm, 64 * MiB, 256 * MiB)]
+    held = sum(a[2] for a in allocs if a[0] < frm and a[1] < 0)
+    want = [(frm, held, 256 * MiB)]
     for made, freed, size in allocs[1 + first:1 + first + 5]:
-        want += [(made, 64 * MiB + size, 256 * MiB), (freed, 64 * MiB, 256 * MiB)]
+        want += [(made, held + size, 256 * MiB), (freed, held, 256 * MiB)]
     ok(status == 200 and got == want, "a range's composition: what was live as it began, then every change in it",
        (got[:4], want[:4]))
     live = sorted((a[0], a[1], a[2]) for a in r["allocations"])
     want = sorted(a for a in allocs if a[0] <= to and (a[1] < 0 or a[1] >= frm))
     ok(live == want and all(str(a[4]) in r["stacks"] for a in r["allocations"]),
        "a range's allocations: every one live in it, with its stack", (live, want))
-    wide = json.loads(get("/range?device=0&from=0&to=%d" % allocs[-1][1])[1])
+    end = max(max(a[0], a[1]) for a in allocs)  # the last event's moment
+    wide = json.loads(get("/range?device=0&from=0&to=%d" % end)[1])
     ok(wide["allocations"] == whole["allocations"]["0"] and len(wide["points"]) <= 4001,
        "a range of the whole run stays bounded as the page is", (len(wide["allocations"]), len(wide["points"])))
 
     # ---- the segment map, event by event ----
     m = json.loads(get("/map?device=0&time=%d" % allocs[1 + first][0])[1])
-    size = allocs[1 + first][2]
+    size, blocks = allocs[1 + first][2], m["map"][3]
     ok(m["kind"] == "alloc" and m["size"] == size and m["map"][2] == [SEG, 256 * MiB] and
-       m["map"][3] == [SEG, 64 * MiB, SEG + 64 * MiB, size],
+       blocks[:4] == [SEG, 64 * MiB, SEG + 64 * MiB, size] and len(blocks) == 4 + 2 * 7,
        "the map at a moment: after the last event then, the segment with both live blocks", m)
     n = json.loads(get("/map?device=0&event=%d&step=1" % m["event"])[1])
-    ok(n["kind"] == "free" and n["size"] == size and n["event"] > m["event"] and n["map"][3] == [SEG, 64 * MiB],
+    ok(n["kind"] == "free" and n["size"] == size and n["event"] > m["event"] and n["map"][3] == blocks[:2] + blocks[4:],
        "a step forward: the free, and the block gone", n)
     back = json.loads(get("/map?device=0&event=%d&back=1" % n["event"])[1])
     ok(back["event"] == m["event"] and back["map"] == m["map"], "a step back: the allocation again", back)
@@ -137,14 +145,14 @@ try:
             browser.key("ArrowRight")
         for _ in range(12):
             browser.key("+")
-        ev("new Promise((r) => { const w = () => document.getElementById('timeline-0').dataset.detail === 'served' "
-           "? r(1) : setTimeout(w, 20); w(); })")
+        ev("new Promise((r) => { const by = Date.now() + 30000, w = () => document.getElementById('timeline-0')"
+           ".dataset.detail === 'served' || Date.now() > by ? r(1) : setTimeout(w, 20); w(); })")
         browser.frame()
         x0, x1 = (float(ev("document.getElementById('timeline-0').dataset.%s" % k)) for k in ("x0", "x1"))
         drawn = ev("[...document.querySelectorAll('#allocations-0 rect.alloc')].length")
         want = [a for a in allocs if a[0] <= x1 and (a[1] < 0 or a[1] >= x0)]
         shown = ev("+document.getElementById('allocations-shown-0').dataset.shown")
-        ok(x1 - x0 < (allocs[-1][1] - allocs[0][0]) / 4000 and shown == len(want) == drawn and len(want) > 2,
+        ok(x1 - x0 < (end - allocs[0][0]) / 4000 and shown == len(want) == drawn and len(want) > 2,
            "zoomed in, the page draws every allocation live in view, found by the server",
            (x0, x1, shown, len(want), drawn))
         embedded = sum(1 for a in whole["allocations"]["0"] if a[0] <= x1 and (a[1] < 0 or a[1] >= x0))

@@ -53,8 +53,9 @@
  *   sandboxed     100 allocations, then a filter that kills the process when any thread
  *                 opens a file (as a hardened worker's), then 50 more over half a second
  *   oomstack      an allocation no device has, made from a function of its own file (a
- *                 static one: no exported symbol names it), then prints "fds A B": how many
- *                 descriptors it had open before the allocation and after it failed
+ *                 static one: no exported symbol names it), then prints "fds A B maps C D":
+ *                 how many descriptors it had open, and mappings of its own file, before
+ *                 the allocation and after it failed
  *   forkhandler MS   pushes NVTX ranges of new names (memtap interns each) for MS
  *                 milliseconds while a 1 ms timer's handler forks (once a push since its last) a
  *                 child that _exits at once, and reaps it; prints "forked" when some were */
@@ -382,12 +383,28 @@ static __attribute__((noinline)) cudaError_t fail_here(void)
 	return cudaMalloc(&p, 1ull << 50);
 }
 
+/* How many mappings of its own file the process has: its segments, and a reader's */
+static int own_maps(void)
+{
+	char self[4096], line[8192];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+	FILE *f = fopen("/proc/self/maps", "r");
+	int count = 0;
+
+	self[n > 0 ? n : 0] = '\0';
+	while (f && fgets(line, sizeof line, f))
+		count += n > 0 && strstr(line, self) != NULL;
+	if (f)
+		fclose(f);
+	return count;
+}
+
 static void oomstack(void)
 {
-	int before = open_fds();
+	int fds = open_fds(), maps = own_maps();
 
 	fail_here();
-	printf("fds %d %d\n", before, open_fds());
+	printf("fds %d %d maps %d %d\n", fds, open_fds(), maps, own_maps());
 }
 
 /* ---- the job changes its root ---- */

@@ -320,11 +320,11 @@ open(policy, "w").write('memtap.on_oom(function(ev) for _, f in ipairs(ev.stack)
                         'if f:find("harm%.c") then memtap.log("frame " .. f) end end end)\n')
 p, traces = record("oomstack", [HARM, "oomstack"], opts=["--policy", policy])
 said = re.findall(r"policy: frame (.*)", p.stderr)
-fds = re.search(r"fds (\d+) (\d+)", p.stdout)
+fds = re.search(r"fds (\d+) (\d+) maps (\d+) (\d+)", p.stdout)
 ok(said and re.fullmatch(r"fail_here(\.\w+)* \(harm\.c:\d+\)", said[0]),  # GCC's clones: fail_here.isra.0
    "a policy's stack names a program's static functions, file and line, read from the program's file", p.stderr[-600:])
-ok(fds and fds.group(1) == fds.group(2), "and the file is closed before the failure returns: no descriptor left "
-   "open in the job", p.stdout)
+ok(fds and fds.group(1) == fds.group(2) and fds.group(3) == fds.group(4), "and the file is closed before the "
+   "failure returns: no descriptor and no mapping of it left in the job", p.stdout)
 
 # ---- a policy's snapshots past its quota are refused before they are written: the process
 # writes the trace and the quota, not a snapshot after snapshot that is then removed ----
