@@ -4,6 +4,7 @@
 #include "analyze/emit.h"
 
 #include "core/assert.h"
+#include "core/text.h"
 
 static void emit(struct mt_emit *e, const char *key, struct mt_value v)
 {
@@ -47,12 +48,17 @@ void mt_json_str(FILE *out, const char *s)
 	fputc('"', out);
 	for (; s && *s; s++) {
 		unsigned char c = (unsigned char)*s;
+		size_t n;
 		if (c == '"' || c == '\\')
 			fprintf(out, "\\%c", c);
 		else if (c < 0x20)
 			fprintf(out, "\\u%04x", c);
-		else
+		else if (c < 0x80)
 			fputc(c, out);
+		else if ((n = mt_utf8_char(s)))
+			fwrite(s, 1, n, out), s += n - 1;
+		else /* JSON is UTF-8: a byte of none (a name cut mid-character, a file's own) as U+FFFD */
+			fputs("\\ufffd", out);
 	}
 	fputc('"', out);
 }

@@ -3,6 +3,7 @@
  * Python frames in order, then a few native ones. Names are shortened by their C++
  * syntax alone (parameter list, template arguments, return type, compiler suffixes). */
 #include "analyze/stacks.h"
+#include "core/text.h"
 
 #include <limits.h>
 #include <stdio.h>
@@ -214,6 +215,7 @@ const char *mt_frame_name(const char *function, char *buf, size_t n)
 	if (!function || n < 8)
 		return function;
 	snprintf(tmp, sizeof tmp, "%.*s", (int)sizeof tmp - 1, function); /* reads no further */
+	mt_utf8_end(tmp);
 	while (cut_suffix(tmp))
 		;
 	len = strlen(tmp);
@@ -264,7 +266,7 @@ const char *mt_frame_name(const char *function, char *buf, size_t n)
 			break;
 		}
 	}
-	return buf;
+	return mt_utf8_end(buf); /* the copy may stop inside a character */
 }
 
 static const char *base_name(const char *path)
@@ -289,13 +291,11 @@ const char *mt_frame_text(const struct mt_frame *f, bool full, char *buf, size_t
 		k = snprintf(buf, n, "%s+0x%llx", f->module, (unsigned long long)f->offset);
 	else
 		k = snprintf(buf, n, "0x%llx", (unsigned long long)f->addr);
-	if (k < 0 || (size_t)k >= n)
-		return buf;
-	if (f->file && f->file[0] && strcmp(f->file, "??") && (full || f->line > 0))
+	if (k >= 0 && (size_t)k < n && f->file && f->file[0] && strcmp(f->file, "??") && (full || f->line > 0))
 		snprintf(buf + k, n - (size_t)k, " (%s:%d)", full ? f->file : base_name(f->file), f->line);
-	else if (full && f->function && f->module && strcmp(f->module, "python"))
+	else if (k >= 0 && (size_t)k < n && full && f->function && f->module && strcmp(f->module, "python"))
 		snprintf(buf + k, n - (size_t)k, " (%s)", f->module);
-	return buf;
+	return mt_utf8_end(buf); /* n bytes may end inside a character */
 }
 
 /* What a frame is to a view. */

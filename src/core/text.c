@@ -55,6 +55,35 @@ void mt_near_offer(struct mt_near *n, const char *candidate)
 	}
 }
 
+size_t mt_utf8_char(const char *s)
+{
+	const unsigned char *u = (const unsigned char *)s;
+	size_t n = u[0] < 0x80			  ? 1
+		   : u[0] >= 0xC2 && u[0] <= 0xDF ? 2
+		   : u[0] >= 0xE0 && u[0] <= 0xEF ? 3
+		   : u[0] >= 0xF0 && u[0] <= 0xF4 ? 4
+						  : 0;
+
+	for (size_t i = 1; i < n; i++)
+		if ((u[i] & 0xC0) != 0x80)
+			return 0;
+	if ((n == 3 && ((u[0] == 0xE0 && u[1] < 0xA0) || (u[0] == 0xED && u[1] >= 0xA0))) || /* overlong; surrogate */
+	    (n == 4 && ((u[0] == 0xF0 && u[1] < 0x90) || (u[0] == 0xF4 && u[1] >= 0x90)))) /* overlong; past U+10FFFF */
+		return 0;
+	return n;
+}
+
+char *mt_utf8_end(char *s)
+{
+	size_t len = strlen(s), k = len;
+
+	while (k > 0 && len - k < 4 && ((unsigned char)s[k - 1] & 0xC0) == 0x80)
+		k--;
+	if (k > 0 && (unsigned char)s[k - 1] >= 0xC0 && !mt_utf8_char(s + k - 1))
+		s[k - 1] = '\0'; /* a lead byte whose character does not end */
+	return s;
+}
+
 const char *mt_text_clip(const char *s, char *buf, size_t size)
 {
 	size_t n;

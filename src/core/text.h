@@ -13,6 +13,12 @@ char *mt_text_line(char *s);
  * (in buf, size bytes, at least 4); NULL stays NULL. */
 const char *mt_text_clip(const char *s, char *buf, size_t size);
 
+/* The length of the UTF-8 character at s (1 to 4 bytes), or 0 where s holds none: a
+ * stray continuation byte, a sequence cut short, an overlong form or a surrogate. */
+size_t mt_utf8_char(const char *s);
+/* Cuts a character left unfinished at the end of s (by a copy bounded in bytes); returns s. */
+char *mt_utf8_end(char *s);
+
 /* The known word nearest to a mistyped one, for "did you mean": start with {word}, offer
  * each known word, then best is the nearest within a typo or two (an edit, a swap of
  * neighbours; about one per three letters), the first offered of equals, or NULL. */

@@ -435,6 +435,34 @@ ok(alloc and abs(min(y for _, y in alloc) - top) < 0.5 and
    "allocated reaching the peak's 1000 MiB", (min((y for _, y in alloc), default=None), top, alloc[:8]))
 
 # ---- errors: one line, non-zero ----
+# ---- the job's text as UTF-8 whatever it is: a name cut mid-character, a file name's stray byte ----
+sys.path.insert(0, os.path.join(os.environ["MT_SRCDIR"], "tests/hostile"))
+from mtrace import PYFRAME, Trace  # noqa: E402
+odd = os.path.join(TMP, "odd.trace")
+name = "f" + "\u20ac" * 1500  # 4,501 bytes: every bound on a line cuts it, each at some byte
+with open(odd, "wb") as f:
+    f.write(Trace().strings([(1, (name + "\tbad").encode() + b"\xff.py\t7")]).stacks([(1, [PYFRAME | 1])])
+            .events([dict(kind="alloc", time=1000, device=0, addr=1 << 40, size=MiB, stack=1)]).end(written=1).bytes())
+outs = [subprocess.run([MEMTAP, "report", "--json", odd], capture_output=True).stdout]
+subprocess.run([MEMTAP, "report", "--html", os.path.join(TMP, "odd.html"), odd], capture_output=True)
+outs.append(open(os.path.join(TMP, "odd.html"), "rb").read())
+bad = []
+for out in outs:
+    try:
+        out.decode()
+    except UnicodeDecodeError as e:
+        bad.append(out[max(0, e.start - 40):e.start + 10])
+frames = json.loads(outs[0])["top_at_peak"][0]["frames"] if not bad else []
+ok(not bad and frames and frames[0]["function"].startswith("f\u20ac\u20ac") and frames[0]["file"] == "bad\ufffd.py",
+   "--json and the page are UTF-8, as JSON must be: a long name cut at a character, a stray byte as U+FFFD",
+   (bad, frames[:1]))
+text = subprocess.run([MEMTAP, "report", odd], capture_output=True).stdout
+try:
+    cut = [len(line) for line in text.decode().splitlines() if "\u20ac" * 1000 in line]
+except UnicodeDecodeError as e:
+    cut = text[max(0, e.start - 20):e.start + 10]
+ok(isinstance(cut, list) and len(cut) >= 2, "the text cuts a name too long for its line at a character", cut)
+
 p = subprocess.run([MEMTAP, "report", "--html", os.path.join(TMP, "no/such/dir/x.html"), trace], capture_output=True,
                    text=True)
 ok(p.returncode == 1 and p.stderr.count("\n") == 1 and "cannot write" in p.stderr, "an unwritable page: one line",
