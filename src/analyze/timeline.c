@@ -162,6 +162,20 @@ int mt_timeline_build(struct mt_timeline *tl, const struct mt_report *r)
 	return err;
 }
 
+/* Mark k: what each device holds now. 0 or ENOMEM. */
+static int mark(struct mt_timeline_index *ix, size_t k, const struct device *dev)
+{
+	struct mt_timeline_mark *m = &ix->marks[k];
+
+	for (int d = 0; d < MT_MAX_DEVICES; d++)
+		if (dev[d].total || dev[d].now.reserved) {
+			if (mt_grow((void **)&m->held, &m->cap, m->n, sizeof *m->held))
+				return ENOMEM;
+			m->held[m->n++] = (struct mt_timeline_held){(uint8_t)d, dev[d].now};
+		}
+	return 0;
+}
+
 int mt_timeline_index_build(struct mt_timeline_index *ix, const struct mt_report *r)
 {
 	const struct mt_trace *t = r->trace;
@@ -184,16 +198,8 @@ int mt_timeline_index_build(struct mt_timeline_index *ix, const struct mt_report
 		int d;
 
 		mt_progress("index", i, t->nevents);
-		if (i % MT_TIMELINE_MARK == 0) {
-			struct mt_timeline_mark *m = &ix->marks[i / MT_TIMELINE_MARK];
-			for (d = 0; d < MT_MAX_DEVICES && !err; d++)
-				if (dev[d].total || dev[d].now.reserved) {
-					if (mt_grow((void **)&m->held, &m->cap, m->n, sizeof *m->held))
-						err = ENOMEM;
-					else
-						m->held[m->n++] = (struct mt_timeline_held){(uint8_t)d, dev[d].now};
-				}
-		}
+		if (i % MT_TIMELINE_MARK == 0 && (err = mark(ix, i / MT_TIMELINE_MARK, dev)))
+			break;
 		ix->link[i] = MT_TIMELINE_NO_STEP;
 		if (e->kind != MT_EV_SEGMENT_ALLOC && e->kind != MT_EV_SEGMENT_FREE &&
 		    mt_timeline_step(r, &live, i, &d, &cat, &delta, &made)) {
@@ -203,6 +209,8 @@ int mt_timeline_index_build(struct mt_timeline_index *ix, const struct mt_report
 		}
 		(void)apply(r, ix, NULL, i, dev); /* the index's own step, now known */
 	}
+	if (!err && t->nevents && t->nevents % MT_TIMELINE_MARK == 0) /* past the last event: the end */
+		err = mark(ix, t->nevents / MT_TIMELINE_MARK, dev);
 	mt_map_free(&live);
 	free(dev);
 	if (err)

@@ -98,6 +98,10 @@ try:
     ok(wide["allocations"] == whole["allocations"]["0"] and len(wide["points"]) <= 4001,
        "a range of the whole run stays bounded as the page is", (len(wide["allocations"]), len(wide["points"])))
 
+    after = json.loads(get("/range?device=0&from=%d&to=%d" % (end + 10, end + 20))[1])["points"]
+    ok([(p[0], sum(p[1:7])) for p in after] == [(end + 10, sum(a[2] for a in allocs if a[1] < 0))],
+       "a range past the last event: what was live at the end", after)
+
     # ---- the segment map, event by event ----
     m = json.loads(get("/map?device=0&time=%d" % allocs[1 + first][0])[1])
     size, blocks = allocs[1 + first][2], m["map"][3]
@@ -125,6 +129,27 @@ try:
         c.sendall(b"GET /ran")  # half a request, then gone
     ok(get("/")[0] == 200, "a client that leaves mid-request does not stop the server")
     ok(server.poll() is None, "and it is still running")
+
+    # ---- a trace of exactly one index mark's events: a range past its end still starts from the end ----
+    exact = os.path.join(TMP, "exact.trace")
+    pairs = (65536 - 2) // 2  # after the thread, the device and the segment: 65,536 in all
+    with open(exact, "wb") as f:
+        f.write(Trace().strings([(i + 1, s) for i, s in enumerate(frames)]).stacks(stacks).events(
+            events[:3] + [dict(kind="alloc", time=T0 + 10 + k, device=0, addr=SEG + k * 4096, size=4096, stack=1)
+                          for k in range(pairs)] +
+            [dict(kind="free", time=T0 + 10 + pairs + k, device=0, addr=SEG + k * 4096) for k in range(pairs - 1)])
+            .end(written=65536).bytes())
+    other = subprocess.Popen([MEMTAP, "report", "--serve=0", exact], stdout=subprocess.PIPE, text=True)
+    try:
+        there = other.stdout.readline().split(" at ")[1].split()[0]
+        last = T0 + 10 + 2 * pairs - 2 - START
+        got = json.loads(urllib.request.urlopen(there + "range?device=0&from=%d&to=%d" % (last + 5, last + 9),
+                                                timeout=30).read())["points"]
+        ok([(p[0], sum(p[1:7])) for p in got] == [(last + 5, 4096)],
+           "65,536 events, a range past the last: the one allocation still live", got)
+    finally:
+        other.kill()
+        other.wait()
 
     # ---- in the browser: zoomed in, every allocation of the part in view ----
     if not CHROMIUM:
