@@ -65,10 +65,19 @@ static void python_frame(char *out, size_t size, const char *s, size_t len)
  * each address was named, so that a file is read again only for an address not seen. */
 static Dwfl *symbols;
 
+/* No separate debug files (a library's in /usr/lib/debug can take a second to read):
+ * the module's own symbol table and debug information only. */
+static int own_file_only(Dwfl_Module *m, void **user, const char *name, Dwarf_Addr base, const char *file,
+			 const char *link, GElf_Word crc, char **path)
+{
+	(void)m, (void)user, (void)name, (void)base, (void)file, (void)link, (void)crc, (void)path;
+	return -1;
+}
+
 static bool file_symbol(lua_State *L, uintptr_t a, const char *mod, char *out, size_t size)
 {
 	static const Dwfl_Callbacks callbacks = {.find_elf = dwfl_build_id_find_elf,
-						 .find_debuginfo = dwfl_standard_find_debuginfo,
+						 .find_debuginfo = own_file_only,
 						 .section_address = dwfl_offline_section_address};
 	struct link_map *map = NULL;
 	Dwfl_Module *m = NULL;
