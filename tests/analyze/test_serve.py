@@ -119,6 +119,7 @@ try:
     for path, code, what in [("/range?device=0&from=9", 400, "a range without its end"),
                              ("/range?device=0&from=9&to=1", 400, "a range that ends before it begins"),
                              ("/map?device=300&time=1", 400, "a device past the last"),
+                             ("/map?device=0", 400, "a map of no moment"),
                              ("/map?device=0&event=99999999", 200, "an event past the last"),
                              ("/trace", 404, "a page that is not there")]:
         status, body = get(path)

@@ -178,7 +178,8 @@ static void respond(struct server *s, int fd, const char *target)
 		return;
 	}
 	if (!param(q, "device", &d) || d >= MT_MAX_DEVICES ||
-	    (range && (!param(q, "from", &from) || !param(q, "to", &to) || from > to))) {
+	    (range && (!param(q, "from", &from) || !param(q, "to", &to) || from > to)) ||
+	    (map && !param(q, "time", &from) && !param(q, "event", &from))) {
 		refuse(fd, 400,
 		       range ? "/range needs device=D&from=NS&to=NS, from <= to\n"
 			     : "/map needs device=D and time=NS or event=I\n");
