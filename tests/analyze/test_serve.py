@@ -126,9 +126,21 @@ try:
         ok(status == code and body.count("\n") <= 1, what + ": %d, in a line" % code, (status, body[:200]))
     ok(get("/", host="evil.example:80")[0] == 403, "a request for another host name is refused (a rebound name)")
     ok(get("/", method="POST")[0] == 405, "only GET")
-    with socket.create_connection(("127.0.0.1", int(URL.split(":")[2].strip("/")))) as c:
+    PORT = int(URL.split(":")[2].strip("/"))
+    with socket.create_connection(("127.0.0.1", PORT)) as c:
         c.sendall(b"GET /ran")  # half a request, then gone
     ok(get("/")[0] == 200, "a client that leaves mid-request does not stop the server")
+    with socket.create_connection(("127.0.0.1", PORT)) as idle:  # opened ahead, as browsers do
+        answered = get("/range?device=0&from=0&to=10")[0]
+        idle.sendall(b"GET /map?device=0&time=0 HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n" % PORT)
+        late = b""
+        while True:
+            k = idle.recv(65536)
+            if not k:
+                break
+            late += k
+    ok(answered == 200 and late.startswith(b"HTTP/1.1 200"), "a connection opened and left idle holds up no "
+       "other request, and is answered when its request comes", late[:100])
     ok(server.poll() is None, "and it is still running")
 
     # ---- a trace of exactly one index mark's events: a range past its end still starts from the end ----

@@ -1,18 +1,21 @@
 /* memtap report --serve: the report's page on this machine's loopback, and the detail of
  * whatever part of the run the page shows, found when it asks (analyze/html.c), for
- * recordings with far more events than a page can hold. One request at a time: a GET and
- * its headers, read within a few seconds; an answer, and the connection closed. Only a
- * page on 127.0.0.1 or localhost at this port is answered, so that no other site's page
- * in the browser can read the trace through a name that points here. */
+ * recordings with far more events than a page can hold. Requests are read as they come,
+ * each within a few seconds, and answered one at a time, each connection then closed.
+ * Only a page on 127.0.0.1 or localhost at this port is answered, so that no other
+ * site's page in the browser can read the trace through a name that points here. */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "analyze/fragment.h"
@@ -22,6 +25,7 @@
 
 #define REQUEST_MAX 8192
 #define WAIT_S 5 /* for a request to arrive, and for an answer to be taken */
+#define CONNS 16 /* connections waiting for their requests at once */
 
 struct server {
 	const struct mt_report *r;
@@ -223,42 +227,50 @@ static bool ours(const char *request, unsigned port)
 	return false;
 }
 
-static void take(struct server *s, int fd)
+/* A connection whose request is still coming: a browser opens some ahead of need and
+ * leaves them idle, so each waits apart, and one that stays quiet is closed. */
+struct conn {
+	int fd;
+	size_t n;
+	time_t since;
+	char req[REQUEST_MAX + 1];
+};
+
+/* Reads what has come; true when the connection is done with (answered, or gone). */
+static bool take(struct server *s, struct conn *c)
 {
 	struct timeval wait = {.tv_sec = WAIT_S};
-	char req[REQUEST_MAX + 1], *target, *end;
-	size_t n = 0;
+	char *target, *end;
+	ssize_t k = recv(c->fd, c->req + c->n, REQUEST_MAX - c->n, 0);
 
-	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof wait);
-	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &wait, sizeof wait);
-	while (n < REQUEST_MAX) { /* to the end of the headers; a body is not read */
-		ssize_t k = recv(fd, req + n, REQUEST_MAX - n, 0);
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k <= 0)
-			return;
-		n += (size_t)k;
-		req[n] = '\0';
-		if (strstr(req, "\r\n\r\n"))
-			break;
+	if (k < 0 && (errno == EINTR || errno == EAGAIN))
+		return false;
+	if (k <= 0)
+		return true;
+	c->n += (size_t)k;
+	c->req[c->n] = '\0';
+	if (!strstr(c->req, "\r\n\r\n")) { /* to the end of the headers; a body is not read */
+		if (c->n < REQUEST_MAX)
+			return false;
+		refuse(c->fd, 400, "a request's headers end with an empty line, within 8 KiB\n");
+		return true;
 	}
-	req[n] = '\0';
-	if (!strstr(req, "\r\n\r\n")) {
-		refuse(fd, 400, "a request's headers end with an empty line, within 8 KiB\n");
-		return;
+	fcntl(c->fd, F_SETFL, fcntl(c->fd, F_GETFL) & ~O_NONBLOCK); /* the answer goes out whole, or in 5 s */
+	setsockopt(c->fd, SOL_SOCKET, SO_SNDTIMEO, &wait, sizeof wait);
+	if (strncmp(c->req, "GET /", 5)) {
+		refuse(c->fd, 405, "memtap report --serve answers GET only\n");
+		return true;
 	}
-	if (strncmp(req, "GET /", 5)) {
-		refuse(fd, 405, "memtap report --serve answers GET only\n");
-		return;
+	if (!ours(c->req, s->port)) {
+		refuse(c->fd, 403,
+		       "memtap report --serve answers requests for 127.0.0.1 or localhost at its port only\n");
+		return true;
 	}
-	if (!ours(req, s->port)) {
-		refuse(fd, 403, "memtap report --serve answers requests for 127.0.0.1 or localhost at its port only\n");
-		return;
-	}
-	target = req + 4;
+	target = c->req + 4;
 	end = target + strcspn(target, " \r\n");
 	*end = '\0';
-	respond(s, fd, target);
+	respond(s, c->fd, target);
+	return true;
 }
 
 _Noreturn void serve_report(struct mt_report *r, struct mt_symbols *sym, size_t top, unsigned port)
@@ -267,6 +279,8 @@ _Noreturn void serve_report(struct mt_report *r, struct mt_symbols *sym, size_t 
 	struct sockaddr_in at = {
 	    .sin_family = AF_INET, .sin_port = htons((uint16_t)port), .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
 	socklen_t len = sizeof at;
+	static struct conn conns[CONNS];
+	size_t nconns = 0;
 	FILE *page;
 	int fd, one = 1, err;
 
@@ -285,16 +299,27 @@ _Noreturn void serve_report(struct mt_report *r, struct mt_symbols *sym, size_t 
 	s.port = ntohs(at.sin_port);
 	printf("memtap: serving the report of %s at http://127.0.0.1:%u/ (Ctrl-C to stop)\n", r->trace->path, s.port);
 	fflush(stdout);
-	for (;;) {
-		int c = accept4(fd, NULL, NULL, SOCK_CLOEXEC);
-		if (c < 0) {
-			if (errno == EMFILE || errno == ENFILE)
-				sleep(1); /* until a descriptor is free again */
-			if (errno == EINTR || errno == ECONNABORTED || errno == EMFILE || errno == ENFILE)
-				continue;
+	for (struct pollfd p[1 + CONNS];;) { /* one request answered at a time, as it completes */
+		p[0] = (struct pollfd){.fd = fd, .events = POLLIN};
+		for (size_t i = 0; i < nconns; i++)
+			p[1 + i] = (struct pollfd){.fd = conns[i].fd, .events = POLLIN};
+		if (poll(p, 1 + nconns, 1000) < 0 && errno != EINTR)
+			die(1, "cannot wait for requests: %s", strerror(errno));
+		for (size_t i = nconns; i-- > 0;)
+			if (((p[1 + i].revents && take(&s, &conns[i])) || time(NULL) - conns[i].since > WAIT_S)) {
+				close(conns[i].fd);
+				conns[i] = conns[--nconns];
+			}
+		if (!(p[0].revents & POLLIN))
+			continue;
+		int c = accept4(fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+		if (c < 0 && (errno == EMFILE || errno == ENFILE))
+			sleep(1); /* until a descriptor is free again */
+		else if (c < 0 && errno != EINTR && errno != ECONNABORTED && errno != EAGAIN)
 			die(1, "cannot take a connection: %s", strerror(errno));
-		}
-		take(&s, c);
-		close(c);
+		else if (c >= 0 && nconns == CONNS)
+			close(c); /* too many waiting: the browser asks again */
+		else if (c >= 0)
+			conns[nconns].fd = c, conns[nconns].n = 0, conns[nconns++].since = time(NULL);
 	}
 }
