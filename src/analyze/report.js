@@ -711,9 +711,9 @@
       });
     };
     const move = (k) => {
-      if (!SERIES.served) show(at + k);
-      else if (event !== null) ask(`event=${event}&` + (k < 0 ? "back=1" : "step=1"));
-      else ask(`time=${shown.dataset.timeNs || device.peak_time_ns}`);
+      if (!SERIES.served) return show(at + k);
+      ask((event !== null ? `event=${event}` : `time=${shown.dataset.timeNs || device.peak_time_ns}`) +
+          (k < 0 ? "&back=1" : "&step=1"));
     };
     const step = (k) => el("button", { type: "button", class: "step", "aria-label": k < 0 ? "the moment before" :
       "the moment after" }, k < 0 ? "\u25c0" : "\u25b6");

@@ -113,6 +113,8 @@ try:
        "a step forward: the free, and the block gone", n)
     back = json.loads(get("/map?device=0&event=%d&back=1" % n["event"])[1])
     ok(back["event"] == m["event"] and back["map"] == m["map"], "a step back: the allocation again", back)
+    on = json.loads(get("/map?device=0&time=%d&step=1" % allocs[1 + first][0])[1])
+    ok(on["event"] == n["event"], "a step from a moment: the device's next event after it", on)
     ok(json.loads(get("/map?device=0&time=0")[1]) == {"event": None}, "before the device's first event: none")
 
     # ---- bad requests: one line each, and the server goes on ----

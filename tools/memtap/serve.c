@@ -124,13 +124,13 @@ static int scan_to(struct server *s, size_t i)
 }
 
 /* /map?device=D&time=T: device D's segments after its last event at or before T;
- * /map?device=D&event=E&step=1 (or 0): after its first event after E (or E itself),
- * &back=1: its last before E. Returns the event, SIZE_MAX when there is none. */
+ * &event=I: after event I; either with &step=1: after the device's next event, or
+ * &back=1: its last before. Returns the event, SIZE_MAX when there is none. */
 static size_t map_event(const struct server *s, const char *q, int d)
 {
 	const struct mt_trace *t = s->r->trace;
 	uint64_t time, event, step = 0, back = 0;
-	size_t i;
+	size_t at = SIZE_MAX, i; /* the event the question starts from; SIZE_MAX: before the first */
 
 	if (param(q, "time", &time)) {
 		size_t lo = 0, hi = t->nevents; /* past the last event at or before T */
@@ -141,25 +141,25 @@ static size_t map_event(const struct server *s, const char *q, int d)
 			else
 				hi = mid;
 		}
-		for (i = lo; i-- > 0;)
+		for (i = lo; i-- > 0 && at == SIZE_MAX;)
 			if (touches(s, i, d))
-				return i;
+				at = i;
+	} else if (!param(q, "event", &event) || event >= t->nevents) {
 		return SIZE_MAX;
+	} else {
+		at = (size_t)event;
 	}
-	if (!param(q, "event", &event) || event >= t->nevents)
-		return SIZE_MAX;
 	param(q, "step", &step);
 	param(q, "back", &back);
-	if (back) {
-		for (i = (size_t)event; i-- > 0;)
+	if (back)
+		for (i = at == SIZE_MAX ? 0 : at; i-- > 0;)
 			if (touches(s, i, d))
 				return i;
-		return (size_t)event;
-	}
-	for (i = (size_t)event + (step ? 1 : 0); i < t->nevents; i++)
-		if (touches(s, i, d))
-			return i;
-	return (size_t)event;
+	if (step && !back)
+		for (i = at == SIZE_MAX ? 0 : at + 1; i < t->nevents; i++)
+			if (touches(s, i, d))
+				return i;
+	return at; /* no event that way: where it was */
 }
 
 static void respond(struct server *s, int fd, const char *target)
