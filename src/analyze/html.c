@@ -129,10 +129,11 @@ static struct pick *find_made(struct picks *p, size_t made)
 }
 
 /* The allocations to draw of those live in [from, to] (ns since the trace's start), the
- * spans cut from it: with the index, one pass; without, two over the events with only
- * what is live and the picks in memory (the allocations to draw, then when each was freed). */
-static int pick_allocations(const struct mt_report *r, const struct mt_timeline_index *ix, uint64_t from, uint64_t to,
-			    struct picks **picks)
+ * spans cut from it, on every device or only one (-1: every): with the index, one pass;
+ * without, two over the events with only what is live and the picks in memory (the
+ * allocations to draw, then when each was freed). */
+static int pick_allocations(const struct mt_report *r, const struct mt_timeline_index *ix, int only, uint64_t from,
+			    uint64_t to, struct picks **picks)
 {
 	const struct mt_trace *t = r->trace;
 	struct mt_map live = {0};
@@ -148,6 +149,8 @@ static int pick_allocations(const struct mt_report *r, const struct mt_timeline_
 				break;
 			if (ix ? !mt_timeline_index_step(ix, i, &d, &cat, &delta, &made)
 			       : !mt_timeline_step(r, &live, i, &d, &cat, &delta, &made))
+				continue;
+			if (only >= 0 && d != only)
 				continue;
 			if (pass == 0 && delta > 0) {
 				struct pick x = {.size = (uint64_t)delta, .made = i};
@@ -230,7 +233,7 @@ static int allocations(FILE *out, const struct mt_report *r, struct ids *ids)
 {
 	struct picks *picks[MT_MAX_DEVICES] = {0};
 	bool first = true;
-	int err = pick_allocations(r, NULL, 0, mt_report_span(r), picks);
+	int err = pick_allocations(r, NULL, -1, 0, mt_report_span(r), picks);
 
 	fputs("\"allocations\": {", out);
 	for (int d = 0; d < MT_MAX_DEVICES && !err; d++) {
@@ -556,14 +559,13 @@ int mt_report_html_range(FILE *out, const struct mt_timeline_index *ix, struct m
 	fputs("{\"points\": ", out);
 	points(out, r, &tl, d);
 	mt_timeline_free(&tl);
-	err = pick_allocations(r, ix, from, to, picks);
+	err = pick_allocations(r, ix, d, from, to, picks);
 	fputs(", \"allocations\": ", out);
 	err = err ? err : picked(out, r, picks[d], &ids);
 	fputs(", ", out);
 	err = err ? err : stacks(out, r, sym, &ids);
 	fputs("}", out);
-	for (int k = 0; k < MT_MAX_DEVICES; k++)
-		free(picks[k]);
+	free(picks[d]);
 	free(ids.v);
 	return err;
 }

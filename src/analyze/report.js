@@ -277,7 +277,7 @@
     // detail of the part in view, which memtap report --serve finds when asked
     const whole = { points, list: (SERIES.allocations || {})[d] || [] };
     whole.placed = place(whole.list, xmax);
-    let cur = whole, list = whole.list, placed = whole.placed;
+    let list = whole.list, placed = whole.placed; // and points
     const ymax = Math.max(1, device.peak_allocated_bytes, capped(device) ? device.capacity_bytes : 0,
                           ...points.map((p) => Math.max(total(p), p[7])));
     const box = el("div", { class: "timeline", id: "timeline-" + d });
@@ -293,9 +293,10 @@
     function show() {
       box.dataset.x0 = state.x0;
       box.dataset.x1 = state.x1;
-      box.dataset.detail = cur === whole ? "page" : "served";
+      const served = points !== whole.points;
+      box.dataset.detail = served ? "served" : "page";
       note.dataset.shown = list.length;
-      note.textContent = !list.length ? "No allocations to show." : (cur !== whole
+      note.textContent = !list.length ? "No allocations to show." : (served
         ? `${list.length} allocations of those live in view (the biggest, and the biggest made in each fiftieth of it), ` +
           "from memtap report --serve" : REPORT.events.allocs > list.length ? `${list.length} allocations of the ` +
           `${REPORT.events.allocs} in the trace (the biggest, and the biggest made in each fiftieth of the run)`
@@ -329,7 +330,7 @@
     }
     function use(asked, next) { // what is drawn, the cursor kept at its moment
       const t = points[state.cursor] ? points[state.cursor][0] : null;
-      cur = next, points = next.points, list = next.list, placed = next.placed;
+      points = next.points, list = next.list, placed = next.placed;
       state.pick = -1;
       if (t !== null) state.cursor = at(points, t);
       if (asked === state.asked && next !== whole) show();

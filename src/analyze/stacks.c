@@ -291,11 +291,13 @@ const char *mt_frame_text(const struct mt_frame *f, bool full, char *buf, size_t
 		k = snprintf(buf, n, "%s+0x%llx", f->module, (unsigned long long)f->offset);
 	else
 		k = snprintf(buf, n, "0x%llx", (unsigned long long)f->addr);
-	if (k >= 0 && (size_t)k < n && f->file && f->file[0] && strcmp(f->file, "??") && (full || f->line > 0))
+	if (k < 0 || (size_t)k >= n)
+		return mt_utf8_end(buf); /* n bytes may end inside a character */
+	if (f->file && f->file[0] && strcmp(f->file, "??") && (full || f->line > 0))
 		snprintf(buf + k, n - (size_t)k, " (%s:%d)", full ? f->file : base_name(f->file), f->line);
-	else if (k >= 0 && (size_t)k < n && full && f->function && f->module && strcmp(f->module, "python"))
+	else if (full && f->function && f->module && strcmp(f->module, "python"))
 		snprintf(buf + k, n - (size_t)k, " (%s)", f->module);
-	return mt_utf8_end(buf); /* n bytes may end inside a character */
+	return mt_utf8_end(buf);
 }
 
 /* What a frame is to a view. */

@@ -9,14 +9,13 @@
 #include <string.h>
 
 /* What event i does as an allocation `made` (made and freed by it or by its pair). */
-static bool step_of(const struct mt_report *r, size_t i, size_t made, int *device, uint8_t *category, int64_t *delta)
+static void step_of(const struct mt_report *r, size_t i, size_t made, int *device, uint8_t *category, int64_t *delta)
 {
 	const struct mt_event *m = &r->trace->events[made];
 
 	*delta = made == i ? (int64_t)m->size : -(int64_t)m->size;
 	*device = m->device;
 	*category = r->comp.category[made] ? r->comp.category[made] : MT_TAG_OTHER;
-	return true;
 }
 
 bool mt_timeline_step(const struct mt_report *r, struct mt_map *live, size_t i, int *device, uint8_t *category,
@@ -46,7 +45,8 @@ bool mt_timeline_step(const struct mt_report *r, struct mt_map *live, size_t i, 
 	}
 	if (made)
 		*made = k - 1;
-	return step_of(r, i, k - 1, device, category, delta);
+	step_of(r, i, k - 1, device, category, delta);
+	return true;
 }
 
 bool mt_timeline_index_step(const struct mt_timeline_index *ix, size_t i, int *device, uint8_t *category,
@@ -60,7 +60,8 @@ bool mt_timeline_index_step(const struct mt_timeline_index *ix, size_t i, int *d
 	k = kind == MT_EV_ALLOC || kind == MT_EV_VMM_CREATE ? i : k;
 	if (made)
 		*made = k;
-	return step_of(ix->r, i, k, device, category, delta);
+	step_of(ix->r, i, k, device, category, delta);
+	return true;
 }
 
 struct device {

@@ -4,7 +4,7 @@
  * Each action charges its work to the call's budget.
  * A stack is symbolized when a script first reads `ev.stack`, not before: with dladdr,
  * and where that names no function (a program's own functions are not exported), with
- * elfutils from the module's file, opened for that stack and closed before it returns. */
+ * elfutils from the module's own file, read at most once a handler's call. */
 #include <dlfcn.h>
 #include <elfutils/libdwfl.h>
 #include <link.h>
@@ -58,11 +58,8 @@ static void python_frame(char *out, size_t size, const char *s, size_t len)
 	snprintf(out, size, "%s (%s:%s)", buf, file, line);
 }
 
-/* What dladdr could not name, from the module's own file: "function (file:line)", or
- * "function+0xoff (module)" without line information; false when the file names none
- * either. The files read stay open for the rest of the handler's call, then
- * mt_pol_symbols_close closes them: none stays open in the job; push_frames keeps what
- * each address was named, so that a file is read again only for an address not seen. */
+/* The module files a handler's call has read, closed (and unmapped) when the call returns:
+ * none stays open in the job. */
 static Dwfl *symbols;
 
 /* No separate debug files (a library's in /usr/lib/debug can take a second to read):
@@ -74,6 +71,9 @@ static int own_file_only(Dwfl_Module *m, void **user, const char *name, Dwarf_Ad
 	return -1;
 }
 
+/* What dladdr could not name, from the module's own file: "function (file:line)", or
+ * "function+0xoff (module)" without line information; false when the file names none
+ * either. */
 static bool file_symbol(lua_State *L, uintptr_t a, const char *mod, char *out, size_t size)
 {
 	static const Dwfl_Callbacks callbacks = {.find_elf = dwfl_build_id_find_elf,
@@ -120,13 +120,33 @@ void mt_pol_symbols_close(void)
 	symbols = NULL;
 }
 
-static const char named_from_files; /* registry key: address -> what file_symbol said */
+static const char named_from_files; /* registry key: address -> what file_frame said */
+
+/* A frame dladdr names no function for, into line: as said before (a file is read again
+ * only for an address not seen), else from its module's file, else its module and offset.
+ * cache: the stack index of the named_from_files table. */
+static void file_frame(lua_State *L, int cache, uint64_t a, const Dl_info *info, const char *mod, char *line,
+		       size_t size)
+{
+	if (lua_rawgeti(L, cache, (lua_Integer)a) == LUA_TSTRING) {
+		snprintf(line, size, "%s", lua_tostring(L, -1));
+		lua_pop(L, 1);
+		return;
+	}
+	lua_pop(L, 1);
+	if (!file_symbol(L, (uintptr_t)a, mod, line, size))
+		snprintf(line, size, "0x%llx (%s+0x%llx)", (unsigned long long)a, mod,
+			 (unsigned long long)(a - (uintptr_t)info->dli_fbase));
+	lua_pushstring(L, line);
+	lua_rawseti(L, cache, (lua_Integer)a);
+}
 
 static void push_frames(lua_State *L, uint32_t id)
 {
 	size_t len = 0;
 	const uint64_t *f = id ? mt_pol.host->stack(id, &len) : NULL;
 	size_t n = f ? len / sizeof *f : 0;
+	int cache;
 
 	if (lua_rawgetp(L, LUA_REGISTRYINDEX, &named_from_files) != LUA_TTABLE) {
 		lua_pop(L, 1);
@@ -134,6 +154,7 @@ static void push_frames(lua_State *L, uint32_t id)
 		lua_pushvalue(L, -1);
 		lua_rawsetp(L, LUA_REGISTRYINDEX, &named_from_files);
 	}
+	cache = lua_gettop(L);
 	lua_createtable(L, (int)n, 0);
 	for (size_t i = 0; i < n; i++) {
 		uint64_t a;
@@ -150,24 +171,15 @@ static void push_frames(lua_State *L, uint32_t id)
 			if (info.dli_sname)
 				snprintf(line, sizeof line, "%s+0x%llx (%s)", info.dli_sname,
 					 (unsigned long long)(a - (uintptr_t)info.dli_saddr), mod);
-			else if (lua_rawgeti(L, -2, (lua_Integer)a) == LUA_TSTRING) /* read from its file before */
-				snprintf(line, sizeof line, "%s", lua_tostring(L, -1));
-			else {
-				if (!file_symbol(L, (uintptr_t)a, mod, line, sizeof line))
-					snprintf(line, sizeof line, "0x%llx (%s+0x%llx)", (unsigned long long)a, mod,
-						 (unsigned long long)(a - (uintptr_t)info.dli_fbase));
-				lua_pushstring(L, line);
-				lua_rawseti(L, -4, (lua_Integer)a);
-			}
-			if (!info.dli_sname)
-				lua_pop(L, 1); /* the cache's answer */
+			else
+				file_frame(L, cache, a, &info, mod, line, sizeof line);
 		} else {
 			snprintf(line, sizeof line, "0x%llx", (unsigned long long)a);
 		}
 		lua_pushstring(L, line);
 		lua_rawseti(L, -2, (lua_Integer)i + 1);
 	}
-	lua_remove(L, -2); /* the cache */
+	lua_remove(L, cache);
 }
 
 /* __index of event and top tables: `stack` from `stack_id` on first read */

@@ -99,22 +99,24 @@ static bool touches(const struct server *s, size_t i, int d)
 	return mt_timeline_index_step(&s->ix, i, &dev, &cat, &delta, NULL) && dev == d;
 }
 
+static void drop_scan(struct server *s, int err)
+{
+	mt_fragment_finish(s->scan, err);
+	mt_fragment_free(&s->scratch);
+	s->scan = NULL;
+}
+
 /* The scan stepped through event i (from the first event again when it is past it). */
 static int scan_to(struct server *s, size_t i)
 {
 	int err = 0;
 
-	if (s->scan && s->stepped > i + 1) {
-		mt_fragment_finish(s->scan, 0);
-		mt_fragment_free(&s->scratch);
-		s->scan = NULL;
-	}
+	if (s->scan && s->stepped > i + 1)
+		drop_scan(s, 0);
 	if (!s->scan) {
 		s->stepped = 0;
 		if ((err = mt_fragment_start(&s->scan, &s->scratch, s->r->trace, &s->r->end, true))) {
-			mt_fragment_finish(s->scan, err);
-			mt_fragment_free(&s->scratch);
-			s->scan = NULL;
+			drop_scan(s, err);
 			return err;
 		}
 	}
@@ -166,7 +168,7 @@ static void respond(struct server *s, int fd, const char *target)
 {
 	const char *mark = strchr(target, '?'), *q = mark ? mark + 1 : "";
 	size_t path = mark ? (size_t)(mark - target) : strlen(target);
-	uint64_t d, from, to;
+	uint64_t d, from, to, moment;
 	char *body = NULL;
 	size_t len = 0;
 	FILE *out;
@@ -183,7 +185,7 @@ static void respond(struct server *s, int fd, const char *target)
 	}
 	if (!param(q, "device", &d) || d >= MT_MAX_DEVICES ||
 	    (range && (!param(q, "from", &from) || !param(q, "to", &to) || from > to)) ||
-	    (map && !param(q, "time", &from) && !param(q, "event", &from))) {
+	    (map && !param(q, "time", &moment) && !param(q, "event", &moment))) {
 		refuse(fd, 400,
 		       range ? "/range needs device=D&from=NS&to=NS, from <= to\n"
 			     : "/map needs device=D and time=NS or event=I\n");
