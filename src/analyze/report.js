@@ -685,8 +685,9 @@
       next.dataset.timeNs = time;
       shown.replaceWith(next);
       shown = next;
-      title.textContent = `Segments at ${moment(time)}` + ["", " (the peak)", " (an OOM)"][kind] + ` (${where}; live ` +
-        "blocks in red, free space white)" + (more ? `; ${more} more blocks not drawn` : "") + ":";
+      const what = [["", "the peak", "an OOM"][kind], where, "live blocks in red, free space white"].filter((x) => x);
+      title.textContent = `Segments at ${moment(time)} (${what.join("; ")})` +
+        (more ? `; ${more} more blocks not drawn` : "") + ":";
       return next;
     };
     // the page's own maps, stepped one by one

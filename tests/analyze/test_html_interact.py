@@ -300,8 +300,9 @@ try:
         t_ns, nsegs, nblocks, said = map_now()
         seen.append((t_ns, (nsegs, nblocks) == live_then(t_ns), said))
     ok(all(same for _, same, _ in seen) and len({t for t, _, _ in seen}) >= 4 and
-       any("(an OOM)" in said for _, _, said in seen),
-       "the segment map steps back and forth through the run, each moment's segments and blocks as the trace says",
+       any("(an OOM; " in said for _, _, said in seen) and not any(") (" in said for _, _, said in seen),
+       "the segment map steps back and forth through the run, each moment's segments and blocks as the trace says "
+       "(one parenthesis a title)",
        seen)
     ev("document.getElementById('composition-0').focus()")
     browser.key("End")
