@@ -298,6 +298,9 @@ const char *mt_plan_check(struct mt_plan_config *c)
 			return "rotary positions (--rope) have no learned position embeddings (--positions)";
 		if (c->classifier && c->untied)
 			return "a classification head (--classifier) has no output layer to untie (--untied)";
+		if (c->loss_chunk && (c->classifier || c->impl != MT_IMPL_PYTORCH))
+			return "a chunked loss (--loss-chunk) is LitGPT's: an output layer (no --classifier) of PyTorch "
+			       "modules (--impl pytorch)";
 		if (!c->head_dim) {
 			if (c->hidden % c->heads)
 				return "the heads must divide the hidden size (or give --head-dim)";
@@ -607,6 +610,20 @@ static double tokens(const struct mt_plan_config *c)
 	return (double)c->seq / (double)c->cp * (double)c->micro_batch;
 }
 
+/* LitGPT's chunked loss (lit_gpt/model.py's lm_head_chunk_size, utils.py's
+ * chunked_cross_entropy): the output layer makes the logits loss_chunk positions of
+ * each sequence at a time, in the model's type, and each chunk's cross-entropy keeps its
+ * own log-softmax, also in that type: no fp32 copy. The chunks of a micro-batch, and the
+ * part of its tokens the largest holds (1: one chunk, or no chunking). */
+static uint64_t loss_chunks(const struct mt_plan_config *c, double *part)
+{
+	double positions = (double)c->seq / (double)c->cp;
+	uint64_t n = c->loss_chunk ? (uint64_t)ceil(positions / (double)c->loss_chunk) : 1;
+
+	*part = n > 1 ? (double)c->loss_chunk / positions : 1;
+	return n;
+}
+
 static double kept_bytes(const struct mt_plan_config *c, enum mt_recompute rc)
 {
 	struct kept k = layer_kept(c, rc);
@@ -652,9 +669,29 @@ static double in_flight(const struct mt_plan_config *c)
 	return 1;
 }
 
-enum { AT_BACKWARD, AT_LAST_LAYER, AT_FIRST_LAYER, AT_OPTIMIZER, MOMENTS };
-static const char *const moment_names[MOMENTS] = {"backward start", "backward of the last layer",
-						  "backward of the first layer", "optimizer step"};
+enum { AT_BACKWARD, AT_LAST_LAYER, AT_FIRST_LAYER, AT_OPTIMIZER, AT_LOADING, MOMENTS };
+static const char *const moment_names[MOMENTS] = {
+    "backward start", "backward of the last layer", "backward of the first layer", "optimizer step",
+    "loading the model: a weight's 16-bit copy as it is quantized"};
+
+/* Loading a quantized base is a moment of its own: bitsandbytes' Params4bit._quantize
+ * (and Int8Params') takes each weight to the GPU in 16 bits (self.data.contiguous().to
+ * (device)) and quantizes it there, the copy freed to the cache after. Planned where each
+ * GPU loads the whole base (not sharded by ZeRO-3 or FSDP, whose loading differs). */
+static bool loads_quantized(const struct mt_plan_config *c)
+{
+	return c->quantize && c->layers && !c->fsdp && c->zero < 3;
+}
+
+/* The largest matrix bitsandbytes quantizes: q (or the fused q, k, v), or an MLP's
+ * matrix (an expert's; the fused gate and up) */
+static double largest_quantized(const struct mt_plan_config *c)
+{
+	struct widths w = widths(c);
+	double f = (double)(c->experts ? c->moe_ffn : c->ffn) * (fused_gate_up(c) ? 2 : 1);
+
+	return (double)c->hidden * max2(f, fused_qkv(c) ? w.q + w.k + w.v : max2(w.q, w.o));
+}
 
 /* This GPU's share of the model's state: the dense parameters over tp x pp, the
  * experts' over etp x ep x pp, each then sharded over its data-parallel group when
@@ -836,8 +873,10 @@ static void moments(const struct mt_plan_config *c, double m[MOMENTS][MT_PLAN_CO
 		/* one layer gathered (FSDP's two and its root are its temporaries) */
 		params = c->fsdp ? 0 : e * (double)(c->layers ? c->layer_params : c->largest_layer) / t;
 	}
-	for (int i = 0; i < MOMENTS; i++)
+	for (int i = 0; i < AT_LOADING; i++)
 		m[i][MT_PLAN_PARAMS] = params, m[i][MT_PLAN_OPTIMIZER] = optim;
+	m[AT_LOADING][MT_PLAN_PARAMS] = params; /* its adapters come after it, and are small */
+	m[AT_LOADING][MT_PLAN_TEMPORARIES] = 2 * largest_quantized(c) / t;
 	if (offload_grads) /* DeepSpeed's bucket, never more than the gradients it holds; FSDP
 			    * moves each block's reduced shard to the host (its unsharded
 			    * gradient is a temporary of the block's backward) */
@@ -883,12 +922,20 @@ static void moments(const struct mt_plan_config *c, double m[MOMENTS][MT_PLAN_CO
 	 * layers' worth, and the embedding output of each micro-batch */
 	acts = m[AT_LAST_LAYER][MT_PLAN_ACTIVATIONS] = flight * ((double)c->layers * layer + (double)c->pp * emb);
 	if (c->pp == 1 && !c->classifier) {
+		double part, lv = sb * v / t; /* the logits' values */
 		/* final norm and output layer inputs, fp32 logits */
-		acts += 2 * emb + 4 * sb * v / t;
+		acts += 2 * emb + 4 * lv;
 		/* backward begins with the logits' fp32 gradient (PyTorch's log-softmax backward
 		 * holds its output, its gradient and the input's) and the output layer's gradient
 		 * (a full-size bucket under ZeRO-2/3 before it is reduced) */
-		temps_bwd = (pt ? 8 : 4) * sb * v / t + (c->zero >= 2 && sh.dp > 1 ? e * out_grad : 0);
+		temps_bwd = (pt ? 8 : 4) * lv;
+		if (c->loss_chunk) { /* the chunks' logits (the script's list holds them through
+				      * backward) and log-softmaxes; a chunk's two gradients at a time */
+			loss_chunks(c, &part);
+			acts += (2 * e - 4) * lv;
+			temps_bwd = 2 * e * lv * part;
+		}
+		temps_bwd += c->zero >= 2 && sh.dp > 1 ? e * out_grad : 0;
 		grads_bwd = gb * (shard(out_grad, sharded2 ? sh.dp : 1) +
 				  shard(c->lora_rank ? 0 : 2 * h, sharded2 ? sh.dp : 1));
 		if (offload_grads)
@@ -922,12 +969,13 @@ static void moments(const struct mt_plan_config *c, double m[MOMENTS][MT_PLAN_CO
 static void table(const struct mt_plan_config *c, double m[MOMENTS][MT_PLAN_COMPONENTS], double *cpu, double *nvme,
 		  int *first, int *last)
 {
-	*last = c->layers ? MOMENTS : AT_OPTIMIZER + 1, *first = c->layers ? 0 : AT_OPTIMIZER;
+	*last = !c->layers ? AT_OPTIMIZER + 1 : loads_quantized(c) ? MOMENTS : AT_LOADING;
+	*first = c->layers ? 0 : AT_OPTIMIZER;
 	memset(m, 0, sizeof(double) * MOMENTS * MT_PLAN_COMPONENTS);
 	struct share sh = share(c);
 
 	moments(c, m, cpu, nvme);
-	for (int i = *first; i < *last; i++) {
+	for (int i = *first; i < *last && i != AT_LOADING; i++) {
 		if (i != AT_OPTIMIZER || c->zero >= 3)
 			m[i][MT_PLAN_TEMPORARIES] += ipg_bucket(c);
 		m[i][MT_PLAN_GRADS] += ddp_buckets(c, &sh);
@@ -1343,6 +1391,14 @@ static size_t kept_tensors(const struct mt_plan_config *c, enum mt_recompute rc,
 	return j;
 }
 
+/* The logits' values of loss chunk k (the last may be shorter), before tp */
+static double chunk_values(const struct mt_plan_config *c, uint64_t k, double per_seq)
+{
+	double n = fmin((double)c->loss_chunk, per_seq - (double)k * (double)c->loss_chunk);
+
+	return n * (double)c->micro_batch * (double)c->vocab / (double)c->tp;
+}
+
 /* Eager attention's scores beside those kept, each a new tensor freed by the next:
  * forward makes q·kᵀ, scales it and adds the mask before the softmax output (`kept`,
  * Hugging Face's BertSelfAttention, GPT-2's _attn); backward makes the gradients of the
@@ -1388,6 +1444,10 @@ const char *mt_plan_steps(const struct mt_plan_config *c, int steps, const struc
 		return "the replay does not model pipeline parallelism or offload";
 	if (c->layers > 4096)
 		return "the replay takes at most 4096 layers";
+	double part, per_seq = (double)c->seq / (double)c->cp;
+	uint64_t nchunks = loss_chunks(c, &part);
+	if (nchunks > 4096)
+		return "the replay takes at most 4096 chunks of the loss";
 	nl = layer_tensors(c, lt, MAXT);
 	nt = trainable_tensors(c, tt, MAXT);
 	nk = kept_tensors(c, c->recompute, kt, MAXT, &softmax);
@@ -1419,14 +1479,25 @@ const char *mt_plan_steps(const struct mt_plan_config *c, int steps, const struc
 		return "out of memory";
 	}
 	acts = acts_all, cast = acts_all + layers * MAXT;
+	uint32_t *chunks = mt_calloc(2 * nchunks, sizeof *chunks); /* their logits, then their log-softmaxes */
+	if (!chunks) {
+		mt_free(acts_all);
+		mt_free(ids);
+		return "out of memory";
+	}
 
 	/* the model: the embedding (and output layer), then each layer's tensors */
 	double stored = stored_bytes(c), base = c->lora_rank ? frozen_bytes(c) : stored;
 	double emb_stored = c->lora_rank ? (c->precision == MT_FP32 || c->precision == MT_AMP16 ? 4 : 2) : stored;
 	seq_alloc(&q, emb_stored * shard(head / t + positions(c) * h, dp3), ALLOC);
 	for (uint64_t l = 0; l < layers; l++) { /* a frozen base too is sharded by ZeRO-3 and FSDP */
-		for (size_t i = 0; i < nl; i++)
+		for (size_t i = 0; i < nl; i++) {
+			/* a weight quantized as it loads (not a vector: a norm, the biases) */
+			bool quantized = loads_quantized(c) && lt[i] >= 64 * h;
+			uint32_t copy = quantized ? seq_alloc(&q, 2 * lt[i] / t, ALLOC) : 0;
 			seq_alloc(&q, base * shard(lt[i] / t, dp3), ALLOC);
+			seq_free(&q, &copy);
+		}
 		for (size_t i = 0; c->lora_rank && i < nt; i++)
 			seq_alloc(&q, stored * shard(tt[i] / t, dp3), ALLOC);
 	}
@@ -1479,20 +1550,31 @@ const char *mt_plan_steps(const struct mt_plan_config *c, int steps, const struc
 				uint32_t lg16 = 0, lg32 = 0;
 				head_in[0] = seq_alloc(&q, emb, ALLOC);
 				head_in[1] = seq_alloc(&q, emb, ALLOC);
-				if (pt && e < 4) {
+				for (uint64_t k = 0; c->loss_chunk && k < 2 * nchunks; k++)
+					chunks[k] = seq_alloc(&q, e * chunk_values(c, k % nchunks, per_seq), ALLOC);
+				if (pt && e < 4 && !c->loss_chunk) {
 					lg16 = seq_alloc(&q, e * sb * v / t, ALLOC);
 					lg32 = seq_alloc(&q, 4 * sb * v / t, ALLOC);
 				}
-				head_in[2] = seq_alloc(&q, 4 * sb * v / t, ALLOC);
+				if (!c->loss_chunk)
+					head_in[2] = seq_alloc(&q, 4 * sb * v / t, ALLOC);
 				seq_free(&q, &lg32);
 				seq_free(&q, &lg16);
 			}
 			/* backward: the logits' fp32 gradient (PyTorch's log-softmax backward also
 			 * holds its input's), the output layer's gradient */
 			uint32_t d1 = 0, d2 = 0, bucket = 0;
-			if (!c->classifier) {
+			if (!c->classifier && !c->loss_chunk) {
 				d1 = seq_alloc(&q, 4 * sb * v / t, ALLOC);
 				d2 = pt ? seq_alloc(&q, 4 * sb * v / t, ALLOC) : 0;
+			}
+			for (uint64_t k = nchunks; c->loss_chunk && k-- > 0;) { /* each chunk's two gradients */
+				double n = e * chunk_values(c, k, per_seq);
+				d1 = seq_alloc(&q, n, ALLOC);
+				d2 = seq_alloc(&q, n, ALLOC);
+				seq_free(&q, &d1);
+				seq_free(&q, &chunks[nchunks + k]);
+				seq_free(&q, &d2);
 			}
 			if (!c->lora_rank && !other[0])
 				other[0] = seq_alloc(&q, gb * shard(head / t + positions(c) * h, dp2), ALLOC);
@@ -1542,6 +1624,8 @@ const char *mt_plan_steps(const struct mt_plan_config *c, int steps, const struc
 			}
 			seq_free(&q, &root);
 			seq_free(&q, &emb_out);
+			for (uint64_t k = 0; c->loss_chunk && k < nchunks; k++)
+				seq_free(&q, &chunks[k]);
 			if (c->zero < 3)
 				seq_free(&q, &ipg);
 		}
@@ -1605,6 +1689,7 @@ const char *mt_plan_steps(const struct mt_plan_config *c, int steps, const struc
 			seq_free(&q, &other[0]);
 		}
 	}
+	mt_free(chunks);
 	mt_free(acts_all);
 	mt_free(ids);
 	return q.too_big ? "a tensor of the step is larger than 1 PiB" : NULL;

@@ -82,6 +82,7 @@ struct mt_plan_config {
 	bool separate_qkv;	     /* three matrices make q, k and v though biases are on all (BERT, OPT) */
 	bool fused_proj;	     /* one matrix makes q, k and v, one a gated MLP's gate and up (Phi-3) */
 	uint64_t classifier;	     /* labels of a classification head instead of the output layer */
+	uint64_t loss_chunk;	     /* LitGPT's chunked loss: positions per logits chunk; 0: whole */
 	enum mt_bias bias;	     /* which linear layers carry biases */
 	enum mt_attention attention; /* eager (scores kept) or fused attention */
 	enum mt_impl impl;	     /* how the layers are written */

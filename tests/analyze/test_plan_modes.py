@@ -335,4 +335,43 @@ ok(est["largest_layer_params"] == VH and est["rows"][0]["gpu_bytes"] == 4 * VH a
    cpu0 == int(P7 * 18 * 2), "--estimator deepspeed-zero3 --model: the largest module (the embedding, "
    "131,072,000, as _all_live takes it), --buffer-factor 2 in the host column", est)
 
+# LitGPT's chunked loss (lit_gpt/model.py lm_head_chunk_size, utils.py chunked_cross_entropy,
+# 8641822): at backward start the 16-bit logits' chunks and their 16-bit log-softmaxes (no
+# fp32 copy, no fp32 log-softmax), and a chunk's two 16-bit gradients instead of the whole
+# logits' three fp32 ones: (2 + 2) - (4 + 8) bytes a logit, and 4 bytes a chunk's logit
+LIT = ["--model", LLAMA2, "--seq", 1304, "--micro-batch", 1, "--precision", "bf16-pure", "--lora-rank", 8]
+whole, chunked = plan(*LIT), plan(*LIT, "--loss-chunk", 128)
+logits = 1304 * 32000
+ok(whole["moment"] == chunked["moment"] == "backward start" and
+   chunked["per_gpu_bytes"]["total"] - whole["per_gpu_bytes"]["total"] == -8 * logits + 4 * 128 * 32000 and
+   chunked["per_gpu_bytes"]["activations"] - whole["per_gpu_bytes"]["activations"] == 0,
+   "--loss-chunk 128: LitGPT's logits in 16-bit chunks and their 16-bit log-softmaxes, a chunk's gradients at a time "
+   "(%d bytes fewer at backward start for Llama-2-7B's 1,304 tokens)" % (8 * logits - 4 * 128 * 32000),
+   (whole["per_gpu_bytes"], chunked["per_gpu_bytes"]))
+rw, rc = plan(*LIT, "--reserved")["reserved"], plan(*LIT, "--loss-chunk", 128, "--reserved")["reserved"]
+ok(abs(rc["replay_allocated_bytes"] - chunked["per_gpu_bytes"]["total"]) < 0.01 * chunked["per_gpu_bytes"]["total"] and
+   rc["replay_allocated_bytes"] < rw["replay_allocated_bytes"],
+   "--reserved replays the chunked loss chunk by chunk, its peak allocated within 1% of the plan", (rw, rc))
+p = subprocess.run([MEMTAP, "plan", "--model", BERT, "--classifier", 2, "--seq", 512, "--micro-batch", 1,
+                    "--loss-chunk", 128], capture_output=True, text=True)
+ok(p.returncode == 2 and len(p.stderr.splitlines()) == 1 and "LitGPT's" in p.stderr,
+   "--loss-chunk with a classification head is refused in one line", p.stderr)
+
+# Loading a quantized base (bitsandbytes' Params4bit._quantize): each weight comes to the GPU
+# in 16 bits and is quantized there; with a one-token micro-batch that is the peak: the
+# model and the largest MLP matrix's copy, 2 x 4096 x 11008 bytes
+QL = ["--model", LLAMA2, "--lora-rank", 8, "--quantize", "nf4", "--micro-batch", 1, "--precision", "bf16-pure"]
+tiny, long = plan(*QL, "--seq", 1), plan(*QL, "--seq", 1304)
+ok(tiny["moment"].startswith("loading the model") and tiny["per_gpu_bytes"]["temporaries"] == 2 * 4096 * 11008 and
+   tiny["per_gpu_bytes"]["optimizer"] == 0 and tiny["per_gpu_bytes"]["params"] == long["per_gpu_bytes"]["params"] and
+   long["moment"] == "backward start",
+   "a quantized base's loading is a moment of its own: the peak for one token (the model and the largest weight's "
+   "16-bit copy), not for 1,304", (tiny, long["moment"]))
+reserved = plan(*QL, "--seq", 1, "--reserved")["reserved"]
+ok(reserved["replay_reserved_bytes"] >= tiny["per_gpu_bytes"]["params"] + 2 * 4096 * 11008 and
+   reserved["cache_bytes"] > 0,
+   "--reserved replays the loading: each weight's 16-bit copy made and freed to the cache", reserved)
+ok(plan(*QL, "--seq", 1, "--fsdp", "--gpus-per-node", 2)["moment"] != tiny["moment"],
+   "the loading moment is not claimed for FSDP, whose loading is not modelled")
+
 done()
