@@ -299,8 +299,8 @@ const char *mt_plan_check(struct mt_plan_config *c)
 		if (c->classifier && c->untied)
 			return "a classification head (--classifier) has no output layer to untie (--untied)";
 		if (c->loss_chunk && (c->classifier || c->impl != MT_IMPL_PYTORCH))
-			return "a chunked loss (--loss-chunk) is LitGPT's: an output layer (no --classifier) of PyTorch "
-			       "modules (--impl pytorch)";
+			return "a chunked loss (--loss-chunk) is LitGPT's: PyTorch modules (--impl pytorch) with "
+			       "an output layer (no --classifier)";
 		if (!c->head_dim) {
 			if (c->hidden % c->heads)
 				return "the heads must divide the hidden size (or give --head-dim)";
@@ -670,9 +670,9 @@ static double in_flight(const struct mt_plan_config *c)
 }
 
 enum { AT_BACKWARD, AT_LAST_LAYER, AT_FIRST_LAYER, AT_OPTIMIZER, AT_LOADING, MOMENTS };
-static const char *const moment_names[MOMENTS] = {
-    "backward start", "backward of the last layer", "backward of the first layer", "optimizer step",
-    "loading the model: a weight's 16-bit copy as it is quantized"};
+static const char *const moment_names[MOMENTS] = {"backward start", "backward of the last layer",
+						  "backward of the first layer", "optimizer step",
+						  "loading the model: a weight's 16-bit copy as it is quantized"};
 
 /* Loading a quantized base is a moment of its own: bitsandbytes' Params4bit._quantize
  * (and Int8Params') takes each weight to the GPU in 16 bits (self.data.contiguous().to
