@@ -965,6 +965,45 @@ static void moments(const struct mt_plan_config *c, double m[MOMENTS][MT_PLAN_CO
 	m[AT_FIRST_LAYER][MT_PLAN_ACTIVATIONS] += cache > 0 ? 2 * lp + cache - 2 * (double)c->layers * lp : 0;
 }
 
+/* ---- what a process holds besides its training step (docs/PLAN.md, "The framework") ---- */
+
+/* PyTorch's cuBLAS workspaces (aten/src/ATen/cuda/CublasHandlePool.cpp, from 2.0): one
+ * for each cuBLAS handle and stream, from the caching allocator and kept (memory_allocated
+ * counts them): the main thread's for forward, the autograd engine's device thread's for
+ * backward; 4096 KiB x 2 + 16 KiB x 8 each, 32 MiB on Hopper (sm_90). */
+static double cublas_workspaces(const struct mt_plan_config *c)
+{
+	if (c->impl != MT_IMPL_PYTORCH || !c->layers || (c->torch && c->torch < 200))
+		return 0;
+	return 2.0 * (c->gpu_arch == 90 ? 32 << 20 : (4096 * 2 + 16 * 8) << 10);
+}
+
+/* The CUDA context, which NVML counts and no allocator does. With lazy module loading
+ * (CUDA 11.7 on, PyTorch's default from 1.13) it starts at 287 to 426 MiB in the
+ * published measurements and grows as kernels load: 512 MiB. Before 1.13 every kernel
+ * loads at once: 1343 MiB measured with PyTorch 1.10 on a V100. */
+static double cuda_context(const struct mt_plan_config *c)
+{
+	return (double)((c->torch && c->torch < 113 ? 1343 : 512) << 20);
+}
+
+/* NCCL's buffers, its own cuMem allocations outside PyTorch's allocator: about 688 MiB a
+ * communicator of more than two GPUs and 544 MiB of two (4 A100s under PyTorch,
+ * NVIDIA/nccl#964), one for each kind of parallelism over more than one GPU; on Hopper
+ * over 4 or more GPUs of a node, NVLink SHARP's 256 MiB too (NCCL 2.22 on: 16 channels x
+ * 2 x 1 MiB x 8 heads). */
+static double nccl_buffers(const struct mt_plan_config *c)
+{
+	uint64_t groups[] = {c->nodes * c->gpus_per_node / (c->tp * c->pp * c->cp), c->tp, c->pp, c->cp, c->ep};
+	double mib = 0;
+
+	for (size_t i = 0; i < sizeof groups / sizeof *groups; i++)
+		mib += groups[i] > 2 ? 688 : groups[i] == 2 ? 544 : 0;
+	if (mib > 0 && c->gpu_arch == 90 && c->gpus_per_node >= 4)
+		mib += 256;
+	return mib * 1048576;
+}
+
 /* Every moment's components, unscaled, and the moments the setup has ([*first, *last)). */
 static void table(const struct mt_plan_config *c, double m[MOMENTS][MT_PLAN_COMPONENTS], double *cpu, double *nvme,
 		  int *first, int *last)
@@ -990,6 +1029,12 @@ void mt_plan_compute(const struct mt_plan_config *c, const struct mt_plan_scale 
 	*out = (struct mt_plan){.dp = c->nodes * c->gpus_per_node / (c->tp * c->pp * c->cp),
 				.total = -1,
 				.framework = c->overhead + (s ? s->other : 0)};
+	if (!s) { /* a measured run's framework holds them already */
+		out->cublas = cublas_workspaces(c);
+		out->context = c->nvml ? cuda_context(c) : 0;
+		out->nccl = c->nvml ? nccl_buffers(c) : 0;
+		out->framework += out->cublas + out->context + out->nccl;
+	}
 	table(c, m, &out->cpu, &out->nvme, &first, &last);
 	/* the peak is where backward begins (every activation alive), in the backward of the
 	 * last or the first layer (recomputation), or in the optimizer step (every gradient

@@ -114,6 +114,8 @@ struct mt_plan_config {
 	unsigned lora_modules;	   /* MT_LORA_* targets; 0: q and v */
 	enum mt_quant quantize;	   /* the frozen base's storage */
 	double overhead;	   /* framework bytes per GPU: CUDA context, library workspaces */
+	bool nvml;		   /* count what NVML counts: the CUDA context and NCCL's buffers too */
+	uint64_t gpu_arch;	   /* the GPU's compute capability x 10 (90: Hopper); 0: 80 */
 	double buffer_factor;	   /* DeepSpeed estimators' additional_buffer_factor; 0: 1.5 */
 	/* derived by mt_plan_check */
 	uint64_t expert_params, trainable, layer_params;
@@ -139,6 +141,7 @@ struct mt_plan {
 	uint64_t dp;
 	double bytes[MT_PLAN_COMPONENTS];
 	double framework, total, cpu, nvme;
+	double context, nccl, cublas; /* the framework's named parts (the rest: --overhead, a measured run's) */
 	const char
 	    *moment; /* "backward start", "loss backward", "backward of the last/first layer", "optimizer step" */
 };

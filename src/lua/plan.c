@@ -122,6 +122,9 @@ int mt_lua_plan_with(lua_State *L, mt_lua_plan_configs *configs)
 	for (int j = 0; j < MT_PLAN_COMPONENTS; j++)
 		set_num(L, mt_plan_component_names[j], p.bytes[j]);
 	set_num(L, "framework", p.framework);
+	set_num(L, "cuda_context", p.context);
+	set_num(L, "nccl", p.nccl);
+	set_num(L, "cublas_workspaces", p.cublas);
 	set_num(L, "total", p.total);
 	set_num(L, "cpu", p.cpu);
 	set_num(L, "nvme", p.nvme);

@@ -75,7 +75,7 @@ UNITS = {HF: 2**20, TT: 2**30, LG: 1e9, MG: 2**30, DS: 2**30, PM: 2**30, AA: 2**
 # release (1.11 came on 2022-03-10), whose softmax keeps its input for backward
 BERT = ["--classifier", 2, "--seq", 512, "--overhead", "1343MiB", "--keep-grads", "--reserved", "--torch", "1.10"]
 TITAN = ["--seq", 8192, "--micro-batch", 2, "--fsdp", "--precision", "bf16", "--optimizer", "adamw", "--recompute",
-         "op", "--reserved"]
+         "op", "--reserved", "--gpu-arch", 90]
 # LitGPT's finetune/lora.py: pure bf16, LoRA r 8 on q and v, its chunked loss (128 positions a
 # chunk), the longest Alpaca sample of the model's tokenizer in the first batch
 LIT = ["--precision", "bf16-pure", "--lora-rank", 8, "--lora-modules", "qv", "--loss-chunk", 128]
@@ -295,6 +295,13 @@ ok(p.returncode == 0 and abs(other - 300 * 2**20) < 2**20 and frame == other and
    "memtap plan TRACE learns the framework overhead (a 300 MiB untagged buffer) and carries it into a "
    "ZeRO-2 projection, within 2% of that run", (p.stderr, q.stderr, other, frame, want,
                                                   got.get("per_gpu_bytes")))
+q = subprocess.run([MEMTAP, "plan", trace, *map(str, shape), "--impl", "pytorch", "--nvml", "--json"],
+                   capture_output=True, text=True)
+named = json.loads(q.stdout) if q.returncode == 0 else {}
+ok(named.get("framework_bytes") == {"cuda_context": 0, "nccl": 0, "cublas_workspaces": 0} and
+   named["per_gpu_bytes"]["framework"] == other,
+   "a measured run's framework is what it measured: no CUDA context, NCCL or cuBLAS figure added on top",
+   (q.stderr, named.get("framework_bytes")))
 text = subprocess.run([MEMTAP, "plan", trace, *map(str, shape)], capture_output=True, text=True).stdout
 ok("other (framework, untagged)" in text and "framework" in text.split("per GPU at its peak")[-1],
    "the text output shows the learned overhead as framework", text)

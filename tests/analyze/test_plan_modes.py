@@ -374,4 +374,33 @@ ok(reserved["replay_reserved_bytes"] >= tiny["per_gpu_bytes"]["params"] + 2 * 40
 ok(plan(*QL, "--seq", 1, "--fsdp", "--gpus-per-node", 2)["moment"] != tiny["moment"],
    "the loading moment is not claimed for FSDP, whose loading is not modelled")
 
+# The framework's named parts (docs/PLAN.md, "The framework"): PyTorch's two cuBLAS workspaces
+# (CublasHandlePool.cpp: 4096 KiB x 2 + 16 KiB x 8, 32 MiB on sm_90) in every plan of
+# PyTorch modules from 2.0; with --nvml the CUDA context (512 MiB lazily loaded, 1343 MiB
+# before PyTorch 1.13) and NCCL's buffers (688 MiB a communicator of more than two GPUs, 544
+# of two, NVLink SHARP's 256 MiB on Hopper over 4 or more GPUs of a node)
+MIB = 2**20
+STEP = ["--model", LLAMA2, "--seq", 2048, "--micro-batch", 1]
+parts = {name: plan(*STEP, *args)["framework_bytes"] for name, args in {
+    "a100": [], "h100": ["--gpu-mem", "h100"], "torch 1.13": ["--torch", "1.13"],
+    "megatron": ["--impl", "megatron"], "nvml 1 GPU": ["--nvml"],
+    "nvml dp 8 h100": ["--nvml", "--gpu-mem", "h100", "--gpus-per-node", 8, "--zero", 1],
+    "nvml tp 2 dp 4 h100": ["--nvml", "--gpu-arch", 90, "--gpus-per-node", 8, "--tp", 2, "--zero", 1],
+    "nvml dp 2 a100": ["--nvml", "--gpus-per-node", 2], "nvml torch 1.10": ["--nvml", "--torch", "1.10"]}.items()}
+want = {"a100": (0, 0, 2 * 8519680), "h100": (0, 0, 64 * MIB), "torch 1.13": (0, 0, 0), "megatron": (0, 0, 0),
+        "nvml 1 GPU": (512 * MIB, 0, 2 * 8519680), "nvml dp 8 h100": (512 * MIB, (688 + 256) * MIB, 64 * MIB),
+        "nvml tp 2 dp 4 h100": (512 * MIB, (688 + 544 + 256) * MIB, 64 * MIB),
+        "nvml dp 2 a100": (512 * MIB, 544 * MIB, 2 * 8519680), "nvml torch 1.10": (1343 * MIB, 0, 0)}
+got = {k: (v["cuda_context"], v["nccl"], v["cublas_workspaces"]) for k, v in parts.items()}
+ok(got == want, "the framework by name: PyTorch's cuBLAS workspaces (2 x 8.125 MiB, 2 x 32 MiB on Hopper, none "
+   "before 2.0 or for Megatron's kernels); with --nvml the CUDA context and NCCL's buffers per communicator",
+   (got, want))
+one = plan(*STEP, "--nvml", "--gpu-mem", "h100", "--gpus-per-node", 8, "--zero", 1)
+ok(one["per_gpu_bytes"]["framework"] == sum(one["framework_bytes"].values()) and
+   one["per_gpu_bytes"]["total"] == sum(one["per_gpu_bytes"][k] for k in one["per_gpu_bytes"] if k != "total"),
+   "the named parts are the framework, and the framework is in the total", one["per_gpu_bytes"])
+text = subprocess.run([MEMTAP, "plan", *map(str, STEP), "--nvml"], capture_output=True, text=True).stdout
+ok("of which the CUDA context 0.50 GiB, NCCL's buffers 0.00 GiB, PyTorch's cuBLAS workspaces 0.02 GiB" in text,
+   "the text names the framework's parts", text)
+
 done()

@@ -50,24 +50,27 @@ static const char plan_usage_after_gpus[] =
     "  --estimator megatron   Megatron-LM's theoretical memory (--zero 1 = distributed optimizer)\n";
 
 /* The GPUs --gpu-mem knows by name, with their total device memory as nvidia-smi reports
- * it, MiB. */
+ * it, MiB, and their compute capability x 10. */
 #define GPUS(X)                                                                                                        \
-	X("a100-40gb", 40960)                                                                                          \
-	X("a100-80gb", 81920)                                                                                          \
-	X("h100", 81559)                                                                                               \
-	X("h200", 143771)                                                                                              \
-	X("v100-16gb", 16384)                                                                                          \
-	X("v100-32gb", 32768)                                                                                          \
-	X("l4", 23034)                                                                                                 \
-	X("a10", 23028)                                                                                                \
-	X("l40s", 46068)                                                                                               \
-	X("rtx4090", 24564)
-#define GPU_NAME(name, mib) name,
-#define GPU_MIB(name, mib) mib,
+	X("a100-40gb", 40960, 80)                                                                                      \
+	X("a100-80gb", 81920, 80)                                                                                      \
+	X("h100", 81559, 90)                                                                                           \
+	X("h200", 143771, 90)                                                                                          \
+	X("v100-16gb", 16384, 70)                                                                                      \
+	X("v100-32gb", 32768, 70)                                                                                      \
+	X("l4", 23034, 89)                                                                                             \
+	X("a10", 23028, 86)                                                                                            \
+	X("l40s", 46068, 89)                                                                                           \
+	X("rtx4090", 24564, 89)
+#define GPU_NAME(name, mib, arch) name,
+#define GPU_MIB(name, mib, arch) mib,
+#define GPU_ARCH(name, mib, arch) arch,
 const char *const plan_gpus[] = {GPUS(GPU_NAME) NULL};
 static const uint64_t gpu_mib[] = {GPUS(GPU_MIB)};
+static const uint64_t gpu_arch[] = {GPUS(GPU_ARCH)};
 #undef GPU_NAME
 #undef GPU_MIB
+#undef GPU_ARCH
 
 /* The usage, the planner's options from their table, then the command's own */
 void plan_help(FILE *f)
@@ -260,6 +263,9 @@ static void parse(int argc, char **argv, struct plan_args *a, bool what_if)
 			break;
 		case O_MEM:
 			a->mem = plan_gpu_mem(optarg);
+			for (size_t i = 0; plan_gpus[i] && !a->c.gpu_arch; i++) /* a GPU named: its architecture */
+				if (!strcasecmp(optarg, plan_gpus[i]))
+					a->c.gpu_arch = gpu_arch[i];
 			break;
 		case O_JSON:
 			a->json = true;
@@ -563,6 +569,11 @@ static void print_plan(const struct mt_plan_config *c, const struct mt_plan_scal
 		printf("  %-12s %10.2f GiB\n", mt_plan_component_names[j], gib(p->bytes[j]));
 	if (p->framework > 0)
 		printf("  %-12s %10.2f GiB\n", "framework", gib(p->framework));
+	if (p->context > 0 || p->nccl > 0 || p->cublas > 0)
+		printf(
+		    "    of which the CUDA context %.2f GiB, NCCL's buffers %.2f GiB, PyTorch's cuBLAS workspaces %.2f "
+		    "GiB (docs/PLAN.md)\n",
+		    gib(p->context), gib(p->nccl), gib(p->cublas));
 	printf("  %-12s %10.2f GiB\n", "total", gib(p->total));
 	if (p->cpu > 0)
 		printf("host memory per node for what is offloaded: %.2f GiB\n", gib(p->cpu));
@@ -652,6 +663,8 @@ static void print_json(const struct mt_plan_config *c, const struct mt_plan_scal
 	       (unsigned long long)c->expert_params, (unsigned long long)p->dp, p->moment);
 	print_setup_json(c);
 	json_bytes("per_gpu_bytes", p->bytes, p->framework, p->total);
+	printf("  \"framework_bytes\": {\"cuda_context\": %.0f, \"nccl\": %.0f, \"cublas_workspaces\": %.0f},\n",
+	       p->context, p->nccl, p->cublas);
 	if (x)
 		printf(
 		    "  \"reserved\": {\"total_bytes\": %.0f, \"cache_bytes\": %.0f, \"replay_allocated_bytes\": %llu, "
