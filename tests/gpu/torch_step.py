@@ -121,6 +121,12 @@ try:
             result["snapshot_segments"] = sum(s["total_size"] for s in torch.cuda.memory._snapshot()["segments"])
         except RuntimeError as e:
             result["snapshot_segments"] = "none: %s" % str(e).splitlines()[0][:120]
+        # PyTorch's cuBLAS workspaces, which stay allocated until this clears them (memtap
+        # plan counts two in its framework); freed to the cache, so the reserve is unchanged
+        allocated = torch.cuda.memory_allocated()
+        torch._C._cuda_clearCublasWorkspaces()
+        result["cublas_workspaces"] = allocated - torch.cuda.memory_allocated()
+        result["sm"] = 10 * torch.cuda.get_device_capability()[0] + torch.cuda.get_device_capability()[1]
     torch.cuda.mem_get_info()  # the moment the figures above describe, in memtap's trace
 except torch.cuda.OutOfMemoryError as e:
     result = {"oom": True, "phase": phase, "used_at_start": result.get("used_at_start"),
