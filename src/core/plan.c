@@ -282,6 +282,10 @@ const char *mt_plan_check(struct mt_plan_config *c)
 		return "optimizer offload needs ZeRO stage 1, 2 or 3 (DeepSpeed does not offload at stage 0)";
 	if (c->fsdp && c->zero)
 		return "FSDP and ZeRO are two ways of sharding: give one (--fsdp, or --zero)";
+	if (c->paged && ((c->optimizer != MT_ADAM && c->optimizer != MT_ADAM8BIT && c->optimizer != MT_LION) ||
+			 c->offload_optimizer))
+		return "a paged optimizer (--paged) is bitsandbytes' Adam, AdamW, 8-bit Adam or Lion, on the GPU "
+		       "(no --offload-optimizer)";
 	if (c->sp && c->tp < 2)
 		return "sequence parallelism needs a tensor-parallel size above 1";
 	if (c->vpp > 1 && c->pp < 2)
@@ -759,6 +763,8 @@ static enum mt_step step_impl(const struct mt_plan_config *c)
 {
 	if (c->optimizer_impl != MT_STEP_AUTO)
 		return c->optimizer_impl;
+	if (c->paged) /* bitsandbytes' kernels update in place */
+		return MT_STEP_FUSED;
 	if (c->impl != MT_IMPL_PYTORCH || (c->zero >= 1 && !c->fsdp) || c->optimizer == MT_ADAM8BIT)
 		return MT_STEP_LOOP;
 	return c->torch && c->torch < 200 ? MT_STEP_LOOP : MT_STEP_FOREACH;
@@ -834,6 +840,34 @@ static double ipg_bucket(const struct mt_plan_config *c)
 	return value_bytes(c) * (double)c->reduce_bucket;
 }
 
+static size_t trainable_tensors(const struct mt_plan_config *c, double *n, size_t max);
+
+/* bitsandbytes' paged optimizers (optim/optimizer.py, get_state_buffer) put a tensor's
+ * state in managed memory (functional.py's get_paged: cudaMallocManaged) when it holds 1e5
+ * values or more, in GPU memory otherwise; under ZeRO and FSDP every shard is one flat
+ * tensor, large. Whether the state of a tensor of n values is paged: */
+static bool paged_tensor(const struct mt_plan_config *c, double n)
+{
+	return c->paged && (n >= 1e5 || c->zero || c->fsdp);
+}
+
+/* The optimizer state's part paged: the trainable tensors that large (a layer's matrices,
+ * LoRA's adapters of a large rank, the tables), all of it without an architecture */
+static double paged_part(const struct mt_plan_config *c)
+{
+	enum { MAXT = 32 };
+	double n[MAXT], large = 0, outside = c->lora_rank ? 0 : tables(c) + positions(c) * (double)c->hidden;
+	size_t k;
+
+	if (!c->paged || !c->layers)
+		return c->paged;
+	k = trainable_tensors(c, n, MAXT);
+	for (size_t i = 0; i < k; i++)
+		large += paged_tensor(c, n[i]) ? n[i] : 0;
+	large = large * (double)c->layers + (paged_tensor(c, outside) ? outside : 0);
+	return fmin(1, large / (double)c->trainable);
+}
+
 /* Each moment's components, unscaled. */
 static void moments(const struct mt_plan_config *c, double m[MOMENTS][MT_PLAN_COMPONENTS], double *cpu, double *nvme)
 {
@@ -843,7 +877,7 @@ static void moments(const struct mt_plan_config *c, double m[MOMENTS][MT_PLAN_CO
 	bool sharded2 = c->fsdp || c->zero >= 2, offload_grads = offloads_grads(c);
 	double params = stored_bytes(c) * held(c, &sh, 3, true);
 	double grads = gb * held(c, &sh, 2, true);
-	double optim = optimizer_bytes(c) * held(c, &sh, 1, true);
+	double optim = optimizer_bytes(c) * held(c, &sh, 1, true) * (1 - paged_part(c));
 	double keep = 0, *to;
 
 	if (c->lora_rank) { /* the frozen base, never sharded by ZeRO-1/2 */
@@ -1029,6 +1063,8 @@ void mt_plan_compute(const struct mt_plan_config *c, const struct mt_plan_scale 
 	*out = (struct mt_plan){.dp = c->nodes * c->gpus_per_node / (c->tp * c->pp * c->cp),
 				.total = -1,
 				.framework = c->overhead + (s ? s->other : 0)};
+	struct share sh = share(c);
+	out->paged = optimizer_bytes(c) * held(c, &sh, 1, true) * paged_part(c);
 	if (!s) { /* a measured run's framework holds them already */
 		out->cublas = cublas_workspaces(c);
 		out->context = c->nvml ? cuda_context(c) : 0;
@@ -1686,10 +1722,10 @@ const char *mt_plan_steps(const struct mt_plan_config *c, int steps, const struc
 			/* _init_group makes every tensor's state before the step's arithmetic */
 			for (uint64_t l = 0; l < layers; l++)
 				for (size_t i = 0; i < nt; i++)
-					if (!states[l * MAXT + i])
+					if (!states[l * MAXT + i] && !paged_tensor(c, tt[i]))
 						states[l * MAXT + i] =
 						    seq_alloc(&q, per * shard(tt[i] / t, dp1), ALLOC);
-			if (!c->lora_rank && !other[1])
+			if (!c->lora_rank && !other[1] && !paged_tensor(c, head + positions(c) * h))
 				other[1] = seq_alloc(&q, per * outside, ALLOC);
 			for (uint64_t l = 0; l < layers; l++)
 				for (size_t i = 0; i < nt; i++) {

@@ -96,6 +96,7 @@ struct mt_plan_config {
 	enum mt_precision precision;
 	enum mt_optimizer optimizer;
 	enum mt_step optimizer_impl;
+	bool paged; /* bitsandbytes' paged optimizer: large tensors' state in managed memory */
 	enum mt_recompute recompute;
 	int zero; /* ZeRO stage 0-3 */
 	uint64_t nodes, gpus_per_node;
@@ -142,6 +143,7 @@ struct mt_plan {
 	double bytes[MT_PLAN_COMPONENTS];
 	double framework, total, cpu, nvme;
 	double context, nccl, cublas; /* the framework's named parts (the rest: --overhead, a measured run's) */
+	double paged;		      /* optimizer state in CUDA managed memory, outside the total */
 	const char
 	    *moment; /* "backward start", "loss backward", "backward of the last/first layer", "optimizer step" */
 };

@@ -125,6 +125,7 @@ int mt_lua_plan_with(lua_State *L, mt_lua_plan_configs *configs)
 	set_num(L, "cuda_context", p.context);
 	set_num(L, "nccl", p.nccl);
 	set_num(L, "cublas_workspaces", p.cublas);
+	set_num(L, "paged", p.paged);
 	set_num(L, "total", p.total);
 	set_num(L, "cpu", p.cpu);
 	set_num(L, "nvme", p.nvme);

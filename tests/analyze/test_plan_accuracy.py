@@ -77,7 +77,8 @@ BERT = ["--classifier", 2, "--seq", 512, "--overhead", "1343MiB", "--keep-grads"
 TITAN = ["--seq", 8192, "--micro-batch", 2, "--fsdp", "--precision", "bf16", "--optimizer", "adamw", "--recompute",
          "op", "--reserved", "--gpu-arch", 90]
 # LitGPT's finetune/lora.py: pure bf16, LoRA r 8 on q and v, its chunked loss (128 positions a
-# chunk), the longest Alpaca sample of the model's tokenizer in the first batch
+# chunk), the longest Alpaca sample of the model's tokenizer in the first batch; on a quantized
+# base bitsandbytes' PagedAdamW (--paged)
 LIT = ["--precision", "bf16-pure", "--lora-rank", 8, "--lora-modules", "qv", "--loss-chunk", 128]
 LIT7 = LIT + ["--seq", 1304]
 # Answer.AI's train.py: two GPUs, FSDP (PyTorch's FSDP1, FULL_SHARD), pure bf16, LoRA r 64 on
@@ -130,11 +131,11 @@ CASES = [
     ("C1", LG, "Llama-2-7b-hf", "A100 40 GB, LoRA r 8 on q, v, bf16-true, micro-batch 1",
      LIT7 + ["--micro-batch", 1], 21.30, ""),
     ("C2", LG, "Llama-2-7b-hf", "the same, base in bnb.nf4",
-     LIT7 + ["--micro-batch", 1, "--quantize", "nf4"], 14.14,
+     LIT7 + ["--micro-batch", 1, "--quantize", "nf4", "--paged"], 14.14,
      "bitsandbytes' matmul keeps each quantized linear's input, 1.94 GB here, which PyTorch's with a frozen 16-bit "
      "weight does not (docs/PLAN.md)"),
     ("C3", LG, "Llama-2-7b-hf", "the same, bnb.nf4-dq",
-     LIT7 + ["--micro-batch", 1, "--quantize", "nf4-dq"], 13.84, "as C2"),
+     LIT7 + ["--micro-batch", 1, "--quantize", "nf4-dq", "--paged"], 13.84, "as C2"),
     ("C4", LG, "Llama-2-7b-hf", "LoRA, micro-batch 2",
      LIT7 + ["--micro-batch", 2], 29.07, ""),
     ("D1", MG, "GPT 7B (GQA, GELU)", "gpt3_7b_tp4_pp1_memory_speed: H100, tp 4, dp 2, micro-batch 2, seq 8192, "
@@ -153,7 +154,8 @@ CASES = [
     ("PM1", PM, "Llama-3.2-3B", "L40S 48 GB, full fine-tune, pure bf16, AdamW, micro-batch 4, up to 768 tokens",
      PEFT, 38868615168 / 2**30, ""),
     ("AA1", AA, "Llama-2-7b-hf", "2 RTX 3090, FSDP, QLoRA (NF4, double quantization), micro-batch 1, 512 tokens",
-     ANSWER + ["--fsdp", "--quantize", "nf4-dq", "--micro-batch", 1, "--seq", 512], 4.98, "FSDP1 (flat parameters) planned as FSDP2; the rest not identified"),
+     ANSWER + ["--fsdp", "--quantize", "nf4-dq", "--micro-batch", 1, "--seq", 512], 4.98,
+     "FSDP1 (flat parameters) planned as FSDP2; the rest not identified"),
     ("AA3", AA, "Llama-2-7b-hf", "the same, LoRA on a bf16 base, 2048 tokens",
      ANSWER + ["--fsdp", "--micro-batch", 1, "--seq", 2048], 10.22, ""),
     ("AA5", AA, "Llama-2-7b-hf", "the same, micro-batch 6", ANSWER + ["--fsdp", "--micro-batch", 6, "--seq", 2048],
@@ -163,7 +165,7 @@ CASES = [
     ("LG1", LG, "phi-1_5", "A100 40 GB, LoRA r 8 on q, v, bf16-true, micro-batch 1, 1044 tokens",
      LIT + ["--seq", 1044, "--micro-batch", 1], 4.82, ""),
     ("LG3", LG, "phi-1_5", "the same, base in bnb.nf4, PagedAdamW", LIT + ["--seq", 1044, "--micro-batch", 1,
-                                                                        "--quantize", "nf4"], 3.78, ""),
+                                                                        "--quantize", "nf4", "--paged"], 3.78, ""),
     ("LG5", LG, "stablelm-base-alpha-3b", "LoRA, micro-batch 4, 1034 tokens",
      LIT + ["--seq", 1034, "--micro-batch", 4], 16.92, "errs high: LoRA's frozen linear layers keep their inputs as trained ones do (docs/PLAN.md)"),
     ("LG7", LG, "Llama-2-13b-hf", "LoRA, micro-batch 1", LIT7 + ["--micro-batch", 1], 38.12, ""),
@@ -195,9 +197,9 @@ HELD = [
     ("LG4", LG, "stablelm-base-alpha-3b", "LoRA, micro-batch 1", LIT + ["--seq", 1034, "--micro-batch", 1], 9.69,
      ""),
     ("LG6", LG, "stablelm-base-alpha-3b", "base in bnb.nf4-dq, micro-batch 1",
-     LIT + ["--seq", 1034, "--micro-batch", 1, "--quantize", "nf4-dq"], 6.19, ""),
+     LIT + ["--seq", 1034, "--micro-batch", 1, "--quantize", "nf4-dq", "--paged"], 6.19, ""),
     ("LG8", LG, "Llama-2-13b-hf", "base in bnb.nf4-dq, micro-batch 1",
-     LIT7 + ["--micro-batch", 1, "--quantize", "nf4-dq"], 22.55, ""),
+     LIT7 + ["--micro-batch", 1, "--quantize", "nf4-dq", "--paged"], 22.55, ""),
     ("LG10", LG, "phi-1_5", "2 A100, FSDP, each block checkpointed, micro-batch 4",
      LIT + ["--seq", 1044, "--micro-batch", 4, "--fsdp", "--gpus-per-node", 2, "--recompute", "full"], 5.88, "as LG9"),
     ("DS2", DS, "opt-350m", "DeepSpeed-Chat's reward model (step 2): fp16, FusedAdam, ZeRO-0, 8 sequences of 512 "

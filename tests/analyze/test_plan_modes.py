@@ -400,7 +400,33 @@ ok(one["per_gpu_bytes"]["framework"] == sum(one["framework_bytes"].values()) and
    one["per_gpu_bytes"]["total"] == sum(one["per_gpu_bytes"][k] for k in one["per_gpu_bytes"] if k != "total"),
    "the named parts are the framework, and the framework is in the total", one["per_gpu_bytes"])
 text = subprocess.run([MEMTAP, "plan", *map(str, STEP), "--nvml"], capture_output=True, text=True).stdout
-ok("of which the CUDA context 0.50 GiB, NCCL's buffers 0.00 GiB, PyTorch's cuBLAS workspaces 0.02 GiB" in text,
+ok("of which the CUDA context 0.50 GiB, PyTorch's cuBLAS workspaces 0.02 GiB (docs/PLAN.md)" in text,
    "the text names the framework's parts", text)
+
+# bitsandbytes' paged optimizers (optim/optimizer.py get_state_buffer, functional.py get_paged):
+# the state of each tensor of 1e5 values or more in managed memory, outside the total; the
+# smaller ones' on the GPU (Llama-2-7B: 65 norms of 4096 values, 4 bytes of pure-bf16 Adam
+# state each); LoRA's rank-8 adapters (8 x 4096) stay on the GPU, rank 64's are paged
+FULL = ["--model", LLAMA2, "--seq", 2048, "--micro-batch", 1, "--precision", "bf16-pure"]
+plain, paged = plan(*FULL), plan(*FULL, "--paged")
+ok(paged["per_gpu_bytes"]["optimizer"] == 4 * 65 * 4096 and
+   paged["paged_optimizer_bytes"] == 4 * (P7 - 65 * 4096) and plain["paged_optimizer_bytes"] == 0 and
+   paged["per_gpu_bytes"]["total"] < plain["per_gpu_bytes"]["total"] - 4 * (P7 - 65 * 4096),
+   "--paged: Llama-2-7B's matrices' and tables' Adam state in managed memory, outside the total, its norms' on the "
+   "GPU, and bitsandbytes' step in place (no foreach copy)", (plain["per_gpu_bytes"], paged))
+r8 = plan(*FULL, "--lora-rank", 8, "--paged")
+r64 = plan(*FULL, "--lora-rank", 64, "--lora-modules", "q,k,v,mlp", "--paged")
+ok(r8["paged_optimizer_bytes"] == 0 and r8["per_gpu_bytes"]["optimizer"] > 0 and
+   r64["per_gpu_bytes"]["optimizer"] == 0 and r64["paged_optimizer_bytes"] == 4 * r64["trainable_params"],
+   "--paged with LoRA: rank 8's adapters (32,768 values each) keep their state on the GPU, rank 64's are paged",
+   (r8["per_gpu_bytes"], r64["per_gpu_bytes"], r64["paged_optimizer_bytes"]))
+replayed = plan(*FULL, "--paged", "--reserved")
+ok(abs(replayed["reserved"]["replay_allocated_bytes"] - paged["per_gpu_bytes"]["total"]) <
+   0.01 * paged["per_gpu_bytes"]["total"],
+   "--reserved replays a paged optimizer without its paged state, within 1% of the plan", replayed["reserved"])
+p = subprocess.run([MEMTAP, "plan", "--params", "1B", "--optimizer", "sgd", "--paged"], capture_output=True,
+                   text=True)
+ok(p.returncode == 2 and len(p.stderr.splitlines()) == 1 and "bitsandbytes'" in p.stderr,
+   "--paged with SGD is refused in one line", p.stderr)
 
 done()

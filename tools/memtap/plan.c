@@ -569,12 +569,24 @@ static void print_plan(const struct mt_plan_config *c, const struct mt_plan_scal
 		printf("  %-12s %10.2f GiB\n", mt_plan_component_names[j], gib(p->bytes[j]));
 	if (p->framework > 0)
 		printf("  %-12s %10.2f GiB\n", "framework", gib(p->framework));
-	if (p->context > 0 || p->nccl > 0 || p->cublas > 0)
-		printf(
-		    "    of which the CUDA context %.2f GiB, NCCL's buffers %.2f GiB, PyTorch's cuBLAS workspaces %.2f "
-		    "GiB (docs/PLAN.md)\n",
-		    gib(p->context), gib(p->nccl), gib(p->cublas));
+	const struct {
+		const char *name;
+		double bytes;
+	} parts[] = {
+	    {"the CUDA context", p->context}, {"NCCL's buffers", p->nccl}, {"PyTorch's cuBLAS workspaces", p->cublas}};
+	const char *sep = "    of which";
+	for (size_t i = 0; i < sizeof parts / sizeof *parts; i++)
+		if (parts[i].bytes > 0) {
+			printf("%s %s %.2f GiB", sep, parts[i].name, gib(parts[i].bytes));
+			sep = ",";
+		}
+	if (*sep == ',')
+		printf(" (docs/PLAN.md)\n");
 	printf("  %-12s %10.2f GiB\n", "total", gib(p->total));
+	if (p->paged > 0)
+		printf("paged optimizer state, in CUDA managed memory outside the total (on the GPU while there is "
+		       "room, evicted to the host when not): %.2f GiB\n",
+		       gib(p->paged));
 	if (p->cpu > 0)
 		printf("host memory per node for what is offloaded: %.2f GiB\n", gib(p->cpu));
 	if (p->nvme > 0)
@@ -663,6 +675,7 @@ static void print_json(const struct mt_plan_config *c, const struct mt_plan_scal
 	       (unsigned long long)c->expert_params, (unsigned long long)p->dp, p->moment);
 	print_setup_json(c);
 	json_bytes("per_gpu_bytes", p->bytes, p->framework, p->total);
+	printf("  \"paged_optimizer_bytes\": %.0f,\n", p->paged);
 	printf("  \"framework_bytes\": {\"cuda_context\": %.0f, \"nccl\": %.0f, \"cublas_workspaces\": %.0f},\n",
 	       p->context, p->nccl, p->cublas);
 	if (x)
