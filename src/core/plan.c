@@ -1219,6 +1219,35 @@ void mt_plan_describe(const struct mt_plan_config *c, char *buf, size_t len)
 		 (unsigned long long)c->pp, par, c->sp ? ", sp" : "", batch, extra);
 }
 
+size_t mt_plan_approximations(const struct mt_plan_config *c, const char **out, size_t max)
+{
+	const struct {
+		bool when;
+		const char *what;
+	} all[] = {
+	    {c->lora_rank && c->layers && c->impl == MT_IMPL_PYTORCH,
+	     "LoRA's frozen linear layers keep their inputs here as trained ones do; PyTorch keeps none for a frozen "
+	     "weight, and an adapter keeps its dropout's output and mask: errs high"},
+	    {c->fsdp && c->layers,
+	     "FSDP is planned as FSDP2 (fully_shard); FSDP1's flat parameters hold about one block's 16-bit copy "
+	     "fewer in forward and one block's fp32 gradient more in backward"},
+	    {c->quantize && c->layers && (c->fsdp || c->zero >= 3),
+	     "the quantized base is gathered here as if 16-bit, and its loading is not planned: errs high"},
+	    {c->experts && c->layers,
+	     "the token dispatch keeps each routed token's copy here; Megatron's all-gather dispatcher's shared "
+	     "buffer of every rank's tokens and its copies per expert tensor-parallel rank are not planned: may be "
+	     "low"},
+	    {c->nvml, "the CUDA context and NCCL's buffers are published figures, not this machine's: a measured run "
+		      "(memtap plan TRACE) replaces them with what it held"},
+	};
+	size_t n = 0;
+
+	for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+		if (all[i].when && n < max)
+			out[n++] = all[i].what;
+	return n;
+}
+
 /* ---- Megatron-LM's theoretical_memory_usage.py ---- */
 
 /* Its sums, in its order of operations so the rounding is the same. */

@@ -203,6 +203,9 @@ void mt_plan_table(const struct mt_plan_config *c, const struct mt_plan_scale *s
 double mt_plan_params_on_gpu(const struct mt_plan_config *c, enum mt_component j);
 /* The setup in words: precision, optimizer, ZeRO, GPUs, micro-batch, recomputation. */
 void mt_plan_describe(const struct mt_plan_config *c, char *buf, size_t len);
+/* What the plan of c only approximates, each a sentence saying which way it errs
+ * (docs/PLAN.md); how many, at most max in out. */
+size_t mt_plan_approximations(const struct mt_plan_config *c, const char **out, size_t max);
 /* Activation bytes one transformer layer keeps for backward (Korthikanti et al. Table 2,
  * generalised to any ffn, GQA, MoE and to fp32 values). */
 double mt_plan_layer_activations(const struct mt_plan_config *c);

@@ -429,4 +429,25 @@ p = subprocess.run([MEMTAP, "plan", "--params", "1B", "--optimizer", "sgd", "--p
 ok(p.returncode == 2 and len(p.stderr.splitlines()) == 1 and "bitsandbytes'" in p.stderr,
    "--paged with SGD is refused in one line", p.stderr)
 
+# What the plan only approximates is said, with the way it errs; nothing for a plain full
+# fine-tune
+said = {name: plan(*FULL, *args)["approximations"] for name, args in {
+    "full": [], "lora": ["--lora-rank", 8], "qlora fsdp": ["--lora-rank", 8, "--quantize", "nf4", "--fsdp",
+                                                           "--gpus-per-node", 2],
+    "nvml": ["--nvml"]}.items()}
+moe = plan("--model", model("mixtral", {"model_type": "mixtral", "vocab_size": 32000, "hidden_size": 4096,
+                                        "num_hidden_layers": 32, "num_attention_heads": 32,
+                                        "num_key_value_heads": 8, "intermediate_size": 14336,
+                                        "num_local_experts": 8, "num_experts_per_tok": 2}),
+           "--seq", 4096, "--micro-batch", 1, "--gpus-per-node", 8, "--zero", 1)["approximations"]
+ok(said["full"] == [] and len(said["lora"]) == 1 and said["lora"][0].endswith("errs high") and
+   len(said["qlora fsdp"]) == 3 and any("FSDP2" in a for a in said["qlora fsdp"]) and
+   any("gathered here as if 16-bit" in a for a in said["qlora fsdp"]) and
+   len(moe) == 1 and moe[0].endswith("may be low") and len(said["nvml"]) == 1 and "published" in said["nvml"][0],
+   "what the plan only approximates is said, each with the way it errs (LoRA's frozen inputs, FSDP1 as FSDP2, "
+   "a quantized base gathered, Megatron's token dispatch, --nvml's figures); nothing for a full fine-tune",
+   (said, moe))
+text = subprocess.run([MEMTAP, "plan", *map(str, FULL), "--lora-rank", "8"], capture_output=True, text=True).stdout
+ok("approximated (docs/PLAN.md):\n  LoRA's frozen linear layers" in text, "and the text lists them", text)
+
 done()

@@ -583,6 +583,10 @@ static void print_plan(const struct mt_plan_config *c, const struct mt_plan_scal
 	if (*sep == ',')
 		printf(" (docs/PLAN.md)\n");
 	printf("  %-12s %10.2f GiB\n", "total", gib(p->total));
+	const char *approx[8];
+	size_t n = mt_plan_approximations(c, approx, 8);
+	for (size_t i = 0; i < n; i++)
+		printf("%s%s\n", i ? "  " : "approximated (docs/PLAN.md):\n  ", approx[i]);
 	if (p->paged > 0)
 		printf("paged optimizer state, in CUDA managed memory outside the total (on the GPU while there is "
 		       "room, evicted to the host when not): %.2f GiB\n",
@@ -675,7 +679,14 @@ static void print_json(const struct mt_plan_config *c, const struct mt_plan_scal
 	       (unsigned long long)c->expert_params, (unsigned long long)p->dp, p->moment);
 	print_setup_json(c);
 	json_bytes("per_gpu_bytes", p->bytes, p->framework, p->total);
-	printf("  \"paged_optimizer_bytes\": %.0f,\n", p->paged);
+	printf("  \"paged_optimizer_bytes\": %.0f,\n  \"approximations\": [", p->paged);
+	const char *approx[8];
+	size_t n = mt_plan_approximations(c, approx, 8);
+	for (size_t i = 0; i < n; i++) {
+		printf("%s", i ? ", " : "");
+		mt_json_str(stdout, approx[i]);
+	}
+	printf("],\n");
 	printf("  \"framework_bytes\": {\"cuda_context\": %.0f, \"nccl\": %.0f, \"cublas_workspaces\": %.0f},\n",
 	       p->context, p->nccl, p->cublas);
 	if (x)
