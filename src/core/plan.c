@@ -617,15 +617,11 @@ static double tokens(const struct mt_plan_config *c)
 /* LitGPT's chunked loss (lit_gpt/model.py's lm_head_chunk_size, utils.py's
  * chunked_cross_entropy): the output layer makes the logits loss_chunk positions of
  * each sequence at a time, in the model's type, and each chunk's cross-entropy keeps its
- * own log-softmax, also in that type: no fp32 copy. The chunks of a micro-batch, and the
- * part of its tokens the largest holds (1: one chunk, or no chunking). */
-static uint64_t loss_chunks(const struct mt_plan_config *c, double *part)
+ * own log-softmax, also in that type: no fp32 copy. The part of a micro-batch's logits
+ * the largest chunk holds (1: the whole, unchunked). */
+static double loss_chunk_part(const struct mt_plan_config *c)
 {
-	double positions = (double)c->seq / (double)c->cp;
-	uint64_t n = c->loss_chunk ? (uint64_t)ceil(positions / (double)c->loss_chunk) : 1;
-
-	*part = n > 1 ? (double)c->loss_chunk / positions : 1;
-	return n;
+	return c->loss_chunk ? fmin(1, (double)c->loss_chunk * (double)c->cp / (double)c->seq) : 1;
 }
 
 static double kept_bytes(const struct mt_plan_config *c, enum mt_recompute rc)
@@ -956,7 +952,7 @@ static void moments(const struct mt_plan_config *c, double m[MOMENTS][MT_PLAN_CO
 	 * layers' worth, and the embedding output of each micro-batch */
 	acts = m[AT_LAST_LAYER][MT_PLAN_ACTIVATIONS] = flight * ((double)c->layers * layer + (double)c->pp * emb);
 	if (c->pp == 1 && !c->classifier) {
-		double part, lv = sb * v / t; /* the logits' values */
+		double lv = sb * v / t; /* the logits' values */
 		/* final norm and output layer inputs, fp32 logits */
 		acts += 2 * emb + 4 * lv;
 		/* backward begins with the logits' fp32 gradient (PyTorch's log-softmax backward
@@ -965,9 +961,8 @@ static void moments(const struct mt_plan_config *c, double m[MOMENTS][MT_PLAN_CO
 		temps_bwd = (pt ? 8 : 4) * lv;
 		if (c->loss_chunk) { /* the chunks' logits (the script's list holds them through
 				      * backward) and log-softmaxes; a chunk's two gradients at a time */
-			loss_chunks(c, &part);
 			acts += (2 * e - 4) * lv;
-			temps_bwd = 2 * e * lv * part;
+			temps_bwd = 2 * e * lv * loss_chunk_part(c);
 		}
 		temps_bwd += c->zero >= 2 && sh.dp > 1 ? e * out_grad : 0;
 		grads_bwd = gb * (shard(out_grad, sharded2 ? sh.dp : 1) +
@@ -1554,8 +1549,8 @@ const char *mt_plan_steps(const struct mt_plan_config *c, int steps, const struc
 		return "the replay does not model pipeline parallelism or offload";
 	if (c->layers > 4096)
 		return "the replay takes at most 4096 layers";
-	double part, per_seq = (double)c->seq / (double)c->cp;
-	uint64_t nchunks = loss_chunks(c, &part);
+	double per_seq = (double)c->seq / (double)c->cp;
+	uint64_t nchunks = c->loss_chunk ? (uint64_t)ceil(per_seq / (double)c->loss_chunk) : 1;
 	if (nchunks > 4096)
 		return "the replay takes at most 4096 chunks of the loss";
 	nl = layer_tensors(c, lt, MAXT);
