@@ -558,6 +558,45 @@ static void print_setup(const char *label, const struct mt_plan_config *c)
 	printf("%s: %s\n", label, text);
 }
 
+/* The framework's named parts, those it has */
+static void print_framework(const struct mt_plan *p)
+{
+	const struct {
+		const char *name;
+		double bytes;
+	} parts[] = {
+	    {"the CUDA context", p->context}, {"NCCL's buffers", p->nccl}, {"PyTorch's cuBLAS workspaces", p->cublas}};
+	const char *sep = "    of which";
+
+	for (size_t i = 0; i < sizeof parts / sizeof *parts; i++)
+		if (parts[i].bytes > 0) {
+			printf("%s %s %.2f GiB", sep, parts[i].name, gib(parts[i].bytes));
+			sep = ",";
+		}
+	if (*sep == ',')
+		printf(" (docs/PLAN.md)\n");
+}
+
+/* What the plan only approximates, a line each; as a JSON list with json */
+static void print_approximations(const struct mt_plan_config *c, bool json)
+{
+	const char *approx[8];
+	size_t n = mt_plan_approximations(c, approx, 8);
+
+	if (json)
+		printf("  \"approximations\": [");
+	for (size_t i = 0; i < n; i++) {
+		if (json) {
+			printf("%s", i ? ", " : "");
+			mt_json_str(stdout, approx[i]);
+		} else {
+			printf("%s%s\n", i ? "  " : "approximated (docs/PLAN.md):\n  ", approx[i]);
+		}
+	}
+	if (json)
+		printf("],\n");
+}
+
 static void print_plan(const struct mt_plan_config *c, const struct mt_plan_scale *s, const struct mt_plan *p,
 		       double mem)
 {
@@ -569,24 +608,9 @@ static void print_plan(const struct mt_plan_config *c, const struct mt_plan_scal
 		printf("  %-12s %10.2f GiB\n", mt_plan_component_names[j], gib(p->bytes[j]));
 	if (p->framework > 0)
 		printf("  %-12s %10.2f GiB\n", "framework", gib(p->framework));
-	const struct {
-		const char *name;
-		double bytes;
-	} parts[] = {
-	    {"the CUDA context", p->context}, {"NCCL's buffers", p->nccl}, {"PyTorch's cuBLAS workspaces", p->cublas}};
-	const char *sep = "    of which";
-	for (size_t i = 0; i < sizeof parts / sizeof *parts; i++)
-		if (parts[i].bytes > 0) {
-			printf("%s %s %.2f GiB", sep, parts[i].name, gib(parts[i].bytes));
-			sep = ",";
-		}
-	if (*sep == ',')
-		printf(" (docs/PLAN.md)\n");
+	print_framework(p);
 	printf("  %-12s %10.2f GiB\n", "total", gib(p->total));
-	const char *approx[8];
-	size_t n = mt_plan_approximations(c, approx, 8);
-	for (size_t i = 0; i < n; i++)
-		printf("%s%s\n", i ? "  " : "approximated (docs/PLAN.md):\n  ", approx[i]);
+	print_approximations(c, false);
 	if (p->paged > 0)
 		printf("paged optimizer state, in CUDA managed memory outside the total (on the GPU while there is "
 		       "room, evicted to the host when not): %.2f GiB\n",
@@ -679,14 +703,8 @@ static void print_json(const struct mt_plan_config *c, const struct mt_plan_scal
 	       (unsigned long long)c->expert_params, (unsigned long long)p->dp, p->moment);
 	print_setup_json(c);
 	json_bytes("per_gpu_bytes", p->bytes, p->framework, p->total);
-	printf("  \"paged_optimizer_bytes\": %.0f,\n  \"approximations\": [", p->paged);
-	const char *approx[8];
-	size_t n = mt_plan_approximations(c, approx, 8);
-	for (size_t i = 0; i < n; i++) {
-		printf("%s", i ? ", " : "");
-		mt_json_str(stdout, approx[i]);
-	}
-	printf("],\n");
+	printf("  \"paged_optimizer_bytes\": %.0f,\n", p->paged);
+	print_approximations(c, true);
 	printf("  \"framework_bytes\": {\"cuda_context\": %.0f, \"nccl\": %.0f, \"cublas_workspaces\": %.0f},\n",
 	       p->context, p->nccl, p->cublas);
 	if (x)
