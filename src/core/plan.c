@@ -469,6 +469,7 @@ static double frozen_bytes(const struct mt_plan_config *c)
  * and the attention scores (per token, over the sequence). */
 struct kept {
 	double rep, tp_part, scores, experts;
+	double routed; /* the experts' input, gathered over the expert tensor-parallel ranks */
 };
 
 /* Copies of a layer's two inputs its linear layers keep, the attention's and the MLP's:
@@ -589,10 +590,14 @@ static struct kept layer_kept(const struct mt_plan_config *c, enum mt_recompute 
 		k.scores = a * s * score_bytes(c, part);
 	}
 	if (moe) {
-		/* the routed tokens' copies and their experts' MLPs (top-k of them), the
-		 * shared experts, the router's fp32 probabilities */
+		/* the routed tokens' copies, the experts' input, and their experts' MLPs (top-k
+		 * of them), the shared experts, the router's fp32 probabilities. Megatron's
+		 * dispatchers (moe/token_dispatcher.py) gather the tokens over the expert
+		 * tensor-parallel ranks before the experts, which split their MLPs: each rank
+		 * keeps every gathered token's copy (kept_bytes) */
 		double topk = (double)c->topk, fe = (double)c->moe_ffn;
-		k.experts = e * topk * (h + mlp * fe);
+		k.experts = e * topk * mlp * fe;
+		k.routed = e * topk * h;
 		k.tp_part += e * mlp * (double)c->shared_ffn;
 		k.rep += 4 * (double)c->experts;
 	}
@@ -629,7 +634,7 @@ static double kept_bytes(const struct mt_plan_config *c, enum mt_recompute rc)
 	struct kept k = layer_kept(c, rc);
 	double t = (double)c->tp, r = c->sp ? t : 1, etp = (double)c->etp;
 
-	return tokens(c) * (k.rep / r + k.tp_part / t + k.scores / t + k.experts / etp);
+	return tokens(c) * (k.rep / r + k.tp_part / t + k.scores / t + k.experts / etp + k.routed * etp / r);
 }
 
 double mt_plan_layer_activations(const struct mt_plan_config *c)
@@ -1229,8 +1234,9 @@ size_t mt_plan_approximations(const struct mt_plan_config *c, const char **out, 
 	    {c->quantize && c->layers && (c->fsdp || c->zero >= 3),
 	     "the quantized base is gathered here as if 16-bit, and its loading is not planned: errs high"},
 	    {c->experts && c->layers,
-	     "the token dispatch keeps each routed token's copy here; Megatron's all-gather dispatcher's shared "
-	     "buffer of every rank's tokens and its copies per expert tensor-parallel rank are not planned: may be "
+	     "the token dispatch keeps each routed token's copy here, gathered over the expert tensor-parallel "
+	     "ranks; Megatron's all-gather dispatcher's buffer of every rank's tokens, the all-to-all "
+	     "dispatcher's temporary copies and an fp32 router's input copy (core 0.12) are not planned: may be "
 	     "low"},
 	    {c->nvml, "the CUDA context and NCCL's buffers are published figures, not this machine's: a measured run "
 		      "(memtap plan TRACE) replaces them with what it held"},
@@ -1445,7 +1451,9 @@ static size_t kept_tensors(const struct mt_plan_config *c, enum mt_recompute rc,
 {
 	struct kept k = layer_kept(c, rc);
 	double t = (double)c->tp, r = c->sp ? t : 1, h = (double)c->hidden, e = value_bytes(c);
-	double total = k.rep / r + k.tp_part / t + k.scores / t + k.experts / (double)c->etp, sum = 0;
+	double total = k.rep / r + k.tp_part / t + k.scores / t + k.experts / (double)c->etp +
+		       k.routed * (double)c->etp / r,
+	       sum = 0;
 	double a = (double)c->heads, s = (double)c->seq, f = (double)c->ffn;
 	bool amp = c->precision == MT_AMP16, drop = !c->no_dropout;
 	size_t j = 0;

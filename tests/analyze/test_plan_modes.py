@@ -429,6 +429,18 @@ p = subprocess.run([MEMTAP, "plan", "--params", "1B", "--optimizer", "sgd", "--p
 ok(p.returncode == 2 and len(p.stderr.splitlines()) == 1 and "bitsandbytes'" in p.stderr,
    "--paged with SGD is refused in one line", p.stderr)
 
+# Megatron's token dispatchers (moe/token_dispatcher.py) gather the tokens over the expert
+# tensor-parallel ranks before the experts: each rank keeps every gathered token's copy (top-k
+# x hidden, not split), while the experts' MLPs split by etp. Mixtral's shape at tp 2 with
+# sequence parallelism, 4,096 tokens: etp 2 against etp 1 keeps the copies of twice the tokens
+# (4096 x 2 x 2 x 4096 / 2 bytes more) and half the MLPs' (4096 x 2 x 2 x 3 x 14336 / 2 fewer)
+MOE = ["--layers", 32, "--hidden", 4096, "--heads", 32, "--query-groups", 8, "--ffn", 14336, "--vocab", 32000,
+       "--swiglu", "--rmsnorm", "--rope", "--experts", 8, "--topk", 2, "--tp", 2, "--sp", "--gpus-per-node", 8,
+       "--seq", 4096, "--micro-batch", 1, "--precision", "bf16"]
+by_etp = {etp: plan(*MOE, "--etp", etp)["layer_activation_bytes"] for etp in (1, 2)}
+ok(by_etp[2] - by_etp[1] == 4096 * 2 * 2 * (4096 // 2 - 3 * 14336 // 2),
+   "MoE: the experts' input copies gathered over the expert tensor-parallel ranks, their MLPs split by them", by_etp)
+
 # What the plan only approximates is said, with the way it errs; nothing for a plain full
 # fine-tune
 said = {name: plan(*FULL, *args)["approximations"] for name, args in {
