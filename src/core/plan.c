@@ -869,6 +869,20 @@ static double paged_part(const struct mt_plan_config *c)
 	return fmin(1, large / (double)c->trainable);
 }
 
+/* Megatron's default all-gather token dispatcher (moe/token_dispatcher.py,
+ * MoEAllGatherTokenDispatcher) gathers every layer's tokens over the tensor- and
+ * expert-parallel ranks into one buffer it keeps for all layers (tensor_parallel/
+ * mappings.py: get_global_memory_buffer().get_tensor): this rank's tokens x etp x ep
+ * values of the hidden size, in the model's type. */
+static double dispatch_buffer(const struct mt_plan_config *c)
+{
+	double r = c->sp ? (double)c->tp : 1;
+
+	if (!c->experts || !c->layers || c->impl != MT_IMPL_MEGATRON || c->alltoall)
+		return 0;
+	return value_bytes(c) * tokens(c) / r * (double)(c->etp * c->ep) * (double)c->hidden;
+}
+
 /* Each moment's components, unscaled. */
 static void moments(const struct mt_plan_config *c, double m[MOMENTS][MT_PLAN_COMPONENTS], double *cpu, double *nvme)
 {
@@ -1051,6 +1065,7 @@ static void table(const struct mt_plan_config *c, double m[MOMENTS][MT_PLAN_COMP
 	for (int i = *first; i < *last && i != AT_LOADING; i++) {
 		if (i != AT_OPTIMIZER || c->zero >= 3)
 			m[i][MT_PLAN_TEMPORARIES] += ipg_bucket(c);
+		m[i][MT_PLAN_TEMPORARIES] += dispatch_buffer(c);
 		m[i][MT_PLAN_GRADS] += ddp_buckets(c, &sh);
 	}
 }
@@ -1235,9 +1250,8 @@ size_t mt_plan_approximations(const struct mt_plan_config *c, const char **out, 
 	     "the quantized base is gathered here as if 16-bit, and its loading is not planned: errs high"},
 	    {c->experts && c->layers,
 	     "the token dispatch keeps each routed token's copy here, gathered over the expert tensor-parallel "
-	     "ranks; Megatron's all-gather dispatcher's buffer of every rank's tokens, the all-to-all "
-	     "dispatcher's temporary copies and an fp32 router's input copy (core 0.12) are not planned: may be "
-	     "low"},
+	     "ranks, and Megatron's all-gather dispatcher its buffer of every rank's tokens; the dispatchers' "
+	     "temporary copies and an fp32 router's copies are not planned: may be low"},
 	    {c->nvml, "the CUDA context and NCCL's buffers are published figures, not this machine's: a measured run "
 		      "(memtap plan TRACE) replaces them with what it held"},
 	};
@@ -1618,6 +1632,7 @@ const char *mt_plan_steps(const struct mt_plan_config *c, int steps, const struc
 		seq_alloc(&q, held(c, &sh, 3, false) * (1 - head / (double)c->params), ALLOC);
 	if (c->zero >= 3) /* DeepSpeed's gradient bucket, kept */
 		ipg = seq_alloc(&q, ipg_bucket(c), ALLOC);
+	seq_alloc(&q, dispatch_buffer(c), ALLOC); /* Megatron's all-gather dispatcher's, kept */
 	/* PyTorch DDP's buckets, kept: the first of 1 MiB, the others of 25 MiB (bucket_cap_mb) */
 	for (double left = ddp_buckets(c, &sh), cap = 1 << 20; left >= 1; left -= cap, cap = 25 << 20)
 		seq_alloc(&q, fmin(left, cap), ALLOC);

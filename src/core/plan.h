@@ -91,7 +91,8 @@ struct mt_plan_config {
 	bool shared_gate;					   /* a sigmoid gate on the shared experts (Qwen-MoE) */
 	uint64_t q_lora_rank, kv_lora_rank, rope_head_dim, v_head_dim; /* multi-latent attention */
 	uint64_t mtp_layers;					       /* multi-token prediction layers */
-	uint64_t params, largest_layer;				       /* 0: from the architecture */
+	bool alltoall;			/* Megatron's all-to-all token dispatcher, not its default all-gather one */
+	uint64_t params, largest_layer; /* 0: from the architecture */
 	/* the training setup */
 	enum mt_precision precision;
 	enum mt_optimizer optimizer;

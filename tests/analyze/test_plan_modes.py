@@ -441,6 +441,15 @@ by_etp = {etp: plan(*MOE, "--etp", etp)["layer_activation_bytes"] for etp in (1,
 ok(by_etp[2] - by_etp[1] == 4096 * 2 * 2 * (4096 // 2 - 3 * 14336 // 2),
    "MoE: the experts' input copies gathered over the expert tensor-parallel ranks, their MLPs split by them", by_etp)
 
+# Megatron's default all-gather dispatcher keeps one buffer of every tensor- and expert-parallel
+# rank's tokens for all layers (mappings.py: get_global_memory_buffer().get_tensor): this
+# rank's 4096 / 2 tokens (sp) x etp 2 x ep 2 x 4096 hidden, bf16; --alltoall has none
+gathered, a2a = plan(*MOE, "--ep", 2), plan(*MOE, "--ep", 2, "--alltoall")
+ok(gathered["per_gpu_bytes"]["total"] - a2a["per_gpu_bytes"]["total"] == 2 * 4096 // 2 * 2 * 2 * 4096 and
+   gathered["moment"] == a2a["moment"],
+   "MoE: Megatron's all-gather dispatcher's buffer of every rank's tokens, kept for all layers; none with --alltoall",
+   (gathered["per_gpu_bytes"], a2a["per_gpu_bytes"]))
+
 # What the plan only approximates is said, with the way it errs; nothing for a plain full
 # fine-tune
 said = {name: plan(*FULL, *args)["approximations"] for name, args in {
