@@ -282,6 +282,8 @@ const char *mt_plan_check(struct mt_plan_config *c)
 		return "optimizer offload needs ZeRO stage 1, 2 or 3 (DeepSpeed does not offload at stage 0)";
 	if (c->fsdp && c->zero)
 		return "FSDP and ZeRO are two ways of sharding: give one (--fsdp, or --zero)";
+	if (c->no_sync && (!c->fsdp || c->micro_batches < 2))
+		return "--no-sync is FSDP's gradient accumulation: it needs --fsdp and --micro-batches of 2 or more";
 	if (c->paged && ((c->optimizer != MT_ADAM && c->optimizer != MT_ADAM8BIT && c->optimizer != MT_LION) ||
 			 c->offload_optimizer))
 		return "a paged optimizer (--paged) is bitsandbytes' Adam, AdamW, 8-bit Adam or Lion, on the GPU "
@@ -936,6 +938,12 @@ static void moments(const struct mt_plan_config *c, double m[MOMENTS][MT_PLAN_CO
 	/* gradients accumulated over micro-batches (or zeroed, not freed) live through the step */
 	if (c->keep_grads || c->micro_batches > 1 || (c->pp > 1 && c->micro_batches != 1))
 		keep = grads;
+	/* FSDP's no_sync() (FSDP1's _runtime_utils.py: no reduce-scatter, the unsharded
+	 * gradient accumulated in the flat parameter's .grad): every unit's whole flat
+	 * gradient, in the model's type, from the first micro-batch's backward to the last's;
+	 * a unit's one flat parameter holds its frozen values with LoRA's (use_orig_params) */
+	if (c->no_sync)
+		keep = e * ((double)c->params + (double)(c->lora_rank ? c->trainable : 0)) / (double)(c->tp * c->pp);
 	if (c->optimizer != MT_NO_OPTIMIZER && !c->offload_optimizer)
 		m[AT_OPTIMIZER][MT_PLAN_TEMPORARIES] = step_temporaries(c, &sh);
 	if (!c->layers) {
@@ -1569,6 +1577,8 @@ const char *mt_plan_steps(const struct mt_plan_config *c, int steps, const struc
 		return "the replay needs the architecture and a micro-batch (--layers ..., --seq, --micro-batch)";
 	if (c->pp > 1 || c->offload_optimizer || c->offload_params)
 		return "the replay does not model pipeline parallelism or offload";
+	if (c->no_sync)
+		return "the replay does not model FSDP's no_sync accumulation";
 	if (c->layers > 4096)
 		return "the replay takes at most 4096 layers";
 	double per_seq = (double)c->seq / (double)c->cp;

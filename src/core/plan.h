@@ -105,6 +105,7 @@ struct mt_plan_config {
 	uint64_t micro_batches;		   /* per step (gradient accumulation); 0: enough to fill the pipeline */
 	bool sp;			   /* sequence parallelism (with tp) */
 	bool fsdp;			   /* PyTorch FSDP2: sharded fp32 parameters, a block gathered at a time */
+	bool no_sync;			   /* FSDP's gradient accumulation inside no_sync(): unsharded gradients */
 	bool fp8;			   /* fp8 matrix multiplies (TransformerEngine, torchao) */
 	bool grad_fp32;			   /* gradients accumulated in fp32 (Megatron's main_grad) */
 	bool keep_grads;		   /* gradients live through forward and backward */

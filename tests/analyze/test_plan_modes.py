@@ -450,6 +450,24 @@ ok(gathered["per_gpu_bytes"]["total"] - a2a["per_gpu_bytes"]["total"] == 2 * 409
    "MoE: Megatron's all-gather dispatcher's buffer of every rank's tokens, kept for all layers; none with --alltoall",
    (gathered["per_gpu_bytes"], a2a["per_gpu_bytes"]))
 
+# FSDP's no_sync() accumulation (Lightning's no_backward_sync, as LitGPT accumulates): no
+# reduce-scatter until the last micro-batch, every unit's whole flat gradient kept unsharded
+# in bf16, a LoRA block's frozen values' with its adapters' (one flat parameter): Llama-2-7B's
+# 6,738,415,616 and the adapters' 4,194,304 values, 2 bytes each, on each of 4 GPUs
+NS = ["--model", LLAMA2, "--seq", 1304, "--micro-batch", 1, "--precision", "bf16-pure", "--lora-rank", 8, "--fsdp",
+      "--gpus-per-node", 4, "--recompute", "full", "--micro-batches", 128]
+synced, unsynced = plan(*NS), plan(*NS, "--no-sync")
+ok(unsynced["per_gpu_bytes"]["grads"] == 2 * (P7 + 4194304) and synced["per_gpu_bytes"]["grads"] < 2**30,
+   "--no-sync: FSDP keeps every unit's unsharded flat gradient until the last micro-batch, frozen values' too",
+   (synced["per_gpu_bytes"], unsynced["per_gpu_bytes"]))
+p = subprocess.run([MEMTAP, "plan", *map(str, NS[:-2]), "--no-sync"], capture_output=True, text=True)
+q = subprocess.run([MEMTAP, "plan", *map(str, NS), "--no-sync", "--reserved"], capture_output=True, text=True)
+ok(p.returncode == 2 and p.stderr.splitlines()[-1:] == [
+    "memtap: --no-sync is FSDP's gradient accumulation: it needs --fsdp and --micro-batches of 2 or more"] and
+   q.returncode == 2 and "no_sync" in q.stderr,
+   "--no-sync without accumulation is refused in one line, and the replay says it does not model it",
+   (p.stderr, q.stderr))
+
 # What the plan only approximates is said, with the way it errs; nothing for a plain full
 # fine-tune
 said = {name: plan(*FULL, *args)["approximations"] for name, args in {
