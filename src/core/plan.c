@@ -28,7 +28,7 @@ const enum mt_optimizer mt_plan_optimizer_values[8] = {MT_ADAM,		MT_ADAM,      M
 						       MT_NO_OPTIMIZER, MT_ADAFACTOR, MT_LION,	   MT_SGD};
 const char *const mt_plan_bias_names[5] = {"all", "qkv", "none", "mlp", NULL};
 const char *const mt_plan_attention_names[3] = {"eager", "flash", NULL};
-const char *const mt_plan_impl_names[3] = {"megatron", "pytorch", NULL};
+const char *const mt_plan_impl_names[4] = {"megatron", "pytorch", "litgpt", NULL};
 const char *const mt_plan_quant_names[5] = {"none", "int8", "nf4", "nf4-dq", NULL};
 const char *const mt_plan_step_names[5] = {"auto", "foreach", "fused", "for-loop", NULL};
 const char *const mt_plan_component_names[MT_PLAN_COMPONENTS] = {"params", "grads", "optimizer", "activations",
@@ -46,12 +46,19 @@ static bool is_mla(const struct mt_plan_config *c)
 	return c->kv_lora_rank > 0;
 }
 
+/* PyTorch's autograd keeps what the layers save: Hugging Face's modules or LitGPT's */
+static bool torch_modules(const struct mt_plan_config *c)
+{
+	return c->impl != MT_IMPL_MEGATRON;
+}
+
 /* One matrix makes q, k and v (GPT-2's c_attn, GPT-NeoX's query_key_value): where biases
  * are on every linear layer, unless the model says three do (BERT, OPT); or where it
- * says one does (Phi-3's qkv_proj) */
+ * says one does (Phi-3's qkv_proj); in every LitGPT model (its attention's `attn`) */
 static bool fused_qkv(const struct mt_plan_config *c)
 {
-	return !is_mla(c) && (c->fused_proj || (c->bias == MT_BIAS_ALL && !c->separate_qkv));
+	return !is_mla(c) &&
+	       (c->fused_proj || c->impl == MT_IMPL_LITGPT || (c->bias == MT_BIAS_ALL && !c->separate_qkv));
 }
 
 /* One matrix makes a gated MLP's gate and up (Phi-3's gate_up_proj) */
@@ -70,6 +77,19 @@ static struct widths widths(const struct mt_plan_config *c)
 				       (double)c->kv_lora_rank + (double)c->q_lora_rank};
 	}
 	return (struct widths){a * d, (double)c->query_groups * d, (double)c->query_groups * d, a * d, 0};
+}
+
+/* LitGPT's one adapter on its fused q, k, v: A makes r values for each of the matrices it
+ * adapts, and unless it adapts all three, zero_pad's index_copy keeps B's output (their
+ * widths) for backward */
+static void litgpt_qkv(const struct mt_plan_config *c, double *a_out, double *padded)
+{
+	unsigned m = c->lora_modules ? c->lora_modules : MT_LORA_Q | MT_LORA_V;
+	struct widths w = widths(c);
+	int n = !!(m & MT_LORA_Q) + !!(m & MT_LORA_K) + !!(m & MT_LORA_V);
+
+	*a_out = (double)c->lora_rank * (double)n;
+	*padded = n < 3 ? (m & MT_LORA_Q ? w.q : 0) + (m & MT_LORA_K ? w.k : 0) + (m & MT_LORA_V ? w.v : 0) : 0;
 }
 
 /* learned position-embedding rows */
@@ -215,7 +235,11 @@ static double lora_params(const struct mt_plan_config *c)
 
 	if (!c->lora_rank)
 		return 0;
-	if (fused_qkv(c) && m & (MT_LORA_Q | MT_LORA_K | MT_LORA_V)) /* one module: one adapter */
+	if (c->impl == MT_IMPL_LITGPT && m & (MT_LORA_Q | MT_LORA_K | MT_LORA_V)) { /* LoRAQKVLinear */
+		double a_out, padded;
+		litgpt_qkv(c, &a_out, &padded);
+		per += a_out * h + r * (padded ? padded : w.q + w.k + w.v);
+	} else if (fused_qkv(c) && m & (MT_LORA_Q | MT_LORA_K | MT_LORA_V)) /* one module: one adapter */
 		per += r * (h + w.q + w.k + w.v);
 	if (!fused_qkv(c) && m & MT_LORA_Q)
 		per += r * (h + w.q);
@@ -296,6 +320,10 @@ const char *mt_plan_check(struct mt_plan_config *c)
 		return "the framework overhead cannot be negative";
 	if (c->quantize && !c->lora_rank)
 		return "a quantized base is frozen: it needs LoRA adapters (--lora-rank)";
+	if (!(c->lora_dropout >= 0 && c->lora_dropout < 1) || (c->lora_dropout > 0 && !c->lora_rank))
+		return "--lora-dropout is a probability from 0 to below 1, for LoRA's adapters (--lora-rank)";
+	if (c->lora_fp32 && !c->lora_rank)
+		return "--lora-fp32 is for LoRA's adapters (--lora-rank)";
 	if (c->layers) {
 		if (!c->hidden || !c->heads || !c->vocab || !c->seq != !c->micro_batch)
 			return "an architecture needs --hidden, --heads and --vocab besides --layers, and --seq with "
@@ -304,9 +332,9 @@ const char *mt_plan_check(struct mt_plan_config *c)
 			return "rotary positions (--rope) have no learned position embeddings (--positions)";
 		if (c->classifier && c->untied)
 			return "a classification head (--classifier) has no output layer to untie (--untied)";
-		if (c->loss_chunk && (c->classifier || c->impl != MT_IMPL_PYTORCH))
-			return "a chunked loss (--loss-chunk) is LitGPT's: PyTorch modules (--impl pytorch) with "
-			       "an output layer (no --classifier)";
+		if (c->loss_chunk && (c->classifier || !torch_modules(c)))
+			return "a chunked loss (--loss-chunk) is LitGPT's: PyTorch modules (--impl pytorch or "
+			       "litgpt) with an output layer (no --classifier)";
 		if (!c->head_dim) {
 			if (c->hidden % c->heads)
 				return "the heads must divide the hidden size (or give --head-dim)";
@@ -386,10 +414,12 @@ static double value_bytes(const struct mt_plan_config *c)
 	return c->precision == MT_FP32 ? 4 : 2;
 }
 
-/* a trainable parameter as stored: FSDP and autocast keep the original fp32 */
+/* a trainable parameter as stored: FSDP and autocast keep the original fp32, as PEFT
+ * keeps its adapters (--lora-fp32) */
 static double stored_bytes(const struct mt_plan_config *c)
 {
-	if (c->precision == MT_FP32 || c->precision == MT_AMP16 || (c->fsdp && c->precision == MT_MIXED16))
+	if (c->precision == MT_FP32 || c->precision == MT_AMP16 || (c->fsdp && c->precision == MT_MIXED16) ||
+	    c->lora_fp32)
 		return 4;
 	return 2;
 }
@@ -397,7 +427,7 @@ static double stored_bytes(const struct mt_plan_config *c)
 static double grad_bytes(const struct mt_plan_config *c)
 {
 	if (c->precision == MT_FP32 || c->precision == MT_AMP16 || c->grad_fp32 ||
-	    (c->fsdp && c->precision == MT_MIXED16))
+	    (c->fsdp && c->precision == MT_MIXED16) || c->lora_fp32)
 		return 4;
 	return 2;
 }
@@ -424,7 +454,7 @@ static double adafactor_per_param(const struct mt_plan_config *c)
 /* One value of an optimizer state: fp32, or 16-bit in pure 16-bit training */
 static double state_bytes(const struct mt_plan_config *c)
 {
-	return c->precision == MT_PURE16 ? 2 : 4;
+	return c->precision == MT_PURE16 && !c->lora_fp32 ? 2 : 4;
 }
 
 static double optimizer_bytes(const struct mt_plan_config *c)
@@ -485,10 +515,112 @@ static bool shared_input(const struct mt_plan_config *c)
 
 static void input_copies(const struct mt_plan_config *c, double *attn, double *mlp)
 {
-	bool cast = c->precision == MT_AMP16 && c->impl == MT_IMPL_PYTORCH;
+	bool cast = c->precision == MT_AMP16 && torch_modules(c);
 
 	*attn = cast && !fused_qkv(c) ? (is_mla(c) ? 2 : 3) : 1;
 	*mlp = cast && c->swiglu && !c->experts && !fused_gate_up(c) ? 2 : 1;
+}
+
+/* A layer's linear layers by their input: the attention's (q, k, v), the output
+ * projection's, the MLP's first matrices' and its last one's; and what LoRA's adapters
+ * keep of their own */
+enum { IN_ATTN, IN_O, IN_MLP, IN_DOWN, IN_ADAPTERS };
+
+/* LoRA's adapters on an input: one per adapted matrix, one for a fused q, k and v */
+static int adapters_on(const struct mt_plan_config *c, int in)
+{
+	unsigned m = c->lora_modules ? c->lora_modules : MT_LORA_Q | MT_LORA_V;
+	int qkv = !!(m & MT_LORA_Q) + !!(m & MT_LORA_K) + !!(m & MT_LORA_V);
+	bool mlp = m & MT_LORA_MLP && !c->experts;
+
+	if (!c->lora_rank)
+		return 0;
+	if (in == IN_ATTN)
+		return fused_qkv(c) ? qkv > 0 : qkv;
+	if (in == IN_O)
+		return !!(m & MT_LORA_O);
+	if (in == IN_MLP)
+		return !mlp ? 0 : c->swiglu && !fused_gate_up(c) ? 2 : 1;
+	return in == IN_DOWN && mlp;
+}
+
+/* What a layer's linear layers keep of their inputs for backward, tensor by tensor (bytes
+ * per token, before tp and sp). A trained weight's matmul keeps its input (autocast's copy
+ * for each matrix reading it: input_copies). PyTorch's with a frozen weight keeps none: mm
+ * saves its input only for the weight's gradient. bitsandbytes' quantized one keeps it
+ * (MatMul4Bit's ctx.tensors = (A, B), to release 0.43.1). A LoRA adapter,
+ * lora_B(lora_A(dropout(x))) in PEFT and in LitGPT, keeps x, one tensor for all its
+ * readers, or with dropout (or autocast's cast) its own copy of x and the mask; and A's r
+ * values for B. Megatron's modules have no LoRA: their frozen layers are planned keeping
+ * their inputs, as trained ones. */
+static size_t linear_inputs(const struct mt_plan_config *c, int in, double *n, size_t max)
+{
+	double e = value_bytes(c), h = (double)c->hidden, r = (double)c->lora_rank, attn_in, mlp_in;
+	struct widths w = widths(c);
+	double width = in == IN_ATTN || in == IN_MLP ? h : in == IN_O ? w.o : (double)c->ffn;
+	bool trained = !c->lora_rank || !torch_modules(c), keeps = trained || c->quantize;
+	/* each adapter's own copy of x: dropped, cast by autocast or to the adapters' fp32 */
+	bool own = c->lora_dropout > 0 || c->precision == MT_AMP16 || c->lora_fp32;
+	double ea = c->lora_fp32 ? 4 : e; /* an adapter's values */
+	int adapters = adapters_on(c, in), copies;
+	size_t k = 0;
+
+	if (in == IN_ADAPTERS) {
+		double a_out, padded;
+		litgpt_qkv(c, &a_out, &padded);
+		for (int i = IN_ATTN; i <= IN_DOWN; i++)
+			for (int j = 0; j < adapters_on(c, i) && k < max; j++)
+				n[k++] = ea * (i == IN_ATTN && c->impl == MT_IMPL_LITGPT ? a_out : r);
+		if (c->impl == MT_IMPL_LITGPT && adapters_on(c, IN_ATTN) && padded > 0 && k < max)
+			n[k++] = e * padded;
+		return k;
+	}
+	if (in == IN_DOWN && c->experts)
+		return 0; /* the experts' (layer_kept) */
+	input_copies(c, &attn_in, &mlp_in);
+	keeps = keeps || (adapters && !own);
+	if (in == IN_ATTN && shared_input(c))
+		keeps = keeps || (adapters_on(c, IN_MLP) && !own);
+	if (in == IN_MLP && shared_input(c))
+		keeps = false; /* the attention's input serves */
+	copies = !keeps ? 0 : !trained ? 1 : in == IN_ATTN ? (int)attn_in : in == IN_MLP ? (int)mlp_in : 1;
+	for (int i = 0; i < copies && k < max; i++)
+		n[k++] = (c->fp8 && in != IN_DOWN ? 1 : e) * width;
+	for (int i = 0; own && i < adapters && k + 1 < max; i++) {
+		n[k++] = ea * width;
+		if (c->lora_dropout > 0)
+			n[k++] = width; /* the mask */
+	}
+	return k;
+}
+
+static double input_bytes(const struct mt_plan_config *c, int in)
+{
+	double n[16], sum = 0;
+	size_t k = linear_inputs(c, in, n, 16);
+
+	for (size_t i = 0; i < k; i++)
+		sum += n[i];
+	return sum;
+}
+
+/* What a norm keeps of its input per value: the residual stream's type (fp32 under
+ * autocast), and fp32 where Hugging Face's RMSNorm casts its input up */
+static double norm_kept(const struct mt_plan_config *c)
+{
+	double erep = c->precision == MT_AMP16 ? 4 : value_bytes(c);
+
+	return c->impl == MT_IMPL_PYTORCH && c->rmsnorm ? max2(4, erep) : erep;
+}
+
+/* PyTorch 1.13 to 2.1 keep a mean's input for backward (mean.dim's derivative reads
+ * self.sym_numel(), which autograd's codegen then saved as self: pytorch/pytorch#109876):
+ * an RMSNorm's mean of squares keeps the squares, per value, in the type it computes in */
+static double norm_squares(const struct mt_plan_config *c)
+{
+	if (!torch_modules(c) || !c->rmsnorm || !c->torch || c->torch < 113 || c->torch >= 202)
+		return 0;
+	return norm_kept(c);
 }
 
 /* The keys and values fused attention keeps per token: PyTorch's modules repeat those of
@@ -500,7 +632,7 @@ static void kept_kv(const struct mt_plan_config *c, double *kv, double *vv)
 	struct widths w = widths(c);
 
 	*kv = w.k, *vv = w.v;
-	if (c->impl != MT_IMPL_PYTORCH || c->attention != MT_ATTN_FLASH || is_mla(c))
+	if (!torch_modules(c) || c->attention != MT_ATTN_FLASH || is_mla(c))
 		return;
 	*kv = *vv = w.q;
 	if (fused_qkv(c) && c->query_groups == c->heads)
@@ -511,7 +643,7 @@ static void kept_kv(const struct mt_plan_config *c, double *kv, double *vv)
  * `self`; pytorch/pytorch#65242 dropped it) */
 static bool softmax_keeps_input(const struct mt_plan_config *c)
 {
-	return c->impl == MT_IMPL_PYTORCH && c->torch && c->torch < 111;
+	return torch_modules(c) && c->torch && c->torch < 111;
 }
 
 /* What eager attention keeps per head and key of a token, in bytes, in the order it makes
@@ -537,13 +669,11 @@ static struct kept layer_kept(const struct mt_plan_config *c, enum mt_recompute 
 {
 	double e = value_bytes(c), h = (double)c->hidden, f = (double)c->ffn, a = (double)c->heads;
 	double s = (double)c->seq; /* the attention's keys: the whole sequence, also under cp */
-	bool amp = c->precision == MT_AMP16, pt = c->impl == MT_IMPL_PYTORCH, drop = !c->no_dropout;
-	double erep = amp ? 4 : e;    /* the residual stream: fp32 under autocast */
-	double elin = c->fp8 ? 1 : e; /* a linear layer's saved input */
+	bool pt = torch_modules(c), drop = !c->no_dropout;
 	struct widths w = widths(c);
 	struct kept k = {0};
 	bool moe = c->experts > 0;
-	double mlp = c->swiglu ? (pt ? 4 : 3) : 2, kv, vv, attn_in, mlp_in;
+	double mlp = c->swiglu ? (pt ? 4 : 3) : 2, kv, vv;
 
 	if (rc == MT_RECOMPUTE_FULL) {
 		k.rep = e * h; /* the layer's input only */
@@ -572,21 +702,18 @@ static struct kept layer_kept(const struct mt_plan_config *c, enum mt_recompute 
 		return k;
 	}
 	/* replicated across tensor-parallel ranks: the norms' inputs, the attention's and the
-	 * MLP's inputs (one for both where one norm feeds them in parallel), two dropout masks
-	 * (Korthikanti et al.'s 10 sbh); PyTorch's RMSNorm keeps an fp32 copy of its input */
-	double norm_in = pt && c->rmsnorm ? max2(4, erep) : erep;
-	input_copies(c, &attn_in, &mlp_in);
-	k.rep = layer_norms(c) * norm_in * h + (attn_in + (shared_input(c) ? 0 : mlp_in)) * elin * h +
-		(drop ? 2 * h : 0) + e * w.latent;
-	/* split by tensor parallelism: Q and K, V, the projection's input (kept_kv); PyTorch
-	 * keeps the attention output twice (the kernel's and the projection's contiguous
-	 * input) under fused attention */
+	 * MLP's inputs (linear_inputs), two dropout masks (Korthikanti et al.'s 10 sbh) */
+	k.rep = layer_norms(c) * (norm_kept(c) + norm_squares(c)) * h + input_bytes(c, IN_ATTN) +
+		input_bytes(c, IN_MLP) + (drop ? 2 * h : 0) + e * w.latent;
+	/* split by tensor parallelism: Q and K, V (kept_kv), the projection's input; PyTorch's
+	 * fused attention keeps its output apart from the projection's contiguous input; the
+	 * MLP's values between its matrices, and its last one's input */
 	kept_kv(c, &kv, &vv);
-	k.tp_part = e * (w.q + kv + vv) + elin * w.o;
+	k.tp_part = e * (w.q + kv + vv) + input_bytes(c, IN_O) + input_bytes(c, IN_ADAPTERS);
 	if (c->attention == MT_ATTN_FLASH)
 		k.tp_part += 4 * a + (pt ? e * w.o : 0); /* log-sum-exp in fp32 */
 	if (!moe)
-		k.tp_part += e * mlp * f;
+		k.tp_part += e * (mlp - 1) * f + input_bytes(c, IN_DOWN);
 	if (c->attention == MT_ATTN_EAGER && rc == MT_RECOMPUTE_NONE) {
 		double part[SCORE_PARTS];
 		k.scores = a * s * score_bytes(c, part);
@@ -602,15 +729,6 @@ static struct kept layer_kept(const struct mt_plan_config *c, enum mt_recompute 
 		k.routed = e * topk * h;
 		k.tp_part += e * mlp * (double)c->shared_ffn;
 		k.rep += 4 * (double)c->experts;
-	}
-	if (c->lora_rank && c->quantize) {
-		/* bitsandbytes' 4- and 8-bit matmuls keep their input for backward whenever it
-		 * needs a gradient (MatMul4Bit: ctx.tensors = (A, B)); PyTorch's own matmul with a
-		 * frozen weight keeps none (autograd saves mm's input only for the weight's
-		 * gradient). So a quantized base keeps, beyond a 16-bit one, the inputs of its
-		 * attention and MLP (h each), of the output projection and of the MLP's last */
-		k.rep += 2 * e * h;
-		k.tp_part += e * (w.o + f);
 	}
 	return k;
 }
@@ -749,8 +867,7 @@ static double deepspeed_step(const struct mt_plan_config *c, const struct share 
 {
 	double part = held(c, sh, 1, true);
 
-	if (c->impl != MT_IMPL_PYTORCH || c->zero < 1 || c->fsdp || c->offload_optimizer ||
-	    c->optimizer == MT_NO_OPTIMIZER)
+	if (!torch_modules(c) || c->zero < 1 || c->fsdp || c->offload_optimizer || c->optimizer == MT_NO_OPTIMIZER)
 		return 0;
 	return c->zero >= 3 ? fmin(part, 1e9) : part;
 }
@@ -768,7 +885,7 @@ static enum mt_step step_impl(const struct mt_plan_config *c)
 		return c->optimizer_impl;
 	if (c->paged) /* bitsandbytes' kernels update in place */
 		return MT_STEP_FUSED;
-	if (c->impl != MT_IMPL_PYTORCH || (c->zero >= 1 && !c->fsdp) || c->optimizer == MT_ADAM8BIT)
+	if (!torch_modules(c) || (c->zero >= 1 && !c->fsdp) || c->optimizer == MT_ADAM8BIT)
 		return MT_STEP_LOOP;
 	return c->torch && c->torch < 200 ? MT_STEP_LOOP : MT_STEP_FOREACH;
 }
@@ -826,8 +943,7 @@ static double step_temporaries(const struct mt_plan_config *c, const struct shar
  * makes the gradients views of them. */
 static double ddp_buckets(const struct mt_plan_config *c, const struct share *sh)
 {
-	if (c->impl != MT_IMPL_PYTORCH || sh->dp < 2 || c->zero || c->fsdp || c->bucket_view ||
-	    c->optimizer == MT_NO_OPTIMIZER)
+	if (!torch_modules(c) || sh->dp < 2 || c->zero || c->fsdp || c->bucket_view || c->optimizer == MT_NO_OPTIMIZER)
 		return 0;
 	return grad_bytes(c) * held(c, sh, 2, true);
 }
@@ -953,7 +1069,7 @@ static void moments(const struct mt_plan_config *c, double m[MOMENTS][MT_PLAN_CO
 	}
 
 	struct mt_plan_config none = *c;
-	bool pt = c->impl == MT_IMPL_PYTORCH;
+	bool pt = torch_modules(c);
 	double emb = e * sb * h / (c->sp ? t : 1), lp = (double)c->layer_params / t, flight = in_flight(c);
 	double gathered = 0, cache = 0, root = 0;
 	double acts, temps_bwd = 0, grads_bwd = 0, temps_layer, layer = kept_bytes(c, c->recompute);
@@ -1029,7 +1145,7 @@ static void moments(const struct mt_plan_config *c, double m[MOMENTS][MT_PLAN_CO
  * backward; 4096 KiB x 2 + 16 KiB x 8 each, 32 MiB on Hopper (sm_90). */
 static double cublas_workspaces(const struct mt_plan_config *c)
 {
-	if (c->impl != MT_IMPL_PYTORCH || !c->layers || (c->torch && c->torch < 200))
+	if (!torch_modules(c) || !c->layers || (c->torch && c->torch < 200))
 		return 0;
 	return 2.0 * (c->gpu_arch == 90 ? 32 << 20 : (4096 * 2 + 16 * 8) << 10);
 }
@@ -1248,9 +1364,14 @@ size_t mt_plan_approximations(const struct mt_plan_config *c, const char **out, 
 		bool when;
 		const char *what;
 	} all[] = {
-	    {c->lora_rank && c->layers && c->impl == MT_IMPL_PYTORCH,
-	     "LoRA's frozen linear layers keep their inputs here as trained ones do; PyTorch keeps none for a frozen "
-	     "weight, and an adapter keeps its dropout's output and mask: errs high"},
+	    {c->lora_rank && c->layers && !torch_modules(c),
+	     "Megatron's modules have no LoRA: its frozen layers keep their inputs here as trained ones do: errs high"},
+	    {c->lora_rank && c->quantize && c->layers && torch_modules(c),
+	     "bitsandbytes keeps each quantized layer's input for backward here, as releases before 0.43.2 do; later "
+	     "ones keep none: errs high with them"},
+	    {c->lora_rank && c->layers && c->impl == MT_IMPL_PYTORCH && c->precision == MT_PURE16 && !c->lora_fp32,
+	     "PEFT from 0.12 keeps the adapters in fp32 on a 16-bit base (autocast_adapter_dtype), each with an fp32 "
+	     "copy of its input: --lora-fp32 plans that"},
 	    {c->fsdp && c->layers,
 	     "FSDP is planned as FSDP2 (fully_shard); FSDP1's flat parameters hold about one block's 16-bit copy "
 	     "fewer in forward and one block's fp32 gradient more in backward"},
@@ -1448,7 +1569,11 @@ static size_t trainable_tensors(const struct mt_plan_config *c, double *n, size_
 
 	if (!c->lora_rank)
 		return layer_tensors(c, n, max);
-	if (fused_qkv(c) && m & (MT_LORA_Q | MT_LORA_K | MT_LORA_V))
+	if (c->impl == MT_IMPL_LITGPT && m & (MT_LORA_Q | MT_LORA_K | MT_LORA_V)) {
+		double a_out, padded;
+		litgpt_qkv(c, &a_out, &padded);
+		n[k++] = a_out * h, n[k++] = r * (padded ? padded : w.q + w.k + w.v);
+	} else if (fused_qkv(c) && m & (MT_LORA_Q | MT_LORA_K | MT_LORA_V))
 		n[k++] = r * h, n[k++] = r * (w.q + w.k + w.v);
 	if (!fused_qkv(c) && m & MT_LORA_Q)
 		n[k++] = r * h, n[k++] = r * w.q;
@@ -1467,6 +1592,16 @@ static size_t trainable_tensors(const struct mt_plan_config *c, double *n, size_
 	return k;
 }
 
+/* linear_inputs' tensors, each divided by `parts` */
+static size_t scaled_inputs(const struct mt_plan_config *c, int in, double parts, double *n, size_t max)
+{
+	size_t k = linear_inputs(c, in, n, max);
+
+	for (size_t i = 0; i < k; i++)
+		n[i] /= parts;
+	return k;
+}
+
 /* What one layer keeps for backward, tensor by tensor (bytes per token, before tp and
  * sp): the terms layer_kept adds, with what they do not split into tensors as one. */
 static size_t kept_tensors(const struct mt_plan_config *c, enum mt_recompute rc, double *n, size_t max, size_t *softmax)
@@ -1477,21 +1612,19 @@ static size_t kept_tensors(const struct mt_plan_config *c, enum mt_recompute rc,
 		       k.routed * (double)c->etp / r,
 	       sum = 0;
 	double a = (double)c->heads, s = (double)c->seq, f = (double)c->ffn;
-	bool amp = c->precision == MT_AMP16, drop = !c->no_dropout;
+	bool drop = !c->no_dropout;
 	size_t j = 0;
 
 	*softmax = SIZE_MAX;
 	if (rc == MT_RECOMPUTE_NONE || rc == MT_RECOMPUTE_SELECTIVE) {
 		struct widths w = widths(c);
-		bool pt = c->impl == MT_IMPL_PYTORCH;
-		double norm_in = (pt && c->rmsnorm ? max2(4, amp ? 4 : e) : amp ? 4 : e) * h / r;
-		double elin = c->fp8 ? 1 : e, attn_in, mlp_in;
-		double kv, vv;
+		bool pt = torch_modules(c);
+		double norm_in = norm_kept(c) * h / r, squares = norm_squares(c) * h / r, kv, vv;
 		kept_kv(c, &kv, &vv);
-		input_copies(c, &attn_in, &mlp_in);
 		n[j++] = norm_in;
-		for (int i = 0; i < (int)attn_in; i++)
-			n[j++] = elin * h / r;
+		if (squares > 0)
+			n[j++] = squares;
+		j += scaled_inputs(c, IN_ATTN, r, n + j, max - j);
 		n[j++] = e * w.q / t;
 		n[j++] = e * kv / t;
 		n[j++] = e * vv / t;
@@ -1503,18 +1636,22 @@ static size_t kept_tensors(const struct mt_plan_config *c, enum mt_recompute rc,
 				if (part[i] > 0)
 					n[j++] = a * s * part[i] / t;
 		}
-		n[j++] = elin * w.o / t;
+		j += scaled_inputs(c, IN_O, t, n + j, max - j);
+		j += scaled_inputs(c, IN_ADAPTERS, t, n + j, max - j);
 		if (c->attention == MT_ATTN_FLASH && pt)
 			n[j++] = e * w.o / t;
 		if (drop)
 			n[j++] = h / r;
-		for (int i = 1; i < (int)layer_norms(c); i++)
+		for (int i = 1; i < (int)layer_norms(c); i++) {
 			n[j++] = norm_in;
-		for (int i = 0; i < (shared_input(c) ? 0 : (int)mlp_in); i++)
-			n[j++] = elin * h / r;
+			if (squares > 0)
+				n[j++] = squares;
+		}
+		j += scaled_inputs(c, IN_MLP, r, n + j, max - j);
 		if (!c->experts)
-			for (int i = 0; i < (c->swiglu ? (pt ? 4 : 3) : 2); i++)
+			for (int i = 0; i < (c->swiglu ? (pt ? 4 : 3) : 2) - 1; i++)
 				n[j++] = e * f / t;
+		j += scaled_inputs(c, IN_DOWN, t, n + j, max - j);
 		if (drop)
 			n[j++] = h / r;
 	}
@@ -1556,14 +1693,14 @@ static void scores(struct seq *q, double bytes, const double *kept, bool kept_in
 
 const char *mt_plan_steps(const struct mt_plan_config *c, int steps, const struct mt_plan_sink *sink)
 {
-	enum { MAXT = 32, ALLOC = 0, GATHER = 1, REDUCE = 2 }; /* streams: compute, FSDP's all-gather, reduce-scatter */
+	enum { MAXT = 48, ALLOC = 0, GATHER = 1, REDUCE = 2 }; /* streams: compute, FSDP's all-gather, reduce-scatter */
 	struct seq q = {c, sink, 0};
 	struct share sh = share(c);
 	double e = value_bytes(c), gb = grad_bytes(c), t = (double)c->tp, sb = tokens(c);
 	double h = (double)c->hidden, v = (double)c->vocab;
 	double lt[MAXT], tt[MAXT], kt[MAXT], rt[MAXT];
 	size_t nl, nt, nk, nr, softmax, none_softmax;
-	bool pt = c->impl == MT_IMPL_PYTORCH, fsdp = c->fsdp && sh.dp > 1, kept_in = softmax_keeps_input(c);
+	bool pt = torch_modules(c), fsdp = c->fsdp && sh.dp > 1, kept_in = softmax_keeps_input(c);
 	uint64_t dp1 = c->zero >= 1 || c->fsdp ? sh.dp : 1, dp3 = c->zero >= 3 || c->fsdp ? sh.dp : 1;
 	uint64_t dp2 = c->zero >= 2 || c->fsdp ? sh.dp : 1, m = c->micro_batches ? c->micro_batches : 1;
 	/* micro-batches after the second repeat its allocations: a few stand for any number */

@@ -24,9 +24,11 @@ enum mt_recompute { MT_RECOMPUTE_NONE, MT_RECOMPUTE_SELECTIVE, MT_RECOMPUTE_FULL
 enum mt_offload { MT_OFFLOAD_NONE, MT_OFFLOAD_CPU, MT_OFFLOAD_NVME };
 enum mt_bias { MT_BIAS_ALL, MT_BIAS_QKV, MT_BIAS_NONE, MT_BIAS_MLP };
 enum mt_attention { MT_ATTN_EAGER, MT_ATTN_FLASH };
-/* How the layers are written: Megatron's fused kernels (Korthikanti et al.'s accounting)
- * or PyTorch modules as Hugging Face, torchtitan, LitGPT and torchtune write them. */
-enum mt_impl { MT_IMPL_MEGATRON, MT_IMPL_PYTORCH };
+/* How the layers are written: Megatron's fused kernels (Korthikanti et al.'s accounting);
+ * PyTorch modules as Hugging Face, torchtitan and torchtune write them; LitGPT's own
+ * (lit_gpt/model.py, lora.py: one matrix makes q, k and v, an RMSNorm without an fp32
+ * copy, its own LoRA layers). */
+enum mt_impl { MT_IMPL_MEGATRON, MT_IMPL_PYTORCH, MT_IMPL_LITGPT };
 /* How torch.optim steps (torch/optim/optimizer.py's _default_to_fused_or_foreach):
  * foreach, multi-tensor ops over every parameter of a device and dtype at once (its
  * default on CUDA since PyTorch 2.0); fused, one kernel in place; a tensor at a time.
@@ -57,7 +59,7 @@ extern const char *const mt_plan_optimizer_names[9];
 extern const enum mt_optimizer mt_plan_optimizer_values[8];
 extern const char *const mt_plan_bias_names[5];
 extern const char *const mt_plan_attention_names[3];
-extern const char *const mt_plan_impl_names[3];
+extern const char *const mt_plan_impl_names[4];
 extern const char *const mt_plan_quant_names[5];
 extern const char *const mt_plan_step_names[5];
 
@@ -115,6 +117,8 @@ struct mt_plan_config {
 	bool contiguous_gradients; /* ... kept on the GPU through backward (stages 1-2) or always (3) */
 	uint64_t lora_rank;	   /* LoRA adapters of this rank on a frozen base (0: full training) */
 	unsigned lora_modules;	   /* MT_LORA_* targets; 0: q and v */
+	double lora_dropout;	   /* the adapters' dropout probability (PEFT's lora_dropout) */
+	bool lora_fp32;		   /* the adapters in fp32 on a 16-bit base (PEFT's autocast_adapter_dtype) */
 	enum mt_quant quantize;	   /* the frozen base's storage */
 	double overhead;	   /* framework bytes per GPU: CUDA context, library workspaces */
 	bool nvml;		   /* count what NVML counts: the CUDA context and NCCL's buffers too */

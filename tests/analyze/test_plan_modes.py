@@ -292,14 +292,48 @@ head = plan("--model", LLAMA2, "--precision", "bf16-pure", "--lora-rank", 8, "--
 ok(head["trainable_params"] == 4194304 + 8 * (4096 + 32000) and head["setup"]["lora_modules"] == "qv,head" and
    head["per_gpu_bytes"]["optimizer"] == 2 * 2 * head["trainable_params"],
    "LoRA on the output layer (qv,head): 288,768 more adapters, r x (hidden + vocab), the layer frozen", head)
+# What LoRA keeps for backward, worked out from the modules' source for Llama-2-7B, r 8 on
+# q and v, 16-bit, sdpa (bytes a token and layer, h 4096, f 11008). PEFT's adapters,
+# lora_B(lora_A(dropout(x))): the two read the attention's input x, kept once (no dropout),
+# and keep A's r values each; the frozen q, k, v, o and MLP matrices keep no input (mm
+# saves its input only for the weight's gradient). The rest: two RMSNorms' fp32 inputs (8h),
+# sdpa's q, k, v and output (4 x 2h) and fp32 log-sum-exp (4 x 32 heads), the MLP's gate
+# output, SiLU output and up output (3 x 2f)
+LORA7 = ["--model", LLAMA2, "--precision", "bf16-pure", "--lora-rank", 8, "--lora-modules", "qv", "--seq", 1304,
+         "--micro-batch", 1]
+H, F = 4096, 11008
+BASE = 8 * H + 4 * 2 * H + 4 * 32 + 3 * 2 * F
+kept = {name: plan(*LORA7, *extra)["layer_activation_bytes"] / 1304 for name, extra in (
+    ("peft", []), ("dropout", ["--lora-dropout", 0.05]), ("fp32", ["--lora-fp32"]),
+    ("litgpt", ["--impl", "litgpt", "--lora-dropout", 0.05]), ("nf4", ["--quantize", "nf4"]),
+    ("int8", ["--quantize", "int8"]))}
+ok(kept["peft"] == BASE + 2 * H + 2 * 2 * 8,
+   "LoRA (PEFT): the adapters keep their input once and A's r values; frozen matrices keep no input", kept)
+# with dropout each adapter keeps its own dropped copy and the bool mask; with the adapters
+# in fp32 (PEFT's autocast_adapter_dtype) each keeps its own fp32 cast of x, and A's values
+# are fp32
+ok(kept["dropout"] == BASE + 2 * (2 * H + H) + 2 * 2 * 8 and kept["fp32"] == BASE + 2 * 4 * H + 2 * 4 * 8,
+   "--lora-dropout: a dropped copy and a mask per adapter; --lora-fp32: an fp32 copy of x per adapter", kept)
+# LitGPT (lit_gpt/lora.py at 8641822): RMSNorm without an fp32 copy (2 x 2h); one q, k, v
+# matrix whose output sdpa keeps whole through v's view (3h beside q and k, 2h each: 5 x 2h);
+# one adapter on it, its dropped copy and mask (2h + h), A's 2r values, and B's output for q
+# and v padded by zero_pad's index_copy, which keeps it (2h x 2)
+ok(kept["litgpt"] == 2 * 2 * H + 5 * 2 * H + 2 * H + 4 * 32 + 3 * 2 * F + 3 * H + 2 * 2 * 8 + 2 * 2 * H,
+   "--impl litgpt: its fused q, k, v kept through v, its RMSNorm's 16-bit input, zero_pad's padded B output",
+   kept)
 # bitsandbytes' matmul keeps each quantized linear's input for backward (MatMul4Bit's
-# ctx.tensors = (A, B)) where PyTorch's with a frozen weight keeps none: the attention's,
-# the output projection's, the MLP's and its last matrix's, (3h + f) 16-bit values per
-# token and layer beyond a 16-bit base
-layer = {quant: plan("--model", LLAMA2, "--precision", "bf16-pure", "--lora-rank", 8, "--seq", 1304, "--micro-batch", 1,
-                     "--quantize", quant)["layer_activation_bytes"] for quant in ("none", "nf4", "nf4-dq", "int8")}
-ok(all(layer[k] - layer["none"] == 1304 * 2 * (3 * 4096 + 11008) for k in ("nf4", "nf4-dq", "int8")),
-   "QLoRA: a bitsandbytes base keeps its linear layers' inputs, (3h + f) x 2 bytes a token and layer more", layer)
+# ctx.tensors = (A, B), to 0.43.1): beyond what the adapters keep (the attention's input),
+# the output projection's, the MLP's and its last matrix's, (2h + f) 16-bit values
+ok(all(kept[k] - kept["peft"] == 2 * (2 * H + F) for k in ("nf4", "int8")),
+   "QLoRA: a bitsandbytes base keeps its linear layers' inputs, (2h + f) x 2 bytes a token and layer more", kept)
+lit_params = plan("--model", LLAMA3, "--precision", "bf16-pure", "--lora-rank", 8, "--lora-modules", "qv",
+                  "--impl", "litgpt")
+ok(lit_params["trainable_params"] == 32 * (2 * 8 * 4096 + 8 * (4096 + 1024)),
+   "--impl litgpt: LoRAQKVLinear's A of 2r rows and B of q's and v's widths (Llama-3.1-8B's GQA)", lit_params)
+bad = subprocess.run([MEMTAP, "plan", *map(str, LORA7), "--lora-dropout", "1"], capture_output=True, text=True)
+ok(bad.returncode != 0 and bad.stderr.splitlines()[-1:] == [
+    "memtap: --lora-dropout is a probability from 0 to below 1, for LoRA's adapters (--lora-rank)"],
+   "--lora-dropout 1 is refused in one line", bad.stderr)
 zero2 = per_gpu("--model", LLAMA2, "--precision", "bf16-pure", "--lora-rank", 8, "--zero", 2, "--gpus-per-node", 8)
 ok(zero2["params"] >= 2 * P7, "ZeRO-1/2 do not shard a frozen base", zero2)
 
@@ -471,22 +505,26 @@ ok(p.returncode == 2 and p.stderr.splitlines()[-1:] == [
 # What the plan only approximates is said, with the way it errs; nothing for a plain full
 # fine-tune
 said = {name: plan(*FULL, *args)["approximations"] for name, args in {
-    "full": [], "lora": ["--lora-rank", 8], "qlora fsdp": ["--lora-rank", 8, "--quantize", "nf4", "--fsdp",
-                                                           "--gpus-per-node", 2],
+    "full": [], "lora": ["--lora-rank", 8], "lora fp32": ["--lora-rank", 8, "--lora-fp32"],
+    "litgpt": ["--lora-rank", 8, "--lora-fp32", "--impl", "litgpt"],
+    "megatron": ["--lora-rank", 8, "--impl", "megatron"],
+    "qlora fsdp": ["--lora-rank", 8, "--lora-fp32", "--quantize", "nf4", "--fsdp", "--gpus-per-node", 2],
     "nvml": ["--nvml"]}.items()}
 moe = plan("--model", model("mixtral", {"model_type": "mixtral", "vocab_size": 32000, "hidden_size": 4096,
                                         "num_hidden_layers": 32, "num_attention_heads": 32,
                                         "num_key_value_heads": 8, "intermediate_size": 14336,
                                         "num_local_experts": 8, "num_experts_per_tok": 2}),
            "--seq", 4096, "--micro-batch", 1, "--gpus-per-node", 8, "--zero", 1)["approximations"]
-ok(said["full"] == [] and len(said["lora"]) == 1 and said["lora"][0].endswith("errs high") and
-   len(said["qlora fsdp"]) == 3 and any("FSDP2" in a for a in said["qlora fsdp"]) and
-   any("gathered here as if 16-bit" in a for a in said["qlora fsdp"]) and
+ok(said["full"] == [] and said["lora fp32"] == [] and len(said["lora"]) == 1 and "--lora-fp32" in said["lora"][0] and
+   said["litgpt"] == [] and
+   len(said["megatron"]) == 1 and said["megatron"][0].endswith("errs high") and
+   len(said["qlora fsdp"]) == 3 and any("0.43.2" in a for a in said["qlora fsdp"]) and
+   any("FSDP2" in a for a in said["qlora fsdp"]) and any("gathered here as if 16-bit" in a for a in said["qlora fsdp"]) and
    len(moe) == 1 and moe[0].endswith("may be low") and len(said["nvml"]) == 1 and "published" in said["nvml"][0],
-   "what the plan only approximates is said, each with the way it errs (LoRA's frozen inputs, FSDP1 as FSDP2, "
-   "a quantized base gathered, Megatron's token dispatch, --nvml's figures); nothing for a full fine-tune",
-   (said, moe))
+   "what the plan only approximates is said, each with the way it errs (PEFT's fp32 adapters, Megatron's frozen "
+   "inputs, bitsandbytes' kept inputs, FSDP1 as FSDP2, a quantized base gathered, Megatron's token dispatch, "
+   "--nvml's figures); nothing for a full fine-tune or LitGPT's LoRA", (said, moe))
 text = subprocess.run([MEMTAP, "plan", *map(str, FULL), "--lora-rank", "8"], capture_output=True, text=True).stdout
-ok("approximated (docs/PLAN.md):\n  LoRA's frozen linear layers" in text, "and the text lists them", text)
+ok("approximated (docs/PLAN.md):\n  PEFT from 0.12 keeps the adapters in fp32" in text, "and the text lists them", text)
 
 done()
