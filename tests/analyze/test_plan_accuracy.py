@@ -130,7 +130,7 @@ CASES = [
              "--optimizer", "adam8bit"], 5363, ""),
     ("B1", TT, "Llama-3.1-8B", "8 H100, FSDP2, local batch 2, seq 8192, op-level SAC",
      TITAN + ["--gpus-per-node", 8], 82.4,
-     "within 10%: the replay's cache, 7.3 GiB, made at the loss: the 16-bit logits and their fp32 copy are freed "
+     "within 10%: the replay's cache, 6.2 GiB, made at the loss: the 16-bit logits and their fp32 copy are freed "
      "as the fp32 gradients are made, which the 16-bit block cannot hold (docs/PLAN.md)"),
     ("B4", TT, "Llama-3.1-8B", "128 H100, FSDP2, the same",
      TITAN + ["--gpus-per-node", 8, "--nodes", 16], 67.0, "within 10%: the replay's cache, as B1"),
@@ -138,7 +138,7 @@ CASES = [
      LIT7 + ["--micro-batch", 1], 21.30, ""),
     ("C2", LG, "Llama-2-7b-hf", "the same, base in bnb.nf4",
      LIT7 + ["--micro-batch", 1, "--quantize", "nf4", "--paged"], 14.14,
-     "bitsandbytes' matmul keeps each quantized linear's input, 1.94 GB here, which PyTorch's with a frozen 16-bit "
+     "bitsandbytes' matmul keeps each quantized linear's input, 1.60 GB here, which PyTorch's with a frozen 16-bit "
      "weight does not (docs/PLAN.md)"),
     ("C3", LG, "Llama-2-7b-hf", "the same, bnb.nf4-dq",
      LIT7 + ["--micro-batch", 1, "--quantize", "nf4-dq", "--paged"], 13.84, "as C2"),
@@ -171,7 +171,9 @@ CASES = [
     ("LG1", LG, "phi-1_5", "A100 40 GB, LoRA r 8 on q, v, bf16-true, micro-batch 1, 1044 tokens",
      LIT + ["--seq", 1044, "--micro-batch", 1], 4.82, ""),
     ("LG3", LG, "phi-1_5", "the same, base in bnb.nf4, PagedAdamW", LIT + ["--seq", 1044, "--micro-batch", 1,
-                                                                        "--quantize", "nf4", "--paged"], 3.78, ""),
+                                                                        "--quantize", "nf4", "--paged"], 3.78,
+     "LitGPT's 4-bit rows are 2 to 11% low, what their base keeps beyond its layers' inputs not identified "
+     "(docs/PLAN.md)"),
     ("LG5", LG, "stablelm-base-alpha-3b", "LoRA, micro-batch 4, 1034 tokens",
      LIT + ["--seq", 1034, "--micro-batch", 4], 16.92, ""),
     ("LG7", LG, "Llama-2-13b-hf", "LoRA, micro-batch 1", LIT7 + ["--micro-batch", 1], 38.12, ""),
@@ -197,9 +199,8 @@ HELD = [
      "micro-batch 8", ANSWER + ["--quantize", "nf4-dq", "--micro-batch", 8, "--seq", 2048, "--bucket-view"], 20.94,
      ""),
     ("AA8", AA, "Llama-2-70b-hf", "QLoRA, FSDP with CPU offload, micro-batch 2",
-     [o for o in ANSWER if o != "--reserved"] + ["--fsdp", "--offload-params", "cpu", "--quantize", "nf4-dq",
-                                                 "--micro-batch", 2, "--seq", 2048], 14.92,
-     "planned without the caching allocator's replay (it does not model offload)"),
+     ANSWER + ["--fsdp", "--offload-params", "cpu", "--quantize", "nf4-dq", "--micro-batch", 2, "--seq", 2048],
+     14.92, ""),
     ("LG2", LG, "phi-1_5", "LoRA, micro-batch 4", LIT + ["--seq", 1044, "--micro-batch", 4], 10.68, ""),
     ("LG4", LG, "stablelm-base-alpha-3b", "LoRA, micro-batch 1", LIT + ["--seq", 1034, "--micro-batch", 1], 9.69,
      ""),

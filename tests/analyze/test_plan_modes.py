@@ -322,10 +322,11 @@ ok(kept["litgpt"] == 2 * 2 * H + 5 * 2 * H + 2 * H + 4 * 32 + 3 * 2 * F + 3 * H 
    "--impl litgpt: its fused q, k, v kept through v, its RMSNorm's 16-bit input, zero_pad's padded B output",
    kept)
 # bitsandbytes' matmul keeps each quantized linear's input for backward (MatMul4Bit's
-# ctx.tensors = (A, B), to 0.43.1): beyond what the adapters keep (the attention's input),
-# the output projection's, the MLP's and its last matrix's, (2h + f) 16-bit values
-ok(all(kept[k] - kept["peft"] == 2 * (2 * H + F) for k in ("nf4", "int8")),
-   "QLoRA: a bitsandbytes base keeps its linear layers' inputs, (2h + f) x 2 bytes a token and layer more", kept)
+# ctx.tensors = (A, B), to 0.43.1): beyond what the adapters keep (the attention's input)
+# and sdpa's output (the output projection's), the MLP's and its last matrix's, h + f
+# 16-bit values
+ok(all(kept[k] - kept["peft"] == 2 * (H + F) for k in ("nf4", "int8")),
+   "QLoRA: a bitsandbytes base keeps its linear layers' inputs, (h + f) x 2 bytes a token and layer more", kept)
 lit_params = plan("--model", LLAMA3, "--precision", "bf16-pure", "--lora-rank", 8, "--lora-modules", "qv",
                   "--impl", "litgpt")
 ok(lit_params["trainable_params"] == 32 * (2 * 8 * 4096 + 8 * (4096 + 1024)),
