@@ -1,8 +1,9 @@
 """TAP for the Python tests: ok() for each check, then done() to print the plan and exit;
 scratch() for a temporary directory that goes away when the test passes; read_pty() for
-what a program wrote to a terminal."""
+what a program wrote to a terminal; torch_python() for a Python with PyTorch."""
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 
@@ -29,6 +30,14 @@ def scratch(name):
     """A new temporary directory, removed by done() unless a check failed."""
     _scratch.append(tempfile.mkdtemp(prefix="memtap-%s-" % name))
     return _scratch[-1]
+
+
+def torch_python():
+    """$PYTHON3, else Debian's python3, where it imports torch (python3-torch); else None"""
+    for py in (os.environ.get("PYTHON3"), "/usr/bin/python3"):
+        if py and subprocess.run([py, "-c", "import torch"], capture_output=True).returncode == 0:
+            return py
+    return None
 
 
 def done():

@@ -12,19 +12,12 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.environ["MT_SRCDIR"], "tests"))
-from tap import done, ok  # noqa: E402
+from tap import done, ok, torch_python  # noqa: E402
 
 MEMTAP = os.path.join(os.environ["MT_BUILDDIR"], "tools/memtap/memtap")
 H, HEADS, F, R, VOCAB = 256, 4, 688, 8, 512
 
 COUNT = os.path.join(os.environ["MT_SRCDIR"], "tests/analyze/autograd_count.py")
-
-
-def torch_python():
-    for py in (os.environ.get("PYTHON3"), "/usr/bin/python3"):
-        if py and subprocess.run([py, "-c", "import torch"], capture_output=True).returncode == 0:
-            return py
-    return None
 
 
 PY = torch_python()

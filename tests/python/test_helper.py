@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.environ["MT_SRCDIR"], "tests"))
-from tap import done, ok, scratch  # noqa: E402
+from tap import done, ok, scratch, torch_python  # noqa: E402
 
 B, S = os.environ["MT_BUILDDIR"], os.environ["MT_SRCDIR"]
 MEMTAP = os.path.join(B, "tools/memtap/memtap")
@@ -38,13 +38,6 @@ for st in opt.state.values():
             want.append([t.data_ptr(), t.numel() * t.element_size(), memtap.OPTIMIZER])
 print(json.dumps({"active": memtap.active(), "before": before, "count": n, "marked": marked, "want": want}))
 """
-
-
-def torch_python():
-    for py in (os.environ.get("PYTHON3"), "/usr/bin/python3"):
-        if py and subprocess.run([py, "-c", "import torch"], capture_output=True).returncode == 0:
-            return py
-    return None
 
 
 PY = torch_python()
