@@ -1721,7 +1721,7 @@ const char *mt_plan_steps(const struct mt_plan_config *c, int steps, const struc
 	if (!c->layers || !c->seq)
 		return "the replay needs the architecture and a micro-batch (--layers ..., --seq, --micro-batch)";
 	if (c->pp > 1 || ((c->offload_optimizer || c->offload_params) && !on_host))
-		return "the replay does not model pipeline parallelism or offload, but FSDP's to the CPU";
+		return "the replay does not model pipeline parallelism, or offload other than FSDP's to the CPU";
 	if (c->no_sync)
 		return "the replay does not model FSDP's no_sync accumulation";
 	if (c->layers > 4096)
