@@ -324,6 +324,8 @@ const char *mt_plan_check(struct mt_plan_config *c)
 		return "--lora-dropout is a probability from 0 to below 1, for LoRA's adapters (--lora-rank)";
 	if (c->lora_fp32 && !c->lora_rank)
 		return "--lora-fp32 is for LoRA's adapters (--lora-rank)";
+	if (c->torchao && c->quantize != MT_QUANT_NF4 && c->quantize != MT_QUANT_NF4_DQ)
+		return "--torchao is torchao's NF4: it needs --quantize nf4-dq (or nf4)";
 	if (c->layers) {
 		if (!c->hidden || !c->heads || !c->vocab || !c->seq != !c->micro_batch)
 			return "an architecture needs --hidden, --heads and --vocab besides --layers, and --seq with "
@@ -548,7 +550,8 @@ static int adapters_on(const struct mt_plan_config *c, int in)
  * per token, before tp and sp). A trained weight's matmul keeps its input (autocast's copy
  * for each matrix reading it: input_copies). PyTorch's with a frozen weight keeps none: mm
  * saves its input only for the weight's gradient. bitsandbytes' quantized one keeps it
- * (MatMul4Bit's ctx.tensors = (A, B), to release 0.43.1). A LoRA adapter,
+ * (MatMul4Bit's ctx.tensors = (A, B), to release 0.43.1); torchao's (LinearNF4) keeps
+ * only its 4-bit weight. A LoRA adapter,
  * lora_B(lora_A(dropout(x))) in PEFT and in LitGPT, keeps x, one tensor for all its
  * readers, or with dropout (or autocast's cast) its own copy of x and the mask; and A's r
  * values for B. Megatron's modules have no LoRA: their frozen layers are planned keeping
@@ -558,7 +561,7 @@ static size_t linear_inputs(const struct mt_plan_config *c, int in, double *n, s
 	double e = value_bytes(c), h = (double)c->hidden, r = (double)c->lora_rank, attn_in, mlp_in;
 	struct widths w = widths(c);
 	double width = in == IN_ATTN || in == IN_MLP ? h : in == IN_O ? w.o : (double)c->ffn;
-	bool trained = !c->lora_rank || !torch_modules(c), keeps = trained || c->quantize;
+	bool trained = !c->lora_rank || !torch_modules(c), keeps = trained || (c->quantize && !c->torchao);
 	/* each adapter's own copy of x: dropped, cast by autocast or to the adapters' fp32 */
 	bool own = c->lora_dropout > 0 || c->precision == MT_AMP16 || c->lora_fp32;
 	double ea = c->lora_fp32 ? 4 : e; /* an adapter's values */
@@ -1370,7 +1373,7 @@ size_t mt_plan_approximations(const struct mt_plan_config *c, const char **out, 
 	} all[] = {
 	    {c->lora_rank && c->layers && !torch_modules(c),
 	     "Megatron's modules have no LoRA: its frozen layers keep their inputs here as trained ones do: errs high"},
-	    {c->lora_rank && c->quantize && c->layers && torch_modules(c),
+	    {c->lora_rank && c->quantize && !c->torchao && c->layers && torch_modules(c),
 	     "bitsandbytes keeps each quantized layer's input for backward here, as releases before 0.43.2 do (later "
 	     "ones keep none); LitGPT's published 4-bit runs held 2 to 11% more than planned, for what is not "
 	     "identified: may be low"},

@@ -306,7 +306,7 @@ BASE = 8 * H + 4 * 2 * H + 4 * 32 + 3 * 2 * F
 kept = {name: plan(*LORA7, *extra)["layer_activation_bytes"] / 1304 for name, extra in (
     ("peft", []), ("dropout", ["--lora-dropout", 0.05]), ("fp32", ["--lora-fp32"]),
     ("litgpt", ["--impl", "litgpt", "--lora-dropout", 0.05]), ("nf4", ["--quantize", "nf4"]),
-    ("int8", ["--quantize", "int8"]))}
+    ("int8", ["--quantize", "int8"]), ("torchao", ["--quantize", "nf4-dq", "--torchao"]))}
 ok(kept["peft"] == BASE + 2 * H + 2 * 2 * 8,
    "LoRA (PEFT): the adapters keep their input once and A's r values; frozen matrices keep no input", kept)
 # with dropout each adapter keeps its own dropped copy and the bool mask; with the adapters
@@ -327,6 +327,17 @@ ok(kept["litgpt"] == 2 * 2 * H + 5 * 2 * H + 2 * H + 4 * 32 + 3 * 2 * F + 3 * H 
 # 16-bit values
 ok(all(kept[k] - kept["peft"] == 2 * (H + F) for k in ("nf4", "int8")),
    "QLoRA: a bitsandbytes base keeps its linear layers' inputs, (h + f) x 2 bytes a token and layer more", kept)
+# torchao's LinearNF4 (torchtune's QLoRA) keeps only its 4-bit weight: as a 16-bit base
+ao = plan(*LORA7, "--quantize", "nf4-dq", "--torchao")
+bnb = plan(*LORA7, "--quantize", "nf4-dq")
+ok(kept["torchao"] == kept["peft"] and ao["per_gpu_bytes"]["params"] == bnb["per_gpu_bytes"]["params"] and
+   not any("bitsandbytes" in a for a in ao["approximations"]) and
+   any("bitsandbytes" in a for a in bnb["approximations"]),
+   "--torchao: torchao's NF4 keeps no input, as a 16-bit base; stored as bitsandbytes' nf4-dq", (kept, ao, bnb))
+bad = subprocess.run([MEMTAP, "plan", *map(str, LORA7), "--torchao"], capture_output=True, text=True)
+ok(bad.returncode == 2 and bad.stderr.splitlines()[-1:] == [
+    "memtap: --torchao is torchao's NF4: it needs --quantize nf4-dq (or nf4)"],
+   "--torchao without a 4-bit base is refused in one line", bad.stderr)
 lit_params = plan("--model", LLAMA3, "--precision", "bf16-pure", "--lora-rank", 8, "--lora-modules", "qv",
                   "--impl", "litgpt")
 ok(lit_params["trainable_params"] == 32 * (2 * 8 * 4096 + 8 * (4096 + 1024)),
