@@ -79,12 +79,18 @@ static struct widths widths(const struct mt_plan_config *c)
 	return (struct widths){a * d, (double)c->query_groups * d, (double)c->query_groups * d, a * d, 0};
 }
 
+/* The layers LoRA's adapters train (MT_LORA_*): q and v unless said */
+static unsigned lora_targets(const struct mt_plan_config *c)
+{
+	return c->lora_modules ? c->lora_modules : MT_LORA_Q | MT_LORA_V;
+}
+
 /* LitGPT's one adapter on its fused q, k, v: A makes r values for each of the matrices it
  * adapts, and unless it adapts all three, zero_pad's index_copy keeps B's output (their
  * widths) for backward */
 static void litgpt_qkv(const struct mt_plan_config *c, double *a_out, double *padded)
 {
-	unsigned m = c->lora_modules ? c->lora_modules : MT_LORA_Q | MT_LORA_V;
+	unsigned m = lora_targets(c);
 	struct widths w = widths(c);
 	int n = !!(m & MT_LORA_Q) + !!(m & MT_LORA_K) + !!(m & MT_LORA_V);
 
@@ -214,6 +220,21 @@ static double largest_module(const struct mt_plan_config *c)
 	return m;
 }
 
+/* The one adapter on a fused q, k, v (its A's and B's values): PEFT's on the whole matrix,
+ * LitGPT's LoRAQKVLinear (litgpt_qkv); false where there is none */
+static bool qkv_adapter(const struct mt_plan_config *c, double *a, double *b)
+{
+	double r = (double)c->lora_rank, h = (double)c->hidden, a_out, padded;
+	struct widths w = widths(c);
+
+	if (!fused_qkv(c) || !(lora_targets(c) & (MT_LORA_Q | MT_LORA_K | MT_LORA_V)))
+		return false;
+	litgpt_qkv(c, &a_out, &padded);
+	*a = (c->impl == MT_IMPL_LITGPT ? a_out : r) * h;
+	*b = r * (c->impl == MT_IMPL_LITGPT && padded ? padded : w.q + w.k + w.v);
+	return true;
+}
+
 /* The adapters of a MoE layer's MLPs: PEFT wraps every expert's matrices (Mixtral's w1,
  * w2, w3, Qwen-MoE's and DeepSeek's gate/up/down_proj) and the shared experts', not the
  * router */
@@ -228,19 +249,15 @@ static double lora_moe_mlp(const struct mt_plan_config *c)
 /* LoRA adapters: rank x (in + out) per adapted matrix, per layer */
 static double lora_params(const struct mt_plan_config *c)
 {
-	double h = (double)c->hidden, r = (double)c->lora_rank, f = (double)c->ffn, per = 0, mlp = 0;
+	double h = (double)c->hidden, r = (double)c->lora_rank, f = (double)c->ffn, per = 0, mlp = 0, a, b;
 	double layers = (double)c->layers, dense = c->experts ? (double)c->dense_layers : layers;
-	unsigned m = c->lora_modules ? c->lora_modules : MT_LORA_Q | MT_LORA_V;
+	unsigned m = lora_targets(c);
 	struct widths w = widths(c);
 
 	if (!c->lora_rank)
 		return 0;
-	if (c->impl == MT_IMPL_LITGPT && m & (MT_LORA_Q | MT_LORA_K | MT_LORA_V)) { /* LoRAQKVLinear */
-		double a_out, padded;
-		litgpt_qkv(c, &a_out, &padded);
-		per += a_out * h + r * (padded ? padded : w.q + w.k + w.v);
-	} else if (fused_qkv(c) && m & (MT_LORA_Q | MT_LORA_K | MT_LORA_V)) /* one module: one adapter */
-		per += r * (h + w.q + w.k + w.v);
+	if (qkv_adapter(c, &a, &b)) /* one module: one adapter */
+		per += a + b;
 	if (!fused_qkv(c) && m & MT_LORA_Q)
 		per += r * (h + w.q);
 	if (!fused_qkv(c) && m & MT_LORA_K)
@@ -531,7 +548,7 @@ enum { IN_ATTN, IN_O, IN_MLP, IN_DOWN, IN_ADAPTERS };
 /* LoRA's adapters on an input: one per adapted matrix, one for a fused q, k and v */
 static int adapters_on(const struct mt_plan_config *c, int in)
 {
-	unsigned m = c->lora_modules ? c->lora_modules : MT_LORA_Q | MT_LORA_V;
+	unsigned m = lora_targets(c);
 	int qkv = !!(m & MT_LORA_Q) + !!(m & MT_LORA_K) + !!(m & MT_LORA_V);
 	bool mlp = m & MT_LORA_MLP && !c->experts;
 
@@ -551,11 +568,10 @@ static int adapters_on(const struct mt_plan_config *c, int in)
  * for each matrix reading it: input_copies). PyTorch's with a frozen weight keeps none: mm
  * saves its input only for the weight's gradient. bitsandbytes' quantized one keeps it
  * (MatMul4Bit's ctx.tensors = (A, B), to release 0.43.1); torchao's (LinearNF4) keeps
- * only its 4-bit weight. A LoRA adapter,
- * lora_B(lora_A(dropout(x))) in PEFT and in LitGPT, keeps x, one tensor for all its
- * readers, or with dropout (or autocast's cast) its own copy of x and the mask; and A's r
- * values for B. Megatron's modules have no LoRA: their frozen layers are planned keeping
- * their inputs, as trained ones. */
+ * only its 4-bit weight. A LoRA adapter, lora_B(lora_A(dropout(x))) in PEFT and in
+ * LitGPT, keeps x, one tensor for all its readers, or with dropout (or autocast's cast)
+ * its own copy of x and the mask; and A's r values for B. Megatron's modules have no LoRA: their frozen layers are
+ * planned keeping their inputs, as trained ones. */
 static size_t linear_inputs(const struct mt_plan_config *c, int in, double *n, size_t max)
 {
 	double e = value_bytes(c), h = (double)c->hidden, r = (double)c->lora_rank, attn_in, mlp_in;
@@ -1570,19 +1586,15 @@ static size_t layer_tensors(const struct mt_plan_config *c, double *n, size_t ma
 /* The step's trainable tensors per layer (LoRA: each adapter's two matrices) */
 static size_t trainable_tensors(const struct mt_plan_config *c, double *n, size_t max)
 {
-	double r = (double)c->lora_rank, h = (double)c->hidden, f = (double)c->ffn;
-	unsigned m = c->lora_modules ? c->lora_modules : MT_LORA_Q | MT_LORA_V;
+	double r = (double)c->lora_rank, h = (double)c->hidden, f = (double)c->ffn, a, b;
+	unsigned m = lora_targets(c);
 	struct widths w = widths(c);
 	size_t k = 0;
 
 	if (!c->lora_rank)
 		return layer_tensors(c, n, max);
-	if (c->impl == MT_IMPL_LITGPT && m & (MT_LORA_Q | MT_LORA_K | MT_LORA_V)) {
-		double a_out, padded;
-		litgpt_qkv(c, &a_out, &padded);
-		n[k++] = a_out * h, n[k++] = r * (padded ? padded : w.q + w.k + w.v);
-	} else if (fused_qkv(c) && m & (MT_LORA_Q | MT_LORA_K | MT_LORA_V))
-		n[k++] = r * h, n[k++] = r * (w.q + w.k + w.v);
+	if (qkv_adapter(c, &a, &b))
+		n[k++] = a, n[k++] = b;
 	if (!fused_qkv(c) && m & MT_LORA_Q)
 		n[k++] = r * h, n[k++] = r * w.q;
 	if (!fused_qkv(c) && m & MT_LORA_K)
