@@ -323,6 +323,12 @@ const char *mt_plan_check(struct mt_plan_config *c)
 		return "optimizer offload needs ZeRO stage 1, 2 or 3 (DeepSpeed does not offload at stage 0)";
 	if (c->fsdp && c->zero)
 		return "FSDP and ZeRO are two ways of sharding: give one (--fsdp, or --zero)";
+	if (c->fsdp1 && !c->fsdp)
+		return "--fsdp1 says which FSDP: it needs --fsdp";
+	if (c->orig_params && (!c->fsdp1 || !c->lora_rank || c->quantize))
+		return "--orig-params is FSDP1's use_orig_params with LoRA's adapters inside the blocks' units: it "
+		       "needs "
+		       "--fsdp1 and --lora-rank, on a base that is not quantized";
 	if (c->no_sync && (!c->fsdp || c->micro_batches < 2))
 		return "--no-sync is FSDP's gradient accumulation: it needs --fsdp and --micro-batches of 2 or more";
 	if (c->paged && ((c->optimizer != MT_ADAM && c->optimizer != MT_ADAM8BIT && c->optimizer != MT_LION) ||
@@ -498,6 +504,12 @@ static double optimizer_bytes(const struct mt_plan_config *c)
 	}
 }
 
+/* A frozen value not quantized (a LoRA base's, or its tables under quantization) */
+static double unquantized_bytes(const struct mt_plan_config *c)
+{
+	return c->precision == MT_FP32 || c->precision == MT_AMP16 ? 4 : 2;
+}
+
 /* a frozen base parameter (LoRA): linear weights quantized, the rest at the value's bytes */
 static double frozen_bytes(const struct mt_plan_config *c)
 {
@@ -509,7 +521,7 @@ static double frozen_bytes(const struct mt_plan_config *c)
 	case MT_QUANT_NF4_DQ: /* the absmax quantized to 8 bits per 64, with an fp32 scale per 256 blocks */
 		return 0.5 + 1.0 / 64 + 4.0 / (64 * 256);
 	default:
-		return c->precision == MT_FP32 || c->precision == MT_AMP16 ? 4 : 2;
+		return unquantized_bytes(c);
 	}
 }
 
@@ -822,6 +834,14 @@ static const char *const moment_names[MOMENTS] = {"backward start", "backward of
 						  "backward of the first layer", "optimizer step",
 						  "loading the model: a weight's 16-bit copy as it is quantized"};
 
+/* The moment's name: loading under FSDP1 is its wrap (fsdp1_unit) */
+static const char *moment_name(const struct mt_plan_config *c, int at)
+{
+	if (at == AT_LOADING && c->fsdp1)
+		return "wrapping the model in FSDP1: a unit moved to the GPU whole and flattened";
+	return moment_names[at];
+}
+
 /* Loading a quantized base is a moment of its own: bitsandbytes' Params4bit._quantize
  * (and Int8Params') takes each weight to the GPU in 16 bits (self.data.contiguous().to
  * (device)) and quantizes it there, the copy freed to the cache after. Planned where each
@@ -870,6 +890,17 @@ static double held(const struct mt_plan_config *c, const struct share *s, int st
 	if (trainable && c->lora_rank)
 		return shard(s->trainable, sharded ? s->dp : 1);
 	return shard(s->dense, sharded ? s->dp : 1) + shard(s->expert, sharded ? s->edp : 1);
+}
+
+/* FSDP1's use_orig_params=True with LoRA's adapters inside the blocks' units: each block's
+ * flat gradient covers its frozen values too (PyTorch's FSDP docs: "the gradient memory
+ * usage will be higher than expected (namely, equivalent to not freezing those
+ * parameters)"). The frozen values this GPU then holds gradients of. */
+static double graded_frozen(const struct mt_plan_config *c, const struct share *s)
+{
+	if (!c->orig_params)
+		return 0;
+	return shard((double)c->layers * (double)c->layer_params / (double)(c->tp * c->pp), s->dp);
 }
 
 /* ZeRO-Offload reduces gradients bucket by bucket into the optimizer's memory: the GPU
@@ -1024,6 +1055,53 @@ static double dispatch_buffer(const struct mt_plan_config *c)
 	return value_bytes(c) * tokens(c) / r * (double)(c->etp * c->ep) * (double)c->hidden;
 }
 
+/* FSDP1 wraps the model a unit at a time, the blocks (and the adapters, their own units)
+ * before the root (_init_utils.py, _init_param_handle_from_module): it moves the unit's
+ * parameters to the GPU (from the host, or to_empty from the meta device), flattens them
+ * into one new tensor (flat_param.py's flatten_tensors_into_flat_param: torch.cat), and
+ * shards that, freeing the whole: the largest unit's bytes twice, left in the cache. The
+ * largest unit's bytes: a block's, or the root's tables. */
+static double fsdp1_unit(const struct mt_plan_config *c)
+{
+	double t = (double)c->tp, stored = stored_bytes(c), lp = (double)c->layer_params / t;
+	double root =
+	    (c->lora_rank ? unquantized_bytes(c) : stored) * (tables(c) / t + (double)positions(c) * (double)c->hidden);
+	double block = (c->lora_rank ? frozen_bytes(c) : stored) * lp +
+		       (c->orig_params ? stored * (double)c->trainable / (double)c->layers / t : 0);
+
+	return max2(root, block);
+}
+
+/* FSDP1's CPU offload: a unit's pre-unshard copies its shard to the GPU (flat_param.py's
+ * pre_unshard: flat_param_to(device), "a new tensor"), the all-gather's input, until it
+ * reshards back to the host's _local_shard. The bytes of one. */
+static double fsdp1_local(const struct mt_plan_config *c, const struct share *sh)
+{
+	if (!c->fsdp1 || c->offload_params != MT_OFFLOAD_CPU)
+		return 0;
+	return value_bytes(c) * shard((double)c->layer_params / (double)c->tp, sh->dp);
+}
+
+/* A quantized base's matmuls each dequantize their weight to 16 bits, in forward and for
+ * the input's gradient in backward (bitsandbytes' MatMul4Bit: F.dequantize_4bit(B,
+ * ...).to(A.dtype); MatMul8bitLt's CB.to(dtype_A); torchao's linear_nf4: weight.to
+ * (dtype)), freed after the product: the largest of them, a temporary of each layer. */
+static double dequantized(const struct mt_plan_config *c)
+{
+	return c->quantize && c->layers ? value_bytes(c) * largest_quantized(c) / (double)c->tp : 0;
+}
+
+/* A unit's backward under FSDP: its unsharded gradient in the compute type, and what the
+ * reduce-scatter reads or writes. FSDP2 (torchtitan's reduce_dtype fp32) reduces an fp32
+ * copy; FSDP1 reduces the gradient itself (flat_param.py: a param_dtype without a
+ * reduce_dtype reduces in it, as Accelerate and Lightning set) into a new shard. */
+static double fsdp_reduced(const struct mt_plan_config *c, const struct share *sh, double values)
+{
+	double e = value_bytes(c);
+
+	return c->fsdp1 ? e * (values + shard(values, sh->dp)) : (e + 4) * values;
+}
+
 /* Each moment's components, unscaled. */
 static void moments(const struct mt_plan_config *c, double m[MOMENTS][MT_PLAN_COMPONENTS], double *cpu, double *nvme)
 {
@@ -1032,7 +1110,7 @@ static void moments(const struct mt_plan_config *c, double m[MOMENTS][MT_PLAN_CO
 	double h = (double)c->hidden, v = (double)c->vocab, sb = tokens(c);
 	bool sharded2 = c->fsdp || c->zero >= 2, offload_grads = offloads_grads(c);
 	double params = stored_bytes(c) * held(c, &sh, 3, true);
-	double grads = gb * held(c, &sh, 2, true);
+	double grads = gb * (held(c, &sh, 2, true) + graded_frozen(c, &sh));
 	double optim = optimizer_bytes(c) * held(c, &sh, 1, true) * (1 - paged_part(c));
 	double keep = 0, *to;
 
@@ -1044,8 +1122,7 @@ static void moments(const struct mt_plan_config *c, double m[MOMENTS][MT_PLAN_CO
 		if (c->quantize && c->layers) /* sharded as the base is, by ZeRO-3 and FSDP */
 			rest = fmin(base, shard((tables(c) + (double)positions(c) * h) / t,
 						c->fsdp || c->zero >= 3 ? sh.dp : 1));
-		params += frozen_bytes(c) * (base - rest) +
-			  (c->precision == MT_FP32 || c->precision == MT_AMP16 ? 4 : 2) * rest;
+		params += frozen_bytes(c) * (base - rest) + unquantized_bytes(c) * rest;
 	}
 	if (c->fp8 && c->layers) /* fp8 copies of the blocks' linear weights, cached for the step */
 		params += held(c, &sh, 3, false) * (1 - tables(c) / (double)c->params);
@@ -1055,7 +1132,7 @@ static void moments(const struct mt_plan_config *c, double m[MOMENTS][MT_PLAN_CO
 		*to += optim * (double)c->gpus_per_node;
 		optim = 0;
 		if (offload_grads)
-			*to += 4 * held(c, &sh, 2, true) * (double)c->gpus_per_node;
+			*to += 4 * (held(c, &sh, 2, true) + graded_frozen(c, &sh)) * (double)c->gpus_per_node;
 	}
 	if (c->offload_params) {
 		to = c->offload_params == MT_OFFLOAD_NVME ? nvme : cpu;
@@ -1066,7 +1143,7 @@ static void moments(const struct mt_plan_config *c, double m[MOMENTS][MT_PLAN_CO
 	for (int i = 0; i < AT_LOADING; i++)
 		m[i][MT_PLAN_PARAMS] = params, m[i][MT_PLAN_OPTIMIZER] = optim;
 	m[AT_LOADING][MT_PLAN_PARAMS] = params; /* its adapters come after it, and are small */
-	m[AT_LOADING][MT_PLAN_TEMPORARIES] = 2 * largest_quantized(c) / t;
+	m[AT_LOADING][MT_PLAN_TEMPORARIES] = c->fsdp1 ? 2 * fsdp1_unit(c) : 2 * largest_quantized(c) / t;
 	if (offload_grads) /* DeepSpeed's bucket, never more than the gradients it holds; FSDP
 			    * moves each block's reduced shard to the host (its unsharded
 			    * gradient is a temporary of the block's backward) */
@@ -1097,6 +1174,7 @@ static void moments(const struct mt_plan_config *c, double m[MOMENTS][MT_PLAN_CO
 	double gathered = 0, cache = 0, root = 0;
 	double acts, temps_bwd = 0, grads_bwd = 0, temps_layer, layer = kept_bytes(c, c->recompute);
 	double trainable_layer = c->lora_rank ? (double)c->trainable / (double)c->layers / t : lp;
+	double graded_layer = trainable_layer + (c->orig_params ? lp : 0); /* values with a gradient */
 	double out_grad = c->lora_rank || c->classifier ? 0 : v * vocab_width(c) / t;
 
 	none.recompute = MT_RECOMPUTE_NONE;
@@ -1106,7 +1184,7 @@ static void moments(const struct mt_plan_config *c, double m[MOMENTS][MT_PLAN_CO
 	if (c->zero >= 3 && sh.dp > 1)
 		gathered = e * lp;
 	if (c->fsdp && sh.dp > 1) {
-		gathered = 2 * e * lp;
+		gathered = 2 * (e * lp + fsdp1_local(c, &sh));
 		root = e * tables(c) / t + e * out_grad;
 	}
 	/* autocast keeps the 16-bit copy of every weight a matrix multiply used until that
@@ -1145,8 +1223,8 @@ static void moments(const struct mt_plan_config *c, double m[MOMENTS][MT_PLAN_CO
 	 * gathered (ZeRO-3) and its gradient in a full-size bucket (ZeRO-2/3) */
 	temps_layer = kept_bytes(&none, MT_RECOMPUTE_NONE) - layer + emb + e * sb * (double)c->ffn / t + gathered +
 		      root + (c->zero >= 2 && sh.dp > 1 ? e * trainable_layer : 0) +
-		      (c->fsdp && sh.dp > 1 ? (e + 4) * trainable_layer : 0);
-	m[AT_LAST_LAYER][MT_PLAN_GRADS] = max2(grads_bwd + gb * shard(trainable_layer, sharded2 ? sh.dp : 1), keep);
+		      (c->fsdp && sh.dp > 1 ? fsdp_reduced(c, &sh, graded_layer) : 0) + dequantized(c);
+	m[AT_LAST_LAYER][MT_PLAN_GRADS] = max2(grads_bwd + gb * shard(graded_layer, sharded2 ? sh.dp : 1), keep);
 	if (offload_grads)
 		m[AT_LAST_LAYER][MT_PLAN_GRADS] = grads;
 	m[AT_LAST_LAYER][MT_PLAN_TEMPORARIES] = temps_layer;
@@ -1203,7 +1281,7 @@ static double nccl_buffers(const struct mt_plan_config *c)
 static void table(const struct mt_plan_config *c, double m[MOMENTS][MT_PLAN_COMPONENTS], double *cpu, double *nvme,
 		  int *first, int *last)
 {
-	*last = !c->layers ? AT_OPTIMIZER + 1 : loads_quantized(c) ? MOMENTS : AT_LOADING;
+	*last = !c->layers ? AT_OPTIMIZER + 1 : loads_quantized(c) || c->fsdp1 ? MOMENTS : AT_LOADING;
 	*first = c->layers ? 0 : AT_OPTIMIZER;
 	memset(m, 0, sizeof(double) * MOMENTS * MT_PLAN_COMPONENTS);
 	struct share sh = share(c);
@@ -1247,7 +1325,7 @@ void mt_plan_compute(const struct mt_plan_config *c, const struct mt_plan_scale 
 		if (total > out->total) {
 			memcpy(out->bytes, m[i], sizeof(out->bytes));
 			out->total = total;
-			out->moment = moment_names[i];
+			out->moment = moment_name(c, i);
 		}
 	}
 }
@@ -1270,7 +1348,7 @@ void mt_plan_calibrate(const struct mt_plan_config *run, const double measured[M
 		if (apart < best)
 			best = apart, at = i;
 	}
-	*s = (struct mt_plan_scale){.other = other, .moment = moment_names[at]};
+	*s = (struct mt_plan_scale){.other = other, .moment = moment_name(run, at)};
 	memcpy(s->at, m[at], sizeof s->at);
 	for (int j = 0; j < MT_PLAN_COMPONENTS; j++)
 		total += measured[j];
@@ -1371,8 +1449,11 @@ void mt_plan_describe(const struct mt_plan_config *c, char *buf, size_t len)
 	if (softmax_keeps_input(c))
 		snprintf(torch, sizeof torch, ", PyTorch %llu.%llu (softmax keeps its input)",
 			 (unsigned long long)(c->torch / 100), (unsigned long long)(c->torch % 100));
-	snprintf(extra, sizeof extra, "%s%s%s%s%s%s%s", c->fsdp ? ", FSDP" : "", c->fp8 ? ", fp8" : "",
-		 c->lora_rank ? ", LoRA" : "", c->quantize ? " on a quantized base" : "",
+	snprintf(extra, sizeof extra, "%s%s%s%s%s%s%s",
+		 c->fsdp1  ? ", FSDP1"
+		 : c->fsdp ? ", FSDP"
+			   : "",
+		 c->fp8 ? ", fp8" : "", c->lora_rank ? ", LoRA" : "", c->quantize ? " on a quantized base" : "",
 		 c->offload_optimizer ? ", optimizer offloaded" : "", c->offload_params ? ", params offloaded" : "",
 		 torch);
 	snprintf(buf, len, "%s, %s, ZeRO-%d, %llu GPU%s (dp %llu x tp %llu x pp %llu%s%s)%s%s",
@@ -1396,11 +1477,15 @@ size_t mt_plan_approximations(const struct mt_plan_config *c, const char **out, 
 	    {c->lora_rank && c->layers && c->impl == MT_IMPL_PYTORCH && c->precision == MT_PURE16 && !c->lora_fp32,
 	     "PEFT from 0.12 keeps the adapters in fp32 on a 16-bit base (autocast_adapter_dtype), each with an fp32 "
 	     "copy of its input: --lora-fp32 plans that"},
-	    {c->fsdp && c->layers,
-	     "FSDP is planned as FSDP2 (fully_shard); FSDP1's flat parameters hold about one block's 16-bit copy "
-	     "fewer in forward and one block's fp32 gradient more in backward"},
+	    {c->fsdp && !c->fsdp1 && c->layers,
+	     "FSDP is planned as FSDP2 (fully_shard): --fsdp1 plans FSDP1's FullyShardedDataParallel (one unit "
+	     "gathered in forward, gradients reduced in 16 bits)"},
 	    {c->quantize && c->layers && (c->fsdp || c->zero >= 3),
-	     "the quantized base is gathered here as if 16-bit, and its loading is not planned: errs high"},
+	     "the quantized base is gathered here as if 16-bit: FSDP-QLoRA gathers its packed 4 bits, but Answer.AI's "
+	     "published runs held more than that predicts, for what is not identified"},
+	    {c->quantize && c->layers && !c->fsdp1 && (c->fsdp || c->zero >= 3),
+	     "a quantized base's loading under ZeRO-3 or FSDP2 is not planned (--fsdp1 plans FSDP1's wrap): may be "
+	     "low"},
 	    {c->experts && c->layers,
 	     "the token dispatch keeps each routed token's copy here, gathered over the expert tensor-parallel "
 	     "ranks, and Megatron's all-gather dispatcher its buffer of every rank's tokens; the dispatchers' "
@@ -1691,6 +1776,59 @@ static double chunk_values(const struct mt_plan_config *c, uint64_t k, double pe
 	return n * (double)c->micro_batch * (double)c->vocab / (double)c->tp;
 }
 
+/* FSDP1's wrap of a unit of n tensors of these bytes (fsdp1_unit): moved to the GPU whole,
+ * flattened into one tensor, sharded; with CPU offload the shard then goes to the host */
+static void fsdp1_wrap(struct seq *q, const double *bytes, size_t n, uint64_t dp, bool host)
+{
+	enum { ALLOC = 0, MAXW = 128 };
+	uint32_t id[MAXW] = {0}, flat, sharded;
+	double whole = 0;
+
+	for (size_t i = 0; i < n && i < MAXW; i++) {
+		id[i] = seq_alloc(q, bytes[i], ALLOC);
+		whole += bytes[i];
+	}
+	flat = seq_alloc(q, whole, ALLOC);
+	for (size_t i = 0; i < n && i < MAXW; i++)
+		seq_free(q, &id[i]);
+	sharded = seq_alloc(q, shard(whole, dp), ALLOC);
+	seq_free(q, &flat);
+	if (host)
+		seq_free(q, &sharded);
+}
+
+/* A unit gathered ([0]) under ZeRO-3 or FSDP, with the copy of its shard the all-gather
+ * reads ([1], fsdp1_local), unless gathered already; and both freed as it reshards */
+static void gather_unit(struct seq *q, uint32_t unit[2], double bytes, double local)
+{
+	enum { GATHER = 1 };
+
+	if (unit[0])
+		return;
+	unit[1] = seq_alloc(q, local, GATHER);
+	unit[0] = seq_alloc(q, bytes, GATHER);
+}
+
+static void reshard_unit(struct seq *q, uint32_t unit[2])
+{
+	seq_free(q, &unit[0]);
+	seq_free(q, &unit[1]);
+}
+
+/* A layer's quantized matmuls, each weight dequantized to 16 bits for its product and
+ * freed after it (dequantized) */
+static void dequantize(struct seq *q, const double *lt, size_t nl)
+{
+	enum { ALLOC = 0 };
+	double h = (double)q->c->hidden, t = (double)q->c->tp;
+
+	for (size_t i = 0; q->c->quantize && i < nl; i++)
+		if (lt[i] >= 64 * h) { /* a matrix, not a norm or a bias */
+			uint32_t w = seq_alloc(q, value_bytes(q->c) * lt[i] / t, ALLOC);
+			seq_free(q, &w);
+		}
+}
+
 /* Eager attention's scores beside those kept, each a new tensor freed by the next:
  * forward makes q·kᵀ, scales it and adds the mask before the softmax output (`kept`,
  * Hugging Face's BertSelfAttention, GPT-2's _attn); backward makes the gradients of the
@@ -1730,7 +1868,8 @@ const char *mt_plan_steps(const struct mt_plan_config *c, int steps, const struc
 	if (m > 4)
 		m = 4;
 	double emb = e * sb * h / (c->sp ? t : 1), head = tables(c);
-	double trainable_layer = 0, lp = (double)c->layer_params / t, dropped = 0, scores_tok = 0;
+	double trainable_layer = 0, graded_layer, lp = (double)c->layer_params / t, dropped = 0, scores_tok = 0;
+	double local = fsdp1_local(c, &sh);
 	uint64_t layers = c->layers;
 
 	if (!c->layers || !c->seq)
@@ -1747,9 +1886,13 @@ const char *mt_plan_steps(const struct mt_plan_config *c, int steps, const struc
 		return "the replay takes at most 4096 chunks of the loss";
 	nl = layer_tensors(c, lt, MAXT);
 	nt = trainable_tensors(c, tt, MAXT);
+	if (c->fsdp1 && !c->lora_rank) /* FSDP1's flat parameter: a block's values in one tensor */
+		for (; nt > 1; nt--)
+			tt[0] += tt[nt - 1];
 	nk = kept_tensors(c, c->recompute, kt, MAXT, &softmax);
 	for (size_t i = 0; i < nt; i++)
 		trainable_layer += tt[i] / t;
+	graded_layer = trainable_layer + (c->orig_params ? lp : 0);
 	if (c->attention == MT_ATTN_EAGER)
 		scores_tok = (double)c->heads * (double)c->seq * e / t;
 	/* what recomputation makes again: the layer's tensors, in forward order, up to what
@@ -1785,10 +1928,29 @@ const char *mt_plan_steps(const struct mt_plan_config *c, int steps, const struc
 
 	/* the model: the embedding (and output layer), then each layer's tensors */
 	double stored = stored_bytes(c), base = c->lora_rank ? frozen_bytes(c) : stored;
-	double emb_stored = c->lora_rank ? (c->precision == MT_FP32 || c->precision == MT_AMP16 ? 4 : 2) : stored;
-	if (!on_host)
+	double emb_stored = c->lora_rank ? unquantized_bytes(c) : stored;
+	for (uint64_t l = 0; l < layers && c->fsdp1; l++) { /* FSDP1's wrap, the root's last */
+		double unit[2 * MAXT];
+		size_t n = 0;
+		for (size_t i = 0; i < nl; i++)
+			unit[n++] = base * lt[i] / t;
+		for (size_t i = 0; c->lora_rank && i < nt; i++) /* in the block's unit, or their own */
+			if (c->orig_params)
+				unit[n++] = stored * tt[i] / t;
+			else
+				fsdp1_wrap(&q, (double[]){stored * tt[i] / t}, 1, dp3, on_host);
+		fsdp1_wrap(&q, unit, n, dp3, on_host);
+	}
+	if (c->fsdp1) {
+		double table = emb_stored * (double)c->vocab * vocab_width(c) / t;
+		double root[] = {table, c->untied ? table : 0,
+				 emb_stored * (head / t + positions(c) * h) - table * (c->untied ? 2 : 1)};
+		fsdp1_wrap(&q, root, 3, dp3, on_host);
+	} else if (!on_host) {
 		seq_alloc(&q, emb_stored * shard(head / t + positions(c) * h, dp3), ALLOC);
-	for (uint64_t l = 0; l < layers && !on_host; l++) { /* a frozen base too is sharded by ZeRO-3 and FSDP */
+	}
+	for (uint64_t l = 0; l < layers && !on_host && !c->fsdp1;
+	     l++) { /* a frozen base too is sharded by ZeRO-3 and FSDP */
 		for (size_t i = 0; i < nl; i++) {
 			/* a weight quantized as it loads (not a vector: a norm, the biases) */
 			bool quantized = loads_quantized(c) && lt[i] >= 64 * h;
@@ -1810,7 +1972,7 @@ const char *mt_plan_steps(const struct mt_plan_config *c, int steps, const struc
 
 	for (int step = 0; step < steps; step++) {
 		for (uint64_t mb = 0; mb < m; mb++) {
-			uint32_t emb_out, root = 0, root_grad = 0, gather[2] = {0}, head_in[3] = {0};
+			uint32_t emb_out, root = 0, root_grad = 0, gather[2][2] = {{0}}, head_in[3] = {0};
 			/* forward */
 			emb_out = seq_alloc(&q, emb, ALLOC);
 			if (fsdp) /* the root unit: embedding and output layer, gathered through the backward */
@@ -1818,12 +1980,11 @@ const char *mt_plan_steps(const struct mt_plan_config *c, int steps, const struc
 			for (uint64_t l = 0; l < layers; l++) {
 				uint32_t *a = acts + l * MAXT, *cc = cast + l * MAXT, tmp[MAXT] = {0};
 				if (fsdp) { /* this block gathered, the next prefetched */
-					if (!gather[l % 2])
-						gather[l % 2] = seq_alloc(&q, e * lp, GATHER);
-					if (l + 1 < layers)
-						gather[(l + 1) % 2] = seq_alloc(&q, e * lp, GATHER);
+					gather_unit(&q, gather[l % 2], e * lp, local);
+					if (l + 1 < layers && !c->fsdp1) /* FSDP1: no forward_prefetch */
+						gather_unit(&q, gather[(l + 1) % 2], e * lp, local);
 				} else if (c->zero >= 3 && sh.dp > 1) {
-					gather[l % 2] = seq_alloc(&q, e * lp, GATHER);
+					gather_unit(&q, gather[l % 2], e * lp, 0);
 				}
 				if (c->precision == MT_AMP16) /* autocast's 16-bit copy of each weight */
 					for (size_t i = 0; i < nl; i++)
@@ -1836,11 +1997,12 @@ const char *mt_plan_steps(const struct mt_plan_config *c, int steps, const struc
 					} else {
 						a[i] = seq_alloc(&q, sb * kt[i], ALLOC);
 					}
+				dequantize(&q, lt, nl);
 				for (size_t i = 0; i < nr; i++) /* what recomputation does not keep */
 					tmp[i] = seq_alloc(&q, sb * rt[i], ALLOC);
 				for (size_t i = 0; i < nr; i++)
 					seq_free(&q, &tmp[i]);
-				seq_free(&q, &gather[l % 2]);
+				reshard_unit(&q, gather[l % 2]);
 			}
 			if (!c->classifier) { /* final norm and output layer inputs, fp32 logits */
 				/* PyTorch's models upcast 16-bit logits for the loss (torchtitan's
@@ -1896,25 +2058,29 @@ const char *mt_plan_steps(const struct mt_plan_config *c, int steps, const struc
 				uint32_t *a = acts + l * MAXT, *cc = cast + l * MAXT, *g = grads + l * MAXT;
 				uint32_t re[MAXT] = {0}, dx, dffn, full = 0, rs = 0;
 				if (fsdp) { /* this block gathered again, the one before prefetched */
-					if (!gather[l % 2])
-						gather[l % 2] = seq_alloc(&q, e * lp, GATHER);
+					gather_unit(&q, gather[l % 2], e * lp, local);
 					if (l > 0)
-						gather[(l - 1) % 2] = seq_alloc(&q, e * lp, GATHER);
+						gather_unit(&q, gather[(l - 1) % 2], e * lp, local);
 				} else if (c->zero >= 3 && sh.dp > 1) {
-					gather[l % 2] = seq_alloc(&q, e * lp, GATHER);
+					gather_unit(&q, gather[l % 2], e * lp, 0);
 				}
 				for (size_t i = 0; i < nr; i++) /* recomputed */
 					re[i] = seq_alloc(&q, sb * rt[i], ALLOC);
 				dx = seq_alloc(&q, emb, ALLOC);
 				dffn = seq_alloc(&q, e * sb * (double)c->ffn / t, ALLOC);
-				if (fsdp) { /* the block's unsharded gradient and its fp32 reduce-scatter input */
-					full = seq_alloc(&q, e * trainable_layer, ALLOC);
-					rs = seq_alloc(&q, 4 * trainable_layer, REDUCE);
+				if (fsdp) { /* the block's unsharded gradient, and the reduce-scatter's fp32
+					     * input (FSDP2) or new shard (FSDP1): fsdp_reduced */
+					full = seq_alloc(&q, e * graded_layer, ALLOC);
+					rs = seq_alloc(&q, c->fsdp1 ? e * shard(graded_layer, dp2) : 4 * graded_layer,
+						       REDUCE);
 				} else if (c->zero >= 2 && sh.dp > 1) {
 					full = seq_alloc(&q, e * trainable_layer, ALLOC);
 				}
 				scores(&q, sb * scores_tok, NULL, false, NULL);
-				for (size_t i = 0; i < nt && !on_host; i++)
+				dequantize(&q, lt, nl);
+				if (c->orig_params && !on_host && !g[0]) /* the block's flat gradient */
+					g[0] = seq_alloc(&q, gb * shard(graded_layer, dp2), ALLOC);
+				for (size_t i = 0; i < nt && !on_host && !c->orig_params; i++)
 					if (!g[i])
 						g[i] = seq_alloc(&q, gb * shard(tt[i] / t, dp2), ALLOC);
 				seq_free(&q, &rs);
@@ -1927,7 +2093,7 @@ const char *mt_plan_steps(const struct mt_plan_config *c, int steps, const struc
 					seq_free(&q, &a[i]);
 					seq_free(&q, &cc[i]);
 				}
-				seq_free(&q, &gather[l % 2]);
+				reshard_unit(&q, gather[l % 2]);
 			}
 			seq_free(&q, &root_grad);
 			seq_free(&q, &root);

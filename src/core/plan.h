@@ -107,6 +107,8 @@ struct mt_plan_config {
 	uint64_t micro_batches;		   /* per step (gradient accumulation); 0: enough to fill the pipeline */
 	bool sp;			   /* sequence parallelism (with tp) */
 	bool fsdp;			   /* PyTorch FSDP2: sharded fp32 parameters, a block gathered at a time */
+	bool fsdp1;			   /* ... as FSDP1: flat parameters, no forward prefetch, 16-bit reduction */
+	bool orig_params;		   /* ... FSDP1's use_orig_params: a block's frozen values get gradients */
 	bool no_sync;			   /* FSDP's gradient accumulation inside no_sync(): unsharded gradients */
 	bool fp8;			   /* fp8 matrix multiplies (TransformerEngine, torchao) */
 	bool grad_fp32;			   /* gradients accumulated in fp32 (Megatron's main_grad) */

@@ -205,6 +205,44 @@ ok(g["params"] == g["grads"] == g["optimizer"] == 0 and g["temporaries"] == fs["
    off["cpu_bytes_per_node"] == 16 * P7 and nv.returncode == 2 and "not to NVMe" in nv.stderr,
    "FSDP with CPU offload: the GPU keeps only what it gathers; the host 16 bytes a parameter per node (fp32 "
    "weights, gradients, Adam); NVMe refused", (g, off["cpu_bytes_per_node"], nv.stderr))
+# FSDP1 (--fsdp1, FullyShardedDataParallel): the same shards; a block's unsharded gradient
+# reduced in bf16 itself (flat_param.py: a param_dtype without a reduce_dtype) into a new
+# bf16 shard, not an fp32 copy; with CPU offload each gathered block also holds the copy of
+# its shard the all-gather reads (pre_unshard's flat_param_to(device)): 2 bytes x lp / 8, twice
+f1 = per_gpu("--model", LLAMA2, "--fsdp", "--fsdp1", "--gpus-per-node", 8, "--optimizer-impl", "for-loop")
+f1off = per_gpu("--model", LLAMA2, "--fsdp", "--fsdp1", "--offload-params", "cpu", "--gpus-per-node", 8)
+ok(f1["params"] == fs["params"] and f1["grads"] == fs["grads"] and f1["optimizer"] == fs["optimizer"] and
+   f1["temporaries"] == 2 * 2 * lp + 2 * 2 * VH + 2 * VH + 2 * (lp + lp / 8) and
+   f1off["temporaries"] == f1["temporaries"] + 2 * 2 * lp / 8,
+   "FSDP1: a block's gradient reduced in bf16 into a new shard; under CPU offload each gathered block's shard "
+   "copied to the GPU", (f1, f1off))
+# FSDP1 with use_orig_params=True and LoRA's adapters inside the blocks' units (Lightning's
+# FSDPStrategy): each block's flat gradient covers its frozen values, sharded over 4 in bf16;
+# with the adapters as their own units (PEFT's fsdp_auto_wrap_policy, fsdp_qlora) only theirs
+LO = ["--model", LLAMA2, "--lora-rank", 8, "--precision", "bf16-pure", "--fsdp", "--fsdp1", "--gpus-per-node", 4]
+mixed, apart = plan(*LO, "--orig-params"), plan(*LO)
+ok(mixed["per_gpu_bytes"]["grads"] == 2 * (4194304 + 32 * lp) / 4 and apart["per_gpu_bytes"]["grads"] == 2 * 4194304 / 4
+   and mixed["per_gpu_bytes"]["optimizer"] == apart["per_gpu_bytes"]["optimizer"],
+   "--orig-params: a LoRA block's flat gradient covers its frozen values (its optimizer state does not)",
+   (mixed["per_gpu_bytes"], apart["per_gpu_bytes"]))
+refused = {" ".join(map(str, a)): subprocess.run([MEMTAP, "plan", "--model", LLAMA2, *map(str, a)], capture_output=True,
+                                                  text=True) for a in (["--fsdp1"], ["--fsdp", "--orig-params"],
+                                                                       [*LO[2:], "--orig-params", "--quantize", "nf4"])}
+ok(all(p.returncode == 2 and p.stderr.splitlines()[-1].startswith("memtap: --") and
+       ("needs --fsdp" in p.stderr or "it needs --fsdp1" in p.stderr) for p in refused.values()),
+   "--fsdp1 without --fsdp, --orig-params without FSDP1 or on a quantized base: refused in one line",
+   {k: p.stderr for k, p in refused.items()})
+# FSDP1 wraps a unit at a time, moving it to the GPU whole and flattening it into one tensor
+# before sharding it: Llama-2-7B's root unit (embedding and output layer, bf16: 4 x VH bytes)
+# twice, the peak of a one-token QLoRA step on one GPU, and left in the replay's cache
+W = ["--model", LLAMA2, "--lora-rank", 8, "--quantize", "nf4", "--precision", "bf16-pure", "--seq", 1,
+     "--micro-batch", 1, "--fsdp", "--fsdp1"]
+wrap = plan(*W, "--reserved")
+ok(wrap["moment"].startswith("wrapping the model in FSDP1") and wrap["per_gpu_bytes"]["temporaries"] == 8 * VH and
+   wrap["reserved"]["replay_reserved_bytes"] >= wrap["per_gpu_bytes"]["params"] + 8 * VH,
+   "FSDP1's wrap: the largest unit moved to the GPU whole and flattened, a moment of its own, replayed",
+   (wrap["moment"], wrap["per_gpu_bytes"], wrap["reserved"]))
+
 # torch.optim's AdamW steps with foreach by default (DTensor is among its foreach types):
 # _multi_tensor_adamw's torch._foreach_sqrt(device_exp_avg_sqs) copies every fp32 second
 # moment of the shard at once, more than the backward's gathered blocks
@@ -404,21 +442,23 @@ ok(p.returncode == 2 and [line for line in p.stderr.splitlines() if "LitGPT's" i
    "--loss-chunk with a classification head is refused in one line (after --model's note)", p.stderr)
 
 # Loading a quantized base (bitsandbytes' Params4bit._quantize): each weight comes to the GPU
-# in 16 bits and is quantized there; with a one-token micro-batch that is the peak: the
-# model and the largest MLP matrix's copy, 2 x 4096 x 11008 bytes
+# in 16 bits and is quantized there, the largest MLP matrix's copy 2 x 4096 x 11008 bytes; a
+# quantized matmul dequantizes its weight to 16 bits as large (MatMul4Bit: dequantize_4bit, in
+# forward and for backward's input gradient), so the backward of a layer holds as much with
+# the adapters' gradients and states besides: loading is a moment, never the peak
 QL = ["--model", LLAMA2, "--lora-rank", 8, "--quantize", "nf4", "--micro-batch", 1, "--precision", "bf16-pure"]
 tiny, long = plan(*QL, "--seq", 1), plan(*QL, "--seq", 1304)
-ok(tiny["moment"].startswith("loading the model") and tiny["per_gpu_bytes"]["temporaries"] == 2 * 4096 * 11008 and
-   tiny["per_gpu_bytes"]["optimizer"] == 0 and tiny["per_gpu_bytes"]["params"] == long["per_gpu_bytes"]["params"] and
-   long["moment"] == "backward start",
-   "a quantized base's loading is a moment of its own: the peak for one token (the model and the largest weight's "
-   "16-bit copy), not for 1,304", (tiny, long["moment"]))
+ok(tiny["per_gpu_bytes"]["temporaries"] == 2 * 4096 * 11008 + 2 * (4096 + 11008) and
+   tiny["moment"] == "backward of the first layer" and long["moment"] == "backward start",
+   "a quantized base's matmuls dequantize their weights: the largest one's 16-bit copy a temporary of a layer's "
+   "backward (beside one token's input and MLP gradients), as large as loading's copy",
+   (tiny["per_gpu_bytes"], long["moment"]))
 reserved = plan(*QL, "--seq", 1, "--reserved")["reserved"]
 ok(reserved["replay_reserved_bytes"] >= tiny["per_gpu_bytes"]["params"] + 2 * 4096 * 11008 and
    reserved["cache_bytes"] > 0,
    "--reserved replays the loading: each weight's 16-bit copy made and freed to the cache", reserved)
-ok(plan(*QL, "--seq", 1, "--fsdp", "--gpus-per-node", 2)["moment"] != tiny["moment"],
-   "the loading moment is not claimed for FSDP, whose loading is not modelled")
+ok(not plan(*QL, "--seq", 1, "--fsdp", "--gpus-per-node", 2)["moment"].startswith("loading"),
+   "the loading moment is not claimed for FSDP, whose loading differs")
 
 # The framework's named parts (docs/PLAN.md, "The framework"): PyTorch's two cuBLAS workspaces
 # (CublasHandlePool.cpp: 4096 KiB x 2 + 16 KiB x 8, 32 MiB on sm_90) in every plan of
@@ -521,6 +561,7 @@ said = {name: plan(*FULL, *args)["approximations"] for name, args in {
     "litgpt": ["--lora-rank", 8, "--lora-fp32", "--impl", "litgpt"],
     "megatron": ["--lora-rank", 8, "--impl", "megatron"],
     "qlora fsdp": ["--lora-rank", 8, "--lora-fp32", "--quantize", "nf4", "--fsdp", "--gpus-per-node", 2],
+    "qlora fsdp1": ["--lora-rank", 8, "--lora-fp32", "--quantize", "nf4", "--fsdp", "--fsdp1", "--gpus-per-node", 2],
     "nvml": ["--nvml"]}.items()}
 moe = plan("--model", model("mixtral", {"model_type": "mixtral", "vocab_size": 32000, "hidden_size": 4096,
                                         "num_hidden_layers": 32, "num_attention_heads": 32,
@@ -530,11 +571,14 @@ moe = plan("--model", model("mixtral", {"model_type": "mixtral", "vocab_size": 3
 ok(said["full"] == [] and said["lora fp32"] == [] and len(said["lora"]) == 1 and "--lora-fp32" in said["lora"][0] and
    said["litgpt"] == [] and
    len(said["megatron"]) == 1 and said["megatron"][0].endswith("errs high") and
-   len(said["qlora fsdp"]) == 3 and any("0.43.2" in a for a in said["qlora fsdp"]) and
+   len(said["qlora fsdp"]) == 4 and any("0.43.2" in a for a in said["qlora fsdp"]) and
    any("FSDP2" in a for a in said["qlora fsdp"]) and any("gathered here as if 16-bit" in a for a in said["qlora fsdp"]) and
+   any(a.endswith("may be low") and "loading" in a for a in said["qlora fsdp"]) and
+   [a for a in said["qlora fsdp1"] if "FSDP2" in a or "loading" in a] == [] and len(said["qlora fsdp1"]) == 2 and
    len(moe) == 1 and moe[0].endswith("may be low") and len(said["nvml"]) == 1 and "published" in said["nvml"][0],
    "what the plan only approximates is said, each with the way it errs (PEFT's fp32 adapters, Megatron's frozen "
-   "inputs, bitsandbytes' kept inputs, FSDP1 as FSDP2, a quantized base gathered, Megatron's token dispatch, "
+   "inputs, bitsandbytes' kept inputs, FSDP1 as FSDP2, a quantized base gathered and loaded, Megatron's token "
+   "dispatch, "
    "--nvml's figures); nothing for a full fine-tune or LitGPT's LoRA", (said, moe))
 text = subprocess.run([MEMTAP, "plan", *map(str, FULL), "--lora-rank", "8"], capture_output=True, text=True).stdout
 ok("approximated (docs/PLAN.md):\n  PEFT from 0.12 keeps the adapters in fp32" in text, "and the text lists them", text)

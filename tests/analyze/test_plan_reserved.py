@@ -93,14 +93,20 @@ for extra in (["--lora-rank", 16, "--zero", 3, "--gpus-per-node", 8], ["--lora-r
               ["--lora-rank", 8, "--quantize", "nf4", "--zero", 3, "--gpus-per-node", 4],
               ["--lora-rank", 8, "--quantize", "nf4", "--fsdp", "--gpus-per-node", 4],
               ["--fsdp", "--offload-params", "cpu", "--gpus-per-node", 8],
-              ["--lora-rank", 8, "--quantize", "nf4", "--fsdp", "--offload-params", "cpu", "--gpus-per-node", 2]):
+              ["--lora-rank", 8, "--quantize", "nf4", "--fsdp", "--offload-params", "cpu", "--gpus-per-node", 2],
+              ["--fsdp", "--fsdp1", "--gpus-per-node", 8], ["--fsdp", "--fsdp1", "--offload-params", "cpu",
+                                                            "--gpus-per-node", 8],
+              ["--lora-rank", 16, "--fsdp", "--fsdp1", "--orig-params", "--gpus-per-node", 4],
+              ["--lora-rank", 8, "--quantize", "nf4", "--fsdp", "--fsdp1", "--offload-params", "cpu",
+               "--gpus-per-node", 2]):
     got = plan(*LLAMA2, *extra)
     planned = got["per_gpu_bytes"]["total"] - got["per_gpu_bytes"]["framework"] if isinstance(got, dict) else 0
     if not planned or abs(got["reserved"]["replay_allocated_bytes"] - planned) > 0.025 * planned:
         off[" ".join(map(str, extra))] = got if not planned else (got["reserved"], planned)
-ok(not off, "LoRA and QLoRA at ZeRO-3 and FSDP over 4 and 8 GPUs, and under FSDP's CPU offload (the shards, their "
-   "gradients and the optimizer on the host): the replayed step shards the frozen base as the plan does and "
-   "allocates the planned peak (within 2.5%)", off)
+ok(not off, "LoRA and QLoRA at ZeRO-3 and FSDP over 4 and 8 GPUs, under FSDP's CPU offload (the shards, their "
+   "gradients and the optimizer on the host), and as FSDP1 (its wrap, flat gradients, frozen values' gradients "
+   "with --orig-params): the replayed step shards the frozen base as the plan does and allocates the planned peak "
+   "(within 2.5%)", off)
 
 # a step that does not fit --gpu-mem: the replay within it fails, and says so, rather than a cache of nothing
 got = plan(*LLAMA2, "--lora-rank", 16, "--gpu-mem", "10GiB")
