@@ -323,6 +323,8 @@ const char *mt_plan_check(struct mt_plan_config *c)
 		return "optimizer offload needs ZeRO stage 1, 2 or 3 (DeepSpeed does not offload at stage 0)";
 	if (c->fsdp && c->zero)
 		return "FSDP and ZeRO are two ways of sharding: give one (--fsdp, or --zero)";
+	if (c->router_fp32 && (!c->experts || c->impl != MT_IMPL_MEGATRON))
+		return "--router-fp32 is Megatron's MoE router: it needs --experts and --impl megatron";
 	if (c->fsdp1 && !c->fsdp)
 		return "--fsdp1 says which FSDP: it needs --fsdp";
 	if (c->orig_params && (!c->fsdp1 || !c->lora_rank || c->quantize))
@@ -1055,6 +1057,17 @@ static double dispatch_buffer(const struct mt_plan_config *c)
 	return value_bytes(c) * tokens(c) / r * (double)(c->etp * c->ep) * (double)c->hidden;
 }
 
+/* Megatron's router in fp32 (--moe-router-dtype fp32; moe_utils.py's
+ * RouterGatingLinearFunction): its backward makes the input's gradient in fp32 and then
+ * an fp32 copy of its input for the weight's gradient, both of this rank's tokens (its
+ * part of the sequence under sp), alive together: temporaries of a MoE layer's backward. */
+static double router_copies(const struct mt_plan_config *c)
+{
+	if (!c->router_fp32)
+		return 0;
+	return 2 * 4 * tokens(c) / (c->sp ? (double)c->tp : 1) * (double)c->hidden;
+}
+
 /* FSDP1 wraps the model a unit at a time, the blocks (and the adapters, their own units)
  * before the root (_init_utils.py, _init_param_handle_from_module): it moves the unit's
  * parameters to the GPU (from the host, or to_empty from the meta device), flattens them
@@ -1223,7 +1236,8 @@ static void moments(const struct mt_plan_config *c, double m[MOMENTS][MT_PLAN_CO
 	 * gathered (ZeRO-3) and its gradient in a full-size bucket (ZeRO-2/3) */
 	temps_layer = kept_bytes(&none, MT_RECOMPUTE_NONE) - layer + emb + e * sb * (double)c->ffn / t + gathered +
 		      root + (c->zero >= 2 && sh.dp > 1 ? e * trainable_layer : 0) +
-		      (c->fsdp && sh.dp > 1 ? fsdp_reduced(c, &sh, graded_layer) : 0) + dequantized(c);
+		      (c->fsdp && sh.dp > 1 ? fsdp_reduced(c, &sh, graded_layer) : 0) + dequantized(c) +
+		      router_copies(c);
 	m[AT_LAST_LAYER][MT_PLAN_GRADS] = max2(grads_bwd + gb * shard(graded_layer, sharded2 ? sh.dp : 1), keep);
 	if (offload_grads)
 		m[AT_LAST_LAYER][MT_PLAN_GRADS] = grads;
@@ -1234,7 +1248,7 @@ static void moments(const struct mt_plan_config *c, double m[MOMENTS][MT_PLAN_CO
 	m[AT_FIRST_LAYER][MT_PLAN_ACTIVATIONS] = layer + (double)c->pp * emb;
 	m[AT_FIRST_LAYER][MT_PLAN_GRADS] =
 	    offload_grads ? grads : max2(grads - gb * shard(positions(c) * h / t, sharded2 ? sh.dp : 1), keep);
-	m[AT_FIRST_LAYER][MT_PLAN_TEMPORARIES] = temps_layer;
+	m[AT_FIRST_LAYER][MT_PLAN_TEMPORARIES] = temps_layer - (c->dense_layers ? router_copies(c) : 0);
 	m[AT_FIRST_LAYER][MT_PLAN_ACTIVATIONS] += cache > 0 ? 2 * lp + cache - 2 * (double)c->layers * lp : 0;
 }
 
@@ -1489,7 +1503,7 @@ size_t mt_plan_approximations(const struct mt_plan_config *c, const char **out, 
 	    {c->experts && c->layers,
 	     "the token dispatch keeps each routed token's copy here, gathered over the expert tensor-parallel "
 	     "ranks, and Megatron's all-gather dispatcher its buffer of every rank's tokens; the dispatchers' "
-	     "temporary copies and an fp32 router's copies are not planned: may be low"},
+	     "temporary copies are not planned: may be low"},
 	    {c->nvml, "the CUDA context and NCCL's buffers are published figures, not this machine's: a measured run "
 		      "(memtap plan TRACE) replaces them with what it held"},
 	};
@@ -2078,6 +2092,12 @@ const char *mt_plan_steps(const struct mt_plan_config *c, int steps, const struc
 				}
 				scores(&q, sb * scores_tok, NULL, false, NULL);
 				dequantize(&q, lt, nl);
+				if (l >= c->dense_layers) { /* router_copies */
+					uint32_t fp32[2] = {seq_alloc(&q, router_copies(c) / 2, ALLOC),
+							    seq_alloc(&q, router_copies(c) / 2, ALLOC)};
+					seq_free(&q, &fp32[1]);
+					seq_free(&q, &fp32[0]);
+				}
 				if (c->orig_params && !on_host && !g[0]) /* the block's flat gradient */
 					g[0] = seq_alloc(&q, gb * shard(graded_layer, dp2), ALLOC);
 				for (size_t i = 0; i < nt && !on_host && !c->orig_params; i++)

@@ -94,6 +94,7 @@ struct mt_plan_config {
 	uint64_t q_lora_rank, kv_lora_rank, rope_head_dim, v_head_dim; /* multi-latent attention */
 	uint64_t mtp_layers;					       /* multi-token prediction layers */
 	bool alltoall;			/* Megatron's all-to-all token dispatcher, not its default all-gather one */
+	bool router_fp32;		/* Megatron's router in fp32 (--moe-router-dtype fp32) */
 	uint64_t params, largest_layer; /* 0: from the architecture */
 	/* the training setup */
 	enum mt_precision precision;

@@ -536,6 +536,15 @@ ok(gathered["per_gpu_bytes"]["total"] - a2a["per_gpu_bytes"]["total"] == 2 * 409
    "MoE: Megatron's all-gather dispatcher's buffer of every rank's tokens, kept for all layers; none with --alltoall",
    (gathered["per_gpu_bytes"], a2a["per_gpu_bytes"]))
 
+# Megatron's router in fp32 (--moe-router-dtype fp32): its backward's fp32 gradient of the
+# router's input and fp32 copy of the input, this rank's 4096 / 2 tokens (sp) x 4096 each
+fp32 = plan(*MOE, "--router-fp32")
+p = subprocess.run([MEMTAP, "plan", "--params", "7B", "--router-fp32"], capture_output=True, text=True)
+ok(fp32["per_gpu_bytes"]["temporaries"] - plan(*MOE)["per_gpu_bytes"]["temporaries"] == 2 * 4 * 4096 // 2 * 4096 and
+   p.returncode == 2 and p.stderr.count("\n") == 1 and "--experts" in p.stderr,
+   "--router-fp32: a MoE layer's backward holds the router input's fp32 gradient and fp32 copy; refused without "
+   "experts", (fp32["per_gpu_bytes"], p.stderr))
+
 # FSDP's no_sync() accumulation (Lightning's no_backward_sync, as LitGPT accumulates): no
 # reduce-scatter until the last micro-batch, every unit's whole flat gradient kept unsharded
 # in bf16, a LoRA block's frozen values' with its adapters' (one flat parameter): Llama-2-7B's
