@@ -545,6 +545,16 @@ ok(fp32["per_gpu_bytes"]["temporaries"] - plan(*MOE)["per_gpu_bytes"]["temporari
    "--router-fp32: a MoE layer's backward holds the router input's fp32 gradient and fp32 copy; refused without "
    "experts", (fp32["per_gpu_bytes"], p.stderr))
 
+# LitGPT's modules have no dropout (its model.py; sdpa's dropout_p=0.0), whatever the Hugging
+# Face config says: phi-2's resid_pdrop 0.1 keeps masks in transformers' modules, none in LitGPT's
+phi = {"model_type": "phi", "vocab_size": 51200, "hidden_size": 2560, "num_hidden_layers": 32,
+       "num_attention_heads": 32, "intermediate_size": 10240, "partial_rotary_factor": 0.4,
+       "tie_word_embeddings": False}
+drops = {(impl, p): plan("--model", model("phi2-%s" % p, dict(phi, resid_pdrop=p)), "--impl", impl, "--seq", 512,
+                         "--micro-batch", 1)["layer_activation_bytes"] for impl in ("litgpt", "pytorch") for p in (0, 0.1)}
+ok(drops["litgpt", 0.1] == drops["litgpt", 0] and drops["pytorch", 0.1] > drops["pytorch", 0],
+   "--impl litgpt keeps no dropout mask whatever the config's dropout; transformers' modules do", drops)
+
 # FSDP's no_sync() accumulation (Lightning's no_backward_sync, as LitGPT accumulates): no
 # reduce-scatter until the last micro-batch, every unit's whole flat gradient kept unsharded
 # in bf16, a LoRA block's frozen values' with its adapters' (one flat parameter): Llama-2-7B's
