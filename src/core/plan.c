@@ -781,9 +781,12 @@ static double tokens(const struct mt_plan_config *c)
 
 /* LitGPT's chunked loss (lit_gpt/model.py's lm_head_chunk_size, utils.py's
  * chunked_cross_entropy): the output layer makes the logits loss_chunk positions of
- * each sequence at a time, in the model's type, and each chunk's cross-entropy keeps its
- * own log-softmax, also in that type: no fp32 copy. The part of a micro-batch's logits
- * the largest chunk holds (1: the whole, unchunked). */
+ * each sequence at a time, in the model's type; Lightning Fabric's wrapper hands the
+ * model's outputs back in the default type (wrappers.py's forward: precision.
+ * convert_output; HalfPrecision's converts them to torch.get_default_dtype(), fp32), so
+ * the script's list holds each chunk in fp32 and each chunk's cross-entropy keeps its own
+ * fp32 log-softmax. The part of a micro-batch's logits the largest chunk holds (1: the
+ * whole, unchunked). */
 static double loss_chunk_part(const struct mt_plan_config *c)
 {
 	return c->loss_chunk ? fmin(1, (double)c->loss_chunk * (double)c->cp / (double)c->seq) : 1;
@@ -1171,11 +1174,15 @@ static void moments(const struct mt_plan_config *c, double m[MOMENTS][MT_PLAN_CO
 	if (c->keep_grads || c->micro_batches > 1 || (c->pp > 1 && c->micro_batches != 1))
 		keep = grads;
 	/* FSDP's no_sync() (FSDP1's _runtime_utils.py: no reduce-scatter, the unsharded
-	 * gradient accumulated in the flat parameter's .grad): every unit's whole flat
-	 * gradient, in the model's type, from the first micro-batch's backward to the last's;
-	 * a unit's one flat parameter holds its frozen values with LoRA's (use_orig_params) */
+	 * gradient accumulated in the flat parameter's .grad): the whole gradient of every
+	 * unit that has one, in the model's type, from the first micro-batch's backward to the
+	 * last's; a LoRA block's frozen values' too under --orig-params (graded_frozen), while
+	 * a unit of frozen values only (the root's tables) has none */
 	if (c->no_sync)
-		keep = e * ((double)c->params + (double)(c->lora_rank ? c->trainable : 0)) / (double)(c->tp * c->pp);
+		keep = e *
+		       ((double)(c->lora_rank ? c->trainable : c->params) +
+			(c->orig_params ? (double)c->layers * (double)c->layer_params : 0)) /
+		       (double)(c->tp * c->pp);
 	if (c->optimizer != MT_NO_OPTIMIZER && !c->offload_optimizer)
 		m[AT_OPTIMIZER][MT_PLAN_TEMPORARIES] = step_temporaries(c, &sh);
 	if (!c->layers) {
@@ -1219,10 +1226,11 @@ static void moments(const struct mt_plan_config *c, double m[MOMENTS][MT_PLAN_CO
 		 * holds its output, its gradient and the input's) and the output layer's gradient
 		 * (a full-size bucket under ZeRO-2/3 before it is reduced) */
 		temps_bwd = (pt ? 8 : 4) * lv;
-		if (c->loss_chunk) { /* the chunks' logits (the script's list holds them through
-				      * backward) and log-softmaxes; a chunk's two gradients at a time */
-			acts += (2 * e - 4) * lv;
-			temps_bwd = 2 * e * lv * loss_chunk_part(c);
+		if (c->loss_chunk) { /* the chunks' fp32 logits (the script's list holds them
+				      * through backward) and log-softmaxes; a chunk's two fp32
+				      * gradients at a time (loss_chunk_part) */
+			acts += 4 * lv;
+			temps_bwd = 2 * 4 * lv * loss_chunk_part(c);
 		}
 		temps_bwd += c->zero >= 2 && sh.dp > 1 ? e * out_grad : 0;
 		grads_bwd = gb * (shard(out_grad, sharded2 ? sh.dp : 1) +
@@ -1489,7 +1497,7 @@ size_t mt_plan_approximations(const struct mt_plan_config *c, const char **out, 
 	     "Megatron's modules have no LoRA: its frozen layers keep their inputs here as trained ones do: errs high"},
 	    {c->lora_rank && c->quantize && !c->torchao && c->layers && torch_modules(c),
 	     "bitsandbytes keeps each quantized layer's input for backward here, as releases before 0.43.2 do (later "
-	     "ones keep none); LitGPT's published 4-bit runs held 2 to 24% more than planned, for what is not "
+	     "ones keep none); LitGPT's published 4-bit runs held up to 20% more than planned, for what is not "
 	     "identified: may be low"},
 	    {c->lora_rank && c->layers && c->impl == MT_IMPL_PYTORCH && c->precision == MT_PURE16 && !c->lora_fp32,
 	     "PEFT from 0.12 keeps the adapters in fp32 on a 16-bit base (autocast_adapter_dtype), each with an fp32 "
@@ -2028,8 +2036,14 @@ const char *mt_plan_steps(const struct mt_plan_config *c, int steps, const struc
 				uint32_t lg16 = 0, lg32 = 0;
 				head_in[0] = seq_alloc(&q, emb, ALLOC);
 				head_in[1] = seq_alloc(&q, emb, ALLOC);
-				for (uint64_t k = 0; c->loss_chunk && k < 2 * nchunks; k++)
-					chunks[k] = seq_alloc(&q, e * chunk_values(c, k % nchunks, per_seq), ALLOC);
+				for (uint64_t k = 0; c->loss_chunk && k < nchunks; k++) /* 16-bit, then fp32 */
+					chunks[nchunks + k] = seq_alloc(&q, e * chunk_values(c, k, per_seq), ALLOC);
+				for (uint64_t k = 0; c->loss_chunk && k < nchunks; k++)
+					chunks[k] = seq_alloc(&q, 4 * chunk_values(c, k, per_seq), ALLOC);
+				for (uint64_t k = 0; c->loss_chunk && k < nchunks; k++) { /* their log-softmaxes */
+					seq_free(&q, &chunks[nchunks + k]);
+					chunks[nchunks + k] = seq_alloc(&q, 4 * chunk_values(c, k, per_seq), ALLOC);
+				}
 				if (pt && e < 4 && !c->loss_chunk) {
 					lg16 = seq_alloc(&q, e * sb * v / t, ALLOC);
 					lg32 = seq_alloc(&q, 4 * sb * v / t, ALLOC);
@@ -2047,7 +2061,7 @@ const char *mt_plan_steps(const struct mt_plan_config *c, int steps, const struc
 				d2 = pt ? seq_alloc(&q, 4 * sb * v / t, ALLOC) : 0;
 			}
 			for (uint64_t k = nchunks; c->loss_chunk && k-- > 0;) { /* each chunk's two gradients */
-				double n = e * chunk_values(c, k, per_seq);
+				double n = 4 * chunk_values(c, k, per_seq);
 				d1 = seq_alloc(&q, n, ALLOC);
 				d2 = seq_alloc(&q, n, ALLOC);
 				seq_free(&q, &d1);

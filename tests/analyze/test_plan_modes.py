@@ -420,18 +420,19 @@ ok(est["largest_layer_params"] == VH and est["rows"][0]["gpu_bytes"] == 4 * VH a
    "131,072,000, as _all_live takes it), --buffer-factor 2 in the host column", est)
 
 # LitGPT's chunked loss (lit_gpt/model.py lm_head_chunk_size, utils.py chunked_cross_entropy,
-# 8641822): at backward start the 16-bit logits' chunks and their 16-bit log-softmaxes (no
-# fp32 copy, no fp32 log-softmax), and a chunk's two 16-bit gradients instead of the whole
-# logits' three fp32 ones: (2 + 2) - (4 + 8) bytes a logit, and 4 bytes a chunk's logit
+# 8641822), run by Lightning Fabric, whose wrapper hands the outputs back in fp32
+# (HalfPrecision.convert_output): at backward start the logits' fp32 chunks and their fp32
+# log-softmaxes, and a chunk's two fp32 gradients instead of the whole logits' three fp32
+# ones: (4 + 4) - (4 + 8) bytes a logit, and 8 bytes a chunk's logit
 LIT = ["--model", LLAMA2, "--seq", 1304, "--micro-batch", 1, "--precision", "bf16-pure", "--lora-rank", 8]
 whole, chunked = plan(*LIT), plan(*LIT, "--loss-chunk", 128)
 logits = 1304 * 32000
 ok(whole["moment"] == chunked["moment"] == "backward start" and
-   chunked["per_gpu_bytes"]["total"] - whole["per_gpu_bytes"]["total"] == -8 * logits + 4 * 128 * 32000 and
-   chunked["per_gpu_bytes"]["activations"] - whole["per_gpu_bytes"]["activations"] == 0,
-   "--loss-chunk 128: LitGPT's logits in 16-bit chunks and their 16-bit log-softmaxes, a chunk's gradients at a time "
-   "(%d bytes fewer at backward start for Llama-2-7B's 1,304 tokens)" % (8 * logits - 4 * 128 * 32000),
-   (whole["per_gpu_bytes"], chunked["per_gpu_bytes"]))
+   chunked["per_gpu_bytes"]["total"] - whole["per_gpu_bytes"]["total"] == -4 * logits + 8 * 128 * 32000 and
+   chunked["per_gpu_bytes"]["activations"] - whole["per_gpu_bytes"]["activations"] == 4 * logits,
+   "--loss-chunk 128: LitGPT's logits in fp32 chunks (Fabric's output conversion) and their fp32 log-softmaxes, a "
+   "chunk's gradients at a time (%d bytes fewer at backward start for Llama-2-7B's 1,304 tokens)"
+   % (4 * logits - 8 * 128 * 32000), (whole["per_gpu_bytes"], chunked["per_gpu_bytes"]))
 rw, rc = plan(*LIT, "--reserved")["reserved"], plan(*LIT, "--loss-chunk", 128, "--reserved")["reserved"]
 ok(abs(rc["replay_allocated_bytes"] - chunked["per_gpu_bytes"]["total"]) < 0.01 * chunked["per_gpu_bytes"]["total"] and
    rc["replay_allocated_bytes"] < rw["replay_allocated_bytes"],
@@ -556,15 +557,19 @@ ok(drops["litgpt", 0.1] == drops["litgpt", 0] and drops["pytorch", 0.1] > drops[
    "--impl litgpt keeps no dropout mask whatever the config's dropout; transformers' modules do", drops)
 
 # FSDP's no_sync() accumulation (Lightning's no_backward_sync, as LitGPT accumulates): no
-# reduce-scatter until the last micro-batch, every unit's whole flat gradient kept unsharded
-# in bf16, a LoRA block's frozen values' with its adapters' (one flat parameter): Llama-2-7B's
-# 6,738,415,616 and the adapters' 4,194,304 values, 2 bytes each, on each of 4 GPUs
+# reduce-scatter until the last micro-batch, the unsharded gradient of every unit that has one
+# kept in bf16: with use_orig_params (Lightning's FSDP1) a LoRA block's frozen values' with
+# its adapters' (one flat parameter), 32 blocks of lp values and the adapters' 4,194,304, 2
+# bytes each on each of 4 GPUs; the root's tables, all frozen, have none; with the adapters
+# apart (or FSDP2's parameters) only theirs
 NS = ["--model", LLAMA2, "--seq", 1304, "--micro-batch", 1, "--precision", "bf16-pure", "--lora-rank", 8, "--fsdp",
       "--gpus-per-node", 4, "--recompute", "full", "--micro-batches", 128]
-synced, unsynced = plan(*NS), plan(*NS, "--no-sync")
-ok(unsynced["per_gpu_bytes"]["grads"] == 2 * (P7 + 4194304) and synced["per_gpu_bytes"]["grads"] < 2**30,
-   "--no-sync: FSDP keeps every unit's unsharded flat gradient until the last micro-batch, frozen values' too",
-   (synced["per_gpu_bytes"], unsynced["per_gpu_bytes"]))
+synced, unsynced = plan(*NS), plan(*NS, "--no-sync", "--fsdp1", "--orig-params")
+apart = plan(*NS, "--no-sync", "--fsdp1")
+ok(unsynced["per_gpu_bytes"]["grads"] == 2 * (32 * lp + 4194304) and synced["per_gpu_bytes"]["grads"] < 2**30 and
+   apart["per_gpu_bytes"]["grads"] == 2 * 4194304,
+   "--no-sync: FSDP keeps every unit's unsharded flat gradient until the last micro-batch, a LoRA block's frozen "
+   "values' too under --orig-params", (synced["per_gpu_bytes"], unsynced["per_gpu_bytes"], apart["per_gpu_bytes"]))
 p = subprocess.run([MEMTAP, "plan", *map(str, NS[:-2]), "--no-sync"], capture_output=True, text=True)
 q = subprocess.run([MEMTAP, "plan", *map(str, NS), "--no-sync", "--reserved"], capture_output=True, text=True)
 ok(p.returncode == 2 and p.stderr.splitlines()[-1:] == [
