@@ -837,10 +837,14 @@ static double in_flight(const struct mt_plan_config *c)
 	return 1;
 }
 
-enum { AT_BACKWARD, AT_LAST_LAYER, AT_FIRST_LAYER, AT_OPTIMIZER, AT_LOADING, MOMENTS };
-static const char *const moment_names[MOMENTS] = {"backward start", "backward of the last layer",
-						  "backward of the first layer", "optimizer step",
-						  "loading the model: a weight's 16-bit copy as it is quantized"};
+enum { AT_BACKWARD, AT_LAST_LAYER, AT_FIRST_LAYER, AT_OPTIMIZER, AT_NEXT_FORWARD, AT_LOADING, MOMENTS };
+static const char *const moment_names[MOMENTS] = {
+    "backward start",
+    "backward of the last layer",
+    "backward of the first layer",
+    "optimizer step",
+    "the next micro-batch's forward ending, the last one's outputs still held",
+    "loading the model: a weight's 16-bit copy as it is quantized"};
 
 /* The moment's name: loading under FSDP1 is its wrap (fsdp1_unit) */
 static const char *moment_name(const struct mt_plan_config *c, int at)
@@ -1101,13 +1105,53 @@ static double fsdp1_local(const struct mt_plan_config *c, const struct share *sh
 	return value_bytes(c) * shard((double)c->layer_params / (double)c->tp, sh->dp);
 }
 
-/* A quantized base's matmuls each dequantize their weight to 16 bits, in forward and for
- * the input's gradient in backward (bitsandbytes' MatMul4Bit: F.dequantize_4bit(B,
- * ...).to(A.dtype); MatMul8bitLt's CB.to(dtype_A); torchao's linear_nf4: weight.to
- * (dtype)), freed after the product: the largest of them, a temporary of each layer. */
+/* LitGPT quantizes through Lightning's BitsandbytesPrecision (fabric/plugins/precision/
+ * bitsandbytes.py): its module_init_context makes every torch.nn.Linear 4-bit, the output
+ * layer's too, and it quantizes from fp16 (quantize: .to(dtype=torch.half)), so a weight
+ * dequantizes to fp16 and then to the model's type (MatMul4Bit: dequantize_4bit(B,
+ * state).to(A.dtype)), two copies. */
+static bool lightning_4bit(const struct mt_plan_config *c)
+{
+	return c->impl == MT_IMPL_LITGPT && c->quantize && !c->torchao;
+}
+
+/* A quantized weight of n values dequantized for a product: 16 bits (the copy in the
+ * model's type: bitsandbytes' MatMul4Bit: F.dequantize_4bit(B, ...).to(A.dtype);
+ * MatMul8bitLt's CB.to(dtype_A); torchao's linear_nf4: weight.to(dtype)), and Lightning's
+ * fp16 before it; freed after the product, in forward and for backward's input gradient. */
+static double dequant_bytes(const struct mt_plan_config *c, double n)
+{
+	return (value_bytes(c) + (lightning_4bit(c) ? 2 : 0)) * n;
+}
+
+/* The largest dequantized weight of a layer, a temporary of each layer's backward */
 static double dequantized(const struct mt_plan_config *c)
 {
-	return c->quantize && c->layers ? value_bytes(c) * largest_quantized(c) / (double)c->tp : 0;
+	return c->quantize && c->layers ? dequant_bytes(c, largest_quantized(c) / (double)c->tp) : 0;
+}
+
+/* Lightning's 4-bit output layer (lightning_4bit; a separate one, untied): its values */
+static double quantized_head(const struct mt_plan_config *c)
+{
+	return lightning_4bit(c) && c->untied ? (double)c->vocab * vocab_width(c) / (double)c->tp : 0;
+}
+
+/* --outputs-kept: what the last micro-batch's graph holds into the next forward beyond
+ * its logits: bitsandbytes' 4-bit layers keep their inputs as ctx.tensors (autograd/
+ * _functions.py, MatMul4Bit; until 0.43.2), an attribute backward does not release, so
+ * each quantized matmul's input lives as long as the graph: the attention's and the MLP's
+ * input (one, where the two share a norm), the output projection's and the down
+ * projection's, and the 4-bit output layer's. Bytes. */
+static double graph_held(const struct mt_plan_config *c)
+{
+	struct widths w = widths(c);
+	double h = (double)c->hidden, t = (double)c->tp;
+
+	if (!c->outputs_kept || !c->quantize || c->torchao || !c->layers || c->experts)
+		return 0;
+	return value_bytes(c) * tokens(c) *
+	       ((double)c->layers * ((shared_input(c) ? 1 : 2) * h / (c->sp ? t : 1) + (w.o + (double)c->ffn) / t) +
+		(quantized_head(c) > 0 ? h : 0));
 }
 
 /* A unit's backward under FSDP: its unsharded gradient in the compute type, and what the
@@ -1139,7 +1183,7 @@ static void moments(const struct mt_plan_config *c, double m[MOMENTS][MT_PLAN_CO
 		 * layer stay 16-bit (transformers skips lm_head, torchtune quantizes LoRA's
 		 * linears) */
 		if (c->quantize && c->layers) /* sharded as the base is, by ZeRO-3 and FSDP */
-			rest = fmin(base, shard((tables(c) + (double)positions(c) * h) / t,
+			rest = fmin(base, shard((tables(c) + (double)positions(c) * h) / t - quantized_head(c),
 						c->fsdp || c->zero >= 3 ? sh.dp : 1));
 		params += frozen_bytes(c) * (base - rest) + unquantized_bytes(c) * rest;
 	}
@@ -1232,7 +1276,8 @@ static void moments(const struct mt_plan_config *c, double m[MOMENTS][MT_PLAN_CO
 			acts += 4 * lv;
 			temps_bwd = 2 * 4 * lv * loss_chunk_part(c);
 		}
-		temps_bwd += c->zero >= 2 && sh.dp > 1 ? e * out_grad : 0;
+		/* and a 4-bit output layer dequantized for the input's gradient */
+		temps_bwd += (c->zero >= 2 && sh.dp > 1 ? e * out_grad : 0) + dequant_bytes(c, quantized_head(c));
 		grads_bwd = gb * (shard(out_grad, sharded2 ? sh.dp : 1) +
 				  shard(c->lora_rank ? 0 : 2 * h, sharded2 ? sh.dp : 1));
 		if (offload_grads)
@@ -1242,6 +1287,17 @@ static void moments(const struct mt_plan_config *c, double m[MOMENTS][MT_PLAN_CO
 	m[AT_BACKWARD][MT_PLAN_GRADS] = max2(grads_bwd, keep);
 	m[AT_BACKWARD][MT_PLAN_TEMPORARIES] = temps_bwd + root;
 	m[AT_BACKWARD][MT_PLAN_ACTIVATIONS] += cache;
+	/* --outputs-kept: the next micro-batch's forward ending beside the last one's fp32
+	 * logits and graph_held, no log-softmax or gradient made yet: its 16-bit chunks made
+	 * (the last with the 4-bit output layer dequantized), then their fp32 copies as Fabric
+	 * converts them */
+	if (c->outputs_kept && c->pp == 1 && !c->classifier) {
+		double lv = sb * v / t, loss = (c->loss_chunk ? 8 : 4) * lv; /* the logits and log-softmaxes held */
+		double chunks = c->loss_chunk ? e * lv : 0;
+		m[AT_NEXT_FORWARD][MT_PLAN_ACTIVATIONS] = acts - loss + cache + 4 * lv + graph_held(c) + chunks +
+							  max2(4 * lv, dequant_bytes(c, quantized_head(c)));
+	}
+	m[AT_NEXT_FORWARD][MT_PLAN_GRADS] = keep;
 	/* the backward of the last layer: the head's activations are gone; its own are
 	 * made again where they were not kept; its input and MLP gradients; its weights
 	 * gathered (ZeRO-3) and its gradient in a full-size bucket (ZeRO-2/3) */
@@ -1497,8 +1553,7 @@ size_t mt_plan_approximations(const struct mt_plan_config *c, const char **out, 
 	     "Megatron's modules have no LoRA: its frozen layers keep their inputs here as trained ones do: errs high"},
 	    {c->lora_rank && c->quantize && !c->torchao && c->layers && torch_modules(c),
 	     "bitsandbytes keeps each quantized layer's input for backward here, as releases before 0.43.2 do (later "
-	     "ones keep none); LitGPT's published 4-bit runs held up to 20% more than planned, for what is not "
-	     "identified: may be low"},
+	     "ones keep none: errs high there)"},
 	    {c->lora_rank && c->layers && c->impl == MT_IMPL_PYTORCH && c->precision == MT_PURE16 && !c->lora_fp32,
 	     "PEFT from 0.12 keeps the adapters in fp32 on a 16-bit base (autocast_adapter_dtype), each with an fp32 "
 	     "copy of its input: --lora-fp32 plans that"},
@@ -1849,7 +1904,7 @@ static void dequantize(struct seq *q, const double *lt, size_t nl)
 
 	for (size_t i = 0; q->c->quantize && i < nl; i++)
 		if (lt[i] >= 64 * h) { /* a matrix, not a norm or a bias */
-			uint32_t w = seq_alloc(q, value_bytes(q->c) * lt[i] / t, ALLOC);
+			uint32_t w = seq_alloc(q, dequant_bytes(q->c, lt[i] / t), ALLOC);
 			seq_free(q, &w);
 		}
 }
@@ -1972,7 +2027,8 @@ const char *mt_plan_steps(const struct mt_plan_config *c, int steps, const struc
 				 emb_stored * (head / t + positions(c) * h) - table * (c->untied ? 2 : 1)};
 		fsdp1_wrap(&q, root, 3, dp3, on_host);
 	} else if (!on_host) {
-		seq_alloc(&q, emb_stored * shard(head / t + positions(c) * h, dp3), ALLOC);
+		double qh = quantized_head(c);
+		seq_alloc(&q, shard(emb_stored * (head / t + positions(c) * h - qh) + base * qh, dp3), ALLOC);
 	}
 	for (uint64_t l = 0; l < layers && !on_host && !c->fsdp1;
 	     l++) { /* a frozen base too is sharded by ZeRO-3 and FSDP */
@@ -1997,9 +2053,11 @@ const char *mt_plan_steps(const struct mt_plan_config *c, int steps, const struc
 
 	for (int step = 0; step < steps; step++) {
 		for (uint64_t mb = 0; mb < m; mb++) {
-			uint32_t emb_out, root = 0, root_grad = 0, gather[2][2] = {{0}}, head_in[3] = {0};
+			uint32_t emb_out, root = 0, root_grad = 0, gather[2][2] = {{0}}, head_in[3] = {0}, last = 0;
 			/* forward */
 			emb_out = seq_alloc(&q, emb, ALLOC);
+			if ((step || mb) && c->outputs_kept && !c->classifier) /* the last one's logits, graph_held */
+				last = seq_alloc(&q, 4 * sb * v / t + graph_held(c), ALLOC);
 			if (fsdp) /* the root unit: embedding and output layer, gathered through the backward */
 				root = seq_alloc(&q, e * head / t, GATHER);
 			for (uint64_t l = 0; l < layers; l++) {
@@ -2036,18 +2094,22 @@ const char *mt_plan_steps(const struct mt_plan_config *c, int steps, const struc
 				uint32_t lg16 = 0, lg32 = 0;
 				head_in[0] = seq_alloc(&q, emb, ALLOC);
 				head_in[1] = seq_alloc(&q, emb, ALLOC);
-				for (uint64_t k = 0; c->loss_chunk && k < nchunks; k++) /* 16-bit, then fp32 */
+				for (uint64_t k = 0; c->loss_chunk && k < nchunks; k++) { /* 16-bit, then fp32 */
+					uint32_t w = seq_alloc(&q, dequant_bytes(c, quantized_head(c)), ALLOC);
 					chunks[nchunks + k] = seq_alloc(&q, e * chunk_values(c, k, per_seq), ALLOC);
+					seq_free(&q, &w);
+				}
 				for (uint64_t k = 0; c->loss_chunk && k < nchunks; k++)
 					chunks[k] = seq_alloc(&q, 4 * chunk_values(c, k, per_seq), ALLOC);
-				for (uint64_t k = 0; c->loss_chunk && k < nchunks; k++) { /* their log-softmaxes */
+				for (uint64_t k = 0; c->loss_chunk && k < nchunks; k++)
 					seq_free(&q, &chunks[nchunks + k]);
-					chunks[nchunks + k] = seq_alloc(&q, 4 * chunk_values(c, k, per_seq), ALLOC);
-				}
 				if (pt && e < 4 && !c->loss_chunk) {
 					lg16 = seq_alloc(&q, e * sb * v / t, ALLOC);
 					lg32 = seq_alloc(&q, 4 * sb * v / t, ALLOC);
 				}
+				seq_free(&q, &last); /* the loop's logits = model(...) lets the last go */
+				for (uint64_t k = 0; c->loss_chunk && k < nchunks; k++) /* their log-softmaxes */
+					chunks[nchunks + k] = seq_alloc(&q, 4 * chunk_values(c, k, per_seq), ALLOC);
 				if (!c->loss_chunk)
 					head_in[2] = seq_alloc(&q, 4 * sb * v / t, ALLOC);
 				seq_free(&q, &lg32);
@@ -2062,8 +2124,11 @@ const char *mt_plan_steps(const struct mt_plan_config *c, int steps, const struc
 			}
 			for (uint64_t k = nchunks; c->loss_chunk && k-- > 0;) { /* each chunk's two gradients */
 				double n = 4 * chunk_values(c, k, per_seq);
+				uint32_t w;
 				d1 = seq_alloc(&q, n, ALLOC);
 				d2 = seq_alloc(&q, n, ALLOC);
+				w = seq_alloc(&q, dequant_bytes(c, quantized_head(c)), ALLOC);
+				seq_free(&q, &w);
 				seq_free(&q, &d1);
 				seq_free(&q, &chunks[nchunks + k]);
 				seq_free(&q, &d2);

@@ -122,6 +122,7 @@ struct mt_plan_config {
 	unsigned lora_modules;	   /* MT_LORA_* targets; 0: q and v */
 	double lora_dropout;	   /* the adapters' dropout probability (PEFT's lora_dropout) */
 	bool lora_fp32;		   /* the adapters in fp32 on a 16-bit base (PEFT's autocast_adapter_dtype) */
+	bool outputs_kept;	   /* the loop holds the last micro-batch's outputs into the next forward */
 	bool torchao;		   /* the quantized base is torchao's NF4Tensor, not bitsandbytes' */
 	enum mt_quant quantize;	   /* the frozen base's storage */
 	double overhead;	   /* framework bytes per GPU: CUDA context, library workspaces */

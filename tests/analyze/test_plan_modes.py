@@ -556,6 +556,43 @@ drops = {(impl, p): plan("--model", model("phi2-%s" % p, dict(phi, resid_pdrop=p
 ok(drops["litgpt", 0.1] == drops["litgpt", 0] and drops["pytorch", 0.1] > drops["pytorch", 0],
    "--impl litgpt keeps no dropout mask whatever the config's dropout; transformers' modules do", drops)
 
+# LitGPT's 4-bit base, quantized by Lightning's BitsandbytesPrecision: every nn.Linear, the
+# output layer's too (4.5 bits instead of 16), each from fp16, so a weight dequantizes to fp16
+# and then bf16 (4 bytes a value): backward start holds the output layer's two copies beside
+# a chunk's two fp32 gradients (8 bytes a logit of 128 of the 512 positions), and a layer's
+# backward the largest MLP matrix's. With --outputs-kept (LitGPT's loop holds the last
+# micro-batch's logits into the next forward) the next forward's end also holds the last
+# one's fp32 logits and, on bitsandbytes' graph (ctx.tensors), each 4-bit layer's input:
+# the attention's, the MLP's, the output and down projections' (3 x 4096 + 11008 a token and
+# layer) and the output layer's (4096), beside its own 16-bit chunks and the output layer
+# dequantized for the last (more than their fp32 copies), but not yet its log-softmaxes
+Q4 = ["--model", LLAMA2, "--precision", "bf16-pure", "--lora-rank", 32, "--loss-chunk", 128, "--seq", 512,
+      "--micro-batch", 2, "--quantize", "nf4"]
+lit, hf, kept = plan(*Q4, "--impl", "litgpt"), plan(*Q4, "--impl", "pytorch"), plan(*Q4, "--impl", "litgpt",
+                                                                                   "--outputs-kept")
+lv = 1024 * 32000
+ok(hf["per_gpu_bytes"]["params"] - lit["per_gpu_bytes"]["params"] == (2 - 0.5 - 4 / 64) * VH and
+   lit["moment"] == "backward start" and lit["per_gpu_bytes"]["temporaries"] == 8 * lv // 4 + 4 * VH and
+   kept["moment"].startswith("the next micro-batch's forward") and
+   kept["per_gpu_bytes"]["activations"] - lit["per_gpu_bytes"]["activations"] ==
+   4 * VH - 2 * lv + 2 * 1024 * (32 * (3 * 4096 + 11008) + 4096),
+   "LitGPT's 4-bit base: its output layer quantized and dequantized as fp16 and bf16; --outputs-kept: the next "
+   "forward's end beside the last micro-batch's logits and bitsandbytes' kept inputs",
+   (lit["per_gpu_bytes"], hf["per_gpu_bytes"], kept["moment"], kept["per_gpu_bytes"]))
+res = plan(*Q4, "--impl", "litgpt", "--outputs-kept", "--reserved")
+ok(abs(res["reserved"]["replay_allocated_bytes"] - (res["per_gpu_bytes"]["total"] - res["per_gpu_bytes"]["framework"]))
+   < 0.01 * res["per_gpu_bytes"]["total"],
+   "--reserved replays --outputs-kept: the last micro-batch's logits and kept inputs held into the next forward, "
+   "its peak allocated within 1% of the plan", res["reserved"])
+TIED = model("llama2-7b-tied", {"model_type": "llama", "vocab_size": 32000, "hidden_size": 4096,
+                                 "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 32,
+                                 "intermediate_size": 11008, "tie_word_embeddings": True})
+dq = {i: plan("--model", TIED, "--precision", "bf16-pure", "--lora-rank", 8, "--quantize", "nf4", "--seq", 1,
+              "--micro-batch", 1, "--impl", i)["per_gpu_bytes"]["temporaries"] for i in ("litgpt", "pytorch")}
+ok(dq["litgpt"] == 4 * 4096 * 3 * 4096 + 2 * (4096 + 11008) and dq["pytorch"] == 2 * 4096 * 11008 + 2 * (4096 + 11008),
+   "a layer's backward dequantizes its largest 4-bit matrix to fp16 and bf16 under Lightning's plugin (LitGPT's "
+   "fused q, k, v), to bf16 alone under transformers' (an MLP matrix); a tied head is not quantized", dq)
+
 # FSDP's no_sync() accumulation (Lightning's no_backward_sync, as LitGPT accumulates): no
 # reduce-scatter until the last micro-batch, the unsharded gradient of every unit that has one
 # kept in bf16: with use_orig_params (Lightning's FSDP1) a LoRA block's frozen values' with
