@@ -278,8 +278,8 @@ const char *mt_plan_check(struct mt_plan_config *c)
 {
 	uint64_t gpus, mp, stages, groups, experts_group;
 
-	if (c->impl ==
-	    MT_IMPL_LITGPT) /* LitGPT's modules have no dropout (model.py: sdpa's dropout_p=0.0), only LoRA's */
+	/* LitGPT's modules have no dropout (model.py: sdpa's dropout_p=0.0), only LoRA's */
+	if (c->impl == MT_IMPL_LITGPT)
 		c->no_dropout = c->no_attention_dropout = true;
 	if (!c->tp)
 		c->tp = 1;
@@ -332,8 +332,7 @@ const char *mt_plan_check(struct mt_plan_config *c)
 		return "--fsdp1 says which FSDP: it needs --fsdp";
 	if (c->orig_params && (!c->fsdp1 || !c->lora_rank || c->quantize))
 		return "--orig-params is FSDP1's use_orig_params with LoRA's adapters inside the blocks' units: it "
-		       "needs "
-		       "--fsdp1 and --lora-rank, on a base that is not quantized";
+		       "needs --fsdp1 and --lora-rank, on a base that is not quantized";
 	if (c->no_sync && (!c->fsdp || c->micro_batches < 2))
 		return "--no-sync is FSDP's gradient accumulation: it needs --fsdp and --micro-batches of 2 or more";
 	if (c->paged && ((c->optimizer != MT_ADAM && c->optimizer != MT_ADAM8BIT && c->optimizer != MT_LION) ||
