@@ -845,6 +845,12 @@ static const char *const moment_names[MOMENTS] = {
     "the next micro-batch's forward ending, the last one's outputs still held",
     "loading the model: a weight's 16-bit copy as it is quantized"};
 
+/* Whether the setup has the moment: the next forward's only with --outputs-kept */
+static bool moment_on(const struct mt_plan_config *c, int at)
+{
+	return at != AT_NEXT_FORWARD || c->outputs_kept;
+}
+
 /* The moment's name: loading under FSDP1 is its wrap (fsdp1_unit) */
 static const char *moment_name(const struct mt_plan_config *c, int at)
 {
@@ -1397,6 +1403,8 @@ void mt_plan_compute(const struct mt_plan_config *c, const struct mt_plan_scale 
 	 * alive) */
 	for (int i = first; i < last; i++) {
 		double total = out->framework;
+		if (!moment_on(c, i))
+			continue;
 		for (int j = 0; j < MT_PLAN_COMPONENTS; j++) {
 			if (s)
 				m[i][j] = m[i][j] * s->k[j] + s->carry[j];
@@ -1423,6 +1431,8 @@ void mt_plan_calibrate(const struct mt_plan_config *run, const double measured[M
 	table(run, m, &cpu, &nvme, &first, &last);
 	for (int i = first; i < last; i++) {
 		double apart = 0;
+		if (!moment_on(run, i))
+			continue;
 		for (int j = 0; j < MT_PLAN_COMPONENTS; j++)
 			apart += fabs(measured[j] - m[i][j]);
 		if (apart < best)

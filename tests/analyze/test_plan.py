@@ -525,6 +525,19 @@ got = [float(x) for x in p.stdout.split()] if p.returncode == 0 else [0, 1]
 ok(len(got) == 2 and abs(got[0] - got[1]) < 0.01 * got[1],
    "a measurement at the optimizer step calibrates against the model's optimizer step: another sequence length "
    "projects as the model does (%.2f GiB, the model %.2f)" % (got[0] / 2**30, got[1] / 2**30), p.stdout + p.stderr)
+# the moments a measurement is compared with are those the setup has: without --outputs-kept
+# not the next forward's (which holds no gradient), so a run measured with its weights and
+# gradients alone is not read as one whose step holds no activation
+open(lua, "w").write("""
+local p = memtap.plan{layers=32, hidden=4096, heads=32, vocab=32000, seq=1024, micro_batch=1,
+                      measured={params=1e9, grads=5e8}}
+print(p.activations, p.moment)
+""")
+p = subprocess.run([MEMTAP, "lua", lua], capture_output=True, text=True)
+got = p.stdout.split(None, 1) if p.returncode == 0 else ["0", ""]
+ok(float(got[0]) > 0 and "next micro-batch" not in got[1],
+   "a calibration compares with the moments the setup has: not --outputs-kept's next forward without it",
+   p.stdout + p.stderr)
 policy = os.path.join(TMP, "plan_policy.lua")
 open(policy, "w").write('memtap.on_exit(function() memtap.log("plan", memtap.plan{params=7.5e9, zero=3, '
                         'gpus_per_node=64}.total) end)\n')
