@@ -364,6 +364,11 @@ const char *mt_plan_check(struct mt_plan_config *c)
 		if (c->loss_chunk && (c->classifier || !torch_modules(c)))
 			return "a chunked loss (--loss-chunk) is LitGPT's: PyTorch modules (--impl pytorch or "
 			       "litgpt) with an output layer (no --classifier)";
+		if (c->rmsnorm_16bit && !torch_modules(c))
+			return "--rmsnorm-16bit describes PyTorch modules' RMSNorm (--impl pytorch or litgpt)";
+		if (c->transformers && (c->transformers < 446 || c->impl != MT_IMPL_PYTORCH))
+			return "--transformers is Hugging Face's release, from 4.46 (each model made its own loss "
+			       "before), for its modules (--impl pytorch)";
 		if (!c->head_dim) {
 			if (c->hidden % c->heads)
 				return "the heads must divide the hidden size (or give --head-dim)";
@@ -642,12 +647,14 @@ static double input_bytes(const struct mt_plan_config *c, int in)
 }
 
 /* What a norm keeps of its input per value: the residual stream's type (fp32 under
- * autocast), and fp32 where Hugging Face's RMSNorm casts its input up */
+ * autocast), and fp32 where an RMSNorm casts its input up (x.float(): Hugging Face's,
+ * torchtitan's, LitGPT's since lit_gpt#606; its normed output, cast back, is the next
+ * linear layer's input) */
 static double norm_kept(const struct mt_plan_config *c)
 {
 	double erep = c->precision == MT_AMP16 ? 4 : value_bytes(c);
 
-	return c->impl == MT_IMPL_PYTORCH && c->rmsnorm ? max2(4, erep) : erep;
+	return torch_modules(c) && c->rmsnorm && !c->rmsnorm_16bit ? max2(4, erep) : erep;
 }
 
 /* PyTorch 1.13 to 2.1 keep a mean's input for backward (mean.dim's derivative reads
@@ -836,8 +843,9 @@ static double in_flight(const struct mt_plan_config *c)
 	return 1;
 }
 
-enum { AT_BACKWARD, AT_LAST_LAYER, AT_FIRST_LAYER, AT_OPTIMIZER, AT_NEXT_FORWARD, AT_LOADING, MOMENTS };
+enum { AT_LOSS, AT_BACKWARD, AT_LAST_LAYER, AT_FIRST_LAYER, AT_OPTIMIZER, AT_NEXT_FORWARD, AT_LOADING, MOMENTS };
 static const char *const moment_names[MOMENTS] = {
+    "the loss being made: the fp32 logits shifted into a copy beside the 16-bit ones",
     "backward start",
     "backward of the last layer",
     "backward of the first layer",
@@ -845,10 +853,20 @@ static const char *const moment_names[MOMENTS] = {
     "the next micro-batch's forward ending, the last one's outputs still held",
     "loading the model: a weight's 16-bit copy as it is quantized"};
 
-/* Whether the setup has the moment: the next forward's only with --outputs-kept */
+/* transformers 4.46 to 4.48's ForCausalLMLoss (loss/loss_utils.py) upcasts the logits
+ * (logits.float()) and shifts them into a contiguous copy (logits[..., :-1, :]
+ * .contiguous()) while the model's forward still holds its own: the log-softmax is made
+ * beside three copies. 4.49 shifts the labels instead (transformers#35646). */
+static bool shifts_logits(const struct mt_plan_config *c)
+{
+	return c->transformers >= 446 && c->transformers < 449 && !c->classifier && !c->loss_chunk && c->pp == 1;
+}
+
+/* Whether the setup has the moment: the next forward's only with --outputs-kept, the
+ * loss's only where it shifts the logits */
 static bool moment_on(const struct mt_plan_config *c, int at)
 {
-	return at != AT_NEXT_FORWARD || c->outputs_kept;
+	return (at != AT_NEXT_FORWARD || c->outputs_kept) && (at != AT_LOSS || shifts_logits(c));
 }
 
 /* The moment's name: loading under FSDP1 is its wrap (fsdp1_unit) */
@@ -1292,6 +1310,16 @@ static void moments(const struct mt_plan_config *c, double m[MOMENTS][MT_PLAN_CO
 	m[AT_BACKWARD][MT_PLAN_GRADS] = max2(grads_bwd, keep);
 	m[AT_BACKWARD][MT_PLAN_TEMPORARIES] = temps_bwd + root;
 	m[AT_BACKWARD][MT_PLAN_ACTIVATIONS] += cache;
+	/* the loss made beside the model's logits, their fp32 copy and its shifted copy
+	 * (shifts_logits), the log-softmax's output counted in acts: the root unit gathered,
+	 * no gradient made yet */
+	if (shifts_logits(c)) {
+		double lv = sb * v / t;
+		m[AT_LOSS][MT_PLAN_ACTIVATIONS] = acts + cache;
+		m[AT_LOSS][MT_PLAN_TEMPORARIES] =
+		    (e + (e < 4 ? 4 : 0) + 4) * lv + (c->fsdp && sh.dp > 1 ? e * tables(c) / t : 0);
+		m[AT_LOSS][MT_PLAN_GRADS] = keep;
+	}
 	/* --outputs-kept: the next micro-batch's forward ending beside the last one's fp32
 	 * logits and graph_held, no log-softmax or gradient made yet: its 16-bit chunks made
 	 * (the last with the 4-bit output layer dequantized), then their fp32 copies as Fabric
@@ -2100,7 +2128,7 @@ const char *mt_plan_steps(const struct mt_plan_config *c, int steps, const struc
 				/* PyTorch's models upcast 16-bit logits for the loss (torchtitan's
 				 * cross_entropy(pred.float()), transformers' logits.float()): the output
 				 * layer's logits and their fp32 copy live until the log-softmax is made */
-				uint32_t lg16 = 0, lg32 = 0;
+				uint32_t lg16 = 0, lg32 = 0, shifted = 0;
 				head_in[0] = seq_alloc(&q, emb, ALLOC);
 				head_in[1] = seq_alloc(&q, emb, ALLOC);
 				for (uint64_t k = 0; c->loss_chunk && k < nchunks; k++) { /* 16-bit, then fp32 */
@@ -2116,11 +2144,14 @@ const char *mt_plan_steps(const struct mt_plan_config *c, int steps, const struc
 					lg16 = seq_alloc(&q, e * sb * v / t, ALLOC);
 					lg32 = seq_alloc(&q, 4 * sb * v / t, ALLOC);
 				}
+				if (shifts_logits(c))
+					shifted = seq_alloc(&q, 4 * sb * v / t, ALLOC);
 				seq_free(&q, &last); /* the loop's logits = model(...) lets the last go */
 				for (uint64_t k = 0; c->loss_chunk && k < nchunks; k++) /* their log-softmaxes */
 					chunks[nchunks + k] = seq_alloc(&q, 4 * chunk_values(c, k, per_seq), ALLOC);
 				if (!c->loss_chunk)
 					head_in[2] = seq_alloc(&q, 4 * sb * v / t, ALLOC);
+				seq_free(&q, &shifted);
 				seq_free(&q, &lg32);
 				seq_free(&q, &lg16);
 			}

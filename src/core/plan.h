@@ -26,8 +26,7 @@ enum mt_bias { MT_BIAS_ALL, MT_BIAS_QKV, MT_BIAS_NONE, MT_BIAS_MLP };
 enum mt_attention { MT_ATTN_EAGER, MT_ATTN_FLASH };
 /* How the layers are written: Megatron's fused kernels (Korthikanti et al.'s accounting);
  * PyTorch modules as Hugging Face, torchtitan and torchtune write them; LitGPT's own
- * (lit_gpt/model.py, lora.py: one matrix makes q, k and v, an RMSNorm without an fp32
- * copy, its own LoRA layers). */
+ * (litgpt/model.py, lora.py: one matrix makes q, k and v, its own LoRA layers). */
 enum mt_impl { MT_IMPL_MEGATRON, MT_IMPL_PYTORCH, MT_IMPL_LITGPT };
 /* How torch.optim steps (torch/optim/optimizer.py's _default_to_fused_or_foreach):
  * foreach, multi-tensor ops over every parameter of a device and dtype at once (its
@@ -69,6 +68,7 @@ struct mt_plan_config {
 	uint64_t positions;	     /* learned position-embedding rows (and token types); 0: seq */
 	bool untied;		     /* a separate output layer instead of the tied embedding */
 	bool swiglu, rmsnorm;	     /* gated MLP (three h x ffn matrices); RMSNorm (no bias) */
+	bool rmsnorm_16bit;	     /* ... computed in 16 bits, no fp32 copy kept (lit_gpt before #606) */
 	bool rope, pooler, qk_norm;  /* rotary positions; an encoder's pooler; per-head q/k norms */
 	bool qk_norm_heads;	     /* ... the q/k norms over every head's values (OLMo 2) */
 	uint64_t norms;		     /* norms per layer, each keeping its input; 0: two */
@@ -89,6 +89,7 @@ struct mt_plan_config {
 	enum mt_attention attention; /* eager (scores kept) or fused attention */
 	enum mt_impl impl;	     /* how the layers are written */
 	uint64_t torch;		     /* PyTorch's release, major * 100 + minor; 0: a current one */
+	uint64_t transformers;	     /* Hugging Face transformers' release, the same way */
 	uint64_t experts, topk, moe_ffn, shared_ffn, dense_layers; /* mixture of experts */
 	bool shared_gate;					   /* a sigmoid gate on the shared experts (Qwen-MoE) */
 	uint64_t q_lora_rank, kv_lora_rank, rope_head_dim, v_head_dim; /* multi-latent attention */

@@ -644,4 +644,44 @@ ok(said["full"] == [] and said["lora fp32"] == [] and len(said["lora"]) == 1 and
 text = subprocess.run([MEMTAP, "plan", *map(str, FULL), "--lora-rank", "8"], capture_output=True, text=True).stdout
 ok("approximated (docs/PLAN.md):\n  PEFT from 0.12 keeps the adapters in fp32" in text, "and the text lists them", text)
 
+
+# transformers 4.46 to 4.48's ForCausalLMLoss: logits.float(), then logits[..., :-1, :]
+# .contiguous(), while the model's forward holds its 16-bit logits: the log-softmax is
+# made beside 2 + 4 + 4 bytes a logit, 2 more than backward's start holds (its output and
+# two fp32 gradients); 1,024 tokens x 32,000 logits, in the plan and in the replay
+LORA512 = ["--model", LLAMA2, "--precision", "bf16-pure", "--lora-rank", 8, "--seq", 512, "--micro-batch", 2,
+           "--recompute", "full", "--reserved"]
+hf = {v: plan(*LORA512, "--transformers", v) for v in ("4.48", "4.49")}
+base = plan(*LORA512)
+old = [subprocess.run([MEMTAP, "plan", "--model", LLAMA2, *args], capture_output=True, text=True)
+       for args in (["--transformers", "4.45"], ["--transformers", "4.48", "--impl", "litgpt"])]
+ok(hf["4.48"]["per_gpu_bytes"]["total"] - base["per_gpu_bytes"]["total"] == 2 * 1024 * 32000 and
+   hf["4.48"]["reserved"]["replay_allocated_bytes"] - base["reserved"]["replay_allocated_bytes"] == 2 * 1024 * 32000 and
+   hf["4.48"]["moment"].startswith("the loss being made") and base["moment"] == "backward start" and
+   hf["4.49"]["per_gpu_bytes"] == base["per_gpu_bytes"] and
+   all(p.returncode == 2 and p.stderr.strip().endswith("--transformers is Hugging Face's release, from 4.46 (each "
+                                                        "model made its own loss before), for its modules (--impl "
+                                                        "pytorch)") for p in old),
+   "--transformers 4.48: its loss shifts the fp32 logits into a copy beside the 16-bit ones (62.5 MiB more at "
+   "1,024 tokens, planned and replayed); 4.49 shifts the labels; before 4.46 and LitGPT's modules refused",
+   (hf["4.48"]["per_gpu_bytes"], base["per_gpu_bytes"], hf["4.48"]["moment"], [p.stderr for p in old]))
+
+# an RMSNorm keeps an fp32 copy of its input (x.float(): LitGPT since lit_gpt#606, as
+# Hugging Face's): 2 bytes a value more than lit_gpt's 16-bit one before, for each of a
+# Llama layer's two norms, 512 tokens x 4,096; from PyTorch 1.13 to 2.1 its mean's squares
+# too, in fp32 (norm_squares); nothing for a LayerNorm; Megatron's fused norms refused
+LIT512 = ["--impl", "litgpt", "--precision", "bf16-pure", "--seq", 512, "--micro-batch", 1]
+norm = {(t, b): plan("--model", LLAMA2, *LIT512, *t, *b)["layer_activation_bytes"]
+        for t in ((), ("--torch", "2.1")) for b in ((), ("--rmsnorm-16bit",))}
+ln = [plan("--model", GPT2, *LIT512, *b)["layer_activation_bytes"] for b in ((), ("--rmsnorm-16bit",))]
+mg = subprocess.run([MEMTAP, "plan", "--model", LLAMA2, "--impl", "megatron", "--rmsnorm-16bit"], capture_output=True,
+                    text=True)
+ok(norm[(), ()] - norm[(), ("--rmsnorm-16bit",)] == 2 * 2 * 4096 * 512 and
+   norm[("--torch", "2.1"), ()] - norm[("--torch", "2.1"), ("--rmsnorm-16bit",)] == 2 * 4 * 4096 * 512 and
+   ln[0] == ln[1] and mg.returncode == 2 and
+   mg.stderr.strip().endswith("--rmsnorm-16bit describes PyTorch modules' RMSNorm (--impl pytorch or litgpt)"),
+   "LitGPT's RMSNorm keeps an fp32 copy of its input (8 MiB a Llama-2-7B layer at 512 tokens; 16 with PyTorch "
+   "2.1's squares); --rmsnorm-16bit keeps lit_gpt's 16-bit one; a LayerNorm unchanged; Megatron's refused",
+   (norm, ln, mg.stderr))
+
 done()
