@@ -82,9 +82,16 @@ class HFNorm(nn.Module):  # LlamaRMSNorm: in fp32, the weight frozen
         return self.weight * y.to(x.dtype)
 
 
-class LitNorm(HFNorm):  # lit_gpt/rmsnorm.py: in the input's type
+class LitNorm(HFNorm):  # lit_gpt/rmsnorm.py at 8641822: in the input's type
     def forward(self, x):
         return self.weight * (x * torch.rsqrt(torch.mean(x * x, dim=-1, keepdim=True) + 1e-5))
+
+
+class LitNorm32(HFNorm):  # litgpt/model.py's RMSNorm since lit_gpt#606 (as from 69dd8227): in fp32
+    def forward(self, x):
+        y = x.float()
+        y = y * torch.rsqrt(torch.mean(y * y, dim=-1, keepdim=True) + 1e-5)
+        return y.to(x.dtype) * self.weight
 
 
 class HFBlock(nn.Module):
@@ -108,7 +115,7 @@ class LitBlock(nn.Module):
     """lit_gpt/lora.py's block, q and v adapted in its one q, k, v matrix"""
     def __init__(self):
         super().__init__()
-        self.n1, self.n2 = LitNorm(), LitNorm()
+        self.n1, self.n2 = (LitNorm32(), LitNorm32()) if setup.get("norm32") else (LitNorm(), LitNorm())
         self.attn, self.proj = frozen(H, 3 * H), frozen(H, H)
         self.fc1, self.fc2, self.mlp_proj = frozen(H, F), frozen(H, F), frozen(F, H)
         self.lora_a = nn.Parameter(torch.randn(2 * R, H) / 16)

@@ -26,12 +26,12 @@ if not PY:
     sys.exit(0)
 
 
-def autograd(impl="pytorch", adapted="qv", dropout=0.0, fp32=False, trained=False):
+def autograd(impl="pytorch", adapted="qv", dropout=0.0, fp32=False, trained=False, norm32=False):
     """bytes a token that autograd saves for one block, CPU's dropout noise counted as CUDA's
     bool mask"""
     setup = {"hidden": H, "heads": HEADS, "ffn": F, "rank": R, "impl": impl,
              "adapted": list(adapted) if adapted != "mlp" else ["mlp"], "dropout": dropout, "fp32": fp32,
-             "trained": trained}
+             "trained": trained, "norm32": norm32}
     p = subprocess.run([PY, COUNT, json.dumps(setup)], capture_output=True, text=True)
     if p.returncode:
         raise RuntimeError(p.stderr)
@@ -65,10 +65,13 @@ for what, got, want in (
          autograd(dropout=0.1), plan(*LORA, "--lora-modules", "qv", "--lora-dropout", 0.1)),
         ("PEFT on the MLP with fp32 adapters (autocast_adapter_dtype): each adapter's fp32 copy of its input",
          autograd(adapted="mlp", fp32=True), plan(*LORA, "--lora-modules", "mlp", "--lora-fp32")),
-        ("LitGPT on q and v with dropout 0.05: the fused q, k, v kept through v, the padded B output, its "
-         "RMSNorm's 16-bit squares (PyTorch 1.13's mean)",
+        ("lit_gpt (8641822) on q and v with dropout 0.05: the fused q, k, v kept through v, the padded B output, "
+         "its RMSNorm's 16-bit input and squares (PyTorch 1.13's mean)",
          autograd(impl="litgpt", dropout=0.05), plan(*LORA, "--lora-modules", "qv", "--lora-dropout", 0.05,
-                                                     "--impl", "litgpt"))):
+                                                     "--impl", "litgpt", "--rmsnorm-16bit")),
+        ("LitGPT since lit_gpt#606, the same: its RMSNorm's fp32 copy of its input and fp32 squares",
+         autograd(impl="litgpt", dropout=0.05, norm32=True),
+         plan(*LORA, "--lora-modules", "qv", "--lora-dropout", 0.05, "--impl", "litgpt"))):
     ok(0 <= got - want <= 8, "%s: memtap plans %g bytes a token and layer, PyTorch's autograd saves %g" %
        (what, want, got), (got, want))
 done()

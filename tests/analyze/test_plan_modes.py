@@ -343,7 +343,7 @@ H, F = 4096, 11008
 BASE = 8 * H + 4 * 2 * H + 4 * 32 + 3 * 2 * F
 kept = {name: plan(*LORA7, *extra)["layer_activation_bytes"] / 1304 for name, extra in (
     ("peft", []), ("dropout", ["--lora-dropout", 0.05]), ("fp32", ["--lora-fp32"]),
-    ("litgpt", ["--impl", "litgpt", "--lora-dropout", 0.05]), ("nf4", ["--quantize", "nf4"]),
+    ("litgpt", ["--impl", "litgpt", "--lora-dropout", 0.05, "--rmsnorm-16bit"]), ("nf4", ["--quantize", "nf4"]),
     ("int8", ["--quantize", "int8"]), ("torchao", ["--quantize", "nf4-dq", "--torchao"]))}
 ok(kept["peft"] == BASE + 2 * H + 2 * 2 * 8,
    "LoRA (PEFT): the adapters keep their input once and A's r values; frozen matrices keep no input", kept)
@@ -352,7 +352,7 @@ ok(kept["peft"] == BASE + 2 * H + 2 * 2 * 8,
 # are fp32
 ok(kept["dropout"] == BASE + 2 * (2 * H + H) + 2 * 2 * 8 and kept["fp32"] == BASE + 2 * 4 * H + 2 * 4 * 8,
    "--lora-dropout: a dropped copy and a mask per adapter; --lora-fp32: an fp32 copy of x per adapter", kept)
-# LitGPT (lit_gpt/lora.py at 8641822): RMSNorm without an fp32 copy (2 x 2h); one q, k, v
+# LitGPT (lit_gpt/lora.py at 8641822): RMSNorm without an fp32 copy (2 x 2h: --rmsnorm-16bit); one q, k, v
 # matrix whose output sdpa keeps whole through v's view (3h beside q and k, 2h each: 5 x 2h);
 # one adapter on it, its dropped copy and mask (2h + h), A's 2r values, and B's output for q
 # and v padded by zero_pad's index_copy, which keeps it (2h x 2)
