@@ -364,6 +364,8 @@ const char *mt_plan_check(struct mt_plan_config *c)
 		if (c->loss_chunk && (c->classifier || !torch_modules(c)))
 			return "a chunked loss (--loss-chunk) is LitGPT's: PyTorch modules (--impl pytorch or "
 			       "litgpt) with an output layer (no --classifier)";
+		if (c->reentrant && c->recompute != MT_RECOMPUTE_FULL)
+			return "--reentrant is a form of full recomputation: give --recompute full";
 		if (c->rmsnorm_16bit && !torch_modules(c))
 			return "--rmsnorm-16bit describes PyTorch modules' RMSNorm (--impl pytorch or litgpt)";
 		if (c->transformers && (c->transformers < 446 || c->impl != MT_IMPL_PYTORCH))
@@ -916,6 +918,27 @@ static struct share share(const struct mt_plan_config *c)
 	return s;
 }
 
+/* FSDP1 under reentrant checkpointing (torch.utils.checkpoint's CheckpointFunction): each
+ * layer's first forward runs without grad, so no pre-backward hook marks the unit before
+ * for BACKWARD_PRE's prefetch (_get_handle_to_prefetch needs _needs_pre_backward_unshard):
+ * one unit is gathered at a time */
+static bool fsdp1_reentrant(const struct mt_plan_config *c, const struct share *sh)
+{
+	return c->fsdp1 && sh->dp > 1 && c->reentrant;
+}
+
+/* ... and a frozen unit's recomputing forward registers its reshard hook on the layer's
+ * detached input (_register_post_backward_reshard_only_hook, register_multi_grad_hook):
+ * the hook's closure holds the input's AccumulateGrad node, which holds the input, whose
+ * hooks hold the closure, a cycle through C++ that Python's collector does not break, so
+ * the input (the checkpoint's storage) and its .grad stay until backward's final callback
+ * removes the hooks (_finalize_params). LoRA's blocks are frozen units unless their
+ * adapters share the block's flat parameter (--orig-params) */
+static bool holds_checkpoints(const struct mt_plan_config *c, const struct share *sh)
+{
+	return fsdp1_reentrant(c, sh) && c->lora_rank && !c->orig_params;
+}
+
 /* Parameters of one state this GPU holds: stage is the ZeRO stage that shards it (1
  * optimizer, 2 gradients, 3 parameters); FSDP shards all three. */
 static double held(const struct mt_plan_config *c, const struct share *s, int stage, bool trainable)
@@ -1274,7 +1297,7 @@ static void moments(const struct mt_plan_config *c, double m[MOMENTS][MT_PLAN_CO
 	if (c->zero >= 3 && sh.dp > 1)
 		gathered = e * lp;
 	if (c->fsdp && sh.dp > 1) {
-		gathered = 2 * (e * lp + fsdp1_local(c, &sh));
+		gathered = (fsdp1_reentrant(c, &sh) ? 1 : 2) * (e * lp + fsdp1_local(c, &sh));
 		root = e * tables(c) / t + e * out_grad;
 	}
 	/* autocast keeps the 16-bit copy of every weight a matrix multiply used until that
@@ -1349,6 +1372,10 @@ static void moments(const struct mt_plan_config *c, double m[MOMENTS][MT_PLAN_CO
 	m[AT_FIRST_LAYER][MT_PLAN_GRADS] =
 	    offload_grads ? grads : max2(grads - gb * shard(positions(c) * h / t, sharded2 ? sh.dp : 1), keep);
 	m[AT_FIRST_LAYER][MT_PLAN_TEMPORARIES] = temps_layer - (c->dense_layers ? router_copies(c) : 0);
+	if (holds_checkpoints(c, &sh)) { /* every other layer's checkpointed input and its gradient */
+		m[AT_FIRST_LAYER][MT_PLAN_ACTIVATIONS] += ((double)c->layers - 1) * layer;
+		m[AT_FIRST_LAYER][MT_PLAN_TEMPORARIES] += ((double)c->layers - 1) * emb;
+	}
 	m[AT_FIRST_LAYER][MT_PLAN_ACTIVATIONS] += cache > 0 ? 2 * lp + cache - 2 * (double)c->layers * lp : 0;
 }
 
@@ -2030,12 +2057,12 @@ const char *mt_plan_steps(const struct mt_plan_config *c, int steps, const struc
 		return "out of memory";
 	uint32_t *grads = ids, *states = ids + layers * MAXT, *copies = ids + 2 * layers * MAXT, *acts, *cast;
 	uint32_t other[2] = {0}, head_copy = 0, ipg = 0;
-	uint32_t *acts_all = mt_calloc(layers * MAXT * 2, sizeof *acts_all);
+	uint32_t *acts_all = mt_calloc(layers * (MAXT * 2 + 1), sizeof *acts_all), *held_dx;
 	if (!acts_all) {
 		mt_free(ids);
 		return "out of memory";
 	}
-	acts = acts_all, cast = acts_all + layers * MAXT;
+	acts = acts_all, cast = acts_all + layers * MAXT, held_dx = acts_all + 2 * layers * MAXT;
 	uint32_t *chunks = mt_calloc(2 * nchunks, sizeof *chunks); /* their logits, then their log-softmaxes */
 	if (!chunks) {
 		mt_free(acts_all);
@@ -2195,7 +2222,7 @@ const char *mt_plan_steps(const struct mt_plan_config *c, int steps, const struc
 				uint32_t re[MAXT] = {0}, dx, dffn, full = 0, rs = 0;
 				if (fsdp) { /* this block gathered again, the one before prefetched */
 					gather_unit(&q, gather[l % 2], e * lp, local);
-					if (l > 0)
+					if (l > 0 && !fsdp1_reentrant(c, &sh))
 						gather_unit(&q, gather[(l - 1) % 2], e * lp, local);
 				} else if (c->zero >= 3 && sh.dp > 1) {
 					gather_unit(&q, gather[l % 2], e * lp, 0);
@@ -2228,14 +2255,23 @@ const char *mt_plan_steps(const struct mt_plan_config *c, int steps, const struc
 				seq_free(&q, &rs);
 				seq_free(&q, &full);
 				seq_free(&q, &dffn);
-				seq_free(&q, &dx);
 				for (size_t i = 0; i < nr; i++)
 					seq_free(&q, &re[i]);
-				for (size_t i = 0; i < MAXT; i++) {
-					seq_free(&q, &a[i]);
-					seq_free(&q, &cc[i]);
+				if (holds_checkpoints(c, &sh)) { /* the input and its gradient, to the end */
+					held_dx[l] = dx;
+				} else {
+					seq_free(&q, &dx);
+					for (size_t i = 0; i < MAXT; i++)
+						seq_free(&q, &a[i]);
 				}
+				for (size_t i = 0; i < MAXT; i++)
+					seq_free(&q, &cc[i]);
 				reshard_unit(&q, gather[l % 2]);
+			}
+			for (uint64_t l = 0; l < layers; l++) {
+				seq_free(&q, &held_dx[l]);
+				for (size_t i = 0; i < MAXT; i++)
+					seq_free(&q, &acts[l * MAXT + i]);
 			}
 			seq_free(&q, &root_grad);
 			seq_free(&q, &root);

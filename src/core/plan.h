@@ -103,7 +103,8 @@ struct mt_plan_config {
 	enum mt_step optimizer_impl;
 	bool paged; /* bitsandbytes' paged optimizer: large tensors' state in managed memory */
 	enum mt_recompute recompute;
-	int zero; /* ZeRO stage 0-3 */
+	bool reentrant; /* ... by torch.utils.checkpoint's reentrant form */
+	int zero;	/* ZeRO stage 0-3 */
 	uint64_t nodes, gpus_per_node;
 	uint64_t tp, pp, vpp, cp, ep, etp; /* tensor, pipeline, virtual, context, expert (and its tp) sizes */
 	uint64_t micro_batches;		   /* per step (gradient accumulation); 0: enough to fill the pipeline */

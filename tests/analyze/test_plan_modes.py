@@ -684,4 +684,28 @@ ok(norm[(), ()] - norm[(), ("--rmsnorm-16bit",)] == 2 * 2 * 4096 * 512 and
    "2.1's squares); --rmsnorm-16bit keeps lit_gpt's 16-bit one; a LayerNorm unchanged; Megatron's refused",
    (norm, ln, mg.stderr))
 
+
+# reentrant checkpointing under FSDP1 (torch.utils.checkpoint's CheckpointFunction): no
+# unit prefetched in backward, one layer's weights (2 x 202,383,360 bytes) fewer at a
+# full fine-tune's first-layer peak; with LoRA (frozen block units) each layer's
+# checkpointed input and its gradient stay until backward ends, so at the first layer's
+# backward the activations are 33 inputs of 4,096 tokens x 4,096 (its own, the
+# embedding's output, the other 31), in the plan and within 1% in the replay
+FS1 = ["--model", LLAMA2, "--precision", "bf16-pure", "--seq", 4096, "--micro-batch", 1, "--recompute", "full",
+       "--fsdp", "--fsdp1", "--gpus-per-node", 2, "--reserved"]
+full = {r: plan(*FS1, "--vocab", 1024, "--optimizer", "sgd-nomomentum", *r) for r in ((), ("--reentrant",))}
+lora = plan(*FS1, "--lora-rank", 8, "--reentrant")
+bad = subprocess.run([MEMTAP, "plan", "--model", LLAMA2, "--reentrant"], capture_output=True, text=True)
+ok(full[()]["per_gpu_bytes"]["total"] - full[("--reentrant",)]["per_gpu_bytes"]["total"] == 2 * 202383360 and
+   lora["moment"] == "backward of the first layer" and
+   lora["per_gpu_bytes"]["activations"] == 33 * 2 * 4096 * 4096 and
+   abs(lora["reserved"]["replay_allocated_bytes"] - lora["per_gpu_bytes"]["total"]) < 0.01 *
+   lora["per_gpu_bytes"]["total"] and bad.returncode == 2 and
+   bad.stderr.strip().endswith("--reentrant is a form of full recomputation: give --recompute full"),
+   "--reentrant under FSDP1: no backward prefetch (one Llama-2-7B layer fewer gathered); LoRA's frozen units keep "
+   "every checkpointed input and its gradient to backward's end (33 inputs at the first layer), planned and "
+   "replayed; without --recompute full refused",
+   (full[()]["per_gpu_bytes"], full[("--reentrant",)]["per_gpu_bytes"], lora["moment"], lora["per_gpu_bytes"],
+    lora["reserved"], bad.stderr))
+
 done()
