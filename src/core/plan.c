@@ -2220,7 +2220,8 @@ const char *mt_plan_steps(const struct mt_plan_config *c, int steps, const struc
 			for (uint64_t l = layers; l-- > 0;) {
 				uint32_t *a = acts + l * MAXT, *cc = cast + l * MAXT, *g = grads + l * MAXT;
 				uint32_t re[MAXT] = {0}, dx, dffn, full = 0, rs = 0;
-				if (fsdp) { /* this block gathered again, the one before prefetched */
+				if (fsdp) { /* this block gathered again, the one before prefetched
+					     * (but not under reentrant checkpointing: fsdp1_reentrant) */
 					gather_unit(&q, gather[l % 2], e * lp, local);
 					if (l > 0 && !fsdp1_reentrant(c, &sh))
 						gather_unit(&q, gather[(l - 1) % 2], e * lp, local);
