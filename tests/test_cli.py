@@ -92,7 +92,7 @@ RUN_O = [("nosuchkey=1", "-O nosuchkey=1: unknown key nosuchkey"),
          ("Flush-ms=5", "-O Flush-ms=5: unknown key Flush-ms; did you mean flush_ms?"),
          ("depth=abc", "-O depth=abc: depth takes a number, with K, M or G for sizes"),
          ("ring=12Q", "-O ring=12Q: ring takes a number, with K, M or G for sizes"),
-         ("follow_fork=yes", "-O follow_fork=yes: follow_fork takes 1 or 0"),
+         ("follow_fork=yes", "-O follow_fork=yes: follow_fork takes 1 or 0 (on or off)"),
          ("output=" + "x" * 5000, "-O output=" + "x" * 248 + ": output takes a value shorter than 4096 bytes")]
 for kv, line in RUN_O:
     p = memtap("run", "-O", kv, "--", "touch", marker)

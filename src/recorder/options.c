@@ -93,7 +93,7 @@ enum { VALUE_MAX = 4096 }; /* a path's room */
 
 /* What each type takes, for the lines that refuse a value. */
 static const char *const takes[] = {
-    [T_STR] = "text", [T_SIZE] = "a number, with K, M or G for sizes", [T_BOOL] = "1 or 0"};
+    [T_STR] = "text", [T_SIZE] = "a number, with K, M or G for sizes", [T_BOOL] = "1 or 0 (on or off)"};
 
 /* The one parser of values, the recorder's and memtap run's: value (len bytes) as d's
  * type, copied into buf, the number or flag in *n. 0; E2BIG when it is VALUE_MAX bytes or
@@ -111,9 +111,10 @@ static int parse(const struct option_def *d, const char *value, size_t len, char
 	case T_SIZE:
 		return mt_parse_size(buf, n) ? EINVAL : 0;
 	case T_BOOL:
-		if (strcmp(buf, "1") && strcmp(buf, "0") && strcmp(buf, "true") && strcmp(buf, "false"))
+		if (strcmp(buf, "1") && strcmp(buf, "0") && strcmp(buf, "true") && strcmp(buf, "false") &&
+		    strcmp(buf, "on") && strcmp(buf, "off"))
 			return EINVAL;
-		*n = buf[0] == '1' || buf[0] == 't';
+		*n = buf[0] == '1' || buf[0] == 't' || !strcmp(buf, "on");
 		break;
 	}
 	return 0;
