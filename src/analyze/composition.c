@@ -362,6 +362,10 @@ static bool names(const struct mt_trace *t, uint64_t addr, char *fn, size_t nfn,
 	s = mt_trace_string(t, addr & 0xffffffffu);
 	if (!(tab = strchr(s, '\t')) || !(tab2 = strchr(tab + 1, '\t')))
 		return false;
+	/* memtap keeps a function's qualified name (Block.forward); the rules read its own
+	   name, as a snapshot's frames give it */
+	for (const char *dot = memchr(s, '.', (size_t)(tab - s)); dot; dot = memchr(s, '.', (size_t)(tab - s)))
+		s = dot + 1;
 	copy_name(fn, nfn, s, (size_t)(tab - s));
 	copy_name(file, nfile, tab + 1, (size_t)(tab2 - tab - 1));
 	*line = atoi(tab2 + 1);

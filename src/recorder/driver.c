@@ -39,7 +39,7 @@ bool mtp_cap_check(uint64_t size)
 static CUresult hook_cuMemAlloc_v2(const void *caller, __typeof__(mtp_real_cuMemAlloc_v2) real, CUdeviceptr *dptr,
 				   size_t bytesize)
 {
-	bool rec = mtp_enter_at(caller);
+	bool rec = mtp_enter_memory(caller);
 	CUresult r;
 	for (int try_ = 0;; try_++) { /* once more only if out of memory and a policy's on_oom asks */
 		r = MTP_CAPPED(bytesize, real(dptr, bytesize));
@@ -69,7 +69,7 @@ static CUresult hook_cuMemAllocPitch_v2(const void *caller, __typeof__(mtp_real_
 
 static CUresult hook_cuMemFree_v2(const void *caller, __typeof__(mtp_real_cuMemFree_v2) real, CUdeviceptr dptr)
 {
-	bool rec = mtp_enter_at(caller) && dptr; /* freeing 0 frees nothing, whatever the driver answers */
+	bool rec = mtp_enter_memory(caller) && dptr; /* freeing 0 frees nothing, whatever the driver answers */
 	if (rec && mtp_graph_freed(dptr))
 		rec = false; /* graph memory: recorded when it goes back (graph.c) */
 	if (rec)
@@ -293,7 +293,7 @@ static CUresult hook_cuMemCreate(const void *caller, __typeof__(mtp_real_cuMemCr
 				 CUmemGenericAllocationHandle *handle, size_t size, const CUmemAllocationProp *prop,
 				 unsigned long long flags)
 {
-	bool rec = mtp_enter_at(caller);
+	bool rec = mtp_enter_memory(caller);
 	uint8_t dev = mtp_location_device(prop ? &prop->location : NULL);
 	uint8_t loc = prop ? (uint8_t)prop->location.type : 0;
 	CUresult r;
@@ -314,7 +314,7 @@ static CUresult hook_cuMemCreate(const void *caller, __typeof__(mtp_real_cuMemCr
 static CUresult hook_cuMemRelease(const void *caller, __typeof__(mtp_real_cuMemRelease) real,
 				  CUmemGenericAllocationHandle handle)
 {
-	bool rec = mtp_enter_at(caller);
+	bool rec = mtp_enter_memory(caller);
 	if (rec)
 		mtp_hook_gone(MT_EV_VMM_RELEASE, 0, 0, handle);
 	CUresult r = real(handle);
@@ -328,7 +328,7 @@ static CUresult hook_cuMemAddressReserve(const void *caller, __typeof__(mtp_real
 					 CUdeviceptr *ptr, size_t size, size_t alignment, CUdeviceptr addr,
 					 unsigned long long flags)
 {
-	bool rec = mtp_enter_at(caller);
+	bool rec = mtp_enter_memory(caller);
 	CUresult r = real(ptr, size, alignment, addr, flags);
 	if (rec && r == CUDA_SUCCESS)
 		mtp_hook_gone(MT_EV_VMM_RESERVE, *ptr, size, 0);
@@ -339,7 +339,7 @@ static CUresult hook_cuMemAddressReserve(const void *caller, __typeof__(mtp_real
 static CUresult hook_cuMemAddressFree(const void *caller, __typeof__(mtp_real_cuMemAddressFree) real, CUdeviceptr ptr,
 				      size_t size)
 {
-	bool rec = mtp_enter_at(caller);
+	bool rec = mtp_enter_memory(caller);
 	if (rec)
 		mtp_hook_gone(MT_EV_VMM_ADDR_FREE, ptr, size, 0);
 	CUresult r = real(ptr, size);
@@ -352,7 +352,7 @@ static CUresult hook_cuMemAddressFree(const void *caller, __typeof__(mtp_real_cu
 static CUresult hook_cuMemSetAccess(const void *caller, __typeof__(mtp_real_cuMemSetAccess) real, CUdeviceptr ptr,
 				    size_t size, const CUmemAccessDesc *desc, size_t count)
 {
-	bool rec = mtp_enter_at(caller);
+	bool rec = mtp_enter_memory(caller);
 	CUresult r = real(ptr, size, desc, count);
 	if (rec && r == CUDA_SUCCESS && desc && count) {
 		struct mt_event e = {.kind = MT_EV_VMM_ACCESS,
@@ -369,7 +369,7 @@ static CUresult hook_cuMemSetAccess(const void *caller, __typeof__(mtp_real_cuMe
 static CUresult hook_cuMemMap(const void *caller, __typeof__(mtp_real_cuMemMap) real, CUdeviceptr ptr, size_t size,
 			      size_t offset, CUmemGenericAllocationHandle handle, unsigned long long flags)
 {
-	bool rec = mtp_enter_at(caller);
+	bool rec = mtp_enter_memory(caller);
 	CUresult r = real(ptr, size, offset, handle, flags);
 	if (rec) {
 		struct mt_event e = {.kind = MT_EV_VMM_MAP,
@@ -387,7 +387,7 @@ static CUresult hook_cuMemMap(const void *caller, __typeof__(mtp_real_cuMemMap) 
 
 static CUresult hook_cuMemUnmap(const void *caller, __typeof__(mtp_real_cuMemUnmap) real, CUdeviceptr ptr, size_t size)
 {
-	bool rec = mtp_enter_at(caller);
+	bool rec = mtp_enter_memory(caller);
 	if (rec)
 		mtp_hook_gone(MT_EV_VMM_UNMAP, ptr, size, 0);
 	CUresult r = real(ptr, size);

@@ -78,6 +78,21 @@ MTP_HIDDEN bool mtp_hook_outcome(int try_, int error, uint8_t kind, uint8_t api,
 											  : (call))
 /* A release recorded before the call failed: say so. */
 MTP_HIDDEN void mtp_hook_release_failed(int error, uint8_t kind, uint64_t addr);
+
+/* PyTorch's caching allocator, tracked (torch.c): its blocks and segments come from its
+ * tracker, so the driver calls its code makes are not recorded again. mtp_torch_span is
+ * the span of its library's code once tracked, MTP_TORCH_LOOKING until then (each memory
+ * hook looks, cheaply: only after a library was loaded), 0 when it never will be: one
+ * load for every other program. */
+#define MTP_TORCH_LOOKING UINTPTR_MAX
+extern MTP_HIDDEN uintptr_t mtp_torch_lo, mtp_torch_span;
+MTP_HIDDEN bool mtp_torch_owns(const void *caller);
+static inline bool mtp_torch_claims(const void *caller)
+{
+	return unlikely(__atomic_load_n(&mtp_torch_span, __ATOMIC_RELAXED)) && mtp_torch_owns(caller);
+}
+/* The guard of a hook that makes or frees device memory (mtp_enter_at, and not torch's). */
+#define mtp_enter_memory(caller) (mtp_enter_at(caller) && !mtp_torch_claims(caller))
 MTP_HIDDEN uint8_t mtp_location_device(const CUmemLocation *loc); /* MT_NO_DEVICE unless a device */
 /* Recorded the same way by both backends: an array's bytes (its elements over `levels`
  * mipmap levels, each halving the extents; the driver's own footprint is not known), a

@@ -168,7 +168,7 @@ MTP_HIDDEN bool mtp_layer_caller(uintptr_t caller);
 /* The hook guard: true when this call is to be recorded: recording is on, and this is
  * the outermost hook on the thread or a hook a signal handler called while another ran
  * (the runtime calling the driver, the usual nesting, is told at once). */
-static inline bool mtp_enter_at(const void *caller)
+static inline __attribute__((always_inline)) bool mtp_enter_at(const void *caller)
 {
 	if (likely(mtp_self.depth++ == 0))
 		return (likely(mtp_state_now() >= MTP_ON) || mtp_start()) && mtp_policy_ready();
@@ -332,5 +332,12 @@ struct dl_phdr_info;
 /* The lowest and highest address a loaded object maps; false when it maps nothing. */
 MTP_HIDDEN bool mtp_load_bounds(const struct dl_phdr_info *info, uintptr_t *lo, uintptr_t *hi);
 extern MTP_HIDDEN uintptr_t mtp_self_start, mtp_self_end;
+/* memtap's tracker of PyTorch's allocator (torch.c), loaded later: its frames are memtap's */
+extern MTP_HIDDEN uintptr_t mtp_tracker_lo, mtp_tracker_span;
+static inline bool mtp_own_code(uintptr_t ip)
+{
+	/* plain reads (set once, before the tracker's first call): the walk keeps them in registers */
+	return (ip >= mtp_self_start && ip < mtp_self_end) || unlikely(ip - mtp_tracker_lo < mtp_tracker_span);
+}
 
 #endif

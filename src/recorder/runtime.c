@@ -229,7 +229,7 @@ MTP_EXPORT cudaError_t CUDARTAPI cudaMalloc(void **devPtr, size_t size)
 	cudaError_t e;
 	if (unlikely(mtp_allocator_on()) && cached_malloc(devPtr, size, 0, &e))
 		return e;
-	bool rec = mtp_enter();
+	bool rec = mtp_enter_memory(__builtin_return_address(0));
 	for (int try_ = 0;; try_++) { /* once more only if out of memory and a policy's on_oom asks */
 		e = real(devPtr, size);
 		if (!(rec && devPtr) || !mtp_hook_outcome(try_, e, MT_EV_ALLOC, MT_API_RUNTIME, runtime_device(),
@@ -297,7 +297,8 @@ MTP_EXPORT cudaError_t CUDARTAPI cudaFree(void *devPtr)
 	if (unlikely(mtp_allocator_on()) && cached_free(devPtr, 0, &e))
 		return e;
 	REAL_OR_RETURN(real, cudaFree);
-	bool rec = mtp_enter() && devPtr && !mtp_graph_freed((uintptr_t)devPtr); /* graph memory: graph.c */
+	bool rec = mtp_enter_memory(__builtin_return_address(0)) && devPtr &&
+		   !mtp_graph_freed((uintptr_t)devPtr); /* graph memory: graph.c */
 	if (rec)
 		mtp_hook_gone(MT_EV_FREE, (uintptr_t)devPtr, 0, 0);
 	e = real(devPtr);

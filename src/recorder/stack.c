@@ -23,7 +23,7 @@
 #define FRESH_MAX 16	   /* new frames walked before giving up on the cache */
 #define VARIABLE INT32_MIN /* a return address whose frame size is not fixed (alloca) */
 
-uintptr_t mtp_self_start, mtp_self_end;
+uintptr_t mtp_self_start, mtp_self_end, mtp_tracker_lo, mtp_tracker_span;
 uint64_t mtp_stack_checks, mtp_stack_mismatches;
 
 struct mtp_stack_cache {
@@ -160,7 +160,7 @@ static bool first_frame(uintptr_t *ip0, uintptr_t *slot0)
 
 	for (int i = 0; i < OWN_FRAMES && fp; i++) {
 		uintptr_t *slot = mtp_frame_return_slot(fp), ret = *slot, *next;
-		if (ret < mtp_self_start || ret >= mtp_self_end) {
+		if (!mtp_own_code(ret)) {
 			*ip0 = ret;
 			*slot0 = (uintptr_t)slot;
 			return true;
@@ -237,7 +237,7 @@ static _Unwind_Reason_Code full_frame(struct _Unwind_Context *ctx, void *arg)
 {
 	struct full *f = arg;
 	uintptr_t ip = _Unwind_GetIP(ctx);
-	bool own = ip >= mtp_self_start && ip < mtp_self_end;
+	bool own = mtp_own_code(ip);
 
 	if (ip == 0) /* libgcc's last frame, past _start */
 		return _URC_END_OF_STACK;

@@ -26,6 +26,9 @@ void list_policies(void);
  * NAME.lua in the bundled folder's `sub`: "" for policies, "/examples" for scripts),
  * into out (PATH_MAX); exits with one line naming `what` when there is none. */
 void find_lua(const char *name, const char *sub, const char *what, char *out);
+/* memtap run on a Python job with torch 2.2 or later: its tracker of torch's tensors built
+ * (once) and named in MEMTAP_TORCH_TRACKER for the job; else one line why not (torch.c). */
+void torch_prepare(const char *cmd, bool quiet);
 struct mt_trace;
 /* Reads a trace or exits; a damaged trace is said once on stderr and true returned. */
 bool read_trace(const char *path, struct mt_trace *t);

@@ -636,6 +636,8 @@ int cmd_run(int argc, char **argv)
 	/* the job's options, checked once here with the library's own parser */
 	mtp_options_load();
 	setenv("MEMTAP_OPTIONS_CHECKED", "1", 1);
+	if (!cupti && mtp_opt.torch && !mtp_opt.allocator[0])
+		torch_prepare(argv[optind], quiet);
 	if (cupti) {
 		old = getenv("CUDA_INJECTION64_PATH");
 		if (old && *old && strcmp(old, library) != 0)
