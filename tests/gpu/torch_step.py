@@ -5,12 +5,18 @@ optimizer), so memtap's trace says where each allocation and a failure came. Wri
 torch.cuda.memory_stats()'s reserve (current and peak) and the segments of
 torch.cuda.memory._snapshot(), all taken while the memory is still held, right before a
 torch.cuda.mem_get_info() call that marks that moment in the trace.
-  torch_step.py OUT [--allocator | --graph | --nccl | --compile]
+  torch_step.py OUT [--allocator | --graph | --nccl | --compile | --blocks | --time N [--history]]
     --allocator  memtap.use_allocator() first (PyTorch's stats are then not its own)
     --graph      then a forward pass captured in a CUDA graph and replayed (under
                  PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync: graph memory nodes)
     --nccl       then an all-reduce in a one-rank NCCL process group (nccl_ok)
     --compile    the model through torch.compile(mode="reduce-overhead"), five steps
+    --blocks     also _snapshot()'s blocks and segments, at the moment (snapshot_blocks:
+                 [address, size, requested_size, state], snapshot_segment_list: [address,
+                 total_size]), for memtap's tracker of PyTorch's tensors to be held to
+    --time N     then N more steps timed (step_seconds: each, after a synchronize)
+    --history    torch.cuda.memory._record_memory_history(stacks="python") first: what
+                 PyTorch's own recording costs, beside memtap's
 An out-of-memory failure is caught and written as {"oom": true, "phase": ...}."""
 import contextlib
 import json
@@ -22,6 +28,7 @@ import torch
 
 out = sys.argv[1]
 flags = set(sys.argv[2:])
+timed = int(sys.argv[sys.argv.index("--time") + 1]) if "--time" in sys.argv else 0
 phase = "setup"
 result = {"oom": False}
 
@@ -94,6 +101,8 @@ try:
         import memtap
         memtap.use_allocator(torch)
     torch.cuda.init()
+    if "--history" in flags:
+        torch.cuda.memory._record_memory_history(max_entries=100000, stacks="python")
     free, total = torch.cuda.mem_get_info()
     result["used_at_start"] = total - free
     with in_phase("setup"):
@@ -107,6 +116,15 @@ try:
     if "--compile" in flags:
         model = torch.compile(model, mode="reduce-overhead")
     result["loss"] = steps(model, opt, x, y, 5 if "--compile" in flags else 3)
+    if timed:
+        import time
+        result["step_seconds"] = []
+        for _ in range(timed):
+            torch.cuda.synchronize()
+            t = time.perf_counter()
+            steps(model, opt, x, y, 1)
+            torch.cuda.synchronize()
+            result["step_seconds"].append(time.perf_counter() - t)
     if "--graph" in flags:
         graph(model, x, y)
     if "--nccl" in flags:
@@ -118,14 +136,20 @@ try:
                       reserved_peak=stats.get("reserved_bytes.all.peak", 0),
                       allocated_peak=stats.get("allocated_bytes.all.peak", 0))
         try:  # the cudaMallocAsync backend has no snapshot
-            result["snapshot_segments"] = sum(s["total_size"] for s in torch.cuda.memory._snapshot()["segments"])
+            snap = torch.cuda.memory._snapshot()
+            result["snapshot_segments"] = sum(s["total_size"] for s in snap["segments"])
+            if "--blocks" in flags:
+                result["snapshot_blocks"] = [[b["address"], b["size"], b.get("requested_size", 0), b["state"]]
+                                             for s in snap["segments"] for b in s["blocks"]]
+                result["snapshot_segment_list"] = [[s["address"], s["total_size"]] for s in snap["segments"]]
         except RuntimeError as e:
             result["snapshot_segments"] = "none: %s" % str(e).splitlines()[0][:120]
         # PyTorch's cuBLAS workspaces, which stay allocated until this clears them (memtap
         # plan counts two in its framework); freed to the cache, so the reserve is unchanged
-        allocated = torch.cuda.memory_allocated()
-        torch._C._cuda_clearCublasWorkspaces()
-        result["cublas_workspaces"] = allocated - torch.cuda.memory_allocated()
+        if "--blocks" not in flags:  # with --blocks, the snapshot's moment stays the trace's
+            allocated = torch.cuda.memory_allocated()
+            torch._C._cuda_clearCublasWorkspaces()
+            result["cublas_workspaces"] = allocated - torch.cuda.memory_allocated()
         result["sm"] = 10 * torch.cuda.get_device_capability()[0] + torch.cuda.get_device_capability()[1]
     torch.cuda.mem_get_info()  # the moment the figures above describe, in memtap's trace
 except torch.cuda.OutOfMemoryError as e:
