@@ -68,6 +68,18 @@ static char *copy(const char *s)
 	return s ? strdup(s) : NULL;
 }
 
+/* The C++ runtime's demangler (elfutils has none; eu-addr2line -C uses this one). */
+char *__cxa_demangle(const char *mangled, char *buf, size_t *len, int *status);
+
+/* A symbol's name as its source spells it: a C++ name demangled, any other as it is. */
+static char *source_name(const char *s)
+{
+	int status = -1;
+	char *d = s && s[0] == '_' && s[1] == 'Z' ? __cxa_demangle(s, NULL, NULL, &status) : NULL;
+
+	return d && status == 0 ? d : copy(s);
+}
+
 /* "function\tfile\tline", as the recorder wrote it */
 static void python_frame(struct mt_frame *f, const char *s)
 {
@@ -117,7 +129,7 @@ const struct mt_frame *mt_symbols_frame(struct mt_symbols *s, uint64_t addr)
 		Dwfl_Module *mod = dwfl_addrmodule(s->dwfl, pc);
 		if (mod) {
 			Dwfl_Line *line = dwfl_module_getsrc(mod, pc);
-			f.function = copy(dwfl_module_addrname(mod, pc));
+			f.function = source_name(dwfl_module_addrname(mod, pc));
 			if (line) {
 				int lineno = 0;
 				const char *file = dwfl_lineinfo(line, NULL, &lineno, NULL, NULL, NULL);

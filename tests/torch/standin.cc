@@ -21,11 +21,15 @@ extern "C" int cudaMalloc(void **p, size_t n);
 extern "C" int cudaFree(void *p);
 extern "C" int cudaMemGetInfo(size_t *free_bytes, size_t *total);
 
-namespace c10 {
-namespace cuda {
-namespace CUDACachingAllocator {
+namespace c10
+{
+namespace cuda
+{
+namespace CUDACachingAllocator
+{
 
-namespace {
+namespace
+{
 
 struct Block {
 	size_t size, requested;
@@ -33,10 +37,11 @@ struct Block {
 	bool used;
 };
 
-class Native : public CUDAAllocator {
+class Native : public CUDAAllocator
+{
 	std::recursive_mutex mutex;
 	std::vector<AllocatorTraceTracker> trackers;
-	std::map<uintptr_t, Block> blocks;	 // every block of every segment, by address
+	std::map<uintptr_t, Block> blocks;    // every block of every segment, by address
 	std::map<uintptr_t, size_t> segments; // address -> size
 	bool ready = false;
 
@@ -56,7 +61,10 @@ class Native : public CUDAAllocator {
 		return (n + (2u << 20) - 1) / (2u << 20) * (2u << 20);
 	}
 
-	bool small(size_t seg) { return seg == (2u << 20); }
+	bool small(size_t seg)
+	{
+		return seg == (2u << 20);
+	}
 
 	std::map<uintptr_t, Block>::iterator fit(size_t n)
 	{
@@ -83,8 +91,14 @@ class Native : public CUDAAllocator {
 	}
 
       public:
-	void init(int) override { ready = true; }
-	bool initialized() override { return ready; }
+	void init(int) override
+	{
+		ready = true;
+	}
+	bool initialized() override
+	{
+		return ready;
+	}
 #if STANDIN_TORCH >= 202
 	void attachAllocatorTraceTracker(AllocatorTraceTracker t) override
 	{
@@ -154,12 +168,19 @@ class Native : public CUDAAllocator {
 };
 
 // backend:cudaMallocAsync: every tensor its own allocation, and no tracker
-class Async : public CUDAAllocator {
+class Async : public CUDAAllocator
+{
 	bool ready = false;
 
       public:
-	void init(int) override { ready = true; }
-	bool initialized() override { return ready; }
+	void init(int) override
+	{
+		ready = true;
+	}
+	bool initialized() override
+	{
+		return ready;
+	}
 #if STANDIN_TORCH >= 202
 	void attachAllocatorTraceTracker(AllocatorTraceTracker) override
 	{
@@ -171,8 +192,13 @@ class Async : public CUDAAllocator {
 		void *p = nullptr;
 		return cudaMalloc(&p, n) == 0 ? p : nullptr;
 	}
-	void raw_delete(void *p) override { cudaFree(p); }
-	void emptyCache() override {}
+	void raw_delete(void *p) override
+	{
+		cudaFree(p);
+	}
+	void emptyCache() override
+	{
+	}
 };
 
 CUDAAllocator *choose()
@@ -194,8 +220,20 @@ std::atomic<CUDAAllocator *> allocator{choose()};
 namespace cca = c10::cuda::CUDACachingAllocator;
 
 extern "C" {
-void standin_init(void) { cca::get()->init(1); }
-void *standin_malloc(size_t n) { return cca::get()->raw_alloc(n); }
-void standin_free(void *p) { cca::get()->raw_delete(p); }
-void standin_empty_cache(void) { cca::get()->emptyCache(); }
+void standin_init(void)
+{
+	cca::get()->init(1);
+}
+void *standin_malloc(size_t n)
+{
+	return cca::get()->raw_alloc(n);
+}
+void standin_free(void *p)
+{
+	cca::get()->raw_delete(p);
+}
+void standin_empty_cache(void)
+{
+	cca::get()->emptyCache();
+}
 }

@@ -97,8 +97,10 @@ ok([e["size"] for e in kinds(ev, "segment_alloc")] == [2 << 20, 20 << 20, 20 << 
    [(e["kind"], e["size"]) for e in ev])
 ok(len(frees) == 4 and {e["addr"] for e in frees} == {e["addr"] for e in allocs}, "each block's free",
    [(e["kind"], e["addr"]) for e in ev])
-ok(all(e["functions"][0].endswith("raw_allocEm") and "<module>" in e["functions"] for e in allocs),
-   "a block's stack starts at torch's allocator (not memtap's tracker) and has the Python frames",
+ok(all(e["functions"][0].startswith("c10::cuda::CUDACachingAllocator::(anonymous namespace)::Native::raw_alloc(")
+       and "<module>" in e["functions"] for e in allocs),
+   "a block's stack starts at torch's allocator (not memtap's tracker), its C++ name demangled, and has the Python "
+   "frames",
    [e["functions"] for e in allocs])
 rep = subprocess.run([MEMTAP, "report", trace], capture_output=True, text=True).stdout
 ok("20.00 MiB in 1 allocation: <module> (t25.py:6)" in rep and "3.00 MiB in 1 allocation: <module> (t25.py:3)" in rep,

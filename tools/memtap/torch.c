@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "core/path.h"
-#include "tools/memtap/cli.h"
+#include "cli.h"
 
 extern char **environ;
 

@@ -19,10 +19,13 @@
 
 typedef struct CUstream_st *cudaStream_t;
 
-namespace c10 {
+namespace c10
+{
 using DeviceIndex = int8_t;
-namespace cuda {
-namespace CUDACachingAllocator {
+namespace cuda
+{
+namespace CUDACachingAllocator
+{
 
 #if STANDIN_TORCH >= 209
 using trace_size_t = size_t;
@@ -61,7 +64,8 @@ struct TraceEntry {
 
 using AllocatorTraceTracker = std::function<void(const TraceEntry &)>;
 
-class CUDAAllocator {
+class CUDAAllocator
+{
       public:
 	virtual ~CUDAAllocator() = default;
 	virtual void init(int device_count) = 0;
