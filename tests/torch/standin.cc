@@ -1,12 +1,15 @@
-// libc10_cuda.so of the stand-in torch (tests/torch/test_torch.py builds it per release):
-// a caching allocator in PyTorch's manner, enough to drive memtap's tracker through the
+// libc10_cuda.so of the stand-in torch (tests/torch/standin.py builds it per release): a
+// caching allocator in PyTorch's manner, enough to drive memtap's tracker through the
 // header's entry points. Segments come from cudaMalloc (simgpu under the tests): 2 MiB for
 // requests up to 1 MiB, 20 MiB up to 10 MiB, else the request rounded up to 2 MiB; blocks
 // are requests rounded up to 512 bytes, split from a segment's free blocks, merged back
 // when freed. Trace entries as torch makes them: ALLOC with the size asked for,
 // FREE_REQUESTED and FREE_COMPLETED, SEGMENT_ALLOC after cudaMalloc, SEGMENT_FREE before
 // cudaFree, OOM when a segment cannot be had even after the cache is emptied.
-// PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync picks an allocator without a tracker.
+// PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True: requests over 1 MiB come from one
+// reserved range instead, mapped 20 MiB at a time through the driver's VMM calls as it
+// grows (SEGMENT_MAP) and unmapped from its end when the cache is emptied (SEGMENT_UNMAP).
+// backend:cudaMallocAsync picks an allocator without a tracker.
 #include <cstdlib>
 #include <cstring>
 #include <iterator>
@@ -16,6 +19,7 @@
 #include <vector>
 
 #include <c10/cuda/CUDACachingAllocator.h>
+#include <cuda.h>
 
 extern "C" int cudaMalloc(void **p, size_t n);
 extern "C" int cudaFree(void *p);
@@ -44,6 +48,11 @@ class Native : public CUDAAllocator
 	std::map<uintptr_t, Block> blocks;    // every block of every segment, by address
 	std::map<uintptr_t, size_t> segments; // address -> size
 	bool ready = false;
+	bool expandable =
+	    getenv("PYTORCH_CUDA_ALLOC_CONF") && strstr(getenv("PYTORCH_CUDA_ALLOC_CONF"), "expandable_segments:True");
+	static constexpr size_t CHUNK = 20u << 20, RANGE = 1u << 30;
+	CUdeviceptr base = 0; // the expandable segment: [base, base + segments[base]) mapped
+	std::vector<CUmemGenericAllocationHandle> handles;
 
 	void trace(TraceEntry::Action a, uintptr_t addr, size_t size)
 	{
@@ -75,11 +84,81 @@ class Native : public CUDAAllocator
 		return blocks.end();
 	}
 
+	// the expandable segment's last block, if it has one
+	std::map<uintptr_t, Block>::iterator tail()
+	{
+		auto it = base ? blocks.lower_bound(base + segments[base]) : blocks.end();
+		if (!base || it == blocks.begin() || (--it)->second.segment != base)
+			return blocks.end();
+		return it;
+	}
+
+	// the expandable segment grown by whole chunks until its free end holds n
+	bool grow(size_t n)
+	{
+		CUmemAllocationProp prop = {};
+		CUmemAccessDesc access = {};
+		size_t have = 0, mapped = 0, added = 0;
+
+		prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+		prop.location = {CU_MEM_LOCATION_TYPE_DEVICE, 0};
+		access.location = prop.location;
+		access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+		if (!base) {
+			if (cuMemAddressReserve(&base, RANGE, 0, 0, 0) != CUDA_SUCCESS)
+				return false;
+			segments[base] = 0;
+		}
+		mapped = segments[base];
+		auto last = tail();
+		if (last != blocks.end() && !last->second.used)
+			have = last->second.size;
+		while (have + added < n && mapped + added < RANGE) {
+			CUmemGenericAllocationHandle h;
+			if (cuMemCreate(&h, CHUNK, &prop, 0) != CUDA_SUCCESS)
+				break;
+			cuMemMap(base + mapped + added, CHUNK, 0, h, 0);
+			cuMemSetAccess(base + mapped + added, CHUNK, &access, 1);
+			handles.push_back(h);
+			added += CHUNK;
+		}
+		if (!added)
+			return false;
+		trace(TraceEntry::SEGMENT_MAP, base + mapped, added);
+		segments[base] = mapped + added;
+		if (have)
+			last->second.size += added;
+		else
+			blocks.emplace(base + mapped, Block{added, 0, base, false});
+		return have + added >= n;
+	}
+
+	// whole free chunks at the expandable segment's end, unmapped
+	void shrink()
+	{
+		auto last = tail();
+		if (last == blocks.end() || last->second.used)
+			return;
+		size_t drop = last->second.size / CHUNK * CHUNK, end = segments[base];
+		if (!drop)
+			return;
+		trace(TraceEntry::SEGMENT_UNMAP, base + end - drop, drop);
+		for (size_t k = 0; k < drop / CHUNK; k++) {
+			cuMemUnmap(base + end - (k + 1) * CHUNK, CHUNK);
+			cuMemRelease(handles.back());
+			handles.pop_back();
+		}
+		segments[base] = end - drop;
+		if ((last->second.size -= drop) == 0)
+			blocks.erase(last);
+	}
+
 	void release_free_segments()
 	{
+		shrink();
 		for (auto s = segments.begin(); s != segments.end();) {
 			auto b = blocks.find(s->first);
-			if (b != blocks.end() && !b->second.used && b->second.size == s->second) {
+			if (s->first != base && b != blocks.end() && !b->second.used && b->second.size == s->second) {
 				trace(TraceEntry::SEGMENT_FREE, s->first, s->second);
 				cudaFree((void *)s->first);
 				blocks.erase(b);
@@ -93,6 +172,7 @@ class Native : public CUDAAllocator
       public:
 	void init(int) override
 	{
+		cudaFree(nullptr); // the device's context, as torch's start-up makes it
 		ready = true;
 	}
 	bool initialized() override
@@ -111,6 +191,15 @@ class Native : public CUDAAllocator
 		std::lock_guard<std::recursive_mutex> g(mutex);
 		size_t n = asked < 512 ? 512 : (asked + 511) / 512 * 512;
 		auto it = fit(n);
+		if (it == blocks.end() && expandable && n > (1u << 20) &&
+		    (grow(n) || (release_free_segments(), grow(n))))
+			it = fit(n);
+		if (it == blocks.end() && expandable && n > (1u << 20)) {
+			size_t free_bytes = 0, total = 0;
+			cudaMemGetInfo(&free_bytes, &total);
+			trace(TraceEntry::OOM, free_bytes, n);
+			return nullptr;
+		}
 		if (it == blocks.end()) {
 			size_t seg = segment_size(n);
 			void *p = nullptr;

@@ -9,8 +9,10 @@ import subprocess
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def build(root, version, code, simgpu, cxx="c++"):
-    """ROOT/site-VERSION holding torch VERSION (code: major * 100 + minor); its path."""
+def build(root, version, code, simgpu, cxx="c++", cuda=os.environ.get("MT_CUDA_HOME") or "/usr/local/cuda"):
+    """ROOT/site-VERSION holding torch VERSION (code: major * 100 + minor), over simgpu's
+    runtime and driver (its expandable segments use the driver's VMM calls, CUDA's cuda.h);
+    its path."""
     site = os.path.join(root, "site-" + version)
     pkg = os.path.join(site, "torch")
     if os.path.isdir(pkg):
@@ -23,6 +25,6 @@ def build(root, version, code, simgpu, cxx="c++"):
     with open(os.path.join(pkg, "version.py"), "w") as f:
         f.write("__version__ = '%s+cu124'\ngit_version = 'standin%s'\n" % (version, version))
     subprocess.run([cxx, "-std=c++17", "-O1", "-shared", "-fPIC", "-o", os.path.join(pkg, "lib/libc10_cuda.so"),
-                    os.path.join(HERE, "standin.cc"), "-I" + os.path.join(pkg, "include"), "-L" + simgpu, "-lcudart"],
-                   check=True)
+                    os.path.join(HERE, "standin.cc"), "-I" + os.path.join(pkg, "include"),
+                    "-I" + os.path.join(cuda, "include"), "-L" + simgpu, "-lcudart", "-lcuda"], check=True)
     return site

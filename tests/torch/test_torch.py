@@ -205,6 +205,27 @@ p, _, ev = run("shell", site25, argv=["sh", "-c", "python3 %s" % os.path.join(TM
 ok(p.returncode == 0 and len(kinds(ev, "alloc", BLOCK)) == 4, "a job a shell starts: the tracker of the Python on "
    "the PATH", (p.stderr, [e["kind"] for e in ev]))
 
+# ---- expandable segments: one reserved range, mapped as it grows ----
+EXPAND = """import torch
+a = torch.empty(3 << 20)
+b = torch.empty(30 << 20)
+del b
+torch.cuda.empty_cache()
+c = torch.empty(100)
+print("done")
+"""
+p, trace, ev = run("expandable", site25, EXPAND, env={"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"})
+j = json.loads(subprocess.run([MEMTAP, "report", "--json", trace], capture_output=True, text=True).stdout)
+dev = j["devices"][0] if j["devices"] else {}
+got = [(e["kind"], e["size"], e["flags"] & 1) for e in ev if e["kind"] in ("segment_alloc", "segment_free", "alloc")]
+ok(p.returncode == 0 and got == [("segment_alloc", 20 << 20, 1), ("alloc", 3 << 20, 1), ("segment_alloc", 20 << 20, 1),
+                                 ("alloc", 30 << 20, 1), ("segment_free", 20 << 20, 1), ("segment_alloc", 2 << 20, 0),
+                                 ("alloc", 100, 1)] and not [e for e in ev if e["kind"].startswith("vmm_")] and
+   dev.get("peak_reserved_bytes") == 40 << 20 and dev.get("fragmentation", {}).get("at_exit", {}).get(
+       "reserved_bytes") == 22 << 20,
+   "expandable_segments:True: each range mapped or unmapped a segment of its own, torch's cuMem calls not recorded "
+   "again, the reserve from them", (p.stderr, got, [e["kind"] for e in ev], dev.get("fragmentation")))
+
 # ---- torch's out-of-memory error ----
 OOM = """import torch
 keep = [torch.empty(20 << 20) for _ in range(2)]
