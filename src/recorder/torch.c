@@ -113,12 +113,11 @@ static void done(uintptr_t lo, uintptr_t span)
 /* Whether torch can be tracked at all in this process: said once, by the first look. */
 static bool wanted(void)
 {
-	const char *raw = getenv("PYTORCH_NO_CUDA_MEMORY_CACHING");
-
 	if (!mtp_opt.torch || !mtp_opt.torch_tracker[0] || mtp_allocator_on())
 		return false;
-	/* each tensor a cudaMalloc of its own, which the tracker does not see and the hooks do */
-	return !(raw && *raw && strcmp(raw, "0") != 0);
+	/* each tensor a cudaMalloc of its own, which the tracker does not see and the hooks do;
+	   torch 2.2 to 2.5 take any value, even 0, for the variable being set */
+	return !getenv("PYTORCH_NO_CUDA_MEMORY_CACHING");
 }
 
 /* The tracker, loaded: its frames are memtap's from now on. False (said) when it cannot

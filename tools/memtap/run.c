@@ -369,16 +369,24 @@ static void summary(const char *path)
 		for (int d = 0; d < MT_MAX_DEVICES; d++)
 			if (r.end.dev[d].seen && (best < 0 || r.end.dev[d].peak > r.end.dev[best].peak))
 				best = d;
-		if (best >= 0)
-			fprintf(stderr, "memtap: peak %s allocated on device %d (%s, %s) at %.3f s\n",
+		if (best >= 0) {
+			char rsv[32];
+			/* a caching allocator's blocks (PyTorch's through its tracker): its reserve too */
+			fprintf(stderr, "memtap: peak %s allocated on device %d (%s, %s) at %.3f s%s%s%s\n",
 				mt_format_size(r.end.dev[best].peak, sz, sizeof sz), best,
 				r.end.dev[best].name ? mt_trace_string(&t, r.end.dev[best].name) : "unnamed",
 				mt_capacity_text(&r.end.dev[best], cap, sizeof cap),
 				r.end.dev[best].peak_time > r.start
 				    ? (double)(r.end.dev[best].peak_time - r.start) / 1e9
-				    : 0.0);
-		else
+				    : 0.0,
+				r.end.dev[best].peak_reserved ? "; its caching allocator reserved " : "",
+				r.end.dev[best].peak_reserved
+				    ? mt_format_size(r.end.dev[best].peak_reserved, rsv, sizeof rsv)
+				    : "",
+				r.end.dev[best].peak_reserved ? " at most" : "");
+		} else {
 			fprintf(stderr, "memtap: no device memory was allocated\n");
+		}
 		if (r.noom) { /* symbols only for the failing stack's first user frame */
 			struct mt_symbols *sym = mt_symbols_open(&t);
 			struct mt_diagnosis *g;

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,55 +24,91 @@ extern char **environ;
 #define FLAGS "-std=c++17", "-O2", "-fno-omit-frame-pointer", "-shared", "-fPIC", "-w"
 #define NOT_TENSORS "memtap records torch's segments, not its tensors"
 
-/* Runs argv with its output (both streams) in out; its exit status, or -1. */
-static int run_quietly(char *const argv[], char *out, size_t len)
+/* Runs argv for at most `bound` seconds with its output (both streams) in out; its exit
+ * status, -1 when it did not end by itself, NO_PROGRAM when there is no such program. */
+#define NO_PROGRAM (-2)
+static int run_quietly(char *const argv[], char *out, size_t len, int bound)
 {
-	char path[] = "/tmp/memtap-torch-XXXXXX";
+	const char *tmp = getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+	char path[PATH_MAX];
 	posix_spawn_file_actions_t fa;
-	int fd = mkstemp(path), status = -1;
+	int fd, status = -1, spawned;
 	ssize_t n = 0;
 	pid_t pid;
 
 	out[0] = '\0';
-	if (fd < 0)
+	mt_path_join(path, sizeof path, tmp, "memtap-torch-XXXXXX");
+	if ((fd = mkstemp(path)) < 0)
 		return -1;
 	unlink(path);
 	posix_spawn_file_actions_init(&fa);
 	posix_spawn_file_actions_adddup2(&fa, fd, STDOUT_FILENO);
 	posix_spawn_file_actions_adddup2(&fa, fd, STDERR_FILENO);
 	posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-	if (posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ) == 0 && waitpid(pid, &status, 0) == pid &&
-	    lseek(fd, 0, SEEK_SET) == 0 && (n = read(fd, out, len - 1)) > 0)
-		out[n] = '\0';
+	spawned = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
 	posix_spawn_file_actions_destroy(&fa);
+	if (spawned != 0) {
+		close(fd);
+		return spawned == ENOENT || spawned == EACCES ? NO_PROGRAM : -1;
+	}
+	for (int waited = 0; waitpid(pid, &status, WNOHANG) == 0; waited++) {
+		if (waited == bound * 20) { /* a compiler that hangs does not hold the job back */
+			kill(pid, SIGKILL);
+			waitpid(pid, &status, 0);
+			break;
+		}
+		usleep(50000);
+	}
+	if (lseek(fd, 0, SEEK_SET) == 0 && (n = read(fd, out, len - 1)) > 0)
+		out[n] = '\0';
 	close(fd);
 	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
-/* The Python that runs the command: the command itself, or the one its #! line names. */
-static bool python_of(const char *cmd, char *out, size_t len)
+/* A program's path: prog itself when it names one, else the first on the PATH; NULL. */
+static FILE *open_program(const char *prog, char *path, size_t len)
 {
+	FILE *f = NULL;
+
+	if (strchr(prog, '/'))
+		return access(prog, X_OK) == 0 && snprintf(path, len, "%s", prog) > 0 ? fopen(prog, "r") : NULL;
+	for (const char *dirs = getenv("PATH"); !f && dirs && *dirs;
+	     dirs += strcspn(dirs, ":") + (dirs[strcspn(dirs, ":")] != 0)) {
+		snprintf(path, len, "%.*s/%s", (int)strcspn(dirs, ":"), dirs, prog);
+		f = access(path, X_OK) == 0 ? fopen(path, "r") : NULL;
+	}
+	return f;
+}
+
+enum command { NOT_PYTHON, PYTHON, LAUNCHER };
+
+/* Whether the command is a Python (out: it), a script or launcher that may start one (out:
+ * the python3 on the PATH), or neither (a program of its own: no Python is asked). */
+static enum command python_of(const char *cmd, char *out, size_t len)
+{
+	static const char *const launchers[] = {"sh",	 "bash",   "dash",    "zsh",	"env",
+						"srun",	 "mpirun", "mpiexec", "uv",	"conda",
+						"nohup", "time",   "timeout", "stdbuf", NULL};
 	const char *base = strrchr(cmd, '/') ? strrchr(cmd, '/') + 1 : cmd;
 	char path[PATH_MAX], line[256], *p, *end;
 	FILE *f = NULL;
 
+	snprintf(out, len, "python3");
 	if (strncmp(base, "python", 6) == 0) {
 		snprintf(out, len, "%s", cmd);
-		return true;
+		return PYTHON;
 	}
-	if (strchr(cmd, '/'))
-		f = fopen(cmd, "r");
-	for (const char *dirs = getenv("PATH"); !f && dirs && *dirs;
-	     dirs += strcspn(dirs, ":") + (dirs[strcspn(dirs, ":")] != 0)) {
-		snprintf(path, sizeof path, "%.*s/%s", (int)strcspn(dirs, ":"), dirs, cmd);
-		f = access(path, X_OK) == 0 ? fopen(path, "r") : NULL;
-	}
-	if (!f)
-		return false;
+	for (size_t i = 0; launchers[i]; i++)
+		if (!strcmp(base, launchers[i]))
+			return LAUNCHER;
+	if (!(f = open_program(cmd, path, sizeof path)))
+		return NOT_PYTHON;
 	p = fgets(line, sizeof line, f);
 	fclose(f);
-	if (!p || strncmp(line, "#!", 2) != 0 || !strstr(line, "python"))
-		return false;
+	if (!p || strncmp(line, "#!", 2) != 0)
+		return NOT_PYTHON;
+	if (!strstr(line, "python"))
+		return LAUNCHER; /* a shell script */
 	p = line + 2 + strspn(line + 2, " \t");
 	end = p + strcspn(p, " \t\n");
 	if (end - p >= 4 && strncmp(end - 4, "/env", 4) == 0) { /* #!/usr/bin/env python3 */
@@ -79,9 +116,9 @@ static bool python_of(const char *cmd, char *out, size_t len)
 		end = p + strcspn(p, " \t\n");
 	}
 	if (strncmp(strrchr(p, '/') && strrchr(p, '/') < end ? strrchr(p, '/') + 1 : p, "python", 6) != 0)
-		return false;
+		return LAUNCHER;
 	snprintf(out, len, "%.*s", (int)(end - p), p);
-	return true;
+	return PYTHON;
 }
 
 /* `name = '...'` in torch/version.py */
@@ -143,6 +180,7 @@ static const char *cuda_include(const char *torch, char *buf, size_t len)
 /* memtap's cache folder, made if need be */
 static bool cache_dir(char *out, size_t len)
 {
+	char resolved[PATH_MAX];
 	const char *env = getenv("MEMTAP_CACHE_DIR"), *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
 
 	if (env && *env)
@@ -159,7 +197,10 @@ static bool cache_dir(char *out, size_t len)
 			mkdir(out, 0755);
 			*p = '/';
 		}
-	return mkdir(out, 0755) == 0 || errno == EEXIST;
+	if (mkdir(out, 0755) != 0 && errno != EEXIST)
+		return false;
+	/* the job may change directory before it loads the tracker */
+	return realpath(out, resolved) && snprintf(out, len, "%s", resolved) < (int)len;
 }
 
 /* The first line of a compiler's complaint that says what went wrong. */
@@ -188,10 +229,12 @@ static bool read_line(const char *path, char *out, size_t len)
 	return got;
 }
 
-/* Compiles the tracker into lib; false with the compiler's first error in out. */
-static bool build(const char *lib, const char *src, const char *torch, char *out, size_t len)
+enum built { BUILT, FAILED, NO_COMPILER };
+
+/* Compiles the tracker into lib, with the compiler cxx; else the compiler's first error,
+ * or what is missing, in out. */
+static enum built build(const char *cxx, const char *lib, const char *src, const char *torch, char *out, size_t len)
 {
-	const char *cxx = getenv("CXX") && *getenv("CXX") ? getenv("CXX") : "c++";
 	char tmp[PATH_MAX + 96], ilib[PATH_MAX + 64], iinc[PATH_MAX + 16], icuda[PATH_MAX + 2], cuda[PATH_MAX];
 	char *argv[] = {(char *)cxx, FLAGS, "-o", tmp, (char *)src, ilib, iinc, icuda, NULL};
 
@@ -202,41 +245,51 @@ static bool build(const char *lib, const char *src, const char *torch, char *out
 		snprintf(icuda, sizeof icuda, "-I%s", cuda);
 	else
 		argv[sizeof argv / sizeof argv[0] - 2] = NULL;
-	if (run_quietly(argv, out, len) == 0 && rename(tmp, lib) == 0)
-		return true;
+	int status = run_quietly(argv, out, len, 300);
+
+	if (status == 0 && rename(tmp, lib) == 0)
+		return BUILT;
 	unlink(tmp);
+	if (status == NO_PROGRAM) {
+		snprintf(out, len, "no C++ compiler: %s (set CXX)", cxx);
+		return NO_COMPILER;
+	}
 	first_error(out);
 	if (!out[0])
 		snprintf(out, len, "%s failed", cxx);
-	return false;
+	return FAILED;
 }
 
 void torch_prepare(const char *cmd, bool quiet)
 {
-	char python[PATH_MAX], out[16384], torch[PATH_MAX], version[64] = "", git[64] = "", path[PATH_MAX],
+	char python[PATH_MAX], out[16384], torch[PATH_MAX], version[64] = "", git[64] = "", path[PATH_MAX + 64],
 							    src[PATH_MAX], dir[PATH_MAX], lib[PATH_MAX + 64],
-							    failed[PATH_MAX + 64];
-	char *find[] = {python, "-c",
-			"import importlib.util as u\n"
-			"s = u.find_spec('torch')\n"
-			"print(s.submodule_search_locations[0] if s and s.submodule_search_locations else '')",
-			NULL};
-	const char *env = getenv("MEMTAP_TORCH_TRACKER"), *const flags[] = {FLAGS};
-	/* a command that is not Python (a shell script, a launcher) may start it: the Python
-	   on the PATH is asked, and only what memtap does is said */
-	bool named = python_of(cmd, python, sizeof python);
+							    failed[PATH_MAX + 64], *at;
+	/* its answer after a mark: a Python's start-up may print things of its own */
+	char *find[] = {
+	    python, "-c",
+	    "import importlib.util as u\n"
+	    "s = u.find_spec('torch')\n"
+	    "print('memtap-torch=' + (s.submodule_search_locations[0] if s and s.submodule_search_locations "
+	    "else ''))",
+	    NULL};
+	const char *env = getenv("MEMTAP_TORCH_TRACKER"), *const flags[] = {FLAGS},
+		   *cxx = getenv("CXX") && *getenv("CXX") ? getenv("CXX") : "c++";
+	/* a script or a launcher may start Python: the python3 on the PATH is asked, and only
+	   what memtap does is said */
+	enum command how = python_of(cmd, python, sizeof python);
+	bool named = how == PYTHON;
 	int major = 0, minor = 0;
 	uint64_t h = 0xcbf29ce484222325ull;
 	FILE *f;
 	size_t n;
 
-	if (env && *env)
+	if ((env && *env) || how == NOT_PYTHON)
 		return;
-	if (!named)
-		snprintf(python, sizeof python, "python3");
-	if (run_quietly(find, out, sizeof out) != 0 || out[0] != '/')
+	if (run_quietly(find, out, sizeof out, 60) != 0 || !(at = strstr(out, "memtap-torch=/")))
 		return; /* no torch for that Python */
-	snprintf(torch, sizeof torch, "%.*s", (int)strcspn(out, "\n"), out);
+	at += strlen("memtap-torch=");
+	snprintf(torch, sizeof torch, "%.*s", (int)strcspn(at, "\n"), at);
 	mt_path_join(path, sizeof path, torch, "version.py");
 	if (!(f = fopen(path, "r")))
 		return;
@@ -273,13 +326,17 @@ void torch_prepare(const char *cmd, bool quiet)
 			version);
 		return;
 	}
-	/* one build per torch and tracker source: the name says which; a build that failed
-	   is not tried again for them */
+	/* one build per torch, its allocator's headers, the compiler and the tracker's source:
+	   the name says which; a build that failed is not tried again for them */
 	h = fnv(h, version, strlen(version));
 	h = fnv(h, git, strlen(git));
 	h = fnv(h, torch, strlen(torch));
+	h = fnv(h, cxx, strlen(cxx));
 	for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++)
 		h = fnv(h, flags[i], strlen(flags[i]) + 1);
+	h = fnv_file(h, path);
+	mt_path_join(path, sizeof path, torch, "include/c10/core/CachingDeviceAllocator.h");
+	h = fnv_file(h, path);
 	h = fnv_file(h, src);
 	snprintf(path, sizeof path, "%.*s/torch_tracker.h", (int)(strrchr(src, '/') - src), src);
 	h = fnv_file(h, path);
@@ -288,12 +345,21 @@ void torch_prepare(const char *cmd, bool quiet)
 	if (access(lib, R_OK) != 0) {
 		bool before = read_line(failed, out, sizeof out);
 		if (!before) {
+			FILE *c = open_program(cxx, path, sizeof path);
+			if (!c) { /* one may be installed: said each time */
+				fprintf(stderr,
+					"memtap: no C++ compiler (%s; set CXX) to build its tracker of torch "
+					"%s: " NOT_TENSORS "\n",
+					cxx, version);
+				return;
+			}
+			fclose(c);
 			if (!quiet)
 				fprintf(stderr,
 					"memtap: building its tracker of PyTorch's tensors for torch %s (once; kept in "
 					"%s)\n",
 					version, dir);
-			if (!build(lib, src, torch, out, sizeof out) && (f = fopen(failed, "w"))) {
+			if (build(cxx, lib, src, torch, out, sizeof out) == FAILED && (f = fopen(failed, "w"))) {
 				fprintf(f, "%s\n", out);
 				fclose(f);
 			}
