@@ -90,8 +90,8 @@ static enum command python_of(const char *cmd, char *out, size_t len)
 						"srun",	 "mpirun", "mpiexec", "uv",	"conda",
 						"nohup", "time",   "timeout", "stdbuf", NULL};
 	const char *base = strrchr(cmd, '/') ? strrchr(cmd, '/') + 1 : cmd;
-	char path[PATH_MAX], line[256], *p, *end;
-	FILE *f = NULL;
+	char path[PATH_MAX], line[256], *p, *end, *slash;
+	FILE *f;
 
 	snprintf(out, len, "python3");
 	if (strncmp(base, "python", 6) == 0) {
@@ -115,7 +115,8 @@ static enum command python_of(const char *cmd, char *out, size_t len)
 		p = end + strspn(end, " \t");
 		end = p + strcspn(p, " \t\n");
 	}
-	if (strncmp(strrchr(p, '/') && strrchr(p, '/') < end ? strrchr(p, '/') + 1 : p, "python", 6) != 0)
+	slash = memrchr(p, '/', (size_t)(end - p));
+	if (strncmp(slash ? slash + 1 : p, "python", 6) != 0)
 		return LAUNCHER;
 	snprintf(out, len, "%.*s", (int)(end - p), p);
 	return PYTHON;
@@ -235,7 +236,7 @@ enum built { BUILT, FAILED, NO_COMPILER };
  * or what is missing, in out. */
 static enum built build(const char *cxx, const char *lib, const char *src, const char *torch, char *out, size_t len)
 {
-	char tmp[PATH_MAX + 96], ilib[PATH_MAX + 64], iinc[PATH_MAX + 16], icuda[PATH_MAX + 2], cuda[PATH_MAX];
+	static char tmp[PATH_MAX + 96], ilib[PATH_MAX + 64], iinc[PATH_MAX + 16], icuda[PATH_MAX + 2], cuda[PATH_MAX];
 	char *argv[] = {(char *)cxx, FLAGS, "-o", tmp, (char *)src, ilib, iinc, icuda, NULL};
 
 	snprintf(tmp, sizeof tmp, "%s.%d", lib, (int)getpid());
@@ -262,9 +263,11 @@ static enum built build(const char *cxx, const char *lib, const char *src, const
 
 void torch_prepare(const char *cmd, bool quiet)
 {
-	char python[PATH_MAX], out[16384], torch[PATH_MAX], version[64] = "", git[64] = "", path[PATH_MAX + 64],
-							    src[PATH_MAX], dir[PATH_MAX], lib[PATH_MAX + 64],
-							    failed[PATH_MAX + 64], *at;
+	/* static: memtap run is one thread, and a job run under a small stack limit (ulimit -s)
+	   starts from this stack */
+	static char python[PATH_MAX], out[16384], torch[PATH_MAX], path[PATH_MAX + 64], src[PATH_MAX], dir[PATH_MAX],
+	    lib[PATH_MAX + 64], failed[PATH_MAX + 64];
+	char version[64] = "", git[64] = "", *at;
 	/* its answer after a mark: a Python's start-up may print things of its own */
 	char *find[] = {
 	    python, "-c",
