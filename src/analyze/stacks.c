@@ -3,6 +3,7 @@
  * Python frames in order, then a few native ones. Names are shortened by their C++
  * syntax alone (parameter list, template arguments, return type, compiler suffixes). */
 #include "analyze/stacks.h"
+#include "core/map.h"
 #include "core/text.h"
 
 #include <limits.h>
@@ -341,15 +342,13 @@ static bool is_library(const char *file)
  * count (a hostile snapshot's megabyte names made this quadratic). */
 static uint64_t site_of(const struct mt_frame *f)
 {
-	uint64_t h = 0xcbf29ce484222325ull;
-	const char *fn = f->function ? f->function : "?";
+	const char *fn = f->function ? f->function : "?", *file = f->file ? f->file : "";
+	uint32_t line = (uint32_t)f->line;
+	uint64_t h = mt_fnv1a(MT_FNV_BASIS, fn, strnlen(fn, 4096));
 
-	for (const char *s = fn; *s && s - fn < 4096; s++)
-		h = (h ^ (uint8_t)*s) * 0x100000001b3ull;
-	h = (h ^ 0xff) * 0x100000001b3ull;
-	for (const char *s = f->file ? f->file : ""; *s; s++)
-		h = (h ^ (uint8_t)*s) * 0x100000001b3ull;
-	h = (h ^ (uint64_t)(uint32_t)f->line) * 0x100000001b3ull;
+	h = mt_fnv1a(h, "\xff", 1);
+	h = mt_fnv1a(h, file, strlen(file));
+	h = mt_fnv1a(h, &line, sizeof line);
 	return h ? h : 1;
 }
 

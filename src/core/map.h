@@ -18,4 +18,13 @@ int mt_map_put(struct mt_map *m, uint64_t key, uint64_t val); /* 0 or ENOMEM */
 bool mt_map_del(struct mt_map *m, uint64_t key, uint64_t *val);
 void mt_map_free(struct mt_map *m);
 
+/* FNV-1a over n bytes, from h (MT_FNV_BASIS to start): for keys made of text. */
+#define MT_FNV_BASIS 0xcbf29ce484222325ull
+static inline uint64_t mt_fnv1a(uint64_t h, const void *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ ((const uint8_t *)p)[i]) * 0x100000001b3ull;
+	return h;
+}
+
 #endif

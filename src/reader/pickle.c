@@ -257,15 +257,6 @@ static void empty(struct pk_reader *m, struct pk_value *v)
 	}
 }
 
-static uint64_t hash(const char *s, size_t len)
-{
-	uint64_t h = 0xcbf29ce484222325ull;
-
-	for (size_t i = 0; i < len; i++)
-		h = (h ^ (uint8_t)s[i]) * 0x100000001b3ull;
-	return h;
-}
-
 static int push(struct pk_reader *m, struct pk_value *v)
 {
 	if (!v)
@@ -562,7 +553,7 @@ static int text_line(struct pk_reader *m, const char **s, size_t *len)
  * memo keeps every copy to the end. */
 static int string_of(struct pk_reader *m, uint8_t type, const char *s, size_t len)
 {
-	uint64_t h = hash(s, len), at;
+	uint64_t h = mt_fnv1a(MT_FNV_BASIS, s, len), at;
 	struct pk_value *v;
 	char *copy;
 

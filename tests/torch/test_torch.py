@@ -170,6 +170,14 @@ p, _, ev = run("t21", standin("2.1.2", 201))
 ok(p.returncode == 0 and "torch 2.1.2+cu124 has no allocator trace tracker (2.2 and later do)" in p.stderr and
    not kinds(ev, "alloc", BLOCK) and len(kinds(ev, "alloc", RUNTIME)) == 3,
    "torch 2.1: one line, then torch's segments as device allocations", (p.stderr, [e["kind"] for e in ev]))
+script = os.path.join(TMP, "with-shebang")
+with open(script, "w") as f:
+    f.write("#!%s -Wignore::DeprecationWarning:a/b\n%s" % (sys.executable, JOB))
+os.chmod(script, 0o755)
+p, _, ev = run("shebang", standin("2.1.2", 201), argv=[script])
+ok(p.returncode == 0 and "torch 2.1.2+cu124 has no allocator trace tracker" in p.stderr,
+   "a script whose #! line names a Python with an argument holding a /: that Python is the job's (and says so)",
+   p.stderr)
 for name, options, env, why in (("off", ["-O", "torch=off"], {}, "-O torch=off"),
                                 ("nocache", [], {"PYTORCH_NO_CUDA_MEMORY_CACHING": "0"},
                                  "PYTORCH_NO_CUDA_MEMORY_CACHING=0 (torch 2.2 to 2.5 take any value for set)")):

@@ -15,6 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "core/map.h"
 #include "core/path.h"
 #include "cli.h"
 
@@ -133,13 +134,6 @@ static bool version_field(const char *text, const char *name, char *out, size_t 
 	return true;
 }
 
-static uint64_t fnv(uint64_t h, const char *s, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		h = (h ^ (unsigned char)s[i]) * 0x100000001b3ull;
-	return h;
-}
-
 static uint64_t fnv_file(uint64_t h, const char *path)
 {
 	char buf[8192];
@@ -149,7 +143,7 @@ static uint64_t fnv_file(uint64_t h, const char *path)
 	if (!f)
 		return h;
 	while ((n = fread(buf, 1, sizeof buf, f)) > 0)
-		h = fnv(h, buf, n);
+		h = mt_fnv1a(h, buf, n);
 	fclose(f);
 	return h;
 }
@@ -283,7 +277,7 @@ void torch_prepare(const char *cmd, bool quiet)
 	enum command how = python_of(cmd, python, sizeof python);
 	bool named = how == PYTHON;
 	int major = 0, minor = 0;
-	uint64_t h = 0xcbf29ce484222325ull;
+	uint64_t h = MT_FNV_BASIS;
 	FILE *f;
 	size_t n;
 
@@ -331,12 +325,12 @@ void torch_prepare(const char *cmd, bool quiet)
 	}
 	/* one build per torch, its allocator's headers, the compiler and the tracker's source:
 	   the name says which; a build that failed is not tried again for them */
-	h = fnv(h, version, strlen(version));
-	h = fnv(h, git, strlen(git));
-	h = fnv(h, torch, strlen(torch));
-	h = fnv(h, cxx, strlen(cxx));
+	h = mt_fnv1a(h, version, strlen(version));
+	h = mt_fnv1a(h, git, strlen(git));
+	h = mt_fnv1a(h, torch, strlen(torch));
+	h = mt_fnv1a(h, cxx, strlen(cxx));
 	for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++)
-		h = fnv(h, flags[i], strlen(flags[i]) + 1);
+		h = mt_fnv1a(h, flags[i], strlen(flags[i]) + 1);
 	h = fnv_file(h, path);
 	mt_path_join(path, sizeof path, torch, "include/c10/core/CachingDeviceAllocator.h");
 	h = fnv_file(h, path);
