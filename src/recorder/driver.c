@@ -36,8 +36,8 @@ bool mtp_cap_check(uint64_t size)
 
 /* ---- plain, pitched, managed and pinned host memory ---- */
 
-static CUresult hook_cuMemAlloc_v2(const void *caller, __typeof__(mtp_real_cuMemAlloc_v2) real, CUdeviceptr *dptr,
-				   size_t bytesize)
+static MTP_NOINLINE CUresult alloc_recorded(const void *caller, __typeof__(mtp_real_cuMemAlloc_v2) real,
+					    CUdeviceptr *dptr, size_t bytesize)
 {
 	bool rec = mtp_enter_memory(caller);
 	CUresult r;
@@ -49,6 +49,15 @@ static CUresult hook_cuMemAlloc_v2(const void *caller, __typeof__(mtp_real_cuMem
 	}
 	mtp_leave();
 	return r;
+}
+
+/* The runtime's cudaMalloc calls it: that call passes straight through, in each wrapper. */
+static inline CUresult hook_cuMemAlloc_v2(const void *caller, __typeof__(mtp_real_cuMemAlloc_v2) real,
+					  CUdeviceptr *dptr, size_t bytesize)
+{
+	if (mtp_inside_runtime(caller))
+		return MTP_CAPPED(bytesize, real(dptr, bytesize));
+	return alloc_recorded(caller, real, dptr, bytesize);
 }
 
 static CUresult hook_cuMemAllocPitch_v2(const void *caller, __typeof__(mtp_real_cuMemAllocPitch_v2) real,
@@ -67,7 +76,7 @@ static CUresult hook_cuMemAllocPitch_v2(const void *caller, __typeof__(mtp_real_
 	return r;
 }
 
-static CUresult hook_cuMemFree_v2(const void *caller, __typeof__(mtp_real_cuMemFree_v2) real, CUdeviceptr dptr)
+static MTP_NOINLINE CUresult free_recorded(const void *caller, __typeof__(mtp_real_cuMemFree_v2) real, CUdeviceptr dptr)
 {
 	bool rec = mtp_enter_memory(caller) && dptr; /* freeing 0 frees nothing, whatever the driver answers */
 	if (rec && mtp_graph_freed(dptr))
@@ -79,6 +88,12 @@ static CUresult hook_cuMemFree_v2(const void *caller, __typeof__(mtp_real_cuMemF
 		mtp_hook_release_failed(r, MT_EV_FREE, dptr);
 	mtp_leave();
 	return r;
+}
+
+/* The runtime's cudaFree calls it: that call passes straight through, in each wrapper. */
+static inline CUresult hook_cuMemFree_v2(const void *caller, __typeof__(mtp_real_cuMemFree_v2) real, CUdeviceptr dptr)
+{
+	return mtp_inside_runtime(caller) ? real(dptr) : free_recorded(caller, real, dptr);
 }
 
 static CUresult hook_cuMemGetInfo_v2(const void *caller, __typeof__(mtp_real_cuMemGetInfo_v2) real, size_t *free_bytes,

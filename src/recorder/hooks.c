@@ -7,25 +7,6 @@
 
 static void *mem_get_info, *address_range;
 
-void mtp_hook_made(uint8_t kind, uint8_t api, uint8_t device, uint64_t addr, uint64_t size, uint64_t aux, uint64_t aux2)
-{
-	bool early = unlikely(!__atomic_load_n(&mtp_constructed, __ATOMIC_RELAXED));
-	struct mt_event e = {.kind = kind,
-			     .flags = (uint8_t)(api | (early ? MT_ALLOC_EARLY : 0)),
-			     .device = device,
-			     .addr = addr,
-			     .size = size,
-			     .aux = aux,
-			     .aux2 = aux2};
-	mtp_record(&e, true);
-}
-
-void mtp_hook_gone(uint8_t kind, uint64_t addr, uint64_t size, uint64_t aux)
-{
-	struct mt_event e = {.kind = kind, .device = MT_NO_DEVICE, .addr = addr, .size = size, .aux = aux};
-	mtp_record(&e, false);
-}
-
 bool mtp_hook_failed(uint8_t kind, uint8_t api, uint8_t device, uint64_t size, int error, int try_)
 {
 	struct mt_event e = {.kind = kind, .flags = api, .device = device, .size = size, .error = error};
@@ -45,16 +26,6 @@ bool mtp_hook_failed(uint8_t kind, uint8_t api, uint8_t device, uint64_t size, i
 	mtp_record(&e, true);
 	/* the runtime's cudaErrorMemoryAllocation is the driver's CUDA_ERROR_OUT_OF_MEMORY: both 2 */
 	return error == CUDA_ERROR_OUT_OF_MEMORY && try_ == 0 && mtp_policy_oom(&e);
-}
-
-bool mtp_hook_outcome(int try_, int error, uint8_t kind, uint8_t api, uint8_t device, uint64_t addr, uint64_t size,
-		      uint64_t aux, uint64_t aux2)
-{
-	if (error)
-		return mtp_hook_failed(MT_EV_ALLOC_FAILED, api, device, size, error, try_);
-	if (addr) /* the runtime answers a zero-byte request with NULL: nothing was made */
-		mtp_hook_made(kind, api, device, addr, size, aux, aux2);
-	return false;
 }
 
 void mtp_hook_release_failed(int error, uint8_t kind, uint64_t addr)

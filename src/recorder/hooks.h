@@ -59,18 +59,44 @@ MTP_HIDDEN void mtp_layers_forget(void); /* after an unload: empty slots into a 
 /* libcuda.so.1, which the exported names call: a layer when it is one (device.c) */
 MTP_HIDDEN void mtp_layer_library(uintptr_t lo, uintptr_t hi);
 
-/* Recording helpers; `api` is an enum mt_api, `error` a CUresult or cudaError_t. */
-MTP_HIDDEN void mtp_hook_made(uint8_t kind, uint8_t api, uint8_t device, uint64_t addr, uint64_t size, uint64_t aux,
-			      uint64_t aux2);
-MTP_HIDDEN void mtp_hook_gone(uint8_t kind, uint64_t addr, uint64_t size, uint64_t aux);
+/* Recording helpers; `api` is an enum mt_api, `error` a CUresult or cudaError_t. Those of
+ * every allocation and free are inline: they are most of what a hook does. */
+static inline void mtp_hook_made(uint8_t kind, uint8_t api, uint8_t device, uint64_t addr, uint64_t size, uint64_t aux,
+				 uint64_t aux2)
+{
+	bool early = unlikely(!__atomic_load_n(&mtp_constructed, __ATOMIC_RELAXED));
+	struct mt_event e = {.kind = kind,
+			     .flags = (uint8_t)(api | (early ? MT_ALLOC_EARLY : 0)),
+			     .device = device,
+			     .addr = addr,
+			     .size = size,
+			     .aux = aux,
+			     .aux2 = aux2};
+	mtp_record(&e, true);
+}
+
+static inline void mtp_hook_gone(uint8_t kind, uint64_t addr, uint64_t size, uint64_t aux)
+{
+	struct mt_event e = {.kind = kind, .device = MT_NO_DEVICE, .addr = addr, .size = size, .aux = aux};
+	mtp_record(&e, false);
+}
+
 /* A failed allocation, recorded. Out of memory on a first try (`try_` 0) runs the policies'
  * on_oom handlers here, on the failing thread; true when one asks for the call again. */
 MTP_HIDDEN bool mtp_hook_failed(uint8_t kind, uint8_t api, uint8_t device, uint64_t size, int error, int try_);
+
 /* An allocation call's outcome, recorded (error 0: made, when addr is not NULL; else
  * failed). True when the call should be made once more: it ran out of memory on its
  * first try (`try_` 0) and a policy's on_oom asked for a retry. Each hook's loop shows it. */
-MTP_HIDDEN bool mtp_hook_outcome(int try_, int error, uint8_t kind, uint8_t api, uint8_t device, uint64_t addr,
-				 uint64_t size, uint64_t aux, uint64_t aux2);
+static inline bool mtp_hook_outcome(int try_, int error, uint8_t kind, uint8_t api, uint8_t device, uint64_t addr,
+				    uint64_t size, uint64_t aux, uint64_t aux2)
+{
+	if (unlikely(error))
+		return mtp_hook_failed(MT_EV_ALLOC_FAILED, api, device, size, error, try_);
+	if (addr) /* the runtime answers a zero-byte request with NULL: nothing was made */
+		mtp_hook_made(kind, api, device, addr, size, aux, aux2);
+	return false;
+}
 
 /* A device allocation of `size` past a policy's cap fails as the driver would fail it. */
 #define MTP_CAPPED(size, call)                                                                                         \

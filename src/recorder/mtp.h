@@ -179,6 +179,14 @@ static inline __attribute__((always_inline)) bool mtp_enter_at(const void *calle
 }
 #define mtp_enter() mtp_enter_at(__builtin_return_address(0))
 
+/* The runtime's own call inside a hooked runtime call (cudaMalloc calling cuMemAlloc):
+ * mtp_enter_at would say false; a hook that tests this first passes it straight through. */
+static inline __attribute__((always_inline)) bool mtp_inside_runtime(const void *caller)
+{
+	return likely(mtp_self.depth != 0) && (uintptr_t)caller - __atomic_load_n(&mtp_rt_lo, __ATOMIC_RELAXED) <
+						  __atomic_load_n(&mtp_rt_span, __ATOMIC_RELAXED);
+}
+
 /* The outermost only (the CUPTI callback, which sees memtap's own driver calls nested). */
 static inline bool mtp_enter_outer(void)
 {
@@ -251,7 +259,6 @@ MTP_HIDDEN uint32_t mtp_python_stack(uint32_t native); /* the stack with this th
 /* Whether mtp_python_stack has work to do (it needs kilobytes of stack): an interpreter
  * was found (state > 0), or it is time to look again (0); -1: never. */
 extern MTP_HIDDEN int mtp_py_state;
-MTP_HIDDEN bool mtp_python_look_due(void);
 static inline bool mtp_python_maybe(void)
 {
 	int s;
@@ -259,21 +266,22 @@ static inline bool mtp_python_maybe(void)
 	if (!mtp_opt.python_frames)
 		return false;
 	s = __atomic_load_n(&mtp_py_state, __ATOMIC_ACQUIRE);
-	return likely(s != 0) ? s > 0 : mtp_python_look_due();
+	/* not found yet: each thread looks again now and then (a program may load the
+	   interpreter late) */
+	return likely(s != 0) ? s > 0 : mtp_self.py_looks++ % 4096 == 0;
 }
 MTP_HIDDEN void mtp_python_thread_gone(void);
 MTP_HIDDEN void mtp_python_forget(void); /* after an unload: stop if the interpreter went */
 
 /* ---- writer (writer.c): the only code that touches memtap's files, on a thread with a
  * descriptor table of its own; other threads ask it, and none of them takes a lock it holds ---- */
-/* Its buffers now, its thread now or at the first event (mtp_writer_pending): a process
- * that never touches the GPU (a shell, a launcher) gets no thread of memtap's, and stays
- * single-threaded (unshare(CLONE_NEWUSER), Python's fork). A forked child that goes on
+/* Its buffers now, its thread now or at the first event of a thread (mtp_writer_start_pending):
+ * a process that never touches the GPU (a shell, a launcher) gets no thread of memtap's, and
+ * stays single-threaded (unshare(CLONE_NEWUSER), Python's fork). A forked child that goes on
  * recording starts its writer on its first event too, not inside fork(): a thread made in
  * fork's child handlers may wait on a lock another thread held at the fork (AddressSanitizer's
  * allocator did). */
 MTP_HIDDEN int mtp_writer_start(bool now);
-MTP_HIDDEN extern bool mtp_writer_pending;
 MTP_HIDDEN void mtp_writer_start_pending(void);
 MTP_HIDDEN void mtp_writer_stop(void);			       /* every ring drained, then the END chunk */
 MTP_HIDDEN void mtp_writer_wake(void);			       /* a ring is half full */

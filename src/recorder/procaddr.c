@@ -17,10 +17,11 @@ static PFN_cuGetProcAddress_v11030 real_gpa1;
 
 static const struct hook {
 	const char *base, *symbol;
+	size_t length; /* the base's: the runtime's few hundred lookups at start compare few names */
 	int version;
 	bool ptsz;
 } hooks[] = {
-#define DRV(base, sym, ver, ptsz, ...) {#base, #sym, ver, ptsz},
+#define DRV(base, sym, ver, ptsz, ...) {#base, #sym, sizeof #base - 1, ver, ptsz},
 #include "recorder/driver_hooks.def"
 #undef DRV
 };
@@ -63,7 +64,7 @@ static bool has_ptsz_twin(const char *base)
 void mtp_procaddr_substitute(const char *symbol, void **pfn, int version, cuuint64_t flags)
 {
 	bool ptsz = flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM;
-	size_t best = sizeof hooks / sizeof hooks[0];
+	size_t best = sizeof hooks / sizeof hooks[0], length;
 
 	if (!symbol || !pfn || !*pfn || symbol[0] != 'c' || symbol[1] != 'u')
 		return;
@@ -77,9 +78,10 @@ void mtp_procaddr_substitute(const char *symbol, void **pfn, int version, cuuint
 	}
 	if (version > MTP_NEWEST_KNOWN)
 		return;
+	length = strlen(symbol);
 	for (size_t i = 0; i < sizeof hooks / sizeof hooks[0]; i++) {
 		const struct hook *h = &hooks[i];
-		if (version < h->version || strcmp(symbol, h->base) != 0)
+		if (h->length != length || version < h->version || strcmp(symbol, h->base) != 0)
 			continue;
 		/* a function with a per-thread twin: the flag picks which one the driver returned */
 		if (h->ptsz != ptsz && (h->ptsz || has_ptsz_twin(h->base)))

@@ -142,13 +142,6 @@ static int look(void)
 	return FOUND;
 }
 
-/* Not found yet: each thread looks again now and then (a program may load the
- * interpreter late). */
-bool mtp_python_look_due(void)
-{
-	return mtp_self.py_looks++ % 4096 == 0;
-}
-
 static bool ready(void)
 {
 	int s = __atomic_load_n(&mtp_py_state, __ATOMIC_ACQUIRE);

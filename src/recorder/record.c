@@ -126,6 +126,7 @@ static struct mtp_ring *new_ring(uint64_t n)
 {
 	struct mtp_ring *r = mtp_map(MTP_RING_BYTES(n));
 
+	mt_assert(n > 0 && (n & (n - 1)) == 0); /* push takes head & mask as the slot */
 	if (r) {
 		r->mask = (uint32_t)n - 1;
 		r->bytes = MTP_RING_BYTES(n);
@@ -142,6 +143,9 @@ static MTP_NOINLINE bool thread_start(struct mtp_thread *t)
 	struct mtp_ring *r = NULL;
 	bool first = !t->index;
 
+	/* the writer is started at a thread's first event: every ring has one (a forked
+	   child's thread starts again here, mtp_rings_reset_child) */
+	mtp_writer_start_pending();
 	if (t->log) { /* a forked child's forking thread (mtp_rings_reset_child): its log, named again */
 		struct mt_event e = {.kind = MT_EV_THREAD, .device = MT_NO_DEVICE, .aux = (uint64_t)mtp_gettid()};
 		t->ring = t->log->first;
@@ -258,8 +262,8 @@ static inline void push(struct mtp_thread *t, const struct mt_event *e)
 	struct mtp_ring *r = t->ring;
 	uint64_t head = r->head, used = head - __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE);
 
-	mt_assert(used <= (uint64_t)r->mask + 1 && (r->mask & (r->mask + 1)) == 0);
 	if (unlikely(used > r->mask)) {
+		mt_assert(used == (uint64_t)r->mask + 1);
 		push_full(t, e);
 		return;
 	}
@@ -438,8 +442,6 @@ void mtp_record(struct mt_event *e, bool with_stack)
 		record_nested(t, e);
 		return;
 	}
-	if (unlikely(__atomic_load_n(&mtp_writer_pending, __ATOMIC_RELAXED)))
-		mtp_writer_start_pending();
 	t->busy = true;
 	SIGNAL_FENCE();
 	if (likely(t->ring) || thread_start(t))

@@ -28,9 +28,11 @@ uint64_t mtp_stack_checks, mtp_stack_mismatches;
 
 struct mtp_stack_cache {
 	uint32_t n, id;
-	uintptr_t top;		  /* highest slot ever seen on this thread: reads stay below */
-	uintptr_t ip[MAX_FRAMES]; /* innermost first */
-	uintptr_t slot[MAX_FRAMES];
+	uintptr_t top; /* highest slot ever seen on this thread: reads stay below */
+	/* innermost first; at [n] the end mark: a slot that never holds its ip (set_frames) */
+	uintptr_t ip[MAX_FRAMES + 1];
+	uintptr_t slot[MAX_FRAMES + 1];
+	uintptr_t mark;
 	uintptr_t fresh_ip[FRESH_MAX], fresh_slot[FRESH_MAX]; /* here, not on the application's stack */
 };
 _Static_assert(sizeof(struct mtp_stack_cache) <= MTP_STACK_CACHE_BYTES,
@@ -102,6 +104,15 @@ void mtp_stack_atfork_child(void)
 	pthread_mutex_init(&size_lock, NULL);
 }
 
+/* The cache holds n frames; the mark after them stops suffix_holds' loop. */
+static void set_frames(struct mtp_stack_cache *c, uint32_t n)
+{
+	c->n = n;
+	c->mark = 0;
+	c->slot[n] = (uintptr_t)&c->mark;
+	c->ip[n] = 1;
+}
+
 /* ---- learning from the unwind tables ---- */
 
 struct learn {
@@ -142,10 +153,10 @@ static MTP_NOINLINE bool learn_stack(struct mtp_stack_cache *c, uintptr_t ip0, u
 
 	_Unwind_Backtrace(learn_frame, &l);
 	if (l.k == 0 || c->slot[0] != slot0) {
-		c->n = 0;
+		set_frames(c, 0);
 		return false;
 	}
-	c->n = (uint32_t)l.k;
+	set_frames(c, (uint32_t)l.k);
 	if (c->slot[l.k - 1] > c->top)
 		c->top = c->slot[l.k - 1];
 	return true;
@@ -179,15 +190,22 @@ static bool first_frame(uintptr_t *ip0, uintptr_t *slot0)
  * says the cache does not hold), so these reads are not checked. */
 #define STALE_READS __attribute__((no_sanitize("address")))
 
-STALE_READS static bool suffix_holds(const struct mtp_stack_cache *c, uint32_t from)
+STALE_READS static MTP_NOINLINE bool suffix_holds(const struct mtp_stack_cache *c, uint32_t from)
 {
-	/* every frame of every captured stack: unrolled, still stopping at the first change
-	   (a slot past it may be in a stack that is gone) */
-#pragma GCC unroll 4
-	for (uint32_t i = from; i < c->n; i++)
-		if (*(const uintptr_t *)c->slot[i] != c->ip[i])
-			return false;
-	return true;
+	/* every frame of every captured stack: four at a time, still stopping at the first
+	   change (a slot past it may be in a stack that is gone); the end mark stops it at n */
+#define HOLDS(k) (*(const uintptr_t *)c->slot[i + (k)] == c->ip[i + (k)])
+	for (size_t i = from;; i += 4) {
+		if (!HOLDS(0))
+			return i == c->n;
+		if (!HOLDS(1))
+			return i + 1 == c->n;
+		if (!HOLDS(2))
+			return i + 2 == c->n;
+		if (!HOLDS(3))
+			return i + 3 == c->n;
+	}
+#undef HOLDS
 }
 
 /* New frames from (ip, slot) until they join the cached stack; 0 when they do not. */
@@ -221,7 +239,7 @@ STALE_READS static uint32_t walk_to_cache(struct mtp_stack_cache *c, uintptr_t i
 	}
 	memcpy(c->ip, fresh_ip, nf * sizeof c->ip[0]);
 	memcpy(c->slot, fresh_slot, nf * sizeof c->slot[0]);
-	c->n = n;
+	set_frames(c, n);
 	c->id = mtp_table_intern(&mtp_stacks, c->ip, (size_t)n * sizeof c->ip[0]);
 	return c->id ? c->id : 0;
 }

@@ -1233,6 +1233,8 @@ static int ask(int kind, struct ask a)
 	return w.ask.result;
 }
 
+static bool thread_pending; /* its thread is made at the first event (mtp_writer_start_pending) */
+
 int mtp_writer_start(bool now)
 {
 	pthread_attr_t a;
@@ -1250,7 +1252,7 @@ int mtp_writer_start(bool now)
 		}
 	}
 	if (!now) {
-		__atomic_store_n(&mtp_writer_pending, true, __ATOMIC_RELEASE);
+		__atomic_store_n(&thread_pending, true, __ATOMIC_RELEASE);
 		return 0;
 	}
 	sigfillset(&all);
@@ -1384,17 +1386,15 @@ void mtp_writer_atfork_child(bool keep)
 	w.nmodules = 0;
 	w.adds = w.subs = 0;
 	if (keep) {
-		__atomic_store_n(&mtp_writer_pending, true, __ATOMIC_RELEASE);
+		__atomic_store_n(&thread_pending, true, __ATOMIC_RELEASE);
 		return;
 	}
 	__atomic_store_n(&mtp_state, MTP_OFF, __ATOMIC_RELEASE);
 }
 
-bool mtp_writer_pending;
-
 void mtp_writer_start_pending(void)
 {
-	if (__atomic_exchange_n(&mtp_writer_pending, false, __ATOMIC_ACQ_REL))
+	if (__atomic_exchange_n(&thread_pending, false, __ATOMIC_ACQ_REL))
 		mtp_writer_start(true);
 }
 

@@ -585,7 +585,7 @@ else:
 
 # ---- the stack cache agrees with a full unwind, allocation by allocation ----
 for argv in ([SIMTRAIN, "--preset", "gpt2-small", "--zero", "3", "--dp", "4", "--recompute", "selective"],
-             [WORK, "threads", "8"], [WORK, "signals"], [WORK, "procaddr"]):
+             [WORK, "threads", "8"], [WORK, "signals"], [WORK, "procaddr"], [WORK, "paths"]):
     p, traces = record("check", argv, env={"MEMTAP_CHECK_STACKS": "1"})
     m = re.search(r"check_stacks: (\d+) of (\d+)", p.stderr)
     ok(p.returncode == 0 and m and m.group(1) == "0" and int(m.group(2)) > 0,

@@ -18,6 +18,8 @@
  *               cuMemAlloc, cuMemCreate; each outcome printed (a policy may retry)
  *   sleep MS    allocates, sleeps MS milliseconds, frees
  *   many        a long run of allocations from one call site
+ *   paths       allocations whose stacks differ only in one frame, 2 to 9 frames above
+ *               the call, from calls made alternately by two functions of one frame size
  *   exit N      exits with status N;  kill: ends itself with SIGKILL
  *   plugin LIB  dlopen()s LIB after start and calls its plugin_alloc
  *   lifetime    allocations made before main and after exit starts (see early/late below)
@@ -273,6 +275,37 @@ static NOINLINE void alloc_free(size_t size)
 	void *p;
 	CHECK_RT(cudaMalloc(&p, size));
 	CHECK_RT(cudaFree(p));
+}
+
+/* Two callers of one chain: each allocation's slots are where the other's were, and only
+ * the return address into via_a or via_b differs, `depth` + 2 frames above the call. */
+static volatile int path_taken;
+static NOINLINE void chain(int depth)
+{
+	if (depth)
+		chain(depth - 1);
+	else
+		alloc_free(16000001);
+	path_taken += depth; /* after the call: no tail call */
+}
+
+static NOINLINE void via_a(int depth)
+{
+	chain(depth);
+	path_taken += 1; /* bodies that differ: the compiler cannot fold the two into one */
+}
+
+static NOINLINE void via_b(int depth)
+{
+	chain(depth);
+	path_taken += 2;
+}
+
+static void paths(void)
+{
+	for (int depth = 0; depth < 8; depth++)
+		for (int i = 0; i < 20; i++)
+			(i % 2 ? via_a : via_b)(depth);
 }
 
 static void forking(void)
@@ -753,6 +786,8 @@ int main(int argc, char **argv)
 		ooms();
 	else if (!strcmp(mode, "sleep") && argc > 2)
 		sleep_ms(atol(argv[2]));
+	else if (!strcmp(mode, "paths"))
+		paths();
 	else if (!strcmp(mode, "many"))
 		many(argc > 2 ? atol(argv[2]) : 100000);
 	else if (!strcmp(mode, "plugin") && argc > 2) {
