@@ -168,6 +168,7 @@ struct pk_reader {
 	size_t *marks;
 	size_t *ahead; /* per mark: the stack's size when its items were last offered ahead */
 	size_t nmarks, capmarks;
+	size_t ahead_at;	/* the stack's size at which offer_ahead looks: the top mark's + AHEAD */
 	uintptr_t *memo;	/* index -> a value, a token (odd: see mark_of), or 0 */
 	size_t memo_cap;	/* of the array */
 	struct mt_map far;	/* indices past it: the same encoding */
@@ -311,9 +312,23 @@ static int seq_add(struct pk_reader *m, struct pk_value *seq, struct pk_value *v
 	return 0;
 }
 
+/* Items piling up above a mark right over a list are offered ahead of their APPENDS, a
+ * thousand at a time (offer_ahead); ahead_at, kept with the marks, is when to look. */
+#define AHEAD 1000
+static void top_mark_moved(struct pk_reader *m)
+{
+	m->ahead_at = m->nmarks && m->hooks && m->hooks->ahead ? m->marks[m->nmarks - 1] + AHEAD : SIZE_MAX;
+}
+
 static size_t pop_mark(struct pk_reader *m)
 {
-	return m->nmarks ? m->marks[--m->nmarks] : SIZE_MAX;
+	size_t mark;
+
+	if (!m->nmarks)
+		return SIZE_MAX;
+	mark = m->marks[--m->nmarks];
+	top_mark_moved(m);
+	return mark;
 }
 
 /* The hook's say on items [from, n) bound for list: 1 when it took them (they leave the
@@ -674,6 +689,7 @@ static int step(struct pk_reader *m, uint8_t op)
 		}
 		m->ahead[m->nmarks] = m->n;
 		m->marks[m->nmarks++] = m->n;
+		top_mark_moved(m);
 		return 0;
 	case '}':
 		return push(m, value(m, PK_DICT));
@@ -961,7 +977,6 @@ static int sort_dict(struct pk_value *d)
  * batch) are offered to the hook ahead of their APPENDS, a thousand at a time; those it
  * took leave the stack. What it left (the top, a dict not yet filled) comes again with
  * the next thousand, unless it took none: each item is looked at a bounded number of times. */
-#define AHEAD 1000
 static int offer_ahead(struct pk_reader *m)
 {
 	size_t top = m->nmarks - 1, from = m->ahead[top], mark = m->marks[top], used = 0;
@@ -1003,8 +1018,14 @@ static void drop_read(struct pk_reader *m, size_t *dropped)
 int pk_stream(const uint8_t *data, size_t size, struct pk_arena *arena, const struct pk_hooks *hooks,
 	      struct pk_value **out, char *err, size_t errlen)
 {
-	struct pk_reader m = {
-	    .p = data, .end = data + size, .start = data, .a = arena, .hooks = hooks, .err = err, .errlen = errlen};
+	struct pk_reader m = {.p = data,
+			      .end = data + size,
+			      .start = data,
+			      .a = arena,
+			      .hooks = hooks,
+			      .ahead_at = SIZE_MAX,
+			      .err = err,
+			      .errlen = errlen};
 	size_t dropped = 0;
 	int r = 0;
 
@@ -1028,8 +1049,7 @@ int pk_stream(const uint8_t *data, size_t size, struct pk_arena *arena, const st
 			break;
 		}
 		r = step(&m, op);
-		/* (a thousand items above the top mark, at least: else nothing to offer) */
-		if (!r && m.nmarks && m.n >= m.marks[m.nmarks - 1] + AHEAD && hooks && hooks->ahead)
+		if (m.n >= m.ahead_at && !r)
 			r = offer_ahead(&m);
 		if (r == ENOMEM)
 			snprintf(err, errlen, "out of memory reading the pickle");
