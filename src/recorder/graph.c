@@ -25,7 +25,7 @@ struct gnode {
 
 static struct gnode *nodes;
 static size_t count, cap;
-static size_t allocs; /* allocation nodes in the table (read without the lock) */
+size_t mtp_graph_allocs;
 static const void *owner;
 static __thread char me; /* its address names the thread */
 static void *capture_info;
@@ -65,7 +65,7 @@ static struct gnode *add(void)
 static void drop(size_t i)
 {
 	if (!nodes[i].is_free)
-		__atomic_sub_fetch(&allocs, 1, __ATOMIC_RELAXED);
+		__atomic_sub_fetch(&mtp_graph_allocs, 1, __ATOMIC_RELAXED);
 	nodes[i] = nodes[--count];
 }
 
@@ -144,7 +144,7 @@ void mtp_graph_alloc_node(CUgraph g, uint64_t addr, uint64_t size, uint8_t devic
 		n->device = device;
 		n->graph = (uintptr_t)g;
 		n->stack = stack;
-		__atomic_add_fetch(&allocs, 1, __ATOMIC_RELAXED);
+		__atomic_add_fetch(&mtp_graph_allocs, 1, __ATOMIC_RELAXED);
 	}
 	unlock();
 }
@@ -167,7 +167,7 @@ bool mtp_graph_owns(uint64_t addr)
 {
 	bool r = false;
 
-	if (!__atomic_load_n(&allocs, __ATOMIC_RELAXED) || !lock())
+	if (!__atomic_load_n(&mtp_graph_allocs, __ATOMIC_RELAXED) || !lock())
 		return false;
 	r = find_alloc(addr) != NULL;
 	unlock();
@@ -182,14 +182,15 @@ static void end_use(struct gnode *n)
 		unback(n);
 }
 
-/* Memory the driver never backed is no graph memory to free: a node of a capture that
- * failed (its graph gone without cuGraphDestroy) must not hide a later allocation there. */
-bool mtp_graph_freed(uint64_t addr)
+/* mtp_graph_freed, once the shadow holds allocations. Memory the driver never backed is
+ * no graph memory to free: a node of a capture that failed (its graph gone without
+ * cuGraphDestroy) must not hide a later allocation there. */
+bool mtp_graph_held(uint64_t addr)
 {
 	struct gnode *n;
 	bool held = false;
 
-	if (likely(!__atomic_load_n(&allocs, __ATOMIC_RELAXED)) || !lock())
+	if (!lock())
 		return false;
 	if ((n = find_alloc(addr)) != NULL && (n->backed || n->live)) {
 		held = true;
@@ -301,6 +302,6 @@ void mtp_graph_ran(CUgraphExec x, int error, bool upload_only)
 void mtp_graph_reset_child(void)
 {
 	count = 0;
-	__atomic_store_n(&allocs, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&mtp_graph_allocs, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&owner, NULL, __ATOMIC_RELAXED);
 }

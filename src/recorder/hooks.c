@@ -28,14 +28,6 @@ bool mtp_hook_failed(uint8_t kind, uint8_t api, uint8_t device, uint64_t size, i
 	return error == CUDA_ERROR_OUT_OF_MEMORY && try_ == 0 && mtp_policy_oom(&e);
 }
 
-void mtp_hook_release_failed(int error, uint8_t kind, uint64_t addr)
-{
-	if (error) {
-		struct mt_event e = {.kind = kind, .device = MT_NO_DEVICE, .addr = addr, .error = error};
-		mtp_record(&e, false);
-	}
-}
-
 uint8_t mtp_location_device(const CUmemLocation *loc)
 {
 	return loc && loc->type == CU_MEM_LOCATION_TYPE_DEVICE && loc->id >= 0 && loc->id < MT_NO_DEVICE

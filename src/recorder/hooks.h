@@ -103,7 +103,13 @@ static inline bool mtp_hook_outcome(int try_, int error, uint8_t kind, uint8_t a
 	(unlikely(__atomic_load_n(&mtp_capping, __ATOMIC_RELAXED)) && mtp_cap_check(size) ? CUDA_ERROR_OUT_OF_MEMORY   \
 											  : (call))
 /* A release recorded before the call failed: say so. */
-MTP_HIDDEN void mtp_hook_release_failed(int error, uint8_t kind, uint64_t addr);
+static inline void mtp_hook_release_failed(int error, uint8_t kind, uint64_t addr)
+{
+	if (unlikely(error)) {
+		struct mt_event e = {.kind = kind, .device = MT_NO_DEVICE, .addr = addr, .error = error};
+		mtp_record(&e, false);
+	}
+}
 
 /* PyTorch's caching allocator, tracked (torch.c): its blocks and segments come from its
  * tracker, so the driver calls its code makes are not recorded again. mtp_torch_span is
@@ -139,7 +145,12 @@ MTP_HIDDEN CUgraph mtp_graph_capturing(CUstream s, bool ptsz);
 MTP_HIDDEN void mtp_graph_alloc_node(CUgraph g, uint64_t addr, uint64_t size, uint8_t device);
 MTP_HIDDEN void mtp_graph_free_node(CUgraph g, uint64_t addr);
 MTP_HIDDEN bool mtp_graph_owns(uint64_t addr);
-MTP_HIDDEN bool mtp_graph_freed(uint64_t addr);
+extern MTP_HIDDEN size_t mtp_graph_allocs; /* allocation nodes in the shadow (read without its lock) */
+MTP_HIDDEN bool mtp_graph_held(uint64_t addr);
+static inline bool mtp_graph_freed(uint64_t addr)
+{
+	return unlikely(__atomic_load_n(&mtp_graph_allocs, __ATOMIC_RELAXED)) && mtp_graph_held(addr);
+}
 MTP_HIDDEN void mtp_graph_instantiated(CUgraph g, CUgraphExec x, bool upload);
 /* a launch or an upload (upload_only) returned `error`; out of memory: what it needed, failed */
 MTP_HIDDEN void mtp_graph_ran(CUgraphExec x, int error, bool upload_only);
