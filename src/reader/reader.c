@@ -7,6 +7,7 @@
 #include "core/map.h"
 #include "reader/file.h"
 #include "reader/progress.h"
+#include "reader/stream.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -203,30 +204,44 @@ const char *mt_trace_check_event(const struct mt_trace *t, const struct mt_event
 	return buf;
 }
 
-static int read_events(struct mt_trace *t, struct mt_cursor *c, size_t off)
+/* An EVENTS chunk's events, into t->events, or for an opened trace only checked and
+ * indexed; a bad event ends the chunk and the reading, what came before it kept. */
+static int read_events(struct mt_trace *t, struct mt_cursor *c, size_t off, uint32_t crc)
 {
 	struct mt_encoder st = {0, 0};
+	const uint8_t *payload = c->p;
 	uint64_t dropped = mt_get_varint(c);
+	struct mt_event one;
 	char why[160];
+	int r = 0;
 
 	if (c->bad)
 		return -1;
 	if (dropped > t->dropped)
 		t->dropped = dropped;
 	while (c->p < c->end) {
-		struct mt_event *e;
-		if (fit_events(t))
+		struct mt_event *e = &one;
+		if (!t->index && fit_events(t))
 			return ENOMEM;
-		e = &t->events[t->nevents];
-		if (mt_decode_event(c, &st, e))
-			return -1;
+		if (!t->index)
+			e = &t->events[t->nevents];
+		if (mt_decode_event(c, &st, e)) {
+			r = -1;
+			break;
+		}
 		if (mt_trace_check_event(t, e, why, sizeof why)) {
 			note(t, "corrupt chunk at byte %zu: %s", off, why);
-			return -1;
+			r = -1;
+			break;
 		}
+		if (t->index && mt_index_event(t->index, e))
+			return ENOMEM;
 		t->nevents++;
 	}
-	return 0;
+	if (t->index &&
+	    mt_index_chunk(t->index, off + sizeof(struct mt_chunk_header), (uint32_t)(c->end - payload), crc, t->ieee))
+		return ENOMEM;
+	return r;
 }
 
 /* Drops by reason (END and DROPS chunks): a count, then that many counts; reasons this
@@ -374,12 +389,26 @@ int mt_trace_finish(struct mt_trace *t)
 	return r ? r : mt_sort_events(t->events, t->nevents);
 }
 
+/* An opened trace's mapped pages behind the index pass go back to the kernel, 16 MiB at a
+ * time: the walk reads the chunks again from the file. */
+static void drop_read(const uint8_t *data, size_t to, size_t *dropped)
+{
+	uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+	uintptr_t from = ((uintptr_t)data + *dropped + page - 1) & ~(page - 1),
+		  end = ((uintptr_t)data + to) & ~(page - 1);
+
+	if (end < from + (16u << 20))
+		return;
+	madvise((void *)from, end - from, MADV_DONTNEED);
+	*dropped = end - (uintptr_t)data;
+}
+
 /* Whole chunks from data (which starts at a chunk), appended to t; *used: the bytes of
  * the whole chunks read. 0, ENOMEM, or -1 when a chunk is damaged (noted) or, with
  * `partial`, cut short: the rest is not read. */
 static int read_chunks(struct mt_trace *t, const uint8_t *data, size_t size, size_t base, bool partial, size_t *used)
 {
-	size_t off = 0;
+	size_t off = 0, dropped = 0;
 	int r = 0;
 	/* the last whole chunk was an END: a chunk cut short after it is what an exit leaves
 	   when the process ends while memtap writes what other threads made after the END
@@ -436,7 +465,7 @@ static int read_chunks(struct mt_trace *t, const uint8_t *data, size_t size, siz
 			r = read_modules(t, &c, base + off);
 			break;
 		case MT_CHUNK_EVENTS:
-			r = read_events(t, &c, base + off);
+			r = read_events(t, &c, base + off, h.crc);
 			break;
 		case MT_CHUNK_END: {
 			uint64_t dropped = mt_get_varint(&c);
@@ -474,6 +503,8 @@ static int read_chunks(struct mt_trace *t, const uint8_t *data, size_t size, siz
 			break;
 		}
 		off += sizeof h + h.length;
+		if (t->index && t->mapped)
+			drop_read(data, off, &dropped);
 	}
 	*used = off;
 	return r;
@@ -521,7 +552,7 @@ static int parse(struct mt_trace *t, const uint8_t *data, size_t size)
 		return ENOMEM;
 	if (!t->complete)
 		note(t, "cut short: the trace was not closed (the process was killed or is still running)");
-	return mt_trace_finish(t);
+	return t->index ? mt_index_threads(t->index, &t->threads, &t->nthreads) : mt_trace_finish(t);
 }
 
 int mt_trace_feed(struct mt_trace *t, const uint8_t *data, size_t size, size_t base, size_t *used)
@@ -544,7 +575,8 @@ int mt_trace_feed(struct mt_trace *t, const uint8_t *data, size_t size, size_t b
 	return r == ENOMEM ? ENOMEM : r ? EILSEQ : 0;
 }
 
-int mt_trace_read(const char *path, struct mt_trace *t)
+/* mt_trace_read, or with `open` mt_trace_open: the file is kept open for the walk. */
+static int load(const char *path, struct mt_trace *t, bool open)
 {
 	uint64_t size;
 	void *data;
@@ -560,11 +592,20 @@ int mt_trace_read(const char *path, struct mt_trace *t)
 		return EINVAL;
 	}
 	data = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
-	close(fd);
 	if (data == MAP_FAILED) {
 		r = errno;
+		close(fd);
 		note(t, "cannot read %s: %s", path, strerror(r));
 		return r;
+	}
+	if (open && size >= 8 && memcmp(data, MT_FILE_MAGIC, 8) == 0) {
+		if (!(t->index = mt_index_new(fd))) {
+			close(fd);
+			munmap(data, size);
+			return ENOMEM;
+		}
+	} else {
+		close(fd);
 	}
 	t->mapped = true;
 	r = parse(t, data, size);
@@ -576,6 +617,16 @@ int mt_trace_read(const char *path, struct mt_trace *t)
 		snprintf(t->problem, sizeof t->problem, "%s: %s", path, why[0] ? why : strerror(r));
 	}
 	return r;
+}
+
+int mt_trace_read(const char *path, struct mt_trace *t)
+{
+	return load(path, t, false);
+}
+
+int mt_trace_open(const char *path, struct mt_trace *t)
+{
+	return load(path, t, true);
 }
 
 int mt_trace_parse(const void *data, size_t size, const char *name, struct mt_trace *t)
@@ -600,6 +651,7 @@ void mt_trace_free(struct mt_trace *t)
 	free(t->modules);
 	free(t->named);
 	free(t->threads);
+	mt_index_free(t->index);
 	memset(t, 0, sizeof *t);
 }
 
@@ -629,6 +681,8 @@ uint64_t mt_trace_start(const struct mt_trace *t)
 
 	if (mt_trace_info(t, "start_monotonic_ns", buf, sizeof buf))
 		return strtoull(buf, NULL, 10);
+	if (t->index)
+		return mt_index_first_time(t->index);
 	return t->nevents ? t->events[0].time : 0;
 }
 

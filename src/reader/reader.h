@@ -1,4 +1,4 @@
-/* Reading a memtap trace into memory. A trace cut short (a killed job) or corrupted
+/* Reading a memtap trace, into memory or as it goes (mt_trace_open). A trace cut short (a killed job) or corrupted
  * reads back up to the last good chunk; `complete` says whether the file was closed
  * cleanly and `problem` says in one line what was wrong. Events come sorted by time.
  * Every index an event holds (thread, stack, string) is checked against the trace's own
@@ -32,10 +32,11 @@ struct mt_named_frame {
 
 struct mt_trace {
 	const char *path;
-	char *info; /* "key=value\n" lines of the INFO chunk */
-	struct mt_event *events;
+	char *info;		 /* "key=value\n" lines of the INFO chunk */
+	struct mt_event *events; /* NULL for a trace opened with mt_trace_open: mt_walk gives them */
 	size_t nevents;
-	const char **strings; /* by id; [0] is "" */
+	struct mt_index *index; /* an opened trace: where its events are in the file (reader/stream.c) */
+	const char **strings;	/* by id; [0] is "" */
 	size_t nstrings;
 	struct mt_stack *stacks; /* by id; [0] is empty */
 	size_t nstacks;
@@ -62,6 +63,18 @@ struct mt_trace {
 
 /* 0 on success (possibly with a problem noted), else an errno code; `problem` says why. */
 int mt_trace_read(const char *path, struct mt_trace *t);
+/* The same, but a memtap trace's events stay in its file: every chunk is read and checked
+ * once, t->nevents counts the events, and mt_walk gives them in the same order holding only
+ * the chunks whose times overlap (a drain or two of the job's). A snapshot or an RMM log is
+ * read into memory as mt_trace_read does. */
+int mt_trace_open(const char *path, struct mt_trace *t);
+/* t's events in time order, in batches of a few thousand, from memory or from an opened
+ * trace's file. mt_walk_start: NULL when out of memory. mt_walk_next: the next events in
+ * *batch, valid until the next call; 0 at the end, or when the file could not be read
+ * (t->problem then says why). */
+struct mt_walk *mt_walk_start(struct mt_trace *t);
+size_t mt_walk_next(struct mt_walk *w, const struct mt_event **batch);
+void mt_walk_end(struct mt_walk *w);
 /* The same for a trace already in memory; name is only for messages. A PyTorch memory
  * snapshot (a pickle from torch.cuda.memory._dump_snapshot) and a RAPIDS RMM log (CSV from
  * logging_resource_adaptor) are read into the same form. */

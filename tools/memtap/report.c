@@ -63,16 +63,26 @@ const char dump_usage[] = "usage: memtap dump TRACE [--json]\n"
 			  "aux, aux2, stack, phase, tag, error. --json writes one JSON object per line, with the\n"
 			  "function names of the event's stack and the libraries they are in.\n";
 
-bool read_trace(const char *path, struct mt_trace *t)
+/* r from reading path into t: a refusal ends the command; damage is said. */
+static bool said(int r, const char *path, struct mt_trace *t)
 {
-	int r = mt_trace_read(path, t);
-
 	if (r)
 		die(EXIT_USAGE, "%s", t->problem);
 	if (t->problem[0])
 		progress_clear(), fprintf(stderr, "memtap: %s: %s; reporting the %zu events before it\n", path,
 					  t->problem, t->nevents);
 	return t->problem[0] != 0;
+}
+
+bool read_trace(const char *path, struct mt_trace *t)
+{
+	return said(mt_trace_read(path, t), path, t);
+}
+
+/* The same with the events left in the file, for a command that walks them once. */
+static bool open_trace(const char *path, struct mt_trace *t)
+{
+	return said(mt_trace_open(path, t), path, t);
 }
 
 const char *const frame_views[] = {"all", "view", NULL};
@@ -642,6 +652,42 @@ int cmd_report(int argc, char **argv)
 	return status;
 }
 
+/* One event of memtap dump, as a line of text or of JSON. */
+static void dump_event(const struct mt_trace *t, struct mt_symbols *sym, uint64_t start, const struct mt_event *e,
+		       bool json)
+{
+	uint64_t at = e->time > start ? e->time - start : 0;
+	if (!json) {
+		printf("%12" PRIu64 " %3u %-14s %3d 0x%-14" PRIx64 " %12" PRIu64 " %" PRIx64 " %" PRIx64
+		       " %u %s %s %d\n",
+		       at, mt_trace_thread(t, e->thread), mt_kind_names[e->kind],
+		       e->device == MT_NO_DEVICE ? -1 : e->device, e->addr, e->size, e->aux, e->aux2, e->stack,
+		       mt_trace_string(t, e->phase), mt_tag_names[e->tag], e->error);
+		return;
+	}
+	printf("{\"time_ns\": %" PRIu64 ", \"thread\": %u, \"kind\": \"%s\", \"device\": %d, \"addr\": %" PRIu64
+	       ", \"size\": %" PRIu64 ", \"aux\": %" PRIu64 ", \"aux2\": %" PRIu64 ", \"stack\": %u, \"phase\": ",
+	       at, mt_trace_thread(t, e->thread), mt_kind_names[e->kind], e->device == MT_NO_DEVICE ? -1 : e->device,
+	       e->addr, e->size, e->aux, e->aux2, e->stack);
+	mt_json_str(stdout, mt_trace_string(t, e->phase));
+	printf(", \"tag\": \"%s\", \"flags\": %u, \"error\": %d, \"functions\": [", mt_tag_names[e->tag], e->flags,
+	       e->error);
+	for (uint32_t f = 0; e->stack < t->nstacks && f < t->stacks[e->stack].depth; f++) {
+		const struct mt_frame *fr = mt_symbols_frame(sym, t->stacks[e->stack].frames[f]);
+		if (f)
+			fputs(", ", stdout);
+		mt_json_str(stdout, fr->function ? fr->function : "?");
+	}
+	fputs("], \"modules\": [", stdout);
+	for (uint32_t f = 0; e->stack < t->nstacks && f < t->stacks[e->stack].depth; f++) {
+		const struct mt_frame *fr = mt_symbols_frame(sym, t->stacks[e->stack].frames[f]);
+		if (f)
+			fputs(", ", stdout);
+		mt_json_str(stdout, fr->module ? fr->module : "?");
+	}
+	puts("]}");
+}
+
 int cmd_dump(int argc, char **argv)
 {
 	bool json = false;
@@ -655,45 +701,22 @@ int cmd_dump(int argc, char **argv)
 		die(EXIT_USAGE, "one trace at a time (see --help)");
 	struct mt_trace t;
 	struct mt_symbols *sym;
+	struct mt_walk *walk;
+	const struct mt_event *batch;
+	size_t n;
 	uint64_t start;
+	bool damaged = open_trace(argv[i], &t);
 
-	read_trace(argv[i], &t);
 	start = mt_trace_start(&t);
 	sym = json ? mt_symbols_open(&t) : NULL;
-	for (size_t k = 0; k < t.nevents; k++) {
-		const struct mt_event *e = &t.events[k];
-		uint64_t at = e->time > start ? e->time - start : 0;
-		if (!json) {
-			printf("%12" PRIu64 " %3u %-14s %3d 0x%-14" PRIx64 " %12" PRIu64 " %" PRIx64 " %" PRIx64
-			       " %u %s %s %d\n",
-			       at, mt_trace_thread(&t, e->thread), mt_kind_names[e->kind],
-			       e->device == MT_NO_DEVICE ? -1 : e->device, e->addr, e->size, e->aux, e->aux2, e->stack,
-			       mt_trace_string(&t, e->phase), mt_tag_names[e->tag], e->error);
-			continue;
-		}
-		printf("{\"time_ns\": %" PRIu64 ", \"thread\": %u, \"kind\": \"%s\", \"device\": %d, \"addr\": %" PRIu64
-		       ", \"size\": %" PRIu64 ", \"aux\": %" PRIu64 ", \"aux2\": %" PRIu64
-		       ", \"stack\": %u, \"phase\": ",
-		       at, mt_trace_thread(&t, e->thread), mt_kind_names[e->kind],
-		       e->device == MT_NO_DEVICE ? -1 : e->device, e->addr, e->size, e->aux, e->aux2, e->stack);
-		mt_json_str(stdout, mt_trace_string(&t, e->phase));
-		printf(", \"tag\": \"%s\", \"flags\": %u, \"error\": %d, \"functions\": [", mt_tag_names[e->tag],
-		       e->flags, e->error);
-		for (uint32_t f = 0; e->stack < t.nstacks && f < t.stacks[e->stack].depth; f++) {
-			const struct mt_frame *fr = mt_symbols_frame(sym, t.stacks[e->stack].frames[f]);
-			if (f)
-				fputs(", ", stdout);
-			mt_json_str(stdout, fr->function ? fr->function : "?");
-		}
-		fputs("], \"modules\": [", stdout);
-		for (uint32_t f = 0; e->stack < t.nstacks && f < t.stacks[e->stack].depth; f++) {
-			const struct mt_frame *fr = mt_symbols_frame(sym, t.stacks[e->stack].frames[f]);
-			if (f)
-				fputs(", ", stdout);
-			mt_json_str(stdout, fr->module ? fr->module : "?");
-		}
-		puts("]}");
-	}
+	if (!(walk = mt_walk_start(&t)))
+		die(1, "out of memory while reading %s", argv[i]);
+	while ((n = mt_walk_next(walk, &batch)) != 0)
+		for (size_t k = 0; k < n; k++)
+			dump_event(&t, sym, start, &batch[k], json);
+	mt_walk_end(walk);
+	if (t.problem[0] && !damaged) /* the file changed under the walk */
+		fprintf(stderr, "memtap: %s: %s\n", argv[i], t.problem);
 	mt_symbols_close(sym);
 	i = t.problem[0] ? EXIT_DAMAGED : 0;
 	mt_trace_free(&t);

@@ -1,0 +1,313 @@
+/* An opened trace's events, given out in time order from its file without holding them all.
+ *
+ * mt_trace_read's order is a stable sort by time: by (time, place in the file). The writer
+ * puts each drain's events, one run per thread, into chunks that decode on their own, and a
+ * chunk's times have no bound (an event stamped before a drain may be published after it).
+ * So the index pass (reader.c, as it checks every event) notes each EVENTS chunk's place,
+ * checksum, valid events and lowest time. A walk opens chunks in order of their
+ * lowest time, sorts each one stably by itself, and merges the open ones by (time, chunk),
+ * opening every chunk whose lowest time is not after an event before giving that event out.
+ * Each event with a smaller key is then in an open chunk, so the order is the sort's, event
+ * for event, and memory is the chunks whose times overlap the walk's place: those of a
+ * drain or two, and a straggler's. */
+#include "reader/stream.h"
+#include "core/array.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+struct chunk {
+	uint64_t off; /* of the payload in the file */
+	uint64_t min; /* the lowest time */
+	uint32_t length, crc, n;
+};
+
+struct mt_index {
+	int fd;
+	bool ieee;
+	struct chunk *chunks;
+	size_t n, cap;
+	struct chunk open;   /* the chunk being indexed */
+	struct mt_map ranks; /* a recorded thread index -> the reader's (mt_trace.threads) */
+	uint32_t last_id;    /* the index pass: the last thread seen, known to be in ranks */
+};
+
+struct mt_index *mt_index_new(int fd)
+{
+	struct mt_index *x = calloc(1, sizeof *x);
+
+	if (x)
+		x->fd = fd;
+	return x;
+}
+
+void mt_index_free(struct mt_index *x)
+{
+	if (!x)
+		return;
+	close(x->fd);
+	free(x->chunks);
+	mt_map_free(&x->ranks);
+	free(x);
+}
+
+int mt_index_event(struct mt_index *x, const struct mt_event *e)
+{
+	if (!x->open.n || e->time < x->open.min)
+		x->open.min = e->time;
+	x->open.n++;
+	if (e->thread == x->last_id)
+		return 0;
+	x->last_id = e->thread;
+	return e->thread && !mt_map_get(&x->ranks, e->thread, NULL) ? mt_map_put(&x->ranks, e->thread, 0) : 0;
+}
+
+int mt_index_chunk(struct mt_index *x, uint64_t off, uint32_t length, uint32_t crc, bool ieee)
+{
+	struct chunk c = x->open;
+
+	x->open = (struct chunk){0};
+	x->ieee = ieee;
+	if (!c.n)
+		return 0;
+	if (mt_grow((void **)&x->chunks, &x->cap, x->n, sizeof *x->chunks))
+		return ENOMEM;
+	c.off = off;
+	c.length = length;
+	c.crc = crc;
+	x->chunks[x->n++] = c;
+	return 0;
+}
+
+static int by_id(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+int mt_index_threads(struct mt_index *x, uint32_t **ids, size_t *n)
+{
+	size_t k = 1;
+
+	if (!(*ids = malloc((x->ranks.count + 1) * sizeof **ids)))
+		return ENOMEM;
+	(*ids)[0] = 0;
+	for (size_t i = 0; i < x->ranks.cap; i++)
+		if (x->ranks.used[i] == 1)
+			(*ids)[k++] = (uint32_t)x->ranks.keys[i];
+	qsort(*ids + 1, k - 1, sizeof **ids, by_id);
+	for (size_t i = 1; i < k; i++)
+		if (mt_map_put(&x->ranks, (*ids)[i], i)) {
+			free(*ids);
+			return ENOMEM;
+		}
+	*n = k;
+	return 0;
+}
+
+uint64_t mt_index_first_time(const struct mt_index *x)
+{
+	uint64_t first = UINT64_MAX;
+
+	for (size_t i = 0; i < x->n; i++)
+		first = x->chunks[i].min < first ? x->chunks[i].min : first;
+	return x->n ? first : 0;
+}
+
+/* ---- the walk ---- */
+
+#define BATCH 4096
+
+struct run { /* an open chunk, sorted */
+	struct mt_event *e;
+	size_t at, n;
+	size_t chunk; /* its place among the chunks: ties go to the earlier */
+};
+
+struct pending { /* a chunk not open yet */
+	uint64_t min;
+	size_t chunk;
+};
+
+struct mt_walk {
+	struct mt_trace *t;
+	size_t at;	       /* in memory: the next event; from a file: the next chunk to open, in `order` */
+	struct pending *order; /* chunks by (lowest time, place) */
+	struct run *heap;      /* open runs, the one with the earliest next event first */
+	size_t nheap, capheap;
+	uint8_t *payload; /* a chunk as read */
+	size_t cap;
+	struct mt_event out[BATCH];
+};
+
+static int by_lowest(const void *a, const void *b)
+{
+	const struct pending *x = a, *y = b;
+
+	if (x->min != y->min)
+		return x->min < y->min ? -1 : 1;
+	return x->chunk < y->chunk ? -1 : x->chunk > y->chunk;
+}
+
+struct mt_walk *mt_walk_start(struct mt_trace *t)
+{
+	struct mt_walk *w = calloc(1, sizeof *w);
+	struct mt_index *x = t->index;
+
+	if (!w)
+		return NULL;
+	w->t = t;
+	if (!x)
+		return w;
+	if (x->n && !(w->order = malloc(x->n * sizeof *w->order))) {
+		free(w);
+		return NULL;
+	}
+	for (size_t i = 0; i < x->n; i++)
+		w->order[i] = (struct pending){x->chunks[i].min, i};
+	qsort(w->order, x->n, sizeof *w->order, by_lowest);
+	return w;
+}
+
+void mt_walk_end(struct mt_walk *w)
+{
+	if (!w)
+		return;
+	for (size_t i = 0; i < w->nheap; i++)
+		free(w->heap[i].e);
+	free(w->heap);
+	free(w->order);
+	free(w->payload);
+	free(w);
+}
+
+static bool before(const struct run *a, const struct run *b)
+{
+	uint64_t x = a->e[a->at].time, y = b->e[b->at].time;
+
+	return x < y || (x == y && a->chunk < b->chunk);
+}
+
+static void sift_down(struct mt_walk *w, size_t i)
+{
+	for (;;) {
+		size_t l = 2 * i + 1, m = i;
+		if (l < w->nheap && before(&w->heap[l], &w->heap[m]))
+			m = l;
+		if (l + 1 < w->nheap && before(&w->heap[l + 1], &w->heap[m]))
+			m = l + 1;
+		if (m == i)
+			return;
+		struct run r = w->heap[i];
+		w->heap[i] = w->heap[m];
+		w->heap[m] = r;
+		i = m;
+	}
+}
+
+static void sift_up(struct mt_walk *w, size_t i)
+{
+	while (i && before(&w->heap[i], &w->heap[(i - 1) / 2])) {
+		struct run r = w->heap[i];
+		w->heap[i] = w->heap[(i - 1) / 2];
+		w->heap[(i - 1) / 2] = r;
+		i = (i - 1) / 2;
+	}
+}
+
+/* A file that changed since it was indexed: said once, and the chunk is left out. */
+static int changed(struct mt_trace *t, const struct chunk *c)
+{
+	if (!t->problem[0])
+		snprintf(t->problem, sizeof t->problem, "the chunk at byte %llu changed while the trace was read",
+			 (unsigned long long)c->off);
+	return -1;
+}
+
+/* Reads, decodes and sorts chunk i onto the heap: 0, -1 (left out, noted), or ENOMEM. */
+static int open_chunk(struct mt_walk *w, size_t i)
+{
+	const struct mt_index *x = w->t->index;
+	const struct chunk *c = &x->chunks[i];
+	struct mt_encoder st = {0, 0};
+	struct run r = {NULL, 0, c->n, i};
+	struct mt_cursor cur;
+	uint32_t id = 0;
+	uint64_t rank = 0;
+
+	if (mt_grow((void **)&w->payload, &w->cap, c->length, 1) ||
+	    mt_grow((void **)&w->heap, &w->capheap, w->nheap, sizeof *w->heap) || !(r.e = malloc(c->n * sizeof *r.e)))
+		return ENOMEM;
+	if (pread(x->fd, w->payload, c->length, (off_t)c->off) != (ssize_t)c->length ||
+	    (x->ieee ? mt_crc32_ieee(0, w->payload, c->length) : mt_crc32(0, w->payload, c->length)) != c->crc) {
+		free(r.e);
+		return changed(w->t, c);
+	}
+	cur = (struct mt_cursor){w->payload, w->payload + c->length, 0};
+	mt_get_varint(&cur); /* the drops so far: read in the index pass */
+	for (size_t k = 0; k < c->n; k++) {
+		struct mt_event *e = &r.e[k];
+		mt_decode_event(&cur, &st, e); /* the same bytes as checked */
+		if (e->thread != id) {
+			id = e->thread;
+			rank = 0;
+			mt_map_get(&x->ranks, id, &rank);
+		}
+		e->thread = (uint32_t)rank;
+	}
+	if (mt_sort_events(r.e, r.n)) {
+		free(r.e);
+		return ENOMEM;
+	}
+	w->heap[w->nheap++] = r;
+	sift_up(w, w->nheap - 1);
+	return 0;
+}
+
+size_t mt_walk_next(struct mt_walk *w, const struct mt_event **batch)
+{
+	const struct mt_trace *t = w->t;
+	size_t n = 0;
+
+	if (!t->index) {
+		n = t->nevents - w->at < BATCH ? t->nevents - w->at : BATCH;
+		*batch = t->events + w->at;
+		w->at += n;
+		return n;
+	}
+	while (n < BATCH) {
+		struct run *top;
+		uint64_t next; /* the lowest time of the chunks not open */
+
+		/* open every chunk that may hold an event before the earliest one open */
+		while (w->at < t->index->n && (!w->nheap || w->order[w->at].min <= w->heap[0].e[w->heap[0].at].time)) {
+			int r = open_chunk(w, w->order[w->at++].chunk);
+			if (r == ENOMEM) {
+				snprintf(w->t->problem, sizeof w->t->problem, "out of memory reading the trace");
+				w->at = t->index->n;
+				return n;
+			}
+		}
+		if (!w->nheap)
+			break;
+		top = &w->heap[0];
+		next = w->at < t->index->n ? w->order[w->at].min : UINT64_MAX;
+		/* the earliest run's events go out while they come before every other run's next
+		 * and every chunk not open */
+		do
+			w->out[n++] = top->e[top->at++];
+		while (n < BATCH && top->at < top->n && top->e[top->at].time < next &&
+		       (w->nheap < 2 || before(top, &w->heap[1])) && (w->nheap < 3 || before(top, &w->heap[2])));
+		if (top->at == top->n) {
+			free(top->e);
+			w->heap[0] = w->heap[--w->nheap];
+		}
+		sift_down(w, 0);
+	}
+	*batch = w->out;
+	return n;
+}
