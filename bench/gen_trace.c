@@ -2,10 +2,11 @@
  * lays one out (docs/FORMAT.md): `gen_trace OUT EVENTS [THREADS [SEED [SHAPE]]]`.
  *
  * THREADS threads (default 4) each allocate and free on device 0 through 24 call stacks,
- * holding up to 48 allocations, an event every 50 to 500 ns (thread k: k % 3 + 1 times
- * that). Every millisecond a drain writes each thread's events of that millisecond, one run
- * per thread, in a chunk of its own (cut at 2 MiB), the delta encoding restarted in each,
- * as the writer does. SHAPE, letters:
+ * holding up to 48 allocations, an event every 1 to 8 us (thread k: k % 3 + 1 times that;
+ * about 1M events a second from 4 threads, a busy job). Every 100 ms a drain writes each
+ * thread's events since the last, one run per thread, in a chunk of its own (cut at 2
+ * MiB), the delta encoding restarted in each, as the writer does. SHAPE, letters:
+ *   f  fast: an event every 50 to 500 ns and a drain every millisecond (many chunks)
  *   s  stragglers: 1 event in 5,000 is stamped up to 5 ms before its place (a thread
  *      preempted between the stamp and the push: it goes out in a later drain)
  *   S  the same, up to 300 ms: every chunk reaches far back in time (a walk holds many)
@@ -119,6 +120,8 @@ int main(int argc, char **argv)
 	unsigned long long events, written = 0;
 	unsigned threads = argc > 3 ? (unsigned)atoi(argv[3]) : 4;
 	const char *shape = argc > 5 ? argv[5] : "";
+	bool fast = strchr(shape, 'f') != NULL;
+	uint64_t every = fast ? 1000000 : 100000000; /* between drains */
 
 	if (argc < 3 || threads < 1 || threads > MAXTHREADS || !(out = fopen(argv[1], "wb"))) {
 		fprintf(stderr, "usage: gen_trace OUT EVENTS [THREADS(1-%d) [SEED [SHAPE]]]\n", MAXTHREADS);
@@ -129,11 +132,11 @@ int main(int argc, char **argv)
 	fwrite(MT_FILE_MAGIC "\x01\0\0\0\0\0\0\0", 1, 16, out);
 	tables(&b);
 	b.len = 0;
-	for (uint64_t drain = 1000000; written < events; drain += 1000000) {
+	for (uint64_t drain = every; written < events; drain += every) {
 		for (unsigned i = 0; i < threads && written < events; i++)
 			for (; th[i].clock < drain && written < events; written++) {
 				struct mt_event e = next_event(&th[i], i, shape);
-				th[i].clock += (50 + draw(451)) * (i % 3 + 1);
+				th[i].clock += (fast ? 50 + draw(451) : 1000 + draw(7001)) * (i % 3 + 1);
 				if (!b.len) {
 					mt_buf_varint(&b, 0); /* events dropped so far */
 					st = (struct mt_encoder){0, 0};

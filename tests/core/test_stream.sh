@@ -12,10 +12,10 @@ B=$MT_BUILDDIR
 S=$MT_SRCDIR/tests
 set --
 n=0
-for shape in - s S b t sbt c sbtc; do
+for shape in sbt f fs fS fb ft fsbt fc fsbtc; do
 	for threads in 1 3 8; do
 		n=$((n + 1))
-		"$B/bench/gen_trace" "$dir/gen-$threads-$shape.trace" 300000 "$threads" "$n" "${shape#-}"
+		"$B/bench/gen_trace" "$dir/gen-$threads-$shape.trace" 300000 "$threads" "$n" "$shape"
 		set -- "$@" "$dir/gen-$threads-$shape.trace"
 	done
 done
@@ -40,7 +40,10 @@ ok $? "memtap dump of 4M events"
 lines=$(wc -l < "$dir/dump")
 [ "$lines" -eq 4000000 ]
 ok $? "every event dumped ($lines)"
-kb=$(cat "$dir/rss")
-[ "$kb" -lt 80000 ]
-ok $? "dump held ${kb} KB at most, not the 256 MB of events"
+kb=$(head -n 1 "$dir/rss")
+case $MT_SANITIZERS in
+"" | no) # the sanitizers' runtimes hold memory of their own
+	[ "$kb" -lt 80000 ]
+	ok $? "dump held ${kb} KB at most, not the 256 MB of events" ;;
+esac
 done_testing
