@@ -31,14 +31,15 @@ int mt_follow_open(struct mt_follow *f, const char *path)
 }
 
 /* Read in windows: a window always holds a whole chunk (at most 4 MiB and its header),
- * and a long trace opened late is not read into memory at once. */
+ * and a long trace opened late is read a window at a time. */
 #define WINDOW (16u << 20)
 
 int mt_follow_poll(struct mt_follow *f)
 {
 	if (!f->buf && !(f->buf = malloc(WINDOW)))
 		return ENOMEM;
-	while (!f->damaged) {
+	f->more = false;
+	if (!f->damaged) {
 		size_t have = 0, used;
 		int r;
 		while (have < WINDOW) {
@@ -57,8 +58,7 @@ int mt_follow_poll(struct mt_follow *f)
 			return ENOMEM;
 		if (r)
 			f->damaged = true;
-		if (have < WINDOW || !used) /* the end of the file, or of what is whole */
-			break;
+		f->more = have == WINDOW && used && !f->damaged; /* else the end of the file, or of what is whole */
 	}
 	return 0;
 }
@@ -72,9 +72,15 @@ size_t mt_follow_ready(struct mt_follow *f, uint64_t now_ns, uint64_t hold_ns, b
 		return f->ready;
 	if (mt_sort_events(t->events + f->ready, end - f->ready))
 		return f->ready; /* out of memory: try again next time */
+	/* more of the file to read: what is newer than its newest events by the writer's
+	 * longest pause waits for the next window, which may hold events older than it */
+	if (f->more) {
+		all = false;
+		now_ns = t->events[end - 1].time;
+	}
 	/* a trace from another machine has another monotonic clock: its newest events may be
 	 * ahead of this one's; then nothing is held back */
-	if (!all && !t->complete && !f->damaged && t->events[end - 1].time <= now_ns) {
+	if (!all && (f->more || (!t->complete && !f->damaged)) && t->events[end - 1].time <= now_ns) {
 		uint64_t cut = now_ns > hold_ns ? now_ns - hold_ns : 0;
 		while (end > f->ready && t->events[end - 1].time > cut)
 			end--;

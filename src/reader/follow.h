@@ -20,16 +20,19 @@ struct mt_follow {
 	size_t ready;  /* events handed out */
 	uint8_t *buf;  /* a window of the file */
 	bool damaged;  /* a damaged chunk: nothing after it is read */
+	bool more;     /* the last poll read a whole window: the file has more already */
 };
 
 /* 0, or an errno code with t.problem saying in one line what is wrong (not a trace,
  * cannot be opened). */
 int mt_follow_open(struct mt_follow *f, const char *path);
-/* Reads what the file gained; 0 or an errno code (ENOMEM, a read error). */
+/* Reads what the file gained, up to a window of 16 MiB (f->more: there is more to read
+ * now); 0 or an errno code (ENOMEM, a read error). */
 int mt_follow_poll(struct mt_follow *f);
 /* Events ready to be handed out, in time order: those at least `hold_ns` older than
  * now_ns (CLOCK_MONOTONIC, which the recorder's times use), all of them when the trace
- * was closed or `all`. Returns the new end of t.events' ready part. */
+ * was closed or `all`; while the file has more to read, those at least `hold_ns` older
+ * than the newest read. Returns the new end of t.events' ready part. */
 size_t mt_follow_ready(struct mt_follow *f, uint64_t now_ns, uint64_t hold_ns, bool all);
 /* Forgets the first n events handed out (applied elsewhere already), so a long job's
  * events do not pile up in memory; the rest move to the front. */

@@ -284,23 +284,14 @@ static void refresh_symbols(struct source *s)
 	}
 }
 
-/* Reads what each trace gained and applies what is ready. */
-static void poll_sources(bool all)
+/* Reads what a trace gained, a window at a time, and applies what is ready. */
+static void follow(struct source *s, uint64_t now, bool all)
 {
-	uint64_t now = now_ns();
+	char buf[32];
 
-	if (top.dir)
-		scan_dir(top.dir, false);
-	else if (top.pid)
-		scan_pid(top.pid, 0);
-	else if (top.all && now - top.scanned >= 2000000000ull)
-		scan_all();
-	for (size_t i = 0; i < top.n; i++) {
-		struct source *s = top.src[i];
-		char buf[32];
+	do {
 		size_t ready;
-		int r = mt_follow_poll(&s->f);
-		if (r == ENOMEM)
+		if (mt_follow_poll(&s->f) == ENOMEM)
 			die(1, "out of memory while reading %s", s->path);
 		if (!s->have_info && s->f.t.info) {
 			s->have_info = true;
@@ -319,10 +310,25 @@ static void poll_sources(bool all)
 		/* applied: the live state holds what they did; a long job's events do not pile up */
 		mt_follow_drop(&s->f, ready);
 		s->now.applied = 0;
-		for (int d = 0; d < MT_MAX_DEVICES; d++)
-			if (s->now.rp.dev[d].peak > s->peak[d])
-				s->peak[d] = s->now.rp.dev[d].peak;
-	}
+	} while (s->f.more);
+	for (int d = 0; d < MT_MAX_DEVICES; d++)
+		if (s->now.rp.dev[d].peak > s->peak[d])
+			s->peak[d] = s->now.rp.dev[d].peak;
+}
+
+/* Reads what each trace gained and applies what is ready. */
+static void poll_sources(bool all)
+{
+	uint64_t now = now_ns();
+
+	if (top.dir)
+		scan_dir(top.dir, false);
+	else if (top.pid)
+		scan_pid(top.pid, 0);
+	else if (top.all && now - top.scanned >= 2000000000ull)
+		scan_all();
+	for (size_t i = 0; i < top.n; i++)
+		follow(top.src[i], now, all);
 }
 
 static uint64_t allocated(const struct source *s, int *device)
