@@ -56,6 +56,9 @@ struct stack {
 /* What is known of one live allocation while the pass runs. */
 struct life {
 	size_t event;	      /* the event that made it */
+	uint64_t size, addr;  /* ... its size and address */
+	uint32_t stack;	      /* ... its stack */
+	uint8_t made_tag;     /* ... its tag */
 	uint8_t phase;	      /* the phase it was made in */
 	uint32_t instance;    /* that phase's instance */
 	bool before_forward;  /* made before any forward phase began */
@@ -115,6 +118,7 @@ struct pass {
 	struct mt_map state_sizes; /* size -> optimizer state made before recording of that size */
 	struct mt_map opt_made;	   /* read by frames: size -> the last allocation of that size made in
 				      an optimizer step (its event + 1) */
+	struct mt_map opt_addr;	   /* ... and its address */
 	bool forward_only;	   /* no stack says backward or an optimizer: inference */
 	int grad_buffer_line;	   /* Megatron's _ParamAndGradBuffer.__init__: the line making its grad_data */
 	uint8_t *temporary;	   /* per stack: an allocation of it was a temporary */
@@ -294,7 +298,7 @@ static uint8_t infer_frames(const struct life *l, bool forward_only, uint8_t *ev
  * the optimizer state made before recording. */
 static void note(struct pass *p, const struct life *l, uint8_t category)
 {
-	uint64_t n = 0, size = p->t->events[l->event].size;
+	uint64_t n = 0, size = l->size;
 
 	if (category == MT_TAG_GRADS && !l->kept_grad)
 		p->grads_known = true;
@@ -311,7 +315,7 @@ static void note(struct pass *p, const struct life *l, uint8_t category)
 static void settle(struct pass *p, size_t slot)
 {
 	const struct life *l = &p->life[slot];
-	uint8_t tag = l->tag ? l->tag : p->t->events[l->event].tag;
+	uint8_t tag = l->tag ? l->tag : l->made_tag;
 
 	if (tag) {
 		p->c->category[l->event] = tag;
@@ -326,9 +330,8 @@ static void settle(struct pass *p, size_t slot)
 		p->c->source[l->event] = p->c->has_phases ? MT_SOURCE_INFERRED : MT_SOURCE_NONE;
 		p->c->evidence[l->event] = p->c->has_phases;
 	}
-	if (p->c->category[l->event] == MT_TAG_TEMPORARIES && p->t->events[l->event].stack &&
-	    p->t->events[l->event].stack < p->t->nstacks)
-		p->temporary[p->t->events[l->event].stack] = 1;
+	if (p->c->category[l->event] == MT_TAG_TEMPORARIES && l->stack && l->stack < p->t->nstacks)
+		p->temporary[l->stack] = 1;
 	mt_slot_give(&p->slots, slot);
 }
 
@@ -401,25 +404,42 @@ static bool is_param_and_grad_buffer(const char *fn, const char *file)
 /* The line of Megatron's _ParamAndGradBuffer.__init__ that makes its grad_data: the last
  * of the lines there that allocate (param_data comes first, with the distributed
  * optimizer; frees there, of the parameters' old storage, come after), read from the
- * stacks of allocations, each stack once; 0: none. */
-static int grad_buffer_line(const struct mt_trace *t)
+ * stacks of allocations (`allocates`, per stack); 0: none. */
+static int grad_buffer_line(const struct mt_trace *t, const uint8_t *allocates)
 {
-	uint8_t *seen = calloc(t->nstacks + 1, 1);
 	char fn[64], file[1024];
 	int line, last = 0;
 
-	for (size_t i = 0; seen && i < t->nevents; i++) {
-		const struct mt_event *e = &t->events[i];
-		if (e->kind != MT_EV_ALLOC || !e->stack || e->stack >= t->nstacks || seen[e->stack])
-			continue;
-		seen[e->stack] = 1;
-		for (uint32_t k = 0; k < t->stacks[e->stack].depth; k++)
-			if (names(t, t->stacks[e->stack].frames[k], fn, sizeof fn, file, sizeof file, &line) &&
+	for (size_t s = 1; s < t->nstacks; s++)
+		for (uint32_t k = 0; allocates[s] && k < t->stacks[s].depth; k++)
+			if (names(t, t->stacks[s].frames[k], fn, sizeof fn, file, sizeof file, &line) &&
 			    is_param_and_grad_buffer(fn, file) && line > last)
 				last = line;
-	}
-	free(seen);
 	return last;
+}
+
+/* What the composition needs of every event before its pass, read in one walk: whether an
+ * NVTX range (or, but in a snapshot, a start/end range) is there, which stacks allocate,
+ * and whether an allocation made while recording had no frames. 0 or ENOMEM. */
+static int look_ahead(const struct mt_trace *t, bool snapshot, bool *ranges, uint8_t *allocates, bool *bare)
+{
+	struct mt_walk *w = mt_walk_start(t);
+	const struct mt_event *batch;
+	size_t n;
+
+	if (!w)
+		return ENOMEM;
+	while ((n = mt_walk_next(w, &batch)) != 0)
+		for (const struct mt_event *e = batch; e < batch + n; e++) {
+			bool framed = e->stack && e->stack < t->nstacks;
+			*ranges |= e->kind == MT_EV_RANGE_PUSH || (e->kind == MT_EV_RANGE_START && !snapshot);
+			if (e->kind != MT_EV_ALLOC)
+				continue;
+			allocates[framed ? e->stack : 0] = 1;
+			*bare |= !(e->flags & MT_ALLOC_UNSEEN) && !(framed && t->stacks[e->stack].depth);
+		}
+	mt_walk_end(w);
+	return 0;
 }
 
 /* What a stack's frames say, read once. */
@@ -592,6 +612,10 @@ static int made(struct pass *p, const struct mt_event *e, size_t i, uint64_t key
 		return ENOMEM;
 	p->life[slot] =
 	    (struct life){.event = i,
+			  .size = e->size,
+			  .addr = e->addr,
+			  .stack = e->stack,
+			  .made_tag = e->tag,
 			  .said = (uint8_t)(p->c->frames && e->kind == MT_EV_ALLOC && (e->flags & MT_ALLOC_UNSEEN)
 						? stack_says(p, e->stack)
 						: SAYS_NOTHING),
@@ -607,7 +631,7 @@ static int made(struct pass *p, const struct mt_event *e, size_t i, uint64_t key
 			  .workspace = p->c->frames && e->kind == MT_EV_ALLOC && is_workspace(p, e->stack),
 			  .own = own};
 	if (p->c->frames && f.phase == PH_OPTIMIZER && e->kind == MT_EV_ALLOC &&
-	    mt_map_put(&p->opt_made, e->size, i + 1))
+	    (mt_map_put(&p->opt_made, e->size, i + 1) || mt_map_put(&p->opt_addr, e->size, e->addr)))
 		return ENOMEM;
 	if (f.phase == PH_FORWARD && e->stack < p->t->nstacks &&
 	    !(p->c->after_forward[e->stack] & MT_FORWARD_PENDING)) {
@@ -631,15 +655,15 @@ static struct life *live_life(struct pass *p, size_t i)
 static void inherit(struct pass *p, const struct mt_event *e, const struct life *old)
 {
 	struct frame f;
-	uint64_t made, k;
+	uint64_t made, addr = 0, k;
 
-	if (!p->c->frames || p->c->category[old->event] != MT_TAG_PARAMS ||
-	    !mt_map_get(&p->opt_made, p->t->events[old->event].size, &made))
+	if (!p->c->frames || p->c->category[old->event] != MT_TAG_PARAMS || !mt_map_get(&p->opt_made, old->size, &made))
 		return;
+	mt_map_get(&p->opt_addr, old->size, &addr);
 	f = frames_now(p, e);
 	made--;
-	if (f.phase != PH_OPTIMIZER || !mt_map_get(&p->live, p->t->events[made].addr, &k) ||
-	    p->life[k - 1].event != made || p->life[k - 1].instance != f.instance)
+	if (f.phase != PH_OPTIMIZER || !mt_map_get(&p->live, addr, &k) || p->life[k - 1].event != made ||
+	    p->life[k - 1].instance != f.instance)
 		return;
 	p->life[k - 1].heir = true;
 }
@@ -667,7 +691,8 @@ int mt_composition_start(struct mt_composition_scan **out, struct mt_composition
 {
 	struct pass *p = calloc(1, sizeof *p);
 	char backend[32];
-	bool snapshot, untraced;
+	bool snapshot, untraced, bare = false;
+	uint8_t *allocates;
 
 	memset(c, 0, sizeof *c);
 	*out = (struct mt_composition_scan *)p;
@@ -689,14 +714,15 @@ int mt_composition_start(struct mt_composition_scan **out, struct mt_composition
 	p->phase_of = calloc(t->nstrings + 1, 1);
 	p->threads = calloc(t->nthreads + 1, sizeof *p->threads);
 	p->nthreads = t->nthreads;
-	if (!c->category || !c->source || !c->evidence || !c->after_forward || !p->temporary || !p->phase_of ||
-	    !p->threads || !p->said || !p->workspace)
-		return ENOMEM;
+	allocates = calloc(t->nstacks + 1, 1);
 	/* NVTX phases, or frames to read (a snapshot's annotations are ranges too, not NVTX) */
 	snapshot = mt_trace_info(t, "backend", backend, sizeof backend) && !strcmp(backend, "pytorch-snapshot");
-	for (size_t i = 0; i < t->nevents && !c->has_phases; i++)
-		c->has_phases =
-		    t->events[i].kind == MT_EV_RANGE_PUSH || (t->events[i].kind == MT_EV_RANGE_START && !snapshot);
+	if (!c->category || !c->source || !c->evidence || !c->after_forward || !p->temporary || !p->phase_of ||
+	    !p->threads || !p->said || !p->workspace || !allocates ||
+	    look_ahead(t, snapshot, &c->has_phases, allocates, &bare)) {
+		free(allocates);
+		return ENOMEM;
+	}
 	/* a snapshot with no entries (taken without history) has no frames to read, unless its
 	   blocks have theirs (a segments-only snapshot taken with history on) */
 	untraced = snapshot && mt_trace_info(t, "time", backend, sizeof backend) && !strcmp(backend, "none") &&
@@ -714,24 +740,20 @@ int mt_composition_start(struct mt_composition_scan **out, struct mt_composition
 	 * Python stacks (autograd's engine thread): a forward-only run, whose forward frees
 	 * its layers' outputs itself */
 	if (c->frames)
-		p->grad_buffer_line = grad_buffer_line(t);
+		p->grad_buffer_line = grad_buffer_line(t, allocates);
+	free(allocates);
 	p->forward_only = c->frames;
 	for (size_t i = 1; i < t->nstacks && p->forward_only; i++) {
 		enum said s = stack_says(p, (uint32_t)i);
 		p->forward_only = s != SAYS_BACKWARD && s != SAYS_OPTIMIZER && s != SAYS_ZERO_GRAD;
 	}
-	for (size_t i = 0; i < t->nevents && p->forward_only && p->python; i++) {
-		const struct mt_event *e = &t->events[i];
-		p->forward_only = e->kind != MT_EV_ALLOC || (e->flags & MT_ALLOC_UNSEEN) ||
-				  (e->stack && e->stack < t->nstacks && t->stacks[e->stack].depth);
-	}
+	p->forward_only &= !(p->python && bare);
 	return 0;
 }
 
-int mt_composition_step(struct mt_composition_scan *scan, size_t i)
+int mt_composition_step(struct mt_composition_scan *scan, const struct mt_event *e, size_t i)
 {
 	struct pass *p = (struct pass *)scan;
-	const struct mt_event *e = &p->t->events[i];
 	struct stack *s;
 	uint64_t k;
 
@@ -810,7 +832,7 @@ static int adam_state(struct pass *p)
 			uint64_t size;
 			if (!(l = live_life(p, i)))
 				continue;
-			size = p->t->events[l->event].size;
+			size = l->size;
 			if (!mute(l))
 				continue;
 			n = 0;
@@ -869,7 +891,7 @@ static int pair_kept_grads(struct pass *p)
 		uint64_t size;
 		if (!(l = live_life(p, i)))
 			continue;
-		size = p->t->events[l->event].size;
+		size = l->size;
 		if (!mute(l) || !mt_map_get(&p->state_sizes, size, &n))
 			continue;
 		n = 0;
@@ -881,7 +903,7 @@ static int pair_kept_grads(struct pass *p)
 		uint64_t size;
 		if (!(l = live_life(p, i)))
 			continue;
-		size = p->t->events[l->event].size;
+		size = l->size;
 		if (!mute(l) || !mt_map_get(&count, size, &n))
 			continue;
 		if (!mt_map_get(&marked, size, &half))
@@ -912,8 +934,7 @@ int mt_composition_finish(struct mt_composition_scan *scan, int err)
 			l->to_end = true;
 			l->alive_past_instance = l->instance != UINT32_MAX && !p->open[l->instance];
 			l->awaits_backward = l->phase == PH_FORWARD && p->backward_done == l->bwd_seen;
-			l->was_temporary =
-			    p->t->events[l->event].stack < p->t->nstacks && p->temporary[p->t->events[l->event].stack];
+			l->was_temporary = l->stack < p->t->nstacks && p->temporary[l->stack];
 			settle(p, p->live.vals[i] - 1);
 		}
 	for (size_t i = 0; p->threads && i < p->nthreads; i++)
@@ -930,6 +951,7 @@ int mt_composition_finish(struct mt_composition_scan *scan, int err)
 	free(p->temporary);
 	mt_map_free(&p->state_sizes);
 	mt_map_free(&p->opt_made);
+	mt_map_free(&p->opt_addr);
 	mt_map_free(&p->live);
 	if (err)
 		mt_composition_free(p->c);
@@ -941,11 +963,17 @@ int mt_composition_build(struct mt_composition *c, const struct mt_trace *t)
 {
 	struct mt_composition_scan *s;
 	int err = mt_composition_start(&s, c, t);
+	struct mt_walk *w = err ? NULL : mt_walk_start(t);
+	const struct mt_event *batch;
+	size_t i = 0, n;
 
-	for (size_t i = 0; i < t->nevents && !err; i++) {
-		mt_progress("composition", i, t->nevents);
-		err = mt_composition_step(s, i);
-	}
+	err = err ? err : w ? 0 : ENOMEM;
+	while (!err && (n = mt_walk_next(w, &batch)) != 0)
+		for (size_t k = 0; k < n && !err; k++, i++) {
+			mt_progress("composition", i, t->nevents);
+			err = mt_composition_step(s, &batch[k], i);
+		}
+	mt_walk_end(w);
 	return mt_composition_finish(s, err);
 }
 
@@ -961,31 +989,34 @@ void mt_composition_free(struct mt_composition *c)
 size_t *mt_composition_optimizer_steps(const struct mt_trace *t, size_t *n)
 {
 	struct pass p = {.t = t, .said = calloc(t->nstacks + 1, 1)};
-	size_t *idx = NULL, cap = 0;
+	size_t *idx = NULL, cap = 0, i = 0, k;
 	enum said last = SAYS_NOTHING;
+	struct mt_walk *w = p.said ? mt_walk_start(t) : NULL;
+	const struct mt_event *batch;
+	bool failed = !w;
 
 	*n = 0;
-	if (!p.said)
-		return NULL;
-	for (size_t i = 0; i < t->nevents; i++) {
-		const struct mt_event *e = &t->events[i];
-		enum said s;
-		if (e->kind != MT_EV_ALLOC || e->error || (e->flags & MT_ALLOC_UNSEEN))
-			continue;
-		s = stack_says(&p, e->stack);
-		if (s == SAYS_NOTHING || s == SAYS_BUILDS || s == SAYS_GRADS)
-			continue;
-		if (s == SAYS_OPTIMIZER && last != SAYS_OPTIMIZER) {
-			if (mt_grow((void **)&idx, &cap, *n, sizeof *idx)) {
-				free(idx);
-				free(p.said);
-				return NULL;
+	while (!failed && (k = mt_walk_next(w, &batch)) != 0)
+		for (const struct mt_event *e = batch; e < batch + k && !failed; e++, i++) {
+			enum said s;
+			if (e->kind != MT_EV_ALLOC || e->error || (e->flags & MT_ALLOC_UNSEEN))
+				continue;
+			s = stack_says(&p, e->stack);
+			if (s == SAYS_NOTHING || s == SAYS_BUILDS || s == SAYS_GRADS)
+				continue;
+			if (s == SAYS_OPTIMIZER && last != SAYS_OPTIMIZER) {
+				failed = mt_grow((void **)&idx, &cap, *n, sizeof *idx) != 0;
+				if (!failed)
+					idx[(*n)++] = i;
 			}
-			idx[(*n)++] = i;
+			last = s;
 		}
-		last = s;
-	}
+	mt_walk_end(w);
 	free(p.said);
+	if (failed) {
+		free(idx);
+		return NULL;
+	}
 	return idx ? idx : malloc(sizeof *idx);
 }
 

@@ -66,7 +66,7 @@ int mt_composition_build(struct mt_composition *c, const struct mt_trace *t);
  * an errno), then finish with the first error (which it returns; the scan is freed). */
 struct mt_composition_scan;
 int mt_composition_start(struct mt_composition_scan **s, struct mt_composition *c, const struct mt_trace *t);
-int mt_composition_step(struct mt_composition_scan *s, size_t i);
+int mt_composition_step(struct mt_composition_scan *s, const struct mt_event *e, size_t i); /* e is event i */
 int mt_composition_finish(struct mt_composition_scan *s, int err);
 void mt_composition_free(struct mt_composition *c);
 /* Where each optimizer step begins, read by frames: the first allocation inside an

@@ -632,6 +632,8 @@ int mt_diagnose(const struct mt_report *r, struct mt_diagnosis **out, size_t *n)
 	int err = 0;
 
 	*out = NULL, *n = 0;
+	if (!r->noom && !r->target) /* nothing to diagnose */
+		return 0;
 	job_allocator(t, &a);
 	for (size_t k = 0; k < r->noom && !err && *n < MT_DIAGNOSED; k++) {
 		const struct mt_oom *o = &r->oom[k];

@@ -35,6 +35,7 @@ struct pass {
 	struct mt_fragment *f;
 	const struct mt_replay *peaks; /* each device's peak event */
 	uint64_t start, span, bucket;  /* the timeline's samples */
+	uint64_t last;		       /* the time of the event stepped last */
 	struct dev *dev;
 	struct block *blocks;
 	struct mt_slots slots;
@@ -337,24 +338,24 @@ int mt_fragment_start(struct mt_fragment_scan **out, struct mt_fragment *f, cons
 	p->f = f;
 	p->peaks = peaks;
 	p->start = mt_trace_start(t);
-	p->span = t->nevents ? t->events[t->nevents - 1].time - p->start : 0;
+	p->span = t->nevents ? mt_trace_end(t) - p->start : 0;
 	if (segments && !(p->dev = calloc(MT_MAX_DEVICES, sizeof *p->dev)))
 		return ENOMEM;
 	return 0;
 }
 
-int mt_fragment_step(struct mt_fragment_scan *scan, size_t i)
+int mt_fragment_step(struct mt_fragment_scan *scan, const struct mt_event *e, size_t i)
 {
 	struct pass *p = (struct pass *)scan;
-	const struct mt_trace *t = p->t;
-	const struct mt_event *e = &t->events[i];
 	uint64_t b = e->time > p->start && p->span ? (e->time - p->start) * (MT_FRAG_SAMPLES - 1) / p->span : 0;
+	uint64_t last = p->last;
 	int r = 0;
 
+	p->last = e->time;
 	if (!p->dev) /* no segments: nothing to know */
 		return 0;
 	if (b > p->bucket && i) {
-		r = sample_all(p, t->events[i - 1].time);
+		r = sample_all(p, last);
 		p->bucket = b;
 	}
 	if (!r)
@@ -393,10 +394,10 @@ int mt_fragment_finish(struct mt_fragment_scan *scan, int r)
 		p->f->dev[d].known = p->dev[d].known;
 		p->f->known |= p->dev[d].known;
 		if (p->dev[d].known)
-			r = measure(p, d, t->nevents ? t->events[t->nevents - 1].time : 0, &p->f->dev[d].at_end, NULL);
+			r = measure(p, d, mt_trace_end(t), &p->f->dev[d].at_end, NULL);
 	}
 	if (!r && t->nevents && p->dev)
-		r = sample_all(p, t->events[t->nevents - 1].time);
+		r = sample_all(p, mt_trace_end(t));
 	for (int d = 0; d < MT_MAX_DEVICES && p->dev; d++)
 		free(p->dev[d].segs);
 	free(p->dev);
@@ -412,11 +413,17 @@ int mt_fragment_build(struct mt_fragment *f, const struct mt_trace *t, const str
 {
 	struct mt_fragment_scan *s;
 	int r = mt_fragment_start(&s, f, t, peaks, segments);
+	struct mt_walk *w = r || !segments ? NULL : mt_walk_start(t);
+	const struct mt_event *batch;
+	size_t i = 0, n;
 
-	for (size_t i = 0; i < t->nevents && !r && segments; i++) {
-		mt_progress("fragmentation", i, t->nevents);
-		r = mt_fragment_step(s, i);
-	}
+	r = r || !segments || w ? r : ENOMEM;
+	while (!r && w && (n = mt_walk_next(w, &batch)) != 0)
+		for (size_t k = 0; k < n && !r; k++, i++) {
+			mt_progress("fragmentation", i, t->nevents);
+			r = mt_fragment_step(s, &batch[k], i);
+		}
+	mt_walk_end(w);
 	return mt_fragment_finish(s, r);
 }
 

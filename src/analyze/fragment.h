@@ -66,7 +66,7 @@ int mt_fragment_build(struct mt_fragment *f, const struct mt_trace *t, const str
 struct mt_fragment_scan;
 int mt_fragment_start(struct mt_fragment_scan **s, struct mt_fragment *f, const struct mt_trace *t,
 		      const struct mt_replay *peaks, bool segments);
-int mt_fragment_step(struct mt_fragment_scan *s, size_t i);
+int mt_fragment_step(struct mt_fragment_scan *s, const struct mt_event *e, size_t i); /* e is event i */
 int mt_fragment_finish(struct mt_fragment_scan *s, int err);
 /* Device d's segments and live blocks as the scan stands, into out's segments and blocks
  * (the caller frees both; none where the device's segments are not known). 0 or ENOMEM. */

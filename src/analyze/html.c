@@ -381,7 +381,7 @@ static int maps(FILE *out, const struct mt_report *r)
 				err = map(out, r, scan, d, t->events[i - 1].time, MAP_STEP, &first);
 				step = mt_timeline_part(at, span, MT_HTML_MAPS) + 1;
 			}
-			err = err ? err : mt_fragment_step(scan, i);
+			err = err ? err : mt_fragment_step(scan, e, i);
 			if (!err && r->end.dev[d].peak && r->end.dev[d].peak_event == i)
 				err = map(out, r, scan, d, e->time, MAP_PEAK, &first);
 			if (!err && e->kind == MT_EV_ALLOC_FAILED && e->device == d && ooms < MT_HTML_MAP_OOMS) {

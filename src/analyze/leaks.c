@@ -12,118 +12,125 @@
 #include "core/map.h"
 #include "core/replay.h"
 
+/* A candidate boundary: its event, and the string it names. */
+struct at {
+	size_t event;
+	uint64_t aux;
+};
+
+struct ats {
+	struct at *items;
+	size_t n, cap;
+};
+
+/* The events of `from` that name `aux` (all of them for UINT64_MAX), into a list of their
+ * indices; NULL when out of memory. */
+static size_t *events_of(const struct ats *from, uint64_t aux, size_t *n)
+{
+	size_t *idx = malloc((from->n ? from->n : 1) * sizeof *idx);
+
+	*n = 0;
+	for (size_t i = 0; idx && i < from->n; i++)
+		if (aux == UINT64_MAX || from->items[i].aux == aux)
+			idx[(*n)++] = from->items[i].event;
+	return idx;
+}
+
 /* Event indices of the boundaries; the description goes into out->boundary. Marks come
  * first; then a range: the one named, or the most repeated at the top of a thread's
  * stack; then a start/end range (a snapshot's external annotations): the one named, or
- * the most repeated. One scan notes the marks and the candidate ranges' starts. */
+ * the most repeated. One walk notes the marks and the candidate ranges' starts. */
 static size_t *boundaries(const struct mt_trace *t, const char *name, struct mt_leaks *out, size_t *n)
 {
-	size_t *idx = NULL, *push = NULL, *start = NULL, k = 0, npush = 0, nstart = 0, cap = 0, cap_push = 0,
-	       cap_start = 0, best_count = 0, best_start_count = 0;
+	struct ats marks = {0}, push = {0}, start = {0};
+	size_t *idx = NULL, best_count = 0, best_start_count = 0, i = 0, k;
 	uint32_t best = 0, best_start = 0, *depth = NULL, *count = calloc(t->nstrings + 1, sizeof *count),
 		 *start_count = calloc(t->nstrings + 1, sizeof *start_count);
+	struct mt_walk *w = mt_walk_start(t);
+	const struct mt_event *batch;
+	bool failed = !count || !start_count || !w;
 
-	if (!count || !start_count)
-		goto fail;
-	for (size_t i = 0; i < t->nevents; i++) {
-		const struct mt_event *e = &t->events[i];
-		size_t **list = NULL, *len = NULL, *lcap = NULL;
-		if (e->kind == MT_EV_MARK && (!name || strcmp(mt_trace_string(t, e->aux), name) == 0)) {
-			list = &idx, len = &k, lcap = &cap;
-		} else if (e->kind == MT_EV_RANGE_PUSH || e->kind == MT_EV_RANGE_POP) {
-			if (e->thread >= t->nthreads)
-				continue;
-			if (!depth && !(depth = calloc(t->nthreads, sizeof *depth)))
-				goto fail;
-			if (e->kind == MT_EV_RANGE_POP) {
-				depth[e->thread] -= depth[e->thread] > 0;
-				continue;
-			}
-			if ((name ? strcmp(mt_trace_string(t, e->aux), name) == 0 : depth[e->thread] == 0) &&
-			    e->aux < t->nstrings) {
-				if (++count[e->aux] > best_count) {
-					best_count = count[e->aux];
-					best = (uint32_t)e->aux;
+	while (!failed && (k = mt_walk_next(w, &batch)) != 0)
+		for (const struct mt_event *e = batch; e < batch + k && !failed; e++, i++) {
+			struct ats *list = NULL;
+			if (e->kind == MT_EV_MARK && (!name || strcmp(mt_trace_string(t, e->aux), name) == 0)) {
+				list = &marks;
+			} else if (e->kind == MT_EV_RANGE_PUSH || e->kind == MT_EV_RANGE_POP) {
+				if (e->thread >= t->nthreads)
+					continue;
+				if (!depth && !(depth = calloc(t->nthreads, sizeof *depth))) {
+					failed = true;
+					continue;
 				}
-				list = &push, len = &npush, lcap = &cap_push;
+				if (e->kind == MT_EV_RANGE_POP) {
+					depth[e->thread] -= depth[e->thread] > 0;
+					continue;
+				}
+				if ((name ? strcmp(mt_trace_string(t, e->aux), name) == 0 : depth[e->thread] == 0) &&
+				    e->aux < t->nstrings) {
+					if (++count[e->aux] > best_count) {
+						best_count = count[e->aux];
+						best = (uint32_t)e->aux;
+					}
+					list = &push;
+				}
+				depth[e->thread]++;
+			} else if (e->kind == MT_EV_RANGE_START && e->aux < t->nstrings &&
+				   (!name || strcmp(mt_trace_string(t, e->aux), name) == 0)) {
+				/* start/end ranges: a snapshot's external annotations (Optimizer.step#AdamW.step) */
+				if (++start_count[e->aux] > best_start_count) {
+					best_start_count = start_count[e->aux];
+					best_start = (uint32_t)e->aux;
+				}
+				list = &start;
 			}
-			depth[e->thread]++;
-		} else if (e->kind == MT_EV_RANGE_START && e->aux < t->nstrings &&
-			   (!name || strcmp(mt_trace_string(t, e->aux), name) == 0)) {
-			/* start/end ranges: a snapshot's external annotations (Optimizer.step#AdamW.step) */
-			if (++start_count[e->aux] > best_start_count) {
-				best_start_count = start_count[e->aux];
-				best_start = (uint32_t)e->aux;
-			}
-			list = &start, len = &nstart, lcap = &cap_start;
+			if (!list)
+				continue;
+			failed = mt_grow((void **)&list->items, &list->cap, list->n, sizeof *list->items) != 0;
+			if (!failed)
+				list->items[list->n++] = (struct at){i, e->aux};
 		}
-		if (!list)
-			continue;
-		if (*len == *lcap) {
-			size_t *v = realloc(*list, (*lcap = *lcap ? 2 * *lcap : 256) * sizeof *v);
-			if (!v)
-				goto fail;
-			*list = v;
-		}
-		(*list)[(*len)++] = i;
-	}
-	if (k) {
+	mt_walk_end(w);
+	k = 0;
+	if (failed) {
+		/* out of memory */
+	} else if (marks.n) {
+		idx = events_of(&marks, UINT64_MAX, &k);
 		snprintf(out->boundary, sizeof out->boundary, "memtap_mark%s%s", name ? " " : "", name ? name : "");
 	} else if (best_count < (name ? 1 : 2) && best_start_count >= (name ? 1 : 2)) {
-		free(idx);
-		idx = start;
-		start = NULL;
-		for (size_t i = 0; i < nstart; i++)
-			if (t->events[idx[i]].aux == best_start)
-				idx[k++] = idx[i];
+		idx = events_of(&start, best_start, &k);
 		snprintf(out->boundary, sizeof out->boundary, "range %.100s", mt_trace_string(t, best_start));
 	} else if (best_count < (name ? 1 : 2) && !name) {
 		/* no marks or ranges: where the stacks say an optimizer's step begins (a snapshot) */
 		size_t nsteps = 0, *steps = mt_composition_optimizer_steps(t, &nsteps);
-		if (!steps)
-			goto fail;
-		if (nsteps >= 3) {
-			free(idx);
+		if (steps && nsteps >= 3) {
 			idx = steps;
 			k = nsteps;
 			snprintf(out->boundary, sizeof out->boundary, "the optimizer's step (from the stacks)");
-		} else if (nsteps) { /* too few to tell growth from what a step makes */
-			free(steps);
+		} else if (steps && nsteps) { /* too few to tell growth from what a step makes */
+			idx = steps;
 			snprintf(out->boundary, sizeof out->boundary,
 				 "none found: the stacks show %zu optimizer step%s, growth needs 3", nsteps,
 				 nsteps == 1 ? "" : "s");
-		} else {
-			free(steps);
+		} else if (steps) {
+			idx = steps;
 			snprintf(out->boundary, sizeof out->boundary, "none found");
 		}
 	} else if (best_count < (name ? 1 : 2)) {
+		idx = malloc(sizeof *idx);
 		snprintf(out->boundary, sizeof out->boundary, "none found");
 	} else {
-		free(idx);
-		idx = push;
-		push = NULL;
-		for (size_t i = 0; i < npush; i++)
-			if (t->events[idx[i]].aux == best)
-				idx[k++] = idx[i];
+		idx = events_of(&push, best, &k);
 		snprintf(out->boundary, sizeof out->boundary, "NVTX range %.100s", mt_trace_string(t, best));
 	}
-	if (!idx && !(idx = malloc(sizeof *idx)))
-		goto fail;
-	free(push);
-	free(start);
+	free(marks.items);
+	free(push.items);
+	free(start.items);
 	free(depth);
 	free(count);
 	free(start_count);
 	*n = k;
 	return idx;
-fail:
-	free(idx);
-	free(push);
-	free(start);
-	free(start_count);
-	free(depth);
-	free(count);
-	return NULL;
 }
 
 static int row_of(struct mt_leak_scan *s, uint32_t stack, uint8_t device, size_t *row)

@@ -44,8 +44,7 @@ static int by_bytes(const void *a, const void *b)
 
 /* Groups the live entries of one device (or of all, for device < 0); those made before
  * recording apart by what the composition (`category`, per event) read them as. */
-static int group(const struct mt_trace *t, const uint8_t *category, const struct mt_replay *rp, int device,
-		 struct mt_group_list *out)
+static int group(const uint8_t *category, const struct mt_replay *rp, int device, struct mt_group_list *out)
 {
 	struct mt_map index = {0};
 	int r = 0;
@@ -57,8 +56,7 @@ static int group(const struct mt_trace *t, const uint8_t *category, const struct
 		if (device >= 0 && (l->device != device || (l->kind != MT_LIVE_DEVICE && l->kind != MT_LIVE_VMM)))
 			continue;
 		r = add_group(out, &index, l,
-			      l->kind == MT_LIVE_DEVICE && t->events[l->event].kind == MT_EV_ALLOC &&
-				      (t->events[l->event].flags & MT_ALLOC_UNSEEN)
+			      l->kind == MT_LIVE_DEVICE && (l->flags & MT_ALLOC_UNSEEN)
 				  ? (uint8_t)(1 + (category ? category[l->event] : MT_TAG_NONE))
 				  : 0);
 	}
@@ -88,9 +86,8 @@ static void compose(struct mt_report *r, const struct mt_replay *rp, int d, uint
 		into[cat] += l->size;
 		if (!peak)
 			continue;
-		if (l->kind == MT_LIVE_DEVICE && mt_api(&r->trace->events[l->event]) == MT_API_BLOCK) /* its block */
-			r->blocks_at_peak[d] +=
-			    r->trace->events[l->event].aux2 ? r->trace->events[l->event].aux2 : l->size;
+		if (l->kind == MT_LIVE_DEVICE && l->block) /* its block */
+			r->blocks_at_peak[d] += l->aux2 ? l->aux2 : l->size;
 		r->sources[d][cat] |= (uint8_t)(1u << r->comp.source[l->event]);
 		r->evidence[d][cat] += l->size * r->comp.evidence[l->event];
 	}
@@ -107,7 +104,7 @@ static void loaded(const struct mt_report *r, const struct mt_replay *rp, int d,
 		const struct mt_live *l = &rp->live[i];
 		if (!l->in_use || l->device != d || l->kind != MT_LIVE_DEVICE)
 			continue;
-		if (mt_api(&r->trace->events[l->event]) == MT_API_GRAPH)
+		if ((l->flags & MT_API_MASK) == MT_API_GRAPH)
 			o->graphs += l->size;
 		if (l->stack >= r->trace->nstacks)
 			continue;
@@ -153,12 +150,13 @@ struct high {
 	size_t event;
 };
 
-static int add_oom(struct mt_report *r, size_t i, size_t iterations, const struct high *before)
+static int add_oom(struct mt_report *r, const struct mt_event *e, size_t i, size_t iterations,
+		   const struct high *before)
 {
 	if (mt_grow((void **)&r->oom, &r->cap_oom, r->noom, sizeof *r->oom))
 		return ENOMEM;
 	r->oom[r->noom++] = (struct mt_oom){
-	    .event = i, .iterations = iterations, .before_event = before->event, .before = before->bytes};
+	    .event = i, .ev = *e, .iterations = iterations, .before_event = before->event, .before = before->bytes};
 	return 0;
 }
 
@@ -309,7 +307,7 @@ int mt_report_build(struct mt_report *r, const struct mt_trace *t, const struct 
 		 * a snapshot of one entry without times (entries' places: blocks before it at 0) */
 		r->one_moment = r->untraced || (t->nevents && mt_trace_info(t, "backend", backend, sizeof backend) &&
 						!strcmp(backend, "pytorch-snapshot") &&
-						t->events[t->nevents - 1].time < r->start + (r->order ? 2 : 1000));
+						mt_trace_end(t) < r->start + (r->order ? 2 : 1000));
 	}
 	if ((err = mt_leaks_start(&scan, &r->leaks, t, o ? o->iteration : NULL)))
 		return err;
@@ -317,30 +315,35 @@ int mt_report_build(struct mt_report *r, const struct mt_trace *t, const struct 
 	r->end.track = true; /* for the leak scan */
 	err = mt_composition_start(&comp, &r->comp, t);
 	struct high *high = calloc(MT_MAX_DEVICES, sizeof *high); /* at the last boundary */
-	size_t passed = 0;
-	if (!high)
+	size_t passed = 0, i = 0, n;
+	const struct mt_event *batch;
+	struct mt_walk *w = mt_walk_start(t);
+	if (!high || !w)
 		err = ENOMEM;
-	for (size_t i = 0; i < t->nevents && !err; i++) {
-		mt_progress("replaying", i, t->nevents);
-		err = mt_leaks_step(&scan, &r->end, i);
-		if (scan.next != passed) { /* a boundary, before event i: each device's peak so far */
-			passed = scan.next;
-			for (int d = 0; d < MT_MAX_DEVICES; d++)
-				high[d] = (struct high){r->end.dev[d].peak, r->end.dev[d].peak_event};
+	while (!err && (n = mt_walk_next(w, &batch)) != 0)
+		for (const struct mt_event *e = batch; e < batch + n && !err; e++, i++) {
+			mt_progress("replaying", i, t->nevents);
+			err = mt_leaks_step(&scan, &r->end, i);
+			if (scan.next != passed) { /* a boundary, before event i: each device's peak so far */
+				passed = scan.next;
+				for (int d = 0; d < MT_MAX_DEVICES; d++)
+					high[d] = (struct high){r->end.dev[d].peak, r->end.dev[d].peak_event};
+			}
+			mt_replay_apply(&r->end, e);
+			r->kinds[e->kind]++;
+			early(r, e);
+			driver_count(r, e);
+			if (e->kind == MT_EV_ALLOC_FAILED && e->device != MT_NO_DEVICE && !err)
+				err = add_oom(r, e, i, scan.next, &high[e->device]);
+			if (!err)
+				err = mt_composition_step(comp, e, i);
 		}
-		mt_replay_apply(&r->end, &t->events[i]);
-		r->kinds[t->events[i].kind]++;
-		early(r, &t->events[i]);
-		driver_count(r, &t->events[i]);
-		if (t->events[i].kind == MT_EV_ALLOC_FAILED && t->events[i].device != MT_NO_DEVICE && !err)
-			err = add_oom(r, i, scan.next, &high[t->events[i].device]);
-		if (!err)
-			err = mt_composition_step(comp, i);
-	}
+	mt_walk_end(w);
+	w = NULL;
 	free(high);
 	err = mt_composition_finish(comp, err);
 	int found = mt_leaks_finish(&scan, &r->leaks, o && o->leak_iterations ? o->leak_iterations : 3);
-	if (err || (err = found) || (err = group(t, r->comp.category, &r->end, -1, &r->at_exit)))
+	if (err || (err = found) || (err = group(r->comp.category, &r->end, -1, &r->at_exit)))
 		return err;
 	/* the events that made a device's peak, in order: the second replay stops at each, and
 	 * at each failed allocation */
@@ -356,34 +359,42 @@ int mt_report_build(struct mt_report *r, const struct mt_trace *t, const struct 
 	if (r->noom && before)
 		qsort(before, r->noom, sizeof *before, by_before);
 	mt_replay_init(&second);
-	err = before ? mt_fragment_start(&frag, &r->frag, t, &r->end, r->kinds[MT_EV_SEGMENT_ALLOC] > 0) : ENOMEM;
-	for (size_t i = 0; i < t->nevents && !err; i++) {
-		uint8_t d;
-		mt_progress("the peak", i, t->nevents);
-		err = mt_fragment_step(frag, i);
-		if (next == npeaks && k == r->noom)
-			continue;
-		mt_replay_apply(&second, &t->events[i]);
-		d = t->events[i].device;
-		for (; b < r->noom && before[b]->before_event == i; b++)
-			if (before[b]->before)
-				compose(r, &second, d, before[b]->before_composition, false);
-		for (; k < r->noom && r->oom[k].event == i; k++) {
-			r->oom[k].allocated = second.dev[d].current;
-			compose(r, &second, d, r->oom[k].composition, false);
-			loaded(r, &second, d, loads, &r->oom[k]);
-		}
-		if (next == npeaks || peaks[next] != i)
-			continue;
-		while (next < npeaks && peaks[next] == i)
-			next++;
-		for (int d = 0; d < MT_MAX_DEVICES && !err; d++) {
-			if (!r->end.dev[d].peak || r->end.dev[d].peak_event != i)
+	bool segments = r->kinds[MT_EV_SEGMENT_ALLOC] > 0, ahead = segments || npeaks || r->noom;
+	err = before ? mt_fragment_start(&frag, &r->frag, t, &r->end, segments) : ENOMEM;
+	if (!err && ahead && !(w = mt_walk_start(t)))
+		err = ENOMEM;
+	/* to the last peak or failure, or to the end where the fragmentation follows segments */
+	for (i = 0; !err && ahead && (n = mt_walk_next(w, &batch)) != 0;)
+		for (const struct mt_event *e = batch; e < batch + n && !err && ahead; e++, i++) {
+			uint8_t d;
+			mt_progress("the peak", i, t->nevents);
+			err = mt_fragment_step(frag, e, i);
+			if (next == npeaks && k == r->noom) {
+				ahead = segments;
 				continue;
-			err = group(t, r->comp.category, &second, d, &r->at_peak[d]);
-			compose(r, &second, d, r->composition[d], true);
+			}
+			mt_replay_apply(&second, e);
+			d = e->device;
+			for (; b < r->noom && before[b]->before_event == i; b++)
+				if (before[b]->before)
+					compose(r, &second, d, before[b]->before_composition, false);
+			for (; k < r->noom && r->oom[k].event == i; k++) {
+				r->oom[k].allocated = second.dev[d].current;
+				compose(r, &second, d, r->oom[k].composition, false);
+				loaded(r, &second, d, loads, &r->oom[k]);
+			}
+			if (next == npeaks || peaks[next] != i)
+				continue;
+			while (next < npeaks && peaks[next] == i)
+				next++;
+			for (int d = 0; d < MT_MAX_DEVICES && !err; d++) {
+				if (!r->end.dev[d].peak || r->end.dev[d].peak_event != i)
+					continue;
+				err = group(r->comp.category, &second, d, &r->at_peak[d]);
+				compose(r, &second, d, r->composition[d], true);
+			}
 		}
-	}
+	mt_walk_end(w);
 	err = before ? mt_fragment_finish(frag, err) : err;
 	free(before);
 	free(loads);
@@ -887,7 +898,7 @@ static bool plan_build(const struct mt_report *r, int *d, double measured[MT_PLA
 		return false;
 	mt_plan_compute(r->plan, NULL, est);
 	for (size_t k = 0; k < r->noom; k++) /* the device's first failure came before a whole step ran */
-		if (r->trace->events[r->oom[k].event].device == *d) {
+		if (r->oom[k].ev.device == *d) {
 			if (!mt_oom_after_a_step(&r->oom[k]))
 				mt_report_unfinished(est, measured);
 			break;
@@ -1030,7 +1041,7 @@ void mt_report_oom_summary(FILE *out, const struct mt_report *r, struct mt_symbo
 
 	if (!r->noom)
 		return;
-	ev = &r->trace->events[r->oom[0].event];
+	ev = &r->oom[0].ev;
 	pr_open(&p, out, r, sym, mt_views_open(r->trace, sym));
 	fprintf(out, "%sthe job's allocation failed%s: %s asked on device %d at %s", prefix,
 		ev->error == 2 ? ", out of memory" : "", size_text(ev->size, sz),
@@ -1425,7 +1436,7 @@ void mt_report_text(FILE *out, const struct mt_report *r, struct mt_symbols *sym
 	fprintf(out, "\nout-of-memory events:%s\n", r->kinds[MT_EV_ALLOC_FAILED] ? "" : " none");
 	for (size_t k = 0; k < r->noom; k++) {
 		size_t i = r->oom[k].event;
-		const struct mt_event *ev = &t->events[i];
+		const struct mt_event *ev = &r->oom[k].ev;
 		const struct mt_frag_oom *fo = mt_fragment_oom(&r->frag, i);
 		fprintf(out, "  %s requested on device %d at %s", size_text(ev->size, sz),
 			ev->device == MT_NO_DEVICE ? -1 : ev->device, when_text(r, ev->time, when, sizeof when));
@@ -1715,11 +1726,11 @@ static void device_json(struct mt_emit *e, const struct mt_report *r, int d)
 	mt_emit_close(e);
 }
 
-static void oom_json(struct pr *p, struct mt_emit *e, size_t i)
+static void oom_json(struct pr *p, struct mt_emit *e, const struct mt_oom *o)
 {
 	const struct mt_report *r = p->r;
-	const struct mt_event *ev = &r->trace->events[i];
-	const struct mt_frag_oom *fo = mt_fragment_oom(&r->frag, i);
+	const struct mt_event *ev = &o->ev;
+	const struct mt_frag_oom *fo = mt_fragment_oom(&r->frag, o->event);
 
 	mt_emit_open(e, NULL, false, 0);
 	mt_emit_int(e, "device", ev->device == MT_NO_DEVICE ? -1 : ev->device);
@@ -1794,7 +1805,7 @@ void mt_report_emit(struct mt_emit *e, const struct mt_report *r, struct mt_symb
 	mt_emit_close(e);
 	mt_emit_open(e, "oom", true, 2);
 	for (size_t k = 0; k < r->noom; k++)
-		oom_json(&p, e, r->oom[k].event);
+		oom_json(&p, e, &r->oom[k]);
 	mt_emit_close(e);
 	diagnosis_json(&p, e);
 	plan_json(e, r);

@@ -57,6 +57,7 @@ struct mt_driver_count {
 /* A failed allocation, and what was live on its device when it failed. */
 struct mt_oom {
 	size_t event;			    /* its index */
+	struct mt_event ev;		    /* the failure itself */
 	uint64_t allocated;		    /* live on its device then */
 	uint64_t composition[MT_TAG_COUNT]; /* ... by what it was for ([0] unused) */
 	size_t iterations;		    /* iteration boundaries passed before it (0: none, or none known) */
@@ -120,7 +121,7 @@ static inline uint64_t mt_report_since(const struct mt_report *r, uint64_t time)
 /* The run's length: its last event's moment (0 without events). */
 static inline uint64_t mt_report_span(const struct mt_report *r)
 {
-	return r->trace->nevents ? mt_report_since(r, r->trace->events[r->trace->nevents - 1].time) : 0;
+	return r->trace->nevents ? mt_report_since(r, mt_trace_end(r->trace)) : 0;
 }
 /* A block made before recording (an mt_group's `before`, nonzero) in words: what the
  * composition read it as, or that the snapshot had no history at all. */

@@ -117,8 +117,10 @@ static void made(struct mt_replay *r, const struct mt_event *e, uint8_t kind)
 			      .device = e->device,
 			      .kind = kind,
 			      .tag = e->tag,
+			      .flags = e->flags,
 			      .in_use = true,
-			      .block = mt_api(e) == MT_API_BLOCK};
+			      .block = mt_api(e) == MT_API_BLOCK,
+			      .aux2 = e->aux2};
 	mt_map_put(&r->by_addr, e->addr, i + 1);
 	r->allocs++;
 	account(r, l, 1, e);
@@ -213,6 +215,8 @@ void mt_replay_apply(struct mt_replay *r, const struct mt_event *e)
 				      .device = e->device,
 				      .kind = MT_LIVE_VMM,
 				      .tag = e->tag,
+				      .flags = e->flags,
+				      .aux2 = e->aux2,
 				      .in_use = true,
 				      .handle = e->aux,
 				      .refs = 1};

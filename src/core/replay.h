@@ -22,8 +22,10 @@ struct mt_live {
 	size_t event; /* index of the event that made it */
 	uint32_t stack, phase;
 	uint8_t device, kind, tag;
+	uint8_t flags; /* the making event's (an ALLOC's API, MT_ALLOC_UNSEEN) */
 	bool in_use;
-	bool block; /* a caching allocator's block (MT_API_BLOCK), inside its segments */
+	bool block;    /* a caching allocator's block (MT_API_BLOCK), inside its segments */
+	uint64_t aux2; /* the making event's: a block's rounded size */
 	/* VMM: the handle, its references (itself and each mapping) and whether released */
 	uint64_t handle;
 	uint32_t refs;

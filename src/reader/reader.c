@@ -686,6 +686,13 @@ uint64_t mt_trace_start(const struct mt_trace *t)
 	return t->nevents ? t->events[0].time : 0;
 }
 
+uint64_t mt_trace_end(const struct mt_trace *t)
+{
+	if (t->index)
+		return mt_index_last_time(t->index);
+	return t->nevents ? t->events[t->nevents - 1].time : 0;
+}
+
 uint32_t mt_trace_thread(const struct mt_trace *t, uint32_t thread)
 {
 	return thread < t->nthreads ? t->threads[thread] : thread;

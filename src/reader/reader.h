@@ -72,7 +72,7 @@ int mt_trace_open(const char *path, struct mt_trace *t);
  * trace's file. mt_walk_start: NULL when out of memory. mt_walk_next: the next events in
  * *batch, valid until the next call; 0 at the end, or when the file could not be read
  * (t->problem then says why). */
-struct mt_walk *mt_walk_start(struct mt_trace *t);
+struct mt_walk *mt_walk_start(const struct mt_trace *t);
 size_t mt_walk_next(struct mt_walk *w, const struct mt_event **batch);
 void mt_walk_end(struct mt_walk *w);
 /* The same for a trace already in memory; name is only for messages. A PyTorch memory
@@ -92,6 +92,7 @@ int mt_trace_feed(struct mt_trace *t, const uint8_t *data, size_t size, size_t b
 const char *mt_trace_info(const struct mt_trace *t, const char *key, char *buf, size_t len);
 /* Start of the trace on the monotonic clock (INFO start_monotonic_ns, else the first event). */
 uint64_t mt_trace_start(const struct mt_trace *t);
+uint64_t mt_trace_end(const struct mt_trace *t); /* the last event's time; 0 without events */
 const char *mt_trace_string(const struct mt_trace *t, uint64_t id);
 /* The thread index the recorder gave the thread of an event (events carry the reader's own). */
 uint32_t mt_trace_thread(const struct mt_trace *t, uint32_t thread);

@@ -31,6 +31,7 @@ struct mt_index {
 	struct chunk *chunks;
 	size_t n, cap;
 	struct chunk open;   /* the chunk being indexed */
+	uint64_t last;	     /* the highest time */
 	struct mt_map ranks; /* a recorded thread index -> the reader's (mt_trace.threads) */
 	uint32_t last_id;    /* the index pass: the last thread seen, known to be in ranks */
 };
@@ -58,6 +59,7 @@ int mt_index_event(struct mt_index *x, const struct mt_event *e)
 {
 	if (!x->open.n || e->time < x->open.min)
 		x->open.min = e->time;
+	x->last = e->time > x->last ? e->time : x->last;
 	x->open.n++;
 	if (e->thread == x->last_id)
 		return 0;
@@ -118,14 +120,26 @@ uint64_t mt_index_first_time(const struct mt_index *x)
 	return x->n ? first : 0;
 }
 
+uint64_t mt_index_last_time(const struct mt_index *x)
+{
+	return x->last;
+}
+
 /* ---- the walk ---- */
 
 #define BATCH 4096
 
-struct run { /* an open chunk, sorted */
-	struct mt_event *e;
+/* An open chunk's events, decoded; freed when its last run is spent. */
+struct decoded {
+	size_t runs; /* not spent yet */
+	struct mt_event e[];
+};
+
+struct run { /* events of an open chunk in order of time, as they lie in the file */
+	const struct mt_event *e;
 	size_t at, n;
-	size_t chunk; /* its place among the chunks: ties go to the earlier */
+	uint64_t place; /* in the file (chunk << 32 | first event): ties go to the earlier */
+	struct decoded *of;
 };
 
 struct pending { /* a chunk not open yet */
@@ -134,14 +148,14 @@ struct pending { /* a chunk not open yet */
 };
 
 struct mt_walk {
-	struct mt_trace *t;
+	const struct mt_trace *t;
 	size_t at;	       /* in memory: the next event; from a file: the next chunk to open, in `order` */
 	struct pending *order; /* chunks by (lowest time, place) */
 	struct run *heap;      /* open runs, the one with the earliest next event first */
 	size_t nheap, capheap;
 	uint8_t *payload; /* a chunk as read */
 	size_t cap;
-	struct mt_event out[BATCH];
+	struct decoded *spent; /* the events given out last, of a chunk now spent: freed at the next call */
 };
 
 static int by_lowest(const void *a, const void *b)
@@ -153,7 +167,7 @@ static int by_lowest(const void *a, const void *b)
 	return x->chunk < y->chunk ? -1 : x->chunk > y->chunk;
 }
 
-struct mt_walk *mt_walk_start(struct mt_trace *t)
+struct mt_walk *mt_walk_start(const struct mt_trace *t)
 {
 	struct mt_walk *w = calloc(1, sizeof *w);
 	struct mt_index *x = t->index;
@@ -178,18 +192,26 @@ void mt_walk_end(struct mt_walk *w)
 	if (!w)
 		return;
 	for (size_t i = 0; i < w->nheap; i++)
-		free(w->heap[i].e);
+		if (--w->heap[i].of->runs == 0)
+			free(w->heap[i].of);
 	free(w->heap);
 	free(w->order);
 	free(w->payload);
+	free(w->spent);
 	free(w);
+}
+
+/* Whether run a's event k ahead of its next comes before run b's next. */
+static bool ahead(const struct run *a, size_t k, const struct run *b)
+{
+	uint64_t x = a->e[a->at + k].time, y = b->e[b->at].time;
+
+	return x < y || (x == y && a->place < b->place);
 }
 
 static bool before(const struct run *a, const struct run *b)
 {
-	uint64_t x = a->e[a->at].time, y = b->e[b->at].time;
-
-	return x < y || (x == y && a->chunk < b->chunk);
+	return ahead(a, 0, b);
 }
 
 static void sift_down(struct mt_walk *w, size_t i)
@@ -219,59 +241,83 @@ static void sift_up(struct mt_walk *w, size_t i)
 	}
 }
 
-/* A file that changed since it was indexed: said once, and the chunk is left out. */
-static int changed(struct mt_trace *t, const struct chunk *c)
+/* What went wrong in a walk, said once: an opened trace's events are read through its
+ * walks, so its problem is theirs to write. */
+static void note(const struct mt_trace *t, const char *why)
 {
-	if (!t->problem[0])
-		snprintf(t->problem, sizeof t->problem, "the chunk at byte %llu changed while the trace was read",
-			 (unsigned long long)c->off);
+	char *problem = (char *)t->problem;
+
+	if (!problem[0])
+		snprintf(problem, sizeof t->problem, "%s", why);
+}
+
+/* A file that changed since it was indexed: said, and the chunk is left out. */
+static int changed(const struct mt_trace *t, const struct chunk *c)
+{
+	char why[96];
+
+	snprintf(why, sizeof why, "the chunk at byte %llu changed while the trace was read",
+		 (unsigned long long)c->off);
+	note(t, why);
 	return -1;
 }
 
-/* Reads, decodes and sorts chunk i onto the heap: 0, -1 (left out, noted), or ENOMEM. */
+/* Reads and decodes chunk i, and puts its runs in order of time onto the heap: 0, -1 (left
+ * out, noted), or ENOMEM. */
 static int open_chunk(struct mt_walk *w, size_t i)
 {
 	const struct mt_index *x = w->t->index;
 	const struct chunk *c = &x->chunks[i];
 	struct mt_encoder st = {0, 0};
-	struct run r = {NULL, 0, c->n, i};
+	struct decoded *d;
 	struct mt_cursor cur;
 	uint32_t id = 0;
 	uint64_t rank = 0;
+	size_t start = 0;
 
-	if (mt_grow((void **)&w->payload, &w->cap, c->length, 1) ||
-	    mt_grow((void **)&w->heap, &w->capheap, w->nheap, sizeof *w->heap) || !(r.e = malloc(c->n * sizeof *r.e)))
+	if (mt_grow((void **)&w->payload, &w->cap, c->length, 1) || !(d = malloc(sizeof *d + c->n * sizeof *d->e)))
 		return ENOMEM;
 	if (pread(x->fd, w->payload, c->length, (off_t)c->off) != (ssize_t)c->length ||
 	    (x->ieee ? mt_crc32_ieee(0, w->payload, c->length) : mt_crc32(0, w->payload, c->length)) != c->crc) {
-		free(r.e);
+		free(d);
 		return changed(w->t, c);
 	}
 	cur = (struct mt_cursor){w->payload, w->payload + c->length, 0};
 	mt_get_varint(&cur); /* the drops so far: read in the index pass */
-	for (size_t k = 0; k < c->n; k++) {
-		struct mt_event *e = &r.e[k];
-		mt_decode_event(&cur, &st, e); /* the same bytes as checked */
-		if (e->thread != id) {
-			id = e->thread;
-			rank = 0;
-			mt_map_get(&x->ranks, id, &rank);
+	d->runs = 0;
+	for (size_t k = 0; k <= c->n; k++) {
+		struct mt_event *e = &d->e[k];
+		if (k < c->n) {
+			mt_decode_event(&cur, &st, e); /* the same bytes as checked */
+			if (e->thread != id) {
+				id = e->thread;
+				rank = 0;
+				mt_map_get(&x->ranks, id, &rank);
+			}
+			e->thread = (uint32_t)rank;
 		}
-		e->thread = (uint32_t)rank;
+		if (k && (k == c->n || e->time < e[-1].time)) { /* the end of a run */
+			if (mt_grow((void **)&w->heap, &w->capheap, w->nheap, sizeof *w->heap)) {
+				if (!d->runs)
+					free(d);
+				return ENOMEM;
+			}
+			w->heap[w->nheap++] = (struct run){d->e + start, 0, k - start, (uint64_t)i << 32 | start, d};
+			sift_up(w, w->nheap - 1);
+			d->runs++;
+			start = k;
+		}
 	}
-	if (mt_sort_events(r.e, r.n)) {
-		free(r.e);
-		return ENOMEM;
-	}
-	w->heap[w->nheap++] = r;
-	sift_up(w, w->nheap - 1);
 	return 0;
 }
 
 size_t mt_walk_next(struct mt_walk *w, const struct mt_event **batch)
 {
 	const struct mt_trace *t = w->t;
-	size_t n = 0;
+	const struct mt_event *e;
+	struct run *top;
+	uint64_t next; /* the lowest time of the chunks not open */
+	size_t n = 1;
 
 	if (!t->index) {
 		n = t->nevents - w->at < BATCH ? t->nevents - w->at : BATCH;
@@ -279,35 +325,33 @@ size_t mt_walk_next(struct mt_walk *w, const struct mt_event **batch)
 		w->at += n;
 		return n;
 	}
-	while (n < BATCH) {
-		struct run *top;
-		uint64_t next; /* the lowest time of the chunks not open */
-
-		/* open every chunk that may hold an event before the earliest one open */
-		while (w->at < t->index->n && (!w->nheap || w->order[w->at].min <= w->heap[0].e[w->heap[0].at].time)) {
-			int r = open_chunk(w, w->order[w->at++].chunk);
-			if (r == ENOMEM) {
-				snprintf(w->t->problem, sizeof w->t->problem, "out of memory reading the trace");
-				w->at = t->index->n;
-				return n;
-			}
+	free(w->spent);
+	w->spent = NULL;
+	/* open every chunk that may hold an event before the earliest one open */
+	while (w->at < t->index->n && (!w->nheap || w->order[w->at].min <= w->heap[0].e[w->heap[0].at].time)) {
+		if (open_chunk(w, w->order[w->at++].chunk) == ENOMEM) {
+			note(t, "out of memory reading the trace");
+			w->at = t->index->n;
+			return 0;
 		}
-		if (!w->nheap)
-			break;
-		top = &w->heap[0];
-		next = w->at < t->index->n ? w->order[w->at].min : UINT64_MAX;
-		/* the earliest run's events go out while they come before every other run's next
-		 * and every chunk not open */
-		do
-			w->out[n++] = top->e[top->at++];
-		while (n < BATCH && top->at < top->n && top->e[top->at].time < next &&
-		       (w->nheap < 2 || before(top, &w->heap[1])) && (w->nheap < 3 || before(top, &w->heap[2])));
-		if (top->at == top->n) {
-			free(top->e);
-			w->heap[0] = w->heap[--w->nheap];
-		}
-		sift_down(w, 0);
 	}
-	*batch = w->out;
+	if (!w->nheap)
+		return 0;
+	/* the earliest run's events go out, as they lie in it, while they come before every
+	 * other run's next and every chunk not open */
+	top = &w->heap[0];
+	e = top->e + top->at;
+	next = w->at < t->index->n ? w->order[w->at].min : UINT64_MAX;
+	while (n < BATCH && top->at + n < top->n && e[n].time < next && (w->nheap < 2 || ahead(top, n, &w->heap[1])) &&
+	       (w->nheap < 3 || ahead(top, n, &w->heap[2])))
+		n++;
+	*batch = e;
+	top->at += n;
+	if (top->at == top->n) { /* spent: its chunk's events, when it was the last run, go at the next call */
+		if (--top->of->runs == 0)
+			w->spent = top->of;
+		w->heap[0] = w->heap[--w->nheap];
+	}
+	sift_down(w, 0);
 	return n;
 }

@@ -20,5 +20,6 @@ int mt_index_chunk(struct mt_index *x, uint64_t off, uint32_t length, uint32_t c
  * mt_trace.threads (malloc'd); events are given the reader's. 0 or ENOMEM. */
 int mt_index_threads(struct mt_index *x, uint32_t **ids, size_t *n);
 uint64_t mt_index_first_time(const struct mt_index *x); /* 0 when there are no events */
+uint64_t mt_index_last_time(const struct mt_index *x);
 
 #endif

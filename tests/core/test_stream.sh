@@ -1,15 +1,19 @@
 #!/bin/sh
 # An opened trace's walk against the whole trace read into memory (stream_check.c), on
 # traces of every shape bench/gen_trace makes (one to eight threads; stragglers a little or
-# far back, a thread going backwards, equal times, cut short), on real ones (simtrain under memtap, the golden
-# traces of older memtaps) and on the hostile corpus (damage in every table): the same
-# events in the same order. Then memtap dump, which walks: its memory stays with what is
-# open, not with the trace's length.
+# far back, a thread going backwards, equal times, cut short), on real ones (simtrain under
+# memtap, with and without an out-of-memory failure; the golden traces of older memtaps)
+# and on the hostile corpus (damage in every table): the same events in the same order.
+# memtap report and report --json walk the file too: their output must be the one they
+# give reading the trace whole (MEMTAP_READ=memory), byte for byte. Then dump and report
+# on 5M events (78 MB: walked by default): their memory stays with what is open and live,
+# not the trace's length.
 . "$MT_SRCDIR/tests/tap.sh"
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 B=$MT_BUILDDIR
 S=$MT_SRCDIR/tests
+M=$B/tools/memtap/memtap
 set --
 n=0
 for shape in sbt f fs fS fb ft fsbt fc fsbtc; do
@@ -19,31 +23,50 @@ for shape in sbt f fs fS fb ft fsbt fc fsbtc; do
 		set -- "$@" "$dir/gen-$threads-$shape.trace"
 	done
 done
-"$B/tools/memtap/memtap" run -q -o "$dir/simtrain.trace" -- "$B/tools/simtrain/simtrain" --preset tiny \
-	--iters 3 > /dev/null && set -- "$@" "$dir/simtrain.trace"
-"$B/tests/core/stream_check" "$@" "$S"/golden/*.trace "$S"/hostile/traces/*.trace | grep -v '^1\.\.' |
-	sed 's/^\(not \)\{0,1\}ok [0-9]* - /\1ok /' > "$dir/tap"
+"$M" run -q -o "$dir/simtrain.trace" -- "$B/tools/simtrain/simtrain" --preset tiny --iters 3 > /dev/null &&
+	set -- "$@" "$dir/simtrain.trace"
+# the report's diagnosis of a failure replays the trace read whole
+SIMGPU_MEM=3M "$M" run -q -o "$dir/oom.trace" -- "$B/tools/simtrain/simtrain" --preset tiny --iters 3 \
+	> /dev/null 2>&1
+[ -s "$dir/oom.trace" ] && set -- "$@" "$dir/oom.trace"
+set -- "$@" "$S"/golden/*.trace "$S"/hostile/traces/*.trace
+
+"$B/tests/core/stream_check" "$@" | grep -v '^1\.\.' | sed 's/^\(not \)\{0,1\}ok [0-9]* - /\1ok /' > "$dir/tap"
 while read -r line; do
 	case $line in
 	"ok "*) ok 0 "${line#ok }" ;;
 	*) ok 1 "${line#not ok }" ;;
 	esac
 done < "$dir/tap"
+for trace in "$@"; do
+	for form in --top=10 --json; do
+		MEMTAP_READ=memory "$M" report "$form" "$trace" > "$dir/whole" 2>&1
+		whole=$?
+		MEMTAP_READ=file "$M" report "$form" "$trace" > "$dir/walked" 2>&1
+		[ $? -eq $whole ] && cmp -s "$dir/whole" "$dir/walked"
+		ok $? "report $form ${trace##*/}: walked from the file as read whole (exit $whole)"
+	done
+done
 
-# 4M events are 256 MB read into memory; dump walks them from the file
-"$B/bench/gen_trace" "$dir/big.trace" 4000000 4 7 sbt
-"$PYTHON3" -c 'import resource, subprocess, sys
+rss() { # the most resident memory of a command in KB ("failed" if it failed); its output in $dir/out
+	"$PYTHON3" -c 'import resource, subprocess, sys
 r = subprocess.run(sys.argv[2:], stdout=open(sys.argv[1], "w")).returncode
-print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
-sys.exit(r)' "$dir/dump" "$B/tools/memtap/memtap" dump "$dir/big.trace" > "$dir/rss"
-ok $? "memtap dump of 4M events"
-lines=$(wc -l < "$dir/dump")
-[ "$lines" -eq 4000000 ]
-ok $? "every event dumped ($lines)"
-kb=$(head -n 1 "$dir/rss")
+print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss if r == 0 else "failed")' "$dir/out" "$@"
+}
+# 5M events are 320 MB read into memory
+"$B/bench/gen_trace" "$dir/big.trace" 5000000 4 7 sbt
+dump_kb=$(rss "$M" dump "$dir/big.trace")
+lines=$(wc -l < "$dir/out")
+[ "$dump_kb" != failed ] && [ "$lines" -eq 5000000 ]
+ok $? "memtap dump of 5M events: every one ($lines)"
+report_kb=$(rss "$M" report --json "$dir/big.trace")
+grep -q '"total": 5000000' "$dir/out"
+ok $? "memtap report --json of 5M events: every one"
 case $MT_SANITIZERS in
 "" | no) # the sanitizers' runtimes hold memory of their own
-	[ "$kb" -lt 80000 ]
-	ok $? "dump held ${kb} KB at most, not the 256 MB of events" ;;
+	[ "$dump_kb" -lt 80000 ]
+	ok $? "dump held $dump_kb KB at most, not the 320 MB of events"
+	[ "$report_kb" -lt 120000 ]
+	ok $? "report --json held $report_kb KB at most, not the 320 MB of events" ;;
 esac
 done_testing

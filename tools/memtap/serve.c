@@ -121,7 +121,7 @@ static int scan_to(struct server *s, size_t i)
 		}
 	}
 	for (; s->stepped <= i && !err; s->stepped++)
-		err = mt_fragment_step(s->scan, s->stepped);
+		err = mt_fragment_step(s->scan, &s->r->trace->events[s->stepped], s->stepped);
 	return err;
 }
 
