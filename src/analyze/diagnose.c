@@ -637,7 +637,7 @@ int mt_diagnose(const struct mt_report *r, struct mt_diagnosis **out, size_t *n)
 	job_allocator(t, &a);
 	for (size_t k = 0; k < r->noom && !err && *n < MT_DIAGNOSED; k++) {
 		const struct mt_oom *o = &r->oom[k];
-		const struct mt_event *ev = &t->events[o->event];
+		const struct mt_event *ev = &o->ev;
 		const struct mt_frag_oom *fo = mt_fragment_oom(&r->frag, o->event);
 		/* what memtap saw held on the device: the live allocations, the segments whole */
 		uint64_t seen = o->allocated + (fo ? fo->state.reserved - fo->state.requested : 0);
@@ -648,6 +648,7 @@ int mt_diagnose(const struct mt_report *r, struct mt_diagnosis **out, size_t *n)
 			return ENOMEM;
 		g = &(*out)[(*n)++];
 		*g = (struct mt_diagnosis){.event = o->event,
+					   .time = ev->time,
 					   .device = ev->device,
 					   /* a snapshot's failure says only what was free */
 					   .capacity = ev->aux2	 ? ev->aux2
@@ -682,6 +683,7 @@ int mt_diagnose(const struct mt_report *r, struct mt_diagnosis **out, size_t *n)
 			return ENOMEM;
 		g = &(*out)[(*n)++];
 		*g = (struct mt_diagnosis){.event = s->peak_event,
+					   .time = s->peak_time,
 					   .peak = true,
 					   .device = (uint8_t)d,
 					   .capacity = r->target,

@@ -75,8 +75,9 @@ struct mt_remedy {
 #define MT_REMEDIES 16
 
 struct mt_diagnosis {
-	size_t event; /* the failed allocation, or the peak's event (peak) */
-	bool peak;    /* the peak against report --gpu-mem, not a failure */
+	size_t event;  /* the failed allocation, or the peak's event (peak) */
+	uint64_t time; /* ... its time */
+	bool peak;     /* the peak against report --gpu-mem, not a failure */
 	uint8_t device;
 	uint64_t capacity;	     /* what it had to fit in: the failure's total, or --gpu-mem */
 	uint64_t outside;	     /* of it, held where no hook saw (the driver's count less memtap's) */

@@ -283,7 +283,7 @@ static int sample_all(struct pass *p, uint64_t time)
 	return r;
 }
 
-static int oom(struct pass *p, const struct mt_event *e)
+static int oom(struct pass *p, const struct mt_event *e, size_t i)
 {
 	struct mt_fragment *f = p->f;
 	struct mt_frag_oom *o;
@@ -292,7 +292,7 @@ static int oom(struct pass *p, const struct mt_event *e)
 	if (mt_grow((void **)&f->ooms, &f->cap_ooms, f->nooms, sizeof *f->ooms))
 		return ENOMEM;
 	o = &f->ooms[f->nooms++];
-	*o = (struct mt_frag_oom){.event = (size_t)(e - p->t->events), .fits = -1};
+	*o = (struct mt_frag_oom){.event = i, .fits = -1};
 	if (e->device == MT_NO_DEVICE || !p->dev[e->device].known || e->error != 2 /* CUDA_ERROR_OUT_OF_MEMORY */)
 		return 0;
 	if ((r = measure(p, e->device, e->time, &o->state, NULL)))
@@ -304,7 +304,7 @@ static int oom(struct pass *p, const struct mt_event *e)
 	return 0;
 }
 
-static int apply(struct pass *p, const struct mt_event *e)
+static int apply(struct pass *p, const struct mt_event *e, size_t i)
 {
 	if (e->error && e->kind != MT_EV_ALLOC_FAILED)
 		return 0;
@@ -319,7 +319,7 @@ static int apply(struct pass *p, const struct mt_event *e)
 		block_free(p, e);
 		return 0;
 	case MT_EV_ALLOC_FAILED:
-		return oom(p, e);
+		return oom(p, e, i);
 	default:
 		return 0;
 	}
@@ -359,7 +359,7 @@ int mt_fragment_step(struct mt_fragment_scan *scan, const struct mt_event *e, si
 		p->bucket = b;
 	}
 	if (!r)
-		r = apply(p, e);
+		r = apply(p, e, i);
 	if (!r && e->device != MT_NO_DEVICE && p->dev[e->device].known && p->peaks->dev[e->device].peak &&
 	    p->peaks->dev[e->device].peak_event == i) {
 		r = measure(p, e->device, e->time, &p->f->dev[e->device].at_peak, &p->f->dev[e->device]);

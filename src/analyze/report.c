@@ -1246,8 +1246,8 @@ static void diagnosis_text(struct pr *p)
 		else
 			fprintf(out,
 				"  the out-of-memory failure at %s on device %u: %s asked with %s in use, of %s:\n",
-				when_text(r, r->trace->events[g->event].time, when, sizeof when), g->device,
-				size_text(g->request, sz), size_text(g->allocated, sz2), size_text(g->capacity, sz3));
+				when_text(r, g->time, when, sizeof when), g->device, size_text(g->request, sz),
+				size_text(g->allocated, sz2), size_text(g->capacity, sz3));
 		cause_text(p, g);
 		remedies_text(p, g);
 		if (g->replay)
@@ -1281,7 +1281,7 @@ static void diagnosis_json(struct pr *p, struct mt_emit *e)
 		mt_emit_open(e, NULL, false, 0);
 		mt_emit_str(e, "of", g->peak ? "peak" : "oom");
 		mt_emit_int(e, "device", g->device);
-		mt_emit_uint(e, "time_ns", mt_report_since(r, r->trace->events[g->event].time));
+		mt_emit_uint(e, "time_ns", mt_report_since(r, g->time));
 		mt_emit_uint(e, "capacity_bytes", g->capacity);
 		mt_emit_uint(e, "outside_bytes", g->outside);
 		mt_emit_uint(e, "request_bytes", g->request);

@@ -315,23 +315,31 @@ void mt_sim_memtap_conf(const struct mt_trace *t, char *out, size_t n)
 	static const char head[] = "memtap.allocator ";
 	const char *s, *start;
 
+	struct mt_walk *w = mt_walk_start(t);
+	const struct mt_event *batch;
+	size_t k;
+
 	out[0] = '\0';
-	for (size_t i = 0; i < t->nevents; i++)
-		if (t->events[i].kind == MT_EV_NVTX_MARK && (s = mt_trace_string(t, t->events[i].aux)) &&
-		    !strncmp(s, head, sizeof head - 1) && (start = strstr(s, " start "))) {
-			snprintf(out, n, "%s", start + strlen(" start "));
-			return;
-		}
+	while (w && !out[0] && (k = mt_walk_next(w, &batch)) != 0)
+		for (const struct mt_event *e = batch; e < batch + k && !out[0]; e++)
+			if (e->kind == MT_EV_NVTX_MARK && (s = mt_trace_string(t, e->aux)) &&
+			    !strncmp(s, head, sizeof head - 1) && (start = strstr(s, " start ")))
+				snprintf(out, n, "%s", start + strlen(" start "));
+	mt_walk_end(w);
 }
 
 int mt_sim_first_device(const struct mt_trace *t)
 {
+	struct mt_walk *w = mt_walk_start(t);
+	const struct mt_event *batch;
 	int first = -1;
+	size_t k;
 
-	for (size_t i = 0; i < t->nevents; i++)
-		if (is_device_alloc(&t->events[i]) && t->events[i].device != MT_NO_DEVICE &&
-		    (first < 0 || t->events[i].device < first))
-			first = t->events[i].device;
+	while (w && (k = mt_walk_next(w, &batch)) != 0)
+		for (const struct mt_event *e = batch; e < batch + k; e++)
+			if (is_device_alloc(e) && e->device != MT_NO_DEVICE && (first < 0 || e->device < first))
+				first = e->device;
+	mt_walk_end(w);
 	return first < 0 ? 0 : first;
 }
 
@@ -346,58 +354,68 @@ int mt_sim_input(const struct mt_trace *t, uint8_t device, struct mt_sim_input *
 	 * the replay's policies decide anew */
 	bool releases = mt_trace_info(t, "backend", backend, sizeof backend) && !strcmp(backend, "pytorch-snapshot") &&
 			!(mt_trace_info(t, "torch.recorded_by", by, sizeof by) && !strcmp(by, "memtap"));
-	int err = 0;
+	struct mt_walk *w = mt_walk_start(t);
+	const struct mt_event *batch, *e;
+	int err = w ? 0 : ENOMEM;
+	size_t k;
 
 	memset(in, 0, sizeof *in);
-	for (size_t i = 0; i < t->nevents && !in->blocks; i++)
-		in->blocks = t->events[i].kind == MT_EV_ALLOC && mt_api(&t->events[i]) == MT_API_BLOCK &&
-			     t->events[i].device == device;
-	for (size_t i = 0; i < t->nevents && !err; i++) {
-		const struct mt_event *e = &t->events[i];
-		struct mt_sim_op op = {0};
+	while (w && !in->blocks && (k = mt_walk_next(w, &batch)) != 0)
+		for (e = batch; e < batch + k && !in->blocks; e++)
+			in->blocks = e->kind == MT_EV_ALLOC && mt_api(e) == MT_API_BLOCK && e->device == device;
+	mt_walk_end(w);
+	w = err ? NULL : mt_walk_start(t);
+	err = err ? err : w ? 0 : ENOMEM;
+	while (!err && (k = mt_walk_next(w, &batch)) != 0)
+		for (e = batch; e < batch + k && !err; e++) {
+			struct mt_sim_op op = {0};
 
-		/* an expandable segment's maps and unmaps are the exact pages each changed (the
-		   reader makes them so), not one address per range */
-		bool pages = (e->flags & MT_SEG_MAPPED) && e->device == device;
+			/* an expandable segment's maps and unmaps are the exact pages each changed (the
+			   reader makes them so), not one address per range */
+			bool pages = (e->flags & MT_SEG_MAPPED) && e->device == device;
 
-		if (e->kind == MT_EV_SEGMENT_ALLOC && e->device == device) {
-			reserved += e->size;
-			err = pages ? 0 : mt_map_put(&segs, e->addr, e->size);
-			/* the job's segments, where a counter past them cannot wrap: none at 0, the
-			 * engine's empty key, nor past 2^56 */
-			if (!err && !pages && releases && e->addr >= (2u << 20) && e->addr + e->size <= (1ull << 56) &&
-			    !(err = mt_grow((void **)&in->places, &cap_places, in->nplaces, sizeof *in->places)))
-				in->places[in->nplaces++] = (struct mt_sim_place){e->addr, e->size};
-			continue;
-		}
-		if (e->kind == MT_EV_SEGMENT_FREE && (pages || mt_map_del(&segs, e->addr, &v))) {
-			reserved -= pages ? e->size : v;
-			if (!releases || !in->blocks || (in->nops && in->ops[in->nops - 1].release))
+			if (e->kind == MT_EV_SEGMENT_ALLOC && e->device == device) {
+				reserved += e->size;
+				err = pages ? 0 : mt_map_put(&segs, e->addr, e->size);
+				/* the job's segments, where a counter past them cannot wrap: none at 0, the
+				 * engine's empty key, nor past 2^56 */
+				if (!err && !pages && releases && e->addr >= (2u << 20) &&
+				    e->addr + e->size <= (1ull << 56) &&
+				    !(err =
+					  mt_grow((void **)&in->places, &cap_places, in->nplaces, sizeof *in->places)))
+					in->places[in->nplaces++] = (struct mt_sim_place){e->addr, e->size};
 				continue;
-			op.release = true; /* one per run of segment frees */
-			in->releases++;
-		} else if (is_device_alloc(e) && e->device == device && (mt_api(e) == MT_API_BLOCK) == in->blocks) {
-			op.size = e->size;
-			op.stream = e->aux;
-			err = mt_map_put(&live, e->addr, in->nops);
-		} else if (e->kind == MT_EV_FREE && mt_map_del(&live, e->addr, &v)) {
-			op.free = true;
-			op.alloc = (uint32_t)v;
-			op.stream = in->ops[v].stream;
-		} else {
-			continue;
-		}
-		if (!err && in->nops == cap) {
-			struct mt_sim_op *ops = realloc(in->ops, (cap = cap ? cap * 2 : 1024) * sizeof *ops);
+			}
+			if (e->kind == MT_EV_SEGMENT_FREE && (pages || mt_map_del(&segs, e->addr, &v))) {
+				reserved -= pages ? e->size : v;
+				if (!releases || !in->blocks || (in->nops && in->ops[in->nops - 1].release))
+					continue;
+				op.release = true; /* one per run of segment frees */
+				in->releases++;
+			} else if (is_device_alloc(e) && e->device == device &&
+				   (mt_api(e) == MT_API_BLOCK) == in->blocks) {
+				op.size = e->size;
+				op.stream = e->aux;
+				err = mt_map_put(&live, e->addr, in->nops);
+			} else if (e->kind == MT_EV_FREE && mt_map_del(&live, e->addr, &v)) {
+				op.free = true;
+				op.alloc = (uint32_t)v;
+				op.stream = in->ops[v].stream;
+			} else {
+				continue;
+			}
+			if (!err && in->nops == cap) {
+				struct mt_sim_op *ops = realloc(in->ops, (cap = cap ? cap * 2 : 1024) * sizeof *ops);
 
-			if (!ops)
-				err = ENOMEM;
-			else
-				in->ops = ops;
+				if (!ops)
+					err = ENOMEM;
+				else
+					in->ops = ops;
+			}
+			if (!err)
+				in->ops[in->nops++] = op;
 		}
-		if (!err)
-			in->ops[in->nops++] = op;
-	}
+	mt_walk_end(w);
 	in->final_segments = reserved;
 	mt_map_free(&live);
 	mt_map_free(&segs);

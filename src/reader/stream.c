@@ -150,6 +150,7 @@ struct pending { /* a chunk not open yet */
 struct mt_walk {
 	const struct mt_trace *t;
 	size_t at;	       /* in memory: the next event; from a file: the next chunk to open, in `order` */
+	size_t given;	       /* from a file: events given out (t->nevents at most: a caller may cut it) */
 	struct pending *order; /* chunks by (lowest time, place) */
 	struct run *heap;      /* open runs, the one with the earliest next event first */
 	size_t nheap, capheap;
@@ -335,16 +336,17 @@ size_t mt_walk_next(struct mt_walk *w, const struct mt_event **batch)
 			return 0;
 		}
 	}
-	if (!w->nheap)
+	if (!w->nheap || w->given == t->nevents)
 		return 0;
 	/* the earliest run's events go out, as they lie in it, while they come before every
 	 * other run's next and every chunk not open */
 	top = &w->heap[0];
 	e = top->e + top->at;
 	next = w->at < t->index->n ? w->order[w->at].min : UINT64_MAX;
-	while (n < BATCH && top->at + n < top->n && e[n].time < next && (w->nheap < 2 || ahead(top, n, &w->heap[1])) &&
-	       (w->nheap < 3 || ahead(top, n, &w->heap[2])))
+	while (n < BATCH && top->at + n < top->n && w->given + n < t->nevents && e[n].time < next &&
+	       (w->nheap < 2 || ahead(top, n, &w->heap[1])) && (w->nheap < 3 || ahead(top, n, &w->heap[2])))
 		n++;
+	w->given += n;
 	*batch = e;
 	top->at += n;
 	if (top->at == top->n) { /* spent: its chunk's events, when it was the last run, go at the next call */

@@ -26,7 +26,7 @@ done
 "$M" run -q -o "$dir/simtrain.trace" -- "$B/tools/simtrain/simtrain" --preset tiny --iters 3 > /dev/null &&
 	set -- "$@" "$dir/simtrain.trace"
 # the report's diagnosis of a failure replays the trace read whole
-SIMGPU_MEM=3M "$M" run -q -o "$dir/oom.trace" -- "$B/tools/simtrain/simtrain" --preset tiny --iters 3 \
+SIMGPU_MEM=2M "$M" run -q -o "$dir/oom.trace" -- "$B/tools/simtrain/simtrain" --preset tiny --iters 3 \
 	> /dev/null 2>&1
 [ -s "$dir/oom.trace" ] && set -- "$@" "$dir/oom.trace"
 set -- "$@" "$S"/golden/*.trace "$S"/hostile/traces/*.trace

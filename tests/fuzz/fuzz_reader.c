@@ -4,7 +4,8 @@
  * it is, and with every chunk's checksum made right, so that mutations reach the decoder
  * and the analyses instead of stopping at the CRC (a hostile file has valid checksums).
  * Each is also opened from a file (mt_trace_open), and its walk must give the events the
- * reading in memory gave, in the same order, with the same problem.
+ * reading in memory gave, in the same order, with the same problem; the text and JSON
+ * report are made from it too, walking the file.
  * Built for libFuzzer by `make fuzz`; run over seeds and mutations by `make check`
  * (tests/fuzz/standalone.c). */
 #define _GNU_SOURCE /* memfd_create */
@@ -25,8 +26,9 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 /* The bytes opened as a file and walked give what t, read from them in memory, holds. */
-static void opened_as_parsed(const uint8_t *data, size_t size, const struct mt_trace *t)
+static void opened_as_parsed(const uint8_t *data, size_t size, const struct mt_trace *t, FILE *null)
 {
+	struct mt_report r;
 	int fd = memfd_create("fuzz", 0);
 	char path[64];
 	struct mt_trace o;
@@ -49,6 +51,11 @@ static void opened_as_parsed(const uint8_t *data, size_t size, const struct mt_t
 	if (at != t->nevents)
 		abort();
 	mt_walk_end(w);
+	if (mt_report_build(&r, &o, NULL) == 0) {
+		mt_report_text(null, &r, NULL, 5);
+		mt_report_json(null, &r, NULL, 5);
+		mt_report_free(&r);
+	}
 	mt_trace_free(&o);
 	close(fd);
 }
@@ -67,7 +74,7 @@ static void analyse(const uint8_t *data, size_t size)
 	bool read = mt_trace_parse(data, size, "fuzz", &t) == 0;
 
 	if (read && size >= 8 && memcmp(data, MT_FILE_MAGIC, 8) == 0)
-		opened_as_parsed(data, size, &t);
+		opened_as_parsed(data, size, &t, null);
 	if (read && mt_report_build(&r, &t, NULL) == 0) {
 		mt_report_text(null, &r, NULL, 5);
 		mt_report_json(null, &r, NULL, 5);

@@ -631,8 +631,8 @@ int cmd_report(int argc, char **argv)
 		die(EXIT_USAGE, "--serve is the page itself: not with --html or --json");
 	if (plan_setup)
 		plan_setup_from_text(plan_setup, &plan);
-	/* the text and JSON report walk the trace from its file, unless the diagnosis must
-	   replay it (an OOM, --gpu-mem) or a page or plan is asked for */
+	/* the text and JSON report walk a long trace from its file; a page, --plan and --gpu-mem
+	   read it whole */
 	if (serve || html_path || plan_setup || target || in_memory(argv[i]))
 		read_trace(argv[i], &t);
 	else
@@ -641,12 +641,6 @@ int cmd_report(int argc, char **argv)
 		plan_world(plan_setup, &t, &plan);
 	if (mt_report_build(&r, &t, &ropt))
 		die(1, "out of memory while reading %s", argv[i]);
-	if (t.index && r.noom) { /* read it whole after all, for the diagnosis */
-		mt_report_free(&r);
-		mt_trace_free(&t);
-		if (mt_trace_read(argv[i], &t) || mt_report_build(&r, &t, &ropt))
-			die(1, "out of memory while reading %s", argv[i]);
-	}
 	r.plan = plan_setup ? &plan : NULL;
 	r.target = target;
 	r.all_frames = all_frames;
