@@ -4,8 +4,8 @@
 # far back, a thread going backwards, equal times, cut short), on real ones (simtrain under
 # memtap, with and without an out-of-memory failure; the golden traces of older memtaps)
 # and on the hostile corpus (damage in every table): the same events in the same order.
-# memtap report and report --json walk the file too: their output must be the one they
-# give reading the trace whole (MEMTAP_READ=memory), byte for byte. Then dump and report
+# memtap report, report --json and diff walk the file too: their output must be the one
+# they give reading the trace whole (MEMTAP_READ=memory), byte for byte. Then dump and report
 # on 5M events (78 MB: walked by default): their memory stays with what is open and live,
 # not the trace's length.
 . "$MT_SRCDIR/tests/tap.sh"
@@ -46,6 +46,13 @@ for trace in "$@"; do
 		[ $? -eq $whole ] && cmp -s "$dir/whole" "$dir/walked"
 		ok $? "report $form ${trace##*/}: walked from the file as read whole (exit $whole)"
 	done
+done
+for form in --top=10 --json; do # two runs side by side, each walked
+	MEMTAP_READ=memory "$M" diff "$form" "$dir/simtrain.trace" "$dir/oom.trace" > "$dir/whole" 2>&1
+	whole=$?
+	MEMTAP_READ=file "$M" diff "$form" "$dir/simtrain.trace" "$dir/oom.trace" > "$dir/walked" 2>&1
+	[ $? -eq $whole ] && cmp -s "$dir/whole" "$dir/walked"
+	ok $? "diff $form: walked from the files as read whole (exit $whole)"
 done
 
 rss() { # the most resident memory of a command in KB ("failed" if it failed); its output in $dir/out

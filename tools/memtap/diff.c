@@ -289,10 +289,7 @@ static void table_json(const struct table *tb, struct side *s, size_t top)
 
 static void load(struct side *s, const char *path)
 {
-	if (mt_trace_read(path, &s->t))
-		die(EXIT_USAGE, "%s", s->t.problem);
-	if (s->t.problem[0])
-		progress_clear(), fprintf(stderr, "memtap: %s: %s\n", path, s->t.problem);
+	load_trace(path, &s->t);
 	if (mt_report_build(&s->r, &s->t, NULL))
 		die(1, "out of memory while reading %s", path);
 	s->sym = mt_symbols_open(&s->t);

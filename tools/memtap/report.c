@@ -79,23 +79,17 @@ bool read_trace(const char *path, struct mt_trace *t)
 	return said(mt_trace_read(path, t), path, t);
 }
 
-/* The same with the events left in the file, for a command that walks them. */
-static bool open_trace(const char *path, struct mt_trace *t)
-{
-	return said(mt_trace_open(path, t), path, t);
-}
-
-/* Whether to read the trace at path whole rather than walk it from its file: reading is
- * twice as fast, and takes 80 bytes an event; a trace of 64 MiB (about 4M events) or more is
- * walked. MEMTAP_READ=memory or =file says which, whatever the size (the tests compare). */
-static bool in_memory(const char *path)
+/* Reading whole is twice as fast as walking from the file, and takes 80 bytes an event: a
+ * trace of 64 MiB (about 4M events) or more is walked. */
+bool load_trace(const char *path, struct mt_trace *t)
 {
 	const char *how = getenv("MEMTAP_READ");
 	struct stat st;
+	bool whole = how && (!strcmp(how, "memory") || !strcmp(how, "file"))
+			 ? !strcmp(how, "memory")
+			 : stat(path, &st) != 0 || st.st_size < (64 << 20);
 
-	if (how && (!strcmp(how, "memory") || !strcmp(how, "file")))
-		return !strcmp(how, "memory");
-	return stat(path, &st) != 0 || st.st_size < (64 << 20);
+	return said(whole ? mt_trace_read(path, t) : mt_trace_open(path, t), path, t);
 }
 
 const char *const frame_views[] = {"all", "view", NULL};
@@ -633,10 +627,10 @@ int cmd_report(int argc, char **argv)
 		plan_setup_from_text(plan_setup, &plan);
 	/* the text and JSON report walk a long trace from its file; a page, --plan and --gpu-mem
 	   read it whole */
-	if (serve || html_path || plan_setup || target || in_memory(argv[i]))
+	if (serve || html_path || plan_setup || target)
 		read_trace(argv[i], &t);
 	else
-		open_trace(argv[i], &t);
+		load_trace(argv[i], &t);
 	if (plan_setup)
 		plan_world(plan_setup, &t, &plan);
 	if (mt_report_build(&r, &t, &ropt))
@@ -723,7 +717,7 @@ int cmd_dump(int argc, char **argv)
 	const struct mt_event *batch;
 	size_t n;
 	uint64_t start;
-	bool damaged = in_memory(argv[i]) ? read_trace(argv[i], &t) : open_trace(argv[i], &t);
+	bool damaged = load_trace(argv[i], &t);
 
 	start = mt_trace_start(&t);
 	sym = json ? mt_symbols_open(&t) : NULL;
