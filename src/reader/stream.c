@@ -4,12 +4,13 @@
  * puts each drain's events, one run per thread, into chunks that decode on their own, and a
  * chunk's times have no bound (an event stamped before a drain may be published after it).
  * So the index pass (reader.c, as it checks every event) notes each EVENTS chunk's place,
- * checksum, valid events and lowest time. A walk opens chunks in order of their
- * lowest time, sorts each one stably by itself, and merges the open ones by (time, chunk),
- * opening every chunk whose lowest time is not after an event before giving that event out.
- * Each event with a smaller key is then in an open chunk, so the order is the sort's, event
- * for event, and memory is the chunks whose times overlap the walk's place: those of a
- * drain or two, and a straggler's. */
+ * checksum, valid events and lowest time. A walk opens chunks in order of their lowest
+ * time, cuts each into the runs whose times do not go back (a thread's, mostly), and
+ * merges the open runs by (time, place), opening every chunk whose lowest time is not
+ * after an event before giving that event out. Each event with a smaller key is then in an
+ * open chunk, so the order is the sort's, event for event, and memory is the chunks whose
+ * times overlap the walk's place: those of a drain or two, and a straggler's. A batch is
+ * a stretch of one run, given out where it lies, not copied. */
 #include "reader/stream.h"
 #include "core/array.h"
 
@@ -184,7 +185,8 @@ struct mt_walk *mt_walk_start(const struct mt_trace *t)
 	}
 	for (size_t i = 0; i < x->n; i++)
 		w->order[i] = (struct pending){x->chunks[i].min, i};
-	qsort(w->order, x->n, sizeof *w->order, by_lowest);
+	if (x->n)
+		qsort(w->order, x->n, sizeof *w->order, by_lowest);
 	return w;
 }
 
