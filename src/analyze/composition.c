@@ -120,9 +120,13 @@ struct pass {
 				      an optimizer step (its event + 1) */
 	struct mt_map opt_addr;	   /* ... and its address */
 	bool forward_only;	   /* no stack says backward or an optimizer: inference */
-	int grad_buffer_line;	   /* Megatron's _ParamAndGradBuffer.__init__: the line making its grad_data */
-	uint8_t *temporary;	   /* per stack: an allocation of it was a temporary */
-	uint32_t *pending;	   /* stacks with an allocation made in the forward now running */
+	/* what mt_composition_look learns of every event before the pass */
+	bool snapshot;	      /* the trace is a PyTorch snapshot's */
+	uint8_t *allocates;   /* per stack: it made an allocation */
+	bool bare;	      /* an allocation made while recording had no frames */
+	int grad_buffer_line; /* Megatron's _ParamAndGradBuffer.__init__: the line making its grad_data */
+	uint8_t *temporary;   /* per stack: an allocation of it was a temporary */
+	uint32_t *pending;    /* stacks with an allocation made in the forward now running */
 	size_t npending, cappending;
 };
 
@@ -418,28 +422,16 @@ static int grad_buffer_line(const struct mt_trace *t, const uint8_t *allocates)
 	return last;
 }
 
-/* What the composition needs of every event before its pass, read in one walk: whether an
- * NVTX range (or, but in a snapshot, a start/end range) is there, which stacks allocate,
- * and whether an allocation made while recording had no frames. 0 or ENOMEM. */
-static int look_ahead(const struct mt_trace *t, bool snapshot, bool *ranges, uint8_t *allocates, bool *bare)
+void mt_composition_look(struct mt_composition_scan *scan, const struct mt_event *e)
 {
-	struct mt_walk *w = mt_walk_start(t);
-	const struct mt_event *batch;
-	size_t n;
+	struct pass *p = (struct pass *)scan;
+	bool framed = e->stack && e->stack < p->t->nstacks;
 
-	if (!w)
-		return ENOMEM;
-	while ((n = mt_walk_next(w, &batch)) != 0)
-		for (const struct mt_event *e = batch; e < batch + n; e++) {
-			bool framed = e->stack && e->stack < t->nstacks;
-			*ranges |= e->kind == MT_EV_RANGE_PUSH || (e->kind == MT_EV_RANGE_START && !snapshot);
-			if (e->kind != MT_EV_ALLOC)
-				continue;
-			allocates[framed ? e->stack : 0] = 1;
-			*bare |= !(e->flags & MT_ALLOC_UNSEEN) && !(framed && t->stacks[e->stack].depth);
-		}
-	mt_walk_end(w);
-	return 0;
+	p->c->has_phases |= e->kind == MT_EV_RANGE_PUSH || (e->kind == MT_EV_RANGE_START && !p->snapshot);
+	if (e->kind != MT_EV_ALLOC)
+		return;
+	p->allocates[framed ? e->stack : 0] = 1;
+	p->bare |= !(e->flags & MT_ALLOC_UNSEEN) && !(framed && p->t->stacks[e->stack].depth);
 }
 
 /* What a stack's frames say, read once. */
@@ -691,8 +683,6 @@ int mt_composition_start(struct mt_composition_scan **out, struct mt_composition
 {
 	struct pass *p = calloc(1, sizeof *p);
 	char backend[32];
-	bool snapshot, untraced, bare = false;
-	uint8_t *allocates;
 
 	memset(c, 0, sizeof *c);
 	*out = (struct mt_composition_scan *)p;
@@ -708,24 +698,32 @@ int mt_composition_start(struct mt_composition_scan **out, struct mt_composition
 	p->temporary = calloc(t->nstacks + 1, 1);
 	p->said = calloc(t->nstacks + 1, 1);
 	p->workspace = calloc(t->nstacks + 1, 1);
+	p->allocates = calloc(t->nstacks + 1, 1);
 	p->oom_run = UINT32_MAX;
 	for (unsigned d = 0; d < MT_MAX_DEVICES; d++)
 		p->finstance[d] = UINT32_MAX;
 	p->phase_of = calloc(t->nstrings + 1, 1);
 	p->threads = calloc(t->nthreads + 1, sizeof *p->threads);
 	p->nthreads = t->nthreads;
-	allocates = calloc(t->nstacks + 1, 1);
 	/* NVTX phases, or frames to read (a snapshot's annotations are ranges too, not NVTX) */
-	snapshot = mt_trace_info(t, "backend", backend, sizeof backend) && !strcmp(backend, "pytorch-snapshot");
+	p->snapshot = mt_trace_info(t, "backend", backend, sizeof backend) && !strcmp(backend, "pytorch-snapshot");
 	if (!c->category || !c->source || !c->evidence || !c->after_forward || !p->temporary || !p->phase_of ||
-	    !p->threads || !p->said || !p->workspace || !allocates ||
-	    look_ahead(t, snapshot, &c->has_phases, allocates, &bare)) {
-		free(allocates);
+	    !p->threads || !p->said || !p->workspace || !p->allocates)
 		return ENOMEM;
-	}
+	return 0;
+}
+
+void mt_composition_ready(struct mt_composition_scan *scan)
+{
+	struct pass *p = (struct pass *)scan;
+	struct mt_composition *c = p->c;
+	const struct mt_trace *t = p->t;
+	char backend[32];
+	bool untraced;
+
 	/* a snapshot with no entries (taken without history) has no frames to read, unless its
 	   blocks have theirs (a segments-only snapshot taken with history on) */
-	untraced = snapshot && mt_trace_info(t, "time", backend, sizeof backend) && !strcmp(backend, "none") &&
+	untraced = p->snapshot && mt_trace_info(t, "time", backend, sizeof backend) && !strcmp(backend, "none") &&
 		   !mt_trace_info(t, "history", backend, sizeof backend);
 	for (size_t i = 1; i < t->nstacks && !c->has_phases && !c->frames && !untraced; i++)
 		for (uint32_t k = 0; k < t->stacks[i].depth && !c->frames; k++)
@@ -740,15 +738,13 @@ int mt_composition_start(struct mt_composition_scan **out, struct mt_composition
 	 * Python stacks (autograd's engine thread): a forward-only run, whose forward frees
 	 * its layers' outputs itself */
 	if (c->frames)
-		p->grad_buffer_line = grad_buffer_line(t, allocates);
-	free(allocates);
+		p->grad_buffer_line = grad_buffer_line(t, p->allocates);
 	p->forward_only = c->frames;
 	for (size_t i = 1; i < t->nstacks && p->forward_only; i++) {
 		enum said s = stack_says(p, (uint32_t)i);
 		p->forward_only = s != SAYS_BACKWARD && s != SAYS_OPTIMIZER && s != SAYS_ZERO_GRAD;
 	}
-	p->forward_only &= !(p->python && bare);
-	return 0;
+	p->forward_only &= !(p->python && p->bare);
 }
 
 int mt_composition_step(struct mt_composition_scan *scan, const struct mt_event *e, size_t i)
@@ -949,6 +945,7 @@ int mt_composition_finish(struct mt_composition_scan *scan, int err)
 	free(p->workspace);
 	free(p->pending);
 	free(p->temporary);
+	free(p->allocates);
 	mt_map_free(&p->state_sizes);
 	mt_map_free(&p->opt_made);
 	mt_map_free(&p->opt_addr);
@@ -963,17 +960,25 @@ int mt_composition_build(struct mt_composition *c, const struct mt_trace *t)
 {
 	struct mt_composition_scan *s;
 	int err = mt_composition_start(&s, c, t);
-	struct mt_walk *w = err ? NULL : mt_walk_start(t);
 	const struct mt_event *batch;
 	size_t i = 0, n;
 
-	err = err ? err : w ? 0 : ENOMEM;
-	while (!err && (n = mt_walk_next(w, &batch)) != 0)
-		for (size_t k = 0; k < n && !err; k++, i++) {
-			mt_progress("composition", i, t->nevents);
-			err = mt_composition_step(s, &batch[k], i);
-		}
-	mt_walk_end(w);
+	for (int pass = 0; pass < 2 && !err; pass++) { /* what it needs first, then its steps */
+		struct mt_walk *w = mt_walk_start(t);
+		err = w ? 0 : ENOMEM;
+		while (!err && (n = mt_walk_next(w, &batch)) != 0)
+			for (size_t k = 0; k < n && !err; k++) {
+				if (pass == 0) {
+					mt_composition_look(s, &batch[k]);
+					continue;
+				}
+				mt_progress("composition", i, t->nevents);
+				err = mt_composition_step(s, &batch[k], i++);
+			}
+		mt_walk_end(w);
+		if (pass == 0 && !err)
+			mt_composition_ready(s);
+	}
 	return mt_composition_finish(s, err);
 }
 

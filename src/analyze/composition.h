@@ -62,10 +62,13 @@ struct mt_composition {
 
 /* The whole trace at once... */
 int mt_composition_build(struct mt_composition *c, const struct mt_trace *t);
-/* ...or event by event, in order, inside another pass: start, a step per event (0 or
- * an errno), then finish with the first error (which it returns; the scan is freed). */
+/* ...or event by event, in order, inside other passes: start; a look at every event (in any
+ * order) and ready; a step per event in time order (0 or an errno); then finish with the
+ * first error (which it returns; the scan is freed). */
 struct mt_composition_scan;
 int mt_composition_start(struct mt_composition_scan **s, struct mt_composition *c, const struct mt_trace *t);
+void mt_composition_look(struct mt_composition_scan *s, const struct mt_event *e);
+void mt_composition_ready(struct mt_composition_scan *s);
 int mt_composition_step(struct mt_composition_scan *s, const struct mt_event *e, size_t i); /* e is event i */
 int mt_composition_finish(struct mt_composition_scan *s, int err);
 void mt_composition_free(struct mt_composition *c);

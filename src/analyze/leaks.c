@@ -40,7 +40,8 @@ static size_t *events_of(const struct ats *from, uint64_t aux, size_t *n)
  * first; then a range: the one named, or the most repeated at the top of a thread's
  * stack; then a start/end range (a snapshot's external annotations): the one named, or
  * the most repeated. One walk notes the marks and the candidate ranges' starts. */
-static size_t *boundaries(const struct mt_trace *t, const char *name, struct mt_leaks *out, size_t *n)
+static size_t *boundaries(const struct mt_trace *t, const char *name, struct mt_leaks *out, size_t *n,
+			  void (*look)(void *, const struct mt_event *), void *arg)
 {
 	struct ats marks = {0}, push = {0}, start = {0};
 	size_t *idx = NULL, best_count = 0, best_start_count = 0, i = 0, k;
@@ -53,6 +54,8 @@ static size_t *boundaries(const struct mt_trace *t, const char *name, struct mt_
 	while (!failed && (k = mt_walk_next(w, &batch)) != 0)
 		for (const struct mt_event *e = batch; e < batch + k && !failed; e++, i++) {
 			struct ats *list = NULL;
+			if (look)
+				look(arg, e);
 			if (e->kind == MT_EV_MARK && (!name || strcmp(mt_trace_string(t, e->aux), name) == 0)) {
 				list = &marks;
 			} else if (e->kind == MT_EV_RANGE_PUSH || e->kind == MT_EV_RANGE_POP) {
@@ -224,11 +227,12 @@ static int by_growth(const void *a, const void *b)
 	return x->device < y->device ? -1 : x->device > y->device;
 }
 
-int mt_leaks_start(struct mt_leak_scan *s, struct mt_leaks *out, const struct mt_trace *t, const char *name)
+int mt_leaks_start(struct mt_leak_scan *s, struct mt_leaks *out, const struct mt_trace *t, const char *name,
+		   void (*look)(void *, const struct mt_event *), void *arg)
 {
 	memset(s, 0, sizeof *s);
 	memset(out, 0, sizeof *out);
-	if (!(s->at = boundaries(t, name, out, &s->samples)))
+	if (!(s->at = boundaries(t, name, out, &s->samples, look, arg)))
 		return ENOMEM;
 	out->boundaries = s->samples;
 	return 0;

@@ -58,7 +58,10 @@ struct mt_leak_scan {
 	size_t nslots;
 };
 
-int mt_leaks_start(struct mt_leak_scan *s, struct mt_leaks *out, const struct mt_trace *t, const char *name);
+/* Chooses the boundaries in a walk over t; `look`, when not NULL, is called with each event
+ * of that walk too (another analysis's look ahead: see report.c). */
+int mt_leaks_start(struct mt_leak_scan *s, struct mt_leaks *out, const struct mt_trace *t, const char *name,
+		   void (*look)(void *, const struct mt_event *), void *arg);
 int mt_leaks_step(struct mt_leak_scan *s, const struct mt_replay *rp, size_t i);
 int mt_leaks_finish(struct mt_leak_scan *s, struct mt_leaks *out, unsigned k);
 void mt_leaks_free(struct mt_leaks *l);

@@ -282,6 +282,11 @@ static void early(struct mt_report *r, const struct mt_event *e)
 	}
 }
 
+static void look(void *comp, const struct mt_event *e)
+{
+	mt_composition_look(comp, e);
+}
+
 /* Two passes over the events. The first replays to the end (counts, OOMs, the leak scan
  * and each allocation's category ride along); the second, which needs each device's
  * peak event from the first, measures fragmentation and stops the replay again at each
@@ -309,11 +314,13 @@ int mt_report_build(struct mt_report *r, const struct mt_trace *t, const struct 
 						!strcmp(backend, "pytorch-snapshot") &&
 						mt_trace_end(t) < r->start + (r->order ? 2 : 1000));
 	}
-	if ((err = mt_leaks_start(&scan, &r->leaks, t, o ? o->iteration : NULL)))
-		return err;
+	/* the composition's look ahead rides on the leak scan's walk for its boundaries */
+	if ((err = mt_composition_start(&comp, &r->comp, t)) ||
+	    (err = mt_leaks_start(&scan, &r->leaks, t, o ? o->iteration : NULL, look, comp)))
+		return mt_composition_finish(comp, err);
+	mt_composition_ready(comp);
 	mt_replay_init(&r->end);
-	r->end.track = true; /* for the leak scan */
-	err = mt_composition_start(&comp, &r->comp, t);
+	r->end.track = true;					  /* for the leak scan */
 	struct high *high = calloc(MT_MAX_DEVICES, sizeof *high); /* at the last boundary */
 	size_t passed = 0, i = 0, n;
 	const struct mt_event *batch;
