@@ -317,14 +317,17 @@ void mt_sim_memtap_conf(const struct mt_trace *t, char *out, size_t n)
 
 	struct mt_walk *w = mt_walk_start(t);
 	const struct mt_event *batch;
+	bool found = false;
 	size_t k;
 
 	out[0] = '\0';
-	while (w && !out[0] && (k = mt_walk_next(w, &batch)) != 0)
-		for (const struct mt_event *e = batch; e < batch + k && !out[0]; e++)
+	while (w && !found && (k = mt_walk_next(w, &batch)) != 0)
+		for (const struct mt_event *e = batch; e < batch + k && !found; e++)
 			if (e->kind == MT_EV_NVTX_MARK && (s = mt_trace_string(t, e->aux)) &&
-			    !strncmp(s, head, sizeof head - 1) && (start = strstr(s, " start ")))
+			    !strncmp(s, head, sizeof head - 1) && (start = strstr(s, " start "))) {
 				snprintf(out, n, "%s", start + strlen(" start "));
+				found = true; /* the first, even with nothing after " start " */
+			}
 	mt_walk_end(w);
 }
 

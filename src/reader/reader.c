@@ -599,7 +599,7 @@ static int load(const char *path, struct mt_trace *t, bool open)
 		return r;
 	}
 	if (open && size >= 8 && memcmp(data, MT_FILE_MAGIC, 8) == 0) {
-		if (!(t->index = mt_index_new(fd))) {
+		if (!(t->index = mt_index_new(fd, t->problem))) {
 			close(fd);
 			munmap(data, size);
 			return ENOMEM;

@@ -68,10 +68,11 @@ int mt_trace_read(const char *path, struct mt_trace *t);
  * the chunks whose times overlap (a drain or two of the job's). A snapshot or an RMM log is
  * read into memory as mt_trace_read does. */
 int mt_trace_open(const char *path, struct mt_trace *t);
-/* t's events in time order, in batches of a few thousand, from memory or from an opened
- * trace's file. mt_walk_start: NULL when out of memory. mt_walk_next: the next events in
- * *batch, valid until the next call; 0 at the end, or when the file could not be read
- * (t->problem then says why). */
+/* t's events in time order (its first t->nevents: a copy may cut it), in batches of up to
+ * a few thousand, from memory or from an opened trace's file. mt_walk_start: NULL when out
+ * of memory. mt_walk_next: the next events in *batch, valid until the next call; 0 at the
+ * end, or when the walk could go no further (out of memory, or the file changed under it:
+ * the opened trace's problem then says why). */
 struct mt_walk *mt_walk_start(const struct mt_trace *t);
 size_t mt_walk_next(struct mt_walk *w, const struct mt_event **batch);
 void mt_walk_end(struct mt_walk *w);

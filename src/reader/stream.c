@@ -35,14 +35,15 @@ struct mt_index {
 	uint64_t last;	     /* the highest time */
 	struct mt_map ranks; /* a recorded thread index -> the reader's (mt_trace.threads) */
 	uint32_t last_id;    /* the index pass: the last thread seen, known to be in ranks */
+	char *problem;	     /* the opened trace's (a copy of the trace, cut, says it there too) */
 };
 
-struct mt_index *mt_index_new(int fd)
+struct mt_index *mt_index_new(int fd, char *problem)
 {
 	struct mt_index *x = calloc(1, sizeof *x);
 
 	if (x)
-		x->fd = fd;
+		x->fd = fd, x->problem = problem;
 	return x;
 }
 
@@ -152,6 +153,7 @@ struct mt_walk {
 	const struct mt_trace *t;
 	size_t at;	       /* in memory: the next event; from a file: the next chunk to open, in `order` */
 	size_t given;	       /* from a file: events given out (t->nevents at most: a caller may cut it) */
+	bool failed;	       /* from a file: out of memory, or a chunk that changed; nothing more */
 	struct pending *order; /* chunks by (lowest time, place) */
 	struct run *heap;      /* open runs, the one with the earliest next event first */
 	size_t nheap, capheap;
@@ -244,29 +246,31 @@ static void sift_up(struct mt_walk *w, size_t i)
 	}
 }
 
-/* What went wrong in a walk, said once: an opened trace's events are read through its
- * walks, so its problem is theirs to write. */
-static void note(const struct mt_trace *t, const char *why)
+/* What ended a walk early, said once in the opened trace's problem: its events are read
+ * through its walks, so the problem is theirs to write. The walk gives nothing more. */
+static int fail(struct mt_walk *w, const char *why, int r)
 {
-	char *problem = (char *)t->problem;
+	char *problem = w->t->index->problem;
 
 	if (!problem[0])
-		snprintf(problem, sizeof t->problem, "%s", why);
+		snprintf(problem, sizeof w->t->problem, "%s", why);
+	w->failed = true;
+	return r;
 }
 
-/* A file that changed since it was indexed: said, and the chunk is left out. */
-static int changed(const struct mt_trace *t, const struct chunk *c)
+/* A file that changed since it was indexed. */
+static int changed(struct mt_walk *w, const struct chunk *c)
 {
 	char why[96];
 
 	snprintf(why, sizeof why, "the chunk at byte %llu changed while the trace was read",
 		 (unsigned long long)c->off);
-	note(t, why);
-	return -1;
+	return fail(w, why, -1);
 }
 
-/* Reads and decodes chunk i, and puts its runs in order of time onto the heap: 0, -1 (left
- * out, noted), or ENOMEM. */
+/* Reads and decodes chunk i, and puts its runs in order of time onto the heap: 0, -1 (the
+ * file changed: noted), or ENOMEM. Each event is checked again against the tables: the
+ * checksum alone would let a file rewritten under the walk put anything in the analyses. */
 static int open_chunk(struct mt_walk *w, size_t i)
 {
 	const struct mt_index *x = w->t->index;
@@ -283,7 +287,7 @@ static int open_chunk(struct mt_walk *w, size_t i)
 	if (pread(x->fd, w->payload, c->length, (off_t)c->off) != (ssize_t)c->length ||
 	    (x->ieee ? mt_crc32_ieee(0, w->payload, c->length) : mt_crc32(0, w->payload, c->length)) != c->crc) {
 		free(d);
-		return changed(w->t, c);
+		return changed(w, c);
 	}
 	cur = (struct mt_cursor){w->payload, w->payload + c->length, 0};
 	mt_get_varint(&cur); /* the drops so far: read in the index pass */
@@ -291,7 +295,12 @@ static int open_chunk(struct mt_walk *w, size_t i)
 	for (size_t k = 0; k <= c->n; k++) {
 		struct mt_event *e = &d->e[k];
 		if (k < c->n) {
-			mt_decode_event(&cur, &st, e); /* the same bytes as checked */
+			char why[160];
+			if (mt_decode_event(&cur, &st, e) || mt_trace_check_event(w->t, e, why, sizeof why)) {
+				if (!d->runs)
+					free(d);
+				return changed(w, c);
+			}
 			if (e->thread != id) {
 				id = e->thread;
 				rank = 0;
@@ -324,21 +333,18 @@ size_t mt_walk_next(struct mt_walk *w, const struct mt_event **batch)
 
 	if (!t->index) {
 		n = t->nevents - w->at < BATCH ? t->nevents - w->at : BATCH;
-		*batch = t->events + w->at;
+		*batch = n ? t->events + w->at : NULL;
 		w->at += n;
 		return n;
 	}
 	free(w->spent);
 	w->spent = NULL;
 	/* open every chunk that may hold an event before the earliest one open */
-	while (w->at < t->index->n && (!w->nheap || w->order[w->at].min <= w->heap[0].e[w->heap[0].at].time)) {
-		if (open_chunk(w, w->order[w->at++].chunk) == ENOMEM) {
-			note(t, "out of memory reading the trace");
-			w->at = t->index->n;
-			return 0;
-		}
-	}
-	if (!w->nheap || w->given == t->nevents)
+	while (!w->failed && w->at < t->index->n &&
+	       (!w->nheap || w->order[w->at].min <= w->heap[0].e[w->heap[0].at].time))
+		if (open_chunk(w, w->order[w->at++].chunk) == ENOMEM)
+			fail(w, "out of memory reading the trace", ENOMEM);
+	if (w->failed || !w->nheap || w->given == t->nevents)
 		return 0;
 	/* the earliest run's events go out, as they lie in it, while they come before every
 	 * other run's next and every chunk not open */

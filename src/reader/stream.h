@@ -10,7 +10,9 @@
 #include "core/map.h"
 #include "reader/reader.h"
 
-struct mt_index *mt_index_new(int fd); /* takes the descriptor; NULL when out of memory */
+/* Takes the descriptor; a walk says what went wrong in `problem` (the trace's). NULL when
+ * out of memory. */
+struct mt_index *mt_index_new(int fd, char *problem);
 void mt_index_free(struct mt_index *x);
 /* An event of the chunk being indexed, checked: 0 or ENOMEM. */
 int mt_index_event(struct mt_index *x, const struct mt_event *e);

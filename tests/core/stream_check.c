@@ -5,16 +5,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../same_event.h"
 #include "../tap.h"
 #include "reader/reader.h"
-
-static bool same_event(const struct mt_event *a, const struct mt_event *b)
-{
-	return a->kind == b->kind && a->device == b->device && a->tag == b->tag && a->flags == b->flags &&
-	       a->thread == b->thread && a->time == b->time && a->addr == b->addr && a->size == b->size &&
-	       a->aux == b->aux && a->aux2 == b->aux2 && a->stack == b->stack && a->phase == b->phase &&
-	       a->error == b->error;
-}
 
 /* What differs, in why; NULL when nothing does. */
 static const char *differs(const char *path, char *why, size_t n)
@@ -53,7 +46,7 @@ static const char *differs(const char *path, char *why, size_t n)
 
 int main(int argc, char **argv)
 {
-	char why[512];
+	char why[1024];
 
 	for (int i = 1; i < argc; i++) {
 		const char *d = differs(argv[i], why, sizeof why);

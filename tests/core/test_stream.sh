@@ -25,7 +25,7 @@ for shape in sbt f fs fS fb ft fsbt fc fsbtc; do
 done
 "$M" run -q -o "$dir/simtrain.trace" -- "$B/tools/simtrain/simtrain" --preset tiny --iters 3 > /dev/null &&
 	set -- "$@" "$dir/simtrain.trace"
-# the report's diagnosis of a failure replays the trace read whole
+# an out-of-memory failure: the report's diagnosis replays the trace up to it
 SIMGPU_MEM=2M "$M" run -q -o "$dir/oom.trace" -- "$B/tools/simtrain/simtrain" --preset tiny --iters 3 \
 	> /dev/null 2>&1
 [ -s "$dir/oom.trace" ] && set -- "$@" "$dir/oom.trace"

@@ -20,6 +20,7 @@
 #include "analyze/simulate.h"
 #include "analyze/export.h"
 #include "analyze/report.h"
+#include "../same_event.h"
 #include "checksums.h"
 #include "reader/reader.h"
 
@@ -44,9 +45,7 @@ static void opened_as_parsed(const uint8_t *data, size_t size, const struct mt_t
 		abort();
 	while ((n = mt_walk_next(w, &batch)) != 0)
 		for (size_t i = 0; i < n; i++, at++)
-			if (at >= t->nevents || batch[i].time != t->events[at].time ||
-			    batch[i].thread != t->events[at].thread || batch[i].addr != t->events[at].addr ||
-			    batch[i].kind != t->events[at].kind)
+			if (at >= t->nevents || !same_event(&batch[i], &t->events[at]))
 				abort();
 	if (at != t->nevents)
 		abort();

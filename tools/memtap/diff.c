@@ -30,6 +30,7 @@ struct side {
 	struct mt_views *views;	  /* how each stack reads */
 	struct mt_map frame_hash; /* a frame's address -> the hash of its text */
 	struct mt_map text_hash;  /* a string's address -> its hash: a name shared by frames is hashed once */
+	bool damaged;		  /* said when read; a walk's problem is said at the end */
 };
 
 /* Stacks of the two runs meet by the hash of their frames' text; the text itself is made
@@ -289,7 +290,7 @@ static void table_json(const struct table *tb, struct side *s, size_t top)
 
 static void load(struct side *s, const char *path)
 {
-	load_trace(path, &s->t);
+	s->damaged = load_trace(path, &s->t);
 	if (mt_report_build(&s->r, &s->t, NULL))
 		die(1, "out of memory while reading %s", path);
 	s->sym = mt_symbols_open(&s->t);
@@ -388,6 +389,8 @@ int cmd_diff(int argc, char **argv)
 	}
 	for (int k = 0; k < 2; k++) {
 		status = s[k].t.problem[0] ? EXIT_DAMAGED : status;
+		if (s[k].t.problem[0] && !s[k].damaged)
+			fprintf(stderr, "memtap: %s: %s\n", s[k].t.path, s[k].t.problem);
 		mt_views_close(s[k].views);
 		mt_symbols_close(s[k].sym);
 		mt_map_free(&s[k].frame_hash);
