@@ -1,9 +1,14 @@
 /* `stream_check TRACE...`: each trace read into memory (mt_trace_read) and opened
  * (mt_trace_open, its events walked from the file) must give the same trace: the same
  * events in the same order, field by field, the same tables, threads, counts and problem.
- * One TAP line a trace; a difference names the first event or field that differs. */
+ * One TAP line a trace; a difference names the first event or field that differs.
+ * `stream_check --changed TRACE`: a byte three quarters into the file is flipped after it
+ * was opened (TRACE is changed); the walk must say so and give nothing after it. */
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "../same_event.h"
 #include "../tap.h"
@@ -44,10 +49,42 @@ static const char *differs(const char *path, char *why, size_t n)
 	return r;
 }
 
+static void changed(const char *path)
+{
+	struct mt_trace t;
+	struct mt_walk *w = NULL;
+	const struct mt_event *batch;
+	struct stat st;
+	size_t n, given = 0, after = 0;
+	unsigned char byte;
+	int fd = open(path, O_RDWR);
+
+	if (fd < 0 || fstat(fd, &st) || mt_trace_open(path, &t) || !(w = mt_walk_start(&t)) ||
+	    pread(fd, &byte, 1, st.st_size * 3 / 4) != 1 ||
+	    (byte ^= 0x55, pwrite(fd, &byte, 1, st.st_size * 3 / 4)) != 1) {
+		ok(0, "%s: opened and changed", path);
+		return;
+	}
+	for (bool said = false; (n = mt_walk_next(w, &batch)) != 0; said = t.problem[0] != 0) {
+		given += n;
+		after += said ? n : 0;
+	}
+	ok(strstr(t.problem, "changed while the trace was read") && given < t.nevents,
+	   "%s changed under the walk: said (\"%s\"), %zu of %zu events given", path, t.problem, given, t.nevents);
+	ok(after == 0 && mt_walk_next(w, &batch) == 0, "...and nothing given after it (%zu)", after);
+	mt_walk_end(w);
+	mt_trace_free(&t);
+	close(fd);
+}
+
 int main(int argc, char **argv)
 {
 	char why[1024];
 
+	if (argc == 3 && !strcmp(argv[1], "--changed")) {
+		changed(argv[2]);
+		return done();
+	}
 	for (int i = 1; i < argc; i++) {
 		const char *d = differs(argv[i], why, sizeof why);
 		ok(!d, "%s: the same opened as read%s%s", argv[i], d ? ": " : "", d ? d : "");
