@@ -103,10 +103,12 @@ int mt_export_perfetto(FILE *out, const struct mt_report *r)
 {
 	const struct mt_trace *t = r->trace;
 	struct counters *c = calloc(1, sizeof *c);
-	struct mt_map live = {0}; /* address, or VMM handle | 1 << 63 -> event index + 1 */
+	struct mt_timeline_live live = {0};
+	struct mt_walk *w = mt_walk_start(t);
+	const struct mt_event *e;
 	/* a sample at every change of a device's bytes; a long trace at most ~20000 a device
 	   (from the trace's start: events before it, a snapshot's, are at its start) */
-	uint64_t last = t->nevents ? t->events[t->nevents - 1].time : 0;
+	uint64_t last = mt_trace_end(t);
 	uint64_t step = t->nevents <= 200000 || last <= r->start ? 0 : (last - r->start) / 20000;
 	char cmd[512] = "memtap trace";
 	bool first = true;
@@ -116,26 +118,27 @@ int mt_export_perfetto(FILE *out, const struct mt_report *r)
 	} *open = NULL; /* pushed ranges, innermost last: an E event is named as its B */
 	size_t nopen = 0, capopen = 0;
 
-	if (!c)
+	if (!c || !w) {
+		free(c);
+		mt_walk_end(w);
 		return ENOMEM;
+	}
 	mt_trace_info(t, "cmdline", cmd, sizeof cmd);
 	fputs("{\"displayTimeUnit\": \"ms\", \"traceEvents\": [", out);
 	fprintf(out, "\n{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": 1, \"args\": {\"name\": ");
 	mt_json_str(out, cmd);
 	fputs("}}", out);
 	first = false;
-	for (size_t i = 0; i < t->nevents; i++) {
-		const struct mt_event *e = &t->events[i];
+	for (size_t i = 0; (e = mt_walk_one(w)); i++) {
 		double ts = e->time > r->start ? (double)(e->time - r->start) / 1000.0 : 0.0;
 		uint32_t tid = mt_trace_thread(t, e->thread);
-		int64_t delta;
-		uint8_t cat;
-		int d;
+		struct mt_timeline_change change;
+		int d = -1;
 
-		if (mt_timeline_step(r, &live, i, &d, &cat, &delta, NULL))
-			c->bytes[d][cat] += (uint64_t)delta;
-		else
-			d = -1;
+		if (mt_timeline_step(r, &live, e, i, &change)) {
+			d = change.made.device;
+			c->bytes[d][change.made.category] += (uint64_t)change.delta;
+		}
 		switch (e->kind) {
 		case MT_EV_ALLOC_FAILED:
 			fprintf(out,
@@ -197,9 +200,10 @@ int mt_export_perfetto(FILE *out, const struct mt_report *r)
 	}
 	for (int d = 0; d < MT_MAX_DEVICES; d++)
 		if (c->dirty[d])
-			counter(out, r, c, d, t->events[t->nevents - 1].time, &first);
+			counter(out, r, c, d, last, &first);
 	fputs("\n]}\n", out);
-	mt_map_free(&live);
+	mt_walk_end(w);
+	mt_timeline_live_free(&live);
 	free(c);
 	free(open);
 	return ferror(out) ? EIO : 0;

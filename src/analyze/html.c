@@ -50,8 +50,9 @@ static void html_text(FILE *out, const char *s)
 #define MT_HTML_PER_SPAN ((MT_HTML_ALLOCATIONS - MT_HTML_BIGGEST) / MT_HTML_SPANS)
 
 struct pick {
-	uint64_t size;
-	size_t made, freed; /* event indices; freed 0: live at the end */
+	struct mt_timeline_made made;
+	size_t freed; /* its event's index, 0 while live at the end */
+	uint64_t freed_time;
 };
 
 /* A device's picks: while picking, all[] holds heaps, its biggest first (n[0] of them),
@@ -64,7 +65,7 @@ struct picks {
 
 static bool better(const struct pick *a, const struct pick *b)
 {
-	return a->size != b->size ? a->size > b->size : a->made < b->made;
+	return a->made.size != b->made.size ? a->made.size > b->made.size : a->made.event < b->made.event;
 }
 
 /* A min-heap of at most cap picks: the worst at the root, replaced by a better one. */
@@ -96,7 +97,7 @@ static int by_made(const void *a, const void *b)
 {
 	const struct pick *x = a, *y = b;
 
-	return (x->made > y->made) - (x->made < y->made);
+	return (x->made.event > y->made.event) - (x->made.event < y->made.event);
 }
 
 /* The heaps into one list by when each was made, an allocation in two heaps once. */
@@ -110,7 +111,7 @@ static void merge(struct picks *p)
 	qsort(p->all, n, sizeof *p->all, by_made);
 	p->count = 0;
 	for (size_t i = 0; i < n; i++)
-		if (!p->count || p->all[p->count - 1].made != p->all[i].made)
+		if (!p->count || p->all[p->count - 1].made.event != p->all[i].made.event)
 			p->all[p->count++] = p->all[i];
 }
 
@@ -120,12 +121,12 @@ static struct pick *find_made(struct picks *p, size_t made)
 
 	while (lo < hi) {
 		size_t mid = (lo + hi) / 2;
-		if (p->all[mid].made < made)
+		if (p->all[mid].made.event < made)
 			lo = mid + 1;
 		else
 			hi = mid;
 	}
-	return lo < p->count && p->all[lo].made == made ? &p->all[lo] : NULL;
+	return lo < p->count && p->all[lo].made.event == made ? &p->all[lo] : NULL;
 }
 
 /* The allocations to draw of those live in [from, to] (ns since the trace's start), the
@@ -136,51 +137,53 @@ static int pick_allocations(const struct mt_report *r, const struct mt_timeline_
 			    uint64_t to, struct picks **picks)
 {
 	const struct mt_trace *t = r->trace;
-	struct mt_map live = {0};
-	int64_t delta;
-	size_t made;
-	uint8_t cat;
-	int d;
+	struct mt_timeline_live live = {0};
+	struct mt_timeline_change c;
+	const struct mt_event *e;
+	int err = 0;
 
-	for (int pass = 0; pass < (ix ? 1 : 2); pass++) {
-		for (size_t i = 0; i < t->nevents; i++) {
-			const uint64_t at = mt_report_since(r, t->events[i].time);
+	for (int pass = 0; pass < (ix ? 1 : 2) && !err; pass++) {
+		struct mt_walk *w = mt_walk_start(t);
+		err = w ? 0 : ENOMEM;
+		for (size_t i = 0; !err && (e = mt_walk_one(w)); i++) {
+			const uint64_t at = mt_report_since(r, e->time);
 			if (at > to)
 				break;
-			if (ix ? !mt_timeline_index_step(ix, i, &d, &cat, &delta, &made)
-			       : !mt_timeline_step(r, &live, i, &d, &cat, &delta, &made))
+			if (ix ? !mt_timeline_index_step(ix, i, &c) : !mt_timeline_step(r, &live, e, i, &c))
 				continue;
+			const int d = c.made.device;
 			if (only >= 0 && d != only)
 				continue;
-			if (pass == 0 && delta > 0) {
-				struct pick x = {.size = (uint64_t)delta, .made = i};
+			if (pass == 0 && c.delta > 0) {
+				struct pick x = {.made = c.made};
 				if (ix && ix->link[i] != MT_TIMELINE_LIVE) {
 					x.freed = ix->link[i];
-					if (mt_report_since(r, t->events[x.freed].time) < from)
+					x.freed_time = t->events[x.freed].time;
+					if (mt_report_since(r, x.freed_time) < from)
 						continue;
 				}
 				size_t s = mt_timeline_part(at > from ? at - from : 0, to - from, MT_HTML_SPANS);
 				struct picks *p = picks[d];
-				if (!p && !(p = picks[d] = calloc(1, sizeof *p)))
-					goto fail;
+				if (!p && !(p = picks[d] = calloc(1, sizeof *p))) {
+					err = ENOMEM;
+					break;
+				}
 				offer(p->all, &p->n[0], MT_HTML_BIGGEST, x);
 				offer(p->all + MT_HTML_BIGGEST + s * MT_HTML_PER_SPAN, &p->n[1 + s], MT_HTML_PER_SPAN,
 				      x);
-			} else if (pass == 1 && delta < 0) {
-				struct pick *p = find_made(picks[d], made);
+			} else if (pass == 1 && c.delta < 0) {
+				struct pick *p = find_made(picks[d], c.made.event);
 				if (p)
-					p->freed = i;
+					p->freed = i, p->freed_time = e->time;
 			}
 		}
-		mt_map_free(&live);
-		for (int k = 0; k < MT_MAX_DEVICES && pass == 0; k++)
+		mt_walk_end(w);
+		mt_timeline_live_free(&live);
+		for (int k = 0; k < MT_MAX_DEVICES && pass == 0 && !err; k++)
 			if (picks[k])
 				merge(picks[k]);
 	}
-	return 0;
-fail:
-	mt_map_free(&live);
-	return ENOMEM;
+	return err;
 }
 
 /* The stacks the page's data names, each once at the end. */
@@ -208,21 +211,18 @@ static int by_number(const void *a, const void *b)
  * trace's start, category as the timeline's columns). */
 static int picked(FILE *out, const struct mt_report *r, const struct picks *p, struct ids *ids)
 {
-	const struct mt_trace *t = r->trace;
 	int err = 0;
 
 	fputs("[", out);
 	for (size_t i = 0; p && i < p->count && !err; i++) {
-		const struct pick *a = &p->all[i];
-		const struct mt_event *e = &t->events[a->made];
-		uint8_t cat = r->comp.category[a->made];
-		fprintf(out, "%s[%" PRIu64 ",", i ? "," : "", mt_report_since(r, e->time));
-		if (a->freed)
-			fprintf(out, "%" PRIu64, mt_report_since(r, t->events[a->freed].time));
+		const struct mt_timeline_made *a = &p->all[i].made;
+		fprintf(out, "%s[%" PRIu64 ",", i ? "," : "", mt_report_since(r, a->time));
+		if (p->all[i].freed)
+			fprintf(out, "%" PRIu64, mt_report_since(r, p->all[i].freed_time));
 		else
 			fputs("-1", out);
-		fprintf(out, ",%" PRIu64 ",%d,%" PRIu32 "]", a->size, (cat ? cat : MT_TAG_OTHER) - 1, e->stack);
-		err = want(ids, e->stack);
+		fprintf(out, ",%" PRIu64 ",%d,%" PRIu32 "]", a->size, a->category - 1, a->stack);
+		err = want(ids, a->stack);
 	}
 	fputs("]", out);
 	return err;
@@ -253,17 +253,18 @@ static int allocations(FILE *out, const struct mt_report *r, struct ids *ids)
  * and the count likewise; at each OOM its device's rows [stack, bytes, count]. */
 static int live_at_ooms(FILE *out, const struct mt_report *r, struct ids *ids)
 {
-	const struct mt_trace *t = r->trace;
-	struct mt_map live = {0}, bytes = {0}, count = {0};
-	size_t k = 0, made;
-	int64_t delta;
-	uint8_t cat;
-	int d, err = 0;
+	struct mt_timeline_live live = {0};
+	struct mt_map bytes = {0}, count = {0};
+	struct mt_timeline_change step;
+	struct mt_walk *w = r->noom ? mt_walk_start(r->trace) : NULL;
+	const struct mt_event *e;
+	size_t k = 0;
+	int err = r->noom && !w ? ENOMEM : 0;
 
 	fputs("[", out);
-	for (size_t i = 0; i < t->nevents && k < r->noom && !err; i++) {
+	for (size_t i = 0; k < r->noom && !err && (e = mt_walk_one(w)); i++) {
 		if (i == r->oom[k].event) {
-			const int dev = t->events[i].device;
+			const int dev = e->device;
 			bool first = true;
 			fprintf(out, "%s[", k ? ", " : "");
 			for (size_t s = 0; s < bytes.cap; s++) {
@@ -279,18 +280,20 @@ static int live_at_ooms(FILE *out, const struct mt_report *r, struct ids *ids)
 			fputs("]", out);
 			k++;
 		}
-		if (!mt_timeline_step(r, &live, i, &d, &cat, &delta, &made))
+		if (!mt_timeline_step(r, &live, e, i, &step))
 			continue;
-		uint64_t key = (uint64_t)d << 32 | t->events[made].stack, b = 0, c = 0;
+		uint64_t key = (uint64_t)step.made.device << 32 | step.made.stack, b = 0, c = 0;
 		mt_map_get(&bytes, key, &b);
 		mt_map_get(&count, key, &c);
-		if (mt_map_put(&bytes, key, b + (uint64_t)delta) || mt_map_put(&count, key, delta > 0 ? c + 1 : c - 1))
+		if (mt_map_put(&bytes, key, b + (uint64_t)step.delta) ||
+		    mt_map_put(&count, key, step.delta > 0 ? c + 1 : c - 1))
 			err = ENOMEM;
 	}
 	for (; k < r->noom; k++) /* an OOM past the events: none, as the report's own list */
 		fprintf(out, "%s[]", k ? ", " : "");
 	fputs("]", out);
-	mt_map_free(&live);
+	mt_walk_end(w);
+	mt_timeline_live_free(&live);
 	mt_map_free(&bytes);
 	mt_map_free(&count);
 	return err;
@@ -367,18 +370,21 @@ static int maps(FILE *out, const struct mt_report *r)
 
 	fputs("\"maps\": {", out);
 	for (int d = 0, devices = 0; d < MT_MAX_DEVICES && !err && r->frag.known; d++) {
-		size_t step = 1, ooms = 0;
+		size_t step = 1, ooms = 0, i = 0;
+		uint64_t last = 0; /* the time of the event before */
+		const struct mt_event *e;
+		struct mt_walk *w = NULL;
 		bool first = true;
 		if (!r->frag.dev[d].known)
 			continue;
 		fprintf(out, "%s\"%d\": [", devices++ ? ", " : "", d);
 		err = mt_fragment_start(&scan, &scratch, t, &r->end, true);
-		for (size_t i = 0; i < t->nevents && !err; i++) {
-			const struct mt_event *e = &t->events[i];
+		err = err || (w = mt_walk_start(t)) ? err : ENOMEM;
+		for (; !err && (e = mt_walk_one(w)); last = e->time, i++) {
 			uint64_t at = mt_report_since(r, e->time);
 			if (step < MT_HTML_MAPS && mt_timeline_part(at, span, MT_HTML_MAPS) >= step && i) {
 				/* once, however many steps it passed */
-				err = map(out, r, scan, d, t->events[i - 1].time, MAP_STEP, &first);
+				err = map(out, r, scan, d, last, MAP_STEP, &first);
 				step = mt_timeline_part(at, span, MT_HTML_MAPS) + 1;
 			}
 			err = err ? err : mt_fragment_step(scan, e, i);
@@ -389,8 +395,9 @@ static int maps(FILE *out, const struct mt_report *r)
 				ooms++;
 			}
 		}
-		if (!err && t->nevents)
-			err = map(out, r, scan, d, t->events[t->nevents - 1].time, MAP_STEP, &first);
+		if (!err && i)
+			err = map(out, r, scan, d, last, MAP_STEP, &first);
+		mt_walk_end(w);
 		err = mt_fragment_finish(scan, err);
 		mt_fragment_free(&scratch);
 		fputs("]", out);
@@ -404,15 +411,18 @@ static int maps(FILE *out, const struct mt_report *r)
  * "memtap.*": caps, allocator changes, capture ranges), the first MT_HTML_ACTIONS. */
 #define MT_HTML_ACTIONS 200
 
-static void actions(FILE *out, const struct mt_report *r)
+static int actions(FILE *out, const struct mt_report *r)
 {
 	const struct mt_trace *t = r->trace;
+	struct mt_walk *w = mt_walk_start(t);
+	const struct mt_event *e;
 	size_t n = 0;
 	char buf[256];
 
+	if (!w)
+		return ENOMEM;
 	fputs("\"actions\": [", out);
-	for (size_t i = 0; i < t->nevents && n < MT_HTML_ACTIONS; i++) {
-		const struct mt_event *e = &t->events[i];
+	while (n < MT_HTML_ACTIONS && (e = mt_walk_one(w))) {
 		const char *s = mt_trace_string(t, e->aux);
 		if (e->kind != MT_EV_SNAPSHOT && (e->kind != MT_EV_NVTX_MARK || strncmp(s, "memtap.", 7)))
 			continue;
@@ -425,6 +435,8 @@ static void actions(FILE *out, const struct mt_report *r)
 		fputs("]", out);
 	}
 	fputs("]", out);
+	mt_walk_end(w);
+	return 0;
 }
 
 /* "stacks": each stack named above, once, as --json's rows have them. */
@@ -495,7 +507,7 @@ static int series(FILE *out, const struct mt_report *r, const struct mt_timeline
 	fputs(", ", out);
 	err = err ? err : maps(out, r);
 	fputs(", ", out);
-	actions(out, r);
+	err = err ? err : actions(out, r);
 	fputs(", ", out);
 	err = err ? err : stacks(out, r, sym, &ids);
 	fputs("}", out);
@@ -580,12 +592,10 @@ int mt_report_html_map(FILE *out, const struct mt_timeline_index *ix, struct mt_
 										       : MAP_STEP;
 	uint64_t size = e->size;
 	bool first = true;
-	int64_t delta;
-	uint8_t cat;
-	int dev;
+	struct mt_timeline_change c;
 
-	if (mt_timeline_index_step(ix, event, &dev, &cat, &delta, NULL))
-		size = (uint64_t)(delta < 0 ? -delta : delta);
+	if (mt_timeline_index_step(ix, event, &c))
+		size = c.made.size;
 	fprintf(out, "{\"event\": %zu, \"kind\": \"%s\", \"size\": %" PRIu64 ", \"map\": ", event,
 		mt_kind_names[e->kind], size);
 	int err = map(out, r, scan, d, e->time, kind, &first);

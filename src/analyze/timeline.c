@@ -8,59 +8,65 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* What event i does as an allocation `made` (made and freed by it or by its pair). */
-static void step_of(const struct mt_report *r, size_t i, size_t made, int *device, uint8_t *category, int64_t *delta)
+/* Allocation event m, the i-th, as the timeline counts it. */
+static struct mt_timeline_made made_by(const struct mt_report *r, const struct mt_event *m, size_t i)
 {
-	const struct mt_event *m = &r->trace->events[made];
+	uint8_t cat = r->comp.category[i];
 
-	*delta = made == i ? (int64_t)m->size : -(int64_t)m->size;
-	*device = m->device;
-	*category = r->comp.category[made] ? r->comp.category[made] : MT_TAG_OTHER;
+	return (struct mt_timeline_made){i, m->size, m->time, m->stack, m->device, cat ? cat : MT_TAG_OTHER};
 }
 
-bool mt_timeline_step(const struct mt_report *r, struct mt_map *live, size_t i, int *device, uint8_t *category,
-		      int64_t *delta, size_t *made)
+bool mt_timeline_step(const struct mt_report *r, struct mt_timeline_live *live, const struct mt_event *e, size_t i,
+		      struct mt_timeline_change *c)
 {
-	const struct mt_trace *t = r->trace;
-	const struct mt_event *e = &t->events[i];
-	uint64_t k;
+	uint64_t key = e->kind == MT_EV_ALLOC || e->kind == MT_EV_FREE ? e->addr : e->aux | 1ull << 63, k;
+	size_t slot;
 
 	if (e->error)
 		return false;
 	switch (e->kind) {
 	case MT_EV_ALLOC:
-	case MT_EV_VMM_CREATE:
-		if (e->device == MT_NO_DEVICE ||
-		    mt_map_put(live, e->kind == MT_EV_ALLOC ? e->addr : e->aux | 1ull << 63, i + 1))
+	case MT_EV_VMM_CREATE: /* made again without a free seen: the first one is forgotten */
+		if (e->device == MT_NO_DEVICE)
 			return false;
-		k = i + 1;
-		break;
+		if (mt_map_get(&live->at, key, &k))
+			slot = k - 1;
+		else if ((slot = mt_slot_take(&live->slots, (void **)&live->made, sizeof *live->made)) == SIZE_MAX ||
+			 mt_map_put(&live->at, key, slot + 1))
+			return false;
+		live->made[slot] = made_by(r, e, i);
+		*c = (struct mt_timeline_change){(int64_t)e->size, live->made[slot]};
+		return true;
 	case MT_EV_FREE:
 	case MT_EV_VMM_RELEASE:
-		if (!mt_map_del(live, e->kind == MT_EV_FREE ? e->addr : e->aux | 1ull << 63, &k))
+		if (!mt_map_del(&live->at, key, &k))
 			return false;
-		break;
+		*c = (struct mt_timeline_change){-(int64_t)live->made[k - 1].size, live->made[k - 1]};
+		mt_slot_give(&live->slots, k - 1);
+		return true;
 	default:
 		return false;
 	}
-	if (made)
-		*made = k - 1;
-	step_of(r, i, k - 1, device, category, delta);
-	return true;
 }
 
-bool mt_timeline_index_step(const struct mt_timeline_index *ix, size_t i, int *device, uint8_t *category,
-			    int64_t *delta, size_t *made)
+void mt_timeline_live_free(struct mt_timeline_live *live)
 {
+	mt_map_free(&live->at);
+	free(live->made);
+	mt_slots_free(&live->slots);
+	memset(live, 0, sizeof *live);
+}
+
+bool mt_timeline_index_step(const struct mt_timeline_index *ix, size_t i, struct mt_timeline_change *c)
+{
+	const struct mt_event *events = ix->r->trace->events;
 	size_t k = ix->link[i];
-	const uint8_t kind = ix->r->trace->events[i].kind;
 
 	if (k == MT_TIMELINE_NO_STEP)
 		return false;
-	k = kind == MT_EV_ALLOC || kind == MT_EV_VMM_CREATE ? i : k;
-	if (made)
-		*made = k;
-	step_of(ix->r, i, k, device, category, delta);
+	k = events[i].kind == MT_EV_ALLOC || events[i].kind == MT_EV_VMM_CREATE ? i : k;
+	c->made = made_by(ix->r, &events[k], k);
+	c->delta = k == i ? (int64_t)c->made.size : -(int64_t)c->made.size;
 	return true;
 }
 
@@ -88,13 +94,12 @@ static int flush(struct mt_timeline *tl, int d, struct device *s)
 	return 0;
 }
 
-/* Event i into its device's running state, without bucketing: the device it changed, or -1. */
-static int apply(const struct mt_report *r, const struct mt_timeline_index *ix, struct mt_map *live, size_t i,
-		 struct device *dev)
+/* Event e, the i-th, into its device's running state, without bucketing: the device it
+ * changed, or -1. */
+static int apply(const struct mt_report *r, const struct mt_timeline_index *ix, struct mt_timeline_live *live,
+		 const struct mt_event *e, size_t i, struct device *dev)
 {
-	const struct mt_event *e = &r->trace->events[i];
-	int64_t delta;
-	uint8_t cat;
+	struct mt_timeline_change c;
 	int d;
 
 	if (e->kind == MT_EV_SEGMENT_ALLOC || e->kind == MT_EV_SEGMENT_FREE) {
@@ -102,10 +107,10 @@ static int apply(const struct mt_report *r, const struct mt_timeline_index *ix, 
 			return -1;
 		d = e->device;
 		dev[d].now.reserved += e->kind == MT_EV_SEGMENT_ALLOC ? e->size : -e->size;
-	} else if (ix ? mt_timeline_index_step(ix, i, &d, &cat, &delta, NULL)
-		      : mt_timeline_step(r, live, i, &d, &cat, &delta, NULL)) {
-		dev[d].now.bytes[cat] += (uint64_t)delta;
-		dev[d].total += (uint64_t)delta;
+	} else if (ix ? mt_timeline_index_step(ix, i, &c) : mt_timeline_step(r, live, e, i, &c)) {
+		d = c.made.device;
+		dev[d].now.bytes[c.made.category] += (uint64_t)c.delta;
+		dev[d].total += (uint64_t)c.delta;
 	} else {
 		return -1;
 	}
@@ -113,50 +118,68 @@ static int apply(const struct mt_report *r, const struct mt_timeline_index *ix, 
 	return d;
 }
 
-/* The events from `first` on, dev[] the state before it, cut into `parts` equal buckets of
- * [from, to] (moments since the trace's start) until the first event past `to`. */
-static int bucket(struct mt_timeline *tl, const struct mt_report *r, const struct mt_timeline_index *ix,
-		  struct mt_map *live, size_t first, struct device *dev, uint64_t from, uint64_t to, size_t parts)
+/* Events cut into `parts` equal buckets of [from, to] (moments since the trace's start),
+ * dev[] the state before the first, with the index or with `live`. */
+struct buckets {
+	struct mt_timeline *tl;
+	const struct mt_report *r;
+	const struct mt_timeline_index *ix;
+	struct mt_timeline_live *live;
+	struct device *dev;
+	uint64_t from, to;
+	size_t parts, at; /* at: the bucket of the last event */
+	bool past;	  /* an event past `to` came: the rest are not wanted */
+};
+
+/* Event e, the i-th, into its bucket: 0 or ENOMEM. */
+static int bucket(struct buckets *b, const struct mt_event *e, size_t i)
 {
-	const struct mt_trace *t = r->trace;
-	size_t bucket = 0;
-	int err = 0;
+	const uint64_t at = mt_report_since(b->r, e->time);
+	const size_t k = mt_timeline_part(at - b->from, b->to - b->from, b->parts);
+	struct device *dev = b->dev;
+	int d, err = 0;
 
-	for (size_t i = first; i < t->nevents && !err; i++) {
-		const uint64_t at = mt_report_since(r, t->events[i].time);
-		const size_t b = mt_timeline_part(at - from, to - from, parts);
-		int d;
-
-		if (at > to)
-			break;
-		if (!ix)
-			mt_progress("timeline", i, t->nevents);
-		if (b != bucket) /* a new bucket: write the last one's highest moments */
-			for (int k = 0; k < MT_MAX_DEVICES && !err; k++)
-				err = flush(tl, k, &dev[k]);
-		bucket = b;
-		if ((d = apply(r, ix, live, i, dev)) < 0)
-			continue;
-		if (!dev[d].pending || dev[d].total >= dev[d].best_total) {
-			dev[d].best = dev[d].now;
-			dev[d].best_total = dev[d].total;
-			dev[d].pending = true;
-		}
+	if ((b->past = at > b->to))
+		return 0;
+	if (k != b->at) /* a new bucket: write the last one's highest moments */
+		for (int x = 0; x < MT_MAX_DEVICES && !err; x++)
+			err = flush(b->tl, x, &dev[x]);
+	b->at = k;
+	if (err || (d = apply(b->r, b->ix, b->live, e, i, dev)) < 0)
+		return err;
+	if (!dev[d].pending || dev[d].total >= dev[d].best_total) {
+		dev[d].best = dev[d].now;
+		dev[d].best_total = dev[d].total;
+		dev[d].pending = true;
 	}
+	return 0;
+}
+
+/* The last bucket's highest moments, after the last event. */
+static int bucket_end(struct buckets *b, int err)
+{
 	for (int k = 0; k < MT_MAX_DEVICES && !err; k++)
-		err = flush(tl, k, &dev[k]);
+		err = flush(b->tl, k, &b->dev[k]);
 	return err;
 }
 
 int mt_timeline_build(struct mt_timeline *tl, const struct mt_report *r)
 {
 	struct device *dev = calloc(MT_MAX_DEVICES, sizeof *dev);
-	struct mt_map live = {0};
-	int err = dev ? 0 : ENOMEM;
+	struct mt_timeline_live live = {0};
+	struct buckets b = {tl, r, NULL, &live, dev, 0, mt_report_span(r), MT_TIMELINE_BUCKETS, 0, false};
+	struct mt_walk *w = mt_walk_start(r->trace);
+	const struct mt_event *e;
+	int err = dev && w ? 0 : ENOMEM;
 
 	memset(tl, 0, sizeof *tl);
-	err = err ? err : bucket(tl, r, NULL, &live, 0, dev, 0, mt_report_span(r), MT_TIMELINE_BUCKETS);
-	mt_map_free(&live);
+	for (size_t i = 0; !err && !b.past && (e = mt_walk_one(w)); i++) {
+		mt_progress("timeline", i, r->trace->nevents);
+		err = bucket(&b, e, i);
+	}
+	err = dev ? bucket_end(&b, err) : err;
+	mt_walk_end(w);
+	mt_timeline_live_free(&live);
 	free(dev);
 	if (err)
 		mt_timeline_free(tl);
@@ -181,7 +204,7 @@ int mt_timeline_index_build(struct mt_timeline_index *ix, const struct mt_report
 {
 	const struct mt_trace *t = r->trace;
 	struct device *dev = calloc(MT_MAX_DEVICES, sizeof *dev);
-	struct mt_map live = {0};
+	struct mt_timeline_live live = {0};
 	int err = 0;
 
 	memset(ix, 0, sizeof *ix);
@@ -193,26 +216,23 @@ int mt_timeline_index_build(struct mt_timeline_index *ix, const struct mt_report
 		err = ENOMEM;
 	for (size_t i = 0; i < t->nevents && !err; i++) {
 		const struct mt_event *e = &t->events[i];
-		int64_t delta;
-		size_t made;
-		uint8_t cat;
-		int d;
+		struct mt_timeline_change c;
 
 		mt_progress("index", i, t->nevents);
 		if (i % MT_TIMELINE_MARK == 0 && (err = mark(ix, i / MT_TIMELINE_MARK, dev)))
 			break;
 		ix->link[i] = MT_TIMELINE_NO_STEP;
 		if (e->kind != MT_EV_SEGMENT_ALLOC && e->kind != MT_EV_SEGMENT_FREE &&
-		    mt_timeline_step(r, &live, i, &d, &cat, &delta, &made)) {
-			ix->link[i] = made == i ? MT_TIMELINE_LIVE : made;
-			if (made != i)
-				ix->link[made] = i;
+		    mt_timeline_step(r, &live, e, i, &c)) {
+			ix->link[i] = c.made.event == i ? MT_TIMELINE_LIVE : c.made.event;
+			if (c.made.event != i)
+				ix->link[c.made.event] = i;
 		}
-		(void)apply(r, ix, NULL, i, dev); /* the index's own step, now known */
+		(void)apply(r, ix, NULL, e, i, dev); /* the index's own step, now known */
 	}
 	if (!err && t->nevents && t->nevents % MT_TIMELINE_MARK == 0) /* past the last event: the end */
 		err = mark(ix, t->nevents / MT_TIMELINE_MARK, dev);
-	mt_map_free(&live);
+	mt_timeline_live_free(&live);
 	free(dev);
 	if (err)
 		mt_timeline_index_free(ix);
@@ -246,7 +266,7 @@ int mt_timeline_range(struct mt_timeline *tl, const struct mt_timeline_index *ix
 			s->total += s->now.bytes[c];
 	}
 	for (size_t i = lo / MT_TIMELINE_MARK * MT_TIMELINE_MARK; i < lo; i++)
-		(void)apply(r, ix, NULL, i, dev);
+		(void)apply(r, ix, NULL, &t->events[i], i, dev);
 	for (int d = 0; d < MT_MAX_DEVICES && !err; d++) /* what each device held as the range begins */
 		if (dev[d].total || dev[d].now.reserved) {
 			dev[d].now.time = r->start + from;
@@ -254,7 +274,10 @@ int mt_timeline_range(struct mt_timeline *tl, const struct mt_timeline_index *ix
 			dev[d].pending = true;
 			err = flush(tl, d, &dev[d]);
 		}
-	err = err ? err : bucket(tl, r, ix, NULL, lo, dev, from, to, parts);
+	struct buckets b = {tl, r, ix, NULL, dev, from, to, parts, 0, false};
+	for (size_t i = lo; i < t->nevents && !err && !b.past; i++)
+		err = bucket(&b, &t->events[i], i);
+	err = bucket_end(&b, err);
 out:
 	free(dev);
 	if (err)

@@ -6,6 +6,7 @@
 #define MT_TIMELINE_H
 
 #include "analyze/report.h"
+#include "core/array.h"
 
 #define MT_TIMELINE_BUCKETS 8000 /* a page zoomed ten times still has a point a pixel */
 
@@ -64,14 +65,34 @@ void mt_timeline_index_free(struct mt_timeline_index *ix);
 int mt_timeline_range(struct mt_timeline *tl, const struct mt_timeline_index *ix, uint64_t from, uint64_t to,
 		      size_t parts);
 
-/* What event i does to device memory, by category: true with *device, *category and
- * *delta (bytes, signed) set when it changes some, and *made (when not NULL) the index of
- * the allocation it makes or frees. live: the caller's scratch map, empty at the first
- * event (address, or VMM handle | 1 << 63 -> event index + 1). */
-bool mt_timeline_step(const struct mt_report *r, struct mt_map *live, size_t i, int *device, uint8_t *category,
-		      int64_t *delta, size_t *made);
-/* The same from the index, for any event in any order. */
-bool mt_timeline_index_step(const struct mt_timeline_index *ix, size_t i, int *device, uint8_t *category,
-			    int64_t *delta, size_t *made);
+/* An allocation as its making event said. */
+struct mt_timeline_made {
+	size_t event; /* its index */
+	uint64_t size, time;
+	uint32_t stack;
+	uint8_t device, category; /* category: an enum mt_tag, MT_TAG_OTHER where the composition has none */
+};
+
+/* What an event does to device memory: `delta` bytes (signed) to the allocation it makes
+ * or frees. */
+struct mt_timeline_change {
+	int64_t delta;
+	struct mt_timeline_made made;
+};
+
+/* What is live, as mt_timeline_step goes: {0} before the first event. */
+struct mt_timeline_live {
+	struct mt_map at; /* address, or VMM handle | 1 << 63 -> slot in made + 1 */
+	struct mt_timeline_made *made;
+	struct mt_slots slots;
+};
+void mt_timeline_live_free(struct mt_timeline_live *live);
+
+/* What event e, the i-th in time order, does to device memory: true with *c set when it
+ * changes some. Events are given in order, each once. */
+bool mt_timeline_step(const struct mt_report *r, struct mt_timeline_live *live, const struct mt_event *e, size_t i,
+		      struct mt_timeline_change *c);
+/* The same from the index, for any event of a trace in memory in any order. */
+bool mt_timeline_index_step(const struct mt_timeline_index *ix, size_t i, struct mt_timeline_change *c);
 
 #endif

@@ -75,6 +75,9 @@ int mt_trace_open(const char *path, struct mt_trace *t);
  * the opened trace's problem then says why). */
 struct mt_walk *mt_walk_start(const struct mt_trace *t);
 size_t mt_walk_next(struct mt_walk *w, const struct mt_event **batch);
+/* The same an event at a time: NULL at the end; valid until the next call. Not to be mixed
+ * with mt_walk_next on one walk. */
+const struct mt_event *mt_walk_one(struct mt_walk *w);
 void mt_walk_end(struct mt_walk *w);
 /* The same for a trace already in memory; name is only for messages. A PyTorch memory
  * snapshot (a pickle from torch.cuda.memory._dump_snapshot) and a RAPIDS RMM log (CSV from

@@ -159,7 +159,9 @@ struct mt_walk {
 	size_t nheap, capheap;
 	uint8_t *payload; /* a chunk as read */
 	size_t cap;
-	struct decoded *spent; /* the events given out last, of a chunk now spent: freed at the next call */
+	struct decoded *spent;	      /* the events given out last, of a chunk now spent: freed at the next call */
+	const struct mt_event *batch; /* mt_walk_one's: the batch it gives from, and how far */
+	size_t nbatch, inbatch;
 };
 
 static int by_lowest(const void *a, const void *b)
@@ -364,4 +366,13 @@ size_t mt_walk_next(struct mt_walk *w, const struct mt_event **batch)
 	}
 	sift_down(w, 0);
 	return n;
+}
+
+const struct mt_event *mt_walk_one(struct mt_walk *w)
+{
+	if (w->inbatch == w->nbatch) {
+		w->nbatch = mt_walk_next(w, &w->batch);
+		w->inbatch = 0;
+	}
+	return w->inbatch < w->nbatch ? &w->batch[w->inbatch++] : NULL;
 }

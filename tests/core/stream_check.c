@@ -1,6 +1,7 @@
 /* `stream_check TRACE...`: each trace read into memory (mt_trace_read) and opened
  * (mt_trace_open, its events walked from the file) must give the same trace: the same
- * events in the same order, field by field, the same tables, threads, counts and problem.
+ * events in the same order, field by field, in batches and an event at a time, the same
+ * tables, threads, counts and problem.
  * One TAP line a trace; a difference names the first event or field that differs.
  * `stream_check --changed TRACE`: a byte three quarters into the file is flipped after it
  * was opened (TRACE is changed); the walk must say so and give nothing after it. */
@@ -13,6 +14,26 @@
 #include "../same_event.h"
 #include "../tap.h"
 #include "reader/reader.h"
+
+/* What differs when t is walked an event at a time (mt_walk_one) from want's events, in
+ * why; NULL when nothing does. */
+static const char *one_at_a_time(const struct mt_trace *t, const struct mt_trace *want, char *why, size_t n)
+{
+	struct mt_walk *w = mt_walk_start(t);
+	const struct mt_event *e;
+	const char *r = w ? NULL : "out of memory";
+	size_t at = 0;
+
+	for (; w && !r && (e = mt_walk_one(w)); at++)
+		if (at >= want->nevents || !same_event(&want->events[at], e))
+			snprintf(why, n, "%s an event at a time: event %zu", t->index ? "opened" : "read", at), r = why;
+	if (w && !r && at != want->nevents)
+		snprintf(why, n, "%s an event at a time: %zu of %zu events", t->index ? "opened" : "read", at,
+			 want->nevents),
+		    r = why;
+	mt_walk_end(w);
+	return r;
+}
 
 /* What differs, in why; NULL when nothing does. */
 static const char *differs(const char *path, char *why, size_t n)
@@ -43,6 +64,8 @@ static const char *differs(const char *path, char *why, size_t n)
 				snprintf(why, n, "event %zu of %zu", at, a.nevents), r = why;
 	if (w && !r && (at != a.nevents || strcmp(a.problem, b.problem)))
 		snprintf(why, n, "walked %zu of %zu events: %s", at, a.nevents, b.problem), r = why;
+	if (w && !r && !(r = one_at_a_time(&b, &a, why, n)))
+		r = one_at_a_time(&a, &a, why, n);
 	mt_walk_end(w);
 	mt_trace_free(&a);
 	mt_trace_free(&b);

@@ -4,10 +4,10 @@
 # far back, a thread going backwards, equal times, cut short), on real ones (simtrain under
 # memtap, with and without an out-of-memory failure; the golden traces of older memtaps)
 # and on the hostile corpus (damage in every table): the same events in the same order.
-# memtap report, report --json and diff walk the file too: their output must be the one
-# they give reading the trace whole (MEMTAP_READ=memory), byte for byte. Then dump and report
-# on 5M events (78 MB: walked by default): their memory stays with what is open and live,
-# not the trace's length.
+# memtap report (text, --json, --html), export (perfetto, folded) and diff walk the file
+# too: their output must be the one they give reading the trace whole (MEMTAP_READ=memory),
+# byte for byte. Then dump, report, the page and the Perfetto export of 5M events (78 MB:
+# walked by default): their memory stays with what is open and live, not the trace's length.
 . "$MT_SRCDIR/tests/tap.sh"
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
@@ -41,22 +41,29 @@ relay() { # a C checker's TAP lines, as this script's own
 	done < "$dir/tap"
 }
 relay "$B/tests/core/stream_check" "$@"
-for trace in "$@"; do
-	for form in --top=10 --json; do
-		MEMTAP_READ=memory "$M" report "$form" "$trace" > "$dir/whole" 2>&1
-		whole=$?
-		MEMTAP_READ=file "$M" report "$form" "$trace" > "$dir/walked" 2>&1
-		[ $? -eq $whole ] && cmp -s "$dir/whole" "$dir/walked"
-		ok $? "report $form ${trace##*/}: walked from the file as read whole (exit $whole)"
-	done
-done
-for form in --top=10 --json; do # two runs side by side, each walked
-	MEMTAP_READ=memory "$M" diff "$form" "$dir/simtrain.trace" "$dir/oom.trace" > "$dir/whole" 2>&1
+same() { # $1: what; the rest a memtap command whose output, and file $dir/page when it
+	# writes one, must be the same walked from the file as read whole
+	what=$1
+	shift
+	rm -f "$dir/page" "$dir/whole.page"
+	MEMTAP_READ=memory "$M" "$@" > "$dir/whole" 2>&1
 	whole=$?
-	MEMTAP_READ=file "$M" diff "$form" "$dir/simtrain.trace" "$dir/oom.trace" > "$dir/walked" 2>&1
-	[ $? -eq $whole ] && cmp -s "$dir/whole" "$dir/walked"
-	ok $? "diff $form: walked from the files as read whole (exit $whole)"
+	[ -f "$dir/page" ] && mv "$dir/page" "$dir/whole.page"
+	MEMTAP_READ=file "$M" "$@" > "$dir/walked" 2>&1
+	[ $? -eq $whole ] && cmp -s "$dir/whole" "$dir/walked" &&
+		{ [ ! -f "$dir/whole.page" ] || cmp -s "$dir/whole.page" "$dir/page"; }
+	ok $? "$what: walked from the file as read whole (exit $whole)"
+}
+for trace in "$@"; do
+	name=${trace##*/}
+	same "report $name" report --top=10 "$trace"
+	same "report --json $name" report --json "$trace"
+	same "report --html $name" report --html "$dir/page" "$trace"
+	same "export perfetto $name" export --format perfetto "$trace"
+	same "export folded $name" export --format folded --what leaks "$trace"
 done
+same "diff" diff "$dir/simtrain.trace" "$dir/oom.trace" # two runs side by side, each walked
+same "diff --json" diff --json "$dir/simtrain.trace" "$dir/oom.trace"
 
 # a trace rewritten while a walk reads it: said, and nothing more given
 cp "$dir/gen-3-fsbt.trace" "$dir/changed.trace"
@@ -76,11 +83,19 @@ ok $? "memtap dump of 5M events: every one ($lines)"
 report_kb=$(rss "$M" report --json "$dir/big.trace")
 grep -q '"total": 5000000' "$dir/out"
 ok $? "memtap report --json of 5M events: every one"
+page_kb=$(rss "$M" report --html "$dir/big.html" "$dir/big.trace")
+grep -q '"total": 5000000' "$dir/big.html"
+ok $? "memtap report --html of 5M events: every one"
+perfetto_kb=$(rss "$M" export --format perfetto "$dir/big.trace")
+tail -c 3 "$dir/out" | grep -q '^]}'
+ok $? "memtap export --format perfetto of 5M events: to its end"
 case $MT_SANITIZERS in
 "" | no) # the sanitizers' runtimes hold memory of their own
 	[ "$dump_kb" -lt 80000 ]
 	ok $? "dump held $dump_kb KB at most, not the 320 MB of events"
-	[ "$report_kb" -lt 120000 ]
-	ok $? "report --json held $report_kb KB at most, not the 320 MB of events" ;;
+	for held in "report --json:$report_kb" "report --html:$page_kb" "export --format perfetto:$perfetto_kb"; do
+		[ "${held#*:}" -lt 120000 ]
+		ok $? "${held%:*} held ${held#*:} KB at most, not the 320 MB of events"
+	done ;;
 esac
 done_testing

@@ -388,9 +388,7 @@ int cmd_diff(int argc, char **argv)
 		table_text(&exit_, s, top, all, "live at exit, by stack, biggest changes first");
 	}
 	for (int k = 0; k < 2; k++) {
-		status = s[k].t.problem[0] ? EXIT_DAMAGED : status;
-		if (s[k].t.problem[0] && !s[k].damaged)
-			fprintf(stderr, "memtap: %s: %s\n", s[k].t.path, s[k].t.problem);
+		status = walked_status(&s[k].t, s[k].damaged) ? EXIT_DAMAGED : status;
 		mt_views_close(s[k].views);
 		mt_symbols_close(s[k].sym);
 		mt_map_free(&s[k].frame_hash);

@@ -36,6 +36,7 @@ int cmd_export(int argc, char **argv)
 	struct mt_symbols *sym;
 	FILE *out = stdout;
 	int c, status;
+	bool damaged;
 
 	while ((c = next_option(argc, argv, "o:h", longopts, "export")) != -1) {
 		switch (c) {
@@ -60,11 +61,8 @@ int cmd_export(int argc, char **argv)
 	if (!strcmp(format, "memviz") && !output && isatty(STDOUT_FILENO))
 		die(EXIT_USAGE,
 		    "--format memviz is a binary pickle, not for a terminal: use -o FILE or redirect the output");
-	if (mt_trace_read(argv[optind], &t))
-		die(EXIT_USAGE, "%s", t.problem);
-	if (t.problem[0])
-		progress_clear(), fprintf(stderr, "memtap: %s: %s; exporting the %zu events before it\n", argv[optind],
-					  t.problem, t.nevents);
+	/* folded stacks and Perfetto's counters walk a long trace from its file; memviz reads it whole */
+	damaged = strcmp(format, "memviz") ? load_trace(argv[optind], &t) : read_trace(argv[optind], &t);
 	if (mt_report_build(&r, &t, NULL))
 		die(1, "out of memory while reading %s", argv[optind]);
 	if (output && !(out = fopen(output, "w")))
@@ -78,7 +76,7 @@ int cmd_export(int argc, char **argv)
 	mt_symbols_close(sym);
 	if (out != stdout && fclose(out) != 0)
 		die(1, "cannot write %s", output);
-	status = t.problem[0] ? EXIT_DAMAGED : 0;
+	status = walked_status(&t, damaged);
 	mt_report_free(&r);
 	mt_trace_free(&t);
 	return status;

@@ -69,9 +69,16 @@ static bool said(int r, const char *path, struct mt_trace *t)
 	if (r)
 		die(EXIT_USAGE, "%s", t->problem);
 	if (t->problem[0])
-		progress_clear(), fprintf(stderr, "memtap: %s: %s; reporting the %zu events before it\n", path,
-					  t->problem, t->nevents);
+		progress_clear(),
+		    fprintf(stderr, "memtap: %s: %s; reading the %zu events before it\n", path, t->problem, t->nevents);
 	return t->problem[0] != 0;
+}
+
+int walked_status(const struct mt_trace *t, bool damaged)
+{
+	if (t->problem[0] && !damaged)
+		progress_clear(), fprintf(stderr, "memtap: %s: %s\n", t->path, t->problem);
+	return t->problem[0] ? EXIT_DAMAGED : 0;
 }
 
 bool read_trace(const char *path, struct mt_trace *t)
@@ -604,7 +611,7 @@ int cmd_report(int argc, char **argv)
 	struct mt_symbols *sym;
 	struct mt_plan_config plan;
 	struct stat st;
-	int status;
+	int status, unwritten = 0; /* the page's errno */
 
 	if (argc - i > 1 || (stat(argv[i], &st) == 0 && S_ISDIR(st.st_mode))) {
 		char **paths = NULL;
@@ -625,12 +632,9 @@ int cmd_report(int argc, char **argv)
 		die(EXIT_USAGE, "--serve is the page itself: not with --html or --json");
 	if (plan_setup)
 		plan_setup_from_text(plan_setup, &plan);
-	/* the text and JSON report walk a long trace from its file; a page, --plan and --gpu-mem
-	   read it whole */
-	if (serve || html_path || plan_setup || target)
-		read_trace(argv[i], &t);
-	else
-		load_trace(argv[i], &t);
+	/* the text, the JSON and the page walk a long trace from its file; --serve, --plan and
+	   --gpu-mem read it whole */
+	bool damaged = serve || plan_setup || target ? read_trace(argv[i], &t) : load_trace(argv[i], &t);
 	if (plan_setup)
 		plan_world(plan_setup, &t, &plan);
 	if (mt_report_build(&r, &t, &ropt))
@@ -639,18 +643,17 @@ int cmd_report(int argc, char **argv)
 	r.target = target;
 	r.all_frames = all_frames;
 	sym = mt_symbols_open(&t);
-	status = t.problem[0] ? EXIT_DAMAGED : 0;
 	if (serve)
 		serve_report(&r, sym, top, (unsigned)port);
 	if (html_path) {
 		FILE *out = fopen(html_path, "w");
-		int err = out ? mt_report_html(out, &r, sym, top) : errno;
-		if (out && fclose(out) && !err)
-			err = errno;
+		unwritten = out ? mt_report_html(out, &r, sym, top) : errno;
+		if (out && fclose(out) && !unwritten)
+			unwritten = errno;
 		progress_end();
-		if (err)
-			status = 1, fprintf(stderr, "memtap: cannot write %s: %s\n", html_path, strerror(err));
-		else if (!status) /* a damaged trace's one line already said what the page holds */
+		if (unwritten)
+			fprintf(stderr, "memtap: cannot write %s: %s\n", html_path, strerror(unwritten));
+		else if (!t.problem[0]) /* a damaged trace's one line already said what the page holds */
 			fprintf(stderr, "memtap: wrote %s\n", html_path);
 	}
 	progress_end();
@@ -658,7 +661,8 @@ int cmd_report(int argc, char **argv)
 		mt_report_json(stdout, &r, sym, top);
 	else if (!html_path)
 		mt_report_text(stdout, &r, sym, top);
-	mt_symbols_close(sym);
+	status = walked_status(&t, damaged);
+	status = unwritten ? 1 : status;
 	mt_report_free(&r);
 	mt_trace_free(&t);
 	return status;
@@ -727,10 +731,8 @@ int cmd_dump(int argc, char **argv)
 		for (size_t k = 0; k < n; k++)
 			dump_event(&t, sym, start, &batch[k], json);
 	mt_walk_end(walk);
-	if (t.problem[0] && !damaged) /* the file changed under the walk */
-		fprintf(stderr, "memtap: %s: %s\n", argv[i], t.problem);
 	mt_symbols_close(sym);
-	i = t.problem[0] ? EXIT_DAMAGED : 0;
+	i = walked_status(&t, damaged);
 	mt_trace_free(&t);
 	return i;
 }

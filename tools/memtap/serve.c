@@ -90,13 +90,11 @@ static bool param(const char *query, const char *name, uint64_t *out)
 static bool touches(const struct server *s, size_t i, int d)
 {
 	const struct mt_event *e = &s->r->trace->events[i];
-	int64_t delta;
-	uint8_t cat;
-	int dev;
+	struct mt_timeline_change c;
 
 	if (e->kind == MT_EV_SEGMENT_ALLOC || e->kind == MT_EV_SEGMENT_FREE || e->kind == MT_EV_ALLOC_FAILED)
 		return e->device == d;
-	return mt_timeline_index_step(&s->ix, i, &dev, &cat, &delta, NULL) && dev == d;
+	return mt_timeline_index_step(&s->ix, i, &c) && c.made.device == d;
 }
 
 static void drop_scan(struct server *s, int err)
