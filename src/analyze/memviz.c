@@ -225,12 +225,21 @@ struct block {
 	bool pending; /* freed, the free waiting on other streams: active_pending_free */
 };
 
+/* An allocation as its entries, its block and its segment say it. */
+struct made {
+	uint64_t addr, size, stream;
+	uint64_t rounded; /* its block's size in its segment: a caching allocator's rounding, else size */
+	uint32_t stack;
+	uint8_t api, category;
+};
+
 /* A free still pending at the end (MT_FREE_PENDING, imported): its free_requested is
  * written where it was asked for, with no free_completed; its block stays in its segment. */
 struct pend {
 	uint64_t asked; /* when its free was requested; UINT64_MAX: not in the trace */
 	uint64_t addr, stream;
-	size_t alloc; /* its alloc's event index + 1, once the trace reached its free */
+	bool freed; /* the device's trace reached its free: a is its allocation */
+	struct made a;
 	int device;
 };
 
@@ -312,21 +321,21 @@ static size_t segment_dict(struct writer *w, const struct mt_report *r, struct m
 static int write_segments(struct writer *w, const struct mt_report *r, struct mt_symbols *sym, int device, bool segless,
 			  const struct pend *pend, size_t npend)
 {
-	const struct mt_trace *t = r->trace;
 	struct seg *segs = NULL;
 	struct block *blocks = NULL;
+	struct mt_walk *walk = mt_walk_start(r->trace);
+	const struct mt_event *e;
 	size_t nsegs = 0, nblocks = 0, cap = 0, k;
 	int err = 0;
 
 	for (size_t i = 0; i < r->end.slots.n; i++)
 		nblocks += r->end.live[i].in_use;
 	nblocks += npend;
-	if (!(blocks = calloc(nblocks + 1, sizeof *blocks)))
+	if (!walk || !(blocks = calloc(nblocks + 1, sizeof *blocks))) {
+		mt_walk_end(walk);
 		return ENOMEM;
-	nsegs = 0;
-	for (size_t i = 0; i < t->nevents && !err; i++) {
-		const struct mt_event *e = &t->events[i];
-
+	}
+	while (!err && (e = mt_walk_one(walk))) {
 		if (e->device != device || e->error ||
 		    (e->kind != MT_EV_SEGMENT_ALLOC && e->kind != MT_EV_SEGMENT_FREE))
 			continue;
@@ -373,6 +382,7 @@ static int write_segments(struct writer *w, const struct mt_report *r, struct mt
 			}
 		}
 	}
+	mt_walk_end(walk);
 	if (err || (err = mt_grow((void **)&segs, &cap, nsegs + nblocks, sizeof *segs)))
 		goto out;
 	if (nsegs)
@@ -387,25 +397,22 @@ static int write_segments(struct writer *w, const struct mt_report *r, struct mt
 	nsegs = k;
 	for (size_t i = 0; i < r->end.slots.n; i++) {
 		const struct mt_live *l = &r->end.live[i];
-		const struct mt_event *e = &t->events[l->event];
 
 		if (!l->in_use || l->kind != MT_LIVE_DEVICE || l->device != device)
 			continue;
-		blocks[nblocks++] = (struct block){l->addr, mt_api(e) == MT_API_BLOCK && e->aux2 ? e->aux2 : l->size,
-						   l->size, l->stack, false};
-		if (mt_api(e) != MT_API_BLOCK || segless) /* no allocator in between (or none known): its own */
-			segs[nsegs++] = (struct seg){l->addr, l->size, e->aux, l->stack, false};
+		blocks[nblocks++] =
+		    (struct block){l->addr, l->block && l->aux2 ? l->aux2 : l->size, l->size, l->stack, false};
+		if (!l->block || segless) /* no allocator in between (or none known): its own */
+			segs[nsegs++] = (struct seg){l->addr, l->size, l->aux, l->stack, false};
 	}
 	for (size_t i = 0; i < npend; i++) {
-		const struct mt_event *e;
+		const struct made *a = &pend[i].a;
 
-		if (pend[i].device != device || !pend[i].alloc)
+		if (!pend[i].freed)
 			continue;
-		e = &t->events[pend[i].alloc - 1];
-		blocks[nblocks++] = (struct block){e->addr, mt_api(e) == MT_API_BLOCK && e->aux2 ? e->aux2 : e->size,
-						   e->size, e->stack, true};
-		if (mt_api(e) != MT_API_BLOCK || segless)
-			segs[nsegs++] = (struct seg){e->addr, e->size, e->aux, e->stack, false};
+		blocks[nblocks++] = (struct block){a->addr, a->rounded, a->size, a->stack, true};
+		if (a->api != MT_API_BLOCK || segless)
+			segs[nsegs++] = (struct seg){a->addr, a->size, a->stream, a->stack, false};
 	}
 	if (nsegs)
 		qsort(segs, nsegs, sizeof *segs, by_addr);
@@ -456,10 +463,10 @@ static void setting(struct writer *w, const char *v)
  * dict's keys as torch.KEY.SUBKEY); else what memtap knows: expandable segments where
  * pages were mapped, and recorded_by "memtap": its segment frees are a recording's own
  * (cudaFree, memtap's allocator), not a caching allocator's releases (memtap replay). */
-static void allocator_settings(struct writer *w, const struct mt_trace *t)
+static void allocator_settings(struct writer *w, const struct mt_trace *t, bool mapped)
 {
 	char outer[1200] = "";
-	bool any = false, inner = false, mapped = false;
+	bool any = false, inner = false;
 
 	key(w, "allocator_settings");
 	op(w, '}');
@@ -496,8 +503,6 @@ static void allocator_settings(struct writer *w, const struct mt_trace *t)
 	if (inner)
 		op(w, 'u');
 	if (!any) {
-		for (size_t i = 0; i < t->nevents && !mapped; i++)
-			mapped = t->events[i].kind == MT_EV_SEGMENT_ALLOC && (t->events[i].flags & MT_SEG_MAPPED);
 		key(w, "PYTORCH_CUDA_ALLOC_CONF");
 		str(w, mapped ? "expandable_segments:True" : "", true);
 		int_item(w, "max_split_size", -1);
@@ -511,16 +516,19 @@ static void allocator_settings(struct writer *w, const struct mt_trace *t)
 
 /* external_annotations: the start/end ranges (an imported snapshot's annotations, a
  * recording's NVTX start/end ranges) as PyTorch writes them. */
-static void external_annotations(struct writer *w, const struct mt_report *r)
+static int external_annotations(struct writer *w, const struct mt_report *r)
 {
 	const struct mt_trace *t = r->trace;
+	struct mt_walk *walk = mt_walk_start(t);
+	const struct mt_event *e;
 	unsigned batch = 0;
 
+	if (!walk)
+		return ENOMEM;
 	key(w, "external_annotations");
 	op(w, ']');
 	op(w, '(');
-	for (size_t i = 0; i < t->nevents; i++) {
-		const struct mt_event *e = &t->events[i];
+	while ((e = mt_walk_one(walk))) {
 		if (e->kind != MT_EV_RANGE_START && e->kind != MT_EV_RANGE_END)
 			continue;
 		op(w, '}');
@@ -540,17 +548,8 @@ static void external_annotations(struct writer *w, const struct mt_report *r)
 		}
 	}
 	op(w, 'e');
-}
-
-/* A device none of whose segments is known (a snapshot without segments or their
- * events): its blocks are written as segments of their own, as the viewer draws a block
- * only inside a segment. */
-static bool no_segments(const struct mt_trace *t, int device)
-{
-	for (size_t i = 0; i < t->nevents; i++)
-		if (t->events[i].kind == MT_EV_SEGMENT_ALLOC && t->events[i].device == device)
-			return false;
-	return true;
+	mt_walk_end(walk);
+	return 0;
 }
 
 static int by_asked(const void *a, const void *b)
@@ -560,74 +559,89 @@ static int by_asked(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-/* The free_requested of a free still pending at the end, where it was asked for. */
-static void asked(struct writer *w, const struct mt_report *r, struct mt_symbols *sym, const struct pend *p,
-		  const struct mt_map *live)
-{
-	const struct mt_event *a;
-	uint64_t k;
+/* What is live on a device as its trace goes. */
+struct lives {
+	struct mt_map at; /* address -> slot in made + 1 */
+	struct made *made;
+	struct mt_slots slots;
+};
 
-	if (p->alloc)
-		k = p->alloc; /* asked for at the trace's very end, after its free */
-	else if (!mt_map_get(live, p->addr, &k))
-		return;
-	a = &r->trace->events[k - 1];
-	entry(w, r, sym, "free_requested", a->addr, a->size, p->stream, p->asked, a->stack,
-	      r->comp.category[k - 1] ? r->comp.category[k - 1] : MT_TAG_OTHER);
+/* Allocation e, the i-th event, made live (made again at an address still live, the first
+ * one is forgotten); NULL when out of memory. */
+static const struct made *make(struct lives *live, const struct mt_report *r, const struct mt_event *e, size_t i)
+{
+	const uint8_t cat = r->comp.category[i] ? r->comp.category[i] : MT_TAG_OTHER;
+	uint64_t k;
+	size_t slot;
+
+	if (mt_map_get(&live->at, e->addr, &k))
+		slot = k - 1;
+	else if ((slot = mt_slot_take(&live->slots, (void **)&live->made, sizeof *live->made)) == SIZE_MAX ||
+		 mt_map_put(&live->at, e->addr, slot + 1))
+		return NULL;
+	live->made[slot] =
+	    (struct made){e->addr,  e->size,   e->aux, mt_api(e) == MT_API_BLOCK && e->aux2 ? e->aux2 : e->size,
+			  e->stack, mt_api(e), cat};
+	return &live->made[slot];
 }
 
-/* Device d's trace entries, in the trace's order. Frees still pending at the end are
- * added to *pend (with their allocs, for the segments). ENOMEM or 0. */
-static int device_trace(struct writer *w, const struct mt_report *r, struct mt_symbols *sym, int d, struct pend **pend,
-			size_t *npend, size_t *cap)
+/* The free_requested of a free still pending at the end, where it was asked for. */
+static void asked(struct writer *w, const struct mt_report *r, struct mt_symbols *sym, const struct pend *p,
+		  const struct lives *live)
 {
-	const struct mt_trace *t = r->trace;
-	struct mt_map live = {0}; /* address -> its alloc's event index + 1 */
-	bool segless = no_segments(t, d);
-	size_t first = *npend, next = first;
-	int err = 0;
+	const struct made *a = &p->a; /* asked for at the trace's very end, after its free */
+	uint64_t k;
 
-	for (size_t i = 0; i < t->nevents; i++) {
-		const struct mt_event *e = &t->events[i];
-		if (e->kind != MT_EV_FREE || e->device != d || e->error || !(e->flags & MT_FREE_PENDING))
-			continue;
-		if ((err = mt_grow((void **)pend, cap, *npend, sizeof **pend)))
-			return err;
-		(*pend)[(*npend)++] =
-		    (struct pend){e->flags & MT_FREE_REQUESTED ? e->aux2 : UINT64_MAX, e->addr, e->aux, 0, d};
+	if (!p->freed) {
+		if (!mt_map_get(&live->at, p->addr, &k))
+			return;
+		a = &live->made[k - 1];
 	}
-	if (*npend > first) /* qsort takes no null base, even for nothing */
-		qsort(*pend + first, *npend - first, sizeof **pend, by_asked);
-	for (size_t i = 0; i < t->nevents && !err; i++) {
-		const struct mt_event *e = &t->events[i];
+	entry(w, r, sym, "free_requested", a->addr, a->size, p->stream, p->asked, a->stack, a->category);
+}
+
+/* Device d's trace entries, in the trace's order; its frees still pending at the end, in
+ * order of when they were asked for, get their allocations. ENOMEM or 0. */
+static int device_trace(struct writer *w, const struct mt_report *r, struct mt_symbols *sym, int d, bool segless,
+			struct pend *pend, size_t npend)
+{
+	struct lives live = {0};
+	struct mt_walk *walk = mt_walk_start(r->trace);
+	const struct mt_event *e;
+	size_t next = 0;
+	int err = walk ? 0 : ENOMEM;
+
+	for (size_t j = 0; j < npend; j++)
+		pend[j].freed = false;
+	for (size_t i = 0; !err && (e = mt_walk_one(walk)); i++) {
 		uint64_t k;
-		uint8_t cat;
-		for (; next < *npend && (*pend)[next].asked < e->time; next++)
-			asked(w, r, sym, &(*pend)[next], &live);
+		for (; next < npend && pend[next].asked < e->time; next++)
+			asked(w, r, sym, &pend[next], &live);
 		if (e->kind == MT_EV_ALLOC && !e->error && e->device == d) {
-			cat = r->comp.category[i] ? r->comp.category[i] : MT_TAG_OTHER;
-			err = mt_map_put(&live, e->addr, i + 1);
-			if (e->flags & MT_ALLOC_UNSEEN)
+			const struct made *m = make(&live, r, e, i);
+			err = m ? 0 : ENOMEM;
+			if (!m || (e->flags & MT_ALLOC_UNSEEN))
 				continue;
-			if (mt_api(e) != MT_API_BLOCK || segless) /* no allocator in between: its own segment */
+			if (m->api != MT_API_BLOCK || segless) /* no allocator in between: its own segment */
 				entry(w, r, sym, "segment_alloc", e->addr, e->size, e->aux, e->time, e->stack, 0);
-			entry(w, r, sym, "alloc", e->addr, e->size, e->aux, e->time, e->stack, cat);
-		} else if (e->kind == MT_EV_FREE && !e->error && mt_map_get(&live, e->addr, &k)) { /* this device's */
-			const struct mt_event *a = &t->events[k - 1];
-			cat = r->comp.category[k - 1] ? r->comp.category[k - 1] : MT_TAG_OTHER;
-			mt_map_del(&live, e->addr, NULL);
+			entry(w, r, sym, "alloc", e->addr, e->size, e->aux, e->time, e->stack, m->category);
+		} else if (e->kind == MT_EV_FREE && !e->error &&
+			   mt_map_del(&live.at, e->addr, &k)) { /* this device's */
+			const struct made a = live.made[k - 1];
+			mt_slot_give(&live.slots, k - 1);
 			if (e->flags & MT_FREE_PENDING) { /* its free_requested is written where it was asked */
-				for (size_t j = first; j < *npend; j++)
-					if ((*pend)[j].addr == e->addr && !(*pend)[j].alloc) {
-						(*pend)[j].alloc = k;
+				for (size_t j = 0; j < npend; j++)
+					if (pend[j].addr == e->addr && !pend[j].freed) {
+						pend[j].freed = true;
+						pend[j].a = a;
 						break;
 					}
 				continue;
 			}
-			entry(w, r, sym, "free_requested", a->addr, a->size, e->aux, e->time, a->stack, cat);
-			entry(w, r, sym, "free_completed", a->addr, a->size, e->aux, e->time, a->stack, cat);
-			if (mt_api(a) != MT_API_BLOCK || segless)
-				entry(w, r, sym, "segment_free", a->addr, a->size, e->aux, e->time, a->stack, 0);
+			entry(w, r, sym, "free_requested", a.addr, a.size, e->aux, e->time, a.stack, a.category);
+			entry(w, r, sym, "free_completed", a.addr, a.size, e->aux, e->time, a.stack, a.category);
+			if (a.api != MT_API_BLOCK || segless)
+				entry(w, r, sym, "segment_free", a.addr, a.size, e->aux, e->time, a.stack, 0);
 		} else if ((e->kind == MT_EV_SEGMENT_ALLOC || e->kind == MT_EV_SEGMENT_FREE) && e->device == d &&
 			   !e->error && !(e->flags & MT_SEG_UNSEEN)) {
 			bool mapped = (e->flags & MT_SEG_MAPPED);
@@ -641,9 +655,59 @@ static int device_trace(struct writer *w, const struct mt_report *r, struct mt_s
 			entry(w, r, sym, "snapshot", 0, e->size, 0, e->time, 0, 0);
 		}
 	}
-	for (; next < *npend && (*pend)[next].asked != UINT64_MAX; next++)
-		asked(w, r, sym, &(*pend)[next], &live);
-	mt_map_free(&live);
+	for (; next < npend && pend[next].asked != UINT64_MAX; next++)
+		asked(w, r, sym, &pend[next], &live);
+	mt_walk_end(walk);
+	mt_map_free(&live.at);
+	free(live.made);
+	mt_slots_free(&live.slots);
+	return err;
+}
+
+/* What the trace holds, before any entry is written: which devices have segments, whether
+ * pages were mapped, and each device's frees pending at the end (pend[first[d]] on,
+ * first[d + 1] - first[d] of them, in order of when they were asked for). */
+struct survey {
+	bool segments[MT_MAX_DEVICES], mapped;
+	struct pend *pend;
+	size_t first[MT_MAX_DEVICES + 1];
+};
+
+static int survey(struct survey *s, const struct mt_trace *t)
+{
+	struct mt_walk *walk = mt_walk_start(t);
+	const struct mt_event *e;
+	struct pend *all = NULL;
+	size_t n = 0, cap = 0, at[MT_MAX_DEVICES] = {0};
+	int err = walk ? 0 : ENOMEM;
+
+	memset(s, 0, sizeof *s);
+	while (!err && (e = mt_walk_one(walk))) {
+		if (e->kind == MT_EV_SEGMENT_ALLOC && e->device != MT_NO_DEVICE) {
+			s->segments[e->device] = true;
+			s->mapped |= (e->flags & MT_SEG_MAPPED) != 0;
+		}
+		if (e->kind != MT_EV_FREE || e->device == MT_NO_DEVICE || e->error || !(e->flags & MT_FREE_PENDING))
+			continue;
+		if (!(err = mt_grow((void **)&all, &cap, n, sizeof *all)))
+			all[n++] = (struct pend){.asked = e->flags & MT_FREE_REQUESTED ? e->aux2 : UINT64_MAX,
+						 .addr = e->addr,
+						 .stream = e->aux,
+						 .device = e->device};
+	}
+	mt_walk_end(walk);
+	if (!err && n && !(s->pend = malloc(n * sizeof *s->pend)))
+		err = ENOMEM;
+	for (size_t i = 0; !err && i < n; i++) /* by device, each in the trace's order */
+		s->first[all[i].device + 1]++;
+	for (int d = 0; !err && d < MT_MAX_DEVICES; d++)
+		s->first[d + 1] += s->first[d];
+	for (size_t i = 0; !err && i < n; i++)
+		s->pend[s->first[all[i].device] + at[all[i].device]++] = all[i];
+	for (int d = 0; !err && d < MT_MAX_DEVICES; d++)
+		if (s->first[d + 1] > s->first[d]) /* qsort takes no null base, even for nothing */
+			qsort(s->pend + s->first[d], s->first[d + 1] - s->first[d], sizeof *s->pend, by_asked);
+	free(all);
 	return err;
 }
 
@@ -651,20 +715,19 @@ int mt_export_memviz(FILE *out, const struct mt_report *r, struct mt_symbols *sy
 {
 	const struct mt_trace *t = r->trace;
 	struct writer w = {.out = out, .dry = true};
-	struct pend *pend = NULL;
-	size_t npend = 0, cap = 0;
-	int ndev = 0, err = 0;
+	struct survey s;
+	int ndev = 0, err = survey(&s, t);
 
+#define PEND(d) s.pend + s.first[d], s.first[(d) + 1] - s.first[d]
 	for (int d = 0; d < MT_MAX_DEVICES; d++)
 		if (r->end.dev[d].seen)
 			ndev = d + 1;
 	/* a first pass sees the categories: when entries have some and none is 'unknown', the
 	   viewer's annotate_snapshot throws (a blank page), so then they say none */
 	for (int d = 0; d < ndev && !err; d++)
-		err = device_trace(&w, r, sym, d, &pend, &npend, &cap);
+		err = device_trace(&w, r, sym, d, !s.segments[d], PEND(d));
 	w.uncategorized = w.named && !w.unknown;
 	w.dry = false;
-	npend = 0;
 	op(&w, 0x80);
 	op(&w, 4);
 	op(&w, '}');
@@ -677,20 +740,21 @@ int mt_export_memviz(FILE *out, const struct mt_report *r, struct mt_symbols *sy
 		op(&w, ']');
 		op(&w, '(');
 		w.batch = 0;
-		err = device_trace(&w, r, sym, d, &pend, &npend, &cap);
+		err = device_trace(&w, r, sym, d, !s.segments[d], PEND(d));
 		op(&w, 'e');
 		op(&w, 'a'); /* APPEND the device's list to device_traces */
 	}
 	key(&w, "segments");
 	op(&w, ']');
 	for (int d = 0; d < ndev && !err; d++)
-		err = write_segments(&w, r, sym, d, no_segments(t, d), pend, npend);
-	allocator_settings(&w, t);
-	external_annotations(&w, r);
+		err = write_segments(&w, r, sym, d, !s.segments[d], PEND(d));
+#undef PEND
+	allocator_settings(&w, t, s.mapped);
+	err = err ? err : external_annotations(&w, r);
 	op(&w, 'u'); /* the top-level SETITEMS */
 	op(&w, '.');
 	mt_map_free(&w.memo_stack);
 	mt_map_free(&w.memo_str);
-	free(pend);
+	free(s.pend);
 	return err ? err : ferror(out) ? EIO : 0;
 }

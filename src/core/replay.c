@@ -120,6 +120,7 @@ static void made(struct mt_replay *r, const struct mt_event *e, uint8_t kind)
 			      .flags = e->flags,
 			      .in_use = true,
 			      .block = mt_api(e) == MT_API_BLOCK,
+			      .aux = e->aux,
 			      .aux2 = e->aux2};
 	mt_map_put(&r->by_addr, e->addr, i + 1);
 	r->allocs++;

@@ -24,8 +24,8 @@ struct mt_live {
 	uint8_t device, kind, tag;
 	uint8_t flags; /* the making event's (an ALLOC's API, MT_ALLOC_UNSEEN) */
 	bool in_use;
-	bool block;    /* a caching allocator's block (MT_API_BLOCK), inside its segments */
-	uint64_t aux2; /* the making event's: a block's rounded size */
+	bool block;	    /* a caching allocator's block (MT_API_BLOCK), inside its segments */
+	uint64_t aux, aux2; /* the making event's: an ALLOC's stream; a block's rounded size */
 	/* VMM: the handle, its references (itself and each mapping) and whether released */
 	uint64_t handle;
 	uint32_t refs;

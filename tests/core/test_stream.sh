@@ -4,10 +4,10 @@
 # far back, a thread going backwards, equal times, cut short), on real ones (simtrain under
 # memtap, with and without an out-of-memory failure; the golden traces of older memtaps)
 # and on the hostile corpus (damage in every table): the same events in the same order.
-# memtap report (text, --json, --html), export (perfetto, folded) and diff walk the file
-# too: their output must be the one they give reading the trace whole (MEMTAP_READ=memory),
-# byte for byte. Then dump, report, the page and the Perfetto export of 5M events (78 MB:
-# walked by default): their memory stays with what is open and live, not the trace's length.
+# memtap report (text, --json, --html; of one trace or a job's), export (perfetto, folded,
+# memviz) and diff walk the file too: their output must be the one they give reading the
+# trace whole (MEMTAP_READ=memory), byte for byte. Then dump, report, the page and the exports of 5M events (78 MB: walked by
+# default): their memory stays with what is open and live, not the trace's length.
 . "$MT_SRCDIR/tests/tap.sh"
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
@@ -61,9 +61,15 @@ for trace in "$@"; do
 	same "report --html $name" report --html "$dir/page" "$trace"
 	same "export perfetto $name" export --format perfetto "$trace"
 	same "export folded $name" export --format folded --what leaks "$trace"
+	same "export memviz $name" export --format memviz -o "$dir/page" "$trace"
 done
 same "diff" diff "$dir/simtrain.trace" "$dir/oom.trace" # two runs side by side, each walked
 same "diff --json" diff --json "$dir/simtrain.trace" "$dir/oom.trace"
+mkdir "$dir/ranks" # a job's ranks, one row each
+cp "$dir/simtrain.trace" "$dir/oom.trace" "$dir/gen-3-fsbt.trace" "$dir/ranks/"
+same "report DIR" report "$dir/ranks"
+same "report DIR --json" report --json "$dir/ranks"
+same "report DIR --html" report --html "$dir/page" "$dir/ranks"
 
 # a trace rewritten while a walk reads it: said, and nothing more given
 cp "$dir/gen-3-fsbt.trace" "$dir/changed.trace"
@@ -89,11 +95,15 @@ ok $? "memtap report --html of 5M events: every one"
 perfetto_kb=$(rss "$M" export --format perfetto "$dir/big.trace")
 tail -c 3 "$dir/out" | grep -q '^]}'
 ok $? "memtap export --format perfetto of 5M events: to its end"
+memviz_kb=$(rss "$M" export --format memviz -o /dev/null "$dir/big.trace")
+[ "$memviz_kb" != failed ]
+ok $? "memtap export --format memviz of 5M events"
 case $MT_SANITIZERS in
 "" | no) # the sanitizers' runtimes hold memory of their own
 	[ "$dump_kb" -lt 80000 ]
 	ok $? "dump held $dump_kb KB at most, not the 320 MB of events"
-	for held in "report --json:$report_kb" "report --html:$page_kb" "export --format perfetto:$perfetto_kb"; do
+	for held in "report --json:$report_kb" "report --html:$page_kb" "export --format perfetto:$perfetto_kb" \
+		"export --format memviz:$memviz_kb"; do
 		[ "${held#*:}" -lt 120000 ]
 		ok $? "${held%:*} held ${held#*:} KB at most, not the 320 MB of events"
 	done ;;

@@ -61,8 +61,7 @@ int cmd_export(int argc, char **argv)
 	if (!strcmp(format, "memviz") && !output && isatty(STDOUT_FILENO))
 		die(EXIT_USAGE,
 		    "--format memviz is a binary pickle, not for a terminal: use -o FILE or redirect the output");
-	/* folded stacks and Perfetto's counters walk a long trace from its file; memviz reads it whole */
-	damaged = strcmp(format, "memviz") ? load_trace(argv[optind], &t) : read_trace(argv[optind], &t);
+	damaged = load_trace(argv[optind], &t);
 	if (mt_report_build(&r, &t, NULL))
 		die(1, "out of memory while reading %s", argv[optind]);
 	if (output && !(out = fopen(output, "w")))

@@ -205,7 +205,7 @@ static int over_time(struct rank_row *w, const struct mt_report *r, const struct
 	w->span = mt_report_span(r);
 	w->start_realtime = mt_trace_info(t, "start_realtime_ns", a, sizeof a) ? strtoull(a, NULL, 10) : 0;
 	for (size_t k = 0; k < r->noom && w->nooms < MT_JOB_OOMS; k++) {
-		const struct mt_event *e = &t->events[r->oom[k].event];
+		const struct mt_event *e = &r->oom[k].ev;
 		if (e->device == w->device)
 			w->ooms[w->nooms++] = mt_report_since(r, e->time);
 	}
@@ -358,15 +358,20 @@ static int first_cause(const struct mt_report *r, int *device)
 /* What a rank held on the devices other than its own, and where loading made it. */
 static void elsewhere(struct rank_row *w, const struct mt_report *r, const struct mt_trace *t)
 {
+	struct mt_walk *walk = mt_walk_start(t);
+	const struct mt_event *e;
+
+	if (!walk)
+		die(1, "out of memory");
 	for (int d = 0; d < MT_MAX_DEVICES; d++)
 		if (d != w->device && r->end.dev[d].seen)
 			w->elsewhere[d] = r->end.dev[d].peak;
-	for (size_t i = 0; i < t->nevents; i++) {
-		const struct mt_event *e = &t->events[i];
+	while ((e = mt_walk_one(walk))) {
 		if (e->kind == MT_EV_ALLOC && e->device != w->device && e->device != MT_NO_DEVICE &&
 		    !w->loaded[e->device] && mt_composition_loads(t, e->stack))
 			w->loaded[e->device] = true;
 	}
+	mt_walk_end(walk);
 }
 
 /* The other ranks of failed rank i's host that held memory on the device it failed on:
@@ -420,7 +425,7 @@ static int report_ranks(char **paths, size_t n, bool json, const char *dir)
 		struct mt_report r;
 		struct rank_row *w = &rows[i];
 
-		read_trace(paths[i], &t);
+		bool damaged = load_trace(paths[i], &t);
 		if (mt_report_build(&r, &t, &ropt))
 			die(1, "out of memory while reading %s", paths[i]);
 		snprintf(w->path, sizeof w->path, "%s", paths[i]);
@@ -454,7 +459,7 @@ static int report_ranks(char **paths, size_t n, bool json, const char *dir)
 		elsewhere(w, &r, &t);
 		w->dropped = t.dropped;
 		w->complete = t.complete;
-		if (t.problem[0])
+		if (walked_status(&t, damaged))
 			status = EXIT_DAMAGED;
 		mt_report_free(&r);
 		mt_trace_free(&t);
