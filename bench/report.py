@@ -1,6 +1,9 @@
 """`memtap report` on a 10-million-event trace against the plain-Python replay people use
 today (bench/memviz_replay.py, the way torch/cuda/_memory_viz.py walks a snapshot), on
-the same events exported as a PyTorch snapshot, each measured in the same run.
+the same events exported as a PyTorch snapshot, each measured in the same run; and the
+report walking a trace from its file against reading it whole (MEMTAP_READ), on that
+recording and on a harder one from bench/gen_trace (four threads interleaved, stragglers,
+equal times: more to merge and more live).
 
   python3 bench/report.py BUILD_DIR [EVENTS]        (or: make bench)
 
@@ -30,10 +33,12 @@ REPEAT = 3
 EVENTS_PER_ITERATION = 1099  # GPT-2 small under simtrain: allocations, frees and NVTX ranges
 
 
-def measure(argv):
-    """(seconds, peak resident KiB of this child alone, standard output) of one run."""
+def measure(argv, read=None):
+    """(seconds, peak resident KiB of this child alone, standard output) of one run; read:
+    MEMTAP_READ, how memtap reads the trace (None: as it chooses)."""
     start = time.monotonic()
-    p = subprocess.Popen(argv, env=ENV, stdout=open(os.path.join(TMP, "out"), "wb"), stderr=subprocess.PIPE)
+    env = dict(ENV, MEMTAP_READ=read) if read else ENV
+    p = subprocess.Popen(argv, env=env, stdout=open(os.path.join(TMP, "out"), "wb"), stderr=subprocess.PIPE)
     _, status, usage = os.wait4(p.pid, 0)
     seconds = time.monotonic() - start
     if status:
@@ -72,6 +77,29 @@ line("(1) speed: Python replay time / memtap report time", "%.1fx (%.2f s vs %.2
 line("(2) peak memory: memtap / Python", "%.3f (%.0f MiB vs %.0f MiB)" % (m_ours / m_theirs, m_ours / 1024, m_theirs / 1024),
      "<= 0.25", m_ours / m_theirs <= 0.25)
 line("(3) memtap report's rate", "%.1f M events/s" % (events / t_ours / 1e6), ">= 10", events / t_ours >= 10e6)
+
+
+def walked_and_whole(name, path):
+    """report --json walking path from its file against reading it whole, alternating."""
+    runs = {"file": [], "memory": []}
+    for _ in range(REPEAT):
+        for read in runs:
+            runs[read].append(measure([MEMTAP, "report", "--json", path], read))
+    same = runs["file"][0][2] == runs["memory"][0][2]
+    n = json.loads(runs["file"][0][2])["events"]["total"]
+    (t_file, t_mem) = (statistics.median(s for s, _, _ in runs[k]) for k in ("file", "memory"))
+    (m_file, m_mem) = (max(m for _, m, _ in runs[k]) for k in ("file", "memory"))
+    line("(4) %s walked: rate; time, memory / read whole" % name,
+         "%.1f M/s; %.2fx, %.3f (%.0f/%.0f MiB)" % (n / t_file / 1e6, t_file / t_mem, m_file / m_mem, m_file / 1024,
+                                                     m_mem / 1024), ">= 5 M/s", same and n / t_file >= 5e6)
+    if not same:
+        print("    the walked report differs from the one read whole")
+
+
+walked_and_whole("simtrain", trace)
+stress = os.path.join(TMP, "stress.trace")
+subprocess.run([os.path.join(B, "bench/gen_trace"), stress, str(EVENTS * 8 // 5), "4", "1", "sbt"], check=True)
+walked_and_whole("gen_trace %d sbt" % (EVENTS * 8 // 5), stress)
 # not a target: memtap reading the very same pickle (its importer builds the whole object tree)
 s, m, out = measure([MEMTAP, "report", "--json", pickle])
 imported = json.loads(out)["devices"][0]

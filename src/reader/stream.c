@@ -10,11 +10,14 @@
  * after an event before giving that event out. Each event with a smaller key is then in an
  * open chunk, so the order is the sort's, event for event, and memory is the chunks whose
  * times overlap the walk's place: those of a drain or two, and a straggler's. A batch is
- * a stretch of one run, given out where it lies, not copied. */
+ * a stretch of one run, given out where it lies, not copied. A second thread reads,
+ * checks and decodes the chunks in the order the walk opens them, two ahead at most,
+ * while the walk merges and its caller analyses: decoding is half of a walk's work. */
 #include "reader/stream.h"
 #include "core/array.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -149,6 +152,26 @@ struct pending { /* a chunk not open yet */
 	size_t chunk;
 };
 
+/* Decoding on a second thread, while the walk merges and the analyses read: chunks in the
+ * walk's order, at most AHEAD decoded and not taken yet. */
+#define AHEAD 2
+
+struct decoded_slot {
+	struct decoded *d;
+	int r; /* as decode */
+};
+
+struct ahead {
+	pthread_t thread;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	size_t decoded, taken; /* chunks, in the walk's order, decoded; taken by the walk */
+	bool stop;
+	struct decoded_slot slot[AHEAD]; /* chunk k in slot k % AHEAD */
+	uint8_t *payload;		 /* the thread's chunk as read */
+	size_t cap;
+};
+
 struct mt_walk {
 	const struct mt_trace *t;
 	size_t at;	       /* in memory: the next event; from a file: the next chunk to open, in `order` */
@@ -157,7 +180,8 @@ struct mt_walk {
 	struct pending *order; /* chunks by (lowest time, place) */
 	struct run *heap;      /* open runs, the one with the earliest next event first */
 	size_t nheap, capheap;
-	uint8_t *payload; /* a chunk as read */
+	struct ahead *ahead; /* NULL: chunks are decoded as they are opened */
+	uint8_t *payload;    /* a chunk as read, without the decoding thread */
 	size_t cap;
 	struct decoded *spent;	      /* the events given out last, of a chunk now spent: freed at the next call */
 	const struct mt_event *batch; /* mt_walk_one's: the batch it gives from, and how far */
@@ -171,6 +195,22 @@ static int by_lowest(const void *a, const void *b)
 	if (x->min != y->min)
 		return x->min < y->min ? -1 : 1;
 	return x->chunk < y->chunk ? -1 : x->chunk > y->chunk;
+}
+
+static void *decoder(void *arg);
+
+/* The decoding thread's state freed, once the thread has ended (or never began). */
+static void stop(struct mt_walk *w)
+{
+	struct ahead *a = w->ahead;
+
+	for (size_t k = 0; k < AHEAD; k++)
+		free(a->slot[k].d);
+	free(a->payload);
+	pthread_cond_destroy(&a->cond);
+	pthread_mutex_destroy(&a->lock);
+	free(a);
+	w->ahead = NULL;
 }
 
 struct mt_walk *mt_walk_start(const struct mt_trace *t)
@@ -191,6 +231,13 @@ struct mt_walk *mt_walk_start(const struct mt_trace *t)
 		w->order[i] = (struct pending){x->chunks[i].min, i};
 	if (x->n)
 		qsort(w->order, x->n, sizeof *w->order, by_lowest);
+	/* without a thread (none to be had), the walk decodes each chunk itself */
+	if (x->n > 1 && (w->ahead = calloc(1, sizeof *w->ahead))) {
+		pthread_mutex_init(&w->ahead->lock, NULL);
+		pthread_cond_init(&w->ahead->cond, NULL);
+		if (pthread_create(&w->ahead->thread, NULL, decoder, w))
+			stop(w);
+	}
 	return w;
 }
 
@@ -198,6 +245,14 @@ void mt_walk_end(struct mt_walk *w)
 {
 	if (!w)
 		return;
+	if (w->ahead) {
+		pthread_mutex_lock(&w->ahead->lock);
+		w->ahead->stop = true;
+		pthread_cond_broadcast(&w->ahead->cond);
+		pthread_mutex_unlock(&w->ahead->lock);
+		pthread_join(w->ahead->thread, NULL);
+		stop(w);
+	}
 	for (size_t i = 0; i < w->nheap; i++)
 		if (--w->heap[i].of->runs == 0)
 			free(w->heap[i].of);
@@ -270,57 +325,121 @@ static int changed(struct mt_walk *w, const struct chunk *c)
 	return fail(w, why, -1);
 }
 
-/* Reads and decodes chunk i, and puts its runs in order of time onto the heap: 0, -1 (the
- * file changed: noted), or ENOMEM. Each event is checked again against the tables: the
- * checksum alone would let a file rewritten under the walk put anything in the analyses. */
-static int open_chunk(struct mt_walk *w, size_t i)
+/* Reads and decodes chunk c into *out, through *payload (grown to fit): 0, -1 (the file
+ * changed), or ENOMEM. Each event is checked again against the tables: the checksum alone
+ * would let a file rewritten under the walk put anything in the analyses. Touches nothing
+ * of the walk's: the decoding thread calls it too. */
+static int decode(const struct mt_trace *t, const struct chunk *c, uint8_t **payload, size_t *cap, struct decoded **out)
 {
-	const struct mt_index *x = w->t->index;
-	const struct chunk *c = &x->chunks[i];
+	const struct mt_index *x = t->index;
 	struct mt_encoder st = {0, 0};
 	struct decoded *d;
 	struct mt_cursor cur;
 	uint32_t id = 0;
 	uint64_t rank = 0;
-	size_t start = 0;
+	char why[160];
 
-	if (mt_grow((void **)&w->payload, &w->cap, c->length, 1) || !(d = malloc(sizeof *d + c->n * sizeof *d->e)))
+	if (mt_grow((void **)payload, cap, c->length, 1) || !(d = malloc(sizeof *d + c->n * sizeof *d->e)))
 		return ENOMEM;
-	if (pread(x->fd, w->payload, c->length, (off_t)c->off) != (ssize_t)c->length ||
-	    (x->ieee ? mt_crc32_ieee(0, w->payload, c->length) : mt_crc32(0, w->payload, c->length)) != c->crc) {
+	if (pread(x->fd, *payload, c->length, (off_t)c->off) != (ssize_t)c->length ||
+	    (x->ieee ? mt_crc32_ieee(0, *payload, c->length) : mt_crc32(0, *payload, c->length)) != c->crc) {
 		free(d);
-		return changed(w, c);
+		return -1;
 	}
-	cur = (struct mt_cursor){w->payload, w->payload + c->length, 0};
+	cur = (struct mt_cursor){*payload, *payload + c->length, 0};
 	mt_get_varint(&cur); /* the drops so far: read in the index pass */
 	d->runs = 0;
-	for (size_t k = 0; k <= c->n; k++) {
-		struct mt_event *e = &d->e[k];
-		if (k < c->n) {
-			char why[160];
-			if (mt_decode_event(&cur, &st, e) || mt_trace_check_event(w->t, e, why, sizeof why)) {
-				if (!d->runs)
-					free(d);
-				return changed(w, c);
-			}
-			if (e->thread != id) {
-				id = e->thread;
-				rank = 0;
-				mt_map_get(&x->ranks, id, &rank);
-			}
-			e->thread = (uint32_t)rank;
+	for (struct mt_event *e = d->e; e < d->e + c->n; e++) {
+		if (mt_decode_event(&cur, &st, e) || mt_trace_check_event(t, e, why, sizeof why)) {
+			free(d);
+			return -1;
 		}
-		if (k && (k == c->n || e->time < e[-1].time)) { /* the end of a run */
-			if (mt_grow((void **)&w->heap, &w->capheap, w->nheap, sizeof *w->heap)) {
-				if (!d->runs)
-					free(d);
-				return ENOMEM;
-			}
-			w->heap[w->nheap++] = (struct run){d->e + start, 0, k - start, (uint64_t)i << 32 | start, d};
-			sift_up(w, w->nheap - 1);
-			d->runs++;
-			start = k;
+		if (e->thread != id) {
+			id = e->thread;
+			rank = 0;
+			mt_map_get(&x->ranks, id, &rank);
 		}
+		e->thread = (uint32_t)rank;
+	}
+	*out = d;
+	return 0;
+}
+
+/* The decoding thread: the chunks in the walk's order, AHEAD at most past the one the walk
+ * takes next; it stops at the first that fails. */
+static void *decoder(void *arg)
+{
+	struct mt_walk *w = arg;
+	struct ahead *a = w->ahead;
+	const struct mt_index *x = w->t->index;
+	int r = 0;
+
+	pthread_mutex_lock(&a->lock);
+	while (!a->stop && !r && a->decoded < x->n) {
+		size_t k = a->decoded;
+		struct decoded *d = NULL;
+		if (k - a->taken >= AHEAD) {
+			pthread_cond_wait(&a->cond, &a->lock);
+			continue;
+		}
+		pthread_mutex_unlock(&a->lock);
+		r = decode(w->t, &x->chunks[w->order[k].chunk], &a->payload, &a->cap, &d);
+		pthread_mutex_lock(&a->lock);
+		a->slot[k % AHEAD] = (struct decoded_slot){d, r};
+		a->decoded++;
+		pthread_cond_broadcast(&a->cond);
+	}
+	pthread_mutex_unlock(&a->lock);
+	return NULL;
+}
+
+/* The chunk the walk opens next (w->order[w->at]), decoded: from the decoding thread when
+ * there is one. As decode. */
+static int take(struct mt_walk *w, struct decoded **d)
+{
+	struct ahead *a = w->ahead;
+	size_t k = w->at;
+	int r;
+
+	if (!a)
+		return decode(w->t, &w->t->index->chunks[w->order[k].chunk], &w->payload, &w->cap, d);
+	pthread_mutex_lock(&a->lock);
+	while (a->decoded <= k)
+		pthread_cond_wait(&a->cond, &a->lock);
+	*d = a->slot[k % AHEAD].d;
+	r = a->slot[k % AHEAD].r;
+	a->slot[k % AHEAD].d = NULL;
+	a->taken = k + 1;
+	pthread_cond_broadcast(&a->cond);
+	pthread_mutex_unlock(&a->lock);
+	return r;
+}
+
+/* Opens the next chunk in order: its runs in order of time onto the heap. 0, -1 (the file
+ * changed: noted), or ENOMEM. */
+static int open_chunk(struct mt_walk *w)
+{
+	const size_t i = w->order[w->at].chunk, n = w->t->index->chunks[i].n;
+	struct decoded *d;
+	size_t start = 0;
+	int r = take(w, &d);
+
+	w->at++;
+	if (r)
+		return r == ENOMEM ? ENOMEM : changed(w, &w->t->index->chunks[i]);
+	for (size_t k = 1; k <= n; k++) {
+		if (k < n && d->e[k].time >= d->e[k - 1].time)
+			continue;
+		/* the end of a run */
+		if (mt_grow((void **)&w->heap, &w->capheap, w->nheap, sizeof *w->heap)) {
+			if (!d->runs)
+				free(d);
+			return ENOMEM;
+		}
+		w->heap[w->nheap++] = (struct run){d->e + start, 0, k - start, (uint64_t)i << 32 | start, d};
+		sift_up(w, w->nheap - 1);
+		d->runs++;
+		start = k;
 	}
 	return 0;
 }
@@ -344,7 +463,7 @@ size_t mt_walk_next(struct mt_walk *w, const struct mt_event **batch)
 	/* open every chunk that may hold an event before the earliest one open */
 	while (!w->failed && w->at < t->index->n &&
 	       (!w->nheap || w->order[w->at].min <= w->heap[0].e[w->heap[0].at].time))
-		if (open_chunk(w, w->order[w->at++].chunk) == ENOMEM)
+		if (open_chunk(w) == ENOMEM)
 			fail(w, "out of memory reading the trace", ENOMEM);
 	if (w->failed || !w->nheap || w->given == t->nevents)
 		return 0;
