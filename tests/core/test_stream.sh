@@ -4,8 +4,8 @@
 # far back, a thread going backwards, equal times, cut short), on real ones (simtrain under
 # memtap, with and without an out-of-memory failure; the golden traces of older memtaps)
 # and on the hostile corpus (damage in every table): the same events in the same order.
-# memtap report (text, --json, --html; of one trace or a job's), export (perfetto, folded,
-# memviz) and diff walk the file too: their output must be the one they give reading the
+# memtap report (text, --json, --html, --plan, --gpu-mem; of one trace or a job's), export
+# (perfetto, folded, memviz) and diff walk the file too: their output must be the one they give reading the
 # trace whole (MEMTAP_READ=memory), byte for byte. Then dump, report, the page and the exports of 5M events (78 MB: walked by
 # default): their memory stays with what is open and live, not the trace's length.
 . "$MT_SRCDIR/tests/tap.sh"
@@ -62,6 +62,11 @@ for trace in "$@"; do
 	same "export perfetto $name" export --format perfetto "$trace"
 	same "export folded $name" export --format folded --what leaks "$trace"
 	same "export memviz $name" export --format memviz -o "$dir/page" "$trace"
+done
+plan="--layers 2 --hidden 64 --heads 2 --ffn 256 --vocab 1000 --seq 64 --micro-batch 2 --optimizer adamw"
+for trace in "$dir/simtrain.trace" "$dir/oom.trace"; do # what to change, and the plan beside it
+	same "report --gpu-mem --plan ${trace##*/}" report --json --gpu-mem 1MiB --plan "$plan" "$trace"
+	same "report --plan ${trace##*/}" report --plan "$plan" "$trace"
 done
 same "diff" diff "$dir/simtrain.trace" "$dir/oom.trace" # two runs side by side, each walked
 same "diff --json" diff --json "$dir/simtrain.trace" "$dir/oom.trace"
