@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* Every block the trace owns hangs off one list, freed together. */
@@ -627,6 +628,17 @@ int mt_trace_read(const char *path, struct mt_trace *t)
 int mt_trace_open(const char *path, struct mt_trace *t)
 {
 	return load(path, t, true);
+}
+
+int mt_trace_load(const char *path, struct mt_trace *t)
+{
+	const char *how = getenv("MEMTAP_READ");
+	struct stat st;
+	bool whole = how && (!strcmp(how, "memory") || !strcmp(how, "file"))
+			 ? !strcmp(how, "memory")
+			 : stat(path, &st) != 0 || st.st_size < (64 << 20);
+
+	return load(path, t, !whole);
 }
 
 int mt_trace_parse(const void *data, size_t size, const char *name, struct mt_trace *t)

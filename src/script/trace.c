@@ -11,14 +11,34 @@
 #include "core/units.h"
 
 #define TRACE_META "memtap.trace"
+#define WALK_META "memtap.walk"
+
+/* The walk of an iterator of t:events() (a userdata, its upvalue): ended at its end, when
+ * collected, or when its trace closes (its decoding thread reads the trace's file). */
+struct lwalk {
+	struct mt_walk *w;	   /* NULL once ended */
+	size_t i;		   /* the index of the event it gives next */
+	struct lwalk *prev, *next; /* the trace's walks still going */
+};
 
 struct ltrace {
 	struct mt_trace t;
 	struct mt_report r;
 	struct mt_symbols *sym; /* opened at the first stack asked for */
 	struct mt_views *views; /* the stacks' views, made as reports need them */
+	struct lwalk walks;	/* the list's head */
 	bool open;
 };
+
+static void end_walk(struct lwalk *it)
+{
+	if (!it->w)
+		return;
+	mt_walk_end(it->w);
+	it->w = NULL;
+	it->prev->next = it->next;
+	it->next->prev = it->prev;
+}
 
 static struct ltrace *check(lua_State *L, int i)
 {
@@ -47,10 +67,9 @@ static double seconds(const struct ltrace *x, uint64_t ns)
 	return ns > x->r.start ? (double)(ns - x->r.start) / 1e9 : 0.0;
 }
 
-static void push_event(lua_State *L, const struct ltrace *x, size_t i)
+/* Event e, the i-th. */
+static void push_event(lua_State *L, const struct ltrace *x, const struct mt_event *e, size_t i)
 {
-	const struct mt_event *e = &x->t.events[i];
-
 	lua_createtable(L, 0, 16);
 	set_int(L, "index", (lua_Integer)i + 1);
 	set_str(L, "kind", mt_kind_names[e->kind]);
@@ -74,36 +93,50 @@ static void push_event(lua_State *L, const struct ltrace *x, size_t i)
 		set_str(L, "name", mt_trace_string(&x->t, e->aux));
 }
 
-/* The iterator of t:events([kind]): upvalues trace, next index, kind or -1. */
+/* The iterator of t:events([kind]): upvalues trace, its walk, kind or -1. */
 static int next_event(lua_State *L)
 {
 	struct ltrace *x = check(L, lua_upvalueindex(1));
-	size_t i = (size_t)lua_tointeger(L, lua_upvalueindex(2));
+	struct lwalk *it = lua_touserdata(L, lua_upvalueindex(2));
 	lua_Integer kind = lua_tointeger(L, lua_upvalueindex(3));
+	const struct mt_event *e = NULL;
 
-	while (i < x->t.nevents && kind >= 0 && x->t.events[i].kind != kind)
-		i++;
-	if (i >= x->t.nevents)
+	while (it->w && (e = mt_walk_one(it->w)) && kind >= 0 && e->kind != kind)
+		it->i++;
+	if (!e) {
+		end_walk(it);
 		return 0;
-	lua_pushinteger(L, (lua_Integer)i + 1);
-	lua_replace(L, lua_upvalueindex(2));
-	push_event(L, x, i);
+	}
+	push_event(L, x, e, it->i++);
 	return 1;
+}
+
+static int walk_gc(lua_State *L)
+{
+	end_walk(luaL_checkudata(L, 1, WALK_META));
+	return 0;
 }
 
 static int events(lua_State *L)
 {
 	const char *name = luaL_optstring(L, 2, NULL);
 	lua_Integer kind = -1;
+	struct ltrace *x = check(L, 1);
+	struct lwalk *it;
 
-	check(L, 1);
 	for (int k = 0; name && k < MT_EV_COUNT; k++)
 		if (!strcmp(name, mt_kind_names[k]))
 			kind = k;
 	if (name && kind < 0)
 		return luaL_argerror(L, 2, lua_pushfstring(L, "no event kind '%s'", name));
 	lua_pushvalue(L, 1);
-	lua_pushinteger(L, 0);
+	it = lua_newuserdatauv(L, sizeof *it, 0);
+	*it = (struct lwalk){mt_walk_start(&x->t), 0, &x->walks, x->walks.next};
+	if (!it->w)
+		return luaL_error(L, "out of memory");
+	x->walks.next->prev = it;
+	x->walks.next = it;
+	luaL_setmetatable(L, WALK_META);
 	lua_pushinteger(L, kind);
 	lua_pushcclosure(L, next_event, 3);
 	return 1;
@@ -157,13 +190,18 @@ static int live_at(lua_State *L)
 {
 	struct ltrace *x = check(L, 1);
 	double at = luaL_checknumber(L, 2);
+	struct mt_walk *w = mt_walk_start(&x->t);
+	const struct mt_event *e;
 	struct mt_replay rp;
 	lua_Integer n = 0;
 
-	if (mt_replay_init(&rp))
+	if (!w || mt_replay_init(&rp)) {
+		mt_walk_end(w);
 		return luaL_error(L, "out of memory");
-	for (size_t i = 0; i < x->t.nevents && seconds(x, x->t.events[i].time) <= at; i++)
-		mt_replay_apply(&rp, &x->t.events[i]);
+	}
+	while ((e = mt_walk_one(w)) && seconds(x, e->time) <= at)
+		mt_replay_apply(&rp, e);
+	mt_walk_end(w);
 	lua_newtable(L);
 	for (size_t i = 0; i < rp.slots.n; i++) {
 		const struct mt_live *l = &rp.live[i];
@@ -210,6 +248,8 @@ static int gc(lua_State *L)
 	struct ltrace *x = luaL_checkudata(L, 1, TRACE_META);
 
 	if (x->open) {
+		while (x->walks.next != &x->walks)
+			end_walk(x->walks.next);
 		mt_views_close(x->views);
 		mt_symbols_close(x->sym);
 		mt_report_free(&x->r);
@@ -233,11 +273,12 @@ int mt_lua_push_trace(lua_State *L, const char *path, bool *damaged)
 	int r;
 
 	memset(x, 0, sizeof *x);
+	x->walks.prev = x->walks.next = &x->walks;
 	luaL_setmetatable(L, TRACE_META);
 	lua_pushstring(L, path); /* the path string outlives the trace: keep it with the object */
 	lua_setiuservalue(L, -2, 1);
 	lua_getiuservalue(L, -1, 1);
-	r = mt_trace_read(lua_tostring(L, -1), &x->t);
+	r = mt_trace_load(lua_tostring(L, -1), &x->t);
 	lua_pop(L, 1);
 	if (r) {
 		lua_pushnil(L);
@@ -289,6 +330,11 @@ int mt_lua_open(lua_State *L)
 		luaL_setfuncs(L, meta, 0);
 		luaL_newlib(L, methods);
 		lua_setfield(L, -2, "methods");
+	}
+	lua_pop(L, 1);
+	if (luaL_newmetatable(L, WALK_META)) {
+		lua_pushcfunction(L, walk_gc);
+		lua_setfield(L, -2, "__gc");
 	}
 	lua_pop(L, 1);
 	luaL_newlib(L, module);

@@ -63,6 +63,12 @@ for trace in "$@"; do
 	same "export folded $name" export --format folded --what leaks "$trace"
 	same "export memviz $name" export --format memviz -o "$dir/page" "$trace"
 done
+for trace in "$dir/simtrain.trace" "$dir/oom.trace" "$dir/gen-3-fsbt.trace" "$dir/gen-8-fsbtc.trace" \
+	"$S"/golden/*.trace; do # a script's events, each iterator a walk of its own
+	same "memtap lua ${trace##*/}" lua "$S/core/walk.lua" "$trace"
+done
+MEMTAP_READ=file "$M" lua "$S/core/walk.lua" "$dir/oom.trace" > /dev/null
+ok $? "memtap lua: each event walked says its place (index)"
 plan="--layers 2 --hidden 64 --heads 2 --ffn 256 --vocab 1000 --seq 64 --micro-batch 2 --optimizer adamw"
 for trace in "$dir/simtrain.trace" "$dir/oom.trace"; do # what to change, and the plan beside it
 	same "report --gpu-mem --plan ${trace##*/}" report --json --gpu-mem 1MiB --plan "$plan" "$trace"

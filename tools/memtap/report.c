@@ -86,17 +86,9 @@ bool read_trace(const char *path, struct mt_trace *t)
 	return said(mt_trace_read(path, t), path, t);
 }
 
-/* Reading whole is up to a third faster than walking from the file, and takes 80 bytes an
- * event: a trace of 64 MiB (about 4M events) or more is walked. */
 bool load_trace(const char *path, struct mt_trace *t)
 {
-	const char *how = getenv("MEMTAP_READ");
-	struct stat st;
-	bool whole = how && (!strcmp(how, "memory") || !strcmp(how, "file"))
-			 ? !strcmp(how, "memory")
-			 : stat(path, &st) != 0 || st.st_size < (64 << 20);
-
-	return said(whole ? mt_trace_read(path, t) : mt_trace_open(path, t), path, t);
+	return said(mt_trace_load(path, t), path, t);
 }
 
 const char *const frame_views[] = {"all", "view", NULL};
