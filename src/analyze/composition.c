@@ -319,22 +319,21 @@ static void note(struct pass *p, const struct life *l, uint8_t category)
 static void settle(struct pass *p, size_t slot)
 {
 	const struct life *l = &p->life[slot];
-	uint8_t tag = l->tag ? l->tag : l->made_tag;
+	uint8_t category = l->tag ? l->tag : l->made_tag, evidence = 2;
+	enum mt_source source = MT_SOURCE_TAG;
 
-	if (tag) {
-		p->c->category[l->event] = tag;
-		p->c->source[l->event] = MT_SOURCE_TAG;
-		p->c->evidence[l->event] = 2;
-	} else if (p->c->frames) {
-		p->c->category[l->event] = infer_frames(l, p->forward_only, &p->c->evidence[l->event]);
-		p->c->source[l->event] = MT_SOURCE_FRAMES;
-		note(p, l, p->c->category[l->event]);
-	} else {
-		p->c->category[l->event] = p->c->has_phases ? infer(l) : MT_TAG_OTHER;
-		p->c->source[l->event] = p->c->has_phases ? MT_SOURCE_INFERRED : MT_SOURCE_NONE;
-		p->c->evidence[l->event] = p->c->has_phases;
+	_Static_assert(MT_TAG_COUNT <= 8, "a category in three bits of mt_composition.of");
+	if (!category && p->c->frames) {
+		category = infer_frames(l, p->forward_only, &evidence);
+		source = MT_SOURCE_FRAMES;
+		note(p, l, category);
+	} else if (!category) {
+		category = p->c->has_phases ? infer(l) : MT_TAG_OTHER;
+		source = p->c->has_phases ? MT_SOURCE_INFERRED : MT_SOURCE_NONE;
+		evidence = p->c->has_phases;
 	}
-	if (p->c->category[l->event] == MT_TAG_TEMPORARIES && l->stack && l->stack < p->t->nstacks)
+	p->c->of[l->event] = (uint8_t)(category | source << 3 | evidence << 5);
+	if (category == MT_TAG_TEMPORARIES && l->stack && l->stack < p->t->nstacks)
 		p->temporary[l->stack] = 1;
 	mt_slot_give(&p->slots, slot);
 }
@@ -649,7 +648,8 @@ static void inherit(struct pass *p, const struct mt_event *e, const struct life 
 	struct frame f;
 	uint64_t made, addr = 0, k;
 
-	if (!p->c->frames || p->c->category[old->event] != MT_TAG_PARAMS || !mt_map_get(&p->opt_made, old->size, &made))
+	if (!p->c->frames || mt_composition_category(p->c, old->event) != MT_TAG_PARAMS ||
+	    !mt_map_get(&p->opt_made, old->size, &made))
 		return;
 	mt_map_get(&p->opt_addr, old->size, &addr);
 	f = frames_now(p, e);
@@ -691,9 +691,7 @@ int mt_composition_start(struct mt_composition_scan **out, struct mt_composition
 	p->t = t;
 	p->c = c;
 	c->n = t->nevents;
-	c->category = calloc(t->nevents + 1, 1);
-	c->source = calloc(t->nevents + 1, 1);
-	c->evidence = calloc(t->nevents + 1, 1);
+	c->of = calloc(t->nevents + 1, 1);
 	c->after_forward = calloc(t->nstacks + 1, 1);
 	p->temporary = calloc(t->nstacks + 1, 1);
 	p->said = calloc(t->nstacks + 1, 1);
@@ -707,8 +705,8 @@ int mt_composition_start(struct mt_composition_scan **out, struct mt_composition
 	p->nthreads = t->nthreads;
 	/* NVTX phases, or frames to read (a snapshot's annotations are ranges too, not NVTX) */
 	p->snapshot = mt_trace_info(t, "backend", backend, sizeof backend) && !strcmp(backend, "pytorch-snapshot");
-	if (!c->category || !c->source || !c->evidence || !c->after_forward || !p->temporary || !p->phase_of ||
-	    !p->threads || !p->said || !p->workspace || !p->allocates)
+	if (!c->of || !c->after_forward || !p->temporary || !p->phase_of || !p->threads || !p->said || !p->workspace ||
+	    !p->allocates)
 		return ENOMEM;
 	return 0;
 }
@@ -984,9 +982,7 @@ int mt_composition_build(struct mt_composition *c, const struct mt_trace *t)
 
 void mt_composition_free(struct mt_composition *c)
 {
-	free(c->category);
-	free(c->source);
-	free(c->evidence);
+	free(c->of);
 	free(c->after_forward);
 	memset(c, 0, sizeof *c);
 }

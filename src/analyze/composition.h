@@ -51,14 +51,35 @@ enum {
 };
 
 struct mt_composition {
-	uint8_t *category;	/* per event index: an enum mt_tag (only allocation events matter) */
-	uint8_t *source;	/* per event index: an enum mt_source */
-	uint8_t *evidence;	/* per event index: 2 sure, 1 likely, 0 a guess */
+	uint8_t *of;		/* per event index, an allocation's: what the three below read, one byte */
 	uint8_t *after_forward; /* per stack: MT_FORWARD_* */
 	size_t n;
 	bool has_phases; /* the trace had NVTX phases to infer from */
 	bool frames;	 /* ... or none, and is read by its frames */
 };
+
+/* Allocation event i's category (an enum mt_tag; MT_TAG_NONE for any other event or none
+ * built), where it came from, and how sure it is (2 sure, 1 likely, 0 a guess). */
+static inline uint8_t mt_composition_category(const struct mt_composition *c, size_t i)
+{
+	return c->of ? c->of[i] & 7 : MT_TAG_NONE;
+}
+
+/* The same as the composition's totals count it: MT_TAG_OTHER where none was decided. */
+static inline uint8_t mt_composition_counted(const struct mt_composition *c, size_t i)
+{
+	return mt_composition_category(c, i) ? mt_composition_category(c, i) : MT_TAG_OTHER;
+}
+
+static inline enum mt_source mt_composition_source(const struct mt_composition *c, size_t i)
+{
+	return (enum mt_source)(c->of ? c->of[i] >> 3 & 3 : MT_SOURCE_NONE);
+}
+
+static inline uint8_t mt_composition_evidence(const struct mt_composition *c, size_t i)
+{
+	return c->of ? c->of[i] >> 5 & 3 : 0;
+}
 
 /* The whole trace at once... */
 int mt_composition_build(struct mt_composition *c, const struct mt_trace *t);

@@ -570,7 +570,7 @@ struct lives {
  * one is forgotten); NULL when out of memory. */
 static const struct made *make(struct lives *live, const struct mt_report *r, const struct mt_event *e, size_t i)
 {
-	const uint8_t cat = r->comp.category[i] ? r->comp.category[i] : MT_TAG_OTHER;
+	const uint8_t cat = mt_composition_counted(&r->comp, i);
 	uint64_t k;
 	size_t slot;
 

@@ -44,7 +44,7 @@ static int by_bytes(const void *a, const void *b)
 
 /* Groups the live entries of one device (or of all, for device < 0); those made before
  * recording apart by what the composition (`category`, per event) read them as. */
-static int group(const uint8_t *category, const struct mt_replay *rp, int device, struct mt_group_list *out)
+static int group(const struct mt_composition *c, const struct mt_replay *rp, int device, struct mt_group_list *out)
 {
 	struct mt_map index = {0};
 	int r = 0;
@@ -57,7 +57,7 @@ static int group(const uint8_t *category, const struct mt_replay *rp, int device
 			continue;
 		r = add_group(out, &index, l,
 			      l->kind == MT_LIVE_DEVICE && (l->flags & MT_ALLOC_UNSEEN)
-				  ? (uint8_t)(1 + (category ? category[l->event] : MT_TAG_NONE))
+				  ? (uint8_t)(1 + mt_composition_category(c, l->event))
 				  : 0);
 	}
 	mt_map_free(&index);
@@ -82,14 +82,14 @@ static void compose(struct mt_report *r, const struct mt_replay *rp, int d, uint
 		uint8_t cat;
 		if (!l->in_use || l->device != d || (l->kind != MT_LIVE_DEVICE && l->kind != MT_LIVE_VMM))
 			continue;
-		cat = r->comp.category[l->event] ? r->comp.category[l->event] : MT_TAG_OTHER;
+		cat = mt_composition_counted(&r->comp, l->event);
 		into[cat] += l->size;
 		if (!peak)
 			continue;
 		if (l->kind == MT_LIVE_DEVICE && l->block) /* its block */
 			r->blocks_at_peak[d] += l->aux2 ? l->aux2 : l->size;
-		r->sources[d][cat] |= (uint8_t)(1u << r->comp.source[l->event]);
-		r->evidence[d][cat] += l->size * r->comp.evidence[l->event];
+		r->sources[d][cat] |= (uint8_t)(1u << mt_composition_source(&r->comp, l->event));
+		r->evidence[d][cat] += l->size * mt_composition_evidence(&r->comp, l->event);
 	}
 }
 
@@ -350,7 +350,7 @@ int mt_report_build(struct mt_report *r, const struct mt_trace *t, const struct 
 	free(high);
 	err = mt_composition_finish(comp, err);
 	int found = mt_leaks_finish(&scan, &r->leaks, o && o->leak_iterations ? o->leak_iterations : 3);
-	if (err || (err = found) || (err = group(r->comp.category, &r->end, -1, &r->at_exit)))
+	if (err || (err = found) || (err = group(&r->comp, &r->end, -1, &r->at_exit)))
 		return err;
 	/* the events that made a device's peak, in order: the second replay stops at each, and
 	 * at each failed allocation */
@@ -397,7 +397,7 @@ int mt_report_build(struct mt_report *r, const struct mt_trace *t, const struct 
 			for (int d = 0; d < MT_MAX_DEVICES && !err; d++) {
 				if (!r->end.dev[d].peak || r->end.dev[d].peak_event != i)
 					continue;
-				err = group(r->comp.category, &second, d, &r->at_peak[d]);
+				err = group(&r->comp, &second, d, &r->at_peak[d]);
 				compose(r, &second, d, r->composition[d], true);
 			}
 		}

@@ -11,9 +11,7 @@
 /* Allocation event m, the i-th, as the timeline counts it. */
 static struct mt_timeline_made made_by(const struct mt_report *r, const struct mt_event *m, size_t i)
 {
-	uint8_t cat = r->comp.category[i];
-
-	return (struct mt_timeline_made){i, m->size, m->time, m->stack, m->device, cat ? cat : MT_TAG_OTHER};
+	return (struct mt_timeline_made){i, m->size, m->time, m->stack, m->device, mt_composition_counted(&r->comp, i)};
 }
 
 bool mt_timeline_step(const struct mt_report *r, struct mt_timeline_live *live, const struct mt_event *e, size_t i,

@@ -86,8 +86,8 @@ static void push_event(lua_State *L, const struct ltrace *x, const struct mt_eve
 	set_str(L, "phase", mt_trace_string(&x->t, e->phase));
 	if (e->tag)
 		set_str(L, "tag", mt_tag_names[e->tag]);
-	if (x->r.comp.category && x->r.comp.category[i])
-		set_str(L, "category", mt_tag_names[x->r.comp.category[i]]);
+	if (mt_composition_category(&x->r.comp, i))
+		set_str(L, "category", mt_tag_names[mt_composition_category(&x->r.comp, i)]);
 	if (e->kind == MT_EV_RANGE_PUSH || e->kind == MT_EV_RANGE_START || e->kind == MT_EV_MARK ||
 	    e->kind == MT_EV_NVTX_MARK || e->kind == MT_EV_DEVICE)
 		set_str(L, "name", mt_trace_string(&x->t, e->aux));
@@ -215,8 +215,8 @@ static int live_at(lua_State *L)
 		set_int(L, "stack", l->stack);
 		lua_pushnumber(L, seconds(x, l->time));
 		lua_setfield(L, -2, "time");
-		if (x->r.comp.category && x->r.comp.category[l->event])
-			set_str(L, "category", mt_tag_names[x->r.comp.category[l->event]]);
+		if (mt_composition_category(&x->r.comp, l->event))
+			set_str(L, "category", mt_tag_names[mt_composition_category(&x->r.comp, l->event)]);
 		lua_rawseti(L, -2, ++n);
 	}
 	mt_replay_free(&rp);
