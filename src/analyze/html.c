@@ -379,7 +379,8 @@ static int maps(FILE *out, const struct mt_report *r)
 			continue;
 		fprintf(out, "%s\"%d\": [", devices++ ? ", " : "", d);
 		err = mt_fragment_start(&scan, &scratch, t, &r->end, true);
-		err = err || (w = mt_walk_start(t)) ? err : ENOMEM;
+		if (!err && !(w = mt_walk_start(t)))
+			err = ENOMEM;
 		for (; !err && (e = mt_walk_one(w)); last = e->time, i++) {
 			uint64_t at = mt_report_since(r, e->time);
 			if (step < MT_HTML_MAPS && mt_timeline_part(at, span, MT_HTML_MAPS) >= step && i) {

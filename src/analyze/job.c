@@ -73,10 +73,12 @@ static bool live_at(const char *path, int device, uint64_t realtime, uint64_t *b
 {
 	struct mt_trace t;
 	struct mt_replay r;
+	struct mt_walk *w;
+	const struct mt_event *e;
 	char a[32], b[32];
 	uint64_t start_rt, start_mono, at;
 
-	if (mt_trace_read(path, &t) != 0)
+	if (mt_trace_load(path, &t) != 0)
 		return false;
 	if (!mt_trace_info(&t, "start_realtime_ns", a, sizeof a) ||
 	    !mt_trace_info(&t, "start_monotonic_ns", b, sizeof b) || mt_replay_init(&r) != 0) {
@@ -86,10 +88,16 @@ static bool live_at(const char *path, int device, uint64_t realtime, uint64_t *b
 	start_rt = strtoull(a, NULL, 10);
 	start_mono = strtoull(b, NULL, 10);
 	at = realtime > start_rt ? realtime - start_rt + start_mono : start_mono;
-	for (size_t i = 0; i < t.nevents && t.events[i].time <= at; i++)
-		mt_replay_apply(&r, &t.events[i]);
+	if (!(w = mt_walk_start(&t))) {
+		mt_replay_free(&r);
+		mt_trace_free(&t);
+		return false;
+	}
+	while ((e = mt_walk_one(w)) && e->time <= at)
+		mt_replay_apply(&r, e);
+	mt_walk_end(w);
 	*bytes = device >= 0 && device < MT_MAX_DEVICES ? r.dev[device].current : 0;
-	*end = t.nevents ? t.events[t.nevents - 1].time - start_mono + start_rt : start_rt;
+	*end = t.nevents ? mt_trace_end(&t) - start_mono + start_rt : start_rt;
 	*complete = t.complete;
 	mt_replay_free(&r);
 	mt_trace_free(&t);

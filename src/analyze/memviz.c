@@ -238,9 +238,19 @@ struct made {
 struct pend {
 	uint64_t asked; /* when its free was requested; UINT64_MAX: not in the trace */
 	uint64_t addr, stream;
+	size_t at;  /* its free's place in the trace: ties of asked keep the trace's order */
 	bool freed; /* the device's trace reached its free: a is its allocation */
 	struct made a;
 	int device;
+};
+
+/* What the trace holds, before any entry is written: which devices have segments, whether
+ * pages were mapped, and each device's frees pending at the end (pend[first[d]] on,
+ * first[d + 1] - first[d] of them, in order of when they were asked for). */
+struct survey {
+	bool segments[MT_MAX_DEVICES], mapped;
+	struct pend *pend;
+	size_t first[MT_MAX_DEVICES + 1];
 };
 
 static int by_addr(const void *a, const void *b)
@@ -318,9 +328,12 @@ static size_t segment_dict(struct writer *w, const struct mt_report *r, struct m
 /* The device's segments at the end, by address: the caching allocator's (live SEGMENT
  * events) with the blocks inside them, and every other live allocation (or one whose
  * free is pending) as a segment of its own block. ENOMEM or 0. */
-static int write_segments(struct writer *w, const struct mt_report *r, struct mt_symbols *sym, int device, bool segless,
-			  const struct pend *pend, size_t npend)
+static int write_segments(struct writer *w, const struct mt_report *r, struct mt_symbols *sym, int device,
+			  const struct survey *s)
 {
+	const bool segless = !s->segments[device];
+	const size_t npend = s->first[device + 1] - s->first[device];
+	const struct pend *pend = npend ? s->pend + s->first[device] : NULL;
 	struct seg *segs = NULL;
 	struct block *blocks = NULL;
 	struct mt_walk *walk = mt_walk_start(r->trace);
@@ -403,7 +416,8 @@ static int write_segments(struct writer *w, const struct mt_report *r, struct mt
 		blocks[nblocks++] =
 		    (struct block){l->addr, l->block && l->aux2 ? l->aux2 : l->size, l->size, l->stack, false};
 		if (!l->block || segless) /* no allocator in between (or none known): its own */
-			segs[nsegs++] = (struct seg){l->addr, l->size, l->aux, l->stack, false};
+			segs[nsegs++] =
+			    (struct seg){.addr = l->addr, .size = l->size, .stream = l->aux, .stack = l->stack};
 	}
 	for (size_t i = 0; i < npend; i++) {
 		const struct made *a = &pend[i].a;
@@ -412,7 +426,8 @@ static int write_segments(struct writer *w, const struct mt_report *r, struct mt
 			continue;
 		blocks[nblocks++] = (struct block){a->addr, a->rounded, a->size, a->stack, true};
 		if (a->api != MT_API_BLOCK || segless)
-			segs[nsegs++] = (struct seg){a->addr, a->size, a->stream, a->stack, false};
+			segs[nsegs++] =
+			    (struct seg){.addr = a->addr, .size = a->size, .stream = a->stream, .stack = a->stack};
 	}
 	if (nsegs)
 		qsort(segs, nsegs, sizeof *segs, by_addr);
@@ -554,9 +569,11 @@ static int external_annotations(struct writer *w, const struct mt_report *r)
 
 static int by_asked(const void *a, const void *b)
 {
-	uint64_t x = ((const struct pend *)a)->asked, y = ((const struct pend *)b)->asked;
+	const struct pend *x = a, *y = b;
 
-	return x < y ? -1 : x > y;
+	if (x->asked != y->asked)
+		return x->asked < y->asked ? -1 : 1;
+	return x->at < y->at ? -1 : x->at > y->at;
 }
 
 /* What is live on a device as its trace goes. */
@@ -602,9 +619,11 @@ static void asked(struct writer *w, const struct mt_report *r, struct mt_symbols
 
 /* Device d's trace entries, in the trace's order; its frees still pending at the end, in
  * order of when they were asked for, get their allocations. ENOMEM or 0. */
-static int device_trace(struct writer *w, const struct mt_report *r, struct mt_symbols *sym, int d, bool segless,
-			struct pend *pend, size_t npend)
+static int device_trace(struct writer *w, const struct mt_report *r, struct mt_symbols *sym, int d, struct survey *s)
 {
+	const bool segless = !s->segments[d];
+	const size_t npend = s->first[d + 1] - s->first[d];
+	struct pend *pend = npend ? s->pend + s->first[d] : NULL;
 	struct lives live = {0};
 	struct mt_walk *walk = mt_walk_start(r->trace);
 	const struct mt_event *e;
@@ -664,15 +683,6 @@ static int device_trace(struct writer *w, const struct mt_report *r, struct mt_s
 	return err;
 }
 
-/* What the trace holds, before any entry is written: which devices have segments, whether
- * pages were mapped, and each device's frees pending at the end (pend[first[d]] on,
- * first[d + 1] - first[d] of them, in order of when they were asked for). */
-struct survey {
-	bool segments[MT_MAX_DEVICES], mapped;
-	struct pend *pend;
-	size_t first[MT_MAX_DEVICES + 1];
-};
-
 static int survey(struct survey *s, const struct mt_trace *t)
 {
 	struct mt_walk *walk = mt_walk_start(t);
@@ -682,17 +692,18 @@ static int survey(struct survey *s, const struct mt_trace *t)
 	int err = walk ? 0 : ENOMEM;
 
 	memset(s, 0, sizeof *s);
-	while (!err && (e = mt_walk_one(walk))) {
-		if (e->kind == MT_EV_SEGMENT_ALLOC && e->device != MT_NO_DEVICE) {
+	for (size_t i = 0; !err && (e = mt_walk_one(walk)); i++) {
+		if (e->kind == MT_EV_SEGMENT_ALLOC) {
 			s->segments[e->device] = true;
 			s->mapped |= (e->flags & MT_SEG_MAPPED) != 0;
 		}
-		if (e->kind != MT_EV_FREE || e->device == MT_NO_DEVICE || e->error || !(e->flags & MT_FREE_PENDING))
+		if (e->kind != MT_EV_FREE || e->error || !(e->flags & MT_FREE_PENDING))
 			continue;
 		if (!(err = mt_grow((void **)&all, &cap, n, sizeof *all)))
 			all[n++] = (struct pend){.asked = e->flags & MT_FREE_REQUESTED ? e->aux2 : UINT64_MAX,
 						 .addr = e->addr,
 						 .stream = e->aux,
+						 .at = i,
 						 .device = e->device};
 	}
 	mt_walk_end(walk);
@@ -718,14 +729,13 @@ int mt_export_memviz(FILE *out, const struct mt_report *r, struct mt_symbols *sy
 	struct survey s;
 	int ndev = 0, err = survey(&s, t);
 
-#define PEND(d) s.pend + s.first[d], s.first[(d) + 1] - s.first[d]
 	for (int d = 0; d < MT_MAX_DEVICES; d++)
 		if (r->end.dev[d].seen)
 			ndev = d + 1;
 	/* a first pass sees the categories: when entries have some and none is 'unknown', the
 	   viewer's annotate_snapshot throws (a blank page), so then they say none */
 	for (int d = 0; d < ndev && !err; d++)
-		err = device_trace(&w, r, sym, d, !s.segments[d], PEND(d));
+		err = device_trace(&w, r, sym, d, &s);
 	w.uncategorized = w.named && !w.unknown;
 	w.dry = false;
 	op(&w, 0x80);
@@ -740,15 +750,14 @@ int mt_export_memviz(FILE *out, const struct mt_report *r, struct mt_symbols *sy
 		op(&w, ']');
 		op(&w, '(');
 		w.batch = 0;
-		err = device_trace(&w, r, sym, d, !s.segments[d], PEND(d));
+		err = device_trace(&w, r, sym, d, &s);
 		op(&w, 'e');
 		op(&w, 'a'); /* APPEND the device's list to device_traces */
 	}
 	key(&w, "segments");
 	op(&w, ']');
 	for (int d = 0; d < ndev && !err; d++)
-		err = write_segments(&w, r, sym, d, !s.segments[d], PEND(d));
-#undef PEND
+		err = write_segments(&w, r, sym, d, &s);
 	allocator_settings(&w, t, s.mapped);
 	err = err ? err : external_annotations(&w, r);
 	op(&w, 'u'); /* the top-level SETITEMS */

@@ -165,7 +165,8 @@ int mt_timeline_build(struct mt_timeline *tl, const struct mt_report *r)
 {
 	struct device *dev = calloc(MT_MAX_DEVICES, sizeof *dev);
 	struct mt_timeline_live live = {0};
-	struct buckets b = {tl, r, NULL, &live, dev, 0, mt_report_span(r), MT_TIMELINE_BUCKETS, 0, false};
+	struct buckets b = {
+	    .tl = tl, .r = r, .live = &live, .dev = dev, .to = mt_report_span(r), .parts = MT_TIMELINE_BUCKETS};
 	struct mt_walk *w = mt_walk_start(r->trace);
 	const struct mt_event *e;
 	int err = dev && w ? 0 : ENOMEM;
@@ -272,7 +273,7 @@ int mt_timeline_range(struct mt_timeline *tl, const struct mt_timeline_index *ix
 			dev[d].pending = true;
 			err = flush(tl, d, &dev[d]);
 		}
-	struct buckets b = {tl, r, ix, NULL, dev, from, to, parts, 0, false};
+	struct buckets b = {.tl = tl, .r = r, .ix = ix, .dev = dev, .from = from, .to = to, .parts = parts};
 	for (size_t i = lo; i < t->nevents && !err && !b.past; i++)
 		err = bucket(&b, &t->events[i], i);
 	err = bucket_end(&b, err);

@@ -18,6 +18,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -161,7 +162,7 @@ struct decoded_slot {
 	int r; /* as decode */
 };
 
-struct ahead {
+struct decoder {
 	pthread_t thread;
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
@@ -180,8 +181,8 @@ struct mt_walk {
 	struct pending *order; /* chunks by (lowest time, place) */
 	struct run *heap;      /* open runs, the one with the earliest next event first */
 	size_t nheap, capheap;
-	struct ahead *ahead; /* NULL: chunks are decoded as they are opened */
-	uint8_t *payload;    /* a chunk as read, without the decoding thread */
+	struct decoder *decoder; /* NULL: chunks are decoded as they are opened */
+	uint8_t *payload;	 /* a chunk as read, without the decoding thread */
 	size_t cap;
 	struct decoded *spent;	      /* the events given out last, of a chunk now spent: freed at the next call */
 	const struct mt_event *batch; /* mt_walk_one's: the batch it gives from, and how far */
@@ -197,12 +198,12 @@ static int by_lowest(const void *a, const void *b)
 	return x->chunk < y->chunk ? -1 : x->chunk > y->chunk;
 }
 
-static void *decoder(void *arg);
+static void *decode_ahead(void *arg);
 
 /* The decoding thread's state freed, once the thread has ended (or never began). */
-static void stop(struct mt_walk *w)
+static void decoder_free(struct mt_walk *w)
 {
-	struct ahead *a = w->ahead;
+	struct decoder *a = w->decoder;
 
 	for (size_t k = 0; k < AHEAD; k++)
 		free(a->slot[k].d);
@@ -210,7 +211,33 @@ static void stop(struct mt_walk *w)
 	pthread_cond_destroy(&a->cond);
 	pthread_mutex_destroy(&a->lock);
 	free(a);
-	w->ahead = NULL;
+	w->decoder = NULL;
+}
+
+/* The decoding thread, when one can be had (else the walk decodes each chunk itself): no
+ * signal of the process goes to it, and its stack is small (a decode needs little). */
+static void start_decoder(struct mt_walk *w)
+{
+	struct decoder *a = calloc(1, sizeof *a);
+	pthread_attr_t attr;
+	sigset_t all, was;
+	bool started;
+
+	if (!a || pthread_attr_init(&attr)) {
+		free(a);
+		return;
+	}
+	pthread_mutex_init(&a->lock, NULL);
+	pthread_cond_init(&a->cond, NULL);
+	w->decoder = a;
+	sigfillset(&all);
+	pthread_attr_setstacksize(&attr, 256 << 10);
+	pthread_sigmask(SIG_SETMASK, &all, &was);
+	started = pthread_create(&a->thread, &attr, decode_ahead, w) == 0;
+	pthread_sigmask(SIG_SETMASK, &was, NULL);
+	pthread_attr_destroy(&attr);
+	if (!started)
+		decoder_free(w);
 }
 
 struct mt_walk *mt_walk_start(const struct mt_trace *t)
@@ -231,13 +258,8 @@ struct mt_walk *mt_walk_start(const struct mt_trace *t)
 		w->order[i] = (struct pending){x->chunks[i].min, i};
 	if (x->n)
 		qsort(w->order, x->n, sizeof *w->order, by_lowest);
-	/* without a thread (none to be had), the walk decodes each chunk itself */
-	if (x->n > 1 && (w->ahead = calloc(1, sizeof *w->ahead))) {
-		pthread_mutex_init(&w->ahead->lock, NULL);
-		pthread_cond_init(&w->ahead->cond, NULL);
-		if (pthread_create(&w->ahead->thread, NULL, decoder, w))
-			stop(w);
-	}
+	if (x->n > 1)
+		start_decoder(w);
 	return w;
 }
 
@@ -245,13 +267,13 @@ void mt_walk_end(struct mt_walk *w)
 {
 	if (!w)
 		return;
-	if (w->ahead) {
-		pthread_mutex_lock(&w->ahead->lock);
-		w->ahead->stop = true;
-		pthread_cond_broadcast(&w->ahead->cond);
-		pthread_mutex_unlock(&w->ahead->lock);
-		pthread_join(w->ahead->thread, NULL);
-		stop(w);
+	if (w->decoder) {
+		pthread_mutex_lock(&w->decoder->lock);
+		w->decoder->stop = true;
+		pthread_cond_broadcast(&w->decoder->cond);
+		pthread_mutex_unlock(&w->decoder->lock);
+		pthread_join(w->decoder->thread, NULL);
+		decoder_free(w);
 	}
 	for (size_t i = 0; i < w->nheap; i++)
 		if (--w->heap[i].of->runs == 0)
@@ -367,10 +389,10 @@ static int decode(const struct mt_trace *t, const struct chunk *c, uint8_t **pay
 
 /* The decoding thread: the chunks in the walk's order, AHEAD at most past the one the walk
  * takes next; it stops at the first that fails. */
-static void *decoder(void *arg)
+static void *decode_ahead(void *arg)
 {
 	struct mt_walk *w = arg;
-	struct ahead *a = w->ahead;
+	struct decoder *a = w->decoder;
 	const struct mt_index *x = w->t->index;
 	int r = 0;
 
@@ -397,7 +419,7 @@ static void *decoder(void *arg)
  * there is one. As decode. */
 static int take(struct mt_walk *w, struct decoded **d)
 {
-	struct ahead *a = w->ahead;
+	struct decoder *a = w->decoder;
 	size_t k = w->at;
 	int r;
 

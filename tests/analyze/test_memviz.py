@@ -66,6 +66,10 @@ for args in (["--preset", "tiny", "--leak", "64K"], ["--preset", "gpt2-small", "
     ok(tiled, name + ": blocks tile each segment exactly")
     ok(internal_ok, name + ": free internal + free external + allocated = total_size")
     ok(requested_ok, name + ": requested_size never exceeds size")
+    own = [s for s in snap["segments"] if s["blocks"][0]["state"] == "active_allocated" and len(s["blocks"]) == 1]
+    ok(own and all(tuple(s["segment_pool_id"]) == (0, 0) and s["frames"] == s["blocks"][0]["frames"] for s in own),
+       name + ": an allocation live at the end, its own segment: in the default pool, with its own frames",
+       [(s["segment_pool_id"], len(s["frames"]), len(s["blocks"][0]["frames"])) for s in own[:3]])
     live, segs, total, peak = {}, {}, 0, 0
     for e in snap["device_traces"][0]:
         if e["action"] == "alloc":

@@ -133,6 +133,12 @@ peak = {r: max(before[r], held[r] + (AFTER if r in live else 0)) for r in range(
 assert all(len({held[r], before[r], peak[r]}) == 3 for r in live) and held[OOM_RANK] != peak[OOM_RANK]
 ok(all(at[r]["state"] == "snapshot" and os.path.exists(at[r]["snapshot"]) for r in live if r in at),
    "each live rank: its snapshot of that moment", at)
+# the same with every trace walked from its file, as a long one is, and read whole
+walked, whole = (subprocess.run([MEMTAP, "report", "--json", run], capture_output=True, text=True,
+                                env=dict(os.environ, MEMTAP_READ=how)) for how in ("file", "memory"))
+ok(walked.returncode == whole.returncode == 3 and walked.stdout == whole.stdout == p.stdout,
+   "memtap report RUN --json: the same walking each rank's trace from its file as reading it whole",
+   walked.stderr + whole.stderr)
 for r in range(WORLD):
     x = at.get(r, {})
     ok(x.get("allocated_bytes") == held[r], "rank %d: what it held at the OOM (%d MiB), not its peak before it "

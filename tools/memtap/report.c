@@ -629,7 +629,8 @@ int cmd_report(int argc, char **argv)
 		die(EXIT_USAGE, "--serve is the page itself: not with --html or --json");
 	if (plan_setup)
 		plan_setup_from_text(plan_setup, &plan);
-	/* the text, the JSON and the page walk a long trace from its file; --serve reads it whole */
+	/* the text, the JSON, the page, --plan and --gpu-mem walk a long trace from its file;
+	   --serve reads it whole */
 	bool damaged = serve ? read_trace(argv[i], &t) : load_trace(argv[i], &t);
 	if (plan_setup)
 		plan_world(plan_setup, &t, &plan);
@@ -657,6 +658,7 @@ int cmd_report(int argc, char **argv)
 		mt_report_json(stdout, &r, sym, top);
 	else if (!html_path)
 		mt_report_text(stdout, &r, sym, top);
+	mt_symbols_close(sym);
 	status = walked_status(&t, damaged);
 	status = unwritten ? 1 : status;
 	mt_report_free(&r);
