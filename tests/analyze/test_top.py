@@ -235,7 +235,16 @@ ok(p.returncode == 0 and frames and frames[0] and frames[0]["ranks"][0]["trace"]
 # a stand-in NVML lists the job and a process not under memtap ----
 FAKE = os.path.join(B, "tests/analyze/.libs/libfake_nvml.so")
 outsider = subprocess.Popen(["sleep", "60"])
+# a trace open read-only (as memtap report keeps one it walks) is no job's
+read = os.path.join(TMP, "read.trace")
+subprocess.run([MEMTAP, "run", "-q", "-o", read, "--", SIMTRAIN, "--iters", "1"], env=ENV, check=True,
+               capture_output=True)
+reader = subprocess.Popen(["sleep", "60"], stdin=open(read, "rb"))
 p, frames = top("--once", "--json", env=dict(os.environ, MEMTAP_NVML="/nowhere/libnvidia-ml.so.1"))
+reader.kill()
+reader.wait()
+ok(not any(r["trace"] == read for r in (frames[0]["ranks"] if frames and frames[0] else [])),
+   "top with no argument: a trace a process only reads is not a job", p.stdout[:600])
 mine = [r for r in (frames[0]["ranks"] if frames and frames[0] else []) if r["trace"] == trace2]
 ok(p.returncode == 0 and mine and frames[0]["gpus"] == [] and "no NVIDIA driver's NVML here" in frames[0]["gpus_unknown"],
    "top with no argument and no driver: the jobs under memtap this user can see (the PID's job among them), and "

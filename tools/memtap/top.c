@@ -6,6 +6,7 @@
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -178,9 +179,27 @@ static void scan_dir(const char *dir, bool first)
 		die(EXIT_USAGE, "no .trace files in %s", dir);
 }
 
-/* The memtap traces open in one descriptor table (/proc/PID/task/TID/fd): each entry that
- * is a file starting with a trace's header (whatever its name: output= may be anything).
- * False when the table cannot be read. */
+/* Whether descriptor `name` of table `dir` (.../fd) was opened for writing, as a recorder
+ * opens its trace: a reader's (memtap report walking a trace keeps it open) is read-only.
+ * True when its fdinfo cannot tell. */
+static bool writing(const char *dir, const char *name)
+{
+	char path[PATH_MAX], line[128];
+	unsigned long flags = O_WRONLY;
+	FILE *f;
+
+	snprintf(path, sizeof path, "%.*sinfo/%s", (int)strlen(dir), dir, name);
+	if (!(f = fopen(path, "r")))
+		return true;
+	while (fgets(line, sizeof line, f) && sscanf(line, "flags: %lo", &flags) != 1)
+		;
+	fclose(f);
+	return (flags & O_ACCMODE) != O_RDONLY;
+}
+
+/* The memtap traces open for writing in one descriptor table (/proc/PID/task/TID/fd):
+ * each entry that is a file starting with a trace's header (whatever its name: output=
+ * may be anything). False when the table cannot be read. */
 static bool scan_fds(const char *dir)
 {
 	char target[PATH_MAX];
@@ -200,7 +219,7 @@ static bool scan_fds(const char *dir)
 		if (n <= 0 || target[0] != '/')
 			continue;
 		target[n] = '\0';
-		if (stat(target, &st) == 0 && S_ISREG(st.st_mode) && is_trace_file(target))
+		if (stat(target, &st) == 0 && S_ISREG(st.st_mode) && writing(dir, de->d_name) && is_trace_file(target))
 			add_source(target, false);
 	}
 	closedir(d);
