@@ -23,7 +23,10 @@ def build(root, version, code, simgpu, cxx="c++", cuda=os.environ.get("MT_CUDA_H
     with open(os.path.join(pkg, "include/c10/standin_version.h"), "w") as f:
         f.write("#define STANDIN_TORCH %d\n" % code)
     with open(os.path.join(pkg, "version.py"), "w") as f:
-        f.write("__version__ = '%s+cu124'\ngit_version = 'standin%s'\n" % (version, version))
+        # as a wheel's (tools/generate_torch_version.py): __all__ names the fields first
+        f.write("from typing import Optional\n\n__all__ = ['__version__', 'debug', 'cuda', 'git_version', 'hip']\n"
+                "__version__ = '%s+cu124'\ndebug = False\ncuda: Optional[str] = '12.4'\n"
+                "git_version = 'standin%s'\nhip: Optional[str] = None\n" % (version, version))
     subprocess.run([cxx, "-std=c++17", "-O1", "-shared", "-fPIC", "-o", os.path.join(pkg, "lib/libc10_cuda.so"),
                     os.path.join(HERE, "standin.cc"), "-I" + os.path.join(pkg, "include"),
                     "-I" + os.path.join(cuda, "include"), "-L" + simgpu, "-lcudart", "-lcuda"], check=True)

@@ -123,15 +123,23 @@ static enum command python_of(const char *cmd, char *out, size_t len)
 	return PYTHON;
 }
 
-/* `name = '...'` in torch/version.py */
+/* `name = '...'` at a line's start in torch/version.py (since 2.1 its `__all__` names
+ * them first, in quotes) */
 static bool version_field(const char *text, const char *name, char *out, size_t len)
 {
-	const char *p = strstr(text, name), *q;
+	size_t n = strlen(name);
 
-	if (!p || !(p = strpbrk(p, "'\"")) || !(q = strchr(p + 1, *p)))
-		return false;
-	snprintf(out, len, "%.*s", (int)(q - p - 1), p + 1);
-	return true;
+	for (const char *line = text; line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+		const char *p = line + n, *q;
+		if (strncmp(line, name, n) != 0 || (*p != ' ' && *p != '='))
+			continue;
+		p += strspn(p, " ");
+		if (*p++ != '=' || !*(p += strspn(p, " ")) || !strchr("'\"", *p) || !(q = strchr(p + 1, *p)))
+			return false;
+		snprintf(out, len, "%.*s", (int)(q - p - 1), p + 1);
+		return true;
+	}
+	return false;
 }
 
 static uint64_t fnv_file(uint64_t h, const char *path)
@@ -295,8 +303,11 @@ void torch_prepare(const char *cmd, bool quiet)
 	fclose(f);
 	version_field(out, "__version__", version, sizeof version);
 	version_field(out, "git_version", git, sizeof git);
-	if (sscanf(version, "%d.%d", &major, &minor) != 2)
+	if (sscanf(version, "%d.%d", &major, &minor) != 2) {
+		if (named)
+			fprintf(stderr, "memtap: no torch version in %s/version.py: " NOT_TENSORS "\n", torch);
 		return;
+	}
 	if (major < 2 || (major == 2 && minor < 2)) {
 		if (named)
 			fprintf(stderr,
