@@ -1,10 +1,14 @@
 /* libdwfl-backed symbolization with a per-address cache. */
 #include "analyze/symbols.h"
 
+#include <elfutils/libdwelf.h>
 #include <elfutils/libdwfl.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "core/map.h"
 
@@ -31,6 +35,32 @@ static const Dwfl_Callbacks callbacks = {
     .section_address = dwfl_offline_section_address,
 };
 
+/* Whether the file at path is the library the trace recorded there: the same GNU build
+ * id, where the trace has one. A trace read on another machine names that machine's
+ * files: one of the same path here is another build (Ubuntu's libc read with Debian's
+ * named its frames after the wrong functions), and its frames stay addresses. */
+static bool same_build(const char *path, const char *want)
+{
+	const unsigned char *id = NULL;
+	char hex[2 * 64 + 1] = "";
+	ssize_t n = -1;
+	int fd;
+	Elf *elf;
+
+	if (!want || !want[0])
+		return true;
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		return false;
+	elf_version(EV_CURRENT);
+	if ((elf = elf_begin(fd, ELF_C_READ_MMAP, NULL)) != NULL)
+		n = dwelf_elf_gnu_build_id(elf, (const void **)&id);
+	for (ssize_t i = 0; i < n && i < 64; i++)
+		snprintf(hex + 2 * i, 3, "%02x", id[i]);
+	elf_end(elf);
+	close(fd);
+	return strcmp(hex, want) == 0;
+}
+
 struct mt_symbols *mt_symbols_open(const struct mt_trace *t)
 {
 	struct mt_symbols *s = calloc(1, sizeof *s);
@@ -47,7 +77,8 @@ struct mt_symbols *mt_symbols_open(const struct mt_trace *t)
 			const struct mt_module *m = &t->modules[i];
 			struct stat st;
 			/* a path in a trace may name a pipe or a device: opening one could wait forever */
-			if (m->path[0] == '/' && stat(m->path, &st) == 0 && S_ISREG(st.st_mode))
+			if (m->path[0] == '/' && stat(m->path, &st) == 0 && S_ISREG(st.st_mode) &&
+			    same_build(m->path, m->build_id))
 				dwfl_report_elf(s->dwfl, m->path, m->path, -1, m->base, false);
 		}
 		dwfl_report_end(s->dwfl, NULL, NULL);

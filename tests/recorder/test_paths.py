@@ -5,6 +5,7 @@ versions NVIDIA's runtime looks up, and the driver entry points the runtime hand
 import glob
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -199,6 +200,23 @@ if one_trace("libraries", traces, p):
     ok("libnccl.so.2                10.00 MiB" in text and "libcublasLt.so.13           20.00 MiB" in text and
        ": 342.00 MiB; memtap recorded 42.00 MiB of it; 300.00 MiB it could not see" in text,
        "the text report shows the libraries and the driver's count", text)
+
+# a trace read where a library of the same path is another build (another machine's
+# libc, a library rebuilt since): its frames stay addresses, never another build's names
+moved = os.path.join(TMP, "libs")
+os.makedirs(moved)
+for lib in ("libnccl.so.2", "libcublasLt.so.13"):
+    shutil.copy(os.path.join(LIBS, lib), moved)
+p, traces = record("libraries-rebuilt", [PATHS, "libraries", moved])
+if one_trace("a library rebuilt since the trace", traces, p):
+    def nccl_frames():
+        return [f for e in dump(traces[0]) if e["kind"] == "alloc" and e["size"] == 10 * MiB for f in e["functions"]]
+    before = nccl_frames()
+    shutil.copy(os.path.join(LIBS, "libcublasLt.so.13"), os.path.join(moved, "libnccl.so.2"))
+    after = nccl_frames()
+    ok("nccl_buffers" in before and "nccl_buffers" not in after and "cublaslt_workspace" not in after,
+       "a library whose build id is not the trace's is not read for names: its frames stay addresses",
+       (before, after))
 
 p, traces = record("oomcount", [os.path.join(B, "tests/recorder/workload"), "oom"],
                    {"SIMGPU_MEM": "1GiB", "SIMGPU_CONTEXT_MEM": "100MiB"})
