@@ -7,8 +7,11 @@
  * uses, or a free (node, cuMemFree, cuMemFreeAsync) of an allocation that outlived its
  * executable graph. A free node or cuMemFree of an allocation whose executable graph
  * lives ends its use, not the graph's hold on the memory: that is recorded at trim or
- * destroy. Not the hot path: one lock; a free checks the table only while it holds
- * graph memory. The lock is never waited for by its own holder (a signal handler). */
+ * destroy. Allocation nodes of a graph may share an address where their lives do not
+ * overlap (the guide's "address reuse within a graph": PyTorch 2.11's captures on an H200
+ * did): the address is recorded once, at the widest of them, while any holds it. Not the
+ * hot path: one lock; a free checks the table only while it holds graph memory. The lock
+ * is never waited for by its own holder (a signal handler). */
 #include <string.h>
 
 #include "recorder/hooks.h"
@@ -69,12 +72,24 @@ static void drop(size_t i)
 	nodes[i] = nodes[--count];
 }
 
+/* The allocation at addr: the one in use, if one is */
 static struct gnode *find_alloc(uint64_t addr)
 {
+	struct gnode *found = NULL;
+
 	for (size_t i = 0; i < count; i++)
-		if (!nodes[i].is_free && nodes[i].addr == addr)
-			return &nodes[i];
-	return NULL;
+		if (!nodes[i].is_free && nodes[i].addr == addr && (!found || nodes[i].live))
+			found = &nodes[i];
+	return found;
+}
+
+/* Another allocation node whose memory the driver holds at n's address. */
+static bool shared(const struct gnode *n)
+{
+	for (size_t i = 0; i < count; i++)
+		if (&nodes[i] != n && !nodes[i].is_free && nodes[i].addr == n->addr && nodes[i].backed)
+			return true;
+	return false;
 }
 
 static void back(struct gnode *n)
@@ -87,8 +102,13 @@ static void back(struct gnode *n)
 				     .size = n->size,
 				     .aux2 = n->exec,
 				     .stack = n->stack};
+		for (size_t i = 0; i < count; i++) /* the widest of its executable graph's nodes there */
+			if (!nodes[i].is_free && nodes[i].addr == n->addr && nodes[i].exec == n->exec &&
+			    nodes[i].graph == n->graph && nodes[i].size > e.size)
+				e.size = nodes[i].size;
+		if (!shared(n))
+			mtp_record(&e, false);
 		n->backed = true;
-		mtp_record(&e, false);
 	}
 }
 
@@ -96,7 +116,8 @@ static void unback(struct gnode *n)
 {
 	if (n->backed) {
 		n->backed = false;
-		mtp_hook_gone(MT_EV_FREE, n->addr, 0, 0);
+		if (!shared(n))
+			mtp_hook_gone(MT_EV_FREE, n->addr, 0, 0);
 	}
 }
 

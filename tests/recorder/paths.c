@@ -22,7 +22,10 @@
  *               executable graph, freed by another graph's free node), 22000013 (captured
  *               cuMemAllocAsync and cuMemFreeAsync, the executable graph destroyed) and
  *               22000014 (captured cudaMallocAsync, freed with cudaFreeAsync after
- *               the launch, then trimmed); a graph needing more than the
+ *               the launch, then trimmed), 22000015 (captured, freed in the capture,
+ *               then 11000016 captured: "reused 1" when the driver gave it the same
+ *               address, as it did to PyTorch's captures on an H200; 11000016 freed
+ *               with cudaFreeAsync after the launch); a graph needing more than the
  *               device has fails its launch with CUDA_ERROR_OUT_OF_MEMORY
  *   lookups     the entries at the versions NVIDIA's runtime asks cuGetProcAddress for,
  *               fetched as it does: graph memory nodes added with cuGraphAddNode (12020:
@@ -302,6 +305,25 @@ static void graph_nodes(void)
 		CHECK_RT(cudaDeviceGraphMemTrim(0));
 		CHECK_DRV(cuGraphExecDestroy(x6));
 		CHECK_DRV(cuGraphDestroy(g6));
+	}
+
+	/* an address the capture freed, given to its next allocation */
+	{
+		void *p = NULL, *q = NULL;
+		cudaStream_t rs = (cudaStream_t)s;
+		CHECK_RT(cudaStreamBeginCapture(rs, cudaStreamCaptureModeGlobal));
+		CHECK_RT(cudaMallocAsync(&p, 22000015, rs));
+		CHECK_RT(cudaFreeAsync(p, rs));
+		CHECK_RT(cudaMallocAsync(&q, 11000016, rs));
+		CHECK_RT(cudaStreamEndCapture(rs, (cudaGraph_t *)&g6));
+		printf("reused %d\n", p == q);
+		CHECK_DRV(cuGraphInstantiateWithFlags(&x6, g6, 0));
+		CHECK_DRV(cuGraphLaunch(x6, s));
+		CHECK_RT(cudaFreeAsync(q, rs));
+		CHECK_RT(cudaStreamSynchronize(rs));
+		CHECK_DRV(cuGraphExecDestroy(x6));
+		CHECK_DRV(cuGraphDestroy(g6));
+		CHECK_RT(cudaDeviceGraphMemTrim(0));
 	}
 
 	/* more than the device has: the launch fails, nothing is allocated */

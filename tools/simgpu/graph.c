@@ -2,7 +2,10 @@
  * their nodes in dependency order at launch (kernels counted, copies and memsets done as
  * copy.c does them, host nodes called), and graph memory nodes with the lifetime that
  * cuGraphAddMemAllocNode's documentation and the programming guide give:
- * - adding an allocation node reserves its address, fixed for the graph's life;
+ * - adding an allocation node reserves its address, fixed for the graph's life; a
+ *   captured allocation takes the address of one the capture has already freed, where it
+ *   fits (the guide's "address reuse within a graph"; PyTorch 2.11's captures on an H200
+ *   showed it): the two nodes share the memory;
  * - a launch (or an upload) that reaches the node backs it: the memory is charged to
  *   the device (and can run the device out of memory) and the allocation is live;
  * - a free node, cuMemFree, cuMemFreeAsync, or a relaunch of a graph instantiated with
@@ -11,7 +14,10 @@
  * - cuDeviceGraphMemTrim releases the memory of allocations that are not live, and so
  *   does destroying the executable graph; an allocation still live then is released
  *   when it is freed. Relaunching with live allocations and no auto-free fails with
- *   CUDA_ERROR_INVALID_VALUE. */
+ *   CUDA_ERROR_INVALID_VALUE.
+ * The attribute USED_MEM_CURRENT counts the memory backed, live or not, as the driver's on
+ * an H200 did (2026-11-30: not 0 after a launch whose allocations were all freed inside
+ * it, while the executable graph lived). */
 #include "sim.h"
 
 #include <stdlib.h>
@@ -89,6 +95,7 @@ static void unback(struct sim_graph_alloc *a)
 		return;
 	a->backed = false;
 	d->used -= a->footprint;
+	d->graph_used -= a->footprint;
 	d->graph_reserved -= a->footprint;
 }
 
@@ -110,6 +117,7 @@ static CUresult back(struct sim_graph_alloc *a)
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	a->backed = true;
 	d->used += a->footprint;
+	d->graph_used += a->footprint;
 	d->graph_reserved += a->footprint;
 	high(d);
 	return CUDA_SUCCESS;
@@ -118,7 +126,6 @@ static CUresult back(struct sim_graph_alloc *a)
 static void end_life(struct sim_graph_alloc *a)
 {
 	a->live = false;
-	sim.dev[a->device].graph_used -= a->footprint;
 	if (!a->exec) { /* its executable graph is gone: nothing keeps the memory */
 		unback(a);
 		alloc_release(a);
@@ -329,29 +336,54 @@ static void attach_alloc(CUgraphNode n, struct sim_graph_alloc *a)
 	n->graph->memory = true;
 }
 
-/* A free node frees an allocation of an allocation node, once per graph. */
+/* In g, the allocation nodes at addr, and its free nodes. */
+static size_t nodes_at(CUgraph g, CUdeviceptr addr, size_t *frees)
+{
+	size_t allocs = 0;
+
+	*frees = 0;
+	for (size_t i = 0; i < g->n; i++)
+		if (g->nodes[i]->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC && g->nodes[i]->u.alloc->addr == addr)
+			allocs++;
+		else if (g->nodes[i]->type == CU_GRAPH_NODE_TYPE_MEM_FREE && g->nodes[i]->u.free == addr)
+			++*frees;
+	return allocs;
+}
+
+/* A free node frees an allocation of an allocation node (of this graph or another),
+ * once per graph, or once for each node of this graph that shares its address. */
 static CUresult check_free(CUgraph g, CUdeviceptr dptr)
 {
-	if (!sim_graph_alloc_at(dptr))
-		return CUDA_ERROR_INVALID_VALUE;
-	for (size_t i = 0; i < g->n; i++)
-		if (g->nodes[i]->type == CU_GRAPH_NODE_TYPE_MEM_FREE && g->nodes[i]->u.free == dptr)
-			return CUDA_ERROR_INVALID_VALUE;
-	return CUDA_SUCCESS;
+	size_t frees, allocs = nodes_at(g, dptr, &frees);
+
+	return sim_graph_alloc_at(dptr) && frees < (allocs ? allocs : 1) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+/* An allocation of g on dev that the capture has freed and size fits in, to share. */
+static struct sim_graph_alloc *freed_in(CUgraph g, int dev, size_t size)
+{
+	for (size_t i = 0; i < g->n; i++) {
+		struct sim_graph_alloc *a =
+		    g->nodes[i]->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC ? g->nodes[i]->u.alloc : NULL;
+		size_t frees;
+		if (a && a->device == dev && size <= a->footprint && nodes_at(g, a->addr, &frees) == frees)
+			return a;
+	}
+	return NULL;
 }
 
 /* cuMemAllocAsync on a capturing stream: an allocation node behind the stream's work. */
 CUresult sim_capture_alloc(CUstream s, int dev, size_t size, CUdeviceptr *dptr)
 {
-	struct sim_graph_alloc *a;
+	struct sim_graph_alloc *a = freed_in(sim_capture_graph(s), dev, size);
 	CUgraphNode n;
-	CUresult r = new_alloc(dev, size, &a);
+	CUresult r = a ? (a->refs++, CUDA_SUCCESS) : new_alloc(dev, size, &a);
 
 	if (r != CUDA_SUCCESS)
 		return r;
 	r = sim_capture_add(s, CU_GRAPH_NODE_TYPE_MEM_ALLOC, &n);
 	if (r != CUDA_SUCCESS) {
-		a->refs = 0;
+		a->refs--;
 		alloc_release(a);
 		return r;
 	}
@@ -949,8 +981,10 @@ CUresult CUDAAPI cuGraphClone(CUgraph *phGraphClone, CUgraph original)
 	if (!phGraphClone)
 		return CUDA_ERROR_INVALID_VALUE;
 	sim_lock();
-	if (!sim_obj_is(original, SIM_OBJ_GRAPH) || original->memory) {
+	if (!sim_obj_is(original, SIM_OBJ_GRAPH)) {
 		r = CUDA_ERROR_INVALID_VALUE;
+	} else if (original->memory) { /* as the driver on an H200 answered (2026-11-30) */
+		r = CUDA_ERROR_NOT_SUPPORTED;
 	} else if (!(c = sim_graph_new())) {
 		r = CUDA_ERROR_OUT_OF_MEMORY;
 	} else {
@@ -1269,11 +1303,7 @@ static CUresult run_step(struct CUgraphExec_st *x, size_t i, int dev)
 	case CU_GRAPH_NODE_TYPE_MEM_ALLOC: {
 		struct sim_graph_alloc *a = s->u.alloc;
 		r = back(a);
-		if (r == CUDA_SUCCESS && !a->live) {
-			a->live = true;
-			sim.dev[a->device].graph_used += a->footprint;
-			high(&sim.dev[a->device]);
-		}
+		a->live |= r == CUDA_SUCCESS;
 		return r;
 	}
 	case CU_GRAPH_NODE_TYPE_MEM_FREE: {

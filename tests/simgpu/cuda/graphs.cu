@@ -67,11 +67,12 @@ int main(void)
 	{
 		/* cudaGraphClone's documentation: not for graphs with memory nodes */
 		cudaGraph_t clone;
-		TRUE(cudaGraphClone(&clone, g) == cudaErrorInvalidValue);
+		ERROR_IS(cudaGraphClone(&clone, g), cudaErrorNotSupported);
 		(void)cudaGetLastError();
 	}
-	/* freed inside the graph: the memory stays with the device's graph pool until trimmed */
-	TRUE(graph_attr(cudaGraphMemAttrUsedMemCurrent) == 0);
+	/* freed inside the graph: the memory stays with the executable graph until trimmed
+	   (counted as used: the driver's answer on an H200) */
+	TRUE(graph_attr(cudaGraphMemAttrUsedMemCurrent) >= n * sizeof(float));
 	TRUE(graph_attr(cudaGraphMemAttrReservedMemHigh) >= n * sizeof(float));
 	CHECK(cudaDeviceGraphMemTrim(0));
 	TRUE(graph_attr(cudaGraphMemAttrReservedMemCurrent) == 0);
@@ -130,7 +131,8 @@ int main(void)
 		TRUE(cudaGraphLaunch(exec2, s) != cudaSuccess);
 		(void)cudaGetLastError();
 		CHECK(cudaFree(a.dptr));
-		TRUE(graph_attr(cudaGraphMemAttrUsedMemCurrent) == 0);
+		/* its executable graph keeps the memory (the driver's answer on an H200) */
+		TRUE(graph_attr(cudaGraphMemAttrUsedMemCurrent) >= (size_t)(3 << 20));
 		CHECK(cudaGraphExecDestroy(exec2));
 		CHECK(cudaGraphDestroy(built));
 	}
