@@ -239,8 +239,8 @@ static void registration(void)
 	args[0] = &addr;
 	is(__cudaLaunchKernel(k, g, b, args, smem, NULL), cudaSuccess, "__cudaLaunchKernel");
 	is(cudaLaunchKernel((const void *)kernel_stub, (dim3){1, 1, 1}, (dim3){2048, 1, 1}, args, 0, NULL),
-	   cudaErrorInvalidConfiguration, "2048 threads a block: a configuration error");
-	is(cudaGetLastError(), cudaErrorInvalidConfiguration, "kept as the last error");
+	   cudaErrorInvalidValue, "2048 threads a block: an invalid value, as CUDA 13's runtime says");
+	is(cudaGetLastError(), cudaErrorInvalidValue, "kept as the last error");
 	is(cudaLaunchKernel((const void *)registration, (dim3){1, 1, 1}, (dim3){1, 1, 1}, args, 0, NULL),
 	   cudaErrorInvalidDeviceFunction, "an unregistered function");
 	cudaGetLastError();

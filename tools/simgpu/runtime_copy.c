@@ -12,11 +12,33 @@ static bool bad_kind(enum cudaMemcpyKind kind)
 	return (unsigned)kind > cudaMemcpyDefault;
 }
 
+/* Memory CUDA does not know (pageable host memory) where the kind says the device: an
+ * invalid value, as CUDA 13's runtime answered on an H200 (2026-11-30). */
+static bool not_device(const void *p)
+{
+	unsigned type = 0;
+
+	return DRV(cuPointerGetAttribute, 4000)(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)p) !=
+	       CUDA_SUCCESS;
+}
+
+static cudaError_t check_1d(void *dst, const void *src, enum cudaMemcpyKind kind)
+{
+	if (bad_kind(kind))
+		return cudaErrorInvalidMemcpyDirection;
+	if (((kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice) && not_device(src)) ||
+	    ((kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice) && not_device(dst)))
+		return cudaErrorInvalidValue;
+	return cudaSuccess;
+}
+
 cudaError_t CUDARTAPI cudaMemcpy(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind)
 {
+	cudaError_t e;
+
 	READY();
-	if (bad_kind(kind))
-		return rt_note(cudaErrorInvalidMemcpyDirection);
+	if ((e = check_1d(dst, src, kind)) != cudaSuccess)
+		return rt_note(e);
 	if (count == 0)
 		return cudaSuccess;
 	return rt_result(DRV(cuMemcpy, 4000)((CUdeviceptr)dst, (CUdeviceptr)src, count));
@@ -25,9 +47,11 @@ cudaError_t CUDARTAPI cudaMemcpy(void *dst, const void *src, size_t count, enum 
 cudaError_t CUDARTAPI cudaMemcpyAsync(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind,
 				      cudaStream_t stream)
 {
+	cudaError_t e;
+
 	READY();
-	if (bad_kind(kind))
-		return rt_note(cudaErrorInvalidMemcpyDirection);
+	if ((e = check_1d(dst, src, kind)) != cudaSuccess)
+		return rt_note(e);
 	if (count == 0)
 		return cudaSuccess;
 	return rt_result(DRV(cuMemcpyAsync, 4000)((CUdeviceptr)dst, (CUdeviceptr)src, count, (CUstream)stream));

@@ -289,13 +289,14 @@ cudaError_t CUDARTAPI __cudaGetKernel(cudaKernel_t *kernel, const void *hostFun)
 	return e;
 }
 
-/* A launch the driver refuses for its shape is a configuration error to the runtime. */
+/* The driver's answer is the runtime's: a block of 2048 threads is cudaErrorInvalidValue
+ * to CUDA 13's runtime on an H200 (2026-11-30), not a configuration error. */
 static cudaError_t launch(CUfunction f, dim3 g, dim3 b, void **args, size_t smem, cudaStream_t s, bool per_thread)
 {
 	CUresult r = (per_thread ? DRV_PT(cuLaunchKernel, 7000, 4000) : DRV(cuLaunchKernel, 4000))(
 	    f, g.x, g.y, g.z, b.x, b.y, b.z, (unsigned)smem, (CUstream)s, args, NULL);
 
-	return rt_note(r == CUDA_ERROR_INVALID_VALUE ? cudaErrorInvalidConfiguration : rt_result(r));
+	return rt_note(rt_result(r));
 }
 
 static cudaError_t launch_kernel(cudaKernel_t kernel, dim3 g, dim3 b, void **args, size_t smem, cudaStream_t s,
