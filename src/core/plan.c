@@ -1384,12 +1384,15 @@ static void moments(const struct mt_plan_config *c, double m[MOMENTS][MT_PLAN_CO
 /* PyTorch's cuBLAS workspaces (aten/src/ATen/cuda/CublasHandlePool.cpp, from 2.0): one
  * for each cuBLAS handle and stream, from the caching allocator and kept (memory_allocated
  * counts them): the main thread's for forward, the autograd engine's device thread's for
- * backward; 4096 KiB x 2 + 16 KiB x 8 each, 32 MiB on Hopper (sm_90). */
+ * backward; 4096 KiB x 2 + 16 KiB x 8 each, 32 MiB on Hopper (sm_90). From 2.8
+ * (pytorch/pytorch#156495) cuBLASLt's 1 MiB is kept too, for each handle and stream that
+ * ran a cuBLASLt matmul: forward's addmm; counted with --torch 2.8 or later (the published
+ * measurements without --torch are older). PyTorch 2.11 on an H200 cleared 65 MiB. */
 static double cublas_workspaces(const struct mt_plan_config *c)
 {
 	if (!torch_modules(c) || !c->layers || (c->torch && c->torch < 200))
 		return 0;
-	return 2.0 * (c->gpu_arch == 90 ? 32 << 20 : (4096 * 2 + 16 * 8) << 10);
+	return 2.0 * (c->gpu_arch == 90 ? 32 << 20 : (4096 * 2 + 16 * 8) << 10) + (c->torch >= 208 ? 1 << 20 : 0);
 }
 
 /* The CUDA context, which NVML counts and no allocator does. With lazy module loading

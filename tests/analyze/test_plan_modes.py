@@ -470,17 +470,19 @@ MIB = 2**20
 STEP = ["--model", LLAMA2, "--seq", 2048, "--micro-batch", 1]
 parts = {name: plan(*STEP, *args)["framework_bytes"] for name, args in {
     "a100": [], "h100": ["--gpu-mem", "h100"], "torch 1.13": ["--torch", "1.13"],
+    "h200 torch 2.11": ["--gpu-mem", "h200", "--torch", "2.11"],
     "megatron": ["--impl", "megatron"], "nvml 1 GPU": ["--nvml"],
     "nvml dp 8 h100": ["--nvml", "--gpu-mem", "h100", "--gpus-per-node", 8, "--zero", 1],
     "nvml tp 2 dp 4 h100": ["--nvml", "--gpu-arch", 90, "--gpus-per-node", 8, "--tp", 2, "--zero", 1],
     "nvml dp 2 a100": ["--nvml", "--gpus-per-node", 2], "nvml torch 1.10": ["--nvml", "--torch", "1.10"]}.items()}
 want = {"a100": (0, 0, 2 * 8519680), "h100": (0, 0, 64 * MIB), "torch 1.13": (0, 0, 0), "megatron": (0, 0, 0),
+        "h200 torch 2.11": (0, 0, 65 * MIB),
         "nvml 1 GPU": (512 * MIB, 0, 2 * 8519680), "nvml dp 8 h100": (512 * MIB, (688 + 256) * MIB, 64 * MIB),
         "nvml tp 2 dp 4 h100": (512 * MIB, (688 + 544 + 256) * MIB, 64 * MIB),
         "nvml dp 2 a100": (512 * MIB, 544 * MIB, 2 * 8519680), "nvml torch 1.10": (1343 * MIB, 0, 0)}
 got = {k: (v["cuda_context"], v["nccl"], v["cublas_workspaces"]) for k, v in parts.items()}
-ok(got == want, "the framework by name: PyTorch's cuBLAS workspaces (2 x 8.125 MiB, 2 x 32 MiB on Hopper, none "
-   "before 2.0 or for Megatron's kernels); with --nvml the CUDA context and NCCL's buffers per communicator",
+ok(got == want, "the framework by name: PyTorch's cuBLAS workspaces (2 x 8.125 MiB, 2 x 32 MiB on Hopper, and "
+   "cuBLASLt's 1 MiB from 2.8, as PyTorch 2.11 cleared on an H200; none before 2.0 or for Megatron's kernels); with --nvml the CUDA context and NCCL's buffers per communicator",
    (got, want))
 one = plan(*STEP, "--nvml", "--gpu-mem", "h100", "--gpus-per-node", 8, "--zero", 1)
 ok(one["per_gpu_bytes"]["framework"] == sum(one["framework_bytes"].values()) and
