@@ -14,7 +14,9 @@ torch.cuda.mem_get_info() call that marks that moment in the trace.
     --blocks     also _snapshot()'s blocks and segments, at the moment (snapshot_blocks:
                  [address, size, requested_size, state], snapshot_segment_list: [address,
                  total_size]), for memtap's tracker of PyTorch's tensors to be held to
-    --time N     then N more steps timed (step_seconds: each, after a synchronize)
+    --time N     then N more steps timed (step_seconds: each, after a synchronize), on
+                 16 rows of the batch: the step bound by the CPU, not the GPU, so what
+                 a recorder adds to each tensor shows
     --history    torch.cuda.memory._record_memory_history(stacks="python") first: what
                  PyTorch's own recording costs, beside memtap's
 An out-of-memory failure is caught and written as {"oom": true, "phase": ...}."""
@@ -119,10 +121,11 @@ try:
     if timed:
         import time
         result["step_seconds"] = []
+        xs, ys = x[:16].clone(), y[:16].clone()
         for _ in range(timed):
             torch.cuda.synchronize()
             t = time.perf_counter()
-            steps(model, opt, x, y, 1)
+            steps(model, opt, xs, ys, 1)
             torch.cuda.synchronize()
             result["step_seconds"].append(time.perf_counter() - t)
     if "--graph" in flags:
