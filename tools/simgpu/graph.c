@@ -17,7 +17,7 @@
  *   CUDA_ERROR_INVALID_VALUE.
  * The attribute USED_MEM_CURRENT counts the memory backed, live or not, as the driver's on
  * an H200 did (2026-11-30: not 0 after a launch whose allocations were all freed inside
- * it, while the executable graph lived). */
+ * it, while the executable graph lived): here it is RESERVED_MEM_CURRENT. */
 #include "sim.h"
 
 #include <stdlib.h>
@@ -95,14 +95,13 @@ static void unback(struct sim_graph_alloc *a)
 		return;
 	a->backed = false;
 	d->used -= a->footprint;
-	d->graph_used -= a->footprint;
 	d->graph_reserved -= a->footprint;
 }
 
 static void high(struct sim_device *d)
 {
-	if (d->graph_used > d->graph_used_high)
-		d->graph_used_high = d->graph_used;
+	if (d->graph_reserved > d->graph_used_high)
+		d->graph_used_high = d->graph_reserved;
 	if (d->graph_reserved > d->graph_reserved_high)
 		d->graph_reserved_high = d->graph_reserved;
 }
@@ -117,7 +116,6 @@ static CUresult back(struct sim_graph_alloc *a)
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	a->backed = true;
 	d->used += a->footprint;
-	d->graph_used += a->footprint;
 	d->graph_reserved += a->footprint;
 	high(d);
 	return CUDA_SUCCESS;
@@ -174,7 +172,7 @@ static CUresult graph_mem_attribute(CUdevice device, CUgraphMem_attribute attr, 
 		if (set)
 			r = CUDA_ERROR_INVALID_VALUE;
 		else
-			*v = attr == CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT ? d->graph_used : d->graph_reserved;
+			*v = d->graph_reserved; /* used: backed, as reserved (above) */
 		break;
 	case CU_GRAPH_MEM_ATTR_USED_MEM_HIGH:
 	case CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH: {
@@ -182,7 +180,7 @@ static CUresult graph_mem_attribute(CUdevice device, CUgraphMem_attribute attr, 
 		if (!set)
 			*v = *h;
 		else if (*v == 0) /* the only value allowed: reset to the current level */
-			*h = attr == CU_GRAPH_MEM_ATTR_USED_MEM_HIGH ? d->graph_used : d->graph_reserved;
+			*h = d->graph_reserved;
 		else
 			r = CUDA_ERROR_INVALID_VALUE;
 		break;

@@ -202,7 +202,7 @@ struct sim_device {
 	int primary_refs;
 	struct CUmemPoolHandle_st default_pool;
 	CUmemoryPool current_pool;
-	size_t graph_used, graph_reserved, graph_used_high, graph_reserved_high;
+	size_t graph_reserved, graph_used_high, graph_reserved_high; /* graph memory backed; used is reserved */
 	bool peer[SIM_MAX_DEVICES]; /* cuCtxEnablePeerAccess from this device's contexts */
 };
 
