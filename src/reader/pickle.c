@@ -602,7 +602,9 @@ static int string(struct pk_reader *m, uint8_t type, size_t len)
 	return r;
 }
 
-static int integer(struct pk_reader *m, int64_t i)
+/* inline: a snapshot is mostly small integers, and gcc stopped inlining it once step()
+ * grew (issue 42: 32 M of the import's instructions on bench/make_snapshot.py's file) */
+static inline __attribute__((always_inline)) int integer(struct pk_reader *m, int64_t i)
 {
 	struct pk_value *v = value(m, PK_INT);
 
@@ -1049,7 +1051,9 @@ int pk_stream(const uint8_t *data, size_t size, struct pk_arena *arena, const st
 			break;
 		}
 		r = step(&m, op);
-		if (m.n >= m.ahead_at && !r)
+		/* every 64th step is soon enough to offer a thousand items (issue 42: looking
+		   after every opcode was 2% of an import) */
+		if ((steps & 63) == 0 && m.n >= m.ahead_at && !r)
 			r = offer_ahead(&m);
 		if (r == ENOMEM)
 			snprintf(err, errlen, "out of memory reading the pickle");
