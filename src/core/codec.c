@@ -225,29 +225,6 @@ void mt_encode_event(struct mt_buf *b, struct mt_encoder *st, const struct mt_ev
 	b->len = (size_t)(p - b->data);
 }
 
-/* With ten bytes left no varint can run past the end: the common case checks nothing. */
-static inline uint64_t varint(struct mt_cursor *c)
-{
-	if (c->end - c->p >= 10) {
-		uint64_t v = 0;
-		for (int shift = 0; shift < 70; shift += 7) {
-			uint8_t byte = *c->p++;
-			v |= (uint64_t)(byte & 0x7f) << (shift & 63);
-			if (!(byte & 0x80))
-				return v;
-		}
-		c->bad = 1;
-		return 0;
-	}
-	return mt_get_varint(c);
-}
-
-static inline int64_t zigzag(struct mt_cursor *c)
-{
-	uint64_t v = varint(c);
-	return (int64_t)(v >> 1) ^ -(int64_t)(v & 1);
-}
-
 uint64_t mt_get_varint(struct mt_cursor *c)
 {
 	uint64_t v = 0;
@@ -272,57 +249,95 @@ int64_t mt_get_zigzag(struct mt_cursor *c)
 	return (int64_t)(v >> 1) ^ -(int64_t)(v & 1);
 }
 
-static uint8_t get_u8(struct mt_cursor *c)
+/* The most an event's decoding reads: kind, two masks, device, tag, flags and nine
+ * varints of at most ten bytes. With that much left (room), nothing is checked. */
+#define MAX_EVENT_READ 96
+
+static inline uint64_t varint(struct mt_cursor *c, bool room)
 {
-	if (c->p >= c->end) {
+	if (room || c->end - c->p >= 10) {
+		uint64_t v = 0;
+		for (int shift = 0; shift < 70; shift += 7) {
+			uint8_t byte = *c->p++;
+			v |= (uint64_t)(byte & 0x7f) << (shift & 63);
+			if (!(byte & 0x80))
+				return v;
+		}
+		c->bad = 1;
+		return 0;
+	}
+	return mt_get_varint(c);
+}
+
+static inline int64_t zigzag(struct mt_cursor *c, bool room)
+{
+	uint64_t v = varint(c, room);
+	return (int64_t)(v >> 1) ^ -(int64_t)(v & 1);
+}
+
+static inline uint8_t get_u8(struct mt_cursor *c, bool room)
+{
+	if (!room && c->p >= c->end) {
 		c->bad = 1;
 		return 0;
 	}
 	return *c->p++;
 }
 
-int mt_decode_event(struct mt_cursor *c, struct mt_encoder *st, struct mt_event *e)
+/* The cursor and the deltas are worked on in locals: the event's byte fields may alias
+ * anything, so stores to them would make the compiler reload pointers it keeps in memory. */
+static inline __attribute__((always_inline)) int decode(struct mt_cursor *cursor, struct mt_encoder *st,
+							struct mt_event *e, bool room)
 {
+	struct mt_cursor k = *cursor, *c = &k;
+	uint64_t time = st->time, addr = st->addr, thread, stack = 0, phase = 0;
 	uint8_t mask;
-	uint64_t thread, stack = 0, phase = 0;
 
 	memset(e, 0, sizeof *e);
-	e->kind = get_u8(c);
-	mask = get_u8(c);
-	thread = varint(c);
-	st->time += (uint64_t)zigzag(c);
-	e->time = st->time;
+	e->kind = get_u8(c, room);
+	mask = get_u8(c, room);
+	thread = varint(c, room);
+	time += (uint64_t)zigzag(c, room);
+	e->time = time;
 	e->device = MT_NO_DEVICE;
 	if (mask & HAS_ADDR) {
-		st->addr += (uint64_t)zigzag(c);
-		e->addr = st->addr;
+		addr += (uint64_t)zigzag(c, room);
+		e->addr = addr;
 	}
 	if (mask & HAS_SIZE)
-		e->size = varint(c);
+		e->size = varint(c, room);
 	if (mask & HAS_AUX)
-		e->aux = varint(c);
+		e->aux = varint(c, room);
 	if (mask & HAS_AUX2)
-		e->aux2 = varint(c);
+		e->aux2 = varint(c, room);
 	if (mask & HAS_STACK)
-		stack = varint(c);
+		stack = varint(c, room);
 	if (mask & HAS_PHASE)
-		phase = varint(c);
+		phase = varint(c, room);
 	if (mask & HAS_DEVICE)
-		e->device = get_u8(c);
+		e->device = get_u8(c, room);
 	if (mask & HAS_MORE) {
-		uint8_t more = get_u8(c);
+		uint8_t more = get_u8(c, room);
 		if (more & MORE_TAG)
-			e->tag = get_u8(c);
+			e->tag = get_u8(c, room);
 		if (more & MORE_FLAGS)
-			e->flags = get_u8(c);
+			e->flags = get_u8(c, room);
 		if (more & MORE_ERROR)
-			e->error = (int32_t)zigzag(c);
+			e->error = (int32_t)zigzag(c, room);
 	}
 	/* 32-bit fields written wider are damage, not numbers to cut down */
 	if (e->kind >= MT_EV_COUNT || e->tag >= MT_TAG_COUNT || (thread | stack | phase) > UINT32_MAX)
-		c->bad = 1;
+		k.bad = 1;
 	e->thread = (uint32_t)thread;
 	e->stack = (uint32_t)stack;
 	e->phase = (uint32_t)phase;
-	return c->bad ? -1 : 0;
+	*cursor = k;
+	st->time = time;
+	st->addr = addr;
+	return k.bad ? -1 : 0;
+}
+
+int mt_decode_event(struct mt_cursor *c, struct mt_encoder *st, struct mt_event *e)
+{
+	return c->end - c->p >= MAX_EVENT_READ ? decode(c, st, e, true) : decode(c, st, e, false);
 }
