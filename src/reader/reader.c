@@ -5,6 +5,7 @@
 #include "core/assert.h"
 #include "core/array.h"
 #include "core/map.h"
+#include "reader/ahead.h"
 #include "reader/file.h"
 #include "reader/progress.h"
 #include "reader/stream.h"
@@ -167,13 +168,6 @@ static int read_modules(struct mt_trace *t, struct mt_cursor *c, size_t off)
 	return c->bad ? -1 : 0;
 }
 
-/* Kinds whose aux is a string id. */
-static bool aux_is_string(uint8_t kind)
-{
-	return kind == MT_EV_RANGE_PUSH || kind == MT_EV_RANGE_START || kind == MT_EV_NVTX_MARK || kind == MT_EV_MARK ||
-	       kind == MT_EV_SNAPSHOT || kind == MT_EV_DEVICE;
-}
-
 static size_t count(size_t ids) /* entries of a table whose id 0 is "none" */
 {
 	return ids ? ids - 1 : 0;
@@ -183,7 +177,7 @@ const char *mt_trace_check_event(const struct mt_trace *t, const struct mt_event
 {
 	bool stack = e->stack && e->stack >= t->nstacks; /* 0 is none */
 	bool phase = e->phase && e->phase >= t->nstrings;
-	bool aux = aux_is_string(e->kind) && e->aux && e->aux >= t->nstrings;
+	bool aux = mt_aux_is_string(e->kind) && e->aux && e->aux >= t->nstrings;
 	const char *kind, *a;
 
 	/* the test alone for every event; the words only for one that fails it */
@@ -390,24 +384,31 @@ int mt_trace_finish(struct mt_trace *t)
 	return r ? r : mt_sort_events(t->events, t->nevents);
 }
 
-/* An opened trace's mapped pages behind the index pass go back to the kernel, 16 MiB at a
- * time: the walk reads the chunks again from the file. */
-static void drop_read(const uint8_t *data, size_t to, size_t *dropped)
+/* An EVENTS chunk of an opened trace that the index pass's second thread summed up is
+ * taken as read_events would read it, unless an event names what the tables do not hold
+ * or the sum leaves the chunk to the pass: then the pass reads it itself. */
+static bool usable(const struct mt_trace *t, const struct mt_chunk_sum *s)
 {
-	uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
-	uintptr_t from = ((uintptr_t)data + *dropped + page - 1) & ~(page - 1),
-		  end = ((uintptr_t)data + to) & ~(page - 1);
+	return s && s->whole && s->crc == (t->ieee ? 2 : 1) && t->chunks &&
+	       (!s->max_stack || s->max_stack < t->nstacks) && (!s->max_phase || s->max_phase < t->nstrings) &&
+	       (!s->max_string || s->max_string < t->nstrings);
+}
 
-	if (end < from + (16u << 20))
-		return;
-	madvise((void *)from, end - from, MADV_DONTNEED);
-	*dropped = end - (uintptr_t)data;
+static int take_sum(struct mt_trace *t, const struct mt_chunk_sum *s, const struct mt_chunk_header *h, size_t at)
+{
+	t->chunks++;
+	t->dropped = s->dropped > t->dropped ? s->dropped : t->dropped;
+	t->nevents += s->n;
+	return mt_index_sum(t->index, s) ? ENOMEM
+					 : mt_index_chunk(t->index, at + sizeof *h, h->length, h->crc, t->ieee);
 }
 
 /* Whole chunks from data (which starts at a chunk), appended to t; *used: the bytes of
  * the whole chunks read. 0, ENOMEM, or -1 when a chunk is damaged (noted) or, with
- * `partial`, cut short: the rest is not read. */
-static int read_chunks(struct mt_trace *t, const uint8_t *data, size_t size, size_t base, bool partial, size_t *used)
+ * `partial`, cut short: the rest is not read. With `ahead`, the second half's EVENTS
+ * chunks come summed up. */
+static int read_from(struct mt_trace *t, const uint8_t *data, size_t size, size_t base, bool partial, size_t *used,
+		     struct mt_ahead *ahead)
 {
 	size_t off = 0, dropped = 0;
 	int r = 0;
@@ -440,6 +441,16 @@ static int read_chunks(struct mt_trace *t, const uint8_t *data, size_t size, siz
 			break;
 		}
 		after_end = h.type == MT_CHUNK_END;
+		if (ahead && h.type == MT_CHUNK_EVENTS) {
+			const struct mt_chunk_sum *s = mt_ahead_take(ahead, off);
+			if (usable(t, s)) {
+				if (take_sum(t, s, &h, base + off))
+					return ENOMEM;
+				off += sizeof h + h.length;
+				mt_drop_read(data, off, &dropped);
+				continue;
+			}
+		}
 		c = (struct mt_cursor){data + off + sizeof h, data + off + sizeof h + h.length, 0};
 		/* a trace's first chunk says which checksum it uses: memtap wrote IEEE CRC-32
 		 * until 2026-11-21, CRC-32C since (docs/FORMAT.md) */
@@ -505,9 +516,20 @@ static int read_chunks(struct mt_trace *t, const uint8_t *data, size_t size, siz
 		}
 		off += sizeof h + h.length;
 		if (t->index && t->mapped)
-			drop_read(data, off, &dropped);
+			mt_drop_read(data, off, &dropped);
 	}
 	*used = off;
+	return r;
+}
+
+static int read_chunks(struct mt_trace *t, const uint8_t *data, size_t size, size_t base, bool partial, size_t *used)
+{
+	/* a second thread for a trace opened to be walked (one of 64 MiB or more, unless told),
+	   from a few hundred chunks up */
+	struct mt_ahead *ahead = t->index && t->mapped && size >= (1u << 20) ? mt_ahead_start(data, size) : NULL;
+	int r = read_from(t, data, size, base, partial, used, ahead);
+
+	mt_ahead_stop(ahead);
 	return r;
 }
 

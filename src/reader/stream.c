@@ -73,6 +73,19 @@ int mt_index_event(struct mt_index *x, const struct mt_event *e)
 	return e->thread && !mt_map_get(&x->ranks, e->thread, NULL) ? mt_map_put(&x->ranks, e->thread, 0) : 0;
 }
 
+int mt_index_sum(struct mt_index *x, const struct mt_chunk_sum *s)
+{
+	if (s->n)
+		x->open = (struct chunk){.min = s->min, .n = s->n};
+	x->last = s->last > x->last ? s->last : x->last;
+	for (int i = 0; i < s->nthreads; i++)
+		if (s->threads[i] && !mt_map_get(&x->ranks, s->threads[i], NULL) &&
+		    mt_map_put(&x->ranks, s->threads[i], 0))
+			return ENOMEM;
+	x->last_id = s->last_thread;
+	return 0;
+}
+
 int mt_index_chunk(struct mt_index *x, uint64_t off, uint32_t length, uint32_t crc, bool ieee)
 {
 	struct chunk c = x->open;

@@ -8,6 +8,7 @@
 
 #include "core/format.h"
 #include "core/map.h"
+#include "reader/ahead.h"
 #include "reader/reader.h"
 
 /* Takes the descriptor; a walk says what went wrong in `problem` (the trace's). NULL when
@@ -16,6 +17,8 @@ struct mt_index *mt_index_new(int fd, char *problem);
 void mt_index_free(struct mt_index *x);
 /* An event of the chunk being indexed, checked: 0 or ENOMEM. */
 int mt_index_event(struct mt_index *x, const struct mt_event *e);
+/* A chunk's events at once, from the index pass's second thread: 0 or ENOMEM. */
+int mt_index_sum(struct mt_index *x, const struct mt_chunk_sum *s);
 /* The end of that chunk, whose payload is `length` bytes at `off` in the file: 0 or ENOMEM. */
 int mt_index_chunk(struct mt_index *x, uint64_t off, uint32_t length, uint32_t crc, bool ieee);
 /* Once every chunk is indexed: the recorded thread indices in order, [0] 0, as
