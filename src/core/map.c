@@ -92,8 +92,20 @@ bool mt_map_del(struct mt_map *m, uint64_t key, uint64_t *val)
 		return false;
 	if (val)
 		*val = m->vals[i];
-	m->used[i] = 2;
 	m->count--;
+	/* a slot whose next is empty ends every probe that reaches it: it is empty too, and so
+	 * is each tombstone before it (no entry moves, so a walk over the slots that deletes
+	 * is safe); only the rest are tombstones, which kept probes long in tables where most
+	 * keys come and go */
+	if (m->used[(i + 1) & (m->cap - 1)]) {
+		m->used[i] = 2;
+		return true;
+	}
+	do {
+		m->used[i] = 0;
+		m->occupied--;
+		i = (i - 1) & (m->cap - 1);
+	} while (m->used[i] == 2);
 	return true;
 }
 
