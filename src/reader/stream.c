@@ -151,10 +151,14 @@ uint64_t mt_index_last_time(const struct mt_index *x)
 /* An open chunk's events, decoded; freed when its last run is spent. */
 struct decoded {
 	size_t runs; /* not spent yet */
+	/* where each run ends (the decoder finds them while the events are in its cache:
+	 * reading every time again on the walk's side was a third of its merging) */
+	uint32_t *ends, nends;
 	struct mt_event e[];
 };
 
-struct run { /* events of an open chunk in order of time, as they lie in the file */
+struct run {	       /* events of an open chunk in order of time, as they lie in the file */
+	uint64_t time; /* e[at]'s, kept here for the heap's compares */
 	const struct mt_event *e;
 	size_t at, n;
 	uint64_t place; /* in the file (chunk << 32 | first event): ties go to the earlier */
@@ -298,44 +302,39 @@ void mt_walk_end(struct mt_walk *w)
 	free(w);
 }
 
-/* Whether run a's event k ahead of its next comes before run b's next. */
-static bool ahead(const struct run *a, size_t k, const struct run *b)
+/* Whether an event at time x of the run at place comes before run b's next (places differ). */
+static bool ahead(uint64_t x, uint64_t place, const struct run *b)
 {
-	uint64_t x = a->e[a->at + k].time, y = b->e[b->at].time;
-
-	return x < y || (x == y && a->place < b->place);
+	return x < b->time || (x == b->time && place < b->place);
 }
 
 static bool before(const struct run *a, const struct run *b)
 {
-	return ahead(a, 0, b);
+	return ahead(a->time, a->place, b);
 }
 
+/* The heap's sifts move the run once, into the hole the others leave. */
 static void sift_down(struct mt_walk *w, size_t i)
 {
-	for (;;) {
-		size_t l = 2 * i + 1, m = i;
-		if (l < w->nheap && before(&w->heap[l], &w->heap[m]))
-			m = l;
-		if (l + 1 < w->nheap && before(&w->heap[l + 1], &w->heap[m]))
-			m = l + 1;
-		if (m == i)
-			return;
-		struct run r = w->heap[i];
-		w->heap[i] = w->heap[m];
-		w->heap[m] = r;
-		i = m;
+	struct run r = w->heap[i];
+
+	for (size_t l; (l = 2 * i + 1) < w->nheap; i = l) {
+		if (l + 1 < w->nheap && before(&w->heap[l + 1], &w->heap[l]))
+			l++;
+		if (!before(&w->heap[l], &r))
+			break;
+		w->heap[i] = w->heap[l];
 	}
+	w->heap[i] = r;
 }
 
 static void sift_up(struct mt_walk *w, size_t i)
 {
-	while (i && before(&w->heap[i], &w->heap[(i - 1) / 2])) {
-		struct run r = w->heap[i];
+	struct run r = w->heap[i];
+
+	for (; i && before(&r, &w->heap[(i - 1) / 2]); i = (i - 1) / 2)
 		w->heap[i] = w->heap[(i - 1) / 2];
-		w->heap[(i - 1) / 2] = r;
-		i = (i - 1) / 2;
-	}
+	w->heap[i] = r;
 }
 
 /* What ended a walk early, said once in the opened trace's problem: its events are read
@@ -374,8 +373,11 @@ static int decode(const struct mt_trace *t, const struct chunk *c, uint8_t **pay
 	uint64_t rank = 0;
 	char why[160];
 
-	if (mt_grow((void **)payload, cap, c->length, 1) || !(d = malloc(sizeof *d + c->n * sizeof *d->e)))
+	if (mt_grow((void **)payload, cap, c->length, 1) ||
+	    !(d = malloc(sizeof *d + c->n * sizeof *d->e + c->n * sizeof *d->ends)))
 		return ENOMEM;
+	d->ends = (uint32_t *)(d->e + c->n);
+	d->nends = 0;
 	if (pread(x->fd, *payload, c->length, (off_t)c->off) != (ssize_t)c->length ||
 	    (x->ieee ? mt_crc32_ieee(0, *payload, c->length) : mt_crc32(0, *payload, c->length)) != c->crc) {
 		free(d);
@@ -395,7 +397,11 @@ static int decode(const struct mt_trace *t, const struct chunk *c, uint8_t **pay
 			mt_map_get(&x->ranks, id, &rank);
 		}
 		e->thread = (uint32_t)rank;
+		if (e > d->e && e->time < e[-1].time)
+			d->ends[d->nends++] = (uint32_t)(e - d->e);
 	}
+	if (c->n)
+		d->ends[d->nends++] = c->n;
 	*out = d;
 	return 0;
 }
@@ -454,7 +460,7 @@ static int take(struct mt_walk *w, struct decoded **d)
  * changed: noted), or ENOMEM. */
 static int open_chunk(struct mt_walk *w)
 {
-	const size_t i = w->order[w->at].chunk, n = w->t->index->chunks[i].n;
+	const size_t i = w->order[w->at].chunk;
 	struct decoded *d;
 	size_t start = 0;
 	int r = take(w, &d);
@@ -462,16 +468,15 @@ static int open_chunk(struct mt_walk *w)
 	w->at++;
 	if (r)
 		return r == ENOMEM ? ENOMEM : changed(w, &w->t->index->chunks[i]);
-	for (size_t k = 1; k <= n; k++) {
-		if (k < n && d->e[k].time >= d->e[k - 1].time)
-			continue;
-		/* the end of a run */
+	for (size_t j = 0; j < d->nends; j++) {
+		size_t k = d->ends[j];
 		if (mt_grow((void **)&w->heap, &w->capheap, w->nheap, sizeof *w->heap)) {
 			if (!d->runs)
 				free(d);
 			return ENOMEM;
 		}
-		w->heap[w->nheap++] = (struct run){d->e + start, 0, k - start, (uint64_t)i << 32 | start, d};
+		w->heap[w->nheap++] =
+		    (struct run){d->e[start].time, d->e + start, 0, k - start, (uint64_t)i << 32 | start, d};
 		sift_up(w, w->nheap - 1);
 		d->runs++;
 		start = k;
@@ -508,7 +513,8 @@ size_t mt_walk_next(struct mt_walk *w, const struct mt_event **batch)
 	e = top->e + top->at;
 	next = w->at < t->index->n ? w->order[w->at].min : UINT64_MAX;
 	while (n < BATCH && top->at + n < top->n && w->given + n < t->nevents && e[n].time < next &&
-	       (w->nheap < 2 || ahead(top, n, &w->heap[1])) && (w->nheap < 3 || ahead(top, n, &w->heap[2])))
+	       (w->nheap < 2 || ahead(e[n].time, top->place, &w->heap[1])) &&
+	       (w->nheap < 3 || ahead(e[n].time, top->place, &w->heap[2])))
 		n++;
 	w->given += n;
 	*batch = e;
@@ -517,6 +523,8 @@ size_t mt_walk_next(struct mt_walk *w, const struct mt_event **batch)
 		if (--top->of->runs == 0)
 			w->spent = top->of;
 		w->heap[0] = w->heap[--w->nheap];
+	} else {
+		top->time = e[n].time;
 	}
 	sift_down(w, 0);
 	return n;
