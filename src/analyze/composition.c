@@ -566,8 +566,8 @@ static int made(struct pass *p, const struct mt_event *e, size_t i, uint64_t key
 {
 	struct frame f = current(p, thread_stack(p, e->thread));
 	size_t slot;
-	uint64_t old;
-	bool own = f.phase != PH_NONE, builds = false, grad_buffer = false;
+	uint64_t *at;
+	bool had, own = f.phase != PH_NONE, builds = false, grad_buffer = false;
 	int r;
 
 	if (f.phase == PH_BACKWARD)
@@ -597,10 +597,15 @@ static int made(struct pass *p, const struct mt_event *e, size_t i, uint64_t key
 			p->backward_ran = true;
 	}
 
-	if (mt_map_get(&p->live, key, &old)) /* made again without a free seen: the first one's life is over */
-		settle(p, old - 1);
-	if ((slot = mt_slot_take(&p->slots, (void **)&p->life, sizeof *p->life)) == SIZE_MAX)
+	if (!(at = mt_map_at(&p->live, key, &had)))
 		return ENOMEM;
+	if (had) /* made again without a free seen: the first one's life is over */
+		settle(p, *at - 1);
+	if ((slot = mt_slot_take(&p->slots, (void **)&p->life, sizeof *p->life)) == SIZE_MAX) {
+		mt_map_del(&p->live, key, NULL);
+		return ENOMEM;
+	}
+	*at = slot + 1;
 	p->life[slot] =
 	    (struct life){.event = i,
 			  .size = e->size,
@@ -631,7 +636,7 @@ static int made(struct pass *p, const struct mt_event *e, size_t i, uint64_t key
 		p->pending[p->npending++] = e->stack;
 		p->c->after_forward[e->stack] |= MT_FORWARD_MADE | MT_FORWARD_PENDING;
 	}
-	return mt_map_put(&p->live, key, slot + 1);
+	return 0;
 }
 
 /* The allocation in slot i of the live map, NULL for an empty slot. */

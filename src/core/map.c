@@ -59,16 +59,16 @@ static int regrow(struct mt_map *m)
 	return 0;
 }
 
-int mt_map_put(struct mt_map *m, uint64_t key, uint64_t val)
+uint64_t *mt_map_at(struct mt_map *m, uint64_t key, bool *had)
 {
 	size_t i, tomb = SIZE_MAX;
 
 	if (2 * (m->occupied + 1) > m->cap && regrow(m))
-		return ENOMEM;
+		return NULL;
 	for (i = slot(key, m->cap); m->used[i]; i = (i + 1) & (m->cap - 1)) {
 		if (m->used[i] == 1 && m->keys[i] == key) {
-			m->vals[i] = val;
-			return 0;
+			*had = true;
+			return &m->vals[i];
 		}
 		if (m->used[i] == 2 && tomb == SIZE_MAX)
 			tomb = i;
@@ -79,8 +79,20 @@ int mt_map_put(struct mt_map *m, uint64_t key, uint64_t val)
 		m->occupied++;
 	m->used[i] = 1;
 	m->keys[i] = key;
-	m->vals[i] = val;
+	m->vals[i] = 0;
 	m->count++;
+	*had = false;
+	return &m->vals[i];
+}
+
+int mt_map_put(struct mt_map *m, uint64_t key, uint64_t val)
+{
+	bool had;
+	uint64_t *v = mt_map_at(m, key, &had);
+
+	if (!v)
+		return ENOMEM;
+	*v = val;
 	return 0;
 }
 

@@ -15,6 +15,10 @@ struct mt_map {
 
 bool mt_map_get(const struct mt_map *m, uint64_t key, uint64_t *val);
 int mt_map_put(struct mt_map *m, uint64_t key, uint64_t val); /* 0 or ENOMEM */
+/* Key's value, key added with 0 if it was not there (*had says which): one probe where a
+ * delete and a put take two. NULL when out of memory; the pointer holds until the map
+ * next changes. */
+uint64_t *mt_map_at(struct mt_map *m, uint64_t key, bool *had);
 bool mt_map_del(struct mt_map *m, uint64_t key, uint64_t *val);
 void mt_map_free(struct mt_map *m);
 

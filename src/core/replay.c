@@ -97,17 +97,22 @@ static void account(struct mt_replay *r, const struct mt_live *l, int sign, cons
 static void made(struct mt_replay *r, const struct mt_event *e, uint8_t kind)
 {
 	size_t i;
-	uint64_t old;
+	bool had;
+	uint64_t *at = mt_map_at(&r->by_addr, e->addr, &had);
 	struct mt_live *l;
 
+	if (!at)
+		return;
 	/* an address handed out again without a free we saw: the old one is gone */
-	if (mt_map_del(&r->by_addr, e->addr, &old)) {
-		account(r, &r->live[old - 1], -1, e);
-		drop_live(r, old - 1);
+	if (had) {
+		account(r, &r->live[*at - 1], -1, e);
+		drop_live(r, *at - 1);
 	}
 	l = new_live(r, &i);
-	if (!l)
+	if (!l) {
+		mt_map_del(&r->by_addr, e->addr, NULL);
 		return;
+	}
 	*l = (struct mt_live){.addr = e->addr,
 			      .size = e->size,
 			      .time = e->time,
@@ -122,7 +127,7 @@ static void made(struct mt_replay *r, const struct mt_event *e, uint8_t kind)
 			      .block = mt_api(e) == MT_API_BLOCK,
 			      .aux = e->aux,
 			      .aux2 = e->aux2};
-	mt_map_put(&r->by_addr, e->addr, i + 1);
+	*at = i + 1;
 	r->allocs++;
 	account(r, l, 1, e);
 }

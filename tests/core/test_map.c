@@ -1,5 +1,5 @@
-/* The offline hash map (core/map.h) against a plain table of the same keys: puts, gets and
- * deletes at random, with a walk over the slots that deletes as it goes; a churn of keys
+/* The offline hash map (core/map.h) against a plain table of the same keys: puts, gets,
+ * deletes and values in place at random, with a walk over the slots that deletes as it goes; a churn of keys
  * that come and go as a replay's addresses do; and a delete whose next slot is empty
  * leaves no tombstone, nor the tombstones before it (they made probes long and the table
  * regrow often where most keys come and go). */
@@ -29,9 +29,9 @@ int main(void)
 	size_t count = 0, wrong = 0;
 
 	for (int i = 0; i < 400000; i++) {
-		uint64_t r = next(), k = r % KEYS, v = 0;
+		uint64_t r = next(), k = r % KEYS, v = 0, *at;
 		bool found;
-		switch ((r >> 32) % 3) {
+		switch ((r >> 32) % 4) {
 		case 0:
 			count += !in[k];
 			in[k] = true;
@@ -44,12 +44,22 @@ int main(void)
 			count -= in[k];
 			in[k] = false;
 			break;
+		case 2: /* the value in place: what was there, then the new one */
+			if (!(at = mt_map_at(&m, k * 4096, &found))) {
+				wrong++;
+				break;
+			}
+			wrong += found != in[k] || *at != (found ? want[k] : 0);
+			count += !in[k];
+			in[k] = true;
+			*at = want[k] = r;
+			break;
 		default:
 			found = mt_map_get(&m, k * 4096, &v);
 			wrong += found != in[k] || (found && v != want[k]);
 		}
 	}
-	is(wrong, 0, "400,000 puts, deletes and gets at random: each answer the plain table's");
+	is(wrong, 0, "400,000 puts, deletes, gets and values in place at random: each answer the plain table's");
 	is(m.count, count, "the count is the plain table's");
 	size_t seen = 0;
 	for (size_t i = 0; i < m.cap; i++) /* a walk that deletes every other entry it meets */
