@@ -73,7 +73,7 @@ print("events: %d; peak allocated: memtap %d, Python %d (%s)" % (
 t_ours, t_theirs = statistics.median(s for s, _, _ in ours), statistics.median(s for s, _, _ in theirs)
 m_ours, m_theirs = max(m for _, m, _ in ours), max(m for _, m, _ in theirs)
 line("(1) speed: Python replay time / memtap report time", "%.1fx (%.2f s vs %.2f s)" % (t_theirs / t_ours, t_ours, t_theirs),
-     ">= 20", same and t_theirs / t_ours >= 20)
+     ">= 50", same and t_theirs / t_ours >= 50)
 line("(2) peak memory: memtap / Python", "%.3f (%.0f MiB vs %.0f MiB)" % (m_ours / m_theirs, m_ours / 1024, m_theirs / 1024),
      "<= 0.25", m_ours / m_theirs <= 0.25)
 line("(3) memtap report's rate", "%.1f M events/s" % (events / t_ours / 1e6), ">= 10", events / t_ours >= 10e6)
