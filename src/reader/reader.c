@@ -524,8 +524,8 @@ static int read_from(struct mt_trace *t, const uint8_t *data, size_t size, size_
 
 static int read_chunks(struct mt_trace *t, const uint8_t *data, size_t size, size_t base, bool partial, size_t *used)
 {
-	/* a second thread for a trace opened to be walked (one of 64 MiB or more, unless told),
-	   from a few hundred chunks up */
+	/* a second thread for a trace opened to be walked (one of 64 MiB or more, unless
+	   told), from 1 MiB (a few hundred chunks) up */
 	struct mt_ahead *ahead = t->index && t->mapped && size >= (1u << 20) ? mt_ahead_start(data, size) : NULL;
 	int r = read_from(t, data, size, base, partial, used, ahead);
 

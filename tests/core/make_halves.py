@@ -1,7 +1,7 @@
 """Traces of over 1 MiB, where the index pass of an opened trace has a second thread that
 sums up the EVENTS chunks of the file's second half (src/reader/ahead.c), each with
 something in that half that the sums must leave to the pass: an event naming a stack,
-a phase or a string the tables do not hold, a bad event, a chunk of twelve threads, a bad
+a phase or a string the tables do not hold, a bad event, a chunk of twenty threads, a bad
 checksum, tables that grow there, and a chunk header's bytes inside a string at the
 middle. Walked from the file, each must read as read whole (test_stream.sh).
 
@@ -94,7 +94,7 @@ TRACES = {
     "halves-mark-out": lambda: trace(THREE_QUARTERS, dict(kind="mark", aux=99, size=0)),
     "halves-bad-kind": lambda: trace(THREE_QUARTERS, dict(kind=63)),
     "halves-size-wraps": lambda: trace(THREE_QUARTERS, dict(size=1 << 62)),
-    "halves-12-threads": lambda: trace(THREE_QUARTERS, {}, threads=12),
+    "halves-20-threads": lambda: trace(THREE_QUARTERS, {}, threads=20),
     "halves-checksum": lambda: trace(THREE_QUARTERS, {}, bad_crc=True),
     "halves-fake-header": fake_header,
 }
