@@ -98,19 +98,22 @@ static void made(struct mt_replay *r, const struct mt_event *e, uint8_t kind)
 {
 	size_t i;
 	bool had;
-	uint64_t *at = mt_map_at(&r->by_addr, e->addr, &had);
+	uint64_t old = 0, *at = mt_map_at(&r->by_addr, e->addr, &had);
 	struct mt_live *l;
 
-	if (!at)
-		return;
+	if (at)
+		old = *at;
+	else /* out of memory: the allocation is counted all the same, only not found again */
+		had = mt_map_del(&r->by_addr, e->addr, &old);
 	/* an address handed out again without a free we saw: the old one is gone */
 	if (had) {
-		account(r, &r->live[*at - 1], -1, e);
-		drop_live(r, *at - 1);
+		account(r, &r->live[old - 1], -1, e);
+		drop_live(r, old - 1);
 	}
 	l = new_live(r, &i);
 	if (!l) {
-		mt_map_del(&r->by_addr, e->addr, NULL);
+		if (at)
+			mt_map_del(&r->by_addr, e->addr, NULL);
 		return;
 	}
 	*l = (struct mt_live){.addr = e->addr,
@@ -127,7 +130,8 @@ static void made(struct mt_replay *r, const struct mt_event *e, uint8_t kind)
 			      .block = mt_api(e) == MT_API_BLOCK,
 			      .aux = e->aux,
 			      .aux2 = e->aux2};
-	*at = i + 1;
+	if (at)
+		*at = i + 1;
 	r->allocs++;
 	account(r, l, 1, e);
 }

@@ -105,8 +105,9 @@ static void *run(void *arg)
 	const uint8_t *found;
 	int crc = -1;
 
-	/* the first header after the middle whose checksum matches */
-	while (crc <= 0 && off < a->size &&
+	/* the first header after the middle whose checksum matches (each candidate costs a
+	   checksum: a damaged file's many wait no longer than one once the pass is done) */
+	while (crc <= 0 && off < a->size && !atomic_load_explicit(&a->stop, memory_order_relaxed) &&
 	       (found = memmem(a->data + off, a->size - off, &(uint32_t){MT_CHUNK_MAGIC}, 4)) != NULL) {
 		off = (size_t)(found - a->data);
 		if ((crc = header(a->data, a->size, off, &h)) <= 0)
@@ -155,6 +156,8 @@ struct mt_ahead *mt_ahead_start(const uint8_t *data, size_t size)
 	}
 	a->data = data;
 	a->size = size;
+	mt_crc32(0, "", 0); /* the software checksums' tables made now, not raced for by two threads */
+	mt_crc32_ieee(0, "", 0);
 	sigfillset(&all); /* no signal of the process goes to it */
 	pthread_attr_setstacksize(&attr, 256 << 10);
 	pthread_sigmask(SIG_SETMASK, &all, &was);
