@@ -3,6 +3,7 @@
 #define MT_TAP_H
 
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 
 static int tap_count, tap_failed;
@@ -39,6 +40,18 @@ static inline int done(void)
 {
 	printf("1..%d\n", tap_count);
 	return tap_failed ? 1 : 0;
+}
+
+/* A repeatable stream of random numbers (xorshift64), for tests that check a structure
+ * against a plain model over many operations. */
+static inline uint64_t tap_random(void)
+{
+	static uint64_t state = 88172645463325252ull;
+
+	state ^= state << 13;
+	state ^= state >> 7;
+	state ^= state << 17;
+	return state;
 }
 
 #endif

@@ -11,16 +11,6 @@
 
 #define KEYS 4096
 
-static uint64_t rng = 88172645463325252ull;
-
-static uint64_t next(void)
-{
-	rng ^= rng << 13;
-	rng ^= rng >> 7;
-	rng ^= rng << 17;
-	return rng;
-}
-
 int main(void)
 {
 	static uint64_t want[KEYS];
@@ -29,7 +19,7 @@ int main(void)
 	size_t count = 0, wrong = 0;
 
 	for (int i = 0; i < 400000; i++) {
-		uint64_t r = next(), k = r % KEYS, v = 0, *at;
+		uint64_t r = tap_random(), k = r % KEYS, v = 0, *at;
 		bool found;
 		switch ((r >> 32) % 4) {
 		case 0:
@@ -82,11 +72,11 @@ int main(void)
 	/* 500 live keys, each freed at random and replaced by a new one, a million times */
 	uint64_t live[500];
 	for (int i = 0; i < 500; i++)
-		mt_map_put(&m, live[i] = next() & ~0xfffull, 1);
+		mt_map_put(&m, live[i] = tap_random() & ~0xfffull, 1);
 	for (int i = 0; i < 1000000; i++) {
-		uint64_t *k = &live[next() % 500];
+		uint64_t *k = &live[tap_random() % 500];
 		wrong += !mt_map_del(&m, *k, NULL);
-		wrong += mt_map_put(&m, *k = next() & ~0xfffull, 1) != 0;
+		wrong += mt_map_put(&m, *k = tap_random() & ~0xfffull, 1) != 0;
 	}
 	is(wrong, 0, "a million frees and allocations of 500 live keys");
 	mt_map_free(&m);

@@ -7,16 +7,6 @@
 #include "../tap.h"
 #include "core/ordered.h"
 
-static uint64_t state = 88172645463325252ull;
-
-static uint64_t next(void)
-{
-	state ^= state << 13;
-	state ^= state >> 7;
-	state ^= state << 17;
-	return state;
-}
-
 /* The model: a sorted array of distinct keys. */
 static uint64_t model[20000];
 static size_t nmodel;
@@ -89,8 +79,8 @@ int main(void)
 	mt_ordered_add(&o, 20), model_add(20);
 	ok(agrees(&o), "a key added twice is held once");
 	for (int round = 0; round < 40000; round++) {
-		uint64_t key = next() % 20000;
-		if (next() % 3 || nmodel + 1 >= sizeof model / sizeof *model)
+		uint64_t key = tap_random() % 20000;
+		if (tap_random() % 3 || nmodel + 1 >= sizeof model / sizeof *model)
 			mt_ordered_del(&o, key), model_del(key);
 		else
 			fine &= mt_ordered_add(&o, key) == 0, model_add(key);
