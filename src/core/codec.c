@@ -4,6 +4,7 @@
  * zero fields are left out, times and addresses are deltas from the previous event. */
 #include "core/format.h"
 
+#include <endian.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
@@ -253,10 +254,37 @@ int64_t mt_get_zigzag(struct mt_cursor *c)
  * varints of at most ten bytes. With that much left (room), nothing is checked. */
 #define MAX_EVENT_READ 96
 
+/* A varint of at most eight bytes read in one load, without a branch on its length: the
+ * first byte whose top bit is clear ends it, and its 7-bit groups are packed together in
+ * three steps (pairs, fours, eights). 0 when it is longer (a value of 2^56 or more). The
+ * caller has ten bytes to read. */
+static inline unsigned varint8(const uint8_t *p, uint64_t *v)
+{
+	uint64_t x, stops;
+
+	memcpy(&x, p, sizeof x);
+	x = le64toh(x);
+	stops = ~x & 0x8080808080808080ull;
+	if (!stops)
+		return 0;
+	unsigned bits = (unsigned)__builtin_ctzll(stops) + 1; /* 8, 16, ... 64 */
+	x &= ~0ull >> (64 - bits);
+	x = (x & 0x007f007f007f007full) | ((x & 0x7f007f007f007f00ull) >> 1);
+	x = (x & 0x00003fff00003fffull) | ((x & 0x3fff00003fff0000ull) >> 2);
+	*v = (x & 0x000000000fffffffull) | ((x & 0x0fffffff00000000ull) >> 4);
+	return bits / 8;
+}
+
 static inline uint64_t varint(struct mt_cursor *c, bool room)
 {
 	if (room || c->end - c->p >= 10) {
-		uint64_t v = 0;
+		uint64_t v = *c->p;
+		unsigned n = v < 0x80 ? 1 : varint8(c->p, &v);
+		if (n) {
+			c->p += n;
+			return v;
+		}
+		v = 0;
 		for (int shift = 0; shift < 70; shift += 7) {
 			uint8_t byte = *c->p++;
 			v |= (uint64_t)(byte & 0x7f) << (shift & 63);
