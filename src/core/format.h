@@ -195,6 +195,13 @@ static inline int mt_event_valid(const struct mt_event *e)
 	       (!(bit & MT_RANGE_KINDS) || e->addr + e->size >= e->addr);
 }
 
+/* Kinds whose aux is a string id. */
+static inline int mt_aux_is_string(uint8_t kind)
+{
+	return kind == MT_EV_RANGE_PUSH || kind == MT_EV_RANGE_START || kind == MT_EV_NVTX_MARK || kind == MT_EV_MARK ||
+	       kind == MT_EV_SNAPSHOT || kind == MT_EV_DEVICE;
+}
+
 /* Why mt_event_valid says no, in buf (len > 0), or NULL when it says yes. */
 const char *mt_event_invalid(const struct mt_event *e, char *buf, size_t len);
 

@@ -33,13 +33,6 @@ struct mt_ahead *mt_ahead_start(const uint8_t *data, size_t size);
 const struct mt_chunk_sum *mt_ahead_take(struct mt_ahead *a, size_t off);
 void mt_ahead_stop(struct mt_ahead *a); /* NULL: nothing */
 
-/* Kinds whose aux is a string id. */
-static inline bool mt_aux_is_string(uint8_t kind)
-{
-	return kind == MT_EV_RANGE_PUSH || kind == MT_EV_RANGE_START || kind == MT_EV_NVTX_MARK || kind == MT_EV_MARK ||
-	       kind == MT_EV_SNAPSHOT || kind == MT_EV_DEVICE;
-}
-
 /* A read-only mapping's pages in [*dropped, to) go back to the kernel, 16 MiB at a time
  * (they come back from the file if read again); *dropped moves to what was dropped. */
 void mt_drop_read(const uint8_t *data, size_t to, size_t *dropped);

@@ -173,16 +173,12 @@ static size_t count(size_t ids) /* entries of a table whose id 0 is "none" */
 	return ids ? ids - 1 : 0;
 }
 
-const char *mt_trace_check_event(const struct mt_trace *t, const struct mt_event *e, char *buf, size_t len)
+const char *mt_trace_event_problem(const struct mt_trace *t, const struct mt_event *e, char *buf, size_t len)
 {
 	bool stack = e->stack && e->stack >= t->nstacks; /* 0 is none */
 	bool phase = e->phase && e->phase >= t->nstrings;
-	bool aux = mt_aux_is_string(e->kind) && e->aux && e->aux >= t->nstrings;
 	const char *kind, *a;
 
-	/* the test alone for every event; the words only for one that fails it */
-	if (mt_event_valid(e) && !stack && !phase && !aux)
-		return NULL;
 	if (mt_event_invalid(e, buf, len))
 		return buf;
 	kind = e->kind < MT_EV_COUNT ? mt_kind_names[e->kind] : "unknown";

@@ -104,9 +104,20 @@ uint64_t mt_trace_end(const struct mt_trace *t); /* the last event's time; 0 wit
 const char *mt_trace_string(const struct mt_trace *t, uint64_t id);
 /* The thread index the recorder gave the thread of an event (events carry the reader's own). */
 uint32_t mt_trace_thread(const struct mt_trace *t, uint32_t thread);
+/* The words for an event that fails mt_trace_check_event's test, in buf. */
+const char *mt_trace_event_problem(const struct mt_trace *t, const struct mt_event *e, char *buf, size_t len);
+
 /* What is wrong with an event against t's tables so far (a stack, string or size out of
- * range), in a few words written to buf; NULL when nothing is. */
-const char *mt_trace_check_event(const struct mt_trace *t, const struct mt_event *e, char *buf, size_t len);
+ * range), in a few words written to buf; NULL when nothing is. The test is inline (every
+ * event of every walk takes it); the words are only for an event that fails it. */
+static inline const char *mt_trace_check_event(const struct mt_trace *t, const struct mt_event *e, char *buf,
+					       size_t len)
+{
+	if (mt_event_valid(e) && (!e->stack || e->stack < t->nstacks) && (!e->phase || e->phase < t->nstrings) &&
+	    (!e->aux || e->aux < t->nstrings || !mt_aux_is_string(e->kind)))
+		return NULL;
+	return mt_trace_event_problem(t, e, buf, len);
+}
 
 /* For importers (reader/torch.c): building a trace in memory. 0 or ENOMEM. */
 int mt_trace_add_event(struct mt_trace *t, const struct mt_event *e);

@@ -63,6 +63,13 @@ def traces():
         dict(kind="alloc", thread=1, time=2001, device=0, addr=0x200000200000, size=4096, phase=77, flags=2))))
     write("traces", "range-name-out-of-table.trace", trace(with_event(
         dict(kind="range_push", thread=1, time=2001, aux=1 << 40))))
+    # ... by one: the tables' last ids are stack 2 and string 3
+    write("traces", "stack-one-past-table.trace", trace(with_event(
+        dict(kind="alloc", thread=1, time=2001, device=0, addr=0x200000200000, size=4096, stack=3, flags=2))))
+    write("traces", "phase-one-past-table.trace", trace(with_event(
+        dict(kind="alloc", thread=1, time=2001, device=0, addr=0x200000200000, size=4096, phase=4, flags=2))))
+    write("traces", "range-name-one-past-table.trace", trace(with_event(
+        dict(kind="range_push", thread=1, time=2001, aux=4))))
     write("traces", "device-name-out-of-table.trace", trace([
         dict(kind="thread", thread=1, time=2000, aux=1), dict(kind="device", thread=1, time=2001, device=3, aux=1000)]))
     write("traces", "mark-name-out-of-table.trace", trace(with_event(
