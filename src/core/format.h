@@ -4,6 +4,7 @@
 #ifndef MT_FORMAT_H
 #define MT_FORMAT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -196,7 +197,7 @@ static inline int mt_event_valid(const struct mt_event *e)
 }
 
 /* Kinds whose aux is a string id. */
-static inline int mt_aux_is_string(uint8_t kind)
+static inline bool mt_aux_is_string(uint8_t kind)
 {
 	return kind == MT_EV_RANGE_PUSH || kind == MT_EV_RANGE_START || kind == MT_EV_NVTX_MARK || kind == MT_EV_MARK ||
 	       kind == MT_EV_SNAPSHOT || kind == MT_EV_DEVICE;
