@@ -145,7 +145,7 @@ int main(void)
 {
 	struct mt_buf b = {.grow = grow};
 	static struct mt_event in[1000];
-	size_t wrong = 0, events = 0;
+	size_t wrong = 0;
 
 	/* random events, 200 runs of 1,000 sharing their deltas, the last ones decoded with
 	   little room left */
@@ -170,7 +170,7 @@ int main(void)
 			mt_encode_event(&b, &enc, e);
 		}
 		struct mt_cursor c = {b.data, b.data + b.len, 0};
-		for (int i = 0; i < 1000; i++, events++) {
+		for (int i = 0; i < 1000; i++) {
 			struct mt_event out;
 			if (mt_decode_event(&c, &dec, &out) || !same(&out, &in[i]))
 				wrong++;
@@ -178,7 +178,7 @@ int main(void)
 		wrong += c.p != c.end;
 	}
 	ok(!b.failed, "the encoder's buffer grew");
-	is(wrong, 0, "%zu random events encoded in runs and decoded: the same events, every byte read", events);
+	is(wrong, 0, "200,000 random events encoded in runs and decoded: the same events, every byte read");
 
 	/* shaped bytes: mt_decode_event against the format, ending right after the event and
 	   with room to spare */
