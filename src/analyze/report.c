@@ -1,5 +1,6 @@
-/* Building and printing the first report. Two replays: the first finds each device's
- * peak event, the second stops at each peak to group what is live there by stack. */
+/* Building and printing the first report. One replay finds each device's peak and keeps
+ * what was live there, grouped by stack; a second, where the trace has failed allocations
+ * or segments, stops at each failure and measures fragmentation. */
 #include "analyze/report.h"
 
 #include <errno.h>
@@ -9,6 +10,7 @@
 #include <string.h>
 
 #include "analyze/diagnose.h"
+#include "core/alloc.h"
 #include "core/array.h"
 #include "core/text.h"
 #include "reader/progress.h"
@@ -42,15 +44,17 @@ static int by_bytes(const void *a, const void *b)
 	return x->stack < y->stack ? -1 : x->stack > y->stack;
 }
 
-/* Groups the live entries of one device (or of all, for device < 0); those made before
- * recording apart by what the composition (`category`, per event) read them as. */
-static int group(const struct mt_composition *c, const struct mt_replay *rp, int device, struct mt_group_list *out)
+/* Groups the live entries (live[0 .. n), those in use) of one device (or of all, for
+ * device < 0); those made before recording apart by what the composition (`category`, per
+ * event) read them as. */
+static int group(const struct mt_composition *c, const struct mt_live *live, size_t n, int device,
+		 struct mt_group_list *out)
 {
 	struct mt_map index = {0};
 	int r = 0;
 
-	for (size_t i = 0; i < rp->slots.n && !r; i++) {
-		const struct mt_live *l = &rp->live[i];
+	for (size_t i = 0; i < n && !r; i++) {
+		const struct mt_live *l = &live[i];
 		if (!l->in_use)
 			continue;
 		if (device >= 0 && (l->device != device || (l->kind != MT_LIVE_DEVICE && l->kind != MT_LIVE_VMM)))
@@ -66,19 +70,13 @@ static int group(const struct mt_composition *c, const struct mt_replay *rp, int
 	return r;
 }
 
-static int by_index(const void *a, const void *b)
+/* The categories of what is live (live[0 .. n), those in use) on device d, into `into`;
+ * at the peak (`peak`), also the blocks, sources and evidence. */
+static void compose(struct mt_report *r, const struct mt_live *live, size_t n, int d, uint64_t into[MT_TAG_COUNT],
+		    bool peak)
 {
-	size_t x = *(const size_t *)a, y = *(const size_t *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-/* The categories of what is live on device d now, into `into`; at the peak (`peak`),
- * also the blocks, sources and evidence. */
-static void compose(struct mt_report *r, const struct mt_replay *rp, int d, uint64_t into[MT_TAG_COUNT], bool peak)
-{
-	for (size_t i = 0; i < rp->slots.n; i++) {
-		const struct mt_live *l = &rp->live[i];
+	for (size_t i = 0; i < n; i++) {
+		const struct mt_live *l = &live[i];
 		uint8_t cat;
 		if (!l->in_use || l->device != d || (l->kind != MT_LIVE_DEVICE && l->kind != MT_LIVE_VMM))
 			continue;
@@ -287,10 +285,30 @@ static void look(void *comp, const struct mt_event *e)
 	mt_composition_look(comp, e);
 }
 
-/* Two passes over the events. The first replays to the end (counts, OOMs, the leak scan
- * and each allocation's category ride along); the second, which needs each device's
- * peak event from the first, measures fragmentation and stops the replay again at each
- * peak to group what was live there. */
+/* Each device's live entries at its peak, grouped and composed: the first replay kept
+ * them as it went past the peak. */
+static int at_peak(struct mt_report *r)
+{
+	int err = 0;
+
+	for (int d = 0; d < MT_MAX_DEVICES && !err; d++) {
+		struct mt_live *live;
+		size_t n;
+		if (!r->end.dev[d].peak)
+			continue;
+		if (!(err = mt_replay_at_peak(&r->end, d, &live, &n)) &&
+		    !(err = group(&r->comp, live, n, d, &r->at_peak[d])))
+			compose(r, live, n, d, r->composition[d], true);
+		mt_free(live);
+	}
+	return err;
+}
+
+/* One or two passes over the events. The first replays to the end (counts, OOMs, the leak
+ * scan and each allocation's category ride along) and keeps what each device had live at
+ * its peak; the second, only where there are failed allocations or segments, replays
+ * again to each failure to see what was live then and measures fragmentation, which
+ * needs each device's peak event from the first. */
 int mt_report_build(struct mt_report *r, const struct mt_trace *t, const struct mt_report_options *o)
 {
 	struct mt_replay second;
@@ -320,7 +338,9 @@ int mt_report_build(struct mt_report *r, const struct mt_trace *t, const struct 
 		return mt_composition_finish(comp, err);
 	mt_composition_ready(comp);
 	mt_replay_init(&r->end);
-	r->end.track = true;					  /* for the leak scan */
+	r->end.track = true; /* for the leak scan */
+	if ((err = mt_replay_keep_peaks(&r->end)))
+		return mt_composition_finish(comp, err);
 	struct high *high = calloc(MT_MAX_DEVICES, sizeof *high); /* at the last boundary */
 	size_t passed = 0, i = 0, n;
 	const struct mt_event *batch;
@@ -350,33 +370,29 @@ int mt_report_build(struct mt_report *r, const struct mt_trace *t, const struct 
 	free(high);
 	err = mt_composition_finish(comp, err);
 	int found = mt_leaks_finish(&scan, &r->leaks, o && o->leak_iterations ? o->leak_iterations : 3);
-	if (err || (err = found) || (err = group(&r->comp, &r->end, -1, &r->at_exit)))
+	if (err || (err = found) || (err = group(&r->comp, r->end.live, r->end.slots.n, -1, &r->at_exit)) ||
+	    (err = at_peak(r)))
 		return err;
-	/* the events that made a device's peak, in order: the second replay stops at each, and
-	 * at each failed allocation */
-	size_t peaks[MT_MAX_DEVICES], npeaks = 0, next = 0, k = 0, b = 0;
+	/* the second replay stops at each failed allocation, and at the peak before it */
+	size_t k = 0, b = 0;
 	struct mt_oom **before = malloc(r->noom * sizeof *before + 1); /* by the event of their peak before */
 	uint8_t *loads = r->noom ? calloc(t->nstacks, 1) : NULL;       /* per stack, at a failure */
-	for (int d = 0; d < MT_MAX_DEVICES; d++)
-		if (r->end.dev[d].peak)
-			peaks[npeaks++] = r->end.dev[d].peak_event;
-	qsort(peaks, npeaks, sizeof *peaks, by_index);
 	for (size_t j = 0; j < r->noom && before; j++)
 		before[j] = &r->oom[j];
 	if (r->noom && before)
 		qsort(before, r->noom, sizeof *before, by_before);
 	mt_replay_init(&second);
-	bool segments = r->kinds[MT_EV_SEGMENT_ALLOC] > 0, ahead = segments || npeaks || r->noom;
+	bool segments = r->kinds[MT_EV_SEGMENT_ALLOC] > 0, ahead = segments || r->noom;
 	err = before ? mt_fragment_start(&frag, &r->frag, t, &r->end, segments) : ENOMEM;
 	if (!err && ahead && !(w = mt_walk_start(t)))
 		err = ENOMEM;
-	/* to the last peak or failure, or to the end where the fragmentation follows segments */
+	/* to the last failure, or to the end where the fragmentation follows segments */
 	for (i = 0; !err && ahead && (n = mt_walk_next(w, &batch)) != 0;)
 		for (const struct mt_event *e = batch; e < batch + n && !err && ahead; e++, i++) {
 			uint8_t d;
-			mt_progress("the peak", i, t->nevents);
+			mt_progress("failures and segments", i, t->nevents);
 			err = mt_fragment_step(frag, e, i);
-			if (next == npeaks && k == r->noom) {
+			if (k == r->noom) {
 				ahead = segments;
 				continue;
 			}
@@ -384,21 +400,12 @@ int mt_report_build(struct mt_report *r, const struct mt_trace *t, const struct 
 			d = e->device;
 			for (; b < r->noom && before[b]->before_event == i; b++)
 				if (before[b]->before)
-					compose(r, &second, d, before[b]->before_composition, false);
+					compose(r, second.live, second.slots.n, d, before[b]->before_composition,
+						false);
 			for (; k < r->noom && r->oom[k].event == i; k++) {
 				r->oom[k].allocated = second.dev[d].current;
-				compose(r, &second, d, r->oom[k].composition, false);
+				compose(r, second.live, second.slots.n, d, r->oom[k].composition, false);
 				loaded(r, &second, d, loads, &r->oom[k]);
-			}
-			if (next == npeaks || peaks[next] != i)
-				continue;
-			while (next < npeaks && peaks[next] == i)
-				next++;
-			for (int d = 0; d < MT_MAX_DEVICES && !err; d++) {
-				if (!r->end.dev[d].peak || r->end.dev[d].peak_event != i)
-					continue;
-				err = group(&r->comp, &second, d, &r->at_peak[d]);
-				compose(r, &second, d, r->composition[d], true);
 			}
 		}
 	mt_walk_end(w);

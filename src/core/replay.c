@@ -3,6 +3,8 @@
  * failed (error set) changes nothing but its counter. */
 #include "core/replay.h"
 
+#include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/alloc.h"
@@ -25,6 +27,102 @@ void mt_replay_free(struct mt_replay *r)
 	mt_map_free(&r->map_handle);
 	mt_ordered_free(&r->mapped);
 	mt_free(r->touched);
+	if (r->kept)
+		for (int d = 0; d < MT_MAX_DEVICES; d++)
+			mt_free(r->kept[d].items);
+	mt_free(r->kept);
+}
+
+int mt_replay_keep_peaks(struct mt_replay *r)
+{
+	if (!r->kept && !(r->kept = mt_calloc(MT_MAX_DEVICES, sizeof *r->kept)))
+		return ENOMEM;
+	for (int d = 0; d < MT_MAX_DEVICES; d++)
+		r->kept[d].gen = 1;
+	return 0;
+}
+
+/* Live slot i is about to change: as it was, if it was live at its device's peak and this
+ * is its first change since. */
+static void keep(struct mt_replay *r, size_t i)
+{
+	struct mt_live *l = &r->live[i];
+	struct mt_peak_keep *k;
+
+	if (!r->kept || (l->kind != MT_LIVE_DEVICE && l->kind != MT_LIVE_VMM) || l->device == MT_NO_DEVICE)
+		return;
+	k = &r->kept[l->device];
+	if (l->kept == k->gen || l->event > r->dev[l->device].peak_event || !r->dev[l->device].peak)
+		return;
+	if (mt_grow((void **)&k->items, &k->cap, k->n, sizeof *k->items)) {
+		k->lost = true;
+		return;
+	}
+	k->items[k->n++] = (struct mt_kept){i, *l};
+	l->kept = k->gen;
+}
+
+/* A new peak on device d: what was kept for the last one is done with. */
+static void keep_afresh(struct mt_replay *r, uint8_t d)
+{
+	struct mt_peak_keep *k = &r->kept[d];
+
+	if (!k->n && !k->lost)
+		return;
+	k->n = 0;
+	k->lost = false;
+	if (++k->gen == 0) { /* the stamps start over: none may look current */
+		for (size_t i = 0; i < r->slots.n; i++)
+			if (r->live[i].device == d)
+				r->live[i].kept = 0;
+		k->gen = 1;
+	}
+}
+
+static int by_slot(const void *a, const void *b)
+{
+	const struct mt_kept *x = a, *y = b;
+
+	return x->slot < y->slot ? -1 : x->slot > y->slot;
+}
+
+/* Slot i as it is now, when it has been live since device d's peak: unchanged since, unless
+ * it was kept as it was then. */
+static const struct mt_live *since_peak(const struct mt_replay *r, size_t i, int d)
+{
+	const struct mt_live *l = &r->live[i];
+
+	if (!l->in_use || l->device != d || (l->kind != MT_LIVE_DEVICE && l->kind != MT_LIVE_VMM) ||
+	    l->event > r->dev[d].peak_event)
+		return NULL;
+	return l;
+}
+
+int mt_replay_at_peak(struct mt_replay *r, int d, struct mt_live **out, size_t *n)
+{
+	struct mt_peak_keep *k = r->kept ? &r->kept[d] : NULL;
+	size_t count = 0, j = 0;
+
+	*out = NULL;
+	*n = 0;
+	if (!k || k->lost)
+		return ENOMEM;
+	if (!r->dev[d].peak)
+		return 0;
+	for (size_t i = 0; i < r->slots.n; i++) /* at most: a kept slot may also count here */
+		count += since_peak(r, i, d) != NULL;
+	if (!(count += k->n))
+		return 0;
+	if (!(*out = mt_malloc(count * sizeof **out)))
+		return ENOMEM;
+	if (k->n)
+		qsort(k->items, k->n, sizeof *k->items, by_slot);
+	for (size_t i = 0; i < r->slots.n; i++) {
+		const struct mt_live *l = j < k->n && k->items[j].slot == i ? &k->items[j++].was : since_peak(r, i, d);
+		if (l)
+			(*out)[(*n)++] = *l;
+	}
+	return 0;
 }
 
 /* Noted for readers that follow the replay event by event (the leak scan), so they look
@@ -52,6 +150,7 @@ static struct mt_live *new_live(struct mt_replay *r, size_t *index)
 
 static void drop_live(struct mt_replay *r, size_t index)
 {
+	keep(r, index);
 	r->live[index].in_use = false;
 	mt_slot_give(&r->slots, index);
 	touch(r, index);
@@ -68,6 +167,8 @@ static void charge(struct mt_replay *r, uint8_t dev, int64_t bytes, const struct
 		d->peak_time = e->time;
 		d->peak_event = r->index;
 		d->reserved_at_peak = d->reserved;
+		if (r->kept)
+			keep_afresh(r, dev);
 	}
 }
 
@@ -158,6 +259,7 @@ static void unref(struct mt_replay *r, uint64_t handle, const struct mt_event *e
 	if (!mt_map_get(&r->by_handle, handle, &i))
 		return;
 	l = &r->live[i - 1];
+	keep(r, i - 1);
 	if (l->refs && --l->refs == 0) {
 		mt_map_del(&r->by_handle, handle, NULL);
 		r->frees++;
@@ -238,6 +340,7 @@ void mt_replay_apply(struct mt_replay *r, const struct mt_event *e)
 	case MT_EV_VMM_MAP:
 		if (mt_map_get(&r->by_handle, e->aux, &i)) {
 			struct mt_live *l = &r->live[i - 1];
+			keep(r, i - 1);
 			l->refs++;
 			if (!l->addr) { /* the memory is the mapper's: attribute it to cuMemMap's caller */
 				l->addr = e->addr;
@@ -255,6 +358,7 @@ void mt_replay_apply(struct mt_replay *r, const struct mt_event *e)
 		break;
 	case MT_EV_VMM_RELEASE:
 		if (mt_map_get(&r->by_handle, e->aux, &i) && !r->live[i - 1].released) {
+			keep(r, i - 1);
 			r->live[i - 1].released = true;
 			unref(r, e->aux, e);
 		}
@@ -270,8 +374,10 @@ void mt_replay_apply(struct mt_replay *r, const struct mt_event *e)
 		}
 		break;
 	case MT_EV_TAG_RANGE:
-		if (mt_map_get(&r->by_addr, e->addr, &i))
+		if (mt_map_get(&r->by_addr, e->addr, &i)) {
+			keep(r, i - 1);
 			r->live[i - 1].tag = e->tag;
+		}
 		break;
 	default:
 		break;

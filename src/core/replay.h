@@ -25,11 +25,12 @@ struct mt_live {
 	uint8_t flags; /* the making event's (an ALLOC's API, MT_ALLOC_UNSEEN) */
 	bool in_use;
 	bool block;	    /* a caching allocator's block (MT_API_BLOCK), inside its segments */
+	bool released;	    /* VMM: its handle released */
 	uint64_t aux, aux2; /* the making event's: an ALLOC's stream; a block's rounded size */
-	/* VMM: the handle, its references (itself and each mapping) and whether released */
+	/* VMM: the handle and its references (itself and each mapping) */
 	uint64_t handle;
 	uint32_t refs;
-	bool released;
+	uint32_t kept; /* its device's mt_peak_keep.gen when kept as it was at the peak */
 };
 
 struct mt_device_state {
@@ -42,6 +43,19 @@ struct mt_device_state {
 	uint64_t capacity;     /* what the job may use: a policy's cap when it set one (DEVICE aux2) */
 	uint64_t device_bytes; /* the device's own size */
 	uint32_t name;	       /* string id */
+};
+
+/* What a device had live at its peak, kept as the replay goes past it: each entry live then
+ * as it was before its first change since, with its slot. A new peak starts it afresh. */
+struct mt_kept {
+	size_t slot;
+	struct mt_live was;
+};
+struct mt_peak_keep {
+	struct mt_kept *items;
+	size_t n, cap;
+	uint32_t gen; /* entries stamped with it (mt_live.kept) are in items */
+	bool lost;    /* out of memory: items is incomplete until the next peak */
 };
 
 struct mt_replay {
@@ -59,10 +73,19 @@ struct mt_replay {
 	bool track;	 /* note `touched` (the leak scan follows it; the policy engine does not) */
 	size_t *touched; /* live slots the last event made, dropped or re-attributed */
 	size_t ntouched, cap_touched;
+	struct mt_peak_keep *kept; /* MT_MAX_DEVICES, after mt_replay_keep_peaks */
 };
 
 int mt_replay_init(struct mt_replay *r);
 void mt_replay_apply(struct mt_replay *r, const struct mt_event *e); /* the next event */
 void mt_replay_free(struct mt_replay *r);
+/* Keep, from here on, what each device has live at its peak, so that mt_replay_at_peak can
+ * give it at the end without a second replay. 0 or ENOMEM. */
+int mt_replay_keep_peaks(struct mt_replay *r);
+/* Device d's device and VMM entries live at its peak, as a replay stopped at the peak's
+ * event would hold them, in the order of its slots: a copy into *out, which the caller
+ * frees with mt_free (NULL when there are none); after mt_replay_keep_peaks. 0, or ENOMEM, also
+ * when keeping them ran out. */
+int mt_replay_at_peak(struct mt_replay *r, int d, struct mt_live **out, size_t *n);
 
 #endif
