@@ -42,17 +42,13 @@ int mt_replay_keep_peaks(struct mt_replay *r)
 	return 0;
 }
 
-/* Live slot i is about to change: as it was, if it was live at its device's peak and this
- * is its first change since. */
-static void keep(struct mt_replay *r, size_t i)
+static void keep_as_was(struct mt_replay *r, size_t i)
 {
 	struct mt_live *l = &r->live[i];
-	struct mt_peak_keep *k;
+	struct mt_peak_keep *k = &r->kept[l->device];
 
-	if (!r->kept || (l->kind != MT_LIVE_DEVICE && l->kind != MT_LIVE_VMM) || l->device == MT_NO_DEVICE)
-		return;
-	k = &r->kept[l->device];
-	if (l->kept == k->gen || l->event > r->dev[l->device].peak_event || !r->dev[l->device].peak)
+	if ((l->kind != MT_LIVE_DEVICE && l->kind != MT_LIVE_VMM) || l->device == MT_NO_DEVICE || l->kept == k->gen ||
+	    !r->dev[l->device].peak)
 		return;
 	if (mt_grow((void **)&k->items, &k->cap, k->n, sizeof *k->items)) {
 		k->lost = true;
@@ -60,6 +56,14 @@ static void keep(struct mt_replay *r, size_t i)
 	}
 	k->items[k->n++] = (struct mt_kept){i, *l};
 	l->kept = k->gen;
+}
+
+/* Live slot i is about to change: as it was, if it was live at its device's peak and this
+ * is its first change since. Most changes come after the peak to what was made after it. */
+static inline void keep(struct mt_replay *r, size_t i)
+{
+	if (r->kept && r->live[i].event <= r->dev[r->live[i].device].peak_event)
+		keep_as_was(r, i);
 }
 
 /* A new peak on device d: what was kept for the last one is done with. */
@@ -125,18 +129,28 @@ int mt_replay_at_peak(struct mt_replay *r, int d, struct mt_live **out, size_t *
 	return 0;
 }
 
-/* Noted for readers that follow the replay event by event (the leak scan), so they look
- * at what changed instead of every live slot. Out of memory, the note is lost: touched
- * is then incomplete, and the reader is told by ntouched == SIZE_MAX. */
-static void touch(struct mt_replay *r, size_t index)
+static void touch_more(struct mt_replay *r, size_t index)
 {
-	if (!r->track || r->ntouched == SIZE_MAX)
+	if (r->ntouched == SIZE_MAX)
 		return;
 	if (mt_grow((void **)&r->touched, &r->cap_touched, r->ntouched, sizeof *r->touched)) {
 		r->ntouched = SIZE_MAX;
 		return;
 	}
 	r->touched[r->ntouched++] = index;
+}
+
+/* Noted for readers that follow the replay event by event (the leak scan), so they look
+ * at what changed instead of every live slot. Out of memory, the note is lost: touched
+ * is then incomplete, and the reader is told by ntouched == SIZE_MAX. */
+static inline void touch(struct mt_replay *r, size_t index)
+{
+	if (!r->track)
+		return;
+	if (r->ntouched < r->cap_touched)
+		r->touched[r->ntouched++] = index;
+	else
+		touch_more(r, index);
 }
 
 static struct mt_live *new_live(struct mt_replay *r, size_t *index)
@@ -148,7 +162,7 @@ static struct mt_live *new_live(struct mt_replay *r, size_t *index)
 	return &r->live[*index];
 }
 
-static void drop_live(struct mt_replay *r, size_t index)
+static inline void drop_live(struct mt_replay *r, size_t index)
 {
 	keep(r, index);
 	r->live[index].in_use = false;
