@@ -184,7 +184,7 @@ static int follow(struct mt_leak_scan *s, const struct mt_replay *rp, size_t k)
 			return r;
 		*c = (struct mt_leak_slot){0, 0};
 	}
-	if (l->in_use && (l->kind == MT_LIVE_DEVICE || l->kind == MT_LIVE_VMM) && l->device != MT_NO_DEVICE) {
+	if (l->in_use && mt_live_on_device(l) && l->device != MT_NO_DEVICE) {
 		size_t row;
 		if ((r = row_of(s, l->stack, l->device, &row)) || (r = mark(s, row)))
 			return r;

@@ -18,7 +18,7 @@ int mt_now_init(struct mt_now *n, const struct mt_trace *t)
 
 static bool device_bytes(const struct mt_live *l)
 {
-	return l->in_use && (l->kind == MT_LIVE_DEVICE || l->kind == MT_LIVE_VMM) && l->device != MT_NO_DEVICE;
+	return l->in_use && mt_live_on_device(l) && l->device != MT_NO_DEVICE;
 }
 
 /* Live bytes by stack and device into m (cleared first). */

@@ -57,7 +57,7 @@ static int group(const struct mt_composition *c, const struct mt_live *live, siz
 		const struct mt_live *l = &live[i];
 		if (!l->in_use)
 			continue;
-		if (device >= 0 && (l->device != device || (l->kind != MT_LIVE_DEVICE && l->kind != MT_LIVE_VMM)))
+		if (device >= 0 && (l->device != device || !mt_live_on_device(l)))
 			continue;
 		r = add_group(out, &index, l,
 			      l->kind == MT_LIVE_DEVICE && (l->flags & MT_ALLOC_UNSEEN)
@@ -78,7 +78,7 @@ static void compose(struct mt_report *r, const struct mt_live *live, size_t n, i
 	for (size_t i = 0; i < n; i++) {
 		const struct mt_live *l = &live[i];
 		uint8_t cat;
-		if (!l->in_use || l->device != d || (l->kind != MT_LIVE_DEVICE && l->kind != MT_LIVE_VMM))
+		if (!l->in_use || l->device != d || !mt_live_on_device(l))
 			continue;
 		cat = mt_composition_counted(&r->comp, l->event);
 		into[cat] += l->size;

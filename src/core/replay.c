@@ -47,8 +47,7 @@ static void keep_as_was(struct mt_replay *r, size_t i)
 	struct mt_live *l = &r->live[i];
 	struct mt_peak_keep *k = &r->kept[l->device];
 
-	if ((l->kind != MT_LIVE_DEVICE && l->kind != MT_LIVE_VMM) || l->device == MT_NO_DEVICE || l->kept == k->gen ||
-	    !r->dev[l->device].peak)
+	if (!mt_live_on_device(l) || l->device == MT_NO_DEVICE || l->kept == k->gen || !r->dev[l->device].peak)
 		return;
 	if (mt_grow((void **)&k->items, &k->cap, k->n, sizeof *k->items)) {
 		k->lost = true;
@@ -96,8 +95,7 @@ static const struct mt_live *since_peak(const struct mt_replay *r, size_t i, int
 {
 	const struct mt_live *l = &r->live[i];
 
-	if (!l->in_use || l->device != d || (l->kind != MT_LIVE_DEVICE && l->kind != MT_LIVE_VMM) ||
-	    l->event > r->dev[d].peak_event)
+	if (!l->in_use || l->device != d || !mt_live_on_device(l) || l->event > r->dev[d].peak_event)
 		return NULL;
 	return l;
 }

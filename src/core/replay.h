@@ -33,6 +33,12 @@ struct mt_live {
 	uint32_t kept; /* its device's mt_peak_keep.gen when kept as it was at the peak */
 };
 
+/* Whether a live entry is in its device's bytes: device memory, or VMM physical memory. */
+static inline bool mt_live_on_device(const struct mt_live *l)
+{
+	return l->kind == MT_LIVE_DEVICE || l->kind == MT_LIVE_VMM;
+}
+
 struct mt_device_state {
 	uint64_t current, peak, peak_time;
 	uint64_t reserved, reserved_at_peak; /* a caching allocator's segments, when the trace has them */

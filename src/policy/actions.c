@@ -541,7 +541,7 @@ static int composition(lua_State *L)
 	lua_newtable(L); /* by_phase */
 	for (size_t i = 0; i < rp->slots.n; i++) {
 		const struct mt_live *l = &rp->live[i];
-		if (!l->in_use || (l->kind != MT_LIVE_DEVICE && l->kind != MT_LIVE_VMM) || (d >= 0 && l->device != d))
+		if (!l->in_use || !mt_live_on_device(l) || (d >= 0 && l->device != d))
 			continue;
 		add_bytes(L, l->phase ? mt_pol_string(l->phase) : "(no range)", l->size);
 		lua_insert(L, -2);

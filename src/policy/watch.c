@@ -427,8 +427,7 @@ size_t mt_watch_top(struct mt_stack_bytes *out, size_t n, uint64_t since, int de
 	for (size_t i = 0; i < rp->slots.n; i++) {
 		const struct mt_live *l = &rp->live[i];
 		uint64_t k;
-		if (!l->in_use || (l->kind != MT_LIVE_DEVICE && l->kind != MT_LIVE_VMM) || l->time < since ||
-		    (device >= 0 && l->device != device))
+		if (!l->in_use || !mt_live_on_device(l) || l->time < since || (device >= 0 && l->device != device))
 			continue;
 		if (!mt_map_get(&index, l->stack, &k)) {
 			if (mt_grow((void **)&all, &cap, count, sizeof *all) || mt_map_put(&index, l->stack, count))

@@ -72,7 +72,7 @@ static size_t live_on(const struct mt_replay *rp, int d, struct mt_live *out)
 
 	for (size_t i = 0; i < rp->slots.n; i++) {
 		const struct mt_live *l = &rp->live[i];
-		if (l->in_use && l->device == d && (l->kind == MT_LIVE_DEVICE || l->kind == MT_LIVE_VMM))
+		if (l->in_use && l->device == d && mt_live_on_device(l))
 			out[n++] = *l;
 	}
 	return n;
