@@ -1,6 +1,7 @@
 /* Building and printing the first report. One replay finds each device's peak and keeps
- * what was live there, grouped by stack; a second, where the trace has failed allocations
- * or segments, stops at each failure and measures fragmentation. */
+ * what was live there, which the report groups by stack; a second walk, where the trace
+ * has failed allocations or segments, replays to each failure and steps the
+ * fragmentation. */
 #include "analyze/report.h"
 
 #include <errno.h>
@@ -338,15 +339,15 @@ int mt_report_build(struct mt_report *r, const struct mt_trace *t, const struct 
 		return mt_composition_finish(comp, err);
 	mt_composition_ready(comp);
 	mt_replay_init(&r->end);
-	r->end.track = true; /* for the leak scan */
-	if ((err = mt_replay_keep_peaks(&r->end)))
-		return mt_composition_finish(comp, err);
+	r->end.track = true;					  /* for the leak scan */
 	struct high *high = calloc(MT_MAX_DEVICES, sizeof *high); /* at the last boundary */
 	size_t passed = 0, i = 0, n;
 	const struct mt_event *batch;
 	struct mt_walk *w = mt_walk_start(t);
 	if (!high || !w)
 		err = ENOMEM;
+	else
+		err = mt_replay_keep_peaks(&r->end);
 	while (!err && (n = mt_walk_next(w, &batch)) != 0)
 		for (const struct mt_event *e = batch; e < batch + n && !err; e++, i++) {
 			mt_progress("replaying", i, t->nevents);

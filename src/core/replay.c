@@ -1,6 +1,8 @@
 /* Event replay. Frees of unknown addresses are counted, never fatal: a trace may
  * start after allocations were made or lose events to a full buffer. A call that
- * failed (error set) changes nothing but its counter. */
+ * failed (error set) changes nothing but its counter. Every change to a live entry after
+ * it is made comes after keep(r, i): what was live at a device's peak is rebuilt from
+ * those copies (mt_replay_at_peak), and a change without one would go into it unseen. */
 #include "core/replay.h"
 
 #include <errno.h>
@@ -35,7 +37,9 @@ void mt_replay_free(struct mt_replay *r)
 
 int mt_replay_keep_peaks(struct mt_replay *r)
 {
-	if (!r->kept && !(r->kept = mt_calloc(MT_MAX_DEVICES, sizeof *r->kept)))
+	if (r->index || r->kept)
+		return EINVAL; /* what changed before would be missing */
+	if (!(r->kept = mt_calloc(MT_MAX_DEVICES, sizeof *r->kept)))
 		return ENOMEM;
 	for (int d = 0; d < MT_MAX_DEVICES; d++)
 		r->kept[d].gen = 1;
@@ -47,14 +51,14 @@ static void keep_as_was(struct mt_replay *r, size_t i)
 	struct mt_live *l = &r->live[i];
 	struct mt_peak_keep *k = &r->kept[l->device];
 
-	if (!mt_live_on_device(l) || l->device == MT_NO_DEVICE || l->kept == k->gen || !r->dev[l->device].peak)
+	if (!mt_live_on_device(l) || l->device == MT_NO_DEVICE || l->kept_gen == k->gen || !r->dev[l->device].peak)
 		return;
 	if (mt_grow((void **)&k->items, &k->cap, k->n, sizeof *k->items)) {
 		k->lost = true;
 		return;
 	}
 	k->items[k->n++] = (struct mt_kept){i, *l};
-	l->kept = k->gen;
+	l->kept_gen = k->gen;
 }
 
 /* Live slot i is about to change: as it was, if it was live at its device's peak and this
@@ -77,7 +81,7 @@ static void keep_afresh(struct mt_replay *r, uint8_t d)
 	if (++k->gen == 0) { /* the stamps start over: none may look current */
 		for (size_t i = 0; i < r->slots.n; i++)
 			if (r->live[i].device == d)
-				r->live[i].kept = 0;
+				r->live[i].kept_gen = 0;
 		k->gen = 1;
 	}
 }
@@ -89,8 +93,8 @@ static int by_slot(const void *a, const void *b)
 	return x->slot < y->slot ? -1 : x->slot > y->slot;
 }
 
-/* Slot i as it is now, when it has been live since device d's peak: unchanged since, unless
- * it was kept as it was then. */
+/* Slot i now, if it was made by device d's peak and is still live (mt_replay_at_peak takes
+ * the kept copy instead where there is one). */
 static const struct mt_live *since_peak(const struct mt_replay *r, size_t i, int d)
 {
 	const struct mt_live *l = &r->live[i];
@@ -107,7 +111,9 @@ int mt_replay_at_peak(struct mt_replay *r, int d, struct mt_live **out, size_t *
 
 	*out = NULL;
 	*n = 0;
-	if (!k || k->lost)
+	if (!k)
+		return EINVAL;
+	if (k->lost)
 		return ENOMEM;
 	if (!r->dev[d].peak)
 		return 0;

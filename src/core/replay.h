@@ -30,7 +30,7 @@ struct mt_live {
 	/* VMM: the handle and its references (itself and each mapping) */
 	uint64_t handle;
 	uint32_t refs;
-	uint32_t kept; /* its device's mt_peak_keep.gen when kept as it was at the peak */
+	uint32_t kept_gen; /* its device's mt_peak_keep.gen when kept as it was at the peak */
 };
 
 /* Whether a live entry is in its device's bytes: device memory, or VMM physical memory. */
@@ -52,7 +52,8 @@ struct mt_device_state {
 };
 
 /* What a device had live at its peak, kept as the replay goes past it: each entry live then
- * as it was before its first change since, with its slot. A new peak starts it afresh. */
+ * as it was before its first change since, with its slot. A new peak starts it afresh, so
+ * the copies held are never more than what was live at the last peak. */
 struct mt_kept {
 	size_t slot;
 	struct mt_live was;
@@ -60,7 +61,7 @@ struct mt_kept {
 struct mt_peak_keep {
 	struct mt_kept *items;
 	size_t n, cap;
-	uint32_t gen; /* entries stamped with it (mt_live.kept) are in items */
+	uint32_t gen; /* entries stamped with it (mt_live.kept_gen) are in items */
 	bool lost;    /* out of memory: items is incomplete until the next peak */
 };
 
@@ -85,13 +86,13 @@ struct mt_replay {
 int mt_replay_init(struct mt_replay *r);
 void mt_replay_apply(struct mt_replay *r, const struct mt_event *e); /* the next event */
 void mt_replay_free(struct mt_replay *r);
-/* Keep, from here on, what each device has live at its peak, so that mt_replay_at_peak can
- * give it at the end without a second replay. 0 or ENOMEM. */
+/* Keep what each device has live at its peak, so that mt_replay_at_peak can give it at the
+ * end without a second replay; before the first event. 0, ENOMEM, or EINVAL after it. */
 int mt_replay_keep_peaks(struct mt_replay *r);
 /* Device d's device and VMM entries live at its peak, as a replay stopped at the peak's
  * event would hold them, in the order of its slots: a copy into *out, which the caller
- * frees with mt_free (NULL when there are none); after mt_replay_keep_peaks. 0, or ENOMEM, also
- * when keeping them ran out. */
+ * frees with mt_free (NULL when there are none). 0; ENOMEM, also when keeping them ran
+ * out; EINVAL without mt_replay_keep_peaks. */
 int mt_replay_at_peak(struct mt_replay *r, int d, struct mt_live **out, size_t *n);
 
 #endif
