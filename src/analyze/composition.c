@@ -992,38 +992,57 @@ void mt_composition_free(struct mt_composition *c)
 	memset(c, 0, sizeof *c);
 }
 
-size_t *mt_composition_optimizer_steps(const struct mt_trace *t, size_t *n)
-{
-	struct pass p = {.t = t, .said = calloc(t->nstacks + 1, 1)};
-	size_t *idx = NULL, cap = 0, i = 0, k;
-	enum said last = SAYS_NOTHING;
-	struct mt_walk *w = p.said ? mt_walk_start(t) : NULL;
-	const struct mt_event *batch;
-	bool failed = !w;
+struct mt_steps_scan {
+	struct pass p; /* its stacks' answers alone */
+	enum said last;
+	size_t *idx, n, cap;
+	bool failed;
+};
 
-	*n = 0;
-	while (!failed && (k = mt_walk_next(w, &batch)) != 0)
-		for (const struct mt_event *e = batch; e < batch + k && !failed; e++, i++) {
-			enum said s;
-			if (e->kind != MT_EV_ALLOC || e->error || (e->flags & MT_ALLOC_UNSEEN))
-				continue;
-			s = stack_says(&p, e->stack);
-			if (s == SAYS_NOTHING || s == SAYS_BUILDS || s == SAYS_GRADS)
-				continue;
-			if (s == SAYS_OPTIMIZER && last != SAYS_OPTIMIZER) {
-				failed = mt_grow((void **)&idx, &cap, *n, sizeof *idx) != 0;
-				if (!failed)
-					idx[(*n)++] = i;
-			}
-			last = s;
-		}
-	mt_walk_end(w);
-	free(p.said);
-	if (failed) {
-		free(idx);
+struct mt_steps_scan *mt_composition_steps_start(const struct mt_trace *t)
+{
+	struct mt_steps_scan *s = calloc(1, sizeof *s);
+
+	if (s && !(s->p.said = calloc(t->nstacks + 1, 1))) {
+		free(s);
 		return NULL;
 	}
-	return idx ? idx : malloc(sizeof *idx);
+	if (s)
+		s->p.t = t;
+	return s;
+}
+
+void mt_composition_steps_step(struct mt_steps_scan *s, const struct mt_event *e, size_t i)
+{
+	enum said says;
+
+	if (e->kind != MT_EV_ALLOC || e->error || (e->flags & MT_ALLOC_UNSEEN) || s->failed)
+		return;
+	says = stack_says(&s->p, e->stack);
+	if (says == SAYS_NOTHING || says == SAYS_BUILDS || says == SAYS_GRADS)
+		return;
+	if (says == SAYS_OPTIMIZER && s->last != SAYS_OPTIMIZER) {
+		s->failed = mt_grow((void **)&s->idx, &s->cap, s->n, sizeof *s->idx) != 0;
+		if (!s->failed)
+			s->idx[s->n++] = i;
+	}
+	s->last = says;
+}
+
+size_t *mt_composition_steps_finish(struct mt_steps_scan *s, size_t *n)
+{
+	size_t *idx = s->idx;
+
+	*n = s->n;
+	if (s->failed) {
+		free(idx);
+		idx = NULL;
+	} else if (!idx) {
+		idx = malloc(sizeof *idx);
+	}
+	free(s->p.said);
+	free(s);
+	return idx;
 }
 
 bool mt_composition_loads(const struct mt_trace *t, uint32_t stack)

@@ -94,9 +94,14 @@ int mt_composition_step(struct mt_composition_scan *s, const struct mt_event *e,
 int mt_composition_finish(struct mt_composition_scan *s, int err);
 void mt_composition_free(struct mt_composition *c);
 /* Where each optimizer step begins, read by frames: the first allocation inside an
- * optimizer's step after allocations that said another phase (event indices, malloc'd;
- * *n of them). NULL: out of memory. */
-size_t *mt_composition_optimizer_steps(const struct mt_trace *t, size_t *n);
+ * optimizer's step after allocations that said another phase. Event by event, in time
+ * order, inside another pass: start (NULL: out of memory), a step per event, then finish,
+ * which frees the scan and gives the event indices (malloc'd; *n of them; NULL: out of
+ * memory). */
+struct mt_steps_scan;
+struct mt_steps_scan *mt_composition_steps_start(const struct mt_trace *t);
+void mt_composition_steps_step(struct mt_steps_scan *s, const struct mt_event *e, size_t i); /* e is event i */
+size_t *mt_composition_steps_finish(struct mt_steps_scan *s, size_t *n);
 /* Whether a stack's frames load a checkpoint onto the device: torch.load (torch/serialization.py),
  * safetensors' loaders. */
 bool mt_composition_loads(const struct mt_trace *t, uint32_t stack);

@@ -39,23 +39,28 @@ static size_t *events_of(const struct ats *from, uint64_t aux, size_t *n)
 /* Event indices of the boundaries; the description goes into out->boundary. Marks come
  * first; then a range: the one named, or the most repeated at the top of a thread's
  * stack; then a start/end range (a snapshot's external annotations): the one named, or
- * the most repeated. One walk notes the marks and the candidate ranges' starts. */
+ * the most repeated; then, with no name, where the stacks say an optimizer's step begins.
+ * One walk notes the marks, the candidate ranges' starts and the optimizer's steps (the
+ * last only while no mark or repeated range has come, which would come before them). */
 static size_t *boundaries(const struct mt_trace *t, const char *name, struct mt_leaks *out, size_t *n,
 			  void (*look)(void *, const struct mt_event *), void *arg)
 {
 	struct ats marks = {0}, push = {0}, start = {0};
-	size_t *idx = NULL, best_count = 0, best_start_count = 0, i = 0, k;
+	size_t *idx = NULL, best_count = 0, best_start_count = 0, i = 0, k, k_steps;
 	uint32_t best = 0, best_start = 0, *depth = NULL, *count = calloc(t->nstrings + 1, sizeof *count),
 		 *start_count = calloc(t->nstrings + 1, sizeof *start_count);
 	struct mt_walk *w = mt_walk_start(t);
+	struct mt_steps_scan *steps = name ? NULL : mt_composition_steps_start(t);
 	const struct mt_event *batch;
-	bool failed = !count || !start_count || !w;
+	bool failed = !count || !start_count || !w || (!name && !steps);
 
 	while (!failed && (k = mt_walk_next(w, &batch)) != 0)
 		for (const struct mt_event *e = batch; e < batch + k && !failed; e++, i++) {
 			struct ats *list = NULL;
 			if (look)
 				look(arg, e);
+			if (steps && !marks.n && best_count < 2)
+				mt_composition_steps_step(steps, e, i);
 			if (e->kind == MT_EV_MARK && (!name || strcmp(mt_trace_string(t, e->aux), name) == 0)) {
 				list = &marks;
 			} else if (e->kind == MT_EV_RANGE_PUSH || e->kind == MT_EV_RANGE_POP) {
@@ -105,18 +110,19 @@ static size_t *boundaries(const struct mt_trace *t, const char *name, struct mt_
 		snprintf(out->boundary, sizeof out->boundary, "range %.100s", mt_trace_string(t, best_start));
 	} else if (best_count < (name ? 1 : 2) && !name) {
 		/* no marks or ranges: where the stacks say an optimizer's step begins (a snapshot) */
-		size_t nsteps = 0, *steps = mt_composition_optimizer_steps(t, &nsteps);
-		if (steps && nsteps >= 3) {
-			idx = steps;
+		size_t nsteps = 0, *at = mt_composition_steps_finish(steps, &nsteps);
+		steps = NULL;
+		if (at && nsteps >= 3) {
+			idx = at;
 			k = nsteps;
 			snprintf(out->boundary, sizeof out->boundary, "the optimizer's step (from the stacks)");
-		} else if (steps && nsteps) { /* too few to tell growth from what a step makes */
-			idx = steps;
+		} else if (at && nsteps) { /* too few to tell growth from what a step makes */
+			idx = at;
 			snprintf(out->boundary, sizeof out->boundary,
 				 "none found: the stacks show %zu optimizer step%s, growth needs 3", nsteps,
 				 nsteps == 1 ? "" : "s");
-		} else if (steps) {
-			idx = steps;
+		} else if (at) {
+			idx = at;
 			snprintf(out->boundary, sizeof out->boundary, "none found");
 		}
 	} else if (best_count < (name ? 1 : 2)) {
@@ -126,6 +132,8 @@ static size_t *boundaries(const struct mt_trace *t, const char *name, struct mt_
 		idx = events_of(&push, best, &k);
 		snprintf(out->boundary, sizeof out->boundary, "NVTX range %.100s", mt_trace_string(t, best));
 	}
+	if (steps) /* not needed: a mark or a range came */
+		free(mt_composition_steps_finish(steps, &k_steps));
 	free(marks.items);
 	free(push.items);
 	free(start.items);

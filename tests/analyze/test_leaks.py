@@ -6,7 +6,9 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.environ["MT_SRCDIR"], "tests"))
+sys.path.insert(0, os.path.join(os.environ["MT_SRCDIR"], "tests", "hostile"))
 from tap import done, ok, scratch  # noqa: E402
+from mtrace import PYFRAME, Trace  # noqa: E402
 
 B = os.environ["MT_BUILDDIR"]
 MEMTAP = os.path.join(B, "tools/memtap/memtap")
@@ -69,4 +71,32 @@ ok(rep is not None and rep["iterations"]["boundary"] == "NVTX range forward" and
 rep = report(["--preset", "tiny", "--leak", "1M", "--iters", "2"])
 ok(rep is not None and rep["iterations"] == {"boundary": "NVTX range iteration", "count": 2} and not rep["leaks"],
    "a range pushed twice is the iteration boundary; no leak from two", rep and rep["iterations"])
+
+
+# A PyTorch job without marks whose only NVTX range came once, at its start: the iterations
+# are where its Python frames say the optimizer's step begins, after the range as before it.
+def recorded_steps(setup_ranges):
+    events, t = [dict(kind="thread", time=10, aux=7), dict(kind="device", time=11, device=0, size=80 << 30)], 100
+    for _ in range(setup_ranges):
+        events += [dict(kind="range_push", time=t, aux=3), dict(kind="range_pop", time=t + 1)]
+        t += 2
+    for it in range(5):
+        for stack, addr in ((1, 0x7f0000000000 + it * 0x100000), (2, 0x7f0000800000 + it * 0x100000)):
+            events.append(dict(kind="alloc", time=t, device=0, addr=addr, size=1 << 20, stack=stack))
+            t += 1
+        events.append(dict(kind="free", time=t, device=0, addr=0x7f0000800000 + it * 0x100000))
+        t += 1
+    trace = os.path.join(TMP, "steps.trace")
+    with open(trace, "wb") as f:
+        f.write(Trace().strings([(1, "Block.forward\tmodel.py\t10"),
+                                 (2, "AdamW.step\t/usr/lib/python3/torch/optim/adamw.py\t200"), (3, "setup")])
+                .stacks([(1, [PYFRAME | 1]), (2, [PYFRAME | 2])]).events(events).end().bytes())
+    p = subprocess.run([MEMTAP, "report", "--json", trace], capture_output=True, text=True)
+    return json.loads(p.stdout)["iterations"] if p.returncode == 0 else p.stderr
+
+
+for setup in (0, 1):
+    got = recorded_steps(setup)
+    ok(got == {"boundary": "the optimizer's step (from the stacks)", "count": 5},
+       "no marks, %d range: the optimizer's steps from the frames are the iterations" % setup, got)
 done()
