@@ -407,28 +407,17 @@ static int maps(FILE *out, const struct mt_report *r)
 	return err;
 }
 
-/* "actions": what memtap's policies did, for the charts' marks: [time, text] for each
- * snapshot a policy (or memtap_snapshot) took and each of memtap's own notes (an NVTX mark
- * "memtap.*": caps, allocator changes, capture ranges), the first MT_HTML_ACTIONS. */
-#define MT_HTML_ACTIONS 200
-
-static int actions(FILE *out, const struct mt_report *r)
+/* "actions": what memtap's policies did (the report's), for the charts' marks: [time, text]. */
+static void actions(FILE *out, const struct mt_report *r)
 {
-	const struct mt_trace *t = r->trace;
-	struct mt_walk *w = mt_walk_start(t);
-	const struct mt_event *e;
-	size_t n = 0;
 	char buf[256];
 
-	if (!w)
-		return ENOMEM;
 	fputs("\"actions\": [", out);
-	while (n < MT_HTML_ACTIONS && (e = mt_walk_one(w))) {
-		const char *s = mt_trace_string(t, e->aux);
-		if (e->kind != MT_EV_SNAPSHOT && (e->kind != MT_EV_NVTX_MARK || strncmp(s, "memtap.", 7)))
-			continue;
-		fprintf(out, "%s[%" PRIu64 ",", n++ ? "," : "", mt_report_since(r, e->time));
-		if (e->kind == MT_EV_SNAPSHOT) {
+	for (size_t i = 0; i < r->nactions; i++) {
+		const struct mt_action *a = &r->actions[i];
+		const char *s = mt_trace_string(r->trace, a->text);
+		fprintf(out, "%s[%" PRIu64 ",", i ? "," : "", mt_report_since(r, a->time));
+		if (a->snapshot) {
 			snprintf(buf, sizeof buf, "snapshot %s", s);
 			s = buf;
 		}
@@ -436,8 +425,6 @@ static int actions(FILE *out, const struct mt_report *r)
 		fputs("]", out);
 	}
 	fputs("]", out);
-	mt_walk_end(w);
-	return 0;
 }
 
 /* "stacks": each stack named above, once, as --json's rows have them. */
@@ -508,7 +495,8 @@ static int series(FILE *out, const struct mt_report *r, const struct mt_timeline
 	fputs(", ", out);
 	err = err ? err : maps(out, r);
 	fputs(", ", out);
-	err = err ? err : actions(out, r);
+	if (!err)
+		actions(out, r);
 	fputs(", ", out);
 	err = err ? err : stacks(out, r, sym, &ids);
 	fputs("}", out);

@@ -281,6 +281,14 @@ static void early(struct mt_report *r, const struct mt_event *e)
 	}
 }
 
+static void note_action(struct mt_report *r, const struct mt_event *e)
+{
+	if (r->nactions == MT_REPORT_ACTIONS || (e->kind != MT_EV_SNAPSHOT && e->kind != MT_EV_NVTX_MARK) ||
+	    (e->kind == MT_EV_NVTX_MARK && strncmp(mt_trace_string(r->trace, e->aux), "memtap.", 7)))
+		return;
+	r->actions[r->nactions++] = (struct mt_action){e->time, e->aux, e->kind == MT_EV_SNAPSHOT};
+}
+
 static void look(void *comp, const struct mt_event *e)
 {
 	mt_composition_look(comp, e);
@@ -361,6 +369,7 @@ int mt_report_build(struct mt_report *r, const struct mt_trace *t, const struct 
 			r->kinds[e->kind]++;
 			early(r, e);
 			driver_count(r, e);
+			note_action(r, e);
 			if (e->kind == MT_EV_ALLOC_FAILED && e->device != MT_NO_DEVICE && !err)
 				err = add_oom(r, e, i, scan.next, &high[e->device]);
 			if (!err)

@@ -77,6 +77,16 @@ static inline bool mt_oom_after_a_step(const struct mt_oom *o)
 	return o->composition[MT_TAG_OPTIMIZER] > 0 || o->iterations >= 2;
 }
 
+/* What memtap's policies did, for the page's marks: a snapshot a policy (or memtap_snapshot)
+ * took, or one of memtap's own notes (an NVTX mark "memtap.*": caps, allocator changes,
+ * capture ranges); the first MT_REPORT_ACTIONS. */
+#define MT_REPORT_ACTIONS 200
+struct mt_action {
+	uint64_t time;
+	uint64_t text; /* string id: the snapshot's path, or the mark */
+	bool snapshot;
+};
+
 struct mt_report {
 	const struct mt_trace *trace;
 	struct mt_replay end;				   /* state after the last event */
@@ -95,9 +105,11 @@ struct mt_report {
 	uint64_t evidence[MT_MAX_DEVICES][MT_TAG_COUNT]; /* bytes times their evidence (0 to 2) */
 	struct mt_fragment frag;			 /* where segments are known */
 	struct mt_leaks leaks;				 /* growth across iterations */
-	uint64_t start;					 /* trace start, monotonic ns */
-	bool order;					 /* the trace has no times: they are entries' places */
-	bool untraced;					 /* a snapshot with no entries: one moment */
+	struct mt_action actions[MT_REPORT_ACTIONS];
+	size_t nactions;
+	uint64_t start;			   /* trace start, monotonic ns */
+	bool order;			   /* the trace has no times: they are entries' places */
+	bool untraced;			   /* a snapshot with no entries: one moment */
 	bool one_moment;		   /* untraced, or a snapshot whose entries all fall in one microsecond (one
 					      entry, or state-mode recording's one per device): no time axis */
 	bool block_history;		   /* ...whose blocks made while memory history was on kept their frames */

@@ -463,6 +463,24 @@ except UnicodeDecodeError as e:
     cut = text[max(0, e.start - 20):e.start + 10]
 ok(isinstance(cut, list) and len(cut) >= 2, "the text cuts a name too long for its line at a character", cut)
 
+# ---- the charts' marks: memtap's own actions, each snapshot and "memtap.*" mark, the first 200 ----
+acts = os.path.join(TMP, "actions.trace")
+marks = [dict(kind="nvtx_mark", time=2000 + 10 * k, aux=(2, 3, 4)[k % 3]) for k in range(300)]
+with open(acts, "wb") as f:
+    f.write(Trace().strings([(1, "f\tjob.py\t3"), (2, "memtap.cap 0 8 GiB"), (3, "the job's own mark"),
+                             (4, "/tmp/at-oom.pickle")])
+            .stacks([(1, [PYFRAME | 1])])
+            .events([dict(kind="alloc", time=1000, device=0, addr=1 << 40, size=MiB, stack=1)] +
+                    [dict(m, kind="snapshot") if m["aux"] == 4 else m for m in marks]).end(written=301).bytes())
+p = subprocess.run([MEMTAP, "report", "--html", os.path.join(TMP, "actions.html"), acts], capture_output=True,
+                   text=True)
+source = open(os.path.join(TMP, "actions.html")).read() if p.returncode == 0 else ""
+got = json.loads(source.split("const SERIES = ")[1].split(";\n</script>")[0])["actions"] if source else p.stderr
+want = [[1000 + 10 * k, "memtap.cap 0 8 GiB" if k % 3 == 0 else "snapshot /tmp/at-oom.pickle"]
+        for k in range(300) if k % 3 != 1][:200]
+ok(got == want, "the page's actions: memtap's marks and the snapshots, not the job's marks, the first 200 in order",
+   got[:4] if isinstance(got, list) else got)
+
 p = subprocess.run([MEMTAP, "report", "--html", os.path.join(TMP, "no/such/dir/x.html"), trace], capture_output=True,
                    text=True)
 ok(p.returncode == 1 and p.stderr.count("\n") == 1 and "cannot write" in p.stderr, "an unwritable page: one line",
