@@ -53,14 +53,17 @@ struct pick {
 	struct mt_timeline_made made;
 	size_t freed; /* its event's index, 0 while live at the end */
 	uint64_t freed_time;
+	size_t span; /* of the run, where it was made */
 };
 
 /* A device's picks: while picking, all[] holds heaps, its biggest first (n[0] of them),
  * then MT_HTML_PER_SPAN places for each span s (n[1 + s]); once picked, `count` of them
- * merged in the order made. */
+ * merged in the order made. While picking without the index, when a pick was freed:
+ * made event -> its free's event and time. */
 struct picks {
 	struct pick all[MT_HTML_ALLOCATIONS];
 	size_t n[1 + MT_HTML_SPANS], count;
+	struct mt_map freed, freed_time;
 };
 
 static bool better(const struct pick *a, const struct pick *b)
@@ -68,14 +71,16 @@ static bool better(const struct pick *a, const struct pick *b)
 	return a->made.size != b->made.size ? a->made.size > b->made.size : a->made.event < b->made.event;
 }
 
-/* A min-heap of at most cap picks: the worst at the root, replaced by a better one. */
-static void offer(struct pick *h, size_t *n, size_t cap, struct pick x)
+/* A min-heap of at most cap picks: the worst at the root, replaced by a better one, which
+ * goes into *out (true). */
+static bool offer(struct pick *h, size_t *n, size_t cap, struct pick x, struct pick *out)
 {
 	size_t i = *n;
 
 	if (*n == cap) {
 		if (!better(&x, &h[0]))
-			return;
+			return false;
+		*out = h[0];
 		i = 0;
 		for (size_t c; (c = 2 * i + 1) < *n; i = c) { /* sift the new root down */
 			if (c + 1 < *n && better(&h[c], &h[c + 1]))
@@ -85,12 +90,53 @@ static void offer(struct pick *h, size_t *n, size_t cap, struct pick x)
 			h[i] = h[c];
 		}
 		h[i] = x;
-		return;
+		return true;
 	}
 	for (; i && better(&h[(i - 1) / 2], &x); i = (i - 1) / 2) /* sift up */
 		h[i] = h[(i - 1) / 2];
 	h[i] = x;
 	(*n)++;
+	return false;
+}
+
+/* Whether x, offered to the heap, is in it still: the heap keeps the best of all offered,
+ * the worst of them at its root. */
+static bool kept(const struct pick *h, const struct mt_timeline_made *x)
+{
+	const struct pick p = {.made = *x};
+
+	return h[0].made.event == x->event || better(&p, &h[0]);
+}
+
+static struct pick *span_heap(struct picks *p, size_t s)
+{
+	return p->all + MT_HTML_BIGGEST + s * MT_HTML_PER_SPAN;
+}
+
+/* Whether the allocation made at x, offered in span s, is among the picks. */
+static bool picked_now(struct picks *p, const struct mt_timeline_made *x, size_t s)
+{
+	return kept(p->all, x) || kept(span_heap(p, s), x);
+}
+
+/* A pick put out of its heap: when it was freed is forgotten unless the other heap keeps it. */
+static void put_out(struct picks *p, const struct pick *out)
+{
+	if (picked_now(p, &out->made, out->span))
+		return;
+	mt_map_del(&p->freed, out->made.event, NULL);
+	mt_map_del(&p->freed_time, out->made.event, NULL);
+}
+
+/* x into the heaps. */
+static void pick(struct picks *p, struct pick x)
+{
+	struct pick out;
+
+	if (offer(p->all, &p->n[0], MT_HTML_BIGGEST, x, &out))
+		put_out(p, &out);
+	if (offer(span_heap(p, x.span), &p->n[1 + x.span], MT_HTML_PER_SPAN, x, &out))
+		put_out(p, &out);
 }
 
 static int by_made(const void *a, const void *b)
@@ -107,7 +153,7 @@ static void merge(struct picks *p)
 
 	for (size_t s = 0; s < MT_HTML_SPANS; s++)
 		for (size_t i = 0; i < p->n[1 + s]; i++)
-			p->all[n++] = p->all[MT_HTML_BIGGEST + s * MT_HTML_PER_SPAN + i];
+			p->all[n++] = span_heap(p, s)[i];
 	qsort(p->all, n, sizeof *p->all, by_made);
 	p->count = 0;
 	for (size_t i = 0; i < n; i++)
@@ -115,24 +161,16 @@ static void merge(struct picks *p)
 			p->all[p->count++] = p->all[i];
 }
 
-static struct pick *find_made(struct picks *p, size_t made)
+/* The span of [from, to] an allocation made at `at` falls in. */
+static size_t span_of(uint64_t at, uint64_t from, uint64_t to)
 {
-	size_t lo = 0, hi = p->count;
-
-	while (lo < hi) {
-		size_t mid = (lo + hi) / 2;
-		if (p->all[mid].made.event < made)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo < p->count && p->all[lo].made.event == made ? &p->all[lo] : NULL;
+	return mt_timeline_part(at > from ? at - from : 0, to - from, MT_HTML_SPANS);
 }
 
 /* The allocations to draw of those live in [from, to] (ns since the trace's start), the
- * spans cut from it, on every device or only one (-1: every): with the index, one pass;
- * without, two over the events with only what is live and the picks in memory (the
- * allocations to draw, then when each was freed). */
+ * spans cut from it, on every device or only one (-1: every), in one pass over the
+ * events: with the index, which says when each was freed; without, with only what is live
+ * and the picks in memory, noting when a pick is freed while it is one. */
 static int pick_allocations(const struct mt_report *r, const struct mt_timeline_index *ix, int only, uint64_t from,
 			    uint64_t to, struct picks **picks)
 {
@@ -140,48 +178,56 @@ static int pick_allocations(const struct mt_report *r, const struct mt_timeline_
 	struct mt_timeline_live live = {0};
 	struct mt_timeline_change c;
 	const struct mt_event *e;
-	int err = 0;
+	struct mt_walk *w = mt_walk_start(t);
+	int err = w ? 0 : ENOMEM;
 
-	for (int pass = 0; pass < (ix ? 1 : 2) && !err; pass++) {
-		struct mt_walk *w = mt_walk_start(t);
-		err = w ? 0 : ENOMEM;
-		for (size_t i = 0; !err && (e = mt_walk_one(w)); i++) {
-			const uint64_t at = mt_report_since(r, e->time);
-			if (at > to)
-				break;
-			if (ix ? !mt_timeline_index_step(ix, i, &c) : !mt_timeline_step(r, &live, e, i, &c))
-				continue;
-			const int d = c.made.device;
-			if (only >= 0 && d != only)
-				continue;
-			if (pass == 0 && c.delta > 0) {
-				struct pick x = {.made = c.made};
-				if (ix && ix->link[i] != MT_TIMELINE_LIVE) {
-					x.freed = ix->link[i];
-					x.freed_time = t->events[x.freed].time;
-					if (mt_report_since(r, x.freed_time) < from)
-						continue;
-				}
-				size_t s = mt_timeline_part(at > from ? at - from : 0, to - from, MT_HTML_SPANS);
-				struct picks *p = picks[d];
-				if (!p && !(p = picks[d] = calloc(1, sizeof *p))) {
-					err = ENOMEM;
-					break;
-				}
-				offer(p->all, &p->n[0], MT_HTML_BIGGEST, x);
-				offer(p->all + MT_HTML_BIGGEST + s * MT_HTML_PER_SPAN, &p->n[1 + s], MT_HTML_PER_SPAN,
-				      x);
-			} else if (pass == 1 && c.delta < 0) {
-				struct pick *p = find_made(picks[d], c.made.event);
-				if (p)
-					p->freed = i, p->freed_time = e->time;
-			}
+	for (size_t i = 0; !err && (e = mt_walk_one(w)); i++) {
+		const uint64_t at = mt_report_since(r, e->time);
+		if (at > to)
+			break;
+		if (ix ? !mt_timeline_index_step(ix, i, &c) : !mt_timeline_step(r, &live, e, i, &c))
+			continue;
+		const int d = c.made.device;
+		struct picks *p = picks[d];
+		if (only >= 0 && d != only)
+			continue;
+		if (c.delta <= 0) {
+			size_t s = span_of(mt_report_since(r, c.made.time), from, to);
+			if (c.delta < 0 && !ix && p && picked_now(p, &c.made, s) &&
+			    (mt_map_put(&p->freed, c.made.event, i) ||
+			     mt_map_put(&p->freed_time, c.made.event, e->time)))
+				err = ENOMEM;
+			continue;
 		}
-		mt_walk_end(w);
-		mt_timeline_live_free(&live);
-		for (int k = 0; k < MT_MAX_DEVICES && pass == 0 && !err; k++)
-			if (picks[k])
-				merge(picks[k]);
+		struct pick x = {.made = c.made, .span = span_of(at, from, to)};
+		if (ix && ix->link[i] != MT_TIMELINE_LIVE) {
+			x.freed = ix->link[i];
+			x.freed_time = t->events[x.freed].time;
+			if (mt_report_since(r, x.freed_time) < from)
+				continue;
+		}
+		if (!p && !(p = picks[d] = calloc(1, sizeof *p))) {
+			err = ENOMEM;
+			break;
+		}
+		pick(p, x);
+	}
+	mt_walk_end(w);
+	mt_timeline_live_free(&live);
+	for (int k = 0; k < MT_MAX_DEVICES; k++) {
+		struct picks *p = picks[k];
+		if (!p)
+			continue;
+		if (!err)
+			merge(p);
+		for (size_t j = 0; j < p->count && !ix; j++) {
+			uint64_t freed = 0;
+			if (mt_map_get(&p->freed, p->all[j].made.event, &freed))
+				p->all[j].freed = freed,
+				mt_map_get(&p->freed_time, p->all[j].made.event, &p->all[j].freed_time);
+		}
+		mt_map_free(&p->freed);
+		mt_map_free(&p->freed_time);
 	}
 	return err;
 }

@@ -481,6 +481,25 @@ want = [[1000 + 10 * k, "memtap.cap 0 8 GiB" if k % 3 == 0 else "snapshot /tmp/a
 ok(got == want, "the page's actions: memtap's marks and the snapshots, not the job's marks, the first 200 in order",
    got[:4] if isinstance(got, list) else got)
 
+# ---- the page's allocations, each with when it was freed: 3,000 of sizes in no order, each
+# freed 100 allocations (two of the page's 50 spans) later, the last 100 never; the page
+# keeps at most 1,500 (its heaps fill, and picks freed while picked are put out again) ----
+churn = os.path.join(TMP, "churn.trace")
+sizes = [((k * 7919) % 3000 + 1) << 12 for k in range(3000)]
+events = []
+for k, size in enumerate(sizes):
+    events.append(dict(kind="alloc", time=1000 + 10 * k, device=0, addr=(1 << 40) + (k << 24), size=size, stack=1))
+    if k >= 100:
+        events.append(dict(kind="free", time=1000 + 10 * k + 1, device=0, addr=(1 << 40) + ((k - 100) << 24)))
+with open(churn, "wb") as f:
+    f.write(Trace().strings([(1, "f\tjob.py\t3")]).stacks([(1, [PYFRAME | 1])]).events(events).end().bytes())
+p = subprocess.run([MEMTAP, "report", "--html", os.path.join(TMP, "churn.html"), churn], capture_output=True, text=True)
+source = open(os.path.join(TMP, "churn.html")).read() if p.returncode == 0 else ""
+drawn = json.loads(source.split("const SERIES = ")[1].split(";\n</script>")[0])["allocations"]["0"] if source else []
+wrong = [a for a in drawn if a[1] != (-1 if a[0] // 10 >= 2900 else a[0] + 1001)]
+ok(len(drawn) > 750 and not wrong, "the page's %d allocations each freed when the trace says, or live" % len(drawn),
+   wrong[:4])
+
 p = subprocess.run([MEMTAP, "report", "--html", os.path.join(TMP, "no/such/dir/x.html"), trace], capture_output=True,
                    text=True)
 ok(p.returncode == 1 and p.stderr.count("\n") == 1 and "cannot write" in p.stderr, "an unwritable page: one line",
