@@ -221,10 +221,12 @@ static int pick_allocations(const struct mt_report *r, const struct mt_timeline_
 		if (!err)
 			merge(p);
 		for (size_t j = 0; j < p->count && !ix; j++) {
+			struct pick *x = &p->all[j];
 			uint64_t freed = 0;
-			if (mt_map_get(&p->freed, p->all[j].made.event, &freed))
-				p->all[j].freed = freed,
-				mt_map_get(&p->freed_time, p->all[j].made.event, &p->all[j].freed_time);
+			if (mt_map_get(&p->freed, x->made.event, &freed)) {
+				x->freed = freed;
+				mt_map_get(&p->freed_time, x->made.event, &x->freed_time);
+			}
 		}
 		mt_map_free(&p->freed);
 		mt_map_free(&p->freed_time);
