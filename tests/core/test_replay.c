@@ -6,6 +6,7 @@
  * field of every entry live at the peak must be the same, in the same order, and what was
  * kept no more than what was live then. And a device's stamps wrapping while an entry
  * stamped before is still live. */
+#include <errno.h>
 #include <stdbool.h>
 
 #include "../tap.h"
@@ -108,6 +109,26 @@ static bool wrapped_stamps(void)
 	return found && n == 3;
 }
 
+/* Keeping that starts after an event would miss what changed before: refused, as is the
+ * peak of a replay that never kept. */
+static bool refused(void)
+{
+	struct mt_event a = {.kind = MT_EV_ALLOC, .addr = 0x1000, .size = 100};
+	struct mt_replay r;
+	struct mt_live *live;
+	size_t n;
+	bool ok;
+
+	mt_replay_init(&r);
+	mt_replay_apply(&r, &a);
+	ok = mt_replay_keep_peaks(&r) == EINVAL && mt_replay_at_peak(&r, 0, &live, &n) == EINVAL && !live && !n;
+	mt_replay_free(&r);
+	mt_replay_init(&r);
+	ok = ok && !mt_replay_keep_peaks(&r) && mt_replay_keep_peaks(&r) == EINVAL;
+	mt_replay_free(&r);
+	return ok;
+}
+
 int main(void)
 {
 	enum { STREAMS = 3000, MOST = 600 };
@@ -162,5 +183,6 @@ int main(void)
 	is(differ, 0, "each peak's entries as a replay stopped there holds them, in its order");
 	is(over, 0, "what was kept no more than what was live at the peak");
 	ok(wrapped_stamps(), "an entry stamped before the stamps wrapped is kept again after");
+	ok(refused(), "keeping asked for once a replay has begun, or the peak asked for without it: EINVAL");
 	return done();
 }
