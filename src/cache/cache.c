@@ -1,4 +1,4 @@
-/* The caching allocator's engine (cache.h): bins, block records, the address table,
+/* The caching allocator's engine (cache.h): best fit, blocks freed and handed out, the address table,
  * streams, plain segments, release, GC and cross-stream events, and the API. How blocks,
  * segments and pools relate is in engine.h; the knobs are knobs.c, VMM pages vmm.c. */
 #include <errno.h>
@@ -11,29 +11,6 @@
 #include "cache/engine.h"
 
 /* ---- bins ---- */
-
-void mtc_bin_insert(struct pool *p, struct block *b)
-{
-	unsigned i = mtc_bin_of(b->size);
-
-	b->bin = (uint16_t)i;
-	b->fprev = NULL;
-	b->fnext = p->bins[i];
-	if (b->fnext)
-		b->fnext->fprev = b;
-	p->bins[i] = b;
-	p->bitmap[i / 64] |= 1ull << (i % 64);
-}
-
-void mtc_bin_remove(struct pool *p, struct block *b)
-{
-	if (b->fprev)
-		b->fprev->fnext = b->fnext;
-	else if (!(p->bins[b->bin] = b->fnext))
-		p->bitmap[b->bin / 64] &= ~(1ull << (b->bin % 64));
-	if (b->fnext)
-		b->fnext->fprev = b->fprev;
-}
 
 /* PyTorch's get_free_block rules, then best fit (lowest address among equals). */
 static bool usable(const struct mt_cache_config *c, uint64_t size, uint64_t cand)
@@ -60,31 +37,23 @@ static struct block *find_fit(const struct mt_cache_config *c, struct pool *p, u
 
 /* ---- block records ---- */
 
-static struct block *new_block(struct mt_cache *m, struct pool *p)
+/* The pool's spare list, empty, gets a chunk of records; false: no memory. */
+bool mtc_more_blocks(struct mt_cache *m, struct pool *p)
 {
-	struct block *b = p->spare;
+	size_t bytes = sizeof(void *) + SPARE_CHUNK * sizeof(struct block);
+	void **chunk = m->b.mem_alloc(m->b.ctx, bytes);
+	struct block *b;
 
-	if (!b) {
-		size_t bytes = sizeof(void *) + SPARE_CHUNK * sizeof(struct block);
-		void **chunk = m->b.mem_alloc(m->b.ctx, bytes);
-
-		if (!chunk)
-			return NULL;
-		*chunk = p->chunks;
-		p->chunks = chunk;
-		b = (struct block *)(chunk + 1);
-		for (int i = 0; i < SPARE_CHUNK - 1; i++)
-			b[i].fnext = &b[i + 1];
-	}
-	p->spare = b->fnext;
-	memset(b, 0, sizeof *b);
-	return b;
-}
-
-static void drop_block(struct pool *p, struct block *b)
-{
-	b->fnext = p->spare;
+	if (!chunk)
+		return false;
+	*chunk = p->chunks;
+	p->chunks = chunk;
+	b = (struct block *)(chunk + 1);
+	for (int i = 0; i < SPARE_CHUNK - 1; i++)
+		b[i].fnext = &b[i + 1];
+	b[SPARE_CHUNK - 1].fnext = NULL;
 	p->spare = b;
+	return true;
 }
 
 /* The segment's blocks tile it in address order; no two free neighbours (they merge) and,
@@ -107,42 +76,6 @@ static bool tiled(const struct segment *s)
 		at += b->size;
 	}
 	return at == s->addr + s->size && (!s->xpage || !h);
-}
-
-/* b shrinks to `size`; the rest becomes a new block after it in `state`. NULL: no memory. */
-struct block *mtc_split(struct mt_cache *m, struct pool *p, struct block *b, uint64_t size, int state)
-{
-	struct block *r;
-
-	mt_assert(size > 0 && size < b->size);
-	if (!(r = new_block(m, p)))
-		return NULL;
-	r->addr = b->addr + size;
-	r->size = b->size - size;
-	r->seg = b->seg;
-	r->state = (uint8_t)state;
-	r->spare = true;
-	r->prev = b;
-	r->next = b->next;
-	if (b->next)
-		b->next->prev = r;
-	b->next = r;
-	b->size = size;
-	return r;
-}
-
-/* b joins its neighbour n (after it); n's record is dropped. */
-void mtc_merge_next(struct pool *p, struct block *b)
-{
-	struct block *n = b->next;
-
-	mt_assert(n && n->seg == b->seg && b->addr + b->size == n->addr);
-	b->size += n->size;
-	b->spare = true;
-	b->next = n->next;
-	if (n->next)
-		n->next->prev = b;
-	drop_block(p, n);
 }
 
 /* A block becomes free: it joins free neighbours and goes into the bins. */
@@ -376,14 +309,14 @@ struct segment *mtc_new_segment(struct mt_cache *m, struct pool *p, uint64_t add
 
 	if (!s)
 		return NULL;
-	s->first = new_block(m, p);
+	s->first = mtc_new_block(m, p);
 	if (page) {
 		s->handles = m->b.mem_alloc(m->b.ctx, size / page * sizeof *s->handles);
 		s->bits = m->b.mem_alloc(m->b.ctx, (size / page + 63) / 64 * sizeof *s->bits);
 	}
 	if (!s->first || (page && (!s->handles || !s->bits))) {
 		if (s->first)
-			drop_block(p, s->first);
+			mtc_drop_block(p, s->first);
 		if (s->handles)
 			m->b.mem_free(m->b.ctx, s->handles, size / page * sizeof *s->handles);
 		if (s->bits)
@@ -418,7 +351,7 @@ void mtc_drop_segment(struct mt_cache *m, struct segment *s)
 		m->nexpandable--;
 	}
 	clear_spare(m, s);
-	drop_block(s->pool, s->first);
+	mtc_drop_block(s->pool, s->first);
 	if (s->handles) {
 		m->b.mem_free(m->b.ctx, s->handles, s->size / s->page * sizeof *s->handles);
 		m->b.mem_free(m->b.ctx, s->bits, (s->size / s->page + 63) / 64 * sizeof *s->bits);
