@@ -156,75 +156,78 @@ static void job_allocator(const struct mt_trace *t, struct allocator *a)
 		   !mt_cache_configure(&a->config, a->torch, &bad);
 }
 
-/* One replay of what the job allocated, with the job's allocator and then `conf`, on a
- * device of `space` bytes (0: unbounded): 0 or an errno. */
-static int replay(const struct mt_sim_input *in, const struct allocator *a, const char *conf, double space,
-		  struct mt_sim_result *res)
-{
-	struct mt_cache_config c = a->config;
-	const char *bad;
-
-	if (!a->known || (conf && mt_cache_configure(&c, conf, &bad)))
-		return EINVAL;
-	return mt_sim_run(in, &c, (uint64_t)space, res);
-}
-
 /* Allocator settings, each replayed on the recorded allocations in the job's room: up
  * to a failure and its request, or the whole trace for a peak. Where the job's own
  * settings already serve them all, a failure's replay is not faithful (nothing is
  * offered), and a peak's says the allocator would free its cache and fit as it is. A
- * setting that fails says the reserve it would need without a limit. */
+ * setting that fails says the reserve it would need without a limit. One walk of the
+ * trace replays the job's allocator, each setting in the room and each without a limit. */
 static int allocator_remedies(struct mt_diagnosis *g, const struct mt_report *r, const struct allocator *a)
 {
+	enum { N = sizeof settings / sizeof *settings };
 	struct mt_trace cut = *r->trace;
+	struct mt_sim_op failed = {.size = g->request};
+	struct mt_cache_config c[1 + N];
+	struct mt_sim_setup s[1 + 2 * N];
+	struct mt_sim_result *res = NULL;
 	struct mt_sim_input in;
-	struct mt_sim_result res;
 	struct mt_remedy *m;
-	size_t cap;
+	size_t which[N], n = 0;
+	const char *bad;
 	int err;
 
 	if (!g->peak)
-		cut.nevents = g->event; /* what came before the failure */
-	if ((err = mt_sim_input(&cut, g->device, &in)))
+		cut.nevents = g->event; /* what came before the failure, then its request */
+	if ((err = mt_sim_input(&cut, g->device, g->peak ? NULL : &failed, &in)))
 		return err;
-	cap = in.nops;
 	if (!in.blocks) {
 		g->replay = "the job's allocations are not a caching allocator's blocks";
 		goto out;
 	}
-	if (!g->peak && (err = mt_grow((void **)&in.ops, &cap, in.nops, sizeof *in.ops)))
+	if (!a->known)
 		goto out;
-	if (!g->peak)
-		in.ops[in.nops++] = (struct mt_sim_op){.size = g->request};
-	if ((err = replay(&in, a, NULL, room(g), &res)))
+	c[0] = a->config;
+	s[0] = (struct mt_sim_setup){&c[0], (uint64_t)room(g)};
+	for (size_t i = 0; i < N; i++) {
+		if (strstr(a->torch, settings[i].conf) || strstr(a->memtap, settings[i].conf)) /* the job's already */
+			continue;
+		c[1 + n] = a->config;
+		if (mt_cache_configure(&c[1 + n], settings[i].conf, &bad))
+			break;
+		s[1 + 2 * n] = (struct mt_sim_setup){&c[1 + n], (uint64_t)room(g)};
+		s[2 + 2 * n] = (struct mt_sim_setup){&c[1 + n], 0}; /* what it would need */
+		which[n++] = i;
+	}
+	if (!(res = malloc((1 + 2 * n) * sizeof *res)) || (err = mt_sim_runs(&in, 1 + 2 * n, s, false, res))) {
+		err = res ? err : ENOMEM;
 		goto out;
-	if (!res.ooms && !g->peak) {
+	}
+	if (!res[0].ooms && !g->peak) {
 		g->replay = "the replay of the recorded allocations does not fail where the job did";
-	} else if (!res.ooms) {
-		if ((m = add(g, MT_FIX_ALLOCATOR, (double)res.peak_allocated, (double)res.stats.peak_reserved,
+	} else if (!res[0].ooms) {
+		if ((m = add(g, MT_FIX_ALLOCATOR, (double)res[0].peak_allocated, (double)res[0].stats.peak_reserved,
 			     "nothing to change", "replayed")))
 			snprintf(m->change, sizeof m->change,
 				 "nothing: at this capacity the allocator frees its cache and retries, and every "
 				 "allocation is served");
 		goto out;
 	}
-	for (size_t i = 0; i < sizeof settings / sizeof *settings && !err && !g->replay; i++) {
-		if (strstr(a->torch, settings[i].conf) || strstr(a->memtap, settings[i].conf)) /* the job's already */
-			continue;
-		if ((err = replay(&in, a, settings[i].conf, room(g), &res)))
-			break;
-		if (!(m = add(g, MT_FIX_ALLOCATOR, (double)res.peak_allocated, (double)res.stats.peak_reserved,
+	for (size_t k = 0; k < n && !g->replay; k++) {
+		const struct mt_sim_result *at = &res[1 + 2 * k], *unbounded = &res[2 + 2 * k];
+		size_t i = which[k];
+
+		if (!(m = add(g, MT_FIX_ALLOCATOR, (double)at->peak_allocated, (double)at->stats.peak_reserved,
 			      settings[i].cost, "replayed")))
 			continue;
-		m->fits = m->fits && !res.ooms;
+		m->fits = m->fits && !at->ooms;
 		if (!g->peak && !g->step_finished && r->leaks.boundaries) { /* the first step, known to be */
 			m->fits = false;
 			m->cost =
 			    "it serves this request, but the first step had not finished: the rest of the step is "
 			    "not known (give --plan)";
 		}
-		if (res.ooms && !(err = replay(&in, a, settings[i].conf, 0, &res))) /* what it would need */
-			m->reserved = (double)res.stats.peak_reserved;
+		if (at->ooms)
+			m->reserved = (double)unbounded->stats.peak_reserved;
 		if (a->memtap[0])
 			snprintf(m->change, sizeof m->change, "memtap's allocator with -O alloc_conf=%s",
 				 settings[i].conf);
@@ -234,6 +237,7 @@ static int allocator_remedies(struct mt_diagnosis *g, const struct mt_report *r,
 		snprintf(m->options, sizeof m->options, "%s", settings[i].conf);
 	}
 out:
+	free(res);
 	mt_sim_input_free(&in);
 	return err == EINVAL ? 0 : err;
 }

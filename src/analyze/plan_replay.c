@@ -44,7 +44,8 @@ static void on_alloc(void *ctx, uint32_t id, uint64_t bytes, uint64_t stream)
 		return;
 	}
 	o->index[id] = (uint32_t)o->in.nops;
-	o->in.ops[o->in.nops++] = (struct mt_sim_op){.size = bytes, .stream = stream};
+	o->in.ops[o->in.nops] = (struct mt_sim_op){.size = bytes, .stream = stream, .slot = o->in.nops};
+	o->in.nops++;
 }
 
 static void on_free(void *ctx, uint32_t id)
@@ -55,7 +56,7 @@ static void on_free(void *ctx, uint32_t id)
 		o->failed = true;
 		return;
 	}
-	o->in.ops[o->in.nops] = (struct mt_sim_op){.free = true, .alloc = o->index[id]};
+	o->in.ops[o->in.nops] = (struct mt_sim_op){.free = true, .slot = o->index[id]};
 	o->in.ops[o->in.nops].stream = o->in.ops[o->index[id]].stream;
 	o->in.nops++;
 }
@@ -76,7 +77,7 @@ const char *mt_plan_replay(const struct mt_plan_config *c, uint64_t capacity, co
 		why = "out of memory replaying the step";
 	if (!why) {
 		mt_cache_preset(&native, "native");
-		if (mt_sim_run(&o.in, allocator ? allocator : &native, capacity, r))
+		if (mt_sim_run(&o.in, allocator ? allocator : &native, capacity, false, r))
 			why = "out of memory replaying the step";
 		out->peak_allocated = r->peak_allocated;
 		out->peak_reserved = r->stats.peak_reserved;

@@ -346,85 +346,169 @@ int mt_sim_first_device(const struct mt_trace *t)
 	return first < 0 ? 0 : first;
 }
 
-int mt_sim_input(const struct mt_trace *t, uint8_t device, struct mt_sim_input *in)
+/* The ops of a trace's device, made one at a time as a walk reads its events (or an
+ * input's own ops, given in turn): what a walk holds is what is live, not the trace. */
+struct source {
+	const struct mt_sim_input *in;
+	struct mt_walk *w;	   /* NULL: in->ops */
+	struct mt_map live, segs;  /* address -> its allocation's slot; a segment's address -> size */
+	size_t *spare, nspare;	   /* slots free again, for the next allocations */
+	size_t cap_spare, slots;   /* spare's room; slots handed out */
+	size_t given;		   /* ops given so far */
+	size_t cap_places;	   /* note->places' room */
+	bool release;		   /* the last op given was a release */
+	bool ended, then_given;	   /* the walk is over; the op after it given */
+	uint64_t reserved;	   /* the job's segments held now */
+	struct mt_sim_input *note; /* the input pass: places, frees and releases noted here */
+	int err;
+};
+
+static int source_start(struct source *s, const struct mt_sim_input *in, struct mt_sim_input *note)
 {
-	struct mt_map live = {0}, segs = {0};
-	uint64_t reserved = 0, v;
-	size_t cap = 0, cap_places = 0;
+	*s = (struct source){.in = in, .note = note};
+	if (in->trace && !(s->w = mt_walk_start(in->trace)))
+		return s->err = ENOMEM;
+	return 0;
+}
+
+static void source_end(struct source *s)
+{
+	mt_walk_end(s->w);
+	mt_map_free(&s->live);
+	mt_map_free(&s->segs);
+	free(s->spare);
+}
+
+/* Event e as an op in *op: true if it is one. */
+static bool op_of(struct source *s, const struct mt_event *e, struct mt_sim_op *op)
+{
+	const struct mt_sim_input *in = s->in;
+	struct mt_sim_input *note = s->note;
+	/* an expandable segment's maps and unmaps are the exact pages each changed (the reader
+	   makes them so), not one address per range */
+	bool pages = (e->flags & MT_SEG_MAPPED) && e->device == in->device;
+	uint64_t v;
+
+	*op = (struct mt_sim_op){0};
+	if (e->kind == MT_EV_SEGMENT_ALLOC && e->device == in->device) {
+		s->reserved += e->size;
+		s->err = pages ? 0 : mt_map_put(&s->segs, e->addr, e->size);
+		/* the job's segments, where a counter past them cannot wrap: none at 0, the engine's
+		 * empty key, nor past 2^56 */
+		if (!s->err && note && !pages && in->releases_are_frees && e->addr >= (2u << 20) &&
+		    e->addr + e->size <= (1ull << 56) &&
+		    !(s->err = mt_grow((void **)&note->places, &s->cap_places, note->nplaces, sizeof *note->places)))
+			note->places[note->nplaces++] = (struct mt_sim_place){e->addr, e->size};
+		return false;
+	}
+	if (e->kind == MT_EV_SEGMENT_FREE && (pages || mt_map_del(&s->segs, e->addr, &v))) {
+		s->reserved -= pages ? e->size : v;
+		if (!in->releases_are_frees || !in->blocks || s->release)
+			return false;
+		op->release = true; /* one per run of segment frees */
+	} else if (is_device_alloc(e) && e->device == in->device && (mt_api(e) == MT_API_BLOCK) == in->blocks) {
+		bool had; /* an address made again while live (a damaged trace): the later allocation
+			     takes the slot, and the earlier stays allocated, never freed */
+		uint64_t *slot = mt_map_at(&s->live, e->addr, &had);
+		if (!slot) {
+			s->err = ENOMEM;
+			return false;
+		}
+		if (!had)
+			*slot = s->nspare ? s->spare[--s->nspare] : s->slots++;
+		op->size = e->size;
+		op->stream = e->aux;
+		op->slot = *slot;
+	} else if (e->kind == MT_EV_FREE && mt_map_del(&s->live, e->addr, &v)) {
+		op->free = true;
+		op->slot = v;
+		if ((s->err = mt_grow((void **)&s->spare, &s->cap_spare, s->nspare, sizeof *s->spare)))
+			return false;
+		s->spare[s->nspare++] = v;
+	} else {
+		return false;
+	}
+	return true;
+}
+
+/* The next op into *op: false at the end, or on an error (s->err). */
+static bool next_op(struct source *s, struct mt_sim_op *op)
+{
+	const struct mt_sim_input *in = s->in;
+	const struct mt_event *e;
+
+	if (!in->trace) {
+		if (s->given == in->nops)
+			return false;
+		*op = in->ops[s->given];
+	} else {
+		for (;;) {
+			if (!s->ended && (e = mt_walk_one(s->w)) != NULL) {
+				if (op_of(s, e, op) || s->err)
+					break;
+				continue;
+			}
+			s->ended = true; /* after the trace's own ops: the caller's, once */
+			if (!in->then_too || s->then_given)
+				return false;
+			s->then_given = true;
+			*op = in->then;
+			break;
+		}
+		if (s->err)
+			return false;
+	}
+	s->release = op->release;
+	s->given++;
+	return true;
+}
+
+/* Up to n ops into ops[]: how many (0: the end, or an error in s->err). */
+static size_t next_ops(struct source *s, struct mt_sim_op *ops, size_t n)
+{
+	size_t k = 0;
+
+	while (k < n && next_op(s, &ops[k]))
+		k++;
+	return k;
+}
+
+int mt_sim_input(const struct mt_trace *t, uint8_t device, const struct mt_sim_op *then, struct mt_sim_input *in)
+{
 	char backend[32], by[32];
+	struct mt_walk *w = mt_walk_start(t);
+	const struct mt_event *e;
+	struct mt_sim_op op;
+	struct source s;
+
+	memset(in, 0, sizeof *in);
+	in->trace = t;
+	in->device = device;
 	/* a PyTorch snapshot's segment frees are the job's releases; a memtap recording's (and
 	 * its export's) are cudaFree of plain allocations or memtap's allocator's own, which
 	 * the replay's policies decide anew */
-	bool releases = mt_trace_info(t, "backend", backend, sizeof backend) && !strcmp(backend, "pytorch-snapshot") &&
-			!(mt_trace_info(t, "torch.recorded_by", by, sizeof by) && !strcmp(by, "memtap"));
-	struct mt_walk *w = mt_walk_start(t);
-	const struct mt_event *batch, *e;
-	int err = w ? 0 : ENOMEM;
-	size_t k;
-
-	memset(in, 0, sizeof *in);
-	while (w && !in->blocks && (k = mt_walk_next(w, &batch)) != 0)
-		for (e = batch; e < batch + k && !in->blocks; e++)
-			in->blocks = e->kind == MT_EV_ALLOC && mt_api(e) == MT_API_BLOCK && e->device == device;
+	in->releases_are_frees = mt_trace_info(t, "backend", backend, sizeof backend) &&
+				 !strcmp(backend, "pytorch-snapshot") &&
+				 !(mt_trace_info(t, "torch.recorded_by", by, sizeof by) && !strcmp(by, "memtap"));
+	while (w && !in->blocks && (e = mt_walk_one(w)))
+		in->blocks = e->kind == MT_EV_ALLOC && mt_api(e) == MT_API_BLOCK && e->device == device;
 	mt_walk_end(w);
-	w = err ? NULL : mt_walk_start(t);
-	err = err ? err : w ? 0 : ENOMEM;
-	while (!err && (k = mt_walk_next(w, &batch)) != 0)
-		for (e = batch; e < batch + k && !err; e++) {
-			struct mt_sim_op op = {0};
-
-			/* an expandable segment's maps and unmaps are the exact pages each changed (the
-			   reader makes them so), not one address per range */
-			bool pages = (e->flags & MT_SEG_MAPPED) && e->device == device;
-
-			if (e->kind == MT_EV_SEGMENT_ALLOC && e->device == device) {
-				reserved += e->size;
-				err = pages ? 0 : mt_map_put(&segs, e->addr, e->size);
-				/* the job's segments, where a counter past them cannot wrap: none at 0, the
-				 * engine's empty key, nor past 2^56 */
-				if (!err && !pages && releases && e->addr >= (2u << 20) &&
-				    e->addr + e->size <= (1ull << 56) &&
-				    !(err =
-					  mt_grow((void **)&in->places, &cap_places, in->nplaces, sizeof *in->places)))
-					in->places[in->nplaces++] = (struct mt_sim_place){e->addr, e->size};
-				continue;
-			}
-			if (e->kind == MT_EV_SEGMENT_FREE && (pages || mt_map_del(&segs, e->addr, &v))) {
-				reserved -= pages ? e->size : v;
-				if (!releases || !in->blocks || (in->nops && in->ops[in->nops - 1].release))
-					continue;
-				op.release = true; /* one per run of segment frees */
-				in->releases++;
-			} else if (is_device_alloc(e) && e->device == device &&
-				   (mt_api(e) == MT_API_BLOCK) == in->blocks) {
-				op.size = e->size;
-				op.stream = e->aux;
-				err = mt_map_put(&live, e->addr, in->nops);
-			} else if (e->kind == MT_EV_FREE && mt_map_del(&live, e->addr, &v)) {
-				op.free = true;
-				op.alloc = (uint32_t)v;
-				op.stream = in->ops[v].stream;
-			} else {
-				continue;
-			}
-			if (!err && in->nops == cap) {
-				struct mt_sim_op *ops = realloc(in->ops, (cap = cap ? cap * 2 : 1024) * sizeof *ops);
-
-				if (!ops)
-					err = ENOMEM;
-				else
-					in->ops = ops;
-			}
-			if (!err)
-				in->ops[in->nops++] = op;
-		}
-	mt_walk_end(w);
-	in->final_segments = reserved;
-	mt_map_free(&live);
-	mt_map_free(&segs);
-	if (err)
+	if (then) {
+		in->then = *then;
+		in->then_too = true;
+	}
+	if (!w || source_start(&s, in, in))
+		return ENOMEM;
+	while (next_op(&s, &op)) {
+		in->frees += op.free;
+		in->releases += op.release;
+	}
+	in->nops = s.given;
+	in->final_segments = s.reserved;
+	source_end(&s);
+	if (s.err)
 		mt_sim_input_free(in);
-	return err;
+	return s.err;
 }
 
 void mt_sim_input_free(struct mt_sim_input *in)
@@ -457,70 +541,131 @@ static void sample(struct mt_cache *m, size_t op, struct mt_sim_result *r)
 				    .largest_free = mt_cache_largest_free(m)};
 }
 
-int mt_sim_run(const struct mt_sim_input *in, const struct mt_cache_config *c, uint64_t capacity,
-	       struct mt_sim_result *r)
-{
-	struct mt_sim_device dev;
-	struct mt_cache_backend b;
-	/* per allocation op: its block's address and size */
-	uint64_t *addrs = calloc(in->nops ? in->nops : 1, sizeof *addrs), t0, spent = 0;
-	uint64_t *sizes = calloc(in->nops ? in->nops : 1, sizeof *sizes), requested = 0, allocated = 0;
-	size_t every = in->nops / MT_SIM_SAMPLES + 1;
+#define OPS_AT_ONCE 16384 /* ops made at a time (512 KiB), then run through each engine */
+
+/* An allocation's block in an engine; addr 0: none (it failed, or was freed). */
+struct held {
+	uint64_t addr, size, requested;
+};
+
+/* One setup's simulated device and engine, fed the sequence's ops in turn. */
+struct engine {
+	struct mt_sim_device dev; /* the engine's backend points at it: engines do not move */
 	struct mt_cache *m;
-	int err;
+	struct held *held; /* by the allocations' slots */
+	size_t cap_held;
+	uint64_t requested, allocated, spent;
+	struct mt_sim_result *r;
+};
+
+static int engine_start(struct engine *g, const struct mt_sim_input *in, const struct mt_sim_setup *s,
+			struct mt_sim_result *r)
+{
+	struct mt_cache_backend b;
 
 	memset(r, 0, sizeof *r);
-	mt_sim_device_init(&dev, capacity ? capacity : MT_CACHE_DEVICE_MAX, &b);
-	dev.places = places_new(in->places, in->nplaces);
-	if (dev.places && dev.places->top > dev.next_addr) /* the counter's addresses past the job's */
-		dev.next_addr = round_page(dev.places->top);
-	if (!addrs || !sizes || !dev.places)
-		err = ENOMEM;
-	else
-		err = mt_cache_new(&m, c, &b, 0);
-	if (err) {
-		free(addrs);
-		free(sizes);
-		places_free(dev.places);
+	g->r = r;
+	mt_sim_device_init(&g->dev, s->capacity ? s->capacity : MT_CACHE_DEVICE_MAX, &b);
+	if (!(g->dev.places = places_new(in->places, in->nplaces)))
+		return ENOMEM;
+	if (g->dev.places->top > g->dev.next_addr) /* the counter's addresses past the job's */
+		g->dev.next_addr = round_page(g->dev.places->top);
+	return mt_cache_new(&g->m, s->config, &b, 0);
+}
+
+/* Op i through the engine: 0, or ENOMEM. */
+static int engine_step(struct engine *g, const struct mt_sim_op *op, size_t i, bool timed)
+{
+	struct mt_sim_result *r = g->r;
+	uint64_t t0 = timed ? now_ns() : 0, req;
+	struct held *h;
+	int err = 0;
+
+	if (!op->release && op->slot >= g->cap_held) { /* slots are dense: the room doubles */
+		size_t cap = g->cap_held ? g->cap_held : 1024;
+		while (cap <= op->slot)
+			cap *= 2;
+		if (!(h = realloc(g->held, cap * sizeof *h)))
+			return ENOMEM;
+		memset(h + g->cap_held, 0, (cap - g->cap_held) * sizeof *h);
+		g->held = h;
+		g->cap_held = cap;
+	}
+	h = op->release ? NULL : &g->held[op->slot];
+	if (op->release) {
+		mt_cache_release(g->m);
+	} else if (op->free) {
+		if (h->addr) {
+			mt_cache_free(g->m, h->addr);
+			g->requested -= h->requested;
+			g->allocated -= h->size;
+			h->addr = 0;
+		}
+	} else if ((err = mt_cache_alloc(g->m, op->size, op->stream, 0, &h->addr)) == MT_CACHE_OOM) {
+		if (!r->ooms++)
+			r->first_oom = i;
+		err = 0;
+	} else if (!err && h->addr) {
+		h->requested = op->size;
+		mt_cache_block(g->m, h->addr, &req, &h->size);
+		if ((g->requested += op->size) > r->peak_requested)
+			r->peak_requested = g->requested;
+		if ((g->allocated += h->size) > r->peak_allocated)
+			r->peak_allocated = g->allocated;
+	}
+	if (timed)
+		g->spent += now_ns() - t0;
+	return err;
+}
+
+static void engine_end(struct engine *g, size_t ops)
+{
+	if (g->m) {
+		mt_cache_stats(g->m, &g->r->stats);
+		g->r->ns_per_op = ops ? (double)g->spent / (double)ops : 0;
+		mt_cache_delete(g->m);
+	}
+	places_free(g->dev.places);
+	free(g->held);
+}
+
+int mt_sim_runs(const struct mt_sim_input *in, size_t n, const struct mt_sim_setup *setups, bool timed,
+		struct mt_sim_result *results)
+{
+	struct engine *g = calloc(n ? n : 1, sizeof *g);
+	struct mt_sim_op *ops = malloc(OPS_AT_ONCE * sizeof *ops);
+	size_t every = in->nops / MT_SIM_SAMPLES + 1, i = 0, got;
+	struct source s;
+	int err = g && ops ? source_start(&s, in, NULL) : ENOMEM;
+
+	if (!g || !ops) {
+		free(g);
+		free(ops);
 		return err;
 	}
-	for (size_t i = 0; i < in->nops && !err; i++) {
-		const struct mt_sim_op *op = &in->ops[i];
-
-		t0 = now_ns();
-		if (op->release) {
-			mt_cache_release(m);
-		} else if (op->free) {
-			if (addrs[op->alloc])
-				mt_cache_free(m, addrs[op->alloc]);
-		} else if ((err = mt_cache_alloc(m, op->size, op->stream, 0, &addrs[i])) == MT_CACHE_OOM) {
-			if (!r->ooms++)
-				r->first_oom = i;
-			err = 0;
-		}
-		spent += now_ns() - t0;
-		if (op->free && addrs[op->alloc]) {
-			requested -= in->ops[op->alloc].size;
-			allocated -= sizes[op->alloc];
-		} else if (!op->free && !op->release && addrs[i]) {
-			uint64_t req;
-
-			mt_cache_block(m, addrs[i], &req, &sizes[i]);
-			if ((requested += op->size) > r->peak_requested)
-				r->peak_requested = requested;
-			if ((allocated += sizes[i]) > r->peak_allocated)
-				r->peak_allocated = allocated;
-		}
-		if (i % every == every - 1 && r->nsamples < MT_SIM_SAMPLES)
-			sample(m, i, r);
-	}
-	mt_cache_stats(m, &r->stats);
-	r->ns_per_op = in->nops ? (double)spent / (double)in->nops : 0;
-	mt_cache_delete(m);
-	places_free(dev.places);
-	free(addrs);
-	free(sizes);
+	for (size_t k = 0; k < n && !err; k++)
+		err = engine_start(&g[k], in, &setups[k], &results[k]);
+	/* a batch of ops through each engine in turn: one engine's tables stay in the cache */
+	for (; !err && (got = next_ops(&s, ops, OPS_AT_ONCE)) != 0; i += got)
+		for (size_t k = 0; k < n && !err; k++)
+			for (size_t j = 0; j < got && !err; j++) {
+				err = engine_step(&g[k], &ops[j], i + j, timed);
+				if ((i + j) % every == every - 1 && results[k].nsamples < MT_SIM_SAMPLES)
+					sample(g[k].m, i + j, &results[k]);
+			}
+	err = err ? err : s.err;
+	for (size_t k = 0; k < n; k++)
+		engine_end(&g[k], i);
+	source_end(&s);
+	free(ops);
+	free(g);
 	return err;
+}
+
+int mt_sim_run(const struct mt_sim_input *in, const struct mt_cache_config *c, uint64_t capacity, bool timed,
+	       struct mt_sim_result *r)
+{
+	return mt_sim_runs(in, 1, &(struct mt_sim_setup){c, capacity}, timed, r);
 }
 
 int mt_sim_min_capacity(const struct mt_sim_input *in, const struct mt_cache_config *c, uint64_t step,
@@ -532,14 +677,14 @@ int mt_sim_min_capacity(const struct mt_sim_input *in, const struct mt_cache_con
 
 	if (!r)
 		return ENOMEM;
-	if ((err = mt_sim_run(in, c, 0, r)) != 0)
+	if ((err = mt_sim_run(in, c, 0, false, r)) != 0)
 		goto out;
 	lo = r->peak_allocated / step * step;
 	hi = (r->stats.peak_reserved + step - 1) / step * step;
 	while (hi - lo > step && !err) {
 		uint64_t mid = lo + (hi - lo) / 2 / step * step;
 
-		if ((err = mt_sim_run(in, c, mid, r)) == 0)
+		if ((err = mt_sim_run(in, c, mid, false, r)) == 0)
 			*(r->ooms ? &lo : &hi) = mid;
 	}
 	*capacity = hi;

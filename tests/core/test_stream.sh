@@ -7,7 +7,8 @@
 # memtap report (text, --json, --html, --plan, --gpu-mem; of one trace or a job's), export
 # (perfetto, folded, memviz) and diff walk the file too: their output must be the one they give reading the
 # trace whole (MEMTAP_READ=memory), byte for byte. Then dump, report, the page and the exports of 5M events (78 MB: walked by
-# default): their memory stays with what is open and live, not the trace's length.
+# default), and of an OOM diagnosed by replaying a caching allocator's 1.6M blocks: their
+# memory stays with what is open and live, not the trace's length.
 . "$MT_SRCDIR/tests/tap.sh"
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
@@ -121,6 +122,16 @@ memviz_kb=$(rss "$M" export --format memviz -o /dev/null "$dir/big.trace")
 ok $? "memtap export --format memviz of 5M events"
 case $MT_SANITIZERS in
 "" | no) # the sanitizers' runtimes hold memory of their own
+	# an out-of-memory failure among a caching allocator's blocks (1.6M events): the
+	# diagnosis replays the job's allocator and each setting in one walk of the file
+	SIMGPU_MEM=14.6GiB "$M" run -q --allocator=caching -O alloc_policy=memtap -o "$dir/blocks.trace" -- \
+		"$B/tools/simtrain/simtrain" --preset gpt2-small --iters 5000 --leak 1M > /dev/null 2>&1
+	same "report --json blocks.trace" report --json "$dir/blocks.trace"
+	blocks_kb=$(rss env MEMTAP_READ=file "$M" report --json "$dir/blocks.trace")
+	grep -q '"predicted_by": "replayed"' "$dir/out"
+	ok $? "memtap report --json of an OOM among a caching allocator's blocks: its settings replayed"
+	[ "$blocks_kb" -lt 60000 ]
+	ok $? "... walked from the file, it held $blocks_kb KB at most, not an op per event"
 	[ "$dump_kb" -lt 80000 ]
 	ok $? "dump held $dump_kb KB at most, not the 320 MB of events"
 	for held in "report --json:$report_kb" "report --html:$page_kb" "export --format perfetto:$perfetto_kb" \

@@ -82,9 +82,9 @@ static void analyse(const uint8_t *data, size_t size)
 		mt_export_folded(null, &r, NULL, MT_FOLDED_LEAKS);
 		mt_export_perfetto(null, &r);
 		mt_export_memviz(null, &r, NULL);
-		if (mt_sim_input(&t, 0, &in) == 0) {
+		if (mt_sim_input(&t, 0, NULL, &in) == 0) {
 			if (mt_cache_preset(&cfg, "native") == 0)
-				mt_sim_run(&in, &cfg, 1ull << 30, &sim);
+				mt_sim_run(&in, &cfg, 1ull << 30, false, &sim);
 			mt_sim_input_free(&in);
 		}
 		mt_report_free(&r);

@@ -33,10 +33,7 @@ static void run(const struct mt_sim_input *in, bool expandable, uint64_t capacit
 {
 	struct mt_sim_result r[NPOLICIES];
 	uint64_t device = capacity ? capacity : MT_CACHE_DEVICE_MAX;
-	size_t allocs = 0;
-
-	for (size_t i = 0; i < in->nops; i++)
-		allocs += !in->ops[i].free && !in->ops[i].release;
+	size_t allocs = in->nops - in->frees - in->releases;
 	for (int p = 0; p < NPOLICIES; p++) {
 		struct mt_cache_config c;
 		const char *bad;
@@ -45,7 +42,7 @@ static void run(const struct mt_sim_input *in, bool expandable, uint64_t capacit
 		check(mt_cache_preset(&c, policies[p]) == 0);
 		if (expandable && p != NPOLICIES - 1) /* bump makes no segments to expand */
 			check(mt_cache_configure(&c, "expandable_segments:True", &bad) == 0);
-		err = mt_sim_run(in, &c, capacity, &r[p]);
+		err = mt_sim_run(in, &c, capacity, false, &r[p]);
 		check(err == 0 || err == ENOMEM);
 		if (err)
 			return;
@@ -62,7 +59,7 @@ static void replay(const uint8_t *data, size_t size)
 	struct mt_sim_input in;
 
 	if (mt_trace_parse(data, size, "fuzz", &t) == 0 &&
-	    mt_sim_input(&t, (uint8_t)mt_sim_first_device(&t), &in) == 0) {
+	    mt_sim_input(&t, (uint8_t)mt_sim_first_device(&t), NULL, &in) == 0) {
 		for (int expandable = 0; expandable < 2; expandable++) {
 			run(&in, expandable, 0);
 			run(&in, expandable, 256u << 20);

@@ -50,15 +50,12 @@ static void print_text(const char *path, int device, const struct mt_sim_input *
 		       const struct row *rows, size_t nrows, uint64_t capacity, bool find_min)
 {
 	char a[32], b[32], c[32], d[32], cap[32], times[32] = "once";
-	size_t frees = 0;
 	bool ooms = capacity != 0; /* the column: at a capacity given, else where some allocation failed */
 
-	for (size_t i = 0; i < in->nops; i++)
-		frees += in->ops[i].free;
 	for (size_t i = 0; i < nrows; i++)
 		ooms |= rows[i].r.ooms != 0;
-	printf("%s, device %d: %zu allocations and %zu frees (%s)\n", path, device, in->nops - frees - in->releases,
-	       frees, in->blocks ? "a caching allocator's blocks" : "device allocations");
+	printf("%s, device %d: %zu allocations and %zu frees (%s)\n", path, device, in->nops - in->frees - in->releases,
+	       in->frees, in->blocks ? "a caching allocator's blocks" : "device allocations");
 	if (in->releases > 1)
 		snprintf(times, sizeof times, "%zu times", in->releases);
 	if (in->releases)
@@ -144,7 +141,7 @@ int cmd_replay(int argc, char **argv)
 	const char *policies = "native,memtap,memtap-vmm,bump", *conf = NULL, *bad;
 	uint64_t capacity = 0;
 	bool json = false, find_min = false, damaged;
-	int device = -1, c;
+	int device = -1, c, status;
 	struct row rows[8];
 	size_t nrows = 0;
 	struct mt_trace t;
@@ -184,7 +181,7 @@ int cmd_replay(int argc, char **argv)
 	}
 	if (optind + 1 != argc)
 		die(EXIT_USAGE, "replay takes one input (see memtap replay --help)");
-	damaged = read_trace(argv[optind], &t);
+	damaged = load_trace(argv[optind], &t); /* each run walks it again */
 	mt_sim_job_conf(&t, job, sizeof job);
 	list = strdup(policies);
 	for (char *save = NULL, *p = strtok_r(list, ",", &save); p; p = strtok_r(NULL, ",", &save)) {
@@ -200,23 +197,24 @@ int cmd_replay(int argc, char **argv)
 	}
 	if (device < 0) /* a job on cuda:1 alone has nothing on device 0 */
 		device = mt_sim_first_device(&t);
-	if (mt_sim_input(&t, (uint8_t)device, &in))
+	if (mt_sim_input(&t, (uint8_t)device, NULL, &in))
 		die(1, "out of memory reading %s", argv[optind]);
 	if (!in.nops && !damaged) /* a damaged trace's one line already gave its count of events */
 		fprintf(stderr, "memtap: %s has no device allocations on device %d\n", argv[optind], device);
 	/* a short input is timed on its second run: the first pays for the memory the process
 	 * touches first, which made whichever policy ran first look several times slower */
 	for (size_t i = 0; i < nrows; i++)
-		if ((in.nops < WARM_OPS && mt_sim_run(&in, &rows[i].cfg, capacity, &rows[i].r)) ||
-		    mt_sim_run(&in, &rows[i].cfg, capacity, &rows[i].r) ||
+		if ((in.nops < WARM_OPS && mt_sim_run(&in, &rows[i].cfg, capacity, true, &rows[i].r)) ||
+		    mt_sim_run(&in, &rows[i].cfg, capacity, true, &rows[i].r) ||
 		    (find_min && mt_sim_min_capacity(&in, &rows[i].cfg, 2u << 20, &rows[i].min_capacity)))
 			die(1, "out of memory replaying %s", argv[optind]);
 	if (json)
 		print_json(argv[optind], device, &in, job, rows, nrows, capacity);
 	else
 		print_text(argv[optind], device, &in, job, rows, nrows, capacity, find_min);
+	status = walked_status(&t, damaged);
 	mt_sim_input_free(&in);
 	mt_trace_free(&t);
 	free(list);
-	return damaged ? EXIT_DAMAGED : 0;
+	return status;
 }
