@@ -32,7 +32,7 @@ void torch_prepare(const char *cmd, bool quiet);
 struct mt_trace;
 /* Reads a trace or exits; a damaged trace is said once on stderr and true returned. */
 bool read_trace(const char *path, struct mt_trace *t);
-/* The same for a command whose analyses walk the events (report, diff, dump, export): a
+/* The same for a command whose analyses walk the events (report, diff, dump, export, replay): a
  * trace of 64 MiB or more is opened and walked from its file (mt_trace_load). */
 bool load_trace(const char *path, struct mt_trace *t);
 /* Once the walks are done: EXIT_DAMAGED or 0, and a problem a walk met (the file changed
