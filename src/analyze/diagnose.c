@@ -146,12 +146,17 @@ struct allocator {
 	bool known; /* memtap can model it */
 };
 
-static void job_allocator(const struct mt_trace *t, struct allocator *a)
+static void job_allocator(const struct mt_report *r, struct allocator *a)
 {
 	const char *bad;
 
-	mt_sim_memtap_conf(t, a->memtap, sizeof a->memtap);
-	mt_sim_job_conf(t, a->torch, sizeof a->torch);
+	/* memtap's allocator makes segments, and only a trace with segments has a cache to
+	   replay: without them the walk that looks for its settings is spared */
+	if (r->kinds[MT_EV_SEGMENT_ALLOC])
+		mt_sim_memtap_conf(r->trace, a->memtap, sizeof a->memtap);
+	else
+		a->memtap[0] = '\0';
+	mt_sim_job_conf(r->trace, a->torch, sizeof a->torch);
 	a->known = !mt_cache_preset(&a->config, "native") && !mt_cache_configure(&a->config, a->memtap, &bad) &&
 		   !mt_cache_configure(&a->config, a->torch, &bad);
 }
@@ -630,7 +635,6 @@ static int diagnose(struct mt_diagnosis *g, const struct mt_report *r, const str
 
 int mt_diagnose(const struct mt_report *r, struct mt_diagnosis **out, size_t *n)
 {
-	const struct mt_trace *t = r->trace;
 	struct allocator a;
 	size_t cap = 0;
 	int err = 0;
@@ -638,7 +642,7 @@ int mt_diagnose(const struct mt_report *r, struct mt_diagnosis **out, size_t *n)
 	*out = NULL, *n = 0;
 	if (!r->noom && !r->target) /* nothing to diagnose */
 		return 0;
-	job_allocator(t, &a);
+	job_allocator(r, &a);
 	for (size_t k = 0; k < r->noom && !err && *n < MT_DIAGNOSED; k++) {
 		const struct mt_oom *o = &r->oom[k];
 		const struct mt_event *ev = &o->ev;
