@@ -20,6 +20,25 @@ TSAN = "thread" in os.environ.get("MT_SANITIZERS", "")
 
 
 
+def threads_of(pgid):
+    """Each thread of a process group, as /proc shows it: its name, state, wait channel and
+    the system call it is in. A hung run says where it hung before it is killed."""
+    lines = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if os.getpgid(int(pid)) != pgid:
+                continue
+            for tid in sorted(os.listdir("/proc/%s/task" % pid), key=int):
+                at = "/proc/%s/task/%s/" % (pid, tid)
+                state = open(at + "stat").read().rsplit(") ", 1)[1].split()[0]
+                wchan, call = open(at + "wchan").read(), open(at + "syscall").read().split()[0]
+                lines.append("%s/%s %s %s %s syscall %s" % (pid, tid, open(at + "comm").read().strip(), state,
+                                                           wchan or "-", call))
+        except (OSError, IndexError):
+            continue
+    return "\n".join(lines)
+
+
 def record(name, argv, opts=(), env=None, **kw):
     """memtap run ARGV on simgpu; returns (process, [trace paths])."""
     d = os.path.join(TMP, name)
@@ -36,9 +55,10 @@ def record(name, argv, opts=(), env=None, **kw):
         try:
             out, err = q.communicate(timeout=kw["timeout"])
         except subprocess.TimeoutExpired:
+            where = threads_of(q.pid)
             os.killpg(q.pid, signal.SIGKILL)
             out, err = q.communicate()
-            err += "\n(killed: still running after %d s)" % kw["timeout"]
+            err += "\n(killed: still running after %d s; its threads then:\n%s)" % (kw["timeout"], where)
     p = subprocess.CompletedProcess(q.args, q.returncode, out, err)
     return p, sorted(glob.glob(os.path.join(d, "*.trace*")))
 
