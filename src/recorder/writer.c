@@ -117,7 +117,8 @@ static struct writer {
 	   descriptors opened at start) for the moment only memtap's threads are left, and
 	   wakes the thread the main one left to end the process */
 	bool main_gone;
-	uint32_t end_now; /* futex */
+	bool main_exited, ender_made; /* main called pthread_exit; its ender thread was made */
+	uint32_t end_now;	      /* futex */
 	int proc_stat, proc_task;
 	int status_fd; /* memtap run's status line for this process, made at start */
 } w = {.lock = PTHREAD_MUTEX_INITIALIZER,
@@ -1077,13 +1078,22 @@ static void *end_process(void *slot)
 	exit(0);
 }
 
-void mtp_writer_main_gone(void)
+/* The thread that ends the process, made once, by a thread of the job's (so in its
+ * descriptor table, directory and root): the main one as it leaves, or, where the writer
+ * was not running yet, the one whose first event starts it after that. Without a writer
+ * no thread of memtap's keeps the process alive. */
+static void make_ender(void)
 {
 	pthread_t t;
 	pthread_attr_t a;
 	sigset_t all, old;
 
-	if (!w.running) /* no thread of memtap's keeps the process alive */
+	pthread_mutex_lock(&w.lock); /* a writer still starting opens /proc first */
+	while (__atomic_load_n(&w.starting, __ATOMIC_ACQUIRE))
+		pthread_cond_wait(&w.ready, &w.lock);
+	pthread_mutex_unlock(&w.lock);
+	if (!__atomic_load_n(&w.running, __ATOMIC_SEQ_CST) ||
+	    __atomic_exchange_n(&w.ender_made, true, __ATOMIC_ACQ_REL))
 		return;
 	if (w.proc_stat < 0 && w.own_table) {
 		mtp_warn("the main thread called pthread_exit, and memtap cannot see this process's threads (no /proc "
@@ -1103,6 +1113,14 @@ void mtp_writer_main_gone(void)
 	}
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	pthread_attr_destroy(&a);
+}
+
+void mtp_writer_main_gone(void)
+{
+	/* seen by a writer's start after this (mtp_writer_start), or this sees that start */
+	__atomic_store_n(&w.main_exited, true, __ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&w.starting, __ATOMIC_SEQ_CST) || __atomic_load_n(&w.running, __ATOMIC_SEQ_CST))
+		make_ender();
 }
 
 /* ---- the writer thread ---- */
@@ -1257,7 +1275,7 @@ int mtp_writer_start(bool now)
 	}
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
-	__atomic_store_n(&w.starting, true, __ATOMIC_RELEASE);
+	__atomic_store_n(&w.starting, true, __ATOMIC_SEQ_CST);
 	pthread_attr_init(&a);
 	pthread_attr_setstacksize(&a, WRITER_STACK);
 	r = pthread_create(&w.thread, &a, writer_main, NULL);
@@ -1265,7 +1283,7 @@ int mtp_writer_start(bool now)
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (r)
 		__atomic_store_n(&w.starting, false, __ATOMIC_RELEASE);
-	w.running = r == 0;
+	__atomic_store_n(&w.running, r == 0, __ATOMIC_SEQ_CST);
 	/* its own table, directory and root are copies of the job's as they are now, before
 	   the job's main runs and perhaps changes them (chroot) */
 	pthread_mutex_lock(&w.lock);
@@ -1275,6 +1293,8 @@ int mtp_writer_start(bool now)
 	if (r)
 		mtp_warn("cannot start the writer thread: %s; events are written when a thread asks, and at exit",
 			 strerror(r));
+	else if (__atomic_load_n(&w.main_exited, __ATOMIC_SEQ_CST)) /* main left before this first event */
+		make_ender();
 	return 0;
 }
 
@@ -1368,7 +1388,7 @@ void mtp_writer_atfork_child(bool keep)
 	if (w.fd >= 0 && !w.own_table)
 		close(w.fd);
 	w.fd = -1;
-	w.running = w.starting = w.own_table = w.sleeping = w.main_gone = false;
+	w.running = w.starting = w.own_table = w.sleeping = w.main_gone = w.main_exited = w.ender_made = false;
 	w.end_now = 0;
 	w.proc_stat = w.proc_task = w.status_fd = -1; /* the parent writer's, in its own table */
 	w.bell = w.asked = w.served = w.parked_for = 0;

@@ -11,6 +11,8 @@
  *   pthread_exit DIR  in DIR: opens job.log (buffered), changes into DIR/sub, registers an
  *                 exit handler that writes atexit.txt there, starts a thread that
  *                 allocates and lives on, allocates, then ends with pthread_exit
+ *   pthread_exit_first DIR  the same, but main makes no CUDA call: the thread makes the
+ *                 process's first, once main has gone
  *   sigexit       allocates in a loop until SIGALRM (after argv[2] microseconds), whose
  *                 handler calls exit(0): the usual C way to end on a signal
  *   smallstacks N 64 threads with 16 KiB stacks, all but N bytes of them in use, make their
@@ -70,6 +72,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -141,9 +144,10 @@ static void nvtx_registered(void)
 /* ---- main ends with pthread_exit ---- */
 static FILE *job_log;
 
-static void *allocate_some(void *arg)
+static void *allocate_some(void *first)
 {
-	(void)arg;
+	if (first)
+		usleep(200000); /* main has gone by now */
 	for (int i = 0; i < 10; i++)
 		alloc_free(12000001);
 	usleep(300000); /* main has gone by now */
@@ -160,7 +164,7 @@ static void at_end(void)
 	printf("atexit ran\n");
 }
 
-static void ends_with_pthread_exit(const char *dir)
+static void ends_with_pthread_exit(const char *dir, bool main_allocates)
 {
 	pthread_t t;
 	char sub[4096];
@@ -172,8 +176,8 @@ static void ends_with_pthread_exit(const char *dir)
 		return;
 	atexit(at_end);
 	printf("main leaves"); /* buffered too */
-	pthread_create(&t, NULL, allocate_some, NULL);
-	for (int i = 0; i < 10; i++)
+	pthread_create(&t, NULL, allocate_some, main_allocates ? NULL : &t);
+	for (int i = 0; i < 10 && main_allocates; i++)
 		alloc_free(12000002);
 	pthread_exit(NULL);
 }
@@ -737,8 +741,8 @@ int main(int argc, char **argv)
 		nvtx(strtoul(arg, NULL, 10));
 	else if (!strcmp(mode, "nvtxreg"))
 		nvtx_registered();
-	else if (!strcmp(mode, "pthread_exit"))
-		ends_with_pthread_exit(arg);
+	else if (!strcmp(mode, "pthread_exit") || !strcmp(mode, "pthread_exit_first"))
+		ends_with_pthread_exit(arg, !strcmp(mode, "pthread_exit"));
 	else if (!strcmp(mode, "sigexit"))
 		sigexit(strtol(arg, NULL, 10));
 	else if (!strcmp(mode, "smallstacks") && (left = strtoul(arg, NULL, 10)) > 0)

@@ -20,14 +20,21 @@ TSAN = "thread" in os.environ.get("MT_SANITIZERS", "")
 
 
 
-def threads_of(pgid):
-    """Each thread of a process group, as /proc shows it: its name, state, wait channel and
-    the system call it is in. A hung run says where it hung before it is killed."""
-    lines = []
+def threads_of(root):
+    """Each thread of process root and of its descendants, as /proc shows it: its name,
+    state, wait channel and the system call it is in. A hung run says where it hung
+    before it is killed."""
+    parent, lines = {}, []
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
-            if os.getpgid(int(pid)) != pgid:
-                continue
+            parent[int(pid)] = int(open("/proc/%s/stat" % pid).read().rsplit(") ", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+    tree = [root]
+    for pid in tree:
+        tree += sorted(p for p, pp in parent.items() if pp == pid)
+    for pid in tree:
+        try:
             for tid in sorted(os.listdir("/proc/%s/task" % pid), key=int):
                 at = "/proc/%s/task/%s/" % (pid, tid)
                 state = open(at + "stat").read().rsplit(") ", 1)[1].split()[0]

@@ -56,14 +56,16 @@ if one_trace("an NVTX handle nobody registered", traces, p):
        (rp.stderr, rep and rep["events"]))
 
 # ---- main() ends with pthread_exit: the process ends when the job's threads have, and
-# its exit handlers and buffered output go where they would have gone ----
+# its exit handlers and buffered output go where they would have gone; also where main
+# leaves before the process's first CUDA call, which starts memtap's writer thread after
+# (that run hung for good) ----
 # (not under ThreadSanitizer: its own background thread keeps such a program alive for good)
-def pthread_exit_run(with_memtap):
-    d = os.path.join(TMP, "pexit-%s" % ("memtap" if with_memtap else "alone"))
+def pthread_exit_run(mode, with_memtap):
+    d = os.path.join(TMP, "%s-%s" % (mode, "memtap" if with_memtap else "alone"))
     os.makedirs(d, exist_ok=True)
-    argv = [HARM, "pthread_exit", d]
+    argv = [HARM, mode, d]
     if with_memtap:
-        p, traces = record("pthread_exit", argv, timeout=60, cwd=d)
+        p, traces = record(mode, argv, timeout=60, cwd=d)
     else:
         p, traces = subprocess.run(argv, capture_output=True, text=True, timeout=60, cwd=d), []
     log = os.path.join(d, "job.log")
@@ -71,18 +73,18 @@ def pthread_exit_run(with_memtap):
                        os.path.exists(os.path.join(d, "sub", "atexit.txt")))
 
 
-if not TSAN:
-    p, traces, got = pthread_exit_run(True)
-    _, _, alone = pthread_exit_run(False)
-    ok(p.returncode == 0 and "killed" not in p.stderr, "main ends with pthread_exit: the process exits 0",
-       p.stderr[-500:])
+for mode, allocs in () if TSAN else (("pthread_exit", 20), ("pthread_exit_first", 10)):
+    p, traces, got = pthread_exit_run(mode, True)
+    _, _, alone = pthread_exit_run(mode, False)
+    ok(p.returncode == 0 and "killed" not in p.stderr, "%s: main ends with pthread_exit: the process exits 0" % mode,
+       p.stderr[-1500:])
     ok(got == alone == ("main leavesatexit ran\n", "the job's own log line\n", True),
-       "pthread_exit: the job's buffered log and output, and its exit handler's file, as without memtap",
+       "%s: the job's buffered log and output, and its exit handler's file, as without memtap" % mode,
        (got, alone))
     if traces:
         _, rep = report(traces[0])
-        ok(closed(rep) and rep["events"]["allocs"] == 20, "pthread_exit: all 20 allocations, in a closed trace",
-           rep and rep["events"])
+        ok(closed(rep) and rep["events"]["allocs"] == allocs,
+           "%s: all %d allocations, in a closed trace" % (mode, allocs), rep and rep["events"])
 
 # ---- exit() from a signal handler, whatever the handler interrupted ----
 # (not under sanitizers: their allocator, interrupted by the handler, hangs such a program
