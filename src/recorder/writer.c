@@ -1281,8 +1281,12 @@ int mtp_writer_start(bool now)
 	r = pthread_create(&w.thread, &a, writer_main, NULL);
 	pthread_attr_destroy(&a);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (r)
+	if (r) { /* said to whoever waits for the start (make_ender, a fork) */
+		pthread_mutex_lock(&w.lock);
 		__atomic_store_n(&w.starting, false, __ATOMIC_RELEASE);
+		pthread_cond_broadcast(&w.ready);
+		pthread_mutex_unlock(&w.lock);
+	}
 	__atomic_store_n(&w.running, r == 0, __ATOMIC_SEQ_CST);
 	/* its own table, directory and root are copies of the job's as they are now, before
 	   the job's main runs and perhaps changes them (chroot) */
