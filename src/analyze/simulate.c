@@ -359,7 +359,7 @@ struct source {
 	bool release;		   /* the last op given was a release */
 	bool ended, then_given;	   /* the walk is over; the op after it given */
 	uint64_t reserved;	   /* the job's segments held now */
-	struct mt_sim_input *note; /* the input pass: places, frees and releases noted here */
+	struct mt_sim_input *note; /* the input pass: the job's segments noted here (places) */
 	int err;
 };
 

@@ -1,6 +1,7 @@
-/* The caching allocator's engine (cache.h): best fit, blocks freed and handed out, the address table,
- * streams, plain segments, release, GC and cross-stream events, and the API. How blocks,
- * segments and pools relate is in engine.h; the knobs are knobs.c, VMM pages vmm.c. */
+/* The caching allocator's engine (cache.h): best fit, blocks freed and handed out, the
+ * address table, streams, plain segments, release, GC and cross-stream events, and the
+ * API. How blocks, segments and pools relate, and the bins' and records' small steps, are
+ * in engine.h; the knobs are knobs.c, VMM pages vmm.c. */
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
